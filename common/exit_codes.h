@@ -1,0 +1,38 @@
+// trainlet's exit-code contract (docs/exit-codes.md is the user-facing copy).
+//
+// Codes 64-79 are trainlet's own verdicts, chosen from sysexits(3) so that a
+// Kubernetes podFailurePolicy can tell a configuration error (never retry)
+// from a worker failure (maybe retry). Every other non-zero code is the
+// failing worker's: its exit status, or 128+signal when a signal killed it.
+#ifndef TRAINLET_COMMON_EXIT_CODES_H_
+#define TRAINLET_COMMON_EXIT_CODES_H_
+
+#include "absl/status/status.h"
+
+namespace trainlet {
+
+enum ExitCode : int {
+  kExitSuccess = 0,
+  kExitUsage = 64,               // bad flag or env value, unknown flag, no COMMAND.
+  kExitUnavailable = 69,         // coordinator unreachable / join timeout / lost.
+  kExitInternal = 70,            // a trainlet bug; please report.
+  kExitOsError = 71,             // cannot listen (port in use), fork failed, ...
+  kExitPeerFailed = 75,          // a worker on another node failed; ours were stopped.
+  kExitRejected = 77,            // wrong token or job id.
+  kExitConfig = 78,              // inconsistent job: rank hint >= nnodes, duplicate
+                                 // node id or rank, round full, unreadable token file.
+  kExitRestartsExhausted = 79,   // elastic: restart budget spent or too few nodes.
+  kExitNotExecutable = 126,      // COMMAND exists but cannot be executed.
+  kExitNotFound = 127,           // COMMAND not found.
+  kExitSignalBase = 128,         // 128+N: killed by signal N.
+};
+
+// The exit code for a failed rendezvous call, by canonical status code.
+int ExitCodeForRendezvousError(const absl::Status& status);
+
+// Turns a waitpid(2) status into a shell-style exit code (code or 128+sig).
+int ExitCodeFromWaitStatus(int wait_status);
+
+}  // namespace trainlet
+
+#endif  // TRAINLET_COMMON_EXIT_CODES_H_

@@ -1,0 +1,86 @@
+#include "common/logging.h"
+
+#include <unistd.h>
+
+#include <atomic>
+#include <string>
+
+#include "absl/synchronization/mutex.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
+
+namespace trainlet {
+namespace {
+std::atomic<int> g_level{static_cast<int>(LogLevel::kInfo)};
+absl::Mutex g_prefix_mu;
+std::string* g_prefix ABSL_GUARDED_BY(g_prefix_mu) = new std::string();
+
+char LevelLetter(LogLevel level) {
+  switch (level) {
+    case LogLevel::kDebug:
+      return 'D';
+    case LogLevel::kInfo:
+      return 'I';
+    case LogLevel::kWarning:
+      return 'W';
+    case LogLevel::kError:
+      return 'E';
+  }
+  return '?';
+}
+}  // namespace
+
+void SetLogLevel(LogLevel level) { g_level.store(static_cast<int>(level)); }
+LogLevel GetLogLevel() { return static_cast<LogLevel>(g_level.load()); }
+
+void SetLogPrefix(absl::string_view prefix) {
+  absl::MutexLock lock(&g_prefix_mu);
+  g_prefix->assign(prefix.data(), prefix.size());
+}
+
+bool ParseLogLevel(absl::string_view text, LogLevel* level) {
+  if (text == "debug") {
+    *level = LogLevel::kDebug;
+  } else if (text == "info") {
+    *level = LogLevel::kInfo;
+  } else if (text == "warning" || text == "warn") {
+    *level = LogLevel::kWarning;
+  } else if (text == "error") {
+    *level = LogLevel::kError;
+  } else {
+    return false;
+  }
+  return true;
+}
+
+namespace internal {
+LogLine::~LogLine() {
+  std::string prefix;
+  {
+    absl::MutexLock lock(&g_prefix_mu);
+    prefix = *g_prefix;
+  }
+  std::string line = absl::FormatTime("%Y-%m-%dT%H:%M:%E3SZ", absl::Now(), absl::UTCTimeZone());
+  line += ' ';
+  line += LevelLetter(level_);
+  line += " trainlet";
+  if (!prefix.empty()) {
+    line += '[';
+    line += prefix;
+    line += ']';
+  }
+  line += ' ';
+  line += stream_.str();
+  line += '\n';
+  // One write(2) per line keeps lines whole when threads log concurrently.
+  const char* p = line.data();
+  size_t left = line.size();
+  while (left > 0) {
+    ssize_t n = ::write(STDERR_FILENO, p, left);
+    if (n <= 0) break;
+    p += n;
+    left -= static_cast<size_t>(n);
+  }
+}
+}  // namespace internal
+}  // namespace trainlet
