@@ -1,0 +1,692 @@
+#include "rendezvous/coordinator.h"
+
+#include <algorithm>
+#include <random>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "common/logging.h"
+#include "rendezvous/rank_assignment.h"
+
+namespace trainlet::rendezvous {
+namespace {
+
+constexpr size_t kMaxNodeIdLength = 253;  // a DNS name.
+constexpr size_t kMaxAddrLength = 255;
+constexpr size_t kMaxMessageLength = 1024;
+constexpr int kMaxLocalWorldSize = 1024;
+
+std::string Who(const v1::Member& m) {
+  return absl::StrFormat("%s/%016x", m.node_id(), m.incarnation());
+}
+
+absl::Status CheckIdentity(const v1::Member& m) {
+  if (m.node_id().empty()) return absl::InvalidArgumentError("member.node_id: must not be empty");
+  if (m.node_id().size() > kMaxNodeIdLength) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("member.node_id: at most %d bytes, got %d", kMaxNodeIdLength,
+                        m.node_id().size()));
+  }
+  for (char c : m.node_id()) {
+    if (static_cast<unsigned char>(c) <= 0x20 || static_cast<unsigned char>(c) >= 0x7f) {
+      return absl::InvalidArgumentError(
+          "member.node_id: only printable ASCII without spaces is allowed");
+    }
+  }
+  if (m.incarnation() == 0) {
+    return absl::InvalidArgumentError("member.incarnation: must be non-zero");
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::string_view PhaseName(Phase phase) {
+  switch (phase) {
+    case Phase::kGathering:
+      return "gathering";
+    case Phase::kRunning:
+      return "running";
+    case Phase::kSucceeded:
+      return "succeeded";
+    case Phase::kFailed:
+      return "failed";
+  }
+  return "unknown";
+}
+
+uint64_t NewIncarnation() {
+  static std::mt19937_64* rng = [] {
+    std::random_device rd;
+    std::seed_seq seq{rd(), rd(), rd(), rd()};
+    return new std::mt19937_64(seq);
+  }();
+  static absl::Mutex mu;
+  absl::MutexLock lock(&mu);
+  uint64_t v = 0;
+  while (v == 0) v = (*rng)();
+  return v;
+}
+
+Coordinator::Coordinator(CoordinatorOptions options)
+    : options_(std::move(options)),
+      clock_(options_.clock ? options_.clock : Clock::Real()),
+      elastic_(options_.min_nodes != options_.max_nodes) {
+  absl::MutexLock lock(&mu_);
+  gathering_since_ = clock_->Now();
+}
+
+Coordinator::~Coordinator() { Shutdown("coordinator destroyed"); }
+
+absl::Status Coordinator::ValidateJoinLocked(const v1::JoinRequest& r) const {
+  if (absl::Status s = CheckIdentity(r.member()); !s.ok()) return s;
+  if (r.job_id() != options_.job_id) {
+    return absl::PermissionDeniedError(absl::StrFormat(
+        "job_id: this coordinator serves job \"%s\", not \"%s\"; check --job-id on both sides",
+        options_.job_id, r.job_id()));
+  }
+  if (r.local_world_size() < 1 || r.local_world_size() > kMaxLocalWorldSize) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "local_world_size: expected 1..%d, got %d", kMaxLocalWorldSize, r.local_world_size()));
+  }
+  if (r.master_port() < 1 || r.master_port() > 65535) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("master_port: expected 1..65535, got %d", r.master_port()));
+  }
+  if (r.advertise_addr().size() > kMaxAddrLength) {
+    return absl::InvalidArgumentError("advertise_addr: longer than 255 bytes");
+  }
+  if (r.rank_hint() < -1) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("rank_hint: expected -1 (none) or >= 0, got %d", r.rank_hint()));
+  }
+  if (!elastic_ && r.rank_hint() >= options_.max_nodes) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("rank_hint %d of node %s is out of range: the job has %d nodes "
+                        "(ranks 0..%d); check --node-rank / JOB_COMPLETION_INDEX and --nnodes",
+                        r.rank_hint(), r.member().node_id(), options_.max_nodes,
+                        options_.max_nodes - 1));
+  }
+  return absl::OkStatus();
+}
+
+bool Coordinator::IsLiveLocked(const Member& m) const {
+  if (m.ticket != 0 || m.sink != nullptr) return true;
+  return clock_->Now() - m.last_seen < options_.heartbeat_timeout;
+}
+
+int Coordinator::GatheringCountLocked() const {
+  int n = 0;
+  for (const auto& [id, m] : members_) n += m.ticket != 0;
+  return n;
+}
+
+int Coordinator::RoundSizeLocked() const {
+  int n = 0;
+  for (const auto& [id, m] : members_) n += m.in_round;
+  return n;
+}
+
+uint64_t Coordinator::Join(const v1::JoinRequest& request, absl::string_view peer_addr,
+                           JoinDone done) {
+  Actions actions;
+  absl::Status error;
+  uint64_t ticket = 0;
+  {
+    absl::MutexLock lock(&mu_);
+    error = ValidateJoinLocked(request);
+    const std::string& node_id = request.member().node_id();
+    if (error.ok() && shut_down_) error = absl::UnavailableError("coordinator is shutting down");
+    if (error.ok() && (phase_ == Phase::kSucceeded || phase_ == Phase::kFailed)) {
+      error = absl::FailedPreconditionError(
+          absl::StrCat("the job already ", PhaseName(phase_),
+                       verdict_.empty() ? "" : absl::StrCat(": ", verdict_)));
+    }
+    auto it = members_.find(node_id);
+    if (error.ok() && it != members_.end()) {
+      Member& old = it->second;
+      if (old.join.member().incarnation() == request.member().incarnation()) {
+        if (old.in_round && phase_ == Phase::kRunning) {
+          // A retried join whose answer was lost: same assignment again.
+          old.last_seen = clock_->Now();
+          actions.push_back([done, a = old.assignment] { done(a); });
+          done = nullptr;
+        } else if (old.ticket != 0) {
+          // A retried join while the first is still parked: the new call wins.
+          actions.push_back([d = std::move(old.done)] {
+            d(absl::AbortedError("superseded by a retried join of the same member"));
+          });
+          old.ticket = 0;
+        }
+      } else if (IsLiveLocked(old)) {
+        error = absl::AlreadyExistsError(absl::StrFormat(
+            "node id \"%s\" is held by a live agent (incarnation %016x); two pods claim the same "
+            "node id: give each a distinct --node-id (default: the hostname)",
+            node_id, old.join.member().incarnation()));
+      } else {
+        // The old incarnation is dead: fence it, and if it was running, its
+        // loss is a failure of the round.
+        TLOG(kInfo) << "node " << node_id << ": new incarnation "
+                    << absl::StrFormat("%016x", request.member().incarnation())
+                    << " replaces dead incarnation "
+                    << absl::StrFormat("%016x", old.join.member().incarnation());
+        bool was_running = old.in_round && phase_ == Phase::kRunning;
+        if (old.sink) old.sink->Close(absl::FailedPreconditionError("fenced by a new incarnation"));
+        members_.erase(it);
+        if (was_running) {
+          HandleFailureLocked(node_id, "node restarted (new incarnation)", 0, true, &actions);
+        }
+        if (phase_ == Phase::kFailed) {
+          error = absl::FailedPreconditionError(absl::StrCat("the job already failed: ", verdict_));
+        }
+      }
+    }
+    if (error.ok() && done) {
+      if (phase_ == Phase::kRunning) {
+        // A newcomer while running: elastic scale-up, else the round is full.
+        if (elastic_ && RoundSizeLocked() < options_.max_nodes) {
+          ReopenLocked(absl::StrCat("scale-up: node ", node_id, " joined"), &actions);
+        } else {
+          error = absl::ResourceExhaustedError(absl::StrFormat(
+              "round %d is full: %d of %d nodes joined and are running; check --nnodes, or "
+              "whether another job uses the same coordinator address",
+              round_, RoundSizeLocked(), options_.max_nodes));
+        }
+      }
+    }
+    if (error.ok() && done) {
+      if (GatheringCountLocked() >= options_.max_nodes) {
+        error = absl::ResourceExhaustedError(absl::StrFormat(
+            "the round is full: %d of %d nodes already joined; check --nnodes",
+            GatheringCountLocked(), options_.max_nodes));
+      }
+    }
+    if (error.ok() && done && !elastic_ && request.rank_hint() >= 0) {
+      for (const auto& [id, m] : members_) {
+        if (id != node_id && (m.ticket != 0 || m.in_round) &&
+            m.join.rank_hint() == request.rank_hint()) {
+          error = absl::InvalidArgumentError(absl::StrFormat(
+              "rank hint %d of node %s is already held by node %s; two pods have the same "
+              "--node-rank / JOB_COMPLETION_INDEX",
+              request.rank_hint(), node_id, id));
+          break;
+        }
+      }
+    }
+    if (error.ok() && done) {
+      Member& m = members_[node_id];
+      m.join = request;
+      m.addr = request.advertise_addr().empty() ? std::string(peer_addr) : request.advertise_addr();
+      ticket = next_id_++;
+      m.ticket = ticket;
+      m.done = std::move(done);
+      m.last_seen = clock_->Now();
+      TLOG(kDebug) << "join " << Who(request.member()) << " from " << m.addr << " ("
+                   << GatheringCountLocked() << "/" << options_.min_nodes << ".."
+                   << options_.max_nodes << ")";
+      MaybeCloseRoundLocked(&actions);
+      if (m.ticket == 0) ticket = 0;  // the round closed with this join.
+    }
+  }
+  if (!error.ok()) {
+    TLOG(kWarning) << "rejected join of " << Who(request.member()) << ": " << error.message();
+    done(error);
+  }
+  for (auto& a : actions) a();
+  return ticket;
+}
+
+void Coordinator::CancelJoin(uint64_t ticket) {
+  if (ticket == 0) return;
+  JoinDone done;
+  {
+    absl::MutexLock lock(&mu_);
+    for (auto it = members_.begin(); it != members_.end(); ++it) {
+      if (it->second.ticket != ticket) continue;
+      TLOG(kDebug) << "join of " << it->first << " cancelled by the caller";
+      done = std::move(it->second.done);
+      it->second.ticket = 0;
+      if (!it->second.in_round) members_.erase(it);
+      if (GatheringCountLocked() < options_.min_nodes) min_reached_at_ = absl::InfiniteFuture();
+      break;
+    }
+  }
+  if (done) done(absl::CancelledError("join cancelled by the caller"));
+}
+
+void Coordinator::MaybeCloseRoundLocked(Actions* actions) {
+  if (phase_ != Phase::kGathering || shut_down_) return;
+  const int n = GatheringCountLocked();
+  if (n < options_.min_nodes) return;
+  if (min_reached_at_ == absl::InfiniteFuture()) min_reached_at_ = clock_->Now();
+  if (n >= options_.max_nodes || clock_->Now() - min_reached_at_ >= options_.last_call) {
+    CloseRoundLocked(actions);
+  }
+}
+
+void Coordinator::CloseRoundLocked(Actions* actions) {
+  // Round numbers and restart counts continue above what members carry, so a
+  // restarted coordinator picks up where the job was.
+  uint64_t last_round = round_;
+  int carried_restarts = -1;
+  std::vector<Member*> joined;
+  std::vector<RankCandidate> candidates;
+  for (auto& [id, m] : members_) {
+    if (m.ticket == 0) {
+      m.in_round = false;
+      continue;
+    }
+    joined.push_back(&m);
+    last_round = std::max<uint64_t>(last_round, m.join.last_round());
+    if (m.join.last_round() > 0) carried_restarts = std::max(carried_restarts, m.join.restart_count());
+    auto prev = previous_rank_.find(id);
+    candidates.push_back(
+        {id, m.join.rank_hint(), prev == previous_rank_.end() ? -1 : prev->second});
+  }
+  if (round_ == 0 && carried_restarts >= 0) restart_count_ = carried_restarts + 1;
+  round_ = last_round + 1;
+
+  std::vector<int> ranks = AssignRanks(candidates, /*honor_hints=*/!elastic_);
+  const int n = static_cast<int>(joined.size());
+  std::vector<Member*> by_rank(n);
+  for (int i = 0; i < n; ++i) by_rank[ranks[i]] = joined[i];
+
+  std::vector<v1::NodeAssignment> nodes(n);
+  int world_size = 0;
+  bool any_wants_nodes = false;
+  for (int r = 0; r < n; ++r) {
+    Member& m = *by_rank[r];
+    v1::NodeAssignment& na = nodes[r];
+    *na.mutable_member() = m.join.member();
+    na.set_node_rank(r);
+    na.set_addr(m.addr);
+    na.set_local_world_size(m.join.local_world_size());
+    na.set_first_global_rank(world_size);
+    *na.mutable_topology() = m.join.topology();
+    *na.mutable_ssh() = m.join.ssh();
+    world_size += m.join.local_world_size();
+    any_wants_nodes |= m.join.want_nodes();
+  }
+
+  v1::Assignment common;
+  common.set_coordinator_incarnation(options_.incarnation);
+  common.set_round(round_);
+  common.set_nnodes(n);
+  common.set_world_size(world_size);
+  common.set_master_addr(by_rank[0]->addr);
+  common.set_master_port(by_rank[0]->join.master_port());
+  common.set_restart_count(restart_count_);
+  common.set_max_restarts(options_.max_restarts);
+  common.set_job_id(options_.job_id);
+  common.set_heartbeat_interval_ms(absl::ToInt64Milliseconds(options_.heartbeat_timeout / 4));
+  v1::Assignment with_nodes;
+  if (any_wants_nodes) {
+    with_nodes = common;
+    for (const auto& na : nodes) *with_nodes.add_nodes() = na;
+  }
+
+  const absl::Time now = clock_->Now();
+  previous_rank_.clear();
+  for (int r = 0; r < n; ++r) {
+    Member& m = *by_rank[r];
+    previous_rank_[m.join.member().node_id()] = r;
+    m.assignment = m.join.want_nodes() ? with_nodes : common;
+    m.assignment.set_node_rank(r);
+    *m.assignment.mutable_self() = nodes[r];
+    m.in_round = true;
+    m.ticket = 0;
+    m.last_seen = now;
+    m.state = v1::ReportRequest::STATE_UNSPECIFIED;
+    actions->push_back([d = std::move(m.done), a = m.assignment] { d(a); });
+    m.done = nullptr;
+  }
+  phase_ = Phase::kRunning;
+  min_reached_at_ = absl::InfiniteFuture();
+  TLOG(kInfo) << "round " << round_ << " closed: " << n << " nodes, world size " << world_size
+              << ", master " << common.master_addr() << ":" << common.master_port()
+              << ", restart count " << restart_count_;
+}
+
+absl::StatusOr<Coordinator::Member*> Coordinator::FindMemberLocked(const v1::Member& who,
+                                                                   absl::string_view job_id) {
+  if (absl::Status s = CheckIdentity(who); !s.ok()) return s;
+  if (job_id != options_.job_id) {
+    return absl::PermissionDeniedError(absl::StrFormat(
+        "job_id: this coordinator serves job \"%s\", not \"%s\"", options_.job_id, job_id));
+  }
+  auto it = members_.find(who.node_id());
+  if (it == members_.end()) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("node ", who.node_id(), " is not a member of this job; join first"));
+  }
+  if (it->second.join.member().incarnation() != who.incarnation()) {
+    return absl::FailedPreconditionError(absl::StrFormat(
+        "incarnation %016x of node %s is fenced: incarnation %016x replaced it",
+        who.incarnation(), who.node_id(), it->second.join.member().incarnation()));
+  }
+  return &it->second;
+}
+
+v1::Directive Coordinator::NewDirectiveLocked() const {
+  v1::Directive d;
+  d.set_coordinator_incarnation(options_.incarnation);
+  d.set_round(round_);
+  return d;
+}
+
+absl::StatusOr<uint64_t> Coordinator::Watch(const v1::WatchRequest& request,
+                                            std::shared_ptr<DirectiveSink> sink) {
+  std::shared_ptr<DirectiveSink> replaced;
+  v1::Directive verdict;
+  bool send_verdict = false;
+  uint64_t id = 0;
+  {
+    absl::MutexLock lock(&mu_);
+    absl::StatusOr<Member*> m = FindMemberLocked(request.member(), request.job_id());
+    if (!m.ok()) return m.status();
+    Member& member = **m;
+    const bool terminal = phase_ == Phase::kSucceeded || phase_ == Phase::kFailed;
+    if (!terminal) {
+      if (request.round() != round_ || !member.in_round || phase_ != Phase::kRunning) {
+        return absl::AbortedError(absl::StrFormat(
+            "round %d is not current (current round %d, %s); re-join", request.round(), round_,
+            PhaseName(phase_)));
+      }
+    }
+    id = next_id_++;
+    replaced = std::move(member.sink);
+    member.sink = std::move(sink);
+    member.watch_id = id;
+    member.last_seen = clock_->Now();
+    if (terminal) {
+      verdict = verdict_directive_;
+      send_verdict = true;
+    }
+  }
+  if (replaced) replaced->Close(absl::AbortedError("replaced by a newer Watch of the same member"));
+  if (send_verdict) {
+    // Hand out the verdict outside the lock; the stream then ends.
+    std::shared_ptr<DirectiveSink> s;
+    {
+      absl::MutexLock lock(&mu_);
+      auto it = members_.find(request.member().node_id());
+      if (it != members_.end() && it->second.watch_id == id) s = it->second.sink;
+    }
+    if (s) s->Send(verdict, /*last=*/true);
+  }
+  return id;
+}
+
+void Coordinator::WatchClosed(uint64_t watch_id) {
+  Actions actions;
+  {
+    absl::MutexLock lock(&mu_);
+    for (auto& [id, m] : members_) {
+      if (m.watch_id != watch_id || watch_id == 0) continue;
+      m.sink = nullptr;
+      m.watch_id = 0;
+      if (phase_ == Phase::kRunning && m.in_round &&
+          m.state != v1::ReportRequest::SUCCEEDED) {
+        std::string node = id;  // `id` dies with the erase below.
+        HandleFailureLocked(node, "its agent disconnected (watch stream closed)", 0, true,
+                            &actions);
+      }
+      break;
+    }
+  }
+  for (auto& a : actions) a();
+}
+
+absl::Status Coordinator::Report(const v1::ReportRequest& request) {
+  Actions actions;
+  {
+    absl::MutexLock lock(&mu_);
+    absl::StatusOr<Member*> m = FindMemberLocked(request.member(), request.job_id());
+    if (!m.ok()) return m.status();
+    Member& member = **m;
+    if (request.round() != round_ || !member.in_round) {
+      return absl::AbortedError(absl::StrFormat(
+          "report for round %d, but the current round is %d; re-join", request.round(), round_));
+    }
+    member.last_seen = clock_->Now();
+    if (phase_ != Phase::kRunning) return absl::OkStatus();  // verdict already out.
+    switch (request.state()) {
+      case v1::ReportRequest::RUNNING:
+        if (member.state == v1::ReportRequest::STATE_UNSPECIFIED) member.state = request.state();
+        break;
+      case v1::ReportRequest::SUCCEEDED: {
+        member.state = request.state();
+        bool all = true;
+        for (const auto& [id, other] : members_) {
+          if (other.in_round && other.state != v1::ReportRequest::SUCCEEDED) all = false;
+        }
+        if (all) FinishJobLocked(&actions);
+        break;
+      }
+      case v1::ReportRequest::FAILED: {
+        member.state = request.state();
+        std::string reason = absl::StrFormat(
+            "worker local rank %d on node %s exited with code %d%s", request.failed_local_rank(),
+            request.member().node_id(), request.exit_code(),
+            request.message().empty()
+                ? ""
+                : absl::StrCat(": ", request.message().substr(0, kMaxMessageLength)));
+        HandleFailureLocked(request.member().node_id(), reason, request.exit_code(), false,
+                            &actions);
+        break;
+      }
+      default:
+        return absl::InvalidArgumentError(
+            absl::StrFormat("state: expected RUNNING, SUCCEEDED or FAILED, got %d",
+                            static_cast<int>(request.state())));
+    }
+  }
+  for (auto& a : actions) a();
+  return absl::OkStatus();
+}
+
+absl::Status Coordinator::Leave(const v1::LeaveRequest& request) {
+  Actions actions;
+  {
+    absl::MutexLock lock(&mu_);
+    absl::StatusOr<Member*> m = FindMemberLocked(request.member(), request.job_id());
+    if (!m.ok()) return m.status();
+    std::string node = request.member().node_id();
+    std::string reason = absl::StrCat("node ", node, " left: ",
+                                      request.reason().substr(0, kMaxMessageLength));
+    Member& member = **m;
+    if (member.ticket != 0) {
+      actions.push_back([d = std::move(member.done)] {
+        d(absl::CancelledError("left before the round closed"));
+      });
+      member.ticket = 0;
+    }
+    if (phase_ == Phase::kRunning && member.in_round &&
+        member.state != v1::ReportRequest::SUCCEEDED) {
+      HandleFailureLocked(node, reason, 0, true, &actions);
+    } else if (!member.in_round) {
+      members_.erase(node);
+    }
+  }
+  for (auto& a : actions) a();
+  return absl::OkStatus();
+}
+
+void Coordinator::HandleFailureLocked(const std::string& node_id, const std::string& reason,
+                                      int exit_code, bool remove_node, Actions* actions) {
+  TLOG(kWarning) << "round " << round_ << ": " << (remove_node ? "lost node " : "failure on ")
+                 << node_id << ": " << reason;
+  if (remove_node) {
+    auto it = members_.find(node_id);
+    if (it != members_.end()) {
+      if (it->second.sink) {
+        it->second.sink->Close(absl::AbortedError("removed from the job"));
+      }
+      members_.erase(it);
+    }
+  }
+  if (failures_ < options_.max_restarts) {
+    ++failures_;
+    ReopenLocked(absl::StrFormat("%s (restart %d of %d)", reason, failures_,
+                                 options_.max_restarts),
+                 actions);
+    return;
+  }
+  const bool exhausted = options_.max_restarts > 0;
+  FailJobLocked(exhausted ? absl::StrFormat("restart budget exhausted (%d restarts); last failure: %s",
+                                            options_.max_restarts, reason)
+                          : reason,
+                node_id, exit_code, exhausted, actions);
+}
+
+void Coordinator::ReopenLocked(const std::string& reason, Actions* actions) {
+  ++restart_count_;
+  const uint64_t next_round = round_ + 1;
+  v1::Directive d = NewDirectiveLocked();
+  d.mutable_rejoin()->set_next_round(next_round);
+  d.mutable_rejoin()->set_reason(reason);
+  for (auto& [id, m] : members_) {
+    if (!m.in_round) continue;
+    m.in_round = false;
+    m.last_seen = clock_->Now();
+    if (m.sink) {
+      m.sink->Send(d, /*last=*/true);
+      m.sink = nullptr;
+      m.watch_id = 0;
+    }
+  }
+  phase_ = Phase::kGathering;
+  gathering_since_ = clock_->Now();
+  min_reached_at_ = absl::InfiniteFuture();
+  TLOG(kInfo) << "opening round " << next_round << ": " << reason;
+  // Joins already parked (a scale-up joiner) may complete the round at once.
+  MaybeCloseRoundLocked(actions);
+}
+
+void Coordinator::FailJobLocked(const std::string& reason, const std::string& node_id,
+                                int exit_code, bool restarts_exhausted, Actions* actions) {
+  phase_ = Phase::kFailed;
+  verdict_ = reason;
+  verdict_directive_ = NewDirectiveLocked();
+  auto* f = verdict_directive_.mutable_job_failed();
+  f->set_reason(reason);
+  f->set_failed_node_id(node_id);
+  f->set_exit_code(exit_code);
+  f->set_restarts_exhausted(restarts_exhausted);
+  TLOG(kError) << "job failed: " << reason;
+  for (auto& [id, m] : members_) {
+    if (m.ticket != 0) {
+      actions->push_back([d = std::move(m.done), reason] {
+        d(absl::FailedPreconditionError(absl::StrCat("the job failed: ", reason)));
+      });
+      m.ticket = 0;
+    }
+    if (m.sink) m.sink->Send(verdict_directive_, /*last=*/true);
+  }
+}
+
+void Coordinator::FinishJobLocked(Actions* actions) {
+  phase_ = Phase::kSucceeded;
+  verdict_directive_ = NewDirectiveLocked();
+  verdict_directive_.mutable_job_finished();
+  TLOG(kInfo) << "job finished: every worker of round " << round_ << " exited 0";
+  for (auto& [id, m] : members_) {
+    if (m.sink) m.sink->Send(verdict_directive_, /*last=*/true);
+  }
+}
+
+void Coordinator::Tick() {
+  Actions actions;
+  {
+    absl::MutexLock lock(&mu_);
+    const absl::Time now = clock_->Now();
+    if (phase_ == Phase::kGathering) {
+      MaybeCloseRoundLocked(&actions);
+      if (phase_ == Phase::kGathering && round_ > 0 &&
+          now - gathering_since_ >= options_.min_nodes_timeout &&
+          GatheringCountLocked() < options_.min_nodes) {
+        FailJobLocked(absl::StrFormat("only %d of the %d nodes needed re-joined within %s "
+                                      "(--min-nodes-timeout)",
+                                      GatheringCountLocked(), options_.min_nodes,
+                                      absl::FormatDuration(options_.min_nodes_timeout)),
+                      "", 0, /*restarts_exhausted=*/true, &actions);
+      }
+    } else if (phase_ == Phase::kRunning) {
+      std::string silent;
+      for (const auto& [id, m] : members_) {
+        if (m.in_round && m.state != v1::ReportRequest::SUCCEEDED &&
+            now - m.last_seen >= options_.heartbeat_timeout) {
+          silent = id;
+          break;
+        }
+      }
+      if (!silent.empty()) {
+        HandleFailureLocked(silent,
+                            absl::StrCat("no heartbeat for ",
+                                         absl::FormatDuration(options_.heartbeat_timeout),
+                                         " (--heartbeat-timeout)"),
+                            0, true, &actions);
+      }
+    }
+  }
+  for (auto& a : actions) a();
+}
+
+void Coordinator::Shutdown(absl::string_view reason) {
+  Actions actions;
+  {
+    absl::MutexLock lock(&mu_);
+    if (shut_down_) return;
+    shut_down_ = true;
+    std::string why(reason);
+    for (auto& [id, m] : members_) {
+      if (m.ticket != 0) {
+        actions.push_back([d = std::move(m.done), why] {
+          d(absl::UnavailableError(absl::StrCat("coordinator shutting down: ", why)));
+        });
+        m.ticket = 0;
+      }
+      if (m.sink) {
+        auto s = std::move(m.sink);
+        actions.push_back([s, why] {
+          s->Close(absl::UnavailableError(absl::StrCat("coordinator shutting down: ", why)));
+        });
+        m.watch_id = 0;
+      }
+    }
+  }
+  for (auto& a : actions) a();
+}
+
+Coordinator::Snapshot Coordinator::GetSnapshot() const {
+  absl::MutexLock lock(&mu_);
+  Snapshot s;
+  s.phase = phase_;
+  s.round = round_;
+  s.gathering = GatheringCountLocked();
+  s.members = RoundSizeLocked();
+  s.restart_count = restart_count_;
+  s.verdict = verdict_;
+  return s;
+}
+
+bool Coordinator::DrainedLocked() const {
+  if (phase_ != Phase::kSucceeded && phase_ != Phase::kFailed) return false;
+  for (const auto& [id, m] : members_) {
+    if (m.sink != nullptr || m.ticket != 0) return false;
+  }
+  return true;
+}
+
+bool Coordinator::Drained() const {
+  absl::MutexLock lock(&mu_);
+  return DrainedLocked();
+}
+
+bool Coordinator::AwaitDrained(absl::Duration timeout) {
+  absl::MutexLock lock(&mu_);
+  return mu_.AwaitWithTimeout(absl::Condition(this, &Coordinator::DrainedLocked), timeout);
+}
+
+}  // namespace trainlet::rendezvous

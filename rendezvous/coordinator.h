@@ -1,0 +1,197 @@
+// The rendezvous state machine: who is in the job, which rank each node has,
+// and what every agent must do next. No gRPC in here: the gRPC adapter
+// (coordinator_service.h) turns calls into these methods, and tests drive it
+// directly with a SimulatedClock.
+//
+//                 join x MIN, then last call / MAX
+//   +-----------+ --------------------------------> +---------+
+//   | GATHERING |                                   | RUNNING |
+//   +-----------+ <-------------------------------- +---------+
+//      |   ^        member lost / worker failed        |    |
+//      |   |        (restarts left): Rejoin(N+1)       |    | every member
+//      |   +-------- scale-up join (elastic, < MAX) ---+    | SUCCEEDED
+//      |                                                    v
+//      | too few nodes for          +--------+        +-----------+
+//      +--------------------------> | FAILED | <----- | SUCCEEDED |
+//        --min-nodes-timeout        +--------+  (no)  +-----------+
+//                                       ^
+//           member lost / worker failed, no restarts left (from RUNNING)
+//
+// Members are (node_id, incarnation). A node id belongs to one live
+// incarnation at a time: a second live one is rejected (two pods claim the
+// same identity); a new one replaces a dead one, which is then fenced.
+// Rounds are numbered above every round a joiner reports, so a restarted
+// coordinator never reuses a number.
+//
+// Threading: every public method is thread-safe. Callbacks (JoinDone,
+// DirectiveSink) run on the calling thread after the lock is released, so
+// they may call back into the coordinator. Time only moves through Tick(),
+// which the owner calls periodically (the service runs a ticker thread).
+#ifndef TRAINLET_RENDEZVOUS_COORDINATOR_H_
+#define TRAINLET_RENDEZVOUS_COORDINATOR_H_
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "common/clock.h"
+#include "trainlet/v1/rendezvous.pb.h"
+
+namespace trainlet::rendezvous {
+
+namespace v1 = ::trainlet::v1;
+
+struct CoordinatorOptions {
+  std::string job_id;
+  int min_nodes = 1;
+  int max_nodes = 1;
+  // Worker failures or lost nodes tolerated before the job fails.
+  int max_restarts = 0;
+  // Once min_nodes have joined, wait this long for more (until max_nodes).
+  absl::Duration last_call = absl::Milliseconds(500);
+  // A member that sends nothing for this long is lost.
+  absl::Duration heartbeat_timeout = absl::Seconds(5);
+  // After a restart, fail if fewer than min_nodes re-join within this.
+  absl::Duration min_nodes_timeout = absl::Minutes(5);
+  // Random and non-zero; drawn by Create-ers (see NewIncarnation()).
+  uint64_t incarnation = 0;
+  Clock* clock = nullptr;  // Clock::Real() when null.
+};
+
+// Receives directives for one member's Watch stream. Must not block.
+class DirectiveSink {
+ public:
+  virtual ~DirectiveSink() = default;
+  // Queues `directive`; with `last` the stream ends after it (status OK).
+  virtual void Send(const v1::Directive& directive, bool last) = 0;
+  // Ends the stream without a directive.
+  virtual void Close(const absl::Status& status) = 0;
+};
+
+enum class Phase { kGathering, kRunning, kSucceeded, kFailed };
+absl::string_view PhaseName(Phase phase);
+
+// A non-zero random 64-bit number for incarnations.
+uint64_t NewIncarnation();
+
+class Coordinator {
+ public:
+  using JoinDone = std::function<void(absl::StatusOr<v1::Assignment>)>;
+
+  explicit Coordinator(CoordinatorOptions options);
+  ~Coordinator();
+  Coordinator(const Coordinator&) = delete;
+  Coordinator& operator=(const Coordinator&) = delete;
+
+  // Admits the member to the gathering round. `done` runs exactly once: at
+  // once with an error, or when the round closes, or on CancelJoin/Shutdown.
+  // Returns a ticket for CancelJoin (0 when `done` already ran).
+  // `peer_addr` is the address the request came from (used when the member
+  // does not advertise one).
+  uint64_t Join(const v1::JoinRequest& request, absl::string_view peer_addr, JoinDone done);
+  // The joiner went away before its round closed: drop it from the round.
+  void CancelJoin(uint64_t ticket);
+
+  // Attaches the member's directive stream; returns a watch id for
+  // WatchClosed. A stream that breaks while the job runs means the agent is
+  // gone.
+  absl::StatusOr<uint64_t> Watch(const v1::WatchRequest& request,
+                                 std::shared_ptr<DirectiveSink> sink);
+  void WatchClosed(uint64_t watch_id);
+
+  absl::Status Report(const v1::ReportRequest& request);
+  absl::Status Leave(const v1::LeaveRequest& request);
+
+  // Applies timeouts: last call, heartbeats, min-nodes wait.
+  void Tick();
+
+  // Fails pending joins and ends every stream with UNAVAILABLE.
+  void Shutdown(absl::string_view reason);
+
+  struct Snapshot {
+    Phase phase = Phase::kGathering;
+    uint64_t round = 0;       // last closed round (0 before the first).
+    int gathering = 0;        // joiners waiting for the next round.
+    int members = 0;          // members of the current round.
+    int restart_count = 0;
+    std::string verdict;      // why the job failed, when it did.
+  };
+  Snapshot GetSnapshot() const;
+
+  // True once the job has a verdict and every member's stream has ended
+  // (so node 0 may exit without cutting anyone off).
+  bool Drained() const;
+  // Waits up to `timeout` for Drained(); returns it.
+  bool AwaitDrained(absl::Duration timeout);
+
+  const CoordinatorOptions& options() const { return options_; }
+
+ private:
+  struct Member {
+    v1::JoinRequest join;
+    std::string addr;
+    uint64_t ticket = 0;  // non-zero while a Join is parked.
+    JoinDone done;
+    bool in_round = false;
+    v1::Assignment assignment;  // valid while in_round.
+    uint64_t watch_id = 0;
+    std::shared_ptr<DirectiveSink> sink;
+    absl::Time last_seen;
+    v1::ReportRequest::State state = v1::ReportRequest::STATE_UNSPECIFIED;
+  };
+  using Actions = std::vector<std::function<void()>>;
+
+  absl::Status ValidateJoinLocked(const v1::JoinRequest& request) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Identity + round checks shared by Watch/Report/Leave.
+  absl::StatusOr<Member*> FindMemberLocked(const v1::Member& who, absl::string_view job_id)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  bool IsLiveLocked(const Member& m) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  int GatheringCountLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  int RoundSizeLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void MaybeCloseRoundLocked(Actions* actions) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void CloseRoundLocked(Actions* actions) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // A failure while running: reopen if restarts are left, else fail the job.
+  void HandleFailureLocked(const std::string& node_id, const std::string& reason, int exit_code,
+                           bool remove_node, Actions* actions)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void ReopenLocked(const std::string& reason, Actions* actions)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void FailJobLocked(const std::string& reason, const std::string& node_id, int exit_code,
+                     bool restarts_exhausted, Actions* actions)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void FinishJobLocked(Actions* actions) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  v1::Directive NewDirectiveLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  bool DrainedLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  const CoordinatorOptions options_;
+  Clock* const clock_;
+  const bool elastic_;
+
+  mutable absl::Mutex mu_;
+  Phase phase_ ABSL_GUARDED_BY(mu_) = Phase::kGathering;
+  uint64_t round_ ABSL_GUARDED_BY(mu_) = 0;
+  int restart_count_ ABSL_GUARDED_BY(mu_) = 0;
+  int failures_ ABSL_GUARDED_BY(mu_) = 0;
+  std::string verdict_ ABSL_GUARDED_BY(mu_);
+  v1::Directive verdict_directive_ ABSL_GUARDED_BY(mu_);
+  absl::Time gathering_since_ ABSL_GUARDED_BY(mu_);
+  absl::Time min_reached_at_ ABSL_GUARDED_BY(mu_) = absl::InfiniteFuture();
+  bool shut_down_ ABSL_GUARDED_BY(mu_) = false;
+  uint64_t next_id_ ABSL_GUARDED_BY(mu_) = 1;
+  std::map<std::string, Member> members_ ABSL_GUARDED_BY(mu_);
+  std::map<std::string, int> previous_rank_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace trainlet::rendezvous
+
+#endif  // TRAINLET_RENDEZVOUS_COORDINATOR_H_

@@ -1,0 +1,174 @@
+#include "rendezvous/coordinator_client.h"
+
+#include <grpcpp/grpcpp.h>
+
+#include <algorithm>
+#include <condition_variable>
+#include <random>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "common/logging.h"
+#include "rendezvous/coordinator_service.h"
+#include "rendezvous/grpc_status.h"
+
+namespace trainlet::rendezvous {
+namespace {
+
+class ReadReactor : public grpc::ClientReadReactor<v1::Directive>, public WatchStream {
+ public:
+  ReadReactor(v1::Rendezvous::Stub* stub, const v1::WatchRequest& request,
+              const std::string& token, CoordinatorClient::OnDirective on_directive,
+              CoordinatorClient::OnStreamEnd on_end)
+      : request_(request), on_directive_(std::move(on_directive)), on_end_(std::move(on_end)) {
+    if (!token.empty()) ctx_.AddMetadata(kTokenMetadataKey, token);
+    stub->async()->Watch(&ctx_, &request_, this);
+    StartRead(&directive_);
+    StartCall();
+  }
+  ~ReadReactor() override {
+    Cancel();
+    absl::MutexLock lock(&mu_);
+    mu_.Await(absl::Condition(&done_));
+  }
+
+  void Cancel() override { ctx_.TryCancel(); }
+
+  void OnReadDone(bool ok) override {
+    if (!ok) return;  // OnDone follows with the status.
+    on_directive_(directive_);
+    StartRead(&directive_);
+  }
+  void OnDone(const grpc::Status& status) override {
+    on_end_(FromGrpcStatus(status));
+    absl::MutexLock lock(&mu_);
+    done_ = true;
+  }
+
+ private:
+  grpc::ClientContext ctx_;
+  v1::WatchRequest request_;
+  v1::Directive directive_;
+  CoordinatorClient::OnDirective on_directive_;
+  CoordinatorClient::OnStreamEnd on_end_;
+  absl::Mutex mu_;
+  bool done_ ABSL_GUARDED_BY(mu_) = false;
+};
+
+}  // namespace
+
+bool IsRetryableJoinError(const absl::Status& status) {
+  // UNAVAILABLE: not resolvable / refused / restarting. ABORTED: our own
+  // earlier attempt was superseded or the round moved on.
+  return absl::IsUnavailable(status) || absl::IsAborted(status);
+}
+
+CoordinatorClient::CoordinatorClient(ClientOptions options) : options_(std::move(options)) {
+  grpc::ChannelArguments args;
+  args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS,
+              static_cast<int>(absl::ToInt64Milliseconds(options_.min_backoff)));
+  args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS,
+              static_cast<int>(absl::ToInt64Milliseconds(options_.min_backoff)));
+  args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS,
+              static_cast<int>(absl::ToInt64Milliseconds(options_.max_backoff)));
+  // Re-resolve a name that does not exist yet quickly (pod DNS records
+  // appear late); gRPC's default waits 30 s between resolutions.
+  args.SetInt(GRPC_ARG_DNS_MIN_TIME_BETWEEN_RESOLUTIONS_MS, 200);
+  // Notice a coordinator host that froze or vanished from the network.
+  args.SetInt(GRPC_ARG_KEEPALIVE_TIME_MS, 2000);
+  args.SetInt(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, 2000);
+  args.SetInt(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
+  args.SetInt(GRPC_ARG_HTTP2_MAX_PINGS_WITHOUT_DATA, 0);
+  if (options_.private_connection) args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
+  channel_ = grpc::CreateCustomChannel(options_.target, grpc::InsecureChannelCredentials(), args);
+  stub_ = v1::Rendezvous::NewStub(channel_);
+}
+
+CoordinatorClient::~CoordinatorClient() = default;
+
+void CoordinatorClient::Prepare(grpc::ClientContext* ctx) const {
+  if (!options_.token.empty()) ctx->AddMetadata(kTokenMetadataKey, options_.token);
+}
+
+absl::StatusOr<v1::Assignment> CoordinatorClient::Join(const v1::JoinRequest& request,
+                                                       absl::Time deadline) {
+  std::mt19937 rng(std::random_device{}());
+  absl::Duration backoff = options_.min_backoff;
+  absl::Status last_error;
+  int attempts = 0;
+  while (true) {
+    {
+      absl::MutexLock lock(&mu_);
+      if (join_cancelled_) return absl::CancelledError("join cancelled");
+    }
+    if (absl::Now() >= deadline) break;
+    grpc::ClientContext ctx;
+    Prepare(&ctx);
+    ctx.set_deadline(absl::ToChronoTime(deadline));
+    {
+      absl::MutexLock lock(&mu_);
+      if (join_cancelled_) return absl::CancelledError("join cancelled");
+      join_ctx_ = &ctx;
+    }
+    v1::JoinResponse response;
+    grpc::Status status = stub_->Join(&ctx, request, &response);
+    ++attempts;
+    {
+      absl::MutexLock lock(&mu_);
+      join_ctx_ = nullptr;
+      if (join_cancelled_) return absl::CancelledError("join cancelled");
+    }
+    if (status.ok()) return std::move(*response.mutable_assignment());
+    absl::Status s = FromGrpcStatus(status);
+    if (absl::IsDeadlineExceeded(s)) {
+      if (last_error.ok()) last_error = s;
+      break;
+    }
+    if (!IsRetryableJoinError(s)) return s;
+    if (attempts == 1 || attempts % 20 == 0) {
+      TLOG(kInfo) << "coordinator " << options_.target << " not reachable yet (" << s.message()
+                  << "); retrying until " << absl::FormatTime(deadline);
+    }
+    last_error = s;
+    // Jittered exponential backoff, cut short by the deadline.
+    std::uniform_real_distribution<double> jitter(0.5, 1.0);
+    absl::Duration sleep = std::min(backoff * jitter(rng), deadline - absl::Now());
+    if (sleep > absl::ZeroDuration()) absl::SleepFor(sleep);
+    backoff = std::min(backoff * 2, options_.max_backoff);
+  }
+  return absl::DeadlineExceededError(absl::StrFormat(
+      "no rendezvous with the coordinator at %s before the join timeout (%d attempts); last "
+      "error: %s. Check --coordinator, that node rank 0 runs, and --join-timeout",
+      options_.target, attempts, last_error.ok() ? "none" : std::string(last_error.message())));
+}
+
+void CoordinatorClient::CancelJoin() {
+  absl::MutexLock lock(&mu_);
+  join_cancelled_ = true;
+  if (join_ctx_ != nullptr) join_ctx_->TryCancel();
+}
+
+std::unique_ptr<WatchStream> CoordinatorClient::Watch(const v1::WatchRequest& request,
+                                                      OnDirective on_directive,
+                                                      OnStreamEnd on_end) {
+  return std::make_unique<ReadReactor>(stub_.get(), request, options_.token,
+                                       std::move(on_directive), std::move(on_end));
+}
+
+absl::Status CoordinatorClient::Report(const v1::ReportRequest& request, absl::Duration timeout) {
+  grpc::ClientContext ctx;
+  Prepare(&ctx);
+  ctx.set_deadline(absl::ToChronoTime(absl::Now() + timeout));
+  v1::ReportResponse response;
+  return FromGrpcStatus(stub_->Report(&ctx, request, &response));
+}
+
+absl::Status CoordinatorClient::Leave(const v1::LeaveRequest& request, absl::Duration timeout) {
+  grpc::ClientContext ctx;
+  Prepare(&ctx);
+  ctx.set_deadline(absl::ToChronoTime(absl::Now() + timeout));
+  v1::LeaveResponse response;
+  return FromGrpcStatus(stub_->Leave(&ctx, request, &response));
+}
+
+}  // namespace trainlet::rendezvous

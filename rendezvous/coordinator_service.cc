@@ -1,0 +1,247 @@
+#include "rendezvous/coordinator_service.h"
+
+#include <deque>
+#include <memory>
+#include <utility>
+
+#include "absl/synchronization/mutex.h"
+#include "rendezvous/grpc_status.h"
+#include "rendezvous/token.h"
+
+namespace trainlet::rendezvous {
+namespace {
+
+// A parked Join. The core calls `done` exactly once, possibly from another
+// thread or before the constructor returns; OnCancel (caller went away)
+// withdraws the join so a dead agent never counts toward a round.
+class JoinReactor : public grpc::ServerUnaryReactor {
+ public:
+  JoinReactor(Coordinator* core, const v1::JoinRequest& request, v1::JoinResponse* response,
+              const std::string& peer)
+      : core_(core), response_(response) {
+    uint64_t ticket = core_->Join(request, peer, [this](absl::StatusOr<v1::Assignment> result) {
+      if (result.ok()) *response_->mutable_assignment() = std::move(*result);
+      Finish(ToGrpcStatus(result.status()));
+    });
+    absl::MutexLock lock(&mu_);
+    ticket_ = ticket;
+  }
+
+  void OnCancel() override {
+    uint64_t ticket;
+    {
+      absl::MutexLock lock(&mu_);
+      ticket = ticket_;
+    }
+    core_->CancelJoin(ticket);
+  }
+  void OnDone() override { delete this; }
+
+ private:
+  Coordinator* const core_;
+  v1::JoinResponse* const response_;
+  absl::Mutex mu_;
+  uint64_t ticket_ ABSL_GUARDED_BY(mu_) = 0;
+};
+
+class WatchReactor;
+
+// The core's handle on a Watch stream. Outlives the reactor (the core may
+// hold it); once the reactor is gone every call is a no-op.
+class StreamSink : public DirectiveSink {
+ public:
+  explicit StreamSink(WatchReactor* reactor) : reactor_(reactor) {}
+  void Send(const v1::Directive& directive, bool last) override;
+  void Close(const absl::Status& status) override;
+  // Called by the reactor: its constructor has returned (writes may start).
+  void Activate();
+  void OnWriteDone(bool ok);
+  void OnCancel();
+  void Detach();
+
+ private:
+  void StartNextLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  absl::Mutex mu_;
+  WatchReactor* reactor_ ABSL_GUARDED_BY(mu_);
+  bool active_ ABSL_GUARDED_BY(mu_) = false;
+  bool writing_ ABSL_GUARDED_BY(mu_) = false;
+  bool finished_ ABSL_GUARDED_BY(mu_) = false;
+  std::deque<v1::Directive> queue_ ABSL_GUARDED_BY(mu_);
+  v1::Directive in_flight_ ABSL_GUARDED_BY(mu_);
+  bool closing_ ABSL_GUARDED_BY(mu_) = false;
+  grpc::Status close_status_ ABSL_GUARDED_BY(mu_);
+};
+
+class WatchReactor : public grpc::ServerWriteReactor<v1::Directive> {
+ public:
+  WatchReactor(Coordinator* core, const v1::WatchRequest& request)
+      : core_(core), sink_(std::make_shared<StreamSink>(this)) {
+    absl::StatusOr<uint64_t> id = core_->Watch(request, sink_);
+    if (!id.ok()) {
+      sink_->Close(id.status());
+    } else {
+      watch_id_ = *id;
+    }
+    sink_->Activate();
+  }
+
+  void OnWriteDone(bool ok) override { sink_->OnWriteDone(ok); }
+  void OnCancel() override { sink_->OnCancel(); }
+  void OnDone() override {
+    sink_->Detach();
+    if (watch_id_ != 0) core_->WatchClosed(watch_id_);
+    delete this;
+  }
+
+ private:
+  Coordinator* const core_;
+  std::shared_ptr<StreamSink> sink_;
+  uint64_t watch_id_ = 0;
+};
+
+void StreamSink::Send(const v1::Directive& directive, bool last) {
+  absl::MutexLock lock(&mu_);
+  if (reactor_ == nullptr || closing_) return;
+  queue_.push_back(directive);
+  if (last) {
+    closing_ = true;
+    close_status_ = grpc::Status::OK;
+  }
+  StartNextLocked();
+}
+
+void StreamSink::Close(const absl::Status& status) {
+  absl::MutexLock lock(&mu_);
+  if (reactor_ == nullptr || closing_) return;
+  closing_ = true;
+  close_status_ = ToGrpcStatus(status);
+  StartNextLocked();
+}
+
+void StreamSink::Activate() {
+  absl::MutexLock lock(&mu_);
+  active_ = true;
+  StartNextLocked();
+}
+
+void StreamSink::StartNextLocked() {
+  if (!active_ || writing_ || finished_ || reactor_ == nullptr) return;
+  if (!queue_.empty()) {
+    in_flight_ = std::move(queue_.front());
+    queue_.pop_front();
+    writing_ = true;
+    reactor_->StartWrite(&in_flight_);
+    return;
+  }
+  if (closing_) {
+    finished_ = true;
+    reactor_->Finish(close_status_);
+  }
+}
+
+void StreamSink::OnWriteDone(bool ok) {
+  absl::MutexLock lock(&mu_);
+  writing_ = false;
+  if (!ok) {
+    // The stream is broken; nothing more can be delivered.
+    queue_.clear();
+    if (!closing_) {
+      closing_ = true;
+      close_status_ = grpc::Status(grpc::StatusCode::UNAVAILABLE, "stream broken");
+    }
+  }
+  StartNextLocked();
+}
+
+void StreamSink::OnCancel() {
+  absl::MutexLock lock(&mu_);
+  queue_.clear();
+  if (!closing_) {
+    closing_ = true;
+    close_status_ = grpc::Status::CANCELLED;
+  }
+  StartNextLocked();
+}
+
+void StreamSink::Detach() {
+  absl::MutexLock lock(&mu_);
+  reactor_ = nullptr;
+}
+
+grpc::ServerUnaryReactor* Immediate(grpc::CallbackServerContext* ctx, const absl::Status& s) {
+  grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
+  reactor->Finish(ToGrpcStatus(s));
+  return reactor;
+}
+
+}  // namespace
+
+std::string HostFromPeer(const std::string& peer) {
+  std::string rest = peer;
+  for (const char* scheme : {"ipv4:", "ipv6:"}) {
+    if (rest.rfind(scheme, 0) == 0) rest = rest.substr(std::string(scheme).size());
+  }
+  if (!rest.empty() && rest[0] == '[') {
+    size_t close = rest.find(']');
+    return close == std::string::npos ? rest : rest.substr(1, close - 1);
+  }
+  size_t colon = rest.rfind(':');
+  if (colon != std::string::npos) rest = rest.substr(0, colon);
+  // URL-encoded forms ("%5B") do not occur for ipv4/ipv6 peers.
+  return rest;
+}
+
+CoordinatorService::CoordinatorService(Coordinator* core, std::string token)
+    : core_(core), token_(std::move(token)) {}
+
+absl::Status CoordinatorService::CheckToken(grpc::CallbackServerContext* ctx) const {
+  if (token_.empty()) return absl::OkStatus();
+  const auto& md = ctx->client_metadata();
+  auto it = md.find(kTokenMetadataKey);
+  if (it == md.end()) {
+    return absl::UnauthenticatedError(
+        "no job token: this coordinator requires one; give every agent the same --token-file");
+  }
+  if (!ConstantTimeEquals(absl::string_view(it->second.data(), it->second.size()), token_)) {
+    return absl::UnauthenticatedError(
+        "wrong job token: check that every agent reads the same --token-file");
+  }
+  return absl::OkStatus();
+}
+
+grpc::ServerUnaryReactor* CoordinatorService::Join(grpc::CallbackServerContext* ctx,
+                                                   const v1::JoinRequest* request,
+                                                   v1::JoinResponse* response) {
+  if (absl::Status s = CheckToken(ctx); !s.ok()) return Immediate(ctx, s);
+  return new JoinReactor(core_, *request, response, HostFromPeer(ctx->peer()));
+}
+
+grpc::ServerWriteReactor<v1::Directive>* CoordinatorService::Watch(
+    grpc::CallbackServerContext* ctx, const v1::WatchRequest* request) {
+  if (absl::Status s = CheckToken(ctx); !s.ok()) {
+    class Rejected : public grpc::ServerWriteReactor<v1::Directive> {
+     public:
+      explicit Rejected(const absl::Status& s) { Finish(ToGrpcStatus(s)); }
+      void OnDone() override { delete this; }
+    };
+    return new Rejected(s);
+  }
+  return new WatchReactor(core_, *request);
+}
+
+grpc::ServerUnaryReactor* CoordinatorService::Report(grpc::CallbackServerContext* ctx,
+                                                     const v1::ReportRequest* request,
+                                                     v1::ReportResponse* response) {
+  if (absl::Status s = CheckToken(ctx); !s.ok()) return Immediate(ctx, s);
+  return Immediate(ctx, core_->Report(*request));
+}
+
+grpc::ServerUnaryReactor* CoordinatorService::Leave(grpc::CallbackServerContext* ctx,
+                                                    const v1::LeaveRequest* request,
+                                                    v1::LeaveResponse* response) {
+  if (absl::Status s = CheckToken(ctx); !s.ok()) return Immediate(ctx, s);
+  return Immediate(ctx, core_->Leave(*request));
+}
+
+}  // namespace trainlet::rendezvous

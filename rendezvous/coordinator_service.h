@@ -1,0 +1,52 @@
+// gRPC adapter for the Coordinator: maps trainlet.v1.Rendezvous calls onto
+// the core (coordinator.h), checks the per-job token in metadata, and parks
+// long-poll joins and directive streams as callback-API reactors. Holds no
+// rendezvous logic of its own.
+//
+// Threading: reactors run on gRPC's callback threads; the core is
+// thread-safe. The service does not own the core.
+#ifndef TRAINLET_RENDEZVOUS_COORDINATOR_SERVICE_H_
+#define TRAINLET_RENDEZVOUS_COORDINATOR_SERVICE_H_
+
+#include <string>
+
+#include "rendezvous/coordinator.h"
+#include "trainlet/v1/rendezvous.grpc.pb.h"
+
+namespace trainlet::rendezvous {
+
+// The metadata key that carries the job token.
+inline constexpr char kTokenMetadataKey[] = "x-trainlet-token";
+
+// The request size limit the server enforces (RESOURCE_EXHAUSTED beyond it).
+inline constexpr int kMaxRequestBytes = 1 << 20;
+
+class CoordinatorService final : public v1::Rendezvous::CallbackService {
+ public:
+  // An empty token accepts every caller.
+  CoordinatorService(Coordinator* core, std::string token);
+
+  grpc::ServerUnaryReactor* Join(grpc::CallbackServerContext* ctx, const v1::JoinRequest* request,
+                                 v1::JoinResponse* response) override;
+  grpc::ServerWriteReactor<v1::Directive>* Watch(grpc::CallbackServerContext* ctx,
+                                                 const v1::WatchRequest* request) override;
+  grpc::ServerUnaryReactor* Report(grpc::CallbackServerContext* ctx,
+                                   const v1::ReportRequest* request,
+                                   v1::ReportResponse* response) override;
+  grpc::ServerUnaryReactor* Leave(grpc::CallbackServerContext* ctx,
+                                  const v1::LeaveRequest* request,
+                                  v1::LeaveResponse* response) override;
+
+ private:
+  absl::Status CheckToken(grpc::CallbackServerContext* ctx) const;
+
+  Coordinator* const core_;
+  const std::string token_;
+};
+
+// "ipv4:10.0.0.3:4242" -> "10.0.0.3"; "ipv6:[::1]:4242" -> "::1".
+std::string HostFromPeer(const std::string& peer);
+
+}  // namespace trainlet::rendezvous
+
+#endif  // TRAINLET_RENDEZVOUS_COORDINATOR_SERVICE_H_
