@@ -1,0 +1,109 @@
+#include "agent/coordinator_config.h"
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+
+namespace trainlet::agent {
+namespace {
+
+constexpr absl::string_view kCoordinatorUsage = "trainlet coordinator [OPTIONS]";
+constexpr absl::string_view kCoordinatorDescription =
+    "Runs a standalone rendezvous coordinator: agents started with\n"
+    "--coordinator=HOST:PORT join it, and it assigns ranks, watches heartbeats and\n"
+    "tells every agent when to stop, restart or finish. See docs/configuration.md.";
+
+}  // namespace
+
+const std::vector<OptionSpec>& CoordinatorOptionTable() {
+  static const auto* table = new std::vector<OptionSpec>{
+      {"port", OptionKind::kInt, "PORT", "29400", "Port to listen on, 1..65535."},
+      {"bind-addr", OptionKind::kString, "ADDR", "0.0.0.0",
+       "Address to listen on; :: or [::] for IPv6."},
+      {"nnodes", OptionKind::kString, "N|MIN:MAX", "1",
+       "Number of nodes, or MIN:MAX for an elastic job."},
+      {"job-id", OptionKind::kString, "ID", "trainlet",
+       "Job id, [A-Za-z0-9._-]{1,128}; agents with another id are refused."},
+      {"token-file", OptionKind::kString, "PATH", "",
+       "File holding the job's shared secret (trailing whitespace ignored); none: no "
+       "authentication."},
+      {"max-restarts", OptionKind::kInt, "N", "0, or 3 when --nnodes is MIN:MAX",
+       "Restarts of the whole job (new rounds) before it fails."},
+      {"last-call", OptionKind::kDuration, "DURATION", "500ms",
+       "How long a round stays open for more nodes once MIN have joined."},
+      {"heartbeat-timeout", OptionKind::kDuration, "DURATION", "5s",
+       "A node silent for this long is declared dead."},
+      {"min-nodes-timeout", OptionKind::kDuration, "DURATION", "5m",
+       "Elastic: how long to wait for replacements when fewer than MIN nodes survive."},
+      {"log-level", OptionKind::kString, "LEVEL", "info", "debug, info, warning or error."},
+  };
+  return *table;
+}
+
+std::string CoordinatorHelpText() {
+  return HelpText(kCoordinatorUsage, kCoordinatorDescription, CoordinatorOptionTable());
+}
+
+absl::StatusOr<CoordinatorConfig> ParseCoordinatorConfig(
+    const std::vector<std::string>& args, const std::map<std::string, std::string>& env) {
+  const std::vector<OptionSpec>& table = CoordinatorOptionTable();
+  absl::StatusOr<ParsedOptions> parsed_or = ParseOptions(table, args, env, kCoordinatorUsage);
+  if (!parsed_or.ok()) return parsed_or.status();
+  const ParsedOptions& parsed = *parsed_or;
+  CoordinatorConfig c;
+  if (parsed.help_requested) {
+    c.help_requested = true;
+    return c;
+  }
+  if (parsed.saw_separator) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "the coordinator runs no COMMAND; remove -- and what follows; usage: ", kCoordinatorUsage));
+  }
+
+  absl::StatusOr<int> port = ParseIntValue(ValueOrDefault(parsed, table, "port"), 1, 65535);
+  if (!port.ok()) return port.status();
+  c.port = *port;
+  absl::StatusOr<std::string> bind = ParseHostValue(ValueOrDefault(parsed, table, "bind-addr"));
+  if (!bind.ok()) return bind.status();
+  c.bind_addr = *bind;
+  absl::StatusOr<NnodesRange> nnodes = ParseNnodesValue(ValueOrDefault(parsed, table, "nnodes"));
+  if (!nnodes.ok()) return nnodes.status();
+  c.nnodes = *nnodes;
+  OptionValue job = ValueOrDefault(parsed, table, "job-id");
+  if (absl::Status s = ValidateJobId(job); !s.ok()) return s;
+  c.job_id = job.text;
+  if (const OptionValue* token_file = parsed.Find("token-file")) {
+    absl::StatusOr<std::string> token = ReadTokenFile(*token_file);
+    if (!token.ok()) return token.status();
+    c.token_file = token_file->text;
+    c.token = *std::move(token);
+  }
+  if (const OptionValue* restarts_value = parsed.Find("max-restarts")) {
+    absl::StatusOr<int> restarts = ParseIntValue(*restarts_value, 0, 1000000);
+    if (!restarts.ok()) return restarts.status();
+    c.max_restarts = *restarts;
+  } else {
+    c.max_restarts = c.nnodes.elastic() ? 3 : 0;
+  }
+  struct DurationOption {
+    const char* name;
+    absl::Duration min;
+    absl::Duration* out;
+  };
+  const DurationOption durations[] = {
+      {"last-call", absl::ZeroDuration(), &c.last_call},
+      {"heartbeat-timeout", absl::Milliseconds(1), &c.heartbeat_timeout},
+      {"min-nodes-timeout", absl::ZeroDuration(), &c.min_nodes_timeout},
+  };
+  for (const DurationOption& d : durations) {
+    absl::StatusOr<absl::Duration> value =
+        ParseDurationValue(ValueOrDefault(parsed, table, d.name), d.min);
+    if (!value.ok()) return value.status();
+    *d.out = *value;
+  }
+  absl::StatusOr<LogLevel> level = ParseLogLevelValue(ValueOrDefault(parsed, table, "log-level"));
+  if (!level.ok()) return level.status();
+  c.log_level = *level;
+  return c;
+}
+
+}  // namespace trainlet::agent

@@ -1,0 +1,71 @@
+// Reads a pod's Kubernetes conventions into option texts, so that `trainlet
+// run -- python train.py` needs no flags inside a Kubeflow Trainer / JobSet /
+// training-operator pod (docs/configuration.md, "Kubernetes discovery").
+//
+//   value           first of
+//   nnodes          PET_NNODES (N or MIN:MAX)
+//   node rank hint  PET_NODE_RANK, JOB_COMPLETION_INDEX, JobSet hostname
+//                   <jobset>-<rjob>-0-<podIdx> (rank = podIdx)
+//   coordinator     PET_MASTER_ADDR (host only), JobSet hostname ->
+//                   <jobset>-<rjob>-0-0.<subdomain> (subdomain from the FQDN),
+//                   else <jobset>-<rjob>-0-0
+//   master port     PET_MASTER_PORT
+//   nproc-per-node  PET_NPROC_PER_NODE
+//   max restarts    PET_MAX_RESTARTS (training-operator v1 elastic)
+//   job id          the JobSet hostname prefix <jobset>-<rjob>
+//
+// The hostname is read as a JobSet hostname only inside Kubernetes
+// (KUBERNETES_SERVICE_HOST is set), so that a laptop called "build-0-3" is
+// not taken for pod 3. Empty variables count as unset. Values are returned as
+// text with the variable they came from; the config layer parses them and
+// names that variable in its errors.
+//
+// Pure function of its inputs; thread-compatible.
+#ifndef TRAINLET_AGENT_K8S_DISCOVERY_H_
+#define TRAINLET_AGENT_K8S_DISCOVERY_H_
+
+#include <map>
+#include <optional>
+#include <string>
+
+#include "absl/strings/string_view.h"
+#include "agent/system_probe.h"
+
+namespace trainlet::agent {
+
+// A hostname of the form <jobset>-<rjob>-<jobIdx>-<podIdx>.
+struct JobSetHostname {
+  std::string prefix;  // "<jobset>-<rjob>", also the child Job name minus "-<jobIdx>".
+  int job_index = 0;
+  int pod_index = 0;
+};
+// nullopt unless `hostname` is a prefix with at least one '-' of its own,
+// then "-<digits>-<digits>".
+std::optional<JobSetHostname> ParseJobSetHostname(absl::string_view hostname);
+
+// The subdomain in "<hostname>.<subdomain>.<ns>.svc[.<cluster domain>]";
+// empty when `fqdn` does not have that shape.
+std::string SubdomainFromFqdn(absl::string_view hostname, absl::string_view fqdn);
+
+struct Discovered {
+  std::string text;    // the value, unparsed.
+  std::string origin;  // the input to name in errors and notes: "PET_NNODES",
+                       // "JobSet hostname job-node-0-1".
+};
+
+struct KubernetesDiscovery {
+  std::optional<Discovered> nnodes;
+  std::optional<Discovered> node_rank;
+  std::optional<Discovered> coordinator_host;
+  std::optional<Discovered> master_port;
+  std::optional<Discovered> nproc_per_node;
+  std::optional<Discovered> max_restarts;
+  std::optional<Discovered> job_id;
+};
+
+KubernetesDiscovery DiscoverKubernetes(const std::map<std::string, std::string>& env,
+                                       const SystemInfo& sys);
+
+}  // namespace trainlet::agent
+
+#endif  // TRAINLET_AGENT_K8S_DISCOVERY_H_

@@ -1,0 +1,106 @@
+// trainlet: the in-pod agent for distributed training. A thin main: parse
+// the subcommand's options, build the config, run, map to an exit code.
+#include <unistd.h>
+
+#include <cstdio>
+#include <iostream>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "agent/agent.h"
+#include "agent/coordinator_config.h"
+#include "agent/health_probe.h"
+#include "agent/options.h"
+#include "agent/run_config.h"
+#include "agent/standalone_coordinator.h"
+#include "agent/system_probe.h"
+#include "common/exit_codes.h"
+#include "common/logging.h"
+#include "launcher/signals.h"
+
+extern char** environ;
+
+namespace {
+
+constexpr char kUsage[] =
+    "Usage: trainlet <command> [options]\n"
+    "\n"
+    "Commands:\n"
+    "  run [options] -- COMMAND [ARGS...]\n"
+    "        Join the job's rendezvous and run COMMAND as the local workers, with\n"
+    "        the environment torchrun, JAX, TensorFlow and XGBoost expect.\n"
+    "  coordinator [options]\n"
+    "        Run the rendezvous coordinator on its own (normally node rank 0's\n"
+    "        agent hosts it).\n"
+    "  health [HOST:]PORT\n"
+    "        Probe an agent's readiness (grpc.health.v1).\n"
+    "  version\n"
+    "        Print the version.\n"
+    "\n"
+    "Run 'trainlet <command> --help' for a command's options. Exit codes:\n"
+    "docs/exit-codes.md (64 usage, 69 coordinator unreachable, 75 another node\n"
+    "failed, 77 wrong token or job id, 78 inconsistent configuration, else the\n"
+    "failing worker's code).\n";
+
+std::map<std::string, std::string> CurrentEnvironment() {
+  std::map<std::string, std::string> env;
+  for (char** e = environ; e && *e; ++e) {
+    std::string kv(*e);
+    size_t eq = kv.find('=');
+    if (eq == std::string::npos) continue;
+    env.emplace(kv.substr(0, eq), kv.substr(eq + 1));
+  }
+  return env;
+}
+
+int ConfigError(const char* command, const absl::Status& status) {
+  std::cerr << "trainlet " << command << ": " << status.message() << "\n"
+            << "Run 'trainlet " << command << " --help' for usage.\n";
+  return trainlet::agent::ExitCodeForConfigError(status);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  // Before any thread exists: signals to the signalfd, subreaper.
+  if (absl::Status s = trainlet::launcher::PrepareProcessForSupervision(); !s.ok()) {
+    std::cerr << "trainlet: " << s.message() << "\n";
+    return trainlet::kExitOsError;
+  }
+  std::vector<std::string> args(argv + 1, argv + argc);
+  if (args.empty() || args[0] == "-h" || args[0] == "--help" || args[0] == "help") {
+    std::cout << kUsage;
+    return args.empty() ? trainlet::kExitUsage : trainlet::kExitSuccess;
+  }
+  const std::string command = args[0];
+  args.erase(args.begin());
+  if (command == "version" || command == "--version") {
+    std::cout << "trainlet " << TRAINLET_VERSION << "\n";
+    return trainlet::kExitSuccess;
+  }
+  if (command == "health") return trainlet::agent::RunHealthProbe(args);
+  const std::map<std::string, std::string> env = CurrentEnvironment();
+  if (command == "run") {
+    auto config = trainlet::agent::ParseRunConfig(args, env, trainlet::agent::ProbeSystem());
+    if (!config.ok()) return ConfigError("run", config.status());
+    if (config->help_requested) {
+      std::cout << trainlet::agent::RunHelpText();
+      return trainlet::kExitSuccess;
+    }
+    trainlet::SetLogLevel(config->log_level);
+    return trainlet::agent::RunAgent(*config, env);
+  }
+  if (command == "coordinator") {
+    auto config = trainlet::agent::ParseCoordinatorConfig(args, env);
+    if (!config.ok()) return ConfigError("coordinator", config.status());
+    if (config->help_requested) {
+      std::cout << trainlet::agent::CoordinatorHelpText();
+      return trainlet::kExitSuccess;
+    }
+    trainlet::SetLogLevel(config->log_level);
+    return trainlet::agent::RunStandaloneCoordinator(*config);
+  }
+  std::cerr << "trainlet: unknown command \"" << command << "\"\n\n" << kUsage;
+  return trainlet::kExitUsage;
+}

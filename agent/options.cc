@@ -1,0 +1,385 @@
+#include "agent/options.h"
+
+#include <algorithm>
+#include <cerrno>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/escaping.h"
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_replace.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
+#include "common/exit_codes.h"
+
+namespace trainlet::agent {
+namespace {
+
+absl::Status Expected(const OptionValue& v, absl::string_view what) {
+  return absl::InvalidArgumentError(
+      absl::StrFormat("%s: expected %s, got \"%s\"", v.origin, what, absl::CEscape(v.text)));
+}
+
+const OptionSpec* LookupSpec(const std::vector<OptionSpec>& table, absl::string_view name) {
+  for (const OptionSpec& spec : table) {
+    if (spec.name == name) return &spec;
+  }
+  return nullptr;
+}
+
+std::string UnknownFlagError(const std::vector<OptionSpec>& table, absl::string_view name,
+                             absl::string_view usage) {
+  const OptionSpec* best = nullptr;
+  int best_distance = 3;
+  for (const OptionSpec& spec : table) {
+    int d = EditDistance(name, spec.name);
+    if (d < best_distance) {
+      best_distance = d;
+      best = &spec;
+    }
+  }
+  std::string hint = best != nullptr ? absl::StrCat(" (did you mean --", best->name, "?)") : "";
+  return absl::StrCat("unknown flag --", name, hint, "; usage: ", usage, " (see --help)");
+}
+
+bool IsPrintableNoSpace(absl::string_view s) {
+  for (char c : s) {
+    if (c <= 0x20 || c >= 0x7f) return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+const OptionValue* ParsedOptions::Find(absl::string_view name) const {
+  auto it = values.find(std::string(name));
+  return it == values.end() ? nullptr : &it->second;
+}
+
+std::string EnvNameFor(absl::string_view option_name) {
+  return absl::StrCat("TRAINLET_",
+                      absl::AsciiStrToUpper(absl::StrReplaceAll(option_name, {{"-", "_"}})));
+}
+
+int EditDistance(absl::string_view a, absl::string_view b) {
+  std::vector<int> row(b.size() + 1);
+  for (size_t j = 0; j <= b.size(); ++j) row[j] = static_cast<int>(j);
+  for (size_t i = 1; i <= a.size(); ++i) {
+    int diagonal = row[0];
+    row[0] = static_cast<int>(i);
+    for (size_t j = 1; j <= b.size(); ++j) {
+      int above = row[j];
+      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diagonal + (a[i - 1] == b[j - 1] ? 0 : 1)});
+      diagonal = above;
+    }
+  }
+  return row[b.size()];
+}
+
+absl::StatusOr<ParsedOptions> ParseOptions(const std::vector<OptionSpec>& table,
+                                           const std::vector<std::string>& args,
+                                           const std::map<std::string, std::string>& env,
+                                           absl::string_view usage) {
+  ParsedOptions out;
+  // Help wins over every other problem, so that `--help` always works.
+  for (const std::string& arg : args) {
+    if (arg == "--") break;
+    if (arg == "--help" || arg == "-h") {
+      out.help_requested = true;
+      return out;
+    }
+  }
+
+  for (size_t i = 0; i < args.size(); ++i) {
+    const std::string& arg = args[i];
+    if (arg == "--") {
+      out.saw_separator = true;
+      out.command.assign(args.begin() + i + 1, args.end());
+      break;
+    }
+    absl::string_view word = arg;
+    if (!absl::ConsumePrefix(&word, "--")) {
+      if (absl::StartsWith(arg, "-") && arg.size() > 1) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("unknown flag ", arg, "; usage: ", usage, " (see --help)"));
+      }
+      return absl::InvalidArgumentError(
+          absl::StrCat("unexpected argument \"", absl::CEscape(arg),
+                       "\": put the command and its arguments after --; usage: ", usage));
+    }
+    std::optional<std::string> inline_value;
+    std::string name;
+    if (size_t eq = word.find('='); eq != absl::string_view::npos) {
+      name = std::string(word.substr(0, eq));
+      inline_value = std::string(word.substr(eq + 1));
+    } else {
+      name = std::string(word);
+    }
+    // torchrun accepts --nproc_per_node as well as --nproc-per-node.
+    absl::StrReplaceAll({{"_", "-"}}, &name);
+    const OptionSpec* spec = LookupSpec(table, name);
+    if (spec == nullptr) return absl::InvalidArgumentError(UnknownFlagError(table, name, usage));
+
+    OptionValue value;
+    value.origin = absl::StrCat("--", spec->name);
+    value.source = ValueSource::kFlag;
+    if (spec->kind == OptionKind::kBool) {
+      // A bare bool never takes the next word: `--prefix-output python` must
+      // not read "python" as its value.
+      value.text = inline_value.value_or("true");
+      if (absl::StatusOr<bool> b = ParseBoolValue(value); !b.ok()) return b.status();
+    } else if (inline_value.has_value()) {
+      value.text = *inline_value;
+    } else {
+      if (i + 1 >= args.size() || args[i + 1] == "--" || absl::StartsWith(args[i + 1], "--")) {
+        return absl::InvalidArgumentError(absl::StrCat("--", spec->name, ": expected a value (",
+                                                       spec->value_name, ") after the flag"));
+      }
+      value.text = args[++i];
+    }
+    out.values[spec->name] = std::move(value);  // The last occurrence wins.
+  }
+
+  for (const OptionSpec& spec : table) {
+    if (out.values.count(spec.name) != 0) continue;
+    std::string env_name = EnvNameFor(spec.name);
+    auto it = env.find(env_name);
+    if (it == env.end() || it->second.empty()) continue;
+    OptionValue value{it->second, env_name, ValueSource::kEnv};
+    if (spec.kind == OptionKind::kBool) {
+      if (absl::StatusOr<bool> b = ParseBoolValue(value); !b.ok()) return b.status();
+    }
+    out.values[spec.name] = std::move(value);
+  }
+  return out;
+}
+
+std::string HelpText(absl::string_view usage, absl::string_view description,
+                     const std::vector<OptionSpec>& table) {
+  std::string out = absl::StrCat("Usage: ", usage, "\n\n", description, "\n\nOptions:\n");
+  for (const OptionSpec& spec : table) {
+    std::string flag = absl::StrCat("--", spec.name);
+    if (spec.kind != OptionKind::kBool) absl::StrAppend(&flag, "=", spec.value_name);
+    absl::StrAppend(&out, "  ", flag, "\n      ", spec.help, "\n      env ", EnvNameFor(spec.name),
+                    ", default: ", spec.default_text.empty() ? "none" : spec.default_text, "\n");
+  }
+  absl::StrAppend(&out,
+                  "  -h, --help\n      Print this help and exit.\n\n"
+                  "Precedence: flag > TRAINLET_* environment variable > Kubernetes discovery > "
+                  "default.\nDurations accept 30s, 500ms, 2m, 1h30m or plain seconds.\n");
+  return out;
+}
+
+const OptionSpec& FindSpec(const std::vector<OptionSpec>& table, absl::string_view name) {
+  const OptionSpec* spec = LookupSpec(table, name);
+  if (spec == nullptr) {
+    std::fprintf(stderr, "trainlet: internal error: no option named %s\n",
+                 std::string(name).c_str());
+    std::abort();
+  }
+  return *spec;
+}
+
+OptionValue ValueOrDefault(const ParsedOptions& parsed, const std::vector<OptionSpec>& table,
+                           absl::string_view name) {
+  if (const OptionValue* v = parsed.Find(name)) return *v;
+  return OptionValue{FindSpec(table, name).default_text, "default", ValueSource::kDefault};
+}
+
+absl::StatusOr<int> ParseIntValue(const OptionValue& v, int min, int max) {
+  int n = 0;
+  absl::string_view text = absl::StripAsciiWhitespace(v.text);
+  bool digits_only = !text.empty() && std::all_of(text.begin(), text.end(), [](char c) {
+    return absl::ascii_isdigit(static_cast<unsigned char>(c)) || c == '-' || c == '+';
+  });
+  if (!digits_only || !absl::SimpleAtoi(text, &n) || n < min || n > max) {
+    return Expected(v, absl::StrFormat("an integer in %d..%d", min, max));
+  }
+  return n;
+}
+
+absl::StatusOr<absl::Duration> ParseDurationValue(const OptionValue& v, absl::Duration min) {
+  absl::string_view text = absl::StripAsciiWhitespace(v.text);
+  absl::Duration d;
+  bool ok = false;
+  double seconds = 0;
+  if (absl::SimpleAtod(text, &seconds)) {
+    ok = std::isfinite(seconds) && text.find_first_not_of("0123456789.+-") == text.npos;
+    d = absl::Seconds(seconds);
+  } else {
+    ok = absl::ParseDuration(text, &d);
+  }
+  std::string what = absl::StrCat("a duration such as 30s, 500ms, 2m or plain seconds, at least ",
+                                  absl::FormatDuration(min));
+  if (!ok || d == absl::InfiniteDuration() || d < min) return Expected(v, what);
+  return d;
+}
+
+absl::StatusOr<bool> ParseBoolValue(const OptionValue& v) {
+  std::string t = absl::AsciiStrToLower(absl::StripAsciiWhitespace(v.text));
+  if (t == "true" || t == "1" || t == "yes") return true;
+  if (t == "false" || t == "0" || t == "no") return false;
+  return Expected(v, "true or false");
+}
+
+absl::StatusOr<LogLevel> ParseLogLevelValue(const OptionValue& v) {
+  LogLevel level;
+  if (!ParseLogLevel(absl::AsciiStrToLower(absl::StripAsciiWhitespace(v.text)), &level)) {
+    return Expected(v, "debug, info, warning or error");
+  }
+  return level;
+}
+
+absl::StatusOr<NnodesRange> ParseNnodesValue(const OptionValue& v) {
+  std::string what = absl::StrFormat("N or MIN:MAX with 1 <= MIN <= MAX <= %d", kMaxNodes);
+  std::vector<absl::string_view> parts = absl::StrSplit(v.text, ':');
+  if (parts.size() > 2) return Expected(v, what);
+  auto parse_one = [](absl::string_view s, int* out) {
+    s = absl::StripAsciiWhitespace(s);
+    return !s.empty() &&
+           std::all_of(s.begin(), s.end(), [](char c) { return c >= '0' && c <= '9'; }) &&
+           absl::SimpleAtoi(s, out);
+  };
+  NnodesRange r;
+  if (!parse_one(parts[0], &r.min)) return Expected(v, what);
+  r.max = r.min;
+  if (parts.size() == 2 && !parse_one(parts[1], &r.max)) return Expected(v, what);
+  if (r.min < 1 || r.min > r.max || r.max > kMaxNodes) return Expected(v, what);
+  return r;
+}
+
+std::string NnodesToString(const NnodesRange& n) {
+  return n.elastic() ? absl::StrCat(n.min, ":", n.max) : absl::StrCat(n.min);
+}
+
+absl::Status ValidateJobId(const OptionValue& v) {
+  bool ok = !v.text.empty() && v.text.size() <= 128 &&
+            std::all_of(v.text.begin(), v.text.end(), [](char c) {
+              return absl::ascii_isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '_' ||
+                     c == '-';
+            });
+  if (!ok) return Expected(v, "1 to 128 characters from [A-Za-z0-9._-]");
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::string> ParseHostValue(const OptionValue& v) {
+  absl::string_view host = v.text;
+  if (absl::StartsWith(host, "[") && absl::EndsWith(host, "]")) {
+    host = host.substr(1, host.size() - 2);
+  }
+  if (host.empty() || host.size() > 253 || !IsPrintableNoSpace(host) ||
+      absl::StrContains(host, "[") || absl::StrContains(host, "]") ||
+      absl::StrContains(host, "/")) {
+    return Expected(v, "a host name or IP address");
+  }
+  return std::string(host);
+}
+
+absl::StatusOr<HostPort> ParseHostPortValue(const OptionValue& v, int default_port) {
+  constexpr absl::string_view kWhat = "HOST[:PORT] with PORT in 1..65535 (IPv6 as [::1]:29400)";
+  absl::string_view text = v.text;
+  absl::string_view host;
+  absl::string_view port_text;
+  bool has_port = false;
+  if (absl::StartsWith(text, "[")) {
+    size_t close = text.find(']');
+    if (close == text.npos) return Expected(v, kWhat);
+    host = text.substr(1, close - 1);
+    absl::string_view rest = text.substr(close + 1);
+    if (!rest.empty()) {
+      if (!absl::ConsumePrefix(&rest, ":")) return Expected(v, kWhat);
+      port_text = rest;
+      has_port = true;
+    }
+  } else {
+    size_t colon = text.find(':');
+    if (colon != text.npos && text.find(':', colon + 1) != text.npos) {
+      return Expected(v, kWhat);  // Bare IPv6: brackets required.
+    }
+    host = text.substr(0, colon);
+    if (colon != text.npos) {
+      port_text = text.substr(colon + 1);
+      has_port = true;
+    }
+  }
+  HostPort out;
+  out.port = default_port;
+  int port = 0;
+  if (has_port) {
+    if (port_text.empty() || port_text.find_first_not_of("0123456789") != absl::string_view::npos ||
+        !absl::SimpleAtoi(port_text, &port) || port < 1 || port > 65535) {
+      return Expected(v, kWhat);
+    }
+    out.port = port;
+  }
+  if (host.empty() || host.size() > 253 || !IsPrintableNoSpace(host) ||
+      absl::StrContains(host, "/") || absl::StrContains(host, "[")) {
+    return Expected(v, kWhat);
+  }
+  out.host = std::string(host);
+  return out;
+}
+
+std::string JoinHostPort(absl::string_view host, int port) {
+  if (absl::StrContains(host, ":")) return absl::StrCat("[", host, "]:", port);
+  return absl::StrCat(host, ":", port);
+}
+
+absl::StatusOr<std::string> ReadTokenFile(const OptionValue& path) {
+  constexpr size_t kMaxTokenBytes = 4096;
+  std::FILE* f = std::fopen(path.text.c_str(), "rb");
+  if (f == nullptr) {
+    return absl::FailedPreconditionError(absl::StrFormat(
+        "%s: cannot read token file %s: %s", path.origin, path.text, std::strerror(errno)));
+  }
+  std::string data;
+  char buf[1024];
+  size_t n;
+  while ((n = std::fread(buf, 1, sizeof(buf), f)) > 0 && data.size() <= kMaxTokenBytes) {
+    data.append(buf, n);
+  }
+  bool read_error = std::ferror(f) != 0;
+  int saved_errno = errno;
+  std::fclose(f);
+  if (read_error) {
+    return absl::FailedPreconditionError(absl::StrFormat(
+        "%s: cannot read token file %s: %s", path.origin, path.text, std::strerror(saved_errno)));
+  }
+  absl::StripTrailingAsciiWhitespace(&data);
+  if (data.size() > kMaxTokenBytes) {
+    return absl::FailedPreconditionError(absl::StrFormat(
+        "%s: token file %s is larger than %d bytes", path.origin, path.text, kMaxTokenBytes));
+  }
+  for (size_t i = 0; i < data.size(); ++i) {
+    unsigned char c = static_cast<unsigned char>(data[i]);
+    if (c < 0x20 || c > 0x7e) {
+      return absl::FailedPreconditionError(absl::StrFormat(
+          "%s: token file %s has byte 0x%02x at offset %d; a token must be printable ASCII "
+          "(gRPC metadata carries 0x20-0x7E only)",
+          path.origin, path.text, c, i));
+    }
+  }
+  return data;
+}
+
+int ExitCodeForConfigError(const absl::Status& status) {
+  switch (status.code()) {
+    case absl::StatusCode::kOk:
+      return kExitSuccess;
+    case absl::StatusCode::kInvalidArgument:
+      return kExitUsage;
+    case absl::StatusCode::kFailedPrecondition:
+      return kExitConfig;
+    default:
+      return kExitInternal;
+  }
+}
+
+}  // namespace trainlet::agent

@@ -1,0 +1,157 @@
+// A small table-driven parser for the command line and TRAINLET_* environment
+// of every trainlet subcommand, and the value parsers they share.
+//
+// Each subcommand describes its options once (name, kind, default, help) in an
+// OptionSpec table; the same table drives parsing, the environment variable
+// names (TRAINLET_<NAME>, upper case, '-' -> '_') and the --help text.
+// ParseOptions() only checks the shape of the command line (known flag,
+// value present, `--` separator); typed parsing happens afterwards through the
+// Parse*Value() helpers, which name the input the value came from (flag, env
+// var or Kubernetes variable) in their error messages:
+//
+//   --nnodes: expected N or MIN:MAX with 1 <= MIN <= MAX <= 100000, got "3:2"
+//
+// Precedence, applied by the subcommand config layers: flag > TRAINLET_* env
+// > Kubernetes discovery > default. Empty environment values count as unset.
+//
+// Pure functions over plain types; thread-compatible; no I/O except
+// ReadTokenFile().
+#ifndef TRAINLET_AGENT_OPTIONS_H_
+#define TRAINLET_AGENT_OPTIONS_H_
+
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "absl/time/time.h"
+#include "common/logging.h"
+
+namespace trainlet::agent {
+
+enum class OptionKind { kString, kInt, kDuration, kBool };
+
+struct OptionSpec {
+  std::string name;  // "nproc-per-node"; the flag is --nproc-per-node.
+  OptionKind kind = OptionKind::kString;
+  std::string value_name;    // shown in help: "N|auto|gpu|cpu"; empty for bools.
+  std::string default_text;  // shown in help; empty: "none".
+  std::string help;          // one line.
+};
+
+// Where a value came from; later entries win.
+enum class ValueSource { kDefault, kDiscovery, kEnv, kFlag };
+
+struct OptionValue {
+  std::string text;
+  // The input to name in errors: "--nnodes", "TRAINLET_NNODES", "PET_NNODES",
+  // "default".
+  std::string origin;
+  ValueSource source = ValueSource::kDefault;
+};
+
+struct ParsedOptions {
+  bool help_requested = false;
+  // Options set by a flag or a non-empty TRAINLET_* variable, by option name.
+  std::map<std::string, OptionValue> values;
+  bool saw_separator = false;        // a `--` was present.
+  std::vector<std::string> command;  // everything after `--`.
+
+  // The flag or env value of `name`, or nullptr when neither is set.
+  const OptionValue* Find(absl::string_view name) const;
+};
+
+// "nproc-per-node" -> "TRAINLET_NPROC_PER_NODE".
+std::string EnvNameFor(absl::string_view option_name);
+
+// Parses `args` (the words after the subcommand) against `table`, then fills
+// in TRAINLET_* values from `env` for options no flag set. Accepts
+// --name=value, --name value, bare --flag and --flag=true|false for bools,
+// --name_with_underscores as an alias of --name-with-dashes, and -h/--help
+// (which sets help_requested and skips all other checks). Errors
+// (InvalidArgument): unknown flag (with the closest known name when it is
+// within edit distance 2), missing value, value on a bool flag that is not a
+// boolean, a positional word before `--`. `usage` is the one-line synopsis
+// quoted in errors, e.g. "trainlet run [OPTIONS] -- COMMAND [ARGS...]".
+absl::StatusOr<ParsedOptions> ParseOptions(const std::vector<OptionSpec>& table,
+                                           const std::vector<std::string>& args,
+                                           const std::map<std::string, std::string>& env,
+                                           absl::string_view usage);
+
+// The help text for `table`: usage line, description paragraph, then one
+// entry per option with its env var and default.
+std::string HelpText(absl::string_view usage, absl::string_view description,
+                     const std::vector<OptionSpec>& table);
+
+// The spec named `name`; the table must contain it (programmer error).
+const OptionSpec& FindSpec(const std::vector<OptionSpec>& table, absl::string_view name);
+
+// The flag or env value of `name`, else an OptionValue holding the table's
+// default text with origin "default".
+OptionValue ValueOrDefault(const ParsedOptions& parsed, const std::vector<OptionSpec>& table,
+                           absl::string_view name);
+
+// Edit (Levenshtein) distance, for "did you mean" hints.
+int EditDistance(absl::string_view a, absl::string_view b);
+
+// ---- Typed value parsers. Each error is InvalidArgument and reads
+// `<origin>: expected <what>, got "<text>"`.
+
+// A decimal integer in [min, max].
+absl::StatusOr<int> ParseIntValue(const OptionValue& v, int min, int max);
+// "30s", "500ms", "2m", "1h30m" (absl forms) or plain seconds ("30", "1.5");
+// finite and >= min.
+absl::StatusOr<absl::Duration> ParseDurationValue(const OptionValue& v,
+                                                  absl::Duration min = absl::ZeroDuration());
+// true/false, 1/0, yes/no (case-insensitive).
+absl::StatusOr<bool> ParseBoolValue(const OptionValue& v);
+// debug|info|warning|error.
+absl::StatusOr<LogLevel> ParseLogLevelValue(const OptionValue& v);
+
+// Number of nodes: N, or MIN:MAX for an elastic job.
+inline constexpr int kMaxNodes = 100000;
+struct NnodesRange {
+  int min = 1;
+  int max = 1;
+  bool elastic() const { return min != max; }
+};
+// "N" or "MIN:MAX" with 1 <= MIN <= MAX <= kMaxNodes.
+absl::StatusOr<NnodesRange> ParseNnodesValue(const OptionValue& v);
+std::string NnodesToString(const NnodesRange& n);  // "4" or "2:4".
+
+// [A-Za-z0-9._-]{1,128}.
+absl::Status ValidateJobId(const OptionValue& v);
+
+// A host name or address: non-empty, at most 253 bytes, printable ASCII
+// without spaces. Brackets around an IPv6 address are removed.
+absl::StatusOr<std::string> ParseHostValue(const OptionValue& v);
+
+struct HostPort {
+  std::string host;  // without brackets: "::1", "10.0.0.1", "job-node-0-0.job".
+  int port = 0;
+};
+// HOST[:PORT], IPv6 as [ADDR] or [ADDR]:PORT; `default_port` when no port is
+// given; port in 1..65535. A bare IPv6 address without brackets is rejected
+// (is "::1:29400" a port or not?).
+absl::StatusOr<HostPort> ParseHostPortValue(const OptionValue& v, int default_port);
+// "host:port", "[v6::addr]:port".
+std::string JoinHostPort(absl::string_view host, int port);
+
+// Reads a token file: the whole file with trailing whitespace removed. An
+// empty token is allowed (no authentication). FailedPrecondition naming the
+// flag and path when the file cannot be read, is larger than 4 KiB, or holds
+// a byte gRPC metadata cannot carry (outside printable ASCII 0x20-0x7E).
+absl::StatusOr<std::string> ReadTokenFile(const OptionValue& path);
+
+// The process exit code for a configuration error: kExitUsage (64) for
+// InvalidArgument (a malformed flag or env value), kExitConfig (78) for
+// FailedPrecondition (consistent syntax, impossible job: rank hint >= nnodes,
+// unreadable token file, no GPU), kExitInternal otherwise.
+int ExitCodeForConfigError(const absl::Status& status);
+
+}  // namespace trainlet::agent
+
+#endif  // TRAINLET_AGENT_OPTIONS_H_

@@ -1,0 +1,385 @@
+#include "agent/options.h"
+
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "common/exit_codes.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace trainlet::agent {
+namespace {
+
+using ::testing::HasSubstr;
+
+const std::vector<OptionSpec>& Table() {
+  static const auto* table = new std::vector<OptionSpec>{
+      {"nnodes", OptionKind::kString, "N|MIN:MAX", "1", "Nodes."},
+      {"nproc-per-node", OptionKind::kString, "N", "auto", "Workers."},
+      {"grace-period", OptionKind::kDuration, "DURATION", "30s", "Grace."},
+      {"prefix-output", OptionKind::kBool, "", "false", "Prefix."},
+  };
+  return *table;
+}
+
+constexpr char kUsage[] = "trainlet test [OPTIONS] -- COMMAND";
+
+absl::StatusOr<ParsedOptions> Parse(const std::vector<std::string>& args,
+                                    const std::map<std::string, std::string>& env = {}) {
+  return ParseOptions(Table(), args, env, kUsage);
+}
+
+std::string Text(const ParsedOptions& p, const std::string& name) {
+  const OptionValue* v = p.Find(name);
+  return v == nullptr ? "<unset>" : v->text;
+}
+
+OptionValue Flag(const std::string& name, const std::string& text) {
+  return OptionValue{text, "--" + name, ValueSource::kFlag};
+}
+
+TEST(EnvNameFor, UpperCasesAndReplacesDashes) {
+  EXPECT_EQ(EnvNameFor("nproc-per-node"), "TRAINLET_NPROC_PER_NODE");
+  EXPECT_EQ(EnvNameFor("nnodes"), "TRAINLET_NNODES");
+}
+
+TEST(ParseOptions, EqualsForm) {
+  auto p = Parse({"--nnodes=4", "--", "x"});
+  ASSERT_TRUE(p.ok()) << p.status();
+  EXPECT_EQ(Text(*p, "nnodes"), "4");
+  EXPECT_EQ(p->Find("nnodes")->origin, "--nnodes");
+  EXPECT_EQ(p->Find("nnodes")->source, ValueSource::kFlag);
+}
+
+TEST(ParseOptions, SpaceForm) {
+  auto p = Parse({"--nnodes", "2:4", "--grace-period", "5s", "--", "x"});
+  ASSERT_TRUE(p.ok()) << p.status();
+  EXPECT_EQ(Text(*p, "nnodes"), "2:4");
+  EXPECT_EQ(Text(*p, "grace-period"), "5s");
+}
+
+TEST(ParseOptions, EmptyValueWithEquals) {
+  auto p = Parse({"--nnodes="});
+  ASSERT_TRUE(p.ok()) << p.status();
+  EXPECT_EQ(Text(*p, "nnodes"), "");
+}
+
+TEST(ParseOptions, BareBoolIsTrueAndDoesNotTakeNextWord) {
+  auto p = Parse({"--prefix-output", "--", "python"});
+  ASSERT_TRUE(p.ok()) << p.status();
+  EXPECT_EQ(Text(*p, "prefix-output"), "true");
+  EXPECT_THAT(p->command, ::testing::ElementsAre("python"));
+  // A word after a bare bool is not its value: it is a stray positional.
+  EXPECT_FALSE(Parse({"--prefix-output", "false"}).ok());
+}
+
+TEST(ParseOptions, BoolWithExplicitValue) {
+  auto p = Parse({"--prefix-output=false"});
+  ASSERT_TRUE(p.ok()) << p.status();
+  EXPECT_EQ(Text(*p, "prefix-output"), "false");
+  auto bad = Parse({"--prefix-output=maybe"});
+  EXPECT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(bad.status().message(), HasSubstr("--prefix-output: expected true or false"));
+}
+
+TEST(ParseOptions, UnderscoreAliasLikeTorchrun) {
+  auto p = Parse({"--nproc_per_node=2"});
+  ASSERT_TRUE(p.ok()) << p.status();
+  EXPECT_EQ(Text(*p, "nproc-per-node"), "2");
+  EXPECT_EQ(p->Find("nproc-per-node")->origin, "--nproc-per-node");
+}
+
+TEST(ParseOptions, LastOccurrenceWins) {
+  auto p = Parse({"--nnodes=2", "--nnodes=3"});
+  ASSERT_TRUE(p.ok()) << p.status();
+  EXPECT_EQ(Text(*p, "nnodes"), "3");
+}
+
+TEST(ParseOptions, DoubleDashEndsOptions) {
+  auto p = Parse({"--nnodes=2", "--", "python", "--nnodes=9", "--", "-h"});
+  ASSERT_TRUE(p.ok()) << p.status();
+  EXPECT_TRUE(p->saw_separator);
+  EXPECT_FALSE(p->help_requested);
+  EXPECT_EQ(Text(*p, "nnodes"), "2");
+  EXPECT_THAT(p->command, ::testing::ElementsAre("python", "--nnodes=9", "--", "-h"));
+}
+
+TEST(ParseOptions, NoSeparator) {
+  auto p = Parse({"--nnodes=2"});
+  ASSERT_TRUE(p.ok());
+  EXPECT_FALSE(p->saw_separator);
+  EXPECT_TRUE(p->command.empty());
+}
+
+TEST(ParseOptions, UnknownFlagSuggestsClosestName) {
+  auto p = Parse({"--nnode=2", "--", "x"});
+  EXPECT_EQ(p.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(p.status().message(), HasSubstr("unknown flag --nnode (did you mean --nnodes?)"));
+}
+
+TEST(ParseOptions, UnknownFlagFarFromAnyNameHasNoSuggestion) {
+  auto p = Parse({"--frobnicate"});
+  EXPECT_EQ(p.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(p.status().message(), HasSubstr("unknown flag --frobnicate"));
+  EXPECT_THAT(std::string(p.status().message()), ::testing::Not(HasSubstr("did you mean")));
+}
+
+TEST(ParseOptions, UnknownShortFlag) {
+  auto p = Parse({"-x"});
+  EXPECT_EQ(p.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(p.status().message(), HasSubstr("unknown flag -x"));
+}
+
+TEST(ParseOptions, MissingValueNamesFlag) {
+  auto p = Parse({"--nnodes"});
+  EXPECT_EQ(p.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(p.status().message(), HasSubstr("--nnodes: expected a value"));
+  EXPECT_FALSE(Parse({"--nnodes", "--", "x"}).ok());
+  EXPECT_FALSE(Parse({"--nnodes", "--grace-period=1s"}).ok());
+}
+
+TEST(ParseOptions, PositionalBeforeSeparatorIsRejected) {
+  auto p = Parse({"python", "train.py"});
+  EXPECT_EQ(p.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(p.status().message(), HasSubstr("unexpected argument \"python\""));
+  EXPECT_THAT(p.status().message(), HasSubstr("after --"));
+}
+
+TEST(ParseOptions, HelpWinsOverOtherErrors) {
+  for (const char* help : {"-h", "--help"}) {
+    auto p = Parse({"--bogus", help}, {{"TRAINLET_PREFIX_OUTPUT", "maybe"}});
+    ASSERT_TRUE(p.ok()) << help << ": " << p.status();
+    EXPECT_TRUE(p->help_requested);
+  }
+}
+
+TEST(ParseOptions, EnvFallback) {
+  auto p = Parse({}, {{"TRAINLET_NNODES", "3"}, {"TRAINLET_PREFIX_OUTPUT", "1"}});
+  ASSERT_TRUE(p.ok()) << p.status();
+  EXPECT_EQ(Text(*p, "nnodes"), "3");
+  EXPECT_EQ(p->Find("nnodes")->origin, "TRAINLET_NNODES");
+  EXPECT_EQ(p->Find("nnodes")->source, ValueSource::kEnv);
+  EXPECT_EQ(Text(*p, "prefix-output"), "1");
+}
+
+TEST(ParseOptions, FlagBeatsEnv) {
+  auto p = Parse({"--nnodes=2"}, {{"TRAINLET_NNODES", "3"}});
+  ASSERT_TRUE(p.ok());
+  EXPECT_EQ(Text(*p, "nnodes"), "2");
+}
+
+TEST(ParseOptions, EmptyEnvCountsAsUnset) {
+  auto p = Parse({}, {{"TRAINLET_NNODES", ""}});
+  ASSERT_TRUE(p.ok());
+  EXPECT_EQ(p->Find("nnodes"), nullptr);
+}
+
+TEST(ParseOptions, BadBoolEnvNamesVariable) {
+  auto p = Parse({}, {{"TRAINLET_PREFIX_OUTPUT", "maybe"}});
+  EXPECT_EQ(p.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(p.status().message(), HasSubstr("TRAINLET_PREFIX_OUTPUT: expected true or false"));
+}
+
+TEST(ValueOrDefault, FallsBackToTableDefault) {
+  auto p = Parse({});
+  ASSERT_TRUE(p.ok());
+  OptionValue v = ValueOrDefault(*p, Table(), "grace-period");
+  EXPECT_EQ(v.text, "30s");
+  EXPECT_EQ(v.source, ValueSource::kDefault);
+}
+
+TEST(HelpText, ListsFlagsEnvNamesAndDefaults) {
+  std::string help = HelpText(kUsage, "Does things.", Table());
+  EXPECT_THAT(help, HasSubstr("Usage: trainlet test"));
+  EXPECT_THAT(help, HasSubstr("--nproc-per-node=N"));
+  EXPECT_THAT(help, HasSubstr("env TRAINLET_NPROC_PER_NODE, default: auto"));
+  EXPECT_THAT(help, HasSubstr("--prefix-output\n"));
+  EXPECT_THAT(help, HasSubstr("--help"));
+}
+
+TEST(EditDistance, Basics) {
+  EXPECT_EQ(EditDistance("nnodes", "nnodes"), 0);
+  EXPECT_EQ(EditDistance("nnode", "nnodes"), 1);
+  EXPECT_EQ(EditDistance("nprocs-per-nod", "nproc-per-node"), 2);
+  EXPECT_EQ(EditDistance("", "abc"), 3);
+}
+
+TEST(ParseIntValue, RangeAndSyntax) {
+  EXPECT_EQ(*ParseIntValue(Flag("n", "42"), 0, 100), 42);
+  EXPECT_FALSE(ParseIntValue(Flag("n", "101"), 0, 100).ok());
+  EXPECT_FALSE(ParseIntValue(Flag("n", "4x"), 0, 100).ok());
+  EXPECT_FALSE(ParseIntValue(Flag("n", ""), 0, 100).ok());
+  EXPECT_FALSE(ParseIntValue(Flag("n", "99999999999999"), 0, 100).ok());
+  auto bad = ParseIntValue(Flag("master-port", "70000"), 1, 65535);
+  EXPECT_EQ(bad.status().message(),
+            "--master-port: expected an integer in 1..65535, got \"70000\"");
+}
+
+TEST(ParseDurationValue, AbslFormsAndPlainSeconds) {
+  EXPECT_EQ(*ParseDurationValue(Flag("d", "30s")), absl::Seconds(30));
+  EXPECT_EQ(*ParseDurationValue(Flag("d", "500ms")), absl::Milliseconds(500));
+  EXPECT_EQ(*ParseDurationValue(Flag("d", "2m")), absl::Minutes(2));
+  EXPECT_EQ(*ParseDurationValue(Flag("d", "1h30m")), absl::Minutes(90));
+  EXPECT_EQ(*ParseDurationValue(Flag("d", "30")), absl::Seconds(30));
+  EXPECT_EQ(*ParseDurationValue(Flag("d", "1.5")), absl::Milliseconds(1500));
+  EXPECT_EQ(*ParseDurationValue(Flag("d", "0")), absl::ZeroDuration());
+}
+
+TEST(ParseDurationValue, RejectsGarbageNegativeInfiniteAndBelowMin) {
+  for (const char* text : {"abc", "5 s", "-1s", "-3", "inf", "1e3", ""}) {
+    auto d = ParseDurationValue(Flag("grace-period", text));
+    EXPECT_EQ(d.status().code(), absl::StatusCode::kInvalidArgument) << text;
+    EXPECT_THAT(d.status().message(), HasSubstr("--grace-period: expected a duration")) << text;
+  }
+  EXPECT_FALSE(ParseDurationValue(Flag("d", "0s"), absl::Milliseconds(1)).ok());
+}
+
+TEST(ParseBoolValue, Forms) {
+  EXPECT_TRUE(*ParseBoolValue(Flag("b", "TRUE")));
+  EXPECT_TRUE(*ParseBoolValue(Flag("b", "yes")));
+  EXPECT_FALSE(*ParseBoolValue(Flag("b", "0")));
+  EXPECT_FALSE(ParseBoolValue(Flag("b", "2")).ok());
+}
+
+TEST(ParseLogLevelValue, Forms) {
+  EXPECT_EQ(*ParseLogLevelValue(Flag("log-level", "debug")), LogLevel::kDebug);
+  EXPECT_EQ(*ParseLogLevelValue(Flag("log-level", "WARNING")), LogLevel::kWarning);
+  auto bad = ParseLogLevelValue(Flag("log-level", "loud"));
+  EXPECT_THAT(bad.status().message(), HasSubstr("--log-level: expected debug, info"));
+}
+
+TEST(ParseNnodesValue, FixedAndElastic) {
+  NnodesRange fixed = *ParseNnodesValue(Flag("nnodes", "4"));
+  EXPECT_EQ(fixed.min, 4);
+  EXPECT_EQ(fixed.max, 4);
+  EXPECT_FALSE(fixed.elastic());
+  NnodesRange elastic = *ParseNnodesValue(Flag("nnodes", "2:4"));
+  EXPECT_EQ(elastic.min, 2);
+  EXPECT_EQ(elastic.max, 4);
+  EXPECT_TRUE(elastic.elastic());
+  EXPECT_FALSE(ParseNnodesValue(Flag("nnodes", "3:3")).value().elastic());
+  EXPECT_EQ(NnodesToString(elastic), "2:4");
+  EXPECT_EQ(NnodesToString(fixed), "4");
+}
+
+TEST(ParseNnodesValue, RejectsBadInputNamingTheFlag) {
+  auto r = ParseNnodesValue(Flag("nnodes", "3:2"));
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(r.status().message(),
+            "--nnodes: expected N or MIN:MAX with 1 <= MIN <= MAX <= 100000, got \"3:2\"");
+  for (const char* text : {"0", "abc", "0:2", "1:2:3", "100001", "-1", ":", "2:", "+2", ""}) {
+    EXPECT_EQ(ParseNnodesValue(Flag("nnodes", text)).status().code(),
+              absl::StatusCode::kInvalidArgument)
+        << text;
+  }
+}
+
+TEST(ParseHostPortValue, Forms) {
+  HostPort hp = *ParseHostPortValue(Flag("coordinator", "job-node-0-0.job"), 29400);
+  EXPECT_EQ(hp.host, "job-node-0-0.job");
+  EXPECT_EQ(hp.port, 29400);
+  hp = *ParseHostPortValue(Flag("coordinator", "10.0.0.1:1234"), 29400);
+  EXPECT_EQ(hp.host, "10.0.0.1");
+  EXPECT_EQ(hp.port, 1234);
+  hp = *ParseHostPortValue(Flag("coordinator", "[::1]:29401"), 29400);
+  EXPECT_EQ(hp.host, "::1");
+  EXPECT_EQ(hp.port, 29401);
+  hp = *ParseHostPortValue(Flag("coordinator", "[fd00::2]"), 29400);
+  EXPECT_EQ(hp.host, "fd00::2");
+  EXPECT_EQ(hp.port, 29400);
+}
+
+TEST(ParseHostPortValue, RejectsBadPortsAndAmbiguousIpv6) {
+  for (const char* text : {"host:0", "host:70000", "host:", "host:x", ":29400", "::1", "::1:29400",
+                           "[::1", "[::1]x", "[]:1", "a b:1", ""}) {
+    auto hp = ParseHostPortValue(Flag("coordinator", text), 29400);
+    EXPECT_EQ(hp.status().code(), absl::StatusCode::kInvalidArgument) << text;
+    EXPECT_THAT(hp.status().message(), HasSubstr("--coordinator: expected HOST[:PORT]")) << text;
+  }
+}
+
+TEST(ParseHostValue, StripsBrackets) {
+  EXPECT_EQ(*ParseHostValue(Flag("advertise-addr", "[fd00::1]")), "fd00::1");
+  EXPECT_EQ(*ParseHostValue(Flag("advertise-addr", "10.0.0.3")), "10.0.0.3");
+  EXPECT_FALSE(ParseHostValue(Flag("advertise-addr", "")).ok());
+  EXPECT_FALSE(ParseHostValue(Flag("advertise-addr", "a b")).ok());
+}
+
+TEST(JoinHostPort, BracketsIpv6Only) {
+  EXPECT_EQ(JoinHostPort("10.0.0.1", 80), "10.0.0.1:80");
+  EXPECT_EQ(JoinHostPort("::1", 29400), "[::1]:29400");
+  EXPECT_EQ(JoinHostPort("job-node-0-0.job", 29500), "job-node-0-0.job:29500");
+}
+
+TEST(ValidateJobId, Charset) {
+  EXPECT_TRUE(ValidateJobId(Flag("job-id", "My_job-1.v2")).ok());
+  EXPECT_FALSE(ValidateJobId(Flag("job-id", "")).ok());
+  EXPECT_FALSE(ValidateJobId(Flag("job-id", "a/b")).ok());
+  EXPECT_FALSE(ValidateJobId(Flag("job-id", std::string(129, 'a'))).ok());
+  EXPECT_TRUE(ValidateJobId(Flag("job-id", std::string(128, 'a'))).ok());
+  EXPECT_THAT(ValidateJobId(Flag("job-id", "a b")).message(), HasSubstr("--job-id: expected"));
+}
+
+class TokenFileTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char tmpl[] = "/tmp/trainlet_token_XXXXXX";
+    int fd = mkstemp(tmpl);
+    ASSERT_GE(fd, 0);
+    close(fd);
+    path_ = tmpl;
+  }
+  void TearDown() override { std::remove(path_.c_str()); }
+  void Write(const std::string& content) {
+    std::FILE* f = std::fopen(path_.c_str(), "wb");
+    ASSERT_NE(f, nullptr);
+    std::fwrite(content.data(), 1, content.size(), f);
+    std::fclose(f);
+  }
+  std::string path_;
+};
+
+TEST_F(TokenFileTest, TrailingWhitespaceStripped) {
+  Write("s3cret token\n\r\t ");
+  EXPECT_EQ(*ReadTokenFile(Flag("token-file", path_)), "s3cret token");
+}
+
+TEST_F(TokenFileTest, EmptyTokenAllowed) {
+  Write("\n");
+  EXPECT_EQ(*ReadTokenFile(Flag("token-file", path_)), "");
+}
+
+TEST_F(TokenFileTest, NonPrintableByteRejected) {
+  Write(std::string("abc\x01", 4));
+  auto t = ReadTokenFile(Flag("token-file", path_));
+  EXPECT_EQ(t.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(t.status().message(), HasSubstr("0x01 at offset 3"));
+}
+
+TEST_F(TokenFileTest, TooLargeRejected) {
+  Write(std::string(5000, 'a'));
+  EXPECT_EQ(ReadTokenFile(Flag("token-file", path_)).status().code(),
+            absl::StatusCode::kFailedPrecondition);
+}
+
+TEST(ReadTokenFile, MissingFileIsFailedPreconditionNamingPath) {
+  auto t = ReadTokenFile(Flag("token-file", "/nonexistent/trainlet/token"));
+  EXPECT_EQ(t.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(t.status().message(), HasSubstr("--token-file"));
+  EXPECT_THAT(t.status().message(), HasSubstr("/nonexistent/trainlet/token"));
+  EXPECT_EQ(ExitCodeForConfigError(t.status()), kExitConfig);
+}
+
+TEST(ExitCodeForConfigError, MapsCodes) {
+  EXPECT_EQ(ExitCodeForConfigError(absl::OkStatus()), kExitSuccess);
+  EXPECT_EQ(ExitCodeForConfigError(absl::InvalidArgumentError("x")), kExitUsage);
+  EXPECT_EQ(ExitCodeForConfigError(absl::FailedPreconditionError("x")), kExitConfig);
+  EXPECT_EQ(ExitCodeForConfigError(absl::InternalError("x")), kExitInternal);
+}
+
+}  // namespace
+}  // namespace trainlet::agent

@@ -1,0 +1,139 @@
+#include "agent/system_probe.h"
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <string>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace trainlet::agent {
+namespace {
+
+// A fake filesystem root in a temp dir, removed afterwards.
+class FakeRoot {
+ public:
+  FakeRoot() {
+    char tmpl[] = "/tmp/trainlet_root_XXXXXX";
+    const char* dir = mkdtemp(tmpl);
+    if (dir != nullptr) path_ = dir;
+  }
+  ~FakeRoot() { std::system(("rm -rf '" + path_ + "'").c_str()); }
+  const std::string& path() const { return path_; }
+
+  void Write(const std::string& relative, const std::string& content) {
+    std::string full = path_ + "/" + relative;
+    for (size_t slash = full.find('/', path_.size() + 1); slash != std::string::npos;
+         slash = full.find('/', slash + 1)) {
+      mkdir(full.substr(0, slash).c_str(), 0755);
+    }
+    std::ofstream(full) << content;
+  }
+
+ private:
+  std::string path_;
+};
+
+std::string Hostname() {
+  char name[256] = {};
+  gethostname(name, sizeof(name) - 1);
+  return name;
+}
+
+TEST(FindFqdnInHosts, KubernetesHostsFile) {
+  const char* hosts =
+      "# Kubernetes-managed hosts file.\n"
+      "127.0.0.1\tlocalhost\n"
+      "::1\tlocalhost ip6-localhost ip6-loopback\n"
+      "10.244.1.7\tt-node-0-1.t.default.svc.cluster.local\tt-node-0-1\n";
+  EXPECT_EQ(FindFqdnInHosts(hosts, "t-node-0-1"), "t-node-0-1.t.default.svc.cluster.local");
+  EXPECT_EQ(FindFqdnInHosts(hosts, "t-node-0-2"), "");
+  EXPECT_EQ(FindFqdnInHosts(hosts, ""), "");
+}
+
+TEST(FindFqdnInHosts, IgnoresLinesNotListingTheHostnameAndComments) {
+  EXPECT_EQ(FindFqdnInHosts("10.0.0.1 h.other.ns.svc.cluster.local\n", "h"), "");
+  EXPECT_EQ(FindFqdnInHosts("# 10.0.0.1 h.sub.ns.svc h\n", "h"), "");
+  EXPECT_EQ(FindFqdnInHosts("10.0.0.1 h # h.sub.ns.svc\n", "h"), "");
+  EXPECT_EQ(FindFqdnInHosts("10.0.0.1 hx.sub.ns.svc hx h\n", "h"), "");
+  EXPECT_EQ(FindFqdnInHosts("10.0.0.1 h h.sub.ns.svc.cluster.local.\n", "h"),
+            "h.sub.ns.svc.cluster.local");
+}
+
+TEST(ParseCpuMax, Forms) {
+  EXPECT_EQ(ParseCpuMax("150000 100000\n"), 2);
+  EXPECT_EQ(ParseCpuMax("200000 100000"), 2);
+  EXPECT_EQ(ParseCpuMax("50000 100000"), 1);
+  EXPECT_EQ(ParseCpuMax("max 100000"), std::nullopt);
+  EXPECT_EQ(ParseCpuMax(""), std::nullopt);
+  EXPECT_EQ(ParseCpuMax("garbage"), std::nullopt);
+  EXPECT_EQ(ParseCpuMax("300000"), 3);
+}
+
+TEST(CgroupCpuLimit, RootCpuMax) {
+  FakeRoot root;
+  root.Write("sys/fs/cgroup/cpu.max", "150000 100000\n");
+  EXPECT_EQ(CgroupCpuLimit(root.path()), 2);
+}
+
+TEST(CgroupCpuLimit, TightestQuotaOnThePathFromOurCgroup) {
+  FakeRoot root;
+  root.Write("proc/self/cgroup", "0::/kubepods/pod1/ctr\n");
+  root.Write("sys/fs/cgroup/kubepods/pod1/ctr/cpu.max", "max 100000\n");
+  root.Write("sys/fs/cgroup/kubepods/pod1/cpu.max", "300000 100000\n");
+  root.Write("sys/fs/cgroup/kubepods/cpu.max", "800000 100000\n");
+  EXPECT_EQ(CgroupCpuLimit(root.path()), 3);
+}
+
+TEST(CgroupCpuLimit, UnlimitedOrMissing) {
+  FakeRoot root;
+  EXPECT_EQ(CgroupCpuLimit(root.path()), std::nullopt);
+  root.Write("sys/fs/cgroup/cpu.max", "max 100000\n");
+  EXPECT_EQ(CgroupCpuLimit(root.path()), std::nullopt);
+}
+
+TEST(CountNvidiaDevices, CountsOnlyNumberedDevices) {
+  FakeRoot root;
+  for (const char* dev : {"nvidia0", "nvidia1", "nvidia2", "nvidia3", "nvidiactl", "nvidia-uvm",
+                          "nvidia-caps", "nvidia"}) {
+    root.Write(std::string("dev/") + dev, "");
+  }
+  EXPECT_EQ(CountNvidiaDevices(root.path()), 4);
+  FakeRoot empty;
+  EXPECT_EQ(CountNvidiaDevices(empty.path()), 0);
+}
+
+TEST(ProbeSystem, ReadsEverythingUnderRoot) {
+  FakeRoot root;
+  std::string host = Hostname();
+  ASSERT_FALSE(host.empty());
+  root.Write("etc/hosts",
+             "127.0.0.1 localhost\n10.1.2.3 " + host + ".sub.ns.svc.cluster.local " + host + "\n");
+  for (int i = 0; i < 4; ++i) root.Write("dev/nvidia" + std::to_string(i), "");
+  root.Write("dev/nvidiactl", "");
+  root.Write("sys/fs/cgroup/cpu.max", "150000 100000\n");
+  SystemInfo info = ProbeSystem(root.path());
+  EXPECT_EQ(info.hostname, host);
+  EXPECT_EQ(info.fqdn, host + ".sub.ns.svc.cluster.local");
+  EXPECT_EQ(info.gpu_count, 4);
+  EXPECT_EQ(info.cpu_count, std::min(2, AffinityCpuCount()));
+
+  root.Write("sys/fs/cgroup/cpu.max", "50000 100000\n");
+  EXPECT_EQ(ProbeSystem(root.path()).cpu_count, 1);
+}
+
+TEST(ProbeSystem, EmptyRoot) {
+  FakeRoot root;
+  SystemInfo info = ProbeSystem(root.path() + "/");
+  EXPECT_EQ(info.fqdn, "");
+  EXPECT_EQ(info.gpu_count, 0);
+  EXPECT_EQ(info.cpu_count, AffinityCpuCount());
+  EXPECT_GE(info.cpu_count, 1);
+}
+
+}  // namespace
+}  // namespace trainlet::agent

@@ -1,0 +1,71 @@
+#include "launcher/output_prefixer.h"
+
+#include <errno.h>
+#include <poll.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <utility>
+
+namespace trainlet {
+namespace launcher {
+
+bool WriteFully(int fd, absl::string_view data) {
+  while (!data.empty()) {
+    ssize_t n = write(fd, data.data(), data.size());
+    if (n >= 0) {
+      data.remove_prefix(static_cast<size_t>(n));
+      continue;
+    }
+    if (errno == EINTR) continue;
+    if (errno == EAGAIN || errno == EWOULDBLOCK) {
+      struct pollfd p = {fd, POLLOUT, 0};
+      poll(&p, 1, 1000);
+      continue;
+    }
+    return false;
+  }
+  return true;
+}
+
+OutputPrefixer::OutputPrefixer(std::string prefix, int out_fd)
+    : prefix_(std::move(prefix)), out_fd_(out_fd) {}
+
+void OutputPrefixer::EmitLine(absl::string_view line, std::string* out) const {
+  out->append(prefix_);
+  out->append(line.data(), line.size());
+  out->push_back('\n');
+}
+
+void OutputPrefixer::Append(absl::string_view data) {
+  std::string out;
+  while (!data.empty()) {
+    size_t newline = data.find('\n');
+    size_t line_len = newline == absl::string_view::npos ? data.size() : newline;
+    size_t take = std::min(line_len, kMaxLineBytes - partial_.size());
+    partial_.append(data.data(), take);
+    data.remove_prefix(take);
+    if (take < line_len) {
+      // Longer than kMaxLineBytes: cut here, the rest follows as a new line.
+      EmitLine(partial_, &out);
+      partial_.clear();
+      continue;
+    }
+    if (newline == absl::string_view::npos) break;
+    data.remove_prefix(1);
+    EmitLine(partial_, &out);
+    partial_.clear();
+  }
+  if (!out.empty()) WriteFully(out_fd_, out);
+}
+
+void OutputPrefixer::Finish() {
+  if (partial_.empty()) return;
+  std::string out;
+  EmitLine(partial_, &out);
+  partial_.clear();
+  WriteFully(out_fd_, out);
+}
+
+}  // namespace launcher
+}  // namespace trainlet

@@ -1,0 +1,43 @@
+// Process-wide signal setup for a supervisor that may run as PID 1.
+//
+// The agent never installs signal handlers: SIGCHLD and the forwarded signals
+// are blocked in every thread and read synchronously from a signalfd by the
+// Supervisor (see supervisor.h). Blocking must happen in main() before any
+// thread exists, because threads inherit the mask of the thread that creates
+// them; a thread with a forwarded signal unblocked would receive (and die of)
+// it instead of the signalfd.
+#ifndef TRAINLET_LAUNCHER_SIGNALS_H_
+#define TRAINLET_LAUNCHER_SIGNALS_H_
+
+#include <signal.h>
+
+#include <vector>
+
+#include "absl/status/status.h"
+
+namespace trainlet {
+namespace launcher {
+
+// Call once at the start of main(), before any thread exists. Blocks SIGCHLD
+// and ForwardedSignals() in the calling thread, ignores SIGPIPE (a closed
+// stdout must not kill the agent), and, unless this process is PID 1, makes
+// it a child subreaper so that orphaned worker descendants are reparented to
+// it and reaped. Idempotent. Fails only if a syscall fails.
+absl::Status PrepareProcessForSupervision();
+
+// The signals relayed to every worker process group:
+// SIGTERM SIGINT SIGHUP SIGQUIT SIGUSR1 SIGUSR2.
+const std::vector<int>& ForwardedSignals();
+
+// True for SIGTERM, SIGINT, SIGHUP and SIGQUIT: on these the agent starts its
+// grace period. False for SIGUSR1/SIGUSR2, which are only relayed.
+bool IsTerminatingSignal(int sig);
+
+// SIGCHLD plus ForwardedSignals(): the set PrepareProcessForSupervision()
+// blocks and the Supervisor's signalfd reads.
+sigset_t SupervisedSignalSet();
+
+}  // namespace launcher
+}  // namespace trainlet
+
+#endif  // TRAINLET_LAUNCHER_SIGNALS_H_

@@ -1,0 +1,242 @@
+#include "launcher/worker_spawner.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <string>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "launcher/command_resolver.h"
+
+namespace trainlet {
+namespace launcher {
+namespace {
+
+// What the child reports on the error pipe before it _exits.
+enum ChildStage : int { kStageSetpgid = 1, kStagePdeathsig, kStageRedirect, kStageExec };
+struct ChildFailure {
+  int stage;
+  int error;
+};
+
+const char* StageName(int stage) {
+  switch (stage) {
+    case kStageSetpgid:
+      return "setpgid";
+    case kStagePdeathsig:
+      return "prctl(PR_SET_PDEATHSIG)";
+    case kStageRedirect:
+      return "redirecting stdout/stderr";
+    default:
+      return "exec";
+  }
+}
+
+void CloseIfOpen(int* fd) {
+  if (*fd >= 0) close(*fd);
+  *fd = -1;
+}
+
+// --- Child side: async-signal-safe calls only from here to execve. ---
+
+[[noreturn]] void ChildFail(int error_fd, int stage, int error) {
+  ChildFailure failure = {stage, error};
+  // One write of 8 bytes to a pipe is atomic; nothing to do if it fails.
+  ssize_t ignored = write(error_fd, &failure, sizeof(failure));
+  (void)ignored;
+  _exit(kStageExec == stage ? 127 : 126);
+}
+
+// Makes `target` (1 or 2) refer to `source`, keeping it open across exec.
+bool Redirect(int source, int target) {
+  if (source == target) return fcntl(target, F_SETFD, 0) == 0;  // drop CLOEXEC
+  return dup2(source, target) == target;
+}
+
+[[noreturn]] void RunChild(pid_t parent, const char* path, char* const argv[], char* const envp[],
+                           int out_source, int err_source, int error_fd) {
+  if (setpgid(0, 0) != 0) ChildFail(error_fd, kStageSetpgid, errno);
+  if (prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) != 0) ChildFail(error_fd, kStagePdeathsig, errno);
+  // The parent may have died before the prctl: then nobody would kill us.
+  if (getppid() != parent) _exit(128 + SIGKILL);
+
+  // Move sources out of the way of the targets before overwriting 1 and 2.
+  if (out_source == STDERR_FILENO) out_source = fcntl(out_source, F_DUPFD_CLOEXEC, 3);
+  if (err_source == STDOUT_FILENO && out_source != STDOUT_FILENO) {
+    err_source = fcntl(err_source, F_DUPFD_CLOEXEC, 3);
+  }
+  if (out_source < 0 || err_source < 0 || !Redirect(out_source, STDOUT_FILENO) ||
+      !Redirect(err_source, STDERR_FILENO)) {
+    ChildFail(error_fd, kStageRedirect, errno);
+  }
+
+  // Handlers are reset by execve, but ignored signals (the agent ignores
+  // SIGPIPE) and the blocked mask are inherited: undo both.
+  struct sigaction dfl;
+  memset(&dfl, 0, sizeof(dfl));
+  dfl.sa_handler = SIG_DFL;
+  sigemptyset(&dfl.sa_mask);
+  for (int sig = 1; sig < NSIG; ++sig) {
+    if (sig != SIGKILL && sig != SIGSTOP) sigaction(sig, &dfl, nullptr);  // EINVAL is fine
+  }
+  sigset_t empty;
+  sigemptyset(&empty);
+  sigprocmask(SIG_SETMASK, &empty, nullptr);
+
+  execve(path, argv, envp);
+  ChildFail(error_fd, kStageExec, errno);
+}
+
+// --- Parent side. ---
+
+absl::Status ResourceError(const std::string& command, const char* what, int error) {
+  std::string message = absl::StrCat("trainlet: cannot start COMMAND '", command, "': ", what,
+                                     " failed: ", strerror(error));
+  if (error == EAGAIN || error == ENOMEM || error == EMFILE || error == ENFILE) {
+    return absl::ResourceExhaustedError(
+        absl::StrCat(message, "; check the pod's memory, pids and open-files limits"));
+  }
+  return absl::InternalError(message);
+}
+
+absl::Status ExecError(const std::string& command, const std::string& path, int error) {
+  std::string message = absl::StrCat("trainlet: cannot execute COMMAND '", command, "' ('", path,
+                                     "'): ", strerror(error));
+  switch (error) {
+    case ENOENT:
+    case ENOTDIR:
+      return absl::NotFoundError(
+          absl::StrCat(message, "; if it is a script, check that its #! interpreter exists"));
+    case ENOEXEC:
+      return absl::PermissionDeniedError(absl::StrCat(
+          message, "; it is neither a binary for this machine nor a script with a #! line"));
+    case EACCES:
+    case EPERM:
+    case EISDIR:
+    case ETXTBSY:
+    case ELIBBAD:
+    case ELOOP:
+    case ENAMETOOLONG:
+      return absl::PermissionDeniedError(message);
+    case E2BIG:
+    case ENOMEM:
+    case EAGAIN:
+    case EMFILE:
+    case ENFILE:
+      return absl::ResourceExhaustedError(message);
+    default:
+      return absl::InternalError(message);
+  }
+}
+
+std::string PathFromEnv(const std::vector<std::string>& env) {
+  for (const std::string& entry : env) {
+    if (absl::StartsWith(entry, "PATH=")) return entry.substr(5);
+  }
+  return "";
+}
+
+}  // namespace
+
+absl::StatusOr<SpawnedWorker> SpawnWorker(const WorkerSpec& spec, int stdout_fd, int stderr_fd) {
+  if (spec.argv.empty()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("trainlet: worker with local rank ", spec.local_rank, " has an empty argv"));
+  }
+  const std::string& command = spec.argv[0];
+  absl::StatusOr<std::string> path = ResolveCommand(command, PathFromEnv(spec.env));
+  if (!path.ok()) return path.status();
+
+  // Everything the child needs is built here: after fork it may not allocate.
+  std::vector<char*> argv;
+  argv.reserve(spec.argv.size() + 1);
+  for (const std::string& arg : spec.argv) argv.push_back(const_cast<char*>(arg.c_str()));
+  argv.push_back(nullptr);
+  std::vector<char*> envp;
+  envp.reserve(spec.env.size() + 1);
+  for (const std::string& var : spec.env) envp.push_back(const_cast<char*>(var.c_str()));
+  envp.push_back(nullptr);
+
+  int error_pipe[2] = {-1, -1};
+  int out_pipe[2] = {-1, -1};
+  int err_pipe[2] = {-1, -1};
+  auto close_all = [&] {
+    for (int* fd : {&error_pipe[0], &error_pipe[1], &out_pipe[0], &out_pipe[1], &err_pipe[0],
+                    &err_pipe[1]}) {
+      CloseIfOpen(fd);
+    }
+  };
+  if (pipe2(error_pipe, O_CLOEXEC) != 0) return ResourceError(command, "pipe", errno);
+  if (spec.prefix_output) {
+    if (pipe2(out_pipe, O_CLOEXEC) != 0 || pipe2(err_pipe, O_CLOEXEC) != 0) {
+      int error = errno;
+      close_all();
+      return ResourceError(command, "pipe", error);
+    }
+    stdout_fd = out_pipe[1];
+    stderr_fd = err_pipe[1];
+  }
+
+  const pid_t parent = getpid();
+  const pid_t pid = fork();
+  if (pid < 0) {
+    int error = errno;
+    close_all();
+    return ResourceError(command, "fork", error);
+  }
+  if (pid == 0) {
+    RunChild(parent, path->c_str(), argv.data(), envp.data(), stdout_fd, stderr_fd,
+             error_pipe[1]);
+  }
+
+  // Also here, so that the group exists before Start() returns whatever the
+  // child's progress; EACCES (child already exec'd) and ESRCH are fine.
+  setpgid(pid, pid);
+  CloseIfOpen(&error_pipe[1]);
+  CloseIfOpen(&out_pipe[1]);
+  CloseIfOpen(&err_pipe[1]);
+
+  ChildFailure failure = {0, 0};
+  ssize_t n;
+  do {
+    n = read(error_pipe[0], &failure, sizeof(failure));
+  } while (n < 0 && errno == EINTR);
+  CloseIfOpen(&error_pipe[0]);
+  if (n != 0) {
+    // The child reported a failure and is exiting (or, if the pipe broke, is
+    // in an unknown state): make sure it is gone, then reap exactly it.
+    kill(pid, SIGKILL);
+    int wait_status;
+    while (waitpid(pid, &wait_status, 0) < 0 && errno == EINTR) {
+    }
+    close_all();
+    if (n != static_cast<ssize_t>(sizeof(failure))) {
+      return absl::InternalError(
+          absl::StrCat("trainlet: cannot start COMMAND '", command, "': lost the exec status"));
+    }
+    if (failure.stage == kStageExec) return ExecError(command, *path, failure.error);
+    return absl::InternalError(absl::StrCat("trainlet: cannot start COMMAND '", command,
+                                            "': ", StageName(failure.stage),
+                                            " failed in the child: ", strerror(failure.error)));
+  }
+
+  SpawnedWorker spawned;
+  spawned.pid = pid;
+  if (spec.prefix_output) {
+    fcntl(out_pipe[0], F_SETFL, O_NONBLOCK);
+    fcntl(err_pipe[0], F_SETFL, O_NONBLOCK);
+    spawned.stdout_pipe = out_pipe[0];
+    spawned.stderr_pipe = err_pipe[0];
+  }
+  return spawned;
+}
+
+}  // namespace launcher
+}  // namespace trainlet

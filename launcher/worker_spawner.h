@@ -1,0 +1,41 @@
+// Starts one worker process with fork()+execve(): its own process group,
+// default signal dispositions and an empty signal mask, PR_SET_PDEATHSIG
+// (SIGKILL), exactly the environment given, and stdout/stderr either to the
+// given fds or to fresh pipes. Exec failures come back through a CLOEXEC
+// pipe, so "started" means the execve succeeded.
+//
+// Threading: may be called from any thread, but the worker gets SIGKILL when
+// the calling THREAD exits (PR_SET_PDEATHSIG tracks the forking thread), so
+// call it from a thread that outlives the worker. Between fork and exec the
+// child only calls async-signal-safe functions, so this is safe in a
+// multithreaded (gRPC) process. Does not reap: the caller owns the child.
+#ifndef TRAINLET_LAUNCHER_WORKER_SPAWNER_H_
+#define TRAINLET_LAUNCHER_WORKER_SPAWNER_H_
+
+#include <sys/types.h>
+
+#include "absl/status/statusor.h"
+#include "launcher/worker.h"
+
+namespace trainlet {
+namespace launcher {
+
+struct SpawnedWorker {
+  pid_t pid = -1;  // also the process group id
+  // Read ends (O_NONBLOCK, O_CLOEXEC) of the worker's stdout/stderr when
+  // spec.prefix_output; -1 otherwise. The caller closes them.
+  int stdout_pipe = -1;
+  int stderr_pipe = -1;
+};
+
+// Resolves spec.argv[0] with ResolveCommand (PATH taken from spec.env) and
+// starts the worker. When !spec.prefix_output the worker's stdout/stderr are
+// `stdout_fd`/`stderr_fd`. Errors: NotFound (127), PermissionDenied (126),
+// ResourceExhausted (fork/pipe limits), Internal; the message names the
+// command. On error no child is left behind.
+absl::StatusOr<SpawnedWorker> SpawnWorker(const WorkerSpec& spec, int stdout_fd, int stderr_fd);
+
+}  // namespace launcher
+}  // namespace trainlet
+
+#endif  // TRAINLET_LAUNCHER_WORKER_SPAWNER_H_
