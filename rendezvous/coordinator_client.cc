@@ -17,12 +17,12 @@ namespace {
 
 class ReadReactor : public grpc::ClientReadReactor<v1::Directive>, public WatchStream {
  public:
-  ReadReactor(v1::Rendezvous::Stub* stub, const v1::WatchRequest& request,
+  ReadReactor(std::shared_ptr<v1::Rendezvous::Stub> stub, const v1::WatchRequest& request,
               const std::string& token, CoordinatorClient::OnDirective on_directive,
               CoordinatorClient::OnStreamEnd on_end)
-      : request_(request), on_directive_(std::move(on_directive)), on_end_(std::move(on_end)) {
+      : stub_(std::move(stub)), request_(request), on_directive_(std::move(on_directive)), on_end_(std::move(on_end)) {
     if (!token.empty()) ctx_.AddMetadata(kTokenMetadataKey, token);
-    stub->async()->Watch(&ctx_, &request_, this);
+    stub_->async()->Watch(&ctx_, &request_, this);
     StartRead(&directive_);
     StartCall();
   }
@@ -46,6 +46,7 @@ class ReadReactor : public grpc::ClientReadReactor<v1::Directive>, public WatchS
   }
 
  private:
+  std::shared_ptr<v1::Rendezvous::Stub> stub_;
   grpc::ClientContext ctx_;
   v1::WatchRequest request_;
   v1::Directive directive_;
@@ -64,6 +65,10 @@ bool IsRetryableJoinError(const absl::Status& status) {
 }
 
 CoordinatorClient::CoordinatorClient(ClientOptions options) : options_(std::move(options)) {
+  ResetChannel();
+}
+
+void CoordinatorClient::ResetChannel() {
   grpc::ChannelArguments args;
   args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS,
               static_cast<int>(absl::ToInt64Milliseconds(options_.min_backoff)));
@@ -79,9 +84,20 @@ CoordinatorClient::CoordinatorClient(ClientOptions options) : options_(std::move
   args.SetInt(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, 2000);
   args.SetInt(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
   args.SetInt(GRPC_ARG_HTTP2_MAX_PINGS_WITHOUT_DATA, 0);
-  if (options_.private_connection) args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
-  channel_ = grpc::CreateCustomChannel(options_.target, grpc::InsecureChannelCredentials(), args);
-  stub_ = v1::Rendezvous::NewStub(channel_);
+  // Our own subchannels: a fresh channel must not inherit the reconnect
+  // backoff of a failed one (see Join).
+  args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
+  auto channel =
+      grpc::CreateCustomChannel(options_.target, grpc::InsecureChannelCredentials(), args);
+  auto stub = v1::Rendezvous::NewStub(channel);
+  absl::MutexLock lock(&mu_);
+  channel_ = std::move(channel);
+  stub_ = std::shared_ptr<v1::Rendezvous::Stub>(std::move(stub));
+}
+
+std::shared_ptr<v1::Rendezvous::Stub> CoordinatorClient::Stub() {
+  absl::MutexLock lock(&mu_);
+  return stub_;
 }
 
 CoordinatorClient::~CoordinatorClient() = default;
@@ -111,7 +127,7 @@ absl::StatusOr<v1::Assignment> CoordinatorClient::Join(const v1::JoinRequest& re
       join_ctx_ = &ctx;
     }
     v1::JoinResponse response;
-    grpc::Status status = stub_->Join(&ctx, request, &response);
+    grpc::Status status = Stub()->Join(&ctx, request, &response);
     ++attempts;
     {
       absl::MutexLock lock(&mu_);
@@ -130,11 +146,14 @@ absl::StatusOr<v1::Assignment> CoordinatorClient::Join(const v1::JoinRequest& re
                   << "); retrying until " << absl::FormatTime(deadline);
     }
     last_error = s;
+    // A failed channel sits in gRPC's reconnect backoff (up to a second);
+    // a fresh one connects the moment the coordinator listens.
+    ResetChannel();
     // Jittered exponential backoff, cut short by the deadline.
     std::uniform_real_distribution<double> jitter(0.5, 1.0);
     absl::Duration sleep = std::min(backoff * jitter(rng), deadline - absl::Now());
     if (sleep > absl::ZeroDuration()) absl::SleepFor(sleep);
-    backoff = std::min(backoff * 2, options_.max_backoff);
+    backoff = std::min(backoff * 3 / 2, options_.max_backoff);
   }
   return absl::DeadlineExceededError(absl::StrFormat(
       "no rendezvous with the coordinator at %s before the join timeout (%d attempts); last "
@@ -151,7 +170,7 @@ void CoordinatorClient::CancelJoin() {
 std::unique_ptr<WatchStream> CoordinatorClient::Watch(const v1::WatchRequest& request,
                                                       OnDirective on_directive,
                                                       OnStreamEnd on_end) {
-  return std::make_unique<ReadReactor>(stub_.get(), request, options_.token,
+  return std::make_unique<ReadReactor>(Stub(), request, options_.token,
                                        std::move(on_directive), std::move(on_end));
 }
 
@@ -160,7 +179,7 @@ absl::Status CoordinatorClient::Report(const v1::ReportRequest& request, absl::D
   Prepare(&ctx);
   ctx.set_deadline(absl::ToChronoTime(absl::Now() + timeout));
   v1::ReportResponse response;
-  return FromGrpcStatus(stub_->Report(&ctx, request, &response));
+  return FromGrpcStatus(Stub()->Report(&ctx, request, &response));
 }
 
 absl::Status CoordinatorClient::Leave(const v1::LeaveRequest& request, absl::Duration timeout) {
@@ -168,7 +187,7 @@ absl::Status CoordinatorClient::Leave(const v1::LeaveRequest& request, absl::Dur
   Prepare(&ctx);
   ctx.set_deadline(absl::ToChronoTime(absl::Now() + timeout));
   v1::LeaveResponse response;
-  return FromGrpcStatus(stub_->Leave(&ctx, request, &response));
+  return FromGrpcStatus(Stub()->Leave(&ctx, request, &response));
 }
 
 }  // namespace trainlet::rendezvous

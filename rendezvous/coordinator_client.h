@@ -24,12 +24,11 @@ namespace v1 = ::trainlet::v1;
 struct ClientOptions {
   std::string target;  // host:port
   std::string token;   // empty: none sent.
-  // Reconnect backoff while the coordinator is not up yet.
-  absl::Duration min_backoff = absl::Milliseconds(50);
-  absl::Duration max_backoff = absl::Seconds(1);
-  // A separate TCP connection even if another client in this process dials
-  // the same target (benchmarks simulate many agents in one process).
-  bool private_connection = false;
+  // Retry backoff while the coordinator is not up yet. Kept short: an
+  // attempt against a closed port costs one TCP RST, and the time from the
+  // coordinator coming up to the round closing is bounded by max_backoff.
+  absl::Duration min_backoff = absl::Milliseconds(10);
+  absl::Duration max_backoff = absl::Milliseconds(200);
 };
 
 // An open Watch stream; destroying it cancels the stream and waits for it.
@@ -67,12 +66,14 @@ class CoordinatorClient {
 
  private:
   void Prepare(grpc::ClientContext* ctx) const;
+  void ResetChannel();
+  std::shared_ptr<v1::Rendezvous::Stub> Stub();
 
   const ClientOptions options_;
-  std::shared_ptr<grpc::Channel> channel_;
-  std::unique_ptr<v1::Rendezvous::Stub> stub_;
 
   absl::Mutex mu_;
+  std::shared_ptr<grpc::Channel> channel_ ABSL_GUARDED_BY(mu_);
+  std::shared_ptr<v1::Rendezvous::Stub> stub_ ABSL_GUARDED_BY(mu_);
   bool join_cancelled_ ABSL_GUARDED_BY(mu_) = false;
   grpc::ClientContext* join_ctx_ ABSL_GUARDED_BY(mu_) = nullptr;
 };

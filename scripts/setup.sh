@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# Installs what trainlet needs on Debian 12 (as root) and builds it.
+#   scripts/setup.sh [--with-tests]     build dir: ./build (TRAINLET_BUILD_DIR overrides)
+# Packages are installed only when missing, so a second run is offline-safe.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+PACKAGES=(
+  build-essential cmake ninja-build pkg-config ccache
+  libgrpc++-dev libprotobuf-dev protobuf-compiler protobuf-compiler-grpc libabsl-dev
+  libgtest-dev libgmock-dev
+  python3 python3-torch python3-numpy   # the demo and the real-client tests
+  iproute2 procps
+)
+missing=()
+for p in "${PACKAGES[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  if [[ $(id -u) -ne 0 ]]; then
+    echo "setup: missing packages: ${missing[*]}; run as root (or install them) first" >&2
+    exit 1
+  fi
+  echo "setup: installing ${missing[*]}"
+  apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+BUILD_DIR=${TRAINLET_BUILD_DIR:-build}
+TESTS=OFF
+[[ "${1:-}" == "--with-tests" ]] && TESTS=ON
+export CCACHE_DIR=${CCACHE_DIR:-$HOME/.cache/ccache}
+cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+  -DTRAINLET_BUILD_TESTS=$TESTS -DTRAINLET_SKIP_DIRS= >/dev/null
+ninja -C "$BUILD_DIR" -j"$(nproc)"
+echo "setup: built $BUILD_DIR/trainlet"
