@@ -59,8 +59,7 @@ absl::StatusOr<std::string> ResolveCommand(const std::string& command,
   std::string denied_path;
   Candidate denied_why = Candidate::kMissing;
   for (absl::string_view dir : absl::StrSplit(search, ':')) {
-    std::string path =
-        dir.empty() ? absl::StrCat("./", command) : absl::StrCat(dir, "/", command);
+    std::string path = dir.empty() ? absl::StrCat("./", command) : absl::StrCat(dir, "/", command);
     Candidate c = Check(path);
     if (c == Candidate::kExecutable) return path;
     if (c != Candidate::kMissing && denied_path.empty()) {

@@ -53,9 +53,8 @@ TEST(OutputPrefixer, OverlongLine_IsCutAtCap) {
   prefixer.Append(chunk);
   EXPECT_LE(prefixer.buffered_bytes(), cap);
   prefixer.Append("y\n");
-  EXPECT_EQ(out.Contents(),
-            "> " + std::string(cap, 'x') + "\n> " + std::string(2 * chunk.size() - cap, 'x') +
-                "y\n");
+  EXPECT_EQ(out.Contents(), "> " + std::string(cap, 'x') + "\n> " +
+                                std::string(2 * chunk.size() - cap, 'x') + "y\n");
 }
 
 TEST(OutputPrefixer, LineOfExactlyCap_IsNotSplit) {

@@ -130,8 +130,8 @@ absl::Status Supervisor::Start(const std::vector<WorkerSpec>& workers) {
     }
     workers_.push_back(std::move(worker));
     TLOG(kInfo) << "started worker local_rank=" << spec.local_rank
-               << " global_rank=" << spec.global_rank << " pid=" << spawned->pid << ": "
-               << spec.argv[0];
+                << " global_rank=" << spec.global_rank << " pid=" << spawned->pid << ": "
+                << spec.argv[0];
   }
   return absl::OkStatus();
 }
@@ -225,11 +225,11 @@ void Supervisor::ReapChildren() {
     exit.exit_code = ExitCodeFromWaitStatus(status);
     if (WIFSIGNALED(status)) {
       TLOG(kInfo) << "worker local_rank=" << w->local_rank << " global_rank=" << w->global_rank
-                 << " pid=" << pid << " killed by signal " << WTERMSIG(status) << " ("
-                 << strsignal(WTERMSIG(status)) << "), exit code " << exit.exit_code;
+                  << " pid=" << pid << " killed by signal " << WTERMSIG(status) << " ("
+                  << strsignal(WTERMSIG(status)) << "), exit code " << exit.exit_code;
     } else {
       TLOG(kInfo) << "worker local_rank=" << w->local_rank << " global_rank=" << w->global_rank
-                 << " pid=" << pid << " exited with code " << exit.exit_code;
+                  << " pid=" << pid << " exited with code " << exit.exit_code;
     }
     pending_exits_.push_back(exit);
   }
@@ -265,7 +265,7 @@ void Supervisor::ReadSignals() {
     int sig = static_cast<int>(info.ssi_signo);
     if (sig == SIGCHLD) continue;  // ReapChildren() runs on every Wait() iteration
     TLOG(kInfo) << "received signal " << sig << " (" << strsignal(sig) << ") from pid "
-               << info.ssi_pid;
+                << info.ssi_pid;
     pending_signals_.push_back(sig);
   }
 }
@@ -325,7 +325,7 @@ void Supervisor::KillAllAndReap() {
     if (!w.group_gone) stuck.push_back(w.pid);
   }
   TLOG(kError) << "worker process groups still alive " << absl::FormatDuration(kKillReapTimeout)
-              << " after SIGKILL (uninterruptible sleep?): " << absl::StrJoin(stuck, " ");
+               << " after SIGKILL (uninterruptible sleep?): " << absl::StrJoin(stuck, " ");
 }
 
 void Supervisor::ForgetWorkers() {

@@ -160,9 +160,9 @@ TEST_F(SupervisorTest, Start_AgainAfterExit_StartsNewRound) {
 }
 
 TEST_F(SupervisorTest, EachWorker_IsInItsOwnProcessGroup) {
-  ASSERT_TRUE(supervisor_
-                  ->Start({ShellWorker("sleep 30", "/tmp", 0), ShellWorker("sleep 30", "/tmp", 1)})
-                  .ok());
+  ASSERT_TRUE(
+      supervisor_->Start({ShellWorker("sleep 30", "/tmp", 0), ShellWorker("sleep 30", "/tmp", 1)})
+          .ok());
   for (int rank : {0, 1}) {
     pid_t pid = supervisor_->worker_pid(rank);
     ASSERT_GT(pid, 0);
@@ -211,8 +211,9 @@ TEST_F(SupervisorTest, PrefixedOutput_OfConcurrentWorkers_NeverMixesWithinALine)
   std::vector<WorkerSpec> specs;
   for (int rank : {0, 1}) {
     WorkerSpec spec = ShellWorker(
-        absl::StrCat("i=0; while [ $i -lt ", kLines,
-                     " ]; do echo \"line $i of a reasonably long worker output\"; i=$((i+1)); done"),
+        absl::StrCat(
+            "i=0; while [ $i -lt ", kLines,
+            " ]; do echo \"line $i of a reasonably long worker output\"; i=$((i+1)); done"),
         "/tmp", rank, 10 + rank);
     spec.prefix_output = true;
     specs.push_back(spec);
@@ -226,8 +227,8 @@ TEST_F(SupervisorTest, PrefixedOutput_OfConcurrentWorkers_NeverMixesWithinALine)
   for (const std::string& line : lines) {
     int rank = line.rfind("[rank 10] ", 0) == 0 ? 0 : line.rfind("[rank 11] ", 0) == 0 ? 1 : -1;
     ASSERT_NE(rank, -1) << line;
-    EXPECT_EQ(line.substr(10), absl::StrCat("line ", per_rank[rank]++,
-                                            " of a reasonably long worker output"));
+    EXPECT_EQ(line.substr(10),
+              absl::StrCat("line ", per_rank[rank]++, " of a reasonably long worker output"));
   }
 }
 
@@ -294,8 +295,7 @@ TEST_F(SupervisorTest, SignalAll_ReachesEveryProcessInTheGroup) {
 }
 
 TEST_F(SupervisorTest, StopAll_WorkerIgnoringTerm_IsKilledAfterGrace) {
-  const std::string script =
-      "trap '' TERM; echo > \"$DIR/ready\"; while :; do sleep 0.05; done";
+  const std::string script = "trap '' TERM; echo > \"$DIR/ready\"; while :; do sleep 0.05; done";
   ASSERT_TRUE(supervisor_->Start({ShellWorker(script, dir_.path(), 0, 3)}).ok());
   ASSERT_TRUE(WaitFor([&] { return FileExists(dir_.File("ready")); }, kTimeout));
   const absl::Duration grace = absl::Milliseconds(300);
@@ -311,8 +311,9 @@ TEST_F(SupervisorTest, StopAll_WorkerIgnoringTerm_IsKilledAfterGrace) {
 }
 
 TEST_F(SupervisorTest, StopAll_WorkerHonouringTerm_EndsBeforeGrace) {
-  ASSERT_TRUE(supervisor_->Start({ShellWorker("exit 5", "/tmp", 0), ShellWorker("sleep 30", "/tmp", 1)})
-                  .ok());
+  ASSERT_TRUE(
+      supervisor_->Start({ShellWorker("exit 5", "/tmp", 0), ShellWorker("sleep 30", "/tmp", 1)})
+          .ok());
   pid_t quick = supervisor_->worker_pid(0);
   ASSERT_TRUE(WaitFor([&] { return ProcessState(quick) == 'Z'; }, kTimeout));
   absl::Time start = absl::Now();
@@ -352,7 +353,8 @@ TEST_F(SupervisorTest, StopAll_KillsGroupMembersLeftBehindByExitedLeader) {
   absl::Time start = absl::Now();
   EXPECT_TRUE(supervisor_->StopAll(grace).empty());
   EXPECT_GE(absl::Now() - start, grace);  // the group was given its grace period
-  EXPECT_EQ(ProcessState(grandchild), 0) << "grandchild " << grandchild << " survived (or unreaped)";
+  EXPECT_EQ(ProcessState(grandchild), 0)
+      << "grandchild " << grandchild << " survived (or unreaped)";
 }
 
 TEST_F(SupervisorTest, Destructor_KillsWorkersAndGroupMembersLeftBehind) {

@@ -168,8 +168,8 @@ absl::StatusOr<SpawnedWorker> SpawnWorker(const WorkerSpec& spec, int stdout_fd,
   int out_pipe[2] = {-1, -1};
   int err_pipe[2] = {-1, -1};
   auto close_all = [&] {
-    for (int* fd : {&error_pipe[0], &error_pipe[1], &out_pipe[0], &out_pipe[1], &err_pipe[0],
-                    &err_pipe[1]}) {
+    for (int* fd :
+         {&error_pipe[0], &error_pipe[1], &out_pipe[0], &out_pipe[1], &err_pipe[0], &err_pipe[1]}) {
       CloseIfOpen(fd);
     }
   };
@@ -192,8 +192,7 @@ absl::StatusOr<SpawnedWorker> SpawnWorker(const WorkerSpec& spec, int stdout_fd,
     return ResourceError(command, "fork", error);
   }
   if (pid == 0) {
-    RunChild(parent, path->c_str(), argv.data(), envp.data(), stdout_fd, stderr_fd,
-             error_pipe[1]);
+    RunChild(parent, path->c_str(), argv.data(), envp.data(), stdout_fd, stderr_fd, error_pipe[1]);
   }
 
   // Also here, so that the group exists before Start() returns whatever the
