@@ -84,21 +84,15 @@ absl::StatusOr<CoordinatorConfig> ParseCoordinatorConfig(
   } else {
     c.max_restarts = c.nnodes.elastic() ? 3 : 0;
   }
-  struct DurationOption {
-    const char* name;
-    absl::Duration min;
-    absl::Duration* out;
-  };
-  const DurationOption durations[] = {
-      {"last-call", absl::ZeroDuration(), &c.last_call},
-      {"heartbeat-timeout", absl::Milliseconds(1), &c.heartbeat_timeout},
-      {"min-nodes-timeout", absl::ZeroDuration(), &c.min_nodes_timeout},
-  };
-  for (const DurationOption& d : durations) {
-    absl::StatusOr<absl::Duration> value =
-        ParseDurationValue(ValueOrDefault(parsed, table, d.name), d.min);
-    if (!value.ok()) return value.status();
-    *d.out = *value;
+  if (absl::Status s = ParseDurationOptions(
+          parsed, table,
+          {
+              {"last-call", absl::ZeroDuration(), &c.last_call},
+              {"heartbeat-timeout", absl::Milliseconds(1), &c.heartbeat_timeout},
+              {"min-nodes-timeout", absl::ZeroDuration(), &c.min_nodes_timeout},
+          });
+      !s.ok()) {
+    return s;
   }
   absl::StatusOr<LogLevel> level = ParseLogLevelValue(ValueOrDefault(parsed, table, "log-level"));
   if (!level.ok()) return level.status();

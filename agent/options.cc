@@ -222,6 +222,17 @@ absl::StatusOr<absl::Duration> ParseDurationValue(const OptionValue& v, absl::Du
   return d;
 }
 
+absl::Status ParseDurationOptions(const ParsedOptions& parsed, const std::vector<OptionSpec>& table,
+                                  const std::vector<DurationOption>& options) {
+  for (const DurationOption& d : options) {
+    absl::StatusOr<absl::Duration> value =
+        ParseDurationValue(ValueOrDefault(parsed, table, d.name), d.min);
+    if (!value.ok()) return value.status();
+    *d.out = *value;
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<bool> ParseBoolValue(const OptionValue& v) {
   std::string t = absl::AsciiStrToLower(absl::StripAsciiWhitespace(v.text));
   if (t == "true" || t == "1" || t == "yes") return true;

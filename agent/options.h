@@ -107,6 +107,16 @@ absl::StatusOr<int> ParseIntValue(const OptionValue& v, int min, int max);
 absl::StatusOr<absl::Duration> ParseDurationValue(const OptionValue& v,
                                                   absl::Duration min = absl::ZeroDuration());
 // true/false, 1/0, yes/no (case-insensitive).
+// Parses several duration options at once: for each, the value given (or
+// the table default), checked against its minimum, stored in *out.
+struct DurationOption {
+  const char* name;
+  absl::Duration min;
+  absl::Duration* out;
+};
+absl::Status ParseDurationOptions(const ParsedOptions& parsed, const std::vector<OptionSpec>& table,
+                                  const std::vector<DurationOption>& options);
+
 absl::StatusOr<bool> ParseBoolValue(const OptionValue& v);
 // debug|info|warning|error.
 absl::StatusOr<LogLevel> ParseLogLevelValue(const OptionValue& v);

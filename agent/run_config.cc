@@ -283,23 +283,17 @@ absl::StatusOr<RunConfig> ParseRunConfig(const std::vector<std::string>& args,
   }
 
   // Durations.
-  struct DurationOption {
-    const char* name;
-    absl::Duration min;
-    absl::Duration* out;
-  };
-  const DurationOption durations[] = {
-      {"grace-period", absl::ZeroDuration(), &c.grace_period},
-      {"join-timeout", absl::Milliseconds(1), &c.join_timeout},
-      {"last-call", absl::ZeroDuration(), &c.last_call},
-      {"heartbeat-timeout", absl::Milliseconds(1), &c.heartbeat_timeout},
-      {"min-nodes-timeout", absl::ZeroDuration(), &c.min_nodes_timeout},
-  };
-  for (const DurationOption& d : durations) {
-    absl::StatusOr<absl::Duration> value =
-        ParseDurationValue(ValueOrDefault(parsed, table, d.name), d.min);
-    if (!value.ok()) return value.status();
-    *d.out = *value;
+  if (absl::Status s = ParseDurationOptions(
+          parsed, table,
+          {
+              {"grace-period", absl::ZeroDuration(), &c.grace_period},
+              {"join-timeout", absl::Milliseconds(1), &c.join_timeout},
+              {"last-call", absl::ZeroDuration(), &c.last_call},
+              {"heartbeat-timeout", absl::Milliseconds(1), &c.heartbeat_timeout},
+              {"min-nodes-timeout", absl::ZeroDuration(), &c.min_nodes_timeout},
+          });
+      !s.ok()) {
+    return s;
   }
 
   // Identity.
