@@ -9,6 +9,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
@@ -50,7 +51,31 @@ struct Inbox {
   std::deque<v1::Directive> directives ABSL_GUARDED_BY(mu);
   std::optional<absl::Status> stream_end ABSL_GUARDED_BY(mu);
   std::optional<absl::StatusOr<v1::Assignment>> join_result ABSL_GUARDED_BY(mu);
+  // Set when the coordinator answers a heartbeat saying this incarnation is
+  // fenced (it was declared lost while frozen): the job went on without us.
+  std::optional<absl::Status> fenced ABSL_GUARDED_BY(mu);
 };
+
+bool IsFenced(const absl::Status& s) {
+  return absl::IsFailedPrecondition(s) &&
+         absl::StrContains(s.message(), rendezvous::kFencedPhrase);
+}
+
+// The exit code for a join the coordinator refused. A refusal because the
+// job is over or this incarnation is fenced is a verdict, not a config error.
+int ExitCodeForJoinError(const absl::Status& s) {
+  if (absl::IsFailedPrecondition(s)) {
+    // Fenced: this pod should be restarted (a new incarnation may scale the
+    // job back up), so not a never-retry code.
+    if (absl::StrContains(s.message(), rendezvous::kFencedPhrase)) return kExitUnavailable;
+    if (absl::StrContains(s.message(), rendezvous::kJobFailedPhrase)) {
+      return absl::StrContains(s.message(), rendezvous::kRestartsExhaustedPhrase)
+                 ? kExitRestartsExhausted
+                 : kExitPeerFailed;
+    }
+  }
+  return ExitCodeForRendezvousError(s);
+}
 
 // How a round ended for this agent.
 struct RoundOutcome {
@@ -77,8 +102,8 @@ class AgentRun {
   std::optional<v1::Assignment> Join(int* exit_code);
   RoundOutcome RunRound(const v1::Assignment& assignment);
   std::vector<launcher::WorkerSpec> WorkerSpecs(const v1::Assignment& a) const;
-  void Report(const v1::Assignment& a, v1::ReportRequest::State state, int exit_code,
-              int local_rank, const std::string& message);
+  absl::Status Report(const v1::Assignment& a, v1::ReportRequest::State state, int exit_code,
+                      int local_rank, const std::string& message);
   void Leave(const std::string& reason);
   // Stops workers (forwarding `sig` first when non-zero) within the grace period.
   void StopWorkers();
@@ -180,8 +205,9 @@ std::optional<v1::Assignment> AgentRun::Join(int* exit_code) {
     return std::nullopt;
   }
   if (!result->ok()) {
-    TLOG(kError) << "rendezvous failed: " << result->status().message();
-    *exit_code = ExitCodeForRendezvousError(result->status());
+    *exit_code = ExitCodeForJoinError(result->status());
+    TLOG(kError) << "rendezvous failed: " << result->status().message() << "; exiting with "
+                 << *exit_code;
     return std::nullopt;
   }
   return std::move(**result);
@@ -222,8 +248,8 @@ std::vector<launcher::WorkerSpec> AgentRun::WorkerSpecs(const v1::Assignment& a)
   return specs;
 }
 
-void AgentRun::Report(const v1::Assignment& a, v1::ReportRequest::State state, int exit_code,
-                      int local_rank, const std::string& message) {
+absl::Status AgentRun::Report(const v1::Assignment& a, v1::ReportRequest::State state,
+                              int exit_code, int local_rank, const std::string& message) {
   v1::ReportRequest r;
   *r.mutable_member() = me_;
   r.set_job_id(config_.job_id);
@@ -233,7 +259,10 @@ void AgentRun::Report(const v1::Assignment& a, v1::ReportRequest::State state, i
   r.set_failed_local_rank(local_rank);
   r.set_message(message.substr(0, 1024));
   absl::Status s = client_->Report(r, kRpcTimeout);
-  if (!s.ok()) TLOG(kWarning) << "report to the coordinator failed: " << s.message();
+  if (!s.ok()) {
+    TLOG(kWarning) << "report to the coordinator failed: " << s.message();
+  }
+  return s;
 }
 
 void AgentRun::Leave(const std::string& reason) {
@@ -242,7 +271,9 @@ void AgentRun::Leave(const std::string& reason) {
   r.set_job_id(config_.job_id);
   r.set_reason(reason);
   absl::Status s = client_->Leave(r, absl::Seconds(2));
-  if (!s.ok()) TLOG(kDebug) << "leave: " << s.message();
+  if (!s.ok()) {
+    TLOG(kDebug) << "leave: " << s.message();
+  }
 }
 
 void AgentRun::StopWorkers() {
@@ -267,6 +298,7 @@ RoundOutcome AgentRun::RunRound(const v1::Assignment& a) {
     absl::MutexLock lock(&inbox_.mu);
     inbox_.directives.clear();
     inbox_.stream_end.reset();
+    inbox_.fenced.reset();
   }
   v1::WatchRequest w;
   *w.mutable_member() = me_;
@@ -294,15 +326,23 @@ RoundOutcome AgentRun::RunRound(const v1::Assignment& a) {
   if (!started.ok()) {
     int code = launcher::ExitCodeForSpawnError(started);
     TLOG(kError) << started.message();
-    Report(a, v1::ReportRequest::FAILED, code, 0, std::string(started.message()));
+    Report(a, v1::ReportRequest::FAILED, code, 0, std::string(started.message())).IgnoreError();
     return {false, code};
   }
   if (server_) server_->SetServing(true);
   std::unique_ptr<PeriodicThread> heartbeat;
   if (a.heartbeat_interval_ms() > 0) {
     heartbeat = std::make_unique<PeriodicThread>(
-        absl::Milliseconds(a.heartbeat_interval_ms()),
-        [this, a] { Report(a, v1::ReportRequest::RUNNING, 0, 0, ""); });
+        absl::Milliseconds(a.heartbeat_interval_ms()), [this, a, sup] {
+          absl::Status s = Report(a, v1::ReportRequest::RUNNING, 0, 0, "");
+          if (IsFenced(s)) {
+            {
+              absl::MutexLock lock(&inbox_.mu);
+              inbox_.fenced = s;
+            }
+            sup->Wake();
+          }
+        });
   }
 
   const int nworkers = a.self().local_world_size();
@@ -339,7 +379,7 @@ RoundOutcome AgentRun::RunRound(const v1::Assignment& a) {
                        << (x.exit_code > 128 ? absl::StrCat(" (signal ", x.exit_code - 128, ")")
                                              : "");
           if (terminating_signal_ == 0) {
-            Report(a, v1::ReportRequest::FAILED, x.exit_code, x.local_rank, "");
+            Report(a, v1::ReportRequest::FAILED, x.exit_code, x.local_rank, "").IgnoreError();
             // Fail fast: stop the other local workers now; the coordinator
             // tells every other node.
             StopWorkers();
@@ -353,7 +393,7 @@ RoundOutcome AgentRun::RunRound(const v1::Assignment& a) {
         if (exited_ok == nworkers && !reported_success) {
           reported_success = true;
           TLOG(kInfo) << "all " << nworkers << " local worker(s) exited 0; waiting for the job";
-          Report(a, v1::ReportRequest::SUCCEEDED, 0, -1, "");
+          Report(a, v1::ReportRequest::SUCCEEDED, 0, -1, "").IgnoreError();
           verdict_deadline = absl::Now() + kVerdictWait;
         }
         break;
@@ -385,10 +425,21 @@ RoundOutcome AgentRun::RunRound(const v1::Assignment& a) {
     // Directives and the stream's end, in arrival order.
     std::deque<v1::Directive> directives;
     std::optional<absl::Status> stream_end;
+    std::optional<absl::Status> fenced;
     {
       absl::MutexLock lock(&inbox_.mu);
       directives.swap(inbox_.directives);
       if (directives.empty()) stream_end = inbox_.stream_end;
+      fenced = inbox_.fenced;
+    }
+    if (!fenced && stream_end && IsFenced(*stream_end)) fenced = stream_end;
+    if (fenced && terminating_signal_ == 0) {
+      // We were frozen (or cut off) past the heartbeat timeout; the job went
+      // on without this incarnation. Stop our stale workers and exit so that
+      // the pod restarts as a new incarnation.
+      TLOG(kError) << "this agent was declared lost by the coordinator: " << fenced->message()
+                   << "; stopping workers and exiting with " << kExitUnavailable;
+      return finish_round({false, kExitUnavailable});
     }
     for (const v1::Directive& d : directives) {
       if (d.has_job_finished()) {
@@ -397,8 +448,10 @@ RoundOutcome AgentRun::RunRound(const v1::Assignment& a) {
       }
       if (d.has_job_failed()) {
         const auto& f = d.job_failed();
-        int code = local_failure != 0         ? local_failure
-                   : f.restarts_exhausted()   ? kExitRestartsExhausted
+        // Restarts exhausted ends the job with the same code on every node,
+        // the one whose worker failed included (its log has the worker's code).
+        int code = f.restarts_exhausted()     ? kExitRestartsExhausted
+                   : local_failure != 0       ? local_failure
                    : terminating_signal_ != 0 ? kExitSignalBase + terminating_signal_
                                               : kExitPeerFailed;
         TLOG(kError) << "job failed: " << f.reason() << "; exiting with " << code;
@@ -421,12 +474,16 @@ RoundOutcome AgentRun::RunRound(const v1::Assignment& a) {
         TLOG(kWarning) << "lost the coordinator after our workers succeeded ("
                        << stream_end->message() << "); exiting 0";
         return finish_round({false, kExitSuccess});
+      } else if (config_.max_restarts > 0 && terminating_signal_ == 0) {
+        // The coordinator is gone (node 0's pod restarts) or dropped our
+        // stream: re-join with our last round; a restarted coordinator
+        // rebuilds the job from the re-joins. A local failure we could not
+        // report is covered by the restart that follows.
+        TLOG(kWarning) << "lost the coordinator (" << stream_end->message()
+                       << "); stopping workers and re-joining to continue the job";
+        return finish_round({true, kExitSuccess});
       } else if (local_failure != 0) {
         return finish_round({false, local_failure});
-      } else if (config_.max_restarts > 0) {
-        TLOG(kWarning) << "lost the coordinator (" << stream_end->message()
-                       << "); re-joining to continue the job";
-        return finish_round({true, kExitSuccess});
       } else if (terminating_signal_ == 0) {
         TLOG(kError) << "lost the coordinator (" << stream_end->message()
                      << "); stopping workers";
@@ -443,8 +500,12 @@ RoundOutcome AgentRun::RunRound(const v1::Assignment& a) {
 }
 
 int AgentRun::Finish(int exit_code) {
-  if (coordinator_) {
-    // Keep the coordinator up until every agent heard the verdict.
+  const rendezvous::Phase phase =
+      coordinator_ ? coordinator_->GetSnapshot().phase : rendezvous::Phase::kGathering;
+  if (server_ && (phase == rendezvous::Phase::kSucceeded || phase == rendezvous::Phase::kFailed)) {
+    // Keep the coordinator up until every agent heard the verdict. Without a
+    // verdict (port taken, join timeout, signal during rendezvous) there is
+    // nothing to hand out: the other agents see the coordinator go away.
     if (!coordinator_->AwaitDrained(kVerdictWait)) {
       TLOG(kWarning) << "not every agent acknowledged the verdict within "
                      << absl::FormatDuration(kVerdictWait);

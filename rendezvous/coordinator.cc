@@ -139,10 +139,9 @@ uint64_t Coordinator::Join(const v1::JoinRequest& request, absl::string_view pee
     const std::string& node_id = request.member().node_id();
     if (error.ok() && shut_down_) error = absl::UnavailableError("coordinator is shutting down");
     if (error.ok() && (phase_ == Phase::kSucceeded || phase_ == Phase::kFailed)) {
-      error = absl::FailedPreconditionError(
-          absl::StrCat("the job already ", PhaseName(phase_),
-                       verdict_.empty() ? "" : absl::StrCat(": ", verdict_)));
+      error = absl::FailedPreconditionError(JobOverMessageLocked());
     }
+    if (error.ok()) error = CheckNotFencedLocked(request.member());
     auto it = members_.find(node_id);
     if (error.ok() && it != members_.end()) {
       Member& old = it->second;
@@ -177,9 +176,7 @@ uint64_t Coordinator::Join(const v1::JoinRequest& request, absl::string_view pee
         if (was_running) {
           HandleFailureLocked(node_id, "node restarted (new incarnation)", 0, true, &actions);
         }
-        if (phase_ == Phase::kFailed) {
-          error = absl::FailedPreconditionError(absl::StrCat("the job already failed: ", verdict_));
-        }
+        if (phase_ == Phase::kFailed) error = absl::FailedPreconditionError(JobOverMessageLocked());
       }
     }
     if (error.ok() && done) {
@@ -260,7 +257,18 @@ void Coordinator::MaybeCloseRoundLocked(Actions* actions) {
   const int n = GatheringCountLocked();
   if (n < options_.min_nodes) return;
   if (min_reached_at_ == absl::InfiniteFuture()) min_reached_at_ = clock_->Now();
-  if (n >= options_.max_nodes || clock_->Now() - min_reached_at_ >= options_.last_call) {
+  // After a restart the survivors are known: once all of them are back there
+  // is nobody to wait for, so the restart does not pay the last call.
+  bool survivors_back = !expected_.empty();
+  for (const std::string& id : expected_) {
+    auto it = members_.find(id);
+    if (it == members_.end() || it->second.ticket == 0) {
+      survivors_back = false;
+      break;
+    }
+  }
+  if (n >= options_.max_nodes || survivors_back ||
+      clock_->Now() - min_reached_at_ >= options_.last_call) {
     CloseRoundLocked(actions);
   }
 }
@@ -319,7 +327,8 @@ void Coordinator::CloseRoundLocked(Actions* actions) {
   common.set_restart_count(restart_count_);
   common.set_max_restarts(options_.max_restarts);
   common.set_job_id(options_.job_id);
-  common.set_heartbeat_interval_ms(absl::ToInt64Milliseconds(options_.heartbeat_timeout / 4));
+  common.set_heartbeat_interval_ms(std::max<int64_t>(
+      1, absl::ToInt64Milliseconds(options_.heartbeat_timeout / kHeartbeatsPerTimeout)));
   v1::Assignment with_nodes;
   if (any_wants_nodes) {
     with_nodes = common;
@@ -343,6 +352,7 @@ void Coordinator::CloseRoundLocked(Actions* actions) {
   }
   phase_ = Phase::kRunning;
   min_reached_at_ = absl::InfiniteFuture();
+  expected_.clear();
   TLOG(kInfo) << "round " << round_ << " closed: " << n << " nodes, world size " << world_size
               << ", master " << common.master_addr() << ":" << common.master_port()
               << ", restart count " << restart_count_;
@@ -357,6 +367,7 @@ absl::StatusOr<Coordinator::Member*> Coordinator::FindMemberLocked(const v1::Mem
   }
   auto it = members_.find(who.node_id());
   if (it == members_.end()) {
+    if (absl::Status s = CheckNotFencedLocked(who); !s.ok()) return s;
     return absl::FailedPreconditionError(
         absl::StrCat("node ", who.node_id(), " is not a member of this job; join first"));
   }
@@ -366,6 +377,21 @@ absl::StatusOr<Coordinator::Member*> Coordinator::FindMemberLocked(const v1::Mem
         who.incarnation(), who.node_id(), it->second.join.member().incarnation()));
   }
   return &it->second;
+}
+
+absl::Status Coordinator::CheckNotFencedLocked(const v1::Member& who) const {
+  auto it = fenced_.find(who.node_id());
+  if (it == fenced_.end() || it->second.incarnation != who.incarnation()) return absl::OkStatus();
+  return absl::FailedPreconditionError(absl::StrFormat(
+      "incarnation %016x of node %s %s: it was declared lost (%s) and the job went on "
+      "without it; restart the agent to join again as a new incarnation",
+      who.incarnation(), who.node_id(), kFencedPhrase, it->second.why));
+}
+
+std::string Coordinator::JobOverMessageLocked() const {
+  if (phase_ == Phase::kSucceeded) return "the job already succeeded";
+  return absl::StrCat(kJobFailedPhrase, verdict_exhausted_ ? absl::StrCat(" (", kRestartsExhaustedPhrase, ")") : "",
+                      ": ", verdict_);
 }
 
 v1::Directive Coordinator::NewDirectiveLocked() const {
@@ -520,8 +546,11 @@ void Coordinator::HandleFailureLocked(const std::string& node_id, const std::str
   if (remove_node) {
     auto it = members_.find(node_id);
     if (it != members_.end()) {
+      fenced_[node_id] = {it->second.join.member().incarnation(),
+                          absl::StrCat("round ", round_, ": ", reason)};
       if (it->second.sink) {
-        it->second.sink->Close(absl::AbortedError("removed from the job"));
+        it->second.sink->Close(absl::AbortedError(absl::StrCat(
+            "removed from the job: ", reason, "; this incarnation ", kFencedPhrase)));
       }
       members_.erase(it);
     }
@@ -546,8 +575,10 @@ void Coordinator::ReopenLocked(const std::string& reason, Actions* actions) {
   v1::Directive d = NewDirectiveLocked();
   d.mutable_rejoin()->set_next_round(next_round);
   d.mutable_rejoin()->set_reason(reason);
+  expected_.clear();
   for (auto& [id, m] : members_) {
     if (!m.in_round) continue;
+    expected_.insert(id);
     m.in_round = false;
     m.last_seen = clock_->Now();
     if (m.sink) {
@@ -568,6 +599,7 @@ void Coordinator::FailJobLocked(const std::string& reason, const std::string& no
                                 int exit_code, bool restarts_exhausted, Actions* actions) {
   phase_ = Phase::kFailed;
   verdict_ = reason;
+  verdict_exhausted_ = restarts_exhausted;
   verdict_directive_ = NewDirectiveLocked();
   auto* f = verdict_directive_.mutable_job_failed();
   f->set_reason(reason);
@@ -575,10 +607,11 @@ void Coordinator::FailJobLocked(const std::string& reason, const std::string& no
   f->set_exit_code(exit_code);
   f->set_restarts_exhausted(restarts_exhausted);
   TLOG(kError) << "job failed: " << reason;
+  const std::string message = JobOverMessageLocked();
   for (auto& [id, m] : members_) {
     if (m.ticket != 0) {
-      actions->push_back([d = std::move(m.done), reason] {
-        d(absl::FailedPreconditionError(absl::StrCat("the job failed: ", reason)));
+      actions->push_back([d = std::move(m.done), message] {
+        d(absl::FailedPreconditionError(message));
       });
       m.ticket = 0;
     }
@@ -666,6 +699,7 @@ Coordinator::Snapshot Coordinator::GetSnapshot() const {
   s.round = round_;
   s.gathering = GatheringCountLocked();
   s.members = RoundSizeLocked();
+  for (const auto& [id, m] : members_) s.watching += m.sink != nullptr;
   s.restart_count = restart_count_;
   s.verdict = verdict_;
   return s;

@@ -3,7 +3,8 @@
 // (coordinator_service.h) turns calls into these methods, and tests drive it
 // directly with a SimulatedClock.
 //
-//                 join x MIN, then last call / MAX
+//                 join x MIN, then last call / MAX,
+//                 or (restart) every survivor back
 //   +-----------+ --------------------------------> +---------+
 //   | GATHERING |                                   | RUNNING |
 //   +-----------+ <-------------------------------- +---------+
@@ -19,9 +20,19 @@
 //
 // Members are (node_id, incarnation). A node id belongs to one live
 // incarnation at a time: a second live one is rejected (two pods claim the
-// same identity); a new one replaces a dead one, which is then fenced.
+// same identity); a new one replaces a dead one, which is then fenced. A
+// member declared lost (stream broken, heartbeat timeout, left) is fenced
+// too: if it was only frozen (SIGSTOP, network cut) and comes back, every
+// request it makes fails with FAILED_PRECONDITION and kFencedPhrase, and it
+// must restart as a new incarnation to join again.
 // Rounds are numbered above every round a joiner reports, so a restarted
 // coordinator never reuses a number.
+//
+// When a round closes (GATHERING -> RUNNING): at MAX joiners; or, after a
+// restart, as soon as every survivor told to re-join is back (and at least
+// MIN joined), since nobody else is known to be coming; otherwise once MIN
+// joined and --last-call has passed. A coordinator's first round (including
+// that of a restarted coordinator) always uses last call.
 //
 // Threading: every public method is thread-safe. Callbacks (JoinDone,
 // DirectiveSink) run on the calling thread after the lock is released, so
@@ -34,6 +45,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -49,6 +61,18 @@
 namespace trainlet::rendezvous {
 
 namespace v1 = ::trainlet::v1;
+
+// gRPC carries only a code and a message, so an agent tells apart the
+// FAILED_PRECONDITION answers it must act on by these phrases, which the
+// coordinator's messages always contain.
+inline constexpr absl::string_view kFencedPhrase = "is fenced";
+inline constexpr absl::string_view kJobFailedPhrase = "the job failed";
+inline constexpr absl::string_view kRestartsExhaustedPhrase = "restarts exhausted";
+
+// Agents send a heartbeat every heartbeat_timeout / kHeartbeatsPerTimeout, so
+// that a silent node is declared lost between 0.9 and 1.0 timeouts after it
+// went silent.
+inline constexpr int kHeartbeatsPerTimeout = 10;
 
 struct CoordinatorOptions {
   std::string job_id;
@@ -122,6 +146,7 @@ class Coordinator {
     uint64_t round = 0;       // last closed round (0 before the first).
     int gathering = 0;        // joiners waiting for the next round.
     int members = 0;          // members of the current round.
+    int watching = 0;         // members with an open directive stream.
     int restart_count = 0;
     std::string verdict;      // why the job failed, when it did.
   };
@@ -171,7 +196,16 @@ class Coordinator {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void FinishJobLocked(Actions* actions) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   v1::Directive NewDirectiveLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // FAILED_PRECONDITION when (node, incarnation) was declared lost.
+  absl::Status CheckNotFencedLocked(const v1::Member& who) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  std::string JobOverMessageLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   bool DrainedLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  struct Fenced {
+    uint64_t incarnation = 0;
+    std::string why;
+  };
 
   const CoordinatorOptions options_;
   Clock* const clock_;
@@ -190,6 +224,11 @@ class Coordinator {
   uint64_t next_id_ ABSL_GUARDED_BY(mu_) = 1;
   std::map<std::string, Member> members_ ABSL_GUARDED_BY(mu_);
   std::map<std::string, int> previous_rank_ ABSL_GUARDED_BY(mu_);
+  // Members of the last round told to re-join (cleared when a round closes).
+  std::set<std::string> expected_ ABSL_GUARDED_BY(mu_);
+  bool verdict_exhausted_ ABSL_GUARDED_BY(mu_) = false;
+  // The last incarnation of each node declared lost (one entry per node id).
+  std::map<std::string, Fenced> fenced_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace trainlet::rendezvous

@@ -1,0 +1,192 @@
+"""End-to-end: elastic jobs (docs/elastic.md) with real agents on loopback.
+
+kill -9 of an agent, kill and restart of node 0's agent (its coordinator dies
+with it), a frozen agent (SIGSTOP) caught by the heartbeat timeout, a worker
+failure, the restart budget, scale-up, and a torch DDP job that resumes from
+its checkpoint after losing a node.
+
+Workers (e2e/workers/elastic_worker.py) record each start in
+$E2E_DIR/starts/r<RESTART>-rank<RANK>.json and wait for $E2E_DIR/release, so
+every wait here is on a file or an exit, with a deadline.
+"""
+
+import glob
+import json
+import os
+import signal
+import time
+import unittest
+
+import harness
+from harness import E2ETestCase, PY, free_port, free_ports, poll_until
+
+WORKER = [PY, harness.worker("elastic_worker.py")]
+DDP = [PY, harness.worker("elastic_ddp.py")]
+EXIT_RESTARTS_EXHAUSTED = 79
+
+
+class ElasticTest(E2ETestCase):
+
+    def start_elastic(self, count, nnodes, command=WORKER, extra_args=(), env=None, ranks=None):
+        """Agents n0..n<count-1> (node rank hint = index) of an elastic job."""
+        self.coordinator_port = free_port()
+        self.master_port = free_ports(2)[1]
+        self.job_id = "e2e-el-" + self.tag[:8]
+        self.common_args = ["--nnodes=%s" % nnodes,
+                            "--coordinator=127.0.0.1:%d" % self.coordinator_port,
+                            "--master-port=%d" % self.master_port, "--health-port=0",
+                            "--nproc-per-node=1", "--job-id=%s" % self.job_id,
+                            "--join-timeout=60s", "--grace-period=5s"] + list(extra_args)
+        self.command = command
+        self.extra_env = env or {}
+        return [self.start_node(i) for i in (ranks if ranks is not None else range(count))]
+
+    def start_node(self, i, name=None):
+        args = ["--node-rank=%d" % i, "--node-id=n%d" % i] + self.common_args
+        return self.start_agent(args, self.command, name=name or "n%d" % i,
+                                env=self.base_env(E2E_NODE="n%d" % i, **self.extra_env))
+
+    def starts(self, restart, count, timeout=20):
+        """The `count` worker start records of restart `restart`, by rank."""
+        pattern = self.path("starts", "r%d-rank*.json" % restart)
+        poll_until(lambda: len(glob.glob(pattern)) >= count, timeout,
+                   what="%d workers started with restart count %d\n%s" %
+                   (count, restart, self.describe_all()))
+        recs = [self.read_json(os.path.relpath(p, self.dir)) for p in glob.glob(pattern)]
+        return sorted(recs, key=lambda r: r["rank"])
+
+    def release(self):
+        with open(self.path("release"), "w"):
+            pass
+
+    def assert_ranks(self, recs, nodes):
+        self.assertEqual([r["rank"] for r in recs], list(range(len(nodes))))
+        self.assertEqual([r["node"] for r in recs], nodes, "node of each rank")
+        for r in recs:
+            self.assertEqual(r["world_size"], len(nodes))
+
+    # --- tests ---
+
+    def test_kill9_one_of_four_survivors_restart_with_world_size_3(self):
+        agents = self.start_elastic(4, "2:4")
+        first = self.starts(0, 4)
+        self.assert_ranks(first, ["n0", "n1", "n2", "n3"])
+        killed_at = time.monotonic()
+        os.kill(agents[2].pid, signal.SIGKILL)
+        second = self.starts(1, 3)
+        took = time.monotonic() - killed_at
+        self.assert_ranks(second, ["n0", "n1", "n3"])
+        self.assertEqual({r["restart"] for r in second}, {1})
+        print("\n[measure] kill -9 of 1 of 4 agents -> survivors' workers restarted: %.3fs" % took)
+        self.release()
+        self.assert_codes([agents[0], agents[1], agents[3]], [0, 0, 0], timeout=20)
+        self.assertEqual(agents[2].wait(5), -signal.SIGKILL)
+        self.assertFalse(glob.glob(self.path("starts", "r2-*")), "exactly one restart")
+        self.assert_no_leftovers()
+
+    def test_node0_killed_and_restarted_job_continues(self):
+        agents = self.start_elastic(3, "2:3")
+        self.assert_ranks(self.starts(0, 3), ["n0", "n1", "n2"])
+        os.kill(agents[0].pid, signal.SIGKILL)
+        agents[0].wait(10)
+        # The survivors lose the coordinator, stop their workers and keep
+        # re-joining; Kubernetes restarts node 0's container: same node id
+        # and rank hint, a new incarnation, a new coordinator.
+        poll_until(lambda: all("re-joining" in a.stderr for a in agents[1:]), 10,
+                   what="survivors noticing the coordinator loss\n" + self.describe_all())
+        n0b = self.start_node(0, name="n0-restarted")
+        second = self.starts(1, 3)
+        self.assert_ranks(second, ["n0", "n1", "n2"])
+        self.assertEqual({r["restart"] for r in second}, {1})
+        self.assertIn("round 2 closed", n0b.stderr, "round numbers continue above round 1")
+        self.release()
+        self.assert_codes([n0b, agents[1], agents[2]], [0, 0, 0], timeout=20)
+        self.assert_no_leftovers()
+
+    def test_frozen_agent_lost_at_heartbeat_timeout_then_fenced_and_exits(self):
+        agents = self.start_elastic(3, "2:3", extra_args=["--heartbeat-timeout=1s"])
+        self.assert_ranks(self.starts(0, 3), ["n0", "n1", "n2"])
+        stopped_at = time.monotonic()
+        os.kill(agents[2].pid, signal.SIGSTOP)  # its TCP streams stay open
+        second = self.starts(1, 2, timeout=10)
+        took = time.monotonic() - stopped_at
+        self.assert_ranks(second, ["n0", "n1"])
+        self.assertIn("no heartbeat", agents[0].stderr)
+        print("\n[measure] SIGSTOP -> survivors' workers restarted, heartbeat timeout 1s: %.3fs"
+              % took)
+        self.assertGreaterEqual(took, 0.9)
+        # Thawed, n2 learns it was fenced, stops its stale worker and exits 69
+        # (so that Kubernetes restarts it as a new incarnation).
+        os.kill(agents[2].pid, signal.SIGCONT)
+        self.assertEqual(agents[2].wait(15), harness.EXIT_UNAVAILABLE, agents[2].describe())
+        self.assertIn("fenced", agents[2].stderr)
+        self.release()
+        self.assert_codes(agents[:2], [0, 0], timeout=20)
+        self.assert_no_leftovers()
+
+    def test_worker_failure_restarts_every_node_with_count_1(self):
+        agents = self.start_elastic(3, "2:3", env={"E2E_FAIL_RANK": 1,
+                                                   "E2E_FAIL_ONLY_RESTART": 0})
+        # Restart 0's other workers may be stopped before they record their
+        # start (rank 1 fails at once), so only restart 1 is counted.
+        second = self.starts(1, 3)
+        self.assert_ranks(second, ["n0", "n1", "n2"])
+        self.assertIn("exited with code 3", agents[0].stderr)
+        self.release()
+        self.assert_codes(agents, [0, 0, 0], timeout=20)
+
+    def test_restart_budget_exhausted_fails_every_node_with_79(self):
+        agents = self.start_elastic(3, "2:3", extra_args=["--max-restarts=1"],
+                                    env={"E2E_FAIL_RANK": 1})
+        self.assert_codes(agents, [EXIT_RESTARTS_EXHAUSTED] * 3, timeout=30)
+        self.assertTrue(os.path.exists(self.path("starts", "r1-rank1.json")),
+                        "rank 1 failed again after the one restart")
+        self.assertFalse(glob.glob(self.path("starts", "r2-*")))
+        for a in agents:
+            self.assertIn("restart budget exhausted", a.stderr)
+        self.assert_no_leftovers()
+
+    def test_scale_up_new_agent_below_max_triggers_a_new_round(self):
+        agents = self.start_elastic(2, "2:3")
+        self.assert_ranks(self.starts(0, 2), ["n0", "n1"])
+        agents.append(self.start_node(2))
+        second = self.starts(1, 3)
+        self.assert_ranks(second, ["n0", "n1", "n2"])
+        self.assertIn("scale-up", agents[0].stderr)
+        self.release()
+        self.assert_codes(agents, [0, 0, 0], timeout=20)
+
+    def test_torch_ddp_resumes_from_checkpoint_after_a_node_is_killed(self):
+        steps = 40
+        agents = self.start_elastic(3, "2:3", command=DDP,
+                                    env={"E2E_STEPS": steps, "E2E_STEP_SLEEP": 0.1})
+        progress = self.path("progress")
+
+        def step_reached():
+            if not os.path.exists(progress):
+                return 0
+            with open(progress) as f:
+                lines = f.read().split()
+            return int(lines[-1]) if lines and len(lines) % 3 == 0 else 0
+
+        poll_until(lambda: step_reached() >= 8, 90,
+                   what="DDP training to reach step 8\n" + self.describe_all())
+        os.kill(agents[2].pid, signal.SIGKILL)
+        self.assert_codes(agents[:2], [0, 0], timeout=90)
+        done = self.read_json("done.json")
+        self.assertEqual(done["steps"], steps)
+        self.assertEqual(done["restart"], 1)
+        self.assertEqual(done["world"], 2)
+        self.assertGreaterEqual(done["resumed_from"], 8, "resumed from the checkpoint")
+        with open(progress) as f:
+            rows = [tuple(map(int, l.split())) for l in f if l.strip()]
+        after = [s for (r, w, s) in rows if r == 1]
+        self.assertEqual(after, list(range(done["resumed_from"] + 1, steps + 1)),
+                         "restart 1 trains each remaining step exactly once")
+        self.assertTrue(all(w == 2 for (r, w, s) in rows if r == 1))
+        self.assertEqual({s for (r, w, s) in rows}, set(range(1, steps + 1)))
+        self.assert_no_leftovers()
+
+
+if __name__ == "__main__":
+    unittest.main()
