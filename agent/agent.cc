@@ -24,6 +24,7 @@
 #include "launcher/supervisor.h"
 #include "rendezvous/coordinator.h"
 #include "rendezvous/coordinator_client.h"
+#include "rendezvous/error_reason.h"
 #include "rendezvous/coordinator_service.h"
 #include "rendezvous/grpc_server.h"
 
@@ -57,22 +58,23 @@ struct Inbox {
 };
 
 bool IsFenced(const absl::Status& s) {
-  return absl::IsFailedPrecondition(s) &&
-         absl::StrContains(s.message(), rendezvous::kFencedPhrase);
+  return rendezvous::ReasonOf(s) == v1::ErrorInfo::FENCED;
 }
 
 // The exit code for a join the coordinator refused. A refusal because the
 // job is over or this incarnation is fenced is a verdict, not a config error.
 int ExitCodeForJoinError(const absl::Status& s) {
-  if (absl::IsFailedPrecondition(s)) {
-    // Fenced: this pod should be restarted (a new incarnation may scale the
-    // job back up), so not a never-retry code.
-    if (absl::StrContains(s.message(), rendezvous::kFencedPhrase)) return kExitUnavailable;
-    if (absl::StrContains(s.message(), rendezvous::kJobFailedPhrase)) {
-      return absl::StrContains(s.message(), rendezvous::kRestartsExhaustedPhrase)
-                 ? kExitRestartsExhausted
-                 : kExitPeerFailed;
-    }
+  switch (rendezvous::ReasonOf(s)) {
+    case v1::ErrorInfo::FENCED:
+      // This pod should be restarted (a new incarnation may scale the job
+      // back up), so not a never-retry code.
+      return kExitUnavailable;
+    case v1::ErrorInfo::JOB_FAILED:
+      return kExitPeerFailed;
+    case v1::ErrorInfo::RESTARTS_EXHAUSTED:
+      return kExitRestartsExhausted;
+    default:
+      break;
   }
   return ExitCodeForRendezvousError(s);
 }

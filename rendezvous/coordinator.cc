@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "common/logging.h"
+#include "rendezvous/error_reason.h"
 #include "rendezvous/rank_assignment.h"
 
 namespace trainlet::rendezvous {
@@ -139,7 +140,7 @@ uint64_t Coordinator::Join(const v1::JoinRequest& request, absl::string_view pee
     const std::string& node_id = request.member().node_id();
     if (error.ok() && shut_down_) error = absl::UnavailableError("coordinator is shutting down");
     if (error.ok() && (phase_ == Phase::kSucceeded || phase_ == Phase::kFailed)) {
-      error = absl::FailedPreconditionError(JobOverMessageLocked());
+      error = JobOverErrorLocked();
     }
     if (error.ok()) error = CheckNotFencedLocked(request.member());
     auto it = members_.find(node_id);
@@ -176,7 +177,7 @@ uint64_t Coordinator::Join(const v1::JoinRequest& request, absl::string_view pee
         if (was_running) {
           HandleFailureLocked(node_id, "node restarted (new incarnation)", 0, true, &actions);
         }
-        if (phase_ == Phase::kFailed) error = absl::FailedPreconditionError(JobOverMessageLocked());
+        if (phase_ == Phase::kFailed) error = JobOverErrorLocked();
       }
     }
     if (error.ok() && done) {
@@ -372,9 +373,11 @@ absl::StatusOr<Coordinator::Member*> Coordinator::FindMemberLocked(const v1::Mem
         absl::StrCat("node ", who.node_id(), " is not a member of this job; join first"));
   }
   if (it->second.join.member().incarnation() != who.incarnation()) {
-    return absl::FailedPreconditionError(absl::StrFormat(
-        "incarnation %016x of node %s is fenced: incarnation %016x replaced it",
-        who.incarnation(), who.node_id(), it->second.join.member().incarnation()));
+    return WithReason(absl::FailedPreconditionError(absl::StrFormat(
+                          "incarnation %016x of node %s is fenced: incarnation %016x replaced it",
+                          who.incarnation(), who.node_id(),
+                          it->second.join.member().incarnation())),
+                      v1::ErrorInfo::FENCED);
   }
   return &it->second;
 }
@@ -382,16 +385,23 @@ absl::StatusOr<Coordinator::Member*> Coordinator::FindMemberLocked(const v1::Mem
 absl::Status Coordinator::CheckNotFencedLocked(const v1::Member& who) const {
   auto it = fenced_.find(who.node_id());
   if (it == fenced_.end() || it->second.incarnation != who.incarnation()) return absl::OkStatus();
-  return absl::FailedPreconditionError(absl::StrFormat(
-      "incarnation %016x of node %s %s: it was declared lost (%s) and the job went on "
-      "without it; restart the agent to join again as a new incarnation",
-      who.incarnation(), who.node_id(), kFencedPhrase, it->second.why));
+  return WithReason(absl::FailedPreconditionError(absl::StrFormat(
+                        "incarnation %016x of node %s is fenced: it was declared lost (%s) and "
+                        "the job went on without it; restart the agent to join again as a new "
+                        "incarnation",
+                        who.incarnation(), who.node_id(), it->second.why)),
+                    v1::ErrorInfo::FENCED);
 }
 
-std::string Coordinator::JobOverMessageLocked() const {
-  if (phase_ == Phase::kSucceeded) return "the job already succeeded";
-  return absl::StrCat(kJobFailedPhrase, verdict_exhausted_ ? absl::StrCat(" (", kRestartsExhaustedPhrase, ")") : "",
-                      ": ", verdict_);
+absl::Status Coordinator::JobOverErrorLocked() const {
+  if (phase_ == Phase::kSucceeded) {
+    return WithReason(absl::FailedPreconditionError("the job already succeeded"),
+                      v1::ErrorInfo::JOB_SUCCEEDED);
+  }
+  return WithReason(
+      absl::FailedPreconditionError(absl::StrCat(
+          "the job failed", verdict_exhausted_ ? " (restarts exhausted)" : "", ": ", verdict_)),
+      verdict_exhausted_ ? v1::ErrorInfo::RESTARTS_EXHAUSTED : v1::ErrorInfo::JOB_FAILED);
 }
 
 v1::Directive Coordinator::NewDirectiveLocked() const {
@@ -549,8 +559,10 @@ void Coordinator::HandleFailureLocked(const std::string& node_id, const std::str
       fenced_[node_id] = {it->second.join.member().incarnation(),
                           absl::StrCat("round ", round_, ": ", reason)};
       if (it->second.sink) {
-        it->second.sink->Close(absl::AbortedError(absl::StrCat(
-            "removed from the job: ", reason, "; this incarnation ", kFencedPhrase)));
+        it->second.sink->Close(WithReason(
+            absl::AbortedError(absl::StrCat("removed from the job: ", reason,
+                                            "; this incarnation is fenced")),
+            v1::ErrorInfo::FENCED));
       }
       members_.erase(it);
     }
@@ -607,12 +619,10 @@ void Coordinator::FailJobLocked(const std::string& reason, const std::string& no
   f->set_exit_code(exit_code);
   f->set_restarts_exhausted(restarts_exhausted);
   TLOG(kError) << "job failed: " << reason;
-  const std::string message = JobOverMessageLocked();
+  const absl::Status over = JobOverErrorLocked();
   for (auto& [id, m] : members_) {
     if (m.ticket != 0) {
-      actions->push_back([d = std::move(m.done), message] {
-        d(absl::FailedPreconditionError(message));
-      });
+      actions->push_back([d = std::move(m.done), over] { d(over); });
       m.ticket = 0;
     }
     if (m.sink) m.sink->Send(verdict_directive_, /*last=*/true);

@@ -23,7 +23,7 @@
 // same identity); a new one replaces a dead one, which is then fenced. A
 // member declared lost (stream broken, heartbeat timeout, left) is fenced
 // too: if it was only frozen (SIGSTOP, network cut) and comes back, every
-// request it makes fails with FAILED_PRECONDITION and kFencedPhrase, and it
+// request it makes fails with FAILED_PRECONDITION and reason FENCED, and it
 // must restart as a new incarnation to join again.
 // Rounds are numbered above every round a joiner reports, so a restarted
 // coordinator never reuses a number.
@@ -61,13 +61,6 @@
 namespace trainlet::rendezvous {
 
 namespace v1 = ::trainlet::v1;
-
-// gRPC carries only a code and a message, so an agent tells apart the
-// FAILED_PRECONDITION answers it must act on by these phrases, which the
-// coordinator's messages always contain.
-inline constexpr absl::string_view kFencedPhrase = "is fenced";
-inline constexpr absl::string_view kJobFailedPhrase = "the job failed";
-inline constexpr absl::string_view kRestartsExhaustedPhrase = "restarts exhausted";
 
 // Agents send a heartbeat every heartbeat_timeout / kHeartbeatsPerTimeout, so
 // that a silent node is declared lost between 0.9 and 1.0 timeouts after it
@@ -199,7 +192,9 @@ class Coordinator {
   // FAILED_PRECONDITION when (node, incarnation) was declared lost.
   absl::Status CheckNotFencedLocked(const v1::Member& who) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  std::string JobOverMessageLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // FAILED_PRECONDITION with reason JOB_SUCCEEDED / JOB_FAILED /
+  // RESTARTS_EXHAUSTED (error_reason.h).
+  absl::Status JobOverErrorLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   bool DrainedLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   struct Fenced {
