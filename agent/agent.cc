@@ -14,6 +14,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/synchronization/mutex.h"
+#include "agent/coordinator_options.h"
 #include "agent/options.h"
 #include "agent/worker_env.h"
 #include "common/exit_codes.h"
@@ -24,8 +25,8 @@
 #include "launcher/supervisor.h"
 #include "rendezvous/coordinator.h"
 #include "rendezvous/coordinator_client.h"
-#include "rendezvous/error_reason.h"
 #include "rendezvous/coordinator_service.h"
+#include "rendezvous/error_reason.h"
 #include "rendezvous/grpc_server.h"
 
 namespace trainlet::agent {
@@ -57,9 +58,7 @@ struct Inbox {
   std::optional<absl::Status> fenced ABSL_GUARDED_BY(mu);
 };
 
-bool IsFenced(const absl::Status& s) {
-  return rendezvous::ReasonOf(s) == v1::ErrorInfo::FENCED;
-}
+bool IsFenced(const absl::Status& s) { return rendezvous::ReasonOf(s) == v1::ErrorInfo::FENCED; }
 
 // The exit code for a join the coordinator refused. A refusal because the
 // job is over or this incarnation is fenced is a verdict, not a config error.
@@ -132,16 +131,7 @@ absl::Status AgentRun::StartServer() {
   std::vector<std::string> listen;
   std::vector<grpc::Service*> services;
   if (config_.host_coordinator) {
-    rendezvous::CoordinatorOptions o;
-    o.job_id = config_.job_id;
-    o.min_nodes = config_.nnodes.min;
-    o.max_nodes = config_.nnodes.max;
-    o.max_restarts = config_.max_restarts;
-    o.last_call = config_.last_call;
-    o.heartbeat_timeout = config_.heartbeat_timeout;
-    o.min_nodes_timeout = config_.min_nodes_timeout;
-    o.incarnation = rendezvous::NewIncarnation();
-    coordinator_ = std::make_unique<rendezvous::Coordinator>(o);
+    coordinator_ = std::make_unique<rendezvous::Coordinator>(CoordinatorOptionsFrom(config_));
     service_ = std::make_unique<rendezvous::CoordinatorService>(coordinator_.get(), config_.token);
     services.push_back(service_.get());
     listen.push_back(absl::StrCat("0.0.0.0:", config_.coordinator_port));
@@ -487,8 +477,7 @@ RoundOutcome AgentRun::RunRound(const v1::Assignment& a) {
       } else if (local_failure != 0) {
         return finish_round({false, local_failure});
       } else if (terminating_signal_ == 0) {
-        TLOG(kError) << "lost the coordinator (" << stream_end->message()
-                     << "); stopping workers";
+        TLOG(kError) << "lost the coordinator (" << stream_end->message() << "); stopping workers";
         return finish_round({false, kExitUnavailable});
       }
     }
@@ -536,8 +525,8 @@ int AgentRun::Run() {
   supervisor_ = std::move(*sup);
   // Fail before any rendezvous when COMMAND cannot run, like tini.
   auto path = base_env_.find("PATH");
-  absl::StatusOr<std::string> resolved = launcher::ResolveCommand(
-      config_.command[0], path == base_env_.end() ? "" : path->second);
+  absl::StatusOr<std::string> resolved =
+      launcher::ResolveCommand(config_.command[0], path == base_env_.end() ? "" : path->second);
   if (!resolved.ok()) {
     TLOG(kError) << resolved.status().message();
     return Finish(launcher::ExitCodeForSpawnError(resolved.status()));
@@ -553,8 +542,9 @@ int AgentRun::Run() {
       rendezvous::ClientOptions{target, config_.token});
   TLOG(kInfo) << "joining job " << config_.job_id << " at " << target << " as node "
               << config_.node_id
-              << (config_.node_rank_hint >= 0 ? absl::StrCat(" (rank hint ", config_.node_rank_hint, ")")
-                                              : "");
+              << (config_.node_rank_hint >= 0
+                      ? absl::StrCat(" (rank hint ", config_.node_rank_hint, ")")
+                      : "");
   while (true) {
     int exit_code = kExitSuccess;
     std::optional<v1::Assignment> assignment = Join(&exit_code);

@@ -3,6 +3,7 @@
 #include <memory>
 
 #include "absl/strings/str_cat.h"
+#include "agent/coordinator_options.h"
 #include "agent/options.h"
 #include "common/exit_codes.h"
 #include "common/logging.h"
@@ -17,16 +18,7 @@ namespace trainlet::agent {
 
 int RunStandaloneCoordinator(const CoordinatorConfig& config) {
   SetLogPrefix("coordinator");
-  rendezvous::CoordinatorOptions o;
-  o.job_id = config.job_id;
-  o.min_nodes = config.nnodes.min;
-  o.max_nodes = config.nnodes.max;
-  o.max_restarts = config.max_restarts;
-  o.last_call = config.last_call;
-  o.heartbeat_timeout = config.heartbeat_timeout;
-  o.min_nodes_timeout = config.min_nodes_timeout;
-  o.incarnation = rendezvous::NewIncarnation();
-  rendezvous::Coordinator core(o);
+  rendezvous::Coordinator core(CoordinatorOptionsFrom(config));
   rendezvous::CoordinatorService service(&core, config.token);
   // The signal-handling part of the supervisor: no workers here.
   auto events = launcher::Supervisor::Create({});
@@ -59,10 +51,7 @@ int RunStandaloneCoordinator(const CoordinatorConfig& config) {
       if (s.phase == rendezvous::Phase::kSucceeded) {
         exit_code = kExitSuccess;
       } else {
-        exit_code = s.verdict.find("restart budget") != std::string::npos ||
-                            s.verdict.find("--min-nodes-timeout") != std::string::npos
-                        ? kExitRestartsExhausted
-                        : kExitPeerFailed;
+        exit_code = s.restarts_exhausted ? kExitRestartsExhausted : kExitPeerFailed;
       }
       break;
     }

@@ -1,6 +1,7 @@
 // Rendezvous at scale: N simulated agents (default 1,000) join one coordinator
 // in a single process, each over its OWN gRPC channel and TCP connection
-// (rendezvous::ClientOptions::private_connection), through the product's
+// (its own subchannel pool; ClientOptions::private_connection where the
+// client has that option), through the product's
 // CoordinatorClient::Join (the call `trainlet run` makes), one blocking thread
 // per agent. The coordinator is the product's Coordinator + CoordinatorService
 // behind a real gRPC server (GrpcServer) on 127.0.0.1:0, with the same 20 ms
@@ -9,10 +10,14 @@
 // the server side of the round is visible too.
 //
 // Patterns (each run starts a fresh server and fresh clients):
-//   last   N-1 agents join and park; once the server has all N-1, the last
-//          agent joins. Measures "the round completes within X of the last
-//          join" directly.
-//   burst  all N agents join at once (released together by a barrier).
+//   last   (default) N-1 agents join in waves of --wave (each wave released
+//          at once, the next once it is parked at the coordinator); 200 ms
+//          after all N-1 are parked, the last agent joins. Measures "the round
+//          completes within X of the last join" directly.
+//   burst  all N agents make their first join at the same instant (released
+//          together by a barrier). On a 2-CPU machine this collapses from
+//          about 250 agents on (connect timeouts, retries, descriptor
+//          exhaustion, gRPC abort): see docs/benchmarks.md.
 //
 // Printed per run, in ms:
 //   response - last join sent: p50 / p99 / max over the N responses, where
@@ -27,7 +32,8 @@
 //   cmake -S . -B build-bench -G Ninja -DCMAKE_BUILD_TYPE=Release -DTRAINLET_BUILD_TESTS=OFF
 //   ninja -C build-bench -j2 bench_rendezvous_scale
 //   build-bench/bench/bench_rendezvous_scale [--agents=1000] [--repeats=3]
-//                                            [--pattern=last|burst|both]
+//       [--pattern=last|burst|both] [--wave=100] [--join-timeout=60]
+// Exit status 0 when every run met the target, 1 otherwise.
 #include <grpcpp/grpcpp.h>
 #include <sys/resource.h>
 

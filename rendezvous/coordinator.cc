@@ -712,6 +712,7 @@ Coordinator::Snapshot Coordinator::GetSnapshot() const {
   for (const auto& [id, m] : members_) s.watching += m.sink != nullptr;
   s.restart_count = restart_count_;
   s.verdict = verdict_;
+  s.restarts_exhausted = verdict_exhausted_;
   return s;
 }
 

@@ -142,6 +142,7 @@ class Coordinator {
     int watching = 0;         // members with an open directive stream.
     int restart_count = 0;
     std::string verdict;      // why the job failed, when it did.
+    bool restarts_exhausted = false;  // it failed for lack of restarts or nodes.
   };
   Snapshot GetSnapshot() const;
 

@@ -1,0 +1,27 @@
+// The coordinator's options from either configuration that can host one:
+// RunConfig (node rank 0's agent) or CoordinatorConfig (standalone). Both
+// carry the same job and elastic fields under the same names.
+#ifndef TRAINLET_AGENT_COORDINATOR_OPTIONS_H_
+#define TRAINLET_AGENT_COORDINATOR_OPTIONS_H_
+
+#include "rendezvous/coordinator.h"
+
+namespace trainlet::agent {
+
+template <typename Config>
+rendezvous::CoordinatorOptions CoordinatorOptionsFrom(const Config& config) {
+  rendezvous::CoordinatorOptions o;
+  o.job_id = config.job_id;
+  o.min_nodes = config.nnodes.min;
+  o.max_nodes = config.nnodes.max;
+  o.max_restarts = config.max_restarts;
+  o.last_call = config.last_call;
+  o.heartbeat_timeout = config.heartbeat_timeout;
+  o.min_nodes_timeout = config.min_nodes_timeout;
+  o.incarnation = rendezvous::NewIncarnation();
+  return o;
+}
+
+}  // namespace trainlet::agent
+
+#endif  // TRAINLET_AGENT_COORDINATOR_OPTIONS_H_
