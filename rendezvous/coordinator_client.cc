@@ -65,14 +65,11 @@ bool IsRetryableJoinError(const absl::Status& status) {
 }
 
 CoordinatorClient::CoordinatorClient(ClientOptions options) : options_(std::move(options)) {
-  ResetChannel();
-}
-
-void CoordinatorClient::ResetChannel() {
   grpc::ChannelArguments args;
+  // While the coordinator is not up, the channel re-dials every 10-100 ms
+  // (gRPC's default backoff grows to two minutes). GRPC_ARG_MIN_RECONNECT_
+  // BACKOFF_MS is left alone: it is really the connect timeout.
   args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS,
-              static_cast<int>(absl::ToInt64Milliseconds(options_.min_backoff)));
-  args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS,
               static_cast<int>(absl::ToInt64Milliseconds(options_.min_backoff)));
   args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS,
               static_cast<int>(absl::ToInt64Milliseconds(options_.max_backoff)));
@@ -84,20 +81,11 @@ void CoordinatorClient::ResetChannel() {
   args.SetInt(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, 2000);
   args.SetInt(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
   args.SetInt(GRPC_ARG_HTTP2_MAX_PINGS_WITHOUT_DATA, 0);
-  // Our own subchannels: a fresh channel must not inherit the reconnect
-  // backoff of a failed one (see Join).
+  // One connection per client, even when several share a process (the
+  // benchmarks simulate many agents in one process).
   args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
-  auto channel =
-      grpc::CreateCustomChannel(options_.target, grpc::InsecureChannelCredentials(), args);
-  auto stub = v1::Rendezvous::NewStub(channel);
-  absl::MutexLock lock(&mu_);
-  channel_ = std::move(channel);
-  stub_ = std::shared_ptr<v1::Rendezvous::Stub>(std::move(stub));
-}
-
-std::shared_ptr<v1::Rendezvous::Stub> CoordinatorClient::Stub() {
-  absl::MutexLock lock(&mu_);
-  return stub_;
+  channel_ = grpc::CreateCustomChannel(options_.target, grpc::InsecureChannelCredentials(), args);
+  stub_ = v1::Rendezvous::NewStub(channel_);
 }
 
 CoordinatorClient::~CoordinatorClient() = default;
@@ -112,22 +100,23 @@ absl::StatusOr<v1::Assignment> CoordinatorClient::Join(const v1::JoinRequest& re
   absl::Duration backoff = options_.min_backoff;
   absl::Status last_error;
   int attempts = 0;
+  // The first attempt fails fast, so that an unreachable coordinator is named
+  // in the log at once; later ones wait for the channel to connect, and go
+  // out the moment the coordinator listens.
+  bool wait_for_ready = false;
   while (true) {
-    {
-      absl::MutexLock lock(&mu_);
-      if (join_cancelled_) return absl::CancelledError("join cancelled");
-    }
     if (absl::Now() >= deadline) break;
     grpc::ClientContext ctx;
     Prepare(&ctx);
     ctx.set_deadline(absl::ToChronoTime(deadline));
+    ctx.set_wait_for_ready(wait_for_ready);
     {
       absl::MutexLock lock(&mu_);
       if (join_cancelled_) return absl::CancelledError("join cancelled");
       join_ctx_ = &ctx;
     }
     v1::JoinResponse response;
-    grpc::Status status = Stub()->Join(&ctx, request, &response);
+    grpc::Status status = stub_->Join(&ctx, request, &response);
     ++attempts;
     {
       absl::MutexLock lock(&mu_);
@@ -136,29 +125,36 @@ absl::StatusOr<v1::Assignment> CoordinatorClient::Join(const v1::JoinRequest& re
     }
     if (status.ok()) return std::move(*response.mutable_assignment());
     absl::Status s = FromGrpcStatus(status);
-    if (absl::IsDeadlineExceeded(s)) {
-      if (last_error.ok()) last_error = s;
-      break;
-    }
+    if (absl::IsDeadlineExceeded(s)) break;
     if (!IsRetryableJoinError(s)) return s;
-    if (attempts == 1 || attempts % 20 == 0) {
+    if (!wait_for_ready) {
       TLOG(kInfo) << "coordinator " << options_.target << " not reachable yet (" << s.message()
-                  << "); retrying until " << absl::FormatTime(deadline);
+                  << "); waiting for it until " << absl::FormatTime(deadline);
+      wait_for_ready = true;
+      last_error = s;
+      continue;
     }
+    // The coordinator answered "try again" (restarting, or our round moved
+    // on): jittered exponential backoff, cut short by the deadline.
     last_error = s;
-    // A failed channel sits in gRPC's reconnect backoff (up to a second);
-    // a fresh one connects the moment the coordinator listens.
-    ResetChannel();
-    // Jittered exponential backoff, cut short by the deadline.
     std::uniform_real_distribution<double> jitter(0.5, 1.0);
     absl::Duration sleep = std::min(backoff * jitter(rng), deadline - absl::Now());
     if (sleep > absl::ZeroDuration()) absl::SleepFor(sleep);
     backoff = std::min(backoff * 3 / 2, options_.max_backoff);
   }
+  // Say why: never connected (with the last connection error), or connected
+  // but the round did not close.
+  const grpc_connectivity_state state = channel_->GetState(/*try_to_connect=*/false);
+  std::string why = state == GRPC_CHANNEL_READY
+                        ? "the coordinator answered, but the round did not close (are all "
+                          "--nnodes agents running?)"
+                        : absl::StrCat("the coordinator never answered; last error: ",
+                                       last_error.ok() ? "none (still connecting)"
+                                                       : std::string(last_error.message()));
   return absl::DeadlineExceededError(absl::StrFormat(
-      "no rendezvous with the coordinator at %s before the join timeout (%d attempts); last "
-      "error: %s. Check --coordinator, that node rank 0 runs, and --join-timeout",
-      options_.target, attempts, last_error.ok() ? "none" : std::string(last_error.message())));
+      "no rendezvous with the coordinator at %s before the join timeout: %s. Check "
+      "--coordinator, that node rank 0 runs, and --join-timeout",
+      options_.target, why));
 }
 
 void CoordinatorClient::CancelJoin() {
@@ -170,7 +166,7 @@ void CoordinatorClient::CancelJoin() {
 std::unique_ptr<WatchStream> CoordinatorClient::Watch(const v1::WatchRequest& request,
                                                       OnDirective on_directive,
                                                       OnStreamEnd on_end) {
-  return std::make_unique<ReadReactor>(Stub(), request, options_.token,
+  return std::make_unique<ReadReactor>(stub_, request, options_.token,
                                        std::move(on_directive), std::move(on_end));
 }
 
@@ -179,7 +175,7 @@ absl::Status CoordinatorClient::Report(const v1::ReportRequest& request, absl::D
   Prepare(&ctx);
   ctx.set_deadline(absl::ToChronoTime(absl::Now() + timeout));
   v1::ReportResponse response;
-  return FromGrpcStatus(Stub()->Report(&ctx, request, &response));
+  return FromGrpcStatus(stub_->Report(&ctx, request, &response));
 }
 
 absl::Status CoordinatorClient::Leave(const v1::LeaveRequest& request, absl::Duration timeout) {
@@ -187,7 +183,7 @@ absl::Status CoordinatorClient::Leave(const v1::LeaveRequest& request, absl::Dur
   Prepare(&ctx);
   ctx.set_deadline(absl::ToChronoTime(absl::Now() + timeout));
   v1::LeaveResponse response;
-  return FromGrpcStatus(Stub()->Leave(&ctx, request, &response));
+  return FromGrpcStatus(stub_->Leave(&ctx, request, &response));
 }
 
 }  // namespace trainlet::rendezvous

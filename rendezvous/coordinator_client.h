@@ -24,11 +24,11 @@ namespace v1 = ::trainlet::v1;
 struct ClientOptions {
   std::string target;  // host:port
   std::string token;   // empty: none sent.
-  // Retry backoff while the coordinator is not up yet. Kept short: an
-  // attempt against a closed port costs one TCP RST, and the time from the
+  // Reconnect backoff while the coordinator is not up yet. Kept short: a
+  // dial to a closed port costs one TCP RST, and the time from the
   // coordinator coming up to the round closing is bounded by max_backoff.
   absl::Duration min_backoff = absl::Milliseconds(10);
-  absl::Duration max_backoff = absl::Milliseconds(200);
+  absl::Duration max_backoff = absl::Milliseconds(100);
 };
 
 // An open Watch stream; destroying it cancels the stream and waits for it.
@@ -66,14 +66,12 @@ class CoordinatorClient {
 
  private:
   void Prepare(grpc::ClientContext* ctx) const;
-  void ResetChannel();
-  std::shared_ptr<v1::Rendezvous::Stub> Stub();
 
   const ClientOptions options_;
+  std::shared_ptr<grpc::Channel> channel_;
+  std::shared_ptr<v1::Rendezvous::Stub> stub_;
 
   absl::Mutex mu_;
-  std::shared_ptr<grpc::Channel> channel_ ABSL_GUARDED_BY(mu_);
-  std::shared_ptr<v1::Rendezvous::Stub> stub_ ABSL_GUARDED_BY(mu_);
   bool join_cancelled_ ABSL_GUARDED_BY(mu_) = false;
   grpc::ClientContext* join_ctx_ ABSL_GUARDED_BY(mu_) = nullptr;
 };
