@@ -1,12 +1,13 @@
-// Starts one worker process with fork()+execve(): its own process group,
-// default signal dispositions and an empty signal mask, PR_SET_PDEATHSIG
+// Starts one worker process with clone(CLONE_VM|CLONE_VFORK)+execve(), as
+// posix_spawn does (fork() would copy the agent's page tables): its own
+// process group, default signal dispositions and an empty signal mask, PR_SET_PDEATHSIG
 // (SIGKILL), exactly the environment given, and stdout/stderr either to the
 // given fds or to fresh pipes. Exec failures come back through a CLOEXEC
 // pipe, so "started" means the execve succeeded.
 //
 // Threading: may be called from any thread, but the worker gets SIGKILL when
 // the calling THREAD exits (PR_SET_PDEATHSIG tracks the forking thread), so
-// call it from a thread that outlives the worker. Between fork and exec the
+// call it from a thread that outlives the worker. Between clone and exec the
 // child only calls async-signal-safe functions, so this is safe in a
 // multithreaded (gRPC) process. Does not reap: the caller owns the child.
 #ifndef TRAINLET_LAUNCHER_WORKER_SPAWNER_H_
