@@ -343,7 +343,6 @@ RoundOutcome AgentRun::RunRound(const v1::Assignment& a) {
   bool reported_success = false;
   absl::Time kill_at = absl::InfiniteFuture();
   absl::Time verdict_deadline = absl::InfiniteFuture();
-  RoundOutcome outcome;
 
   auto finish_round = [&](RoundOutcome o) {
     if (server_) server_->SetServing(false);
