@@ -15,27 +15,22 @@ constexpr absl::string_view kCoordinatorDescription =
 }  // namespace
 
 const std::vector<OptionSpec>& CoordinatorOptionTable() {
-  static const auto* table = new std::vector<OptionSpec>{
-      {"port", OptionKind::kInt, "PORT", "29400", "Port to listen on, 1..65535."},
-      {"bind-addr", OptionKind::kString, "ADDR", "0.0.0.0",
-       "Address to listen on; :: or [::] for IPv6."},
-      {"nnodes", OptionKind::kString, "N|MIN:MAX", "1",
-       "Number of nodes, or MIN:MAX for an elastic job."},
-      {"job-id", OptionKind::kString, "ID", "trainlet",
-       "Job id, [A-Za-z0-9._-]{1,128}; agents with another id are refused."},
-      {"token-file", OptionKind::kString, "PATH", "",
-       "File holding the job's shared secret (trailing whitespace ignored); none: no "
-       "authentication."},
-      {"max-restarts", OptionKind::kInt, "N", "0, or 3 when --nnodes is MIN:MAX",
-       "Restarts of the whole job (new rounds) before it fails."},
-      {"last-call", OptionKind::kDuration, "DURATION", "500ms",
-       "How long a round stays open for more nodes once MIN have joined."},
-      {"heartbeat-timeout", OptionKind::kDuration, "DURATION", "5s",
-       "A node silent for this long is declared dead."},
-      {"min-nodes-timeout", OptionKind::kDuration, "DURATION", "5m",
-       "Elastic: how long to wait for replacements when fewer than MIN nodes survive."},
-      {"log-level", OptionKind::kString, "LEVEL", "info", "debug, info, warning or error."},
-  };
+  static const std::vector<OptionSpec>* table = [] {
+    auto* t = new std::vector<OptionSpec>{
+        {"port", OptionKind::kInt, "PORT", "29400", "Port to listen on, 1..65535."},
+        {"bind-addr", OptionKind::kString, "ADDR", "0.0.0.0",
+         "Address to listen on; :: or [::] for IPv6."},
+        {"nnodes", OptionKind::kString, "N|MIN:MAX", "1",
+         "Number of nodes, or MIN:MAX for an elastic job."},
+        {"job-id", OptionKind::kString, "ID", "trainlet",
+         "Job id, [A-Za-z0-9._-]{1,128}; agents with another id are refused."},
+        {"token-file", OptionKind::kString, "PATH", "",
+         "File holding the job's shared secret (trailing whitespace ignored); none: no "
+         "authentication."},
+    };
+    for (OptionSpec& spec : RoundPolicyOptionSpecs()) t->push_back(std::move(spec));
+    return t;
+  }();
   return *table;
 }
 

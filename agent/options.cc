@@ -222,6 +222,21 @@ absl::StatusOr<absl::Duration> ParseDurationValue(const OptionValue& v, absl::Du
   return d;
 }
 
+std::vector<OptionSpec> RoundPolicyOptionSpecs() {
+  return {
+      {"max-restarts", OptionKind::kInt, "N", "0, or 3 when --nnodes is MIN:MAX",
+       "Restarts of the whole job (new rounds) before it fails. Kubernetes (run): "
+       "PET_MAX_RESTARTS."},
+      {"last-call", OptionKind::kDuration, "DURATION", "500ms",
+       "How long a round stays open for more nodes once MIN have joined."},
+      {"heartbeat-timeout", OptionKind::kDuration, "DURATION", "5s",
+       "A node silent for this long is declared dead."},
+      {"min-nodes-timeout", OptionKind::kDuration, "DURATION", "5m",
+       "Elastic: how long to wait for replacements when fewer than MIN nodes survive."},
+      {"log-level", OptionKind::kString, "LEVEL", "info", "debug, info, warning or error."},
+  };
+}
+
 absl::Status ParseDurationOptions(const ParsedOptions& parsed, const std::vector<OptionSpec>& table,
                                   const std::vector<DurationOption>& options) {
   for (const DurationOption& d : options) {

@@ -42,6 +42,10 @@ struct OptionSpec {
   std::string help;          // one line.
 };
 
+// The options every host of a coordinator shares (`run` and `coordinator`):
+// restart policy and round timeouts. Appended to both option tables.
+std::vector<OptionSpec> RoundPolicyOptionSpecs();
+
 // Where a value came from; later entries win.
 enum class ValueSource { kDefault, kDiscovery, kEnv, kFlag };
 

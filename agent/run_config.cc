@@ -106,51 +106,46 @@ absl::Status CheckPortClash(absl::string_view a_flag, int a, absl::string_view b
 }  // namespace
 
 const std::vector<OptionSpec>& RunOptionTable() {
-  static const auto* table = new std::vector<OptionSpec>{
-      {"nnodes", OptionKind::kString, "N|MIN:MAX", "1",
-       "Number of nodes, or MIN:MAX for an elastic job. Kubernetes: PET_NNODES."},
-      {"nproc-per-node", OptionKind::kString, "N|auto|gpu|cpu", "auto",
-       "Workers on this node: N (1..1024), auto (GPUs if any, else CPUs), gpu or cpu. "
-       "Kubernetes: PET_NPROC_PER_NODE."},
-      {"node-rank", OptionKind::kInt, "N", "",
-       "Preferred node rank, below nnodes; rank 0 hosts the coordinator. Kubernetes: "
-       "PET_NODE_RANK, JOB_COMPLETION_INDEX, JobSet hostname."},
-      {"coordinator", OptionKind::kString, "HOST[:PORT]",
-       "127.0.0.1:29400 when no node count or coordinator is configured",
-       "Coordinator address, port 29400 unless given; IPv6 as [::1]:29400. Kubernetes: "
-       "PET_MASTER_ADDR, then JobSet pod <jobset>-<rjob>-0-0.<subdomain>."},
-      {"job-id", OptionKind::kString, "ID", "trainlet",
-       "Job id, [A-Za-z0-9._-]{1,128}; every node must use the same. Kubernetes: the "
-       "JobSet hostname prefix <jobset>-<rjob>."},
-      {"token-file", OptionKind::kString, "PATH", "",
-       "File holding the job's shared secret (trailing whitespace ignored); none: no "
-       "authentication."},
-      {"master-port", OptionKind::kInt, "PORT", "29500",
-       "MASTER_PORT given to the workers (listened on by rank 0). Kubernetes: "
-       "PET_MASTER_PORT."},
-      {"grace-period", OptionKind::kDuration, "DURATION", "30s",
-       "Time between SIGTERM and SIGKILL when stopping workers."},
-      {"join-timeout", OptionKind::kDuration, "DURATION", "10m",
-       "Give up (exit 69) when no round has closed after this long."},
-      {"node-id", OptionKind::kString, "ID", "the hostname",
-       "Stable name of this node, unique in the job."},
-      {"advertise-addr", OptionKind::kString, "ADDR", "",
-       "Address peers use to reach this node (MASTER_ADDR when it is rank 0); none: the "
-       "address its join came from."},
-      {"health-port", OptionKind::kInt, "PORT", "29401", "HTTP health port; 0 disables it."},
-      {"prefix-output", OptionKind::kBool, "", "false",
-       "Prefix each line of worker output with the worker's rank."},
-      {"log-level", OptionKind::kString, "LEVEL", "info", "debug, info, warning or error."},
-      {"max-restarts", OptionKind::kInt, "N", "0, or 3 when --nnodes is MIN:MAX",
-       "Restarts of the whole job (new rounds) before it fails. Kubernetes: "
-       "PET_MAX_RESTARTS."},
-      {"last-call", OptionKind::kDuration, "DURATION", "500ms",
-       "How long a round stays open for more nodes once MIN have joined."},
-      {"heartbeat-timeout", OptionKind::kDuration, "DURATION", "5s",
-       "A node silent for this long is declared dead."},
-      {"min-nodes-timeout", OptionKind::kDuration, "DURATION", "5m",
-       "Elastic: how long to wait for replacements when fewer than MIN nodes survive."},
-  };
+  static const std::vector<OptionSpec>* table = [] {
+    auto* t = new std::vector<OptionSpec>{
+        {"nnodes", OptionKind::kString, "N|MIN:MAX", "1",
+         "Number of nodes, or MIN:MAX for an elastic job. Kubernetes: PET_NNODES."},
+        {"nproc-per-node", OptionKind::kString, "N|auto|gpu|cpu", "auto",
+         "Workers on this node: N (1..1024), auto (GPUs if any, else CPUs), gpu or cpu. "
+         "Kubernetes: PET_NPROC_PER_NODE."},
+        {"node-rank", OptionKind::kInt, "N", "",
+         "Preferred node rank, below nnodes; rank 0 hosts the coordinator. Kubernetes: "
+         "PET_NODE_RANK, JOB_COMPLETION_INDEX, JobSet hostname."},
+        {"coordinator", OptionKind::kString, "HOST[:PORT]",
+         "127.0.0.1:29400 when no node count or coordinator is configured",
+         "Coordinator address, port 29400 unless given; IPv6 as [::1]:29400. Kubernetes: "
+         "PET_MASTER_ADDR, then JobSet pod <jobset>-<rjob>-0-0.<subdomain>."},
+        {"job-id", OptionKind::kString, "ID", "trainlet",
+         "Job id, [A-Za-z0-9._-]{1,128}; every node must use the same. Kubernetes: the "
+         "JobSet hostname prefix <jobset>-<rjob>."},
+        {"token-file", OptionKind::kString, "PATH", "",
+         "File holding the job's shared secret (trailing whitespace ignored); none: no "
+         "authentication."},
+        {"master-port", OptionKind::kInt, "PORT", "29500",
+         "MASTER_PORT given to the workers (listened on by rank 0). Kubernetes: "
+         "PET_MASTER_PORT."},
+        {"grace-period", OptionKind::kDuration, "DURATION", "30s",
+         "Time between SIGTERM and SIGKILL when stopping workers."},
+        {"join-timeout", OptionKind::kDuration, "DURATION", "10m",
+         "Give up (exit 69) when no round has closed after this long."},
+        {"node-id", OptionKind::kString, "ID", "the hostname",
+         "Stable name of this node, unique in the job."},
+        {"advertise-addr", OptionKind::kString, "ADDR", "",
+         "Address peers use to reach this node (MASTER_ADDR when it is rank 0); none: the "
+         "address its join came from."},
+        {"health-port", OptionKind::kInt, "PORT", "29401",
+         "gRPC health port (grpc.health.v1, for kubelet probes); 0 disables it."},
+        {"prefix-output", OptionKind::kBool, "", "false",
+         "Prefix each line of worker output with the worker's rank."},
+    };
+    for (OptionSpec& spec : RoundPolicyOptionSpecs()) t->push_back(std::move(spec));
+    return t;
+  }();
   return *table;
 }
 

@@ -109,49 +109,94 @@ def measure(trainlet, n, how, hb):
 
 TORCHRUN_WORKER = r"""
 import json, os, time
-d = os.environ["E2E_DIR"]; r = int(os.environ["TORCHELASTIC_RESTART_COUNT"])
-p = os.path.join(d, "starts", "r%d-rank%s.json" % (r, os.environ["RANK"]))
-os.makedirs(os.path.dirname(p), exist_ok=True)
-json.dump({"t": time.time(), "world_size": int(os.environ["WORLD_SIZE"])}, open(p + ".tmp", "w"))
-os.rename(p + ".tmp", p)
-while not os.path.exists(os.path.join(d, "release")): time.sleep(0.02)
+t = time.time()  # first statement, like e2e/workers/elastic_worker.py
+d = os.environ["E2E_DIR"]
+rec = {"t": t, "restart": int(os.environ["TORCHELASTIC_RESTART_COUNT"]),
+       "rank": int(os.environ["RANK"]), "world_size": int(os.environ["WORLD_SIZE"]),
+       "pid": os.getpid()}
+def put(kind):
+    p = os.path.join(d, kind, "%d.json" % os.getpid())
+    os.makedirs(os.path.dirname(p), exist_ok=True)
+    with open(p + ".tmp", "w") as f:
+        json.dump(rec, f)
+    os.rename(p + ".tmp", p)
+put("starts")
+# A real job's workers are in a collective with the lost node's workers; that is
+# how torchrun learns of the loss (its agent only watches its own workers).
+from datetime import timedelta
+import torch, torch.distributed as dist
+dist.init_process_group("gloo", timeout=timedelta(seconds=60))
+x = torch.zeros(1)
+dist.all_reduce(x)
+put("ready")
+while not os.path.exists(os.path.join(d, "release")):
+    dist.all_reduce(x)  # raises once a peer's worker is gone
+    time.sleep(0.02)
 """
 
+TORCHRUN_TUNED = ["--monitor_interval=0.1",
+                  "--rdzv_conf=join_timeout=60,last_call_timeout=1,close_timeout=1"]
 
-def measure_torchrun(n, tuned):
+
+def records(d, kind):
+    out = []
+    for p in glob.glob(os.path.join(d, kind, "*.json")):
+        try:
+            with open(p) as f:
+                out.append(json.load(f))
+        except (OSError, ValueError):
+            pass
+    return out
+
+
+def measure_torchrun(n, tuned, keep_logs=None):
+    """kill -9 of one torchrun agent (and its worker: same process group) ->
+    every survivor's new worker started with WORLD_SIZE n-1."""
     d = tempfile.mkdtemp(prefix="torchrun-bench-")
     script = os.path.join(d, "w.py")
     with open(script, "w") as f:
         f.write(TORCHRUN_WORKER)
     port = free_port()
-    extra = (["--rdzv_conf=join_timeout=10,last_call_timeout=1,close_timeout=1,timeout=10"]
-             if tuned else [])
-    env = dict(os.environ, E2E_DIR=d)
+    env = dict(os.environ, E2E_DIR=d, OMP_NUM_THREADS="1")
+    env.pop("LOGLEVEL", None)
     procs = []
     for i in range(n):
+        # The endpoint is 127.0.0.1, which every agent here "matches", so each
+        # would try to host the TCPStore (and fall back to a client when the bind
+        # fails); say explicitly which one hosts it.
+        conf = "is_host=%d" % (1 if i == 0 else 0)
         argv = [PY, "-m", "torch.distributed.run", "--nnodes=2:%d" % n, "--nproc_per_node=1",
                 "--rdzv_backend=c10d", "--rdzv_endpoint=127.0.0.1:%d" % port,
-                "--rdzv_id=bench", "--max_restarts=3", "--monitor_interval=%s" % (
-                    "0.1" if tuned else "5")] + extra + [script]
+                "--rdzv_id=bench", "--max_restarts=3",
+                # torchrun 1.13 on Python 3.11 crashes with the default "0" here
+                # (see bench/rendezvous_launch.py); local rank 9 does not exist.
+                "--redirects", "9:1", "--tee", "9:1"]
+        if tuned:
+            argv += [TORCHRUN_TUNED[0], TORCHRUN_TUNED[1] + "," + conf]
+        else:
+            argv += ["--rdzv_conf=" + conf]
+        argv.append(script)
         log = open(os.path.join(d, "n%d.log" % i), "wb")
         procs.append(subprocess.Popen(argv, env=env, stdout=log, stderr=log,
                                       start_new_session=True))
-    starts = lambda r: glob.glob(os.path.join(d, "starts", "r*-rank*.json"))
     try:
-        wait_for(lambda: len(starts(0)) == n, 120, "torchrun workers")
-        before = set(starts(0))
+        def all_ready():
+            rs = [r for r in records(d, "ready") if r["world_size"] == n]
+            return len({r["rank"] for r in rs}) == n
+        wait_for(all_ready, 180, "torchrun's first round (%d workers ready)" % n)
         t0 = time.time()
         os.killpg(procs[n - 1].pid, signal.SIGKILL)
+        new = lambda: [r for r in records(d, "starts") if r["t"] > t0]
         def restarted():
-            recs = []
-            for p in set(starts(0)) - before:
-                try:
-                    recs.append(json.load(open(p)))
-                except (OSError, ValueError):
-                    return False
-            return len(recs) >= n - 1 and all(r["world_size"] == n - 1 for r in recs)
-        wait_for(restarted, 300, "torchrun restart")
-        return max(json.load(open(p))["t"] for p in set(starts(0)) - before) - t0
+            rs = [r for r in new() if r["world_size"] == n - 1]
+            return len({r["rank"] for r in rs}) == n - 1
+        wait_for(restarted, 180, "torchrun restart")
+        rs = [r for r in new() if r["world_size"] == n - 1]
+        return max(r["t"] for r in rs) - t0
+    except Exception:
+        if keep_logs:
+            shutil.copytree(d, keep_logs, dirs_exist_ok=True)
+        raise
     finally:
         open(os.path.join(d, "release"), "w").close()
         for p in procs:
