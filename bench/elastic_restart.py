@@ -1,22 +1,56 @@
 #!/usr/bin/python3
-"""Elastic restart latency of trainlet (and optionally torchrun) on one machine.
+"""Elastic restart latency of trainlet and torchrun on one machine.
 
-For N agents on loopback (--nnodes=2:N, one worker each, default settings):
+trainlet, N agents on loopback (--nnodes=2:N, one worker each,
+e2e/workers/elastic_worker.py, default settings except as noted):
 
-  restart   time from `kill -9` of one non-zero node's agent to every
-            survivor's worker running again with WORLD_SIZE N-1 (the worker
-            records time.time() as its first statement; python start-up is
-            included, ~30 ms).
-  silent    time from SIGSTOP of one agent to the same, with
+  restart   time from `kill -9` of the last node's agent to every survivor's
+            worker running again with WORLD_SIZE N-1 (the worker records
+            time.time() as its first statement; Python start-up, ~30 ms, is
+            included).
+  silent    time from SIGSTOP of the last node's agent to the same, with
             --heartbeat-timeout=T: detection (should be ~T) plus the restart.
+            Detection alone is also printed: SIGSTOP -> the coordinator's
+            (node 0's) `lost node` log line (ms resolution).
+
+torchrun (--torchrun; torch 1.13 `python3 -m torch.distributed.run`, c10d
+backend, --nnodes=2:N, --nproc_per_node=1, --max_restarts=3, N=4 by default):
+
+  time from `kill -9` of the last agent's process group (the torchrun process
+  and its worker, which torchrun starts in its own group) to every survivor's
+  new worker started with WORLD_SIZE N-1. The worker also records time.time()
+  as its first statement, then joins a gloo process group and all-reduces a
+  scalar every 20 ms: torchrun's agent only watches its own workers, so it
+  learns of a lost node when its worker's collective fails (as in a real
+  job), then re-rendezvouses. The kill comes once all N workers have done
+  their first all-reduce in a world of N.
+  Settings: "default" = torchrun's defaults (--monitor_interval=5,
+  last_call_timeout 30 s); "tuned" = --monitor_interval=0.1 and
+  --rdzv_conf=join_timeout=60,last_call_timeout=1,close_timeout=1. The keep-
+  alive that evicts the dead node from the c10d rendezvous state (5 s interval
+  x 3 attempts) is hard-coded in torch 1.13 (DynamicRendezvousHandler.
+  from_backend), so no setting shortens that part.
+  Two torchrun 1.13 pitfalls, worked around here:
+  - On Python 3.11 torchrun crashes with its default --redirects/--tee of "0"
+    (see bench/rendezvous_launch.py); we pass --redirects 9:1 --tee 9:1.
+  - With --rdzv_endpoint=127.0.0.1:PORT every agent on this machine thinks it
+    should host the TCPStore (the endpoint "matches" this host) and relies on
+    a failed bind to fall back to a client; we pass rdzv_conf is_host=1 to the
+    first agent and is_host=0 to the others.
+  (The script's first version had neither, and every agent died at once, so
+  "the first round" never came up.)
 
 Usage:
   /usr/bin/python3 bench/elastic_restart.py [--agents 4,32] [--repeat 3]
-      [--heartbeat-timeout 2] [--torchrun] [--trainlet build-elastic/trainlet]
+      [--modes restart,silent] [--heartbeat-timeout 2]
+      [--trainlet build-bench/trainlet]
+      [--torchrun [--torchrun-agents 4] [--torchrun-repeat 2]
+                  [--torchrun-settings default,tuned] [--keep-logs DIR]]
 
-Figures and the machine they came from: docs/elastic.md, "Benchmarks".
+Figures and the machine they came from: docs/benchmarks.md, "Elastic restart".
 """
 import argparse
+import calendar
 import glob
 import json
 import os
@@ -88,6 +122,18 @@ class Job:
         shutil.rmtree(self.dir, ignore_errors=True)
 
 
+def detected_at(job, node):
+    """Wall time (s) of the coordinator's (node 0's) `lost node <node>` line:
+    the moment the heartbeat timeout fired (the log has ms resolution)."""
+    with open(os.path.join(job.dir, "n0.log"), errors="replace") as f:
+        for line in f:
+            if ("lost node %s:" % node) in line:
+                stamp = line.split(" ", 1)[0]  # 2026-11-21T05:13:06.123Z
+                t = time.strptime(stamp[:19], "%Y-%m-%dT%H:%M:%S")
+                return calendar.timegm(t) + float("0" + stamp[19:-1])
+    return float("nan")
+
+
 def measure(trainlet, n, how, hb):
     extra = ["--heartbeat-timeout=%gs" % hb] if how == "silent" else []
     job = Job(trainlet, n, extra)
@@ -102,7 +148,8 @@ def measure(trainlet, n, how, hb):
         took = max(r["t"] for r in recs) - t0
         if how == "silent":
             os.kill(victim.pid, signal.SIGCONT)
-        return took
+            return took, detected_at(job, "n%d" % (n - 1)) - t0
+        return took, None
     finally:
         job.close()
 
@@ -208,27 +255,55 @@ def measure_torchrun(n, tuned, keep_logs=None):
         shutil.rmtree(d, ignore_errors=True)
 
 
+def summary(xs):
+    return "median %.3fs  (min %.3f, max %.3f, n=%d)" % (statistics.median(xs), min(xs),
+                                                        max(xs), len(xs))
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--agents", default="4,32")
     ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--modes", default="restart,silent",
+                    help="trainlet scenarios: restart (kill -9), silent (SIGSTOP)")
     ap.add_argument("--heartbeat-timeout", type=float, default=2.0)
-    ap.add_argument("--trainlet", default=os.path.join(ROOT, "build-elastic", "trainlet"))
-    ap.add_argument("--torchrun", action="store_true", help="also measure torchrun (slow)")
+    ap.add_argument("--trainlet", default=os.path.join(ROOT, "build-bench", "trainlet"))
+    ap.add_argument("--torchrun", action="store_true",
+                    help="also measure torchrun, 4 agents only (slow: ~45 s a default run)")
+    ap.add_argument("--torchrun-agents", type=int, default=4)
+    ap.add_argument("--torchrun-repeat", type=int, default=2)
+    ap.add_argument("--torchrun-settings", default="default,tuned")
+    ap.add_argument("--keep-logs", default=None, help="copy a failed torchrun run's dir here")
     a = ap.parse_args()
-    print("machine: %s, %d CPUs" % (os.uname().release, os.cpu_count()))
-    for n in [int(x) for x in a.agents.split(",")]:
-        for how in ("restart", "silent"):
-            xs = [measure(a.trainlet, n, how, a.heartbeat_timeout) for _ in range(a.repeat)]
+    print("machine: %s, %d CPUs" % (os.uname().release, os.cpu_count()), flush=True)
+    modes = [m for m in a.modes.split(",") if m]
+    for n in [int(x) for x in a.agents.split(",") if x]:
+        for how in modes:
+            xs, ds = [], []
+            for i in range(a.repeat):
+                took, det = measure(a.trainlet, n, how, a.heartbeat_timeout)
+                xs.append(took)
+                if det is not None:
+                    ds.append(det)
+                print("  trainlet %d agents %s run %d: %.3fs%s" % (
+                    n, how, i, took, "" if det is None else
+                    " (heartbeat timeout fired after %.3fs)" % det), flush=True)
             label = ("kill -9 -> restarted" if how == "restart" else
                      "SIGSTOP -> restarted (heartbeat timeout %gs)" % a.heartbeat_timeout)
-            print("trainlet %3d agents  %-45s median %.3fs  (min %.3f, max %.3f)" %
-                  (n, label, statistics.median(xs), min(xs), max(xs)), flush=True)
-        if a.torchrun and n <= 4:
-            for tuned in (False, True):
-                t = measure_torchrun(n, tuned)
-                print("torchrun %3d agents  kill -9 -> restarted (%s)  %.3fs" %
-                      (n, "tuned" if tuned else "default", t), flush=True)
+            print("trainlet %3d agents  %-45s %s" % (n, label, summary(xs)), flush=True)
+            if ds:
+                print("trainlet %3d agents  %-45s %s" % (
+                    n, "SIGSTOP -> coordinator declares it lost", summary(ds)), flush=True)
+    if a.torchrun:
+        n = a.torchrun_agents
+        for setting in a.torchrun_settings.split(","):
+            xs = []
+            for i in range(a.torchrun_repeat):
+                xs.append(measure_torchrun(n, setting == "tuned", a.keep_logs))
+                print("  torchrun %d agents %s run %d: %.3fs" % (n, setting, i, xs[-1]),
+                      flush=True)
+            print("torchrun %3d agents  %-45s %s" % (
+                n, "kill -9 -> restarted (%s)" % setting, summary(xs)), flush=True)
 
 
 if __name__ == "__main__":

@@ -15,9 +15,10 @@
 //          after all N-1 are parked, the last agent joins. Measures "the round
 //          completes within X of the last join" directly.
 //   burst  all N agents make their first join at the same instant (released
-//          together by a barrier). On a 2-CPU machine this collapses from
-//          about 250 agents on (connect timeouts, retries, descriptor
-//          exhaustion, gRPC abort): see docs/benchmarks.md.
+//          together by a barrier). Before commit 2664579 this collapsed on a
+//          2-CPU machine from about 250 agents on (connect timeouts, retries,
+//          descriptor exhaustion, gRPC abort); it now completes: see
+//          docs/benchmarks.md.
 //
 // Printed per run, in ms:
 //   response - last join sent: p50 / p99 / max over the N responses, where
