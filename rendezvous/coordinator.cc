@@ -57,6 +57,10 @@ absl::string_view PhaseName(Phase phase) {
   return "unknown";
 }
 
+absl::Duration SilenceLimit(absl::Duration heartbeat_timeout) {
+  return heartbeat_timeout + heartbeat_timeout / (2 * kHeartbeatsPerTimeout);
+}
+
 uint64_t NewIncarnation() {
   static std::mt19937_64* rng = [] {
     std::random_device rd;
@@ -659,7 +663,7 @@ void Coordinator::Tick() {
       std::string silent;
       for (const auto& [id, m] : members_) {
         if (m.in_round && m.state != v1::ReportRequest::SUCCEEDED &&
-            now - m.last_seen >= options_.heartbeat_timeout) {
+            now - m.last_seen >= SilenceLimit(options_.heartbeat_timeout)) {
           silent = id;
           break;
         }

@@ -62,10 +62,13 @@ namespace trainlet::rendezvous {
 
 namespace v1 = ::trainlet::v1;
 
-// Agents send a heartbeat every heartbeat_timeout / kHeartbeatsPerTimeout, so
-// that a silent node is declared lost between 0.9 and 1.0 timeouts after it
-// went silent.
+// Agents send a heartbeat every heartbeat_timeout / kHeartbeatsPerTimeout.
+// A member is lost after heartbeat_timeout plus half an interval without a
+// heartbeat: its last one came up to an interval before it went silent, so
+// it is declared lost 0.95 to 1.05 timeouts after it actually went silent,
+// centred on the configured timeout.
 inline constexpr int kHeartbeatsPerTimeout = 10;
+absl::Duration SilenceLimit(absl::Duration heartbeat_timeout);
 
 struct CoordinatorOptions {
   std::string job_id;

@@ -307,6 +307,9 @@ TEST_F(CoordinatorTest, SilentNode_LostAfterHeartbeatTimeout) {
   EXPECT_TRUE(sa->directives.empty());
   clock_.Advance(absl::Seconds(2));  // b silent for 5 s, a for 2 s.
   core_->Tick();
+  EXPECT_TRUE(sa->directives.empty()) << "lost only after timeout + half a heartbeat interval";
+  clock_.Advance(absl::Milliseconds(250));  // b silent for 5.25 s.
+  core_->Tick();
   ASSERT_EQ(sa->directives.size(), 1u);
   EXPECT_THAT(sa->directives[0].job_failed().reason(), HasSubstr("no heartbeat"));
   EXPECT_EQ(sa->directives[0].job_failed().failed_node_id(), "b");

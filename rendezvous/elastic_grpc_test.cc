@@ -292,6 +292,9 @@ TEST_F(ElasticGrpcTest, PeerGoesSilent_LostAtHeartbeatTimeout_ThenFencedWhenItRe
   ASSERT_TRUE(a->Report(v1::ReportRequest::RUNNING).ok());
   ASSERT_TRUE(b->Report(v1::ReportRequest::RUNNING).ok());
   core_->Tick();
+  EXPECT_FALSE(a->HasDirective()) << "lost at timeout + half an interval (5.25 s), not 5 s";
+  clock_.Advance(absl::Milliseconds(250));
+  core_->Tick();
   ExpectRejoin({a, b}, 2, "no heartbeat");
 
   // c thaws: its stream was ended, and everything it says is fenced.
