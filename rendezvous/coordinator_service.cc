@@ -60,7 +60,17 @@ class StreamSink : public DirectiveSink {
   void Detach();
 
  private:
-  void StartNextLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Decides the next stream operation under the lock; Run() performs it
+  // after the lock is released (gRPC may run reactions inline, and they
+  // take the same lock).
+  struct NextOp {
+    WatchReactor* reactor = nullptr;
+    const v1::Directive* write = nullptr;  // StartWrite(write), or
+    bool finish = false;                   // Finish(status).
+    grpc::Status status;
+    void Run();
+  };
+  NextOp NextLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   absl::Mutex mu_;
   WatchReactor* reactor_ ABSL_GUARDED_BY(mu_);
@@ -101,67 +111,103 @@ class WatchReactor : public grpc::ServerWriteReactor<v1::Directive> {
 };
 
 void StreamSink::Send(const v1::Directive& directive, bool last) {
-  absl::MutexLock lock(&mu_);
-  if (reactor_ == nullptr || closing_) return;
-  queue_.push_back(directive);
-  if (last) {
-    closing_ = true;
-    close_status_ = grpc::Status::OK;
+  NextOp op;
+  {
+    absl::MutexLock lock(&mu_);
+    if (reactor_ == nullptr || closing_) return;
+    queue_.push_back(directive);
+    if (last) {
+      closing_ = true;
+      close_status_ = grpc::Status::OK;
+    }
+    op = NextLocked();
   }
-  StartNextLocked();
+  op.Run();
 }
 
 void StreamSink::Close(const absl::Status& status) {
-  absl::MutexLock lock(&mu_);
-  if (reactor_ == nullptr || closing_) return;
-  closing_ = true;
-  close_status_ = ToGrpcStatus(status);
-  StartNextLocked();
+  NextOp op;
+  {
+    absl::MutexLock lock(&mu_);
+    if (reactor_ == nullptr || closing_) return;
+    closing_ = true;
+    close_status_ = ToGrpcStatus(status);
+    op = NextLocked();
+  }
+  op.Run();
 }
 
 void StreamSink::Activate() {
-  absl::MutexLock lock(&mu_);
-  active_ = true;
-  StartNextLocked();
+  NextOp op;
+  {
+    absl::MutexLock lock(&mu_);
+    active_ = true;
+    op = NextLocked();
+  }
+  op.Run();
 }
 
-void StreamSink::StartNextLocked() {
-  if (!active_ || writing_ || finished_ || reactor_ == nullptr) return;
+StreamSink::NextOp StreamSink::NextLocked() {
+  NextOp op;
+  if (!active_ || writing_ || finished_ || reactor_ == nullptr) return op;
+  op.reactor = reactor_;
   if (!queue_.empty()) {
     in_flight_ = std::move(queue_.front());
     queue_.pop_front();
     writing_ = true;
-    reactor_->StartWrite(&in_flight_);
-    return;
-  }
-  if (closing_) {
+    op.write = &in_flight_;
+  } else if (closing_) {
     finished_ = true;
-    reactor_->Finish(close_status_);
+    op.finish = true;
+    op.status = close_status_;
+  } else {
+    op.reactor = nullptr;
+  }
+  return op;
+}
+
+// The reactor outlives the op: OnDone (which deletes it) comes only after
+// Finish, and only this op's owner (writing_/finished_ set under the lock)
+// may issue StartWrite or Finish.
+void StreamSink::NextOp::Run() {
+  if (reactor == nullptr) return;
+  if (write != nullptr) {
+    reactor->StartWrite(write);
+  } else if (finish) {
+    reactor->Finish(status);
   }
 }
 
 void StreamSink::OnWriteDone(bool ok) {
-  absl::MutexLock lock(&mu_);
-  writing_ = false;
-  if (!ok) {
-    // The stream is broken; nothing more can be delivered.
-    queue_.clear();
-    if (!closing_) {
-      closing_ = true;
-      close_status_ = grpc::Status(grpc::StatusCode::UNAVAILABLE, "stream broken");
+  NextOp op;
+  {
+    absl::MutexLock lock(&mu_);
+    writing_ = false;
+    if (!ok) {
+      // The stream is broken; nothing more can be delivered.
+      queue_.clear();
+      if (!closing_) {
+        closing_ = true;
+        close_status_ = grpc::Status(grpc::StatusCode::UNAVAILABLE, "stream broken");
+      }
     }
+    op = NextLocked();
   }
-  StartNextLocked();
+  op.Run();
 }
 
 void StreamSink::OnCancel() {
-  absl::MutexLock lock(&mu_);
-  queue_.clear();
-  if (!closing_) {
-    closing_ = true;
-    close_status_ = grpc::Status::CANCELLED;
+  NextOp op;
+  {
+    absl::MutexLock lock(&mu_);
+    queue_.clear();
+    if (!closing_) {
+      closing_ = true;
+      close_status_ = grpc::Status::CANCELLED;
+    }
+    op = NextLocked();
   }
-  StartNextLocked();
+  op.Run();
 }
 
 void StreamSink::Detach() {
