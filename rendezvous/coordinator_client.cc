@@ -20,7 +20,10 @@ class ReadReactor : public grpc::ClientReadReactor<v1::Directive>, public WatchS
   ReadReactor(std::shared_ptr<v1::Rendezvous::Stub> stub, const v1::WatchRequest& request,
               const std::string& token, CoordinatorClient::OnDirective on_directive,
               CoordinatorClient::OnStreamEnd on_end)
-      : stub_(std::move(stub)), request_(request), on_directive_(std::move(on_directive)), on_end_(std::move(on_end)) {
+      : stub_(std::move(stub)),
+        request_(request),
+        on_directive_(std::move(on_directive)),
+        on_end_(std::move(on_end)) {
     if (!token.empty()) ctx_.AddMetadata(kTokenMetadataKey, token);
     stub_->async()->Watch(&ctx_, &request_, this);
     StartRead(&directive_);
@@ -58,6 +61,10 @@ class ReadReactor : public grpc::ClientReadReactor<v1::Directive>, public WatchS
 
 }  // namespace
 
+// How long Join waits for a connection before starting over with a fresh
+// channel (and a fresh DNS lookup).
+constexpr absl::Duration kRedialPeriod = absl::Seconds(1);
+
 bool IsRetryableJoinError(const absl::Status& status) {
   // UNAVAILABLE: not resolvable / refused / restarting. ABORTED: our own
   // earlier attempt was superseded or the round moved on.
@@ -65,6 +72,10 @@ bool IsRetryableJoinError(const absl::Status& status) {
 }
 
 CoordinatorClient::CoordinatorClient(ClientOptions options) : options_(std::move(options)) {
+  NewChannel();
+}
+
+void CoordinatorClient::NewChannel() {
   grpc::ChannelArguments args;
   // While the coordinator is not up, the channel re-dials every 10-100 ms
   // (gRPC's default backoff grows to two minutes). GRPC_ARG_MIN_RECONNECT_
@@ -84,8 +95,22 @@ CoordinatorClient::CoordinatorClient(ClientOptions options) : options_(std::move
   // One connection per client, even when several share a process (the
   // benchmarks simulate many agents in one process).
   args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
-  channel_ = grpc::CreateCustomChannel(options_.target, grpc::InsecureChannelCredentials(), args);
-  stub_ = v1::Rendezvous::NewStub(channel_);
+  auto channel =
+      grpc::CreateCustomChannel(options_.target, grpc::InsecureChannelCredentials(), args);
+  std::shared_ptr<v1::Rendezvous::Stub> stub = v1::Rendezvous::NewStub(channel);
+  absl::MutexLock lock(&mu_);
+  channel_ = std::move(channel);
+  stub_ = std::move(stub);
+}
+
+std::shared_ptr<grpc::Channel> CoordinatorClient::Channel() {
+  absl::MutexLock lock(&mu_);
+  return channel_;
+}
+
+std::shared_ptr<v1::Rendezvous::Stub> CoordinatorClient::Stub() {
+  absl::MutexLock lock(&mu_);
+  return stub_;
 }
 
 CoordinatorClient::~CoordinatorClient() = default;
@@ -99,25 +124,21 @@ absl::StatusOr<v1::Assignment> CoordinatorClient::Join(const v1::JoinRequest& re
   std::mt19937 rng(std::random_device{}());
   absl::Duration backoff = options_.min_backoff;
   absl::Status last_error;
-  int attempts = 0;
-  // The first attempt fails fast, so that an unreachable coordinator is named
-  // in the log at once; later ones wait for the channel to connect, and go
-  // out the moment the coordinator listens.
-  bool wait_for_ready = false;
-  while (true) {
-    if (absl::Now() >= deadline) break;
+  absl::Time next_log = absl::InfinitePast();
+  while (absl::Now() < deadline) {
+    // Fail fast: a coordinator that is not reachable answers UNAVAILABLE at
+    // once (with why), and a reachable one parks the join until the round
+    // closes, up to the deadline.
     grpc::ClientContext ctx;
     Prepare(&ctx);
     ctx.set_deadline(absl::ToChronoTime(deadline));
-    ctx.set_wait_for_ready(wait_for_ready);
     {
       absl::MutexLock lock(&mu_);
       if (join_cancelled_) return absl::CancelledError("join cancelled");
       join_ctx_ = &ctx;
     }
     v1::JoinResponse response;
-    grpc::Status status = stub_->Join(&ctx, request, &response);
-    ++attempts;
+    grpc::Status status = Stub()->Join(&ctx, request, &response);
     {
       absl::MutexLock lock(&mu_);
       join_ctx_ = nullptr;
@@ -127,16 +148,31 @@ absl::StatusOr<v1::Assignment> CoordinatorClient::Join(const v1::JoinRequest& re
     absl::Status s = FromGrpcStatus(status);
     if (absl::IsDeadlineExceeded(s)) break;
     if (!IsRetryableJoinError(s)) return s;
-    if (!wait_for_ready) {
+    last_error = s;
+    const absl::Time now = absl::Now();
+    if (absl::IsUnavailable(s) && now >= next_log) {
       TLOG(kInfo) << "coordinator " << options_.target << " not reachable yet (" << s.message()
                   << "); waiting for it until " << absl::FormatTime(deadline);
-      wait_for_ready = true;
-      last_error = s;
+      next_log = now + absl::Seconds(30);
+    }
+    // Not connected (the name does not resolve, or nothing listens yet):
+    // wait for the channel to connect, then join at once. UNAVAILABLE over a
+    // live connection came from the coordinator itself (shutting down):
+    // back off like any other "try again".
+    const bool connected = Channel()->GetState(/*try_to_connect=*/false) == GRPC_CHANNEL_READY;
+    if (absl::IsUnavailable(s) && !connected) {
+      if (!Channel()->WaitForConnected(
+              absl::ToChronoTime(std::min(deadline, absl::Now() + kRedialPeriod)))) {
+        // Still not connected: a fresh channel resolves the name again at
+        // once. gRPC's resolver backs off to two minutes between failed DNS
+        // lookups, and pod DNS records often appear late; one new channel a
+        // period cannot pile up connections.
+        NewChannel();
+      }
       continue;
     }
     // The coordinator answered "try again" (restarting, or our round moved
     // on): jittered exponential backoff, cut short by the deadline.
-    last_error = s;
     std::uniform_real_distribution<double> jitter(0.5, 1.0);
     absl::Duration sleep = std::min(backoff * jitter(rng), deadline - absl::Now());
     if (sleep > absl::ZeroDuration()) absl::SleepFor(sleep);
@@ -144,17 +180,17 @@ absl::StatusOr<v1::Assignment> CoordinatorClient::Join(const v1::JoinRequest& re
   }
   // Say why: never connected (with the last connection error), or connected
   // but the round did not close.
-  const grpc_connectivity_state state = channel_->GetState(/*try_to_connect=*/false);
+  const grpc_connectivity_state state = Channel()->GetState(/*try_to_connect=*/false);
   std::string why = state == GRPC_CHANNEL_READY
                         ? "the coordinator answered, but the round did not close (are all "
                           "--nnodes agents running?)"
                         : absl::StrCat("the coordinator never answered; last error: ",
                                        last_error.ok() ? "none (still connecting)"
                                                        : std::string(last_error.message()));
-  return absl::DeadlineExceededError(absl::StrFormat(
-      "no rendezvous with the coordinator at %s before the join timeout: %s. Check "
-      "--coordinator, that node rank 0 runs, and --join-timeout",
-      options_.target, why));
+  return absl::DeadlineExceededError(
+      absl::StrFormat("no rendezvous with the coordinator at %s before the join timeout: %s. Check "
+                      "--coordinator, that node rank 0 runs, and --join-timeout",
+                      options_.target, why));
 }
 
 void CoordinatorClient::CancelJoin() {
@@ -166,8 +202,8 @@ void CoordinatorClient::CancelJoin() {
 std::unique_ptr<WatchStream> CoordinatorClient::Watch(const v1::WatchRequest& request,
                                                       OnDirective on_directive,
                                                       OnStreamEnd on_end) {
-  return std::make_unique<ReadReactor>(stub_, request, options_.token,
-                                       std::move(on_directive), std::move(on_end));
+  return std::make_unique<ReadReactor>(Stub(), request, options_.token, std::move(on_directive),
+                                       std::move(on_end));
 }
 
 absl::Status CoordinatorClient::Report(const v1::ReportRequest& request, absl::Duration timeout) {
@@ -175,7 +211,7 @@ absl::Status CoordinatorClient::Report(const v1::ReportRequest& request, absl::D
   Prepare(&ctx);
   ctx.set_deadline(absl::ToChronoTime(absl::Now() + timeout));
   v1::ReportResponse response;
-  return FromGrpcStatus(stub_->Report(&ctx, request, &response));
+  return FromGrpcStatus(Stub()->Report(&ctx, request, &response));
 }
 
 absl::Status CoordinatorClient::Leave(const v1::LeaveRequest& request, absl::Duration timeout) {
@@ -183,7 +219,7 @@ absl::Status CoordinatorClient::Leave(const v1::LeaveRequest& request, absl::Dur
   Prepare(&ctx);
   ctx.set_deadline(absl::ToChronoTime(absl::Now() + timeout));
   v1::LeaveResponse response;
-  return FromGrpcStatus(stub_->Leave(&ctx, request, &response));
+  return FromGrpcStatus(Stub()->Leave(&ctx, request, &response));
 }
 
 }  // namespace trainlet::rendezvous

@@ -66,12 +66,15 @@ class CoordinatorClient {
 
  private:
   void Prepare(grpc::ClientContext* ctx) const;
+  void NewChannel();
+  std::shared_ptr<grpc::Channel> Channel();
+  std::shared_ptr<v1::Rendezvous::Stub> Stub();
 
   const ClientOptions options_;
-  std::shared_ptr<grpc::Channel> channel_;
-  std::shared_ptr<v1::Rendezvous::Stub> stub_;
 
   absl::Mutex mu_;
+  std::shared_ptr<grpc::Channel> channel_ ABSL_GUARDED_BY(mu_);
+  std::shared_ptr<v1::Rendezvous::Stub> stub_ ABSL_GUARDED_BY(mu_);
   bool join_cancelled_ ABSL_GUARDED_BY(mu_) = false;
   grpc::ClientContext* join_ctx_ ABSL_GUARDED_BY(mu_) = nullptr;
 };
