@@ -284,11 +284,13 @@ int main(int argc, char** argv) {
     } else {
       fprintf(stderr,
               "usage: %s [--agents=1000] [--repeats=3] [--pattern=last|burst|both] [--wave=100] "
-              "[--join-timeout=SECONDS]\n", argv[0]);
+              "[--join-timeout=SECONDS]\n",
+              argv[0]);
       return 64;
     }
   }
-  if (n < 2 || repeats < 1 || wave < 1 || join_timeout_s < 1 || (pattern != "last" && pattern != "burst" && pattern != "both")) {
+  if (n < 2 || repeats < 1 || wave < 1 || join_timeout_s < 1 ||
+      (pattern != "last" && pattern != "burst" && pattern != "both")) {
     fprintf(stderr, "bad arguments\n");
     return 64;
   }
@@ -329,9 +331,10 @@ int main(int argc, char** argv) {
       double worst = maxes.back();
       bool met = worst <= 200.0;
       all_met = all_met && met;
-      printf("%-5s: max(response - last join sent) over %zu runs: median %.1f ms, worst %.1f ms "
-             "-> target <= 200 ms %s\n",
-             p.c_str(), maxes.size(), maxes[maxes.size() / 2], worst, met ? "MET" : "MISSED");
+      printf(
+          "%-5s: max(response - last join sent) over %zu runs: median %.1f ms, worst %.1f ms "
+          "-> target <= 200 ms %s\n",
+          p.c_str(), maxes.size(), maxes[maxes.size() / 2], worst, met ? "MET" : "MISSED");
     }
   }
   printf("process: VmRSS %s, VmHWM %s, threads %s\n", ProcStatus("VmRSS:").c_str(),

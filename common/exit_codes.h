@@ -13,18 +13,18 @@ namespace trainlet {
 
 enum ExitCode : int {
   kExitSuccess = 0,
-  kExitUsage = 64,               // bad flag or env value, unknown flag, no COMMAND.
-  kExitUnavailable = 69,         // coordinator unreachable / join timeout / lost.
-  kExitInternal = 70,            // a trainlet bug; please report.
-  kExitOsError = 71,             // cannot listen (port in use), fork failed, ...
-  kExitPeerFailed = 75,          // a worker on another node failed; ours were stopped.
-  kExitRejected = 77,            // wrong token or job id.
-  kExitConfig = 78,              // inconsistent job: rank hint >= nnodes, duplicate
-                                 // node id or rank, round full, unreadable token file.
-  kExitRestartsExhausted = 79,   // elastic: restart budget spent or too few nodes.
-  kExitNotExecutable = 126,      // COMMAND exists but cannot be executed.
-  kExitNotFound = 127,           // COMMAND not found.
-  kExitSignalBase = 128,         // 128+N: killed by signal N.
+  kExitUsage = 64,              // bad flag or env value, unknown flag, no COMMAND.
+  kExitUnavailable = 69,        // coordinator unreachable / join timeout / lost.
+  kExitInternal = 70,           // a trainlet bug; please report.
+  kExitOsError = 71,            // cannot listen (port in use), fork failed, ...
+  kExitPeerFailed = 75,         // a worker on another node failed; ours were stopped.
+  kExitRejected = 77,           // wrong token or job id.
+  kExitConfig = 78,             // inconsistent job: rank hint >= nnodes, duplicate
+                                // node id or rank, round full, unreadable token file.
+  kExitRestartsExhausted = 79,  // elastic: restart budget spent or too few nodes.
+  kExitNotExecutable = 126,     // COMMAND exists but cannot be executed.
+  kExitNotFound = 127,          // COMMAND not found.
+  kExitSignalBase = 128,        // 128+N: killed by signal N.
 };
 
 // The exit code for a failed rendezvous call, by canonical status code.

@@ -41,11 +41,9 @@ class LogLine {
 }  // namespace trainlet
 
 #define TLOG_ENABLED(level) (::trainlet::LogLevel::level >= ::trainlet::GetLogLevel())
-#define TLOG(level)                \
-  if (!TLOG_ENABLED(level)) {      \
-  } else                           \
-    ::trainlet::internal::LogLine( \
-        ::trainlet::LogLevel::level) \
-        .stream()
+#define TLOG(level)           \
+  if (!TLOG_ENABLED(level)) { \
+  } else                      \
+    ::trainlet::internal::LogLine(::trainlet::LogLevel::level).stream()
 
 #endif  // TRAINLET_COMMON_LOGGING_H_

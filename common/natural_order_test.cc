@@ -11,7 +11,8 @@ namespace trainlet {
 namespace {
 
 TEST(NaturalLess, DigitRunsCompareAsNumbers) {
-  std::vector<std::string> names = {"job-node-0-10", "job-node-0-2", "job-node-0-1", "job-node-0-0"};
+  std::vector<std::string> names = {"job-node-0-10", "job-node-0-2", "job-node-0-1",
+                                    "job-node-0-0"};
   std::sort(names.begin(), names.end(), NaturalLess);
   EXPECT_THAT(names, ::testing::ElementsAre("job-node-0-0", "job-node-0-1", "job-node-0-2",
                                             "job-node-0-10"));

@@ -25,9 +25,8 @@ std::string Who(const v1::Member& m) {
 absl::Status CheckIdentity(const v1::Member& m) {
   if (m.node_id().empty()) return absl::InvalidArgumentError("member.node_id: must not be empty");
   if (m.node_id().size() > kMaxNodeIdLength) {
-    return absl::InvalidArgumentError(
-        absl::StrFormat("member.node_id: at most %d bytes, got %d", kMaxNodeIdLength,
-                        m.node_id().size()));
+    return absl::InvalidArgumentError(absl::StrFormat("member.node_id: at most %d bytes, got %d",
+                                                      kMaxNodeIdLength, m.node_id().size()));
   }
   for (char c : m.node_id()) {
     if (static_cast<unsigned char>(c) <= 0x20 || static_cast<unsigned char>(c) >= 0x7f) {
@@ -92,8 +91,8 @@ absl::Status Coordinator::ValidateJoinLocked(const v1::JoinRequest& r) const {
         options_.job_id, r.job_id()));
   }
   if (r.local_world_size() < 1 || r.local_world_size() > kMaxLocalWorldSize) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "local_world_size: expected 1..%d, got %d", kMaxLocalWorldSize, r.local_world_size()));
+    return absl::InvalidArgumentError(absl::StrFormat("local_world_size: expected 1..%d, got %d",
+                                                      kMaxLocalWorldSize, r.local_world_size()));
   }
   if (r.master_port() < 1 || r.master_port() > 65535) {
     return absl::InvalidArgumentError(
@@ -107,11 +106,10 @@ absl::Status Coordinator::ValidateJoinLocked(const v1::JoinRequest& r) const {
         absl::StrFormat("rank_hint: expected -1 (none) or >= 0, got %d", r.rank_hint()));
   }
   if (!elastic_ && r.rank_hint() >= options_.max_nodes) {
-    return absl::InvalidArgumentError(
-        absl::StrFormat("rank_hint %d of node %s is out of range: the job has %d nodes "
-                        "(ranks 0..%d); check --node-rank / JOB_COMPLETION_INDEX and --nnodes",
-                        r.rank_hint(), r.member().node_id(), options_.max_nodes,
-                        options_.max_nodes - 1));
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "rank_hint %d of node %s is out of range: the job has %d nodes "
+        "(ranks 0..%d); check --node-rank / JOB_COMPLETION_INDEX and --nnodes",
+        r.rank_hint(), r.member().node_id(), options_.max_nodes, options_.max_nodes - 1));
   }
   return absl::OkStatus();
 }
@@ -199,9 +197,9 @@ uint64_t Coordinator::Join(const v1::JoinRequest& request, absl::string_view pee
     }
     if (error.ok() && done) {
       if (GatheringCountLocked() >= options_.max_nodes) {
-        error = absl::ResourceExhaustedError(absl::StrFormat(
-            "the round is full: %d of %d nodes already joined; check --nnodes",
-            GatheringCountLocked(), options_.max_nodes));
+        error = absl::ResourceExhaustedError(
+            absl::StrFormat("the round is full: %d of %d nodes already joined; check --nnodes",
+                            GatheringCountLocked(), options_.max_nodes));
       }
     }
     if (error.ok() && done && !elastic_ && request.rank_hint() >= 0) {
@@ -292,7 +290,8 @@ void Coordinator::CloseRoundLocked(Actions* actions) {
     }
     joined.push_back(&m);
     last_round = std::max<uint64_t>(last_round, m.join.last_round());
-    if (m.join.last_round() > 0) carried_restarts = std::max(carried_restarts, m.join.restart_count());
+    if (m.join.last_round() > 0)
+      carried_restarts = std::max(carried_restarts, m.join.restart_count());
     auto prev = previous_rank_.find(id);
     candidates.push_back(
         {id, m.join.rank_hint(), prev == previous_rank_.end() ? -1 : prev->second});
@@ -377,11 +376,11 @@ absl::StatusOr<Coordinator::Member*> Coordinator::FindMemberLocked(const v1::Mem
         absl::StrCat("node ", who.node_id(), " is not a member of this job; join first"));
   }
   if (it->second.join.member().incarnation() != who.incarnation()) {
-    return WithReason(absl::FailedPreconditionError(absl::StrFormat(
-                          "incarnation %016x of node %s is fenced: incarnation %016x replaced it",
-                          who.incarnation(), who.node_id(),
-                          it->second.join.member().incarnation())),
-                      v1::ErrorInfo::FENCED);
+    return WithReason(
+        absl::FailedPreconditionError(absl::StrFormat(
+            "incarnation %016x of node %s is fenced: incarnation %016x replaced it",
+            who.incarnation(), who.node_id(), it->second.join.member().incarnation())),
+        v1::ErrorInfo::FENCED);
   }
   return &it->second;
 }
@@ -429,9 +428,9 @@ absl::StatusOr<uint64_t> Coordinator::Watch(const v1::WatchRequest& request,
     const bool terminal = phase_ == Phase::kSucceeded || phase_ == Phase::kFailed;
     if (!terminal) {
       if (request.round() != round_ || !member.in_round || phase_ != Phase::kRunning) {
-        return absl::AbortedError(absl::StrFormat(
-            "round %d is not current (current round %d, %s); re-join", request.round(), round_,
-            PhaseName(phase_)));
+        return absl::AbortedError(
+            absl::StrFormat("round %d is not current (current round %d, %s); re-join",
+                            request.round(), round_, PhaseName(phase_)));
       }
     }
     id = next_id_++;
@@ -466,8 +465,7 @@ void Coordinator::WatchClosed(uint64_t watch_id) {
       if (m.watch_id != watch_id || watch_id == 0) continue;
       m.sink = nullptr;
       m.watch_id = 0;
-      if (phase_ == Phase::kRunning && m.in_round &&
-          m.state != v1::ReportRequest::SUCCEEDED) {
+      if (phase_ == Phase::kRunning && m.in_round && m.state != v1::ReportRequest::SUCCEEDED) {
         std::string node = id;  // `id` dies with the erase below.
         HandleFailureLocked(node, "its agent disconnected (watch stream closed)", 0, true,
                             &actions);
@@ -533,8 +531,8 @@ absl::Status Coordinator::Leave(const v1::LeaveRequest& request) {
     absl::StatusOr<Member*> m = FindMemberLocked(request.member(), request.job_id());
     if (!m.ok()) return m.status();
     std::string node = request.member().node_id();
-    std::string reason = absl::StrCat("node ", node, " left: ",
-                                      request.reason().substr(0, kMaxMessageLength));
+    std::string reason =
+        absl::StrCat("node ", node, " left: ", request.reason().substr(0, kMaxMessageLength));
     Member& member = **m;
     if (member.ticket != 0) {
       actions.push_back([d = std::move(member.done)] {
@@ -563,25 +561,25 @@ void Coordinator::HandleFailureLocked(const std::string& node_id, const std::str
       fenced_[node_id] = {it->second.join.member().incarnation(),
                           absl::StrCat("round ", round_, ": ", reason)};
       if (it->second.sink) {
-        it->second.sink->Close(WithReason(
-            absl::AbortedError(absl::StrCat("removed from the job: ", reason,
-                                            "; this incarnation is fenced")),
-            v1::ErrorInfo::FENCED));
+        it->second.sink->Close(
+            WithReason(absl::AbortedError(absl::StrCat("removed from the job: ", reason,
+                                                       "; this incarnation is fenced")),
+                       v1::ErrorInfo::FENCED));
       }
       members_.erase(it);
     }
   }
   if (failures_ < options_.max_restarts) {
     ++failures_;
-    ReopenLocked(absl::StrFormat("%s (restart %d of %d)", reason, failures_,
-                                 options_.max_restarts),
+    ReopenLocked(absl::StrFormat("%s (restart %d of %d)", reason, failures_, options_.max_restarts),
                  actions);
     return;
   }
   const bool exhausted = options_.max_restarts > 0;
-  FailJobLocked(exhausted ? absl::StrFormat("restart budget exhausted (%d restarts); last failure: %s",
-                                            options_.max_restarts, reason)
-                          : reason,
+  FailJobLocked(exhausted
+                    ? absl::StrFormat("restart budget exhausted (%d restarts); last failure: %s",
+                                      options_.max_restarts, reason)
+                    : reason,
                 node_id, exit_code, exhausted, actions);
 }
 
@@ -669,11 +667,11 @@ void Coordinator::Tick() {
         }
       }
       if (!silent.empty()) {
-        HandleFailureLocked(silent,
-                            absl::StrCat("no heartbeat for ",
-                                         absl::FormatDuration(options_.heartbeat_timeout),
-                                         " (--heartbeat-timeout)"),
-                            0, true, &actions);
+        HandleFailureLocked(
+            silent,
+            absl::StrCat("no heartbeat for ", absl::FormatDuration(options_.heartbeat_timeout),
+                         " (--heartbeat-timeout)"),
+            0, true, &actions);
       }
     }
   }

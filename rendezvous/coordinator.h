@@ -139,12 +139,12 @@ class Coordinator {
 
   struct Snapshot {
     Phase phase = Phase::kGathering;
-    uint64_t round = 0;       // last closed round (0 before the first).
-    int gathering = 0;        // joiners waiting for the next round.
-    int members = 0;          // members of the current round.
-    int watching = 0;         // members with an open directive stream.
+    uint64_t round = 0;  // last closed round (0 before the first).
+    int gathering = 0;   // joiners waiting for the next round.
+    int members = 0;     // members of the current round.
+    int watching = 0;    // members with an open directive stream.
     int restart_count = 0;
-    std::string verdict;      // why the job failed, when it did.
+    std::string verdict;              // why the job failed, when it did.
     bool restarts_exhausted = false;  // it failed for lack of restarts or nodes.
   };
   Snapshot GetSnapshot() const;
@@ -184,18 +184,14 @@ class Coordinator {
   void CloseRoundLocked(Actions* actions) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // A failure while running: reopen if restarts are left, else fail the job.
   void HandleFailureLocked(const std::string& node_id, const std::string& reason, int exit_code,
-                           bool remove_node, Actions* actions)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void ReopenLocked(const std::string& reason, Actions* actions)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+                           bool remove_node, Actions* actions) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void ReopenLocked(const std::string& reason, Actions* actions) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void FailJobLocked(const std::string& reason, const std::string& node_id, int exit_code,
-                     bool restarts_exhausted, Actions* actions)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+                     bool restarts_exhausted, Actions* actions) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void FinishJobLocked(Actions* actions) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   v1::Directive NewDirectiveLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // FAILED_PRECONDITION when (node, incarnation) was declared lost.
-  absl::Status CheckNotFencedLocked(const v1::Member& who) const
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::Status CheckNotFencedLocked(const v1::Member& who) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // FAILED_PRECONDITION with reason JOB_SUCCEEDED / JOB_FAILED /
   // RESTARTS_EXHAUSTED (error_reason.h).
   absl::Status JobOverErrorLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

@@ -12,12 +12,12 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "gmock/gmock.h"
+#include "grpc/health/v1/health.grpc.pb.h"
 #include "gtest/gtest.h"
 #include "rendezvous/coordinator.h"
 #include "rendezvous/coordinator_client.h"
 #include "rendezvous/coordinator_service.h"
 #include "rendezvous/grpc_server.h"
-#include "grpc/health/v1/health.grpc.pb.h"
 
 namespace trainlet::rendezvous {
 namespace {

@@ -33,8 +33,7 @@ class CoordinatorService final : public v1::Rendezvous::CallbackService {
   grpc::ServerUnaryReactor* Report(grpc::CallbackServerContext* ctx,
                                    const v1::ReportRequest* request,
                                    v1::ReportResponse* response) override;
-  grpc::ServerUnaryReactor* Leave(grpc::CallbackServerContext* ctx,
-                                  const v1::LeaveRequest* request,
+  grpc::ServerUnaryReactor* Leave(grpc::CallbackServerContext* ctx, const v1::LeaveRequest* request,
                                   v1::LeaveResponse* response) override;
 
  private:

@@ -56,8 +56,7 @@ class CoordinatorTest : public ::testing::Test {
     core_ = std::make_unique<Coordinator>(o);
   }
 
-  static v1::JoinRequest Req(const std::string& node, uint64_t inc, int hint = -1,
-                             int lws = 2) {
+  static v1::JoinRequest Req(const std::string& node, uint64_t inc, int hint = -1, int lws = 2) {
     v1::JoinRequest r;
     r.mutable_member()->set_node_id(node);
     r.mutable_member()->set_incarnation(inc);

@@ -22,9 +22,9 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "rendezvous/coordinator.h"
-#include "rendezvous/error_reason.h"
 #include "rendezvous/coordinator_client.h"
 #include "rendezvous/coordinator_service.h"
+#include "rendezvous/error_reason.h"
 #include "rendezvous/grpc_server.h"
 
 namespace trainlet::rendezvous {
@@ -554,7 +554,8 @@ TEST_F(ElasticGrpcTest, ThousandAgents_NewRoundAfterLosingOne) {
   for (int i = 0; i < kChannels; ++i) {
     grpc::ChannelArguments args;
     args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
-    channels.push_back(grpc::CreateCustomChannel(target_, grpc::InsecureChannelCredentials(), args));
+    channels.push_back(
+        grpc::CreateCustomChannel(target_, grpc::InsecureChannelCredentials(), args));
     stubs.push_back(v1::Rendezvous::NewStub(channels.back()));
     clients.push_back(std::make_unique<CoordinatorClient>(ClientOptions{target_, kToken}));
   }
@@ -597,8 +598,9 @@ TEST_F(ElasticGrpcTest, ThousandAgents_NewRoundAfterLosingOne) {
   }
   {
     absl::MutexLock l(&mu);
-    ASSERT_TRUE(mu.AwaitWithTimeout(
-        absl::Condition(+[](int* n) { return *n == kAgents; }, &joined), absl::Seconds(60)))
+    ASSERT_TRUE(mu.AwaitWithTimeout(absl::Condition(
+                                        +[](int* n) { return *n == kAgents; }, &joined),
+                                    absl::Seconds(60)))
         << joined << " joined, " << failed << " failed";
     joined = 0;
   }
@@ -618,17 +620,16 @@ TEST_F(ElasticGrpcTest, ThousandAgents_NewRoundAfterLosingOne) {
         },
         [](const absl::Status&) {});
   }
-  ASSERT_TRUE(WaitFor([&] { return core_->GetSnapshot().watching == kAgents; },
-                      absl::Seconds(30)));
+  ASSERT_TRUE(WaitFor([&] { return core_->GetSnapshot().watching == kAgents; }, absl::Seconds(30)));
 
   const absl::Time lost_at = absl::Now();
   agents[kAgents / 2].stream.reset();  // one member vanishes.
   {
     absl::MutexLock l(&mu);
-    ASSERT_TRUE(mu.AwaitWithTimeout(
-        absl::Condition(+[](int* n) { return *n == kAgents - 1; }, &joined), absl::Seconds(30)))
-        << joined << " re-joined, " << rejoins.load() << " rejoins sent, " << failed
-        << " failed";
+    ASSERT_TRUE(mu.AwaitWithTimeout(absl::Condition(
+                                        +[](int* n) { return *n == kAgents - 1; }, &joined),
+                                    absl::Seconds(30)))
+        << joined << " re-joined, " << rejoins.load() << " rejoins sent, " << failed << " failed";
   }
   const absl::Duration took = absl::Now() - lost_at;
   std::cout << "[ measure  ] 1000 agents: new round after losing one in "

@@ -34,19 +34,17 @@ absl::StatusOr<std::unique_ptr<GrpcServer>> GrpcServer::Start(
   for (int p : server->ports_) bound = bound && p > 0;
   if (!bound) {
     if (server->server_) server->server_->Shutdown();
-    return absl::UnavailableError(absl::StrCat(
-        "cannot listen on ", absl::StrJoin(listen, ", "),
-        ": the port is in use or the address is not local; pick another port (e.g. "
-        "--coordinator=HOST:PORT or --health-port) or stop the process holding it"));
+    return absl::UnavailableError(
+        absl::StrCat("cannot listen on ", absl::StrJoin(listen, ", "),
+                     ": the port is in use or the address is not local; pick another port (e.g. "
+                     "--coordinator=HOST:PORT or --health-port) or stop the process holding it"));
   }
   return server;
 }
 
 GrpcServer::~GrpcServer() { Shutdown(absl::ZeroDuration()); }
 
-void GrpcServer::SetServing(bool serving) {
-  health_->SetServing(serving);
-}
+void GrpcServer::SetServing(bool serving) { health_->SetServing(serving); }
 
 void GrpcServer::Shutdown(absl::Duration grace) {
   if (shut_down_ || !server_) return;

@@ -24,8 +24,8 @@ class GrpcServer {
  public:
   // Listens on every "host:port" in `listen` (port 0 = any free port).
   // Fails with an error naming the address when a port is taken.
-  static absl::StatusOr<std::unique_ptr<GrpcServer>> Start(const std::vector<std::string>& listen,
-                                                           const std::vector<grpc::Service*>& services);
+  static absl::StatusOr<std::unique_ptr<GrpcServer>> Start(
+      const std::vector<std::string>& listen, const std::vector<grpc::Service*>& services);
   ~GrpcServer();
 
   // The port actually bound for listen[i].

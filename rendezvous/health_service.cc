@@ -2,9 +2,9 @@
 
 namespace trainlet::rendezvous {
 
-grpc::ServerUnaryReactor* HealthService::Check(
-    grpc::CallbackServerContext* ctx, const grpc::health::v1::HealthCheckRequest* request,
-    grpc::health::v1::HealthCheckResponse* response) {
+grpc::ServerUnaryReactor* HealthService::Check(grpc::CallbackServerContext* ctx,
+                                               const grpc::health::v1::HealthCheckRequest* request,
+                                               grpc::health::v1::HealthCheckResponse* response) {
   grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
   // "" is the whole agent; "trainlet.v1.Agent" is an alias some probes name.
   if (!request->service().empty() && request->service() != "trainlet.v1.Agent") {
