@@ -16,6 +16,7 @@
 #include "absl/synchronization/mutex.h"
 #include "agent/coordinator_options.h"
 #include "agent/options.h"
+#include "agent/verdict.h"
 #include "agent/worker_env.h"
 #include "common/exit_codes.h"
 #include "common/logging.h"
@@ -57,26 +58,6 @@ struct Inbox {
   // fenced (it was declared lost while frozen): the job went on without us.
   std::optional<absl::Status> fenced ABSL_GUARDED_BY(mu);
 };
-
-bool IsFenced(const absl::Status& s) { return rendezvous::ReasonOf(s) == v1::ErrorInfo::FENCED; }
-
-// The exit code for a join the coordinator refused. A refusal because the
-// job is over or this incarnation is fenced is a verdict, not a config error.
-int ExitCodeForJoinError(const absl::Status& s) {
-  switch (rendezvous::ReasonOf(s)) {
-    case v1::ErrorInfo::FENCED:
-      // This pod should be restarted (a new incarnation may scale the job
-      // back up), so not a never-retry code.
-      return kExitUnavailable;
-    case v1::ErrorInfo::JOB_FAILED:
-      return kExitPeerFailed;
-    case v1::ErrorInfo::RESTARTS_EXHAUSTED:
-      return kExitRestartsExhausted;
-    default:
-      break;
-  }
-  return ExitCodeForRendezvousError(s);
-}
 
 // How a round ended for this agent.
 struct RoundOutcome {
@@ -439,12 +420,7 @@ RoundOutcome AgentRun::RunRound(const v1::Assignment& a) {
       }
       if (d.has_job_failed()) {
         const auto& f = d.job_failed();
-        // Restarts exhausted ends the job with the same code on every node,
-        // the one whose worker failed included (its log has the worker's code).
-        int code = f.restarts_exhausted()     ? kExitRestartsExhausted
-                   : local_failure != 0       ? local_failure
-                   : terminating_signal_ != 0 ? kExitSignalBase + terminating_signal_
-                                              : kExitPeerFailed;
+        int code = ExitCodeForJobFailed(f, local_failure, terminating_signal_);
         TLOG(kError) << "job failed: " << f.reason() << "; exiting with " << code;
         return finish_round({false, code});
       }

@@ -1,0 +1,36 @@
+#include "agent/verdict.h"
+
+#include "common/exit_codes.h"
+#include "rendezvous/error_reason.h"
+
+namespace trainlet::agent {
+
+namespace v1 = ::trainlet::v1;
+
+bool IsFenced(const absl::Status& status) {
+  return rendezvous::ReasonOf(status) == v1::ErrorInfo::FENCED;
+}
+
+int ExitCodeForJoinError(const absl::Status& status) {
+  switch (rendezvous::ReasonOf(status)) {
+    case v1::ErrorInfo::FENCED:
+      // This pod should be restarted (a new incarnation may scale the job
+      // back up), so not a never-retry code.
+      return kExitUnavailable;
+    case v1::ErrorInfo::JOB_FAILED:
+      return kExitPeerFailed;
+    case v1::ErrorInfo::RESTARTS_EXHAUSTED:
+      return kExitRestartsExhausted;
+    default:
+      return ExitCodeForRendezvousError(status);
+  }
+}
+
+int ExitCodeForJobFailed(const v1::JobFailed& failed, int local_failure, int terminating_signal) {
+  if (failed.restarts_exhausted()) return kExitRestartsExhausted;
+  if (local_failure != 0) return local_failure;
+  if (terminating_signal != 0) return kExitSignalBase + terminating_signal;
+  return kExitPeerFailed;
+}
+
+}  // namespace trainlet::agent

@@ -1,0 +1,45 @@
+#include "agent/verdict.h"
+
+#include <signal.h>
+
+#include "common/exit_codes.h"
+#include "gtest/gtest.h"
+#include "rendezvous/error_reason.h"
+
+namespace trainlet::agent {
+namespace {
+
+namespace v1 = ::trainlet::v1;
+using rendezvous::WithReason;
+
+TEST(ExitCodeForJoinError, VerdictsAreNotConfigErrors) {
+  absl::Status pre = absl::FailedPreconditionError("x");
+  EXPECT_EQ(ExitCodeForJoinError(WithReason(pre, v1::ErrorInfo::FENCED)), kExitUnavailable);
+  EXPECT_EQ(ExitCodeForJoinError(WithReason(pre, v1::ErrorInfo::JOB_FAILED)), kExitPeerFailed);
+  EXPECT_EQ(ExitCodeForJoinError(WithReason(pre, v1::ErrorInfo::RESTARTS_EXHAUSTED)),
+            kExitRestartsExhausted);
+  // Without a reason: the generic mapping.
+  EXPECT_EQ(ExitCodeForJoinError(pre), kExitConfig);
+  EXPECT_EQ(ExitCodeForJoinError(absl::UnauthenticatedError("token")), kExitRejected);
+  EXPECT_EQ(ExitCodeForJoinError(absl::AlreadyExistsError("dup")), kExitConfig);
+  EXPECT_EQ(ExitCodeForJoinError(absl::DeadlineExceededError("timeout")), kExitUnavailable);
+}
+
+TEST(IsFenced, OnlyByReason) {
+  EXPECT_TRUE(IsFenced(WithReason(absl::AbortedError("removed"), v1::ErrorInfo::FENCED)));
+  EXPECT_FALSE(IsFenced(absl::FailedPreconditionError("incarnation 1 is fenced")));
+}
+
+TEST(ExitCodeForJobFailed, FollowsTheContract) {
+  v1::JobFailed failed;
+  EXPECT_EQ(ExitCodeForJobFailed(failed, 0, 0), kExitPeerFailed);
+  EXPECT_EQ(ExitCodeForJobFailed(failed, 3, 0), 3) << "our worker's own code";
+  EXPECT_EQ(ExitCodeForJobFailed(failed, 0, SIGTERM), 128 + SIGTERM);
+  EXPECT_EQ(ExitCodeForJobFailed(failed, 3, SIGTERM), 3);
+  failed.set_restarts_exhausted(true);
+  EXPECT_EQ(ExitCodeForJobFailed(failed, 3, 0), kExitRestartsExhausted)
+      << "the same code on every node, the failing one included";
+}
+
+}  // namespace
+}  // namespace trainlet::agent
