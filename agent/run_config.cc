@@ -140,6 +140,9 @@ const std::vector<OptionSpec>& RunOptionTable() {
          "address its join came from."},
         {"health-port", OptionKind::kInt, "PORT", "29401",
          "gRPC health port (grpc.health.v1, for kubelet probes); 0 disables it."},
+        {"host-coordinator", OptionKind::kString, "auto|yes|no", "auto",
+         "Whether this agent runs the coordinator: auto = when its node rank hint is 0; no = "
+         "always join the one at --coordinator (a standalone `trainlet coordinator`)."},
         {"prefix-output", OptionKind::kBool, "", "false",
          "Prefix each line of worker output with the worker's rank."},
     };
@@ -227,7 +230,15 @@ absl::StatusOr<RunConfig> ParseRunConfig(const std::vector<std::string>& args,
         rank_value.has_value() ? rank_value->origin : "--node-rank", c.node_rank_hint,
         NnodesToString(c.nnodes), OriginPhrase(nnodes_value)));
   }
-  c.host_coordinator = c.node_rank_hint == 0;
+  const OptionValue host_value = ValueOrDefault(parsed, table, "host-coordinator");
+  if (host_value.text == "auto") {
+    c.host_coordinator = c.node_rank_hint == 0;
+  } else if (host_value.text == "yes" || host_value.text == "no") {
+    c.host_coordinator = host_value.text == "yes";
+  } else {
+    return absl::InvalidArgumentError(absl::StrCat(
+        host_value.origin, ": expected auto, yes or no, got \"", host_value.text, "\""));
+  }
 
   // Job id.
   OptionValue job_value =

@@ -46,11 +46,11 @@ struct RunConfig {
   int node_rank_hint = -1;       // --node-rank; -1 = none (the coordinator picks).
   std::string coordinator_host;  // --coordinator HOST[:PORT]; unbracketed IPv6.
   int coordinator_port = kDefaultCoordinatorPort;
-  bool host_coordinator = false;                    // node_rank_hint == 0: this agent starts it.
-  std::string job_id;                               // --job-id
-  std::string token_file;                           // --token-file; empty = no authentication.
-  std::string token;                                // its content minus trailing whitespace.
-  int master_port = 29500;                          // --master-port
+  bool host_coordinator = false;  // --host-coordinator; auto: node_rank_hint == 0.
+  std::string job_id;             // --job-id
+  std::string token_file;         // --token-file; empty = no authentication.
+  std::string token;              // its content minus trailing whitespace.
+  int master_port = 29500;        // --master-port
   absl::Duration grace_period = absl::Seconds(30);  // --grace-period
   absl::Duration join_timeout = absl::Minutes(10);  // --join-timeout
   std::string node_id;                              // --node-id, default hostname.

@@ -548,3 +548,31 @@ TEST(ParseRunConfig, UnreadableTokenFile) {
 
 }  // namespace
 }  // namespace trainlet::agent
+
+namespace trainlet::agent {
+namespace {
+
+TEST(ParseRunConfig, HostCoordinator_AutoFollowsRankHint_NoJoinsTheStandaloneOne) {
+  std::map<std::string, std::string> env;
+  SystemInfo sys;
+  sys.hostname = "pod-0";
+  sys.cpu_count = 2;
+  auto host = ParseRunConfig({"--nnodes=2", "--node-rank=0", "--", "true"}, env, sys);
+  ASSERT_TRUE(host.ok()) << host.status();
+  EXPECT_TRUE(host->host_coordinator);
+  auto join = ParseRunConfig({"--nnodes=2", "--node-rank=0", "--coordinator=coord:29400",
+                              "--host-coordinator=no", "--", "true"},
+                             env, sys);
+  ASSERT_TRUE(join.ok()) << join.status();
+  EXPECT_FALSE(join->host_coordinator);
+  EXPECT_EQ(join->node_rank_hint, 0);
+  env["TRAINLET_HOST_COORDINATOR"] = "maybe";
+  auto bad = ParseRunConfig({"--nnodes=2", "--node-rank=0", "--", "true"}, env, sys);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(bad.status().message().find("TRAINLET_HOST_COORDINATOR"), std::string::npos)
+      << bad.status();
+}
+
+}  // namespace
+}  // namespace trainlet::agent

@@ -45,6 +45,24 @@ class StandaloneCoordinatorTest(E2ETestCase):
         self.assertEqual(coord.wait(15), harness.EXIT_PEER_FAILED, coord.describe())
         self.assert_no_leftovers()
 
+    def test_rank0_hint_with_host_coordinator_no_joins_the_standalone_one(self):
+        # In Kubernetes the pod with JOB_COMPLETION_INDEX=0 has rank hint 0 and
+        # would host a coordinator; --host-coordinator=no makes it join ours.
+        coord = self.start_coordinator(2)
+        master_port = harness.free_port()
+        agents = [self.start_agent(["--nnodes=2", "--node-rank=%d" % i, "--node-id=h%d" % i,
+                                    "--host-coordinator=no",
+                                    "--coordinator=127.0.0.1:%d" % self.port,
+                                    "--master-port=%d" % master_port, "--health-port=0",
+                                    "--nproc-per-node=1", "--job-id=%s" % self.job,
+                                    "--join-timeout=30s"],
+                                   ["sh", "-c", 'echo "rank=$RANK"'], name="agent%d" % i)
+                  for i in range(2)]
+        self.assert_codes(agents, [0, 0], 30)
+        self.assertEqual(coord.wait(15), 0, coord.describe())
+        self.assertEqual([a.stdout.strip() for a in agents], ["rank=0", "rank=1"])
+        self.assertNotIn("listening", agents[0].stderr, agents[0].describe())
+
     def test_sigterm_while_gathering_exits_143(self):
         coord = self.start_coordinator(2)
         harness.poll_until(lambda: "listening" in coord.stderr, 10,
