@@ -19,12 +19,13 @@ Usage (repository root, after building build-bench/trainlet):
 
 import argparse
 import os
-import signal
 import socket
 import subprocess
 import sys
 import tempfile
 import time
+
+import benchlib
 
 FIELDS = ['VmRSS', 'RssAnon', 'RssFile', 'RssShmem', 'VmHWM', 'Threads']
 
@@ -81,12 +82,7 @@ def measure(system, args):
         time.sleep(min(1.0, args.sleep / 2))  # workers are running; agents settled
         return [read_status(p.pid) for p in procs]
     finally:
-        for p in procs:
-            try:
-                os.killpg(p.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-            p.wait()
+        benchlib.kill_groups(procs)
 
 
 def main():

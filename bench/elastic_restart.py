@@ -63,6 +63,8 @@ import sys
 import tempfile
 import time
 
+import benchlib
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 WORKER = os.path.join(ROOT, "e2e", "workers", "elastic_worker.py")
 PY = "/usr/bin/python3"
@@ -102,14 +104,7 @@ class Job:
                                                start_new_session=True))
 
     def starts(self, restart):
-        out = []
-        for p in glob.glob(os.path.join(self.dir, "starts", "r%d-rank*.json" % restart)):
-            try:
-                with open(p) as f:
-                    out.append(json.load(f))
-            except (OSError, ValueError):
-                pass
-        return out
+        return records(self.dir, "starts", "r%d-rank*.json" % restart)
 
     def close(self):
         open(os.path.join(self.dir, "release"), "w").close()
@@ -185,9 +180,10 @@ TORCHRUN_TUNED = ["--monitor_interval=0.1",
                   "--rdzv_conf=join_timeout=60,last_call_timeout=1,close_timeout=1"]
 
 
-def records(d, kind):
+def records(d, kind, pattern="*.json"):
+    """The JSON records workers wrote under d/kind (half-written ones skipped)."""
     out = []
-    for p in glob.glob(os.path.join(d, kind, "*.json")):
+    for p in glob.glob(os.path.join(d, kind, pattern)):
         try:
             with open(p) as f:
                 out.append(json.load(f))
@@ -246,12 +242,7 @@ def measure_torchrun(n, tuned, keep_logs=None):
         raise
     finally:
         open(os.path.join(d, "release"), "w").close()
-        for p in procs:
-            try:
-                os.killpg(p.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-            p.wait()
+        benchlib.kill_groups(procs)
         shutil.rmtree(d, ignore_errors=True)
 
 
