@@ -15,7 +15,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
-#include "trainlet/v1/rendezvous.grpc.pb.h"
+#include "trainlet/v1/rendezvous_service.grpc.pb.h"
 
 namespace trainlet::rendezvous {
 

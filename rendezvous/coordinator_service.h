@@ -11,7 +11,7 @@
 #include <string>
 
 #include "rendezvous/coordinator.h"
-#include "trainlet/v1/rendezvous.grpc.pb.h"
+#include "trainlet/v1/rendezvous_service.grpc.pb.h"
 
 namespace trainlet::rendezvous {
 
