@@ -441,7 +441,7 @@ RoundOutcome AgentRun::RunRound(const v1::Assignment& a) {
         TLOG(kWarning) << "lost the coordinator after our workers succeeded ("
                        << stream_end->message() << "); exiting 0";
         return finish_round({false, kExitSuccess});
-      } else if (config_.max_restarts > 0 && terminating_signal_ == 0) {
+      } else if (config_.policy.max_restarts > 0 && terminating_signal_ == 0) {
         // The coordinator is gone (node 0's pod restarts) or dropped our
         // stream: re-join with our last round; a restarted coordinator
         // rebuilds the job from the re-joins. A local failure we could not

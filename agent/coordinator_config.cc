@@ -72,23 +72,9 @@ absl::StatusOr<CoordinatorConfig> ParseCoordinatorConfig(
     c.token_file = token_file->text;
     c.token = *std::move(token);
   }
-  if (const OptionValue* restarts_value = parsed.Find("max-restarts")) {
-    absl::StatusOr<int> restarts = ParseIntValue(*restarts_value, 0, 1000000);
-    if (!restarts.ok()) return restarts.status();
-    c.max_restarts = *restarts;
-  } else {
-    c.max_restarts = c.nnodes.elastic() ? 3 : 0;
-  }
-  if (absl::Status s = ParseDurationOptions(
-          parsed, table,
-          {
-              {"last-call", absl::ZeroDuration(), &c.last_call},
-              {"heartbeat-timeout", absl::Milliseconds(1), &c.heartbeat_timeout},
-              {"min-nodes-timeout", absl::ZeroDuration(), &c.min_nodes_timeout},
-          });
-      !s.ok()) {
-    return s;
-  }
+  absl::StatusOr<RoundPolicy> policy = ParseRoundPolicy(parsed, table, c.nnodes, std::nullopt);
+  if (!policy.ok()) return policy.status();
+  c.policy = *policy;
   absl::StatusOr<LogLevel> level = ParseLogLevelValue(ValueOrDefault(parsed, table, "log-level"));
   if (!level.ok()) return level.status();
   c.log_level = *level;

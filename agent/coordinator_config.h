@@ -30,11 +30,8 @@ struct CoordinatorConfig {
   std::string job_id = "trainlet";    // --job-id
   std::string token_file;             // --token-file; empty = no authentication.
   std::string token;
-  int max_restarts = 0;                                // --max-restarts; default 0, 3 when elastic.
-  absl::Duration last_call = absl::Milliseconds(500);  // --last-call
-  absl::Duration heartbeat_timeout = absl::Seconds(5);  // --heartbeat-timeout
-  absl::Duration min_nodes_timeout = absl::Minutes(5);  // --min-nodes-timeout
-  LogLevel log_level = LogLevel::kInfo;                 // --log-level
+  RoundPolicy policy;  // --max-restarts, --last-call, --heartbeat-timeout, --min-nodes-timeout
+  LogLevel log_level = LogLevel::kInfo;  // --log-level
 };
 
 // `args` are the words after "coordinator"; `env` the process environment.

@@ -18,10 +18,10 @@ TEST(ParseCoordinatorConfig, Defaults) {
   EXPECT_EQ(c->nnodes.max, 1);
   EXPECT_EQ(c->job_id, "trainlet");
   EXPECT_TRUE(c->token.empty());
-  EXPECT_EQ(c->max_restarts, 0);
-  EXPECT_EQ(c->last_call, absl::Milliseconds(500));
-  EXPECT_EQ(c->heartbeat_timeout, absl::Seconds(5));
-  EXPECT_EQ(c->min_nodes_timeout, absl::Minutes(5));
+  EXPECT_EQ(c->policy.max_restarts, 0);
+  EXPECT_EQ(c->policy.last_call, absl::Milliseconds(500));
+  EXPECT_EQ(c->policy.heartbeat_timeout, absl::Seconds(5));
+  EXPECT_EQ(c->policy.min_nodes_timeout, absl::Minutes(5));
   EXPECT_EQ(c->log_level, LogLevel::kInfo);
 }
 
@@ -37,17 +37,17 @@ TEST(ParseCoordinatorConfig, EveryFlag) {
   EXPECT_EQ(c->nnodes.min, 2);
   EXPECT_EQ(c->nnodes.max, 8);
   EXPECT_EQ(c->job_id, "j1");
-  EXPECT_EQ(c->max_restarts, 9);
-  EXPECT_EQ(c->last_call, absl::Seconds(1));
-  EXPECT_EQ(c->heartbeat_timeout, absl::Seconds(10));
-  EXPECT_EQ(c->min_nodes_timeout, absl::Seconds(30));
+  EXPECT_EQ(c->policy.max_restarts, 9);
+  EXPECT_EQ(c->policy.last_call, absl::Seconds(1));
+  EXPECT_EQ(c->policy.heartbeat_timeout, absl::Seconds(10));
+  EXPECT_EQ(c->policy.min_nodes_timeout, absl::Seconds(30));
   EXPECT_EQ(c->log_level, LogLevel::kWarning);
 }
 
 TEST(ParseCoordinatorConfig, ElasticDefaultsToThreeRestarts) {
   auto c = ParseCoordinatorConfig({"--nnodes=1:4"}, {});
   ASSERT_TRUE(c.ok());
-  EXPECT_EQ(c->max_restarts, 3);
+  EXPECT_EQ(c->policy.max_restarts, 3);
 }
 
 TEST(ParseCoordinatorConfig, EnvFallbackAndPrecedence) {

@@ -14,10 +14,10 @@ rendezvous::CoordinatorOptions CoordinatorOptionsFrom(const Config& config) {
   o.job_id = config.job_id;
   o.min_nodes = config.nnodes.min;
   o.max_nodes = config.nnodes.max;
-  o.max_restarts = config.max_restarts;
-  o.last_call = config.last_call;
-  o.heartbeat_timeout = config.heartbeat_timeout;
-  o.min_nodes_timeout = config.min_nodes_timeout;
+  o.max_restarts = config.policy.max_restarts;
+  o.last_call = config.policy.last_call;
+  o.heartbeat_timeout = config.policy.heartbeat_timeout;
+  o.min_nodes_timeout = config.policy.min_nodes_timeout;
   o.incarnation = rendezvous::NewIncarnation();
   return o;
 }

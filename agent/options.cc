@@ -237,6 +237,32 @@ std::vector<OptionSpec> RoundPolicyOptionSpecs() {
   };
 }
 
+absl::StatusOr<RoundPolicy> ParseRoundPolicy(
+    const ParsedOptions& parsed, const std::vector<OptionSpec>& table, const NnodesRange& nnodes,
+    const std::optional<OptionValue>& discovered_max_restarts) {
+  RoundPolicy p;
+  std::optional<OptionValue> restarts_value = discovered_max_restarts;
+  if (const OptionValue* v = parsed.Find("max-restarts")) restarts_value = *v;
+  if (restarts_value.has_value()) {
+    absl::StatusOr<int> restarts = ParseIntValue(*restarts_value, 0, 1000000);
+    if (!restarts.ok()) return restarts.status();
+    p.max_restarts = *restarts;
+  } else {
+    p.max_restarts = nnodes.elastic() ? 3 : 0;
+  }
+  if (absl::Status s = ParseDurationOptions(
+          parsed, table,
+          {
+              {"last-call", absl::ZeroDuration(), &p.last_call},
+              {"heartbeat-timeout", absl::Milliseconds(1), &p.heartbeat_timeout},
+              {"min-nodes-timeout", absl::ZeroDuration(), &p.min_nodes_timeout},
+          });
+      !s.ok()) {
+    return s;
+  }
+  return p;
+}
+
 absl::Status ParseDurationOptions(const ParsedOptions& parsed, const std::vector<OptionSpec>& table,
                                   const std::vector<DurationOption>& options) {
   for (const DurationOption& d : options) {

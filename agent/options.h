@@ -122,6 +122,7 @@ absl::Status ParseDurationOptions(const ParsedOptions& parsed, const std::vector
                                   const std::vector<DurationOption>& options);
 
 absl::StatusOr<bool> ParseBoolValue(const OptionValue& v);
+
 // debug|info|warning|error.
 absl::StatusOr<LogLevel> ParseLogLevelValue(const OptionValue& v);
 
@@ -135,6 +136,21 @@ struct NnodesRange {
 // "N" or "MIN:MAX" with 1 <= MIN <= MAX <= kMaxNodes.
 absl::StatusOr<NnodesRange> ParseNnodesValue(const OptionValue& v);
 std::string NnodesToString(const NnodesRange& n);  // "4" or "2:4".
+
+// The round policy every host of a coordinator applies (the options of
+// RoundPolicyOptionSpecs()), parsed in one place for `run` and `coordinator`.
+struct RoundPolicy {
+  int max_restarts = 0;                                 // --max-restarts; 3 when elastic.
+  absl::Duration last_call = absl::Milliseconds(500);   // --last-call
+  absl::Duration heartbeat_timeout = absl::Seconds(5);  // --heartbeat-timeout
+  absl::Duration min_nodes_timeout = absl::Minutes(5);  // --min-nodes-timeout
+};
+// Parses the RoundPolicyOptionSpecs() values from `parsed` (flag or env),
+// falling back to `discovered_max_restarts` (Kubernetes) and then the
+// defaults; max_restarts defaults to 3 for an elastic `nnodes`.
+absl::StatusOr<RoundPolicy> ParseRoundPolicy(
+    const ParsedOptions& parsed, const std::vector<OptionSpec>& table, const NnodesRange& nnodes,
+    const std::optional<OptionValue>& discovered_max_restarts);
 
 // [A-Za-z0-9._-]{1,128}.
 absl::Status ValidateJobId(const OptionValue& v);

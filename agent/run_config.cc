@@ -289,15 +289,12 @@ absl::StatusOr<RunConfig> ParseRunConfig(const std::vector<std::string>& args,
   }
 
   // Durations.
-  if (absl::Status s = ParseDurationOptions(
-          parsed, table,
-          {
-              {"grace-period", absl::ZeroDuration(), &c.grace_period},
-              {"join-timeout", absl::Milliseconds(1), &c.join_timeout},
-              {"last-call", absl::ZeroDuration(), &c.last_call},
-              {"heartbeat-timeout", absl::Milliseconds(1), &c.heartbeat_timeout},
-              {"min-nodes-timeout", absl::ZeroDuration(), &c.min_nodes_timeout},
-          });
+  if (absl::Status s =
+          ParseDurationOptions(parsed, table,
+                               {
+                                   {"grace-period", absl::ZeroDuration(), &c.grace_period},
+                                   {"join-timeout", absl::Milliseconds(1), &c.join_timeout},
+                               });
       !s.ok()) {
     return s;
   }
@@ -326,14 +323,10 @@ absl::StatusOr<RunConfig> ParseRunConfig(const std::vector<std::string>& args,
   if (!level.ok()) return level.status();
   c.log_level = *level;
   std::optional<OptionValue> restarts_value = Pick(parsed, "max-restarts", k8s.max_restarts);
-  if (restarts_value.has_value()) {
-    absl::StatusOr<int> restarts = ParseIntValue(*restarts_value, 0, 1000000);
-    if (!restarts.ok()) return restarts.status();
-    c.max_restarts = *restarts;
-    Note(&c, *restarts_value, "max restarts");
-  } else {
-    c.max_restarts = c.nnodes.elastic() ? 3 : 0;
-  }
+  absl::StatusOr<RoundPolicy> policy = ParseRoundPolicy(parsed, table, c.nnodes, restarts_value);
+  if (!policy.ok()) return policy.status();
+  c.policy = *policy;
+  if (restarts_value.has_value()) Note(&c, *restarts_value, "max restarts");
   return c;
 }
 

@@ -58,11 +58,8 @@ struct RunConfig {
   int health_port = 29401;                          // --health-port; 0 = no health server.
   bool prefix_output = false;                       // --prefix-output
   LogLevel log_level = LogLevel::kInfo;             // --log-level
-  int max_restarts = 0;                             // --max-restarts; default 0, 3 when elastic.
-  absl::Duration last_call = absl::Milliseconds(500);   // --last-call
-  absl::Duration heartbeat_timeout = absl::Seconds(5);  // --heartbeat-timeout
-  absl::Duration min_nodes_timeout = absl::Minutes(5);  // --min-nodes-timeout
-  std::vector<std::string> command;                     // after `--`; never empty unless help.
+  RoundPolicy policy;  // --max-restarts, --last-call, --heartbeat-timeout, --min-nodes-timeout
+  std::vector<std::string> command;  // after `--`; never empty unless help.
   // "node rank 2 from JOB_COMPLETION_INDEX", ... one per value that did not
   // come from a flag or TRAINLET_* variable, for a startup log line.
   std::vector<std::string> discovery_notes;

@@ -80,10 +80,10 @@ TEST(ParseRunConfig, NothingAtAllIsALocalSingleNodeRun) {
   EXPECT_EQ(c->health_port, 29401);
   EXPECT_EQ(c->grace_period, absl::Seconds(30));
   EXPECT_EQ(c->join_timeout, absl::Minutes(10));
-  EXPECT_EQ(c->last_call, absl::Milliseconds(500));
-  EXPECT_EQ(c->heartbeat_timeout, absl::Seconds(5));
-  EXPECT_EQ(c->min_nodes_timeout, absl::Minutes(5));
-  EXPECT_EQ(c->max_restarts, 0);
+  EXPECT_EQ(c->policy.last_call, absl::Milliseconds(500));
+  EXPECT_EQ(c->policy.heartbeat_timeout, absl::Seconds(5));
+  EXPECT_EQ(c->policy.min_nodes_timeout, absl::Minutes(5));
+  EXPECT_EQ(c->policy.max_restarts, 0);
   EXPECT_FALSE(c->prefix_output);
   EXPECT_EQ(c->log_level, LogLevel::kInfo);
   EXPECT_TRUE(c->token.empty());
@@ -117,10 +117,10 @@ TEST(ParseRunConfig, EveryFlagInEqualsForm) {
   EXPECT_EQ(c->health_port, 0);
   EXPECT_TRUE(c->prefix_output);
   EXPECT_EQ(c->log_level, LogLevel::kDebug);
-  EXPECT_EQ(c->max_restarts, 5);
-  EXPECT_EQ(c->last_call, absl::Seconds(2));
-  EXPECT_EQ(c->heartbeat_timeout, absl::Milliseconds(750));
-  EXPECT_EQ(c->min_nodes_timeout, absl::Minutes(1));
+  EXPECT_EQ(c->policy.max_restarts, 5);
+  EXPECT_EQ(c->policy.last_call, absl::Seconds(2));
+  EXPECT_EQ(c->policy.heartbeat_timeout, absl::Milliseconds(750));
+  EXPECT_EQ(c->policy.min_nodes_timeout, absl::Minutes(1));
   EXPECT_TRUE(c->discovery_notes.empty()) << absl::StrJoin(c->discovery_notes, "; ");
 }
 
@@ -369,7 +369,7 @@ TEST(ParseRunConfig, TrainingOperatorElasticPetVariables) {
                       Machine(8, 4));
   ASSERT_TRUE(c.ok()) << c.status();
   EXPECT_TRUE(c->nnodes.elastic());
-  EXPECT_EQ(c->max_restarts, 7);
+  EXPECT_EQ(c->policy.max_restarts, 7);
   EXPECT_EQ(c->nproc_kind, NprocKind::kGpu);
   EXPECT_EQ(c->nproc_per_node, 4);
   EXPECT_EQ(c->node_rank_hint, -1);
@@ -469,13 +469,13 @@ TEST(ParseRunConfig, MultiNodeRankZeroHostsOnLoopback) {
 TEST(ParseRunConfig, ElasticDefaultsToThreeRestarts) {
   auto c = ParseFlags({"--nnodes=2:4", "--node-rank=0"});
   ASSERT_TRUE(c.ok()) << c.status();
-  EXPECT_EQ(c->max_restarts, 3);
+  EXPECT_EQ(c->policy.max_restarts, 3);
   auto fixed = ParseFlags({"--nnodes=4", "--node-rank=0"});
   ASSERT_TRUE(fixed.ok());
-  EXPECT_EQ(fixed->max_restarts, 0);
+  EXPECT_EQ(fixed->policy.max_restarts, 0);
   auto explicit_zero = ParseFlags({"--nnodes=2:4", "--node-rank=0", "--max-restarts=0"});
   ASSERT_TRUE(explicit_zero.ok());
-  EXPECT_EQ(explicit_zero->max_restarts, 0);
+  EXPECT_EQ(explicit_zero->policy.max_restarts, 0);
 }
 
 TEST(ParseRunConfig, SingleNodeWithRemoteCoordinatorHasNoHint) {
