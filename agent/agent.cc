@@ -111,14 +111,14 @@ class AgentRun {
 absl::Status AgentRun::StartServer() {
   std::vector<std::string> listen;
   std::vector<grpc::Service*> services;
-  if (config_.host_coordinator) {
+  if ((config_.host_coordinator != HostCoordinator::kNo)) {
     coordinator_ = std::make_unique<rendezvous::Coordinator>(CoordinatorOptionsFrom(config_));
     service_ = std::make_unique<rendezvous::CoordinatorService>(coordinator_.get(), config_.token);
     services.push_back(service_.get());
     listen.push_back(absl::StrCat("0.0.0.0:", config_.coordinator_port));
   }
-  if (config_.health_port > 0 &&
-      !(config_.host_coordinator && config_.health_port == config_.coordinator_port)) {
+  if (config_.health_port > 0 && !((config_.host_coordinator != HostCoordinator::kNo) &&
+                                   config_.health_port == config_.coordinator_port)) {
     listen.push_back(absl::StrCat("0.0.0.0:", config_.health_port));
   }
   if (listen.empty()) return absl::OkStatus();
@@ -201,7 +201,8 @@ std::vector<launcher::WorkerSpec> AgentRun::WorkerSpecs(const v1::Assignment& a)
   // The node hosting the coordinator joins over loopback, so its recorded
   // address is a loopback one; every other node reaches it (and its rank-0
   // workers) at the coordinator address it dialed.
-  const bool remote = !config_.host_coordinator && !IsLoopback(config_.coordinator_host);
+  const bool remote =
+      !(config_.host_coordinator != HostCoordinator::kNo) && !IsLoopback(config_.coordinator_host);
   auto reachable = [&](const std::string& addr) {
     return remote && IsLoopback(addr) ? config_.coordinator_host : addr;
   };
@@ -512,7 +513,8 @@ int AgentRun::Run() {
   }
   // Node 0 dials its own coordinator over loopback.
   const std::string target = JoinHostPort(
-      config_.host_coordinator ? "127.0.0.1" : config_.coordinator_host, config_.coordinator_port);
+      (config_.host_coordinator != HostCoordinator::kNo) ? "127.0.0.1" : config_.coordinator_host,
+      config_.coordinator_port);
   client_ = std::make_unique<rendezvous::CoordinatorClient>(
       rendezvous::ClientOptions{target, config_.token});
   TLOG(kInfo) << "joining job " << config_.job_id << " at " << target << " as node "

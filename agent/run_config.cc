@@ -232,9 +232,9 @@ absl::StatusOr<RunConfig> ParseRunConfig(const std::vector<std::string>& args,
   }
   const OptionValue host_value = ValueOrDefault(parsed, table, "host-coordinator");
   if (host_value.text == "auto") {
-    c.host_coordinator = c.node_rank_hint == 0;
+    c.host_coordinator = c.node_rank_hint == 0 ? HostCoordinator::kYes : HostCoordinator::kNo;
   } else if (host_value.text == "yes" || host_value.text == "no") {
-    c.host_coordinator = host_value.text == "yes";
+    c.host_coordinator = host_value.text == "yes" ? HostCoordinator::kYes : HostCoordinator::kNo;
   } else {
     return absl::InvalidArgumentError(absl::StrCat(
         host_value.origin, ": expected auto, yes or no, got \"", host_value.text, "\""));
@@ -272,7 +272,7 @@ absl::StatusOr<RunConfig> ParseRunConfig(const std::vector<std::string>& args,
         !s.ok()) {
       return s;
     }
-    if (c.host_coordinator) {
+    if (c.host_coordinator != HostCoordinator::kNo) {
       if (absl::Status s = CheckPortClash("--health-port", c.health_port, "the coordinator port",
                                           c.coordinator_port);
           !s.ok()) {
@@ -280,7 +280,7 @@ absl::StatusOr<RunConfig> ParseRunConfig(const std::vector<std::string>& args,
       }
     }
   }
-  if (c.host_coordinator) {
+  if (c.host_coordinator != HostCoordinator::kNo) {
     if (absl::Status s = CheckPortClash("--master-port", c.master_port, "the coordinator port",
                                         c.coordinator_port);
         !s.ok()) {

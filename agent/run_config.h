@@ -35,6 +35,16 @@ enum class NprocKind { kFixed, kAuto, kGpu, kCpu };
 inline constexpr int kDefaultCoordinatorPort = 29400;
 inline constexpr int kMaxNprocPerNode = 1024;
 
+// Whether this agent runs the job's coordinator.
+enum class HostCoordinator {
+  kNo,   // join the one at coordinator_host:coordinator_port.
+  kYes,  // host it (node rank 0, or a single-node run); fail if the port is taken.
+  // Host it if this agent can bind the port, else join the agent that did:
+  // a local coordinator address and no node rank (several agents on one
+  // host), as torchrun's c10d rendezvous does.
+  kIfPortFree,
+};
+
 struct RunConfig {
   bool help_requested = false;  // -h/--help: print RunHelpText(), exit 0.
   NnodesRange nnodes;           // --nnodes N | MIN:MAX
@@ -45,24 +55,35 @@ struct RunConfig {
   int nproc_per_node = 1;
   int node_rank_hint = -1;       // --node-rank; -1 = none (the coordinator picks).
   std::string coordinator_host;  // --coordinator HOST[:PORT]; unbracketed IPv6.
+  // 0: any free port (a single-node run with nothing configured); the agent
+  // hosting the coordinator then dials the port it bound.
   int coordinator_port = kDefaultCoordinatorPort;
-  bool host_coordinator = false;  // --host-coordinator; auto: node_rank_hint == 0.
-  std::string job_id;             // --job-id
-  std::string token_file;         // --token-file; empty = no authentication.
-  std::string token;              // its content minus trailing whitespace.
-  int master_port = 29500;        // --master-port
+  HostCoordinator host_coordinator = HostCoordinator::kNo;  // --host-coordinator
+  // Where the coordinator and health servers listen: 127.0.0.1 for a
+  // single-node run, else 0.0.0.0 (--bind-addr overrides). Unbracketed IPv6.
+  std::string bind_addr = "0.0.0.0";
+  std::string job_id;       // --job-id
+  std::string token_file;   // --token-file; empty = no authentication.
+  std::string token;        // its content minus trailing whitespace.
+  int master_port = 29500;  // --master-port; 0: a free port picked at start.
   absl::Duration grace_period = absl::Seconds(30);  // --grace-period
   absl::Duration join_timeout = absl::Minutes(10);  // --join-timeout
   std::string node_id;                              // --node-id, default hostname.
-  std::string advertise_addr;                       // --advertise-addr; empty = the join's source.
-  int health_port = 29401;                          // --health-port; 0 = no health server.
-  bool prefix_output = false;                       // --prefix-output
-  LogLevel log_level = LogLevel::kInfo;             // --log-level
+  // --advertise-addr, or the default: the address every peer can reach this
+  // node at (MASTER_ADDR when it is node rank 0). Empty: the address the
+  // coordinator sees the join come from.
+  std::string advertise_addr;
+  int health_port = 29401;               // --health-port; 0 = no health server.
+  bool prefix_output = false;            // --prefix-output
+  LogLevel log_level = LogLevel::kInfo;  // --log-level
   RoundPolicy policy;  // --max-restarts, --last-call, --heartbeat-timeout, --min-nodes-timeout
   std::vector<std::string> command;  // after `--`; never empty unless help.
   // "node rank 2 from JOB_COMPLETION_INDEX", ... one per value that did not
   // come from a flag or TRAINLET_* variable, for a startup log line.
   std::vector<std::string> discovery_notes;
+  // Configuration the agent should warn about once at start (a multi-node
+  // job without a token, ...).
+  std::vector<std::string> warnings;
 };
 
 // `args` are the words after "run"; `env` the agent's environment.

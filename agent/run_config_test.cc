@@ -69,7 +69,7 @@ TEST(ParseRunConfig, NothingAtAllIsALocalSingleNodeRun) {
   EXPECT_EQ(c->nnodes.min, 1);
   EXPECT_EQ(c->nnodes.max, 1);
   EXPECT_EQ(c->node_rank_hint, 0);
-  EXPECT_TRUE(c->host_coordinator);
+  EXPECT_EQ(c->host_coordinator, HostCoordinator::kYes);
   EXPECT_EQ(c->coordinator_host, "127.0.0.1");
   EXPECT_EQ(c->coordinator_port, 29400);
   EXPECT_EQ(c->job_id, "trainlet");
@@ -105,7 +105,7 @@ TEST(ParseRunConfig, EveryFlagInEqualsForm) {
   EXPECT_EQ(c->nproc_kind, NprocKind::kFixed);
   EXPECT_EQ(c->nproc_per_node, 3);
   EXPECT_EQ(c->node_rank_hint, 1);
-  EXPECT_FALSE(c->host_coordinator);
+  EXPECT_EQ(c->host_coordinator, HostCoordinator::kNo);
   EXPECT_EQ(c->coordinator_host, "coord.example");
   EXPECT_EQ(c->coordinator_port, 1234);
   EXPECT_EQ(c->job_id, "exp-7");
@@ -134,7 +134,7 @@ TEST(ParseRunConfig, EveryFlagInSpaceForm) {
   EXPECT_EQ(c->nproc_kind, NprocKind::kCpu);
   EXPECT_EQ(c->nproc_per_node, 6);
   EXPECT_EQ(c->node_rank_hint, 0);
-  EXPECT_TRUE(c->host_coordinator);
+  EXPECT_EQ(c->host_coordinator, HostCoordinator::kYes);
   EXPECT_EQ(c->coordinator_host, "127.0.0.1");  // Rank 0 hosts it.
   EXPECT_EQ(c->master_port, 29700);
   EXPECT_EQ(c->grace_period, absl::Minutes(1));
@@ -150,7 +150,7 @@ TEST(ParseRunConfig, Ipv6Coordinator) {
   EXPECT_EQ(c->coordinator_host, "::1");
   EXPECT_EQ(c->coordinator_port, 29410);
   EXPECT_EQ(c->node_rank_hint, -1);
-  EXPECT_FALSE(c->host_coordinator);
+  EXPECT_EQ(c->host_coordinator, HostCoordinator::kNo);
 }
 
 TEST(ParseRunConfig, CoordinatorWithoutPortUsesDefault) {
@@ -330,7 +330,7 @@ TEST(ParseRunConfig, TrainerPodPetVariables) {
   ASSERT_TRUE(c.ok()) << c.status();
   EXPECT_EQ(c->nnodes.max, 2);
   EXPECT_EQ(c->node_rank_hint, 1);
-  EXPECT_FALSE(c->host_coordinator);
+  EXPECT_EQ(c->host_coordinator, HostCoordinator::kNo);
   EXPECT_EQ(c->coordinator_host, "t-node-0-0.t");
   EXPECT_EQ(c->coordinator_port, 29400);  // PET_MASTER_PORT is the workers' port.
   EXPECT_EQ(c->master_port, 29500);
@@ -345,7 +345,7 @@ TEST(ParseRunConfig, TrainerPodPetVariables) {
 
   auto rank0 = ParseFlags({}, TrainerPod(0), JobSetPod("t-node-0-0"));
   ASSERT_TRUE(rank0.ok()) << rank0.status();
-  EXPECT_TRUE(rank0->host_coordinator);
+  EXPECT_EQ(rank0->host_coordinator, HostCoordinator::kYes);
   EXPECT_EQ(rank0->coordinator_host, "t-node-0-0.t");
 }
 
@@ -410,7 +410,7 @@ TEST(ParseRunConfig, JobSetHostnameAndFqdn) {
   auto c = ParseFlags({}, env, JobSetPod("train-node-0-2"));
   ASSERT_TRUE(c.ok()) << c.status();
   EXPECT_EQ(c->node_rank_hint, 2);
-  EXPECT_FALSE(c->host_coordinator);
+  EXPECT_EQ(c->host_coordinator, HostCoordinator::kNo);
   EXPECT_EQ(c->coordinator_host, "train-node-0-0.train");
   EXPECT_EQ(c->coordinator_port, 29400);
   EXPECT_EQ(c->job_id, "train-node");
@@ -421,7 +421,7 @@ TEST(ParseRunConfig, JobSetHostnameAndFqdn) {
 
   auto first = ParseFlags({}, env, JobSetPod("train-node-0-0"));
   ASSERT_TRUE(first.ok()) << first.status();
-  EXPECT_TRUE(first->host_coordinator);
+  EXPECT_EQ(first->host_coordinator, HostCoordinator::kYes);
 }
 
 TEST(ParseRunConfig, JobSetHostnameWithoutFqdn) {
@@ -461,7 +461,7 @@ TEST(ParseRunConfig, MultiNodeWithoutRankOrCoordinatorFails) {
 TEST(ParseRunConfig, MultiNodeRankZeroHostsOnLoopback) {
   auto c = ParseFlags({"--nnodes=2", "--node-rank=0"});
   ASSERT_TRUE(c.ok()) << c.status();
-  EXPECT_TRUE(c->host_coordinator);
+  EXPECT_EQ(c->host_coordinator, HostCoordinator::kYes);
   EXPECT_EQ(c->coordinator_host, "127.0.0.1");
   EXPECT_EQ(c->coordinator_port, 29400);
 }
@@ -482,7 +482,7 @@ TEST(ParseRunConfig, SingleNodeWithRemoteCoordinatorHasNoHint) {
   auto c = ParseFlags({"--coordinator=head"});
   ASSERT_TRUE(c.ok()) << c.status();
   EXPECT_EQ(c->node_rank_hint, -1);
-  EXPECT_FALSE(c->host_coordinator);
+  EXPECT_EQ(c->host_coordinator, HostCoordinator::kNo);
 }
 
 // ---- Workers per node.
@@ -559,12 +559,12 @@ TEST(ParseRunConfig, HostCoordinator_AutoFollowsRankHint_NoJoinsTheStandaloneOne
   sys.cpu_count = 2;
   auto host = ParseRunConfig({"--nnodes=2", "--node-rank=0", "--", "true"}, env, sys);
   ASSERT_TRUE(host.ok()) << host.status();
-  EXPECT_TRUE(host->host_coordinator);
+  EXPECT_EQ(host->host_coordinator, HostCoordinator::kYes);
   auto join = ParseRunConfig({"--nnodes=2", "--node-rank=0", "--coordinator=coord:29400",
                               "--host-coordinator=no", "--", "true"},
                              env, sys);
   ASSERT_TRUE(join.ok()) << join.status();
-  EXPECT_FALSE(join->host_coordinator);
+  EXPECT_EQ(join->host_coordinator, HostCoordinator::kNo);
   EXPECT_EQ(join->node_rank_hint, 0);
   env["TRAINLET_HOST_COORDINATOR"] = "maybe";
   auto bad = ParseRunConfig({"--nnodes=2", "--node-rank=0", "--", "true"}, env, sys);

@@ -1,5 +1,12 @@
-// Plain descriptions of a local worker process: what to start (WorkerSpec)
-// and how it ended (WorkerExit). Value types; no behaviour.
+// Plain descriptions of a supervised process: what to start (ProcessSpec)
+// and how it ended (ProcessExit). Value types; no behaviour.
+//
+// A process is either a *worker* (one of the round's local ranks: started
+// together by WorkerGroup::Start, stopped together, never restarted by the
+// supervisor: a failed worker ends the round) or a *helper* (a daemon the
+// agent needs beside the workers, such as sshd for MPI: started on its own,
+// restarted by the supervisor according to its RestartPolicy, its exits
+// reported as their own events).
 #ifndef TRAINLET_LAUNCHER_WORKER_H_
 #define TRAINLET_LAUNCHER_WORKER_H_
 
@@ -11,28 +18,56 @@
 namespace trainlet {
 namespace launcher {
 
-struct WorkerSpec {
+enum class ProcessRole { kWorker, kHelper };
+
+// Helpers only; workers are always kNever (rounds restart workers).
+enum class RestartPolicy {
+  kNever,      // report the exit, leave it dead.
+  kOnFailure,  // restart after a non-zero exit or a signal.
+  kAlways,     // restart after any exit.
+};
+
+struct ProcessSpec {
+  ProcessRole role = ProcessRole::kWorker;
+  // For logs and helper events: "sshd". Workers may leave it empty (their
+  // ranks name them).
+  std::string name;
+  RestartPolicy restart = RestartPolicy::kNever;
+  // Workers: their ranks.
   int local_rank = 0;
   int global_rank = 0;
   // argv[0] is the COMMAND as the user gave it; it is resolved against the
-  // PATH in `env` (see command_resolver.h) and passed to the worker unchanged.
+  // PATH in `env` (see command_resolver.h) and passed to the process unchanged.
   std::vector<std::string> argv;
   // The complete environment, "KEY=VALUE" each; nothing is inherited.
   std::vector<std::string> env;
-  // If true, each stdout/stderr line of this worker is written as
-  // "[rank <global_rank>] <line>" to the agent's stdout/stderr respectively.
-  // If false, the worker writes to them directly.
+  // If true, each stdout/stderr line of this process is written as
+  // "[rank <global_rank>] <line>" (workers) or "[<name>] <line>" (helpers) to
+  // the agent's stdout/stderr respectively, without ever blocking the agent.
+  // If false, the process writes to them directly.
   bool prefix_output = false;
+  // Give this process's group the terminal on the agent's stdin as its
+  // foreground process group (like tini), so that an interactive worker
+  // (pdb, input()) can read it. Only meaningful for a single worker.
+  bool foreground_tty = false;
 };
 
-struct WorkerExit {
+struct ProcessExit {
+  ProcessRole role = ProcessRole::kWorker;
+  std::string name;
   int local_rank = -1;
   int global_rank = -1;
   pid_t pid = -1;
-  // Shell style: the exit status, or 128+N if signal N killed the worker
-  // (see ExitCodeFromWaitStatus in common/exit_codes.h).
+  // Shell style: the exit status, or 128+N if signal N killed it (see
+  // ExitCodeFromWaitStatus in common/exit_codes.h).
   int exit_code = 0;
+  // Helpers: the supervisor will start it again (RestartPolicy).
+  bool will_restart = false;
 };
+
+// The names the launcher used before helpers existed.
+using WorkerSpec = ProcessSpec;
+using WorkerExit = ProcessExit;
 
 }  // namespace launcher
 }  // namespace trainlet

@@ -15,6 +15,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "rendezvous/rendezvous_client.h"
 #include "trainlet/v1/rendezvous_service.grpc.pb.h"
 
 namespace trainlet::rendezvous {
@@ -29,13 +30,6 @@ struct ClientOptions {
   // coordinator coming up to the round closing is bounded by max_backoff.
   absl::Duration min_backoff = absl::Milliseconds(10);
   absl::Duration max_backoff = absl::Milliseconds(100);
-};
-
-// An open Watch stream; destroying it cancels the stream and waits for it.
-class WatchStream {
- public:
-  virtual ~WatchStream() = default;
-  virtual void Cancel() = 0;
 };
 
 class CoordinatorClient {

@@ -1,0 +1,77 @@
+// WorkerGroup: what the agent's round needs from the process supervisor, as
+// a small interface so that the round can be driven by a fake in unit tests
+// (launcher/testing/fake_worker_group.h). The real one is launcher::Supervisor.
+//
+// Nothing here blocks beyond Wait(): stopping is the caller's policy, built
+// from SignalWorkers(SIGTERM), a deadline, and SignalWorkers(SIGKILL); the
+// group reports kWorkersGone once every worker process group is empty.
+//
+// Events, in the order Wait() returns them when several are ready: worker
+// exits, helper exits, kWorkersGone, signals, wakeups; kTimeout when the
+// timeout passed with none.
+//
+// Threading: one owning thread calls everything except Wake(), which any
+// thread may call (to interrupt Wait()).
+#ifndef TRAINLET_LAUNCHER_WORKER_GROUP_H_
+#define TRAINLET_LAUNCHER_WORKER_GROUP_H_
+
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/time/time.h"
+#include "launcher/worker.h"
+
+namespace trainlet {
+namespace launcher {
+
+class WorkerGroup {
+ public:
+  enum class EventType {
+    kWorkerExited,  // exit: a worker's leader process ended.
+    kHelperExited,  // exit: a helper ended (exit.will_restart says what next).
+    kWorkersGone,   // once per Start(), after the last worker exit, when every
+                    // worker process group is empty (grandchildren included).
+    kSignal,        // signal: one of ForwardedSignals(); NOT relayed.
+    kWakeup,        // Wake() was called.
+    kTimeout,
+  };
+  struct Event {
+    EventType type = EventType::kTimeout;
+    ProcessExit exit;  // kWorkerExited, kHelperExited
+    int signal = 0;    // kSignal
+  };
+
+  virtual ~WorkerGroup() = default;
+
+  // Starts the round's workers (ProcessRole::kWorker). If one fails to start,
+  // those already started are killed and reaped and the error is returned:
+  // NotFound (exit 127), PermissionDenied (126), others (see
+  // ExitCodeForSpawnError); the message names the command.
+  // FailedPrecondition while workers of an earlier Start() are running;
+  // leftover members of their process groups are SIGKILLed first.
+  virtual absl::Status Start(const std::vector<ProcessSpec>& workers) = 0;
+
+  // Starts a helper (ProcessRole::kHelper); it lives across rounds and is
+  // restarted according to spec.restart.
+  virtual absl::Status StartHelper(const ProcessSpec& helper) = 0;
+
+  // Blocks until an event is ready or `timeout` passes
+  // (absl::InfiniteDuration() waits forever; zero still collects what is
+  // ready). Meanwhile reaps every dead child and relays prefixed output.
+  virtual Event Wait(absl::Duration timeout) = 0;
+
+  // Interrupts Wait() from any thread.
+  virtual void Wake() = 0;
+
+  // kill(-pgid, sig) for every worker process group that may still have
+  // members, including groups whose leader has exited.
+  virtual void SignalWorkers(int sig) = 0;
+
+  // Workers of the latest Start() whose leader has not been reaped yet.
+  virtual int running_workers() const = 0;
+};
+
+}  // namespace launcher
+}  // namespace trainlet
+
+#endif  // TRAINLET_LAUNCHER_WORKER_GROUP_H_
