@@ -14,8 +14,12 @@ class Clock {
  public:
   virtual ~Clock() = default;
   virtual absl::Time Now() const = 0;
-  // The process-wide real clock.
+  // The process-wide real (wall) clock: for what is shown to people or sent
+  // as a deadline to another host.
   static Clock* Real();
+  // CLOCK_MONOTONIC as an absl::Time (its epoch is arbitrary): for local
+  // deadlines and timeouts, which a wall-clock step must not stretch or cut.
+  static Clock* Monotonic();
 };
 
 // A clock that moves only when told to. Thread-safe.
