@@ -1,33 +1,94 @@
-// The per-pod agent behind `trainlet run`: hosts the coordinator when it is
-// node rank 0, joins the rendezvous, starts the local workers with the
-// framework environment, relays signals, and turns what happens on any node
-// into this pod's exit code (common/exit_codes.h).
+// The agent's executor: drives the round state machine (round.h) and does
+// what it asks through three seams, each a small interface with a fake:
+// the worker group (launcher/worker_group.h), the rendezvous client
+// (rendezvous/rendezvous_client.h) and the clock. It holds no policy of its
+// own: every decision is the machine's. It never blocks on the network:
+// joins, reports and leaves run on the client's threads and come back as
+// events through an inbox.
 //
-// One round, as the agent sees it:
-//
-//   join (long-poll, retried while the coordinator is not up)
-//     -> assignment -> open Watch stream -> start workers -> ready
-//     -> event loop on the main thread: worker exits, signals, directives
-//     -> verdict (JobFinished / JobFailed) -> exit
-//        or Rejoin (elastic) -> stop workers -> join round N+1
-//
-// Threading: Run() owns the main thread, which must outlive the workers
-// (PDEATHSIG is tied to the forking thread). gRPC callbacks (directives,
-// the join thread, heartbeats) only queue events and wake the loop.
+// Threading: Run() owns the calling thread, which must outlive the workers
+// (PDEATHSIG is tied to the forking thread). Client callbacks run on other
+// threads; they only queue events in the inbox and Wake() the worker group.
+// status() may be called from any thread.
 #ifndef TRAINLET_AGENT_AGENT_H_
 #define TRAINLET_AGENT_AGENT_H_
 
+#include <cstdint>
+#include <deque>
+#include <functional>
 #include <map>
+#include <memory>
 #include <string>
+#include <vector>
 
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
+#include "agent/round.h"
 #include "agent/run_config.h"
+#include "common/clock.h"
+#include "launcher/worker_group.h"
+#include "rendezvous/rendezvous_client.h"
 
 namespace trainlet::agent {
 
-// Runs the agent to completion and returns the process exit code.
-// `base_env` is the environment the workers inherit.
-// launcher::PrepareProcessForSupervision() must have been called first.
-int RunAgent(const RunConfig& config, const std::map<std::string, std::string>& base_env);
+struct AgentSeams {
+  launcher::WorkerGroup* workers = nullptr;
+  rendezvous::RendezvousClient* client = nullptr;
+  Clock* clock = nullptr;  // monotonic in production.
+  // Health: ready while the workers of a round run. May be empty.
+  std::function<void(bool)> set_serving;
+  // The agent's stdin is a terminal whose foreground group it is: a single
+  // local worker is then given the terminal (tini-like), so pdb works.
+  bool stdin_is_terminal = false;
+};
+
+// The round's options from the run configuration. `master_port` is the one
+// resolved at start (RunConfig::master_port may be 0 = pick one).
+RoundOptions RoundOptionsFrom(const RunConfig& config, uint64_t incarnation, int master_port);
+
+// The local workers of a round: COMMAND with the framework environment of
+// `assignment` (worker_env.h) on top of `base_env`. Every address variable
+// is taken from the assignment unchanged, so it is byte-identical on every
+// node.
+std::vector<launcher::ProcessSpec> WorkerSpecsFor(
+    const RunConfig& config, const std::map<std::string, std::string>& base_env,
+    const v1::Assignment& assignment, bool give_terminal);
+
+class Agent {
+ public:
+  Agent(const RunConfig& config, std::map<std::string, std::string> base_env, RoundOptions options,
+        AgentSeams seams);
+  Agent(const Agent&) = delete;
+  Agent& operator=(const Agent&) = delete;
+
+  // Runs rounds until the machine finishes; returns the exit code. Queued
+  // reports and leaves are flushed (bounded) before it returns.
+  int Run();
+
+  AgentStatus status() const;
+
+ private:
+  void Feed(const RoundEvent& event);
+  void Execute(const std::vector<RoundAction>& actions);
+  void Post(RoundEvent event);
+  void DrainInbox();
+  void PublishStatus();
+
+  const RunConfig& config_;
+  const std::map<std::string, std::string> base_env_;
+  const AgentSeams seams_;
+  const uint64_t incarnation_;  // before machine_, which takes the options.
+  RoundMachine machine_;
+  std::unique_ptr<rendezvous::WatchStream> watch_;
+  int exit_code_ = -1;
+  int logged_rank_ = -2;
+
+  absl::Mutex inbox_mu_;
+  std::deque<RoundEvent> inbox_ ABSL_GUARDED_BY(inbox_mu_);
+
+  mutable absl::Mutex status_mu_;
+  AgentStatus status_ ABSL_GUARDED_BY(status_mu_);
+};
 
 }  // namespace trainlet::agent
 

@@ -8,10 +8,10 @@
 #include <string>
 #include <vector>
 
-#include "agent/agent.h"
 #include "agent/coordinator_config.h"
 #include "agent/health_probe.h"
 #include "agent/options.h"
+#include "agent/run_agent.h"
 #include "agent/run_config.h"
 #include "agent/standalone_coordinator.h"
 #include "agent/system_probe.h"

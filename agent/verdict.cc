@@ -26,11 +26,4 @@ int ExitCodeForJoinError(const absl::Status& status) {
   }
 }
 
-int ExitCodeForJobFailed(const v1::JobFailed& failed, int local_failure, int terminating_signal) {
-  if (failed.restarts_exhausted()) return kExitRestartsExhausted;
-  if (local_failure != 0) return local_failure;
-  if (terminating_signal != 0) return kExitSignalBase + terminating_signal;
-  return kExitPeerFailed;
-}
-
 }  // namespace trainlet::agent

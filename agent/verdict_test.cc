@@ -1,7 +1,5 @@
 #include "agent/verdict.h"
 
-#include <signal.h>
-
 #include "common/exit_codes.h"
 #include "gtest/gtest.h"
 #include "rendezvous/error_reason.h"
@@ -28,17 +26,6 @@ TEST(ExitCodeForJoinError, VerdictsAreNotConfigErrors) {
 TEST(IsFenced, OnlyByReason) {
   EXPECT_TRUE(IsFenced(WithReason(absl::AbortedError("removed"), v1::ErrorInfo::FENCED)));
   EXPECT_FALSE(IsFenced(absl::FailedPreconditionError("incarnation 1 is fenced")));
-}
-
-TEST(ExitCodeForJobFailed, FollowsTheContract) {
-  v1::JobFailed failed;
-  EXPECT_EQ(ExitCodeForJobFailed(failed, 0, 0), kExitPeerFailed);
-  EXPECT_EQ(ExitCodeForJobFailed(failed, 3, 0), 3) << "our worker's own code";
-  EXPECT_EQ(ExitCodeForJobFailed(failed, 0, SIGTERM), 128 + SIGTERM);
-  EXPECT_EQ(ExitCodeForJobFailed(failed, 3, SIGTERM), 3);
-  failed.set_restarts_exhausted(true);
-  EXPECT_EQ(ExitCodeForJobFailed(failed, 3, 0), kExitRestartsExhausted)
-      << "the same code on every node, the failing one included";
 }
 
 }  // namespace

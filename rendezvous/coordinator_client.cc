@@ -88,8 +88,10 @@ void CoordinatorClient::NewChannel() {
   // appear late); gRPC's default waits 30 s between resolutions.
   args.SetInt(GRPC_ARG_DNS_MIN_TIME_BETWEEN_RESOLUTIONS_MS, 200);
   // Notice a coordinator host that froze or vanished from the network.
-  args.SetInt(GRPC_ARG_KEEPALIVE_TIME_MS, 2000);
-  args.SetInt(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, 2000);
+  args.SetInt(GRPC_ARG_KEEPALIVE_TIME_MS,
+              static_cast<int>(absl::ToInt64Milliseconds(options_.keepalive_time)));
+  args.SetInt(GRPC_ARG_KEEPALIVE_TIMEOUT_MS,
+              static_cast<int>(absl::ToInt64Milliseconds(options_.keepalive_timeout)));
   args.SetInt(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
   args.SetInt(GRPC_ARG_HTTP2_MAX_PINGS_WITHOUT_DATA, 0);
   // One connection per client, even when several share a process (the
@@ -199,6 +201,17 @@ void CoordinatorClient::CancelJoin() {
   if (join_ctx_ != nullptr) join_ctx_->TryCancel();
 }
 
+void CoordinatorClient::ResetJoinCancel() {
+  absl::MutexLock lock(&mu_);
+  join_cancelled_ = false;
+}
+
+void CoordinatorClient::CancelCalls() {
+  absl::MutexLock lock(&mu_);
+  calls_cancelled_ = true;
+  for (grpc::ClientContext* ctx : calls_) ctx->TryCancel();
+}
+
 std::unique_ptr<WatchStream> CoordinatorClient::Watch(const v1::WatchRequest& request,
                                                       OnDirective on_directive,
                                                       OnStreamEnd on_end) {
@@ -206,12 +219,33 @@ std::unique_ptr<WatchStream> CoordinatorClient::Watch(const v1::WatchRequest& re
                                        std::move(on_end));
 }
 
+namespace {
+
+// Runs one unary call with `ctx` registered for CancelCalls().
+template <typename Call>
+absl::Status TrackedCall(absl::Mutex* mu, std::set<grpc::ClientContext*>* calls,
+                         const bool* cancelled, grpc::ClientContext* ctx, Call call) {
+  {
+    absl::MutexLock lock(mu);
+    if (*cancelled) return absl::CancelledError("client shutting down");
+    calls->insert(ctx);
+  }
+  grpc::Status status = call();
+  absl::MutexLock lock(mu);
+  calls->erase(ctx);
+  return FromGrpcStatus(status);
+}
+
+}  // namespace
+
 absl::Status CoordinatorClient::Report(const v1::ReportRequest& request, absl::Duration timeout) {
   grpc::ClientContext ctx;
   Prepare(&ctx);
   ctx.set_deadline(absl::ToChronoTime(absl::Now() + timeout));
   v1::ReportResponse response;
-  return FromGrpcStatus(Stub()->Report(&ctx, request, &response));
+  auto stub = Stub();
+  return TrackedCall(&mu_, &calls_, &calls_cancelled_, &ctx,
+                     [&] { return stub->Report(&ctx, request, &response); });
 }
 
 absl::Status CoordinatorClient::Leave(const v1::LeaveRequest& request, absl::Duration timeout) {
@@ -219,7 +253,103 @@ absl::Status CoordinatorClient::Leave(const v1::LeaveRequest& request, absl::Dur
   Prepare(&ctx);
   ctx.set_deadline(absl::ToChronoTime(absl::Now() + timeout));
   v1::LeaveResponse response;
-  return FromGrpcStatus(Stub()->Leave(&ctx, request, &response));
+  auto stub = Stub();
+  return TrackedCall(&mu_, &calls_, &calls_cancelled_, &ctx,
+                     [&] { return stub->Leave(&ctx, request, &response); });
+}
+
+// ---- GrpcRendezvousClient.
+
+GrpcRendezvousClient::GrpcRendezvousClient(ClientOptions options)
+    : options_(options), client_(std::move(options)), sender_([this] { SenderLoop(); }) {}
+
+GrpcRendezvousClient::~GrpcRendezvousClient() {
+  client_.CancelJoin();
+  client_.CancelCalls();
+  {
+    absl::MutexLock lock(&mu_);
+    stopping_ = true;
+  }
+  sender_.join();
+  if (join_thread_.joinable()) join_thread_.join();
+}
+
+void GrpcRendezvousClient::Join(const v1::JoinRequest& request, absl::Duration timeout,
+                                JoinDone done) {
+  // The previous join has delivered its answer (one join at a time).
+  if (join_thread_.joinable()) join_thread_.join();
+  client_.ResetJoinCancel();
+  join_thread_ = std::thread([this, request, timeout, done = std::move(done)] {
+    done(client_.Join(request, absl::Now() + timeout));
+  });
+}
+
+void GrpcRendezvousClient::CancelJoin() { client_.CancelJoin(); }
+
+std::unique_ptr<WatchStream> GrpcRendezvousClient::Watch(const v1::WatchRequest& request,
+                                                         OnDirective on_directive,
+                                                         OnStreamEnd on_end) {
+  return client_.Watch(request, std::move(on_directive), std::move(on_end));
+}
+
+void GrpcRendezvousClient::Report(const v1::ReportRequest& request, Done done) {
+  Call call;
+  call.report = request;
+  if (done) call.done.push_back(std::move(done));
+  Enqueue(std::move(call));
+}
+
+void GrpcRendezvousClient::Leave(const v1::LeaveRequest& request, Done done) {
+  Call call;
+  call.leave = request;
+  if (done) call.done.push_back(std::move(done));
+  Enqueue(std::move(call));
+}
+
+void GrpcRendezvousClient::Enqueue(Call call) {
+  absl::MutexLock lock(&mu_);
+  if (stopping_) return;
+  const bool heartbeat =
+      call.report.has_value() && call.report->state() == v1::ReportRequest::RUNNING;
+  if (heartbeat) {
+    // A heartbeat still waiting behind a slow call says nothing the new one
+    // does not: send only the newest, and answer both callbacks with it.
+    for (Call& queued : queue_) {
+      if (queued.report.has_value() && queued.report->state() == v1::ReportRequest::RUNNING &&
+          queued.report->round() == call.report->round()) {
+        queued.report = call.report;
+        for (Done& d : call.done) queued.done.push_back(std::move(d));
+        return;
+      }
+    }
+  }
+  queue_.push_back(std::move(call));
+}
+
+void GrpcRendezvousClient::SenderLoop() {
+  auto ready = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return stopping_ || !queue_.empty(); };
+  while (true) {
+    Call call;
+    {
+      absl::MutexLock lock(&mu_);
+      mu_.Await(absl::Condition(&ready));
+      if (stopping_) return;
+      call = std::move(queue_.front());
+      queue_.pop_front();
+      busy_ = true;
+    }
+    absl::Status status = call.report.has_value()
+                              ? client_.Report(*call.report, options_.report_timeout)
+                              : client_.Leave(*call.leave, options_.leave_timeout);
+    for (Done& d : call.done) d(status);
+    absl::MutexLock lock(&mu_);
+    busy_ = false;
+  }
+}
+
+bool GrpcRendezvousClient::Flush(absl::Duration timeout) {
+  absl::MutexLock lock(&mu_);
+  return mu_.AwaitWithTimeout(absl::Condition(this, &GrpcRendezvousClient::IdleLocked), timeout);
 }
 
 }  // namespace trainlet::rendezvous

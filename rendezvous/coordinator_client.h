@@ -1,15 +1,26 @@
-// The agent's side of the rendezvous protocol: a gRPC client for one
-// coordinator address, with the retry policy pods need while they start in
-// any order (the coordinator's name may not resolve or answer yet).
+// The agent's side of the rendezvous protocol over gRPC, for one coordinator
+// address, with the retry policy pods need while they start in any order
+// (the coordinator's name may not resolve or answer yet).
 //
-// Threading: all methods are thread-safe. Join blocks (run it off the event
-// loop); Watch delivers directives on gRPC threads.
+//  - CoordinatorClient: blocking calls (Join blocks until the round closes).
+//    Used by GrpcRendezvousClient, the in-process tests and the benchmarks.
+//  - GrpcRendezvousClient: the agent's non-blocking RendezvousClient
+//    (rendezvous_client.h) on top of it: a join thread and one sender thread
+//    for reports and leaves.
+//
+// Threading: all methods are thread-safe. Watch delivers directives on gRPC
+// threads.
 #ifndef TRAINLET_RENDEZVOUS_COORDINATOR_CLIENT_H_
 #define TRAINLET_RENDEZVOUS_COORDINATOR_CLIENT_H_
 
+#include <deque>
 #include <functional>
 #include <memory>
+#include <optional>
+#include <set>
 #include <string>
+#include <thread>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -30,6 +41,15 @@ struct ClientOptions {
   // coordinator coming up to the round closing is bounded by max_backoff.
   absl::Duration min_backoff = absl::Milliseconds(10);
   absl::Duration max_backoff = absl::Milliseconds(100);
+  // HTTP/2 keepalive pings, to notice a coordinator host that vanished
+  // without closing the connection. A transport is closed only after
+  // keepalive_time + keepalive_timeout without an answer: keep that above
+  // the heartbeat timeout (rendezvous/keepalive.h derives both from it).
+  absl::Duration keepalive_time = absl::Seconds(10);
+  absl::Duration keepalive_timeout = absl::Seconds(10);
+  // Deadlines of the unary calls.
+  absl::Duration report_timeout = absl::Seconds(5);
+  absl::Duration leave_timeout = absl::Seconds(2);
 };
 
 class CoordinatorClient {
@@ -45,8 +65,12 @@ class CoordinatorClient {
   // rejects the join, DeadlineExceeded naming the target and the last
   // connection error on timeout, Cancelled after CancelJoin().
   absl::StatusOr<v1::Assignment> Join(const v1::JoinRequest& request, absl::Time deadline);
-  // Makes a blocked Join return Cancelled (SIGTERM during rendezvous).
+  // Makes a blocked Join return Cancelled (SIGTERM during rendezvous), and
+  // every later one until ResetJoinCancel().
   void CancelJoin();
+  void ResetJoinCancel();
+  // Cancels the Report/Leave calls in flight (shutdown).
+  void CancelCalls();
 
   // Opens the directive stream. Callbacks run on gRPC threads; on_end runs
   // exactly once, after the last directive.
@@ -71,6 +95,48 @@ class CoordinatorClient {
   std::shared_ptr<v1::Rendezvous::Stub> stub_ ABSL_GUARDED_BY(mu_);
   bool join_cancelled_ ABSL_GUARDED_BY(mu_) = false;
   grpc::ClientContext* join_ctx_ ABSL_GUARDED_BY(mu_) = nullptr;
+  std::set<grpc::ClientContext*> calls_ ABSL_GUARDED_BY(mu_);
+  bool calls_cancelled_ ABSL_GUARDED_BY(mu_) = false;
+};
+
+// The agent's RendezvousClient over gRPC. Report and Leave go out in order
+// from one sender thread (each with its deadline from ClientOptions); a
+// queued heartbeat (Report RUNNING) is replaced by a newer one, whose answer
+// then goes to both callbacks. Join runs on its own thread.
+class GrpcRendezvousClient : public RendezvousClient {
+ public:
+  explicit GrpcRendezvousClient(ClientOptions options);
+  // Cancels a pending join and the calls in flight, and drops what is still
+  // queued (call Flush() first to send it).
+  ~GrpcRendezvousClient() override;
+
+  void Join(const v1::JoinRequest& request, absl::Duration timeout, JoinDone done) override;
+  void CancelJoin() override;
+  std::unique_ptr<WatchStream> Watch(const v1::WatchRequest& request, OnDirective on_directive,
+                                     OnStreamEnd on_end) override;
+  void Report(const v1::ReportRequest& request, Done done) override;
+  void Leave(const v1::LeaveRequest& request, Done done) override;
+  bool Flush(absl::Duration timeout) override;
+
+ private:
+  struct Call {
+    std::optional<v1::ReportRequest> report;
+    std::optional<v1::LeaveRequest> leave;
+    std::vector<Done> done;
+  };
+  void Enqueue(Call call);
+  void SenderLoop();
+  bool IdleLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return queue_.empty() && !busy_; }
+
+  const ClientOptions options_;
+  CoordinatorClient client_;
+  std::thread join_thread_;  // the loop thread only.
+
+  absl::Mutex mu_;
+  std::deque<Call> queue_ ABSL_GUARDED_BY(mu_);
+  bool busy_ ABSL_GUARDED_BY(mu_) = false;
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  std::thread sender_;
 };
 
 // gRPC's status codes that mean "try again": the coordinator is not up yet.

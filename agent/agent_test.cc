@@ -1,0 +1,494 @@
+// The agent's round, driven through its seams: the real executor and state
+// machine with a scripted worker group, a scripted rendezvous client and a
+// simulated clock. Every scenario runs on the test thread; time only moves
+// when the agent waits with nothing to do.
+#include "agent/agent.h"
+
+#include <signal.h>
+
+#include <algorithm>
+#include <string>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "common/exit_codes.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "launcher/testing/fake_worker_group.h"
+#include "rendezvous/error_reason.h"
+#include "rendezvous/testing/fake_rendezvous_client.h"
+
+namespace trainlet::agent {
+namespace {
+
+using launcher::testing::FakeWorkerGroup;
+using rendezvous::testing::FakeRendezvousClient;
+using rendezvous::testing::MakeAssignment;
+using rendezvous::testing::MakeDirective;
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+
+constexpr absl::Duration kHeartbeat = absl::Milliseconds(500);  // timeout 5 s.
+
+class AgentTest : public ::testing::Test {
+ protected:
+  AgentTest() : workers_(&clock_) {
+    config_.node_id = "node-1";
+    config_.job_id = "job";
+    config_.command = {"train"};
+    config_.nproc_per_node = 2;
+    config_.nnodes = {2, 2};
+    config_.grace_period = absl::Seconds(30);
+  }
+
+  RoundOptions Options() {
+    RoundOptions o = RoundOptionsFrom(config_, /*incarnation=*/0x1234, /*master_port=*/29500);
+    o.verdict_timeout = absl::Seconds(10);
+    return o;
+  }
+
+  // Answers every join with round `round` of a 2-node job, this node rank 1.
+  void JoinAnswers(std::vector<v1::Assignment> answers) {
+    answers_ = std::move(answers);
+    client_.on_join =
+        [this](const v1::JoinRequest&) -> std::optional<absl::StatusOr<v1::Assignment>> {
+      if (next_answer_ >= answers_.size()) return std::nullopt;  // pending
+      return answers_[next_answer_++];
+    };
+  }
+
+  int Run() {
+    AgentSeams seams;
+    seams.workers = &workers_;
+    seams.client = &client_;
+    seams.clock = &clock_;
+    seams.set_serving = [this](bool on) { serving_.push_back(on); };
+    agent_ = std::make_unique<Agent>(config_, std::map<std::string, std::string>{{"PATH", "/bin"}},
+                                     Options(), seams);
+    return agent_->Run();
+  }
+
+  // Sends `d` on the current stream the next time the agent is idle.
+  void WhenIdle(std::function<void()> fn) {
+    pending_.push_back(std::move(fn));
+    workers_.on_idle = [this] {
+      if (pending_.empty()) return;
+      auto fn = std::move(pending_.front());
+      pending_.erase(pending_.begin());
+      fn();
+    };
+  }
+
+  v1::Directive JobFinished(uint64_t round) {
+    v1::Directive d = MakeDirective(round);
+    d.mutable_job_finished();
+    return d;
+  }
+  v1::Directive JobFailed(uint64_t round, bool exhausted = false) {
+    v1::Directive d = MakeDirective(round);
+    d.mutable_job_failed()->set_reason("worker rank 0 on node node-0 exited with code 3");
+    d.mutable_job_failed()->set_restarts_exhausted(exhausted);
+    return d;
+  }
+  v1::Directive Rejoin(uint64_t round, const std::string& reason) {
+    v1::Directive d = MakeDirective(round);
+    d.mutable_rejoin()->set_next_round(round + 1);
+    d.mutable_rejoin()->set_reason(reason);
+    return d;
+  }
+
+  SimulatedClock clock_;
+  FakeWorkerGroup workers_;
+  FakeRendezvousClient client_;
+  RunConfig config_;
+  std::unique_ptr<Agent> agent_;
+  std::vector<bool> serving_;
+  std::vector<v1::Assignment> answers_;
+  size_t next_answer_ = 0;
+  std::vector<std::function<void()>> pending_;
+};
+
+TEST_F(AgentTest, Success_ReportsAndWaitsForTheVerdict) {
+  JoinAnswers({MakeAssignment(1, 1, 2, 2, kHeartbeat)});
+  workers_.on_start = [&](const auto&) { workers_.ExitAll(0); };
+  WhenIdle([&] { EXPECT_TRUE(client_.SendDirective(JobFinished(1))); });
+  EXPECT_EQ(Run(), 0);
+  ASSERT_EQ(workers_.starts.size(), 1u);
+  const auto& specs = workers_.starts[0];
+  ASSERT_EQ(specs.size(), 2u);
+  EXPECT_EQ(specs[1].global_rank, 3);
+  EXPECT_THAT(specs[1].env, ::testing::Contains("RANK=3"));
+  EXPECT_THAT(specs[1].env, ::testing::Contains("MASTER_ADDR=node-0.example"));
+  EXPECT_EQ(client_.CountReports(v1::ReportRequest::SUCCEEDED), 1);
+  EXPECT_TRUE(client_.leaves().empty());
+  EXPECT_TRUE(workers_.signals_sent.empty());
+  EXPECT_THAT(serving_, ElementsAre(true, false));
+  EXPECT_EQ(agent_->status().state, RoundState::kDone);
+  EXPECT_EQ(agent_->status().exit_code, 0);
+}
+
+TEST_F(AgentTest, JoinRequest_CarriesIdentityAndRoundHistory) {
+  config_.node_rank_hint = 1;
+  config_.advertise_addr = "10.0.0.2";
+  JoinAnswers({MakeAssignment(4, 1, 2, 2, kHeartbeat, /*restart_count=*/2),
+               MakeAssignment(5, 1, 2, 2, kHeartbeat, 3)});
+  workers_.on_start = [&](const auto&) {
+    if (workers_.starts.size() == 1) {
+      WhenIdle([&] { client_.SendDirective(Rejoin(4, "scale-up: node node-2 joined")); });
+    } else {
+      workers_.ExitAll(0);
+      WhenIdle([&] { client_.SendDirective(JobFinished(5)); });
+    }
+  };
+  EXPECT_EQ(Run(), 0);
+  const auto joins = client_.joins();
+  ASSERT_EQ(joins.size(), 2u);
+  EXPECT_EQ(joins[0].member().node_id(), "node-1");
+  EXPECT_EQ(joins[0].member().incarnation(), 0x1234u);
+  EXPECT_EQ(joins[0].rank_hint(), 1);
+  EXPECT_EQ(joins[0].advertise_addr(), "10.0.0.2");
+  EXPECT_EQ(joins[0].local_world_size(), 2);
+  EXPECT_EQ(joins[0].last_round(), 0u);
+  // The re-join carries the round and restart count it saw.
+  EXPECT_EQ(joins[1].last_round(), 4u);
+  EXPECT_EQ(joins[1].restart_count(), 2);
+  EXPECT_EQ(joins[1].member().incarnation(), 0x1234u);
+}
+
+TEST_F(AgentTest, Rejoin_StopsWorkersThenStartsTheNewRoundWithItsEnvironment) {
+  JoinAnswers({MakeAssignment(1, 1, 3, 2, kHeartbeat), MakeAssignment(2, 0, 2, 2, kHeartbeat, 1)});
+  workers_.on_start = [&](const auto&) {
+    if (workers_.starts.size() == 1) {
+      WhenIdle(
+          [&] { client_.SendDirective(Rejoin(1, "lost node node-0: its agent disconnected")); });
+    } else {
+      workers_.ExitAll(0);
+      WhenIdle([&] { client_.SendDirective(JobFinished(2)); });
+    }
+  };
+  EXPECT_EQ(Run(), 0);
+  ASSERT_EQ(workers_.starts.size(), 2u);
+  EXPECT_THAT(workers_.signals_sent, ElementsAre(SIGTERM));
+  EXPECT_THAT(workers_.starts[1][0].env, ::testing::Contains("WORLD_SIZE=4"));
+  EXPECT_THAT(workers_.starts[1][0].env, ::testing::Contains("TORCHELASTIC_RESTART_COUNT=1"));
+  EXPECT_EQ(agent_->status().round, 2u);
+  EXPECT_EQ(agent_->status().restart_count, 1);
+  // One stream per round; the old one was closed before the new round.
+  const auto watches = client_.watches();
+  ASSERT_EQ(watches.size(), 2u);
+  EXPECT_EQ(watches[0].round(), 1u);
+  EXPECT_EQ(watches[1].round(), 2u);
+}
+
+TEST_F(AgentTest, WorkerFailure_ReportsStopsTheOthersAndExitsWithItsCode) {
+  JoinAnswers({MakeAssignment(1, 1, 2, 2, kHeartbeat)});
+  workers_.on_start = [&](const auto&) { workers_.Exit(1, 3); };
+  client_.on_report = [&](const v1::ReportRequest& r) {
+    if (r.state() == v1::ReportRequest::FAILED) {
+      WhenIdle([&] { client_.SendDirective(JobFailed(1)); });
+    }
+  };
+  EXPECT_EQ(Run(), 3);
+  const auto reports = client_.reports();
+  auto failed = std::find_if(reports.begin(), reports.end(),
+                             [](const auto& r) { return r.state() == v1::ReportRequest::FAILED; });
+  ASSERT_NE(failed, reports.end());
+  EXPECT_EQ(failed->exit_code(), 3);
+  EXPECT_EQ(failed->failed_local_rank(), 1);
+  EXPECT_THAT(failed->message(), HasSubstr("rank 3"));
+  EXPECT_THAT(workers_.signals_sent, ElementsAre(SIGTERM));
+  EXPECT_THAT(agent_->status().last_failure, HasSubstr("worker rank 3"));
+}
+
+TEST_F(AgentTest, OtherNodeFailed_ExitsWithPeerFailedNotTheStoppedWorkersCode) {
+  JoinAnswers({MakeAssignment(1, 1, 2, 2, kHeartbeat)});
+  workers_.on_start = [&](const auto&) { WhenIdle([&] { client_.SendDirective(JobFailed(1)); }); };
+  // Our workers die of our SIGTERM (143): that is not this node's failure.
+  EXPECT_EQ(Run(), kExitPeerFailed);
+  EXPECT_EQ(client_.CountReports(v1::ReportRequest::FAILED), 0);
+}
+
+TEST_F(AgentTest, RestartsExhausted_Exits79) {
+  JoinAnswers({MakeAssignment(1, 1, 2, 2, kHeartbeat)});
+  workers_.on_start = [&](const auto&) { workers_.Exit(0, 1); };
+  client_.on_report = [&](const v1::ReportRequest& r) {
+    if (r.state() == v1::ReportRequest::FAILED) {
+      WhenIdle([&] { client_.SendDirective(JobFailed(1, /*exhausted=*/true)); });
+    }
+  };
+  EXPECT_EQ(Run(), kExitRestartsExhausted);
+}
+
+TEST_F(AgentTest, VerdictTimeout_AfterALocalFailureExitsWithTheWorkersCode) {
+  JoinAnswers({MakeAssignment(1, 1, 2, 2, kHeartbeat)});
+  workers_.on_start = [&](const auto&) { workers_.Exit(0, 7); };
+  const absl::Time start = clock_.Now();
+  EXPECT_EQ(Run(), 7);
+  // Not before the verdict timeout, and not much after it.
+  EXPECT_GE(clock_.Now() - start, absl::Seconds(10));
+  EXPECT_LE(clock_.Now() - start, absl::Seconds(11));
+}
+
+TEST_F(AgentTest, LocalSuccess_WaitsForOtherNodesHowEverLongTheyRun) {
+  // Issue 7, D1: node 0's workers finish long before another node's. The
+  // agent must keep waiting (and heartbeating) until the job's verdict.
+  JoinAnswers({MakeAssignment(1, 0, 2, 1, kHeartbeat)});
+  config_.nproc_per_node = 1;
+  workers_.on_start = [&](const auto&) { workers_.ExitAll(0); };
+  const absl::Time start = clock_.Now();
+  workers_.on_idle = [&] {
+    if (clock_.Now() - start >= absl::Hours(1) && client_.stream_open()) {
+      client_.SendDirective(JobFinished(1));
+    }
+  };
+  EXPECT_EQ(Run(), 0);
+  EXPECT_GE(clock_.Now() - start, absl::Hours(1));
+  // Heartbeats went on the whole time (one per interval).
+  EXPECT_GE(client_.CountReports(v1::ReportRequest::RUNNING), 7000);
+}
+
+TEST_F(AgentTest, SignalDuringJoin_CancelsTheJoinAndExits128PlusN) {
+  JoinAnswers({});  // the join stays pending
+  WhenIdle([&] { workers_.Signal(SIGTERM); });
+  EXPECT_EQ(Run(), 128 + SIGTERM);
+  EXPECT_EQ(client_.cancel_joins(), 1);
+  EXPECT_TRUE(workers_.starts.empty());
+  EXPECT_TRUE(client_.leaves().empty());
+}
+
+TEST_F(AgentTest, SignalWhileRunning_ForwardsItLeavesAndExitsLikeTini) {
+  JoinAnswers({MakeAssignment(1, 1, 2, 2, kHeartbeat)});
+  workers_.on_start = [&](const auto&) { WhenIdle([&] { workers_.Signal(SIGINT); }); };
+  EXPECT_EQ(Run(), 128 + SIGINT);
+  EXPECT_THAT(workers_.signals_sent, ElementsAre(SIGINT));
+  ASSERT_EQ(client_.leaves().size(), 1u);
+  EXPECT_THAT(client_.leaves()[0].reason(), HasSubstr("signal 2"));
+}
+
+TEST_F(AgentTest, SecondSignal_KillsTheWorkersAtOnce) {
+  JoinAnswers({MakeAssignment(1, 1, 2, 2, kHeartbeat)});
+  workers_.ignore_terminate = true;  // workers that take their time
+  const absl::Time start = clock_.Now();
+  workers_.on_start = [&](const auto&) {
+    WhenIdle([&] { workers_.Signal(SIGTERM); });
+    WhenIdle([&] { workers_.Signal(SIGTERM); });
+  };
+  EXPECT_EQ(Run(), 128 + SIGKILL);  // tini: the workers' own code
+  EXPECT_THAT(workers_.signals_sent, ElementsAre(SIGTERM, SIGKILL));
+  EXPECT_LT(clock_.Now() - start, absl::Seconds(30));  // not the grace period
+  EXPECT_EQ(client_.leaves().size(), 1u);
+}
+
+TEST_F(AgentTest, GracePeriod_ThenSigkill) {
+  JoinAnswers({MakeAssignment(1, 1, 2, 2, kHeartbeat)});
+  workers_.ignore_terminate = true;
+  absl::Time signalled;
+  workers_.on_start = [&](const auto&) {
+    WhenIdle([&] {
+      signalled = clock_.Now();
+      workers_.Signal(SIGTERM);
+    });
+  };
+  EXPECT_EQ(Run(), 128 + SIGKILL);
+  EXPECT_THAT(workers_.signals_sent, ElementsAre(SIGTERM, SIGKILL));
+  EXPECT_GE(clock_.Now() - signalled, absl::Seconds(30));
+  EXPECT_LE(clock_.Now() - signalled, absl::Seconds(31));
+}
+
+TEST_F(AgentTest, WorkerFailureWhileStopping_TheFirstFailureIsTheExitCode) {
+  // SIGTERM: one worker ignores it and later exits 5 on its own, the other
+  // dies of it. tini semantics: the first failing worker's code.
+  JoinAnswers({MakeAssignment(1, 1, 2, 2, kHeartbeat)});
+  workers_.ignore_terminate = true;
+  workers_.on_start = [&](const auto&) {
+    WhenIdle([&] { workers_.Signal(SIGTERM); });
+    WhenIdle([&] { workers_.Exit(0, 5); });
+    WhenIdle([&] { workers_.Exit(1, 143); });
+  };
+  EXPECT_EQ(Run(), 5);
+  EXPECT_THAT(workers_.signals_sent, ElementsAre(SIGTERM));
+}
+
+TEST_F(AgentTest, SignalAfterSuccess_LeavesAndExitsAtOnce) {
+  JoinAnswers({MakeAssignment(1, 1, 2, 1, kHeartbeat)});
+  config_.nproc_per_node = 1;
+  workers_.on_start = [&](const auto&) {
+    workers_.ExitAll(0);
+    WhenIdle([&] { workers_.Signal(SIGTERM); });
+  };
+  EXPECT_EQ(Run(), 128 + SIGTERM);
+  EXPECT_EQ(client_.leaves().size(), 1u);
+  EXPECT_TRUE(workers_.signals_sent.empty());
+}
+
+TEST_F(AgentTest, NoHeartbeatsAfterLeaving) {
+  // Issue 6: after SIGTERM, while workers took their time, the agent logged
+  // "report to the coordinator failed: ... is fenced" every 500 ms. Once it
+  // has left the job it sends no more reports at all.
+  JoinAnswers({MakeAssignment(1, 1, 2, 2, kHeartbeat)});
+  workers_.ignore_terminate = true;
+  client_.report_status = [&](const v1::ReportRequest&) {
+    return client_.leaves().empty()
+               ? absl::OkStatus()
+               : rendezvous::WithReason(absl::FailedPreconditionError("fenced"),
+                                        v1::ErrorInfo::FENCED);
+  };
+  int reports_after_leave = 0;
+  client_.on_report = [&](const v1::ReportRequest&) {
+    reports_after_leave += !client_.leaves().empty();
+  };
+  const absl::Time start = clock_.Now();
+  bool signalled = false;
+  workers_.on_idle = [&] {
+    if (!signalled && clock_.Now() - start >= absl::Seconds(3)) {
+      signalled = true;
+      workers_.Signal(SIGTERM);
+    }
+  };
+  EXPECT_EQ(Run(), 128 + SIGKILL);  // they ignored SIGTERM for the 30 s grace period
+  EXPECT_GE(client_.CountReports(v1::ReportRequest::RUNNING), 5);  // before the signal
+  EXPECT_EQ(reports_after_leave, 0);
+}
+
+TEST_F(AgentTest, StreamBreak_IsReopenedNotALoss) {
+  // Issue 7, D4: a stream that breaks while heartbeats still get through is
+  // re-opened, and the job goes on.
+  JoinAnswers({MakeAssignment(1, 1, 2, 2, kHeartbeat)});
+  workers_.on_start = [&](const auto&) {
+    WhenIdle([&] { client_.EndStream(absl::UnavailableError("keepalive watchdog timeout")); });
+    WhenIdle([&] {
+      // Re-opened on the next idle after the backoff.
+    });
+    WhenIdle([&] {});
+    WhenIdle([&] { workers_.ExitAll(0); });
+    WhenIdle([&] { client_.SendDirective(JobFinished(1)); });
+  };
+  EXPECT_EQ(Run(), 0);
+  const auto watches = client_.watches();
+  ASSERT_GE(watches.size(), 2u);
+  EXPECT_EQ(watches[1].round(), 1u);
+  EXPECT_TRUE(workers_.signals_sent.empty());
+}
+
+TEST_F(AgentTest, CoordinatorSilentPastTheTimeout_StaticJobExits69) {
+  JoinAnswers({MakeAssignment(1, 1, 2, 2, kHeartbeat)});
+  client_.report_status = [](const v1::ReportRequest&) {
+    return absl::DeadlineExceededError("Deadline Exceeded");
+  };
+  absl::Time broke;
+  workers_.on_start = [&](const auto&) {
+    WhenIdle([&] {
+      broke = clock_.Now();
+      client_.EndStream(absl::UnavailableError("Socket closed"));
+    });
+  };
+  EXPECT_EQ(Run(), kExitUnavailable);
+  // Lost at the heartbeat timeout (5 s) plus half an interval, not at once.
+  EXPECT_GE(clock_.Now() - broke, absl::Seconds(5));
+  EXPECT_LE(clock_.Now() - broke, absl::Seconds(6));
+  EXPECT_THAT(workers_.signals_sent, ElementsAre(SIGTERM));
+}
+
+TEST_F(AgentTest, CoordinatorLost_ElasticAgentRejoins) {
+  config_.policy.max_restarts = 3;
+  JoinAnswers({MakeAssignment(1, 1, 2, 2, kHeartbeat), MakeAssignment(2, 0, 1, 2, kHeartbeat, 1)});
+  bool down = true;
+  client_.report_status = [&](const v1::ReportRequest&) {
+    return down ? absl::UnavailableError("connection refused") : absl::OkStatus();
+  };
+  workers_.on_start = [&](const auto&) {
+    if (workers_.starts.size() == 1) {
+      WhenIdle([&] { client_.EndStream(absl::UnavailableError("Socket closed")); });
+    } else {
+      down = false;
+      workers_.ExitAll(0);
+      WhenIdle([&] { client_.SendDirective(JobFinished(2)); });
+    }
+  };
+  EXPECT_EQ(Run(), 0);
+  ASSERT_EQ(client_.joins().size(), 2u);
+  EXPECT_EQ(client_.joins()[1].last_round(), 1u);
+}
+
+TEST_F(AgentTest, Fenced_StopsWorkersAndExits69) {
+  JoinAnswers({MakeAssignment(1, 1, 2, 2, kHeartbeat)});
+  client_.report_status = [](const v1::ReportRequest&) {
+    return rendezvous::WithReason(
+        absl::FailedPreconditionError("incarnation 1234 of node node-1 is fenced"),
+        v1::ErrorInfo::FENCED);
+  };
+  EXPECT_EQ(Run(), kExitUnavailable);
+  EXPECT_THAT(workers_.signals_sent, ElementsAre(SIGTERM));
+}
+
+TEST_F(AgentTest, FencedStreamEnd_StopsWorkersAndExits69) {
+  config_.policy.max_restarts = 3;  // even elastic: the pod must restart
+  JoinAnswers({MakeAssignment(1, 1, 2, 2, kHeartbeat)});
+  workers_.on_start = [&](const auto&) {
+    WhenIdle([&] {
+      client_.EndStream(rendezvous::WithReason(
+          absl::AbortedError("removed from the job: no heartbeat"), v1::ErrorInfo::FENCED));
+    });
+  };
+  EXPECT_EQ(Run(), kExitUnavailable);
+  EXPECT_EQ(client_.joins().size(), 1u);
+}
+
+TEST_F(AgentTest, StaleDirectives_AreIgnored) {
+  JoinAnswers({MakeAssignment(2, 1, 2, 2, kHeartbeat)});
+  workers_.on_start = [&](const auto&) {
+    WhenIdle([&] { client_.SendDirective(JobFailed(1)); });  // an older round
+    WhenIdle([&] { workers_.ExitAll(0); });
+    WhenIdle([&] { client_.SendDirective(JobFinished(2)); });
+  };
+  EXPECT_EQ(Run(), 0);
+}
+
+TEST_F(AgentTest, JoinRejected_MapsToTheDocumentedCode) {
+  client_.on_join = [](const v1::JoinRequest&) -> std::optional<absl::StatusOr<v1::Assignment>> {
+    return absl::StatusOr<v1::Assignment>(absl::UnauthenticatedError("wrong job token"));
+  };
+  EXPECT_EQ(Run(), kExitRejected);
+}
+
+TEST_F(AgentTest, SpawnFailure_ReportsAndExits127) {
+  JoinAnswers({MakeAssignment(1, 1, 2, 2, kHeartbeat)});
+  workers_.start_error = absl::NotFoundError("trainlet: cannot execute COMMAND 'train'");
+  EXPECT_EQ(Run(), kExitNotFound);
+  EXPECT_EQ(client_.CountReports(v1::ReportRequest::FAILED), 1);
+}
+
+TEST_F(AgentTest, Heartbeats_OnePerInterval) {
+  JoinAnswers({MakeAssignment(1, 1, 2, 2, kHeartbeat)});
+  const absl::Time start = clock_.Now();
+  workers_.on_idle = [&] {
+    if (clock_.Now() - start >= absl::Seconds(10) && workers_.running_workers() > 0) {
+      workers_.ExitAll(0);
+    } else if (workers_.running_workers() == 0 && client_.stream_open()) {
+      client_.SendDirective(JobFinished(1));
+    }
+  };
+  EXPECT_EQ(Run(), 0);
+  const int beats = client_.CountReports(v1::ReportRequest::RUNNING);
+  EXPECT_GE(beats, 19);
+  EXPECT_LE(beats, 21);
+}
+
+TEST_F(AgentTest, SingleWorker_GetsTheTerminal) {
+  config_.nproc_per_node = 1;
+  JoinAnswers({MakeAssignment(1, 0, 1, 1, kHeartbeat)});
+  workers_.on_start = [&](const auto&) { workers_.ExitAll(0); };
+  WhenIdle([&] { client_.SendDirective(JobFinished(1)); });
+  AgentSeams seams;
+  seams.workers = &workers_;
+  seams.client = &client_;
+  seams.clock = &clock_;
+  seams.stdin_is_terminal = true;
+  Agent agent(config_, {}, Options(), seams);
+  EXPECT_EQ(agent.Run(), 0);
+  ASSERT_EQ(workers_.starts.size(), 1u);
+  EXPECT_TRUE(workers_.starts[0][0].foreground_tty);
+}
+
+}  // namespace
+}  // namespace trainlet::agent

@@ -1,0 +1,743 @@
+#include "agent/round.h"
+
+#include <signal.h>
+#include <string.h>
+
+#include <algorithm>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "agent/verdict.h"
+#include "common/exit_codes.h"
+#include "common/logging.h"
+#include "launcher/command_resolver.h"
+#include "launcher/signals.h"
+#include "rendezvous/coordinator.h"
+#include "rendezvous/error_reason.h"
+
+namespace trainlet::agent {
+namespace {
+
+// Where an exit code can come from, in the order a rule tries them.
+enum class Source {
+  kRestartsExhausted,  // 79 when the restart budget ran out.
+  kRunningFailure,     // the first worker that failed while the round ran.
+  kAnyFailure,         // the first worker that exited non-zero, stops included.
+  kSignal,             // 128 + the terminating signal.
+  kGiven,              // the code the ending carries (join or spawn error).
+  kSuccess,            // 0
+  kPeerFailed,         // 75
+  kUnavailable,        // 69
+};
+
+struct ExitRule {
+  Ending ending;
+  std::vector<Source> sources;  // the first one that applies wins.
+};
+
+// The exit policy (docs/exit-codes.md). A signal is tini-like: the first
+// failing worker's code, else 128+N. A verdict prefers this node's own
+// failure over the generic 75, so that the pod of the failing worker carries
+// the worker's code.
+const std::vector<ExitRule>& ExitPolicy() {
+  static const std::vector<ExitRule>* const kPolicy = new std::vector<ExitRule>{
+      {Ending::kJobFinished, {Source::kSuccess}},
+      {Ending::kJobFailed,
+       {Source::kRestartsExhausted, Source::kRunningFailure, Source::kSignal, Source::kPeerFailed}},
+      {Ending::kSignal, {Source::kAnyFailure, Source::kSignal}},
+      {Ending::kFenced, {Source::kUnavailable}},
+      {Ending::kCoordinatorLost, {Source::kRunningFailure, Source::kUnavailable}},
+      {Ending::kCoordinatorLostAfterSuccess, {Source::kSuccess}},
+      {Ending::kNoVerdict, {Source::kRunningFailure, Source::kUnavailable}},
+      {Ending::kJoinFailed, {Source::kGiven}},
+      {Ending::kSpawnFailed, {Source::kGiven}},
+  };
+  return *kPolicy;
+}
+
+std::string SignalText(int sig) { return absl::StrFormat("signal %d (%s)", sig, strsignal(sig)); }
+
+// Text from the coordinator (a reason, an error message) as it may be
+// logged: bounded and with control bytes escaped.
+std::string Quoted(absl::string_view text) {
+  constexpr size_t kMax = 512;
+  std::string out;
+  for (char c : text.substr(0, kMax)) {
+    unsigned char u = static_cast<unsigned char>(c);
+    if (u < 0x20 || u == 0x7f) {
+      absl::StrAppendFormat(&out, "\\x%02x", u);
+    } else {
+      out.push_back(c);
+    }
+  }
+  if (text.size() > kMax) absl::StrAppend(&out, "...");
+  return out;
+}
+
+}  // namespace
+
+absl::string_view EndingName(Ending ending) {
+  switch (ending) {
+    case Ending::kJobFinished:
+      return "job finished";
+    case Ending::kJobFailed:
+      return "job failed";
+    case Ending::kSignal:
+      return "stopped by a signal";
+    case Ending::kFenced:
+      return "declared lost by the coordinator";
+    case Ending::kCoordinatorLost:
+      return "lost the coordinator";
+    case Ending::kCoordinatorLostAfterSuccess:
+      return "lost the coordinator after the local workers succeeded";
+    case Ending::kNoVerdict:
+      return "no verdict from the coordinator";
+    case Ending::kJoinFailed:
+      return "rendezvous failed";
+    case Ending::kSpawnFailed:
+      return "cannot start COMMAND";
+  }
+  return "unknown";
+}
+
+int ExitCodeFor(const EndingFacts& f) {
+  for (const ExitRule& rule : ExitPolicy()) {
+    if (rule.ending != f.ending) continue;
+    for (Source source : rule.sources) {
+      switch (source) {
+        case Source::kRestartsExhausted:
+          if (f.restarts_exhausted) return kExitRestartsExhausted;
+          break;
+        case Source::kRunningFailure:
+          if (f.running_failure != 0) return f.running_failure;
+          break;
+        case Source::kAnyFailure:
+          if (f.any_failure != 0) return f.any_failure;
+          break;
+        case Source::kSignal:
+          if (f.signal != 0) return kExitSignalBase + f.signal;
+          break;
+        case Source::kGiven:
+          return f.given_code;
+        case Source::kSuccess:
+          return kExitSuccess;
+        case Source::kPeerFailed:
+          return kExitPeerFailed;
+        case Source::kUnavailable:
+          return kExitUnavailable;
+      }
+    }
+  }
+  return kExitInternal;
+}
+
+absl::string_view RoundStateName(RoundState state) {
+  switch (state) {
+    case RoundState::kJoining:
+      return "joining";
+    case RoundState::kRunning:
+      return "running";
+    case RoundState::kAwaitingVerdict:
+      return "awaiting verdict";
+    case RoundState::kStopping:
+      return "stopping";
+    case RoundState::kDone:
+      return "done";
+  }
+  return "unknown";
+}
+
+RoundMachine::RoundMachine(RoundOptions options, Clock* clock)
+    : options_(std::move(options)), clock_(clock), reopen_backoff_(options_.reopen_min_backoff) {}
+
+std::vector<RoundAction> RoundMachine::Start() {
+  Actions out;
+  Join(&out);
+  return out;
+}
+
+std::vector<RoundAction> RoundMachine::Handle(const RoundEvent& event) {
+  Actions out;
+  if (state_ == RoundState::kDone) return out;
+  std::visit(
+      [&](const auto& e) {
+        using T = std::decay_t<decltype(e)>;
+        if constexpr (std::is_same_v<T, JoinAnswered>) {
+          OnJoinAnswered(e, &out);
+        } else if constexpr (std::is_same_v<T, WorkersStarted>) {
+          OnWorkersStarted(e, &out);
+        } else if constexpr (std::is_same_v<T, WorkerExited>) {
+          OnWorkerExited(e, &out);
+        } else if constexpr (std::is_same_v<T, WorkersGone>) {
+          OnWorkersGone(&out);
+        } else if constexpr (std::is_same_v<T, SignalReceived>) {
+          OnSignal(e.signal, &out);
+        } else if constexpr (std::is_same_v<T, DirectiveReceived>) {
+          OnDirective(e, &out);
+        } else if constexpr (std::is_same_v<T, StreamEnded>) {
+          OnStreamEnded(e, &out);
+        } else if constexpr (std::is_same_v<T, ReportAnswered>) {
+          OnReportAnswered(e, &out);
+        } else {
+          static_assert(std::is_same_v<T, Tick>);
+          OnTick(&out);
+        }
+      },
+      event);
+  return out;
+}
+
+absl::Time RoundMachine::NextDeadline() const {
+  absl::Time next = absl::InfiniteFuture();
+  switch (state_) {
+    case RoundState::kJoining:
+      next = next_progress_log_;
+      break;
+    case RoundState::kRunning:
+    case RoundState::kAwaitingVerdict:
+    case RoundState::kStopping:
+      if (OutcomePending()) {
+        next = std::min({next, next_heartbeat_, reopen_at_, verdict_deadline_});
+        if (heartbeat_interval_ > absl::ZeroDuration()) {
+          next = std::min(next, last_contact_ + SilenceLimit());
+        }
+      }
+      if (state_ == RoundState::kStopping) {
+        next = std::min(next, kill_at_);
+        if (!workers_gone_) next = std::min(next, give_up_at_);
+      }
+      break;
+    case RoundState::kDone:
+      break;
+  }
+  return next;
+}
+
+// ---- Joining.
+
+void RoundMachine::Join(Actions* out) {
+  SetState(RoundState::kJoining);
+  const absl::Time now = clock_->Now();
+  join_started_ = now;
+  next_progress_log_ = now + options_.progress_log_interval;
+  join_cancelled_ = false;
+  v1::JoinRequest r;
+  *r.mutable_member() = options_.me;
+  r.set_job_id(options_.job_id);
+  r.set_rank_hint(options_.rank_hint);
+  r.set_advertise_addr(options_.advertise_addr);
+  r.set_local_world_size(options_.local_world_size);
+  r.set_master_port(options_.master_port);
+  r.set_last_round(last_round_);
+  r.set_restart_count(last_restart_count_);
+  r.set_want_nodes(options_.want_nodes);
+  out->push_back(StartJoin{std::move(r), options_.join_timeout});
+}
+
+void RoundMachine::OnJoinAnswered(const JoinAnswered& e, Actions* out) {
+  if (state_ != RoundState::kJoining) return;
+  if (signal_ != 0) {
+    // Stopped by a signal while joining. A round that closed at the same
+    // moment counted us in: tell the coordinator we are gone.
+    if (e.result.ok()) {
+      v1::LeaveRequest leave;
+      *leave.mutable_member() = options_.me;
+      leave.set_job_id(options_.job_id);
+      leave.set_reason(absl::StrCat("agent received ", SignalText(signal_), " while joining"));
+      out->push_back(SendLeave{std::move(leave)});
+    }
+    outcome_ = Outcome::kExit;
+    facts_ = EndingFacts{};
+    facts_.ending = Ending::kSignal;
+    FinishWith(out);
+    return;
+  }
+  if (!e.result.ok()) {
+    const int code = ExitCodeForJoinError(e.result.status());
+    TLOG(kError) << "rendezvous failed: " << Quoted(e.result.status().message());
+    outcome_ = Outcome::kExit;
+    facts_ = EndingFacts{};
+    facts_.ending = Ending::kJoinFailed;
+    facts_.given_code = code;
+    FinishWith(out);
+    return;
+  }
+  assignment_ = *e.result;
+  const v1::Assignment& a = assignment_;
+  last_round_ = a.round();
+  last_restart_count_ = a.restart_count();
+  NoteContact();
+  heartbeat_interval_ = absl::Milliseconds(std::max<int64_t>(0, a.heartbeat_interval_ms()));
+  const absl::Time now = clock_->Now();
+  next_heartbeat_ = heartbeat_interval_ > absl::ZeroDuration() ? now + heartbeat_interval_
+                                                               : absl::InfiniteFuture();
+  next_progress_log_ = absl::InfiniteFuture();
+
+  // A fresh round: nothing of the previous one counts.
+  workers_running_ = a.self().local_world_size();
+  workers_ok_ = 0;
+  workers_gone_ = false;
+  running_failure_ = 0;
+  any_failure_ = 0;
+  reported_success_ = false;
+  outcome_ = Outcome::kUndecided;
+  facts_ = EndingFacts{};
+  kill_at_ = give_up_at_ = verdict_deadline_ = absl::InfiniteFuture();
+  last_report_error_.clear();
+
+  status_.round = a.round();
+  status_.node_rank = a.node_rank();
+  status_.nnodes = a.nnodes();
+  status_.world_size = a.world_size();
+  status_.restart_count = a.restart_count();
+  status_.workers_running = workers_running_;
+
+  TLOG(kInfo) << absl::StrFormat(
+      "round %d: node rank %d of %d, world size %d, master %s:%d, restart %d; starting %d "
+      "worker(s) (ranks %d..%d)",
+      a.round(), a.node_rank(), a.nnodes(), a.world_size(), Quoted(a.master_addr()),
+      a.master_port(), a.restart_count(), a.self().local_world_size(), a.self().first_global_rank(),
+      a.self().first_global_rank() + a.self().local_world_size() - 1);
+
+  // The stream first, so that no directive about this round is missed.
+  v1::WatchRequest w;
+  *w.mutable_member() = options_.me;
+  w.set_job_id(options_.job_id);
+  w.set_round(a.round());
+  out->push_back(OpenWatch{std::move(w), ++watch_id_});
+  watch_open_ = true;
+  reopen_at_ = absl::InfiniteFuture();
+  reopen_backoff_ = options_.reopen_min_backoff;
+  SetState(RoundState::kRunning);
+  out->push_back(StartWorkers{a});
+}
+
+void RoundMachine::OnWorkersStarted(const WorkersStarted& e, Actions* out) {
+  if (state_ != RoundState::kRunning) return;
+  if (e.status.ok()) {
+    out->push_back(SetServing{true});
+    return;
+  }
+  const int code = launcher::ExitCodeForSpawnError(e.status);
+  TLOG(kError) << e.status.message();
+  status_.last_failure = std::string(e.status.message());
+  v1::ReportRequest r = NewReport(v1::ReportRequest::FAILED);
+  r.set_exit_code(code);
+  r.set_failed_local_rank(0);
+  r.set_message(std::string(e.status.message().substr(0, 1024)));
+  out->push_back(SendReport{std::move(r)});
+  out->push_back(CloseWatch{});
+  watch_open_ = false;
+  workers_running_ = 0;
+  workers_gone_ = true;
+  outcome_ = Outcome::kExit;
+  facts_ = EndingFacts{};
+  facts_.ending = Ending::kSpawnFailed;
+  facts_.given_code = code;
+  FinishWith(out);
+}
+
+// ---- Workers.
+
+std::string RoundMachine::WorkerName(const launcher::ProcessExit& x) const {
+  return absl::StrFormat("worker rank %d (local rank %d, pid %d)", x.global_rank, x.local_rank,
+                         x.pid);
+}
+
+void RoundMachine::OnWorkerExited(const WorkerExited& e, Actions* out) {
+  const launcher::ProcessExit& x = e.exit;
+  if (x.role != launcher::ProcessRole::kWorker) return;
+  if (state_ == RoundState::kJoining) return;
+  workers_running_ = std::max(0, workers_running_ - 1);
+  status_.workers_running = workers_running_;
+  const int code = x.exit_code;
+  if (code != 0 && any_failure_ == 0) any_failure_ = code;
+  if (state_ != RoundState::kRunning) return;  // stopping: the exits we caused.
+  if (code == 0) {
+    ++workers_ok_;
+    if (workers_ok_ == assignment_.self().local_world_size()) {
+      reported_success_ = true;
+      TLOG(kInfo) << "all " << workers_ok_
+                  << " local worker(s) exited 0; waiting for the job's verdict";
+      out->push_back(SendReport{NewReport(v1::ReportRequest::SUCCEEDED)});
+      out->push_back(SetServing{false});
+      SetState(RoundState::kAwaitingVerdict);
+    }
+    return;
+  }
+  running_failure_ = code;
+  const std::string how = code > kExitSignalBase
+                              ? absl::StrCat("killed by ", SignalText(code - kExitSignalBase))
+                              : absl::StrCat("exited with code ", code);
+  TLOG(kError) << WorkerName(x) << " failed: " << how;
+  status_.last_failure = absl::StrCat(WorkerName(x), " ", how);
+  v1::ReportRequest r = NewReport(v1::ReportRequest::FAILED);
+  r.set_exit_code(code);
+  r.set_failed_local_rank(x.local_rank);
+  r.set_message(absl::StrCat("rank ", x.global_rank, " ", how));
+  out->push_back(SendReport{std::move(r)});
+  // Fail fast: stop the other local workers now; the coordinator decides
+  // (and tells every other node) whether the job fails or restarts.
+  verdict_deadline_ = clock_->Now() + options_.verdict_timeout;
+  BeginStop(absl::StrCat("worker rank ", x.global_rank, " failed"), 0, out);
+}
+
+void RoundMachine::OnWorkersGone(Actions* out) {
+  if (state_ == RoundState::kJoining) return;
+  workers_gone_ = true;
+  workers_running_ = 0;
+  status_.workers_running = 0;
+  MaybeComplete(out);
+}
+
+// ---- Signals.
+
+void RoundMachine::OnSignal(int sig, Actions* out) {
+  if (!launcher::IsTerminatingSignal(sig)) {
+    if (state_ != RoundState::kJoining && !workers_gone_) {
+      TLOG(kInfo) << "forwarding " << SignalText(sig) << " to the workers";
+      out->push_back(SignalWorkers{sig});
+    }
+    return;
+  }
+  ++terminating_signals_;
+  if (signal_ == 0) signal_ = sig;
+  auto leave = [&] {
+    v1::LeaveRequest r;
+    *r.mutable_member() = options_.me;
+    r.set_job_id(options_.job_id);
+    r.set_reason(absl::StrCat("agent received ", SignalText(sig)));
+    out->push_back(SendLeave{std::move(r)});
+  };
+  switch (state_) {
+    case RoundState::kJoining:
+      if (!join_cancelled_) {
+        TLOG(kWarning) << "received " << SignalText(sig) << " during the rendezvous; leaving";
+        join_cancelled_ = true;
+        out->push_back(CancelJoin{});
+      }
+      return;  // finishes when the join answers (Cancelled).
+    case RoundState::kRunning:
+    case RoundState::kAwaitingVerdict:
+      TLOG(kInfo) << "received " << SignalText(sig)
+                  << (workers_gone_ ? "; leaving the job"
+                                    : "; forwarding it to the workers and leaving the job");
+      leave();
+      outcome_ = Outcome::kExit;
+      facts_.ending = Ending::kSignal;
+      BeginStop("signal", sig, out);
+      return;
+    case RoundState::kStopping: {
+      const bool signal_stop = outcome_ == Outcome::kExit && facts_.ending == Ending::kSignal;
+      if (terminating_signals_ >= 2 || signal_stop) {
+        if (!workers_gone_ && give_up_at_ == absl::InfiniteFuture()) {
+          TLOG(kWarning) << "received " << SignalText(sig)
+                         << " again: killing the workers now (SIGKILL)";
+          out->push_back(SignalWorkers{SIGKILL});
+          kill_at_ = absl::InfiniteFuture();
+          give_up_at_ = clock_->Now() + options_.kill_timeout;
+        }
+        return;
+      }
+      // The first signal while stopping for another reason: the pod is
+      // going away, whatever the coordinator would have said.
+      TLOG(kInfo) << "received " << SignalText(sig) << " while stopping; forwarding it";
+      if (outcome_ != Outcome::kExit) {
+        leave();
+        outcome_ = Outcome::kExit;
+        facts_.ending = Ending::kSignal;
+      }
+      if (!workers_gone_) out->push_back(SignalWorkers{sig});
+      MaybeComplete(out);
+      return;
+    }
+    case RoundState::kDone:
+      return;
+  }
+}
+
+// ---- The coordinator.
+
+bool RoundMachine::OutcomePending() const {
+  return outcome_ == Outcome::kUndecided &&
+         (state_ == RoundState::kRunning || state_ == RoundState::kAwaitingVerdict ||
+          state_ == RoundState::kStopping);
+}
+
+void RoundMachine::OnDirective(const DirectiveReceived& e, Actions* out) {
+  if (e.watch_id != watch_id_ || state_ == RoundState::kJoining) return;
+  const v1::Directive& d = e.directive;
+  if (d.round() != assignment_.round() ||
+      d.coordinator_incarnation() != assignment_.coordinator_incarnation()) {
+    TLOG(kDebug) << "ignoring a directive for round " << d.round() << " (current round "
+                 << assignment_.round() << ")";
+    return;
+  }
+  NoteContact();
+  if (!OutcomePending()) return;
+  if (d.has_job_finished()) {
+    TLOG(kInfo) << "job finished: every worker on every node exited 0";
+    outcome_ = Outcome::kExit;
+    facts_.ending = Ending::kJobFinished;
+    BeginStop("the job finished", 0, out);
+  } else if (d.has_job_failed()) {
+    const v1::JobFailed& f = d.job_failed();
+    TLOG(kError) << "job failed: " << Quoted(f.reason());
+    outcome_ = Outcome::kExit;
+    facts_.ending = Ending::kJobFailed;
+    facts_.restarts_exhausted = f.restarts_exhausted();
+    BeginStop("the job failed", 0, out);
+  } else if (d.has_rejoin()) {
+    TLOG(kInfo) << "restart: " << Quoted(d.rejoin().reason()) << "; re-joining for round "
+                << d.rejoin().next_round();
+    outcome_ = Outcome::kRejoin;
+    BeginStop("restart", 0, out);
+  } else if (d.has_stop_workers()) {
+    TLOG(kInfo) << "the coordinator asks to stop the workers: "
+                << Quoted(d.stop_workers().reason());
+    if (verdict_deadline_ == absl::InfiniteFuture()) {
+      verdict_deadline_ = clock_->Now() + options_.verdict_timeout;
+    }
+    BeginStop("the coordinator asked", 0, out);
+  }
+}
+
+bool RoundMachine::HandleFinalError(const absl::Status& status, Actions* out) {
+  if (status.ok()) return false;
+  switch (rendezvous::ReasonOf(status)) {
+    case v1::ErrorInfo::FENCED:
+      TLOG(kError) << "this agent was declared lost by the coordinator ("
+                   << Quoted(status.message()) << "); the job went on without it";
+      outcome_ = Outcome::kExit;
+      facts_.ending = Ending::kFenced;
+      BeginStop("fenced", 0, out);
+      return true;
+    case v1::ErrorInfo::JOB_FAILED:
+    case v1::ErrorInfo::RESTARTS_EXHAUSTED:
+      TLOG(kError) << "job failed: " << Quoted(status.message());
+      outcome_ = Outcome::kExit;
+      facts_.ending = Ending::kJobFailed;
+      facts_.restarts_exhausted = rendezvous::ReasonOf(status) == v1::ErrorInfo::RESTARTS_EXHAUSTED;
+      BeginStop("the job failed", 0, out);
+      return true;
+    case v1::ErrorInfo::JOB_SUCCEEDED:
+      outcome_ = Outcome::kExit;
+      facts_.ending = Ending::kJobFinished;
+      BeginStop("the job finished", 0, out);
+      return true;
+    default:
+      break;
+  }
+  // The round is no longer current, or the coordinator does not know us (it
+  // restarted and lost its state): the job went on without this round.
+  if (absl::IsAborted(status) || absl::IsFailedPrecondition(status)) {
+    if (options_.elastic) {
+      TLOG(kWarning) << "the coordinator moved on (" << Quoted(status.message())
+                     << "); stopping the workers and re-joining";
+      outcome_ = Outcome::kRejoin;
+      BeginStop("restart", 0, out);
+    } else {
+      TLOG(kError) << "the coordinator no longer knows this round (" << Quoted(status.message())
+                   << ")";
+      outcome_ = Outcome::kExit;
+      facts_.ending = Ending::kCoordinatorLost;
+      BeginStop("lost the coordinator", 0, out);
+    }
+    return true;
+  }
+  return false;
+}
+
+void RoundMachine::OnStreamEnded(const StreamEnded& e, Actions* out) {
+  if (e.watch_id != watch_id_) return;  // an older stream, replaced or closed by us.
+  watch_open_ = false;
+  if (!OutcomePending()) return;
+  if (HandleFinalError(e.status, out)) return;
+  // A transient break (network, proxy, keepalive): re-open it while the
+  // heartbeats go on; only silence past the timeout means the coordinator
+  // is lost.
+  if (reopen_backoff_ == options_.reopen_min_backoff) {
+    TLOG(kWarning) << "the directive stream broke (" << Quoted(e.status.message())
+                   << "); re-opening it";
+  } else {
+    TLOG(kDebug) << "the directive stream broke again: " << Quoted(e.status.message());
+  }
+  reopen_at_ = clock_->Now() + reopen_backoff_;
+  reopen_backoff_ = std::min(reopen_backoff_ * 2, options_.reopen_max_backoff);
+}
+
+void RoundMachine::OnReportAnswered(const ReportAnswered& e, Actions* out) {
+  if (e.status.ok()) {
+    NoteContact();
+    if (!last_report_error_.empty()) {
+      TLOG(kInfo) << "reports reach the coordinator again";
+      last_report_error_.clear();
+    }
+    return;
+  }
+  if (e.round != assignment_.round() || !OutcomePending()) {
+    TLOG(kDebug) << "report (round " << e.round << "): " << Quoted(e.status.message());
+    return;
+  }
+  if (HandleFinalError(e.status, out)) return;
+  const std::string message(e.status.message());
+  if (last_report_error_.empty()) {
+    TLOG(kWarning) << "report to the coordinator failed: " << Quoted(message)
+                   << " (retrying with every heartbeat)";
+  } else {
+    TLOG(kDebug) << "report to the coordinator failed: " << Quoted(message);
+  }
+  last_report_error_ = message;
+}
+
+void RoundMachine::CoordinatorLost(absl::string_view why, Actions* out) {
+  if (state_ == RoundState::kAwaitingVerdict) {
+    TLOG(kWarning) << "lost the coordinator (" << why
+                   << ") after every local worker exited 0; exiting 0";
+    outcome_ = Outcome::kExit;
+    facts_.ending = Ending::kCoordinatorLostAfterSuccess;
+    BeginStop("lost the coordinator", 0, out);
+  } else if (options_.elastic) {
+    TLOG(kWarning) << "lost the coordinator (" << why << "); stopping the workers and re-joining";
+    outcome_ = Outcome::kRejoin;
+    BeginStop("lost the coordinator", 0, out);
+  } else {
+    TLOG(kError) << "lost the coordinator (" << why << ")";
+    outcome_ = Outcome::kExit;
+    facts_.ending = Ending::kCoordinatorLost;
+    BeginStop("lost the coordinator", 0, out);
+  }
+}
+
+// ---- Time.
+
+absl::Duration RoundMachine::SilenceLimit() const {
+  if (heartbeat_interval_ <= absl::ZeroDuration()) return absl::InfiniteDuration();
+  return rendezvous::SilenceLimit(heartbeat_interval_ * rendezvous::kHeartbeatsPerTimeout);
+}
+
+void RoundMachine::OnTick(Actions* out) {
+  const absl::Time now = clock_->Now();
+  if (state_ == RoundState::kJoining) {
+    if (now >= next_progress_log_) {
+      TLOG(kInfo) << "waiting for round " << last_round_ + 1 << " to close ("
+                  << absl::FormatDuration(absl::Trunc(now - join_started_, absl::Seconds(1)))
+                  << " so far; the join timeout is " << absl::FormatDuration(options_.join_timeout)
+                  << ")";
+      next_progress_log_ = now + options_.progress_log_interval;
+    }
+    return;
+  }
+  if (OutcomePending()) {
+    if (now >= next_heartbeat_) {
+      out->push_back(SendReport{NewReport(v1::ReportRequest::RUNNING)});
+      next_heartbeat_ = std::max(next_heartbeat_ + heartbeat_interval_, now);
+    }
+    if (!watch_open_ && now >= reopen_at_) {
+      v1::WatchRequest w;
+      *w.mutable_member() = options_.me;
+      w.set_job_id(options_.job_id);
+      w.set_round(assignment_.round());
+      out->push_back(OpenWatch{std::move(w), ++watch_id_});
+      watch_open_ = true;
+      reopen_at_ = absl::InfiniteFuture();
+    }
+    if (now - last_contact_ >= SilenceLimit()) {
+      CoordinatorLost(
+          absl::StrCat("no answer for ", absl::FormatDuration(absl::Trunc(now - last_contact_,
+                                                                          absl::Milliseconds(1)))),
+          out);
+    } else if (now >= verdict_deadline_) {
+      TLOG(kWarning) << "no verdict from the coordinator within "
+                     << absl::FormatDuration(options_.verdict_timeout);
+      outcome_ = Outcome::kExit;
+      facts_.ending = Ending::kNoVerdict;
+    }
+  }
+  if (state_ == RoundState::kStopping) {
+    if (now >= kill_at_) {
+      TLOG(kWarning) << "grace period of " << absl::FormatDuration(options_.grace_period)
+                     << " over; killing the workers (SIGKILL)";
+      out->push_back(SignalWorkers{SIGKILL});
+      kill_at_ = absl::InfiniteFuture();
+      give_up_at_ = now + options_.kill_timeout;
+    }
+    if (!workers_gone_ && now >= give_up_at_) {
+      TLOG(kError) << "worker process groups still alive "
+                   << absl::FormatDuration(options_.kill_timeout)
+                   << " after SIGKILL (uninterruptible sleep?); giving up on them";
+      workers_gone_ = true;
+    }
+    MaybeComplete(out);
+  }
+}
+
+// ---- Stopping and finishing.
+
+void RoundMachine::BeginStop(absl::string_view why, int forward_signal, Actions* out) {
+  if (state_ == RoundState::kRunning || state_ == RoundState::kAwaitingVerdict) {
+    if (state_ == RoundState::kRunning) out->push_back(SetServing{false});
+    SetState(RoundState::kStopping);
+    if (!workers_gone_) {
+      const int sig = forward_signal != 0 ? forward_signal : SIGTERM;
+      TLOG(kInfo) << "stopping " << workers_running_ << " worker(s) (" << why
+                  << "): " << (forward_signal != 0 ? SignalText(sig) : std::string("SIGTERM"))
+                  << ", then SIGKILL after " << absl::FormatDuration(options_.grace_period);
+      out->push_back(SignalWorkers{sig});
+      kill_at_ = clock_->Now() + options_.grace_period;
+    }
+  }
+  MaybeComplete(out);
+}
+
+void RoundMachine::MaybeComplete(Actions* out) {
+  if (state_ != RoundState::kStopping || !workers_gone_ || outcome_ == Outcome::kUndecided) {
+    return;
+  }
+  next_heartbeat_ = reopen_at_ = absl::InfiniteFuture();
+  if (watch_open_) {
+    out->push_back(CloseWatch{});
+    watch_open_ = false;
+  }
+  if (outcome_ == Outcome::kRejoin) {
+    Join(out);
+    return;
+  }
+  FinishWith(out);
+}
+
+void RoundMachine::FinishWith(Actions* out) {
+  facts_.running_failure = running_failure_;
+  facts_.any_failure = any_failure_;
+  facts_.signal = signal_;
+  if (watch_open_) {
+    out->push_back(CloseWatch{});
+    watch_open_ = false;
+  }
+  const int code = ExitCodeFor(facts_);
+  TLOG(kInfo) << "exiting with code " << code << " (" << EndingName(facts_.ending) << ")";
+  status_.exit_code = code;
+  SetState(RoundState::kDone);
+  out->push_back(Finish{code});
+}
+
+// ---- Helpers.
+
+void RoundMachine::NoteContact() { last_contact_ = clock_->Now(); }
+
+v1::ReportRequest RoundMachine::NewReport(v1::ReportRequest::State state) const {
+  v1::ReportRequest r;
+  *r.mutable_member() = options_.me;
+  r.set_job_id(options_.job_id);
+  r.set_round(assignment_.round());
+  r.set_state(state);
+  return r;
+}
+
+void RoundMachine::SetState(RoundState state) {
+  state_ = state;
+  status_.state = state;
+}
+
+}  // namespace trainlet::agent

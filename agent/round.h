@@ -1,0 +1,305 @@
+// The agent's round as a pure state machine: events in, actions out. It owns
+// every policy decision of `trainlet run` (when to join, start, stop, kill,
+// report, leave, re-join, and with which exit code to finish) and performs no
+// I/O; the executor (agent.h) turns its actions into calls on the worker
+// group, the rendezvous client and the health server, and feeds back what
+// happens as events. Time comes from an injected Clock (monotonic in
+// production, simulated in tests); every deadline is a point on that clock.
+//
+//                 start
+//                   |  Join
+//                   v
+//   +--------->  JOINING  --- join failed / signal ------------------+
+//   |               |  join answered: OpenWatch, StartWorkers         |
+//   |               v                                                 |
+//   |            RUNNING  -- every local worker exited 0:             |
+//   |               |        Report(SUCCEEDED) --> AWAITING_VERDICT --+--+
+//   |               |                               (workers done;   |  |
+//   |               |                                no timeout)      |  |
+//   |               |  worker failed (Report FAILED), signal            |  |
+//   |               |  (forward, Leave), directive (verdict, Rejoin,    |  |
+//   |               |  StopWorkers), fenced, coordinator lost          |  |
+//   |               v                                                 |  |
+//   |            STOPPING until deadline: SIGTERM (or the signal),    |  |
+//   |               |   SIGKILL at the deadline or on a second signal  |  |
+//   |               |   wait for: every worker process group gone      |  |
+//   |               |             AND an outcome (a verdict, or the    |  |
+//   |               |             verdict timeout after a failure)     |  |
+//   +-- Rejoin -----+                                                 v  v
+//                   +-- exit code (ExitCodeFor) ------------------->  DONE
+//
+// There is one STOPPING state for every cause. While its outcome is not
+// known yet (a local failure waits for the coordinator's verdict) it keeps
+// heartbeating and listening; a terminating signal makes the outcome "exit
+// with the signal's code" and a second one kills the workers at once.
+//
+// The coordinator is "lost" when nothing it answered (join, directive,
+// heartbeat answer) has arrived for the heartbeat timeout plus half an
+// interval (the coordinator's own silence limit), not when a stream breaks:
+// a broken Watch stream is re-opened with backoff while heartbeats go on.
+// A lost coordinator ends a static job with 69 and makes an elastic agent
+// re-join (a restarted coordinator rebuilds the job from the re-joins).
+//
+// Threading: not thread-safe; the executor drives it from one thread.
+#ifndef TRAINLET_AGENT_ROUND_H_
+#define TRAINLET_AGENT_ROUND_H_
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <variant>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "absl/time/time.h"
+#include "common/clock.h"
+#include "launcher/worker.h"
+#include "trainlet/v1/rendezvous.pb.h"
+
+namespace trainlet::agent {
+
+namespace v1 = ::trainlet::v1;
+
+// ---- Exit policy: one table from how the agent's run ended to its exit code
+// (docs/exit-codes.md is the user copy).
+
+enum class Ending {
+  kJobFinished,                  // the coordinator: every worker of the job exited 0.
+  kJobFailed,                    // the coordinator: the job failed.
+  kSignal,                       // a terminating signal stopped the agent.
+  kFenced,                       // the coordinator declared this incarnation lost.
+  kCoordinatorLost,              // nothing from the coordinator for its silence limit.
+  kCoordinatorLostAfterSuccess,  // ... after every local worker exited 0.
+  kNoVerdict,                    // no verdict within the verdict timeout after a stop.
+  kJoinFailed,                   // the rendezvous failed (code decided by the error).
+  kSpawnFailed,                  // COMMAND could not be started (126/127/71...).
+};
+absl::string_view EndingName(Ending ending);
+
+struct EndingFacts {
+  Ending ending = Ending::kJobFinished;
+  // The first worker that failed while the round ran (not one stopped by
+  // us), or 0.
+  int running_failure = 0;
+  // The first worker that exited non-zero at all, stops included, or 0.
+  int any_failure = 0;
+  int signal = 0;                   // the terminating signal, or 0.
+  bool restarts_exhausted = false;  // kJobFailed: the budget ran out.
+  int given_code = 0;               // kJoinFailed, kSpawnFailed.
+};
+
+// The exit code for `facts` by the exit policy table.
+int ExitCodeFor(const EndingFacts& facts);
+
+// ---- Events the executor feeds in.
+
+struct JoinAnswered {
+  absl::StatusOr<v1::Assignment> result;
+};
+struct WorkersStarted {
+  absl::Status status;
+};
+struct WorkerExited {
+  launcher::ProcessExit exit;
+};
+struct WorkersGone {};  // every worker process group of the round is empty.
+struct SignalReceived {
+  int signal = 0;
+};
+struct DirectiveReceived {
+  uint64_t watch_id = 0;
+  v1::Directive directive;
+};
+struct StreamEnded {
+  uint64_t watch_id = 0;
+  absl::Status status;
+};
+struct ReportAnswered {
+  uint64_t round = 0;
+  v1::ReportRequest::State state = v1::ReportRequest::STATE_UNSPECIFIED;
+  absl::Status status;
+};
+struct Tick {};  // time passed; the machine reads the clock.
+
+using RoundEvent =
+    std::variant<JoinAnswered, WorkersStarted, WorkerExited, WorkersGone, SignalReceived,
+                 DirectiveReceived, StreamEnded, ReportAnswered, Tick>;
+
+// ---- Actions it asks the executor to perform.
+
+struct StartJoin {
+  v1::JoinRequest request;
+  absl::Duration timeout;
+};
+struct CancelJoin {};
+// Open the directive stream of `round` (closing any older one); its events
+// carry `watch_id`, so that those of an older stream can be told apart.
+struct OpenWatch {
+  v1::WatchRequest request;
+  uint64_t watch_id = 0;
+};
+struct CloseWatch {};
+struct StartWorkers {
+  v1::Assignment assignment;  // the executor builds the workers' environment.
+};
+struct SignalWorkers {
+  int signal = 0;
+};
+struct SendReport {
+  v1::ReportRequest request;
+};
+struct SendLeave {
+  v1::LeaveRequest request;
+};
+struct SetServing {
+  bool serving = false;
+};
+struct Finish {
+  int exit_code = 0;
+};
+
+using RoundAction = std::variant<StartJoin, CancelJoin, OpenWatch, CloseWatch, StartWorkers,
+                                 SignalWorkers, SendReport, SendLeave, SetServing, Finish>;
+
+// ---- The machine.
+
+struct RoundOptions {
+  v1::Member me;
+  std::string job_id;
+  int rank_hint = -1;
+  std::string advertise_addr;
+  int local_world_size = 1;
+  int master_port = 29500;
+  bool want_nodes = true;  // ask for the member list (TF_CONFIG).
+  bool elastic = false;    // max_restarts > 0: lost coordinator -> re-join.
+  absl::Duration grace_period = absl::Seconds(30);
+  absl::Duration join_timeout = absl::Minutes(10);
+  // How long a stop whose outcome is the coordinator's to decide (a local
+  // failure, a StopWorkers directive) waits for the verdict.
+  absl::Duration verdict_timeout = absl::Seconds(10);
+  // After SIGKILL, how long to wait for the process groups to empty before
+  // giving up on them (uninterruptible sleep in a driver).
+  absl::Duration kill_timeout = absl::Seconds(10);
+  // Re-opening a broken Watch stream: backoff from min to max.
+  absl::Duration reopen_min_backoff = absl::Milliseconds(50);
+  absl::Duration reopen_max_backoff = absl::Seconds(1);
+  // At most one "still waiting" line per this while joining.
+  absl::Duration progress_log_interval = absl::Seconds(10);
+};
+
+enum class RoundState { kJoining, kRunning, kAwaitingVerdict, kStopping, kDone };
+absl::string_view RoundStateName(RoundState state);
+
+// What the agent is doing, for logs, health and later reports.
+struct AgentStatus {
+  RoundState state = RoundState::kJoining;
+  uint64_t round = 0;  // the current (or last) round; 0 before the first.
+  int node_rank = -1;
+  int nnodes = 0;
+  int world_size = 0;
+  int workers_running = 0;
+  int restart_count = 0;
+  std::string last_failure;  // human-readable; empty when none.
+  int exit_code = -1;        // once kDone.
+};
+
+class RoundMachine {
+ public:
+  RoundMachine(RoundOptions options, Clock* clock);
+
+  // The first actions: join round 1.
+  std::vector<RoundAction> Start();
+  std::vector<RoundAction> Handle(const RoundEvent& event);
+
+  // When Handle(Tick{}) has something to do next (heartbeat, deadline,
+  // re-open, progress line); InfiniteFuture when nothing is scheduled.
+  absl::Time NextDeadline() const;
+
+  RoundState state() const { return state_; }
+  bool done() const { return state_ == RoundState::kDone; }
+  const AgentStatus& status() const { return status_; }
+
+ private:
+  enum class Outcome { kUndecided, kExit, kRejoin };
+  using Actions = std::vector<RoundAction>;
+
+  void OnJoinAnswered(const JoinAnswered& e, Actions* out);
+  void OnWorkersStarted(const WorkersStarted& e, Actions* out);
+  void OnWorkerExited(const WorkerExited& e, Actions* out);
+  void OnWorkersGone(Actions* out);
+  void OnSignal(int sig, Actions* out);
+  void OnDirective(const DirectiveReceived& e, Actions* out);
+  void OnStreamEnded(const StreamEnded& e, Actions* out);
+  void OnReportAnswered(const ReportAnswered& e, Actions* out);
+  void OnTick(Actions* out);
+
+  void Join(Actions* out);
+  // Leaves RUNNING/AWAITING for STOPPING: signals the workers (SIGTERM, or
+  // `forward_signal`) unless they are all gone already.
+  void BeginStop(absl::string_view why, int forward_signal, Actions* out);
+  // Decides how the round ends once the workers are gone.
+  void Decide(Outcome outcome, Ending ending, Actions* out);
+  // The coordinator's answer (stream end or RPC status) says this agent
+  // must go: fenced, job over, round moved on. True when handled.
+  bool HandleFinalError(const absl::Status& status, Actions* out);
+  void CoordinatorLost(absl::string_view why, Actions* out);
+  // Finishes or re-joins when the stop is complete.
+  void MaybeComplete(Actions* out);
+  void FinishWith(Actions* out);
+  void Heartbeat(Actions* out);
+  void NoteContact();
+  bool OutcomePending() const;
+  v1::ReportRequest NewReport(v1::ReportRequest::State state) const;
+  void SetState(RoundState state);
+  absl::Duration SilenceLimit() const;
+  std::string WorkerName(const launcher::ProcessExit& exit) const;
+
+  const RoundOptions options_;
+  Clock* const clock_;
+
+  RoundState state_ = RoundState::kJoining;
+  AgentStatus status_;
+
+  // The round's assignment (valid from RUNNING on).
+  v1::Assignment assignment_;
+  uint64_t last_round_ = 0;
+  int last_restart_count_ = 0;
+
+  // Joining.
+  absl::Time join_started_;
+  absl::Time next_progress_log_ = absl::InfiniteFuture();
+  bool join_cancelled_ = false;
+
+  // Workers of the round.
+  int workers_running_ = 0;
+  int workers_ok_ = 0;
+  bool workers_gone_ = true;
+  int running_failure_ = 0;
+  int any_failure_ = 0;
+  bool reported_success_ = false;
+
+  // The directive stream and contact with the coordinator.
+  uint64_t watch_id_ = 0;
+  bool watch_open_ = false;
+  absl::Time reopen_at_ = absl::InfiniteFuture();
+  absl::Duration reopen_backoff_;
+  absl::Time last_contact_;
+  absl::Time next_heartbeat_ = absl::InfiniteFuture();
+  absl::Duration heartbeat_interval_ = absl::ZeroDuration();
+  std::string last_report_error_;
+
+  // Stopping.
+  Outcome outcome_ = Outcome::kUndecided;
+  EndingFacts facts_;
+  int terminating_signals_ = 0;  // how many the user sent (2nd: kill now).
+  int signal_ = 0;               // the first terminating signal.
+  absl::Time kill_at_ = absl::InfiniteFuture();
+  absl::Time give_up_at_ = absl::InfiniteFuture();
+  absl::Time verdict_deadline_ = absl::InfiniteFuture();
+};
+
+}  // namespace trainlet::agent
+
+#endif  // TRAINLET_AGENT_ROUND_H_
