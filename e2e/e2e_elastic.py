@@ -124,6 +124,40 @@ class ElasticTest(E2ETestCase):
         self.assert_codes(agents[:2], [0, 0], timeout=20)
         self.assert_no_leftovers()
 
+    def test_freeze_is_declared_lost_at_the_heartbeat_timeout_not_by_keepalive(self):
+        # Issue 7, D4: gRPC keepalive (2 s + 2 s) used to close a frozen
+        # agent's streams long before --heartbeat-timeout, and a closed stream
+        # counted as a lost node. The timeout must mean what it says (+-5%).
+        agents = self.start_elastic(3, "2:3", extra_args=["--heartbeat-timeout=8s"])
+        self.assert_ranks(self.starts(0, 3), ["n0", "n1", "n2"])
+        stopped_at = time.monotonic()
+        os.kill(agents[2].pid, signal.SIGSTOP)
+        self.starts(1, 2, timeout=20)
+        took = time.monotonic() - stopped_at
+        print("\n[measure] SIGSTOP -> survivors restarted, heartbeat timeout 8s: %.3fs" % took)
+        self.assertGreaterEqual(took, 8 * 0.95, self.describe_all())
+        self.assertLessEqual(took, 8 * 1.05 + 0.5, self.describe_all())
+        self.assertIn("no heartbeat", agents[0].stderr)
+        os.kill(agents[2].pid, signal.SIGCONT)
+        self.assertEqual(agents[2].wait(20), harness.EXIT_UNAVAILABLE, agents[2].describe())
+        self.release()
+        self.assert_codes(agents[:2], [0, 0], timeout=20)
+        self.assert_no_leftovers()
+
+    def test_freeze_shorter_than_the_heartbeat_timeout_is_not_a_loss(self):
+        # Issue 7, D4: with the default 5 s, a 4.6 s freeze was declared lost
+        # at 3.85 s (and a static job failed with 69 on any ~4 s blip).
+        agents = self.start_job(2, 1, WORKER, extra_args=["--heartbeat-timeout=5s"])
+        self.starts(0, 2)
+        os.kill(agents[1].pid, signal.SIGSTOP)
+        time.sleep(4.6)
+        os.kill(agents[1].pid, signal.SIGCONT)
+        time.sleep(1.5)
+        self.release()
+        self.assert_codes(agents, [0, 0], timeout=20)
+        self.assertNotIn("lost", agents[0].stderr)
+        self.assert_no_leftovers()
+
     def test_worker_failure_restarts_every_node_with_count_1(self):
         agents = self.start_elastic(3, "2:3", env={"E2E_FAIL_RANK": 1,
                                                    "E2E_FAIL_ONLY_RESTART": 0})
