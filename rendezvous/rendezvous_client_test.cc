@@ -1,0 +1,186 @@
+// GrpcRendezvousClient against a real in-process gRPC server whose
+// Rendezvous service the test controls: reports and leaves go out in order
+// from one sender thread, heartbeats queued behind a slow coordinator are
+// coalesced, nothing blocks the caller, and shutdown is bounded even when
+// the coordinator never answers.
+#include <grpcpp/grpcpp.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/synchronization/mutex.h"
+#include "absl/synchronization/notification.h"
+#include "absl/time/clock.h"
+#include "gtest/gtest.h"
+#include "rendezvous/coordinator_client.h"
+#include "trainlet/v1/rendezvous_service.grpc.pb.h"
+
+namespace trainlet::rendezvous {
+namespace {
+
+// Answers Report and Leave; a Report waits while `hold` is set.
+class ScriptedService final : public v1::Rendezvous::CallbackService {
+ public:
+  grpc::ServerUnaryReactor* Report(grpc::CallbackServerContext* ctx,
+                                   const v1::ReportRequest* request, v1::ReportResponse*) override {
+    {
+      absl::MutexLock lock(&mu_);
+      calls_.push_back(absl::StrCat("report:", request->state(), ":", request->message()));
+      mu_.Await(absl::Condition(
+          +[](bool* hold) { return !*hold; }, &hold_));
+    }
+    auto* reactor = ctx->DefaultReactor();
+    reactor->Finish(grpc::Status::OK);
+    return reactor;
+  }
+  grpc::ServerUnaryReactor* Leave(grpc::CallbackServerContext* ctx, const v1::LeaveRequest* request,
+                                  v1::LeaveResponse*) override {
+    {
+      absl::MutexLock lock(&mu_);
+      calls_.push_back(absl::StrCat("leave:", request->reason()));
+    }
+    auto* reactor = ctx->DefaultReactor();
+    reactor->Finish(grpc::Status::OK);
+    return reactor;
+  }
+
+  void Hold(bool hold) {
+    absl::MutexLock lock(&mu_);
+    hold_ = hold;
+  }
+  std::vector<std::string> calls() {
+    absl::MutexLock lock(&mu_);
+    return calls_;
+  }
+  bool AwaitCalls(size_t n, absl::Duration timeout) {
+    absl::MutexLock lock(&mu_);
+    auto enough = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return calls_.size() >= n; };
+    return mu_.AwaitWithTimeout(absl::Condition(&enough), timeout);
+  }
+
+ private:
+  absl::Mutex mu_;
+  bool hold_ ABSL_GUARDED_BY(mu_) = false;
+  std::vector<std::string> calls_ ABSL_GUARDED_BY(mu_);
+};
+
+class ClientTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    grpc::ServerBuilder builder;
+    builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port_);
+    builder.RegisterService(&service_);
+    server_ = builder.BuildAndStart();
+    ASSERT_NE(server_, nullptr);
+    ClientOptions o;
+    o.target = absl::StrCat("127.0.0.1:", port_);
+    o.report_timeout = absl::Seconds(30);
+    client_ = std::make_unique<GrpcRendezvousClient>(o);
+  }
+  void TearDown() override {
+    service_.Hold(false);
+    client_.reset();
+    server_->Shutdown(std::chrono::system_clock::now());
+  }
+
+  v1::ReportRequest Report(v1::ReportRequest::State state, const std::string& note) {
+    v1::ReportRequest r;
+    r.set_round(1);
+    r.set_state(state);
+    r.set_message(note);
+    return r;
+  }
+
+  ScriptedService service_;
+  int port_ = 0;
+  std::unique_ptr<grpc::Server> server_;
+  std::unique_ptr<GrpcRendezvousClient> client_;
+};
+
+TEST_F(ClientTest, ReportsAndLeaveGoOutInOrderWithoutBlockingTheCaller) {
+  std::atomic<int> answered{0};
+  auto done = [&](const absl::Status& s) {
+    EXPECT_TRUE(s.ok()) << s;
+    ++answered;
+  };
+  client_->Report(Report(v1::ReportRequest::RUNNING, "a"), done);
+  client_->Report(Report(v1::ReportRequest::FAILED, "b"), done);
+  v1::LeaveRequest leave;
+  leave.set_reason("bye");
+  client_->Leave(leave, done);
+  EXPECT_TRUE(client_->Flush(absl::Seconds(10)));
+  EXPECT_EQ(answered.load(), 3);
+  EXPECT_EQ(service_.calls(), (std::vector<std::string>{"report:1:a", "report:3:b", "leave:bye"}));
+}
+
+TEST_F(ClientTest, HeartbeatsQueuedBehindASlowCoordinatorAreCoalesced) {
+  service_.Hold(true);
+  std::atomic<int> answered{0};
+  auto done = [&](const absl::Status&) { ++answered; };
+  client_->Report(Report(v1::ReportRequest::RUNNING, "in-flight"), done);
+  ASSERT_TRUE(service_.AwaitCalls(1, absl::Seconds(10)));
+  const absl::Time before = absl::Now();
+  for (int i = 0; i < 50; ++i) {
+    client_->Report(Report(v1::ReportRequest::RUNNING, absl::StrCat("beat", i)), done);
+  }
+  EXPECT_LT(absl::Now() - before, absl::Seconds(1)) << "Report() must not block the caller";
+  service_.Hold(false);
+  ASSERT_TRUE(client_->Flush(absl::Seconds(10)));
+  // The one in flight, then only the newest heartbeat; every callback ran.
+  EXPECT_EQ(service_.calls(), (std::vector<std::string>{"report:1:in-flight", "report:1:beat49"}));
+  EXPECT_EQ(answered.load(), 51);
+}
+
+TEST_F(ClientTest, ShutdownIsBoundedWhenTheCoordinatorNeverAnswers) {
+  service_.Hold(true);
+  absl::Notification answered;
+  absl::Status status;
+  client_->Report(Report(v1::ReportRequest::RUNNING, "stuck"), [&](const absl::Status& s) {
+    status = s;
+    answered.Notify();
+  });
+  ASSERT_TRUE(service_.AwaitCalls(1, absl::Seconds(10)));
+  EXPECT_FALSE(client_->Flush(absl::Milliseconds(200)));
+  const absl::Time before = absl::Now();
+  client_.reset();  // cancels the call in flight (its deadline is 30 s)
+  EXPECT_LT(absl::Now() - before, absl::Seconds(5));
+  ASSERT_TRUE(answered.HasBeenNotified());
+  EXPECT_FALSE(status.ok());
+}
+
+TEST_F(ClientTest, JoinIsCancelledBySignal) {
+  // Nothing listens on this port: the join keeps retrying until cancelled.
+  int dead_port = 0;
+  {
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t len = sizeof(addr);
+    ASSERT_EQ(bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+    ASSERT_EQ(getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len), 0);
+    dead_port = ntohs(addr.sin_port);
+    close(fd);
+  }
+  ClientOptions o;
+  o.target = absl::StrCat("127.0.0.1:", dead_port);
+  GrpcRendezvousClient client(o);
+  absl::Notification done;
+  absl::Status status;
+  client.Join(v1::JoinRequest(), absl::Minutes(1), [&](absl::StatusOr<v1::Assignment> r) {
+    status = r.status();
+    done.Notify();
+  });
+  absl::SleepFor(absl::Milliseconds(100));
+  client.CancelJoin();
+  ASSERT_TRUE(done.WaitForNotificationWithTimeout(absl::Seconds(5)));
+  EXPECT_TRUE(absl::IsCancelled(status)) << status;
+}
+
+}  // namespace
+}  // namespace trainlet::rendezvous
