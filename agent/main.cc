@@ -82,7 +82,8 @@ int main(int argc, char** argv) {
   if (command == "health") return trainlet::agent::RunHealthProbe(args);
   const std::map<std::string, std::string> env = CurrentEnvironment();
   if (command == "run") {
-    auto config = trainlet::agent::ParseRunConfig(args, env, trainlet::agent::ProbeSystem());
+    auto config =
+        trainlet::agent::ParseRunConfig(args, env, trainlet::agent::ProbeSystem(env));
     if (!config.ok()) return ConfigError("run", config.status());
     if (config->help_requested) {
       std::cout << trainlet::agent::RunHelpText();
