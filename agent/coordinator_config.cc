@@ -35,7 +35,7 @@ const std::vector<OptionSpec>& CoordinatorOptionTable() {
 }
 
 std::string CoordinatorHelpText() {
-  return HelpText(kCoordinatorUsage, kCoordinatorDescription, CoordinatorOptionTable());
+  return HelpText(kCoordinatorUsage, kCoordinatorDescription, CoordinatorOptionTable(), false);
 }
 
 absl::StatusOr<CoordinatorConfig> ParseCoordinatorConfig(
@@ -57,7 +57,8 @@ absl::StatusOr<CoordinatorConfig> ParseCoordinatorConfig(
   absl::StatusOr<int> port = ParseIntValue(ValueOrDefault(parsed, table, "port"), 1, 65535);
   if (!port.ok()) return port.status();
   c.port = *port;
-  absl::StatusOr<std::string> bind = ParseHostValue(ValueOrDefault(parsed, table, "bind-addr"));
+  absl::StatusOr<std::string> bind =
+      ParseIpAddressValue(ValueOrDefault(parsed, table, "bind-addr"));
   if (!bind.ok()) return bind.status();
   c.bind_addr = *bind;
   absl::StatusOr<NnodesRange> nnodes = ParseNnodesValue(ValueOrDefault(parsed, table, "nnodes"));

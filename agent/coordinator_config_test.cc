@@ -1,5 +1,9 @@
 #include "agent/coordinator_config.h"
 
+#include <unistd.h>
+
+#include <cstdio>
+
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -71,6 +75,7 @@ TEST(ParseCoordinatorConfig, BadInputNamesTheFlag) {
       {{"--nnodes=3:2"}, "--nnodes: expected N or MIN:MAX"},
       {{"--job-id=a b"}, "--job-id: expected"},
       {{"--bind-addr="}, "--bind-addr: expected"},
+      {{"--bind-addr=coord host"}, "--bind-addr: expected an IP address"},
       {{"--heartbeat-timeout=0"}, "--heartbeat-timeout: expected a duration"},
       {{"--log-level=x"}, "--log-level: expected"},
       {{"--nproc-per-node=2"}, "unknown flag --nproc-per-node"},
@@ -98,6 +103,25 @@ TEST(ParseCoordinatorConfig, Help) {
   EXPECT_THAT(help, HasSubstr("Usage: trainlet coordinator [OPTIONS]"));
   EXPECT_THAT(help, HasSubstr("env TRAINLET_BIND_ADDR, default: 0.0.0.0"));
   EXPECT_THAT(help, HasSubstr("--min-nodes-timeout=DURATION"));
+}
+
+// The coordinator does no Kubernetes discovery, so its help must not say so.
+TEST(ParseCoordinatorConfig, HelpDoesNotMentionKubernetes) {
+  std::string help = CoordinatorHelpText();
+  EXPECT_THAT(help, ::testing::Not(HasSubstr("Kubernetes")));
+  EXPECT_THAT(help, ::testing::Not(HasSubstr("PET_")));
+}
+
+TEST(ParseCoordinatorConfig, WhitespaceOnlyTokenFileIsAConfigError) {
+  char tmpl[] = "/tmp/trainlet_coord_token_XXXXXX";
+  int fd = mkstemp(tmpl);
+  ASSERT_GE(fd, 0);
+  ASSERT_EQ(write(fd, " \n", 2), 2);
+  close(fd);
+  auto c = ParseCoordinatorConfig({std::string("--token-file=") + tmpl}, {});
+  std::remove(tmpl);
+  EXPECT_EQ(c.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(c.status().message(), HasSubstr("is empty"));
 }
 
 }  // namespace

@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "absl/strings/ascii.h"
+#include "absl/strings/escaping.h"
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -73,9 +74,23 @@ KubernetesDiscovery DiscoverKubernetes(const std::map<std::string, std::string>&
   if (!d.node_rank.has_value()) d.node_rank = FromEnv(env, "JOB_COMPLETION_INDEX");
   d.coordinator_host = FromEnv(env, "PET_MASTER_ADDR");
 
-  bool in_kubernetes = FromEnv(env, "KUBERNETES_SERVICE_HOST").has_value();
+  const bool in_kubernetes = FromEnv(env, "KUBERNETES_SERVICE_HOST").has_value();
+  d.in_kubernetes = in_kubernetes;
   std::optional<JobSetHostname> jobset =
       in_kubernetes ? ParseJobSetHostname(sys.hostname) : std::nullopt;
+  if (in_kubernetes) {
+    if (std::optional<Discovered> index = FromEnv(env, "JOB_COMPLETION_INDEX")) {
+      d.job_pod_signs.push_back(
+          absl::StrCat("JOB_COMPLETION_INDEX=", absl::CEscape(index->text.substr(0, 16))));
+    }
+    if (jobset.has_value())
+      d.job_pod_signs.push_back(absl::StrCat("JobSet hostname ", sys.hostname));
+    for (const auto& [name, value] : env) {  // std::map: sorted, so the list is stable.
+      if (absl::StartsWith(name, "PET_") && !value.empty()) {
+        d.job_pod_signs.push_back(absl::CEscape(name.substr(0, 64)));
+      }
+    }
+  }
   if (jobset.has_value()) {
     std::string origin = absl::StrCat("JobSet hostname ", sys.hostname);
     if (!d.node_rank.has_value() && jobset->job_index == 0) {

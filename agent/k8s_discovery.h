@@ -14,6 +14,11 @@
 //   max restarts    PET_MAX_RESTARTS (training-operator v1 elastic)
 //   job id          the JobSet hostname prefix <jobset>-<rjob>
 //
+// It also says whether this is a pod of a JobSet or Kubeflow job (Kubernetes,
+// and JOB_COMPLETION_INDEX, a JobSet hostname or a PET_* variable), whose
+// node count must then come from somewhere (ParseRunConfig() refuses to guess
+// 1), and where the job's token Secret is mounted.
+//
 // The hostname is read as a JobSet hostname only inside Kubernetes
 // (KUBERNETES_SERVICE_HOST is set), so that a laptop called "build-0-3" is
 // not taken for pod 3. Empty variables count as unset. Values are returned as
@@ -27,6 +32,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "absl/strings/string_view.h"
 #include "agent/system_probe.h"
@@ -53,7 +59,17 @@ struct Discovered {
                        // "JobSet hostname job-node-0-1".
 };
 
+// Where a pod finds the job's token when no --token-file is given: a Secret
+// volume mounted at /var/run/secrets/trainlet with the key "token" (read
+// below SystemInfo::root).
+inline constexpr char kKubernetesTokenPath[] = "/var/run/secrets/trainlet/token";
+
 struct KubernetesDiscovery {
+  bool in_kubernetes = false;  // KUBERNETES_SERVICE_HOST is set.
+  // Inside Kubernetes, why this looks like a pod of a multi-pod JobSet or
+  // Kubeflow job: "JOB_COMPLETION_INDEX=3", "JobSet hostname t-node-0-1",
+  // "PET_MASTER_ADDR" (values escaped and bounded); empty outside one.
+  std::vector<std::string> job_pod_signs;
   std::optional<Discovered> nnodes;
   std::optional<Discovered> node_rank;
   std::optional<Discovered> coordinator_host;

@@ -6,6 +6,10 @@
 namespace trainlet::agent {
 namespace {
 
+using ::testing::ElementsAre;
+using ::testing::IsEmpty;
+using Env = std::map<std::string, std::string>;
+
 TEST(ParseJobSetHostname, TrainerPodNames) {
   auto h = ParseJobSetHostname("my-train-node-0-12");
   ASSERT_TRUE(h.has_value());
@@ -38,6 +42,25 @@ SystemInfo Pod(const std::string& hostname, const std::string& fqdn = "") {
   sys.hostname = hostname;
   sys.fqdn = fqdn;
   return sys;
+}
+
+TEST(DiscoverKubernetes, JobPodSigns) {
+  Env k8s = {{"KUBERNETES_SERVICE_HOST", "10.96.0.1"}};
+  EXPECT_TRUE(DiscoverKubernetes(k8s, Pod("t-node-0-1")).in_kubernetes);
+  EXPECT_THAT(DiscoverKubernetes(k8s, Pod("t-node-0-1")).job_pod_signs,
+              ElementsAre("JobSet hostname t-node-0-1"));
+  EXPECT_THAT(DiscoverKubernetes(k8s, Pod("web-7d9f8-x2b4k")).job_pod_signs, IsEmpty());
+  Env indexed = k8s;
+  indexed["JOB_COMPLETION_INDEX"] = "3";
+  indexed["PET_MASTER_ADDR"] = "m";
+  indexed["PET_MASTER_PORT"] = "\n";
+  EXPECT_THAT(DiscoverKubernetes(indexed, Pod("web")).job_pod_signs,
+              ElementsAre("JOB_COMPLETION_INDEX=3", "PET_MASTER_ADDR", "PET_MASTER_PORT"));
+  // Outside Kubernetes nothing is a pod.
+  indexed.erase("KUBERNETES_SERVICE_HOST");
+  KubernetesDiscovery outside = DiscoverKubernetes(indexed, Pod("t-node-0-1"));
+  EXPECT_FALSE(outside.in_kubernetes);
+  EXPECT_THAT(outside.job_pod_signs, IsEmpty());
 }
 
 TEST(DiscoverKubernetes, NothingOutsideKubernetes) {

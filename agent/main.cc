@@ -38,10 +38,24 @@ constexpr char kUsage[] =
     "  version\n"
     "        Print the version.\n"
     "\n"
-    "Run 'trainlet <command> --help' for a command's options. Exit codes:\n"
-    "docs/exit-codes.md (64 usage, 69 coordinator unreachable, 75 another node\n"
-    "failed, 77 wrong token or job id, 78 inconsistent configuration, else the\n"
-    "failing worker's code).\n";
+    "Run 'trainlet <command> --help' for a command's options.\n"
+    "\n"
+    "Exit codes of 'trainlet run' (docs/exit-codes.md):\n"
+    "  0        every worker on every node exited 0\n"
+    "  1-63, 80-125\n"
+    "           a local worker's own exit code (the first local failure)\n"
+    "  64       usage: bad flag or environment value, torchrun flag, no COMMAND\n"
+    "  69       coordinator unreachable, join timeout, coordinator lost, fenced\n"
+    "  70       internal error in trainlet (please report it)\n"
+    "  71       OS resource: port in use, fork failed, descriptor limit\n"
+    "  75       a worker on another node failed (or a node was lost)\n"
+    "  77       rejected by the coordinator: wrong token or job id\n"
+    "  78       inconsistent configuration: rank >= nnodes, no node count in a\n"
+    "           JobSet pod, empty or unreadable token file, duplicate node\n"
+    "  79       elastic job gave up: restarts used up or too few nodes\n"
+    "  126      COMMAND cannot be executed\n"
+    "  127      COMMAND not found\n"
+    "  128+N    a worker (or the agent) was killed by signal N\n";
 
 std::map<std::string, std::string> CurrentEnvironment() {
   std::map<std::string, std::string> env;
@@ -82,7 +96,7 @@ int main(int argc, char** argv) {
   if (command == "health") return trainlet::agent::RunHealthProbe(args);
   const std::map<std::string, std::string> env = CurrentEnvironment();
   if (command == "run") {
-    auto config = trainlet::agent::ParseRunConfig(args, env, trainlet::agent::ProbeSystem());
+    auto config = trainlet::agent::ParseRunConfig(args, env, trainlet::agent::ProbeSystem(env));
     if (!config.ok()) return ConfigError("run", config.status());
     if (config->help_requested) {
       std::cout << trainlet::agent::RunHelpText();

@@ -18,6 +18,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "common/exit_codes.h"
+#include "common/host_names.h"
 
 namespace trainlet::agent {
 namespace {
@@ -49,11 +50,42 @@ std::string UnknownFlagError(const std::vector<OptionSpec>& table, absl::string_
   return absl::StrCat("unknown flag --", name, hint, "; usage: ", usage, " (see --help)");
 }
 
-bool IsPrintableNoSpace(absl::string_view s) {
-  for (char c : s) {
-    if (c <= 0x20 || c >= 0x7f) return false;
+const ForeignFlag* LookupForeign(const std::vector<ForeignFlag>& foreign, absl::string_view name) {
+  for (const ForeignFlag& f : foreign) {
+    if (f.name == name) return &f;
   }
-  return true;
+  return nullptr;
+}
+
+absl::Status ForeignFlagError(absl::string_view as_typed, const ForeignFlag& f) {
+  return absl::InvalidArgumentError(
+      absl::StrCat(as_typed, " is a torchrun flag; ", f.hint, " (see --help)"));
+}
+
+// "--rdzv_endpoint=h:1" -> "rdzv-endpoint".
+std::string NormalizedName(absl::string_view word) {
+  word = word.substr(0, word.find('='));
+  return absl::StrReplaceAll(word, {{"_", "-"}});
+}
+
+std::string PositionalError(absl::string_view arg, absl::string_view usage) {
+  std::string shown = absl::CEscape(arg.substr(0, 128));
+  if (!absl::StrContains(usage, " -- ")) {
+    return absl::StrCat("unexpected argument \"", shown, "\"; usage: ", usage);
+  }
+  // `trainlet run train.py`, as one would write `torchrun train.py`.
+  std::string example = absl::EndsWith(arg, ".py") ? absl::StrCat("-- python ", shown)
+                                                   : absl::StrCat("-- ", shown, " ...");
+  return absl::StrCat("unexpected argument \"", shown,
+                      "\": put the command and its arguments after --, as in `", example,
+                      "` (trainlet runs COMMAND as given); usage: ", usage);
+}
+
+// Whether `host` (brackets removed) is a host trainlet accepts; IPv6
+// literals only where they were bracketed or cannot be mistaken for a port.
+bool IsHostText(absl::string_view host, bool bracketed) {
+  if (bracketed) return IsIpLiteral(host) && absl::StrContains(host, ":");
+  return IsValidHost(host);
 }
 
 }  // namespace
@@ -86,7 +118,8 @@ int EditDistance(absl::string_view a, absl::string_view b) {
 absl::StatusOr<ParsedOptions> ParseOptions(const std::vector<OptionSpec>& table,
                                            const std::vector<std::string>& args,
                                            const std::map<std::string, std::string>& env,
-                                           absl::string_view usage) {
+                                           absl::string_view usage,
+                                           const std::vector<ForeignFlag>& foreign) {
   ParsedOptions out;
   // Help wins over every other problem, so that `--help` always works.
   for (const std::string& arg : args) {
@@ -107,12 +140,15 @@ absl::StatusOr<ParsedOptions> ParseOptions(const std::vector<OptionSpec>& table,
     absl::string_view word = arg;
     if (!absl::ConsumePrefix(&word, "--")) {
       if (absl::StartsWith(arg, "-") && arg.size() > 1) {
-        return absl::InvalidArgumentError(
-            absl::StrCat("unknown flag ", arg, "; usage: ", usage, " (see --help)"));
+        absl::string_view short_flag = absl::string_view(arg).substr(1);
+        if (const ForeignFlag* f = LookupForeign(foreign, NormalizedName(short_flag))) {
+          return ForeignFlagError(arg.substr(0, arg.find('=')), *f);
+        }
+        return absl::InvalidArgumentError(absl::StrCat("unknown flag ",
+                                                       absl::CEscape(arg.substr(0, 128)),
+                                                       "; usage: ", usage, " (see --help)"));
       }
-      return absl::InvalidArgumentError(
-          absl::StrCat("unexpected argument \"", absl::CEscape(arg),
-                       "\": put the command and its arguments after --; usage: ", usage));
+      return absl::InvalidArgumentError(PositionalError(arg, usage));
     }
     std::optional<std::string> inline_value;
     std::string name;
@@ -125,7 +161,12 @@ absl::StatusOr<ParsedOptions> ParseOptions(const std::vector<OptionSpec>& table,
     // torchrun accepts --nproc_per_node as well as --nproc-per-node.
     absl::StrReplaceAll({{"_", "-"}}, &name);
     const OptionSpec* spec = LookupSpec(table, name);
-    if (spec == nullptr) return absl::InvalidArgumentError(UnknownFlagError(table, name, usage));
+    if (spec == nullptr) {
+      if (const ForeignFlag* f = LookupForeign(foreign, name)) {
+        return ForeignFlagError(arg.substr(0, arg.find('=')), *f);
+      }
+      return absl::InvalidArgumentError(UnknownFlagError(table, name, usage));
+    }
 
     OptionValue value;
     value.origin = absl::StrCat("--", spec->name);
@@ -162,7 +203,7 @@ absl::StatusOr<ParsedOptions> ParseOptions(const std::vector<OptionSpec>& table,
 }
 
 std::string HelpText(absl::string_view usage, absl::string_view description,
-                     const std::vector<OptionSpec>& table) {
+                     const std::vector<OptionSpec>& table, bool kubernetes_discovery) {
   std::string out = absl::StrCat("Usage: ", usage, "\n\n", description, "\n\nOptions:\n");
   for (const OptionSpec& spec : table) {
     std::string flag = absl::StrCat("--", spec.name);
@@ -170,10 +211,12 @@ std::string HelpText(absl::string_view usage, absl::string_view description,
     absl::StrAppend(&out, "  ", flag, "\n      ", spec.help, "\n      env ", EnvNameFor(spec.name),
                     ", default: ", spec.default_text.empty() ? "none" : spec.default_text, "\n");
   }
-  absl::StrAppend(&out,
-                  "  -h, --help\n      Print this help and exit.\n\n"
-                  "Precedence: flag > TRAINLET_* environment variable > Kubernetes discovery > "
-                  "default.\nDurations accept 30s, 500ms, 2m, 1h30m or plain seconds.\n");
+  absl::StrAppend(&out, "  -h, --help\n      Print this help and exit.\n\n",
+                  kubernetes_discovery
+                      ? "Precedence: flag > TRAINLET_* environment variable > Kubernetes "
+                        "discovery > default.\n"
+                      : "Precedence: flag > TRAINLET_* environment variable > default.\n",
+                  "Durations accept 30s, 500ms, 2m, 1h30m or plain seconds.\n");
   return out;
 }
 
@@ -225,8 +268,7 @@ absl::StatusOr<absl::Duration> ParseDurationValue(const OptionValue& v, absl::Du
 std::vector<OptionSpec> RoundPolicyOptionSpecs() {
   return {
       {"max-restarts", OptionKind::kInt, "N", "0, or 3 when --nnodes is MIN:MAX",
-       "Restarts of the whole job (new rounds) before it fails. Kubernetes (run): "
-       "PET_MAX_RESTARTS."},
+       "Restarts of the whole job (new rounds) before it fails."},
       {"last-call", OptionKind::kDuration, "DURATION", "500ms",
        "How long a round stays open for more nodes once MIN have joined."},
       {"heartbeat-timeout", OptionKind::kDuration, "DURATION", "5s",
@@ -323,15 +365,24 @@ absl::Status ValidateJobId(const OptionValue& v) {
 
 absl::StatusOr<std::string> ParseHostValue(const OptionValue& v) {
   absl::string_view host = v.text;
-  if (absl::StartsWith(host, "[") && absl::EndsWith(host, "]")) {
-    host = host.substr(1, host.size() - 2);
+  bool bracketed = absl::StartsWith(host, "[") && absl::EndsWith(host, "]");
+  if (bracketed) host = host.substr(1, host.size() - 2);
+  if (IsHostText(host, bracketed)) return std::string(host);
+  if (absl::StatusOr<HostPort> hp = ParseHostPortValue(v, 1); hp.ok()) {
+    return Expected(v, "a host name or IP address without a port");
   }
-  if (host.empty() || host.size() > 253 || !IsPrintableNoSpace(host) ||
-      absl::StrContains(host, "[") || absl::StrContains(host, "]") ||
-      absl::StrContains(host, "/")) {
-    return Expected(v, "a host name or IP address");
+  return Expected(v, "a host name or IP address");
+}
+
+absl::StatusOr<std::string> ParseIpAddressValue(const OptionValue& v) {
+  absl::string_view addr = v.text;
+  if (absl::StartsWith(addr, "[") && absl::EndsWith(addr, "]")) {
+    addr = addr.substr(1, addr.size() - 2);
   }
-  return std::string(host);
+  if (!IsIpLiteral(addr)) {
+    return Expected(v, "an IP address such as 127.0.0.1, 0.0.0.0 or :: (not a name)");
+  }
+  return std::string(addr);
 }
 
 absl::StatusOr<HostPort> ParseHostPortValue(const OptionValue& v, int default_port) {
@@ -340,7 +391,8 @@ absl::StatusOr<HostPort> ParseHostPortValue(const OptionValue& v, int default_po
   absl::string_view host;
   absl::string_view port_text;
   bool has_port = false;
-  if (absl::StartsWith(text, "[")) {
+  const bool bracketed = absl::StartsWith(text, "[");
+  if (bracketed) {
     size_t close = text.find(']');
     if (close == text.npos) return Expected(v, kWhat);
     host = text.substr(1, close - 1);
@@ -371,10 +423,7 @@ absl::StatusOr<HostPort> ParseHostPortValue(const OptionValue& v, int default_po
     }
     out.port = port;
   }
-  if (host.empty() || host.size() > 253 || !IsPrintableNoSpace(host) ||
-      absl::StrContains(host, "/") || absl::StrContains(host, "[")) {
-    return Expected(v, kWhat);
-  }
+  if (!IsHostText(host, bracketed)) return Expected(v, kWhat);
   out.host = std::string(host);
   return out;
 }
@@ -405,6 +454,12 @@ absl::StatusOr<std::string> ReadTokenFile(const OptionValue& path) {
         "%s: cannot read token file %s: %s", path.origin, path.text, std::strerror(saved_errno)));
   }
   absl::StripTrailingAsciiWhitespace(&data);
+  if (data.empty()) {
+    return absl::FailedPreconditionError(absl::StrFormat(
+        "%s: token file %s is empty or only whitespace, which would turn authentication off; "
+        "put the job's shared secret in it (the same on every node)",
+        path.origin, path.text));
+  }
   if (data.size() > kMaxTokenBytes) {
     return absl::FailedPreconditionError(absl::StrFormat(
         "%s: token file %s is larger than %d bytes", path.origin, path.text, kMaxTokenBytes));

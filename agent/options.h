@@ -43,8 +43,17 @@ struct OptionSpec {
 };
 
 // The options every host of a coordinator shares (`run` and `coordinator`):
-// restart policy and round timeouts. Appended to both option tables.
+// restart policy and round timeouts. Appended to both option tables; their
+// help says nothing of Kubernetes (`run` adds its discovery sources).
 std::vector<OptionSpec> RoundPolicyOptionSpecs();
+
+// A flag of another launcher (torchrun) that trainlet does not take, and
+// what to do instead; ParseOptions() answers it with that hint rather than
+// "unknown flag".
+struct ForeignFlag {
+  std::string name;  // with dashes, without the leading ones: "rdzv-endpoint", "m".
+  std::string hint;  // "use --coordinator=HOST:PORT (...)".
+};
 
 // Where a value came from; later entries win.
 enum class ValueSource { kDefault, kDiscovery, kEnv, kFlag };
@@ -76,19 +85,22 @@ std::string EnvNameFor(absl::string_view option_name);
 // --name=value, --name value, bare --flag and --flag=true|false for bools,
 // --name_with_underscores as an alias of --name-with-dashes, and -h/--help
 // (which sets help_requested and skips all other checks). Errors
-// (InvalidArgument): unknown flag (with the closest known name when it is
-// within edit distance 2), missing value, value on a bool flag that is not a
-// boolean, a positional word before `--`. `usage` is the one-line synopsis
-// quoted in errors, e.g. "trainlet run [OPTIONS] -- COMMAND [ARGS...]".
+// (InvalidArgument): a `foreign` flag (with its hint), unknown flag (with the
+// closest known name when it is within edit distance 2), missing value,
+// value on a bool flag that is not a boolean, a positional word before `--`
+// (with a hint to put the command after `--`). `usage` is the one-line
+// synopsis quoted in errors, e.g. "trainlet run [OPTIONS] -- COMMAND [ARGS...]".
 absl::StatusOr<ParsedOptions> ParseOptions(const std::vector<OptionSpec>& table,
                                            const std::vector<std::string>& args,
                                            const std::map<std::string, std::string>& env,
-                                           absl::string_view usage);
+                                           absl::string_view usage,
+                                           const std::vector<ForeignFlag>& foreign = {});
 
 // The help text for `table`: usage line, description paragraph, then one
-// entry per option with its env var and default.
+// entry per option with its env var and default, then the precedence rule
+// (which names Kubernetes discovery only when the subcommand does it).
 std::string HelpText(absl::string_view usage, absl::string_view description,
-                     const std::vector<OptionSpec>& table);
+                     const std::vector<OptionSpec>& table, bool kubernetes_discovery);
 
 // The spec named `name`; the table must contain it (programmer error).
 const OptionSpec& FindSpec(const std::vector<OptionSpec>& table, absl::string_view name);
@@ -155,31 +167,39 @@ absl::StatusOr<RoundPolicy> ParseRoundPolicy(
 // [A-Za-z0-9._-]{1,128}.
 absl::Status ValidateJobId(const OptionValue& v);
 
-// A host name or address: non-empty, at most 253 bytes, printable ASCII
-// without spaces. Brackets around an IPv6 address are removed.
+// A host name or address as trainlet::IsValidHost() accepts it
+// (common/host_names.h). Brackets around an IPv6 address are removed; a
+// HOST:PORT is refused with "without a port".
 absl::StatusOr<std::string> ParseHostValue(const OptionValue& v);
+
+// An IP address literal (IPv4, or IPv6 with or without brackets), for a
+// listening address: "0.0.0.0", "::", "127.0.0.1".
+absl::StatusOr<std::string> ParseIpAddressValue(const OptionValue& v);
 
 struct HostPort {
   std::string host;  // without brackets: "::1", "10.0.0.1", "job-node-0-0.job".
   int port = 0;
 };
 // HOST[:PORT], IPv6 as [ADDR] or [ADDR]:PORT; `default_port` when no port is
-// given; port in 1..65535. A bare IPv6 address without brackets is rejected
-// (is "::1:29400" a port or not?).
+// given; port in 1..65535; HOST as trainlet::IsValidHost() accepts it (an
+// IPv6 literal only inside brackets). A bare IPv6 address without brackets
+// is rejected (is "::1:29400" a port or not?).
 absl::StatusOr<HostPort> ParseHostPortValue(const OptionValue& v, int default_port);
 // "host:port", "[v6::addr]:port".
 std::string JoinHostPort(absl::string_view host, int port);
 
-// Reads a token file: the whole file with trailing whitespace removed. An
-// empty token is allowed (no authentication). FailedPrecondition naming the
-// flag and path when the file cannot be read, is larger than 4 KiB, or holds
-// a byte gRPC metadata cannot carry (outside printable ASCII 0x20-0x7E).
+// Reads a token file: the whole file with trailing whitespace removed.
+// FailedPrecondition naming the flag and path when the file cannot be read,
+// is empty or only whitespace (which would silently turn authentication
+// off), is larger than 4 KiB, or holds a byte gRPC metadata cannot carry
+// (outside printable ASCII 0x20-0x7E).
 absl::StatusOr<std::string> ReadTokenFile(const OptionValue& path);
 
 // The process exit code for a configuration error: kExitUsage (64) for
 // InvalidArgument (a malformed flag or env value), kExitConfig (78) for
 // FailedPrecondition (consistent syntax, impossible job: rank hint >= nnodes,
-// unreadable token file, no GPU), kExitInternal otherwise.
+// unreadable or empty token file, no GPU, no node count in a JobSet pod),
+// kExitInternal otherwise.
 int ExitCodeForConfigError(const absl::Status& status);
 
 }  // namespace trainlet::agent

@@ -134,6 +134,24 @@ TEST(ParseOptions, UnknownShortFlag) {
   EXPECT_THAT(p.status().message(), HasSubstr("unknown flag -x"));
 }
 
+TEST(ParseOptions, ForeignFlagsGetTheirHint) {
+  std::vector<ForeignFlag> foreign = {{"rdzv-endpoint", "use --coordinator=HOST:PORT"},
+                                      {"m", "use -- python -m MODULE"}};
+  for (const char* arg : {"--rdzv-endpoint=h:1", "--rdzv_endpoint", "--rdzv-endpoint"}) {
+    auto p = ParseOptions(Table(), {arg, "x", "--", "cmd"}, {}, kUsage, foreign);
+    EXPECT_EQ(p.status().code(), absl::StatusCode::kInvalidArgument) << arg;
+    EXPECT_THAT(p.status().message(), HasSubstr("is a torchrun flag"));
+    EXPECT_THAT(p.status().message(), HasSubstr("use --coordinator=HOST:PORT")) << arg;
+  }
+  auto m = ParseOptions(Table(), {"-m", "pkg"}, {}, kUsage, foreign);
+  EXPECT_THAT(m.status().message(), HasSubstr("-m is a torchrun flag"));
+  EXPECT_THAT(m.status().message(), HasSubstr("use -- python -m MODULE"));
+  // Known flags and plain typos are unaffected.
+  EXPECT_TRUE(ParseOptions(Table(), {"--nnodes=2", "--", "cmd"}, {}, kUsage, foreign).ok());
+  EXPECT_THAT(ParseOptions(Table(), {"--nnode=2"}, {}, kUsage, foreign).status().message(),
+              HasSubstr("did you mean --nnodes?"));
+}
+
 TEST(ParseOptions, MissingValueNamesFlag) {
   auto p = Parse({"--nnodes"});
   EXPECT_EQ(p.status().code(), absl::StatusCode::kInvalidArgument);
@@ -192,8 +210,22 @@ TEST(ValueOrDefault, FallsBackToTableDefault) {
   EXPECT_EQ(v.source, ValueSource::kDefault);
 }
 
+TEST(HelpText, MentionsKubernetesDiscoveryOnlyWhenAsked) {
+  EXPECT_THAT(HelpText(kUsage, "Does things.", Table(), /*kubernetes_discovery=*/true),
+              HasSubstr("Kubernetes discovery"));
+  EXPECT_THAT(HelpText(kUsage, "Does things.", Table(), /*kubernetes_discovery=*/false),
+              ::testing::Not(HasSubstr("Kubernetes")));
+}
+
+TEST(RoundPolicyOptionSpecs, SayNothingOfKubernetes) {
+  for (const OptionSpec& spec : RoundPolicyOptionSpecs()) {
+    EXPECT_THAT(spec.help, ::testing::Not(HasSubstr("Kubernetes"))) << spec.name;
+    EXPECT_THAT(spec.help, ::testing::Not(HasSubstr("PET_"))) << spec.name;
+  }
+}
+
 TEST(HelpText, ListsFlagsEnvNamesAndDefaults) {
-  std::string help = HelpText(kUsage, "Does things.", Table());
+  std::string help = HelpText(kUsage, "Does things.", Table(), true);
   EXPECT_THAT(help, HasSubstr("Usage: trainlet test"));
   EXPECT_THAT(help, HasSubstr("--nproc-per-node=N"));
   EXPECT_THAT(help, HasSubstr("env TRAINLET_NPROC_PER_NODE, default: auto"));
@@ -305,8 +337,50 @@ TEST(ParseHostPortValue, RejectsBadPortsAndAmbiguousIpv6) {
 TEST(ParseHostValue, StripsBrackets) {
   EXPECT_EQ(*ParseHostValue(Flag("advertise-addr", "[fd00::1]")), "fd00::1");
   EXPECT_EQ(*ParseHostValue(Flag("advertise-addr", "10.0.0.3")), "10.0.0.3");
+  EXPECT_EQ(*ParseHostValue(Flag("advertise-addr", "fd00::1")), "fd00::1");
   EXPECT_FALSE(ParseHostValue(Flag("advertise-addr", "")).ok());
   EXPECT_FALSE(ParseHostValue(Flag("advertise-addr", "a b")).ok());
+}
+
+// One validator (common/host_names.h) for every host from flags and env.
+TEST(ParseHostValue, OnlyValidHostNamesAndAddresses) {
+  for (const char* good : {"head", "t-node-0-0.t", "t-node-0-0.t.ns.svc.cluster.local.",
+                           "compose_service", "10.0.0.1", "::1", "[::1]", "fe80::1%eth0"}) {
+    EXPECT_TRUE(ParseHostValue(Flag("advertise-addr", good)).ok()) << good;
+  }
+  for (const char* bad : {"head ", " head", "a\tb", "-head", "head-", "a..b", "a/b", "h\xc3\xa4",
+                          "[head]", "[10.0.0.1]", "head!", "a@b"}) {
+    auto h = ParseHostValue(Flag("advertise-addr", bad));
+    EXPECT_EQ(h.status().code(), absl::StatusCode::kInvalidArgument) << bad;
+    EXPECT_THAT(h.status().message(), HasSubstr("--advertise-addr: expected a host name or IP"))
+        << bad;
+  }
+  EXPECT_FALSE(ParseHostValue(Flag("advertise-addr", std::string(254, 'a'))).ok());
+}
+
+TEST(ParseHostValue, HostWithPortSaysThePortDoesNotBelong) {
+  for (const char* text : {"host:1234", "10.0.0.1:29500", "[::1]:29400"}) {
+    auto h = ParseHostValue(Flag("advertise-addr", text));
+    EXPECT_EQ(h.status().code(), absl::StatusCode::kInvalidArgument) << text;
+    EXPECT_THAT(h.status().message(), HasSubstr("without a port")) << text;
+  }
+}
+
+TEST(ParseHostPortValue, UsesTheHostValidator) {
+  for (const char* text : {"a b", "a b:1", "bad!host:1", "-head:1", "[head]:1", "a..b"}) {
+    auto hp = ParseHostPortValue(Flag("coordinator", text), 29400);
+    EXPECT_EQ(hp.status().code(), absl::StatusCode::kInvalidArgument) << text;
+  }
+  EXPECT_EQ(ParseHostPortValue(Flag("coordinator", "[fe80::1%eth0]:5"), 1)->host, "fe80::1%eth0");
+}
+
+TEST(ParseIpAddressValue, LiteralsOnly) {
+  EXPECT_EQ(*ParseIpAddressValue(Flag("bind-addr", "0.0.0.0")), "0.0.0.0");
+  EXPECT_EQ(*ParseIpAddressValue(Flag("bind-addr", "[::]")), "::");
+  EXPECT_EQ(*ParseIpAddressValue(Flag("bind-addr", "::1")), "::1");
+  auto name = ParseIpAddressValue(Flag("bind-addr", "head"));
+  EXPECT_EQ(name.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(name.status().message(), HasSubstr("--bind-addr: expected an IP address"));
 }
 
 TEST(JoinHostPort, BracketsIpv6Only) {
@@ -348,9 +422,15 @@ TEST_F(TokenFileTest, TrailingWhitespaceStripped) {
   EXPECT_EQ(*ReadTokenFile(Flag("token-file", path_)), "s3cret token");
 }
 
-TEST_F(TokenFileTest, EmptyTokenAllowed) {
-  Write("\n");
-  EXPECT_EQ(*ReadTokenFile(Flag("token-file", path_)), "");
+// An empty token would silently turn authentication off (D5).
+TEST_F(TokenFileTest, EmptyOrWhitespaceOnlyTokenIsAConfigError) {
+  for (const char* content : {"", "\n", " \t\r\n  "}) {
+    Write(content);
+    auto t = ReadTokenFile(Flag("token-file", path_));
+    EXPECT_EQ(t.status().code(), absl::StatusCode::kFailedPrecondition) << "\"" << content << "\"";
+    EXPECT_THAT(t.status().message(), HasSubstr("--token-file: token file " + path_ + " is empty"));
+    EXPECT_EQ(ExitCodeForConfigError(t.status()), kExitConfig);
+  }
 }
 
 TEST_F(TokenFileTest, NonPrintableByteRejected) {

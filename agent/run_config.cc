@@ -1,24 +1,72 @@
 #include "agent/run_config.h"
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/stat.h>
+
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
 #include <optional>
 
 #include "absl/status/status.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/escaping.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/strip.h"
 #include "agent/k8s_discovery.h"
+#include "common/host_names.h"
 
 namespace trainlet::agent {
 namespace {
 
 constexpr absl::string_view kRunUsage = "trainlet run [OPTIONS] -- COMMAND [ARGS...]";
 constexpr absl::string_view kRunDescription =
-    "Joins the job's coordinator (hosting it on node rank 0), then runs COMMAND as\n"
-    "nproc-per-node worker processes with RANK, WORLD_SIZE, MASTER_ADDR, ... set,\n"
-    "and supervises them. With no options at all it is a single-node run, like\n"
-    "plain torchrun. See docs/configuration.md and docs/environment.md.";
+    "Joins the job's coordinator (hosting it on node rank 0, or when the\n"
+    "coordinator address is this host's own), then runs COMMAND as nproc-per-node\n"
+    "worker processes with RANK, WORLD_SIZE, MASTER_ADDR, ... set, and supervises\n"
+    "them. With no options at all it is a single-node run, like torchrun\n"
+    "--standalone: one worker per visible GPU (or 1), the coordinator on 127.0.0.1\n"
+    "on a free port. See docs/configuration.md and docs/environment.md.";
+
+constexpr absl::string_view kPrefixOutputHint =
+    "not needed: worker output goes to the agent's stdout and stderr; --prefix-output "
+    "prefixes each line with the worker's rank";
+
+// torchrun's flags that trainlet does not take, with what to do instead.
+const std::vector<ForeignFlag>& TorchrunFlags() {
+  static const std::vector<ForeignFlag>* flags = new std::vector<ForeignFlag>{
+      {"rdzv-endpoint", "use --coordinator=HOST:PORT (the same on every node)"},
+      {"master-addr",
+       "use --coordinator=HOST[:PORT] on every node (the address of the node that hosts the "
+       "coordinator), or --advertise-addr=ADDR on the node that hosts it (the MASTER_ADDR every "
+       "worker gets)"},
+      {"rdzv-id", "use --job-id=ID (the same on every node)"},
+      {"rdzv-backend",
+       "not needed: the agents run their own rendezvous (--coordinator=HOST:PORT says where)"},
+      {"rdzv-conf",
+       "not needed: its settings are flags here: join_timeout is --join-timeout, "
+       "last_call_timeout is --last-call, is_host is --host-coordinator"},
+      {"local-addr", "use --advertise-addr=ADDR"},
+      {"redirects", std::string(kPrefixOutputHint)},
+      {"tee", std::string(kPrefixOutputHint)},
+      {"log-dir", std::string(kPrefixOutputHint)},
+      {"local-ranks-filter", std::string(kPrefixOutputHint)},
+      {"monitor-interval", "not needed: the agent sees a worker's exit at once"},
+      {"start-method", "not needed: workers are started with fork and exec"},
+      {"role", "not supported: every worker has ROLE_NAME=default"},
+      {"run-path", "not needed: put the command after --, as in `-- python train.py`"},
+      {"m", "to run a module, put it after --: `-- python -m MODULE`"},
+      {"module", "to run a module, put it after --: `-- python -m MODULE`"},
+      {"no-python", "not needed: trainlet runs COMMAND as given"},
+      {"use-env", "not needed: workers get LOCAL_RANK in their environment"},
+      {"local-rank", "not needed: workers get LOCAL_RANK in their environment"},
+  };
+  return *flags;
+}
 
 // The value of `name` from its flag or TRAINLET_* variable, else from
 // Kubernetes discovery, else nullopt.
@@ -42,23 +90,38 @@ void Note(RunConfig* c, const OptionValue& v, absl::string_view what) {
   }
 }
 
-absl::Status ResolveNproc(const OptionValue& v, const SystemInfo& sys, RunConfig* c) {
-  std::string kind = absl::AsciiStrToLower(absl::StripAsciiWhitespace(v.text));
+absl::Status ResolveNproc(const std::optional<OptionValue>& value, const SystemInfo& sys,
+                          RunConfig* c) {
   int cpus = std::clamp(sys.cpu_count, 1, kMaxNprocPerNode);
+  int gpus = std::clamp(sys.gpu_count, 0, kMaxNprocPerNode);
+  if (!value.has_value()) {
+    // torchrun's default is 1; one worker per GPU is what a GPU machine wants.
+    c->nproc_kind = NprocKind::kDefault;
+    c->nproc_per_node = gpus > 0 ? gpus : 1;
+    std::string how =
+        gpus > 0 ? sys.gpu_note
+                 : absl::StrCat("no GPU visible", sys.gpu_note.empty() ? "" : ": ", sys.gpu_note);
+    c->discovery_notes.push_back(
+        absl::StrCat("nproc-per-node ", c->nproc_per_node, " (default: ", how, ")"));
+    return absl::OkStatus();
+  }
+  const OptionValue& v = *value;
+  std::string kind = absl::AsciiStrToLower(absl::StripAsciiWhitespace(v.text));
   std::string how;
   if (kind == "auto") {
     c->nproc_kind = NprocKind::kAuto;
-    c->nproc_per_node = sys.gpu_count > 0 ? std::min(sys.gpu_count, kMaxNprocPerNode) : cpus;
-    how = sys.gpu_count > 0 ? absl::StrCat("auto: ", sys.gpu_count, " GPUs")
-                            : absl::StrCat("auto: no GPU, ", cpus, " CPUs");
+    c->nproc_per_node = gpus > 0 ? gpus : cpus;
+    how = gpus > 0 ? absl::StrCat("auto: ", gpus, " GPUs")
+                   : absl::StrCat("auto: no GPU, ", cpus, " CPUs");
   } else if (kind == "gpu") {
     c->nproc_kind = NprocKind::kGpu;
-    if (sys.gpu_count <= 0) {
+    if (gpus <= 0) {
       return absl::FailedPreconditionError(absl::StrCat(
-          v.origin, "=gpu: no GPU found (looked for /dev/nvidia[0-9]*); use auto, cpu or N"));
+          v.origin, "=gpu: no GPU found (looked for /dev/nvidia[0-9]*",
+          sys.gpu_note.empty() ? "" : absl::StrCat("; ", sys.gpu_note), "); use auto, cpu or N"));
     }
-    c->nproc_per_node = std::min(sys.gpu_count, kMaxNprocPerNode);
-    how = absl::StrCat("gpu: ", sys.gpu_count, " GPUs");
+    c->nproc_per_node = gpus;
+    how = absl::StrCat("gpu: ", gpus, " GPUs");
   } else if (kind == "cpu") {
     c->nproc_kind = NprocKind::kCpu;
     c->nproc_per_node = cpus;
@@ -95,12 +158,163 @@ absl::Status ValidateNodeId(const OptionValue& v) {
   return absl::OkStatus();
 }
 
-// Ports this agent may listen on must differ from each other.
+// Ports this agent may listen on must differ from each other (0 = any free
+// port never clashes).
 absl::Status CheckPortClash(absl::string_view a_flag, int a, absl::string_view b_flag, int b) {
-  if (a != b) return absl::OkStatus();
+  if (a != b || a == 0) return absl::OkStatus();
   return absl::InvalidArgumentError(
       absl::StrFormat("%s: port %d is also %s; this node would listen on it twice, pick another",
                       a_flag, a, b_flag));
+}
+
+// ---- Addresses.
+
+// The 16-byte form of an IP literal (IPv4 as v4-mapped, zone dropped).
+std::optional<in6_addr> AddressBytes(absl::string_view text) {
+  std::string s(text.substr(0, text.find('%')));
+  in_addr v4;
+  in6_addr v6 = {};
+  if (inet_pton(AF_INET, s.c_str(), &v4) == 1) {
+    v6.s6_addr[10] = 0xff;
+    v6.s6_addr[11] = 0xff;
+    std::memcpy(&v6.s6_addr[12], &v4, 4);
+    return v6;
+  }
+  if (inet_pton(AF_INET6, s.c_str(), &v6) == 1) return v6;
+  return std::nullopt;
+}
+
+bool IsUnspecified(absl::string_view host) {
+  std::optional<in6_addr> a = AddressBytes(host);
+  if (!a.has_value()) return false;
+  static const in6_addr kAny6 = {};
+  in6_addr any4 = {};
+  any4.s6_addr[10] = 0xff;
+  any4.s6_addr[11] = 0xff;
+  return std::memcmp(&*a, &kAny6, sizeof(in6_addr)) == 0 ||
+         std::memcmp(&*a, &any4, sizeof(in6_addr)) == 0;
+}
+
+// Loopback, or 0.0.0.0 / :: (which a dialer on this host reaches over
+// loopback): no other host can reach a coordinator at such an address.
+bool IsThisHostOnly(absl::string_view host) { return IsLoopbackHost(host) || IsUnspecified(host); }
+
+// The loopback address of `host`'s family: "::1" for the IPv6 loopback
+// literal, else "127.0.0.1".
+std::string LoopbackLike(absl::string_view host) {
+  std::optional<in6_addr> a = AddressBytes(host);
+  return a.has_value() && IN6_IS_ADDR_LOOPBACK(&*a) ? "::1" : "127.0.0.1";
+}
+
+bool IsOwnAddress(absl::string_view addr, const SystemInfo& sys) {
+  std::optional<in6_addr> a = AddressBytes(addr);
+  if (!a.has_value()) return false;
+  if (IsLoopbackHost(addr) || IsUnspecified(addr)) return true;
+  for (const std::string& own : sys.local_addrs) {
+    std::optional<in6_addr> b = AddressBytes(own);
+    if (b.has_value() && std::memcmp(&*a, &*b, sizeof(in6_addr)) == 0) return true;
+  }
+  return false;
+}
+
+bool SameName(absl::string_view a, absl::string_view b) {
+  if (!a.empty() && a.back() == '.') a.remove_suffix(1);
+  if (!b.empty() && b.back() == '.') b.remove_suffix(1);
+  return !a.empty() && absl::EqualsIgnoreCase(a, b);
+}
+
+// Whether a coordinator at `host` runs on this host: loopback, one of this
+// host's addresses, its hostname or FQDN, or a name that resolves to one of
+// those addresses (the only case that asks the resolver).
+bool IsLocalCoordinator(absl::string_view host, const SystemInfo& sys) {
+  if (IsThisHostOnly(host)) return true;
+  if (IsIpLiteral(host)) return IsOwnAddress(host, sys);
+  if (SameName(host, sys.hostname) || SameName(host, sys.fqdn)) return true;
+  if (!sys.resolve) return false;
+  std::optional<ResolvedHost> resolved = sys.resolve(std::string(host));
+  if (!resolved.has_value()) return false;
+  return std::any_of(resolved->addrs.begin(), resolved->addrs.end(),
+                     [&](const std::string& a) { return IsOwnAddress(a, sys); });
+}
+
+// This host's name as peers on other hosts can dial it: the FQDN from
+// /etc/hosts, else the canonical name of the hostname (what torchrun's
+// socket.getfqdn() gives), else the hostname; empty when none is a valid,
+// non-loopback host name.
+std::string OwnReachableName(const SystemInfo& sys) {
+  auto usable = [](absl::string_view h) { return IsValidHost(h) && !IsThisHostOnly(h); };
+  if (usable(sys.fqdn)) return sys.fqdn;
+  if (sys.resolve && usable(sys.hostname)) {
+    std::optional<ResolvedHost> r = sys.resolve(sys.hostname);
+    if (r.has_value() && absl::StrContains(r->canonical_name, ".") && usable(r->canonical_name)) {
+      return std::string(absl::StripSuffix(r->canonical_name, "."));
+    }
+  }
+  if (usable(sys.hostname)) return sys.hostname;
+  return "";
+}
+
+std::string UnderRoot(absl::string_view root, absl::string_view path) {
+  while (absl::ConsumeSuffix(&root, "/")) {
+  }
+  return absl::StrCat(root, path);
+}
+
+// In Kubernetes, the token Secret mounted at kKubernetesTokenPath, if any.
+absl::Status ReadKubernetesSecretToken(const SystemInfo& sys, RunConfig* c) {
+  std::string path = UnderRoot(sys.root, kKubernetesTokenPath);
+  struct stat st;
+  if (stat(path.c_str(), &st) != 0 && (errno == ENOENT || errno == ENOTDIR)) {
+    return absl::OkStatus();  // No Secret mounted.
+  }
+  absl::StatusOr<std::string> token =
+      ReadTokenFile(OptionValue{path, "the Kubernetes token Secret", ValueSource::kDiscovery});
+  if (!token.ok()) return token.status();
+  c->token_file = kKubernetesTokenPath;
+  c->token = *std::move(token);
+  c->discovery_notes.push_back(
+      absl::StrCat("token from ", kKubernetesTokenPath, " (Kubernetes Secret)"));
+  return absl::OkStatus();
+}
+
+// --standalone: a single-node run on this host; flags or TRAINLET_*
+// variables that describe another job are a usage error.
+absl::Status CheckStandaloneConflicts(const ParsedOptions& parsed) {
+  auto conflict = [](const OptionValue& v) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "--standalone runs a single-node job on this host; it conflicts with %s=%s (drop one "
+        "of them)",
+        v.origin, absl::CEscape(v.text.substr(0, 64))));
+  };
+  if (const OptionValue* v = parsed.Find("nnodes")) {
+    absl::StatusOr<NnodesRange> n = ParseNnodesValue(*v);
+    if (!n.ok()) return n.status();
+    if (n->max != 1) return conflict(*v);
+  }
+  if (const OptionValue* v = parsed.Find("coordinator")) return conflict(*v);
+  if (const OptionValue* v = parsed.Find("node-rank")) {
+    absl::StatusOr<int> rank = ParseIntValue(*v, 0, kMaxNodes - 1);
+    if (!rank.ok()) return rank.status();
+    if (*rank != 0) return conflict(*v);
+  }
+  if (const OptionValue* v = parsed.Find("host-coordinator"); v != nullptr && v->text == "no") {
+    return conflict(*v);
+  }
+  return absl::OkStatus();
+}
+
+std::string NoTokenWarning(const RunConfig& c) {
+  std::string where = c.host_coordinator == HostCoordinator::kNo
+                          ? JoinHostPort(c.coordinator_host, c.coordinator_port)
+                          : absl::StrCat("port ", c.coordinator_port, " on ", c.bind_addr);
+  return absl::StrCat(
+      "no token: this multi-node job is unauthenticated, so anyone who can reach the "
+      "coordinator (",
+      where,
+      ") can join the job, take a rank, and make every node stop or restart; give every node "
+      "the same secret with --token-file=PATH (TRAINLET_TOKEN_FILE), or in Kubernetes mount a "
+      "Secret so that it appears at ",
+      kKubernetesTokenPath);
 }
 
 }  // namespace
@@ -109,56 +323,81 @@ const std::vector<OptionSpec>& RunOptionTable() {
   static const std::vector<OptionSpec>* table = [] {
     auto* t = new std::vector<OptionSpec>{
         {"nnodes", OptionKind::kString, "N|MIN:MAX", "1",
-         "Number of nodes, or MIN:MAX for an elastic job. Kubernetes: PET_NNODES."},
-        {"nproc-per-node", OptionKind::kString, "N|auto|gpu|cpu", "auto",
-         "Workers on this node: N (1..1024), auto (GPUs if any, else CPUs), gpu or cpu. "
+         "Number of nodes, or MIN:MAX for an elastic job. Kubernetes: PET_NNODES (required in "
+         "a JobSet or Kubeflow pod)."},
+        {"nproc-per-node", OptionKind::kString, "N|auto|gpu|cpu",
+         "the visible GPUs, or 1 without any",
+         "Workers on this node: N (1..1024), auto (GPUs if any, else CPUs), gpu or cpu. GPUs "
+         "are /dev/nvidia[0-9]* narrowed by NVIDIA_VISIBLE_DEVICES and CUDA_VISIBLE_DEVICES. "
          "Kubernetes: PET_NPROC_PER_NODE."},
         {"node-rank", OptionKind::kInt, "N", "",
-         "Preferred node rank, below nnodes; rank 0 hosts the coordinator. Kubernetes: "
-         "PET_NODE_RANK, JOB_COMPLETION_INDEX, JobSet hostname."},
+         "Preferred node rank, below nnodes; rank 0 hosts the coordinator, any other rank needs "
+         "--coordinator. Kubernetes: PET_NODE_RANK, JOB_COMPLETION_INDEX, JobSet hostname."},
         {"coordinator", OptionKind::kString, "HOST[:PORT]",
-         "127.0.0.1:29400 when no node count or coordinator is configured",
-         "Coordinator address, port 29400 unless given; IPv6 as [::1]:29400. Kubernetes: "
-         "PET_MASTER_ADDR, then JobSet pod <jobset>-<rjob>-0-0.<subdomain>."},
+         "none: a single-node run hosts one on 127.0.0.1, any free port",
+         "Coordinator address, port 29400 unless given; IPv6 as [::1]:29400. An address of this "
+         "host (loopback, its own address or name) means this agent hosts it. Kubernetes: "
+         "PET_MASTER_ADDR (a host only), then JobSet pod <jobset>-<rjob>-0-0.<subdomain>."},
+        {"standalone", OptionKind::kBool, "", "false",
+         "torchrun's --standalone: a single-node job on this host (nnodes 1, coordinator on "
+         "loopback, any free port), whatever Kubernetes says; not with --nnodes>1, "
+         "--coordinator or --node-rank>0."},
         {"job-id", OptionKind::kString, "ID", "trainlet",
          "Job id, [A-Za-z0-9._-]{1,128}; every node must use the same. Kubernetes: the "
          "JobSet hostname prefix <jobset>-<rjob>."},
-        {"token-file", OptionKind::kString, "PATH", "",
-         "File holding the job's shared secret (trailing whitespace ignored); none: no "
-         "authentication."},
-        {"master-port", OptionKind::kInt, "PORT", "29500",
+        {"token-file", OptionKind::kString, "PATH",
+         "in Kubernetes /var/run/secrets/trainlet/token if present, else none",
+         "File holding the job's shared secret (trailing whitespace ignored; an empty file is an "
+         "error); none: no authentication."},
+        {"master-port", OptionKind::kInt, "PORT",
+         "29500; a free port for a single-node run with no coordinator",
          "MASTER_PORT given to the workers (listened on by rank 0). Kubernetes: "
          "PET_MASTER_PORT."},
+        {"bind-addr", OptionKind::kString, "ADDR",
+         "127.0.0.1 for one node or a loopback coordinator, else 0.0.0.0",
+         "IP address the coordinator and health servers listen on (:: for IPv6). Without it, "
+         "the health server listens on 0.0.0.0 in Kubernetes."},
         {"grace-period", OptionKind::kDuration, "DURATION", "30s",
          "Time between SIGTERM and SIGKILL when stopping workers."},
         {"join-timeout", OptionKind::kDuration, "DURATION", "10m",
          "Give up (exit 69) when no round has closed after this long."},
         {"node-id", OptionKind::kString, "ID", "the hostname",
          "Stable name of this node, unique in the job."},
-        {"advertise-addr", OptionKind::kString, "ADDR", "",
-         "Address peers use to reach this node (MASTER_ADDR when it is rank 0); none: the "
-         "address its join came from."},
-        {"health-port", OptionKind::kInt, "PORT", "29401",
+        {"advertise-addr", OptionKind::kString, "ADDR",
+         "on the node hosting the coordinator: the coordinator host, else 127.0.0.1 when the "
+         "whole job is on this host, else this host's FQDN",
+         "Address every peer reaches this node at (MASTER_ADDR when it is rank 0); on other "
+         "nodes none: the address its join came from."},
+        {"health-port", OptionKind::kInt, "PORT", "29401 in Kubernetes, else 0 (none)",
          "gRPC health port (grpc.health.v1, for kubelet probes); 0 disables it."},
         {"host-coordinator", OptionKind::kString, "auto|yes|no", "auto",
-         "Whether this agent runs the coordinator: auto = when its node rank hint is 0; no = "
-         "always join the one at --coordinator (a standalone `trainlet coordinator`)."},
+         "Whether this agent runs the coordinator: auto = with node rank hint 0, or when "
+         "--coordinator is an address of this host (with no rank hint and several nodes: the "
+         "agent that binds the port); no = always join the one at --coordinator (a standalone "
+         "`trainlet coordinator`)."},
         {"prefix-output", OptionKind::kBool, "", "false",
          "Prefix each line of worker output with the worker's rank."},
     };
-    for (OptionSpec& spec : RoundPolicyOptionSpecs()) t->push_back(std::move(spec));
+    for (OptionSpec& spec : RoundPolicyOptionSpecs()) {
+      if (spec.name == "max-restarts")
+        absl::StrAppend(&spec.help, " Kubernetes: PET_MAX_RESTARTS.");
+      t->push_back(std::move(spec));
+    }
     return t;
   }();
   return *table;
 }
 
-std::string RunHelpText() { return HelpText(kRunUsage, kRunDescription, RunOptionTable()); }
+std::string RunHelpText() {
+  return HelpText(kRunUsage, kRunDescription, RunOptionTable(), /*kubernetes_discovery=*/true);
+}
 
 absl::StatusOr<RunConfig> ParseRunConfig(const std::vector<std::string>& args,
                                          const std::map<std::string, std::string>& env,
                                          const SystemInfo& sys) {
   const std::vector<OptionSpec>& table = RunOptionTable();
-  absl::StatusOr<ParsedOptions> parsed_or = ParseOptions(table, args, env, kRunUsage);
+  absl::StatusOr<ParsedOptions> parsed_or =
+      ParseOptions(table, args, env, kRunUsage, TorchrunFlags());
   if (!parsed_or.ok()) return parsed_or.status();
   const ParsedOptions& parsed = *parsed_or;
   RunConfig c;
@@ -172,20 +411,42 @@ absl::StatusOr<RunConfig> ParseRunConfig(const std::vector<std::string>& args,
                      " (e.g. trainlet run --nnodes=2 -- python train.py)"));
   }
   c.command = parsed.command;
-  const KubernetesDiscovery k8s = DiscoverKubernetes(env, sys);
+  KubernetesDiscovery k8s = DiscoverKubernetes(env, sys);
 
-  // nnodes.
-  OptionValue nnodes_value =
-      Pick(parsed, "nnodes", k8s.nnodes).value_or(ValueOrDefault(parsed, table, "nnodes"));
+  // --standalone: torchrun's single-node mode; what the pod says about other
+  // nodes does not apply.
+  absl::StatusOr<bool> standalone = ParseBoolValue(ValueOrDefault(parsed, table, "standalone"));
+  if (!standalone.ok()) return standalone.status();
+  if (*standalone) {
+    if (absl::Status s = CheckStandaloneConflicts(parsed); !s.ok()) return s;
+    k8s.nnodes.reset();
+    k8s.node_rank.reset();
+    k8s.coordinator_host.reset();
+    k8s.job_pod_signs.clear();
+  }
+
+  // nnodes. A JobSet or Kubeflow pod must say how many pods the job has:
+  // guessing 1 would train alone while the peers wait and fail.
+  std::optional<OptionValue> nnodes_given = Pick(parsed, "nnodes", k8s.nnodes);
+  if (!nnodes_given.has_value() && !k8s.job_pod_signs.empty()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "this is a pod of a JobSet or Kubeflow job (", absl::StrJoin(k8s.job_pod_signs, ", "),
+        ") but no node count is set: set TRAINLET_NNODES (or --nnodes, PET_NNODES) to the "
+        "number of pods in the job, the same in every pod (TRAINLET_NNODES=1 for a job of one "
+        "pod)"));
+  }
+  OptionValue nnodes_value = nnodes_given.value_or(ValueOrDefault(parsed, table, "nnodes"));
   absl::StatusOr<NnodesRange> nnodes = ParseNnodesValue(nnodes_value);
   if (!nnodes.ok()) return nnodes.status();
   c.nnodes = *nnodes;
   Note(&c, nnodes_value, "nnodes");
+  const bool multi_node = c.nnodes.elastic() || c.nnodes.max > 1;
 
   // Workers on this node.
-  OptionValue nproc_value = Pick(parsed, "nproc-per-node", k8s.nproc_per_node)
-                                .value_or(ValueOrDefault(parsed, table, "nproc-per-node"));
-  if (absl::Status s = ResolveNproc(nproc_value, sys, &c); !s.ok()) return s;
+  if (absl::Status s = ResolveNproc(Pick(parsed, "nproc-per-node", k8s.nproc_per_node), sys, &c);
+      !s.ok()) {
+    return s;
+  }
 
   // Node rank hint.
   std::optional<OptionValue> rank_value = Pick(parsed, "node-rank", k8s.node_rank);
@@ -196,12 +457,21 @@ absl::StatusOr<RunConfig> ParseRunConfig(const std::vector<std::string>& args,
     Note(&c, *rank_value, "node rank");
   }
 
-  // Coordinator.
+  // Coordinator address.
   std::optional<OptionValue> coord_value = Pick(parsed, "coordinator", k8s.coordinator_host);
   if (coord_value.has_value() && coord_value->source == ValueSource::kDiscovery) {
     // Kubernetes gives a host only; the coordinator port stays ours.
     absl::StatusOr<std::string> host = ParseHostValue(*coord_value);
-    if (!host.ok()) return host.status();
+    if (!host.ok()) {
+      if (coord_value->origin == "PET_MASTER_ADDR" &&
+          absl::StrContains(host.status().message(), "without a port")) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            host.status().message(),
+            "; PET_MASTER_ADDR names a host: the workers' port belongs in PET_MASTER_PORT, and "
+            "the coordinator's in --coordinator=HOST:PORT (TRAINLET_COORDINATOR)"));
+      }
+      return host.status();
+    }
     c.coordinator_host = *host;
     Note(&c, *coord_value, "coordinator host");
   } else if (coord_value.has_value()) {
@@ -210,19 +480,40 @@ absl::StatusOr<RunConfig> ParseRunConfig(const std::vector<std::string>& args,
     c.coordinator_host = hp->host;
     c.coordinator_port = hp->port;
   }
-  if (c.node_rank_hint < 0 && c.coordinator_host.empty()) {
-    if (c.nnodes.elastic() || c.nnodes.max > 1) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "cannot find the coordinator: pass --coordinator=HOST:PORT (or TRAINLET_COORDINATOR, "
-          "PET_MASTER_ADDR), or --node-rank=0 on the node that hosts it; nnodes is ",
-          NnodesToString(c.nnodes), " (", OriginPhrase(nnodes_value), ")"));
-    }
-    // Nothing configured: a local single-node run, like plain torchrun.
-    c.node_rank_hint = 0;
-    c.discovery_notes.push_back(
-        "single-node run: no coordinator configured, hosting one on 127.0.0.1");
+  const bool coordinator_configured = coord_value.has_value();
+
+  const OptionValue host_value = ValueOrDefault(parsed, table, "host-coordinator");
+  if (host_value.text != "auto" && host_value.text != "yes" && host_value.text != "no") {
+    return absl::InvalidArgumentError(absl::StrCat(host_value.origin,
+                                                   ": expected auto, yes or no, got \"",
+                                                   absl::CEscape(host_value.text), "\""));
   }
-  if (c.coordinator_host.empty()) c.coordinator_host = "127.0.0.1";  // Rank 0 hosts it.
+
+  // Every node but the one that hosts the coordinator must know where it is.
+  constexpr absl::string_view kWhereIsIt =
+      "pass --coordinator=HOST:PORT (or TRAINLET_COORDINATOR, PET_MASTER_ADDR)";
+  if (!coordinator_configured) {
+    if (c.node_rank_hint > 0) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "cannot find the coordinator: node rank ", c.node_rank_hint, " (",
+          OriginPhrase(*rank_value),
+          ") joins the coordinator hosted by node rank 0, and no coordinator address is "
+          "configured; ",
+          kWhereIsIt, " with node rank 0's address"));
+    }
+    if (host_value.text == "no") {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "cannot find the coordinator: ", host_value.origin,
+          "=no joins a coordinator elsewhere, and no coordinator address is configured; ",
+          kWhereIsIt));
+    }
+    if (c.node_rank_hint < 0 && multi_node) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("cannot find the coordinator: ", kWhereIsIt,
+                       ", or --node-rank=0 on the node that hosts it; nnodes is ",
+                       NnodesToString(c.nnodes), " (", OriginPhrase(nnodes_value), ")"));
+    }
+  }
   if (c.node_rank_hint >= c.nnodes.max) {
     return absl::FailedPreconditionError(absl::StrFormat(
         "%s: node rank %d must be below nnodes %s (%s); --nnodes is the number of nodes in the "
@@ -230,14 +521,46 @@ absl::StatusOr<RunConfig> ParseRunConfig(const std::vector<std::string>& args,
         rank_value.has_value() ? rank_value->origin : "--node-rank", c.node_rank_hint,
         NnodesToString(c.nnodes), OriginPhrase(nnodes_value)));
   }
-  const OptionValue host_value = ValueOrDefault(parsed, table, "host-coordinator");
-  if (host_value.text == "auto") {
+
+  // Nothing configured: a local single-node run, like torchrun --standalone,
+  // on free loopback ports so that two of them on one machine do not clash.
+  const bool single_local = !coordinator_configured && !multi_node;
+  if (single_local) {
+    if (c.node_rank_hint < 0) c.node_rank_hint = 0;
+    c.coordinator_host = "127.0.0.1";
+    c.coordinator_port = 0;
+    c.discovery_notes.push_back(
+        "single-node run: no coordinator configured, hosting one on 127.0.0.1 (a free port)");
+  } else if (!coordinator_configured) {
+    c.coordinator_host = "127.0.0.1";  // Node rank 0 of several hosts it; peers dial it.
+  }
+
+  // Who hosts the coordinator.
+  if (host_value.text == "yes") {
+    c.host_coordinator = HostCoordinator::kYes;
+  } else if (host_value.text == "no") {
+    c.host_coordinator = HostCoordinator::kNo;
+  } else if (c.node_rank_hint >= 0) {
     c.host_coordinator = c.node_rank_hint == 0 ? HostCoordinator::kYes : HostCoordinator::kNo;
-  } else if (host_value.text == "yes" || host_value.text == "no") {
-    c.host_coordinator = host_value.text == "yes" ? HostCoordinator::kYes : HostCoordinator::kNo;
+  } else if (IsLocalCoordinator(c.coordinator_host, sys)) {
+    // Several agents on this host could host it: the one that binds the
+    // port does, the others join it (torchrun's c10d does the same).
+    c.host_coordinator = multi_node ? HostCoordinator::kIfPortFree : HostCoordinator::kYes;
   } else {
-    return absl::InvalidArgumentError(absl::StrCat(
-        host_value.origin, ": expected auto, yes or no, got \"", host_value.text, "\""));
+    c.host_coordinator = HostCoordinator::kNo;
+  }
+
+  // Listening addresses.
+  if (const OptionValue* bind = parsed.Find("bind-addr")) {
+    absl::StatusOr<std::string> addr = ParseIpAddressValue(*bind);
+    if (!addr.ok()) return addr.status();
+    c.bind_addr = *addr;
+    c.health_bind_addr = *addr;
+  } else {
+    const bool loopback_only =
+        !multi_node || (coordinator_configured && IsThisHostOnly(c.coordinator_host));
+    c.bind_addr = loopback_only ? LoopbackLike(c.coordinator_host) : "0.0.0.0";
+    c.health_bind_addr = k8s.in_kubernetes ? "0.0.0.0" : c.bind_addr;
   }
 
   // Job id.
@@ -247,40 +570,45 @@ absl::StatusOr<RunConfig> ParseRunConfig(const std::vector<std::string>& args,
   c.job_id = job_value.text;
   Note(&c, job_value, "job id");
 
-  // Token.
+  // Token: a token file, else (Kubernetes) the token Secret.
   if (const OptionValue* token_file = parsed.Find("token-file")) {
     absl::StatusOr<std::string> token = ReadTokenFile(*token_file);
     if (!token.ok()) return token.status();
     c.token_file = token_file->text;
     c.token = *std::move(token);
+  } else if (k8s.in_kubernetes) {
+    if (absl::Status s = ReadKubernetesSecretToken(sys, &c); !s.ok()) return s;
   }
 
   // Ports.
-  OptionValue master_value = Pick(parsed, "master-port", k8s.master_port)
-                                 .value_or(ValueOrDefault(parsed, table, "master-port"));
-  absl::StatusOr<int> master_port = ParseIntValue(master_value, 1, 65535);
-  if (!master_port.ok()) return master_port.status();
-  c.master_port = *master_port;
-  Note(&c, master_value, "master port");
-  absl::StatusOr<int> health_port =
-      ParseIntValue(ValueOrDefault(parsed, table, "health-port"), 0, 65535);
-  if (!health_port.ok()) return health_port.status();
-  c.health_port = *health_port;
-  if (c.health_port != 0) {
-    if (absl::Status s =
-            CheckPortClash("--health-port", c.health_port, "--master-port", c.master_port);
+  if (std::optional<OptionValue> master_value = Pick(parsed, "master-port", k8s.master_port)) {
+    absl::StatusOr<int> master_port = ParseIntValue(*master_value, 1, 65535);
+    if (!master_port.ok()) return master_port.status();
+    c.master_port = *master_port;
+    Note(&c, *master_value, "master port");
+  } else {
+    c.master_port = single_local ? 0 : 29500;
+  }
+  if (const OptionValue* health_value = parsed.Find("health-port")) {
+    absl::StatusOr<int> health_port = ParseIntValue(*health_value, 0, 65535);
+    if (!health_port.ok()) return health_port.status();
+    c.health_port = *health_port;
+  } else {
+    // The health server is for kubelet probes.
+    c.health_port = k8s.in_kubernetes ? 29401 : 0;
+  }
+  const bool may_host = c.host_coordinator != HostCoordinator::kNo;
+  if (absl::Status s =
+          CheckPortClash("--health-port", c.health_port, "--master-port", c.master_port);
+      !s.ok()) {
+    return s;
+  }
+  if (may_host) {
+    if (absl::Status s = CheckPortClash("--health-port", c.health_port, "the coordinator port",
+                                        c.coordinator_port);
         !s.ok()) {
       return s;
     }
-    if (c.host_coordinator != HostCoordinator::kNo) {
-      if (absl::Status s = CheckPortClash("--health-port", c.health_port, "the coordinator port",
-                                          c.coordinator_port);
-          !s.ok()) {
-        return s;
-      }
-    }
-  }
-  if (c.host_coordinator != HostCoordinator::kNo) {
     if (absl::Status s = CheckPortClash("--master-port", c.master_port, "the coordinator port",
                                         c.coordinator_port);
         !s.ok()) {
@@ -309,10 +637,35 @@ absl::StatusOr<RunConfig> ParseRunConfig(const std::vector<std::string>& args,
   } else {
     c.node_id = sys.hostname;
   }
+
+  // The address peers reach this node at: every address variable must be the
+  // same on every node and reachable from every node (docs/environment.md).
   if (const OptionValue* addr = parsed.Find("advertise-addr")) {
     absl::StatusOr<std::string> host = ParseHostValue(*addr);
     if (!host.ok()) return host.status();
     c.advertise_addr = *host;
+    if (k8s.in_kubernetes && multi_node && IsThisHostOnly(c.advertise_addr)) {
+      c.warnings.push_back(absl::StrCat(
+          addr->origin, "=", c.advertise_addr,
+          " is a loopback address in a multi-node Kubernetes job: pods on other nodes cannot "
+          "reach it; leave it unset to advertise the pod's FQDN"));
+    }
+  } else if (may_host) {
+    if (coordinator_configured && !IsThisHostOnly(c.coordinator_host)) {
+      c.advertise_addr = c.coordinator_host;  // Exactly what the peers dial.
+    } else if ((coordinator_configured || !multi_node) && !(k8s.in_kubernetes && multi_node)) {
+      c.advertise_addr = LoopbackLike(c.coordinator_host);  // The whole job is on this host.
+    } else {
+      c.advertise_addr = OwnReachableName(sys);
+      if (c.advertise_addr.empty()) {
+        return absl::FailedPreconditionError(absl::StrCat(
+            "cannot find an address the other nodes can reach this node at (it hosts the "
+            "coordinator): the hostname \"",
+            absl::CEscape(sys.hostname.substr(0, 64)),
+            "\" is not a usable host name and no FQDN was found; pass --advertise-addr=ADDR "
+            "(or TRAINLET_ADVERTISE_ADDR)"));
+      }
+    }
   }
 
   // Output, logging, restarts.
@@ -327,6 +680,8 @@ absl::StatusOr<RunConfig> ParseRunConfig(const std::vector<std::string>& args,
   if (!policy.ok()) return policy.status();
   c.policy = *policy;
   if (restarts_value.has_value()) Note(&c, *restarts_value, "max restarts");
+
+  if (multi_node && c.token.empty()) c.warnings.push_back(NoTokenWarning(c));
   return c;
 }
 

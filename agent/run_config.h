@@ -1,20 +1,29 @@
 // The configuration of `trainlet run [OPTIONS] -- COMMAND [ARGS...]`: one
 // agent per node that joins the job's coordinator (hosting it when it is node
-// rank 0), starts nproc-per-node workers and supervises them.
+// rank 0, or when the coordinator address is this host's own), starts
+// nproc-per-node workers and supervises them.
 //
 // ParseRunConfig() turns the words after "run", the process environment and
 // the probed SystemInfo into a validated RunConfig. Each value comes from, in
 // order: its flag, its TRAINLET_* variable, Kubernetes discovery
 // (k8s_discovery.h), its default. With nothing set at all the result is a
-// local single-node run, like plain torchrun: nnodes 1, node rank 0, hosting
-// the coordinator on 127.0.0.1:29400. docs/configuration.md is the user copy.
+// local single-node run, like plain torchrun --standalone: nnodes 1, node
+// rank 0, one worker per visible GPU (or 1), the coordinator hosted on
+// 127.0.0.1 on a free port, no health server outside Kubernetes.
+// docs/configuration.md is the user copy.
 //
-// Errors: InvalidArgument for a malformed or unknown flag or value (exit 64),
-// FailedPrecondition for values that are well-formed but cannot make a job:
-// rank hint >= nnodes, unreadable token file, gpu workers without GPUs,
-// no hostname for the node id (exit 78; see ExitCodeForConfigError()).
+// Errors: InvalidArgument for a malformed or unknown flag or value, a
+// torchrun flag (with trainlet's equivalent), or no way to find the
+// coordinator (exit 64); FailedPrecondition for values that are well-formed
+// but cannot make a job: rank hint >= nnodes, a JobSet/Kubeflow pod without a
+// node count, an unreadable or empty token file, gpu workers without GPUs, no
+// hostname for the node id (exit 78; see ExitCodeForConfigError()).
 //
-// Pure function except for reading the token file; thread-compatible.
+// Pure function except for reading the token file and calling
+// SystemInfo::resolve (at most once: for a coordinator name that is neither
+// loopback, an address of this host nor its own name, when no rank hint
+// decides who hosts it; or for this host's canonical name when it hosts a
+// multi-node job with no coordinator address and no FQDN); thread-compatible.
 #ifndef TRAINLET_AGENT_RUN_CONFIG_H_
 #define TRAINLET_AGENT_RUN_CONFIG_H_
 
@@ -30,7 +39,8 @@
 
 namespace trainlet::agent {
 
-enum class NprocKind { kFixed, kAuto, kGpu, kCpu };
+// kDefault: the visible GPUs, or 1 without any (torchrun's default is 1).
+enum class NprocKind { kDefault, kFixed, kAuto, kGpu, kCpu };
 
 inline constexpr int kDefaultCoordinatorPort = 29400;
 inline constexpr int kMaxNprocPerNode = 1024;
@@ -49,9 +59,9 @@ struct RunConfig {
   bool help_requested = false;  // -h/--help: print RunHelpText(), exit 0.
   NnodesRange nnodes;           // --nnodes N | MIN:MAX
   // --nproc-per-node N|auto|gpu|cpu, resolved to nproc_per_node with
-  // SystemInfo: auto = GPUs if any, else CPUs; gpu = GPUs (error if none);
-  // cpu = CPUs; N in 1..1024.
-  NprocKind nproc_kind = NprocKind::kAuto;
+  // SystemInfo: default = visible GPUs, else 1; auto = GPUs if any, else
+  // CPUs; gpu = GPUs (error if none); cpu = CPUs; N in 1..1024.
+  NprocKind nproc_kind = NprocKind::kDefault;
   int nproc_per_node = 1;
   int node_rank_hint = -1;       // --node-rank; -1 = none (the coordinator picks).
   std::string coordinator_host;  // --coordinator HOST[:PORT]; unbracketed IPv6.
@@ -59,21 +69,37 @@ struct RunConfig {
   // hosting the coordinator then dials the port it bound.
   int coordinator_port = kDefaultCoordinatorPort;
   HostCoordinator host_coordinator = HostCoordinator::kNo;  // --host-coordinator
-  // Where the coordinator and health servers listen: 127.0.0.1 for a
-  // single-node run, else 0.0.0.0 (--bind-addr overrides). Unbracketed IPv6.
+  // Where the coordinator listens (an IP literal, unbracketed IPv6):
+  // --bind-addr, else loopback for a single-node job or a loopback
+  // coordinator address ("::1" when that address is ::1, else 127.0.0.1),
+  // else 0.0.0.0. The hosting agent dials the coordinator at this address
+  // (127.0.0.1 for 0.0.0.0, ::1 for ::).
   std::string bind_addr = "0.0.0.0";
-  std::string job_id;       // --job-id
-  std::string token_file;   // --token-file; empty = no authentication.
-  std::string token;        // its content minus trailing whitespace.
-  int master_port = 29500;  // --master-port; 0: a free port picked at start.
+  // Where the health server listens: --bind-addr, else 0.0.0.0 in Kubernetes
+  // (kubelet probes the pod IP), else bind_addr.
+  std::string health_bind_addr = "0.0.0.0";
+  std::string job_id;  // --job-id
+  // --token-file, else in Kubernetes kKubernetesTokenPath when that file
+  // exists; empty = no authentication.
+  std::string token_file;
+  std::string token;  // its content minus trailing whitespace; never empty with a file.
+  // --master-port; 0 (a single-node run with nothing configured): a free port
+  // the agent picks at start.
+  int master_port = 29500;
   absl::Duration grace_period = absl::Seconds(30);  // --grace-period
   absl::Duration join_timeout = absl::Minutes(10);  // --join-timeout
   std::string node_id;                              // --node-id, default hostname.
-  // --advertise-addr, or the default: the address every peer can reach this
-  // node at (MASTER_ADDR when it is node rank 0). Empty: the address the
-  // coordinator sees the join come from.
+  // The address every peer can reach this node at; MASTER_ADDR and the other
+  // address variables when this node is rank 0. --advertise-addr, else, on a
+  // node that may host the coordinator (host_coordinator != kNo): the
+  // coordinator host when it was configured and is not loopback (exactly what
+  // peers dial); "127.0.0.1" (or "::1") when the whole job is on this host
+  // (outside Kubernetes, or a single-node job); else this host's FQDN,
+  // canonical name or hostname. Empty on other nodes: the coordinator
+  // records the address their join comes from.
   std::string advertise_addr;
-  int health_port = 29401;               // --health-port; 0 = no health server.
+  // --health-port; 0 = no health server. Default 29401 in Kubernetes, else 0.
+  int health_port = 0;
   bool prefix_output = false;            // --prefix-output
   LogLevel log_level = LogLevel::kInfo;  // --log-level
   RoundPolicy policy;  // --max-restarts, --last-call, --heartbeat-timeout, --min-nodes-timeout
@@ -82,7 +108,7 @@ struct RunConfig {
   // come from a flag or TRAINLET_* variable, for a startup log line.
   std::vector<std::string> discovery_notes;
   // Configuration the agent should warn about once at start (a multi-node
-  // job without a token, ...).
+  // job without a token, ...). Each entry is one complete sentence.
   std::vector<std::string> warnings;
 };
 

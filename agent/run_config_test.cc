@@ -1,11 +1,14 @@
 #include "agent/run_config.h"
 
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cstdio>
 #include <cstdlib>
+#include <fstream>
 
 #include "absl/strings/str_join.h"
+#include "common/exit_codes.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -71,13 +74,17 @@ TEST(ParseRunConfig, NothingAtAllIsALocalSingleNodeRun) {
   EXPECT_EQ(c->node_rank_hint, 0);
   EXPECT_EQ(c->host_coordinator, HostCoordinator::kYes);
   EXPECT_EQ(c->coordinator_host, "127.0.0.1");
-  EXPECT_EQ(c->coordinator_port, 29400);
+  // Loopback on free ports: two such runs on one machine do not clash.
+  EXPECT_EQ(c->coordinator_port, 0);
+  EXPECT_EQ(c->bind_addr, "127.0.0.1");
+  EXPECT_EQ(c->master_port, 0);
+  EXPECT_EQ(c->health_port, 0);  // Outside Kubernetes: no health server.
+  EXPECT_EQ(c->advertise_addr, "127.0.0.1");
   EXPECT_EQ(c->job_id, "trainlet");
   EXPECT_EQ(c->node_id, "workstation");
-  EXPECT_EQ(c->nproc_kind, NprocKind::kAuto);
-  EXPECT_EQ(c->nproc_per_node, 8);  // No GPU: CPUs.
-  EXPECT_EQ(c->master_port, 29500);
-  EXPECT_EQ(c->health_port, 29401);
+  EXPECT_EQ(c->nproc_kind, NprocKind::kDefault);
+  EXPECT_EQ(c->nproc_per_node, 1);  // No GPU: one worker, as torchrun.
+  EXPECT_TRUE(c->warnings.empty());
   EXPECT_EQ(c->grace_period, absl::Seconds(30));
   EXPECT_EQ(c->join_timeout, absl::Minutes(10));
   EXPECT_EQ(c->policy.last_call, absl::Milliseconds(500));
@@ -87,7 +94,6 @@ TEST(ParseRunConfig, NothingAtAllIsALocalSingleNodeRun) {
   EXPECT_FALSE(c->prefix_output);
   EXPECT_EQ(c->log_level, LogLevel::kInfo);
   EXPECT_TRUE(c->token.empty());
-  EXPECT_TRUE(c->advertise_addr.empty());
   EXPECT_THAT(c->command, ElementsAre("python", "train.py"));
   EXPECT_THAT(absl::StrJoin(c->discovery_notes, "; "), HasSubstr("single-node run"));
 }
@@ -150,7 +156,9 @@ TEST(ParseRunConfig, Ipv6Coordinator) {
   EXPECT_EQ(c->coordinator_host, "::1");
   EXPECT_EQ(c->coordinator_port, 29410);
   EXPECT_EQ(c->node_rank_hint, -1);
-  EXPECT_EQ(c->host_coordinator, HostCoordinator::kNo);
+  // Loopback and no rank: whichever agent binds the port hosts it.
+  EXPECT_EQ(c->host_coordinator, HostCoordinator::kIfPortFree);
+  EXPECT_EQ(c->bind_addr, "::1");
 }
 
 TEST(ParseRunConfig, CoordinatorWithoutPortUsesDefault) {
@@ -175,8 +183,13 @@ TEST(ParseRunConfig, HelpTextComesFromTheTable) {
     EXPECT_THAT(help, HasSubstr("--" + spec.name)) << spec.name;
     EXPECT_THAT(help, HasSubstr(EnvNameFor(spec.name))) << spec.name;
   }
-  EXPECT_THAT(help, HasSubstr("env TRAINLET_NPROC_PER_NODE, default: auto"));
+  EXPECT_THAT(help,
+              HasSubstr("env TRAINLET_NPROC_PER_NODE, default: the visible GPUs, or 1 without"));
   EXPECT_THAT(help, HasSubstr("env TRAINLET_GRACE_PERIOD, default: 30s"));
+  EXPECT_THAT(help, HasSubstr("--bind-addr=ADDR"));
+  EXPECT_THAT(help, HasSubstr("--standalone"));
+  EXPECT_THAT(help, HasSubstr("PET_MAX_RESTARTS"));
+  EXPECT_THAT(help, HasSubstr("Kubernetes discovery"));
 }
 
 // ---- Bad input: InvalidArgument naming the flag.
@@ -204,6 +217,11 @@ TEST(ParseRunConfig, NoCommand) {
 
 TEST(ParseRunConfig, CommandWithoutSeparatorIsRejected) {
   ExpectInvalid(Parse({"python", "train.py"}), "unexpected argument \"python\"");
+  // `torchrun train.py` habits: the hint shows where the command goes.
+  ExpectInvalid(Parse({"train.py"}),
+                "put the command and its arguments after --, as in "
+                "`-- python train.py`");
+  ExpectInvalid(Parse({"--nproc_per_node=2", "train.py", "--lr=1"}), "-- python train.py");
 }
 
 TEST(ParseRunConfig, UnknownFlag) {
@@ -212,7 +230,7 @@ TEST(ParseRunConfig, UnknownFlag) {
 }
 
 TEST(ParseRunConfig, RankHintAtOrAboveNnodes) {
-  auto c = ParseFlags({"--nnodes=2", "--node-rank=2"});
+  auto c = ParseFlags({"--nnodes=2", "--node-rank=2", "--coordinator=head"});
   // Well-formed values that cannot make a job: kExitConfig (78).
   EXPECT_EQ(c.status().code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_THAT(c.status().message(),
@@ -234,14 +252,16 @@ TEST(ParseRunConfig, BadPorts) {
 }
 
 TEST(ParseRunConfig, PortClashes) {
-  ExpectInvalid(ParseFlags({"--health-port=29500"}),
+  ExpectInvalid(ParseFlags({"--health-port=29500", "--master-port=29500"}),
                 "--health-port: port 29500 is also --master-port");
-  ExpectInvalid(ParseFlags({"--health-port=29400"}),
+  ExpectInvalid(ParseFlags({"--health-port=29400", "--nnodes=2", "--node-rank=0"}),
                 "--health-port: port 29400 is also the coordinator port");
-  ExpectInvalid(ParseFlags({"--master-port=29400"}),
+  ExpectInvalid(ParseFlags({"--master-port=29400", "--nnodes=2", "--node-rank=0"}),
                 "--master-port: port 29400 is also the coordinator port");
   // Not hosting the coordinator: its port is on another machine.
   EXPECT_TRUE(ParseFlags({"--master-port=29400", "--coordinator=h", "--nnodes=2"}).ok());
+  // Free ports (0) never clash.
+  EXPECT_TRUE(ParseFlags({"--health-port=29500"}).ok());
 }
 
 TEST(ParseRunConfig, OtherBadValues) {
@@ -253,6 +273,10 @@ TEST(ParseRunConfig, OtherBadValues) {
   ExpectInvalid(ParseFlags({"--max-restarts=-1"}), "--max-restarts");
   ExpectInvalid(ParseFlags({"--node-id=a b"}), "--node-id: expected");
   ExpectInvalid(ParseFlags({"--advertise-addr="}), "--advertise-addr: expected");
+  ExpectInvalid(ParseFlags({"--advertise-addr=a b"}), "--advertise-addr: expected");
+  ExpectInvalid(ParseFlags({"--advertise-addr=head!"}), "--advertise-addr: expected");
+  ExpectInvalid(ParseFlags({"--coordinator=a b:29400", "--nnodes=2"}), "--coordinator: expected");
+  ExpectInvalid(ParseFlags({"--host-coordinator=maybe"}), "--host-coordinator: expected");
   ExpectInvalid(ParseFlags({"--prefix-output=2"}), "--prefix-output: expected true or false");
 }
 
@@ -399,7 +423,7 @@ TEST(ParseRunConfig, JobCompletionIndexWhenNoPetNodeRank) {
 }
 
 TEST(ParseRunConfig, JobCompletionIndexAboveDefaultNnodesAsksForNnodes) {
-  auto c = ParseFlags({}, {{"JOB_COMPLETION_INDEX", "3"}});
+  auto c = ParseFlags({}, {{"JOB_COMPLETION_INDEX", "3"}, {"TRAINLET_COORDINATOR", "head"}});
   EXPECT_EQ(c.status().code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_THAT(c.status().message(),
               HasSubstr("JOB_COMPLETION_INDEX: node rank 3 must be below nnodes 1 (the default)"));
@@ -458,12 +482,15 @@ TEST(ParseRunConfig, MultiNodeWithoutRankOrCoordinatorFails) {
   ExpectInvalid(ParseFlags({"--nnodes=1:2"}), "cannot find the coordinator");
 }
 
-TEST(ParseRunConfig, MultiNodeRankZeroHostsOnLoopback) {
+TEST(ParseRunConfig, MultiNodeRankZeroHostsOnEveryInterface) {
   auto c = ParseFlags({"--nnodes=2", "--node-rank=0"});
   ASSERT_TRUE(c.ok()) << c.status();
   EXPECT_EQ(c->host_coordinator, HostCoordinator::kYes);
-  EXPECT_EQ(c->coordinator_host, "127.0.0.1");
-  EXPECT_EQ(c->coordinator_port, 29400);
+  EXPECT_EQ(c->coordinator_host, "127.0.0.1");  // Where it dials itself.
+  EXPECT_EQ(c->coordinator_port, 29400);        // Where its peers dial it.
+  EXPECT_EQ(c->bind_addr, "0.0.0.0");
+  EXPECT_EQ(c->master_port, 29500);
+  EXPECT_EQ(c->health_port, 0);
 }
 
 TEST(ParseRunConfig, ElasticDefaultsToThreeRestarts) {
@@ -486,6 +513,28 @@ TEST(ParseRunConfig, SingleNodeWithRemoteCoordinatorHasNoHint) {
 }
 
 // ---- Workers per node.
+
+TEST(ParseRunConfig, NprocDefaultIsTheVisibleGpusOrOne) {
+  auto none = ParseFlags({}, {}, Machine(32, 0));
+  ASSERT_TRUE(none.ok()) << none.status();
+  EXPECT_EQ(none->nproc_kind, NprocKind::kDefault);
+  EXPECT_EQ(none->nproc_per_node, 1);
+  EXPECT_THAT(absl::StrJoin(none->discovery_notes, "; "),
+              HasSubstr("nproc-per-node 1 (default: no GPU visible)"));
+  SystemInfo gpus = Machine(32, 4);
+  gpus.gpu_devices = 8;
+  gpus.gpu_note = "4 of 8 /dev/nvidia* devices, CUDA_VISIBLE_DEVICES=\"0,1,2,3\"";
+  auto four = ParseFlags({}, {}, gpus);
+  ASSERT_TRUE(four.ok()) << four.status();
+  EXPECT_EQ(four->nproc_per_node, 4);
+  EXPECT_THAT(absl::StrJoin(four->discovery_notes, "; "),
+              HasSubstr("nproc-per-node 4 (default: 4 of 8 /dev/nvidia* devices, "
+                        "CUDA_VISIBLE_DEVICES=\"0,1,2,3\")"));
+  // PET_NPROC_PER_NODE=auto keeps torchrun's auto.
+  auto pet = ParseFlags({}, {{"PET_NPROC_PER_NODE", "auto"}}, Machine(3, 0));
+  ASSERT_TRUE(pet.ok());
+  EXPECT_EQ(pet->nproc_per_node, 3);
+}
 
 TEST(ParseRunConfig, NprocAuto) {
   auto gpus = ParseFlags({"--nproc-per-node=auto"}, {}, Machine(32, 4));
@@ -544,6 +593,462 @@ TEST(ParseRunConfig, UnreadableTokenFile) {
   EXPECT_EQ(c.status().code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_THAT(c.status().message(), HasSubstr("TRAINLET_TOKEN_FILE"));
   EXPECT_THAT(c.status().message(), HasSubstr("/nonexistent/token"));
+}
+
+// ---- A local coordinator address is hosted.
+
+// A machine with a LAN address and a fake resolver that counts its calls.
+struct Resolver {
+  std::map<std::string, std::vector<std::string>> names;
+  std::map<std::string, std::string> canonical;
+  int calls = 0;
+};
+
+SystemInfo LanMachine(Resolver* resolver) {
+  SystemInfo sys = Machine();
+  sys.fqdn = "workstation.lab.example";
+  sys.local_addrs = {"127.0.0.1", "192.168.1.20", "::1", "fe80::1"};
+  sys.resolve = [resolver](const std::string& host) -> std::optional<ResolvedHost> {
+    ++resolver->calls;
+    auto it = resolver->names.find(host);
+    if (it == resolver->names.end()) return std::nullopt;
+    ResolvedHost r;
+    r.addrs = it->second;
+    auto c = resolver->canonical.find(host);
+    if (c != resolver->canonical.end()) r.canonical_name = c->second;
+    return r;
+  };
+  return sys;
+}
+
+TEST(ParseRunConfig, LocalCoordinator_SingleNode_IsHosted) {
+  Resolver r;
+  r.names["alias"] = {"192.168.1.20"};
+  SystemInfo sys = LanMachine(&r);
+  for (const char* coordinator :
+       {"localhost:29411", "127.0.0.1:29411", "[::1]:29411", "127.0.1.1:29411",
+        "192.168.1.20:29411", "workstation:29411", "WORKSTATION.:29411",
+        "workstation.lab.example:29411", "alias:29411", "0.0.0.0:29411"}) {
+    auto c = ParseFlags({"--nnodes=1", std::string("--coordinator=") + coordinator}, {}, sys);
+    ASSERT_TRUE(c.ok()) << coordinator << ": " << c.status();
+    EXPECT_EQ(c->host_coordinator, HostCoordinator::kYes) << coordinator;
+    EXPECT_EQ(c->coordinator_port, 29411) << coordinator;
+    EXPECT_EQ(c->node_rank_hint, -1) << coordinator;
+  }
+  // Only "alias" needed the resolver.
+  EXPECT_EQ(r.calls, 1);
+}
+
+TEST(ParseRunConfig, RemoteCoordinator_IsJoined) {
+  Resolver r;
+  r.names["head"] = {"10.0.0.1"};
+  SystemInfo sys = LanMachine(&r);
+  for (const char* coordinator : {"head:29400", "10.0.0.1:29400", "unresolvable:29400"}) {
+    auto c = ParseFlags({"--nnodes=1", std::string("--coordinator=") + coordinator}, {}, sys);
+    ASSERT_TRUE(c.ok()) << coordinator << ": " << c.status();
+    EXPECT_EQ(c->host_coordinator, HostCoordinator::kNo) << coordinator;
+    EXPECT_TRUE(c->advertise_addr.empty()) << coordinator;
+  }
+}
+
+TEST(ParseRunConfig, LocalCoordinator_SeveralNodesWithoutRank_WhoeverBindsHostsIt) {
+  Resolver r;
+  SystemInfo sys = LanMachine(&r);
+  auto loopback = ParseFlags({"--nnodes=3", "--coordinator=127.0.0.1:29411"}, {}, sys);
+  ASSERT_TRUE(loopback.ok()) << loopback.status();
+  EXPECT_EQ(loopback->host_coordinator, HostCoordinator::kIfPortFree);
+  EXPECT_EQ(loopback->bind_addr, "127.0.0.1");
+  EXPECT_EQ(loopback->advertise_addr, "127.0.0.1");
+  auto elastic = ParseFlags({"--nnodes=1:4", "--coordinator=workstation"}, {}, sys);
+  ASSERT_TRUE(elastic.ok()) << elastic.status();
+  EXPECT_EQ(elastic->host_coordinator, HostCoordinator::kIfPortFree);
+  EXPECT_EQ(elastic->bind_addr, "0.0.0.0");
+  // Whoever hosts it advertises what peers dial.
+  EXPECT_EQ(elastic->advertise_addr, "workstation");
+  EXPECT_EQ(r.calls, 0);
+}
+
+TEST(ParseRunConfig, RankHintDecidesWithoutResolving) {
+  Resolver r;
+  r.names["alias"] = {"192.168.1.20"};
+  SystemInfo sys = LanMachine(&r);
+  auto rank1 = ParseFlags({"--nnodes=2", "--node-rank=1", "--coordinator=alias"}, {}, sys);
+  ASSERT_TRUE(rank1.ok()) << rank1.status();
+  EXPECT_EQ(rank1->host_coordinator, HostCoordinator::kNo);
+  auto rank0 = ParseFlags({"--nnodes=2", "--node-rank=0", "--coordinator=alias"}, {}, sys);
+  ASSERT_TRUE(rank0.ok()) << rank0.status();
+  EXPECT_EQ(rank0->host_coordinator, HostCoordinator::kYes);
+  auto nothing = ParseFlags({}, {}, sys);
+  ASSERT_TRUE(nothing.ok());
+  EXPECT_EQ(r.calls, 0);
+}
+
+TEST(ParseRunConfig, HostCoordinatorFlagWinsOverTheAddress) {
+  Resolver r;
+  SystemInfo sys = LanMachine(&r);
+  auto no =
+      ParseFlags({"--nnodes=1", "--coordinator=localhost:29411", "--host-coordinator=no"}, {}, sys);
+  ASSERT_TRUE(no.ok()) << no.status();
+  EXPECT_EQ(no->host_coordinator, HostCoordinator::kNo);
+  auto yes =
+      ParseFlags({"--nnodes=2", "--coordinator=10.0.0.1", "--host-coordinator=yes"}, {}, sys);
+  ASSERT_TRUE(yes.ok()) << yes.status();
+  EXPECT_EQ(yes->host_coordinator, HostCoordinator::kYes);
+  EXPECT_EQ(yes->advertise_addr, "10.0.0.1");
+  EXPECT_EQ(r.calls, 0);
+  // Joining needs somewhere to join.
+  ExpectInvalid(ParseFlags({"--host-coordinator=no"}), "cannot find the coordinator");
+}
+
+// ---- Single-node defaults, bind address, health port.
+
+TEST(ParseRunConfig, SingleNodeKeepsPortsItIsGiven) {
+  auto c = ParseFlags({"--master-port=29600", "--health-port=29601"});
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->master_port, 29600);
+  EXPECT_EQ(c->health_port, 29601);
+  EXPECT_EQ(c->health_bind_addr, "127.0.0.1");
+  EXPECT_EQ(c->coordinator_port, 0);
+  auto env = ParseFlags({}, {{"TRAINLET_HEALTH_PORT", "29401"}});
+  ASSERT_TRUE(env.ok());
+  EXPECT_EQ(env->health_port, 29401);
+  auto pet = ParseFlags({}, {{"PET_MASTER_PORT", "23456"}});
+  ASSERT_TRUE(pet.ok());
+  EXPECT_EQ(pet->master_port, 23456);
+}
+
+TEST(ParseRunConfig, InKubernetesTheHealthServerIsOnForKubeletProbes) {
+  auto c = ParseFlags({}, {{"KUBERNETES_SERVICE_HOST", "10.96.0.1"}});
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->health_port, 29401);
+  EXPECT_EQ(c->health_bind_addr, "0.0.0.0");
+  EXPECT_EQ(c->bind_addr, "127.0.0.1");  // The coordinator stays private.
+  EXPECT_EQ(c->coordinator_port, 0);
+  auto off = ParseFlags({"--health-port=0"}, {{"KUBERNETES_SERVICE_HOST", "10.96.0.1"}});
+  ASSERT_TRUE(off.ok());
+  EXPECT_EQ(off->health_port, 0);
+}
+
+TEST(ParseRunConfig, BindAddress) {
+  auto loop = ParseFlags({"--nnodes=2", "--node-rank=0", "--coordinator=127.0.0.1:29411"});
+  ASSERT_TRUE(loop.ok()) << loop.status();
+  EXPECT_EQ(loop->bind_addr, "127.0.0.1");
+  EXPECT_EQ(loop->health_bind_addr, "127.0.0.1");
+  auto loop6 = ParseFlags({"--nnodes=2", "--node-rank=0", "--coordinator=[::1]:29411"});
+  ASSERT_TRUE(loop6.ok());
+  EXPECT_EQ(loop6->bind_addr, "::1");
+  auto named = ParseFlags({"--nnodes=2", "--node-rank=0", "--coordinator=head"});
+  ASSERT_TRUE(named.ok());
+  EXPECT_EQ(named->bind_addr, "0.0.0.0");
+  auto flag = ParseFlags({"--nnodes=2", "--node-rank=0", "--bind-addr=10.0.0.5"},
+                         {{"KUBERNETES_SERVICE_HOST", "10.96.0.1"}, {"PET_NNODES", "2"}});
+  ASSERT_TRUE(flag.ok()) << flag.status();
+  EXPECT_EQ(flag->bind_addr, "10.0.0.5");
+  EXPECT_EQ(flag->health_bind_addr, "10.0.0.5");  // --bind-addr is for both servers.
+  auto env = ParseFlags({}, {{"TRAINLET_BIND_ADDR", "[::]"}});
+  ASSERT_TRUE(env.ok()) << env.status();
+  EXPECT_EQ(env->bind_addr, "::");
+  ExpectInvalid(ParseFlags({"--bind-addr=head"}), "--bind-addr: expected an IP address");
+}
+
+TEST(ParseRunConfig, MultiNodeWithoutTokenWarnsOnce) {
+  auto c = ParseFlags({"--nnodes=2", "--node-rank=0"});
+  ASSERT_TRUE(c.ok()) << c.status();
+  ASSERT_EQ(c->warnings.size(), 1u) << absl::StrJoin(c->warnings, "\n");
+  EXPECT_THAT(c->warnings[0], HasSubstr("no token"));
+  EXPECT_THAT(c->warnings[0], HasSubstr("anyone who can reach"));
+  EXPECT_THAT(c->warnings[0], HasSubstr("--token-file"));
+  EXPECT_THAT(c->warnings[0], HasSubstr("TRAINLET_TOKEN_FILE"));
+  EXPECT_THAT(c->warnings[0], HasSubstr("/var/run/secrets/trainlet/token"));
+  auto joiner = ParseFlags({"--nnodes=2", "--coordinator=head"});
+  ASSERT_TRUE(joiner.ok());
+  EXPECT_EQ(joiner->warnings.size(), 1u);
+  auto single = ParseFlags({});
+  ASSERT_TRUE(single.ok());
+  EXPECT_TRUE(single->warnings.empty());
+}
+
+// ---- Node rank without a coordinator, pods without a node count.
+
+TEST(ParseRunConfig, NodeRankAboveZeroWithoutCoordinatorIsAnError) {
+  ExpectInvalid(ParseFlags({"--node-rank=1"}), "cannot find the coordinator");
+  ExpectInvalid(ParseFlags({"--nnodes=2", "--node-rank=1"}), "cannot find the coordinator");
+  auto env = ParseFlags({}, {{"TRAINLET_NNODES", "4"}, {"TRAINLET_NODE_RANK", "3"}});
+  ExpectInvalid(env, "node rank 3 (from TRAINLET_NODE_RANK)");
+  EXPECT_EQ(ExitCodeForConfigError(env.status()), kExitUsage);
+}
+
+TEST(ParseRunConfig, JobSetPodWithoutNodeCountFails) {
+  Env pod = {{"KUBERNETES_SERVICE_HOST", "10.96.0.1"}, {"JOB_COMPLETION_INDEX", "0"}};
+  auto c = ParseFlags({}, pod, JobSetPod("train-node-0-0"));
+  EXPECT_EQ(c.status().code(), absl::StatusCode::kFailedPrecondition) << c.status();
+  EXPECT_EQ(ExitCodeForConfigError(c.status()), kExitConfig);
+  EXPECT_THAT(c.status().message(), HasSubstr("TRAINLET_NNODES"));
+  EXPECT_THAT(c.status().message(), HasSubstr("--nnodes"));
+  EXPECT_THAT(c.status().message(), HasSubstr("PET_NNODES"));
+  EXPECT_THAT(c.status().message(), HasSubstr("JOB_COMPLETION_INDEX=0"));
+  // Any one sign is enough: the hostname, or a PET_* variable.
+  EXPECT_FALSE(
+      ParseFlags({}, {{"KUBERNETES_SERVICE_HOST", "10.96.0.1"}}, JobSetPod("t-node-0-1")).ok());
+  EXPECT_FALSE(ParseFlags({},
+                          {{"KUBERNETES_SERVICE_HOST", "10.96.0.1"},
+                           {"PET_MASTER_ADDR", "m"},
+                           {"PET_NODE_RANK", "0"}},
+                          JobSetPod("web"))
+                   .ok());
+  // A node count from any source makes it a job.
+  pod["TRAINLET_NNODES"] = "1";
+  EXPECT_TRUE(ParseFlags({}, pod, JobSetPod("train-node-0-0")).ok());
+  EXPECT_TRUE(ParseFlags({"--nnodes=1"}, pod, JobSetPod("train-node-0-0")).ok());
+  // A plain pod (a Deployment, a bare Pod) is a single-node run.
+  EXPECT_TRUE(
+      ParseFlags({}, {{"KUBERNETES_SERVICE_HOST", "10.96.0.1"}}, JobSetPod("web-7d9f8-x2b4k"))
+          .ok());
+}
+
+// ---- torchrun spellings.
+
+TEST(ParseRunConfig, TorchrunUnderscoreSpellingsWork) {
+  auto c = ParseFlags({"--nproc_per_node=2", "--nnodes=2", "--node_rank=0", "--max_restarts=3",
+                       "--master_port=29600"});
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->nproc_per_node, 2);
+  EXPECT_EQ(c->node_rank_hint, 0);
+  EXPECT_EQ(c->policy.max_restarts, 3);
+  EXPECT_EQ(c->master_port, 29600);
+}
+
+TEST(ParseRunConfig, StandaloneIsASingleNodeRun) {
+  auto c = ParseFlags({"--standalone", "--nproc_per_node=2"});
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->nnodes.max, 1);
+  EXPECT_EQ(c->host_coordinator, HostCoordinator::kYes);
+  EXPECT_EQ(c->coordinator_port, 0);
+  EXPECT_EQ(c->bind_addr, "127.0.0.1");
+  EXPECT_EQ(c->nproc_per_node, 2);
+  // Like torchrun's, it overrides what the pod says about other nodes.
+  auto pod = ParseFlags({"--standalone"},
+                        {{"KUBERNETES_SERVICE_HOST", "10.96.0.1"},
+                         {"PET_NNODES", "4"},
+                         {"PET_NODE_RANK", "2"},
+                         {"PET_MASTER_ADDR", "t-node-0-0.t"}},
+                        JobSetPod("t-node-0-2"));
+  ASSERT_TRUE(pod.ok()) << pod.status();
+  EXPECT_EQ(pod->nnodes.max, 1);
+  EXPECT_EQ(pod->node_rank_hint, 0);
+  EXPECT_EQ(pod->host_coordinator, HostCoordinator::kYes);
+  EXPECT_EQ(pod->coordinator_host, "127.0.0.1");
+  EXPECT_TRUE(ParseFlags({"--standalone", "--nnodes=1"}).ok());
+  EXPECT_TRUE(ParseFlags({}, {{"TRAINLET_STANDALONE", "true"}}).ok());
+}
+
+TEST(ParseRunConfig, StandaloneConflicts) {
+  ExpectInvalid(ParseFlags({"--standalone", "--nnodes=2"}), "--standalone");
+  ExpectInvalid(ParseFlags({"--standalone", "--nnodes=1:2"}), "--nnodes");
+  ExpectInvalid(ParseFlags({"--standalone", "--coordinator=h:1"}), "--coordinator");
+  ExpectInvalid(ParseFlags({"--standalone"}, {{"TRAINLET_COORDINATOR", "h"}}),
+                "TRAINLET_COORDINATOR");
+  ExpectInvalid(ParseFlags({"--standalone", "--node-rank=1"}), "--node-rank");
+  ExpectInvalid(ParseFlags({"--standalone", "--host-coordinator=no"}), "--host-coordinator");
+}
+
+TEST(ParseRunConfig, TorchrunFlagsGetTrainletsEquivalent) {
+  struct Case {
+    std::vector<std::string> args;
+    std::string hint;
+  };
+  const Case cases[] = {
+      {{"--rdzv-endpoint=head:29400"}, "--coordinator=HOST:PORT"},
+      {{"--rdzv_endpoint", "head:29400"}, "--coordinator=HOST:PORT"},
+      {{"--master-addr=head"}, "--advertise-addr"},
+      {{"--master_addr=head"}, "--coordinator"},
+      {{"--rdzv-id=job"}, "--job-id"},
+      {{"--rdzv_id=job"}, "--job-id"},
+      {{"--rdzv-backend=c10d"}, "not needed"},
+      {{"--rdzv_backend=static"}, "not needed"},
+      {{"--rdzv-conf=timeout=900"}, "--join-timeout"},
+      {{"--local-addr=10.0.0.1"}, "--advertise-addr"},
+      {{"--redirects=3"}, "--prefix-output"},
+      {{"--tee", "3"}, "--prefix-output"},
+      {{"--monitor-interval=1"}, "not needed"},
+      {{"--start-method=spawn"}, "not needed"},
+      {{"--role=trainer"}, "ROLE_NAME"},
+      {{"--log-dir=/tmp/x"}, "--prefix-output"},
+      {{"--log_dir=/tmp/x"}, "--prefix-output"},
+      {{"--run-path"}, "-- python"},
+      {{"-m", "pkg.train"}, "-- python -m MODULE"},
+      {{"--module"}, "-- python -m MODULE"},
+      {{"--no-python"}, "COMMAND as given"},
+      {{"--use-env"}, "LOCAL_RANK"},
+  };
+  for (const Case& c : cases) {
+    auto r = ParseFlags(c.args);
+    EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument) << c.args[0];
+    EXPECT_THAT(r.status().message(), HasSubstr("is a torchrun flag")) << c.args[0];
+    EXPECT_THAT(r.status().message(), HasSubstr(c.hint)) << c.args[0];
+  }
+}
+
+// ---- Tokens.
+
+class FakeRoot {
+ public:
+  FakeRoot() {
+    char tmpl[] = "/tmp/trainlet_run_root_XXXXXX";
+    const char* dir = mkdtemp(tmpl);
+    if (dir != nullptr) path_ = dir;
+  }
+  ~FakeRoot() { std::system(("rm -rf '" + path_ + "'").c_str()); }
+  const std::string& path() const { return path_; }
+  std::string Write(const std::string& relative, const std::string& content) {
+    std::string full = path_ + "/" + relative;
+    for (size_t slash = full.find('/', path_.size() + 1); slash != std::string::npos;
+         slash = full.find('/', slash + 1)) {
+      mkdir(full.substr(0, slash).c_str(), 0755);
+    }
+    std::ofstream(full) << content;
+    return full;
+  }
+
+ private:
+  std::string path_;
+};
+
+TEST(ParseRunConfig, KubernetesSecretToken) {
+  FakeRoot root;
+  root.Write("var/run/secrets/trainlet/token", "s3cret\n");
+  SystemInfo sys = JobSetPod("t-node-0-1");
+  sys.root = root.path();
+  Env pod = TrainerPod(1);
+  auto c = ParseFlags({}, pod, sys);
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->token, "s3cret");
+  EXPECT_EQ(c->token_file, "/var/run/secrets/trainlet/token");
+  EXPECT_TRUE(c->warnings.empty()) << absl::StrJoin(c->warnings, "\n");
+  EXPECT_THAT(absl::StrJoin(c->discovery_notes, "; "),
+              HasSubstr("token from /var/run/secrets/trainlet/token"));
+  // A token file from a flag or TRAINLET_TOKEN_FILE wins.
+  std::string other = root.Write("other-token", "flag-secret");
+  auto flag = ParseFlags({"--token-file=" + other}, pod, sys);
+  ASSERT_TRUE(flag.ok()) << flag.status();
+  EXPECT_EQ(flag->token, "flag-secret");
+  // Outside Kubernetes the path is not read.
+  auto outside = ParseFlags({}, {}, sys);
+  ASSERT_TRUE(outside.ok()) << outside.status();
+  EXPECT_TRUE(outside->token.empty());
+  // No Secret: no token (and the multi-node warning).
+  sys.root = root.path() + "/nothing-here";
+  auto none = ParseFlags({}, pod, sys);
+  ASSERT_TRUE(none.ok()) << none.status();
+  EXPECT_TRUE(none->token.empty());
+  EXPECT_EQ(none->warnings.size(), 1u);
+}
+
+TEST(ParseRunConfig, WhitespaceOnlyTokenIsAConfigError) {
+  FakeRoot root;
+  std::string path = root.Write("token", " \n\t\n");
+  auto c = ParseFlags({"--token-file=" + path});
+  EXPECT_EQ(c.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(c.status().message(), HasSubstr("is empty or only whitespace"));
+  root.Write("var/run/secrets/trainlet/token", "\n");
+  SystemInfo sys = JobSetPod("t-node-0-1");
+  sys.root = root.path();
+  auto secret = ParseFlags({}, TrainerPod(1), sys);
+  EXPECT_EQ(secret.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(secret.status().message(), HasSubstr("/var/run/secrets/trainlet/token"));
+}
+
+// ---- D11: PET_MASTER_ADDR is a host, not an endpoint.
+
+TEST(ParseRunConfig, PetMasterAddrWithAPortIsRefusedAtOnce) {
+  auto c = ParseFlags(
+      {}, {{"PET_NNODES", "2"}, {"PET_NODE_RANK", "1"}, {"PET_MASTER_ADDR", "host:1234"}});
+  ExpectInvalid(c,
+                "PET_MASTER_ADDR: expected a host name or IP address without a port, got "
+                "\"host:1234\"");
+  EXPECT_THAT(c.status().message(), HasSubstr("PET_MASTER_PORT"));
+  ExpectInvalid(ParseFlags({}, {{"PET_NNODES", "2"}, {"PET_MASTER_ADDR", "[fd00::1]:1234"}}),
+                "PET_MASTER_ADDR");
+  // A bare IPv6 address is a host.
+  auto v6 =
+      ParseFlags({}, {{"PET_NNODES", "2"}, {"PET_NODE_RANK", "1"}, {"PET_MASTER_ADDR", "fd00::1"}});
+  ASSERT_TRUE(v6.ok()) << v6.status();
+  EXPECT_EQ(v6->coordinator_host, "fd00::1");
+}
+
+// ---- The address the hosting node advertises (issue 6, scope 3).
+
+TEST(ParseRunConfig, Advertise_ConfiguredCoordinatorHostIsWhatPeersDial) {
+  auto c = ParseFlags({"--nnodes=2", "--node-rank=0", "--coordinator=head.example:29400"});
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->advertise_addr, "head.example");
+  auto rank0 = ParseFlags({}, TrainerPod(0), JobSetPod("t-node-0-0"));
+  ASSERT_TRUE(rank0.ok()) << rank0.status();
+  EXPECT_EQ(rank0->advertise_addr, "t-node-0-0.t");
+  auto jobset = ParseFlags({}, {{"KUBERNETES_SERVICE_HOST", "10.96.0.1"}, {"PET_NNODES", "2"}},
+                           JobSetPod("train-node-0-0"));
+  ASSERT_TRUE(jobset.ok()) << jobset.status();
+  EXPECT_EQ(jobset->advertise_addr, "train-node-0-0.train");
+}
+
+TEST(ParseRunConfig, Advertise_WholeJobOnThisHostIsLoopback) {
+  auto c = ParseFlags({"--nnodes=2", "--node-rank=0", "--coordinator=localhost:29411"});
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->advertise_addr, "127.0.0.1");
+  auto v6 = ParseFlags({"--nnodes=2", "--node-rank=0", "--coordinator=[::1]:29411"});
+  ASSERT_TRUE(v6.ok());
+  EXPECT_EQ(v6->advertise_addr, "::1");
+  auto single = ParseFlags({"--nnodes=1", "--node-rank=0"});
+  ASSERT_TRUE(single.ok());
+  EXPECT_EQ(single->advertise_addr, "127.0.0.1");
+}
+
+TEST(ParseRunConfig, Advertise_NoCoordinatorAddressIsThisHostsName) {
+  Resolver r;
+  r.canonical["workstation"] = "workstation.dns.example";
+  r.names["workstation"] = {"192.168.1.20"};
+  SystemInfo sys = LanMachine(&r);
+  auto fqdn = ParseFlags({"--nnodes=2", "--node-rank=0"}, {}, sys);
+  ASSERT_TRUE(fqdn.ok()) << fqdn.status();
+  EXPECT_EQ(fqdn->advertise_addr, "workstation.lab.example");  // From /etc/hosts.
+  EXPECT_EQ(r.calls, 0);
+  sys.fqdn.clear();
+  auto canonical = ParseFlags({"--nnodes=2", "--node-rank=0"}, {}, sys);
+  ASSERT_TRUE(canonical.ok()) << canonical.status();
+  EXPECT_EQ(canonical->advertise_addr, "workstation.dns.example");
+  EXPECT_EQ(r.calls, 1);
+  sys.resolve = nullptr;
+  auto hostname = ParseFlags({"--nnodes=2", "--node-rank=0"}, {}, sys);
+  ASSERT_TRUE(hostname.ok()) << hostname.status();
+  EXPECT_EQ(hostname->advertise_addr, "workstation");
+  sys.hostname = "not a host";
+  auto none = ParseFlags({"--nnodes=2", "--node-rank=0", "--node-id=n0"}, {}, sys);
+  EXPECT_EQ(none.status().code(), absl::StatusCode::kFailedPrecondition) << none.status();
+  EXPECT_THAT(none.status().message(), HasSubstr("--advertise-addr"));
+}
+
+TEST(ParseRunConfig, Advertise_InKubernetesNeverLoopbackForSeveralNodes) {
+  SystemInfo pod = JobSetPod("web-0");
+  auto c = ParseFlags({"--nnodes=2", "--node-rank=0", "--coordinator=127.0.0.1:29411"},
+                      {{"KUBERNETES_SERVICE_HOST", "10.96.0.1"}}, pod);
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->advertise_addr, "web-0.train.team-a.svc.cluster.local");
+  auto single = ParseFlags({"--nnodes=1"}, {{"KUBERNETES_SERVICE_HOST", "10.96.0.1"}}, pod);
+  ASSERT_TRUE(single.ok()) << single.status();
+  EXPECT_EQ(single->advertise_addr, "127.0.0.1");
+}
+
+TEST(ParseRunConfig, Advertise_OnlyTheHostingNodeUnlessGiven) {
+  auto joiner = ParseFlags({}, TrainerPod(1), JobSetPod("t-node-0-1"));
+  ASSERT_TRUE(joiner.ok()) << joiner.status();
+  EXPECT_EQ(joiner->host_coordinator, HostCoordinator::kNo);
+  EXPECT_TRUE(joiner->advertise_addr.empty());
+  auto given = ParseFlags({"--advertise-addr=10.0.0.9"}, TrainerPod(1), JobSetPod("t-node-0-1"));
+  ASSERT_TRUE(given.ok());
+  EXPECT_EQ(given->advertise_addr, "10.0.0.9");
+  auto given0 = ParseFlags({"--advertise-addr=[fd00::9]", "--nnodes=2", "--node-rank=0"});
+  ASSERT_TRUE(given0.ok());
+  EXPECT_EQ(given0->advertise_addr, "fd00::9");
 }
 
 }  // namespace

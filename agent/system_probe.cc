@@ -1,22 +1,34 @@
 #include "agent/system_probe.h"
 
+#include <arpa/inet.h>
 #include <dirent.h>
+#include <ifaddrs.h>
+#include <netdb.h>
+#include <netinet/in.h>
 #include <sched.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
 #include <climits>
 #include <fstream>
+#include <memory>
+#include <set>
 #include <sstream>
+#include <thread>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/strings/ascii.h"
+#include "absl/strings/escaping.h"
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "absl/synchronization/mutex.h"
 
 namespace trainlet::agent {
 namespace {
@@ -36,7 +48,92 @@ std::optional<std::string> ReadFile(const std::string& path) {
   return ss.str();
 }
 
+// `name="value"` with the value escaped and cut at 64 bytes, for logs.
+std::string Quoted(absl::string_view name, absl::string_view value) {
+  constexpr size_t kMax = 64;
+  std::string shown = absl::CEscape(value.substr(0, kMax));
+  return absl::StrCat(name, "=\"", shown, value.size() > kMax ? "..." : "", "\"");
+}
+
+const std::string* FindEnv(const std::map<std::string, std::string>& env, const char* name) {
+  auto it = env.find(name);
+  return it == env.end() ? nullptr : &it->second;
+}
+
+// The number an entry of CUDA_VISIBLE_DEVICES starts with, read as strtoul
+// does ("1gpu" -> 1); -1 when it does not start with a digit or is negative.
+int64_t LeadingOrdinal(absl::string_view entry) {
+  entry = absl::StripAsciiWhitespace(entry);
+  if (!entry.empty() && entry[0] == '+') entry.remove_prefix(1);
+  size_t digits = 0;
+  while (digits < entry.size() && digits < 9 &&
+         absl::ascii_isdigit(static_cast<unsigned char>(entry[digits]))) {
+    ++digits;
+  }
+  int64_t n = -1;
+  if (digits == 0 || !absl::SimpleAtoi(entry.substr(0, digits), &n)) return -1;
+  return n;
+}
+
+// How many devices CUDA_VISIBLE_DEVICES=`value` selects out of `devices`.
+int CudaVisibleCount(absl::string_view value, int devices) {
+  std::vector<absl::string_view> entries = absl::StrSplit(value, ',');
+  absl::string_view trimmed = absl::StripLeadingAsciiWhitespace(value);
+  for (absl::string_view prefix : {"GPU-", "MIG-"}) {
+    if (!absl::StartsWith(trimmed, prefix)) continue;
+    std::set<absl::string_view> seen;
+    int count = 0;
+    for (absl::string_view e : entries) {
+      e = absl::StripAsciiWhitespace(e);
+      if (!absl::StartsWith(e, prefix)) break;
+      if (!seen.insert(e).second) return 0;  // A repeated id selects nothing.
+      ++count;
+    }
+    return std::min(count, devices);
+  }
+  std::set<int64_t> seen;
+  int count = 0;
+  bool ended = false;
+  for (absl::string_view e : entries) {
+    int64_t ordinal = LeadingOrdinal(e);
+    if (ordinal < 0) break;
+    if (!seen.insert(ordinal).second) return 0;  // A repeated ordinal selects nothing.
+    // An ordinal past the devices ends the list; later repeats still count.
+    if (ordinal >= devices) ended = true;
+    if (!ended) ++count;
+  }
+  return count;
+}
+
 }  // namespace
+
+GpuVisibility VisibleGpus(int devices, const std::map<std::string, std::string>& env) {
+  GpuVisibility v;
+  int visible = std::max(devices, 0);
+  std::vector<std::string> why;
+  if (const std::string* nv = FindEnv(env, "NVIDIA_VISIBLE_DEVICES")) {
+    std::string t = absl::AsciiStrToLower(absl::StripAsciiWhitespace(*nv));
+    if (t == "none" || t == "void" || t.empty()) {
+      visible = 0;
+    } else if (t != "all") {
+      int listed = 0;
+      for (absl::string_view e : absl::StrSplit(t, ',')) {
+        if (!absl::StripAsciiWhitespace(e).empty()) ++listed;
+      }
+      visible = std::min(visible, listed);
+    }
+    why.push_back(Quoted("NVIDIA_VISIBLE_DEVICES", *nv));
+  }
+  if (const std::string* cuda = FindEnv(env, "CUDA_VISIBLE_DEVICES")) {
+    visible = CudaVisibleCount(*cuda, visible);
+    why.push_back(Quoted("CUDA_VISIBLE_DEVICES", *cuda));
+  }
+  v.count = visible;
+  v.note = why.empty() ? absl::StrCat(devices, " /dev/nvidia* devices")
+                       : absl::StrCat(visible, " of ", devices, " /dev/nvidia* devices, ",
+                                      absl::StrJoin(why, ", "));
+  return v;
+}
 
 std::string FindFqdnInHosts(absl::string_view hosts_text, absl::string_view hostname) {
   if (hostname.empty()) return "";
@@ -134,8 +231,92 @@ int AffinityCpuCount() {
   return online > 0 ? static_cast<int>(online) : 1;
 }
 
-SystemInfo ProbeSystem(const std::string& root) {
+std::vector<std::string> LocalInterfaceAddresses() {
+  std::vector<std::string> out;
+  struct ifaddrs* list = nullptr;
+  if (getifaddrs(&list) != 0) return out;
+  for (struct ifaddrs* ifa = list; ifa != nullptr; ifa = ifa->ifa_next) {
+    if (ifa->ifa_addr == nullptr) continue;
+    char text[INET6_ADDRSTRLEN] = {};
+    const void* addr = nullptr;
+    int family = ifa->ifa_addr->sa_family;
+    if (family == AF_INET) {
+      addr = &reinterpret_cast<const sockaddr_in*>(ifa->ifa_addr)->sin_addr;
+    } else if (family == AF_INET6) {
+      addr = &reinterpret_cast<const sockaddr_in6*>(ifa->ifa_addr)->sin6_addr;
+    } else {
+      continue;
+    }
+    if (inet_ntop(family, addr, text, sizeof(text)) == nullptr) continue;
+    if (std::find(out.begin(), out.end(), text) == out.end()) out.push_back(text);
+  }
+  freeifaddrs(list);
+  return out;
+}
+
+namespace {
+
+std::optional<ResolvedHost> ResolveHostBlocking(const std::string& host) {
+  struct addrinfo hints = {};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  hints.ai_flags = AI_CANONNAME;
+  struct addrinfo* result = nullptr;
+  if (getaddrinfo(host.c_str(), nullptr, &hints, &result) != 0) return std::nullopt;
+  ResolvedHost out;
+  if (result != nullptr && result->ai_canonname != nullptr) {
+    out.canonical_name = result->ai_canonname;
+  }
+  for (struct addrinfo* ai = result; ai != nullptr; ai = ai->ai_next) {
+    char text[INET6_ADDRSTRLEN] = {};
+    const void* addr = nullptr;
+    if (ai->ai_family == AF_INET) {
+      addr = &reinterpret_cast<const sockaddr_in*>(ai->ai_addr)->sin_addr;
+    } else if (ai->ai_family == AF_INET6) {
+      addr = &reinterpret_cast<const sockaddr_in6*>(ai->ai_addr)->sin6_addr;
+    } else {
+      continue;
+    }
+    if (inet_ntop(ai->ai_family, addr, text, sizeof(text)) == nullptr) continue;
+    if (std::find(out.addrs.begin(), out.addrs.end(), text) == out.addrs.end()) {
+      out.addrs.push_back(text);
+    }
+  }
+  freeaddrinfo(result);
+  return out;
+}
+
+// One lookup's result, shared by the caller and the lookup thread (which may
+// outlive the caller's wait).
+struct PendingLookup {
+  absl::Mutex mu;
+  bool done ABSL_GUARDED_BY(mu) = false;
+  std::optional<ResolvedHost> result ABSL_GUARDED_BY(mu);
+};
+
+}  // namespace
+
+std::optional<ResolvedHost> ResolveHostBounded(const std::string& host, absl::Duration timeout) {
+  auto pending = std::make_shared<PendingLookup>();
+  try {
+    std::thread([pending, host] {
+      std::optional<ResolvedHost> r = ResolveHostBlocking(host);
+      absl::MutexLock lock(&pending->mu);
+      pending->result = std::move(r);
+      pending->done = true;
+    }).detach();
+  } catch (const std::system_error&) {
+    return std::nullopt;  // No thread: treat the name as unresolved.
+  }
+  absl::MutexLock lock(&pending->mu);
+  pending->mu.AwaitWithTimeout(absl::Condition(&pending->done), timeout);
+  if (!pending->done) return std::nullopt;
+  return pending->result;
+}
+
+SystemInfo ProbeSystem(const std::map<std::string, std::string>& env, const std::string& root) {
   SystemInfo info;
+  info.root = root;
   char name[256] = {};
   if (gethostname(name, sizeof(name) - 1) == 0) info.hostname = name;
   if (std::optional<std::string> hosts = ReadFile(UnderRoot(root, "/etc/hosts"))) {
@@ -145,7 +326,12 @@ SystemInfo ProbeSystem(const std::string& root) {
   if (std::optional<int> limit = CgroupCpuLimit(root)) {
     info.cpu_count = std::max(1, std::min(info.cpu_count, *limit));
   }
-  info.gpu_count = CountNvidiaDevices(root);
+  info.gpu_devices = CountNvidiaDevices(root);
+  GpuVisibility gpus = VisibleGpus(info.gpu_devices, env);
+  info.gpu_count = gpus.count;
+  info.gpu_note = std::move(gpus.note);
+  info.local_addrs = LocalInterfaceAddresses();
+  info.resolve = [](const std::string& host) { return ResolveHostBounded(host, kResolveTimeout); };
   return info;
 }
 

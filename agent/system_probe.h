@@ -1,28 +1,67 @@
 // What the agent needs to know about the machine it runs on: hostname, the
-// FQDN Kubernetes wrote into /etc/hosts, how many CPUs this container may use
-// and how many NVIDIA GPUs are visible. Everything except the hostname is read
-// below an injectable root directory, so tests point it at a temp dir.
+// FQDN Kubernetes wrote into /etc/hosts, this host's interface addresses, how
+// many CPUs this container may use and how many NVIDIA GPUs its workers can
+// see, plus a bounded name resolver. Every file is read below an injectable
+// root directory, so tests point it at a temp dir; the resolver is a plain
+// function, so tests inject a fake one.
 //
-// Pure reads; no state; safe to call from any thread.
+// ProbeSystem() does cheap local reads only (no DNS): names are resolved
+// later, through SystemInfo::resolve, and only when a decision needs it
+// (ParseRunConfig() asks only for a coordinator name that is neither
+// loopback, an address of this host, nor its hostname or FQDN).
+//
+// Pure reads; no state; safe to call from any thread. ResolveHostBounded()
+// starts one detached thread per call (getaddrinfo(3) cannot be cancelled).
 #ifndef TRAINLET_AGENT_SYSTEM_PROBE_H_
 #define TRAINLET_AGENT_SYSTEM_PROBE_H_
 
+#include <functional>
+#include <map>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "absl/strings/string_view.h"
+#include "absl/time/time.h"
 
 namespace trainlet::agent {
 
+// What a name resolves to.
+struct ResolvedHost {
+  std::string canonical_name;      // getaddrinfo's AI_CANONNAME; may be empty.
+  std::vector<std::string> addrs;  // numeric, unbracketed, without zone.
+};
+// Resolves a host name; nullopt when it does not resolve (in time).
+using HostResolver = std::function<std::optional<ResolvedHost>(const std::string& host)>;
+
 struct SystemInfo {
+  // Prefix of every file the agent reads about the machine ("/" in
+  // production): ProbeSystem() reads below it, and so does ParseRunConfig()
+  // for the Kubernetes token Secret.
+  std::string root = "/";
   std::string hostname;  // gethostname(2); empty if that failed.
   std::string fqdn;      // "<hostname>.<subdomain>.<ns>.svc.cluster.local" or empty.
-  int cpu_count = 1;     // usable CPUs: affinity mask capped by the cgroup v2 quota.
-  int gpu_count = 0;     // entries <root>/dev/nvidia[0-9]+.
+  // This host's interface addresses (getifaddrs(3)), numeric, without zone;
+  // loopback ones included.
+  std::vector<std::string> local_addrs;
+  // Resolves names (the real one: getaddrinfo, bounded to
+  // kResolveTimeout). Empty: nothing resolves.
+  HostResolver resolve;
+  int cpu_count = 1;  // usable CPUs: affinity mask capped by the cgroup v2 quota.
+  // GPUs: <root>/dev/nvidia[0-9]+ entries, and how many of them the workers
+  // can see (narrowed by NVIDIA_VISIBLE_DEVICES and CUDA_VISIBLE_DEVICES; see
+  // VisibleGpus()).
+  int gpu_devices = 0;
+  int gpu_count = 0;
+  std::string gpu_note;  // how gpu_count was found, for the startup log.
 };
 
-// Probes the machine. `root` prefixes every file read ("/" in production).
-SystemInfo ProbeSystem(const std::string& root = "/");
+inline constexpr absl::Duration kResolveTimeout = absl::Seconds(2);
+
+// Probes the machine. `env` is the agent's environment (for the *_VISIBLE_DEVICES
+// variables); `root` prefixes every file read ("/" in production). Does no DNS.
+SystemInfo ProbeSystem(const std::map<std::string, std::string>& env,
+                       const std::string& root = "/");
 
 // ---- The pieces, exposed for tests and for callers with a known hostname.
 
@@ -43,8 +82,33 @@ std::optional<int> ParseCpuMax(absl::string_view text);
 // Number of <root>/dev/nvidia[0-9]+ entries.
 int CountNvidiaDevices(const std::string& root);
 
+// How many of `devices` GPUs a CUDA program started with `env` sees:
+//  - NVIDIA_VISIBLE_DEVICES (the container runtime's; set: "all", "none",
+//    "void" or empty = none, else a comma list), capped by `devices`;
+//  - then CUDA_VISIBLE_DEVICES as the CUDA runtime reads it: a comma list of
+//    ordinals, or of GPU-/MIG- UUIDs; empty, "-1", "none" or "void" give
+//    none; the list ends at the first entry that is not a valid device (not
+//    a number, a negative number, an ordinal >= the devices seen so far, a
+//    UUID without the list's prefix); a repeated entry makes it empty.
+// `note` says how the count was found ("2 of 8 /dev/nvidia* devices,
+// CUDA_VISIBLE_DEVICES=\"0,1\""), with the variables' values escaped and
+// bounded, for the startup log.
+struct GpuVisibility {
+  int count = 0;
+  std::string note;
+};
+GpuVisibility VisibleGpus(int devices, const std::map<std::string, std::string>& env);
+
 // CPUs in this process's affinity mask (sched_getaffinity), at least 1.
 int AffinityCpuCount();
+
+// This host's interface addresses (getifaddrs), numeric, without zone.
+std::vector<std::string> LocalInterfaceAddresses();
+
+// getaddrinfo(host) with AI_CANONNAME, given up after `timeout` (the lookup
+// goes on in a detached thread, whose result is then dropped). nullopt when
+// the name does not resolve in time.
+std::optional<ResolvedHost> ResolveHostBounded(const std::string& host, absl::Duration timeout);
 
 }  // namespace trainlet::agent
 

@@ -8,6 +8,7 @@
 #include <fstream>
 #include <string>
 
+#include "absl/time/clock.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -107,6 +108,91 @@ TEST(CountNvidiaDevices, CountsOnlyNumberedDevices) {
   EXPECT_EQ(CountNvidiaDevices(empty.path()), 0);
 }
 
+using Env = std::map<std::string, std::string>;
+using ::testing::Contains;
+using ::testing::HasSubstr;
+
+int Visible(int devices, const Env& env) { return VisibleGpus(devices, env).count; }
+
+TEST(VisibleGpus, NoVariablesMeansEveryDevice) {
+  EXPECT_EQ(Visible(8, {}), 8);
+  EXPECT_EQ(Visible(0, {}), 0);
+  EXPECT_THAT(VisibleGpus(8, {}).note, HasSubstr("8 /dev/nvidia* devices"));
+}
+
+TEST(VisibleGpus, CudaVisibleDevicesOrdinals) {
+  EXPECT_EQ(Visible(8, {{"CUDA_VISIBLE_DEVICES", "0,1"}}), 2);
+  EXPECT_EQ(Visible(8, {{"CUDA_VISIBLE_DEVICES", "3"}}), 1);
+  EXPECT_EQ(Visible(8, {{"CUDA_VISIBLE_DEVICES", " 2 , 5 ,7"}}), 3);
+  // CUDA reads each entry like strtoul: "1gpu" is 1.
+  EXPECT_EQ(Visible(8, {{"CUDA_VISIBLE_DEVICES", "1gpu,2ampere"}}), 2);
+  GpuVisibility v = VisibleGpus(8, {{"CUDA_VISIBLE_DEVICES", "0,1"}});
+  EXPECT_THAT(v.note, HasSubstr("2 of 8 /dev/nvidia* devices"));
+  EXPECT_THAT(v.note, HasSubstr("CUDA_VISIBLE_DEVICES=\"0,1\""));
+}
+
+TEST(VisibleGpus, CudaVisibleDevicesNone) {
+  for (const char* none : {"", "-1", "none", "void", "NoDevFiles", " "}) {
+    EXPECT_EQ(Visible(8, {{"CUDA_VISIBLE_DEVICES", none}}), 0) << "\"" << none << "\"";
+  }
+}
+
+TEST(VisibleGpus, CudaVisibleDevicesStopsAtTheFirstInvalidEntry) {
+  EXPECT_EQ(Visible(8, {{"CUDA_VISIBLE_DEVICES", "0,1,-1,2"}}), 2);
+  EXPECT_EQ(Visible(8, {{"CUDA_VISIBLE_DEVICES", "0,x,2"}}), 1);
+  EXPECT_EQ(Visible(8, {{"CUDA_VISIBLE_DEVICES", "0,,2"}}), 1);
+  // An ordinal beyond the devices there are ends the list too.
+  EXPECT_EQ(Visible(2, {{"CUDA_VISIBLE_DEVICES", "0,1,2,3"}}), 2);
+  EXPECT_EQ(Visible(2, {{"CUDA_VISIBLE_DEVICES", "1,5,0"}}), 1);
+  EXPECT_EQ(Visible(0, {{"CUDA_VISIBLE_DEVICES", "0,1"}}), 0);
+  // A repeated ordinal makes the whole list empty.
+  EXPECT_EQ(Visible(8, {{"CUDA_VISIBLE_DEVICES", "0,1,0"}}), 0);
+}
+
+TEST(VisibleGpus, CudaVisibleDevicesUuids) {
+  EXPECT_EQ(Visible(8, {{"CUDA_VISIBLE_DEVICES", "GPU-aaaa,GPU-bbbb"}}), 2);
+  EXPECT_EQ(Visible(8, {{"CUDA_VISIBLE_DEVICES", "GPU-aaaa,1,GPU-cccc"}}), 1);
+  EXPECT_EQ(Visible(8, {{"CUDA_VISIBLE_DEVICES", "GPU-aaaa,GPU-aaaa"}}), 0);
+  EXPECT_EQ(Visible(8, {{"CUDA_VISIBLE_DEVICES", "MIG-1234"}}), 1);
+  EXPECT_EQ(Visible(1, {{"CUDA_VISIBLE_DEVICES", "GPU-a,GPU-b,GPU-c"}}), 1);
+  EXPECT_EQ(Visible(0, {{"CUDA_VISIBLE_DEVICES", "GPU-a"}}), 0);
+}
+
+TEST(VisibleGpus, NvidiaVisibleDevices) {
+  EXPECT_EQ(Visible(4, {{"NVIDIA_VISIBLE_DEVICES", "all"}}), 4);
+  EXPECT_EQ(Visible(0, {{"NVIDIA_VISIBLE_DEVICES", "all"}}), 0);  // No GPU runtime.
+  for (const char* none : {"", "none", "void"}) {
+    EXPECT_EQ(Visible(4, {{"NVIDIA_VISIBLE_DEVICES", none}}), 0) << none;
+  }
+  EXPECT_EQ(Visible(8, {{"NVIDIA_VISIBLE_DEVICES", "GPU-a,GPU-b"}}), 2);
+  EXPECT_EQ(Visible(8, {{"NVIDIA_VISIBLE_DEVICES", "0,1,2"}}), 3);
+  EXPECT_EQ(Visible(2, {{"NVIDIA_VISIBLE_DEVICES", "0,1,2"}}), 2);
+  // Both: CUDA's ordinals index the devices the container runtime left.
+  EXPECT_EQ(Visible(8, {{"NVIDIA_VISIBLE_DEVICES", "4,5"}, {"CUDA_VISIBLE_DEVICES", "0,1,2"}}), 2);
+  EXPECT_EQ(Visible(8, {{"NVIDIA_VISIBLE_DEVICES", "void"}, {"CUDA_VISIBLE_DEVICES", "0"}}), 0);
+  EXPECT_THAT(VisibleGpus(8, {{"NVIDIA_VISIBLE_DEVICES", "none"}}).note,
+              HasSubstr("NVIDIA_VISIBLE_DEVICES=\"none\""));
+}
+
+TEST(VisibleGpus, NoteEscapesAndBoundsTheValue) {
+  std::string note = VisibleGpus(8, {{"CUDA_VISIBLE_DEVICES", "0\n" + std::string(500, 'x')}}).note;
+  EXPECT_THAT(note, HasSubstr("\\n"));
+  EXPECT_LT(note.size(), 200u);
+}
+
+TEST(LocalInterfaceAddresses, IncludesLoopback) {
+  EXPECT_THAT(LocalInterfaceAddresses(), Contains("127.0.0.1"));
+}
+
+TEST(ResolveHostBounded, LocalhostAndAnInvalidName) {
+  std::optional<ResolvedHost> local = ResolveHostBounded("localhost", absl::Seconds(5));
+  ASSERT_TRUE(local.has_value());
+  EXPECT_THAT(local->addrs, Contains("127.0.0.1"));
+  absl::Time start = absl::Now();
+  EXPECT_EQ(ResolveHostBounded("no-such-host.invalid", absl::Seconds(2)), std::nullopt);
+  EXPECT_LT(absl::Now() - start, absl::Seconds(3));
+}
+
 TEST(ProbeSystem, ReadsEverythingUnderRoot) {
   FakeRoot root;
   std::string host = Hostname();
@@ -116,19 +202,27 @@ TEST(ProbeSystem, ReadsEverythingUnderRoot) {
   for (int i = 0; i < 4; ++i) root.Write("dev/nvidia" + std::to_string(i), "");
   root.Write("dev/nvidiactl", "");
   root.Write("sys/fs/cgroup/cpu.max", "150000 100000\n");
-  SystemInfo info = ProbeSystem(root.path());
+  SystemInfo info = ProbeSystem({}, root.path());
+  EXPECT_EQ(info.root, root.path());
   EXPECT_EQ(info.hostname, host);
   EXPECT_EQ(info.fqdn, host + ".sub.ns.svc.cluster.local");
+  EXPECT_EQ(info.gpu_devices, 4);
   EXPECT_EQ(info.gpu_count, 4);
   EXPECT_EQ(info.cpu_count, std::min(2, AffinityCpuCount()));
+  EXPECT_THAT(info.local_addrs, Contains("127.0.0.1"));
+  EXPECT_TRUE(info.resolve != nullptr);
 
   root.Write("sys/fs/cgroup/cpu.max", "50000 100000\n");
-  EXPECT_EQ(ProbeSystem(root.path()).cpu_count, 1);
+  EXPECT_EQ(ProbeSystem({}, root.path()).cpu_count, 1);
+  SystemInfo narrowed = ProbeSystem({{"CUDA_VISIBLE_DEVICES", "1,2"}}, root.path());
+  EXPECT_EQ(narrowed.gpu_devices, 4);
+  EXPECT_EQ(narrowed.gpu_count, 2);
+  EXPECT_THAT(narrowed.gpu_note, HasSubstr("CUDA_VISIBLE_DEVICES"));
 }
 
 TEST(ProbeSystem, EmptyRoot) {
   FakeRoot root;
-  SystemInfo info = ProbeSystem(root.path() + "/");
+  SystemInfo info = ProbeSystem({}, root.path() + "/");
   EXPECT_EQ(info.fqdn, "");
   EXPECT_EQ(info.gpu_count, 0);
   EXPECT_EQ(info.cpu_count, AffinityCpuCount());
