@@ -101,6 +101,14 @@ absl::StatusOr<int> PickFreePort() {
   return port;
 }
 
+// Where the hosting agent dials its own coordinator: the address it listens
+// on, or loopback for a wildcard.
+std::string DialAddressFor(const std::string& bind_addr) {
+  if (bind_addr == "0.0.0.0" || bind_addr.empty()) return "127.0.0.1";
+  if (bind_addr == "::") return "::1";
+  return bind_addr;
+}
+
 // The coordinator this agent hosts (node 0, or a single-node run).
 struct HostedCoordinator {
   std::unique_ptr<rendezvous::Coordinator> core;
@@ -141,32 +149,42 @@ int RunAgent(const RunConfig& config, const std::map<std::string, std::string>& 
     master_port = *port;
   }
 
-  // Servers: the coordinator (when this agent hosts it) and health.
-  HostedCoordinator hosted;
+  // The health server: grpc.health.v1 only (kubelet probes).
   std::unique_ptr<rendezvous::GrpcServer> health;
-  const bool host = config.host_coordinator != HostCoordinator::kNo;
-  std::vector<std::string> listen;
-  std::vector<grpc::Service*> services;
+  if (config.health_port > 0) {
+    auto started = rendezvous::GrpcServer::Start(
+        {JoinHostPort(config.health_bind_addr, config.health_port)}, {});
+    if (!started.ok()) {
+      TLOG(kError) << started.status().message() << " (--health-port)";
+      return kExitOsError;
+    }
+    health = std::move(*started);
+  }
+
+  // The coordinator, when this agent hosts it. kIfPortFree: whoever binds
+  // the port hosts it, the others join (torchrun's c10d semantics).
+  HostedCoordinator hosted;
+  std::unique_ptr<rendezvous::GrpcServer> server;
+  bool host = config.host_coordinator != HostCoordinator::kNo;
+  int coordinator_port = config.coordinator_port;
   if (host) {
     hosted.core = std::make_unique<rendezvous::Coordinator>(CoordinatorOptionsFrom(config));
     hosted.service =
         std::make_unique<rendezvous::CoordinatorService>(hosted.core.get(), config.token);
-    services.push_back(hosted.service.get());
-    listen.push_back(JoinHostPort(config.bind_addr, config.coordinator_port));
-  }
-  if (config.health_port > 0 && !(host && config.health_port == config.coordinator_port)) {
-    listen.push_back(JoinHostPort(config.bind_addr, config.health_port));
-  }
-  std::unique_ptr<rendezvous::GrpcServer> server;
-  if (!listen.empty()) {
-    auto started = rendezvous::GrpcServer::Start(listen, services);
-    if (!started.ok()) {
+    auto started = rendezvous::GrpcServer::Start(
+        {JoinHostPort(config.bind_addr, config.coordinator_port)}, {hosted.service.get()});
+    if (started.ok()) {
+      server = std::move(*started);
+    } else if (config.host_coordinator == HostCoordinator::kIfPortFree) {
+      TLOG(kInfo) << "another agent on this host holds the coordinator port "
+                  << config.coordinator_port << ": joining it";
+      host = false;
+      hosted = HostedCoordinator{};
+    } else {
       TLOG(kError) << started.status().message();
       return kExitOsError;
     }
-    server = std::move(*started);
   }
-  int coordinator_port = config.coordinator_port;
   if (host) {
     coordinator_port = server->port(0);
     rendezvous::Coordinator* core = hosted.core.get();
@@ -177,11 +195,8 @@ int RunAgent(const RunConfig& config, const std::map<std::string, std::string>& 
                 << NnodesToString(config.nnodes) << " nodes)";
   }
 
-  // The hosting agent dials its own coordinator locally.
-  const std::string dial_host =
-      host ? (config.bind_addr == "0.0.0.0" || config.bind_addr == "::" ? "127.0.0.1"
-                                                                        : config.bind_addr)
-           : config.coordinator_host;
+  // The hosting agent dials its own coordinator where it listens.
+  const std::string dial_host = host ? DialAddressFor(config.bind_addr) : config.coordinator_host;
   rendezvous::ClientOptions client_options;
   client_options.target = JoinHostPort(dial_host, coordinator_port);
   client_options.token = config.token;
@@ -198,9 +213,11 @@ int RunAgent(const RunConfig& config, const std::map<std::string, std::string>& 
   seams.workers = &workers;
   seams.client = client.get();
   seams.clock = Clock::Monotonic();
-  rendezvous::GrpcServer* serving = server.get();
+  rendezvous::GrpcServer* serving[] = {health.get(), server.get()};
   seams.set_serving = [serving](bool on) {
-    if (serving != nullptr) serving->SetServing(on);
+    for (rendezvous::GrpcServer* s : serving) {
+      if (s != nullptr) s->SetServing(on);
+    }
   };
   Agent agent(config, base_env, RoundOptionsFrom(config, incarnation, master_port), seams);
   const int exit_code = agent.Run();
@@ -218,6 +235,7 @@ int RunAgent(const RunConfig& config, const std::map<std::string, std::string>& 
     }
   }
   if (server) server->Shutdown(absl::Milliseconds(100));
+  if (health) health->Shutdown(absl::ZeroDuration());
   hosted.ticker.reset();
   if (hosted.core) hosted.core->Shutdown("agent exiting");
   supervisor->reset();

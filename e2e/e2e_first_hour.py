@@ -296,7 +296,9 @@ class DefaultsTest(E2ETestCase):
         self.assertTrue(sockets, "the agent listens on nothing (where is its coordinator?)\n"
                         + agent.describe())
         for addr, port in sockets:
-            self.assertIn(addr, ("127.0.0.1", "::1"),
+            # gRPC may bind 127.0.0.1 as a dual-stack socket on the v4-mapped
+            # address, which still accepts only loopback connections.
+            self.assertIn(addr, ("127.0.0.1", "::1", "::ffff:127.0.0.1"),
                           "agent listens on %s:%d\n%s" % (addr, port, agent.describe()))
         agent.signal(15)
         agent.wait(40)
