@@ -15,10 +15,19 @@ bool IsLabelChar(char c) {
   return absl::ascii_isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_';
 }
 
+// Only what an address (and an IPv6 zone) can contain: inet_pton reads a C
+// string, so anything after a NUL would otherwise go unchecked.
+bool IsAddressText(absl::string_view text) {
+  for (char c : text) {
+    if (!IsLabelChar(c) && c != '.' && c != ':' && c != '%') return false;
+  }
+  return true;
+}
+
 }  // namespace
 
 bool IsIpLiteral(absl::string_view host) {
-  if (host.empty() || host.size() > 64) return false;
+  if (host.empty() || host.size() > 64 || !IsAddressText(host)) return false;
   std::string text(host);
   in_addr v4;
   if (inet_pton(AF_INET, text.c_str(), &v4) == 1) return true;
@@ -62,6 +71,7 @@ bool IsLoopbackHost(absl::string_view host) {
   absl::string_view name = host;
   if (!name.empty() && name.back() == '.') name.remove_suffix(1);
   if (absl::EqualsIgnoreCase(name, "localhost")) return true;
+  if (!IsIpLiteral(host)) return false;
   std::string text(host);
   in_addr v4;
   if (inet_pton(AF_INET, text.c_str(), &v4) == 1) return (ntohl(v4.s_addr) >> 24) == 127;

@@ -22,7 +22,8 @@ TEST(IsValidHost, RejectsWhatIsNotAHost) {
        {std::string(""), std::string("a b"), std::string("host:1234"), std::string("[::1]"),
         std::string("-lead"), std::string("trail-"), std::string("a..b"), std::string("."),
         std::string("\xc3\xa4\n"), std::string("evil\0x", 6), std::string("a\tb"), long_label,
-        long_name, std::string("fe80::1%"), std::string("1.2.3.4/8")}) {
+        long_name, std::string("fe80::1%"), std::string("1.2.3.4/8"),
+        std::string("127.0.0.1\0evil", 14), std::string("::1\0x", 5)}) {
     EXPECT_FALSE(IsValidHost(bad)) << bad;
   }
 }
@@ -35,6 +36,7 @@ TEST(IsLoopbackHost, KnowsLoopback) {
   for (const char* no : {"10.0.0.1", "::2", "localhost2", "head", "128.0.0.1", ""}) {
     EXPECT_FALSE(IsLoopbackHost(no)) << no;
   }
+  EXPECT_FALSE(IsLoopbackHost(std::string("127.0.0.1\0evil", 14)));
 }
 
 }  // namespace
