@@ -217,6 +217,7 @@ std::vector<launcher::WorkerSpec> AgentRun::WorkerSpecs(const v1::Assignment& a)
     s.argv = config_.command;
     s.env = BuildWorkerEnv(base_env_, in, l);
     s.prefix_output = config_.prefix_output;
+    s.foreground_tty = in.local_world_size == 1 && launcher::StdinIsForegroundTerminal();
     specs.push_back(std::move(s));
   }
   return specs;

@@ -802,6 +802,62 @@ TEST(SupervisorPdeathsig, WorkerDiesWhenSupervisorIsKilled) {
   }
 }
 
+// Not a fixture test: the Supervisor runs in a child that is a session
+// leader with a pseudo-terminal as its controlling terminal and stdin.
+TEST(SupervisorTerminal, ForegroundWorker_ReadsTheTerminal_ThenTheAgentGetsItBack) {
+  ASSERT_TRUE(PrepareProcessForSupervision().ok());
+  int master = posix_openpt(O_RDWR | O_NOCTTY | O_CLOEXEC);
+  ASSERT_GE(master, 0);
+  ASSERT_EQ(grantpt(master), 0);
+  ASSERT_EQ(unlockpt(master), 0);
+  const std::string terminal = ptsname(master);
+  TempDir dir;
+  pid_t agent = fork();
+  ASSERT_GE(agent, 0);
+  if (agent == 0) {
+    // Exit codes say what went wrong.
+    if (setsid() < 0) _exit(10);
+    int tty = open(terminal.c_str(), O_RDWR);  // becomes the controlling terminal
+    if (tty < 0 || dup2(tty, STDIN_FILENO) != STDIN_FILENO) _exit(11);
+    if (!StdinIsForegroundTerminal()) _exit(12);
+    int null = open("/dev/null", O_WRONLY);
+    Supervisor::Options options;
+    options.stdout_fd = null;
+    options.stderr_fd = null;
+    absl::StatusOr<std::unique_ptr<Supervisor>> supervisor = Supervisor::Create(options);
+    if (!supervisor.ok()) _exit(13);
+    WorkerSpec spec = ShellWorker("read line; echo \"$line\" > \"$DIR/got\"", dir.path());
+    spec.foreground_tty = true;
+    if (!(*supervisor)->Start({spec}).ok()) _exit(14);
+    if (tcgetpgrp(STDIN_FILENO) != (*supervisor)->worker_pid(0)) _exit(15);
+    Supervisor::Event event = (*supervisor)->Wait(absl::Seconds(10));
+    // Before the fix: the worker is stopped by SIGTTIN and never exits.
+    if (event.type != Supervisor::EventType::kWorkerExited) _exit(16);
+    if (event.exit.exit_code != 0) _exit(17);
+    if (!StdinIsForegroundTerminal()) _exit(18);  // the agent has it back
+    _exit(0);
+  }
+  ASSERT_EQ(write(master, "hello\n", 6), 6);
+  int status = 0;
+  ASSERT_EQ(waitpid(agent, &status, 0), agent);
+  close(master);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "status " << status;
+  EXPECT_EQ(ReadFile(dir.File("got")), "hello\n");
+}
+
+TEST(SupervisorTerminal, StdinIsForegroundTerminal_FalseForNonTerminal) {
+  pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    int null = open("/dev/null", O_RDONLY);
+    if (dup2(null, STDIN_FILENO) != STDIN_FILENO) _exit(2);
+    _exit(StdinIsForegroundTerminal() ? 1 : 0);
+  }
+  int status = 0;
+  ASSERT_EQ(waitpid(child, &status, 0), child);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "status " << status;
+}
+
 }  // namespace
 }  // namespace launcher
 }  // namespace trainlet
