@@ -6,6 +6,7 @@
 #include <poll.h>
 #include <string.h>
 #include <sys/eventfd.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -32,10 +33,13 @@ int PollMillis(absl::Duration timeout) {
   return static_cast<int>(std::min<int64_t>((micros + 999) / 1000, INT_MAX));
 }
 
+// Chunks to files and terminals (see the header).
+constexpr size_t kLargeChunk = 64 * 1024;
+
 // The end of the next chunk of `data` starting at `from`: whole lines of at
-// most PIPE_BUF bytes together, or one whole line if it alone is longer.
-size_t ChunkEnd(absl::string_view data, size_t from) {
-  const size_t limit = std::min(data.size(), from + PIPE_BUF);
+// most `max_chunk` bytes together, or one whole line if it alone is longer.
+size_t ChunkEnd(absl::string_view data, size_t from, size_t max_chunk) {
+  const size_t limit = std::min(data.size(), from + max_chunk);
   if (limit == data.size()) return limit;
   size_t last_newline = data.rfind('\n', limit - 1);
   if (last_newline != absl::string_view::npos && last_newline >= from) return last_newline + 1;
@@ -51,12 +55,15 @@ std::string DropNotice(absl::string_view stream_name, uint64_t bytes, uint64_t l
 }
 
 struct OutputWriter::State {
-  State(int out_fd, int wake, const Options& options)
+  State(int out_fd, int wake, size_t chunk, const Options& options)
       : fd(out_fd),
         wake_fd(wake),
+        max_chunk(chunk),
         capacity(options.capacity),
         notice_interval(options.notice_interval),
+        stall_timeout(options.stall_timeout),
         stream_name(options.stream_name),
+        on_room(options.on_room),
         clock(options.clock != nullptr ? options.clock : Clock::Monotonic()) {}
   ~State() {
     if (fd >= 0) close(fd);
@@ -80,9 +87,12 @@ struct OutputWriter::State {
   int last_error = 0;  // of the failed write; the thread's only
   const int fd;        // our own dup; -1 if the dup failed
   const int wake_fd;   // eventfd: BeginClose() interrupts the thread's poll()
+  const size_t max_chunk;
   const size_t capacity;
   const absl::Duration notice_interval;
+  const absl::Duration stall_timeout;
   const std::string stream_name;
+  const std::function<void()> on_room;
   Clock* const clock;
 
   mutable absl::Mutex mu;
@@ -90,6 +100,9 @@ struct OutputWriter::State {
   size_t in_flight ABSL_GUARDED_BY(mu) = 0;       // taken by the thread, not yet written
   bool busy ABSL_GUARDED_BY(mu) = false;          // the thread holds a batch (or a notice)
   bool check_notice ABSL_GUARDED_BY(mu) = false;  // drops since the thread last looked
+  // When the reader last took bytes, or lines started waiting for it.
+  absl::Time last_progress ABSL_GUARDED_BY(mu);
+  bool wants_room ABSL_GUARDED_BY(mu) = false;  // Room() said to pause
   bool closing ABSL_GUARDED_BY(mu) = false;
   absl::Time close_deadline ABSL_GUARDED_BY(mu) = absl::InfiniteFuture();  // monotonic
   bool broken ABSL_GUARDED_BY(mu) = false;  // EPIPE or the like: everything is discarded
@@ -145,6 +158,8 @@ OutputWriter::State::WriteResult OutputWriter::State::WriteAll(absl::string_view
     ssize_t n = write(fd, data.data(), data.size());
     if (n > 0) {
       data.remove_prefix(static_cast<size_t>(n));
+      absl::MutexLock lock(&mu);
+      last_progress = clock->Now();
       continue;
     }
     if (n < 0 && (errno == EINTR || errno == EAGAIN || errno == EWOULDBLOCK)) continue;
@@ -173,12 +188,20 @@ void OutputWriter::Run(std::shared_ptr<State> state) {
     }
     State::WriteResult result = State::WriteResult::kOk;
     for (size_t from = 0; from < batch.size();) {
-      const size_t end = ChunkEnd(batch, from);
+      const size_t end = ChunkEnd(batch, from, s.max_chunk);
       result = s.WriteAll(absl::string_view(batch).substr(from, end - from));
       if (result != State::WriteResult::kOk) break;
-      absl::MutexLock lock(&s.mu);
-      s.in_flight -= end - from;
-      s.stats.written_bytes += end - from;
+      bool room = false;
+      {
+        absl::MutexLock lock(&s.mu);
+        s.in_flight -= end - from;
+        s.stats.written_bytes += end - from;
+        if (s.wants_room && s.pending.size() + s.in_flight <= s.capacity / 4) {
+          s.wants_room = false;
+          room = true;
+        }
+      }
+      if (room && s.on_room) s.on_room();
       from = end;
     }
     std::string notice;
@@ -235,7 +258,11 @@ OutputWriter::OutputWriter(int fd, const Options& options) {
   int own_fd = fcntl(fd, F_DUPFD_CLOEXEC, 3);
   int dup_error = errno;
   int wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-  state_ = std::make_shared<State>(own_fd, wake_fd, options);
+  // Only pipes (and sockets) need chunks small enough to be atomic.
+  struct stat st;
+  const bool pipe_like =
+      own_fd < 0 || fstat(own_fd, &st) != 0 || S_ISFIFO(st.st_mode) || S_ISSOCK(st.st_mode);
+  state_ = std::make_shared<State>(own_fd, wake_fd, pipe_like ? PIPE_BUF : kLargeChunk, options);
   if (own_fd < 0 || wake_fd < 0) {
     TLOG(kError) << "cannot set up the writer of worker " << options.stream_name << ": "
                  << strerror(own_fd < 0 ? dup_error : errno) << "; discarding it";
@@ -258,6 +285,7 @@ void OutputWriter::WriteLines(absl::string_view lines) {
     end = end == absl::string_view::npos ? lines.size() : end + 1;
     absl::string_view line = lines.substr(0, end);
     lines.remove_prefix(end);
+    if (s.pending.empty() && s.in_flight == 0) s.last_progress = s.clock->Now();
     const bool add_newline = line.back() != '\n';
     const size_t size = line.size() + (add_newline ? 1 : 0);
     if (s.pending.size() + s.in_flight + size > s.capacity) {
@@ -268,6 +296,17 @@ void OutputWriter::WriteLines(absl::string_view lines) {
     s.pending.append(line.data(), line.size());
     if (add_newline) s.pending.push_back('\n');
   }
+}
+
+size_t OutputWriter::Room() {
+  State& s = *state_;
+  absl::MutexLock lock(&s.mu);
+  const size_t queued = s.pending.size() + s.in_flight;
+  if (s.closing || s.broken) return kUnlimited;
+  if (queued < s.capacity / 2) return s.capacity - queued;
+  if (s.clock->Now() - s.last_progress >= s.stall_timeout) return kUnlimited;  // stalled
+  s.wants_room = true;
+  return 0;
 }
 
 bool OutputWriter::Flush(absl::Duration timeout) {

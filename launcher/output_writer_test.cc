@@ -4,6 +4,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <string>
 #include <thread>
 #include <vector>
@@ -146,6 +147,35 @@ TEST(OutputWriter, StalledReader_NeverBlocks_DropsWholeLinesThenReportsThem) {
   EXPECT_EQ(notice,
             absl::StrCat("trainlet: dropped ", stats.dropped_bytes, " bytes (", stats.dropped_lines,
                          " lines) of worker stdout: the reader is not keeping up\n"));
+}
+
+TEST(OutputWriter, Room_IsZeroFromHalfFull_UntilTheReaderStalls) {
+  SimulatedClock clock;
+  TestPipe pipe;
+  const size_t kCapacity = 64 * 1024;
+  std::atomic<int> rooms{0};
+  OutputWriter::Options options = SmallBuffer(kCapacity, &clock);
+  options.on_room = [&rooms] { ++rooms; };
+  OutputWriter writer(pipe.write_fd(), options);
+  EXPECT_EQ(writer.Room(), kCapacity);
+  writer.WriteLines(NumberedLine(0));
+  EXPECT_GE(writer.Room(), kCapacity - 100);
+  // Over half full (the pipe takes a page): pause, the caller's sources wait.
+  for (int i = 1; i < 400; ++i) writer.WriteLines(NumberedLine(i));
+  EXPECT_EQ(writer.stats().dropped_lines, 0u);
+  EXPECT_EQ(writer.Room(), 0u);
+  EXPECT_EQ(writer.Room(), 0u);
+  // No progress for the stall timeout: read on (and drop what does not fit).
+  clock.Advance(OutputWriter::kDefaultStallTimeout);
+  EXPECT_EQ(writer.Room(), OutputWriter::kUnlimited);
+  // The reader comes back: on_room once it is down to a quarter; it all
+  // arrives, nothing was lost.
+  pipe.StartReading();
+  ASSERT_TRUE(writer.Flush(kTimeout));
+  EXPECT_EQ(rooms.load(), 1);
+  EXPECT_EQ(writer.Room(), kCapacity);
+  EXPECT_EQ(writer.stats().written_bytes, 400u * 100);
+  ASSERT_TRUE(pipe.WaitForText(NumberedLine(399), kTimeout));
 }
 
 TEST(OutputWriter, DropNotice_AtMostOncePerInterval) {

@@ -35,6 +35,11 @@ constexpr absl::Duration kGroupPollInterval = absl::Milliseconds(20);
 // At most this long, per Wait(), for queued output of an exited process to
 // be written before its exit is returned (the log reads in order then).
 constexpr absl::Duration kExitFlushWait = absl::Milliseconds(50);
+// Poll slice while a stream is paused for a slow reader: its writer may
+// declare the reader stalled (OutputWriter::Options::stall_timeout).
+constexpr absl::Duration kPausedPollInterval = absl::Milliseconds(100);
+// At exit, the writers get at least this long for what is queued.
+constexpr absl::Duration kMinWriterCloseTime = absl::Milliseconds(100);
 // Reads of one pipe (of up to kMaxLineBytes each) when draining it.
 constexpr int kMaxDrainReads = 64;
 // Processes named in one log line, at most.
@@ -90,22 +95,31 @@ absl::StatusOr<std::unique_ptr<Supervisor>> Supervisor::Create(const Options& op
     return absl::InternalError(absl::StrCat("trainlet: signalfd failed: ", strerror(errno)));
   }
   int wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-  if (wake_fd < 0) {
+  int room_fd = wake_fd < 0 ? -1 : eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+  if (wake_fd < 0 || room_fd < 0) {
     int error = errno;
     close(signal_fd);
+    if (wake_fd >= 0) close(wake_fd);
     return absl::InternalError(absl::StrCat("trainlet: eventfd failed: ", strerror(error)));
   }
-  return std::unique_ptr<Supervisor>(new Supervisor(options, signal_fd, wake_fd));
+  auto shared_room_fd = std::shared_ptr<int>(new int(room_fd), [](int* fd) {
+    close(*fd);
+    delete fd;
+  });
+  return std::unique_ptr<Supervisor>(
+      new Supervisor(options, signal_fd, wake_fd, std::move(shared_room_fd)));
 }
 
-Supervisor::Supervisor(const Options& options, int signal_fd, int wake_fd)
+Supervisor::Supervisor(const Options& options, int signal_fd, int wake_fd,
+                       std::shared_ptr<int> room_fd)
     : options_(options),
       signal_fd_(signal_fd),
       wake_fd_(wake_fd),
+      room_fd_(std::move(room_fd)),
       read_buffer_(OutputPrefixer::kMaxLineBytes) {}
 
 Supervisor::~Supervisor() {
-  const absl::Time deadline = MonotonicNow() + options_.kill_timeout;
+  const absl::Time kill_deadline = MonotonicNow() + options_.kill_timeout;
   // The workers first (as before: their groups, and their orphans), then the
   // helpers, then whatever else is still our child.
   ForgetWorkers();
@@ -113,7 +127,6 @@ Supervisor::~Supervisor() {
     Process& p = helper->process;
     if (p.pid > 0 && !p.reaped) kill(-p.pid, SIGKILL);
   }
-  bool logged = false;
   for (;;) {
     ReapChildren();
     int alive = KillAdoptedChildren("left behind at exit");
@@ -125,21 +138,32 @@ Supervisor::~Supervisor() {
       }
     }
     if (alive == 0) break;
-    if (MonotonicNow() >= deadline) {
-      if (!logged) {
-        TLOG(kError) << alive << " child process(es) still alive "
-                     << absl::FormatDuration(options_.kill_timeout)
-                     << " after SIGKILL (uninterruptible sleep?); exiting without them";
-      }
+    if (MonotonicNow() >= kill_deadline) {
+      TLOG(kError) << alive << " child process(es) still alive "
+                   << absl::FormatDuration(options_.kill_timeout)
+                   << " after SIGKILL (uninterruptible sleep?); exiting without them";
       break;
     }
     PollOnce(kGroupPollInterval);
   }
-  for (auto& helper : helpers_) DrainAndClose(&helper->process);
-  for (auto& helper : helpers_) ReturnTerminal(&helper->process);
-  // Both writers get the same bounded time.
+  for (auto& helper : helpers_) {
+    ReturnTerminal(&helper->process);
+    RetireStreams(&helper->process);
+  }
+  // What is still in the pipes goes out, at the pace of the reader, within
+  // the flush timeout; then whatever is left is dropped (and counted).
+  const absl::Time flush_deadline = MonotonicNow() + options_.output_flush_timeout;
+  while (!retired_streams_.empty() && MonotonicNow() < flush_deadline) {
+    PollOnce(std::min(flush_deadline - MonotonicNow(), kPausedPollInterval));
+  }
+  for (Stream& stream : retired_streams_) {
+    ReadStream(&stream, /*until_drained=*/true, /*force=*/true);
+    CloseStream(&stream);
+  }
+  retired_streams_.clear();
+  const absl::Duration writer_time = std::max(flush_deadline - MonotonicNow(), kMinWriterCloseTime);
   for (OutputWriter* writer : {stdout_writer_.get(), stderr_writer_.get()}) {
-    if (writer != nullptr) writer->BeginClose(options_.output_flush_timeout);
+    if (writer != nullptr) writer->BeginClose(writer_time);
   }
   for (OutputWriter* writer : {stdout_writer_.get(), stderr_writer_.get()}) {
     if (writer != nullptr) writer->FinishClose();
@@ -155,6 +179,11 @@ OutputWriter* Supervisor::Writer(int which_fd) {
     OutputWriter::Options options;
     options.capacity = options_.output_buffer_bytes;
     options.stream_name = which_fd == STDOUT_FILENO ? "stdout" : "stderr";
+    options.on_room = [room_fd = room_fd_] {
+      uint64_t one = 1;
+      ssize_t ignored = write(*room_fd, &one, sizeof(one));
+      (void)ignored;
+    };
     *writer = std::make_unique<OutputWriter>(
         which_fd == STDOUT_FILENO ? options_.stdout_fd : options_.stderr_fd, options);
   }
@@ -173,10 +202,13 @@ absl::Status Supervisor::Spawn(const ProcessSpec& spec, Process* process) {
     const std::string prefix = spec.role == ProcessRole::kWorker
                                    ? absl::StrCat("[rank ", spec.global_rank, "] ")
                                    : absl::StrCat("[", spec.name, "] ");
+    process->out.prefix_size = process->err.prefix_size = prefix.size();
     process->out.fd = spawned->stdout_pipe;
-    process->out.prefixer = std::make_unique<OutputPrefixer>(prefix, Writer(STDOUT_FILENO));
+    process->out.writer = Writer(STDOUT_FILENO);
+    process->out.prefixer = std::make_unique<OutputPrefixer>(prefix, process->out.writer);
     process->err.fd = spawned->stderr_pipe;
-    process->err.prefixer = std::make_unique<OutputPrefixer>(prefix, Writer(STDERR_FILENO));
+    process->err.writer = Writer(STDERR_FILENO);
+    process->err.prefixer = std::make_unique<OutputPrefixer>(prefix, process->err.writer);
   }
   if (spec.foreground_tty) {
     process->has_terminal = tcgetpgrp(STDIN_FILENO) == spawned->pid;
@@ -410,7 +442,7 @@ void Supervisor::RestartDueHelpers() {
     if (helper->restart_at > now) continue;
     helper->restart_at = absl::InfiniteFuture();
     Process& p = helper->process;
-    DrainAndClose(&p);
+    RetireStreams(&p);
     const ProcessSpec spec = p.spec;
     absl::Status spawned = Spawn(spec, &p);
     if (spawned.ok()) {
@@ -465,15 +497,26 @@ void Supervisor::PollOnce(absl::Duration timeout) {
   std::vector<Stream*> streams;
   fds.push_back({signal_fd_, POLLIN, 0});
   fds.push_back({wake_fd_, POLLIN, 0});
-  auto add = [&](Process& p) {
-    for (Stream* s : {&p.out, &p.err}) {
-      if (s->fd < 0) continue;
-      fds.push_back({s->fd, POLLIN, 0});
-      streams.push_back(s);
+  fds.push_back({*room_fd_, POLLIN, 0});
+  constexpr size_t kStreamsFrom = 3;
+  bool paused = false;
+  auto add_stream = [&](Stream* s) {
+    if (s->fd < 0) return;
+    if (ReadBudget(s) == 0) {
+      paused = true;  // its reader is slow: leave the lines in the pipe
+      return;
     }
+    fds.push_back({s->fd, POLLIN, 0});
+    streams.push_back(s);
+  };
+  auto add = [&](Process& p) {
+    add_stream(&p.out);
+    add_stream(&p.err);
   };
   for (Process& w : workers_) add(w);
   for (auto& helper : helpers_) add(helper->process);
+  for (Stream& stream : retired_streams_) add_stream(&stream);
+  if (paused) timeout = std::min(timeout, kPausedPollInterval);
   int ready = poll(fds.data(), fds.size(), PollMillis(timeout));
   if (ready <= 0) return;  // timeout, or EINTR (nothing is unblocked, but be safe)
   if (fds[0].revents != 0) ReadSignals();
@@ -481,9 +524,17 @@ void Supervisor::PollOnce(absl::Duration timeout) {
     uint64_t count;
     if (read(wake_fd_, &count, sizeof(count)) == sizeof(count)) wake_pending_ = true;
   }
-  for (size_t i = 0; i < streams.size(); ++i) {
-    if (fds[i + 2].revents != 0) ReadStream(streams[i], /*until_drained=*/false);
+  if (fds[2].revents != 0) {
+    uint64_t count;  // only wakes us up: the next PollOnce() reads again
+    ssize_t ignored = read(*room_fd_, &count, sizeof(count));
+    (void)ignored;
   }
+  for (size_t i = 0; i < streams.size(); ++i) {
+    if (fds[i + kStreamsFrom].revents != 0) ReadStream(streams[i], /*until_drained=*/false);
+  }
+  retired_streams_.erase(std::remove_if(retired_streams_.begin(), retired_streams_.end(),
+                                        [](const Stream& s) { return s.fd < 0; }),
+                         retired_streams_.end());
 }
 
 void Supervisor::ReadSignals() {
@@ -497,11 +548,13 @@ void Supervisor::ReadSignals() {
   }
 }
 
-void Supervisor::ReadStream(Stream* stream, bool until_drained) {
+void Supervisor::ReadStream(Stream* stream, bool until_drained, bool force) {
   // Bounded even when draining: a grandchild holding the pipe could write
   // forever and must not starve signals and exits.
   for (int reads = 0; stream->fd >= 0 && reads < (until_drained ? kMaxDrainReads : 1);) {
-    ssize_t n = read(stream->fd, read_buffer_.data(), read_buffer_.size());
+    const size_t budget = force ? read_buffer_.size() : ReadBudget(stream);
+    if (budget == 0) return;
+    ssize_t n = read(stream->fd, read_buffer_.data(), budget);
     if (n > 0) {
       stream->prefixer->Append(absl::string_view(read_buffer_.data(), static_cast<size_t>(n)));
       ++reads;
@@ -513,6 +566,16 @@ void Supervisor::ReadStream(Stream* stream, bool until_drained) {
   }
 }
 
+size_t Supervisor::ReadBudget(Stream* stream) {
+  const size_t room = stream->writer->Room();
+  if (room == OutputWriter::kUnlimited) return read_buffer_.size();
+  // A held partial line may complete, and each byte read may become a line
+  // of its own ("\n": prefix + 1 bytes).
+  const size_t held = stream->prefixer->buffered_bytes() + stream->prefix_size + 1;
+  if (room <= held) return 0;
+  return std::min((room - held) / (stream->prefix_size + 1), read_buffer_.size());
+}
+
 void Supervisor::CloseStream(Stream* stream) {
   if (stream->fd < 0) return;
   close(stream->fd);
@@ -520,10 +583,12 @@ void Supervisor::CloseStream(Stream* stream) {
   if (stream->prefixer) stream->prefixer->Finish();
 }
 
-void Supervisor::DrainAndClose(Process* p) {
+void Supervisor::RetireStreams(Process* p) {
   for (Stream* s : {&p->out, &p->err}) {
-    ReadStream(s, /*until_drained=*/true);
-    CloseStream(s);
+    if (s->fd < 0) continue;
+    retired_streams_.push_back(std::move(*s));
+    s->fd = -1;
+    s->prefixer.reset();
   }
 }
 
@@ -612,7 +677,7 @@ void Supervisor::ForgetWorkers() {
   KillAllAndReap(KillsOrphansAtRoundEnd());
   for (Process& w : workers_) {
     ReturnTerminal(&w);
-    DrainAndClose(&w);
+    RetireStreams(&w);
   }
   workers_.clear();
 }

@@ -5,7 +5,10 @@
 // PID 1 or child subreaper every orphaned descendant); it reports exits
 // shell-style, hands the agent the signals it receives, relays signals to
 // the workers' process groups, and relays "[rank N] "/"[<name>] "-prefixed
-// output through OutputWriters that never block it. No gRPC in here.
+// output through OutputWriters that never block it: while a writer's reader
+// is slow it leaves the lines in the processes' pipes (they wait, nothing is
+// lost); once the reader has stalled for 1 s it reads on and the writer
+// drops whole lines, counted (docs/pid1.md). No gRPC in here.
 //
 //   Start(workers) --> running --Wait()--> kWorkerExited (one per worker)
 //        ^                |                     |  every leader reaped
@@ -28,7 +31,8 @@
 // The destructor kills everything that is still our child (worker groups,
 // helpers, and every adopted orphan, repeatedly, as killing a process
 // orphans its own children), bounded to 10 s, and flushes output for at
-// most 2 s. See docs/pid1.md.
+// most 2 s (what is still in the pipes of exited processes included).
+// See docs/pid1.md.
 //
 // Threading model: one owning thread calls every method except Wake(), which
 // any thread may call (it only writes an eventfd) to interrupt Wait(). The
@@ -144,6 +148,8 @@ class Supervisor : public WorkerGroup {
  private:
   struct Stream {
     int fd = -1;  // read end of the process's pipe; -1 when not prefixed or at EOF
+    OutputWriter* writer = nullptr;  // where the prefixer's lines go
+    size_t prefix_size = 0;
     std::unique_ptr<OutputPrefixer> prefixer;
   };
   struct Process {
@@ -165,7 +171,7 @@ class Supervisor : public WorkerGroup {
   // Where kWorkersGone stands for the latest Start() (see the diagram).
   enum class GonePhase { kIdle, kWaitingForGroups, kKillingOrphans, kReady };
 
-  Supervisor(const Options& options, int signal_fd, int wake_fd);
+  Supervisor(const Options& options, int signal_fd, int wake_fd, std::shared_ptr<int> room_fd);
 
   // Spawns `spec` into `process` (pipes, prefixers, terminal), or fails.
   absl::Status Spawn(const ProcessSpec& spec, Process* process);
@@ -179,10 +185,18 @@ class Supervisor : public WorkerGroup {
   // The longest PollOnce() may sleep before the state needs another look.
   absl::Duration PollSlice(absl::Duration remaining) const;
   void ReadSignals();
-  // Reads what is available; once if !until_drained. Closes the stream on EOF.
-  void ReadStream(Stream* stream, bool until_drained);
+  // Reads what is available; once if !until_drained. Closes the stream on
+  // EOF. Unless `force`, reads no more than ReadBudget() (its reader is
+  // slow: the process waits instead of its lines being dropped).
+  void ReadStream(Stream* stream, bool until_drained, bool force = false);
+  // How many bytes of `stream` may be read now without its writer dropping
+  // lines made of them; 0 to leave them in the pipe for now.
+  size_t ReadBudget(Stream* stream);
   void CloseStream(Stream* stream);
-  void DrainAndClose(Process* process);
+  // Moves the process's open streams to retired_streams_, read on until EOF
+  // (a process gone, or to be restarted, may have left lines in its pipes,
+  // and its group members may still write).
+  void RetireStreams(Process* process);
   bool AnyGroupAlive();
   // Orphans are killed at round ends only while no helper runs: a helper's
   // orphans cannot be told from the workers' (docs/pid1.md).
@@ -207,7 +221,11 @@ class Supervisor : public WorkerGroup {
   const Options options_;
   const int signal_fd_;
   const int wake_fd_;
+  // eventfd the OutputWriters signal when they have room again; shared with
+  // their threads, which may outlive this object.
+  const std::shared_ptr<int> room_fd_;
   std::vector<Process> workers_;
+  std::vector<Stream> retired_streams_;
   std::vector<std::unique_ptr<Helper>> helpers_;
   std::deque<WorkerExit> pending_exits_;
   std::deque<ProcessExit> pending_helper_exits_;

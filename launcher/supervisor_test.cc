@@ -758,6 +758,42 @@ TEST_F(SupervisorTest, PrefixedOutput_StalledReader_NeverBlocksWaitOrSignals) {
   EXPECT_LT(destroy_took, absl::Seconds(5));
 }
 
+TEST_F(SupervisorTest, PrefixedOutput_SlowReader_SlowsTheWorkerAndLosesNothing) {
+  int fds[2];
+  ASSERT_EQ(pipe2(fds, O_CLOEXEC), 0);
+  fcntl(fds[1], F_SETPIPE_SZ, 4096);
+  // A slow reader (a page per millisecond), never stalled.
+  std::string got;
+  std::thread reader([&] {
+    char buffer[4096];
+    for (ssize_t n; (n = read(fds[0], buffer, sizeof(buffer))) > 0;) {
+      got.append(buffer, static_cast<size_t>(n));
+      absl::SleepFor(absl::Milliseconds(1));
+    }
+  });
+  Supervisor::Options options;
+  options.stdout_fd = fds[1];
+  options.stderr_fd = err_.fd();
+  options.output_buffer_bytes = 64 * 1024;  // far less than the worker prints
+  absl::StatusOr<std::unique_ptr<Supervisor>> created = Supervisor::Create(options);
+  ASSERT_TRUE(created.ok()) << created.status();
+  WorkerSpec spec = ShellWorker("seq 1 200000", "/tmp", 0, 1);  // ~1.3 MB
+  spec.prefix_output = true;
+  ASSERT_TRUE((*created)->Start({spec}).ok());
+  Supervisor::Event event = (*created)->Wait(absl::Seconds(60));
+  EXPECT_EQ(event.type, EventType::kWorkerExited);
+  EXPECT_EQ(event.exit.exit_code, 0);
+  created->reset();  // flushes
+  close(fds[1]);
+  reader.join();
+  close(fds[0]);
+  std::vector<std::string> lines = absl::StrSplit(got, '\n', absl::SkipEmpty());
+  ASSERT_EQ(lines.size(), 200000u) << "lines were dropped";
+  for (size_t i = 0; i < lines.size(); i += 997) {
+    EXPECT_EQ(lines[i], absl::StrCat("[rank 1] ", i + 1));
+  }
+}
+
 // Not a fixture test: the Supervisor lives in a helper process that is
 // SIGKILLed, so no destructor runs; PR_SET_PDEATHSIG must kill the worker.
 TEST(SupervisorPdeathsig, WorkerDiesWhenSupervisorIsKilled) {
