@@ -198,6 +198,7 @@ absl::Status Supervisor::Spawn(const ProcessSpec& spec, Process* process) {
   process->reaped = false;
   process->group_gone = false;
   process->started = MonotonicNow();
+  process->has_terminal = false;
   if (spec.prefix_output) {
     const std::string prefix = spec.role == ProcessRole::kWorker
                                    ? absl::StrCat("[rank ", spec.global_rank, "] ")
