@@ -239,9 +239,13 @@ TEST_F(SupervisorTest, PrefixedOutput_GoesLineByLineToMatchingStream) {
   ASSERT_TRUE(WaitFor([&] { return ProcessState(pid) == 'Z'; }, kTimeout));
   EXPECT_EQ(out_.Contents(), "");
   EXPECT_EQ(NextExit().exit_code, 0);
-  // All of it is written by the time the exit is reported.
-  EXPECT_EQ(out_.Contents(), "[rank 7] a\n[rank 7] b\n[rank 7] partial\n");
-  EXPECT_EQ(err_.Contents(), "[rank 7] err1\n");
+  // All of it was read when the exit was reported; the writer threads write
+  // it (usually before: the Supervisor waits up to 50 ms for them).
+  EXPECT_TRUE(WaitFor(
+      [&] { return out_.Contents() == "[rank 7] a\n[rank 7] b\n[rank 7] partial\n"; }, kTimeout))
+      << out_.Contents();
+  EXPECT_TRUE(WaitFor([&] { return err_.Contents() == "[rank 7] err1\n"; }, kTimeout))
+      << err_.Contents();
 }
 
 TEST_F(SupervisorTest, PrefixedOutput_OfConcurrentWorkers_NeverMixesWithinALine) {
@@ -259,7 +263,13 @@ TEST_F(SupervisorTest, PrefixedOutput_OfConcurrentWorkers_NeverMixesWithinALine)
   ASSERT_TRUE(supervisor_->Start(specs).ok());
   NextExit();
   NextExit();
-  std::vector<std::string> lines = absl::StrSplit(out_.Contents(), '\n', absl::SkipEmpty());
+  std::vector<std::string> lines;
+  EXPECT_TRUE(WaitFor(
+      [&] {
+        lines = absl::StrSplit(out_.Contents(), '\n', absl::SkipEmpty());
+        return lines.size() == 2u * kLines;
+      },
+      kTimeout));
   ASSERT_EQ(lines.size(), 2u * kLines);
   int per_rank[2] = {0, 0};
   for (const std::string& line : lines) {
@@ -629,7 +639,13 @@ TEST_F(SupervisorTest, Helper_LivesAcrossRounds_IsNotSignalledWithWorkers_IsPref
   EXPECT_EQ(supervisor_->helper_pid("sshd"), helper);
   EXPECT_NE(ProcessState(helper), 0);
   EXPECT_FALSE(FileExists(dir_.File("helper_term")));
-  EXPECT_TRUE(WaitFor([&] { return out_.Contents() == "[sshd] hello\n"; }, kTimeout))
+  // Output is pumped by Wait() only.
+  EXPECT_TRUE(WaitFor(
+      [&] {
+        EXPECT_EQ(supervisor_->Wait(absl::Milliseconds(10)).type, EventType::kTimeout);
+        return out_.Contents() == "[sshd] hello\n";
+      },
+      kTimeout))
       << out_.Contents();
   supervisor_.reset();
   EXPECT_EQ(ProcessState(helper), 0);
