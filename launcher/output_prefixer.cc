@@ -1,35 +1,13 @@
 #include "launcher/output_prefixer.h"
 
-#include <errno.h>
-#include <poll.h>
-#include <unistd.h>
-
 #include <algorithm>
 #include <utility>
 
 namespace trainlet {
 namespace launcher {
 
-bool WriteFully(int fd, absl::string_view data) {
-  while (!data.empty()) {
-    ssize_t n = write(fd, data.data(), data.size());
-    if (n >= 0) {
-      data.remove_prefix(static_cast<size_t>(n));
-      continue;
-    }
-    if (errno == EINTR) continue;
-    if (errno == EAGAIN || errno == EWOULDBLOCK) {
-      struct pollfd p = {fd, POLLOUT, 0};
-      poll(&p, 1, 1000);
-      continue;
-    }
-    return false;
-  }
-  return true;
-}
-
-OutputPrefixer::OutputPrefixer(std::string prefix, int out_fd)
-    : prefix_(std::move(prefix)), out_fd_(out_fd) {}
+OutputPrefixer::OutputPrefixer(std::string prefix, OutputWriter* out)
+    : prefix_(std::move(prefix)), out_(out) {}
 
 void OutputPrefixer::EmitLine(absl::string_view line, std::string* out) const {
   out->append(prefix_);
@@ -56,7 +34,7 @@ void OutputPrefixer::Append(absl::string_view data) {
     EmitLine(partial_, &out);
     partial_.clear();
   }
-  if (!out.empty()) WriteFully(out_fd_, out);
+  if (!out.empty()) out_->WriteLines(out);
 }
 
 void OutputPrefixer::Finish() {
@@ -64,7 +42,7 @@ void OutputPrefixer::Finish() {
   std::string out;
   EmitLine(partial_, &out);
   partial_.clear();
-  WriteFully(out_fd_, out);
+  out_->WriteLines(out);
 }
 
 }  // namespace launcher

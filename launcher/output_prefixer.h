@@ -1,8 +1,8 @@
 // Turns a byte stream from one worker pipe into whole lines, each prefixed
-// (e.g. "[rank 3] "), written to an output fd with one write(2) per batch of
-// lines so that lines of different workers never interleave mid-line.
+// (e.g. "[rank 3] "), and hands them to an OutputWriter, which writes them
+// without ever blocking the caller and never splits a line.
 //
-// Threading: not thread-safe; the Supervisor owns one per worker stream and
+// Threading: not thread-safe; the Supervisor owns one per process stream and
 // drives it from its own thread.
 #ifndef TRAINLET_LAUNCHER_OUTPUT_PREFIXER_H_
 #define TRAINLET_LAUNCHER_OUTPUT_PREFIXER_H_
@@ -11,6 +11,7 @@
 #include <string>
 
 #include "absl/strings/string_view.h"
+#include "launcher/output_writer.h"
 
 namespace trainlet {
 namespace launcher {
@@ -22,8 +23,8 @@ class OutputPrefixer {
   // agent buffer without bound.
   static constexpr size_t kMaxLineBytes = 64 * 1024;
 
-  // Does not own `out_fd`.
-  OutputPrefixer(std::string prefix, int out_fd);
+  // Does not own `out`, which must outlive this object.
+  OutputPrefixer(std::string prefix, OutputWriter* out);
 
   // Writes every complete line in `data` (plus any buffered start of the
   // first one); keeps the trailing partial line.
@@ -37,14 +38,9 @@ class OutputPrefixer {
   void EmitLine(absl::string_view line, std::string* out) const;
 
   const std::string prefix_;
-  const int out_fd_;
+  OutputWriter* const out_;
   std::string partial_;
 };
-
-// Writes all of `data` to `fd`, retrying on EINTR, short writes and EAGAIN
-// (waiting for POLLOUT). Returns false if the fd is broken (e.g. EPIPE); the
-// output is then dropped, since a worker must not die of the agent's stdout.
-bool WriteFully(int fd, absl::string_view data);
 
 }  // namespace launcher
 }  // namespace trainlet

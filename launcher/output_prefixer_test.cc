@@ -1,8 +1,5 @@
 #include "launcher/output_prefixer.h"
 
-#include <signal.h>
-#include <unistd.h>
-
 #include <string>
 
 #include "gtest/gtest.h"
@@ -14,17 +11,32 @@ namespace {
 
 using testing::CaptureFd;
 
+// Captures what an OutputWriter writes; Contents() waits until it is written.
+class Sink {
+ public:
+  Sink() : writer_(capture_.fd(), OutputWriter::Options()) {}
+  OutputWriter* writer() { return &writer_; }
+  std::string Contents() {
+    EXPECT_TRUE(writer_.Flush(absl::Seconds(10)));
+    return capture_.Contents();
+  }
+
+ private:
+  CaptureFd capture_;
+  OutputWriter writer_;
+};
+
 TEST(OutputPrefixer, CompleteLines_ArePrefixed) {
-  CaptureFd out;
-  OutputPrefixer prefixer("[rank 3] ", out.fd());
+  Sink out;
+  OutputPrefixer prefixer("[rank 3] ", out.writer());
   prefixer.Append("hello\nworld\n\n");
   EXPECT_EQ(out.Contents(), "[rank 3] hello\n[rank 3] world\n[rank 3] \n");
   EXPECT_EQ(prefixer.buffered_bytes(), 0u);
 }
 
 TEST(OutputPrefixer, PartialLine_IsHeldUntilNewline) {
-  CaptureFd out;
-  OutputPrefixer prefixer("[rank 0] ", out.fd());
+  Sink out;
+  OutputPrefixer prefixer("[rank 0] ", out.writer());
   prefixer.Append("hel");
   EXPECT_EQ(out.Contents(), "");
   prefixer.Append("lo\nwor");
@@ -34,8 +46,8 @@ TEST(OutputPrefixer, PartialLine_IsHeldUntilNewline) {
 }
 
 TEST(OutputPrefixer, Finish_FlushesPartialLineWithNewline) {
-  CaptureFd out;
-  OutputPrefixer prefixer("[rank 1] ", out.fd());
+  Sink out;
+  OutputPrefixer prefixer("[rank 1] ", out.writer());
   prefixer.Append("a\nno newline");
   prefixer.Finish();
   EXPECT_EQ(out.Contents(), "[rank 1] a\n[rank 1] no newline\n");
@@ -45,8 +57,8 @@ TEST(OutputPrefixer, Finish_FlushesPartialLineWithNewline) {
 
 TEST(OutputPrefixer, OverlongLine_IsCutAtCap) {
   const size_t cap = OutputPrefixer::kMaxLineBytes;
-  CaptureFd out;
-  OutputPrefixer prefixer("> ", out.fd());
+  Sink out;
+  OutputPrefixer prefixer("> ", out.writer());
   // Arrives in pieces, never with a newline: buffered bytes stay capped.
   std::string chunk(cap / 2 + 1, 'x');
   prefixer.Append(chunk);
@@ -59,8 +71,8 @@ TEST(OutputPrefixer, OverlongLine_IsCutAtCap) {
 
 TEST(OutputPrefixer, LineOfExactlyCap_IsNotSplit) {
   const size_t cap = OutputPrefixer::kMaxLineBytes;
-  CaptureFd out;
-  OutputPrefixer prefixer("> ", out.fd());
+  Sink out;
+  OutputPrefixer prefixer("> ", out.writer());
   prefixer.Append(std::string(cap, 'z'));
   prefixer.Append("\nnext\n");
   EXPECT_EQ(out.Contents(), "> " + std::string(cap, 'z') + "\n> next\n");
@@ -68,25 +80,11 @@ TEST(OutputPrefixer, LineOfExactlyCap_IsNotSplit) {
 
 TEST(OutputPrefixer, HugeLineInOneAppend_IsCutIntoCapSizedLines) {
   const size_t cap = OutputPrefixer::kMaxLineBytes;
-  CaptureFd out;
-  OutputPrefixer prefixer("", out.fd());
+  Sink out;
+  OutputPrefixer prefixer("", out.writer());
   prefixer.Append(std::string(2 * cap + 5, 'q') + "\n");
   EXPECT_EQ(out.Contents(), std::string(cap, 'q') + "\n" + std::string(cap, 'q') + "\n" +
                                 std::string(5, 'q') + "\n");
-}
-
-TEST(WriteFully, BrokenPipe_ReturnsFalseInsteadOfDying) {
-  int fds[2];
-  ASSERT_EQ(pipe(fds), 0);
-  close(fds[0]);
-  // SIGPIPE is ignored by PrepareProcessForSupervision in the agent; here we
-  // ignore it for this check only if nobody did.
-  struct sigaction old_action, ignore = {};
-  ignore.sa_handler = SIG_IGN;
-  sigaction(SIGPIPE, &ignore, &old_action);
-  EXPECT_FALSE(WriteFully(fds[1], "data"));
-  sigaction(SIGPIPE, &old_action, nullptr);
-  close(fds[1]);
 }
 
 }  // namespace

@@ -35,6 +35,12 @@ sigset_t SupervisedSignalSet() {
   return set;
 }
 
+bool StdinIsForegroundTerminal() {
+  if (isatty(STDIN_FILENO) != 1) return false;
+  pid_t foreground = tcgetpgrp(STDIN_FILENO);
+  return foreground > 0 && foreground == getpgrp();
+}
+
 absl::Status PrepareProcessForSupervision() {
   sigset_t set = SupervisedSignalSet();
   int err = pthread_sigmask(SIG_BLOCK, &set, nullptr);
@@ -43,8 +49,11 @@ absl::Status PrepareProcessForSupervision() {
   struct sigaction ignore = {};
   ignore.sa_handler = SIG_IGN;
   sigemptyset(&ignore.sa_mask);
-  if (sigaction(SIGPIPE, &ignore, nullptr) != 0) {
-    return SyscallError("sigaction(SIGPIPE, SIG_IGN)", errno);
+  for (int sig : {SIGPIPE, SIGTTOU, SIGTTIN}) {
+    if (sigaction(sig, &ignore, nullptr) != 0) {
+      return SyscallError(absl::StrCat("sigaction(", sigabbrev_np(sig), ", SIG_IGN)").c_str(),
+                          errno);
+    }
   }
 
   // As PID 1 we already inherit every orphan of the PID namespace.

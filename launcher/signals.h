@@ -19,10 +19,15 @@ namespace trainlet {
 namespace launcher {
 
 // Call once at the start of main(), before any thread exists. Blocks SIGCHLD
-// and ForwardedSignals() in the calling thread, ignores SIGPIPE (a closed
-// stdout must not kill the agent), and, unless this process is PID 1, makes
-// it a child subreaper so that orphaned worker descendants are reparented to
-// it and reaped. Idempotent. Fails only if a syscall fails.
+// and ForwardedSignals() in the calling thread; ignores SIGPIPE (a closed
+// stdout must not kill the agent), and, as tini does, SIGTTOU and SIGTTIN (so
+// that the agent can take the terminal back from a foreground worker, and is
+// never stopped for writing to the terminal from the background); and,
+// unless this process is PID 1, makes it a child subreaper so that orphaned
+// worker descendants are reparented to it and reaped. SIGTSTP, SIGTTIN and
+// SIGTTOU are not forwarded. Workers get every disposition back to the
+// default and an empty mask (worker_spawner.h). Idempotent. Fails only if a
+// syscall fails.
 absl::Status PrepareProcessForSupervision();
 
 // The signals relayed to every worker process group:
@@ -36,6 +41,11 @@ bool IsTerminatingSignal(int sig);
 // SIGCHLD plus ForwardedSignals(): the set PrepareProcessForSupervision()
 // blocks and the Supervisor's signalfd reads.
 sigset_t SupervisedSignalSet();
+
+// True if stdin is a terminal whose foreground process group is this
+// process's group: the agent then may hand it to a single local worker
+// (ProcessSpec::foreground_tty), as tini does, so that pdb and input() work.
+bool StdinIsForegroundTerminal();
 
 }  // namespace launcher
 }  // namespace trainlet

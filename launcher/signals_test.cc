@@ -3,6 +3,8 @@
 #include <signal.h>
 #include <sys/prctl.h>
 
+#include <algorithm>
+
 #include "gtest/gtest.h"
 
 namespace trainlet {
@@ -32,9 +34,18 @@ TEST(Signals, Prepare_BlocksIgnoresAndBecomesSubreaper_Idempotently) {
     EXPECT_EQ(sigismember(&blocked, SIGCHLD), 1);
     for (int sig : ForwardedSignals()) EXPECT_EQ(sigismember(&blocked, sig), 1) << sig;
 
-    struct sigaction action;
-    ASSERT_EQ(sigaction(SIGPIPE, nullptr, &action), 0);
-    EXPECT_EQ(action.sa_handler, SIG_IGN);
+    // SIGPIPE: a closed stdout must not kill the agent. SIGTTOU/SIGTTIN, as
+    // tini: the agent takes the terminal back from a foreground worker.
+    for (int sig : {SIGPIPE, SIGTTOU, SIGTTIN}) {
+      struct sigaction action;
+      ASSERT_EQ(sigaction(sig, nullptr, &action), 0);
+      EXPECT_EQ(action.sa_handler, SIG_IGN) << sig;
+    }
+    // Job-control signals are not relayed.
+    for (int sig : {SIGTSTP, SIGTTIN, SIGTTOU}) {
+      EXPECT_EQ(sigismember(&blocked, sig), 0) << sig;
+      EXPECT_EQ(std::count(ForwardedSignals().begin(), ForwardedSignals().end(), sig), 0) << sig;
+    }
 
     int subreaper = 0;
     ASSERT_EQ(prctl(PR_GET_CHILD_SUBREAPER, &subreaper, 0, 0, 0), 0);

@@ -7,7 +7,7 @@
 #include <sys/eventfd.h>
 #include <sys/signalfd.h>
 #include <sys/wait.h>
-#include <time.h>
+#include <termios.h>
 
 #include <algorithm>
 #include <climits>
@@ -17,8 +17,11 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "common/clock.h"
 #include "common/exit_codes.h"
 #include "common/logging.h"
+#include "launcher/children.h"
+#include "launcher/command_resolver.h"
 #include "launcher/signals.h"
 #include "launcher/worker_spawner.h"
 
@@ -26,30 +29,51 @@ namespace trainlet {
 namespace launcher {
 namespace {
 
-// How long to wait for SIGKILLed groups to disappear before giving up (a
-// process stuck in uninterruptible sleep, e.g. in a GPU driver, may take a
-// while; the agent must not hang forever on it).
-constexpr absl::Duration kKillReapTimeout = absl::Seconds(10);
-// Poll slice while waiting for group members that are not our children (no
-// SIGCHLD tells us when they die).
+// Poll slice while waiting for processes that are not our children (group
+// members) or that we just SIGKILLed: nothing else tells us when they die.
 constexpr absl::Duration kGroupPollInterval = absl::Milliseconds(20);
-
+// At most this long, per Wait(), for queued output of an exited process to
+// be written before its exit is returned (the log reads in order then).
+constexpr absl::Duration kExitFlushWait = absl::Milliseconds(50);
+// Poll slice while a stream is paused for a slow reader: its writer may
+// declare the reader stalled (OutputWriter::Options::stall_timeout).
+constexpr absl::Duration kPausedPollInterval = absl::Milliseconds(100);
+// At exit, the writers get at least this long for what is queued.
+constexpr absl::Duration kMinWriterCloseTime = absl::Milliseconds(100);
 // Reads of one pipe (of up to kMaxLineBytes each) when draining it.
 constexpr int kMaxDrainReads = 64;
+// Processes named in one log line, at most.
+constexpr size_t kMaxListedProcesses = 10;
 
 // Deadlines use the monotonic clock: a wall-clock step must not stretch or
 // cut a grace period.
-absl::Time MonotonicNow() {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return absl::TimeFromTimespec(ts);
-}
+absl::Time MonotonicNow() { return Clock::Monotonic()->Now(); }
 
 int PollMillis(absl::Duration timeout) {
   if (timeout == absl::InfiniteDuration()) return -1;
   if (timeout <= absl::ZeroDuration()) return 0;
   int64_t micros = absl::ToInt64Microseconds(timeout);
   return static_cast<int>(std::min<int64_t>((micros + 999) / 1000, INT_MAX));
+}
+
+std::string DescribeExit(int status, int exit_code) {
+  if (WIFSIGNALED(status)) {
+    return absl::StrCat("killed by signal ", WTERMSIG(status), " (", strsignal(WTERMSIG(status)),
+                        "), exit code ", exit_code);
+  }
+  return absl::StrCat("exited with code ", exit_code);
+}
+
+bool ShouldRestart(RestartPolicy policy, int exit_code) {
+  switch (policy) {
+    case RestartPolicy::kNever:
+      return false;
+    case RestartPolicy::kOnFailure:
+      return exit_code != 0;
+    case RestartPolicy::kAlways:
+      return true;
+  }
+  return false;
 }
 
 }  // namespace
@@ -71,39 +95,146 @@ absl::StatusOr<std::unique_ptr<Supervisor>> Supervisor::Create(const Options& op
     return absl::InternalError(absl::StrCat("trainlet: signalfd failed: ", strerror(errno)));
   }
   int wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-  if (wake_fd < 0) {
+  int room_fd = wake_fd < 0 ? -1 : eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+  if (wake_fd < 0 || room_fd < 0) {
     int error = errno;
     close(signal_fd);
+    if (wake_fd >= 0) close(wake_fd);
     return absl::InternalError(absl::StrCat("trainlet: eventfd failed: ", strerror(error)));
   }
-  return std::unique_ptr<Supervisor>(new Supervisor(options, signal_fd, wake_fd));
+  auto shared_room_fd = std::shared_ptr<int>(new int(room_fd), [](int* fd) {
+    close(*fd);
+    delete fd;
+  });
+  return std::unique_ptr<Supervisor>(
+      new Supervisor(options, signal_fd, wake_fd, std::move(shared_room_fd)));
 }
 
-Supervisor::Supervisor(const Options& options, int signal_fd, int wake_fd)
+Supervisor::Supervisor(const Options& options, int signal_fd, int wake_fd,
+                       std::shared_ptr<int> room_fd)
     : options_(options),
       signal_fd_(signal_fd),
       wake_fd_(wake_fd),
+      room_fd_(std::move(room_fd)),
       read_buffer_(OutputPrefixer::kMaxLineBytes) {}
 
 Supervisor::~Supervisor() {
+  const absl::Time kill_deadline = MonotonicNow() + options_.kill_timeout;
+  // The workers first (as before: their groups, and their orphans), then the
+  // helpers, then whatever else is still our child.
   ForgetWorkers();
+  for (auto& helper : helpers_) {
+    Process& p = helper->process;
+    if (p.pid > 0 && !p.reaped) kill(-p.pid, SIGKILL);
+  }
+  for (;;) {
+    ReapChildren();
+    int alive = KillAdoptedChildren("left behind at exit");
+    for (auto& helper : helpers_) {
+      Process& p = helper->process;
+      if (p.pid > 0 && !p.reaped) {
+        kill(-p.pid, SIGKILL);
+        ++alive;
+      }
+    }
+    if (alive == 0) break;
+    if (MonotonicNow() >= kill_deadline) {
+      TLOG(kError) << alive << " child process(es) still alive "
+                   << absl::FormatDuration(options_.kill_timeout)
+                   << " after SIGKILL (uninterruptible sleep?); exiting without them";
+      break;
+    }
+    PollOnce(kGroupPollInterval);
+  }
+  for (auto& helper : helpers_) {
+    ReturnTerminal(&helper->process);
+    RetireStreams(&helper->process);
+  }
+  // What is still in the pipes goes out, at the pace of the reader, within
+  // the flush timeout; then whatever is left is dropped (and counted).
+  const absl::Time flush_deadline = MonotonicNow() + options_.output_flush_timeout;
+  while (!retired_streams_.empty() && MonotonicNow() < flush_deadline) {
+    PollOnce(std::min(flush_deadline - MonotonicNow(), kPausedPollInterval));
+  }
+  for (Stream& stream : retired_streams_) {
+    ReadStream(&stream, /*until_drained=*/true, /*force=*/true);
+    CloseStream(&stream);
+  }
+  retired_streams_.clear();
+  const absl::Duration writer_time = std::max(flush_deadline - MonotonicNow(), kMinWriterCloseTime);
+  for (OutputWriter* writer : {stdout_writer_.get(), stderr_writer_.get()}) {
+    if (writer != nullptr) writer->BeginClose(writer_time);
+  }
+  for (OutputWriter* writer : {stdout_writer_.get(), stderr_writer_.get()}) {
+    if (writer != nullptr) writer->FinishClose();
+  }
   close(signal_fd_);
   close(wake_fd_);
 }
 
-absl::Status Supervisor::Start(const std::vector<WorkerSpec>& workers) {
-  if (int running = running_count(); running > 0) {
+OutputWriter* Supervisor::Writer(int which_fd) {
+  std::unique_ptr<OutputWriter>* writer =
+      which_fd == STDOUT_FILENO ? &stdout_writer_ : &stderr_writer_;
+  if (*writer == nullptr) {
+    OutputWriter::Options options;
+    options.capacity = options_.output_buffer_bytes;
+    options.stream_name = which_fd == STDOUT_FILENO ? "stdout" : "stderr";
+    options.on_room = [room_fd = room_fd_] {
+      uint64_t one = 1;
+      ssize_t ignored = write(*room_fd, &one, sizeof(one));
+      (void)ignored;
+    };
+    *writer = std::make_unique<OutputWriter>(
+        which_fd == STDOUT_FILENO ? options_.stdout_fd : options_.stderr_fd, options);
+  }
+  return writer->get();
+}
+
+absl::Status Supervisor::Spawn(const ProcessSpec& spec, Process* process) {
+  absl::StatusOr<SpawnedWorker> spawned = SpawnWorker(spec, options_.stdout_fd, options_.stderr_fd);
+  if (!spawned.ok()) return spawned.status();
+  process->spec = spec;
+  process->pid = spawned->pid;
+  process->reaped = false;
+  process->group_gone = false;
+  process->started = MonotonicNow();
+  process->has_terminal = false;
+  if (spec.prefix_output) {
+    const std::string prefix = spec.role == ProcessRole::kWorker
+                                   ? absl::StrCat("[rank ", spec.global_rank, "] ")
+                                   : absl::StrCat("[", spec.name, "] ");
+    process->out.prefix_size = process->err.prefix_size = prefix.size();
+    process->out.fd = spawned->stdout_pipe;
+    process->out.writer = Writer(STDOUT_FILENO);
+    process->out.prefixer = std::make_unique<OutputPrefixer>(prefix, process->out.writer);
+    process->err.fd = spawned->stderr_pipe;
+    process->err.writer = Writer(STDERR_FILENO);
+    process->err.prefixer = std::make_unique<OutputPrefixer>(prefix, process->err.writer);
+  }
+  if (spec.foreground_tty) {
+    process->has_terminal = tcgetpgrp(STDIN_FILENO) == spawned->pid;
+    if (!process->has_terminal) {
+      TLOG(kWarning) << "could not give the terminal on stdin to pid " << spawned->pid
+                     << "; it cannot read from it";
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Supervisor::Start(const std::vector<ProcessSpec>& workers) {
+  if (int running = running_workers(); running > 0) {
     return absl::FailedPreconditionError(absl::StrCat(
-        "trainlet: Start() while ", running, " workers are still running; StopAll() first"));
+        "trainlet: Start() while ", running, " workers are still running; stop them first"));
   }
   ForgetWorkers();
-  for (const WorkerSpec& spec : workers) {
-    absl::StatusOr<SpawnedWorker> spawned =
-        SpawnWorker(spec, options_.stdout_fd, options_.stderr_fd);
+  gone_phase_ = GonePhase::kIdle;
+  for (const ProcessSpec& spec : workers) {
+    Process worker;
+    absl::Status spawned = Spawn(spec, &worker);
     if (!spawned.ok()) {
       // Kill and reap the ones already started; their exits are not events.
       std::vector<pid_t> started;
-      for (const Worker& w : workers_) started.push_back(w.pid);
+      for (const Process& w : workers_) started.push_back(w.pid);
       ForgetWorkers();
       pending_exits_.erase(std::remove_if(pending_exits_.begin(), pending_exits_.end(),
                                           [&](const WorkerExit& e) {
@@ -111,28 +242,41 @@ absl::Status Supervisor::Start(const std::vector<WorkerSpec>& workers) {
                                                              e.pid) != started.end();
                                           }),
                            pending_exits_.end());
-      TLOG(kError) << spawned.status().message() << " (local rank " << spec.local_rank << ")";
+      TLOG(kError) << spawned.message() << " (local rank " << spec.local_rank << ")";
       if (!started.empty()) {
         TLOG(kError) << "killed the " << started.size() << " workers already started";
       }
-      return spawned.status();
+      return spawned;
     }
-    Worker worker;
-    worker.local_rank = spec.local_rank;
-    worker.global_rank = spec.global_rank;
-    worker.pid = spawned->pid;
-    if (spec.prefix_output) {
-      const std::string prefix = absl::StrCat("[rank ", spec.global_rank, "] ");
-      worker.out.fd = spawned->stdout_pipe;
-      worker.out.prefixer = std::make_unique<OutputPrefixer>(prefix, options_.stdout_fd);
-      worker.err.fd = spawned->stderr_pipe;
-      worker.err.prefixer = std::make_unique<OutputPrefixer>(prefix, options_.stderr_fd);
-    }
-    workers_.push_back(std::move(worker));
     TLOG(kInfo) << "started worker local_rank=" << spec.local_rank
-                << " global_rank=" << spec.global_rank << " pid=" << spawned->pid << ": "
+                << " global_rank=" << spec.global_rank << " pid=" << worker.pid << ": "
                 << spec.argv[0];
+    workers_.push_back(std::move(worker));
   }
+  gone_phase_ = GonePhase::kWaitingForGroups;
+  return absl::OkStatus();
+}
+
+absl::Status Supervisor::StartHelper(const ProcessSpec& spec) {
+  if (spec.role != ProcessRole::kHelper || spec.name.empty()) {
+    return absl::InvalidArgumentError(
+        "trainlet: StartHelper() needs a spec with role kHelper and a name");
+  }
+  for (const auto& helper : helpers_) {
+    if (helper->process.spec.name == spec.name) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("trainlet: a helper named '", spec.name, "' exists already"));
+    }
+  }
+  auto helper = std::make_unique<Helper>(options_.helper_backoff);
+  absl::Status spawned = Spawn(spec, &helper->process);
+  if (!spawned.ok()) {
+    TLOG(kError) << spawned.message() << " (helper " << spec.name << ")";
+    return spawned;
+  }
+  TLOG(kInfo) << "started helper " << spec.name << " pid=" << helper->process.pid << ": "
+              << spec.argv[0];
+  helpers_.push_back(std::move(helper));
   return absl::OkStatus();
 }
 
@@ -143,12 +287,28 @@ Supervisor::Event Supervisor::Wait(absl::Duration timeout) {
   bool polled = false;
   for (;;) {
     ReapChildren();
+    RestartDueHelpers();
+    AdvanceGonePhase();
     if (std::optional<Event> event = TakeQueuedEvent()) return *event;
     absl::Duration remaining = deadline - MonotonicNow();
     if (polled && remaining <= absl::ZeroDuration()) return Event{};
-    PollOnce(remaining);
+    PollOnce(PollSlice(remaining));
     polled = true;
   }
+}
+
+absl::Duration Supervisor::PollSlice(absl::Duration remaining) const {
+  absl::Duration slice = std::max(remaining, absl::ZeroDuration());
+  if (gone_phase_ == GonePhase::kKillingOrphans ||
+      (gone_phase_ == GonePhase::kWaitingForGroups && running_workers() == 0)) {
+    slice = std::min(slice, kGroupPollInterval);
+  }
+  for (const auto& helper : helpers_) {
+    if (helper->restart_at != absl::InfiniteFuture()) {
+      slice = std::min(slice, std::max(helper->restart_at - MonotonicNow(), absl::ZeroDuration()));
+    }
+  }
+  return slice;
 }
 
 void Supervisor::Wake() {
@@ -157,8 +317,8 @@ void Supervisor::Wake() {
   (void)ignored;
 }
 
-void Supervisor::SignalAll(int sig) {
-  for (Worker& w : workers_) {
+void Supervisor::SignalWorkers(int sig) {
+  for (Process& w : workers_) {
     if (w.group_gone) continue;
     // While the leader is unreaped its pid (= pgid) cannot be reused. After
     // that the group id stays reserved as long as the group has members;
@@ -170,7 +330,7 @@ void Supervisor::SignalAll(int sig) {
 std::vector<WorkerExit> Supervisor::StopAll(absl::Duration grace) {
   if (!workers_.empty()) {
     TLOG(kInfo) << "stopping workers: SIGTERM, grace period " << absl::FormatDuration(grace);
-    SignalAll(SIGTERM);
+    SignalWorkers(SIGTERM);
     const absl::Time deadline = MonotonicNow() + grace;
     for (;;) {
       ReapChildren();
@@ -179,26 +339,34 @@ std::vector<WorkerExit> Supervisor::StopAll(absl::Duration grace) {
       if (remaining <= absl::ZeroDuration()) {
         TLOG(kWarning) << "grace period " << absl::FormatDuration(grace)
                        << " expired; sending SIGKILL to the worker process groups ("
-                       << running_count() << " workers still running)";
+                       << running_workers() << " workers still running)";
         break;
       }
       PollOnce(std::min(remaining, kGroupPollInterval));
     }
-    KillAllAndReap();
+    KillAllAndReap(KillsOrphansAtRoundEnd());
   }
   std::vector<WorkerExit> exits(pending_exits_.begin(), pending_exits_.end());
   pending_exits_.clear();
   return exits;
 }
 
-int Supervisor::running_count() const {
+int Supervisor::running_workers() const {
   return static_cast<int>(
-      std::count_if(workers_.begin(), workers_.end(), [](const Worker& w) { return !w.reaped; }));
+      std::count_if(workers_.begin(), workers_.end(), [](const Process& w) { return !w.reaped; }));
 }
 
 pid_t Supervisor::worker_pid(int local_rank) const {
-  for (const Worker& w : workers_) {
-    if (w.local_rank == local_rank) return w.pid;
+  for (const Process& w : workers_) {
+    if (w.spec.local_rank == local_rank) return w.pid;
+  }
+  return -1;
+}
+
+pid_t Supervisor::helper_pid(const std::string& name) const {
+  for (const auto& helper : helpers_) {
+    const Process& p = helper->process;
+    if (p.spec.name == name) return p.pid > 0 && !p.reaped ? p.pid : -1;
   }
   return -1;
 }
@@ -209,29 +377,119 @@ void Supervisor::ReapChildren() {
     pid_t pid = waitpid(-1, &status, WNOHANG);
     if (pid < 0 && errno == EINTR) continue;
     if (pid <= 0) return;  // 0: children left but none dead; ECHILD: none at all
-    Worker* w = FindWorker(pid);
-    if (w == nullptr || w->reaped) {
+    orphans_seen_.erase(pid);
+    if (Process* w = FindWorker(pid)) {
+      OnWorkerReaped(w, status);
+    } else if (Helper* h = FindHelper(pid)) {
+      OnHelperReaped(h, status);
+    } else {
       TLOG(kDebug) << "reaped orphaned process " << pid << " (status " << status << ")";
+    }
+  }
+}
+
+void Supervisor::OnWorkerReaped(Process* w, int status) {
+  w->reaped = true;
+  ReturnTerminal(w);
+  // Whatever it wrote before dying goes out before its exit is reported.
+  ReadStream(&w->out, /*until_drained=*/true);
+  ReadStream(&w->err, /*until_drained=*/true);
+  if (w->spec.prefix_output) flush_before_exit_ = true;
+  WorkerExit exit;
+  exit.role = ProcessRole::kWorker;
+  exit.name = w->spec.name;
+  exit.local_rank = w->spec.local_rank;
+  exit.global_rank = w->spec.global_rank;
+  exit.pid = w->pid;
+  exit.exit_code = ExitCodeFromWaitStatus(status);
+  TLOG(kInfo) << "worker local_rank=" << w->spec.local_rank
+              << " global_rank=" << w->spec.global_rank << " pid=" << w->pid << " "
+              << DescribeExit(status, exit.exit_code);
+  pending_exits_.push_back(exit);
+}
+
+void Supervisor::OnHelperReaped(Helper* h, int status) {
+  Process& p = h->process;
+  p.reaped = true;
+  ReturnTerminal(&p);
+  ReadStream(&p.out, /*until_drained=*/true);
+  ReadStream(&p.err, /*until_drained=*/true);
+  if (p.spec.prefix_output) flush_before_exit_ = true;
+  ProcessExit exit;
+  exit.role = ProcessRole::kHelper;
+  exit.name = p.spec.name;
+  exit.pid = p.pid;
+  exit.exit_code = ExitCodeFromWaitStatus(status);
+  exit.will_restart = ShouldRestart(p.spec.restart, exit.exit_code);
+  std::string next = "; not restarting";
+  if (exit.will_restart) {
+    const absl::Duration delay = h->backoff.NextDelay(MonotonicNow() - p.started);
+    h->restart_at = MonotonicNow() + delay;
+    next = absl::StrCat("; restarting it in ", absl::FormatDuration(delay));
+  }
+  const std::string line = absl::StrCat("helper ", p.spec.name, " pid=", p.pid, " ",
+                                        DescribeExit(status, exit.exit_code), next);
+  if (exit.exit_code == 0) {
+    TLOG(kInfo) << line;
+  } else {
+    TLOG(kWarning) << line;
+  }
+  pending_helper_exits_.push_back(exit);
+}
+
+void Supervisor::RestartDueHelpers() {
+  const absl::Time now = MonotonicNow();
+  for (auto& helper : helpers_) {
+    if (helper->restart_at > now) continue;
+    helper->restart_at = absl::InfiniteFuture();
+    Process& p = helper->process;
+    RetireStreams(&p);
+    const ProcessSpec spec = p.spec;
+    absl::Status spawned = Spawn(spec, &p);
+    if (spawned.ok()) {
+      TLOG(kInfo) << "restarted helper " << spec.name << " pid=" << p.pid;
       continue;
     }
-    w->reaped = true;
-    // Whatever it wrote before dying goes out before its exit is reported.
-    ReadStream(&w->out, /*until_drained=*/true);
-    ReadStream(&w->err, /*until_drained=*/true);
-    WorkerExit exit;
-    exit.local_rank = w->local_rank;
-    exit.global_rank = w->global_rank;
-    exit.pid = pid;
-    exit.exit_code = ExitCodeFromWaitStatus(status);
-    if (WIFSIGNALED(status)) {
-      TLOG(kInfo) << "worker local_rank=" << w->local_rank << " global_rank=" << w->global_rank
-                  << " pid=" << pid << " killed by signal " << WTERMSIG(status) << " ("
-                  << strsignal(WTERMSIG(status)) << "), exit code " << exit.exit_code;
-    } else {
-      TLOG(kInfo) << "worker local_rank=" << w->local_rank << " global_rank=" << w->global_rank
-                  << " pid=" << pid << " exited with code " << exit.exit_code;
+    // Reported like an exit, and retried with the backoff.
+    ProcessExit exit;
+    exit.role = ProcessRole::kHelper;
+    exit.name = spec.name;
+    exit.pid = -1;
+    exit.exit_code = ExitCodeForSpawnError(spawned);
+    exit.will_restart = spec.restart != RestartPolicy::kNever;
+    p.pid = -1;
+    p.reaped = true;
+    std::string next = "";
+    if (exit.will_restart) {
+      const absl::Duration delay = helper->backoff.NextDelay(absl::ZeroDuration());
+      helper->restart_at = now + delay;
+      next = absl::StrCat("; trying again in ", absl::FormatDuration(delay));
     }
-    pending_exits_.push_back(exit);
+    TLOG(kError) << "cannot restart helper " << spec.name << ": " << spawned.message() << next;
+    pending_helper_exits_.push_back(exit);
+  }
+}
+
+void Supervisor::AdvanceGonePhase() {
+  if (gone_phase_ == GonePhase::kWaitingForGroups) {
+    if (running_workers() > 0 || AnyGroupAlive()) return;
+    if (!KillsOrphansAtRoundEnd()) {
+      gone_phase_ = GonePhase::kReady;
+      return;
+    }
+    gone_phase_ = GonePhase::kKillingOrphans;
+    orphan_deadline_ = MonotonicNow() + options_.kill_timeout;
+  }
+  if (gone_phase_ == GonePhase::kKillingOrphans) {
+    const int alive = KillAdoptedChildren("left behind by the workers");
+    if (alive == 0) {
+      gone_phase_ = GonePhase::kReady;
+    } else if (MonotonicNow() >= orphan_deadline_) {
+      TLOG(kError) << alive << " process(es) left behind by the workers still alive "
+                   << absl::FormatDuration(options_.kill_timeout)
+                   << " after SIGKILL (uninterruptible sleep?); going on without them";
+      gone_phase_ = GonePhase::kReady;
+    }
   }
 }
 
@@ -240,13 +498,26 @@ void Supervisor::PollOnce(absl::Duration timeout) {
   std::vector<Stream*> streams;
   fds.push_back({signal_fd_, POLLIN, 0});
   fds.push_back({wake_fd_, POLLIN, 0});
-  for (Worker& w : workers_) {
-    for (Stream* s : {&w.out, &w.err}) {
-      if (s->fd < 0) continue;
-      fds.push_back({s->fd, POLLIN, 0});
-      streams.push_back(s);
+  fds.push_back({*room_fd_, POLLIN, 0});
+  constexpr size_t kStreamsFrom = 3;
+  bool paused = false;
+  auto add_stream = [&](Stream* s) {
+    if (s->fd < 0) return;
+    if (ReadBudget(s) == 0) {
+      paused = true;  // its reader is slow: leave the lines in the pipe
+      return;
     }
-  }
+    fds.push_back({s->fd, POLLIN, 0});
+    streams.push_back(s);
+  };
+  auto add = [&](Process& p) {
+    add_stream(&p.out);
+    add_stream(&p.err);
+  };
+  for (Process& w : workers_) add(w);
+  for (auto& helper : helpers_) add(helper->process);
+  for (Stream& stream : retired_streams_) add_stream(&stream);
+  if (paused) timeout = std::min(timeout, kPausedPollInterval);
   int ready = poll(fds.data(), fds.size(), PollMillis(timeout));
   if (ready <= 0) return;  // timeout, or EINTR (nothing is unblocked, but be safe)
   if (fds[0].revents != 0) ReadSignals();
@@ -254,9 +525,17 @@ void Supervisor::PollOnce(absl::Duration timeout) {
     uint64_t count;
     if (read(wake_fd_, &count, sizeof(count)) == sizeof(count)) wake_pending_ = true;
   }
-  for (size_t i = 0; i < streams.size(); ++i) {
-    if (fds[i + 2].revents != 0) ReadStream(streams[i], /*until_drained=*/false);
+  if (fds[2].revents != 0) {
+    uint64_t count;  // only wakes us up: the next PollOnce() reads again
+    ssize_t ignored = read(*room_fd_, &count, sizeof(count));
+    (void)ignored;
   }
+  for (size_t i = 0; i < streams.size(); ++i) {
+    if (fds[i + kStreamsFrom].revents != 0) ReadStream(streams[i], /*until_drained=*/false);
+  }
+  retired_streams_.erase(std::remove_if(retired_streams_.begin(), retired_streams_.end(),
+                                        [](const Stream& s) { return s.fd < 0; }),
+                         retired_streams_.end());
 }
 
 void Supervisor::ReadSignals() {
@@ -270,11 +549,13 @@ void Supervisor::ReadSignals() {
   }
 }
 
-void Supervisor::ReadStream(Stream* stream, bool until_drained) {
+void Supervisor::ReadStream(Stream* stream, bool until_drained, bool force) {
   // Bounded even when draining: a grandchild holding the pipe could write
   // forever and must not starve signals and exits.
   for (int reads = 0; stream->fd >= 0 && reads < (until_drained ? kMaxDrainReads : 1);) {
-    ssize_t n = read(stream->fd, read_buffer_.data(), read_buffer_.size());
+    const size_t budget = force ? read_buffer_.size() : ReadBudget(stream);
+    if (budget == 0) return;
+    ssize_t n = read(stream->fd, read_buffer_.data(), budget);
     if (n > 0) {
       stream->prefixer->Append(absl::string_view(read_buffer_.data(), static_cast<size_t>(n)));
       ++reads;
@@ -286,6 +567,16 @@ void Supervisor::ReadStream(Stream* stream, bool until_drained) {
   }
 }
 
+size_t Supervisor::ReadBudget(Stream* stream) {
+  const size_t room = stream->writer->Room();
+  if (room == OutputWriter::kUnlimited) return read_buffer_.size();
+  // A held partial line may complete, and each byte read may become a line
+  // of its own ("\n": prefix + 1 bytes).
+  const size_t held = stream->prefixer->buffered_bytes() + stream->prefix_size + 1;
+  if (room <= held) return 0;
+  return std::min((room - held) / (stream->prefix_size + 1), read_buffer_.size());
+}
+
 void Supervisor::CloseStream(Stream* stream) {
   if (stream->fd < 0) return;
   close(stream->fd);
@@ -293,9 +584,18 @@ void Supervisor::CloseStream(Stream* stream) {
   if (stream->prefixer) stream->prefixer->Finish();
 }
 
+void Supervisor::RetireStreams(Process* p) {
+  for (Stream* s : {&p->out, &p->err}) {
+    if (s->fd < 0) continue;
+    retired_streams_.push_back(std::move(*s));
+    s->fd = -1;
+    s->prefixer.reset();
+  }
+}
+
 bool Supervisor::AnyGroupAlive() {
   bool alive = false;
-  for (Worker& w : workers_) {
+  for (Process& w : workers_) {
     if (w.group_gone) continue;
     if (!w.reaped) {
       alive = true;
@@ -310,42 +610,119 @@ bool Supervisor::AnyGroupAlive() {
   return alive;
 }
 
-void Supervisor::KillAllAndReap() {
-  const absl::Time deadline = MonotonicNow() + kKillReapTimeout;
+bool Supervisor::IsKnownChild(pid_t pid) const {
+  for (const Process& w : workers_) {
+    if (w.pid == pid && !w.reaped) return true;
+  }
+  for (const auto& helper : helpers_) {
+    if (helper->process.pid == pid && !helper->process.reaped) return true;
+  }
+  return false;
+}
+
+int Supervisor::KillAdoptedChildren(const char* what) {
+  absl::StatusOr<std::vector<ChildProcess>> children = ListChildren();
+  if (!children.ok()) {
+    if (!warned_no_proc_) {
+      warned_no_proc_ = true;
+      TLOG(kWarning) << children.status().message()
+                     << "; orphaned descendants of the workers are not killed";
+    }
+    return 0;
+  }
+  int alive = 0;
+  std::vector<std::string> fresh;
+  for (const ChildProcess& child : *children) {
+    if (IsKnownChild(child.pid)) continue;
+    // Not reaped yet: the pid of our child cannot be reused before that, so
+    // killing by pid is safe. A zombie counts until the next ReapChildren().
+    ++alive;
+    if (child.state == 'Z' || child.state == 'X') continue;
+    kill(child.pid, SIGKILL);
+    if (orphans_seen_.insert(child.pid).second) {
+      fresh.push_back(absl::StrCat(child.pid, " (", child.comm, ")"));
+    }
+  }
+  if (!fresh.empty()) {
+    const size_t count = fresh.size();
+    if (count > kMaxListedProcesses) fresh.resize(kMaxListedProcesses);
+    TLOG(kInfo) << "killing " << count << " adopted process(es) " << what << ": "
+                << absl::StrJoin(fresh, ", ") << (count > fresh.size() ? ", ..." : "");
+  }
+  return alive;
+}
+
+void Supervisor::KillAllAndReap(bool orphans) {
+  const absl::Time deadline = MonotonicNow() + options_.kill_timeout;
   for (;;) {
-    SignalAll(SIGKILL);  // again each round: catches anything forked meanwhile
+    SignalWorkers(SIGKILL);  // again each round: catches anything forked meanwhile
     ReapChildren();
-    if (!AnyGroupAlive()) return;
+    bool alive = AnyGroupAlive();
+    if (!alive && orphans) alive = KillAdoptedChildren("left behind by the workers") > 0;
+    if (!alive) return;
     absl::Duration remaining = deadline - MonotonicNow();
     if (remaining <= absl::ZeroDuration()) break;
     PollOnce(std::min(remaining, kGroupPollInterval));
   }
   std::vector<pid_t> stuck;
-  for (const Worker& w : workers_) {
+  for (const Process& w : workers_) {
     if (!w.group_gone) stuck.push_back(w.pid);
   }
-  TLOG(kError) << "worker process groups still alive " << absl::FormatDuration(kKillReapTimeout)
-               << " after SIGKILL (uninterruptible sleep?): " << absl::StrJoin(stuck, " ");
+  TLOG(kError) << "worker processes still alive " << absl::FormatDuration(options_.kill_timeout)
+               << " after SIGKILL (uninterruptible sleep?); process groups: "
+               << absl::StrJoin(stuck, " ");
 }
 
 void Supervisor::ForgetWorkers() {
   if (workers_.empty()) return;
-  KillAllAndReap();
-  for (Worker& w : workers_) {
-    for (Stream* s : {&w.out, &w.err}) {
-      ReadStream(s, /*until_drained=*/true);
-      CloseStream(s);
-    }
+  KillAllAndReap(KillsOrphansAtRoundEnd());
+  for (Process& w : workers_) {
+    ReturnTerminal(&w);
+    RetireStreams(&w);
   }
   workers_.clear();
 }
 
+void Supervisor::ReturnTerminal(Process* p) {
+  if (!p->has_terminal) return;
+  p->has_terminal = false;
+  // Only if it still has it: someone else (a shell) may have taken it since.
+  // SIGTTOU is ignored (PrepareProcessForSupervision), so asking from the
+  // background is allowed.
+  if (tcgetpgrp(STDIN_FILENO) == p->pid && tcsetpgrp(STDIN_FILENO, getpgrp()) != 0) {
+    TLOG(kWarning) << "cannot take the terminal back from process group " << p->pid << ": "
+                   << strerror(errno);
+  }
+}
+
+void Supervisor::FlushOutputBriefly() {
+  flush_before_exit_ = false;
+  const absl::Time deadline = MonotonicNow() + kExitFlushWait;
+  for (OutputWriter* writer : {stdout_writer_.get(), stderr_writer_.get()}) {
+    if (writer != nullptr) writer->Flush(std::max(deadline - MonotonicNow(), absl::ZeroDuration()));
+  }
+}
+
 std::optional<Supervisor::Event> Supervisor::TakeQueuedEvent() {
   Event event;
+  if (flush_before_exit_ && (!pending_exits_.empty() || !pending_helper_exits_.empty())) {
+    FlushOutputBriefly();
+  }
   if (!pending_exits_.empty()) {
     event.type = EventType::kWorkerExited;
     event.exit = pending_exits_.front();
     pending_exits_.pop_front();
+    return event;
+  }
+  if (!pending_helper_exits_.empty()) {
+    event.type = EventType::kHelperExited;
+    event.exit = pending_helper_exits_.front();
+    pending_helper_exits_.pop_front();
+    return event;
+  }
+  if (gone_phase_ == GonePhase::kReady) {
+    gone_phase_ = GonePhase::kIdle;
+    event.type = EventType::kWorkersGone;
     return event;
   }
   if (!pending_signals_.empty()) {
@@ -362,9 +739,16 @@ std::optional<Supervisor::Event> Supervisor::TakeQueuedEvent() {
   return std::nullopt;
 }
 
-Supervisor::Worker* Supervisor::FindWorker(pid_t pid) {
-  for (Worker& w : workers_) {
-    if (w.pid == pid) return &w;
+Supervisor::Process* Supervisor::FindWorker(pid_t pid) {
+  for (Process& w : workers_) {
+    if (w.pid == pid && !w.reaped) return &w;
+  }
+  return nullptr;
+}
+
+Supervisor::Helper* Supervisor::FindHelper(pid_t pid) {
+  for (auto& helper : helpers_) {
+    if (helper->process.pid == pid && !helper->process.reaped) return helper.get();
   }
   return nullptr;
 }

@@ -1,27 +1,54 @@
-// Supervisor: the tini-like core of the agent. It starts the local workers,
-// each in its own process group, reaps every child that dies (workers, and as
-// PID 1 or child subreaper also orphaned grandchildren), reports worker exits
-// shell-style, hands the agent the signals it receives, relays signals to the
-// workers' process groups, pumps "[rank N] "-prefixed worker output, and on
-// shutdown escalates SIGTERM -> grace period -> SIGKILL. No gRPC in here.
+// Supervisor: the tini-like core of the agent, and the real WorkerGroup
+// (worker_group.h). It starts the round's workers, each in its own process
+// group, and helpers (e.g. sshd), restarted by policy with a bounded
+// backoff; it is the only reaper of the process (workers, helpers, and as
+// PID 1 or child subreaper every orphaned descendant); it reports exits
+// shell-style, hands the agent the signals it receives, relays signals to
+// the workers' process groups, and relays "[rank N] "/"[<name>] "-prefixed
+// output through OutputWriters that never block it: while a writer's reader
+// is slow it leaves the lines in the processes' pipes (they wait, nothing is
+// lost); once the reader has stalled for 1 s it reads on and the writer
+// drops whole lines, counted (docs/pid1.md). No gRPC in here.
 //
-//   Start() --> workers running --Wait()--> kWorkerExited / kSignal / kWakeup / kTimeout
-//                      |                               ^ (caller decides: SignalAll, StopAll)
-//                      +--StopAll(grace): SIGTERM, wait <= grace, SIGKILL groups, reap
+//   Start(workers) --> running --Wait()--> kWorkerExited (one per worker)
+//        ^                |                     |  every leader reaped
+//        |   SignalWorkers(TERM ... KILL)       v
+//        |   (the caller's policy)         leaders gone, group members left:
+//        |                                 poll kill(-pgid, 0) every 20 ms
+//        |                                      |  every group empty
+//        |                                      v
+//        |                                 orphans the workers left outside
+//        |                                 their groups (adopted children we
+//        |                                 did not start): SIGKILL, reap
+//        |                                 (only while no helper runs)
+//        +------------------------------- kWorkersGone (once per Start())
+//
+//   StartHelper(h) --> running --exit--> kHelperExited{will_restart}
+//                        ^                  | RestartPolicy says restart
+//                        +-- after 1 s, 2 s, 4 s ... 30 s (reset once it
+//                            stayed up 60 s)
+//
+// The destructor kills everything that is still our child (worker groups,
+// helpers, and every adopted orphan, repeatedly, as killing a process
+// orphans its own children), bounded to 10 s, and flushes output for at
+// most 2 s (what is still in the pipes of exited processes included).
+// See docs/pid1.md.
 //
 // Threading model: one owning thread calls every method except Wake(), which
 // any thread may call (it only writes an eventfd) to interrupt Wait(). The
 // thread that calls Start() must live as long as the workers: they get
 // PR_SET_PDEATHSIG(SIGKILL), which fires when the forking THREAD exits, not
-// the process; in the agent that is the main thread.
+// the process; in the agent that is the main thread. Output is written by
+// two threads owned by this object (one per output fd).
 //
 // Process-wide assumptions (the agent's, documented in docs/pid1.md):
 //  - PrepareProcessForSupervision() ran in main() before any thread, so
 //    SIGCHLD and the forwarded signals are blocked everywhere and arrive only
 //    through this object's signalfd. Create() checks the calling thread.
 //  - At most one Supervisor per process, and nothing else in the process
-//    waits for children: Wait() calls waitpid(-1, WNOHANG) and would steal
-//    them. Spawn helpers through the Supervisor, or not at all.
+//    starts or waits for children: Wait() calls waitpid(-1, WNOHANG) and
+//    would steal them, and every child this object did not start is treated
+//    as an adopted orphan and killed. Spawn helpers through the Supervisor.
 #ifndef TRAINLET_LAUNCHER_SUPERVISOR_H_
 #define TRAINLET_LAUNCHER_SUPERVISOR_H_
 
@@ -31,24 +58,41 @@
 #include <deque>
 #include <memory>
 #include <optional>
+#include <set>
+#include <string>
 #include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "launcher/output_prefixer.h"
+#include "launcher/output_writer.h"
+#include "launcher/restart_backoff.h"
 #include "launcher/worker.h"
+#include "launcher/worker_group.h"
 
 namespace trainlet {
 namespace launcher {
 
-class Supervisor {
+class Supervisor : public WorkerGroup {
  public:
+  using EventType = WorkerGroup::EventType;
+  using Event = WorkerGroup::Event;
+
   struct Options {
-    // Where workers' output goes (prefixed or not). Not owned; must stay open
+    // Where prefixed and unprefixed output goes. Not owned; must stay open
     // for the Supervisor's lifetime. Injectable for tests.
     int stdout_fd = STDOUT_FILENO;
     int stderr_fd = STDERR_FILENO;
+    // Prefixed output queued per output fd before whole lines are dropped.
+    size_t output_buffer_bytes = OutputWriter::kDefaultCapacity;
+    // How long the destructor waits for queued output to be written.
+    absl::Duration output_flush_timeout = OutputWriter::kDefaultCloseTimeout;
+    // Bound on waiting for SIGKILLed processes to disappear (a process in
+    // uninterruptible sleep, e.g. in a GPU driver, may take a while).
+    absl::Duration kill_timeout = absl::Seconds(10);
+    // Helper restarts.
+    RestartBackoff::Options helper_backoff;
   };
 
   // Creates the signalfd (SIGCHLD + ForwardedSignals()) and the eventfd for
@@ -56,99 +100,144 @@ class Supervisor {
   // calling thread (PrepareProcessForSupervision() was not called).
   static absl::StatusOr<std::unique_ptr<Supervisor>> Create(const Options& options);
 
-  // SIGKILLs every remaining worker process group (also groups whose leader
-  // already exited), reaps them, flushes their output and closes the fds.
-  ~Supervisor();
+  // SIGKILLs every worker process group (also groups whose leader already
+  // exited) and helper, then every remaining child of this process (adopted
+  // orphans, and in turn their orphaned children) until none is left or
+  // kill_timeout passes (logging what is stuck); reaps them; gives the
+  // terminal back; flushes output (bounded) and closes the fds.
+  ~Supervisor() override;
 
   Supervisor(const Supervisor&) = delete;
   Supervisor& operator=(const Supervisor&) = delete;
 
-  // Starts all workers (see worker_spawner.h for what each child gets); call
-  // it from the thread that outlives the workers (see above). If any worker
-  // fails to start, those already started are SIGKILLed and reaped and the
-  // error is returned: NotFound (exit 127), PermissionDenied (126), others
-  // (see ExitCodeForSpawnError); the message names the command. May be
-  // called again once running_count() == 0 (a new round); leftover members
-  // of the previous workers' process groups are SIGKILLed first.
-  // FailedPrecondition while workers are running.
-  absl::Status Start(const std::vector<WorkerSpec>& workers);
+  // WorkerGroup. Start(): see worker_spawner.h for what each child gets;
+  // call it from the thread that outlives the workers (see above). A
+  // pending kWorkersGone of the previous Start() is dropped.
+  absl::Status Start(const std::vector<ProcessSpec>& workers) override;
+  // InvalidArgument unless spec.role is kHelper with a name no other helper
+  // has; the spawn errors of Start() otherwise. A failed restart later is
+  // reported as kHelperExited with pid -1 and ExitCodeForSpawnError's code.
+  absl::Status StartHelper(const ProcessSpec& helper) override;
+  // Events in the order worker_group.h gives. Queued output of a process
+  // that exited is written (best effort, waiting at most 50 ms) before its
+  // exit is returned.
+  Event Wait(absl::Duration timeout) override;
+  // Thread-safe and async-signal-safe.
+  void Wake() override;
+  void SignalWorkers(int sig) override;
+  int running_workers() const override;
 
-  enum class EventType { kWorkerExited, kSignal, kWakeup, kTimeout };
-  struct Event {
-    EventType type = EventType::kTimeout;
-    WorkerExit exit;  // kWorkerExited
-    int signal = 0;   // kSignal: one of ForwardedSignals()
-  };
+  // --- For today's agent (agent/agent.cc) and tests. ---
 
-  // Blocks until a worker exits (one exit per call; further ones are queued),
-  // a forwarded signal arrives (it is NOT relayed to the workers: the caller
-  // decides, e.g. SignalAll or StopAll), Wake() was called, or `timeout`
-  // passes (absl::InfiniteDuration() to wait forever; zero still collects
-  // whatever is ready). Queued exits come before signals, signals before
-  // wakeups. Meanwhile reaps every dead child and pumps prefixed output; a
-  // worker's available output is written before its exit is reported.
-  Event Wait(absl::Duration timeout);
-
-  // Interrupts Wait(); thread-safe and async-signal-safe.
-  void Wake();
-
-  // kill(-pgid, sig) for every worker process group that may still have
-  // members, including groups whose leader has exited.
-  void SignalAll(int sig);
-
-  // Graceful stop: SignalAll(SIGTERM), keep reaping and pumping output until
-  // every worker group is empty or `grace` passes, then SIGKILL every group
-  // and reap. Returns the worker exits not yet returned by Wait(), in the
-  // order observed. Signals and wakeups arriving meanwhile are kept for
-  // later Wait() calls.
+  // Graceful stop, blocking: SignalWorkers(SIGTERM), keep reaping and
+  // pumping output until every worker group is empty or `grace` passes, then
+  // SIGKILL every group (and, as at kWorkersGone, the workers' orphans) and
+  // reap. Returns the worker exits not yet returned by Wait(), in the order
+  // observed. Signals, wakeups and helper exits arriving meanwhile are kept
+  // for later Wait() calls.
   std::vector<WorkerExit> StopAll(absl::Duration grace);
-
-  // Workers whose leader process has not been reaped yet.
-  int running_count() const;
+  void SignalAll(int sig) { SignalWorkers(sig); }
+  int running_count() const { return running_workers(); }
 
   // The pid (= process group id) of the worker with `local_rank` from the
   // latest Start(), or -1.
   pid_t worker_pid(int local_rank) const;
+  // The pid of the helper named `name` while it runs, or -1.
+  pid_t helper_pid(const std::string& name) const;
 
  private:
   struct Stream {
-    int fd = -1;  // read end of the worker's pipe; -1 when not prefixed or at EOF
+    int fd = -1;  // read end of the process's pipe; -1 when not prefixed or at EOF
+    OutputWriter* writer = nullptr;  // where the prefixer's lines go
+    size_t prefix_size = 0;
     std::unique_ptr<OutputPrefixer> prefixer;
   };
-  struct Worker {
-    int local_rank = 0;
-    int global_rank = 0;
+  struct Process {
+    ProcessSpec spec;
     pid_t pid = -1;
-    bool reaped = false;      // the leader has been waited for
-    bool group_gone = false;  // kill(-pid, 0) said ESRCH after the leader was reaped
+    bool reaped = false;        // the leader has been waited for
+    bool group_gone = false;    // kill(-pid, 0) said ESRCH after the leader was reaped
+    bool has_terminal = false;  // foreground_tty: it got the terminal
+    absl::Time started;         // monotonic
     Stream out;
     Stream err;
   };
+  struct Helper {
+    explicit Helper(const RestartBackoff::Options& options) : backoff(options) {}
+    Process process;  // pid -1 (or reaped) while waiting for a restart
+    RestartBackoff backoff;
+    absl::Time restart_at = absl::InfiniteFuture();  // monotonic
+  };
+  // Where kWorkersGone stands for the latest Start() (see the diagram).
+  enum class GonePhase { kIdle, kWaitingForGroups, kKillingOrphans, kReady };
 
-  Supervisor(const Options& options, int signal_fd, int wake_fd);
+  Supervisor(const Options& options, int signal_fd, int wake_fd, std::shared_ptr<int> room_fd);
 
+  // Spawns `spec` into `process` (pipes, prefixers, terminal), or fails.
+  absl::Status Spawn(const ProcessSpec& spec, Process* process);
   void ReapChildren();
+  void OnWorkerReaped(Process* worker, int status);
+  void OnHelperReaped(Helper* helper, int status);
+  void RestartDueHelpers();
+  void AdvanceGonePhase();
   // One poll() over the signalfd, the eventfd and the output pipes.
   void PollOnce(absl::Duration timeout);
+  // The longest PollOnce() may sleep before the state needs another look.
+  absl::Duration PollSlice(absl::Duration remaining) const;
   void ReadSignals();
-  // Reads what is available; once if !until_drained. Closes the stream on EOF.
-  void ReadStream(Stream* stream, bool until_drained);
+  // Reads what is available; once if !until_drained. Closes the stream on
+  // EOF. Unless `force`, reads no more than ReadBudget() (its reader is
+  // slow: the process waits instead of its lines being dropped).
+  void ReadStream(Stream* stream, bool until_drained, bool force = false);
+  // How many bytes of `stream` may be read now without its writer dropping
+  // lines made of them; 0 to leave them in the pipe for now.
+  size_t ReadBudget(Stream* stream);
   void CloseStream(Stream* stream);
+  // Moves the process's open streams to retired_streams_, read on until EOF
+  // (a process gone, or to be restarted, may have left lines in its pipes,
+  // and its group members may still write).
+  void RetireStreams(Process* process);
   bool AnyGroupAlive();
-  // SIGKILL every group and wait (bounded) until all are empty and reaped.
-  void KillAllAndReap();
+  // Orphans are killed at round ends only while no helper runs: a helper's
+  // orphans cannot be told from the workers' (docs/pid1.md).
+  bool KillsOrphansAtRoundEnd() const { return helpers_.empty(); }
+  // Children of this process that it did not start: SIGKILLs the live ones
+  // and returns how many there are, zombies not yet reaped included. Logs
+  // each the first time; `what` says whose they are.
+  int KillAdoptedChildren(const char* what);
+  // SIGKILL every worker group (and, if `orphans`, adopted children) and
+  // wait (bounded) until all are empty and reaped.
+  void KillAllAndReap(bool orphans);
   // Drains and closes the workers' pipes, then forgets the workers.
   void ForgetWorkers();
+  void ReturnTerminal(Process* process);
+  void FlushOutputBriefly();
+  OutputWriter* Writer(int which_fd);
   std::optional<Event> TakeQueuedEvent();
-  Worker* FindWorker(pid_t pid);
+  Process* FindWorker(pid_t pid);
+  Helper* FindHelper(pid_t pid);
+  bool IsKnownChild(pid_t pid) const;
 
   const Options options_;
   const int signal_fd_;
   const int wake_fd_;
-  std::vector<Worker> workers_;
+  // eventfd the OutputWriters signal when they have room again; shared with
+  // their threads, which may outlive this object.
+  const std::shared_ptr<int> room_fd_;
+  std::vector<Process> workers_;
+  std::vector<Stream> retired_streams_;
+  std::vector<std::unique_ptr<Helper>> helpers_;
   std::deque<WorkerExit> pending_exits_;
+  std::deque<ProcessExit> pending_helper_exits_;
   std::deque<int> pending_signals_;
   bool wake_pending_ = false;
+  GonePhase gone_phase_ = GonePhase::kIdle;
+  absl::Time orphan_deadline_ = absl::InfiniteFuture();
+  std::set<pid_t> orphans_seen_;  // logged already
+  bool warned_no_proc_ = false;
+  bool flush_before_exit_ = false;
+  std::unique_ptr<OutputWriter> stdout_writer_;
+  std::unique_ptr<OutputWriter> stderr_writer_;
   std::vector<char> read_buffer_;
 };
 

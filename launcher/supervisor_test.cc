@@ -1,9 +1,13 @@
 #include "launcher/supervisor.h"
 
+#include <fcntl.h>
 #include <signal.h>
+#include <stdlib.h>
 #include <sys/wait.h>
+#include <termios.h>
 #include <unistd.h>
 
+#include <functional>
 #include <set>
 #include <string>
 #include <thread>
@@ -13,6 +17,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
 #include "common/exit_codes.h"
 #include "gtest/gtest.h"
@@ -57,13 +62,24 @@ class SupervisorTest : public ::testing::Test {
   // gtest runs all tests in this process: this must be (and is) idempotent.
   static void SetUpTestSuite() { ASSERT_TRUE(PrepareProcessForSupervision().ok()); }
 
-  void SetUp() override {
-    Supervisor::Options options;
+  void SetUp() override { Recreate(Supervisor::Options()); }
+
+  // Replaces the Supervisor with one made with `options` (output to out_
+  // and err_).
+  void Recreate(Supervisor::Options options) {
+    supervisor_.reset();
     options.stdout_fd = out_.fd();
     options.stderr_fd = err_.fd();
     absl::StatusOr<std::unique_ptr<Supervisor>> created = Supervisor::Create(options);
     ASSERT_TRUE(created.ok()) << created.status();
     supervisor_ = std::move(*created);
+  }
+  // Helper restarts after 100 ms, 200 ms, 400 ms, 400 ms...
+  void RecreateWithQuickRestarts() {
+    Supervisor::Options options;
+    options.helper_backoff.initial = absl::Milliseconds(100);
+    options.helper_backoff.max = absl::Milliseconds(400);
+    Recreate(options);
   }
 
   // Waits for the next worker exit, failing on anything else.
@@ -73,11 +89,32 @@ class SupervisorTest : public ::testing::Test {
     return event.exit;
   }
 
+  // Waits for the next event, failing unless it is of `type`.
+  Supervisor::Event Next(EventType type) {
+    Supervisor::Event event = supervisor_->Wait(kTimeout);
+    EXPECT_EQ(event.type, type);
+    return event;
+  }
+
   CaptureFd out_;
   CaptureFd err_;
   std::unique_ptr<Supervisor> supervisor_;
   TempDir dir_;
 };
+
+ProcessSpec ShellHelper(const std::string& name, const std::string& script, RestartPolicy restart,
+                        const std::string& dir) {
+  ProcessSpec spec = ShellWorker(script, dir);
+  spec.role = ProcessRole::kHelper;
+  spec.name = name;
+  spec.restart = restart;
+  return spec;
+}
+
+// Kills what a failed test may have left behind.
+void KillIfAlive(pid_t pid) {
+  if (pid > 0 && ProcessState(pid) != 0) kill(pid, SIGKILL);
+}
 
 TEST_F(SupervisorTest, ExitCode_IsPassedThrough) {
   ASSERT_TRUE(supervisor_->Start({ShellWorker("exit 3", "/tmp", 2, 5)}).ok());
@@ -104,6 +141,7 @@ TEST_F(SupervisorTest, SeveralExits_AreReportedOnePerWait) {
   std::set<std::pair<int, int>> got = {{first.local_rank, first.exit_code},
                                        {second.local_rank, second.exit_code}};
   EXPECT_EQ(got, (std::set<std::pair<int, int>>{{0, 1}, {1, 2}}));
+  EXPECT_EQ(supervisor_->Wait(kTimeout).type, EventType::kWorkersGone);
   EXPECT_EQ(supervisor_->Wait(absl::Milliseconds(20)).type, EventType::kTimeout);
 }
 
@@ -201,9 +239,13 @@ TEST_F(SupervisorTest, PrefixedOutput_GoesLineByLineToMatchingStream) {
   ASSERT_TRUE(WaitFor([&] { return ProcessState(pid) == 'Z'; }, kTimeout));
   EXPECT_EQ(out_.Contents(), "");
   EXPECT_EQ(NextExit().exit_code, 0);
-  // All of it is written by the time the exit is reported.
-  EXPECT_EQ(out_.Contents(), "[rank 7] a\n[rank 7] b\n[rank 7] partial\n");
-  EXPECT_EQ(err_.Contents(), "[rank 7] err1\n");
+  // All of it was read when the exit was reported; the writer threads write
+  // it (usually before: the Supervisor waits up to 50 ms for them).
+  EXPECT_TRUE(WaitFor(
+      [&] { return out_.Contents() == "[rank 7] a\n[rank 7] b\n[rank 7] partial\n"; }, kTimeout))
+      << out_.Contents();
+  EXPECT_TRUE(WaitFor([&] { return err_.Contents() == "[rank 7] err1\n"; }, kTimeout))
+      << err_.Contents();
 }
 
 TEST_F(SupervisorTest, PrefixedOutput_OfConcurrentWorkers_NeverMixesWithinALine) {
@@ -221,7 +263,13 @@ TEST_F(SupervisorTest, PrefixedOutput_OfConcurrentWorkers_NeverMixesWithinALine)
   ASSERT_TRUE(supervisor_->Start(specs).ok());
   NextExit();
   NextExit();
-  std::vector<std::string> lines = absl::StrSplit(out_.Contents(), '\n', absl::SkipEmpty());
+  std::vector<std::string> lines;
+  EXPECT_TRUE(WaitFor(
+      [&] {
+        lines = absl::StrSplit(out_.Contents(), '\n', absl::SkipEmpty());
+        return lines.size() == 2u * kLines;
+      },
+      kTimeout));
   ASSERT_EQ(lines.size(), 2u * kLines);
   int per_rank[2] = {0, 0};
   for (const std::string& line : lines) {
@@ -244,6 +292,7 @@ TEST_F(SupervisorTest, ForwardedSignal_IsReportedAsSignalEvent) {
 TEST_F(SupervisorTest, Sigchld_IsInternal) {
   ASSERT_TRUE(supervisor_->Start({ShellWorker("exit 0")}).ok());
   EXPECT_EQ(supervisor_->Wait(kTimeout).type, EventType::kWorkerExited);
+  EXPECT_EQ(supervisor_->Wait(kTimeout).type, EventType::kWorkersGone);
   EXPECT_EQ(supervisor_->Wait(absl::Milliseconds(50)).type, EventType::kTimeout);
 }
 
@@ -324,6 +373,7 @@ TEST_F(SupervisorTest, StopAll_WorkerHonouringTerm_EndsBeforeGrace) {
   std::set<std::pair<int, int>> got = {{exits[0].local_rank, exits[0].exit_code},
                                        {exits[1].local_rank, exits[1].exit_code}};
   EXPECT_EQ(got, (std::set<std::pair<int, int>>{{0, 5}, {1, kExitSignalBase + SIGTERM}}));
+  EXPECT_EQ(supervisor_->Wait(kTimeout).type, EventType::kWorkersGone);
   EXPECT_EQ(supervisor_->Wait(absl::Milliseconds(20)).type, EventType::kTimeout);
 }
 
@@ -335,6 +385,7 @@ TEST_F(SupervisorTest, StopAll_KeepsSignalsArrivingMeanwhileForWait) {
   std::vector<WorkerExit> exits = supervisor_->StopAll(absl::Seconds(5));
   ASSERT_EQ(exits.size(), 1u);
   EXPECT_EQ(exits[0].exit_code, 0);
+  EXPECT_EQ(supervisor_->Wait(absl::Seconds(2)).type, EventType::kWorkersGone);
   Supervisor::Event event = supervisor_->Wait(absl::Seconds(2));
   EXPECT_EQ(event.type, EventType::kSignal);
   EXPECT_EQ(event.signal, SIGUSR1);
@@ -371,13 +422,27 @@ TEST_F(SupervisorTest, Destructor_KillsWorkersAndGroupMembersLeftBehind) {
   EXPECT_EQ(ProcessState(grandchild), 0);
 }
 
-TEST_F(SupervisorTest, OrphanedGrandchildInNewSession_IsReaped) {
+TEST_F(SupervisorTest, OrphanInNewSession_IsKilledAndReapedBeforeWorkersGone) {
   // The worker leaves a child in its own session (so no group kill reaches
-  // it) and exits; the child is reparented to us (subreaper) and must be
-  // reaped when it dies, without being reported as a worker.
-  const std::string script = "setsid sleep 0.3 & echo $! > \"$DIR/orphan\"";
+  // it) and exits; the child is reparented to us (subreaper). It is not a
+  // worker exit, and it is killed and reaped before kWorkersGone: the next
+  // round must not meet it (docs/pid1.md).
+  const std::string script = "setsid sleep 30 & echo $! > \"$DIR/orphan\"; sleep 0.2";
   ASSERT_TRUE(supervisor_->Start({ShellWorker(script, dir_.path())}).ok());
+  pid_t orphan = ReadPidFile(dir_.File("orphan"));
+  ASSERT_GT(orphan, 0);
   EXPECT_EQ(NextExit().exit_code, 0);
+  EXPECT_NE(ProcessState(orphan), 0);
+  EXPECT_EQ(supervisor_->Wait(kTimeout).type, EventType::kWorkersGone);
+  EXPECT_EQ(ProcessState(orphan), 0) << "orphan " << orphan << " not killed and reaped";
+  EXPECT_TRUE(testing::ZombieChildrenOf(getpid()).empty());
+}
+
+TEST_F(SupervisorTest, OrphanThatExitsByItself_IsReapedAndNotAnEvent) {
+  // The inner sh exits at once: its child is adopted by us while the worker
+  // still runs, and then exits on its own.
+  const std::string script = "sh -c 'setsid sleep 0.3 & echo $! > \"$DIR/orphan\"'; sleep 30";
+  ASSERT_TRUE(supervisor_->Start({ShellWorker(script, dir_.path())}).ok());
   pid_t orphan = ReadPidFile(dir_.File("orphan"));
   ASSERT_GT(orphan, 0);
   absl::Time deadline = absl::Now() + kTimeout;
@@ -386,6 +451,363 @@ TEST_F(SupervisorTest, OrphanedGrandchildInNewSession_IsReaped) {
   }
   EXPECT_EQ(ProcessState(orphan), 0) << "orphan " << orphan << " not reaped";
   EXPECT_TRUE(testing::ZombieChildrenOf(getpid()).empty());
+}
+
+// --- kWorkersGone ---
+
+TEST_F(SupervisorTest, WorkersGone_ComesOnceAfterEveryWorkerExitedOnItsOwn) {
+  ASSERT_TRUE(
+      supervisor_->Start({ShellWorker("exit 0", "/tmp", 0), ShellWorker("sleep 0.1", "/tmp", 1)})
+          .ok());
+  NextExit();
+  NextExit();
+  EXPECT_EQ(supervisor_->running_workers(), 0);
+  Next(EventType::kWorkersGone);
+  EXPECT_EQ(supervisor_->Wait(absl::Milliseconds(50)).type, EventType::kTimeout);
+}
+
+TEST_F(SupervisorTest, WorkersGone_WaitsUntilEveryGroupIsEmpty) {
+  ASSERT_TRUE(supervisor_->Start({ShellWorker(kLeaveTermIgnoringGrandchild, dir_.path())}).ok());
+  EXPECT_EQ(NextExit().exit_code, 0);
+  pid_t grandchild = ReadPidFile(dir_.File("grandchild"));
+  ASSERT_GT(grandchild, 0);
+  // Its leader is gone, but the group still has a member that ignores TERM.
+  supervisor_->SignalWorkers(SIGTERM);
+  EXPECT_EQ(supervisor_->Wait(absl::Milliseconds(300)).type, EventType::kTimeout);
+  EXPECT_NE(ProcessState(grandchild), 0);
+  supervisor_->SignalWorkers(SIGKILL);
+  absl::Time start = absl::Now();
+  Next(EventType::kWorkersGone);
+  EXPECT_LT(absl::Now() - start, absl::Seconds(2));
+  EXPECT_EQ(ProcessState(grandchild), 0);
+  KillIfAlive(grandchild);
+}
+
+TEST_F(SupervisorTest, NonBlockingStop_TermDeadlineKill_EndsWithExitThenWorkersGone) {
+  // The agent's own stop, without StopAll: SIGTERM, its deadline, SIGKILL.
+  const std::string script = "trap '' TERM; echo > \"$DIR/ready\"; while :; do sleep 0.05; done";
+  ASSERT_TRUE(supervisor_->Start({ShellWorker(script, dir_.path(), 0, 4)}).ok());
+  ASSERT_TRUE(WaitFor([&] { return FileExists(dir_.File("ready")); }, kTimeout));
+  supervisor_->SignalWorkers(SIGTERM);
+  EXPECT_EQ(supervisor_->Wait(absl::Milliseconds(200)).type, EventType::kTimeout);
+  EXPECT_EQ(supervisor_->running_workers(), 1);
+  supervisor_->SignalWorkers(SIGKILL);
+  WorkerExit exit = NextExit();
+  EXPECT_EQ(exit.exit_code, kExitSignalBase + SIGKILL);
+  EXPECT_EQ(exit.global_rank, 4);
+  EXPECT_EQ(exit.role, ProcessRole::kWorker);
+  Next(EventType::kWorkersGone);
+  EXPECT_EQ(supervisor_->running_workers(), 0);
+}
+
+TEST_F(SupervisorTest, WorkersGone_OfAnEarlierStart_IsDroppedByTheNextStart) {
+  ASSERT_TRUE(supervisor_->Start({ShellWorker("exit 4")}).ok());
+  EXPECT_EQ(NextExit().exit_code, 4);
+  ASSERT_TRUE(supervisor_->Start({ShellWorker("exit 5")}).ok());
+  EXPECT_EQ(NextExit().exit_code, 5);
+  Next(EventType::kWorkersGone);
+  EXPECT_EQ(supervisor_->Wait(absl::Milliseconds(50)).type, EventType::kTimeout);
+}
+
+TEST_F(SupervisorTest, ReadyEvents_ComeInTheDocumentedOrder) {
+  ASSERT_TRUE(
+      supervisor_->StartHelper(ShellHelper("h", "exit 0", RestartPolicy::kNever, dir_.path()))
+          .ok());
+  const pid_t helper = supervisor_->helper_pid("h");
+  ASSERT_TRUE(supervisor_->Start({ShellWorker("exit 6")}).ok());
+  const pid_t worker = supervisor_->worker_pid(0);
+  // Nothing reaps until Wait(): everything is ready at once.
+  ASSERT_TRUE(WaitFor([&] { return ProcessState(helper) == 'Z' && ProcessState(worker) == 'Z'; },
+                      kTimeout));
+  supervisor_->Wake();
+  ASSERT_EQ(kill(getpid(), SIGUSR1), 0);
+  EXPECT_EQ(Next(EventType::kWorkerExited).exit.exit_code, 6);
+  EXPECT_EQ(Next(EventType::kHelperExited).exit.name, "h");
+  Next(EventType::kWorkersGone);
+  EXPECT_EQ(Next(EventType::kSignal).signal, SIGUSR1);
+  Next(EventType::kWakeup);
+  EXPECT_EQ(supervisor_->Wait(absl::Milliseconds(20)).type, EventType::kTimeout);
+}
+
+// --- Helpers ---
+
+TEST_F(SupervisorTest, StartHelper_NeedsHelperRoleAndAUniqueName) {
+  ProcessSpec worker = ShellWorker("sleep 30");
+  EXPECT_EQ(supervisor_->StartHelper(worker).code(), absl::StatusCode::kInvalidArgument);
+  ProcessSpec unnamed = ShellHelper("", "sleep 30", RestartPolicy::kNever, "/tmp");
+  EXPECT_EQ(supervisor_->StartHelper(unnamed).code(), absl::StatusCode::kInvalidArgument);
+  ProcessSpec sshd = ShellHelper("sshd", "sleep 30", RestartPolicy::kNever, "/tmp");
+  ASSERT_TRUE(supervisor_->StartHelper(sshd).ok());
+  EXPECT_EQ(supervisor_->StartHelper(sshd).code(), absl::StatusCode::kInvalidArgument);
+  ProcessSpec missing = ShellHelper("other", "", RestartPolicy::kNever, "/tmp");
+  missing.argv = {"trainlet-no-such-command"};
+  EXPECT_EQ(supervisor_->StartHelper(missing).code(), absl::StatusCode::kNotFound);
+  EXPECT_GT(supervisor_->helper_pid("sshd"), 0);
+  EXPECT_EQ(supervisor_->helper_pid("other"), -1);
+}
+
+TEST_F(SupervisorTest, Helper_OnFailure_IsRestartedWithGrowingBackoff) {
+  RecreateWithQuickRestarts();
+  ASSERT_TRUE(supervisor_
+                  ->StartHelper(ShellHelper("flaky", "echo run >> \"$DIR/runs\"; exit 2",
+                                            RestartPolicy::kOnFailure, dir_.path()))
+                  .ok());
+  std::vector<absl::Time> exits;
+  std::set<pid_t> pids;
+  for (int i = 0; i < 4; ++i) {
+    Supervisor::Event event = Next(EventType::kHelperExited);
+    exits.push_back(absl::Now());
+    EXPECT_EQ(event.exit.role, ProcessRole::kHelper);
+    EXPECT_EQ(event.exit.name, "flaky");
+    EXPECT_EQ(event.exit.exit_code, 2);
+    EXPECT_TRUE(event.exit.will_restart);
+    pids.insert(event.exit.pid);
+  }
+  EXPECT_EQ(pids.size(), 4u);
+  // Each gap is the backoff (100, 200, 400 ms) plus the helper's run time.
+  const absl::Duration backoff[] = {absl::Milliseconds(100), absl::Milliseconds(200),
+                                    absl::Milliseconds(400)};
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_GE(exits[i + 1] - exits[i], backoff[i] - absl::Milliseconds(5)) << i;
+    EXPECT_LT(exits[i + 1] - exits[i], backoff[i] + absl::Seconds(2)) << i;
+  }
+  EXPECT_GE(ReadFile(dir_.File("runs")).size(), 4 * std::string("run\n").size());
+}
+
+TEST_F(SupervisorTest, Helper_RestartPolicies) {
+  RecreateWithQuickRestarts();
+  ASSERT_TRUE(
+      supervisor_->StartHelper(ShellHelper("never", "exit 1", RestartPolicy::kNever, "/tmp")).ok());
+  Supervisor::Event event = Next(EventType::kHelperExited);
+  EXPECT_EQ(event.exit.exit_code, 1);
+  EXPECT_FALSE(event.exit.will_restart);
+  EXPECT_EQ(supervisor_->Wait(absl::Milliseconds(300)).type, EventType::kTimeout);
+  EXPECT_EQ(supervisor_->helper_pid("never"), -1);
+
+  ASSERT_TRUE(
+      supervisor_->StartHelper(ShellHelper("clean", "exit 0", RestartPolicy::kOnFailure, "/tmp"))
+          .ok());
+  event = Next(EventType::kHelperExited);
+  EXPECT_EQ(event.exit.name, "clean");
+  EXPECT_FALSE(event.exit.will_restart);
+
+  ASSERT_TRUE(
+      supervisor_->StartHelper(ShellHelper("always", "exit 0", RestartPolicy::kAlways, "/tmp"))
+          .ok());
+  event = Next(EventType::kHelperExited);
+  EXPECT_EQ(event.exit.name, "always");
+  EXPECT_TRUE(event.exit.will_restart);
+  event = Next(EventType::kHelperExited);  // it came back, and exited again
+  EXPECT_EQ(event.exit.name, "always");
+}
+
+TEST_F(SupervisorTest, Helper_RestartThatCannotStart_IsReportedAndRetried) {
+  RecreateWithQuickRestarts();
+  const std::string script = dir_.File("helper.sh");
+  WriteFile(script, "#!/bin/sh\nexit 1\n", 0755);
+  ProcessSpec spec = ShellHelper("gone", "", RestartPolicy::kOnFailure, "/tmp");
+  spec.argv = {script};
+  ASSERT_TRUE(supervisor_->StartHelper(spec).ok());
+  Supervisor::Event event = Next(EventType::kHelperExited);
+  EXPECT_EQ(event.exit.exit_code, 1);
+  ASSERT_EQ(unlink(script.c_str()), 0);
+  event = Next(EventType::kHelperExited);
+  EXPECT_EQ(event.exit.pid, -1);
+  EXPECT_EQ(event.exit.exit_code, kExitNotFound);
+  EXPECT_TRUE(event.exit.will_restart);
+  WriteFile(script, "#!/bin/sh\nexit 3\n", 0755);  // back: the retry starts it
+  event = Next(EventType::kHelperExited);
+  EXPECT_GT(event.exit.pid, 0);
+  EXPECT_EQ(event.exit.exit_code, 3);
+}
+
+TEST_F(SupervisorTest, Helper_LivesAcrossRounds_IsNotSignalledWithWorkers_IsPrefixedByName) {
+  ProcessSpec spec = ShellHelper(
+      "sshd", "trap 'echo > \"$DIR/helper_term\"' TERM; echo hello; while :; do sleep 0.05; done",
+      RestartPolicy::kAlways, dir_.path());
+  spec.prefix_output = true;
+  ASSERT_TRUE(supervisor_->StartHelper(spec).ok());
+  const pid_t helper = supervisor_->helper_pid("sshd");
+  ASSERT_GT(helper, 0);
+  EXPECT_NE(getpgid(helper), getpgrp());
+  for (int round = 0; round < 2; ++round) {
+    ASSERT_TRUE(supervisor_->Start({ShellWorker("sleep 30")}).ok());
+    supervisor_->SignalWorkers(SIGTERM);
+    EXPECT_EQ(NextExit().exit_code, kExitSignalBase + SIGTERM);
+    Next(EventType::kWorkersGone);
+  }
+  EXPECT_EQ(supervisor_->helper_pid("sshd"), helper);
+  EXPECT_NE(ProcessState(helper), 0);
+  EXPECT_FALSE(FileExists(dir_.File("helper_term")));
+  // Output is pumped by Wait() only.
+  EXPECT_TRUE(WaitFor(
+      [&] {
+        EXPECT_EQ(supervisor_->Wait(absl::Milliseconds(10)).type, EventType::kTimeout);
+        return out_.Contents() == "[sshd] hello\n";
+      },
+      kTimeout))
+      << out_.Contents();
+  supervisor_.reset();
+  EXPECT_EQ(ProcessState(helper), 0);
+}
+
+// --- Orphans (docs/pid1.md) and D10 ---
+
+TEST_F(SupervisorTest, RoundEnd_WithAHelperRunning_LeavesOrphansUntilTheEnd) {
+  // A helper's orphans cannot be told from the workers': none is killed at
+  // the round's end, all at the Supervisor's.
+  ASSERT_TRUE(
+      supervisor_->StartHelper(ShellHelper("h", "sleep 30", RestartPolicy::kNever, "/tmp")).ok());
+  const std::string script = "setsid sleep 30 & echo $! > \"$DIR/orphan\"; sleep 0.2";
+  ASSERT_TRUE(supervisor_->Start({ShellWorker(script, dir_.path())}).ok());
+  pid_t orphan = ReadPidFile(dir_.File("orphan"));
+  ASSERT_GT(orphan, 0);
+  EXPECT_EQ(NextExit().exit_code, 0);
+  Next(EventType::kWorkersGone);
+  EXPECT_NE(ProcessState(orphan), 0);
+  supervisor_.reset();
+  EXPECT_EQ(ProcessState(orphan), 0);
+  KillIfAlive(orphan);
+}
+
+TEST_F(SupervisorTest, Destructor_KillsAdoptedOrphansAndTheirChildren) {
+  // D10: a worker leaves a process in its own session (no group kill
+  // reaches it), which has a child of its own, and exits. Both are killed
+  // when the Supervisor (the agent) goes, without any Wait() in between.
+  const std::string script =
+      "setsid sh -c 'sleep 300 & echo $! > \"$DIR/inner\"; exec sleep 300' &"
+      " echo $! > \"$DIR/orphan\"; sleep 0.3";
+  ASSERT_TRUE(supervisor_->Start({ShellWorker(script, dir_.path())}).ok());
+  pid_t orphan = ReadPidFile(dir_.File("orphan"));
+  pid_t inner = ReadPidFile(dir_.File("inner"));
+  ASSERT_GT(orphan, 0);
+  ASSERT_GT(inner, 0);
+  EXPECT_EQ(NextExit().exit_code, 0);
+  EXPECT_NE(ProcessState(orphan), 0);
+  EXPECT_NE(ProcessState(inner), 0);
+  supervisor_.reset();
+  EXPECT_EQ(ProcessState(orphan), 0) << "orphan " << orphan << " outlived the supervisor";
+  EXPECT_EQ(ProcessState(inner), 0) << "its child " << inner << " outlived the supervisor";
+  EXPECT_TRUE(testing::ZombieChildrenOf(getpid()).empty());
+  KillIfAlive(orphan);
+  KillIfAlive(inner);
+}
+
+// A pipe whose read end stays open but is read by nobody until Drain().
+class StalledPipe {
+ public:
+  StalledPipe() {
+    EXPECT_EQ(pipe2(fds_, O_CLOEXEC), 0);
+    fcntl(fds_[1], F_SETPIPE_SZ, 4096);  // full after a page
+  }
+  ~StalledPipe() {
+    Drain();
+    close(fds_[0]);
+    close(fds_[1]);
+  }
+  int write_fd() const { return fds_[1]; }
+  // Reads whatever is in the pipe now (non-blocking), so a writer blocked
+  // on it can go on; returns the bytes read.
+  size_t Drain() {
+    size_t total = 0;
+    char buffer[65536];
+    fcntl(fds_[0], F_SETFL, O_NONBLOCK);
+    for (ssize_t n; (n = read(fds_[0], buffer, sizeof(buffer))) > 0;) total += n;
+    return total;
+  }
+
+ private:
+  int fds_[2] = {-1, -1};
+};
+
+// Runs `body` on this thread; if it has not finished after `limit`, a
+// watchdog keeps draining `pipe` so that a body blocked writing to it can
+// return (the test then fails on its own timing checks instead of hanging).
+void WithWatchdog(StalledPipe* pipe, absl::Duration limit, const std::function<void()>& body) {
+  absl::Notification finished;
+  std::thread watchdog([&] {
+    if (finished.WaitForNotificationWithTimeout(limit)) return;
+    while (!finished.WaitForNotificationWithTimeout(absl::Milliseconds(1))) pipe->Drain();
+  });
+  body();
+  finished.Notify();
+  watchdog.join();
+}
+
+TEST_F(SupervisorTest, PrefixedOutput_StalledReader_NeverBlocksWaitOrSignals) {
+  StalledPipe stdout_pipe;
+  Supervisor::Options options;
+  options.stdout_fd = stdout_pipe.write_fd();
+  options.stderr_fd = err_.fd();
+  absl::StatusOr<std::unique_ptr<Supervisor>> created = Supervisor::Create(options);
+  ASSERT_TRUE(created.ok()) << created.status();
+  std::unique_ptr<Supervisor> supervisor = std::move(*created);
+  // ~8 MiB of output, far more than the pipe and the buffer hold, then a
+  // marker file, then it exits 3.
+  WorkerSpec spec = ShellWorker(
+      "yes \"$(head -c 4000 /dev/zero | tr '\\0' x)\" | head -n 2000; "
+      "echo > \"$DIR/printed\"; exit 3",
+      dir_.path());
+  spec.prefix_output = true;
+  ASSERT_TRUE(supervisor->Start({spec}).ok());
+  absl::Duration exit_took, signal_took, destroy_took;
+  WithWatchdog(&stdout_pipe, absl::Seconds(20), [&] {
+    absl::Time start = absl::Now();
+    Supervisor::Event event = supervisor->Wait(absl::Seconds(30));
+    exit_took = absl::Now() - start;
+    EXPECT_EQ(event.type, EventType::kWorkerExited);
+    EXPECT_EQ(event.exit.exit_code, 3);
+    EXPECT_EQ(supervisor->Wait(absl::Seconds(30)).type, EventType::kWorkersGone);
+    // A signal is still seen at once.
+    ASSERT_EQ(kill(getpid(), SIGUSR2), 0);
+    start = absl::Now();
+    event = supervisor->Wait(absl::Seconds(30));
+    signal_took = absl::Now() - start;
+    EXPECT_EQ(event.type, EventType::kSignal);
+    start = absl::Now();
+    supervisor.reset();  // flushes with a bounded wait
+    destroy_took = absl::Now() - start;
+  });
+  EXPECT_TRUE(FileExists(dir_.File("printed")));
+  EXPECT_LT(exit_took, absl::Seconds(15));
+  EXPECT_LT(signal_took, absl::Seconds(1));
+  EXPECT_LT(destroy_took, absl::Seconds(5));
+}
+
+TEST_F(SupervisorTest, PrefixedOutput_SlowReader_SlowsTheWorkerAndLosesNothing) {
+  int fds[2];
+  ASSERT_EQ(pipe2(fds, O_CLOEXEC), 0);
+  fcntl(fds[1], F_SETPIPE_SZ, 4096);
+  // A slow reader (a page per millisecond), never stalled.
+  std::string got;
+  std::thread reader([&] {
+    char buffer[4096];
+    for (ssize_t n; (n = read(fds[0], buffer, sizeof(buffer))) > 0;) {
+      got.append(buffer, static_cast<size_t>(n));
+      absl::SleepFor(absl::Milliseconds(1));
+    }
+  });
+  Supervisor::Options options;
+  options.stdout_fd = fds[1];
+  options.stderr_fd = err_.fd();
+  options.output_buffer_bytes = 64 * 1024;  // far less than the worker prints
+  absl::StatusOr<std::unique_ptr<Supervisor>> created = Supervisor::Create(options);
+  ASSERT_TRUE(created.ok()) << created.status();
+  WorkerSpec spec = ShellWorker("seq 1 200000", "/tmp", 0, 1);  // ~1.3 MB
+  spec.prefix_output = true;
+  ASSERT_TRUE((*created)->Start({spec}).ok());
+  Supervisor::Event event = (*created)->Wait(absl::Seconds(60));
+  EXPECT_EQ(event.type, EventType::kWorkerExited);
+  EXPECT_EQ(event.exit.exit_code, 0);
+  created->reset();  // flushes
+  close(fds[1]);
+  reader.join();
+  close(fds[0]);
+  std::vector<std::string> lines = absl::StrSplit(got, '\n', absl::SkipEmpty());
+  ASSERT_EQ(lines.size(), 200000u) << "lines were dropped";
+  for (size_t i = 0; i < lines.size(); i += 997) {
+    EXPECT_EQ(lines[i], absl::StrCat("[rank 1] ", i + 1));
+  }
 }
 
 // Not a fixture test: the Supervisor lives in a helper process that is
@@ -430,6 +852,62 @@ TEST(SupervisorPdeathsig, WorkerDiesWhenSupervisorIsKilled) {
   if (waitpid(sleeper, &status, 0) == sleeper) {
     EXPECT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL) << status;
   }
+}
+
+// Not a fixture test: the Supervisor runs in a child that is a session
+// leader with a pseudo-terminal as its controlling terminal and stdin.
+TEST(SupervisorTerminal, ForegroundWorker_ReadsTheTerminal_ThenTheAgentGetsItBack) {
+  ASSERT_TRUE(PrepareProcessForSupervision().ok());
+  int master = posix_openpt(O_RDWR | O_NOCTTY | O_CLOEXEC);
+  ASSERT_GE(master, 0);
+  ASSERT_EQ(grantpt(master), 0);
+  ASSERT_EQ(unlockpt(master), 0);
+  const std::string terminal = ptsname(master);
+  TempDir dir;
+  pid_t agent = fork();
+  ASSERT_GE(agent, 0);
+  if (agent == 0) {
+    // Exit codes say what went wrong.
+    if (setsid() < 0) _exit(10);
+    int tty = open(terminal.c_str(), O_RDWR);  // becomes the controlling terminal
+    if (tty < 0 || dup2(tty, STDIN_FILENO) != STDIN_FILENO) _exit(11);
+    if (!StdinIsForegroundTerminal()) _exit(12);
+    int null = open("/dev/null", O_WRONLY);
+    Supervisor::Options options;
+    options.stdout_fd = null;
+    options.stderr_fd = null;
+    absl::StatusOr<std::unique_ptr<Supervisor>> supervisor = Supervisor::Create(options);
+    if (!supervisor.ok()) _exit(13);
+    WorkerSpec spec = ShellWorker("read line; echo \"$line\" > \"$DIR/got\"", dir.path());
+    spec.foreground_tty = true;
+    if (!(*supervisor)->Start({spec}).ok()) _exit(14);
+    if (tcgetpgrp(STDIN_FILENO) != (*supervisor)->worker_pid(0)) _exit(15);
+    Supervisor::Event event = (*supervisor)->Wait(absl::Seconds(10));
+    // Before the fix: the worker is stopped by SIGTTIN and never exits.
+    if (event.type != Supervisor::EventType::kWorkerExited) _exit(16);
+    if (event.exit.exit_code != 0) _exit(17);
+    if (!StdinIsForegroundTerminal()) _exit(18);  // the agent has it back
+    _exit(0);
+  }
+  ASSERT_EQ(write(master, "hello\n", 6), 6);
+  int status = 0;
+  ASSERT_EQ(waitpid(agent, &status, 0), agent);
+  close(master);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "status " << status;
+  EXPECT_EQ(ReadFile(dir.File("got")), "hello\n");
+}
+
+TEST(SupervisorTerminal, StdinIsForegroundTerminal_FalseForNonTerminal) {
+  pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    int null = open("/dev/null", O_RDONLY);
+    if (dup2(null, STDIN_FILENO) != STDIN_FILENO) _exit(2);
+    _exit(StdinIsForegroundTerminal() ? 1 : 0);
+  }
+  int status = 0;
+  ASSERT_EQ(waitpid(child, &status, 0), child);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "status " << status;
 }
 
 }  // namespace

@@ -63,8 +63,13 @@ bool Redirect(int source, int target) {
 }
 
 [[noreturn]] void RunChild(pid_t parent, const char* path, char* const argv[], char* const envp[],
-                           int out_source, int err_source, int error_fd) {
+                           int out_source, int err_source, int error_fd, bool foreground_tty) {
   if (setpgid(0, 0) != 0) ChildFail(error_fd, kStageSetpgid, errno);
+  // Take the terminal on stdin as our foreground process group, as tini
+  // does, so that the worker can read it (pdb, input()). Every signal is
+  // still blocked here, so the kernel does not stop us with SIGTTOU for
+  // asking from a background group. Best effort: the parent checks.
+  if (foreground_tty) tcsetpgrp(STDIN_FILENO, getpid());
   if (prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) != 0) ChildFail(error_fd, kStagePdeathsig, errno);
   // The parent may have died before the prctl: then nobody would kill us.
   if (getppid() != parent) _exit(128 + SIGKILL);
@@ -104,11 +109,13 @@ struct ChildArgs {
   int out_source;
   int err_source;
   int error_fd;
+  bool foreground_tty;
 };
 
 int ChildEntry(void* raw) {
   const ChildArgs* a = static_cast<const ChildArgs*>(raw);
-  RunChild(a->parent, a->path, a->argv, a->envp, a->out_source, a->err_source, a->error_fd);
+  RunChild(a->parent, a->path, a->argv, a->envp, a->out_source, a->err_source, a->error_fd,
+           a->foreground_tty);
 }
 
 // --- Parent side. ---
@@ -207,8 +214,8 @@ absl::StatusOr<SpawnedWorker> SpawnWorker(const WorkerSpec& spec, int stdout_fd,
   // exec'd or failed. The child runs on its own stack and touches no memory
   // but that stack (and errno). Every signal is blocked around the clone so
   // no handler can run in the child before RunChild resets them.
-  ChildArgs args{getpid(),  path->c_str(), argv.data(),  envp.data(),
-                 stdout_fd, stderr_fd,     error_pipe[1]};
+  ChildArgs args{getpid(),  path->c_str(), argv.data(),   envp.data(),
+                 stdout_fd, stderr_fd,     error_pipe[1], spec.foreground_tty};
   constexpr size_t kChildStackSize = 64 * 1024;
   std::unique_ptr<char[]> child_stack(new char[kChildStackSize]);
   sigset_t all, saved;

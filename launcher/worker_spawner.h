@@ -1,9 +1,10 @@
 // Starts one worker process with clone(CLONE_VM|CLONE_VFORK)+execve(), as
 // posix_spawn does (fork() would copy the agent's page tables): its own
 // process group, default signal dispositions and an empty signal mask, PR_SET_PDEATHSIG
-// (SIGKILL), exactly the environment given, and stdout/stderr either to the
-// given fds or to fresh pipes. Exec failures come back through a CLOEXEC
-// pipe, so "started" means the execve succeeded.
+// (SIGKILL), exactly the environment given, stdout/stderr either to the
+// given fds or to fresh pipes, and with spec.foreground_tty the terminal on
+// stdin (tcsetpgrp, done before exec while every signal is blocked). Exec failures come back
+// through a CLOEXEC pipe, so "started" means the execve succeeded.
 //
 // Threading: may be called from any thread, but the worker gets SIGKILL when
 // the calling THREAD exits (PR_SET_PDEATHSIG tracks the forking thread), so

@@ -1,0 +1,149 @@
+#include "launcher/children.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/strings/escaping.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/string_view.h"
+#include "absl/strings/strip.h"
+
+namespace trainlet {
+namespace launcher {
+namespace {
+
+// Reads a small /proc file in one go ("" if it cannot be read: the process
+// may have been reaped meanwhile).
+std::string ReadProcFile(const std::string& path) {
+  std::string content;
+  int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return content;
+  char buffer[4096];
+  for (;;) {
+    ssize_t n = read(fd, buffer, sizeof(buffer));
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    content.append(buffer, static_cast<size_t>(n));
+    if (content.size() > 64 * 1024) break;
+  }
+  close(fd);
+  return content;
+}
+
+struct Stat {
+  char state = 0;
+  pid_t ppid = 0;
+  std::string comm;
+};
+
+// "pid (comm) S ppid ...": comm may contain spaces and parentheses.
+std::optional<Stat> ReadStat(const std::string& pid_dir) {
+  std::string stat = ReadProcFile(pid_dir + "/stat");
+  size_t open_paren = stat.find('(');
+  size_t close_paren = stat.rfind(')');
+  if (open_paren == std::string::npos || close_paren == std::string::npos ||
+      close_paren < open_paren || close_paren + 2 >= stat.size()) {
+    return std::nullopt;
+  }
+  std::vector<absl::string_view> fields =
+      absl::StrSplit(absl::string_view(stat).substr(close_paren + 2), ' ', absl::SkipEmpty());
+  Stat result;
+  if (fields.size() < 2 || fields[0].size() != 1 || !absl::SimpleAtoi(fields[1], &result.ppid)) {
+    return std::nullopt;
+  }
+  result.state = fields[0][0];
+  result.comm = absl::CHexEscape(stat.substr(open_paren + 1, close_paren - open_paren - 1));
+  return result;
+}
+
+// The NSpid line of /proc/<pid>/status: the process's pid in the namespace
+// of the /proc mount first, then in each nested namespace down to its own.
+// Empty if the line is missing (kernels before 4.1) or unreadable.
+std::vector<pid_t> ReadNsPids(const std::string& pid_dir) {
+  std::vector<pid_t> pids;
+  for (absl::string_view line : absl::StrSplit(ReadProcFile(pid_dir + "/status"), '\n')) {
+    if (!absl::ConsumePrefix(&line, "NSpid:")) continue;
+    for (absl::string_view field :
+         absl::StrSplit(line, absl::ByAnyChar(" \t"), absl::SkipEmpty())) {
+      pid_t pid;
+      if (!absl::SimpleAtoi(field, &pid)) return {};
+      pids.push_back(pid);
+    }
+    break;
+  }
+  return pids;
+}
+
+}  // namespace
+
+absl::StatusOr<std::vector<ChildProcess>> ListChildren() {
+  const pid_t self = getpid();
+  // Which number this process has in /proc, and how deep below the /proc
+  // mount's PID namespace this process's namespace is.
+  char link[64];
+  ssize_t link_size = readlink("/proc/self", link, sizeof(link) - 1);
+  pid_t self_in_proc = -1;
+  if (link_size <= 0 ||
+      !absl::SimpleAtoi(absl::string_view(link, static_cast<size_t>(link_size)), &self_in_proc)) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "trainlet: cannot list child processes: /proc is not mounted (readlink /proc/self: ",
+        link_size < 0 ? strerror(errno) : "unexpected", ")"));
+  }
+  std::vector<pid_t> self_ns_pids = ReadNsPids("/proc/self");
+  size_t depth = 0;  // index of our namespace in a process's NSpid list
+  if (!self_ns_pids.empty()) {
+    if (self_ns_pids.front() != self_in_proc || self_ns_pids.back() != self) {
+      return absl::FailedPreconditionError(
+          "trainlet: cannot list child processes: /proc/self/status does not match this "
+          "process");
+    }
+    depth = self_ns_pids.size() - 1;
+  } else if (self_in_proc != self) {
+    return absl::FailedPreconditionError(
+        "trainlet: cannot list child processes: /proc belongs to another PID namespace and "
+        "this kernel has no NSpid to map its numbers");
+  }
+
+  DIR* proc = opendir("/proc");
+  if (proc == nullptr) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("trainlet: cannot list child processes: opendir /proc: ", strerror(errno)));
+  }
+  std::vector<ChildProcess> children;
+  while (struct dirent* entry = readdir(proc)) {
+    pid_t pid_in_proc;
+    if (!absl::SimpleAtoi(entry->d_name, &pid_in_proc)) continue;
+    const std::string dir = absl::StrCat("/proc/", pid_in_proc);
+    std::optional<Stat> stat = ReadStat(dir);
+    if (!stat || stat->ppid != self_in_proc) continue;
+    ChildProcess child;
+    child.state = stat->state;
+    child.comm = std::move(stat->comm);
+    if (depth == 0) {
+      child.pid = pid_in_proc;
+    } else {
+      // Our child lives in our namespace or one nested below it: its NSpid
+      // list is at least as deep as ours.
+      std::vector<pid_t> ns_pids = ReadNsPids(dir);
+      if (ns_pids.size() <= depth || ns_pids.front() != pid_in_proc) continue;  // gone meanwhile
+      child.pid = ns_pids[depth];
+    }
+    children.push_back(std::move(child));
+  }
+  closedir(proc);
+  return children;
+}
+
+}  // namespace launcher
+}  // namespace trainlet

@@ -1,0 +1,44 @@
+// Lists the children of this process from /proc, for the Supervisor to find
+// the orphans it adopted (as PID 1 or child subreaper) and kill them.
+//
+// A child may hang off any thread of this process (the kernel reparents an
+// orphan to some live thread of the reaper), so this reads every process's
+// parent (/proc/<pid>/stat, whose ppid is the parent's thread-group id)
+// rather than /proc/self/task/<tid>/children.
+//
+// /proc may belong to another PID namespace than this process: `unshare
+// --pid --fork` without --mount-proc leaves the parent namespace's /proc in
+// place, where this process, and its children, have other numbers. Pids are
+// then mapped through the NSpid lines of /proc/<pid>/status; where that is
+// impossible, ListChildren() fails rather than return a number that would
+// name another process here.
+//
+// Threading: stateless; any thread.
+#ifndef TRAINLET_LAUNCHER_CHILDREN_H_
+#define TRAINLET_LAUNCHER_CHILDREN_H_
+
+#include <sys/types.h>
+
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+
+namespace trainlet {
+namespace launcher {
+
+struct ChildProcess {
+  pid_t pid = -1;    // in this process's PID namespace, ready for kill(2)
+  char state = 0;    // from /proc/<pid>/stat: 'R', 'S', 'D', 'Z', ...
+  std::string comm;  // the command name (escaped for logs), e.g. "sleep"
+};
+
+// The children of this process (zombies included), in /proc order.
+// FailedPrecondition if /proc is missing or belongs to a PID namespace whose
+// numbers cannot be mapped to this one.
+absl::StatusOr<std::vector<ChildProcess>> ListChildren();
+
+}  // namespace launcher
+}  // namespace trainlet
+
+#endif  // TRAINLET_LAUNCHER_CHILDREN_H_

@@ -1,0 +1,102 @@
+#include "launcher/children.h"
+
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <string>
+#include <vector>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/strip.h"
+#include "gtest/gtest.h"
+#include "launcher/process_test_util.h"
+
+extern char** environ;
+
+namespace trainlet {
+namespace launcher {
+namespace {
+
+using testing::ReadFile;
+using testing::TempDir;
+using testing::WaitFor;
+
+constexpr absl::Duration kTimeout = absl::Seconds(10);
+
+pid_t SpawnShell(const std::string& script) {
+  pid_t pid = -1;
+  const char* argv[] = {"/bin/sh", "-c", script.c_str(), nullptr};
+  EXPECT_EQ(posix_spawn(&pid, "/bin/sh", nullptr, nullptr, const_cast<char**>(argv), environ), 0);
+  return pid;
+}
+
+const ChildProcess* Find(const std::vector<ChildProcess>& children, pid_t pid) {
+  for (const ChildProcess& child : children) {
+    if (child.pid == pid) return &child;
+  }
+  return nullptr;
+}
+
+TEST(ListChildren, ListsOurChildren_NotTheirChildren) {
+  TempDir dir;
+  // The child runs a grandchild (sleep) and waits for it.
+  const pid_t child = SpawnShell("sleep 30 & echo $! > " + dir.File("grandchild") + "; wait");
+  ASSERT_GT(child, 0);
+  pid_t grandchild = -1;
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        std::string text = ReadFile(dir.File("grandchild"));
+        return !text.empty() && text.back() == '\n' &&
+               absl::SimpleAtoi(absl::StripAsciiWhitespace(text), &grandchild);
+      },
+      kTimeout));
+  absl::StatusOr<std::vector<ChildProcess>> children = ListChildren();
+  ASSERT_TRUE(children.ok()) << children.status();
+  const ChildProcess* found = Find(*children, child);
+  ASSERT_NE(found, nullptr);
+  EXPECT_EQ(found->comm, "sh");
+  EXPECT_NE(found->state, 'Z');
+  EXPECT_EQ(Find(*children, grandchild), nullptr);
+
+  kill(grandchild, SIGKILL);
+  kill(child, SIGKILL);
+  // Dead but not reaped: still our child, as a zombie.
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        absl::StatusOr<std::vector<ChildProcess>> now = ListChildren();
+        const ChildProcess* zombie = now.ok() ? Find(*now, child) : nullptr;
+        return zombie != nullptr && zombie->state == 'Z';
+      },
+      kTimeout));
+  int status;
+  ASSERT_EQ(waitpid(child, &status, 0), child);
+  children = ListChildren();
+  ASSERT_TRUE(children.ok()) << children.status();
+  EXPECT_EQ(Find(*children, child), nullptr);
+}
+
+TEST(ListChildren, CommandName_IsEscaped) {
+  TempDir dir;
+  const std::string odd = dir.File("a\nb");  // a newline in the command name
+  ASSERT_EQ(symlink("/bin/sleep", odd.c_str()), 0);
+  pid_t pid = -1;
+  const char* argv[] = {odd.c_str(), "30", nullptr};
+  ASSERT_EQ(posix_spawn(&pid, odd.c_str(), nullptr, nullptr, const_cast<char**>(argv), environ), 0);
+  absl::StatusOr<std::vector<ChildProcess>> children;
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        children = ListChildren();
+        return children.ok() && Find(*children, pid) != nullptr;
+      },
+      kTimeout));
+  EXPECT_EQ(Find(*children, pid)->comm, "a\\nb");
+  kill(pid, SIGKILL);
+  int status;
+  waitpid(pid, &status, 0);
+}
+
+}  // namespace
+}  // namespace launcher
+}  // namespace trainlet
