@@ -18,9 +18,6 @@ namespace trainlet::rendezvous {
 // The metadata key that carries the job token.
 inline constexpr char kTokenMetadataKey[] = "x-trainlet-token";
 
-// The request size limit the server enforces (RESOURCE_EXHAUSTED beyond it).
-inline constexpr int kMaxRequestBytes = 1 << 20;
-
 class CoordinatorService final : public v1::Rendezvous::CallbackService {
  public:
   // An empty token accepts every caller.
