@@ -4,11 +4,14 @@
 #include "rendezvous/coordinator_host.h"
 
 #include <arpa/inet.h>
+#include <grpc/grpc.h>
+#include <grpc/support/log.h>
 #include <grpcpp/grpcpp.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <functional>
 #include <memory>
@@ -18,10 +21,12 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
+#include "common/logging.h"
 #include "gmock/gmock.h"
 #include "grpc/health/v1/health.grpc.pb.h"
 #include "gtest/gtest.h"
 #include "rendezvous/coordinator_service.h"
+#include "rendezvous/grpc_log.h"
 #include "rendezvous/grpc_server.h"
 #include "rendezvous/health_server.h"
 #include "trainlet/v1/rendezvous_service.grpc.pb.h"
@@ -222,6 +227,26 @@ TEST(GrpcServer, AtTheConnectionCap_HealthSaysNotServing_ThenServingAgain) {
   EXPECT_EQ(health.Check(), HealthCheckResponse::SERVING);
   HealthClient fresh(port);
   EXPECT_EQ(fresh.Check(), HealthCheckResponse::SERVING);
+}
+
+TEST(GrpcLogSink, GrpcLinesOnlyAtDebug_Escaped) {
+  InstallGrpcLogSink();
+  grpc_init();  // gpr_log drops everything before gRPC is initialized.
+  const LogLevel before = GetLogLevel();
+  SetLogLevel(LogLevel::kInfo);
+  ::testing::internal::CaptureStderr();
+  gpr_log(GPR_ERROR, "%s", "UNKNOWN:No address added out of total 1 resolved\nforged");
+  EXPECT_EQ(::testing::internal::GetCapturedStderr(), "");
+  SetLogLevel(LogLevel::kDebug);
+  ::testing::internal::CaptureStderr();
+  gpr_log(GPR_ERROR, "%s", "UNKNOWN:No address added out of total 1 resolved\nforged");
+  const std::string line = ::testing::internal::GetCapturedStderr();
+  SetLogLevel(before);
+  grpc_shutdown();
+  EXPECT_THAT(line, HasSubstr(" D trainlet"));
+  EXPECT_THAT(line, HasSubstr("gRPC E "));
+  EXPECT_THAT(line, HasSubstr("resolved\\nforged\n"));
+  EXPECT_EQ(std::count(line.begin(), line.end(), '\n'), 1);
 }
 
 TEST(GrpcServer, ListenAddressesParse) {
