@@ -15,9 +15,11 @@
 #include "agent/run_config.h"
 #include "agent/standalone_coordinator.h"
 #include "agent/system_probe.h"
+#include "common/descriptors.h"
 #include "common/exit_codes.h"
 #include "common/logging.h"
 #include "launcher/signals.h"
+#include "rendezvous/grpc_log.h"
 
 extern char** environ;
 
@@ -77,6 +79,11 @@ int ConfigError(const char* command, const absl::Status& status) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  // [server] Process-wide, before anything else: the soft descriptor limit
+  // up to the hard one (docs/security.md), gRPC's own log lines to our
+  // logger at DEBUG.
+  trainlet::RaiseDescriptorLimit();
+  trainlet::rendezvous::InstallGrpcLogSink();
   // Before any thread exists: signals to the signalfd, subreaper.
   if (absl::Status s = trainlet::launcher::PrepareProcessForSupervision(); !s.ok()) {
     std::cerr << "trainlet: " << s.message() << "\n";
@@ -103,6 +110,15 @@ int main(int argc, char** argv) {
       return trainlet::kExitSuccess;
     }
     trainlet::SetLogLevel(config->log_level);
+    // [server] The descriptor budget, before any gRPC object exists.
+    const int hosted =
+        config->host_coordinator != trainlet::agent::HostCoordinator::kNo ? config->nnodes.max : 0;
+    if (absl::Status s = trainlet::CheckDescriptorBudget(
+            trainlet::DescriptorsForAgent(config->nproc_per_node, hosted));
+        !s.ok()) {
+      std::cerr << "trainlet run: " << s.message() << "\n";
+      return trainlet::kExitOsError;
+    }
     return trainlet::agent::RunAgent(*config, env);
   }
   if (command == "coordinator") {

@@ -5,38 +5,47 @@
 #include "absl/strings/str_cat.h"
 #include "agent/coordinator_options.h"
 #include "agent/options.h"
+#include "common/descriptors.h"
 #include "common/exit_codes.h"
 #include "common/logging.h"
-#include "common/periodic.h"
 #include "launcher/signals.h"
 #include "launcher/supervisor.h"
 #include "rendezvous/coordinator.h"
-#include "rendezvous/coordinator_service.h"
-#include "rendezvous/grpc_server.h"
+#include "rendezvous/coordinator_host.h"
 
 namespace trainlet::agent {
 
 int RunStandaloneCoordinator(const CoordinatorConfig& config) {
   SetLogPrefix("coordinator");
-  rendezvous::Coordinator core(CoordinatorOptionsFrom(config));
-  rendezvous::CoordinatorService service(&core, config.token);
+  // Before any gRPC object exists: a too-low `ulimit -n` is a clear error
+  // here, not a hang, an abort inside gRPC or a misleading bind error.
+  const int max_nodes = config.nnodes.max;
+  if (absl::Status s = CheckDescriptorBudget(
+          DescriptorsForCoordinator(max_nodes),
+          absl::StrCat(kBaseDescriptors, " for the coordinator and 1 per node, ", max_nodes,
+                       " nodes"));
+      !s.ok()) {
+    TLOG(kError) << s.message();
+    return kExitOsError;
+  }
   // The signal-handling part of the supervisor: no workers here.
   auto events = launcher::Supervisor::Create({});
   if (!events.ok()) {
     TLOG(kError) << events.status().message();
     return kExitOsError;
   }
-  auto server =
-      rendezvous::GrpcServer::Start({JoinHostPort(config.bind_addr, config.port)}, {&service});
-  if (!server.ok()) {
-    TLOG(kError) << server.status().message();
+  rendezvous::CoordinatorHostOptions options;
+  options.core = CoordinatorOptionsFrom(config);
+  options.token = config.token;
+  options.bind_addr = config.bind_addr;
+  options.port = config.port;
+  auto host = rendezvous::CoordinatorHost::Start(std::move(options));
+  if (!host.ok()) {
+    TLOG(kError) << host.status().message();
     return kExitOsError;
   }
-  (*server)->SetServing(true);
-  PeriodicThread ticker(absl::Milliseconds(20), [&core] { core.Tick(); });
-  TLOG(kInfo) << "coordinator for job " << config.job_id << " listening on "
-              << JoinHostPort(config.bind_addr, (*server)->port(0)) << ", "
-              << NnodesToString(config.nnodes) << " nodes";
+  rendezvous::Coordinator& core = (*host)->core();
+  (*host)->SetServing(true);
   int exit_code = kExitSuccess;
   while (true) {
     launcher::Supervisor::Event ev = (*events)->Wait(absl::Milliseconds(100));
@@ -56,8 +65,7 @@ int RunStandaloneCoordinator(const CoordinatorConfig& config) {
       break;
     }
   }
-  core.Shutdown("coordinator exiting");
-  (*server)->Shutdown(absl::Milliseconds(200));
+  (*host)->Shutdown(absl::Milliseconds(200));
   TLOG(kInfo) << "exiting with code " << exit_code;
   return exit_code;
 }

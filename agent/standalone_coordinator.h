@@ -9,7 +9,8 @@
 namespace trainlet::agent {
 
 // Exit code: 0 when the job succeeded, 75 when it failed, 79 when its
-// restart budget ran out, 71 when the port is taken, 128+N on signal N.
+// restart budget ran out, 71 when it cannot listen (port taken, address not
+// local, too few descriptors), 128+N on signal N.
 int RunStandaloneCoordinator(const CoordinatorConfig& config);
 
 }  // namespace trainlet::agent

@@ -4,7 +4,8 @@
 // client has that option), through the product's
 // CoordinatorClient::Join (the call `trainlet run` makes), one blocking thread
 // per agent. The coordinator is the product's Coordinator + CoordinatorService
-// behind a real gRPC server (GrpcServer) on 127.0.0.1:0, with the same 20 ms
+// behind a real gRPC server (GrpcServer: our own listener with its connection
+// cap, as CoordinatorHost builds it) on 127.0.0.1:0, with the same 20 ms
 // ticker the agent runs. A thin pass-through service in front of
 // CoordinatorService timestamps each Join when its handler starts and ends, so
 // the server side of the round is visible too.
@@ -26,6 +27,7 @@
 //     CoordinatorClient::Join call started (its connection set-up included);
 //   server: last join arrived -> round closed (the last Join handler, which
 //     closes the round and hands every member its answer, returned);
+//   connections the listener refused (its cap; must be 0);
 //   process VmRSS / VmHWM and threads at the end.
 // The target of the issue is max(response - last join sent) <= 200 ms.
 //
@@ -36,7 +38,6 @@
 //       [--pattern=last|burst|both] [--wave=100] [--join-timeout=60]
 // Exit status 0 when every run met the target, 1 otherwise.
 #include <grpcpp/grpcpp.h>
-#include <sys/resource.h>
 
 #include <algorithm>
 #include <atomic>
@@ -55,12 +56,14 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "common/descriptors.h"
 #include "common/logging.h"
 #include "common/periodic.h"
 #include "rendezvous/coordinator.h"
 #include "rendezvous/coordinator_client.h"
 #include "rendezvous/coordinator_service.h"
 #include "rendezvous/grpc_server.h"
+#include "rendezvous/tcp_listener.h"
 
 namespace {
 
@@ -151,6 +154,7 @@ struct Result {
   double total_ms = 0;               // first join sent -> last response
   int errors = 0;
   std::string first_error;
+  int64_t refused = 0;  // connections the listener refused.
 };
 
 Result RunOnce(int n, bool last_pattern, int wave, int join_timeout_s) {
@@ -165,7 +169,13 @@ Result RunOnce(int n, bool last_pattern, int wave, int join_timeout_s) {
   rdzv::Coordinator core(o);
   rdzv::CoordinatorService service(&core, "");
   TimedService timed(&service);
-  auto server = rdzv::GrpcServer::Start({"127.0.0.1:0"}, {&timed});
+  rdzv::GrpcServerOptions so;
+  so.listen.push_back({"127.0.0.1", 0});
+  so.heartbeat_timeout = o.heartbeat_timeout;
+  // The agents' own sockets live in this process too.
+  so.reserved_descriptors = trainlet::kBaseDescriptors + n;
+  so.name = "bench";
+  auto server = rdzv::GrpcServer::Start(so, {&timed});
   if (!server.ok()) {
     fprintf(stderr, "server: %s\n", std::string(server.status().message()).c_str());
     return res;
@@ -252,6 +262,8 @@ Result RunOnce(int n, bool last_pattern, int wave, int join_timeout_s) {
   res.send_to_arrival_ms = (timed.last_arrival_ns() - last_sent) / 1e6;
   res.total_ms = (*std::max_element(recv.begin(), recv.end()) - first_sent) / 1e6;
 
+  const rdzv::TcpListener::Stats ls = (*server)->listener_stats();
+  res.refused = ls.refused_full + ls.refused_exhausted;
   clients.clear();
   core.Shutdown("bench done");
   (*server)->Shutdown(absl::Milliseconds(100));
@@ -296,10 +308,9 @@ int main(int argc, char** argv) {
   }
   trainlet::SetLogLevel(trainlet::LogLevel::kWarning);
   // Two sockets per agent (client and server side) plus gRPC's own.
-  rlimit rl;
-  if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
-    rl.rlim_cur = rl.rlim_max;
-    setrlimit(RLIMIT_NOFILE, &rl);
+  if (!trainlet::CheckDescriptorBudget(2 * n + trainlet::kBaseDescriptors, "2 per agent").ok()) {
+    fprintf(stderr, "too few descriptors for %d agents: raise ulimit -n\n", n);
+    return 1;
   }
   printf("%d simulated agents, one gRPC channel + TCP connection each, %u CPUs\n", n,
          std::thread::hardware_concurrency());
@@ -321,9 +332,9 @@ int main(int argc, char** argv) {
       printf(
           "%-5s run %d: response - last join sent: p50 %7.1f  p99 %7.1f  max %7.1f ms | last join "
           "sent->arrived %6.1f ms | server: last join arrived->round closed %6.1f ms | first "
-          "join sent->last response %7.1f ms\n",
+          "join sent->last response %7.1f ms | refused connections %lld\n",
           p.c_str(), r, res.p50, res.p99, res.max, res.send_to_arrival_ms, res.server_close_ms,
-          res.total_ms);
+          res.total_ms, static_cast<long long>(res.refused));
       fflush(stdout);
     }
     if (!maxes.empty()) {

@@ -5,6 +5,7 @@
 #include <atomic>
 #include <string>
 
+#include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
@@ -51,6 +52,67 @@ bool ParseLogLevel(absl::string_view text, LogLevel* level) {
     return false;
   }
   return true;
+}
+
+std::string SafeForLog(absl::string_view text, size_t max) {
+  static constexpr char kHex[] = "0123456789abcdef";
+  const absl::string_view kept = text.substr(0, max);
+  std::string out;
+  out.reserve(kept.size() + 16);
+  for (char ch : kept) {
+    const unsigned char c = static_cast<unsigned char>(ch);
+    switch (c) {
+      case '\n':
+        out += "\\n";
+        break;
+      case '\r':
+        out += "\\r";
+        break;
+      case '\t':
+        out += "\\t";
+        break;
+      case '\\':
+        out += "\\\\";
+        break;
+      default:
+        if (c >= 0x20 && c < 0x7f) {
+          out += ch;
+        } else {
+          out += "\\x";
+          out += kHex[c >> 4];
+          out += kHex[c & 0xf];
+        }
+    }
+  }
+  if (text.size() > kept.size())
+    absl::StrAppend(&out, "...(+", text.size() - kept.size(), " bytes)");
+  return out;
+}
+
+LogLimiter::LogLimiter(int burst, absl::Duration period, Clock* clock)
+    : burst_(burst), period_(period), clock_(clock ? clock : Clock::Monotonic()) {}
+
+bool LogLimiter::Allow(int64_t* suppressed) {
+  const absl::Time now = clock_->Now();
+  absl::MutexLock lock(&mu_);
+  if (now - window_start_ >= period_) {
+    window_start_ = now;
+    in_window_ = 0;
+  }
+  if (in_window_ >= burst_) {
+    ++suppressed_;
+    return false;
+  }
+  ++in_window_;
+  *suppressed = suppressed_;
+  suppressed_ = 0;
+  return true;
+}
+
+std::string SuppressedNote(int64_t suppressed) {
+  if (suppressed == 0) return "";
+  return absl::StrCat(" (", suppressed, " similar line", suppressed == 1 ? "" : "s",
+                      " suppressed)");
 }
 
 namespace internal {

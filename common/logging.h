@@ -9,10 +9,15 @@
 #ifndef TRAINLET_COMMON_LOGGING_H_
 #define TRAINLET_COMMON_LOGGING_H_
 
+#include <cstdint>
 #include <sstream>
 #include <string>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/strings/string_view.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "common/clock.h"
 
 namespace trainlet {
 
@@ -25,6 +30,39 @@ LogLevel GetLogLevel();
 void SetLogPrefix(absl::string_view prefix);
 // Parses "debug", "info", "warning", "error"; false on anything else.
 bool ParseLogLevel(absl::string_view text, LogLevel* level);
+
+// Makes text from the network, the environment or flags safe to put in a log
+// line: at most `max` input bytes are kept (longer text ends in
+// "...(+N bytes)"), and every byte that is not printable ASCII, plus the
+// backslash, is escaped (\n, \r, \t, \\, \xNN), so a value can neither
+// forge a log line nor flood the log. Quotes are left alone.
+std::string SafeForLog(absl::string_view text, size_t max = 128);
+
+// Rate limit for a repeated log line (rejected requests, say): lets `burst`
+// lines through per `period` and counts the others, so that the next line let
+// through can say how many were dropped. Thread-safe.
+//
+//   int64_t suppressed = 0;
+//   if (limiter.Allow(&suppressed)) TLOG(kWarning) << "..." << SuppressedNote(suppressed);
+class LogLimiter {
+ public:
+  LogLimiter(int burst, absl::Duration period, Clock* clock = nullptr);
+  // True when the caller may log now; *suppressed is then the number of
+  // lines dropped since the last one let through.
+  bool Allow(int64_t* suppressed);
+
+ private:
+  const int burst_;
+  const absl::Duration period_;
+  Clock* const clock_;
+  absl::Mutex mu_;
+  absl::Time window_start_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
+  int in_window_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t suppressed_ ABSL_GUARDED_BY(mu_) = 0;
+};
+
+// "" for 0, else " (N similar lines suppressed)".
+std::string SuppressedNote(int64_t suppressed);
 
 namespace internal {
 class LogLine {

@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "common/host_names.h"
 #include "common/logging.h"
 #include "rendezvous/error_reason.h"
 #include "rendezvous/rank_assignment.h"
@@ -13,31 +14,112 @@
 namespace trainlet::rendezvous {
 namespace {
 
-constexpr size_t kMaxNodeIdLength = 253;  // a DNS name.
-constexpr size_t kMaxAddrLength = 255;
-constexpr size_t kMaxMessageLength = 1024;
-constexpr int kMaxLocalWorldSize = 1024;
+// At most this many missing ranks or nodes are named in one line.
+constexpr int kMaxNamed = 8;
+// Rejected requests logged per 10 s; the rest are counted.
+constexpr int kRejectLogBurst = 5;
 
+bool IsPrintableAscii(absl::string_view s, bool allow_space) {
+  for (char ch : s) {
+    const unsigned char c = static_cast<unsigned char>(ch);
+    if (c < 0x20 || c >= 0x7f || (c == ' ' && !allow_space)) return false;
+  }
+  return true;
+}
+
+// "node-a/0000000000000001" for our own log lines (never for replies).
 std::string Who(const v1::Member& m) {
-  return absl::StrFormat("%s/%016x", m.node_id(), m.incarnation());
+  return absl::StrFormat("%s/%016x", SafeForLog(m.node_id(), 64), m.incarnation());
 }
 
 absl::Status CheckIdentity(const v1::Member& m) {
   if (m.node_id().empty()) return absl::InvalidArgumentError("member.node_id: must not be empty");
-  if (m.node_id().size() > kMaxNodeIdLength) {
+  if (m.node_id().size() > kMaxIdLength) {
     return absl::InvalidArgumentError(absl::StrFormat("member.node_id: at most %d bytes, got %d",
-                                                      kMaxNodeIdLength, m.node_id().size()));
+                                                      kMaxIdLength, m.node_id().size()));
   }
-  for (char c : m.node_id()) {
-    if (static_cast<unsigned char>(c) <= 0x20 || static_cast<unsigned char>(c) >= 0x7f) {
-      return absl::InvalidArgumentError(
-          "member.node_id: only printable ASCII without spaces is allowed");
-    }
+  if (!IsPrintableAscii(m.node_id(), /*allow_space=*/false)) {
+    return absl::InvalidArgumentError(
+        "member.node_id: only printable ASCII without spaces is allowed");
   }
   if (m.incarnation() == 0) {
     return absl::InvalidArgumentError("member.incarnation: must be non-zero");
   }
   return absl::OkStatus();
+}
+
+// The job id is compared, never echoed: a caller that does not know it must
+// not learn it from the reply.
+absl::Status CheckJobId(absl::string_view job_id, absl::string_view want) {
+  if (job_id == want) return absl::OkStatus();
+  return absl::PermissionDeniedError(
+      "job_id: this coordinator serves another job; check --job-id on both sides");
+}
+
+absl::Status CheckTopology(const v1::Topology& t) {
+  if (t.gpu_count() < 0 || t.gpu_count() > kMaxGpusPerNode) {
+    return absl::InvalidArgumentError(absl::StrFormat("topology.gpu_count: expected 0..%d, got %d",
+                                                      kMaxGpusPerNode, t.gpu_count()));
+  }
+  if (t.gpu_uuids_size() > kMaxGpusPerNode) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "topology.gpu_uuids: at most %d entries, got %d", kMaxGpusPerNode, t.gpu_uuids_size()));
+  }
+  for (const std::string& uuid : t.gpu_uuids()) {
+    if (uuid.empty() || uuid.size() > kMaxGpuUuidLength ||
+        !IsPrintableAscii(uuid, /*allow_space=*/false)) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "topology.gpu_uuids: each entry is 1..%d bytes of printable ASCII without spaces",
+          kMaxGpuUuidLength));
+    }
+  }
+  if (t.nccl_version().size() > kMaxNcclVersionLength ||
+      !IsPrintableAscii(t.nccl_version(), /*allow_space=*/false)) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("topology.nccl_version: at most %d bytes of printable ASCII without spaces",
+                        kMaxNcclVersionLength));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CheckSsh(const v1::SshInfo& ssh) {
+  if (ssh.host_public_key().size() > kMaxSshKeyLength ||
+      !IsPrintableAscii(ssh.host_public_key(), /*allow_space=*/true)) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "ssh.host_public_key: one line of at most %d bytes of printable ASCII", kMaxSshKeyLength));
+  }
+  if (ssh.port() < 0 || ssh.port() > 65535) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("ssh.port: expected 0..65535, got %d", ssh.port()));
+  }
+  return absl::OkStatus();
+}
+
+// "rank 2", "ranks 2 and 5", "ranks 0, 1, 2, 3, 4, 5, 6, 7 and 12 more".
+std::string NameRanks(const std::vector<int>& ranks) {
+  std::string out = ranks.size() == 1 ? "rank " : "ranks ";
+  const int named = std::min<int>(kMaxNamed, static_cast<int>(ranks.size()));
+  for (int i = 0; i < named; ++i) {
+    if (i > 0) absl::StrAppend(&out, i + 1 == static_cast<int>(ranks.size()) ? " and " : ", ");
+    absl::StrAppend(&out, ranks[i]);
+  }
+  if (static_cast<int>(ranks.size()) > named) {
+    absl::StrAppend(&out, " and ", ranks.size() - named, " more");
+  }
+  return out;
+}
+
+std::string NameNodes(const std::vector<std::string>& nodes) {
+  std::string out = nodes.size() == 1 ? "node " : "nodes ";
+  const int named = std::min<int>(kMaxNamed, static_cast<int>(nodes.size()));
+  for (int i = 0; i < named; ++i) {
+    if (i > 0) absl::StrAppend(&out, i + 1 == static_cast<int>(nodes.size()) ? " and " : ", ");
+    absl::StrAppend(&out, SafeForLog(nodes[i], 64));
+  }
+  if (static_cast<int>(nodes.size()) > named) {
+    absl::StrAppend(&out, " and ", nodes.size() - named, " more");
+  }
+  return out;
 }
 
 }  // namespace
@@ -76,7 +158,8 @@ uint64_t NewIncarnation() {
 Coordinator::Coordinator(CoordinatorOptions options)
     : options_(std::move(options)),
       clock_(options_.clock ? options_.clock : Clock::Real()),
-      elastic_(options_.min_nodes != options_.max_nodes) {
+      elastic_(options_.min_nodes != options_.max_nodes),
+      reject_log_(kRejectLogBurst, absl::Seconds(10), clock_) {
   absl::MutexLock lock(&mu_);
   gathering_since_ = clock_->Now();
 }
@@ -85,10 +168,10 @@ Coordinator::~Coordinator() { Shutdown("coordinator destroyed"); }
 
 absl::Status Coordinator::ValidateJoinLocked(const v1::JoinRequest& r) const {
   if (absl::Status s = CheckIdentity(r.member()); !s.ok()) return s;
-  if (r.job_id() != options_.job_id) {
-    return absl::PermissionDeniedError(absl::StrFormat(
-        "job_id: this coordinator serves job \"%s\", not \"%s\"; check --job-id on both sides",
-        options_.job_id, r.job_id()));
+  if (absl::Status s = CheckJobId(r.job_id(), options_.job_id); !s.ok()) return s;
+  if (r.ByteSizeLong() > kMaxJoinRequestBytes) {
+    return absl::InvalidArgumentError(absl::StrFormat("JoinRequest: at most %d bytes, got %d",
+                                                      kMaxJoinRequestBytes, r.ByteSizeLong()));
   }
   if (r.local_world_size() < 1 || r.local_world_size() > kMaxLocalWorldSize) {
     return absl::InvalidArgumentError(absl::StrFormat("local_world_size: expected 1..%d, got %d",
@@ -98,12 +181,13 @@ absl::Status Coordinator::ValidateJoinLocked(const v1::JoinRequest& r) const {
     return absl::InvalidArgumentError(
         absl::StrFormat("master_port: expected 1..65535, got %d", r.master_port()));
   }
-  if (r.advertise_addr().size() > kMaxAddrLength) {
-    return absl::InvalidArgumentError("advertise_addr: longer than 255 bytes");
-  }
-  if (r.rank_hint() < -1) {
+  if (!r.advertise_addr().empty() && !IsValidHost(r.advertise_addr())) {
     return absl::InvalidArgumentError(
-        absl::StrFormat("rank_hint: expected -1 (none) or >= 0, got %d", r.rank_hint()));
+        "advertise_addr: expected a host name or an IP address (no port, no brackets)");
+  }
+  if (r.rank_hint() < -1 || r.rank_hint() > kMaxRankHint) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "rank_hint: expected -1 (none) or 0..%d, got %d", kMaxRankHint, r.rank_hint()));
   }
   if (!elastic_ && r.rank_hint() >= options_.max_nodes) {
     return absl::InvalidArgumentError(absl::StrFormat(
@@ -111,12 +195,57 @@ absl::Status Coordinator::ValidateJoinLocked(const v1::JoinRequest& r) const {
         "(ranks 0..%d); check --node-rank / JOB_COMPLETION_INDEX and --nnodes",
         r.rank_hint(), r.member().node_id(), options_.max_nodes, options_.max_nodes - 1));
   }
+  if (r.last_round() > kMaxRound) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("last_round: expected 0..%d, got %d", kMaxRound, r.last_round()));
+  }
+  if (r.restart_count() < 0 || r.restart_count() > kMaxRestartCount) {
+    return absl::InvalidArgumentError(absl::StrFormat("restart_count: expected 0..%d, got %d",
+                                                      kMaxRestartCount, r.restart_count()));
+  }
+  if (absl::Status s = CheckTopology(r.topology()); !s.ok()) return s;
+  return CheckSsh(r.ssh());
+}
+
+absl::Status Coordinator::ValidateReportLocked(const v1::ReportRequest& r,
+                                               const Member& member) const {
+  switch (r.state()) {
+    case v1::ReportRequest::RUNNING:
+    case v1::ReportRequest::SUCCEEDED:
+      return absl::OkStatus();
+    case v1::ReportRequest::FAILED:
+      break;
+    default:
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "state: expected RUNNING, SUCCEEDED or FAILED, got %d", static_cast<int>(r.state())));
+  }
+  // Exit codes as a shell reports them: the status, or 128+signal.
+  if (r.exit_code() < 0 || r.exit_code() > 255) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("exit_code: expected 0..255, got %d", r.exit_code()));
+  }
+  const int lws = member.join.local_world_size();
+  if (r.failed_local_rank() < 0 || r.failed_local_rank() >= lws) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("failed_local_rank: expected 0..%d (the node has %d workers), got %d",
+                        lws - 1, lws, r.failed_local_rank()));
+  }
   return absl::OkStatus();
 }
 
+void Coordinator::LogRejected(absl::string_view what, const v1::Member& who,
+                              const absl::Status& error) {
+  int64_t suppressed = 0;
+  if (!reject_log_.Allow(&suppressed)) return;
+  TLOG(kWarning) << "rejected " << what << " of " << Who(who) << ": "
+                 << SafeForLog(error.message(), 512) << SuppressedNote(suppressed);
+}
+
 bool Coordinator::IsLiveLocked(const Member& m) const {
-  if (m.ticket != 0 || m.sink != nullptr) return true;
-  return clock_->Now() - m.last_seen < options_.heartbeat_timeout;
+  // Heartbeats alone do not make an incarnation live: one that died while
+  // stopping its workers for a restart round has neither a Join nor a Watch,
+  // and its pod's next incarnation must be able to take its place.
+  return m.ticket != 0 || m.sink != nullptr;
 }
 
 int Coordinator::GatheringCountLocked() const {
@@ -132,7 +261,7 @@ int Coordinator::RoundSizeLocked() const {
 }
 
 uint64_t Coordinator::Join(const v1::JoinRequest& request, absl::string_view peer_addr,
-                           JoinDone done) {
+                           absl::Time deadline, JoinDone done) {
   Actions actions;
   absl::Status error;
   uint64_t ticket = 0;
@@ -162,23 +291,29 @@ uint64_t Coordinator::Join(const v1::JoinRequest& request, absl::string_view pee
           old.ticket = 0;
         }
       } else if (IsLiveLocked(old)) {
+        // Neither incarnation is named: the caller may be the impostor.
         error = absl::AlreadyExistsError(absl::StrFormat(
-            "node id \"%s\" is held by a live agent (incarnation %016x); two pods claim the same "
-            "node id: give each a distinct --node-id (default: the hostname)",
-            node_id, old.join.member().incarnation()));
+            "node id \"%s\" is held by a live agent; two pods claim the same node id: give each a "
+            "distinct --node-id (default: the hostname)",
+            node_id));
       } else {
-        // The old incarnation is dead: fence it, and if it was running, its
-        // loss is a failure of the round.
-        TLOG(kInfo) << "node " << node_id << ": new incarnation "
+        // The old incarnation is dead (no Join parked, no Watch open): fence
+        // it, and if it was running, its loss is a failure of the round.
+        TLOG(kInfo) << "node " << SafeForLog(node_id) << ": new incarnation "
                     << absl::StrFormat("%016x", request.member().incarnation())
                     << " replaces dead incarnation "
                     << absl::StrFormat("%016x", old.join.member().incarnation());
-        bool was_running = old.in_round && phase_ == Phase::kRunning;
-        if (old.sink) old.sink->Close(absl::FailedPreconditionError("fenced by a new incarnation"));
+        const bool was_running = old.in_round && phase_ == Phase::kRunning;
+        const uint64_t old_incarnation = old.join.member().incarnation();
         members_.erase(it);
         if (was_running) {
-          HandleFailureLocked(node_id, "node restarted (new incarnation)", 0, true, &actions);
+          HandleFailureLocked(
+              node_id, absl::StrCat("node ", node_id, " lost: it restarted (new incarnation)"), 0,
+              true, &actions);
         }
+        fenced_[node_id] = {
+            old_incarnation,
+            absl::StrCat("round ", round_, ": a new incarnation of the node replaced it")};
         if (phase_ == Phase::kFailed) error = JobOverErrorLocked();
       }
     }
@@ -215,14 +350,19 @@ uint64_t Coordinator::Join(const v1::JoinRequest& request, absl::string_view pee
       }
     }
     if (error.ok() && done) {
+      const absl::Time now = clock_->Now();
       Member& m = members_[node_id];
       m.join = request;
       m.addr = request.advertise_addr().empty() ? std::string(peer_addr) : request.advertise_addr();
       ticket = next_id_++;
       m.ticket = ticket;
       m.done = std::move(done);
-      m.last_seen = clock_->Now();
-      TLOG(kDebug) << "join " << Who(request.member()) << " from " << m.addr << " ("
+      m.last_seen = now;
+      m.answer_by = deadline == absl::InfiniteFuture()
+                        ? absl::InfiniteFuture()
+                        : deadline - std::min(kJoinAnswerMargin,
+                                              std::max(absl::ZeroDuration(), deadline - now) / 4);
+      TLOG(kDebug) << "join " << Who(request.member()) << " from " << SafeForLog(m.addr) << " ("
                    << GatheringCountLocked() << "/" << options_.min_nodes << ".."
                    << options_.max_nodes << ")";
       MaybeCloseRoundLocked(&actions);
@@ -230,11 +370,18 @@ uint64_t Coordinator::Join(const v1::JoinRequest& request, absl::string_view pee
     }
   }
   if (!error.ok()) {
-    TLOG(kWarning) << "rejected join of " << Who(request.member()) << ": " << error.message();
+    LogRejected("join", request.member(), error);
     done(error);
   }
   for (auto& a : actions) a();
   return ticket;
+}
+
+void Coordinator::WithdrawJoinLocked(std::map<std::string, Member>::iterator it) {
+  it->second.ticket = 0;
+  it->second.answer_by = absl::InfiniteFuture();
+  if (!it->second.in_round) members_.erase(it);
+  if (GatheringCountLocked() < options_.min_nodes) min_reached_at_ = absl::InfiniteFuture();
 }
 
 void Coordinator::CancelJoin(uint64_t ticket) {
@@ -244,15 +391,91 @@ void Coordinator::CancelJoin(uint64_t ticket) {
     absl::MutexLock lock(&mu_);
     for (auto it = members_.begin(); it != members_.end(); ++it) {
       if (it->second.ticket != ticket) continue;
-      TLOG(kDebug) << "join of " << it->first << " cancelled by the caller";
+      TLOG(kDebug) << "join of " << SafeForLog(it->first) << " cancelled by the caller";
       done = std::move(it->second.done);
-      it->second.ticket = 0;
-      if (!it->second.in_round) members_.erase(it);
-      if (GatheringCountLocked() < options_.min_nodes) min_reached_at_ = absl::InfiniteFuture();
+      WithdrawJoinLocked(it);
       break;
     }
   }
   if (done) done(absl::CancelledError("join cancelled by the caller"));
+}
+
+uint64_t Coordinator::NextRoundLocked() const {
+  uint64_t last_round = round_;
+  for (const auto& [id, m] : members_) {
+    if (m.ticket != 0) last_round = std::max<uint64_t>(last_round, m.join.last_round());
+  }
+  return last_round + 1;
+}
+
+std::string Coordinator::GatheringStatusLocked() const {
+  const int n = GatheringCountLocked();
+  // After a restart: the survivors told to re-join that are not back yet.
+  std::vector<std::string> missing_survivors;
+  for (const std::string& id : expected_) {
+    auto it = members_.find(id);
+    if (it == members_.end() || it->second.ticket == 0) missing_survivors.push_back(id);
+  }
+  std::string out;
+  if (!elastic_) {
+    out = absl::StrFormat("%d/%d joined; ", n, options_.max_nodes);
+    // With a hint on every joined node, the missing ones are known by rank.
+    std::vector<bool> held(options_.max_nodes, false);
+    bool all_hinted = true;
+    for (const auto& [id, m] : members_) {
+      if (m.ticket == 0) continue;
+      if (m.join.rank_hint() < 0 || m.join.rank_hint() >= options_.max_nodes) {
+        all_hinted = false;
+      } else {
+        held[m.join.rank_hint()] = true;
+      }
+    }
+    std::vector<int> missing;
+    for (int r = 0; r < options_.max_nodes; ++r) {
+      if (!held[r]) missing.push_back(r);
+    }
+    if (all_hinted && !missing.empty()) {
+      absl::StrAppend(&out, "waiting for ", NameRanks(missing));
+    } else {
+      const int more = options_.max_nodes - n;
+      absl::StrAppend(&out, "waiting for ", more, " more node", more == 1 ? "" : "s");
+    }
+  } else {
+    out =
+        absl::StrFormat("%d joined (min %d, max %d); ", n, options_.min_nodes, options_.max_nodes);
+    const int more = options_.min_nodes - n;
+    if (more > 0) {
+      absl::StrAppend(&out, "waiting for ", more, " more node", more == 1 ? "" : "s",
+                      " to reach the minimum");
+    } else {
+      absl::StrAppend(&out, "closing after --last-call");
+    }
+  }
+  if (!missing_survivors.empty()) {
+    std::sort(missing_survivors.begin(), missing_survivors.end());
+    absl::StrAppend(&out, " (not back yet: ", NameNodes(missing_survivors), ")");
+  }
+  return out;
+}
+
+void Coordinator::ExpireJoinsLocked(absl::Time now, Actions* actions) {
+  for (auto it = members_.begin(); it != members_.end();) {
+    auto next = std::next(it);
+    Member& m = it->second;
+    if (m.ticket != 0 && now >= m.answer_by) {
+      const std::string status = GatheringStatusLocked();
+      TLOG(kDebug) << "join of " << SafeForLog(it->first) << " reached its deadline";
+      actions->push_back([d = std::move(m.done),
+                          msg = absl::StrCat("round ", NextRoundLocked(),
+                                             " did not close before the join's deadline: ", status,
+                                             "; check that those nodes started and can reach "
+                                             "the coordinator, or raise --join-timeout")] {
+        d(absl::DeadlineExceededError(msg));
+      });
+      WithdrawJoinLocked(it);
+    }
+    it = next;
+  }
 }
 
 void Coordinator::MaybeCloseRoundLocked(Actions* actions) {
@@ -365,10 +588,7 @@ void Coordinator::CloseRoundLocked(Actions* actions) {
 absl::StatusOr<Coordinator::Member*> Coordinator::FindMemberLocked(const v1::Member& who,
                                                                    absl::string_view job_id) {
   if (absl::Status s = CheckIdentity(who); !s.ok()) return s;
-  if (job_id != options_.job_id) {
-    return absl::PermissionDeniedError(absl::StrFormat(
-        "job_id: this coordinator serves job \"%s\", not \"%s\"", options_.job_id, job_id));
-  }
+  if (absl::Status s = CheckJobId(job_id, options_.job_id); !s.ok()) return s;
   auto it = members_.find(who.node_id());
   if (it == members_.end()) {
     if (absl::Status s = CheckNotFencedLocked(who); !s.ok()) return s;
@@ -376,11 +596,12 @@ absl::StatusOr<Coordinator::Member*> Coordinator::FindMemberLocked(const v1::Mem
         absl::StrCat("node ", who.node_id(), " is not a member of this job; join first"));
   }
   if (it->second.join.member().incarnation() != who.incarnation()) {
-    return WithReason(
-        absl::FailedPreconditionError(absl::StrFormat(
-            "incarnation %016x of node %s is fenced: incarnation %016x replaced it",
-            who.incarnation(), who.node_id(), it->second.join.member().incarnation())),
-        v1::ErrorInfo::FENCED);
+    // Never name the other incarnation: the caller may be the impostor.
+    return WithReason(absl::FailedPreconditionError(absl::StrCat(
+                          "this incarnation of node ", who.node_id(),
+                          " is fenced: another incarnation of the node holds its place; restart "
+                          "the agent to join again as a new incarnation")),
+                      v1::ErrorInfo::FENCED);
   }
   return &it->second;
 }
@@ -388,11 +609,11 @@ absl::StatusOr<Coordinator::Member*> Coordinator::FindMemberLocked(const v1::Mem
 absl::Status Coordinator::CheckNotFencedLocked(const v1::Member& who) const {
   auto it = fenced_.find(who.node_id());
   if (it == fenced_.end() || it->second.incarnation != who.incarnation()) return absl::OkStatus();
-  return WithReason(absl::FailedPreconditionError(absl::StrFormat(
-                        "incarnation %016x of node %s is fenced: it was declared lost (%s) and "
-                        "the job went on without it; restart the agent to join again as a new "
-                        "incarnation",
-                        who.incarnation(), who.node_id(), it->second.why)),
+  return WithReason(absl::FailedPreconditionError(absl::StrCat(
+                        "this incarnation of node ", who.node_id(),
+                        " is fenced: it was declared lost (", it->second.why,
+                        ") and the job went on without it; restart the agent to join again as a "
+                        "new incarnation")),
                     v1::ErrorInfo::FENCED);
 }
 
@@ -467,8 +688,10 @@ void Coordinator::WatchClosed(uint64_t watch_id) {
       m.watch_id = 0;
       if (phase_ == Phase::kRunning && m.in_round && m.state != v1::ReportRequest::SUCCEEDED) {
         std::string node = id;  // `id` dies with the erase below.
-        HandleFailureLocked(node, "its agent disconnected (watch stream closed)", 0, true,
-                            &actions);
+        HandleFailureLocked(
+            node,
+            absl::StrCat("node ", node, " lost: its agent disconnected (watch stream closed)"), 0,
+            true, &actions);
       }
       break;
     }
@@ -487,6 +710,7 @@ absl::Status Coordinator::Report(const v1::ReportRequest& request) {
       return absl::AbortedError(absl::StrFormat(
           "report for round %d, but the current round is %d; re-join", request.round(), round_));
     }
+    if (absl::Status s = ValidateReportLocked(request, member); !s.ok()) return s;
     member.last_seen = clock_->Now();
     if (phase_ != Phase::kRunning) return absl::OkStatus();  // verdict already out.
     switch (request.state()) {
@@ -504,20 +728,20 @@ absl::Status Coordinator::Report(const v1::ReportRequest& request) {
       }
       case v1::ReportRequest::FAILED: {
         member.state = request.state();
+        const int local_rank = request.failed_local_rank();
         std::string reason = absl::StrFormat(
-            "worker local rank %d on node %s exited with code %d%s", request.failed_local_rank(),
-            request.member().node_id(), request.exit_code(),
+            "worker local rank %d (global rank %d) on node %s exited with code %d%s", local_rank,
+            member.assignment.self().first_global_rank() + local_rank, request.member().node_id(),
+            request.exit_code(),
             request.message().empty()
                 ? ""
-                : absl::StrCat(": ", request.message().substr(0, kMaxMessageLength)));
+                : absl::StrCat(": ", SafeForLog(request.message(), kMaxMessageLength)));
         HandleFailureLocked(request.member().node_id(), reason, request.exit_code(), false,
                             &actions);
         break;
       }
-      default:
-        return absl::InvalidArgumentError(
-            absl::StrFormat("state: expected RUNNING, SUCCEEDED or FAILED, got %d",
-                            static_cast<int>(request.state())));
+      default:  // ValidateReportLocked let no other state through.
+        break;
     }
   }
   for (auto& a : actions) a();
@@ -532,7 +756,7 @@ absl::Status Coordinator::Leave(const v1::LeaveRequest& request) {
     if (!m.ok()) return m.status();
     std::string node = request.member().node_id();
     std::string reason =
-        absl::StrCat("node ", node, " left: ", request.reason().substr(0, kMaxMessageLength));
+        absl::StrCat("node ", node, " left: ", SafeForLog(request.reason(), kMaxMessageLength));
     Member& member = **m;
     if (member.ticket != 0) {
       actions.push_back([d = std::move(member.done)] {
@@ -553,8 +777,7 @@ absl::Status Coordinator::Leave(const v1::LeaveRequest& request) {
 
 void Coordinator::HandleFailureLocked(const std::string& node_id, const std::string& reason,
                                       int exit_code, bool remove_node, Actions* actions) {
-  TLOG(kWarning) << "round " << round_ << ": " << (remove_node ? "lost node " : "failure on ")
-                 << node_id << ": " << reason;
+  TLOG(kWarning) << "round " << round_ << ": " << reason;
   if (remove_node) {
     auto it = members_.find(node_id);
     if (it != members_.end()) {
@@ -648,14 +871,21 @@ void Coordinator::Tick() {
     const absl::Time now = clock_->Now();
     if (phase_ == Phase::kGathering) {
       MaybeCloseRoundLocked(&actions);
-      if (phase_ == Phase::kGathering && round_ > 0 &&
-          now - gathering_since_ >= options_.min_nodes_timeout &&
+    }
+    if (phase_ == Phase::kGathering && !shut_down_) {
+      ExpireJoinsLocked(now, &actions);
+      if (round_ > 0 && now - gathering_since_ >= options_.min_nodes_timeout &&
           GatheringCountLocked() < options_.min_nodes) {
         FailJobLocked(absl::StrFormat("only %d of the %d nodes needed re-joined within %s "
-                                      "(--min-nodes-timeout)",
+                                      "(--min-nodes-timeout): %s",
                                       GatheringCountLocked(), options_.min_nodes,
-                                      absl::FormatDuration(options_.min_nodes_timeout)),
+                                      absl::FormatDuration(options_.min_nodes_timeout),
+                                      GatheringStatusLocked()),
                       "", 0, /*restarts_exhausted=*/true, &actions);
+      } else if (now - gathering_since_ >= kProgressLogEvery &&
+                 now - last_progress_log_ >= kProgressLogEvery) {
+        last_progress_log_ = now;
+        TLOG(kInfo) << "round " << NextRoundLocked() << ": " << GatheringStatusLocked();
       }
     } else if (phase_ == Phase::kRunning) {
       std::string silent;
@@ -667,11 +897,11 @@ void Coordinator::Tick() {
         }
       }
       if (!silent.empty()) {
-        HandleFailureLocked(
-            silent,
-            absl::StrCat("no heartbeat for ", absl::FormatDuration(options_.heartbeat_timeout),
-                         " (--heartbeat-timeout)"),
-            0, true, &actions);
+        HandleFailureLocked(silent,
+                            absl::StrCat("node ", silent, " lost: no heartbeat for ",
+                                         absl::FormatDuration(options_.heartbeat_timeout),
+                                         " (--heartbeat-timeout)"),
+                            0, true, &actions);
       }
     }
   }

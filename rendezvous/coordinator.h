@@ -20,7 +20,9 @@
 //
 // Members are (node_id, incarnation). A node id belongs to one live
 // incarnation at a time: a second live one is rejected (two pods claim the
-// same identity); a new one replaces a dead one, which is then fenced. A
+// same identity); a new one replaces a dead one, which is then fenced. Live
+// means a Join parked or a Watch open: an incarnation with neither (say, it
+// died while stopping its workers for a restart round) is dead. A
 // member declared lost (stream broken, heartbeat timeout, left) is fenced
 // too: if it was only frozen (SIGSTOP, network cut) and comes back, every
 // request it makes fails with FAILED_PRECONDITION and reason FENCED, and it
@@ -33,6 +35,16 @@
 // MIN joined), since nobody else is known to be coming; otherwise once MIN
 // joined and --last-call has passed. A coordinator's first round (including
 // that of a restarted coordinator) always uses last call.
+//
+// Everything from the network is validated and bounded (see the kMax
+// constants; INVALID_ARGUMENT names the field), escaped before it is logged,
+// and rejected requests are logged at most a few times per 10 s. Replies
+// never echo the coordinator's job id or another member's incarnation.
+//
+// While a round gathers, progress is logged at INFO at most every 10 s
+// ("round 1: 2/3 joined; waiting for rank 2"), and a parked Join is answered
+// DEADLINE_EXCEEDED shortly before its caller's deadline with what the round
+// still waits for.
 //
 // Threading: every public method is thread-safe. Callbacks (JoinDone,
 // DirectiveSink) run on the calling thread after the lock is released, so
@@ -56,6 +68,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "common/clock.h"
+#include "common/logging.h"
 #include "trainlet/v1/rendezvous.pb.h"
 
 namespace trainlet::rendezvous {
@@ -69,6 +82,25 @@ namespace v1 = ::trainlet::v1;
 // centred on the configured timeout.
 inline constexpr int kHeartbeatsPerTimeout = 10;
 absl::Duration SilenceLimit(absl::Duration heartbeat_timeout);
+
+// Bounds on what a request may carry (INVALID_ARGUMENT beyond them).
+inline constexpr size_t kMaxJoinRequestBytes = 32 * 1024;  // the whole JoinRequest.
+inline constexpr size_t kMaxIdLength = 253;                // node_id, job_id: a DNS name.
+inline constexpr int kMaxLocalWorldSize = 1024;
+inline constexpr int kMaxRankHint = 1 << 20;
+inline constexpr uint64_t kMaxRound = uint64_t{1} << 40;
+inline constexpr int kMaxRestartCount = 1 << 20;
+inline constexpr int kMaxGpusPerNode = 64;       // topology.gpu_uuids entries, gpu_count.
+inline constexpr size_t kMaxGpuUuidLength = 96;  // "GPU-8f6c2a4e-..." is 40.
+inline constexpr size_t kMaxNcclVersionLength = 64;
+inline constexpr size_t kMaxSshKeyLength = 8192;  // one OpenSSH public key line.
+// ReportRequest.message and LeaveRequest.reason are cut to this many bytes.
+inline constexpr size_t kMaxMessageLength = 1024;
+// A parked Join is answered DEADLINE_EXCEEDED this long before its deadline
+// (at most a quarter of the time it had), so the answer says what is missing.
+inline constexpr absl::Duration kJoinAnswerMargin = absl::Milliseconds(250);
+// Gathering progress at INFO, at most this often.
+inline constexpr absl::Duration kProgressLogEvery = absl::Seconds(10);
 
 struct CoordinatorOptions {
   std::string job_id;
@@ -113,11 +145,14 @@ class Coordinator {
   Coordinator& operator=(const Coordinator&) = delete;
 
   // Admits the member to the gathering round. `done` runs exactly once: at
-  // once with an error, or when the round closes, or on CancelJoin/Shutdown.
-  // Returns a ticket for CancelJoin (0 when `done` already ran).
-  // `peer_addr` is the address the request came from (used when the member
-  // does not advertise one).
-  uint64_t Join(const v1::JoinRequest& request, absl::string_view peer_addr, JoinDone done);
+  // once with an error, or when the round closes, or on CancelJoin/Shutdown,
+  // or with DEADLINE_EXCEEDED (naming what the round waits for) about
+  // kJoinAnswerMargin before `deadline` (the caller's gRPC deadline, on the
+  // coordinator's clock; InfiniteFuture for none). Returns a ticket for
+  // CancelJoin (0 when `done` already ran). `peer_addr` is the address the
+  // request came from (used when the member does not advertise one).
+  uint64_t Join(const v1::JoinRequest& request, absl::string_view peer_addr, absl::Time deadline,
+                JoinDone done);
   // The joiner went away before its round closed: drop it from the round.
   void CancelJoin(uint64_t ticket);
 
@@ -131,7 +166,8 @@ class Coordinator {
   absl::Status Report(const v1::ReportRequest& request);
   absl::Status Leave(const v1::LeaveRequest& request);
 
-  // Applies timeouts: last call, heartbeats, min-nodes wait.
+  // Applies timeouts: last call, heartbeats, min-nodes wait, join deadlines;
+  // logs gathering progress.
   void Tick();
 
   // Fails pending joins and ends every stream with UNAVAILABLE.
@@ -163,6 +199,7 @@ class Coordinator {
     std::string addr;
     uint64_t ticket = 0;  // non-zero while a Join is parked.
     JoinDone done;
+    absl::Time answer_by = absl::InfiniteFuture();  // of the parked Join.
     bool in_round = false;
     v1::Assignment assignment;  // valid while in_round.
     uint64_t watch_id = 0;
@@ -174,6 +211,10 @@ class Coordinator {
 
   absl::Status ValidateJoinLocked(const v1::JoinRequest& request) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::Status ValidateReportLocked(const v1::ReportRequest& request, const Member& member) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Logs a rejected request (escaped, rate-limited).
+  void LogRejected(absl::string_view what, const v1::Member& who, const absl::Status& error);
   // Identity + round checks shared by Watch/Report/Leave.
   absl::StatusOr<Member*> FindMemberLocked(const v1::Member& who, absl::string_view job_id)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -189,6 +230,15 @@ class Coordinator {
   void FailJobLocked(const std::string& reason, const std::string& node_id, int exit_code,
                      bool restarts_exhausted, Actions* actions) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void FinishJobLocked(Actions* actions) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The round number the gathering round will get when it closes.
+  uint64_t NextRoundLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // "2/3 joined; waiting for rank 2" (what the gathering round lacks).
+  std::string GatheringStatusLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Answers parked joins whose deadline is near with DEADLINE_EXCEEDED.
+  void ExpireJoinsLocked(absl::Time now, Actions* actions) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Drops a parked join (CancelJoin, deadline) from the round.
+  void WithdrawJoinLocked(std::map<std::string, Member>::iterator it)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   v1::Directive NewDirectiveLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // FAILED_PRECONDITION when (node, incarnation) was declared lost.
   absl::Status CheckNotFencedLocked(const v1::Member& who) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -205,6 +255,7 @@ class Coordinator {
   const CoordinatorOptions options_;
   Clock* const clock_;
   const bool elastic_;
+  LogLimiter reject_log_;
 
   mutable absl::Mutex mu_;
   Phase phase_ ABSL_GUARDED_BY(mu_) = Phase::kGathering;
@@ -215,6 +266,7 @@ class Coordinator {
   v1::Directive verdict_directive_ ABSL_GUARDED_BY(mu_);
   absl::Time gathering_since_ ABSL_GUARDED_BY(mu_);
   absl::Time min_reached_at_ ABSL_GUARDED_BY(mu_) = absl::InfiniteFuture();
+  absl::Time last_progress_log_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
   bool shut_down_ ABSL_GUARDED_BY(mu_) = false;
   uint64_t next_id_ ABSL_GUARDED_BY(mu_) = 1;
   std::map<std::string, Member> members_ ABSL_GUARDED_BY(mu_);

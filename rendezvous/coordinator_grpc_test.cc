@@ -245,6 +245,7 @@ TEST(GrpcServerTest, PortInUse_IsAClearError) {
   ASSERT_FALSE(second.ok());
   EXPECT_THAT(second.status().message(), HasSubstr(addr));
   EXPECT_THAT(second.status().message(), HasSubstr("in use"));
+  EXPECT_TRUE(IsAddressInUse(second.status()));
 }
 
 }  // namespace

@@ -5,6 +5,8 @@
 #include <utility>
 
 #include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "common/logging.h"
 #include "rendezvous/grpc_status.h"
 #include "rendezvous/token.h"
 
@@ -17,12 +19,13 @@ namespace {
 class JoinReactor : public grpc::ServerUnaryReactor {
  public:
   JoinReactor(Coordinator* core, const v1::JoinRequest& request, v1::JoinResponse* response,
-              const std::string& peer)
+              const std::string& peer, absl::Time deadline)
       : core_(core), response_(response) {
-    uint64_t ticket = core_->Join(request, peer, [this](absl::StatusOr<v1::Assignment> result) {
-      if (result.ok()) *response_->mutable_assignment() = std::move(*result);
-      Finish(ToGrpcStatus(result.status()));
-    });
+    uint64_t ticket =
+        core_->Join(request, peer, deadline, [this](absl::StatusOr<v1::Assignment> result) {
+          if (result.ok()) *response_->mutable_assignment() = std::move(*result);
+          Finish(ToGrpcStatus(result.status()));
+        });
     absl::MutexLock lock(&mu_);
     ticket_ = ticket;
   }
@@ -215,6 +218,13 @@ void StreamSink::Detach() {
   reactor_ = nullptr;
 }
 
+// The caller's deadline as an absl::Time (gRPC deadlines are wall-clock).
+absl::Time DeadlineOf(const grpc::CallbackServerContext* ctx) {
+  const std::chrono::system_clock::time_point d = ctx->deadline();
+  if (d == std::chrono::system_clock::time_point::max()) return absl::InfiniteFuture();
+  return absl::FromChrono(d);
+}
+
 grpc::ServerUnaryReactor* Immediate(grpc::CallbackServerContext* ctx, const absl::Status& s) {
   grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
   reactor->Finish(ToGrpcStatus(s));
@@ -239,33 +249,39 @@ std::string HostFromPeer(const std::string& peer) {
 }
 
 CoordinatorService::CoordinatorService(Coordinator* core, std::string token)
-    : core_(core), token_(std::move(token)) {}
+    : core_(core), token_(std::move(token)), reject_log_(5, absl::Seconds(10)) {}
 
-absl::Status CoordinatorService::CheckToken(grpc::CallbackServerContext* ctx) const {
+absl::Status CoordinatorService::CheckToken(grpc::CallbackServerContext* ctx,
+                                            absl::string_view rpc) {
   if (token_.empty()) return absl::OkStatus();
   const auto& md = ctx->client_metadata();
   auto it = md.find(kTokenMetadataKey);
+  absl::Status s;
   if (it == md.end()) {
-    return absl::UnauthenticatedError(
+    s = absl::UnauthenticatedError(
         "no job token: this coordinator requires one; give every agent the same --token-file");
-  }
-  if (!ConstantTimeEquals(absl::string_view(it->second.data(), it->second.size()), token_)) {
-    return absl::UnauthenticatedError(
+  } else if (!ConstantTimeEquals(absl::string_view(it->second.data(), it->second.size()), token_)) {
+    s = absl::UnauthenticatedError(
         "wrong job token: check that every agent reads the same --token-file");
   }
-  return absl::OkStatus();
+  int64_t suppressed = 0;
+  if (!s.ok() && reject_log_.Allow(&suppressed)) {
+    TLOG(kWarning) << "rejected " << rpc << " from " << SafeForLog(ctx->peer(), 64) << ": "
+                   << s.message() << SuppressedNote(suppressed);
+  }
+  return s;
 }
 
 grpc::ServerUnaryReactor* CoordinatorService::Join(grpc::CallbackServerContext* ctx,
                                                    const v1::JoinRequest* request,
                                                    v1::JoinResponse* response) {
-  if (absl::Status s = CheckToken(ctx); !s.ok()) return Immediate(ctx, s);
-  return new JoinReactor(core_, *request, response, HostFromPeer(ctx->peer()));
+  if (absl::Status s = CheckToken(ctx, "Join"); !s.ok()) return Immediate(ctx, s);
+  return new JoinReactor(core_, *request, response, HostFromPeer(ctx->peer()), DeadlineOf(ctx));
 }
 
 grpc::ServerWriteReactor<v1::Directive>* CoordinatorService::Watch(
     grpc::CallbackServerContext* ctx, const v1::WatchRequest* request) {
-  if (absl::Status s = CheckToken(ctx); !s.ok()) {
+  if (absl::Status s = CheckToken(ctx, "Watch"); !s.ok()) {
     class Rejected : public grpc::ServerWriteReactor<v1::Directive> {
      public:
       explicit Rejected(const absl::Status& s) { Finish(ToGrpcStatus(s)); }
@@ -279,14 +295,14 @@ grpc::ServerWriteReactor<v1::Directive>* CoordinatorService::Watch(
 grpc::ServerUnaryReactor* CoordinatorService::Report(grpc::CallbackServerContext* ctx,
                                                      const v1::ReportRequest* request,
                                                      v1::ReportResponse* response) {
-  if (absl::Status s = CheckToken(ctx); !s.ok()) return Immediate(ctx, s);
+  if (absl::Status s = CheckToken(ctx, "Report"); !s.ok()) return Immediate(ctx, s);
   return Immediate(ctx, core_->Report(*request));
 }
 
 grpc::ServerUnaryReactor* CoordinatorService::Leave(grpc::CallbackServerContext* ctx,
                                                     const v1::LeaveRequest* request,
                                                     v1::LeaveResponse* response) {
-  if (absl::Status s = CheckToken(ctx); !s.ok()) return Immediate(ctx, s);
+  if (absl::Status s = CheckToken(ctx, "Leave"); !s.ok()) return Immediate(ctx, s);
   return Immediate(ctx, core_->Leave(*request));
 }
 

@@ -1,7 +1,8 @@
 // gRPC adapter for the Coordinator: maps trainlet.v1.Rendezvous calls onto
-// the core (coordinator.h), checks the per-job token in metadata, and parks
-// long-poll joins and directive streams as callback-API reactors. Holds no
-// rendezvous logic of its own.
+// the core (coordinator.h), checks the per-job token in metadata (rejections
+// are logged, rate-limited), passes each Join's deadline to the core, and
+// parks long-poll joins and directive streams as callback-API reactors. Holds
+// no rendezvous logic of its own.
 //
 // Threading: reactors run on gRPC's callback threads; the core is
 // thread-safe. The service does not own the core.
@@ -10,6 +11,7 @@
 
 #include <string>
 
+#include "common/logging.h"
 #include "rendezvous/coordinator.h"
 #include "trainlet/v1/rendezvous_service.grpc.pb.h"
 
@@ -17,9 +19,6 @@ namespace trainlet::rendezvous {
 
 // The metadata key that carries the job token.
 inline constexpr char kTokenMetadataKey[] = "x-trainlet-token";
-
-// The request size limit the server enforces (RESOURCE_EXHAUSTED beyond it).
-inline constexpr int kMaxRequestBytes = 1 << 20;
 
 class CoordinatorService final : public v1::Rendezvous::CallbackService {
  public:
@@ -37,10 +36,11 @@ class CoordinatorService final : public v1::Rendezvous::CallbackService {
                                   v1::LeaveResponse* response) override;
 
  private:
-  absl::Status CheckToken(grpc::CallbackServerContext* ctx) const;
+  absl::Status CheckToken(grpc::CallbackServerContext* ctx, absl::string_view rpc);
 
   Coordinator* const core_;
   const std::string token_;
+  LogLimiter reject_log_;
 };
 
 // "ipv4:10.0.0.3:4242" -> "10.0.0.3"; "ipv6:[::1]:4242" -> "::1".

@@ -2,6 +2,9 @@
 // clock: every timeout is exercised by advancing time, never by sleeping.
 #include "rendezvous/coordinator.h"
 
+#include <algorithm>
+#include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -9,13 +12,16 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "rendezvous/error_reason.h"
 
 namespace trainlet::rendezvous {
 namespace {
 
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 class RecordingSink : public DirectiveSink {
  public:
@@ -67,10 +73,12 @@ class CoordinatorTest : public ::testing::Test {
     return r;
   }
 
-  std::shared_ptr<JoinResult> Join(const v1::JoinRequest& r, const std::string& peer = "") {
+  std::shared_ptr<JoinResult> Join(const v1::JoinRequest& r, const std::string& peer = "",
+                                   absl::Time deadline = absl::InfiniteFuture()) {
     auto res = std::make_shared<JoinResult>();
-    std::string addr = peer.empty() ? absl::StrCat("10.0.0.", r.member().incarnation()) : peer;
-    res->ticket = core_->Join(r, addr, [res](absl::StatusOr<v1::Assignment> a) {
+    std::string addr =
+        peer.empty() ? absl::StrCat("10.0.0.", r.member().incarnation() % 256) : peer;
+    res->ticket = core_->Join(r, addr, deadline, [res](absl::StatusOr<v1::Assignment> a) {
       ASSERT_FALSE(res->done()) << "done called twice";
       res->result = std::move(a);
     });
@@ -158,7 +166,7 @@ TEST_F(CoordinatorTest, Join_WrongJobId_IsRejected) {
   auto a = Join(r);
   ASSERT_TRUE(a->done());
   EXPECT_EQ(a->status().code(), absl::StatusCode::kPermissionDenied);
-  EXPECT_THAT(a->status().message(), HasSubstr("\"other\""));
+  EXPECT_THAT(a->status().message(), HasSubstr("check --job-id on both sides"));
 }
 
 TEST_F(CoordinatorTest, Join_MalformedFields_AreRejectedNamingTheField) {
@@ -405,6 +413,401 @@ TEST_F(CoordinatorTest, FreshCoordinator_ContinuesRoundNumbersCarriedByJoiners) 
   ASSERT_TRUE(a->done());
   EXPECT_EQ(a->assignment().round(), 8u);
   EXPECT_EQ(a->assignment().restart_count(), 5);
+}
+
+// --- D3: a pod that died while stopping its workers for a restart round ---
+
+TEST_F(CoordinatorTest, RestartedPod_OldIncarnationDiedWhileStopping_IsReplacedAndFenced) {
+  Make(2, 2, /*max_restarts=*/3);
+  auto ra = Req("a", 1, 0), rb = Req("b", 2, 1);
+  Join(ra);
+  Join(rb);
+  auto sa = Watch(ra, 1);
+  auto sb = Watch(rb, 1);
+  ASSERT_TRUE(Report(rb, 1, v1::ReportRequest::FAILED, 3).ok());  // restart round 2 opens.
+  ASSERT_TRUE(sa->closed && sb->closed);
+  // a's agent dies while stopping its workers: no Join parked, no Watch open.
+  // Its pod restarts at once, well within the heartbeat timeout.
+  clock_.Advance(absl::Seconds(1));
+  core_->Tick();
+  auto ra2 = Req("a", 11, 0);
+  ra2.set_last_round(0);
+  auto a2 = Join(ra2);
+  EXPECT_FALSE(a2->done()) << a2->status();
+  rb.set_last_round(1);
+  auto b = Join(rb);
+  ASSERT_TRUE(a2->done() && b->done());
+  ASSERT_TRUE(a2->status().ok()) << a2->status();
+  EXPECT_EQ(a2->assignment().round(), 2u);
+  // The old incarnation is fenced.
+  absl::Status stale = Report(ra, 1, v1::ReportRequest::RUNNING);
+  EXPECT_EQ(stale.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(ReasonOf(stale), v1::ErrorInfo::FENCED);
+}
+
+TEST_F(CoordinatorTest, RestartedPod_OldIncarnationStillWatching_IsRejectedAsLive) {
+  Make(2, 2);
+  auto ra = Req("a", 1, 0), rb = Req("b", 2, 1);
+  Join(ra);
+  Join(rb);
+  Watch(ra, 1);
+  clock_.Advance(absl::Minutes(5));  // silence alone does not make it dead here.
+  auto dup = Join(Req("a", 3, 0));
+  ASSERT_TRUE(dup->done());
+  EXPECT_EQ(dup->status().code(), absl::StatusCode::kAlreadyExists);
+}
+
+// --- D5: replies never echo the job id or another member's incarnation ---
+
+TEST_F(CoordinatorTest, Replies_NeverEchoTheJobIdOrAnotherIncarnation) {
+  CoordinatorOptions o;
+  o.job_id = "secret-job-4711";
+  o.min_nodes = o.max_nodes = 2;
+  o.max_restarts = 1;
+  o.incarnation = 0xC0;
+  o.clock = &clock_;
+  core_ = std::make_unique<Coordinator>(o);
+  auto req = [](const std::string& node, uint64_t inc, int hint, const std::string& job) {
+    v1::JoinRequest r = Req(node, inc, hint);
+    r.set_job_id(job);
+    return r;
+  };
+  std::vector<std::string> replies;
+  auto record = [&](const absl::Status& s) {
+    if (!s.ok()) replies.push_back(std::string(s.message()));
+  };
+  // Wrong job id on every RPC.
+  record(Join(req("x", 0x7777777777777777, -1, "guess"))->status());
+  v1::WatchRequest w;
+  w.mutable_member()->set_node_id("x");
+  w.mutable_member()->set_incarnation(5);
+  w.set_job_id("guess");
+  record(core_->Watch(w, std::make_shared<RecordingSink>()).status());
+  v1::ReportRequest rep;
+  *rep.mutable_member() = w.member();
+  rep.set_job_id("guess");
+  record(core_->Report(rep));
+  v1::LeaveRequest leave;
+  *leave.mutable_member() = w.member();
+  leave.set_job_id("guess");
+  record(core_->Leave(leave));
+  // A live member's node id claimed by another incarnation.
+  const uint64_t kLive = 0x1122334455667788;
+  auto ra = req("a", kLive, 0, "secret-job-4711");
+  Join(ra);
+  record(Join(req("a", 0x99, 0, "secret-job-4711"))->status());
+  // A fenced incarnation (replaced while dead) asking with the right job id.
+  auto rb = req("b", 0x2233445566778899, 1, "secret-job-4711");
+  Join(rb);
+  auto sb = std::make_shared<RecordingSink>();
+  v1::WatchRequest wb;
+  *wb.mutable_member() = rb.member();
+  wb.set_job_id("secret-job-4711");
+  wb.set_round(1);
+  absl::StatusOr<uint64_t> idb = core_->Watch(wb, sb);
+  ASSERT_TRUE(idb.ok());
+  core_->WatchClosed(*idb);  // b lost: restart round.
+  auto rb2 = req("b", 0x3344556677889900, 1, "secret-job-4711");
+  rb2.set_last_round(1);
+  Join(rb2);
+  v1::ReportRequest stale;
+  *stale.mutable_member() = req("b", 0x2233445566778899, 1, "").member();
+  stale.set_job_id("secret-job-4711");
+  stale.set_round(1);
+  record(core_->Report(stale));
+  v1::ReportRequest other;
+  *other.mutable_member() = req("a", 0x4455, 0, "").member();
+  other.set_job_id("secret-job-4711");
+  record(core_->Report(other));
+  ASSERT_GE(replies.size(), 7u);
+  for (const std::string& m : replies) {
+    EXPECT_THAT(m, Not(HasSubstr("secret-job-4711"))) << m;
+    for (uint64_t inc : {kLive, uint64_t{0x3344556677889900}, uint64_t{0x2233445566778899}}) {
+      EXPECT_THAT(m, Not(HasSubstr(absl::StrFormat("%016x", inc)))) << m;
+      EXPECT_THAT(m, Not(HasSubstr(absl::StrFormat("%x", inc)))) << m;
+      EXPECT_THAT(m, Not(HasSubstr(absl::StrCat(inc)))) << m;
+    }
+  }
+}
+
+// --- D7: every field bounded and validated ---
+
+TEST_F(CoordinatorTest, Join_OutOfRangeFields_AreRejectedNamingTheField) {
+  Make(2, 2);
+  struct Case {
+    std::function<void(v1::JoinRequest*)> mutate;
+    std::string field;
+  };
+  const std::string big(200 * 1024, 'u');
+  std::vector<Case> cases = {
+      {[](v1::JoinRequest* r) { r->set_last_round(~uint64_t{0}); }, "last_round"},
+      {[](v1::JoinRequest* r) { r->set_restart_count(-1); }, "restart_count"},
+      {[](v1::JoinRequest* r) { r->set_restart_count(INT32_MAX); }, "restart_count"},
+      {[](v1::JoinRequest* r) { r->set_advertise_addr(std::string("\xc3\xa4\n\0evil", 8)); },
+       "advertise_addr"},
+      {[](v1::JoinRequest* r) { r->set_advertise_addr("10.0.0.1:29400"); }, "advertise_addr"},
+      {[](v1::JoinRequest* r) { r->set_rank_hint(-2); }, "rank_hint"},
+      {[&](v1::JoinRequest* r) { r->mutable_topology()->add_gpu_uuids(big); }, "JoinRequest"},
+      {[](v1::JoinRequest* r) { r->mutable_topology()->add_gpu_uuids(std::string(200, 'g')); },
+       "topology.gpu_uuids"},
+      {[](v1::JoinRequest* r) {
+         for (int i = 0; i < 65; ++i) r->mutable_topology()->add_gpu_uuids("GPU-1");
+       },
+       "topology.gpu_uuids"},
+      {[](v1::JoinRequest* r) { r->mutable_topology()->add_gpu_uuids("GPU\n1"); },
+       "topology.gpu_uuids"},
+      {[](v1::JoinRequest* r) { r->mutable_topology()->set_gpu_count(-1); }, "topology.gpu_count"},
+      {[](v1::JoinRequest* r) { r->mutable_topology()->set_nccl_version(std::string(100, 'v')); },
+       "topology.nccl_version"},
+      {[](v1::JoinRequest* r) { r->mutable_ssh()->set_host_public_key(std::string(9000, 'k')); },
+       "ssh.host_public_key"},
+      {[](v1::JoinRequest* r) { r->mutable_ssh()->set_host_public_key("ssh-ed25519 A\nB"); },
+       "ssh.host_public_key"},
+      {[](v1::JoinRequest* r) { r->mutable_ssh()->set_port(70000); }, "ssh.port"},
+  };
+  for (const Case& c : cases) {
+    auto r = Req("a", 1);
+    c.mutate(&r);
+    auto res = Join(r);
+    ASSERT_TRUE(res->done()) << c.field;
+    EXPECT_EQ(res->status().code(), absl::StatusCode::kInvalidArgument) << c.field;
+    EXPECT_THAT(res->status().message(), HasSubstr(c.field));
+    EXPECT_LT(res->status().message().size(), 400u) << "a reply never echoes big input";
+  }
+  EXPECT_EQ(core_->GetSnapshot().gathering, 0);
+  // Valid topology and SSH material pass.
+  auto ok = Req("a", 1);
+  ok.mutable_topology()->set_gpu_count(8);
+  for (int i = 0; i < 8; ++i) {
+    ok.mutable_topology()->add_gpu_uuids("GPU-8f6c2a4e-1b2c-4d5e-8f90-123456789abc");
+  }
+  ok.mutable_topology()->set_nccl_version("2.18.3");
+  ok.mutable_ssh()->set_host_public_key("ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIG root@node-0");
+  ok.mutable_ssh()->set_port(2222);
+  ok.set_advertise_addr("node-0.job.default.svc");
+  EXPECT_FALSE(Join(ok)->done());
+}
+
+TEST_F(CoordinatorTest, Join_HugeIds_AreRejectedShortly) {
+  Make(2, 2);
+  auto r = Req(std::string(900 * 1024, 'n'), 1);
+  auto res = Join(r);
+  EXPECT_EQ(res->status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_LT(res->status().message().size(), 200u);
+  r = Req("a", 1);
+  r.set_job_id(std::string(900 * 1024, 'j'));
+  res = Join(r);
+  EXPECT_EQ(res->status().code(), absl::StatusCode::kPermissionDenied);
+  EXPECT_LT(res->status().message().size(), 200u);
+}
+
+TEST_F(CoordinatorTest, Report_OutOfRangeFields_AreRejectedNamingTheField) {
+  Make(1, 1);
+  auto ra = Req("a", 1, 0, 2);
+  Join(ra);
+  v1::ReportRequest rep;
+  *rep.mutable_member() = ra.member();
+  rep.set_job_id("job");
+  rep.set_round(1);
+  rep.set_state(v1::ReportRequest::FAILED);
+  rep.set_exit_code(1);
+  rep.set_failed_local_rank(2);  // the node has local ranks 0 and 1.
+  absl::Status s = core_->Report(rep);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(s.message(), HasSubstr("failed_local_rank"));
+  rep.set_failed_local_rank(0);
+  rep.set_exit_code(-5);
+  s = core_->Report(rep);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(s.message(), HasSubstr("exit_code"));
+  rep.set_state(static_cast<v1::ReportRequest::State>(42));
+  EXPECT_EQ(core_->Report(rep).code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(core_->GetSnapshot().phase, Phase::kRunning);
+}
+
+TEST_F(CoordinatorTest, RejectedJoins_LogEscapedBoundedAndRateLimited) {
+  Make(2, 2);
+  ::testing::internal::CaptureStderr();
+  auto forged = Req("a\n2026-11-21T10:00:00.000Z I trainlet forged", 1);
+  Join(forged);
+  for (int i = 0; i < 200; ++i) {
+    auto r = Req("a", 1);
+    r.set_job_id(std::string(100 * 1024, 'j'));
+    Join(r);
+  }
+  const std::string log = ::testing::internal::GetCapturedStderr();
+  EXPECT_LT(log.size(), 8000u) << "200 rejections with 100 KB ids";
+  EXPECT_THAT(log, Not(HasSubstr("\n2026-11-21T10:00:00.000Z I trainlet forged")));
+  clock_.Advance(absl::Seconds(11));
+  ::testing::internal::CaptureStderr();
+  Join(Req("", 1));
+  const std::string later = ::testing::internal::GetCapturedStderr();
+  EXPECT_THAT(later, HasSubstr("similar lines suppressed"));
+}
+
+// --- D8: every failure names the node (and the global rank when known) ---
+
+TEST_F(CoordinatorTest, FailureReasons_NameTheLostNodeAndTheGlobalRank) {
+  Make(3, 3, /*max_restarts=*/3);
+  auto ra = Req("pod-a", 1, 0, 2), rb = Req("pod-b", 2, 1, 2), rc = Req("pod-c", 3, 2, 2);
+  for (auto* r : {&ra, &rb, &rc}) Join(*r);
+  uint64_t idb = 0;
+  auto sa = Watch(ra, 1);
+  Watch(rb, 1, &idb);
+  Watch(rc, 1);
+  core_->WatchClosed(idb);  // pod-b's agent disconnects.
+  ASSERT_EQ(sa->directives.size(), 1u);
+  EXPECT_THAT(sa->directives[0].rejoin().reason(), HasSubstr("node pod-b"));
+  EXPECT_THAT(sa->directives[0].rejoin().reason(), HasSubstr("disconnected"));
+
+  // Round 2: a worker of pod-c (node rank 2, global ranks 4-5) fails.
+  rb = Req("pod-b", 12, 1, 2);
+  for (auto* r : {&ra, &rb, &rc}) {
+    r->set_last_round(1);
+    Join(*r);
+  }
+  sa = Watch(ra, 2);
+  Watch(rb, 2);
+  Watch(rc, 2);
+  v1::ReportRequest rep;
+  *rep.mutable_member() = rc.member();
+  rep.set_job_id("job");
+  rep.set_round(2);
+  rep.set_state(v1::ReportRequest::FAILED);
+  rep.set_exit_code(7);
+  rep.set_failed_local_rank(1);
+  ASSERT_TRUE(core_->Report(rep).ok());
+  ASSERT_EQ(sa->directives.size(), 1u);
+  EXPECT_THAT(sa->directives[0].rejoin().reason(),
+              HasSubstr("local rank 1 (global rank 5) on node pod-c exited with code 7"));
+
+  // Round 3: pod-a goes silent.
+  for (auto* r : {&ra, &rb, &rc}) {
+    r->set_last_round(2);
+    Join(*r);
+  }
+  Watch(ra, 3);
+  auto sb = Watch(rb, 3);
+  Watch(rc, 3);
+  clock_.Advance(absl::Seconds(4));
+  ASSERT_TRUE(Report(rb, 3, v1::ReportRequest::RUNNING).ok());
+  ASSERT_TRUE(Report(rc, 3, v1::ReportRequest::RUNNING).ok());
+  clock_.Advance(absl::Seconds(2));
+  core_->Tick();
+  ASSERT_EQ(sb->directives.size(), 1u);
+  EXPECT_THAT(sb->directives[0].rejoin().reason(), HasSubstr("node pod-a"));
+  EXPECT_THAT(sb->directives[0].rejoin().reason(), HasSubstr("no heartbeat"));
+}
+
+TEST_F(CoordinatorTest, StaticJobFailure_NamesTheNodeWhoseAgentDisconnected) {
+  Make(2, 2);
+  auto ra = Req("pod-a", 1, 0), rb = Req("pod-b", 2, 1);
+  Join(ra);
+  Join(rb);
+  auto sa = Watch(ra, 1);
+  uint64_t idb = 0;
+  Watch(rb, 1, &idb);
+  core_->WatchClosed(idb);
+  ASSERT_EQ(sa->directives.size(), 1u);
+  EXPECT_THAT(sa->directives[0].job_failed().reason(), HasSubstr("node pod-b"));
+  EXPECT_EQ(sa->directives[0].job_failed().failed_node_id(), "pod-b");
+}
+
+// --- Join progress (issue 6) ---
+
+TEST_F(CoordinatorTest, Gathering_LogsProgressAtMostEvery10s_NamingMissingRanks) {
+  Make(3, 3);
+  Join(Req("a", 1, 0));
+  Join(Req("c", 3, 1));
+  ::testing::internal::CaptureStderr();
+  clock_.Advance(absl::Seconds(9));
+  core_->Tick();
+  EXPECT_EQ(::testing::internal::GetCapturedStderr(), "") << "quiet before 10 s";
+  ::testing::internal::CaptureStderr();
+  clock_.Advance(absl::Seconds(1));
+  core_->Tick();
+  clock_.Advance(absl::Seconds(5));
+  core_->Tick();
+  std::string log = ::testing::internal::GetCapturedStderr();
+  EXPECT_THAT(log, HasSubstr("round 1: 2/3 joined; waiting for rank 2\n"));
+  EXPECT_EQ(std::count(log.begin(), log.end(), '\n'), 1) << log;
+  ::testing::internal::CaptureStderr();
+  clock_.Advance(absl::Seconds(5));
+  core_->Tick();
+  log = ::testing::internal::GetCapturedStderr();
+  EXPECT_THAT(log, HasSubstr("waiting for rank 2"));
+}
+
+TEST_F(CoordinatorTest, Gathering_Progress_WithoutHintsAndElastic) {
+  Make(4, 4);
+  Join(Req("a", 1));
+  ::testing::internal::CaptureStderr();
+  clock_.Advance(absl::Seconds(10));
+  core_->Tick();
+  EXPECT_THAT(::testing::internal::GetCapturedStderr(),
+              HasSubstr("round 1: 1/4 joined; waiting for 3 more nodes"));
+  Make(3, 5);
+  Join(Req("a", 1));
+  ::testing::internal::CaptureStderr();
+  clock_.Advance(absl::Seconds(10));
+  core_->Tick();
+  EXPECT_THAT(::testing::internal::GetCapturedStderr(),
+              HasSubstr("round 1: 1 joined (min 3, max 5); waiting for 2 more nodes to reach the "
+                        "minimum"));
+}
+
+TEST_F(CoordinatorTest, Gathering_AfterRestart_NamesTheSurvivorsNotBack) {
+  Make(2, 2, /*max_restarts=*/1);
+  auto ra = Req("pod-a", 1, 0), rb = Req("pod-b", 2, 1);
+  Join(ra);
+  Join(rb);
+  Watch(ra, 1);
+  Watch(rb, 1);
+  ASSERT_TRUE(Report(ra, 1, v1::ReportRequest::FAILED, 1).ok());
+  ra.set_last_round(1);
+  Join(ra);
+  ::testing::internal::CaptureStderr();
+  clock_.Advance(absl::Seconds(10));
+  core_->Tick();
+  EXPECT_THAT(::testing::internal::GetCapturedStderr(),
+              HasSubstr("round 2: 1/2 joined; waiting for rank 1 (not back yet: node pod-b)"));
+}
+
+TEST_F(CoordinatorTest, ParkedJoin_AnsweredBeforeItsDeadline_NamingTheMissingRanks) {
+  Make(3, 3);
+  const absl::Time deadline = clock_.Now() + absl::Seconds(30);
+  auto a = Join(Req("a", 1, 0), "", deadline);
+  auto c = Join(Req("c", 3, 2), "", absl::InfiniteFuture());
+  clock_.Advance(absl::Seconds(29) + absl::Milliseconds(740));
+  core_->Tick();
+  EXPECT_FALSE(a->done()) << "260 ms before the deadline";
+  clock_.Advance(absl::Milliseconds(20));
+  core_->Tick();
+  ASSERT_TRUE(a->done());
+  EXPECT_EQ(a->status().code(), absl::StatusCode::kDeadlineExceeded);
+  EXPECT_THAT(a->status().message(),
+              HasSubstr("round 1 did not close before the join's deadline: 2/3 joined; waiting "
+                        "for rank 1"));
+  EXPECT_FALSE(c->done());
+  EXPECT_EQ(core_->GetSnapshot().gathering, 1) << "withdrawn from the round";
+  // It may come back (a retried join of the same incarnation).
+  auto again = Join(Req("a", 1, 0));
+  auto b = Join(Req("b", 2, 1));
+  ASSERT_TRUE(again->done() && b->done() && c->done());
+  EXPECT_TRUE(again->status().ok());
+}
+
+TEST_F(CoordinatorTest, ParkedJoin_ShortDeadline_AnsweredAQuarterOfItsTimeEarly) {
+  Make(2, 2);
+  auto a = Join(Req("a", 1), "", clock_.Now() + absl::Milliseconds(400));
+  clock_.Advance(absl::Milliseconds(290));
+  core_->Tick();
+  EXPECT_FALSE(a->done());
+  clock_.Advance(absl::Milliseconds(10));
+  core_->Tick();
+  ASSERT_TRUE(a->done());
+  EXPECT_EQ(a->status().code(), absl::StatusCode::kDeadlineExceeded);
+  EXPECT_THAT(a->status().message(), HasSubstr("waiting for 1 more node"));
 }
 
 }  // namespace

@@ -547,7 +547,10 @@ TEST_F(ElasticGrpcTest, RestartBudgetExhausted_EveryNodeGetsJobFailed) {
 TEST_F(ElasticGrpcTest, ThousandAgents_NewRoundAfterLosingOne) {
   constexpr int kAgents = 1000;
   StartCoordinator(kAgents / 2, kAgents, 3);
-  constexpr int kChannels = 8;
+  // 8 agents per connection: the server allows kMaxStreamsPerConnection
+  // concurrent streams on one (a real agent has its own connection).
+  constexpr int kChannels = kAgents / 8;
+  static_assert(kAgents / kChannels <= kMaxStreamsPerConnection);
   std::vector<std::shared_ptr<grpc::Channel>> channels;
   std::vector<std::unique_ptr<v1::Rendezvous::Stub>> stubs;
   std::vector<std::unique_ptr<CoordinatorClient>> clients;

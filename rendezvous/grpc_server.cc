@@ -1,44 +1,107 @@
 #include "rendezvous/grpc_server.h"
 
 #include <grpcpp/grpcpp.h>
+#include <grpcpp/resource_quota.h>
 
+#include <algorithm>
+
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_join.h"
-#include "rendezvous/coordinator_service.h"
+#include "common/logging.h"
 #include "rendezvous/health_service.h"
+#include "rendezvous/keepalive.h"
 
 namespace trainlet::rendezvous {
+namespace {
+
+int Ms(absl::Duration d) { return static_cast<int>(absl::ToInt64Milliseconds(d)); }
+
+}  // namespace
+
+absl::StatusOr<ListenAddress> ParseListenAddress(const std::string& host_port) {
+  const size_t colon = host_port.rfind(':');
+  ListenAddress a;
+  if (colon == std::string::npos || !absl::SimpleAtoi(host_port.substr(colon + 1), &a.port) ||
+      a.port < 0 || a.port > 65535) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("not a HOST:PORT address: ", SafeForLog(host_port)));
+  }
+  a.host = host_port.substr(0, colon);
+  if (a.host.size() >= 2 && a.host.front() == '[' && a.host.back() == ']') {
+    a.host = a.host.substr(1, a.host.size() - 2);
+  }
+  return a;
+}
 
 absl::StatusOr<std::unique_ptr<GrpcServer>> GrpcServer::Start(
     const std::vector<std::string>& listen, const std::vector<grpc::Service*>& services) {
-  grpc::ServerBuilder builder;
+  GrpcServerOptions options;
+  for (const std::string& hp : listen) {
+    absl::StatusOr<ListenAddress> a = ParseListenAddress(hp);
+    if (!a.ok()) return a.status();
+    options.listen.push_back(*a);
+  }
+  return Start(options, services);
+}
+
+absl::StatusOr<std::unique_ptr<GrpcServer>> GrpcServer::Start(
+    const GrpcServerOptions& options, const std::vector<grpc::Service*>& services) {
   std::unique_ptr<GrpcServer> server(new GrpcServer());
+  // Bind first: a taken port must fail before anything else is built.
+  absl::StatusOr<std::unique_ptr<TcpListener>> listener = TcpListener::Bind(options.listen);
+  if (!listener.ok()) return listener.status();
+  server->listener_ = std::move(*listener);
+  server->max_connections_ =
+      options.max_connections > 0
+          ? options.max_connections
+          : std::max(16, DescriptorLimit() - std::max(0, options.reserved_descriptors));
+
+  grpc::ServerBuilder builder;
   server->health_ = std::make_unique<HealthService>();
   builder.RegisterService(server->health_.get());
-  server->ports_.assign(listen.size(), 0);
-  for (size_t i = 0; i < listen.size(); ++i) {
-    builder.AddListeningPort(listen[i], grpc::InsecureServerCredentials(), &server->ports_[i]);
-  }
   for (grpc::Service* s : services) builder.RegisterService(s);
+  // Connections come from our listener (no AddListeningPort).
+  server->acceptor_ = builder.experimental().AddExternalConnectionAcceptor(
+      grpc::ServerBuilder::experimental_type::ExternalConnectionType::FROM_FD,
+      grpc::InsecureServerCredentials());
   builder.SetMaxReceiveMessageSize(kMaxRequestBytes);
-  // Agents ping every 2 s to notice a vanished coordinator; allow it.
-  builder.AddChannelArgument(GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS, 1000);
+  builder.AddChannelArgument(GRPC_ARG_MAX_CONCURRENT_STREAMS, kMaxStreamsPerConnection);
+  builder.AddChannelArgument(GRPC_ARG_SERVER_HANDSHAKE_TIMEOUT_MS, Ms(kHandshakeTimeout));
+  builder.AddChannelArgument(GRPC_ARG_MAX_CONNECTION_IDLE_MS, Ms(kMaxConnectionIdle));
+  // Keepalive is a fallback for half-open connections; heartbeats detect a
+  // silent node (keepalive.h). The server keeps pinging a connection whose
+  // Watch stream carries no data for a long time.
+  const KeepaliveSettings keepalive = KeepaliveFor(options.heartbeat_timeout);
+  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIME_MS, Ms(keepalive.time));
+  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, Ms(keepalive.timeout));
+  builder.AddChannelArgument(GRPC_ARG_HTTP2_MAX_PINGS_WITHOUT_DATA, 0);
+  // Agents ping at KeepaliveFor(their heartbeat timeout).time, even with no
+  // call open; allow it.
   builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
-  // Notice a vanished agent's half-open connection.
-  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIME_MS, 2000);
-  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, 2000);
-  // Bind exclusively: a second process on the same port must fail, not share.
-  builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
+  builder.AddChannelArgument(GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS,
+                             Ms(MinPermittedPingInterval()));
+  grpc::ResourceQuota quota(absl::StrCat("trainlet ", options.name));
+  quota.Resize(kMemoryQuotaBytes);
+  builder.SetResourceQuota(quota);
   server->server_ = builder.BuildAndStart();
-  bool bound = server->server_ != nullptr;
-  for (int p : server->ports_) bound = bound && p > 0;
-  if (!bound) {
-    if (server->server_) server->server_->Shutdown();
-    return absl::UnavailableError(
-        absl::StrCat("cannot listen on ", absl::StrJoin(listen, ", "),
-                     ": the port is in use or the address is not local; pick another port (e.g. "
-                     "--coordinator=HOST:PORT or --health-port) or stop the process holding it"));
+  if (server->server_ == nullptr) {
+    return absl::InternalError(absl::StrCat("gRPC could not start the ", options.name,
+                                            " server (run with --log-level=debug for why)"));
   }
+
+  TcpListener::Options lo;
+  lo.name = options.name;
+  lo.max_connections = server->max_connections_;
+  grpc::experimental::ExternalConnectionAcceptor* acceptor = server->acceptor_.get();
+  lo.on_connection = [acceptor](int fd, int listener_fd) {
+    grpc::experimental::ExternalConnectionAcceptor::NewConnectionParameters p;
+    p.listener_fd = listener_fd;
+    p.fd = fd;
+    acceptor->HandleNewConnection(&p);
+  };
+  HealthService* health = server->health_.get();
+  lo.on_accepting_change = [health](bool accepting) { health->SetAccepting(accepting); };
+  server->listener_->Start(std::move(lo));
   return server;
 }
 
@@ -46,11 +109,18 @@ GrpcServer::~GrpcServer() { Shutdown(absl::ZeroDuration()); }
 
 void GrpcServer::SetServing(bool serving) { health_->SetServing(serving); }
 
+bool GrpcServer::accepting() const { return listener_->accepting(); }
+
 void GrpcServer::Shutdown(absl::Duration grace) {
-  if (shut_down_ || !server_) return;
+  if (shut_down_) return;
   shut_down_ = true;
-  server_->Shutdown(absl::ToChronoTime(absl::Now() + grace));
-  server_->Wait();
+  // The listener first: gRPC leaks (neither serves nor closes) a connection
+  // handed to it after shutdown.
+  if (listener_) listener_->Stop();
+  if (server_) {
+    server_->Shutdown(absl::ToChronoTime(absl::Now() + grace));
+    server_->Wait();
+  }
 }
 
 }  // namespace trainlet::rendezvous

@@ -1,47 +1,107 @@
-// A gRPC server for this process: the listening ports, the standard
-// grpc.health.v1 service (kubelet gRPC probes), and whatever services the
-// caller registers (the coordinator on node 0 and standalone).
+// A gRPC server for this process on listening sockets it owns (tcp_listener.h:
+// an accept loop that survives running out of descriptors and refuses
+// connections beyond a cap), with the standard grpc.health.v1 service
+// (kubelet gRPC probes, `trainlet health`) and whatever services the caller
+// registers. The building block of CoordinatorHost (coordinator_host.h) and
+// HealthServer (health_server.h).
+//
+// Every connection gets the same limits: requests up to kMaxRequestBytes,
+// kMaxStreamsPerConnection concurrent streams, kHandshakeTimeout to speak
+// HTTP/2, keepalive derived from the heartbeat timeout (keepalive.h), and one
+// gRPC memory quota of kMemoryQuotaBytes for the whole server.
+//
+// Health answers SERVING when the owner said so (SetServing) and the listener
+// can accept connections (not out of descriptors, not at its cap).
+//
+// Threading: Start, SetServing, Shutdown from any one thread at a time;
+// accepting() from any thread. RPCs run on gRPC's callback threads.
 #ifndef TRAINLET_RENDEZVOUS_GRPC_SERVER_H_
 #define TRAINLET_RENDEZVOUS_GRPC_SERVER_H_
 
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "common/descriptors.h"
+#include "rendezvous/tcp_listener.h"
 
 namespace grpc {
 class Server;
 class Service;
+namespace experimental {
+class ExternalConnectionAcceptor;
+}  // namespace experimental
 }  // namespace grpc
 
 namespace trainlet::rendezvous {
 
 class HealthService;
 
+// The largest request the server reads (RESOURCE_EXHAUSTED beyond it); a
+// JoinRequest is at most kMaxJoinRequestBytes (coordinator.h).
+inline constexpr int kMaxRequestBytes = 64 * 1024;
+// An agent has at most Join, Watch, Report and Leave open on its connection.
+inline constexpr int kMaxStreamsPerConnection = 16;
+// A connection that has not spoken HTTP/2 by then is closed.
+inline constexpr absl::Duration kHandshakeTimeout = absl::Seconds(10);
+// A connection with no call for this long is closed (a client reconnects
+// transparently on its next call; an agent always has a Join or Watch open).
+inline constexpr absl::Duration kMaxConnectionIdle = absl::Minutes(2);
+// gRPC's buffers for every connection of one server, together.
+inline constexpr int64_t kMemoryQuotaBytes = 256LL << 20;
+
+struct GrpcServerOptions {
+  std::vector<ListenAddress> listen;
+  // Connections all listening sockets together may hold; 0: the descriptor
+  // budget, DescriptorLimit() - reserved_descriptors (at least 16).
+  int max_connections = 0;
+  // Descriptors the rest of the process needs (see common/descriptors.h).
+  int reserved_descriptors = kBaseDescriptors;
+  // Keepalive derives from it (KeepaliveFor).
+  absl::Duration heartbeat_timeout = absl::Seconds(5);
+  // Names the server in log lines.
+  std::string name = "server";
+};
+
 class GrpcServer {
  public:
-  // Listens on every "host:port" in `listen` (port 0 = any free port).
-  // Fails with an error naming the address when a port is taken.
+  // Binds every address, then starts. Bind errors name the address and the
+  // cause (IsAddressInUse tells a taken port).
+  static absl::StatusOr<std::unique_ptr<GrpcServer>> Start(
+      const GrpcServerOptions& options, const std::vector<grpc::Service*>& services);
+  // The same with default options, listening on every "host:port" in
+  // `listen` ("0.0.0.0:29400", "[::1]:0"; port 0 = any free port).
   static absl::StatusOr<std::unique_ptr<GrpcServer>> Start(
       const std::vector<std::string>& listen, const std::vector<grpc::Service*>& services);
   ~GrpcServer();
 
   // The port actually bound for listen[i].
-  int port(size_t i) const { return ports_.at(i); }
+  int port(size_t i) const { return listener_->port(i); }
   // grpc.health.v1 status for the empty service name ("" = whole server).
   void SetServing(bool serving);
-  // Stops accepting calls, cancels what is left after `grace`.
+  // False while the listener cannot accept (out of descriptors, at the cap).
+  bool accepting() const;
+  int max_connections() const { return max_connections_; }
+  TcpListener::Stats listener_stats() const { return listener_->stats(); }
+  // Stops accepting connections, then calls; cancels what is left after
+  // `grace`. Idempotent.
   void Shutdown(absl::Duration grace);
 
  private:
   GrpcServer() = default;
   std::unique_ptr<HealthService> health_;
   std::unique_ptr<grpc::Server> server_;
-  std::vector<int> ports_;
+  std::unique_ptr<grpc::experimental::ExternalConnectionAcceptor> acceptor_;
+  std::unique_ptr<TcpListener> listener_;
+  int max_connections_ = 0;
   bool shut_down_ = false;
 };
+
+// "0.0.0.0:29400" -> {"0.0.0.0", 29400}; "[::1]:0" -> {"::1", 0}.
+absl::StatusOr<ListenAddress> ParseListenAddress(const std::string& host_port);
 
 }  // namespace trainlet::rendezvous
 

@@ -12,8 +12,8 @@ grpc::ServerUnaryReactor* HealthService::Check(grpc::CallbackServerContext* ctx,
                                  "unknown service; probe \"\" or \"trainlet.v1.Agent\""));
     return reactor;
   }
-  response->set_status(serving_.load() ? grpc::health::v1::HealthCheckResponse::SERVING
-                                       : grpc::health::v1::HealthCheckResponse::NOT_SERVING);
+  response->set_status(serving() ? grpc::health::v1::HealthCheckResponse::SERVING
+                                 : grpc::health::v1::HealthCheckResponse::NOT_SERVING);
   reactor->Finish(grpc::Status::OK);
   return reactor;
 }

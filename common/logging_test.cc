@@ -1,0 +1,54 @@
+#include "common/logging.h"
+
+#include <string>
+
+#include "gtest/gtest.h"
+
+namespace trainlet {
+namespace {
+
+TEST(SafeForLog, PrintableAsciiPassesThrough) {
+  EXPECT_EQ(SafeForLog("node-0.job_a \"quoted\""), "node-0.job_a \"quoted\"");
+}
+
+TEST(SafeForLog, NewlinesAndControlBytesCannotForgeALine) {
+  EXPECT_EQ(SafeForLog("evil\n2026-11-21T10:00:00.000Z I trainlet forged"),
+            "evil\\n2026-11-21T10:00:00.000Z I trainlet forged");
+  EXPECT_EQ(SafeForLog(std::string("a\0b\r\t\\\x7f\xc3\xa4", 9)),
+            "a\\x00b\\r\\t\\\\\\x7f\\xc3\\xa4");
+}
+
+TEST(SafeForLog, TruncatesAndSaysHowMuchWasLeftOut) {
+  const std::string big(900 * 1024, 'x');
+  const std::string out = SafeForLog(big);
+  EXPECT_EQ(out, std::string(128, 'x') + "...(+921472 bytes)");
+  EXPECT_EQ(SafeForLog("abcdef", 3), "abc...(+3 bytes)");
+  EXPECT_EQ(SafeForLog("abc", 3), "abc");
+}
+
+TEST(LogLimiter, LetsABurstThroughThenCountsUntilTheNextPeriod) {
+  SimulatedClock clock;
+  LogLimiter limiter(3, absl::Seconds(10), &clock);
+  int64_t suppressed = -1;
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_TRUE(limiter.Allow(&suppressed));
+    EXPECT_EQ(suppressed, 0);
+  }
+  for (int i = 0; i < 1000; ++i) EXPECT_FALSE(limiter.Allow(&suppressed));
+  clock.Advance(absl::Seconds(9));
+  EXPECT_FALSE(limiter.Allow(&suppressed));
+  clock.Advance(absl::Seconds(1));
+  ASSERT_TRUE(limiter.Allow(&suppressed));
+  EXPECT_EQ(suppressed, 1001);
+  EXPECT_TRUE(limiter.Allow(&suppressed));
+  EXPECT_EQ(suppressed, 0);
+}
+
+TEST(SuppressedNote, SaysHowManyWereDropped) {
+  EXPECT_EQ(SuppressedNote(0), "");
+  EXPECT_EQ(SuppressedNote(1), " (1 similar line suppressed)");
+  EXPECT_EQ(SuppressedNote(42), " (42 similar lines suppressed)");
+}
+
+}  // namespace
+}  // namespace trainlet

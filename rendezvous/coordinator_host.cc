@@ -1,0 +1,62 @@
+#include "rendezvous/coordinator_host.h"
+
+#include <grpcpp/grpcpp.h>
+
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "common/logging.h"
+#include "rendezvous/coordinator_service.h"
+#include "rendezvous/grpc_server.h"
+
+namespace trainlet::rendezvous {
+
+constexpr absl::Duration kTickEvery = absl::Milliseconds(20);
+
+absl::StatusOr<std::unique_ptr<CoordinatorHost>> CoordinatorHost::Start(
+    CoordinatorHostOptions options) {
+  std::unique_ptr<CoordinatorHost> host(new CoordinatorHost());
+  const absl::Duration heartbeat_timeout = options.core.heartbeat_timeout;
+  const std::string job_id = options.core.job_id;
+  const int min_nodes = options.core.min_nodes;
+  const int max_nodes = options.core.max_nodes;
+  host->core_ = std::make_unique<Coordinator>(std::move(options.core));
+  host->service_ = std::make_unique<CoordinatorService>(host->core_.get(), options.token);
+  GrpcServerOptions so;
+  so.listen.push_back({options.bind_addr, options.port});
+  so.max_connections = options.max_connections;
+  so.reserved_descriptors = options.reserved_descriptors;
+  so.heartbeat_timeout = heartbeat_timeout;
+  so.name = "coordinator";
+  absl::StatusOr<std::unique_ptr<GrpcServer>> server =
+      GrpcServer::Start(so, {host->service_.get()});
+  if (!server.ok()) return server.status();
+  host->server_ = std::move(*server);
+  Coordinator* core = host->core_.get();
+  host->ticker_ = std::make_unique<PeriodicThread>(kTickEvery, [core] { core->Tick(); });
+  TLOG(kInfo) << "coordinator for job " << SafeForLog(job_id) << " listening on "
+              << FormatHostPort(options.bind_addr, host->port()) << " ("
+              << (min_nodes == max_nodes ? absl::StrCat(max_nodes)
+                                         : absl::StrCat(min_nodes, "..", max_nodes))
+              << " nodes, at most " << host->server_->max_connections() << " connections"
+              << (options.token.empty() ? ", no token" : "") << ")";
+  return host;
+}
+
+CoordinatorHost::~CoordinatorHost() { Shutdown(absl::ZeroDuration()); }
+
+int CoordinatorHost::port() const { return server_->port(0); }
+
+void CoordinatorHost::SetServing(bool serving) { server_->SetServing(serving); }
+
+bool CoordinatorHost::accepting() const { return server_->accepting(); }
+
+void CoordinatorHost::Shutdown(absl::Duration grace) {
+  if (shut_down_) return;
+  shut_down_ = true;
+  if (core_) core_->Shutdown("the coordinator is shutting down");
+  if (server_) server_->Shutdown(grace);
+  ticker_.reset();
+}
+
+}  // namespace trainlet::rendezvous

@@ -1,0 +1,82 @@
+// CoordinatorHost: everything that serves a job's rendezvous, built and torn
+// down in one place, for both `trainlet run` (the agent of node rank 0) and
+// `trainlet coordinator` (standalone):
+//
+//   Coordinator (the state machine, coordinator.h)
+//     <- CoordinatorService (gRPC adapter, token check)
+//     <- GrpcServer on bind_addr:port (our own listener: survives descriptor
+//        exhaustion, caps connections; grpc.health.v1 on the same port)
+//   + a ticker thread calling Coordinator::Tick every 20 ms (timeouts).
+//
+// Start binds the port first, so a taken port fails before anything else is
+// built: IsAddressInUse(status) tells it apart (the agent then joins the
+// agent that holds it, as torchrun's c10d rendezvous does).
+//
+// Health on this port: SERVING after SetServing(true), while the listener can
+// accept connections (NOT_SERVING while the process is out of descriptors or
+// at the connection cap).
+//
+// Threading: Start/SetServing/Shutdown from the owner's thread; core() is
+// thread-safe (see coordinator.h). Shutdown (idempotent; the destructor runs
+// it) ends every Join and Watch with UNAVAILABLE, stops the server (waiting up
+// to `grace` for calls to finish), then the ticker.
+#ifndef TRAINLET_RENDEZVOUS_COORDINATOR_HOST_H_
+#define TRAINLET_RENDEZVOUS_COORDINATOR_HOST_H_
+
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "common/descriptors.h"
+#include "common/periodic.h"
+#include "rendezvous/coordinator.h"
+#include "rendezvous/tcp_listener.h"
+
+namespace trainlet::rendezvous {
+
+class CoordinatorService;
+class GrpcServer;
+
+struct CoordinatorHostOptions {
+  CoordinatorOptions core;  // keepalive derives from core.heartbeat_timeout.
+  std::string token;        // empty: every caller is accepted.
+  std::string bind_addr = "0.0.0.0";
+  int port = 29400;  // 0 = any free port.
+  // Connections the coordinator port may hold at once; 0: the descriptor
+  // budget, DescriptorLimit() - reserved_descriptors.
+  int max_connections = 0;
+  // What the rest of the process needs: kBaseDescriptors for `trainlet
+  // coordinator`, DescriptorsForAgent(workers, 0) for an agent.
+  int reserved_descriptors = kBaseDescriptors;
+};
+
+class CoordinatorHost {
+ public:
+  static absl::StatusOr<std::unique_ptr<CoordinatorHost>> Start(CoordinatorHostOptions options);
+  ~CoordinatorHost();
+  CoordinatorHost(const CoordinatorHost&) = delete;
+  CoordinatorHost& operator=(const CoordinatorHost&) = delete;
+
+  int port() const;
+  Coordinator& core() { return *core_; }
+  // grpc.health.v1 on the coordinator port.
+  void SetServing(bool serving);
+  // False while the port cannot accept connections (see above).
+  bool accepting() const;
+  void Shutdown(absl::Duration grace);
+
+ private:
+  CoordinatorHost() = default;
+
+  // Destroyed in reverse: the ticker and the server go before the core.
+  std::unique_ptr<Coordinator> core_;
+  std::unique_ptr<CoordinatorService> service_;
+  std::unique_ptr<GrpcServer> server_;
+  std::unique_ptr<PeriodicThread> ticker_;
+  bool shut_down_ = false;
+};
+
+}  // namespace trainlet::rendezvous
+
+#endif  // TRAINLET_RENDEZVOUS_COORDINATOR_HOST_H_
