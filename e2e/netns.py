@@ -92,8 +92,17 @@ def _pid_alive(pid):
     return True
 
 
+_UNSUPPORTED = []  # the cached answer of unsupported_reason()
+
+
 def unsupported_reason():
     """Why network-namespace hosts cannot be built here, or None."""
+    if not _UNSUPPORTED:
+        _UNSUPPORTED.append(_probe())
+    return _UNSUPPORTED[0]
+
+
+def _probe():
     if os.geteuid() != 0:
         return "netns hosts need root (ip netns add)"
     for tool in ("ip", "unshare", "hostname"):
@@ -236,7 +245,13 @@ class Cluster:
         switch += ["link set %s master br0 up" % self._veth(h) for h in self.hosts]
         _run(["ip", "-n", self.switch_ns, "-b", "-"], stdin="\n".join(switch) + "\n")
         for h in self.hosts:
-            os.makedirs(os.path.join(NETNS_ETC, h.ns), exist_ok=True)
+            for attempt in range(5):
+                try:  # another cluster's teardown may remove an empty /etc/netns meanwhile
+                    os.makedirs(os.path.join(NETNS_ETC, h.ns), exist_ok=True)
+                    break
+                except FileNotFoundError:
+                    if attempt == 4:
+                        raise
             self._write_hosts(h)
             _run(["ip", "-n", h.ns, "-b", "-"],
                  stdin="link set lo up\naddr add %s/%d dev eth0\nlink set eth0 up\n"
