@@ -286,6 +286,15 @@ class E2ETestCase(unittest.TestCase):
     def path(self, *parts):
         return os.path.join(self.dir, *parts)
 
+    def netns_cluster(self, names, domain=None):
+        """Pod-like hosts for this test (e2e/netns.py): one network and UTS
+        namespace per name, each with its own address, hostname and
+        /etc/hosts; `cluster.start(host, name, argv)` runs a process there
+        like `start` does. Torn down with the test; skips the test where
+        network namespaces are not allowed."""
+        import netns  # only tests that use it need root and iproute2
+        return netns.Cluster.create(self, names, domain=domain)
+
     # -- processes --
 
     def start(self, name, argv, env=None, prefix=()):

@@ -1,0 +1,72 @@
+// Fuzz target: TfConfigJson and BuildWorkerEnv over a fuzzed round
+// assignment and agent environment. Counts and ranks stay in what a
+// coordinator that validates its joins can produce (local world sizes
+// 1..1024, at most 64 nodes); addresses, the job id, the port and the
+// inherited environment are arbitrary. Checks: TF_CONFIG, when set, is valid
+// JSON within kMaxTfConfigBytes and is the only TF_CONFIG (an inherited one
+// never leaks through); the result is sorted NAME=VALUE with unique names.
+#include <map>
+#include <string>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "agent/worker_env.h"
+#include "fuzz/fuzz_util.h"
+
+namespace agent = trainlet::agent;
+using trainlet::fuzz::FuzzInput;
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  FuzzInput in(data, size);
+  agent::WorkerEnvInput w;
+  w.job_id = in.String(40);
+  w.master_addr = in.String(80);
+  w.master_port = in.Byte() % 2 ? in.IntInRange(INT32_MIN, INT32_MAX) : in.IntInRange(1, 65535);
+  w.restart_count = in.IntInRange(0, 1000);
+  w.max_restarts = in.IntInRange(0, 1000);
+  const int nnodes = 1 + in.Pick(64);
+  int rank_base = 0;
+  for (int n = 0; n < nnodes; ++n) {
+    agent::NodeEndpoint node{in.Byte() % 4 ? w.master_addr : in.String(80), 1 + in.Pick(4)};
+    if (in.Byte() == 0xff) node.local_world_size = in.IntInRange(1, 1024);
+    if (n == static_cast<int>(in.Pick(nnodes))) {
+      w.node_rank = n;
+      w.first_global_rank = rank_base;
+      w.local_world_size = node.local_world_size;
+    }
+    rank_base += node.local_world_size;
+    w.nodes.push_back(std::move(node));
+  }
+  w.nnodes = nnodes;
+  w.world_size = in.Byte() % 8 ? rank_base : in.IntInRange(1, 1 << 20);  // sometimes wrong
+  if (in.Byte() % 4 == 0) w.nodes.clear();
+  std::map<std::string, std::string> base;
+  for (int i = in.Pick(4); i > 0; --i) {
+    std::string name = in.String(16);
+    if (!name.empty() && name.find('=') == std::string::npos) base[name] = in.String(64);
+  }
+  if (in.Byte() % 2) base["TF_CONFIG"] = "{\"stale\":true}";
+  const int local_rank = in.Pick(w.local_world_size);
+
+  std::optional<std::string> tf = agent::TfConfigJson(w, w.first_global_rank + local_rank);
+  if (tf.has_value()) {
+    FUZZ_CHECK(tf->size() <= agent::kMaxTfConfigBytes, "TF_CONFIG too large");
+    FUZZ_CHECK(trainlet::fuzz::JsonChecker::Valid(*tf), *tf);
+  }
+  std::vector<std::string> env = agent::BuildWorkerEnv(base, w, local_rank);
+  std::string previous_name;
+  bool saw_tf = false;
+  for (size_t i = 0; i < env.size(); ++i) {
+    size_t eq = env[i].find('=');
+    FUZZ_CHECK(eq != std::string::npos, env[i]);
+    std::string name = env[i].substr(0, eq);
+    FUZZ_CHECK(i == 0 || previous_name < name, "not sorted or duplicate: " + name);
+    previous_name = name;
+    if (name == "TF_CONFIG") {
+      saw_tf = true;
+      FUZZ_CHECK(tf.has_value() && env[i].substr(eq + 1) == *tf, "TF_CONFIG is not ours");
+    }
+  }
+  FUZZ_CHECK(saw_tf == tf.has_value(), "TF_CONFIG missing");
+  return 0;
+}
