@@ -74,7 +74,6 @@ Agent::Agent(const RunConfig& config, std::map<std::string, std::string> base_en
     : config_(config),
       base_env_(std::move(base_env)),
       seams_(std::move(seams)),
-      incarnation_(options.me.incarnation()),
       machine_(std::move(options), seams_.clock) {}
 
 int Agent::Run() {
@@ -91,10 +90,7 @@ int Agent::Run() {
         Feed(WorkerExited{ev.exit});
         break;
       case Type::kHelperExited:
-        TLOG(kWarning) << "helper " << ev.exit.name << " (pid " << ev.exit.pid
-                       << ") exited with code " << ev.exit.exit_code
-                       << (ev.exit.will_restart ? "; restarting it" : "");
-        break;
+        break;  // the supervisor logged it and restarts it by its policy.
       case Type::kWorkersGone:
         Feed(WorkersGone{});
         break;
@@ -189,12 +185,6 @@ void Agent::Execute(const std::vector<RoundAction>& actions) {
 
 void Agent::PublishStatus() {
   const AgentStatus& s = machine_.status();
-  if (s.node_rank != logged_rank_) {
-    logged_rank_ = s.node_rank;
-    SetLogPrefix(absl::StrFormat("node=%s rank=%s inc=%08x", config_.node_id,
-                                 s.node_rank < 0 ? std::string("?") : absl::StrCat(s.node_rank),
-                                 static_cast<uint32_t>(incarnation_ >> 32)));
-  }
   absl::MutexLock lock(&status_mu_);
   status_ = s;
 }

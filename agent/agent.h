@@ -77,11 +77,9 @@ class Agent {
   const RunConfig& config_;
   const std::map<std::string, std::string> base_env_;
   const AgentSeams seams_;
-  const uint64_t incarnation_;  // before machine_, which takes the options.
   RoundMachine machine_;
   std::unique_ptr<rendezvous::WatchStream> watch_;
   int exit_code_ = -1;
-  int logged_rank_ = -2;
 
   absl::Mutex inbox_mu_;
   std::deque<RoundEvent> inbox_ ABSL_GUARDED_BY(inbox_mu_);

@@ -293,6 +293,8 @@ void RoundMachine::OnJoinAnswered(const JoinAnswered& e, Actions* out) {
   status_.restart_count = a.restart_count();
   status_.workers_running = workers_running_;
 
+  SetLogPrefix(absl::StrFormat("node=%s rank=%d inc=%08x", options_.me.node_id(), a.node_rank(),
+                               static_cast<uint32_t>(options_.me.incarnation() >> 32)));
   TLOG(kInfo) << absl::StrFormat(
       "round %d: node rank %d of %d, world size %d, master %s:%d, restart %d; starting %d "
       "worker(s) (ranks %d..%d)",
@@ -353,6 +355,12 @@ void RoundMachine::OnWorkerExited(const WorkerExited& e, Actions* out) {
   status_.workers_running = workers_running_;
   const int code = x.exit_code;
   if (code != 0 && any_failure_ == 0) any_failure_ = code;
+  const std::string how = code > kExitSignalBase
+                              ? absl::StrCat("killed by ", SignalText(code - kExitSignalBase))
+                              : absl::StrCat("exited with code ", code);
+  if (state_ != RoundState::kRunning || code == 0) {
+    TLOG(kInfo) << WorkerName(x) << " " << how;
+  }
   if (state_ != RoundState::kRunning) return;  // stopping: the exits we caused.
   if (code == 0) {
     ++workers_ok_;
@@ -367,9 +375,6 @@ void RoundMachine::OnWorkerExited(const WorkerExited& e, Actions* out) {
     return;
   }
   running_failure_ = code;
-  const std::string how = code > kExitSignalBase
-                              ? absl::StrCat("killed by ", SignalText(code - kExitSignalBase))
-                              : absl::StrCat("exited with code ", code);
   TLOG(kError) << WorkerName(x) << " failed: " << how;
   status_.last_failure = absl::StrCat(WorkerName(x), " ", how);
   v1::ReportRequest r = NewReport(v1::ReportRequest::FAILED);

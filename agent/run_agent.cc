@@ -5,7 +5,6 @@
 #include <unistd.h>
 
 #include <memory>
-#include <optional>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -14,73 +13,24 @@
 #include "agent/agent.h"
 #include "agent/coordinator_options.h"
 #include "agent/options.h"
+#include "common/descriptors.h"
 #include "common/exit_codes.h"
-#include "common/host_names.h"
 #include "common/logging.h"
-#include "common/periodic.h"
 #include "launcher/command_resolver.h"
+#include "launcher/signals.h"
 #include "launcher/supervisor.h"
 #include "rendezvous/coordinator.h"
 #include "rendezvous/coordinator_client.h"
-#include "rendezvous/coordinator_service.h"
-#include "rendezvous/grpc_server.h"
+#include "rendezvous/coordinator_host.h"
+#include "rendezvous/health_server.h"
+#include "rendezvous/keepalive.h"
 
 namespace trainlet::agent {
 namespace {
 
-namespace v1 = ::trainlet::v1;
-
 // How long node 0 keeps its coordinator up after the verdict, so that every
 // agent hears it.
 constexpr absl::Duration kDrainWait = absl::Seconds(10);
-
-// TEMPORARY (until launcher::Supervisor implements WorkerGroup itself): the
-// WorkerGroup view of today's Supervisor.
-class SupervisorGroup : public launcher::WorkerGroup {
- public:
-  explicit SupervisorGroup(launcher::Supervisor* s) : s_(s) {}
-  absl::Status Start(const std::vector<launcher::ProcessSpec>& workers) override {
-    gone_sent_ = false;
-    return s_->Start(workers);
-  }
-  absl::Status StartHelper(const launcher::ProcessSpec&) override {
-    return absl::UnimplementedError("helpers");
-  }
-  Event Wait(absl::Duration timeout) override {
-    if (!gone_sent_ && started_ && s_->running_count() == 0) {
-      gone_sent_ = true;
-      return Event{EventType::kWorkersGone};
-    }
-    launcher::Supervisor::Event e = s_->Wait(timeout);
-    Event out;
-    out.exit = e.exit;
-    out.signal = e.signal;
-    switch (e.type) {
-      case launcher::Supervisor::EventType::kWorkerExited:
-        out.type = EventType::kWorkerExited;
-        started_ = true;
-        break;
-      case launcher::Supervisor::EventType::kSignal:
-        out.type = EventType::kSignal;
-        break;
-      case launcher::Supervisor::EventType::kWakeup:
-        out.type = EventType::kWakeup;
-        break;
-      case launcher::Supervisor::EventType::kTimeout:
-        out.type = EventType::kTimeout;
-        break;
-    }
-    return out;
-  }
-  void Wake() override { s_->Wake(); }
-  void SignalWorkers(int sig) override { s_->SignalAll(sig); }
-  int running_workers() const override { return s_->running_count(); }
-
- private:
-  launcher::Supervisor* s_;
-  bool started_ = false;
-  bool gone_sent_ = false;
-};
 
 // A free TCP port on this host (bound and released: the worker that listens
 // on it, rank 0's torch store, binds it shortly after).
@@ -108,14 +58,6 @@ std::string DialAddressFor(const std::string& bind_addr) {
   if (bind_addr == "::") return "::1";
   return bind_addr;
 }
-
-// The coordinator this agent hosts (node 0, or a single-node run).
-struct HostedCoordinator {
-  std::unique_ptr<rendezvous::Coordinator> core;
-  std::unique_ptr<rendezvous::CoordinatorService> service;
-  std::unique_ptr<rendezvous::GrpcServer> server;
-  std::unique_ptr<PeriodicThread> ticker;
-};
 
 }  // namespace
 
@@ -150,10 +92,9 @@ int RunAgent(const RunConfig& config, const std::map<std::string, std::string>& 
   }
 
   // The health server: grpc.health.v1 only (kubelet probes).
-  std::unique_ptr<rendezvous::GrpcServer> health;
+  std::unique_ptr<rendezvous::HealthServer> health;
   if (config.health_port > 0) {
-    auto started = rendezvous::GrpcServer::Start(
-        {JoinHostPort(config.health_bind_addr, config.health_port)}, {});
+    auto started = rendezvous::HealthServer::Start(config.health_bind_addr, config.health_port);
     if (!started.ok()) {
       TLOG(kError) << started.status().message() << " (--health-port)";
       return kExitOsError;
@@ -163,81 +104,72 @@ int RunAgent(const RunConfig& config, const std::map<std::string, std::string>& 
 
   // The coordinator, when this agent hosts it. kIfPortFree: whoever binds
   // the port hosts it, the others join (torchrun's c10d semantics).
-  HostedCoordinator hosted;
-  std::unique_ptr<rendezvous::GrpcServer> server;
-  bool host = config.host_coordinator != HostCoordinator::kNo;
-  int coordinator_port = config.coordinator_port;
-  if (host) {
-    hosted.core = std::make_unique<rendezvous::Coordinator>(CoordinatorOptionsFrom(config));
-    hosted.service =
-        std::make_unique<rendezvous::CoordinatorService>(hosted.core.get(), config.token);
-    auto started = rendezvous::GrpcServer::Start(
-        {JoinHostPort(config.bind_addr, config.coordinator_port)}, {hosted.service.get()});
+  std::unique_ptr<rendezvous::CoordinatorHost> host;
+  if (config.host_coordinator != HostCoordinator::kNo) {
+    rendezvous::CoordinatorHostOptions o;
+    o.core = CoordinatorOptionsFrom(config);
+    o.token = config.token;
+    o.bind_addr = config.bind_addr;
+    o.port = config.coordinator_port;
+    o.reserved_descriptors = DescriptorsForAgent(config.nproc_per_node, 0);
+    auto started = rendezvous::CoordinatorHost::Start(std::move(o));
     if (started.ok()) {
-      server = std::move(*started);
-    } else if (config.host_coordinator == HostCoordinator::kIfPortFree) {
+      host = std::move(*started);
+    } else if (config.host_coordinator == HostCoordinator::kIfPortFree &&
+               rendezvous::IsAddressInUse(started.status())) {
       TLOG(kInfo) << "another agent on this host holds the coordinator port "
                   << config.coordinator_port << ": joining it";
-      host = false;
-      hosted = HostedCoordinator{};
     } else {
       TLOG(kError) << started.status().message();
       return kExitOsError;
     }
   }
-  if (host) {
-    coordinator_port = server->port(0);
-    rendezvous::Coordinator* core = hosted.core.get();
-    hosted.ticker =
-        std::make_unique<PeriodicThread>(absl::Milliseconds(20), [core] { core->Tick(); });
-    TLOG(kInfo) << "coordinator for job " << config.job_id << " listening on "
-                << JoinHostPort(config.bind_addr, coordinator_port) << " ("
-                << NnodesToString(config.nnodes) << " nodes)";
-  }
 
   // The hosting agent dials its own coordinator where it listens.
-  const std::string dial_host = host ? DialAddressFor(config.bind_addr) : config.coordinator_host;
   rendezvous::ClientOptions client_options;
-  client_options.target = JoinHostPort(dial_host, coordinator_port);
+  client_options.target = host ? JoinHostPort(DialAddressFor(config.bind_addr), host->port())
+                               : JoinHostPort(config.coordinator_host, config.coordinator_port);
   client_options.token = config.token;
+  const rendezvous::KeepaliveSettings keepalive =
+      rendezvous::KeepaliveFor(config.policy.heartbeat_timeout);
+  client_options.keepalive_time = keepalive.time;
+  client_options.keepalive_timeout = keepalive.timeout;
   auto client = std::make_unique<rendezvous::GrpcRendezvousClient>(client_options);
   TLOG(kInfo) << "joining job " << config.job_id << " at " << client_options.target << " as node "
               << config.node_id
               << (config.node_rank_hint >= 0
                       ? absl::StrCat(" (rank hint ", config.node_rank_hint, ")")
                       : "")
-              << "; command: " << absl::StrJoin(config.command, " ");
+              << "; command: " << SafeForLog(absl::StrJoin(config.command, " "), 512);
 
-  SupervisorGroup workers(supervisor->get());
   AgentSeams seams;
-  seams.workers = &workers;
+  seams.workers = supervisor->get();
   seams.client = client.get();
   seams.clock = Clock::Monotonic();
-  rendezvous::GrpcServer* serving[] = {health.get(), server.get()};
-  seams.set_serving = [serving](bool on) {
-    for (rendezvous::GrpcServer* s : serving) {
-      if (s != nullptr) s->SetServing(on);
-    }
+  seams.stdin_is_terminal = launcher::StdinIsForegroundTerminal();
+  rendezvous::HealthServer* health_server = health.get();
+  rendezvous::CoordinatorHost* coordinator_host = host.get();
+  seams.set_serving = [health_server, coordinator_host](bool on) {
+    if (health_server != nullptr) health_server->SetServing(on);
+    if (coordinator_host != nullptr) coordinator_host->SetServing(on);
   };
   Agent agent(config, base_env, RoundOptionsFrom(config, incarnation, master_port), seams);
   const int exit_code = agent.Run();
   // The client's callbacks refer to the agent: stop them first.
   client.reset();
 
-  if (hosted.core) {
-    const rendezvous::Phase phase = hosted.core->GetSnapshot().phase;
+  if (host) {
+    const rendezvous::Phase phase = host->core().GetSnapshot().phase;
     if (phase == rendezvous::Phase::kSucceeded || phase == rendezvous::Phase::kFailed) {
       // Keep the coordinator up until every agent heard the verdict.
-      if (!hosted.core->AwaitDrained(kDrainWait)) {
+      if (!host->core().AwaitDrained(kDrainWait)) {
         TLOG(kWarning) << "not every agent acknowledged the verdict within "
                        << absl::FormatDuration(kDrainWait);
       }
     }
+    host->Shutdown(absl::Milliseconds(100));
   }
-  if (server) server->Shutdown(absl::Milliseconds(100));
-  if (health) health->Shutdown(absl::ZeroDuration());
-  hosted.ticker.reset();
-  if (hosted.core) hosted.core->Shutdown("agent exiting");
+  if (health) health->Shutdown();
   supervisor->reset();
   return exit_code;
 }

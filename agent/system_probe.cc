@@ -164,7 +164,8 @@ std::optional<int> ParseCpuMax(absl::string_view text) {
   if (fields.size() > 1 && (!absl::SimpleAtoi(fields[1], &period) || period <= 0)) {
     return std::nullopt;
   }
-  int64_t cpus = (quota + period - 1) / period;
+  // Rounded up without overflow (quota + period may exceed int64).
+  int64_t cpus = quota / period + (quota % period != 0 ? 1 : 0);
   return static_cast<int>(std::clamp<int64_t>(cpus, 1, INT_MAX));
 }
 

@@ -3,6 +3,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <climits>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
@@ -68,6 +69,7 @@ TEST(FindFqdnInHosts, IgnoresLinesNotListingTheHostnameAndComments) {
 TEST(ParseCpuMax, Forms) {
   EXPECT_EQ(ParseCpuMax("150000 100000\n"), 2);
   EXPECT_EQ(ParseCpuMax("200000 100000"), 2);
+  EXPECT_EQ(ParseCpuMax("9223372036854775807 91"), INT_MAX);  // no overflow rounding up
   EXPECT_EQ(ParseCpuMax("50000 100000"), 1);
   EXPECT_EQ(ParseCpuMax("max 100000"), std::nullopt);
   EXPECT_EQ(ParseCpuMax(""), std::nullopt);

@@ -402,9 +402,10 @@ void Supervisor::OnWorkerReaped(Process* w, int status) {
   exit.global_rank = w->spec.global_rank;
   exit.pid = w->pid;
   exit.exit_code = ExitCodeFromWaitStatus(status);
-  TLOG(kInfo) << "worker local_rank=" << w->spec.local_rank
-              << " global_rank=" << w->spec.global_rank << " pid=" << w->pid << " "
-              << DescribeExit(status, exit.exit_code);
+  // The agent's round logs each worker's exit once, with what it means.
+  TLOG(kDebug) << "worker local_rank=" << w->spec.local_rank
+               << " global_rank=" << w->spec.global_rank << " pid=" << w->pid << " "
+               << DescribeExit(status, exit.exit_code);
   pending_exits_.push_back(exit);
 }
 
@@ -543,8 +544,8 @@ void Supervisor::ReadSignals() {
   while (read(signal_fd_, &info, sizeof(info)) == static_cast<ssize_t>(sizeof(info))) {
     int sig = static_cast<int>(info.ssi_signo);
     if (sig == SIGCHLD) continue;  // ReapChildren() runs on every Wait() iteration
-    TLOG(kInfo) << "received signal " << sig << " (" << strsignal(sig) << ") from pid "
-                << info.ssi_pid;
+    TLOG(kDebug) << "received signal " << sig << " (" << strsignal(sig) << ") from pid "
+                 << info.ssi_pid;
     pending_signals_.push_back(sig);
   }
 }

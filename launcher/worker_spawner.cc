@@ -15,6 +15,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "common/descriptors.h"
 #include "launcher/command_resolver.h"
 
 namespace trainlet {
@@ -83,6 +84,10 @@ bool Redirect(int source, int target) {
       !Redirect(err_source, STDERR_FILENO)) {
     ChildFail(error_fd, kStageRedirect, errno);
   }
+
+  // The agent raised its own soft descriptor limit (common/descriptors.h);
+  // the process gets the one the pod was started with.
+  RestoreDescriptorLimitInChild();
 
   // Handlers are reset by execve, but ignored signals (the agent ignores
   // SIGPIPE) and the blocked mask are inherited: undo both.

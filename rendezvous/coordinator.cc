@@ -843,7 +843,7 @@ void Coordinator::FailJobLocked(const std::string& reason, const std::string& no
   f->set_failed_node_id(node_id);
   f->set_exit_code(exit_code);
   f->set_restarts_exhausted(restarts_exhausted);
-  TLOG(kError) << "job failed: " << reason;
+  TLOG(kError) << "coordinator: the job failed: " << reason;
   const absl::Status over = JobOverErrorLocked();
   for (auto& [id, m] : members_) {
     if (m.ticket != 0) {
@@ -858,7 +858,7 @@ void Coordinator::FinishJobLocked(Actions* actions) {
   phase_ = Phase::kSucceeded;
   verdict_directive_ = NewDirectiveLocked();
   verdict_directive_.mutable_job_finished();
-  TLOG(kInfo) << "job finished: every worker of round " << round_ << " exited 0";
+  TLOG(kInfo) << "coordinator: the job succeeded: every worker of round " << round_ << " exited 0";
   for (auto& [id, m] : members_) {
     if (m.sink) m.sink->Send(verdict_directive_, /*last=*/true);
   }
