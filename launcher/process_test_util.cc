@@ -110,9 +110,9 @@ std::string CaptureFd::Contents() const {
   return out;
 }
 
-WorkerSpec ShellWorker(const std::string& script, const std::string& dir, int local_rank,
-                       int global_rank) {
-  WorkerSpec spec;
+ProcessSpec ShellWorker(const std::string& script, const std::string& dir, int local_rank,
+                        int global_rank) {
+  ProcessSpec spec;
   spec.local_rank = local_rank;
   spec.global_rank = global_rank;
   spec.argv = {"sh", "-c", script};

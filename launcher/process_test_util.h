@@ -55,8 +55,8 @@ class CaptureFd {
 };
 
 // `sh -c script` with env {PATH=/usr/bin:/bin, DIR=<dir>}.
-WorkerSpec ShellWorker(const std::string& script, const std::string& dir = "/tmp",
-                       int local_rank = 0, int global_rank = 0);
+ProcessSpec ShellWorker(const std::string& script, const std::string& dir = "/tmp",
+                        int local_rank = 0, int global_rank = 0);
 
 }  // namespace testing
 }  // namespace launcher

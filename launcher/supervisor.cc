@@ -237,7 +237,7 @@ absl::Status Supervisor::Start(const std::vector<ProcessSpec>& workers) {
       for (const Process& w : workers_) started.push_back(w.pid);
       ForgetWorkers();
       pending_exits_.erase(std::remove_if(pending_exits_.begin(), pending_exits_.end(),
-                                          [&](const WorkerExit& e) {
+                                          [&](const ProcessExit& e) {
                                             return std::find(started.begin(), started.end(),
                                                              e.pid) != started.end();
                                           }),
@@ -327,30 +327,6 @@ void Supervisor::SignalWorkers(int sig) {
   }
 }
 
-std::vector<WorkerExit> Supervisor::StopAll(absl::Duration grace) {
-  if (!workers_.empty()) {
-    TLOG(kInfo) << "stopping workers: SIGTERM, grace period " << absl::FormatDuration(grace);
-    SignalWorkers(SIGTERM);
-    const absl::Time deadline = MonotonicNow() + grace;
-    for (;;) {
-      ReapChildren();
-      if (!AnyGroupAlive()) break;
-      absl::Duration remaining = deadline - MonotonicNow();
-      if (remaining <= absl::ZeroDuration()) {
-        TLOG(kWarning) << "grace period " << absl::FormatDuration(grace)
-                       << " expired; sending SIGKILL to the worker process groups ("
-                       << running_workers() << " workers still running)";
-        break;
-      }
-      PollOnce(std::min(remaining, kGroupPollInterval));
-    }
-    KillAllAndReap(KillsOrphansAtRoundEnd());
-  }
-  std::vector<WorkerExit> exits(pending_exits_.begin(), pending_exits_.end());
-  pending_exits_.clear();
-  return exits;
-}
-
 int Supervisor::running_workers() const {
   return static_cast<int>(
       std::count_if(workers_.begin(), workers_.end(), [](const Process& w) { return !w.reaped; }));
@@ -395,7 +371,7 @@ void Supervisor::OnWorkerReaped(Process* w, int status) {
   ReadStream(&w->out, /*until_drained=*/true);
   ReadStream(&w->err, /*until_drained=*/true);
   if (w->spec.prefix_output) flush_before_exit_ = true;
-  WorkerExit exit;
+  ProcessExit exit;
   exit.role = ProcessRole::kWorker;
   exit.name = w->spec.name;
   exit.local_rank = w->spec.local_rank;

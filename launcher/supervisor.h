@@ -127,17 +127,7 @@ class Supervisor : public WorkerGroup {
   void SignalWorkers(int sig) override;
   int running_workers() const override;
 
-  // --- For today's agent (agent/agent.cc) and tests. ---
-
-  // Graceful stop, blocking: SignalWorkers(SIGTERM), keep reaping and
-  // pumping output until every worker group is empty or `grace` passes, then
-  // SIGKILL every group (and, as at kWorkersGone, the workers' orphans) and
-  // reap. Returns the worker exits not yet returned by Wait(), in the order
-  // observed. Signals, wakeups and helper exits arriving meanwhile are kept
-  // for later Wait() calls.
-  std::vector<WorkerExit> StopAll(absl::Duration grace);
-  void SignalAll(int sig) { SignalWorkers(sig); }
-  int running_count() const { return running_workers(); }
+  // --- Queries for tests and diagnostics. ---
 
   // The pid (= process group id) of the worker with `local_rank` from the
   // latest Start(), or -1.
@@ -227,7 +217,7 @@ class Supervisor : public WorkerGroup {
   std::vector<Process> workers_;
   std::vector<Stream> retired_streams_;
   std::vector<std::unique_ptr<Helper>> helpers_;
-  std::deque<WorkerExit> pending_exits_;
+  std::deque<ProcessExit> pending_exits_;
   std::deque<ProcessExit> pending_helper_exits_;
   std::deque<int> pending_signals_;
   bool wake_pending_ = false;

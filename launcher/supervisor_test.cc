@@ -83,7 +83,7 @@ class SupervisorTest : public ::testing::Test {
   }
 
   // Waits for the next worker exit, failing on anything else.
-  WorkerExit NextExit() {
+  ProcessExit NextExit() {
     Supervisor::Event event = supervisor_->Wait(kTimeout);
     EXPECT_EQ(event.type, EventType::kWorkerExited);
     return event.exit;
@@ -119,12 +119,12 @@ void KillIfAlive(pid_t pid) {
 TEST_F(SupervisorTest, ExitCode_IsPassedThrough) {
   ASSERT_TRUE(supervisor_->Start({ShellWorker("exit 3", "/tmp", 2, 5)}).ok());
   pid_t pid = supervisor_->worker_pid(2);
-  WorkerExit exit = NextExit();
+  ProcessExit exit = NextExit();
   EXPECT_EQ(exit.exit_code, 3);
   EXPECT_EQ(exit.local_rank, 2);
   EXPECT_EQ(exit.global_rank, 5);
   EXPECT_EQ(exit.pid, pid);
-  EXPECT_EQ(supervisor_->running_count(), 0);
+  EXPECT_EQ(supervisor_->running_workers(), 0);
 }
 
 TEST_F(SupervisorTest, KilledBySignal_Is128PlusSignal) {
@@ -136,8 +136,8 @@ TEST_F(SupervisorTest, SeveralExits_AreReportedOnePerWait) {
   ASSERT_TRUE(
       supervisor_->Start({ShellWorker("exit 1", "/tmp", 0), ShellWorker("exit 2", "/tmp", 1)})
           .ok());
-  WorkerExit first = NextExit();
-  WorkerExit second = NextExit();
+  ProcessExit first = NextExit();
+  ProcessExit second = NextExit();
   std::set<std::pair<int, int>> got = {{first.local_rank, first.exit_code},
                                        {second.local_rank, second.exit_code}};
   EXPECT_EQ(got, (std::set<std::pair<int, int>>{{0, 1}, {1, 2}}));
@@ -146,14 +146,14 @@ TEST_F(SupervisorTest, SeveralExits_AreReportedOnePerWait) {
 }
 
 TEST_F(SupervisorTest, Start_MissingCommand_ReturnsNotFoundAndLeavesNoChild) {
-  WorkerSpec ok_worker = ShellWorker("sleep 30", "/tmp", 0);
-  WorkerSpec missing = ShellWorker("", "/tmp", 1);
+  ProcessSpec ok_worker = ShellWorker("sleep 30", "/tmp", 0);
+  ProcessSpec missing = ShellWorker("", "/tmp", 1);
   missing.argv = {"trainlet-no-such-command", "--flag"};
   absl::Status status = supervisor_->Start({ok_worker, missing});
   ASSERT_EQ(status.code(), absl::StatusCode::kNotFound) << status;
   EXPECT_NE(status.message().find("'trainlet-no-such-command'"), absl::string_view::npos);
   EXPECT_EQ(ExitCodeForSpawnError(status), kExitNotFound);
-  EXPECT_EQ(supervisor_->running_count(), 0);
+  EXPECT_EQ(supervisor_->running_workers(), 0);
   // The already started `sleep 30` was killed and reaped: no child at all.
   int wait_status;
   EXPECT_EQ(waitpid(-1, &wait_status, WNOHANG), -1);
@@ -164,7 +164,7 @@ TEST_F(SupervisorTest, Start_MissingCommand_ReturnsNotFoundAndLeavesNoChild) {
 
 TEST_F(SupervisorTest, Start_ExecFormatError_IsReportedThroughErrorPipe) {
   WriteFile(dir_.File("garbage"), "\x01\x02\x03 not a program\n", 0755);
-  WorkerSpec spec = ShellWorker("");
+  ProcessSpec spec = ShellWorker("");
   spec.argv = {dir_.File("garbage")};
   absl::Status status = supervisor_->Start({spec});
   ASSERT_EQ(status.code(), absl::StatusCode::kPermissionDenied) << status;
@@ -176,7 +176,7 @@ TEST_F(SupervisorTest, Start_ExecFormatError_IsReportedThroughErrorPipe) {
 
 TEST_F(SupervisorTest, Start_MissingInterpreter_IsNotFoundWithHint) {
   WriteFile(dir_.File("script"), "#!/nonexistent/python\n", 0755);
-  WorkerSpec spec = ShellWorker("");
+  ProcessSpec spec = ShellWorker("");
   spec.argv = {dir_.File("script")};
   absl::Status status = supervisor_->Start({spec});
   ASSERT_EQ(status.code(), absl::StatusCode::kNotFound) << status;
@@ -187,7 +187,7 @@ TEST_F(SupervisorTest, Start_WhileRunning_IsFailedPrecondition) {
   ASSERT_TRUE(supervisor_->Start({ShellWorker("sleep 30")}).ok());
   EXPECT_EQ(supervisor_->Start({ShellWorker("exit 0")}).code(),
             absl::StatusCode::kFailedPrecondition);
-  EXPECT_EQ(supervisor_->running_count(), 1);
+  EXPECT_EQ(supervisor_->running_workers(), 1);
 }
 
 TEST_F(SupervisorTest, Start_AgainAfterExit_StartsNewRound) {
@@ -207,11 +207,11 @@ TEST_F(SupervisorTest, EachWorker_IsInItsOwnProcessGroup) {
     EXPECT_EQ(getpgid(pid), pid) << "rank " << rank;
   }
   EXPECT_NE(getpgid(supervisor_->worker_pid(0)), getpgrp());
-  EXPECT_EQ(supervisor_->running_count(), 2);
+  EXPECT_EQ(supervisor_->running_workers(), 2);
 }
 
 TEST_F(SupervisorTest, Environment_IsPassedExactly_AndUnprefixedOutputGoesToFd) {
-  WorkerSpec spec;
+  ProcessSpec spec;
   spec.argv = {"env"};
   spec.env = {"PATH=/usr/bin:/bin", "FOO=bar baz", "EMPTY="};
   ASSERT_TRUE(supervisor_->Start({spec}).ok());
@@ -221,7 +221,7 @@ TEST_F(SupervisorTest, Environment_IsPassedExactly_AndUnprefixedOutputGoesToFd) 
 
 TEST_F(SupervisorTest, Worker_HasEmptySignalMaskAndNoIgnoredSignals) {
   // The test process blocks SIGCHLD/TERM/... and ignores SIGPIPE, like the agent.
-  WorkerSpec spec;
+  ProcessSpec spec;
   spec.argv = {"grep", "-E", "^Sig(Blk|Ign):", "/proc/self/status"};
   spec.env = {"PATH=/usr/bin:/bin"};
   ASSERT_TRUE(supervisor_->Start({spec}).ok());
@@ -230,7 +230,7 @@ TEST_F(SupervisorTest, Worker_HasEmptySignalMaskAndNoIgnoredSignals) {
 }
 
 TEST_F(SupervisorTest, PrefixedOutput_GoesLineByLineToMatchingStream) {
-  WorkerSpec spec =
+  ProcessSpec spec =
       ShellWorker("printf 'a\\nb\\n'; printf 'err1\\n' >&2; printf partial", "/tmp", 0, 7);
   spec.prefix_output = true;
   ASSERT_TRUE(supervisor_->Start({spec}).ok());
@@ -250,9 +250,9 @@ TEST_F(SupervisorTest, PrefixedOutput_GoesLineByLineToMatchingStream) {
 
 TEST_F(SupervisorTest, PrefixedOutput_OfConcurrentWorkers_NeverMixesWithinALine) {
   const int kLines = 2000;
-  std::vector<WorkerSpec> specs;
+  std::vector<ProcessSpec> specs;
   for (int rank : {0, 1}) {
-    WorkerSpec spec = ShellWorker(
+    ProcessSpec spec = ShellWorker(
         absl::StrCat(
             "i=0; while [ $i -lt ", kLines,
             " ]; do echo \"line $i of a reasonably long worker output\"; i=$((i+1)); done"),
@@ -337,73 +337,28 @@ TEST_F(SupervisorTest, SignalAll_ReachesEveryProcessInTheGroup) {
   ASSERT_TRUE(WaitFor(
       [&] { return FileExists(dir_.File("child_ready")) && FileExists(dir_.File("leader_ready")); },
       kTimeout));
-  supervisor_->SignalAll(SIGTERM);
+  supervisor_->SignalWorkers(SIGTERM);
   EXPECT_EQ(NextExit().exit_code, 0);
   EXPECT_TRUE(WaitFor([&] { return ReadFile(dir_.File("child")) == "term\n"; }, kTimeout));
   EXPECT_EQ(ReadFile(dir_.File("leader")), "term\n");
 }
 
-TEST_F(SupervisorTest, StopAll_WorkerIgnoringTerm_IsKilledAfterGrace) {
-  const std::string script = "trap '' TERM; echo > \"$DIR/ready\"; while :; do sleep 0.05; done";
-  ASSERT_TRUE(supervisor_->Start({ShellWorker(script, dir_.path(), 0, 3)}).ok());
-  ASSERT_TRUE(WaitFor([&] { return FileExists(dir_.File("ready")); }, kTimeout));
-  const absl::Duration grace = absl::Milliseconds(300);
-  absl::Time start = absl::Now();
-  std::vector<WorkerExit> exits = supervisor_->StopAll(grace);
-  absl::Duration elapsed = absl::Now() - start;
-  EXPECT_GE(elapsed, grace);
-  EXPECT_LT(elapsed, grace + absl::Seconds(2));
-  ASSERT_EQ(exits.size(), 1u);
-  EXPECT_EQ(exits[0].exit_code, kExitSignalBase + SIGKILL);
-  EXPECT_EQ(exits[0].global_rank, 3);
-  EXPECT_EQ(supervisor_->running_count(), 0);
-}
-
-TEST_F(SupervisorTest, StopAll_WorkerHonouringTerm_EndsBeforeGrace) {
-  ASSERT_TRUE(
-      supervisor_->Start({ShellWorker("exit 5", "/tmp", 0), ShellWorker("sleep 30", "/tmp", 1)})
-          .ok());
-  pid_t quick = supervisor_->worker_pid(0);
-  ASSERT_TRUE(WaitFor([&] { return ProcessState(quick) == 'Z'; }, kTimeout));
-  absl::Time start = absl::Now();
-  std::vector<WorkerExit> exits = supervisor_->StopAll(absl::Seconds(10));
-  EXPECT_LT(absl::Now() - start, absl::Seconds(5));
-  // Includes the exit that happened before StopAll and was never Wait()ed for.
-  ASSERT_EQ(exits.size(), 2u);
-  std::set<std::pair<int, int>> got = {{exits[0].local_rank, exits[0].exit_code},
-                                       {exits[1].local_rank, exits[1].exit_code}};
-  EXPECT_EQ(got, (std::set<std::pair<int, int>>{{0, 5}, {1, kExitSignalBase + SIGTERM}}));
-  EXPECT_EQ(supervisor_->Wait(kTimeout).type, EventType::kWorkersGone);
-  EXPECT_EQ(supervisor_->Wait(absl::Milliseconds(20)).type, EventType::kTimeout);
-}
-
-TEST_F(SupervisorTest, StopAll_KeepsSignalsArrivingMeanwhileForWait) {
-  const std::string script =
-      "trap 'kill -USR1 $PPID; exit 0' TERM; echo > \"$DIR/ready\"; while :; do sleep 0.05; done";
-  ASSERT_TRUE(supervisor_->Start({ShellWorker(script, dir_.path())}).ok());
-  ASSERT_TRUE(WaitFor([&] { return FileExists(dir_.File("ready")); }, kTimeout));
-  std::vector<WorkerExit> exits = supervisor_->StopAll(absl::Seconds(5));
-  ASSERT_EQ(exits.size(), 1u);
-  EXPECT_EQ(exits[0].exit_code, 0);
-  EXPECT_EQ(supervisor_->Wait(absl::Seconds(2)).type, EventType::kWorkersGone);
-  Supervisor::Event event = supervisor_->Wait(absl::Seconds(2));
-  EXPECT_EQ(event.type, EventType::kSignal);
-  EXPECT_EQ(event.signal, SIGUSR1);
-}
-
-TEST_F(SupervisorTest, StopAll_KillsGroupMembersLeftBehindByExitedLeader) {
+TEST_F(SupervisorTest, Stop_KillsGroupMembersLeftBehindByExitedLeader) {
+  // The leader is gone but a member of its group ignores SIGTERM: the group
+  // is still signalled, and kWorkersGone waits until it is empty.
   const std::string script = kLeaveTermIgnoringGrandchild;
   ASSERT_TRUE(supervisor_->Start({ShellWorker(script, dir_.path())}).ok());
   EXPECT_EQ(NextExit().exit_code, 0);
   pid_t grandchild = ReadPidFile(dir_.File("grandchild"));
   ASSERT_GT(grandchild, 0);
   EXPECT_NE(ProcessState(grandchild), 0);
-  EXPECT_EQ(supervisor_->running_count(), 0);
+  EXPECT_EQ(supervisor_->running_workers(), 0);
 
-  const absl::Duration grace = absl::Milliseconds(200);
-  absl::Time start = absl::Now();
-  EXPECT_TRUE(supervisor_->StopAll(grace).empty());
-  EXPECT_GE(absl::Now() - start, grace);  // the group was given its grace period
+  supervisor_->SignalWorkers(SIGTERM);
+  EXPECT_EQ(supervisor_->Wait(absl::Milliseconds(200)).type, EventType::kTimeout);
+  EXPECT_NE(ProcessState(grandchild), 0) << "it ignores SIGTERM";
+  supervisor_->SignalWorkers(SIGKILL);
+  Next(EventType::kWorkersGone);
   EXPECT_EQ(ProcessState(grandchild), 0)
       << "grandchild " << grandchild << " survived (or unreaped)";
 }
@@ -484,7 +439,7 @@ TEST_F(SupervisorTest, WorkersGone_WaitsUntilEveryGroupIsEmpty) {
 }
 
 TEST_F(SupervisorTest, NonBlockingStop_TermDeadlineKill_EndsWithExitThenWorkersGone) {
-  // The agent's own stop, without StopAll: SIGTERM, its deadline, SIGKILL.
+  // The agent's stop: SIGTERM, its deadline, SIGKILL.
   const std::string script = "trap '' TERM; echo > \"$DIR/ready\"; while :; do sleep 0.05; done";
   ASSERT_TRUE(supervisor_->Start({ShellWorker(script, dir_.path(), 0, 4)}).ok());
   ASSERT_TRUE(WaitFor([&] { return FileExists(dir_.File("ready")); }, kTimeout));
@@ -492,7 +447,7 @@ TEST_F(SupervisorTest, NonBlockingStop_TermDeadlineKill_EndsWithExitThenWorkersG
   EXPECT_EQ(supervisor_->Wait(absl::Milliseconds(200)).type, EventType::kTimeout);
   EXPECT_EQ(supervisor_->running_workers(), 1);
   supervisor_->SignalWorkers(SIGKILL);
-  WorkerExit exit = NextExit();
+  ProcessExit exit = NextExit();
   EXPECT_EQ(exit.exit_code, kExitSignalBase + SIGKILL);
   EXPECT_EQ(exit.global_rank, 4);
   EXPECT_EQ(exit.role, ProcessRole::kWorker);
@@ -744,7 +699,7 @@ TEST_F(SupervisorTest, PrefixedOutput_StalledReader_NeverBlocksWaitOrSignals) {
   std::unique_ptr<Supervisor> supervisor = std::move(*created);
   // ~8 MiB of output, far more than the pipe and the buffer hold, then a
   // marker file, then it exits 3.
-  WorkerSpec spec = ShellWorker(
+  ProcessSpec spec = ShellWorker(
       "yes \"$(head -c 4000 /dev/zero | tr '\\0' x)\" | head -n 2000; "
       "echo > \"$DIR/printed\"; exit 3",
       dir_.path());
@@ -793,7 +748,7 @@ TEST_F(SupervisorTest, PrefixedOutput_SlowReader_SlowsTheWorkerAndLosesNothing) 
   options.output_buffer_bytes = 64 * 1024;  // far less than the worker prints
   absl::StatusOr<std::unique_ptr<Supervisor>> created = Supervisor::Create(options);
   ASSERT_TRUE(created.ok()) << created.status();
-  WorkerSpec spec = ShellWorker("seq 1 200000", "/tmp", 0, 1);  // ~1.3 MB
+  ProcessSpec spec = ShellWorker("seq 1 200000", "/tmp", 0, 1);  // ~1.3 MB
   spec.prefix_output = true;
   ASSERT_TRUE((*created)->Start({spec}).ok());
   Supervisor::Event event = (*created)->Wait(absl::Seconds(60));
@@ -823,7 +778,7 @@ TEST(SupervisorPdeathsig, WorkerDiesWhenSupervisorIsKilled) {
     absl::StatusOr<std::unique_ptr<Supervisor>> supervisor =
         Supervisor::Create(Supervisor::Options());
     if (!supervisor.ok()) _exit(1);
-    WorkerSpec spec;
+    ProcessSpec spec;
     spec.argv = {"sleep", "30"};
     spec.env = {"PATH=/usr/bin:/bin"};
     if (!(*supervisor)->Start({spec}).ok()) _exit(2);
@@ -878,7 +833,7 @@ TEST(SupervisorTerminal, ForegroundWorker_ReadsTheTerminal_ThenTheAgentGetsItBac
     options.stderr_fd = null;
     absl::StatusOr<std::unique_ptr<Supervisor>> supervisor = Supervisor::Create(options);
     if (!supervisor.ok()) _exit(13);
-    WorkerSpec spec = ShellWorker("read line; echo \"$line\" > \"$DIR/got\"", dir.path());
+    ProcessSpec spec = ShellWorker("read line; echo \"$line\" > \"$DIR/got\"", dir.path());
     spec.foreground_tty = true;
     if (!(*supervisor)->Start({spec}).ok()) _exit(14);
     if (tcgetpgrp(STDIN_FILENO) != (*supervisor)->worker_pid(0)) _exit(15);

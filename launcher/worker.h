@@ -65,10 +65,6 @@ struct ProcessExit {
   bool will_restart = false;
 };
 
-// The names the launcher used before helpers existed.
-using WorkerSpec = ProcessSpec;
-using WorkerExit = ProcessExit;
-
 }  // namespace launcher
 }  // namespace trainlet
 

@@ -174,7 +174,7 @@ std::string PathFromEnv(const std::vector<std::string>& env) {
 
 }  // namespace
 
-absl::StatusOr<SpawnedWorker> SpawnWorker(const WorkerSpec& spec, int stdout_fd, int stderr_fd) {
+absl::StatusOr<SpawnedWorker> SpawnWorker(const ProcessSpec& spec, int stdout_fd, int stderr_fd) {
   if (spec.argv.empty()) {
     return absl::InvalidArgumentError(
         absl::StrCat("trainlet: worker with local rank ", spec.local_rank, " has an empty argv"));

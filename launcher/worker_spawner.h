@@ -35,7 +35,7 @@ struct SpawnedWorker {
 // `stdout_fd`/`stderr_fd`. Errors: NotFound (127), PermissionDenied (126),
 // ResourceExhausted (fork/pipe limits), Internal; the message names the
 // command. On error no child is left behind.
-absl::StatusOr<SpawnedWorker> SpawnWorker(const WorkerSpec& spec, int stdout_fd, int stderr_fd);
+absl::StatusOr<SpawnedWorker> SpawnWorker(const ProcessSpec& spec, int stdout_fd, int stderr_fd);
 
 }  // namespace launcher
 }  // namespace trainlet
