@@ -111,10 +111,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         const char* peers[] = {"10.0.0.1", "", "[::1]", "bad\nname"};
         v1::JoinRequest request = Make<v1::JoinRequest>(in, last.round);
         node_ids.insert(request.member().node_id());
+        const char* peer = peers[in.Pick(4)];
         // No deadline, or one that Tick reaches (answered DEADLINE_EXCEEDED).
         const absl::Time deadline =
             in.Pick(2) == 0 ? absl::InfiniteFuture() : clock.Now() + absl::Seconds(in.Byte());
-        tickets.push_back(coordinator.Join(request, peers[in.Pick(4)], deadline, done));
+        tickets.push_back(coordinator.Join(request, peer, deadline, done));
         break;
       }
       case 1:

@@ -6,7 +6,8 @@ byte per call (Pick(8): 0 Join, 1 CancelJoin, 2 Watch, 3 WatchClosed,
 4 Report, 5 Leave, 6 Tick +50ms*b, 7 Tick +1s*b) followed by its operands.
 A request is a length byte and serialized protobuf bytes, then a pin byte
 (1 node id, 2 incarnation, 4 job id, 8 join sizes / round) and the picks the
-pin asks for. Rerun after changing the layout: /usr/bin/python3 gen_coordinator_seeds.py
+pin asks for; a Join ends with its peer pick and its deadline (0: none, or 1
+and a byte of seconds). Rerun after changing the layout: /usr/bin/python3 gen_coordinator_seeds.py
 """
 import os
 
@@ -43,9 +44,11 @@ def request(raw=b"", pin=ALL, node=0, incarnation=1, extra=b""):
     return out + extra
 
 
-def join(node, incarnation=1, hint=None, raw=b"", peer=0):
+def join(node, incarnation=1, hint=None, raw=b"", peer=0, deadline_s=None):
     hint = node if hint is None else hint
-    return bytes([0]) + request(raw, ALL, node, incarnation, bytes([0, hint + 1])) + bytes([peer])
+    # peer, then the deadline: 0 = none, or 1 and seconds from now.
+    tail = bytes([peer, 0]) if deadline_s is None else bytes([peer, 1, deadline_s])
+    return bytes([0]) + request(raw, ALL, node, incarnation, bytes([0, hint + 1])) + tail
 
 
 def watch(node, incarnation=1, next_round=0):
@@ -93,6 +96,9 @@ SEEDS = {
     + join(0, raw=field_varint(7, 3) + field_varint(10, (1 << 31) - 1)) + tick_ms(600),
     "restart_count_negative": options(1, 0, 0)
     + join(0, raw=field_varint(7, 3) + field_varint(10, -1)) + tick_ms(600),
+    # A parked join answered before its deadline, naming the missing rank.
+    "join_deadline_expires": options(2, 0, 0) + join(0, deadline_s=3) + tick_s(1) + tick_s(1)
+    + tick_s(1) + join(1) + join(0) + tick_ms(600),
     "bad_identity": options(1, 0, 0) + bytes([0]) + request(b"\x0a\x02\x0a\x00", 0)
     + bytes([3]) + join(0, peer=3) + join(0, incarnation=2) + tick_s(1),
 }
