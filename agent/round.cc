@@ -58,22 +58,9 @@ const std::vector<ExitRule>& ExitPolicy() {
 
 std::string SignalText(int sig) { return absl::StrFormat("signal %d (%s)", sig, strsignal(sig)); }
 
-// Text from the coordinator (a reason, an error message) as it may be
-// logged: bounded and with control bytes escaped.
-std::string Quoted(absl::string_view text) {
-  constexpr size_t kMax = 512;
-  std::string out;
-  for (char c : text.substr(0, kMax)) {
-    unsigned char u = static_cast<unsigned char>(c);
-    if (u < 0x20 || u == 0x7f) {
-      absl::StrAppendFormat(&out, "\\x%02x", u);
-    } else {
-      out.push_back(c);
-    }
-  }
-  if (text.size() > kMax) absl::StrAppend(&out, "...");
-  return out;
-}
+// Text from the coordinator (a reason, an error message), as it may be
+// logged: bounded, control bytes escaped.
+std::string Quoted(absl::string_view text) { return SafeForLog(text, 512); }
 
 }  // namespace
 

@@ -20,14 +20,9 @@ class StandaloneCoordinatorTest(E2ETestCase):
 
     def start_agents(self, nnodes, command):
         master_port = harness.free_port()
-        # --host-coordinator=no: a loopback coordinator address with no rank
-        # hint would otherwise let an agent that starts first host it.
-        return [self.start_agent(["--nnodes=%d" % nnodes, "--node-id=s%d" % i,
-                                  "--coordinator=127.0.0.1:%d" % self.port,
-                                  "--host-coordinator=no",
-                                  "--master-port=%d" % master_port, "--health-port=0",
-                                  "--nproc-per-node=1", "--job-id=%s" % self.job,
-                                  "--join-timeout=30s"], command, name="agent%d" % i)
+        return [self.start_agent(harness.standalone_agent_args(i, nnodes, self.port, self.job,
+                                                               master_port),
+                                 command, name="agent%d" % i)
                 for i in range(nnodes)]
 
     def test_job_succeeds_coordinator_exits_0(self):

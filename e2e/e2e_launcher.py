@@ -19,25 +19,6 @@ from harness import E2ETestCase, PY
 F_SETPIPE_SZ = 1031
 
 
-class CustomProc(harness.Proc):
-    """A harness.Proc with the caller's stdin/stdout (a pipe nobody reads, a
-    pipe the test writes to); stderr still goes to a file."""
-
-    def __init__(self, name, argv, env, workdir, stdin=subprocess.DEVNULL, stdout=None):
-        self.name = name
-        self.argv = list(argv)
-        self.out_path = os.path.join(workdir, "%s.stdout" % name)
-        self.err_path = os.path.join(workdir, "%s.stderr" % name)
-        self._out = open(self.out_path, "wb")
-        self._err = open(self.err_path, "wb")
-        self.started = time.monotonic()
-        self.ended = None
-        self.popen = subprocess.Popen(self.argv, env=env, stdin=stdin,
-                                      stdout=stdout if stdout is not None else self._out,
-                                      stderr=self._err, start_new_session=True)
-        self.pid = self.popen.pid
-
-
 def tagged(tag, cmdline):
     """Live processes with the test's tag whose command line is `cmdline`."""
     found = []
@@ -65,7 +46,7 @@ class LauncherTestCase(E2ETestCase):
         return [harness.TRAINLET, "run"] + self.single_node_args(nproc, extra) + ["--"] + command
 
     def start_custom(self, name, argv, **kwargs):
-        p = CustomProc(name, argv, self.base_env(), self.dir, **kwargs)
+        p = harness.Proc(name, argv, self.base_env(), self.dir, **kwargs)
         self.procs.append(p)
         return p
 
@@ -196,7 +177,7 @@ class TerminalTest(LauncherTestCase):
         command = shlex.join(self.agent_argv([PY, harness.worker("read_stdin.py")]))
         env = self.base_env(SHELL="/bin/sh")
         # `script` runs the agent on a fresh pseudo-terminal, as a shell would.
-        p = CustomProc("agent", ["script", "-qec", command, "/dev/null"], env, self.dir,
+        p = harness.Proc("agent", ["script", "-qec", command, "/dev/null"], env, self.dir,
                        stdin=subprocess.PIPE)
         self.procs.append(p)
         self.addCleanup(p.popen.stdin.close)

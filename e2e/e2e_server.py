@@ -71,13 +71,9 @@ class ServerTest(E2ETestCase):
 
     def start_agents(self, nnodes, command, join_timeout="30s"):
         master_port = harness.free_port()
-        return [self.start_agent(["--nnodes=%d" % nnodes, "--node-id=s%d" % i,
-                                  "--coordinator=127.0.0.1:%d" % self.port,
-                                  "--host-coordinator=no",
-                                  "--master-port=%d" % master_port, "--health-port=0",
-                                  "--nproc-per-node=1", "--job-id=%s" % self.job,
-                                  "--join-timeout=%s" % join_timeout], command,
-                                 name="agent%d" % i)
+        return [self.start_agent(harness.standalone_agent_args(i, nnodes, self.port, self.job,
+                                                               master_port, join_timeout),
+                                 command, name="agent%d" % i)
                 for i in range(nnodes)]
 
     # -- D2 -------------------------------------------------------------------------

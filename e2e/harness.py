@@ -163,11 +163,25 @@ def namespaces_supported(kind):
 
 # --- agents ------------------------------------------------------------------------
 
+def standalone_agent_args(i, nnodes, port, job, master_port, join_timeout="30s"):
+    """`trainlet run` options of agent i of a job whose coordinator is a
+    standalone `trainlet coordinator` on 127.0.0.1:port. --host-coordinator=no:
+    a loopback coordinator address with no rank hint would otherwise let an
+    agent that starts first host it."""
+    return ["--nnodes=%d" % nnodes, "--node-id=s%d" % i,
+            "--coordinator=127.0.0.1:%d" % port, "--host-coordinator=no",
+            "--master-port=%d" % master_port, "--health-port=0", "--nproc-per-node=1",
+            "--job-id=%s" % job, "--join-timeout=%s" % join_timeout]
+
+
 class Proc:
     """A started process (an agent, or a `trainlet health` probe) with its output
     in files (no pipe can fill up and block it)."""
 
-    def __init__(self, name, argv, env, workdir, prefix=()):
+    def __init__(self, name, argv, env, workdir, prefix=(), stdin=subprocess.DEVNULL,
+                 stdout=None):
+        # stdin/stdout: the caller's (a pipe nobody reads, a pipe the test
+        # writes to) instead of /dev/null and a file; stderr is always a file.
         self.name = name
         self.argv = list(prefix) + list(argv)
         self.out_path = os.path.join(workdir, "%s.stdout" % name)
@@ -176,8 +190,9 @@ class Proc:
         self._err = open(self.err_path, "wb")
         self.started = time.monotonic()
         self.ended = None
-        self.popen = subprocess.Popen(self.argv, env=env, stdin=subprocess.DEVNULL,
-                                      stdout=self._out, stderr=self._err,
+        self.popen = subprocess.Popen(self.argv, env=env, stdin=stdin,
+                                      stdout=stdout if stdout is not None else self._out,
+                                      stderr=self._err,
                                       start_new_session=True)
         self.pid = self.popen.pid
 
