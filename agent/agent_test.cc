@@ -68,7 +68,7 @@ class AgentTest : public ::testing::Test {
     return agent_->Run();
   }
 
-  // Sends `d` on the current stream the next time the agent is idle.
+  // Runs `fn` the next time the agent is idle (one per idle wait, in order).
   void WhenIdle(std::function<void()> fn) {
     pending_.push_back(std::move(fn));
     workers_.on_idle = [this] {
@@ -243,8 +243,8 @@ TEST_F(AgentTest, LocalSuccess_WaitsForOtherNodesHowEverLongTheyRun) {
   };
   EXPECT_EQ(Run(), 0);
   EXPECT_GE(clock_.Now() - start, absl::Hours(1));
-  // Heartbeats went on the whole time (one per interval).
-  EXPECT_GE(client_.CountReports(v1::ReportRequest::RUNNING), 7000);
+  // Heartbeats went on the whole time (one per interval), saying SUCCEEDED.
+  EXPECT_GE(client_.CountReports(v1::ReportRequest::SUCCEEDED), 7000);
 }
 
 TEST_F(AgentTest, SignalDuringJoin_CancelsTheJoinAndExits128PlusN) {
@@ -472,6 +472,146 @@ TEST_F(AgentTest, Heartbeats_OnePerInterval) {
   const int beats = client_.CountReports(v1::ReportRequest::RUNNING);
   EXPECT_GE(beats, 19);
   EXPECT_LE(beats, 21);
+}
+
+TEST_F(AgentTest, LostSucceededReport_IsRepeatedByTheHeartbeats) {
+  // Review of issue 6: a SUCCEEDED report that got lost used to be followed
+  // only by RUNNING heartbeats, so the coordinator never saw the node finish
+  // and every node waited forever.
+  JoinAnswers({MakeAssignment(1, 1, 2, 2, kHeartbeat)});
+  bool first_success = true;
+  client_.report_status = [&](const v1::ReportRequest& r) {
+    if (r.state() == v1::ReportRequest::SUCCEEDED && first_success) {
+      first_success = false;
+      return absl::UnavailableError("connection reset");
+    }
+    return absl::OkStatus();
+  };
+  int successes = 0;
+  client_.on_report = [&](const v1::ReportRequest& r) {
+    if (r.state() == v1::ReportRequest::SUCCEEDED && ++successes == 2) {
+      WhenIdle([&] { client_.SendDirective(JobFinished(1)); });
+    }
+  };
+  workers_.on_start = [&](const auto&) { workers_.ExitAll(0); };
+  EXPECT_EQ(Run(), 0);
+  EXPECT_GE(successes, 2);
+}
+
+TEST_F(AgentTest, VerdictInAHeartbeatAnswer_EndsTheRun) {
+  // The stream cannot deliver the verdict (it broke and cannot be re-opened)
+  // but the coordinator answers the heartbeat with it.
+  JoinAnswers({MakeAssignment(1, 1, 2, 2, kHeartbeat)});
+  bool finished = false;
+  client_.report_status = [&](const v1::ReportRequest&) {
+    return finished ? rendezvous::WithReason(absl::FailedPreconditionError("succeeded"),
+                                             v1::ErrorInfo::JOB_SUCCEEDED)
+                    : absl::OkStatus();
+  };
+  workers_.on_start = [&](const auto&) {
+    workers_.ExitAll(0);
+    WhenIdle([&] {
+      client_.EndStream(absl::UnavailableError("reset"));
+      finished = true;
+    });
+  };
+  EXPECT_EQ(Run(), 0);
+}
+
+TEST_F(AgentTest, LostFailedReport_IsRepeatedSoTheElasticJobRestarts) {
+  config_.policy.max_restarts = 3;
+  JoinAnswers({MakeAssignment(1, 1, 2, 2, kHeartbeat), MakeAssignment(2, 1, 2, 2, kHeartbeat, 1)});
+  int failed_reports = 0;
+  client_.report_status = [&](const v1::ReportRequest& r) {
+    if (r.state() == v1::ReportRequest::FAILED && ++failed_reports == 1) {
+      return absl::UnavailableError("connection reset");
+    }
+    return absl::OkStatus();
+  };
+  client_.on_report = [&](const v1::ReportRequest& r) {
+    if (r.state() == v1::ReportRequest::FAILED && failed_reports == 1) {
+      WhenIdle([&] { client_.SendDirective(Rejoin(1, "worker rank 2 on node node-1 failed")); });
+    }
+  };
+  workers_.on_start = [&](const auto&) {
+    if (workers_.starts.size() == 1) {
+      workers_.Exit(0, 3);
+    } else {
+      workers_.ExitAll(0);
+      WhenIdle([&] { client_.SendDirective(JobFinished(2)); });
+    }
+  };
+  EXPECT_EQ(Run(), 0) << "restarted in place, not exited with the worker's code";
+  EXPECT_EQ(workers_.starts.size(), 2u);
+  EXPECT_GE(failed_reports, 2);
+}
+
+TEST_F(AgentTest, SignalWhileRejoining_Exits128PlusNNotThePreviousRoundsFailure) {
+  config_.policy.max_restarts = 3;
+  JoinAnswers({MakeAssignment(1, 1, 2, 2, kHeartbeat)});  // the re-join stays pending
+  client_.on_report = [&](const v1::ReportRequest& r) {
+    if (r.state() == v1::ReportRequest::FAILED) {
+      WhenIdle([&] { client_.SendDirective(Rejoin(1, "worker failed")); });
+      WhenIdle([&] { workers_.Signal(SIGTERM); });
+    }
+  };
+  workers_.on_start = [&](const auto&) { workers_.Exit(0, 3); };
+  EXPECT_EQ(Run(), 128 + SIGTERM);
+  EXPECT_EQ(client_.joins().size(), 2u);
+}
+
+TEST_F(AgentTest, CoordinatorForgotUsAfterLocalSuccess_StaticExits0) {
+  // After this node's workers succeeded, a coordinator that restarted (it
+  // no longer knows the member) is a lost coordinator: exit 0, as documented.
+  JoinAnswers({MakeAssignment(1, 1, 2, 2, kHeartbeat)});
+  bool restarted = false;
+  client_.report_status = [&](const v1::ReportRequest&) {
+    return restarted ? absl::FailedPreconditionError("node node-1 is not a member; join first")
+                     : absl::OkStatus();
+  };
+  workers_.on_start = [&](const auto&) {
+    workers_.ExitAll(0);
+    WhenIdle([&] { restarted = true; });
+  };
+  EXPECT_EQ(Run(), 0);
+}
+
+TEST_F(AgentTest, StopWorkersDirective_ThenNoVerdict_Exits69) {
+  JoinAnswers({MakeAssignment(1, 1, 2, 2, kHeartbeat)});
+  workers_.on_start = [&](const auto&) {
+    WhenIdle([&] {
+      v1::Directive d = MakeDirective(1);
+      d.mutable_stop_workers()->set_reason("draining");
+      client_.SendDirective(d);
+    });
+  };
+  const absl::Time start = clock_.Now();
+  EXPECT_EQ(Run(), kExitUnavailable);
+  EXPECT_THAT(workers_.signals_sent, ElementsAre(SIGTERM));
+  EXPECT_GE(clock_.Now() - start, absl::Seconds(10));
+}
+
+TEST_F(AgentTest, Heartbeats_AfterAStall_DoNotBurst) {
+  JoinAnswers({MakeAssignment(1, 1, 2, 2, kHeartbeat)});
+  std::vector<absl::Time> beats;
+  client_.on_report = [&](const v1::ReportRequest& r) {
+    if (r.state() == v1::ReportRequest::RUNNING) beats.push_back(clock_.Now());
+  };
+  bool stalled = false;
+  workers_.on_idle = [&] {
+    if (!stalled && beats.size() == 2) {
+      stalled = true;
+      clock_.Advance(absl::Seconds(3));  // the loop was stuck for 6 intervals
+    } else if (beats.size() >= 6 && workers_.running_workers() > 0) {
+      workers_.ExitAll(0);
+    } else if (workers_.running_workers() == 0 && client_.stream_open()) {
+      client_.SendDirective(JobFinished(1));
+    }
+  };
+  EXPECT_EQ(Run(), 0);
+  for (size_t i = 1; i < beats.size(); ++i) {
+    EXPECT_GE(beats[i] - beats[i - 1], kHeartbeat) << "heartbeat " << i;
+  }
 }
 
 TEST_F(AgentTest, SingleWorker_GetsTheTerminal) {

@@ -205,6 +205,10 @@ absl::Time RoundMachine::NextDeadline() const {
 
 void RoundMachine::Join(Actions* out) {
   SetState(RoundState::kJoining);
+  // A new round: a failure of the previous one no longer decides the code
+  // (a signal while re-joining exits 128+N).
+  running_failure_ = any_failure_ = 0;
+  failure_report_.reset();
   const absl::Time now = clock_->Now();
   join_started_ = now;
   next_progress_log_ = now + options_.progress_log_interval;
@@ -268,6 +272,7 @@ void RoundMachine::OnJoinAnswered(const JoinAnswered& e, Actions* out) {
   running_failure_ = 0;
   any_failure_ = 0;
   reported_success_ = false;
+  failure_report_.reset();
   outcome_ = Outcome::kUndecided;
   facts_ = EndingFacts{};
   kill_at_ = give_up_at_ = verdict_deadline_ = absl::InfiniteFuture();
@@ -368,6 +373,7 @@ void RoundMachine::OnWorkerExited(const WorkerExited& e, Actions* out) {
   r.set_exit_code(code);
   r.set_failed_local_rank(x.local_rank);
   r.set_message(absl::StrCat("rank ", x.global_rank, " ", how));
+  failure_report_ = r;
   out->push_back(SendReport{std::move(r)});
   // Fail fast: stop the other local workers now; the coordinator decides
   // (and tells every other node) whether the job fails or restarts.
@@ -524,6 +530,13 @@ bool RoundMachine::HandleFinalError(const absl::Status& status, Actions* out) {
   // The round is no longer current, or the coordinator does not know us (it
   // restarted and lost its state): the job went on without this round.
   if (absl::IsAborted(status) || absl::IsFailedPrecondition(status)) {
+    // After this node's workers succeeded, a coordinator that lost the
+    // round (it restarted) is a lost coordinator: exit 0. A round that moved
+    // on in an elastic job is a restart everyone takes part in.
+    if (state_ == RoundState::kAwaitingVerdict && !(options_.elastic && absl::IsAborted(status))) {
+      CoordinatorLost(Quoted(status.message()), out);
+      return true;
+    }
     if (options_.elastic) {
       TLOG(kWarning) << "the coordinator moved on (" << Quoted(status.message())
                      << "); stopping the workers and re-joining";
@@ -623,8 +636,12 @@ void RoundMachine::OnTick(Actions* out) {
   }
   if (OutcomePending()) {
     if (now >= next_heartbeat_) {
-      out->push_back(SendReport{NewReport(v1::ReportRequest::RUNNING)});
-      next_heartbeat_ = std::max(next_heartbeat_ + heartbeat_interval_, now);
+      out->push_back(SendReport{failure_report_     ? *failure_report_
+                                : reported_success_ ? NewReport(v1::ReportRequest::SUCCEEDED)
+                                                    : NewReport(v1::ReportRequest::RUNNING)});
+      // After a stall, the next one an interval from now (not at once).
+      next_heartbeat_ += heartbeat_interval_;
+      if (next_heartbeat_ <= now) next_heartbeat_ = now + heartbeat_interval_;
     }
     if (!watch_open_ && now >= reopen_at_) {
       v1::WatchRequest w;

@@ -15,7 +15,10 @@
 //   |            RUNNING  -- every local worker exited 0:             |
 //   |               |        Report(SUCCEEDED) --> AWAITING_VERDICT --+--+
 //   |               |                               (workers done;   |  |
-//   |               |                                no timeout)      |  |
+//   |               |                                no timeout; a    |  |
+//   |               |                                Rejoin or signal |  |
+//   |               |                                goes on through  |  |
+//   |               |                                STOPPING)        |  |
 //   |               |  worker failed (Report FAILED), signal            |  |
 //   |               |  (forward, Leave), directive (verdict, Rejoin,    |  |
 //   |               |  StopWorkers), fenced, coordinator lost          |  |
@@ -36,9 +39,15 @@
 // The coordinator is "lost" when nothing it answered (join, directive,
 // heartbeat answer) has arrived for the heartbeat timeout plus half an
 // interval (the coordinator's own silence limit), not when a stream breaks:
-// a broken Watch stream is re-opened with backoff while heartbeats go on.
-// A lost coordinator ends a static job with 69 and makes an elastic agent
-// re-join (a restarted coordinator rebuilds the job from the re-joins).
+// a broken Watch stream is re-opened with backoff while heartbeats go on
+// (the coordinator waits kStreamLossGrace for it before counting the node as
+// lost). A lost coordinator ends a static job with 69 and makes an elastic
+// agent re-join (a restarted coordinator rebuilds the job from the
+// re-joins); after this node's workers all succeeded it means exit 0.
+//
+// The heartbeat carries this node's state (RUNNING, SUCCEEDED, or its FAILED
+// report), so a terminal report that got lost is repeated; once the verdict
+// is out, the coordinator answers heartbeats with it.
 //
 // Threading: not thread-safe; the executor drives it from one thread.
 #ifndef TRAINLET_AGENT_ROUND_H_
@@ -279,6 +288,10 @@ class RoundMachine {
   int running_failure_ = 0;
   int any_failure_ = 0;
   bool reported_success_ = false;
+  // What the heartbeat says: RUNNING, then SUCCEEDED once every local worker
+  // exited 0, or this FAILED report once one failed. A terminal report that
+  // got lost is so repeated until the coordinator acts on it.
+  std::optional<v1::ReportRequest> failure_report_;
 
   // The directive stream and contact with the coordinator.
   uint64_t watch_id_ = 0;

@@ -161,10 +161,23 @@ int RunAgent(const RunConfig& config, const std::map<std::string, std::string>& 
   if (host) {
     const rendezvous::Phase phase = host->core().GetSnapshot().phase;
     if (phase == rendezvous::Phase::kSucceeded || phase == rendezvous::Phase::kFailed) {
-      // Keep the coordinator up until every agent heard the verdict.
-      if (!host->core().AwaitDrained(kDrainWait)) {
-        TLOG(kWarning) << "not every agent acknowledged the verdict within "
-                       << absl::FormatDuration(kDrainWait);
+      // Keep the coordinator up until every agent heard the verdict; a
+      // terminating signal cuts the wait short.
+      const absl::Time give_up = Clock::Monotonic()->Now() + kDrainWait;
+      bool drained = false;
+      while (!(drained = host->core().AwaitDrained(absl::Milliseconds(100))) &&
+             Clock::Monotonic()->Now() < give_up) {
+        launcher::WorkerGroup::Event ev = (*supervisor)->Wait(absl::ZeroDuration());
+        if (ev.type == launcher::WorkerGroup::EventType::kSignal &&
+            launcher::IsTerminatingSignal(ev.signal)) {
+          TLOG(kInfo) << "signal " << ev.signal
+                      << " while waiting for every agent to hear the verdict: exiting now";
+          break;
+        }
+      }
+      if (!drained) {
+        TLOG(kWarning) << "not every agent acknowledged the verdict (waited at most "
+                       << absl::FormatDuration(kDrainWait) << ")";
       }
     }
     host->Shutdown(absl::Milliseconds(100));

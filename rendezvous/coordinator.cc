@@ -573,6 +573,7 @@ void Coordinator::CloseRoundLocked(Actions* actions) {
     m.in_round = true;
     m.ticket = 0;
     m.last_seen = now;
+    m.stream_lost_at = absl::InfiniteFuture();
     m.state = v1::ReportRequest::STATE_UNSPECIFIED;
     actions->push_back([d = std::move(m.done), a = m.assignment] { d(a); });
     m.done = nullptr;
@@ -659,6 +660,7 @@ absl::StatusOr<uint64_t> Coordinator::Watch(const v1::WatchRequest& request,
     member.sink = std::move(sink);
     member.watch_id = id;
     member.last_seen = clock_->Now();
+    member.stream_lost_at = absl::InfiniteFuture();  // re-opened in time
     if (terminal) {
       verdict = verdict_directive_;
       send_verdict = true;
@@ -687,11 +689,10 @@ void Coordinator::WatchClosed(uint64_t watch_id) {
       m.sink = nullptr;
       m.watch_id = 0;
       if (phase_ == Phase::kRunning && m.in_round && m.state != v1::ReportRequest::SUCCEEDED) {
-        std::string node = id;  // `id` dies with the erase below.
-        HandleFailureLocked(
-            node,
-            absl::StrCat("node ", node, " lost: its agent disconnected (watch stream closed)"), 0,
-            true, &actions);
+        // Lost unless its agent re-opens the stream or heartbeats within
+        // kStreamLossGrace (Tick decides).
+        m.stream_lost_at = clock_->Now();
+        TLOG(kDebug) << "the stream of node " << SafeForLog(id) << " closed";
       }
       break;
     }
@@ -712,7 +713,10 @@ absl::Status Coordinator::Report(const v1::ReportRequest& request) {
     }
     if (absl::Status s = ValidateReportLocked(request, member); !s.ok()) return s;
     member.last_seen = clock_->Now();
-    if (phase_ != Phase::kRunning) return absl::OkStatus();  // verdict already out.
+    member.stream_lost_at = absl::InfiniteFuture();  // its agent is alive
+    // The verdict is out: say it here too, for an agent whose stream cannot
+    // deliver it (its heartbeats then carry the answer).
+    if (phase_ != Phase::kRunning) return JobOverErrorLocked();
     switch (request.state()) {
       case v1::ReportRequest::RUNNING:
         if (member.state == v1::ReportRequest::STATE_UNSPECIFIED) member.state = request.state();
@@ -727,6 +731,7 @@ absl::Status Coordinator::Report(const v1::ReportRequest& request) {
         break;
       }
       case v1::ReportRequest::FAILED: {
+        if (member.state == v1::ReportRequest::FAILED) break;  // a repeat (heartbeat)
         member.state = request.state();
         const int local_rank = request.failed_local_rank();
         std::string reason = absl::StrFormat(
@@ -888,6 +893,21 @@ void Coordinator::Tick() {
         TLOG(kInfo) << "round " << NextRoundLocked() << ": " << GatheringStatusLocked();
       }
     } else if (phase_ == Phase::kRunning) {
+      std::string disconnected;
+      for (const auto& [id, m] : members_) {
+        if (m.in_round && m.sink == nullptr && now - m.stream_lost_at >= kStreamLossGrace) {
+          disconnected = id;
+          break;
+        }
+      }
+      if (!disconnected.empty()) {
+        HandleFailureLocked(disconnected,
+                            absl::StrCat("node ", disconnected,
+                                         " lost: its agent disconnected (watch stream closed)"),
+                            0, true, &actions);
+      }
+    }
+    if (phase_ == Phase::kRunning) {
       std::string silent;
       for (const auto& [id, m] : members_) {
         if (m.in_round && m.state != v1::ReportRequest::SUCCEEDED &&

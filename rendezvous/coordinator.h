@@ -83,6 +83,12 @@ namespace v1 = ::trainlet::v1;
 inline constexpr int kHeartbeatsPerTimeout = 10;
 absl::Duration SilenceLimit(absl::Duration heartbeat_timeout);
 
+// A member whose directive stream closes while the job runs is lost unless
+// it re-opens the stream (or a heartbeat arrives) within this: an agent that
+// died (kill -9) is noticed this fast, while a stream that only broke (a
+// reset connection) is re-opened by its agent within ~50 ms and is no loss.
+inline constexpr absl::Duration kStreamLossGrace = absl::Milliseconds(250);
+
 // Bounds on what a request may carry (INVALID_ARGUMENT beyond them).
 inline constexpr size_t kMaxJoinRequestBytes = 32 * 1024;  // the whole JoinRequest.
 inline constexpr size_t kMaxIdLength = 253;                // node_id, job_id: a DNS name.
@@ -205,6 +211,9 @@ class Coordinator {
     uint64_t watch_id = 0;
     std::shared_ptr<DirectiveSink> sink;
     absl::Time last_seen;
+    // When its stream closed while it ran (InfiniteFuture: it did not, or it
+    // re-opened it or heartbeated since); lost at + kStreamLossGrace.
+    absl::Time stream_lost_at = absl::InfiniteFuture();
     v1::ReportRequest::State state = v1::ReportRequest::STATE_UNSPECIFIED;
   };
   using Actions = std::vector<std::function<void()>>;

@@ -8,6 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "common/clock.h"
 #include "common/logging.h"
 #include "rendezvous/coordinator_service.h"
 #include "rendezvous/grpc_status.h"
@@ -125,18 +126,23 @@ void CoordinatorClient::Prepare(grpc::ClientContext* ctx) const {
 }
 
 absl::StatusOr<v1::Assignment> CoordinatorClient::Join(const v1::JoinRequest& request,
-                                                       absl::Time deadline) {
+                                                       absl::Time wall_deadline) {
+  // The budget runs on the monotonic clock (a wall-clock step must not
+  // stretch or cut the join timeout); each gRPC deadline is derived from it.
+  Clock* const mono = Clock::Monotonic();
+  const absl::Time deadline = mono->Now() + (wall_deadline - absl::Now());
+  auto wall = [&](absl::Time mono_time) { return absl::Now() + (mono_time - mono->Now()); };
   std::mt19937 rng(std::random_device{}());
   absl::Duration backoff = options_.min_backoff;
   absl::Status last_error;
   absl::Time next_log = absl::InfinitePast();
-  while (absl::Now() < deadline) {
+  while (mono->Now() < deadline) {
     // Fail fast: a coordinator that is not reachable answers UNAVAILABLE at
     // once (with why), and a reachable one parks the join until the round
     // closes, up to the deadline.
     grpc::ClientContext ctx;
     Prepare(&ctx);
-    ctx.set_deadline(absl::ToChronoTime(deadline));
+    ctx.set_deadline(absl::ToChronoTime(wall(deadline)));
     {
       absl::MutexLock lock(&mu_);
       if (join_cancelled_) return absl::CancelledError("join cancelled");
@@ -147,7 +153,9 @@ absl::StatusOr<v1::Assignment> CoordinatorClient::Join(const v1::JoinRequest& re
     {
       absl::MutexLock lock(&mu_);
       join_ctx_ = nullptr;
-      if (join_cancelled_) return absl::CancelledError("join cancelled");
+      // An answer that beat the cancel is returned: the round counted this
+      // member in, and the caller must tell it that it leaves.
+      if (join_cancelled_ && !status.ok()) return absl::CancelledError("join cancelled");
     }
     if (status.ok()) return std::move(*response.mutable_assignment());
     absl::Status s = FromGrpcStatus(status);
@@ -165,10 +173,10 @@ absl::StatusOr<v1::Assignment> CoordinatorClient::Join(const v1::JoinRequest& re
     }
     if (!IsRetryableJoinError(s)) return s;
     last_error = s;
-    const absl::Time now = absl::Now();
+    const absl::Time now = mono->Now();
     if (absl::IsUnavailable(s) && now >= next_log) {
       TLOG(kInfo) << "coordinator " << options_.target << " not reachable yet (" << s.message()
-                  << "); waiting for it until " << absl::FormatTime(deadline);
+                  << "); waiting for it until " << absl::FormatTime(wall(deadline));
       next_log = now + absl::Seconds(30);
     }
     // Not connected (the name does not resolve, or nothing listens yet):
@@ -178,7 +186,7 @@ absl::StatusOr<v1::Assignment> CoordinatorClient::Join(const v1::JoinRequest& re
     const bool connected = Channel()->GetState(/*try_to_connect=*/false) == GRPC_CHANNEL_READY;
     if (absl::IsUnavailable(s) && !connected) {
       if (!Channel()->WaitForConnected(
-              absl::ToChronoTime(std::min(deadline, absl::Now() + kRedialPeriod)))) {
+              absl::ToChronoTime(wall(std::min(deadline, mono->Now() + kRedialPeriod))))) {
         // Still not connected: a fresh channel resolves the name again at
         // once. gRPC's resolver backs off to two minutes between failed DNS
         // lookups, and pod DNS records often appear late; one new channel a
@@ -190,7 +198,7 @@ absl::StatusOr<v1::Assignment> CoordinatorClient::Join(const v1::JoinRequest& re
     // The coordinator answered "try again" (restarting, or our round moved
     // on): jittered exponential backoff, cut short by the deadline.
     std::uniform_real_distribution<double> jitter(0.5, 1.0);
-    absl::Duration sleep = std::min(backoff * jitter(rng), deadline - absl::Now());
+    absl::Duration sleep = std::min(backoff * jitter(rng), deadline - mono->Now());
     if (sleep > absl::ZeroDuration()) absl::SleepFor(sleep);
     backoff = std::min(backoff * 3 / 2, options_.max_backoff);
   }
@@ -323,13 +331,12 @@ void GrpcRendezvousClient::Leave(const v1::LeaveRequest& request, Done done) {
 void GrpcRendezvousClient::Enqueue(Call call) {
   absl::MutexLock lock(&mu_);
   if (stopping_) return;
-  const bool heartbeat =
-      call.report.has_value() && call.report->state() == v1::ReportRequest::RUNNING;
-  if (heartbeat) {
-    // A heartbeat still waiting behind a slow call says nothing the new one
-    // does not: send only the newest, and answer both callbacks with it.
+  if (call.report.has_value()) {
+    // A report still waiting behind a slow call says nothing a newer one of
+    // the same round and state does not (heartbeats repeat the node's
+    // state): send only the newest, and answer both callbacks with it.
     for (Call& queued : queue_) {
-      if (queued.report.has_value() && queued.report->state() == v1::ReportRequest::RUNNING &&
+      if (queued.report.has_value() && queued.report->state() == call.report->state() &&
           queued.report->round() == call.report->round()) {
         queued.report = call.report;
         for (Done& d : call.done) queued.done.push_back(std::move(d));

@@ -101,8 +101,9 @@ class CoordinatorClient {
 
 // The agent's RendezvousClient over gRPC. Report and Leave go out in order
 // from one sender thread (each with its deadline from ClientOptions); a
-// queued heartbeat (Report RUNNING) is replaced by a newer one, whose answer
-// then goes to both callbacks. Join runs on its own thread.
+// queued report is replaced by a newer one of the same round and state (the
+// heartbeats repeat the node's state), whose answer then goes to both
+// callbacks. Join runs on its own thread.
 class GrpcRendezvousClient : public RendezvousClient {
  public:
   explicit GrpcRendezvousClient(ClientOptions options);

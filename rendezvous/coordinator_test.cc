@@ -287,6 +287,54 @@ TEST_F(CoordinatorTest, AllSucceeded_FinishesJob_ThenDrainsWhenStreamsEnd) {
   EXPECT_TRUE(core_->Drained());
 }
 
+TEST_F(CoordinatorTest, StreamBreak_ReopenedWithinGrace_IsNoLoss) {
+  // Issue 7, D4: a stream that breaks while its agent lives is re-opened by
+  // the agent; the coordinator must not count it as a lost node.
+  Make(2, 2);
+  auto ra = Req("a", 1, 0), rb = Req("b", 2, 1);
+  Join(ra);
+  Join(rb);
+  auto sa = Watch(ra, 1);
+  uint64_t idb = 0;
+  Watch(rb, 1, &idb);
+  core_->WatchClosed(idb);
+  clock_.Advance(kStreamLossGrace / 2);
+  core_->Tick();
+  Watch(rb, 1);  // re-opened (EXPECTs that it is not fenced)
+  clock_.Advance(kStreamLossGrace * 4);
+  core_->Tick();
+  EXPECT_EQ(core_->GetSnapshot().phase, Phase::kRunning);
+  EXPECT_TRUE(sa->directives.empty());
+}
+
+TEST_F(CoordinatorTest, StreamBreak_HeartbeatWithinGrace_IsNoLoss) {
+  Make(2, 2);
+  auto ra = Req("a", 1, 0), rb = Req("b", 2, 1);
+  Join(ra);
+  Join(rb);
+  auto sa = Watch(ra, 1);
+  uint64_t idb = 0;
+  Watch(rb, 1, &idb);
+  core_->WatchClosed(idb);
+  clock_.Advance(kStreamLossGrace / 2);
+  EXPECT_TRUE(Report(rb, 1, v1::ReportRequest::RUNNING).ok());
+  clock_.Advance(kStreamLossGrace * 2);
+  core_->Tick();
+  EXPECT_EQ(core_->GetSnapshot().phase, Phase::kRunning);
+  EXPECT_TRUE(sa->directives.empty());
+}
+
+TEST_F(CoordinatorTest, Report_AfterTheVerdict_CarriesIt) {
+  // An agent whose stream cannot deliver the verdict learns it from the
+  // answer to its next heartbeat.
+  Make(1, 1);
+  auto ra = Req("a", 1, 0);
+  Join(ra);
+  EXPECT_TRUE(Report(ra, 1, v1::ReportRequest::SUCCEEDED).ok());
+  absl::Status again = Report(ra, 1, v1::ReportRequest::SUCCEEDED);
+  EXPECT_EQ(ReasonOf(again), v1::ErrorInfo::JOB_SUCCEEDED) << again;
+}
+
 TEST_F(CoordinatorTest, StreamBreak_WhileRunning_FailsStaticJob) {
   Make(2, 2);
   auto ra = Req("a", 1, 0), rb = Req("b", 2, 1);
@@ -296,6 +344,8 @@ TEST_F(CoordinatorTest, StreamBreak_WhileRunning_FailsStaticJob) {
   uint64_t idb = 0;
   Watch(rb, 1, &idb);
   core_->WatchClosed(idb);
+  clock_.Advance(kStreamLossGrace);  // not re-opened in time: lost
+  core_->Tick();
   ASSERT_EQ(sa->directives.size(), 1u);
   ASSERT_TRUE(sa->directives[0].has_job_failed());
   EXPECT_THAT(sa->directives[0].job_failed().reason(), HasSubstr("disconnected"));
@@ -363,7 +413,9 @@ TEST_F(CoordinatorTest, Elastic_LostNode_ReopensRoundWithSurvivorsInOrder) {
   std::vector<std::shared_ptr<RecordingSink>> sinks;
   std::vector<uint64_t> ids(4);
   for (int i = 0; i < 4; ++i) sinks.push_back(Watch(reqs[i], 1, &ids[i]));
-  core_->WatchClosed(ids[1]);  // n-1 dies.
+  core_->WatchClosed(ids[1]);        // n-1 dies.
+  clock_.Advance(kStreamLossGrace);  // not re-opened in time: lost
+  core_->Tick();
   for (int i : {0, 2, 3}) {
     ASSERT_EQ(sinks[i]->directives.size(), 1u);
     ASSERT_TRUE(sinks[i]->directives[0].has_rejoin());
@@ -655,7 +707,9 @@ TEST_F(CoordinatorTest, FailureReasons_NameTheLostNodeAndTheGlobalRank) {
   auto sa = Watch(ra, 1);
   Watch(rb, 1, &idb);
   Watch(rc, 1);
-  core_->WatchClosed(idb);  // pod-b's agent disconnects.
+  core_->WatchClosed(idb);           // pod-b's agent disconnects.
+  clock_.Advance(kStreamLossGrace);  // not re-opened in time: lost
+  core_->Tick();
   ASSERT_EQ(sa->directives.size(), 1u);
   EXPECT_THAT(sa->directives[0].rejoin().reason(), HasSubstr("node pod-b"));
   EXPECT_THAT(sa->directives[0].rejoin().reason(), HasSubstr("disconnected"));
@@ -708,6 +762,8 @@ TEST_F(CoordinatorTest, StaticJobFailure_NamesTheNodeWhoseAgentDisconnected) {
   uint64_t idb = 0;
   Watch(rb, 1, &idb);
   core_->WatchClosed(idb);
+  clock_.Advance(kStreamLossGrace);  // not re-opened in time: lost
+  core_->Tick();
   ASSERT_EQ(sa->directives.size(), 1u);
   EXPECT_THAT(sa->directives[0].job_failed().reason(), HasSubstr("node pod-b"));
   EXPECT_EQ(sa->directives[0].job_failed().failed_node_id(), "pod-b");

@@ -6,8 +6,9 @@
 //
 // No call blocks its caller: results come back through callbacks, which run
 // on the client's threads (or inline, in fakes). Report and Leave are queued
-// in order on one sender thread; a queued heartbeat (Report RUNNING) is
-// replaced by a newer one rather than piling up behind a slow coordinator.
+// in order on one sender thread; a queued report is replaced by a newer one
+// of the same round and state (heartbeats repeat the node's state) rather
+// than piling up behind a slow coordinator.
 //
 // Threading: every method is thread-safe.
 #ifndef TRAINLET_RENDEZVOUS_RENDEZVOUS_CLIENT_H_
