@@ -192,7 +192,7 @@ struct RoundOptions {
   // giving up on them (uninterruptible sleep in a driver).
   absl::Duration kill_timeout = absl::Seconds(10);
   // Re-opening a broken Watch stream: backoff from min to max.
-  absl::Duration reopen_min_backoff = absl::Milliseconds(50);
+  absl::Duration reopen_min_backoff = absl::Milliseconds(20);
   absl::Duration reopen_max_backoff = absl::Seconds(1);
   // At most one "still waiting" line per this while joining.
   absl::Duration progress_log_interval = absl::Seconds(10);

@@ -86,8 +86,8 @@ absl::Duration SilenceLimit(absl::Duration heartbeat_timeout);
 // A member whose directive stream closes while the job runs is lost unless
 // it re-opens the stream (or a heartbeat arrives) within this: an agent that
 // died (kill -9) is noticed this fast, while a stream that only broke (a
-// reset connection) is re-opened by its agent within ~50 ms and is no loss.
-inline constexpr absl::Duration kStreamLossGrace = absl::Milliseconds(250);
+// reset connection) is re-opened by its agent within ~20 ms and is no loss.
+inline constexpr absl::Duration kStreamLossGrace = absl::Milliseconds(150);
 
 // Bounds on what a request may carry (INVALID_ARGUMENT beyond them).
 inline constexpr size_t kMaxJoinRequestBytes = 32 * 1024;  // the whole JoinRequest.

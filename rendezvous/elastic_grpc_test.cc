@@ -635,7 +635,7 @@ TEST_F(ElasticGrpcTest, ThousandAgents_NewRoundAfterLosingOne) {
 
   const absl::Time lost_at = absl::Now();
   agents[kAgents / 2].stream.reset();  // one member vanishes.
-  // The coordinator sees the stream close; the stream-loss grace (250 ms,
+  // The coordinator sees the stream close; the stream-loss grace (150 ms,
   // simulated here, so not part of the figure) passes without a re-open.
   ASSERT_TRUE(WaitFor([&] { return core_->GetSnapshot().watching < kAgents; }));
   AdvanceAndTick(kStreamLossGrace);
