@@ -321,9 +321,11 @@ bool TcpListener::AcceptAll(const Socket& s) {
           continue;  // that connection's problem, not the listener's.
         case EMFILE:
         case ENFILE:
-          RefuseWaiting(s);
+          // The state first: whoever sees a refusal counted also sees that
+          // the listener cannot accept.
           SetState(State::kExhausted, absl::StrCat("out of file descriptors (", strerror(err),
                                                    "; the limit is ", descriptor_limit_, ")"));
+          RefuseWaiting(s);
           return false;
         default:  // ENOBUFS, ENOMEM, ...: back off and try again.
           SetState(State::kExhausted, strerror(err));
@@ -332,24 +334,22 @@ bool TcpListener::AcceptAll(const Socket& s) {
     }
     if (fd >= descriptor_limit_ - kDescriptorHeadroom) {
       close(fd);
-      {
-        absl::MutexLock lock(&stats_mu_);
-        ++stats_.refused_exhausted;
-      }
       SetState(State::kExhausted,
                absl::StrCat("the process is within ", kDescriptorHeadroom,
                             " descriptors of its limit (", descriptor_limit_, ")"));
+      absl::MutexLock lock(&stats_mu_);
+      ++stats_.refused_exhausted;
       return false;
     }
     if (static_cast<int>(live_.size()) >= options_.max_connections) Purge(/*force=*/false);
     if (static_cast<int>(live_.size()) >= options_.max_connections) {
+      SetState(State::kFull,
+               absl::StrCat(options_.max_connections, " connections are open, the most allowed"));
+      close(fd);
       {
         absl::MutexLock lock(&stats_mu_);
         ++stats_.refused_full;
       }
-      SetState(State::kFull,
-               absl::StrCat(options_.max_connections, " connections are open, the most allowed"));
-      close(fd);
       continue;
     }
     const int one = 1;
