@@ -7,10 +7,6 @@ namespace trainlet::agent {
 
 namespace v1 = ::trainlet::v1;
 
-bool IsFenced(const absl::Status& status) {
-  return rendezvous::ReasonOf(status) == v1::ErrorInfo::FENCED;
-}
-
 int ExitCodeForJoinError(const absl::Status& status) {
   switch (rendezvous::ReasonOf(status)) {
     case v1::ErrorInfo::FENCED:

@@ -1,6 +1,5 @@
-// How the agent reads the coordinator's errors: fenced or not, and the exit
-// code of a failed join (the contract in docs/exit-codes.md; the exit policy
-// of a round that ran is round.h's ExitCodeFor). Pure functions.
+// The exit code of a failed join (the contract in docs/exit-codes.md; the
+// exit policy of a round that ran is round.h's ExitCodeFor). Pure function.
 #ifndef TRAINLET_AGENT_VERDICT_H_
 #define TRAINLET_AGENT_VERDICT_H_
 
@@ -8,9 +7,6 @@
 #include "trainlet/v1/rendezvous.pb.h"
 
 namespace trainlet::agent {
-
-// The coordinator declared this incarnation lost (it was frozen or cut off).
-bool IsFenced(const absl::Status& status);
 
 // The exit code for a join the coordinator refused or that timed out. A
 // refusal because the job is over or this incarnation is fenced is a

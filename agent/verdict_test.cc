@@ -23,10 +23,5 @@ TEST(ExitCodeForJoinError, VerdictsAreNotConfigErrors) {
   EXPECT_EQ(ExitCodeForJoinError(absl::DeadlineExceededError("timeout")), kExitUnavailable);
 }
 
-TEST(IsFenced, OnlyByReason) {
-  EXPECT_TRUE(IsFenced(WithReason(absl::AbortedError("removed"), v1::ErrorInfo::FENCED)));
-  EXPECT_FALSE(IsFenced(absl::FailedPreconditionError("incarnation 1 is fenced")));
-}
-
 }  // namespace
 }  // namespace trainlet::agent

@@ -109,6 +109,23 @@ class CoordinatorTest : public ::testing::Test {
     return core_->Report(rep);
   }
 
+  // A static 2-node job running round 1: members a (rank 0) and b, both
+  // watching; `a_sink` is a's stream, `b_watch` the id of b's.
+  struct RunningPair {
+    v1::JoinRequest a, b;
+    std::shared_ptr<RecordingSink> a_sink;
+    uint64_t b_watch = 0;
+  };
+  RunningPair StartRunningPair() {
+    Make(2, 2);
+    RunningPair p{Req("a", 1, 0), Req("b", 2, 1)};
+    Join(p.a);
+    Join(p.b);
+    p.a_sink = Watch(p.a, 1);
+    Watch(p.b, 1, &p.b_watch);
+    return p;
+  }
+
   SimulatedClock clock_;
   std::unique_ptr<Coordinator> core_;
 };
@@ -290,38 +307,26 @@ TEST_F(CoordinatorTest, AllSucceeded_FinishesJob_ThenDrainsWhenStreamsEnd) {
 TEST_F(CoordinatorTest, StreamBreak_ReopenedWithinGrace_IsNoLoss) {
   // Issue 7, D4: a stream that breaks while its agent lives is re-opened by
   // the agent; the coordinator must not count it as a lost node.
-  Make(2, 2);
-  auto ra = Req("a", 1, 0), rb = Req("b", 2, 1);
-  Join(ra);
-  Join(rb);
-  auto sa = Watch(ra, 1);
-  uint64_t idb = 0;
-  Watch(rb, 1, &idb);
-  core_->WatchClosed(idb);
+  RunningPair p = StartRunningPair();
+  core_->WatchClosed(p.b_watch);
   clock_.Advance(kStreamLossGrace / 2);
   core_->Tick();
-  Watch(rb, 1);  // re-opened (EXPECTs that it is not fenced)
+  Watch(p.b, 1);  // re-opened (EXPECTs that it is not fenced)
   clock_.Advance(kStreamLossGrace * 4);
   core_->Tick();
   EXPECT_EQ(core_->GetSnapshot().phase, Phase::kRunning);
-  EXPECT_TRUE(sa->directives.empty());
+  EXPECT_TRUE(p.a_sink->directives.empty());
 }
 
 TEST_F(CoordinatorTest, StreamBreak_HeartbeatWithinGrace_IsNoLoss) {
-  Make(2, 2);
-  auto ra = Req("a", 1, 0), rb = Req("b", 2, 1);
-  Join(ra);
-  Join(rb);
-  auto sa = Watch(ra, 1);
-  uint64_t idb = 0;
-  Watch(rb, 1, &idb);
-  core_->WatchClosed(idb);
+  RunningPair p = StartRunningPair();
+  core_->WatchClosed(p.b_watch);
   clock_.Advance(kStreamLossGrace / 2);
-  EXPECT_TRUE(Report(rb, 1, v1::ReportRequest::RUNNING).ok());
+  EXPECT_TRUE(Report(p.b, 1, v1::ReportRequest::RUNNING).ok());
   clock_.Advance(kStreamLossGrace * 2);
   core_->Tick();
   EXPECT_EQ(core_->GetSnapshot().phase, Phase::kRunning);
-  EXPECT_TRUE(sa->directives.empty());
+  EXPECT_TRUE(p.a_sink->directives.empty());
 }
 
 TEST_F(CoordinatorTest, Report_AfterTheVerdict_CarriesIt) {
@@ -336,19 +341,13 @@ TEST_F(CoordinatorTest, Report_AfterTheVerdict_CarriesIt) {
 }
 
 TEST_F(CoordinatorTest, StreamBreak_WhileRunning_FailsStaticJob) {
-  Make(2, 2);
-  auto ra = Req("a", 1, 0), rb = Req("b", 2, 1);
-  Join(ra);
-  Join(rb);
-  auto sa = Watch(ra, 1);
-  uint64_t idb = 0;
-  Watch(rb, 1, &idb);
-  core_->WatchClosed(idb);
+  RunningPair p = StartRunningPair();
+  core_->WatchClosed(p.b_watch);
   clock_.Advance(kStreamLossGrace);  // not re-opened in time: lost
   core_->Tick();
-  ASSERT_EQ(sa->directives.size(), 1u);
-  ASSERT_TRUE(sa->directives[0].has_job_failed());
-  EXPECT_THAT(sa->directives[0].job_failed().reason(), HasSubstr("disconnected"));
+  ASSERT_EQ(p.a_sink->directives.size(), 1u);
+  ASSERT_TRUE(p.a_sink->directives[0].has_job_failed());
+  EXPECT_THAT(p.a_sink->directives[0].job_failed().reason(), HasSubstr("disconnected"));
 }
 
 TEST_F(CoordinatorTest, SilentNode_LostAfterHeartbeatTimeout) {
