@@ -333,23 +333,28 @@ bool TcpListener::AcceptAll(const Socket& s) {
       }
     }
     if (fd >= descriptor_limit_ - kDescriptorHeadroom) {
-      close(fd);
+      // State, count, then close (as below).
       SetState(State::kExhausted,
                absl::StrCat("the process is within ", kDescriptorHeadroom,
                             " descriptors of its limit (", descriptor_limit_, ")"));
-      absl::MutexLock lock(&stats_mu_);
-      ++stats_.refused_exhausted;
+      {
+        absl::MutexLock lock(&stats_mu_);
+        ++stats_.refused_exhausted;
+      }
+      close(fd);
       return false;
     }
     if (static_cast<int>(live_.size()) >= options_.max_connections) Purge(/*force=*/false);
     if (static_cast<int>(live_.size()) >= options_.max_connections) {
+      // State, count, then close: whoever sees the connection closed also
+      // sees it counted and the listener not accepting.
       SetState(State::kFull,
                absl::StrCat(options_.max_connections, " connections are open, the most allowed"));
-      close(fd);
       {
         absl::MutexLock lock(&stats_mu_);
         ++stats_.refused_full;
       }
+      close(fd);
       continue;
     }
     const int one = 1;
