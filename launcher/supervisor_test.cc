@@ -190,13 +190,6 @@ TEST_F(SupervisorTest, Start_WhileRunning_IsFailedPrecondition) {
   EXPECT_EQ(supervisor_->running_workers(), 1);
 }
 
-TEST_F(SupervisorTest, Start_AgainAfterExit_StartsNewRound) {
-  ASSERT_TRUE(supervisor_->Start({ShellWorker("exit 4")}).ok());
-  EXPECT_EQ(NextExit().exit_code, 4);
-  ASSERT_TRUE(supervisor_->Start({ShellWorker("exit 5")}).ok());
-  EXPECT_EQ(NextExit().exit_code, 5);
-}
-
 TEST_F(SupervisorTest, EachWorker_IsInItsOwnProcessGroup) {
   ASSERT_TRUE(
       supervisor_->Start({ShellWorker("sleep 30", "/tmp", 0), ShellWorker("sleep 30", "/tmp", 1)})
@@ -455,7 +448,7 @@ TEST_F(SupervisorTest, NonBlockingStop_TermDeadlineKill_EndsWithExitThenWorkersG
   EXPECT_EQ(supervisor_->running_workers(), 0);
 }
 
-TEST_F(SupervisorTest, WorkersGone_OfAnEarlierStart_IsDroppedByTheNextStart) {
+TEST_F(SupervisorTest, Start_AgainAfterExit_StartsNewRound_OldWorkersGoneIsDropped) {
   ASSERT_TRUE(supervisor_->Start({ShellWorker("exit 4")}).ok());
   EXPECT_EQ(NextExit().exit_code, 4);
   ASSERT_TRUE(supervisor_->Start({ShellWorker("exit 5")}).ok());
