@@ -1,5 +1,7 @@
 #include "agent/agent.h"
 
+#include <signal.h>
+
 #include <algorithm>
 #include <utility>
 
@@ -35,6 +37,10 @@ RoundOptions RoundOptionsFrom(const RunConfig& config, uint64_t incarnation, int
   o.grace_period = config.grace_period;
   o.join_timeout = config.join_timeout;
   return o;
+}
+
+void TorchrunPlan::Prepare(const v1::Assignment& assignment, Ready ready) {
+  ready(WorkerSpecsFor(config_, base_env_, assignment, give_terminal_));
 }
 
 std::vector<launcher::ProcessSpec> WorkerSpecsFor(
@@ -74,7 +80,14 @@ Agent::Agent(const RunConfig& config, std::map<std::string, std::string> base_en
     : config_(config),
       base_env_(std::move(base_env)),
       seams_(std::move(seams)),
-      machine_(std::move(options), seams_.clock) {}
+      machine_(std::move(options), seams_.clock) {
+  if (seams_.plan == nullptr) {
+    default_plan_ = std::make_unique<TorchrunPlan>(config_, base_env_, seams_.stdin_is_terminal);
+  }
+  plan_ = seams_.plan != nullptr ? seams_.plan : default_plan_.get();
+  seams_.client->SetReportResponseHandler(
+      [plan = plan_](const v1::ReportResponse& r) { plan->OnReportResponse(r); });
+}
 
 int Agent::Run() {
   Execute(machine_.Start());
@@ -103,11 +116,23 @@ int Agent::Run() {
     }
     DrainInbox();
     Feed(Tick{});
+    if (!machine_.done()) {
+      if (absl::Status s = plan_->Tick(seams_.clock->Now()); !s.ok() && !plan_failed_) {
+        plan_failed_ = true;
+        TLOG(kError) << s.message();
+        seams_.workers->SignalWorkers(SIGTERM);
+      }
+    }
     PublishStatus();
   }
+  if (round_started_) plan_->EndRound();
   watch_.reset();
   if (!seams_.client->Flush(kFlushTimeout)) {
     TLOG(kDebug) << "some reports did not reach the coordinator before exit";
+  }
+  if (std::optional<int> code = plan_->ExitCodeOverride()) {
+    TLOG(kInfo) << "exiting with code " << *code << " instead of " << exit_code_;
+    return *code;
   }
   return exit_code_;
 }
@@ -132,6 +157,31 @@ void Agent::DrainInbox() {
     events.swap(inbox_);
   }
   for (const RoundEvent& e : events) Feed(e);
+  StartPrepared();
+}
+
+void Agent::PostPrepared(uint64_t round,
+                         absl::StatusOr<std::vector<launcher::ProcessSpec>> specs) {
+  {
+    absl::MutexLock lock(&inbox_mu_);
+    prepared_ = Prepared{round, std::move(specs)};
+  }
+  seams_.workers->Wake();
+}
+
+void Agent::StartPrepared() {
+  std::optional<Prepared> prepared;
+  {
+    absl::MutexLock lock(&inbox_mu_);
+    prepared.swap(prepared_);
+  }
+  if (!prepared.has_value() || prepared->round != preparing_round_ || preparing_round_ == 0) {
+    return;  // none, or of a round that was stopped meanwhile.
+  }
+  preparing_round_ = 0;
+  absl::Status started = prepared->specs.ok() ? seams_.workers->Start(*prepared->specs)
+                                              : prepared->specs.status();
+  Feed(WorkersStarted{started});
 }
 
 void Agent::Execute(const std::vector<RoundAction>& actions) {
@@ -140,6 +190,8 @@ void Agent::Execute(const std::vector<RoundAction>& actions) {
         [&](const auto& a) {
           using T = std::decay_t<decltype(a)>;
           if constexpr (std::is_same_v<T, StartJoin>) {
+            if (round_started_) plan_->EndRound();  // a re-join: the old round is over.
+            round_started_ = false;
             seams_.client->Join(a.request, a.timeout, [this](absl::StatusOr<v1::Assignment> r) {
               Post(JoinAnswered{std::move(r)});
             });
@@ -159,15 +211,28 @@ void Agent::Execute(const std::vector<RoundAction>& actions) {
           } else if constexpr (std::is_same_v<T, CloseWatch>) {
             watch_.reset();
           } else if constexpr (std::is_same_v<T, StartWorkers>) {
-            absl::Status started = seams_.workers->Start(
-                WorkerSpecsFor(config_, base_env_, a.assignment, seams_.stdin_is_terminal));
-            Feed(WorkersStarted{started});
+            round_started_ = true;
+            const uint64_t round = a.assignment.round();
+            preparing_round_ = round;
+            plan_->Prepare(a.assignment,
+                           [this, round](absl::StatusOr<std::vector<launcher::ProcessSpec>> specs) {
+                             PostPrepared(round, std::move(specs));
+                           });
+            StartPrepared();  // a plan that answered at once (`run`) starts now.
           } else if constexpr (std::is_same_v<T, SignalWorkers>) {
+            if (preparing_round_ != 0) {
+              // Stopped before its processes started: nothing to signal.
+              plan_->CancelPrepare();
+              preparing_round_ = 0;
+              Feed(WorkersGone{});
+            }
             seams_.workers->SignalWorkers(a.signal);
           } else if constexpr (std::is_same_v<T, SendReport>) {
             const uint64_t round = a.request.round();
             const auto state = a.request.state();
-            seams_.client->Report(a.request, [this, round, state](const absl::Status& s) {
+            v1::ReportRequest report = a.request;
+            plan_->DecorateReport(&report);
+            seams_.client->Report(report, [this, round, state](const absl::Status& s) {
               Post(ReportAnswered{round, state, s});
             });
           } else if constexpr (std::is_same_v<T, SendLeave>) {
@@ -176,6 +241,10 @@ void Agent::Execute(const std::vector<RoundAction>& actions) {
             if (seams_.set_serving) seams_.set_serving(a.serving);
           } else {
             static_assert(std::is_same_v<T, Finish>);
+            if (preparing_round_ != 0) {
+              plan_->CancelPrepare();
+              preparing_round_ = 0;
+            }
             exit_code_ = a.exit_code;
           }
         },

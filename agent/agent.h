@@ -18,11 +18,13 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
+#include "agent/launch_plan.h"
 #include "agent/round.h"
 #include "agent/run_config.h"
 #include "common/clock.h"
@@ -40,6 +42,9 @@ struct AgentSeams {
   // The agent's stdin is a terminal whose foreground group it is: a single
   // local worker is then given the terminal (tini-like), so pdb works.
   bool stdin_is_terminal = false;
+  // What the round's local processes are; null: `run`'s workers
+  // (TorchrunPlan).
+  LaunchPlan* plan = nullptr;
 };
 
 // The round's options from the run configuration. `master_port` is the one
@@ -73,16 +78,31 @@ class Agent {
   void Post(RoundEvent event);
   void DrainInbox();
   void PublishStatus();
+  // A plan's Prepare() answered (any thread).
+  void PostPrepared(uint64_t round, absl::StatusOr<std::vector<launcher::ProcessSpec>> specs);
+  // Starts the prepared processes of the current round, if they are ready.
+  void StartPrepared();
 
   const RunConfig& config_;
   const std::map<std::string, std::string> base_env_;
   const AgentSeams seams_;
   RoundMachine machine_;
+  std::unique_ptr<TorchrunPlan> default_plan_;
+  LaunchPlan* plan_;
   std::unique_ptr<rendezvous::WatchStream> watch_;
   int exit_code_ = -1;
+  bool round_started_ = false;  // a round's processes were asked for.
+  // The round whose Prepare() is in flight (0: none).
+  uint64_t preparing_round_ = 0;
+  bool plan_failed_ = false;  // its Tick() failed once (logged, processes stopped).
 
   absl::Mutex inbox_mu_;
   std::deque<RoundEvent> inbox_ ABSL_GUARDED_BY(inbox_mu_);
+  struct Prepared {
+    uint64_t round = 0;
+    absl::StatusOr<std::vector<launcher::ProcessSpec>> specs;
+  };
+  std::optional<Prepared> prepared_ ABSL_GUARDED_BY(inbox_mu_);
 
   mutable absl::Mutex status_mu_;
   AgentStatus status_ ABSL_GUARDED_BY(status_mu_);

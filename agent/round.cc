@@ -223,6 +223,8 @@ void RoundMachine::Join(Actions* out) {
   r.set_last_round(last_round_);
   r.set_restart_count(last_restart_count_);
   r.set_want_nodes(options_.want_nodes);
+  r.set_role(options_.role);
+  *r.mutable_ssh() = options_.ssh;
   out->push_back(StartJoin{std::move(r), options_.join_timeout});
 }
 
@@ -266,9 +268,9 @@ void RoundMachine::OnJoinAnswered(const JoinAnswered& e, Actions* out) {
   next_progress_log_ = absl::InfiniteFuture();
 
   // A fresh round: nothing of the previous one counts.
-  workers_running_ = a.self().local_world_size();
+  workers_running_ = LocalProcesses();
   workers_ok_ = 0;
-  workers_gone_ = false;
+  workers_gone_ = workers_running_ == 0;  // an MPI worker holds until the verdict.
   running_failure_ = 0;
   any_failure_ = 0;
   reported_success_ = false;
@@ -356,7 +358,7 @@ void RoundMachine::OnWorkerExited(const WorkerExited& e, Actions* out) {
   if (state_ != RoundState::kRunning) return;  // stopping: the exits we caused.
   if (code == 0) {
     ++workers_ok_;
-    if (workers_ok_ == assignment_.self().local_world_size()) {
+    if (workers_ok_ == LocalProcesses()) {
       reported_success_ = true;
       TLOG(kInfo) << "all " << workers_ok_
                   << " local worker(s) exited 0; waiting for the job's verdict";
@@ -732,6 +734,11 @@ void RoundMachine::FinishWith(Actions* out) {
 }
 
 // ---- Helpers.
+
+int RoundMachine::LocalProcesses() const {
+  return options_.local_processes >= 0 ? options_.local_processes
+                                       : assignment_.self().local_world_size();
+}
 
 void RoundMachine::NoteContact() { last_contact_ = clock_->Now(); }
 

@@ -182,6 +182,12 @@ struct RoundOptions {
   int local_world_size = 1;
   int master_port = 29500;
   bool want_nodes = true;  // ask for the member list (TF_CONFIG).
+  v1::Role role = v1::ROLE_NODE;
+  v1::SshInfo ssh;  // MPI: this node's sshd, or the launcher's job key.
+  // Processes the round starts here: -1 = the assignment's local world size
+  // (`run`); 1 = the MPI launcher's COMMAND; 0 = none (an MPI worker: its
+  // ranks arrive through sshd, and it holds until the job's verdict).
+  int local_processes = -1;
   bool elastic = false;    // max_restarts > 0: lost coordinator -> re-join.
   absl::Duration grace_period = absl::Seconds(30);
   absl::Duration join_timeout = absl::Minutes(10);
@@ -259,6 +265,7 @@ class RoundMachine {
   void FinishWith(Actions* out);
   void Heartbeat(Actions* out);
   void NoteContact();
+  int LocalProcesses() const;
   bool OutcomePending() const;
   v1::ReportRequest NewReport(v1::ReportRequest::State state) const;
   void SetState(RoundState state);

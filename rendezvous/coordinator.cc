@@ -88,6 +88,12 @@ absl::Status CheckSsh(const v1::SshInfo& ssh) {
     return absl::InvalidArgumentError(absl::StrFormat(
         "ssh.host_public_key: one line of at most %d bytes of printable ASCII", kMaxSshKeyLength));
   }
+  if (ssh.client_public_key().size() > kMaxSshKeyLength ||
+      !IsPrintableAscii(ssh.client_public_key(), /*allow_space=*/true)) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("ssh.client_public_key: one line of at most %d bytes of printable ASCII",
+                        kMaxSshKeyLength));
+  }
   if (ssh.port() < 0 || ssh.port() > 65535) {
     return absl::InvalidArgumentError(
         absl::StrFormat("ssh.port: expected 0..65535, got %d", ssh.port()));
@@ -173,9 +179,26 @@ absl::Status Coordinator::ValidateJoinLocked(const v1::JoinRequest& r) const {
     return absl::InvalidArgumentError(absl::StrFormat("JoinRequest: at most %d bytes, got %d",
                                                       kMaxJoinRequestBytes, r.ByteSizeLong()));
   }
-  if (r.local_world_size() < 1 || r.local_world_size() > kMaxLocalWorldSize) {
-    return absl::InvalidArgumentError(absl::StrFormat("local_world_size: expected 1..%d, got %d",
-                                                      kMaxLocalWorldSize, r.local_world_size()));
+  if (!v1::Role_IsValid(r.role())) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "role: expected NODE, MPI_LAUNCHER or MPI_WORKER, got %d", static_cast<int>(r.role())));
+  }
+  // The MPI launcher hosts no ranks unless it runs as a node too.
+  const int min_lws = r.role() == v1::ROLE_MPI_LAUNCHER ? 0 : 1;
+  if (r.local_world_size() < min_lws || r.local_world_size() > kMaxLocalWorldSize) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("local_world_size: expected %d..%d, got %d", min_lws, kMaxLocalWorldSize,
+                        r.local_world_size()));
+  }
+  if (r.role() == v1::ROLE_MPI_LAUNCHER) {
+    for (const auto& [id, m] : members_) {
+      if (id != r.member().node_id() && m.join.role() == v1::ROLE_MPI_LAUNCHER && IsLiveLocked(m)) {
+        return absl::FailedPreconditionError(absl::StrFormat(
+            "node %s joins as the MPI launcher, but node %s already is the job's launcher; a "
+            "job has one `trainlet mpi-launcher`",
+            SafeForLog(r.member().node_id(), 64), SafeForLog(id, 64)));
+      }
+    }
   }
   if (r.master_port() < 1 || r.master_port() > 65535) {
     return absl::InvalidArgumentError(
@@ -209,6 +232,10 @@ absl::Status Coordinator::ValidateJoinLocked(const v1::JoinRequest& r) const {
 
 absl::Status Coordinator::ValidateReportLocked(const v1::ReportRequest& r,
                                                const Member& member) const {
+  if (r.mpi_sessions() < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("mpi_sessions: expected 0 or more, got %d", r.mpi_sessions()));
+  }
   switch (r.state()) {
     case v1::ReportRequest::RUNNING:
     case v1::ReportRequest::SUCCEEDED:
@@ -224,7 +251,10 @@ absl::Status Coordinator::ValidateReportLocked(const v1::ReportRequest& r,
     return absl::InvalidArgumentError(
         absl::StrFormat("exit_code: expected 0..255, got %d", r.exit_code()));
   }
-  const int lws = member.join.local_world_size();
+  // The MPI launcher's one local process is its COMMAND.
+  const int lws = member.join.role() == v1::ROLE_MPI_LAUNCHER
+                      ? 1
+                      : member.join.local_world_size();
   if (r.failed_local_rank() < 0 || r.failed_local_rank() >= lws) {
     return absl::InvalidArgumentError(
         absl::StrFormat("failed_local_rank: expected 0..%d (the node has %d workers), got %d",
@@ -540,6 +570,7 @@ void Coordinator::CloseRoundLocked(Actions* actions) {
     na.set_first_global_rank(world_size);
     *na.mutable_topology() = m.join.topology();
     *na.mutable_ssh() = m.join.ssh();
+    na.set_role(m.join.role());
     world_size += m.join.local_world_size();
     any_wants_nodes |= m.join.want_nodes();
   }
@@ -564,8 +595,11 @@ void Coordinator::CloseRoundLocked(Actions* actions) {
 
   const absl::Time now = clock_->Now();
   previous_rank_.clear();
+  launcher_in_round_ = false;
   for (int r = 0; r < n; ++r) {
     Member& m = *by_rank[r];
+    launcher_in_round_ |= m.join.role() == v1::ROLE_MPI_LAUNCHER;
+    m.mpi_sessions = 0;
     previous_rank_[m.join.member().node_id()] = r;
     m.assignment = m.join.want_nodes() ? with_nodes : common;
     m.assignment.set_node_rank(r);
@@ -700,7 +734,8 @@ void Coordinator::WatchClosed(uint64_t watch_id) {
   for (auto& a : actions) a();
 }
 
-absl::Status Coordinator::Report(const v1::ReportRequest& request) {
+absl::Status Coordinator::Report(const v1::ReportRequest& request,
+                                 v1::ReportResponse* response) {
   Actions actions;
   {
     absl::MutexLock lock(&mu_);
@@ -714,6 +749,10 @@ absl::Status Coordinator::Report(const v1::ReportRequest& request) {
     if (absl::Status s = ValidateReportLocked(request, member); !s.ok()) return s;
     member.last_seen = clock_->Now();
     member.stream_lost_at = absl::InfiniteFuture();  // its agent is alive
+    member.mpi_sessions = std::max(member.mpi_sessions, request.mpi_sessions());
+    if (response != nullptr && member.join.role() == v1::ROLE_MPI_LAUNCHER) {
+      UnplacedWorkersLocked(response);
+    }
     // The verdict is out: say it here too, for an agent whose stream cannot
     // deliver it (its heartbeats then carry the answer).
     if (phase_ != Phase::kRunning) return JobOverErrorLocked();
@@ -723,9 +762,13 @@ absl::Status Coordinator::Report(const v1::ReportRequest& request) {
         break;
       case v1::ReportRequest::SUCCEEDED: {
         member.state = request.state();
+        // A job with an MPI launcher is done when its COMMAND is: the
+        // workers host ranks through sshd and report no success of their own.
         bool all = true;
         for (const auto& [id, other] : members_) {
-          if (other.in_round && other.state != v1::ReportRequest::SUCCEEDED) all = false;
+          if (!other.in_round || other.state == v1::ReportRequest::SUCCEEDED) continue;
+          if (other.join.role() == v1::ROLE_MPI_WORKER && launcher_in_round_) continue;
+          all = false;
         }
         if (all) FinishJobLocked(&actions);
         break;
@@ -734,13 +777,18 @@ absl::Status Coordinator::Report(const v1::ReportRequest& request) {
         if (member.state == v1::ReportRequest::FAILED) break;  // a repeat (heartbeat)
         member.state = request.state();
         const int local_rank = request.failed_local_rank();
-        std::string reason = absl::StrFormat(
-            "worker local rank %d (global rank %d) on node %s exited with code %d%s", local_rank,
-            member.assignment.self().first_global_rank() + local_rank, request.member().node_id(),
-            request.exit_code(),
+        const std::string detail =
             request.message().empty()
                 ? ""
-                : absl::StrCat(": ", SafeForLog(request.message(), kMaxMessageLength)));
+                : absl::StrCat(": ", SafeForLog(request.message(), kMaxMessageLength));
+        std::string reason =
+            member.join.role() == v1::ROLE_MPI_LAUNCHER
+                ? absl::StrFormat("the MPI launcher's COMMAND on node %s exited with code %d%s",
+                                  request.member().node_id(), request.exit_code(), detail)
+                : absl::StrFormat(
+                      "worker local rank %d (global rank %d) on node %s exited with code %d%s",
+                      local_rank, member.assignment.self().first_global_rank() + local_rank,
+                      request.member().node_id(), request.exit_code(), detail);
         HandleFailureLocked(request.member().node_id(), reason, request.exit_code(), false,
                             &actions);
         break;
@@ -974,6 +1022,18 @@ bool Coordinator::DrainedLocked() const {
     if (m.sink != nullptr || m.ticket != 0) return false;
   }
   return true;
+}
+
+void Coordinator::UnplacedWorkersLocked(v1::ReportResponse* response) const {
+  std::vector<std::pair<int, const std::string*>> unplaced;
+  for (const auto& [id, m] : members_) {
+    if (m.in_round && m.join.role() == v1::ROLE_MPI_WORKER && m.join.local_world_size() > 0 &&
+        m.mpi_sessions == 0) {
+      unplaced.emplace_back(m.assignment.node_rank(), &id);
+    }
+  }
+  std::sort(unplaced.begin(), unplaced.end());
+  for (const auto& [rank, id] : unplaced) response->add_mpi_unplaced_nodes(*id);
 }
 
 bool Coordinator::Drained() const {

@@ -169,7 +169,9 @@ class Coordinator {
                                  std::shared_ptr<DirectiveSink> sink);
   void WatchClosed(uint64_t watch_id);
 
-  absl::Status Report(const v1::ReportRequest& request);
+  // `response` (may be null) gets what the reporter is owed: for the MPI
+  // launcher, the workers that host slots and have seen no SSH session yet.
+  absl::Status Report(const v1::ReportRequest& request, v1::ReportResponse* response = nullptr);
   absl::Status Leave(const v1::LeaveRequest& request);
 
   // Applies timeouts: last call, heartbeats, min-nodes wait, join deadlines;
@@ -215,6 +217,7 @@ class Coordinator {
     // re-opened it or heartbeated since); lost at + kStreamLossGrace.
     absl::Time stream_lost_at = absl::InfiniteFuture();
     v1::ReportRequest::State state = v1::ReportRequest::STATE_UNSPECIFIED;
+    int mpi_sessions = 0;  // the most an MPI worker reported this round.
   };
   using Actions = std::vector<std::function<void()>>;
 
@@ -255,6 +258,9 @@ class Coordinator {
   // RESTARTS_EXHAUSTED (error_reason.h).
   absl::Status JobOverErrorLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   bool DrainedLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The round's MPI workers with slots and no SSH session yet (rank order).
+  void UnplacedWorkersLocked(v1::ReportResponse* response) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   struct Fenced {
     uint64_t incarnation = 0;
@@ -283,6 +289,8 @@ class Coordinator {
   // Members of the last round told to re-join (cleared when a round closes).
   std::set<std::string> expected_ ABSL_GUARDED_BY(mu_);
   bool verdict_exhausted_ ABSL_GUARDED_BY(mu_) = false;
+  // The current round has an MPI launcher: its success is the job's.
+  bool launcher_in_round_ ABSL_GUARDED_BY(mu_) = false;
   // The last incarnation of each node declared lost (one entry per node id).
   std::map<std::string, Fenced> fenced_ ABSL_GUARDED_BY(mu_);
 };

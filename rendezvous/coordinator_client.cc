@@ -260,14 +260,16 @@ absl::Status TrackedCall(absl::Mutex* mu, std::set<grpc::ClientContext*>* calls,
 
 }  // namespace
 
-absl::Status CoordinatorClient::Report(const v1::ReportRequest& request, absl::Duration timeout) {
+absl::Status CoordinatorClient::Report(const v1::ReportRequest& request, absl::Duration timeout,
+                                       v1::ReportResponse* response) {
   grpc::ClientContext ctx;
   Prepare(&ctx);
   ctx.set_deadline(absl::ToChronoTime(absl::Now() + timeout));
-  v1::ReportResponse response;
+  v1::ReportResponse unused;
+  if (response == nullptr) response = &unused;
   auto stub = Stub();
   return TrackedCall(&mu_, &calls_, &calls_cancelled_, &ctx,
-                     [&] { return stub->Report(&ctx, request, &response); });
+                     [&] { return stub->Report(&ctx, request, response); });
 }
 
 absl::Status CoordinatorClient::Leave(const v1::LeaveRequest& request, absl::Duration timeout) {
@@ -359,9 +361,18 @@ void GrpcRendezvousClient::SenderLoop() {
       queue_.pop_front();
       busy_ = true;
     }
+    v1::ReportResponse response;
     absl::Status status = call.report.has_value()
-                              ? client_.Report(*call.report, options_.report_timeout)
+                              ? client_.Report(*call.report, options_.report_timeout, &response)
                               : client_.Leave(*call.leave, options_.leave_timeout);
+    if (call.report.has_value() && status.ok()) {
+      ReportResponseHandler handler;
+      {
+        absl::MutexLock lock(&mu_);
+        handler = response_handler_;
+      }
+      if (handler) handler(response);
+    }
     for (Done& d : call.done) d(status);
     absl::MutexLock lock(&mu_);
     busy_ = false;

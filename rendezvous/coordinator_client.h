@@ -77,7 +77,8 @@ class CoordinatorClient {
   std::unique_ptr<WatchStream> Watch(const v1::WatchRequest& request, OnDirective on_directive,
                                      OnStreamEnd on_end);
 
-  absl::Status Report(const v1::ReportRequest& request, absl::Duration timeout);
+  absl::Status Report(const v1::ReportRequest& request, absl::Duration timeout,
+                      v1::ReportResponse* response = nullptr);
   absl::Status Leave(const v1::LeaveRequest& request, absl::Duration timeout);
 
   const std::string& target() const { return options_.target; }
@@ -116,6 +117,10 @@ class GrpcRendezvousClient : public RendezvousClient {
   std::unique_ptr<WatchStream> Watch(const v1::WatchRequest& request, OnDirective on_directive,
                                      OnStreamEnd on_end) override;
   void Report(const v1::ReportRequest& request, Done done) override;
+  void SetReportResponseHandler(ReportResponseHandler handler) override {
+    absl::MutexLock lock(&mu_);
+    response_handler_ = std::move(handler);
+  }
   void Leave(const v1::LeaveRequest& request, Done done) override;
   bool Flush(absl::Duration timeout) override;
 
@@ -137,6 +142,7 @@ class GrpcRendezvousClient : public RendezvousClient {
   std::deque<Call> queue_ ABSL_GUARDED_BY(mu_);
   bool busy_ ABSL_GUARDED_BY(mu_) = false;
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  ReportResponseHandler response_handler_ ABSL_GUARDED_BY(mu_);
   std::thread sender_;
 };
 

@@ -296,7 +296,7 @@ grpc::ServerUnaryReactor* CoordinatorService::Report(grpc::CallbackServerContext
                                                      const v1::ReportRequest* request,
                                                      v1::ReportResponse* response) {
   if (absl::Status s = CheckToken(ctx, "Report"); !s.ok()) return Immediate(ctx, s);
-  return Immediate(ctx, core_->Report(*request));
+  return Immediate(ctx, core_->Report(*request, response));
 }
 
 grpc::ServerUnaryReactor* CoordinatorService::Leave(grpc::CallbackServerContext* ctx,

@@ -853,5 +853,174 @@ TEST_F(CoordinatorTest, ParkedJoin_ShortDeadline_AnsweredAQuarterOfItsTimeEarly)
   EXPECT_THAT(a->status().message(), HasSubstr("waiting for 1 more node"));
 }
 
+
+// ---- MPI jobs: one launcher (COMMAND = mpirun) and workers that host ranks
+// through their sshd.
+
+namespace mpi {
+
+class MpiCoordinatorTest : public CoordinatorTest {
+ protected:
+  // A launcher (0 slots) and two workers joined and watching round 1.
+  void StartMpiJob(int max_restarts = 0) {
+    Make(3, 3, max_restarts);
+    launcher_ = Req("launcher", 1, -1, 0);
+    launcher_.set_role(v1::ROLE_MPI_LAUNCHER);
+    launcher_.mutable_ssh()->set_client_public_key("ssh-ed25519 AAAAjobkey");
+    w0_ = Req("w0", 2, 0, 2);
+    w0_.set_role(v1::ROLE_MPI_WORKER);
+    w0_.mutable_ssh()->set_host_public_key("ssh-ed25519 AAAAhost0");
+    w0_.mutable_ssh()->set_port(2222);
+    w1_ = Req("w1", 3, 1, 2);
+    w1_.set_role(v1::ROLE_MPI_WORKER);
+    for (v1::JoinRequest* r : {&launcher_, &w0_, &w1_}) r->set_want_nodes(true);
+    auto jl = Join(launcher_), j0 = Join(w0_), j1 = Join(w1_);
+    clock_.Advance(absl::Seconds(1));
+    core_->Tick();
+    ASSERT_TRUE(jl->done() && jl->status().ok()) << jl->status();
+    assignment_ = jl->assignment();
+    launcher_sink_ = Watch(launcher_, 1);
+    w0_sink_ = Watch(w0_, 1);
+    w1_sink_ = Watch(w1_, 1);
+  }
+  absl::Status Sessions(const v1::JoinRequest& r, int sessions,
+                        v1::ReportResponse* response = nullptr) {
+    v1::ReportRequest rep;
+    *rep.mutable_member() = r.member();
+    rep.set_job_id("job");
+    rep.set_round(1);
+    rep.set_state(v1::ReportRequest::RUNNING);
+    rep.set_mpi_sessions(sessions);
+    return core_->Report(rep, response);
+  }
+  v1::JoinRequest launcher_, w0_, w1_;
+  v1::Assignment assignment_;
+  std::shared_ptr<RecordingSink> launcher_sink_, w0_sink_, w1_sink_;
+};
+
+TEST_F(MpiCoordinatorTest, LauncherWithoutSlotsJoins_EveryNodeSeesRolesAndKeys) {
+  StartMpiJob();
+  EXPECT_EQ(assignment_.world_size(), 4);  // the workers' slots only.
+  ASSERT_EQ(assignment_.nodes_size(), 3);
+  int launchers = 0;
+  for (const auto& n : assignment_.nodes()) {
+    if (n.role() == v1::ROLE_MPI_LAUNCHER) {
+      ++launchers;
+      EXPECT_EQ(n.ssh().client_public_key(), "ssh-ed25519 AAAAjobkey");
+      EXPECT_EQ(n.local_world_size(), 0);
+    }
+    if (n.member().node_id() == "w0") EXPECT_EQ(n.ssh().host_public_key(), "ssh-ed25519 AAAAhost0");
+  }
+  EXPECT_EQ(launchers, 1);
+}
+
+TEST_F(MpiCoordinatorTest, ZeroSlotsOnlyForTheLauncher) {
+  Make(2, 2);
+  auto plain = Join(Req("a", 1, -1, 0));
+  ASSERT_TRUE(plain->done());
+  EXPECT_EQ(plain->status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(plain->status().message(), HasSubstr("local_world_size: expected 1..1024"));
+  v1::JoinRequest bad_role = Req("b", 2);
+  bad_role.set_role(static_cast<v1::Role>(7));
+  auto r = Join(bad_role);
+  ASSERT_TRUE(r->done());
+  EXPECT_THAT(r->status().message(), HasSubstr("role: expected"));
+}
+
+TEST_F(MpiCoordinatorTest, SecondLauncherRefused) {
+  Make(3, 3);
+  v1::JoinRequest l1 = Req("l1", 1, -1, 0), l2 = Req("l2", 2, -1, 0);
+  l1.set_role(v1::ROLE_MPI_LAUNCHER);
+  l2.set_role(v1::ROLE_MPI_LAUNCHER);
+  auto j1 = Join(l1);
+  auto j2 = Join(l2);
+  EXPECT_FALSE(j1->done());
+  ASSERT_TRUE(j2->done());
+  EXPECT_EQ(j2->status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(j2->status().message(), HasSubstr("already is the job's launcher"));
+}
+
+TEST_F(MpiCoordinatorTest, LauncherSuccessFinishesTheJob_WorkersNeedNotReport) {
+  StartMpiJob();
+  ASSERT_TRUE(Report(w0_, 1, v1::ReportRequest::RUNNING).ok());
+  ASSERT_TRUE(Report(launcher_, 1, v1::ReportRequest::SUCCEEDED).ok());
+  EXPECT_EQ(core_->GetSnapshot().phase, Phase::kSucceeded);
+  ASSERT_FALSE(w1_sink_->directives.empty());
+  EXPECT_TRUE(w1_sink_->directives.back().has_job_finished());
+}
+
+TEST_F(MpiCoordinatorTest, LauncherFailureFailsTheJobNamingCommand) {
+  StartMpiJob();
+  ASSERT_TRUE(Report(launcher_, 1, v1::ReportRequest::FAILED, 3).ok());
+  EXPECT_EQ(core_->GetSnapshot().phase, Phase::kFailed);
+  EXPECT_THAT(core_->GetSnapshot().verdict, HasSubstr("MPI launcher's COMMAND on node launcher"));
+  ASSERT_FALSE(w0_sink_->directives.empty());
+  EXPECT_EQ(w0_sink_->directives.back().job_failed().exit_code(), 3);
+}
+
+TEST_F(MpiCoordinatorTest, LostWorkerFailsTheJob) {
+  StartMpiJob();
+  clock_.Advance(absl::Seconds(3));
+  ASSERT_TRUE(Report(launcher_, 1, v1::ReportRequest::RUNNING).ok());
+  ASSERT_TRUE(Report(w0_, 1, v1::ReportRequest::RUNNING).ok());
+  clock_.Advance(absl::Seconds(4));  // w1 silent for 7 s > 5 s + half an interval.
+  core_->Tick();
+  EXPECT_EQ(core_->GetSnapshot().phase, Phase::kFailed);
+  ASSERT_FALSE(launcher_sink_->directives.empty());
+  EXPECT_EQ(launcher_sink_->directives.back().job_failed().failed_node_id(), "w1");
+}
+
+TEST_F(MpiCoordinatorTest, LostWorkerWithRestartsLeft_RejoinsEveryone) {
+  StartMpiJob(/*max_restarts=*/1);
+  uint64_t id = 0;
+  auto s = Watch(w1_, 1, &id);
+  core_->WatchClosed(id);
+  clock_.Advance(absl::Seconds(1));
+  core_->Tick();
+  ASSERT_FALSE(launcher_sink_->directives.empty());
+  EXPECT_TRUE(launcher_sink_->directives.back().has_rejoin());
+}
+
+TEST_F(MpiCoordinatorTest, LauncherHearsWhichWorkersSawNoSession) {
+  StartMpiJob();
+  v1::ReportResponse response;
+  ASSERT_TRUE(Sessions(launcher_, 0, &response).ok());
+  EXPECT_THAT(std::vector<std::string>(response.mpi_unplaced_nodes().begin(),
+                                       response.mpi_unplaced_nodes().end()),
+              ::testing::ElementsAre("w0", "w1"));
+  ASSERT_TRUE(Sessions(w1_, 2).ok());
+  ASSERT_TRUE(Sessions(w1_, 0).ok());  // a smaller count later does not undo it.
+  response.Clear();
+  ASSERT_TRUE(Sessions(launcher_, 0, &response).ok());
+  EXPECT_THAT(std::vector<std::string>(response.mpi_unplaced_nodes().begin(),
+                                       response.mpi_unplaced_nodes().end()),
+              ::testing::ElementsAre("w0"));
+  // Only the launcher is told.
+  response.Clear();
+  ASSERT_TRUE(Sessions(w0_, 0, &response).ok());
+  EXPECT_EQ(response.mpi_unplaced_nodes_size(), 0);
+}
+
+TEST_F(MpiCoordinatorTest, NegativeSessionCountRefused) {
+  StartMpiJob();
+  absl::Status s = Sessions(w0_, -1);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(s.message(), HasSubstr("mpi_sessions"));
+}
+
+TEST_F(MpiCoordinatorTest, LauncherFailureReportNamesLocalRankZero) {
+  StartMpiJob();
+  v1::ReportRequest rep;
+  *rep.mutable_member() = launcher_.member();
+  rep.set_job_id("job");
+  rep.set_round(1);
+  rep.set_state(v1::ReportRequest::FAILED);
+  rep.set_exit_code(1);
+  rep.set_failed_local_rank(1);  // the launcher has one process: COMMAND.
+  EXPECT_EQ(core_->Report(rep).code(), absl::StatusCode::kInvalidArgument);
+}
+
+}  // namespace mpi
+
 }  // namespace
 }  // namespace trainlet::rendezvous

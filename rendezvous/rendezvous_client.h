@@ -58,6 +58,11 @@ class RendezvousClient {
 
   // Queued on the sender thread; `done` (may be null) gets the answer.
   virtual void Report(const v1::ReportRequest& request, Done done) = 0;
+  // Every successful Report's answer body goes to `handler` (on the
+  // sender thread), before that Report's `done`. The MPI launcher reads
+  // placement from it. Set before the first Report.
+  using ReportResponseHandler = std::function<void(const v1::ReportResponse&)>;
+  virtual void SetReportResponseHandler(ReportResponseHandler handler) = 0;
   virtual void Leave(const v1::LeaveRequest& request, Done done) = 0;
 
   // Waits up to `timeout` for the queued Report/Leave calls to go out (the

@@ -119,7 +119,20 @@ void FakeRendezvousClient::Report(const v1::ReportRequest& request, Done done) {
   }
   if (on_report) on_report(request);
   absl::Status s = report_status ? report_status(request) : absl::OkStatus();
+  ReportResponseHandler handler;
+  {
+    absl::MutexLock lock(&mu_);
+    handler = response_handler_;
+  }
+  if (s.ok() && handler) {
+    handler(report_response ? report_response(request) : v1::ReportResponse());
+  }
   if (done) done(s);
+}
+
+void FakeRendezvousClient::SetReportResponseHandler(ReportResponseHandler handler) {
+  absl::MutexLock lock(&mu_);
+  response_handler_ = std::move(handler);
 }
 
 void FakeRendezvousClient::Leave(const v1::LeaveRequest& request, Done done) {

@@ -36,6 +36,9 @@ class FakeRendezvousClient : public RendezvousClient {
   std::unique_ptr<WatchStream> Watch(const v1::WatchRequest& request, OnDirective on_directive,
                                      OnStreamEnd on_end) override;
   void Report(const v1::ReportRequest& request, Done done) override;
+  void SetReportResponseHandler(ReportResponseHandler handler) override;
+  // The answer body each successful Report gets (default: empty).
+  std::function<v1::ReportResponse(const v1::ReportRequest&)> report_response;
   void Leave(const v1::LeaveRequest& request, Done done) override;
   bool Flush(absl::Duration timeout) override { return true; }
 
@@ -77,6 +80,7 @@ class FakeRendezvousClient : public RendezvousClient {
   std::vector<absl::Duration> join_timeouts_ ABSL_GUARDED_BY(mu_);
   std::vector<v1::WatchRequest> watches_ ABSL_GUARDED_BY(mu_);
   std::vector<v1::ReportRequest> reports_ ABSL_GUARDED_BY(mu_);
+  ReportResponseHandler response_handler_ ABSL_GUARDED_BY(mu_);
   std::vector<v1::LeaveRequest> leaves_ ABSL_GUARDED_BY(mu_);
   int cancel_joins_ ABSL_GUARDED_BY(mu_) = 0;
   std::shared_ptr<Stream> current_ ABSL_GUARDED_BY(mu_);
