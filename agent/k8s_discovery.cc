@@ -111,4 +111,30 @@ KubernetesDiscovery DiscoverKubernetes(const std::map<std::string, std::string>&
   return d;
 }
 
+void ApplyMpiConventions(MpiRole role, const SystemInfo& sys, KubernetesDiscovery* d) {
+  if (role == MpiRole::kLauncher) {
+    d->node_rank.reset();
+    d->coordinator_host.reset();
+  }
+  std::optional<JobSetHostname> jobset =
+      d->in_kubernetes ? ParseJobSetHostname(sys.hostname) : std::nullopt;
+  if (!jobset.has_value()) return;
+  const size_t dash = jobset->prefix.rfind('-');
+  if (dash == std::string::npos || dash == 0) return;
+  const std::string name = jobset->prefix.substr(0, dash);
+  const std::string origin = absl::StrCat("JobSet hostname ", sys.hostname);
+  d->job_id = Discovered{name, origin};
+  if (role == MpiRole::kWorker) {
+    // PET_MASTER_ADDR or <jobset>-node-0-0 would name a torch master.
+    std::string host = absl::StrCat(name, "-launcher-0-0");
+    std::string subdomain = SubdomainFromFqdn(sys.hostname, sys.fqdn);
+    if (!subdomain.empty()) {
+      absl::StrAppend(&host, ".", subdomain);
+      d->coordinator_host = Discovered{host, absl::StrCat(origin, " and FQDN ", sys.fqdn)};
+    } else {
+      d->coordinator_host = Discovered{host, origin};
+    }
+  }
+}
+
 }  // namespace trainlet::agent

@@ -39,6 +39,9 @@
 
 namespace trainlet::agent {
 
+// Which trainlet command reads the pod (run_config.h, RunConfigMode).
+enum class MpiRole { kNone, kLauncher, kWorker };
+
 // A hostname of the form <jobset>-<rjob>-<jobIdx>-<podIdx>.
 struct JobSetHostname {
   std::string prefix;  // "<jobset>-<rjob>", also the child Job name minus "-<jobIdx>".
@@ -81,6 +84,13 @@ struct KubernetesDiscovery {
 
 KubernetesDiscovery DiscoverKubernetes(const std::map<std::string, std::string>& env,
                                        const SystemInfo& sys);
+
+// The MPI commands' reading of a JobSet pod (Kubeflow Trainer's MPI runtime:
+// replicated jobs `launcher` and `node`): the job id is <jobset>, the
+// hostname prefix without its replicated-job name, the same in both pods;
+// a worker's coordinator is <jobset>-launcher-0-0.<subdomain>; the launcher
+// takes no node rank and no coordinator address (it hosts it).
+void ApplyMpiConventions(MpiRole role, const SystemInfo& sys, KubernetesDiscovery* d);
 
 }  // namespace trainlet::agent
 

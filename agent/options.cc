@@ -206,6 +206,7 @@ std::string HelpText(absl::string_view usage, absl::string_view description,
                      const std::vector<OptionSpec>& table, bool kubernetes_discovery) {
   std::string out = absl::StrCat("Usage: ", usage, "\n\n", description, "\n\nOptions:\n");
   for (const OptionSpec& spec : table) {
+    if (spec.hidden) continue;
     std::string flag = absl::StrCat("--", spec.name);
     if (spec.kind != OptionKind::kBool) absl::StrAppend(&flag, "=", spec.value_name);
     absl::StrAppend(&out, "  ", flag, "\n      ", spec.help, "\n      env ", EnvNameFor(spec.name),

@@ -40,6 +40,9 @@ struct OptionSpec {
   std::string value_name;    // shown in help: "N|auto|gpu|cpu"; empty for bools.
   std::string default_text;  // shown in help; empty: "none".
   std::string help;          // one line.
+  // Parsed (flag and env) but left out of --help: an option a command
+  // shares with `run` for its config layer but that means nothing there.
+  bool hidden = false;
 };
 
 // The options every host of a coordinator shares (`run` and `coordinator`):

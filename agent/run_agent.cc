@@ -61,7 +61,8 @@ std::string DialAddressFor(const std::string& bind_addr) {
 
 }  // namespace
 
-int RunAgent(const RunConfig& config, const std::map<std::string, std::string>& base_env) {
+int RunAgent(const RunConfig& config, const std::map<std::string, std::string>& base_env,
+             const PlanSetup& setup) {
   const uint64_t incarnation = rendezvous::NewIncarnation();
   SetLogPrefix(absl::StrFormat("node=%s rank=? inc=%08x", config.node_id,
                                static_cast<uint32_t>(incarnation >> 32)));
@@ -75,11 +76,13 @@ int RunAgent(const RunConfig& config, const std::map<std::string, std::string>& 
   }
   // Fail before any rendezvous when COMMAND cannot run, like tini.
   auto path = base_env.find("PATH");
-  absl::StatusOr<std::string> resolved =
-      launcher::ResolveCommand(config.command[0], path == base_env.end() ? "" : path->second);
-  if (!resolved.ok()) {
-    TLOG(kError) << resolved.status().message();
-    return launcher::ExitCodeForSpawnError(resolved.status());
+  if (!config.command.empty()) {
+    absl::StatusOr<std::string> resolved =
+        launcher::ResolveCommand(config.command[0], path == base_env.end() ? "" : path->second);
+    if (!resolved.ok()) {
+      TLOG(kError) << resolved.status().message();
+      return launcher::ExitCodeForSpawnError(resolved.status());
+    }
   }
   int master_port = config.master_port;
   if (master_port == 0) {
@@ -153,7 +156,20 @@ int RunAgent(const RunConfig& config, const std::map<std::string, std::string>& 
     if (health_server != nullptr) health_server->SetServing(on);
     if (coordinator_host != nullptr) coordinator_host->SetServing(on);
   };
-  Agent agent(config, base_env, RoundOptionsFrom(config, incarnation, master_port), seams);
+  RoundOptions round_options = RoundOptionsFrom(config, incarnation, master_port);
+  if (setup) {
+    absl::StatusOr<LaunchPlan*> plan = setup(supervisor->get(), &round_options);
+    if (!plan.ok()) {
+      TLOG(kError) << plan.status().message();
+      client.reset();
+      if (host) host->Shutdown(absl::Milliseconds(100));
+      if (health) health->Shutdown();
+      supervisor->reset();
+      return ExitCodeForConfigError(plan.status());
+    }
+    seams.plan = *plan;
+  }
+  Agent agent(config, base_env, std::move(round_options), seams);
   const int exit_code = agent.Run();
   // The client's callbacks refer to the agent: stop them first.
   client.reset();

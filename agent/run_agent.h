@@ -9,16 +9,30 @@
 #ifndef TRAINLET_AGENT_RUN_AGENT_H_
 #define TRAINLET_AGENT_RUN_AGENT_H_
 
+#include <functional>
 #include <map>
 #include <string>
 
+#include "absl/status/statusor.h"
+#include "agent/launch_plan.h"
+#include "agent/round.h"
 #include "agent/run_config.h"
+#include "launcher/supervisor.h"
 
 namespace trainlet::agent {
 
+// What makes `mpi-launcher` and `mpi-worker` different from `run`: called
+// once the supervisor exists and before any rendezvous, it sets up the
+// plan (keys, files, the sshd helper) and adjusts the round's options
+// (role, SSH facts, local processes). Its error is a configuration error
+// (ExitCodeForConfigError). Null: `run`'s workers.
+using PlanSetup = std::function<absl::StatusOr<LaunchPlan*>(launcher::Supervisor* supervisor,
+                                                            RoundOptions* options)>;
+
 // Runs the agent to completion and returns the process exit code
 // (common/exit_codes.h). `base_env` is the environment the workers inherit.
-int RunAgent(const RunConfig& config, const std::map<std::string, std::string>& base_env);
+int RunAgent(const RunConfig& config, const std::map<std::string, std::string>& base_env,
+             const PlanSetup& setup = nullptr);
 
 }  // namespace trainlet::agent
 

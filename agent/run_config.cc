@@ -399,19 +399,38 @@ absl::StatusOr<RunConfig> ParseRunConfig(const std::vector<std::string>& args,
   absl::StatusOr<ParsedOptions> parsed_or =
       ParseOptions(table, args, env, kRunUsage, TorchrunFlags());
   if (!parsed_or.ok()) return parsed_or.status();
-  const ParsedOptions& parsed = *parsed_or;
+  return RunConfigFromOptions(*parsed_or, table, RunConfigMode{kRunUsage, MpiRole::kNone}, env,
+                              sys);
+}
+
+absl::StatusOr<RunConfig> RunConfigFromOptions(const ParsedOptions& parsed,
+                                               const std::vector<OptionSpec>& table,
+                                               const RunConfigMode& mode,
+                                               const std::map<std::string, std::string>& env,
+                                               const SystemInfo& sys) {
   RunConfig c;
   if (parsed.help_requested) {
     c.help_requested = true;
     return c;
   }
-  if (!parsed.saw_separator || parsed.command.empty()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("no COMMAND after --; usage: ", kRunUsage,
-                     " (e.g. trainlet run --nnodes=2 -- python train.py)"));
+  const bool launcher = mode.mpi == MpiRole::kLauncher;
+  const bool mpi_worker = mode.mpi == MpiRole::kWorker;
+  if (mpi_worker) {
+    if (parsed.saw_separator) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "trainlet mpi-worker takes no COMMAND (the launcher's mpirun starts the ranks through "
+          "this pod's sshd); usage: ",
+          mode.usage));
+    }
+  } else if (!parsed.saw_separator || parsed.command.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "no COMMAND after --; usage: ", mode.usage,
+        launcher ? " (e.g. trainlet mpi-launcher --nnodes=2 -- mpirun -np 4 ./app)"
+                 : " (e.g. trainlet run --nnodes=2 -- python train.py)"));
   }
   c.command = parsed.command;
   KubernetesDiscovery k8s = DiscoverKubernetes(env, sys);
+  if (mode.mpi != MpiRole::kNone) ApplyMpiConventions(mode.mpi, sys, &k8s);
 
   // --standalone: torchrun's single-node mode; what the pod says about other
   // nodes does not apply.
@@ -428,7 +447,7 @@ absl::StatusOr<RunConfig> ParseRunConfig(const std::vector<std::string>& args,
   // nnodes. A JobSet or Kubeflow pod must say how many pods the job has:
   // guessing 1 would train alone while the peers wait and fail.
   std::optional<OptionValue> nnodes_given = Pick(parsed, "nnodes", k8s.nnodes);
-  if (!nnodes_given.has_value() && !k8s.job_pod_signs.empty()) {
+  if (!nnodes_given.has_value() && !k8s.job_pod_signs.empty() && !mpi_worker) {
     return absl::FailedPreconditionError(absl::StrCat(
         "this is a pod of a JobSet or Kubeflow job (", absl::StrJoin(k8s.job_pod_signs, ", "),
         ") but no node count is set: set TRAINLET_NNODES (or --nnodes, PET_NNODES) to the "
@@ -440,6 +459,19 @@ absl::StatusOr<RunConfig> ParseRunConfig(const std::vector<std::string>& args,
   if (!nnodes.ok()) return nnodes.status();
   c.nnodes = *nnodes;
   Note(&c, nnodes_value, "nnodes");
+  if (mode.mpi != MpiRole::kNone && c.nnodes.elastic()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        nnodes_value.origin, ": an MPI job has a fixed number of worker pods, got \"",
+        absl::CEscape(nnodes_value.text), "\" (use --max-restarts to replace lost workers)"));
+  }
+  if (launcher) {
+    // The job's nodes: the workers and the launcher itself.
+    if (c.nnodes.max >= kMaxNodes) {
+      return absl::InvalidArgumentError(absl::StrCat(nnodes_value.origin, ": at most ",
+                                                     kMaxNodes - 1, " worker pods"));
+    }
+    c.nnodes.min = c.nnodes.max = c.nnodes.max + 1;
+  }
   const bool multi_node = c.nnodes.elastic() || c.nnodes.max > 1;
 
   // Workers on this node.
@@ -449,7 +481,8 @@ absl::StatusOr<RunConfig> ParseRunConfig(const std::vector<std::string>& args,
   }
 
   // Node rank hint.
-  std::optional<OptionValue> rank_value = Pick(parsed, "node-rank", k8s.node_rank);
+  std::optional<OptionValue> rank_value =
+      launcher ? std::nullopt : Pick(parsed, "node-rank", k8s.node_rank);
   if (rank_value.has_value()) {
     absl::StatusOr<int> rank = ParseIntValue(*rank_value, 0, kMaxNodes - 1);
     if (!rank.ok()) return rank.status();
@@ -492,7 +525,12 @@ absl::StatusOr<RunConfig> ParseRunConfig(const std::vector<std::string>& args,
   // Every node but the one that hosts the coordinator must know where it is.
   constexpr absl::string_view kWhereIsIt =
       "pass --coordinator=HOST:PORT (or TRAINLET_COORDINATOR, PET_MASTER_ADDR)";
-  if (!coordinator_configured) {
+  if (mpi_worker && !coordinator_configured) {
+    return absl::InvalidArgumentError(
+        "cannot find the MPI launcher: pass --coordinator=LAUNCHER_HOST[:PORT] (or "
+        "TRAINLET_COORDINATOR); in a JobSet pod it is <jobset>-launcher-0-0.<subdomain>");
+  }
+  if (!coordinator_configured && !launcher) {
     if (c.node_rank_hint > 0) {
       return absl::InvalidArgumentError(absl::StrCat(
           "cannot find the coordinator: node rank ", c.node_rank_hint, " (",
@@ -514,7 +552,7 @@ absl::StatusOr<RunConfig> ParseRunConfig(const std::vector<std::string>& args,
                        NnodesToString(c.nnodes), " (", OriginPhrase(nnodes_value), ")"));
     }
   }
-  if (c.node_rank_hint >= c.nnodes.max) {
+  if (c.node_rank_hint >= c.nnodes.max && !mpi_worker) {
     return absl::FailedPreconditionError(absl::StrFormat(
         "%s: node rank %d must be below nnodes %s (%s); --nnodes is the number of nodes in the "
         "job",
@@ -536,7 +574,11 @@ absl::StatusOr<RunConfig> ParseRunConfig(const std::vector<std::string>& args,
   }
 
   // Who hosts the coordinator.
-  if (host_value.text == "yes") {
+  if (mpi_worker) {
+    c.host_coordinator = HostCoordinator::kNo;
+  } else if (launcher && !coordinator_configured && host_value.text != "no") {
+    c.host_coordinator = HostCoordinator::kYes;
+  } else if (host_value.text == "yes") {
     c.host_coordinator = HostCoordinator::kYes;
   } else if (host_value.text == "no") {
     c.host_coordinator = HostCoordinator::kNo;
@@ -650,6 +692,9 @@ absl::StatusOr<RunConfig> ParseRunConfig(const std::vector<std::string>& args,
           " is a loopback address in a multi-node Kubernetes job: pods on other nodes cannot "
           "reach it; leave it unset to advertise the pod's FQDN"));
     }
+  } else if (mpi_worker) {
+    // The name the launcher's hostfiles and known_hosts carry for this pod.
+    c.advertise_addr = OwnReachableName(sys);
   } else if (may_host) {
     if (coordinator_configured && !IsThisHostOnly(c.coordinator_host)) {
       c.advertise_addr = c.coordinator_host;  // Exactly what the peers dial.

@@ -33,6 +33,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "agent/k8s_discovery.h"
 #include "agent/options.h"
 #include "agent/system_probe.h"
 #include "common/logging.h"
@@ -112,10 +113,33 @@ struct RunConfig {
   std::vector<std::string> warnings;
 };
 
+// Which command the configuration is for. The MPI commands share `run`'s
+// config layer with these differences (docs/mpi.md):
+//   kLauncher  --nnodes counts worker pods (the job has one node more: the
+//              launcher); it hosts the coordinator unless --coordinator names
+//              another host; no node rank; COMMAND required.
+//   kWorker    never hosts the coordinator: --coordinator, else in a JobSet
+//              pod <jobset>-launcher-0-0.<subdomain>; --nnodes optional; no
+//              COMMAND; advertises its own name (the hostfiles' entry).
+// In JobSet pods both take the job id <jobset> (the hostname prefix without
+// its replicated-job name), so that launcher and workers agree.
+struct RunConfigMode {
+  absl::string_view usage;  // quoted in errors.
+  MpiRole mpi = MpiRole::kNone;
+};
+
 // `args` are the words after "run"; `env` the agent's environment.
 absl::StatusOr<RunConfig> ParseRunConfig(const std::vector<std::string>& args,
                                          const std::map<std::string, std::string>& env,
                                          const SystemInfo& sys);
+
+// The config from options already parsed against `table` (which holds every
+// option of RunOptionTable(), maybe hidden, plus the command's own).
+absl::StatusOr<RunConfig> RunConfigFromOptions(const ParsedOptions& parsed,
+                                               const std::vector<OptionSpec>& table,
+                                               const RunConfigMode& mode,
+                                               const std::map<std::string, std::string>& env,
+                                               const SystemInfo& sys);
 
 // The option table of `trainlet run` (drives parsing, env names and help).
 const std::vector<OptionSpec>& RunOptionTable();

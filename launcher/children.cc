@@ -7,6 +7,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -143,6 +144,46 @@ absl::StatusOr<std::vector<ChildProcess>> ListChildren() {
   }
   closedir(proc);
   return children;
+}
+
+absl::StatusOr<std::vector<pid_t>> ListDescendants(pid_t root) {
+  char link[64];
+  ssize_t link_size = readlink("/proc/self", link, sizeof(link) - 1);
+  pid_t self_in_proc = -1;
+  if (link_size <= 0 ||
+      !absl::SimpleAtoi(absl::string_view(link, static_cast<size_t>(link_size)), &self_in_proc) ||
+      self_in_proc != getpid()) {
+    return absl::FailedPreconditionError(
+        "trainlet: cannot list descendant processes: /proc is missing or belongs to another "
+        "PID namespace");
+  }
+  DIR* proc = opendir("/proc");
+  if (proc == nullptr) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("trainlet: cannot list processes: opendir /proc: ", strerror(errno)));
+  }
+  std::multimap<pid_t, pid_t> children;  // ppid -> pid
+  while (struct dirent* entry = readdir(proc)) {
+    pid_t pid;
+    if (!absl::SimpleAtoi(entry->d_name, &pid)) continue;
+    std::optional<Stat> stat = ReadStat(absl::StrCat("/proc/", pid));
+    if (stat) children.emplace(stat->ppid, pid);
+  }
+  closedir(proc);
+  std::vector<pid_t> out;
+  std::vector<pid_t> frontier = {root};
+  while (!frontier.empty()) {
+    std::vector<pid_t> next;
+    for (pid_t parent : frontier) {
+      auto [begin, end] = children.equal_range(parent);
+      for (auto it = begin; it != end; ++it) {
+        out.push_back(it->second);
+        next.push_back(it->second);
+      }
+    }
+    frontier.swap(next);
+  }
+  return out;
 }
 
 }  // namespace launcher

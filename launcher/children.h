@@ -38,6 +38,13 @@ struct ChildProcess {
 // numbers cannot be mapped to this one.
 absl::StatusOr<std::vector<ChildProcess>> ListChildren();
 
+// Every descendant of `root` (children, grandchildren, ...; zombies
+// included), parents before their children, `root` itself excluded. The MPI
+// worker kills what its sshd's sessions left (orted, ranks) with it.
+// FailedPrecondition when /proc is missing or belongs to another PID
+// namespace than this process (numbers would not match).
+absl::StatusOr<std::vector<pid_t>> ListDescendants(pid_t root);
+
 }  // namespace launcher
 }  // namespace trainlet
 

@@ -5,6 +5,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -75,6 +76,35 @@ TEST(ListChildren, ListsOurChildren_NotTheirChildren) {
   children = ListChildren();
   ASSERT_TRUE(children.ok()) << children.status();
   EXPECT_EQ(Find(*children, child), nullptr);
+}
+
+TEST(ListDescendants, FindsGrandchildrenInOwnSessions_NotRoot) {
+  TempDir dir;
+  // A grandchild in a session of its own (as an sshd session's orted is).
+  const pid_t child = SpawnShell("setsid sleep 30 & echo $! > " + dir.File("grandchild") +
+                                 "; wait");
+  ASSERT_GT(child, 0);
+  pid_t grandchild = -1;
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        std::string text = ReadFile(dir.File("grandchild"));
+        return !text.empty() && text.back() == '\n' &&
+               absl::SimpleAtoi(absl::StripAsciiWhitespace(text), &grandchild);
+      },
+      kTimeout));
+  absl::StatusOr<std::vector<pid_t>> all = ListDescendants(getpid());
+  ASSERT_TRUE(all.ok()) << all.status();
+  EXPECT_NE(std::find(all->begin(), all->end(), child), all->end());
+  EXPECT_NE(std::find(all->begin(), all->end(), grandchild), all->end());
+  EXPECT_EQ(std::find(all->begin(), all->end(), getpid()), all->end());
+  absl::StatusOr<std::vector<pid_t>> below = ListDescendants(child);
+  ASSERT_TRUE(below.ok());
+  EXPECT_EQ(std::find(below->begin(), below->end(), child), below->end());
+  EXPECT_NE(std::find(below->begin(), below->end(), grandchild), below->end());
+  kill(grandchild, SIGKILL);
+  kill(child, SIGKILL);
+  int status;
+  waitpid(child, &status, 0);
 }
 
 TEST(ListChildren, CommandName_IsEscaped) {
