@@ -10,9 +10,11 @@
 
 #include "agent/coordinator_config.h"
 #include "agent/health_probe.h"
+#include "agent/mpi_config.h"
 #include "agent/options.h"
 #include "agent/run_agent.h"
 #include "agent/run_config.h"
+#include "agent/run_mpi.h"
 #include "agent/standalone_coordinator.h"
 #include "agent/system_probe.h"
 #include "common/descriptors.h"

@@ -1,0 +1,538 @@
+#include "agent/mpi_plans.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <pwd.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <fstream>
+#include <set>
+#include <utility>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/strip.h"
+#include "common/exit_codes.h"
+#include "common/logging.h"
+#include "launcher/children.h"
+#include "launcher/command_resolver.h"
+#include "mpi/formats.h"
+#include "mpi/keys.h"
+#include "mpi/launcher_env.h"
+
+extern char** environ;
+
+namespace trainlet::agent {
+namespace {
+
+namespace v1 = ::trainlet::v1;
+
+constexpr absl::Duration kCaptureTimeout = absl::Seconds(10);
+constexpr size_t kMaxCapture = 64 * 1024;
+
+struct Captured {
+  int exit_code = -1;
+  std::string output;  // stdout and stderr together, at most kMaxCapture bytes.
+};
+
+// Runs argv (PATH-resolved by the caller) to completion with its output
+// captured; killed after kCaptureTimeout. For `mpirun --version` and `sshd
+// -t`, before the agent's loop (and its reaper) runs.
+absl::StatusOr<Captured> RunCaptured(const std::vector<std::string>& argv,
+                                     const std::map<std::string, std::string>& env) {
+  int pipe_fds[2];
+  if (pipe2(pipe_fds, O_CLOEXEC) != 0) {
+    return absl::ResourceExhaustedError(absl::StrCat("pipe: ", strerror(errno)));
+  }
+  std::vector<std::string> env_strings;
+  for (const auto& [k, v] : env) env_strings.push_back(absl::StrCat(k, "=", v));
+  std::vector<char*> cargv, cenv;
+  for (const std::string& a : argv) cargv.push_back(const_cast<char*>(a.c_str()));
+  cargv.push_back(nullptr);
+  for (const std::string& e : env_strings) cenv.push_back(const_cast<char*>(e.c_str()));
+  cenv.push_back(nullptr);
+  const pid_t pid = fork();
+  if (pid < 0) {
+    close(pipe_fds[0]);
+    close(pipe_fds[1]);
+    return absl::ResourceExhaustedError(absl::StrCat("fork: ", strerror(errno)));
+  }
+  if (pid == 0) {
+    sigset_t none;
+    sigemptyset(&none);
+    sigprocmask(SIG_SETMASK, &none, nullptr);
+    dup2(pipe_fds[1], 1);
+    dup2(pipe_fds[1], 2);
+    int devnull = open("/dev/null", O_RDONLY);
+    if (devnull >= 0) dup2(devnull, 0);
+    execve(cargv[0], cargv.data(), cenv.data());
+    _exit(127);
+  }
+  close(pipe_fds[1]);
+  Captured out;
+  const absl::Time give_up = absl::Now() + kCaptureTimeout;
+  char buffer[4096];
+  for (;;) {
+    const int wait_ms =
+        static_cast<int>(std::max<int64_t>(0, absl::ToInt64Milliseconds(give_up - absl::Now())));
+    pollfd p{pipe_fds[0], POLLIN, 0};
+    const int n = poll(&p, 1, wait_ms);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      kill(pid, SIGKILL);
+      break;
+    }
+    const ssize_t got = read(pipe_fds[0], buffer, sizeof(buffer));
+    if (got < 0 && errno == EINTR) continue;
+    if (got <= 0) break;
+    if (out.output.size() < kMaxCapture) {
+      out.output.append(buffer, std::min<size_t>(got, kMaxCapture - out.output.size()));
+    }
+  }
+  close(pipe_fds[0]);
+  int status = 0;
+  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  out.exit_code = ExitCodeFromWaitStatus(status);
+  return out;
+}
+
+std::string PathOf(const std::map<std::string, std::string>& env) {
+  auto it = env.find("PATH");
+  return it == env.end() ? "" : it->second;
+}
+
+std::vector<std::string> EnvStrings(const std::map<std::string, std::string>& env) {
+  std::vector<std::string> out;
+  out.reserve(env.size());
+  for (const auto& [k, v] : env) out.push_back(absl::StrCat(k, "=", v));
+  return out;
+}
+
+absl::StatusOr<std::string> ReadSmallFile(const std::string& path, size_t limit) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return absl::NotFoundError(absl::StrCat("cannot read ", path));
+  std::string data(limit, '\0');
+  in.read(data.data(), static_cast<std::streamsize>(limit));
+  data.resize(static_cast<size_t>(in.gcount()));
+  return data;
+}
+
+absl::StatusOr<std::string> UserName() {
+  struct passwd* pw = getpwuid(getuid());
+  if (pw == nullptr || pw->pw_name == nullptr || pw->pw_name[0] == '\0') {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "the running user (uid ", getuid(),
+        ") has no name in /etc/passwd: SSH logs in by name; add the user to the image's "
+        "/etc/passwd (or run as a named user)"));
+  }
+  return std::string(pw->pw_name);
+}
+
+}  // namespace
+
+std::vector<mpi::MpiHost> MpiHostsFor(const v1::Assignment& assignment) {
+  std::vector<mpi::MpiHost> hosts;
+  auto add = [&](const v1::NodeAssignment& n) {
+    mpi::MpiHost h;
+    h.node_id = n.member().node_id();
+    h.name = n.addr();
+    h.slots = n.local_world_size();
+    h.port = n.ssh().port();
+    h.host_public_key = n.ssh().host_public_key();
+    hosts.push_back(std::move(h));
+  };
+  for (const auto& n : assignment.nodes()) {
+    if (n.role() == v1::ROLE_MPI_LAUNCHER && n.local_world_size() > 0) add(n);
+  }
+  for (const auto& n : assignment.nodes()) {
+    if (n.role() == v1::ROLE_MPI_WORKER) add(n);
+  }
+  return hosts;
+}
+
+// ---- The launcher.
+
+MpiLauncherPlan::MpiLauncherPlan(const MpiConfig& config,
+                                 std::map<std::string, std::string> base_env,
+                                 std::string state_dir, Clock* clock, bool give_terminal)
+    : config_(config),
+      base_env_(std::move(base_env)),
+      state_dir_(std::move(state_dir)),
+      clock_(clock),
+      give_terminal_(give_terminal) {}
+
+MpiLauncherPlan::~MpiLauncherPlan() { CancelPrepare(); }
+
+absl::StatusOr<std::unique_ptr<MpiLauncherPlan>> MpiLauncherPlan::Create(
+    const MpiConfig& config, const std::map<std::string, std::string>& base_env,
+    const std::string& state_dir, Clock* clock, bool give_terminal, RoundOptions* options) {
+  std::unique_ptr<MpiLauncherPlan> plan(
+      new MpiLauncherPlan(config, base_env, state_dir, clock, give_terminal));
+
+  // The job key: a mounted Secret's, or a new one.
+  absl::StatusOr<mpi::KeyPair> key = absl::NotFoundError("no key directory");
+  if (!config.ssh_key_dir.empty()) {
+    key = mpi::LoadMountedKey(config.ssh_key_dir);
+    if (absl::IsNotFound(key.status())) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "--ssh-key-dir ", config.ssh_key_dir,
+          ": no SSH private key there (looked for ssh-privatekey, id_ed25519, id_ecdsa, "
+          "id_rsa); mount the job's SSH Secret there, or leave --ssh-key-dir unset for a new "
+          "key"));
+    }
+    if (!key.ok()) return key.status();
+    TLOG(kInfo) << "job key: the one mounted in " << SafeForLog(config.ssh_key_dir, 256);
+  } else {
+    key = mpi::GenerateEd25519();
+    if (!key.ok()) return key.status();
+  }
+  if (absl::Status s =
+          mpi::WriteFileAtomically(plan->File("id_job"), key->private_pem, 0600);
+      !s.ok()) {
+    return s;
+  }
+  if (absl::Status s = mpi::WriteFileAtomically(plan->File("id_job.pub"),
+                                                key->public_line + "\n", 0644);
+      !s.ok()) {
+    return s;
+  }
+
+  // Which MPI.
+  const std::string& argv0 = config.run.command[0];
+  if (config.mpi != "auto") {
+    absl::StatusOr<std::optional<mpi::Flavor>> f = mpi::ParseFlavorFlag(config.mpi, "--mpi");
+    if (!f.ok()) return f.status();
+    plan->flavor_ = f->value_or(mpi::Flavor::kUnknown);
+  } else if (mpi::ClassifyCommand(argv0) == mpi::CommandKind::kMpiRun) {
+    std::string version;
+    absl::StatusOr<std::string> resolved = launcher::ResolveCommand(argv0, PathOf(base_env));
+    if (resolved.ok()) {
+      absl::StatusOr<Captured> out = RunCaptured({*resolved, "--version"}, base_env);
+      if (out.ok()) version = out->output;
+    }
+    plan->flavor_ = mpi::DetectFlavor(argv0, version);
+  }
+  TLOG(kInfo) << "MPI: " << mpi::FlavorName(plan->flavor_)
+              << (plan->flavor_ == mpi::Flavor::kUnknown
+                      ? " (setting the variables of Open MPI 4 and 5, MPICH and Intel MPI)"
+                      : "");
+  if (absl::StatusOr<std::string> ssh = launcher::ResolveCommand("ssh", PathOf(base_env));
+      ssh.ok()) {
+    plan->real_ssh_ = *ssh;
+  } else {
+    TLOG(kWarning) << "no ssh client in PATH: COMMAND will not reach the workers (install "
+                      "openssh-client in the launcher's image)";
+  }
+  absl::StatusOr<std::string> user = UserName();
+  if (!user.ok()) return user.status();
+  absl::StatusOr<std::unique_ptr<mpi::LibsshProber>> prober =
+      mpi::LibsshProber::Create(key->private_pem, *user);
+  if (!prober.ok()) return prober.status();
+  plan->prober_ = *std::move(prober);
+
+  options->role = v1::ROLE_MPI_LAUNCHER;
+  options->ssh.set_client_public_key(key->public_line);
+  options->local_processes = 1;  // COMMAND
+  options->local_world_size = config.launcher_as_node ? config.run.nproc_per_node : 0;
+  options->want_nodes = true;  // the hostfiles list every worker.
+  return plan;
+}
+
+absl::Status MpiLauncherPlan::WriteRoundFiles(const std::vector<mpi::MpiHost>& hosts) {
+  const std::vector<std::pair<std::string, std::string>> files = {
+      {"hostfile", mpi::OpenMpiHostfile(hosts)},
+      {"hostfile.hydra", mpi::HydraHostfile(hosts)},
+      {"hosts", mpi::DiscoverHostsList(hosts)},
+      {"known_hosts", mpi::KnownHosts(hosts)},
+      {"ssh_config",
+       mpi::SshClientConfig(hosts, {File("id_job"), File("known_hosts")})},
+  };
+  for (const auto& [name, text] : files) {
+    if (absl::Status s = mpi::WriteFileAtomically(File(name), text, 0600); !s.ok()) return s;
+  }
+  if (absl::Status s = mpi::WriteFileAtomically(
+          File("discover_hosts.sh"), mpi::DiscoverHostsScript(File("hosts")), 0700);
+      !s.ok()) {
+    return s;
+  }
+  if (!real_ssh_.empty()) {
+    if (mkdir(File("bin").c_str(), 0700) != 0 && errno != EEXIST) {
+      return absl::InternalError(absl::StrCat("mkdir ", File("bin"), ": ", strerror(errno)));
+    }
+    if (absl::Status s = mpi::WriteFileAtomically(
+            File("bin/ssh"), mpi::SshWrapperScript(real_ssh_, File("ssh_config")), 0700);
+        !s.ok()) {
+      return s;
+    }
+  }
+  return absl::OkStatus();
+}
+
+std::vector<launcher::ProcessSpec> MpiLauncherPlan::CommandSpec(
+    const v1::Assignment& assignment, const std::vector<mpi::MpiHost>& hosts) const {
+  mpi::LauncherEnvInput in;
+  in.flavor = flavor_;
+  in.files.hostfile = File("hostfile");
+  in.files.hydra_hostfile = File("hostfile.hydra");
+  in.files.discover_hosts = File("discover_hosts.sh");
+  in.files.hosts_list = File("hosts");
+  in.files.ssh_config = File("ssh_config");
+  in.files.identity_file = File("id_job");
+  in.files.known_hosts = File("known_hosts");
+  in.files.bin_dir = File("bin");
+  in.hosts = hosts;
+  in.restart_count = assignment.restart_count();
+  in.root = getuid() == 0;
+  in.path = PathOf(base_env_);
+  std::map<std::string, std::string> env = base_env_;
+  for (auto& [k, v] : mpi::LauncherEnv(in)) env[k] = v;
+  if (real_ssh_.empty()) env["PATH"] = in.path;  // no wrapper was written.
+  env["TRAINLET_JOB_ID"] = config_.run.job_id;
+  env["TRAINLET_STATE_DIR"] = state_dir_;
+  launcher::ProcessSpec spec;
+  spec.role = launcher::ProcessRole::kWorker;
+  spec.name = "COMMAND";
+  spec.argv = config_.run.command;
+  spec.env = EnvStrings(env);
+  spec.foreground_tty = give_terminal_;
+  return {std::move(spec)};
+}
+
+void MpiLauncherPlan::Prepare(const v1::Assignment& assignment, Ready ready) {
+  CancelPrepare();  // the previous round's check, if any, is over.
+  {
+    absl::MutexLock lock(&mu_);
+    command_started_ = absl::InfiniteFuture();
+    placement_checked_ = false;
+    unplaced_.clear();
+    unplaced_at_ = absl::InfinitePast();
+    slots_by_node_.clear();
+  }
+  std::vector<mpi::MpiHost> hosts = MpiHostsFor(assignment);
+  if (absl::Status s = mpi::ValidateHosts(hosts); !s.ok()) {
+    ready(absl::InvalidArgumentError(
+        absl::StrCat("cannot write the MPI hostfiles: ", s.message())));
+    return;
+  }
+  if (absl::Status s = WriteRoundFiles(hosts); !s.ok()) {
+    ready(s);
+    return;
+  }
+  std::vector<mpi::ProbeTarget> targets;
+  int slots = 0;
+  for (const auto& n : assignment.nodes()) {
+    if (n.role() != v1::ROLE_MPI_WORKER) continue;
+    targets.push_back({n.member().node_id(), n.addr(), n.ssh().port(), n.ssh().host_public_key()});
+  }
+  for (const mpi::MpiHost& h : hosts) slots += h.slots;
+  TLOG(kInfo) << "round " << assignment.round() << ": " << targets.size() << " worker(s), "
+              << slots << " slot(s); hostfile " << File("hostfile")
+              << "; waiting until every worker is reachable over SSH";
+  mpi::ReadinessOptions ro;
+  ro.timeout = config_.ready_timeout;
+  waiter_ = std::make_unique<mpi::ReadinessWaiter>(prober_.get(), clock_, ro);
+  std::vector<launcher::ProcessSpec> specs = CommandSpec(assignment, hosts);
+  const absl::Time started = clock_->Now();
+  ready_thread_ = std::thread([this, targets = std::move(targets), specs = std::move(specs),
+                               ready = std::move(ready), started]() mutable {
+    absl::Status s = waiter_->Wait(targets);
+    if (absl::IsCancelled(s)) return;  // CancelPrepare: `ready` must not run.
+    if (!s.ok()) {
+      ready(s);
+      return;
+    }
+    TLOG(kInfo) << "every worker is reachable (" << targets.size() << " checked in "
+                << absl::FormatDuration(clock_->Now() - started) << "); starting COMMAND";
+    {
+      absl::MutexLock lock(&mu_);
+      command_started_ = clock_->Now();
+    }
+    ready(std::move(specs));
+  });
+}
+
+void MpiLauncherPlan::CancelPrepare() {
+  if (waiter_) waiter_->Cancel();
+  if (ready_thread_.joinable()) ready_thread_.join();
+  waiter_.reset();
+}
+
+void MpiLauncherPlan::OnReportResponse(const v1::ReportResponse& response) {
+  absl::MutexLock lock(&mu_);
+  unplaced_.assign(response.mpi_unplaced_nodes().begin(), response.mpi_unplaced_nodes().end());
+  unplaced_at_ = clock_->Now();
+}
+
+absl::Status MpiLauncherPlan::Tick(absl::Time now) {
+  if (config_.placement_timeout <= absl::ZeroDuration()) return absl::OkStatus();
+  std::vector<std::string> unplaced;
+  {
+    absl::MutexLock lock(&mu_);
+    const absl::Time due = command_started_ + config_.placement_timeout;
+    // Decide on an answer given after the deadline, not an older one.
+    if (placement_checked_ || now < due || unplaced_at_ < due) return absl::OkStatus();
+    placement_checked_ = true;
+    unplaced = unplaced_;
+  }
+  if (unplaced.empty()) {
+    TLOG(kInfo) << "placement verified: every worker with slots has received an MPI session";
+    return absl::OkStatus();
+  }
+  std::vector<std::string> named;
+  for (size_t i = 0; i < unplaced.size() && i < 10; ++i) named.push_back(SafeForLog(unplaced[i], 64));
+  std::string message = absl::StrCat(
+      "COMMAND has run for ", absl::FormatDuration(config_.placement_timeout), " and ",
+      unplaced.size(), " worker(s) that should host ranks have seen no MPI session: ",
+      absl::StrJoin(named, ", "), unplaced.size() > named.size() ? ", ..." : "",
+      ". The ranks are probably all on the launcher: Open MPI 5 ignores OMPI_MCA_orte_* "
+      "(it reads PRTE_MCA_prte_default_hostfile, which trainlet sets with --mpi=openmpi5 or "
+      "auto), or COMMAND names another hostfile or too small a -np (use $TRAINLET_HOSTFILE "
+      "and -np $TRAINLET_NP)");
+  if (config_.require_placement) {
+    exit_override_ = kExitConfig;
+    return absl::FailedPreconditionError(
+        absl::StrCat(message, "; --require-placement: stopping the job"));
+  }
+  TLOG(kWarning) << message;
+  return absl::OkStatus();
+}
+
+// ---- The worker.
+
+absl::StatusOr<std::unique_ptr<MpiWorkerPlan>> MpiWorkerPlan::Create(
+    const MpiConfig& config, const std::map<std::string, std::string>& base_env,
+    const std::string& state_dir, launcher::Supervisor* supervisor, RoundOptions* options) {
+  std::unique_ptr<MpiWorkerPlan> plan(new MpiWorkerPlan(state_dir));
+  if (access(config.sshd.c_str(), X_OK) != 0) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "sshd not found at ", SafeForLog(config.sshd, 256), " (", strerror(errno),
+        "): install openssh-server in the worker's image, or pass --sshd=PATH"));
+  }
+  absl::StatusOr<mpi::KeyPair> host_key = mpi::GenerateEd25519();
+  if (!host_key.ok()) return host_key.status();
+  mpi::SshdPaths paths;
+  paths.host_key = plan->File("ssh_host_ed25519_key");
+  paths.authorized_keys = plan->File("authorized_keys");
+  paths.pid_file = plan->File("sshd.pid");
+  paths.session_script = plan->File("session.sh");
+  const std::vector<std::tuple<std::string, std::string, mode_t>> files = {
+      {paths.host_key, host_key->private_pem, 0600},
+      {paths.authorized_keys, "", 0600},
+      {plan->File("sessions"), "", 0600},
+      {plan->File("env.sh"), mpi::EnvFile(base_env), 0600},
+      {paths.session_script, mpi::SessionScript(plan->File("sessions"), plan->File("env.sh")),
+       0700},
+      {plan->File("sshd_config"), mpi::SshdConfig(config.ssh_port, paths), 0600},
+  };
+  for (const auto& [path, text, mode] : files) {
+    if (absl::Status s = mpi::WriteFileAtomically(path, text, mode); !s.ok()) return s;
+  }
+  if (getuid() == 0 && mkdir("/run/sshd", 0755) != 0 && errno != EEXIST) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "cannot create sshd's privilege separation directory /run/sshd: ", strerror(errno)));
+  }
+  // sshd checks its config itself: its own words beat a guess.
+  absl::StatusOr<Captured> test =
+      RunCaptured({config.sshd, "-t", "-f", plan->File("sshd_config")}, base_env);
+  if (!test.ok()) return test.status();
+  if (test->exit_code != 0) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("sshd refuses the generated configuration ", plan->File("sshd_config"), ": ",
+                     SafeForLog(absl::StripAsciiWhitespace(test->output), 1024)));
+  }
+  launcher::ProcessSpec sshd;
+  sshd.role = launcher::ProcessRole::kHelper;
+  sshd.name = "sshd";
+  sshd.restart = launcher::RestartPolicy::kAlways;
+  sshd.argv = {config.sshd, "-D", "-e", "-f", plan->File("sshd_config")};
+  sshd.env = EnvStrings(base_env);
+  sshd.prefix_output = true;
+  if (absl::Status s = supervisor->StartHelper(sshd); !s.ok()) return s;
+  TLOG(kInfo) << "sshd listening on port " << config.ssh_port << " (" << plan->File("sshd_config")
+              << ")";
+
+  options->role = v1::ROLE_MPI_WORKER;
+  options->ssh.set_host_public_key(host_key->public_line);
+  options->ssh.set_port(config.ssh_port);
+  options->local_processes = 0;  // ranks arrive through sshd.
+  options->want_nodes = true;    // the launcher's job key is in its entry.
+  return plan;
+}
+
+void MpiWorkerPlan::Prepare(const v1::Assignment& assignment, Ready ready) {
+  std::string key;
+  for (const auto& n : assignment.nodes()) {
+    if (n.role() == v1::ROLE_MPI_LAUNCHER) key = n.ssh().client_public_key();
+  }
+  if (key.empty() || key.find_first_of("\r\n") != std::string::npos) {
+    ready(absl::InvalidArgumentError(
+        "the round has no MPI launcher with a job key: is the job's launcher running "
+        "`trainlet mpi-launcher` (and this pod's --coordinator its address)?"));
+    return;
+  }
+  if (key != authorized_key_) {
+    if (absl::Status s = mpi::WriteFileAtomically(File("authorized_keys"), key + "\n", 0600);
+        !s.ok()) {
+      ready(s);
+      return;
+    }
+    authorized_key_ = key;
+  }
+  // Sessions count per round.
+  if (absl::Status s = mpi::WriteFileAtomically(File("sessions"), "", 0600); !s.ok()) {
+    ready(s);
+    return;
+  }
+  ready(std::vector<launcher::ProcessSpec>{});
+}
+
+void MpiWorkerPlan::DecorateReport(v1::ReportRequest* report) {
+  absl::StatusOr<std::string> data = ReadSmallFile(File("sessions"), 1 << 20);
+  if (!data.ok()) return;
+  report->set_mpi_sessions(static_cast<int>(std::count(data->begin(), data->end(), '\n')));
+}
+
+void MpiWorkerPlan::EndRound() {
+  pid_t sshd_pid = -1;
+  if (absl::StatusOr<std::string> text = ReadSmallFile(File("sshd.pid"), 64); text.ok()) {
+    if (!absl::SimpleAtoi(absl::StripAsciiWhitespace(*text), &sshd_pid)) sshd_pid = -1;
+  }
+  const int killed = KillSessions(sshd_pid, {});
+  if (killed > 0) TLOG(kInfo) << "killed " << killed << " process(es) left by MPI sessions";
+}
+
+int KillSessions(pid_t sshd_pid, const std::vector<pid_t>& keep) {
+  std::set<pid_t> spare(keep.begin(), keep.end());
+  // The listener stays (it serves the next round); a listener we do not
+  // know is recognised by name among our children.
+  if (sshd_pid > 0) spare.insert(sshd_pid);
+  if (absl::StatusOr<std::vector<launcher::ChildProcess>> children = launcher::ListChildren();
+      children.ok()) {
+    for (const auto& c : *children) {
+      if (c.comm == "sshd" && sshd_pid <= 0) spare.insert(c.pid);
+    }
+  }
+  std::set<pid_t> killed;
+  for (int pass = 0; pass < 5; ++pass) {
+    absl::StatusOr<std::vector<pid_t>> all = launcher::ListDescendants(getpid());
+    if (!all.ok()) break;
+    int fresh = 0;
+    for (pid_t pid : *all) {
+      if (spare.count(pid) != 0) continue;
+      if (killed.insert(pid).second) ++fresh;
+      kill(pid, SIGKILL);
+    }
+    if (fresh == 0) break;
+    usleep(20 * 1000);  // let the kernel reparent their children to us.
+  }
+  return static_cast<int>(killed.size());
+}
+
+}  // namespace trainlet::agent

@@ -1,0 +1,129 @@
+// The launch plans (launch_plan.h) of `trainlet mpi-launcher` and `trainlet
+// mpi-worker` (docs/mpi.md).
+//
+// The launcher's round, one file's worth of state machine:
+//
+//   assignment --> write files ------> READY CHECK -------> COMMAND runs --+
+//   (round N)      hostfiles,          every worker:          |            |
+//                  known_hosts,        DNS, port, host key,   | after      |
+//                  ssh_config,         job key, `true`        | placement- |
+//                  discover script     (mpi/readiness.h,      | timeout:   |
+//                  (names validated    on a thread; bounded   | unplaced   |
+//                   first)             by --ready-timeout)    | workers?   |
+//                     |                     |                 v            |
+//                     | bad name: exit 78   | bound: exit 69  warn, or with|
+//                     v                     v                 --require-   |
+//                   round fails           round fails         placement:   |
+//                                                             stop, exit 78|
+//   lost worker + restarts left: Rejoin -> round N+1 (files rewritten) <---+
+//
+// The worker: before joining, a host key, sshd_config, the session script
+// (records each session, loads the pod's env) and sshd as a helper; each
+// round writes authorized_keys from the launcher's job key and resets the
+// session count that heartbeats carry; the round's end kills every process
+// its sshd's sessions left (orted, ranks) and every adopted orphan.
+//
+// Threading: as LaunchPlan. The launcher's readiness check runs on a thread
+// of its own; CancelPrepare() stops and joins it.
+#ifndef TRAINLET_AGENT_MPI_PLANS_H_
+#define TRAINLET_AGENT_MPI_PLANS_H_
+
+#include <sys/types.h>
+
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "agent/launch_plan.h"
+#include "agent/mpi_config.h"
+#include "common/clock.h"
+#include "launcher/supervisor.h"
+#include "mpi/flavor.h"
+#include "mpi/hosts.h"
+#include "mpi/readiness.h"
+#include "mpi/ssh_probe.h"
+
+namespace trainlet::agent {
+
+// The hosts the launcher's files list for `assignment`: the launcher first
+// when it hosts slots, then every MPI worker in node-rank order.
+std::vector<mpi::MpiHost> MpiHostsFor(const ::trainlet::v1::Assignment& assignment);
+
+class MpiLauncherPlan : public LaunchPlan {
+ public:
+  // Reads or generates the job key, decides the MPI flavour, writes the
+  // static files; fills `options` (role, job key, one local process).
+  static absl::StatusOr<std::unique_ptr<MpiLauncherPlan>> Create(
+      const MpiConfig& config, const std::map<std::string, std::string>& base_env,
+      const std::string& state_dir, Clock* clock, bool give_terminal, RoundOptions* options);
+  ~MpiLauncherPlan() override;
+
+  void Prepare(const ::trainlet::v1::Assignment& assignment, Ready ready) override;
+  void CancelPrepare() override;
+  void OnReportResponse(const ::trainlet::v1::ReportResponse& response) override;
+  absl::Status Tick(absl::Time now) override;
+  std::optional<int> ExitCodeOverride() const override { return exit_override_; }
+
+ private:
+  MpiLauncherPlan(const MpiConfig& config, std::map<std::string, std::string> base_env,
+                  std::string state_dir, Clock* clock, bool give_terminal);
+  absl::Status WriteRoundFiles(const std::vector<mpi::MpiHost>& hosts);
+  std::vector<launcher::ProcessSpec> CommandSpec(const ::trainlet::v1::Assignment& assignment,
+                                                 const std::vector<mpi::MpiHost>& hosts) const;
+  std::string File(const std::string& name) const { return state_dir_ + "/" + name; }
+
+  const MpiConfig& config_;
+  const std::map<std::string, std::string> base_env_;
+  const std::string state_dir_;
+  Clock* const clock_;
+  const bool give_terminal_;
+  mpi::Flavor flavor_ = mpi::Flavor::kUnknown;
+  std::string real_ssh_;  // "" when no ssh client is in PATH.
+  std::unique_ptr<mpi::SshProber> prober_;
+  std::unique_ptr<mpi::ReadinessWaiter> waiter_;
+  std::thread ready_thread_;
+  std::optional<int> exit_override_;
+
+  absl::Mutex mu_;
+  // When COMMAND of the current round was started (InfiniteFuture: not yet).
+  absl::Time command_started_ ABSL_GUARDED_BY(mu_) = absl::InfiniteFuture();
+  bool placement_checked_ ABSL_GUARDED_BY(mu_) = false;
+  // The last answer to the launcher's heartbeat, and when it came.
+  std::vector<std::string> unplaced_ ABSL_GUARDED_BY(mu_);
+  absl::Time unplaced_at_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
+  std::map<std::string, int> slots_by_node_ ABSL_GUARDED_BY(mu_);
+};
+
+class MpiWorkerPlan : public LaunchPlan {
+ public:
+  // Host key, sshd files, and sshd started as a helper of `supervisor`;
+  // fills `options` (role, host key and port, no local processes).
+  static absl::StatusOr<std::unique_ptr<MpiWorkerPlan>> Create(
+      const MpiConfig& config, const std::map<std::string, std::string>& base_env,
+      const std::string& state_dir, launcher::Supervisor* supervisor, RoundOptions* options);
+
+  void Prepare(const ::trainlet::v1::Assignment& assignment, Ready ready) override;
+  void EndRound() override;
+  void DecorateReport(::trainlet::v1::ReportRequest* report) override;
+
+ private:
+  MpiWorkerPlan(std::string state_dir) : state_dir_(std::move(state_dir)) {}
+  std::string File(const std::string& name) const { return state_dir_ + "/" + name; }
+  const std::string state_dir_;
+  std::string authorized_key_;  // the launcher's job key of the current round.
+};
+
+// Kills (SIGKILL, repeatedly: killing one may orphan another) every
+// descendant of `sshd_pid` and every child of this process other than
+// `keep`; returns how many it killed. Bounded to about a second.
+int KillSessions(pid_t sshd_pid, const std::vector<pid_t>& keep);
+
+}  // namespace trainlet::agent
+
+#endif  // TRAINLET_AGENT_MPI_PLANS_H_
