@@ -34,6 +34,12 @@ constexpr char kUsage[] =
     "  run [options] -- COMMAND [ARGS...]\n"
     "        Join the job's rendezvous and run COMMAND as the local workers, with\n"
     "        the environment torchrun, JAX, TensorFlow and XGBoost expect.\n"
+    "  mpi-launcher [options] -- COMMAND [ARGS...]\n"
+    "        The MPI launcher pod: host the rendezvous, wait until every worker's\n"
+    "        sshd is really reachable, write hostfiles, run mpirun, deepspeed, ...\n"
+    "  mpi-worker [options]\n"
+    "        An MPI worker pod: supervise sshd with the job's key, give SSH\n"
+    "        sessions the pod's environment, exit with the job.\n"
     "  coordinator [options]\n"
     "        Run the rendezvous coordinator on its own (normally node rank 0's\n"
     "        agent hosts it).\n"
@@ -122,6 +128,28 @@ int main(int argc, char** argv) {
       return trainlet::kExitOsError;
     }
     return trainlet::agent::RunAgent(*config, env);
+  }
+  if (command == "mpi-launcher" || command == "mpi-worker") {
+    const trainlet::agent::MpiRole role = command == "mpi-launcher"
+                                              ? trainlet::agent::MpiRole::kLauncher
+                                              : trainlet::agent::MpiRole::kWorker;
+    auto config =
+        trainlet::agent::ParseMpiConfig(role, args, env, trainlet::agent::ProbeSystem(env));
+    if (!config.ok()) return ConfigError(command.c_str(), config.status());
+    if (config->run.help_requested) {
+      std::cout << trainlet::agent::MpiHelpText(role);
+      return trainlet::kExitSuccess;
+    }
+    trainlet::SetLogLevel(config->run.log_level);
+    const int hosted = config->run.host_coordinator != trainlet::agent::HostCoordinator::kNo
+                           ? config->run.nnodes.max
+                           : 0;
+    if (absl::Status s = trainlet::CheckDescriptorBudget(trainlet::DescriptorsForAgent(1, hosted));
+        !s.ok()) {
+      std::cerr << "trainlet " << command << ": " << s.message() << "\n";
+      return trainlet::kExitOsError;
+    }
+    return trainlet::agent::RunMpi(*config, env);
   }
   if (command == "coordinator") {
     auto config = trainlet::agent::ParseCoordinatorConfig(args, env);
