@@ -630,5 +630,138 @@ TEST_F(AgentTest, SingleWorker_GetsTheTerminal) {
   EXPECT_TRUE(workers_.starts[0][0].foreground_tty);
 }
 
+
+// ---- Launch plans (launch_plan.h): what the MPI commands plug in.
+
+class FakePlan : public LaunchPlan {
+ public:
+  void Prepare(const v1::Assignment& a, Ready ready) override {
+    ++prepares;
+    pending = std::move(ready);
+    if (answer_at_once) Answer();
+  }
+  void Answer() {
+    Ready r = std::move(pending);
+    pending = nullptr;
+    if (error.ok()) {
+      launcher::ProcessSpec spec;
+      spec.argv = {"mpirun"};
+      r(std::vector<launcher::ProcessSpec>(processes, spec));
+    } else {
+      r(error);
+    }
+  }
+  void CancelPrepare() override {
+    ++cancels;
+    pending = nullptr;
+  }
+  void EndRound() override { ++round_ends; }
+  void DecorateReport(v1::ReportRequest* r) override { r->set_mpi_sessions(7); }
+  absl::Status Tick(absl::Time) override { return tick_status; }
+  std::optional<int> ExitCodeOverride() const override { return override_code; }
+
+  bool answer_at_once = false;
+  int processes = 1;
+  absl::Status error;
+  absl::Status tick_status;
+  std::optional<int> override_code;
+  Ready pending;
+  int prepares = 0, cancels = 0, round_ends = 0;
+};
+
+class PlanTest : public AgentTest {
+ protected:
+  int RunWithPlan(int local_processes) {
+    AgentSeams seams;
+    seams.workers = &workers_;
+    seams.client = &client_;
+    seams.clock = &clock_;
+    seams.plan = &plan_;
+    RoundOptions o = Options();
+    o.local_processes = local_processes;
+    agent_ = std::make_unique<Agent>(config_, std::map<std::string, std::string>{}, o, seams);
+    return agent_->Run();
+  }
+  FakePlan plan_;
+};
+
+TEST_F(PlanTest, SlowPrepare_RoundHeartbeatsMeanwhile_ThenStartsWhatItYields) {
+  JoinAnswers({MakeAssignment(1, 1, 2, 2, kHeartbeat)});
+  // Three idle turns pass (heartbeats go out) before the plan answers.
+  WhenIdle([] {});
+  WhenIdle([] {});
+  WhenIdle([&] { plan_.Answer(); });
+  workers_.on_start = [&](const auto&) {
+    workers_.ExitAll(0);
+    WhenIdle([&] { client_.SendDirective(JobFinished(1)); });
+  };
+  EXPECT_EQ(RunWithPlan(1), 0);
+  ASSERT_EQ(workers_.starts.size(), 1u);
+  EXPECT_EQ(workers_.starts[0].size(), 1u);  // what the plan yielded, not nproc.
+  EXPECT_GE(client_.CountReports(v1::ReportRequest::RUNNING), 1);
+  EXPECT_EQ(client_.CountReports(v1::ReportRequest::SUCCEEDED), 1);
+  for (const auto& r : client_.reports()) EXPECT_EQ(r.mpi_sessions(), 7);
+  EXPECT_EQ(plan_.round_ends, 1);
+}
+
+TEST_F(PlanTest, SignalWhilePreparing_CancelsIt_NothingStarts) {
+  JoinAnswers({MakeAssignment(1, 1, 2, 2, kHeartbeat)});
+  WhenIdle([&] { workers_.Signal(SIGTERM); });
+  EXPECT_EQ(RunWithPlan(1), 128 + SIGTERM);
+  EXPECT_EQ(plan_.cancels, 1);
+  EXPECT_TRUE(workers_.starts.empty());
+  // Done at once: no SIGKILL after the grace period for processes that never were.
+  EXPECT_THAT(workers_.signals_sent, ElementsAre(SIGTERM));
+  EXPECT_EQ(client_.leaves().size(), 1u);
+}
+
+TEST_F(PlanTest, PrepareDeadline_FailsTheRoundWith69) {
+  JoinAnswers({MakeAssignment(1, 1, 2, 2, kHeartbeat)});
+  plan_.answer_at_once = true;
+  plan_.error = absl::DeadlineExceededError("2 workers not reachable over SSH");
+  EXPECT_EQ(RunWithPlan(1), kExitUnavailable);
+  EXPECT_EQ(client_.CountReports(v1::ReportRequest::FAILED), 1);
+  EXPECT_TRUE(workers_.starts.empty());
+}
+
+TEST_F(PlanTest, NoLocalProcesses_HoldsUntilTheVerdict) {
+  JoinAnswers({MakeAssignment(1, 1, 2, 2, kHeartbeat)});
+  plan_.answer_at_once = true;
+  plan_.processes = 0;
+  for (int i = 0; i < 5; ++i) WhenIdle([] {});
+  WhenIdle([&] { client_.SendDirective(JobFinished(1)); });
+  EXPECT_EQ(RunWithPlan(0), 0);
+  EXPECT_EQ(client_.CountReports(v1::ReportRequest::SUCCEEDED), 0);  // the launcher decides.
+  EXPECT_GE(client_.CountReports(v1::ReportRequest::RUNNING), 1);
+  EXPECT_TRUE(workers_.signals_sent.empty());
+  EXPECT_EQ(plan_.round_ends, 1);  // its sessions are killed.
+}
+
+TEST_F(PlanTest, NoLocalProcesses_RejoinEndsTheRoundFirst) {
+  JoinAnswers({MakeAssignment(1, 1, 2, 2, kHeartbeat), MakeAssignment(2, 1, 2, 2, kHeartbeat)});
+  plan_.answer_at_once = true;
+  plan_.processes = 0;
+  WhenIdle([&] { client_.SendDirective(Rejoin(1, "node node-0 lost")); });
+  WhenIdle([] {});
+  WhenIdle([&] { client_.SendDirective(JobFinished(2)); });
+  EXPECT_EQ(RunWithPlan(0), 0);
+  EXPECT_EQ(plan_.prepares, 2);
+  EXPECT_EQ(plan_.round_ends, 2);
+}
+
+TEST_F(PlanTest, TickFailure_StopsTheProcesses_ExitsWithTheOverride) {
+  JoinAnswers({MakeAssignment(1, 1, 2, 2, kHeartbeat)});
+  plan_.answer_at_once = true;
+  workers_.on_start = [&](const auto&) {
+    WhenIdle([&] {
+      plan_.tick_status = absl::FailedPreconditionError("no MPI session on w1");
+      plan_.override_code = kExitConfig;
+    });
+    WhenIdle([&] { client_.SendDirective(JobFailed(1)); });
+  };
+  EXPECT_EQ(RunWithPlan(1), kExitConfig);
+  EXPECT_THAT(workers_.signals_sent, ::testing::Contains(SIGTERM));
+}
+
 }  // namespace
 }  // namespace trainlet::agent
