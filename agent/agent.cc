@@ -160,8 +160,7 @@ void Agent::DrainInbox() {
   StartPrepared();
 }
 
-void Agent::PostPrepared(uint64_t round,
-                         absl::StatusOr<std::vector<launcher::ProcessSpec>> specs) {
+void Agent::PostPrepared(uint64_t round, absl::StatusOr<std::vector<launcher::ProcessSpec>> specs) {
   {
     absl::MutexLock lock(&inbox_mu_);
     prepared_ = Prepared{round, std::move(specs)};
@@ -179,8 +178,8 @@ void Agent::StartPrepared() {
     return;  // none, or of a round that was stopped meanwhile.
   }
   preparing_round_ = 0;
-  absl::Status started = prepared->specs.ok() ? seams_.workers->Start(*prepared->specs)
-                                              : prepared->specs.status();
+  absl::Status started =
+      prepared->specs.ok() ? seams_.workers->Start(*prepared->specs) : prepared->specs.status();
   Feed(WorkersStarted{started});
 }
 

@@ -630,7 +630,6 @@ TEST_F(AgentTest, SingleWorker_GetsTheTerminal) {
   EXPECT_TRUE(workers_.starts[0][0].foreground_tty);
 }
 
-
 // ---- Launch plans (launch_plan.h): what the MPI commands plug in.
 
 class FakePlan : public LaunchPlan {

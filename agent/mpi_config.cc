@@ -47,8 +47,7 @@ std::vector<OptionSpec> MpiTable(MpiRole role) {
       spec.value_name = "N";
       spec.help = "Number of worker pods (`trainlet mpi-worker`), not counting the launcher.";
     } else if (role == MpiRole::kLauncher && spec.name == "nproc-per-node") {
-      spec.help =
-          "With --launcher-as-node: the ranks this pod hosts (its slots), N|auto|gpu|cpu.";
+      spec.help = "With --launcher-as-node: the ranks this pod hosts (its slots), N|auto|gpu|cpu.";
     } else if (role == MpiRole::kWorker && spec.name == "nproc-per-node") {
       spec.help =
           "Slots of this worker (ranks it hosts), N|auto|gpu|cpu, sent to the launcher's "
@@ -119,9 +118,9 @@ absl::StatusOr<MpiConfig> ParseMpiConfig(MpiRole role, const std::vector<std::st
 
   if (const OptionValue* v = parsed->Find("state-dir")) {
     if (v->text.empty() || v->text[0] != '/') {
-      return absl::InvalidArgumentError(
-          absl::StrCat(v->origin, ": expected an absolute path, got \"",
-                       absl::CEscape(v->text.substr(0, 256)), "\""));
+      return absl::InvalidArgumentError(absl::StrCat(v->origin,
+                                                     ": expected an absolute path, got \"",
+                                                     absl::CEscape(v->text.substr(0, 256)), "\""));
     }
     c.state_dir = v->text;
   }

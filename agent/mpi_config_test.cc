@@ -73,8 +73,10 @@ TEST(MpiConfig, Launcher_Errors) {
 TEST(MpiConfig, Launcher_FlagsAndEnvTwins) {
   absl::StatusOr<MpiConfig> c = Launcher(
       {"--mpi=openmpi5", "--launcher-as-node", "--nproc-per-node=2", "--ready-timeout=30s"},
-      {{"TRAINLET_PLACEMENT_TIMEOUT", "5s"}, {"TRAINLET_REQUIRE_PLACEMENT", "true"},
-       {"TRAINLET_STATE_DIR", "/var/run/tl"}, {"TRAINLET_SSH_KEY_DIR", "/root/.ssh"}});
+      {{"TRAINLET_PLACEMENT_TIMEOUT", "5s"},
+       {"TRAINLET_REQUIRE_PLACEMENT", "true"},
+       {"TRAINLET_STATE_DIR", "/var/run/tl"},
+       {"TRAINLET_SSH_KEY_DIR", "/root/.ssh"}});
   ASSERT_TRUE(c.ok()) << c.status();
   EXPECT_EQ(c->mpi, "openmpi5");
   EXPECT_TRUE(c->launcher_as_node);

@@ -160,8 +160,8 @@ std::vector<mpi::MpiHost> MpiHostsFor(const v1::Assignment& assignment) {
 // ---- The launcher.
 
 MpiLauncherPlan::MpiLauncherPlan(const MpiConfig& config,
-                                 std::map<std::string, std::string> base_env,
-                                 std::string state_dir, Clock* clock, bool give_terminal)
+                                 std::map<std::string, std::string> base_env, std::string state_dir,
+                                 Clock* clock, bool give_terminal)
     : config_(config),
       base_env_(std::move(base_env)),
       state_dir_(std::move(state_dir)),
@@ -193,13 +193,12 @@ absl::StatusOr<std::unique_ptr<MpiLauncherPlan>> MpiLauncherPlan::Create(
     key = mpi::GenerateEd25519();
     if (!key.ok()) return key.status();
   }
-  if (absl::Status s =
-          mpi::WriteFileAtomically(plan->File("id_job"), key->private_pem, 0600);
+  if (absl::Status s = mpi::WriteFileAtomically(plan->File("id_job"), key->private_pem, 0600);
       !s.ok()) {
     return s;
   }
-  if (absl::Status s = mpi::WriteFileAtomically(plan->File("id_job.pub"),
-                                                key->public_line + "\n", 0644);
+  if (absl::Status s =
+          mpi::WriteFileAtomically(plan->File("id_job.pub"), key->public_line + "\n", 0644);
       !s.ok()) {
     return s;
   }
@@ -251,14 +250,13 @@ absl::Status MpiLauncherPlan::WriteRoundFiles(const std::vector<mpi::MpiHost>& h
       {"hostfile.hydra", mpi::HydraHostfile(hosts)},
       {"hosts", mpi::DiscoverHostsList(hosts)},
       {"known_hosts", mpi::KnownHosts(hosts)},
-      {"ssh_config",
-       mpi::SshClientConfig(hosts, {File("id_job"), File("known_hosts")})},
+      {"ssh_config", mpi::SshClientConfig(hosts, {File("id_job"), File("known_hosts")})},
   };
   for (const auto& [name, text] : files) {
     if (absl::Status s = mpi::WriteFileAtomically(File(name), text, 0600); !s.ok()) return s;
   }
-  if (absl::Status s = mpi::WriteFileAtomically(
-          File("discover_hosts.sh"), mpi::DiscoverHostsScript(File("hosts")), 0700);
+  if (absl::Status s = mpi::WriteFileAtomically(File("discover_hosts.sh"),
+                                                mpi::DiscoverHostsScript(File("hosts")), 0700);
       !s.ok()) {
     return s;
   }
@@ -317,8 +315,8 @@ void MpiLauncherPlan::Prepare(const v1::Assignment& assignment, Ready ready) {
   }
   std::vector<mpi::MpiHost> hosts = MpiHostsFor(assignment);
   if (absl::Status s = mpi::ValidateHosts(hosts); !s.ok()) {
-    ready(absl::InvalidArgumentError(
-        absl::StrCat("cannot write the MPI hostfiles: ", s.message())));
+    ready(
+        absl::InvalidArgumentError(absl::StrCat("cannot write the MPI hostfiles: ", s.message())));
     return;
   }
   if (absl::Status s = WriteRoundFiles(hosts); !s.ok()) {
@@ -332,8 +330,8 @@ void MpiLauncherPlan::Prepare(const v1::Assignment& assignment, Ready ready) {
     targets.push_back({n.member().node_id(), n.addr(), n.ssh().port(), n.ssh().host_public_key()});
   }
   for (const mpi::MpiHost& h : hosts) slots += h.slots;
-  TLOG(kInfo) << "round " << assignment.round() << ": " << targets.size() << " worker(s), "
-              << slots << " slot(s); hostfile " << File("hostfile")
+  TLOG(kInfo) << "round " << assignment.round() << ": " << targets.size() << " worker(s), " << slots
+              << " slot(s); hostfile " << File("hostfile")
               << "; waiting until every worker is reachable over SSH";
   mpi::ReadinessOptions ro;
   ro.timeout = config_.ready_timeout;
@@ -386,11 +384,13 @@ absl::Status MpiLauncherPlan::Tick(absl::Time now) {
     return absl::OkStatus();
   }
   std::vector<std::string> named;
-  for (size_t i = 0; i < unplaced.size() && i < 10; ++i) named.push_back(SafeForLog(unplaced[i], 64));
+  for (size_t i = 0; i < unplaced.size() && i < 10; ++i)
+    named.push_back(SafeForLog(unplaced[i], 64));
   std::string message = absl::StrCat(
       "COMMAND has run for ", absl::FormatDuration(config_.placement_timeout), " and ",
-      unplaced.size(), " worker(s) that should host ranks have seen no MPI session: ",
-      absl::StrJoin(named, ", "), unplaced.size() > named.size() ? ", ..." : "",
+      unplaced.size(),
+      " worker(s) that should host ranks have seen no MPI session: ", absl::StrJoin(named, ", "),
+      unplaced.size() > named.size() ? ", ..." : "",
       ". The ranks are probably all on the launcher: Open MPI 5 ignores OMPI_MCA_orte_* "
       "(it reads PRTE_MCA_prte_default_hostfile, which trainlet sets with --mpi=openmpi5 or "
       "auto), or COMMAND names another hostfile or too small a -np (use $TRAINLET_HOSTFILE "
@@ -411,9 +411,9 @@ absl::StatusOr<std::unique_ptr<MpiWorkerPlan>> MpiWorkerPlan::Create(
     const std::string& state_dir, launcher::Supervisor* supervisor, RoundOptions* options) {
   std::unique_ptr<MpiWorkerPlan> plan(new MpiWorkerPlan(state_dir));
   if (access(config.sshd.c_str(), X_OK) != 0) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "sshd not found at ", SafeForLog(config.sshd, 256), " (", strerror(errno),
-        "): install openssh-server in the worker's image, or pass --sshd=PATH"));
+    return absl::FailedPreconditionError(
+        absl::StrCat("sshd not found at ", SafeForLog(config.sshd, 256), " (", strerror(errno),
+                     "): install openssh-server in the worker's image, or pass --sshd=PATH"));
   }
   absl::StatusOr<mpi::KeyPair> host_key = mpi::GenerateEd25519();
   if (!host_key.ok()) return host_key.status();

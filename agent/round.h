@@ -188,7 +188,7 @@ struct RoundOptions {
   // (`run`); 1 = the MPI launcher's COMMAND; 0 = none (an MPI worker: its
   // ranks arrive through sshd, and it holds until the job's verdict).
   int local_processes = -1;
-  bool elastic = false;    // max_restarts > 0: lost coordinator -> re-join.
+  bool elastic = false;  // max_restarts > 0: lost coordinator -> re-join.
   absl::Duration grace_period = absl::Seconds(30);
   absl::Duration join_timeout = absl::Minutes(10);
   // How long a stop whose outcome is the coordinator's to decide (a local

@@ -423,10 +423,10 @@ absl::StatusOr<RunConfig> RunConfigFromOptions(const ParsedOptions& parsed,
           mode.usage));
     }
   } else if (!parsed.saw_separator || parsed.command.empty()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "no COMMAND after --; usage: ", mode.usage,
-        launcher ? " (e.g. trainlet mpi-launcher --nnodes=2 -- mpirun -np 4 ./app)"
-                 : " (e.g. trainlet run --nnodes=2 -- python train.py)"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("no COMMAND after --; usage: ", mode.usage,
+                     launcher ? " (e.g. trainlet mpi-launcher --nnodes=2 -- mpirun -np 4 ./app)"
+                              : " (e.g. trainlet run --nnodes=2 -- python train.py)"));
   }
   c.command = parsed.command;
   KubernetesDiscovery k8s = DiscoverKubernetes(env, sys);
@@ -467,8 +467,8 @@ absl::StatusOr<RunConfig> RunConfigFromOptions(const ParsedOptions& parsed,
   if (launcher) {
     // The job's nodes: the workers and the launcher itself.
     if (c.nnodes.max >= kMaxNodes) {
-      return absl::InvalidArgumentError(absl::StrCat(nnodes_value.origin, ": at most ",
-                                                     kMaxNodes - 1, " worker pods"));
+      return absl::InvalidArgumentError(
+          absl::StrCat(nnodes_value.origin, ": at most ", kMaxNodes - 1, " worker pods"));
     }
     c.nnodes.min = c.nnodes.max = c.nnodes.max + 1;
   }

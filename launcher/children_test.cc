@@ -81,8 +81,8 @@ TEST(ListChildren, ListsOurChildren_NotTheirChildren) {
 TEST(ListDescendants, FindsGrandchildrenInOwnSessions_NotRoot) {
   TempDir dir;
   // A grandchild in a session of its own (as an sshd session's orted is).
-  const pid_t child = SpawnShell("setsid sleep 30 & echo $! > " + dir.File("grandchild") +
-                                 "; wait");
+  const pid_t child =
+      SpawnShell("setsid sleep 30 & echo $! > " + dir.File("grandchild") + "; wait");
   ASSERT_GT(child, 0);
   pid_t grandchild = -1;
   ASSERT_TRUE(WaitFor(

@@ -186,9 +186,9 @@ absl::Status Coordinator::ValidateJoinLocked(const v1::JoinRequest& r) const {
   // The MPI launcher hosts no ranks unless it runs as a node too.
   const int min_lws = r.role() == v1::ROLE_MPI_LAUNCHER ? 0 : 1;
   if (r.local_world_size() < min_lws || r.local_world_size() > kMaxLocalWorldSize) {
-    return absl::InvalidArgumentError(
-        absl::StrFormat("local_world_size: expected %d..%d, got %d", min_lws, kMaxLocalWorldSize,
-                        r.local_world_size()));
+    return absl::InvalidArgumentError(absl::StrFormat("local_world_size: expected %d..%d, got %d",
+                                                      min_lws, kMaxLocalWorldSize,
+                                                      r.local_world_size()));
   }
   if (r.role() == v1::ROLE_MPI_LAUNCHER) {
     for (const auto& [id, m] : members_) {
@@ -252,9 +252,7 @@ absl::Status Coordinator::ValidateReportLocked(const v1::ReportRequest& r,
         absl::StrFormat("exit_code: expected 0..255, got %d", r.exit_code()));
   }
   // The MPI launcher's one local process is its COMMAND.
-  const int lws = member.join.role() == v1::ROLE_MPI_LAUNCHER
-                      ? 1
-                      : member.join.local_world_size();
+  const int lws = member.join.role() == v1::ROLE_MPI_LAUNCHER ? 1 : member.join.local_world_size();
   if (r.failed_local_rank() < 0 || r.failed_local_rank() >= lws) {
     return absl::InvalidArgumentError(
         absl::StrFormat("failed_local_rank: expected 0..%d (the node has %d workers), got %d",
@@ -734,8 +732,7 @@ void Coordinator::WatchClosed(uint64_t watch_id) {
   for (auto& a : actions) a();
 }
 
-absl::Status Coordinator::Report(const v1::ReportRequest& request,
-                                 v1::ReportResponse* response) {
+absl::Status Coordinator::Report(const v1::ReportRequest& request, v1::ReportResponse* response) {
   Actions actions;
   {
     absl::MutexLock lock(&mu_);

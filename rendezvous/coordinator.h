@@ -259,8 +259,7 @@ class Coordinator {
   absl::Status JobOverErrorLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   bool DrainedLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The round's MPI workers with slots and no SSH session yet (rank order).
-  void UnplacedWorkersLocked(v1::ReportResponse* response) const
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void UnplacedWorkersLocked(v1::ReportResponse* response) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   struct Fenced {
     uint64_t incarnation = 0;

@@ -853,7 +853,6 @@ TEST_F(CoordinatorTest, ParkedJoin_ShortDeadline_AnsweredAQuarterOfItsTimeEarly)
   EXPECT_THAT(a->status().message(), HasSubstr("waiting for 1 more node"));
 }
 
-
 // ---- MPI jobs: one launcher (COMMAND = mpirun) and workers that host ranks
 // through their sshd.
 
