@@ -275,7 +275,9 @@ def bare_mpirun_argv(flavor, hostfile, np, key, program, port=2222, hostfile_via
                  PRTE_MCA_prte_default_hostfile (5; its default), HYDRA_HOST_FILE
       "orte-env" only the Open MPI 4 names (OMPI_MCA_orte_default_hostfile,
                  OMPI_MCA_plm_rsh_args) whatever the flavor: with openmpi5 this
-                 reproduces the silent run of every rank on the launcher.
+                 reproduces the silent run of every rank on the launcher, rc 0,
+                 as long as np <= the launcher's cores (PRRTE's default slots;
+                 with more it fails with "not enough slots", rc 1).
     The ssh options go in OMPI_MCA_plm_rsh_args (4), PRTE_MCA_plm_ssh_args (5)
     or HYDRA_LAUNCHER_EXTRA_ARGS (hydra; mpi-operator's HYDRA_LAUNCH_EXTRA_ARGS
     is not a name hydra 4.0 reads)."""
