@@ -25,6 +25,11 @@ machine's load hits all of them alike):
             (MPICH) or Open MPI 5's mpirun with PRTE_MCA_prte_default_hostfile
             (in the trixie root of scripts/mpi5_root.sh), with a hand-written
             hostfile (3 workers x --slots) and ssh options in the environment.
+            The workers' sshd sessions get an empty home directory
+            (mpi_support.clean_home_prefix; --host-home turns that off): bash
+            sources ~/.bashrc for every ssh command, and a developer's
+            (pyenv init) added 0.55 s to each session here. A trainlet mode
+            must start its worker side the same way to compare fairly.
 A mode is a class with `name`, `prepare(bench)` (starts the worker side once;
 sshd, or `trainlet mpi-worker`) and `launcher_argv(bench, run)` returning
 (argv, env) to run on the launcher host; add it to MODES.
@@ -131,7 +136,8 @@ class BareMode:
 
     def prepare(self, bench):
         sshds = [ms.start_bare_sshd(bench.cluster, h, bench.state, BARE_SSHD_PORT,
-                                    root=bench.root) for h in bench.workers]
+                                    root=bench.root, clean_home=bench.args.clean_home
+                                    and not bench.root) for h in bench.workers]
         ms.wait_sshd(sshds, 15)
         self.hostfile = ms.write_hostfile(bench.h.path("hostfile-bare"), bench.args.flavor,
                                           [(h.name, bench.args.slots) for h in bench.workers])
@@ -180,6 +186,10 @@ def main():
     p.add_argument("--np", type=int, default=6)
     p.add_argument("--slots", type=int, default=2, help="slots per worker in the hostfile")
     p.add_argument("--timeout", type=float, default=60.0, help="per run, seconds")
+    p.add_argument("--host-home", dest="clean_home", action="store_false",
+                   help="let ssh sessions on the workers use the real home directory (by "
+                        "default an empty one: a developer's ~/.bashrc, sourced by every "
+                        "ssh session's shell, can cost more than the launch itself)")
     p.add_argument("--keep", action="store_true", help="keep the run directory (logs)")
     p.add_argument("--quiet", type=float, default=0.15,
                    help="before each run wait (up to --quiet-wait s) until the CPUs are less "
