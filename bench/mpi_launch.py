@@ -1,0 +1,255 @@
+#!/usr/bin/python3
+"""MPI launch benchmark: time from starting the launcher command to the first
+MPI rank running, and to its exit, 1 launcher + 3 worker hosts over network
+namespaces (e2e/netns.py), workers already up. Run as root.
+
+Hosts: `launcher`, `w0`, `w1`, `w2`, each its own network and UTS namespace
+(own address, hostname and /etc/hosts). The MPI program is
+e2e/workers/mpi_allreduce.c (built with the flavor's mpicc, cached in
+/var/tmp/trainlet-e2e-cache): each rank prints the CLOCK_MONOTONIC time at
+the start of main, before MPI_Init, and rank 0 checks an allreduce. Every run
+is checked: np ranks, the right sum, ranks on all 3 workers.
+
+What is timed, per run (both on CLOCK_MONOTONIC, which every netns host
+shares):
+  first rank   from just before Popen of the launcher command on the launcher
+               host (`ip netns exec ... unshare --uts ...` included, a few ms)
+               to the earliest rank's start-of-main timestamp;
+  exit         from the same start to the launcher command's exit (the whole
+               6-rank allreduce job, MPI_Init/Finalize and teardown included).
+
+Modes (--modes, comma separated; runs alternate between modes, so a shared
+machine's load hits all of them alike):
+  bare      Debian's OpenSSH sshd on port 2222 in each worker, and the user's
+            own `mpirun -np 6 --hostfile H` (Open MPI 4), `mpiexec.hydra -f H`
+            (MPICH) or Open MPI 5's mpirun with PRTE_MCA_prte_default_hostfile
+            (in the trixie root of scripts/mpi5_root.sh), with a hand-written
+            hostfile (3 workers x --slots) and ssh options in the environment.
+            The workers' sshd sessions get an empty home directory
+            (mpi_support.clean_home_prefix; --host-home turns that off): bash
+            sources ~/.bashrc for every ssh command, and a developer's
+            (pyenv init) added 0.55 s to each session here. A trainlet mode
+            must start its worker side the same way to compare fairly.
+A mode is a class with `name`, `prepare(bench)` (starts the worker side once;
+sshd, or `trainlet mpi-worker`) and `launcher_argv(bench, run)` returning
+(argv, env) to run on the launcher host; add it to MODES.
+
+Usage (from the repository root, as root):
+  /usr/bin/python3 bench/mpi_launch.py [--flavor openmpi|mpich|openmpi5]
+      [--repeats 5] [--modes bare] [--np 6] [--slots 2] [--keep]
+"""
+
+import argparse
+import os
+import statistics
+import sys
+import tempfile
+import time
+import uuid
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(os.path.dirname(HERE), "e2e"))
+
+import harness  # noqa: E402 (e2e helpers: Proc)
+import mpi_support as ms  # noqa: E402
+import netns  # noqa: E402
+from rendezvous_launch import wait_quiet  # noqa: E402
+
+WORKERS = ["w0", "w1", "w2"]
+BARE_SSHD_PORT = 2222
+
+
+class BenchHarness:
+    """The part of harness.E2ETestCase that netns.Cluster and mpi_support use
+    (start, base_env, addCleanup, dir), for a program that is not a test:
+    processes' output goes to files under `dir`; close() kills what was
+    started and runs the cleanups (the cluster's teardown), last first."""
+
+    def __init__(self, directory):
+        self.dir = directory
+        self.tag = uuid.uuid4().hex
+        self.procs = []
+        self._cleanups = []
+
+    def addCleanup(self, fn, *args, **kwargs):  # noqa: N802 (unittest's name)
+        self._cleanups.append((fn, args, kwargs))
+
+    def base_env(self, **extra):
+        env = {k: v for k, v in os.environ.items()
+               if not k.startswith(("TRAINLET_", "OMPI_", "PRTE_", "HYDRA_", "I_MPI_"))}
+        env[harness.TAG_VAR] = self.tag
+        env.update({k: str(v) for k, v in extra.items()})
+        return env
+
+    def start(self, name, argv, env=None, prefix=()):
+        p = harness.Proc(name, argv, env if env is not None else self.base_env(), self.dir,
+                         prefix)
+        self.procs.append(p)
+        return p
+
+    def path(self, *parts):
+        return os.path.join(self.dir, *parts)
+
+    def close(self):
+        for p in self.procs:
+            if p.running():
+                p.kill()
+        while self._cleanups:
+            fn, args, kwargs = self._cleanups.pop()
+            try:
+                fn(*args, **kwargs)
+            except Exception as e:  # keep tearing down the rest
+                print("cleanup %s failed: %s" % (getattr(fn, "__name__", fn), e),
+                      file=sys.stderr)
+        for p in self.procs:
+            p.close()
+
+
+class Bench:
+    """One cluster shared by every mode and run."""
+
+    def __init__(self, args, directory):
+        self.args = args
+        self.h = BenchHarness(directory)
+        self.root = ms.ompi5_root() if args.flavor == "openmpi5" else None
+        self.program = ([ms.MPI5_PROGRAM] if self.root
+                        else [ms.build_mpi_program(args.flavor)])
+        self.cluster = netns.Cluster.create(self.h, ["launcher"] + WORKERS)
+        self.launcher = self.cluster.hosts[0]
+        self.workers = self.cluster.hosts[1:]
+        self.state = self.h.path("ssh")
+        self.keys = ms.ssh_keys(self.state)
+
+    def start_on_launcher(self, name, argv, env):
+        """Starts argv on the launcher host (chrooted for openmpi5)."""
+        env = self.h.base_env(**env)
+        if self.root:
+            return ms.run_in_root(self.cluster, self.launcher, self.root, name, argv, env=env,
+                                  shared_dirs=[self.state])
+        return self.cluster.start(self.launcher, name, argv, env=env)
+
+
+class BareMode:
+    """Bare sshd on the workers and the MPI's own launcher: the baseline."""
+
+    name = "bare"
+
+    def prepare(self, bench):
+        sshds = [ms.start_bare_sshd(bench.cluster, h, bench.state, BARE_SSHD_PORT,
+                                    root=bench.root, clean_home=bench.args.clean_home
+                                    and not bench.root) for h in bench.workers]
+        ms.wait_sshd(sshds, 15)
+        self.hostfile = ms.write_hostfile(bench.h.path("hostfile-bare"), bench.args.flavor,
+                                          [(h.name, bench.args.slots) for h in bench.workers])
+
+    def launcher_argv(self, bench, run):
+        return ms.bare_mpirun_argv(bench.args.flavor, self.hostfile, bench.args.np,
+                                   bench.keys["key"], bench.program, port=BARE_SSHD_PORT)
+
+
+MODES = {"bare": BareMode}
+
+
+def run_once(bench, mode, run):
+    """One launch; returns ({"first_ms", "exit_ms"}, None) or (None, error)."""
+    argv, env = mode.launcher_argv(bench, run)
+    p = bench.start_on_launcher("%s-%d" % (mode.name, run), argv, env)
+    try:
+        rc = p.wait(bench.args.timeout)
+    except AssertionError:
+        p.kill()
+        return None, "no exit within %.0fs (output in %s)" % (bench.args.timeout, p.out_path)
+    exit_ms = (p.ended - p.started) * 1e3
+    out = p.stdout
+    problems = ms.check_run(out, bench.args.np, WORKERS)
+    if rc != 0:
+        problems.insert(0, "exit code %d" % rc)
+    if problems:
+        return None, "; ".join(problems) + " (output in %s, %s)" % (p.out_path, p.err_path)
+    times = ms.parse_rank_times(out)
+    return {"first_ms": (min(times.values()) - p.started) * 1e3,
+            "last_ms": (max(times.values()) - p.started) * 1e3, "exit_ms": exit_ms}, None
+
+
+def fmt(values):
+    if not values:
+        return "n/a"
+    return "median %7.1f  min %7.1f  max %7.1f" % (statistics.median(values), min(values),
+                                                   max(values))
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--flavor", default="openmpi", choices=ms.FLAVORS)
+    p.add_argument("--modes", default="bare", help="comma separated: %s" % ", ".join(MODES))
+    p.add_argument("--repeats", type=int, default=5)
+    p.add_argument("--np", type=int, default=6)
+    p.add_argument("--slots", type=int, default=2, help="slots per worker in the hostfile")
+    p.add_argument("--timeout", type=float, default=60.0, help="per run, seconds")
+    p.add_argument("--host-home", dest="clean_home", action="store_false",
+                   help="let ssh sessions on the workers use the real home directory (by "
+                        "default an empty one: a developer's ~/.bashrc, sourced by every "
+                        "ssh session's shell, can cost more than the launch itself)")
+    p.add_argument("--keep", action="store_true", help="keep the run directory (logs)")
+    p.add_argument("--quiet", type=float, default=0.15,
+                   help="before each run wait (up to --quiet-wait s) until the CPUs are less "
+                        "than this fraction busy (the machine may be shared)")
+    p.add_argument("--quiet-wait", type=float, default=30.0)
+    args = p.parse_args()
+    modes = []
+    for name in args.modes.split(","):
+        if name not in MODES:
+            p.error("unknown mode %r (use %s)" % (name, ", ".join(MODES)))
+        modes.append(MODES[name]())
+
+    print("machine: %d CPUs, load average %.2f at start; flavor %s, %d ranks over %d workers"
+          " x %d slots" % (os.cpu_count(), os.getloadavg()[0], args.flavor, args.np,
+                           len(WORKERS), args.slots), flush=True)
+    directory = tempfile.mkdtemp(prefix="trainlet-bench-mpi-")
+    bench = None
+    results = {m.name: [] for m in modes}
+    failed = False
+    try:
+        bench = Bench(args, directory)
+        print(bench.cluster.describe(), flush=True)
+        for m in modes:
+            m.prepare(bench)
+        for run in range(args.repeats):
+            for m in modes:
+                busy = wait_quiet(args.quiet, args.quiet_wait)
+                r, err = run_once(bench, m, run)
+                if err:
+                    failed = True
+                    print("%-8s run %d: FAILED: %s" % (m.name, run, err), flush=True)
+                    continue
+                results[m.name].append(r)
+                print("%-8s run %d: first rank %7.1f ms, last rank %7.1f ms, exit %7.1f ms "
+                      "(CPUs %.0f%% busy before)" % (m.name, run, r["first_ms"], r["last_ms"],
+                                                     r["exit_ms"], busy * 100), flush=True)
+    finally:
+        if bench is not None:
+            bench.h.close()
+        if args.keep or failed:
+            print("run directory kept: %s" % directory)
+        else:
+            import shutil
+            shutil.rmtree(directory, ignore_errors=True)
+
+    print("\nFrom the launcher command's start (ms), %d runs per mode, flavor %s:"
+          % (args.repeats, args.flavor))
+    for m in modes:
+        rs = results[m.name]
+        print("  %-8s first rank  %s" % (m.name, fmt([r["first_ms"] for r in rs])))
+        print("  %-8s exit        %s" % (m.name, fmt([r["exit_ms"] for r in rs])))
+    if len(modes) > 1 and all(results[m.name] for m in modes):
+        base = statistics.median(r["first_ms"] for r in results[modes[0].name])
+        for m in modes[1:]:
+            d = statistics.median(r["first_ms"] for r in results[m.name]) - base
+            print("  %s - %s, median first rank: %+.1f ms" % (m.name, modes[0].name, d))
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    if os.geteuid() != 0:
+        sys.exit("mpi_launch.py: run as root (network namespaces, sshd)")
+    sys.exit(main())
