@@ -12,7 +12,7 @@ PACKAGES=(
   python3 python3-torch python3-numpy   # the demo and the real-client tests
   iproute2 procps
   libssh-dev openssh-server openssh-client   # MPI: job keys, sshd on workers, readiness
-  openmpi-bin libopenmpi-dev mpich          # MPI: the real-client e2e tests
+  openmpi-bin libopenmpi-dev mpich libmpich-dev  # MPI: the real-client e2e tests
 )
 missing=()
 for p in "${PACKAGES[@]}"; do

@@ -1,0 +1,264 @@
+"""MPI jobs end to end (docs/mpi.md, issue 8), with real components on pod-like
+hosts (network + UTS namespaces, e2e/netns.py): one host runs `trainlet
+mpi-launcher -- mpirun ...`, three run `trainlet mpi-worker` with Debian's
+OpenSSH sshd, and an mpicc-built MPI_Allreduce (e2e/workers/mpi_allreduce.c)
+checks its result and where its ranks ran.
+
+Open MPI 5 needs a Debian trixie root (scripts/mpi5_root.sh): that test is in
+e2e_mpi5 (ctest label `slow`). Skipped where network namespaces, sshd or the
+MPI compilers are missing."""
+
+import os
+import pwd
+import re
+import shutil
+import signal
+import subprocess
+import time
+import unittest
+
+import harness
+import mpi_support
+from harness import E2ETestCase, TRAINLET
+
+WORKERS = ["w0", "w1", "w2"]
+SLOTS = 2
+NP = SLOTS * len(WORKERS)
+EXPECTED_SUM = NP * (NP + 1) // 2
+
+
+def ns_pids(ns):
+    r = subprocess.run(["ip", "netns", "pids", ns], stdout=subprocess.PIPE, text=True)
+    return [int(p) for p in r.stdout.split()]
+
+
+def comm(pid):
+    try:
+        with open("/proc/%d/comm" % pid) as f:
+            return f.read().strip()
+    except OSError:
+        return "?"
+
+
+class MpiJobTest(E2ETestCase):
+
+    def setUp(self):
+        super().setUp()
+        if not os.access("/usr/sbin/sshd", os.X_OK):
+            self.skipTest("needs openssh-server (/usr/sbin/sshd)")
+        self.token = self.path("token")
+        with open(self.token, "w") as f:
+            f.write("e2e-mpi-secret\n")
+        os.chmod(self.token, 0o644)
+        self.job = "mpi-e2e"
+
+    # -- helpers --
+
+    def cluster(self, names=None):
+        self.c = self.netns_cluster(names or ["launcher"] + WORKERS)
+        self.launcher_host = self.c.hosts[0]
+        self.worker_hosts = {h.name: h for h in self.c.hosts[1:]}
+        return self.c
+
+    def common_args(self, node):
+        return ["--job-id", self.job, "--token-file", self.token,
+                "--state-dir", self.path("state", node), "--heartbeat-timeout", "2s",
+                "--grace-period", "3s"]
+
+    def start_worker(self, name, extra=(), env=None, user_prefix=()):
+        host = self.worker_hosts[name]
+        argv = list(user_prefix) + [TRAINLET, "mpi-worker", "--coordinator", "launcher",
+                                    "--nproc-per-node", str(SLOTS)] + \
+            self.common_args(name) + list(extra)
+        return self.c.start(host, name, argv, env=env)
+
+    def start_launcher(self, command, extra=(), env=None, user_prefix=()):
+        argv = list(user_prefix) + [TRAINLET, "mpi-launcher", "--nnodes", str(len(WORKERS))] + \
+            self.common_args("launcher") + list(extra) + ["--"] + list(command)
+        return self.c.start(self.launcher_host, "launcher", argv, env=env)
+
+    def assert_ranks_on_every_worker(self, out):
+        ranks = mpi_support.parse_ranks(out)
+        self.assertEqual(sorted(ranks), list(range(NP)), out)
+        per_host = {}
+        for rank, host in ranks.items():
+            per_host[host] = per_host.get(host, 0) + 1
+        self.assertEqual(per_host, {w: SLOTS for w in WORKERS}, out)
+        self.assertIn("allreduce sum=%d expected=%d" % (EXPECTED_SUM, EXPECTED_SUM), out)
+
+    def assert_nothing_left(self, hosts):
+        """No process at all is left on `hosts` (the agents exited; no sshd,
+        orted, hydra proxy or rank survived them)."""
+        def leftovers():
+            return {h.name: ["%d:%s" % (p, comm(p)) for p in ns_pids(h.ns)] for h in hosts}
+        deadline = time.monotonic() + 5
+        while time.monotonic() < deadline and any(leftovers().values()):
+            time.sleep(0.05)
+        self.assertFalse(any(leftovers().values()), leftovers())
+
+    def run_job(self, flavor, command_for, timeout=60):
+        program = mpi_support.build_mpi_program(flavor)
+        self.cluster()
+        workers = [self.start_worker(w) for w in WORKERS]
+        launcher = self.start_launcher(command_for(program), extra=["--placement-timeout", "1s"])
+        self.assertEqual(launcher.wait(timeout), 0, self.describe_all())
+        for w in workers:
+            self.assertEqual(w.wait(15), 0, self.describe_all())
+        return launcher
+
+    # -- tests --
+
+    def test_openmpi4_allreduce_on_every_worker(self):
+        launcher = self.run_job("openmpi", lambda p: ["mpirun", "-np", str(NP), p, "2"])
+        self.assert_ranks_on_every_worker(launcher.stdout)
+        self.assertIn("MPI: openmpi", launcher.stderr)
+        self.assertIn("placement verified", launcher.stderr)
+        self.assert_nothing_left(self.c.hosts)
+        # The pinned host keys: known_hosts names every worker, no "no" anywhere.
+        with open(self.path("state", "launcher", "known_hosts")) as f:
+            known = f.read()
+        for w in WORKERS:
+            self.assertRegex(known, r"(?m)^\[%s[^\]]*\]:2222 ssh-ed25519 " % w)
+        with open(self.path("state", "launcher", "ssh_config")) as f:
+            self.assertIn("StrictHostKeyChecking yes", f.read())
+
+    def test_mpich_hydra_allreduce_on_every_worker(self):
+        if shutil.which("mpiexec.hydra") is None:
+            self.skipTest("needs MPICH (mpiexec.hydra)")
+        launcher = self.run_job("mpich",
+                                lambda p: ["mpiexec.hydra", "-np", str(NP), p])
+        self.assert_ranks_on_every_worker(launcher.stdout)
+        self.assertIn("MPI: mpich", launcher.stderr)
+
+    def test_session_sees_pod_environment(self):
+        """orted: command not found (trainer #3427): a session gets the pod's
+        PATH and variables, not sshd's defaults."""
+        mpi_support.build_mpi_program("openmpi")
+        self.cluster()
+        env = self.base_env(NCCL_DEBUG="INFO", E2E_POD_VAR="it's \"quoted\" $x",
+                            PATH="/opt/e2e-pod-bin:" + os.environ.get("PATH", "/usr/bin:/bin"))
+        workers = [self.start_worker(w, env=env) for w in WORKERS]
+        launcher = self.start_launcher(
+            ["mpirun", "-np", str(NP), "sh", "-c",
+             'echo "ENV $(hostname) $NCCL_DEBUG|$E2E_POD_VAR|${PATH%%%%:*}"'])
+        self.assertEqual(launcher.wait(60), 0, self.describe_all())
+        lines = [l for l in launcher.stdout.splitlines() if l.startswith("ENV ")]
+        self.assertEqual(len(lines), NP, launcher.stdout)
+        for line in lines:
+            self.assertTrue(line.endswith("INFO|it's \"quoted\" $x|/opt/e2e-pod-bin"), line)
+        for w in workers:
+            self.assertEqual(w.wait(15), 0, self.describe_all())
+
+    def test_late_worker_is_waited_for(self):
+        program = mpi_support.build_mpi_program("openmpi")
+        self.cluster()
+        workers = [self.start_worker(w) for w in WORKERS[:2]]
+        launcher = self.start_launcher(["mpirun", "-np", str(NP), program])
+        time.sleep(6)
+        self.assertTrue(launcher.running(), self.describe_all())
+        workers.append(self.start_worker(WORKERS[2]))
+        self.assertEqual(launcher.wait(60), 0, self.describe_all())
+        self.assert_ranks_on_every_worker(launcher.stdout)
+        for w in workers:
+            self.assertEqual(w.wait(15), 0, self.describe_all())
+
+    def test_worker_with_another_host_key_is_refused(self):
+        """A host answering on a worker's name and port with a key other than
+        the one that worker sent (a stale DNS record, a man in the middle) is
+        refused: readiness fails with the reason, COMMAND never runs."""
+        program = mpi_support.build_mpi_program("openmpi")
+        self.cluster()
+        impostor = mpi_support.start_bare_sshd(self.c, self.worker_hosts["w1"],
+                                               self.path("impostor"), 2222)
+        mpi_support.wait_sshd([impostor])
+        workers = [self.start_worker(w) for w in WORKERS]
+        launcher = self.start_launcher(["mpirun", "-np", str(NP), program],
+                                       extra=["--ready-timeout", "4s"])
+        self.assertEqual(launcher.wait(30), 69, self.describe_all())
+        self.assertIn("host key mismatch", launcher.stderr)
+        self.assertIn("w1", launcher.stderr)
+        self.assertNotIn("allreduce", launcher.stdout)
+        for w in workers:
+            self.assertNotEqual(w.wait(20), 0, self.describe_all())
+
+    def test_worker_pod_killed_mid_job(self):
+        program = mpi_support.build_mpi_program("openmpi")
+        self.cluster()
+        workers = {w: self.start_worker(w) for w in WORKERS}
+        launcher = self.start_launcher(["mpirun", "-np", str(NP), program, "60"])
+        harness.poll_until(lambda: launcher.stdout.count("rank ") >= NP, 30,
+                           what="every rank running")
+        # The pod goes: every process in its namespace at once.
+        victim = self.worker_hosts["w1"]
+        for pid in ns_pids(victim.ns):
+            os.kill(pid, signal.SIGKILL)
+        killed_at = time.monotonic()
+        self.assertNotEqual(launcher.wait(20), 0, self.describe_all())
+        for name in ("w0", "w2"):
+            self.assertNotEqual(workers[name].wait(20), 0, self.describe_all())
+        # Within the grace period (3 s) plus detection (heartbeat timeout 2 s).
+        self.assertLess(time.monotonic() - killed_at, 12, self.describe_all())
+        self.assert_nothing_left(self.c.hosts)
+
+    def test_in_place_restart_after_worker_pod_replaced(self):
+        program = mpi_support.build_mpi_program("openmpi")
+        self.cluster()
+        workers = {w: self.start_worker(w) for w in WORKERS}
+        script = self.path("job.sh")
+        with open(script, "w") as f:
+            f.write('#!/bin/sh\necho "RESTART $TRAINLET_RESTART_COUNT"\n'
+                    'if [ "$TRAINLET_RESTART_COUNT" = 0 ]; then exec mpirun -np %d %s 60; fi\n'
+                    'exec mpirun -np %d %s\n' % (NP, program, NP, program))
+        os.chmod(script, 0o755)
+        launcher = self.start_launcher([script], extra=["--max-restarts", "1"])
+        harness.poll_until(lambda: launcher.stdout.count("rank ") >= NP, 30,
+                           what="every rank running")
+        victim = self.worker_hosts["w1"]
+        for pid in ns_pids(victim.ns):
+            os.kill(pid, signal.SIGKILL)
+        workers["w1"].wait(10)
+        # Kubernetes starts a replacement pod: a new incarnation, a new host key.
+        workers["w1b"] = self.c.start(victim, "w1b", [
+            TRAINLET, "mpi-worker", "--coordinator", "launcher", "--nproc-per-node",
+            str(SLOTS), "--node-id", "w1"] + self.common_args("w1"))
+        self.assertEqual(launcher.wait(60), 0, self.describe_all())
+        self.assertIn("RESTART 0", launcher.stdout)
+        self.assertIn("RESTART 1", launcher.stdout)
+        self.assertIn("allreduce sum=%d" % EXPECTED_SUM, launcher.stdout)
+        for name in ("w0", "w2", "w1b"):
+            self.assertEqual(workers[name].wait(15), 0, self.describe_all())
+
+    def test_whole_job_as_non_root(self):
+        user = "tl-e2e-mpi"
+        try:
+            pw = pwd.getpwnam(user)
+        except KeyError:
+            r = subprocess.run(["useradd", "--create-home", "--shell", "/bin/sh", user],
+                               stderr=subprocess.PIPE, text=True)
+            if r.returncode != 0:
+                self.skipTest("cannot create a test user: %s" % r.stderr.strip())
+            self.addCleanup(subprocess.run, ["userdel", "--remove", user],
+                            stderr=subprocess.DEVNULL)
+            pw = pwd.getpwnam(user)
+        program = mpi_support.build_mpi_program("openmpi", self.path("bin"))
+        # The user's own copies (the test dir is root's).
+        for path in (self.dir, self.path("bin")):
+            os.chmod(path, 0o755)
+        os.makedirs(self.path("state"), exist_ok=True)
+        shutil.chown(self.path("state"), pw.pw_uid, pw.pw_gid)
+        as_user = ["setpriv", "--reuid", str(pw.pw_uid), "--regid", str(pw.pw_gid),
+                   "--init-groups", "env", "HOME=" + pw.pw_dir, "USER=" + user]
+        self.cluster()
+        workers = [self.start_worker(w, user_prefix=as_user) for w in WORKERS]
+        launcher = self.start_launcher(["mpirun", "-np", str(NP), program],
+                                       user_prefix=as_user)
+        self.assertEqual(launcher.wait(60), 0, self.describe_all())
+        self.assert_ranks_on_every_worker(launcher.stdout)
+        for w in workers:
+            self.assertEqual(w.wait(15), 0, self.describe_all())
+        st = os.stat(self.path("state", "launcher", "id_job"))
+        self.assertEqual((st.st_uid, st.st_mode & 0o777), (pw.pw_uid, 0o600))
+
+
+if __name__ == "__main__":
+    unittest.main()
