@@ -147,7 +147,56 @@ class BareMode:
                                    bench.keys["key"], bench.program, port=BARE_SSHD_PORT)
 
 
-MODES = {"bare": BareMode}
+class TrainletMode:
+    """`trainlet mpi-worker` on the workers (already up: sshd listening, the
+    join waiting for the launcher's coordinator) and `trainlet mpi-launcher
+    -- mpirun -np N PROGRAM` (no hostfile, no ssh options: trainlet's) on
+    the launcher. The workers of one run exit with its job; each run starts
+    new ones before the clock starts."""
+
+    name = "trainlet"
+    PORT = 2223  # the bare mode's sshd keeps 2222
+
+    def prepare(self, bench):
+        if bench.root:
+            raise SystemExit("the trainlet mode does not run in the Open MPI 5 root")
+        self.token = bench.h.path("token")
+        with open(self.token, "w") as f:
+            f.write("bench-secret\n")
+        self.home = bench.h.path("empty-home")
+        os.makedirs(self.home, exist_ok=True)
+        self.workers = []
+
+    def launcher_argv(self, bench, run):
+        for w in self.workers:  # the previous run's, done with its job
+            w.wait(30)
+        job = "bench-%d" % run
+        common = ["--job-id", job, "--token-file", self.token, "--log-level", "warning"]
+        self.workers = []
+        for h in bench.workers:
+            prefix = (ms.clean_home_prefix(h, self.home) if bench.args.clean_home
+                      else bench.cluster.prefix(h))
+            self.workers.append(bench.h.start(
+                "tw-%s-%d" % (h.name, run),
+                [harness.TRAINLET, "mpi-worker", "--coordinator", "launcher",
+                 "--nproc-per-node", str(bench.args.slots), "--ssh-port", str(self.PORT),
+                 "--state-dir", bench.h.path("state-%d" % run, h.name),
+                 "--log-level", "info"] + common[:4], prefix=prefix))
+        deadline = time.monotonic() + 15
+        while not all("sshd listening" in w.stderr for w in self.workers):
+            if time.monotonic() > deadline:
+                raise SystemExit("trainlet workers not up:\n" +
+                                 "\n".join(w.describe() for w in self.workers))
+            time.sleep(0.02)
+        time.sleep(0.3)  # their joins are now retrying against the launcher's address
+        launcher = {"openmpi": ["mpirun"], "mpich": ["mpiexec.hydra"]}[bench.args.flavor]
+        return ([harness.TRAINLET, "mpi-launcher", "--nnodes", str(len(bench.workers)),
+                 "--state-dir", bench.h.path("state-%d" % run, "launcher"),
+                 "--placement-timeout", "0"] + common + ["--"] + launcher +
+                ["-np", str(bench.args.np)] + bench.program, {})
+
+
+MODES = {"bare": BareMode, "trainlet": TrainletMode}
 
 
 def run_once(bench, mode, run):
