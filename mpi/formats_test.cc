@@ -1,0 +1,307 @@
+#include "mpi/formats.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <fstream>
+#include <map>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "mpi/keys.h"
+
+namespace trainlet::mpi {
+namespace {
+
+using ::testing::HasSubstr;
+
+constexpr char kKey1[] =
+    "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIPDfVOErM2gZofCvvxaPGM5kgVfCuOHzoGE5cueIt82t";
+constexpr char kKey2[] =
+    "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIJqDUZrtysrbMoDu7US0nnFCQ/kK0INFNS103K3eJFMw";
+constexpr char kKey3[] =
+    "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIAb6+dAz81AE7OCQhXJwPfXtJUDHILyZQevgAKkgjBkk";
+
+// Compares `actual` with mpi/testdata/<name>; TRAINLET_UPDATE_GOLDEN=1 rewrites it instead.
+void ExpectGolden(const std::string& name, const std::string& actual) {
+  const std::string path = absl::StrCat(TRAINLET_MPI_TESTDATA, "/", name);
+  if (getenv("TRAINLET_UPDATE_GOLDEN") != nullptr) {
+    std::ofstream(path, std::ios::binary) << actual;
+    return;
+  }
+  std::ifstream in(path, std::ios::binary);
+  ASSERT_TRUE(in.good()) << "missing golden file " << path
+                         << " (TRAINLET_UPDATE_GOLDEN=1 writes it)";
+  std::stringstream expected;
+  expected << in.rdbuf();
+  EXPECT_EQ(actual, expected.str()) << "golden file " << path;
+}
+
+// Runs `command` with /bin/sh; returns its exit status (or -1) and its output.
+int RunShell(const std::string& command, std::string* output) {
+  FILE* pipe = popen(absl::StrCat(command, " 2>&1").c_str(), "r");
+  if (pipe == nullptr) return -1;
+  output->clear();
+  char buffer[4096];
+  size_t n;
+  while ((n = fread(buffer, 1, sizeof(buffer), pipe)) > 0) output->append(buffer, n);
+  const int status = pclose(pipe);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+class TempDir {
+ public:
+  TempDir() {
+    std::string tmpl = "/tmp/trainlet-mpi-test-XXXXXX";
+    path_ = mkdtemp(tmpl.data());
+  }
+  ~TempDir() {
+    std::string ignored;
+    RunShell(absl::StrCat("rm -rf ", ShellQuote(path_)), &ignored);
+  }
+  const std::string& path() const { return path_; }
+  std::string File(const std::string& name) const { return absl::StrCat(path_, "/", name); }
+
+ private:
+  std::string path_;
+};
+
+void WriteFile(const std::string& path, const std::string& text, mode_t mode) {
+  ASSERT_TRUE(WriteFileAtomically(path, text, mode).ok()) << path;
+}
+
+std::vector<MpiHost> ThreeHosts() {
+  return {{"pod-0", "job-worker-0.job.default.svc", 2, 2222, kKey1},
+          {"pod-1", "job-worker-1.job.default.svc", 2, 22, kKey2},
+          {"pod-2", "10.200.0.13", 2, 2222, kKey3}};
+}
+
+TEST(Formats, OpenMpiHostfile) { ExpectGolden("hostfile", OpenMpiHostfile(ThreeHosts())); }
+
+TEST(Formats, HydraHostfile) { ExpectGolden("hydra_hostfile", HydraHostfile(ThreeHosts())); }
+
+TEST(Formats, KnownHostsBracketsOnlyNonDefaultPorts) {
+  ExpectGolden("known_hosts", KnownHosts(ThreeHosts()));
+}
+
+TEST(Formats, SshClientConfig) {
+  ExpectGolden("ssh_config", SshClientConfig(ThreeHosts(), {"/tmp/trainlet-0/job/launcher/id",
+                                                            "/tmp/trainlet-0/job/launcher/"
+                                                            "known_hosts"}));
+}
+
+TEST(Formats, SshClientConfigQuotesSpacesAndEscapesTokens) {
+  const std::string config = SshClientConfig({}, {"/a b/id", "/c/%h"});
+  EXPECT_THAT(config, HasSubstr("IdentityFile \"/a b/id\"\n"));
+  EXPECT_THAT(config, HasSubstr("UserKnownHostsFile /c/%%h\n"));
+}
+
+TEST(Formats, DiscoverHosts) {
+  ExpectGolden("discover_hosts.sh", DiscoverHostsScript("/tmp/trainlet-0/job/launcher/hosts"));
+  ExpectGolden("discover_hosts_list", DiscoverHostsList(ThreeHosts()));
+}
+
+TEST(Formats, DiscoverHostsScriptPrintsTheLiveFile) {
+  TempDir dir;
+  const std::string list = dir.File("it's hosts");
+  WriteFile(dir.File("discover.sh"), DiscoverHostsScript(list), 0755);
+  WriteFile(list, DiscoverHostsList(ThreeHosts()), 0644);
+  std::string output;
+  ASSERT_EQ(RunShell(ShellQuote(dir.File("discover.sh")), &output), 0) << output;
+  EXPECT_EQ(output, DiscoverHostsList(ThreeHosts()));
+  WriteFile(list, "only-one:4\n", 0644);
+  ASSERT_EQ(RunShell(ShellQuote(dir.File("discover.sh")), &output), 0) << output;
+  EXPECT_EQ(output, "only-one:4\n");
+}
+
+TEST(Formats, SshWrapperScript) {
+  ExpectGolden("ssh_wrapper.sh",
+               SshWrapperScript("/usr/bin/ssh", "/tmp/trainlet-0/job/launcher/ssh_config"));
+}
+
+TEST(Formats, SshWrapperPassesItsArgumentsThrough) {
+  TempDir dir;
+  const std::string fake_ssh = dir.File("fake ssh");
+  WriteFile(fake_ssh, "#!/bin/sh\nfor a in \"$@\"; do printf '[%s]' \"$a\"; done\n", 0755);
+  WriteFile(dir.File("ssh"), SshWrapperScript(fake_ssh, "/cfg"), 0755);
+  std::string output;
+  ASSERT_EQ(
+      RunShell(absl::StrCat(ShellQuote(dir.File("ssh")), " host ' orted' '-mca \"x\"'"), &output),
+      0)
+      << output;
+  EXPECT_EQ(output, "[-F][/cfg][host][ orted][-mca \"x\"]");
+}
+
+SshdPaths PathsIn(const std::string& dir) {
+  return {absl::StrCat(dir, "/ssh_host_ed25519_key"), absl::StrCat(dir, "/authorized_keys"),
+          absl::StrCat(dir, "/sshd.pid"), absl::StrCat(dir, "/session.sh")};
+}
+
+TEST(Formats, SshdConfig) {
+  ExpectGolden("sshd_config", SshdConfig(2222, PathsIn("/tmp/trainlet-0/job/worker-0")));
+}
+
+TEST(Formats, SessionScript) {
+  ExpectGolden("session.sh", SessionScript("/tmp/trainlet-0/job/worker-0/sessions",
+                                           "/tmp/trainlet-0/job/worker-0/env.sh"));
+}
+
+TEST(Formats, SessionScriptRecordsSessionsButNotTheProbe) {
+  TempDir dir;
+  const std::string script = dir.File("session.sh");
+  WriteFile(script, SessionScript(dir.File("sessions"), dir.File("env.sh")), 0755);
+  WriteFile(dir.File("env.sh"), EnvFile({{"JOB_VAR", "from the pod"}}), 0644);
+  std::string output;
+  ASSERT_EQ(
+      RunShell(absl::StrCat("SSH_ORIGINAL_COMMAND='", kReadinessCommand, "' ", ShellQuote(script)),
+               &output),
+      0)
+      << output;
+  EXPECT_FALSE(access(dir.File("sessions").c_str(), F_OK) == 0) << "the probe was recorded";
+  ASSERT_EQ(RunShell(absl::StrCat("SSH_ORIGINAL_COMMAND='echo \"$JOB_VAR\"; exit 3' ",
+                                  ShellQuote(script)),
+                     &output),
+            3)
+      << output;
+  EXPECT_EQ(output, "from the pod\n");
+  std::ifstream sessions(dir.File("sessions"));
+  std::string line;
+  ASSERT_TRUE(std::getline(sessions, line));
+  EXPECT_GT(std::stoi(line), 1);
+}
+
+TEST(Formats, EnvFile) {
+  ExpectGolden("env.sh", EnvFile({{"PATH", "/usr/local/bin:/usr/bin"},
+                                  {"QUOTES", "it's \"x\""},
+                                  {"MULTI", "line one\nline two"},
+                                  {"NCCL_DEBUG", "INFO"},
+                                  {"bad-name", "x"},
+                                  {"1BAD", "x"},
+                                  {"HOME", "/root"},
+                                  {"SSH_CONNECTION", "1.2.3.4"},
+                                  {"_", "/bin/sh"},
+                                  {"EMPTY", ""}}));
+}
+
+TEST(Formats, EnvFileRoundTripsThroughTheShell) {
+  const std::map<std::string, std::string> env = {
+      {"A_QUOTE", "it's"},
+      {"DOUBLE", "say \"hi\""},
+      {"DOLLAR", "$HOME and ${PATH}"},
+      {"BACKTICK", "`id` $(id)"},
+      {"BACKSLASH", "a\\b\\\\c\\n"},
+      {"NEWLINES", "one\ntwo\n\nthree\n"},
+      {"SPACES", "  lead and trail  "},
+      {"EMPTY", ""},
+      {"UNICODE", "gr\xc3\xbc\xc3\x9f"},
+      {"LD_LIBRARY_PATH", "/usr/local/cuda/lib64"},
+      {"HOME", "/should/not/appear"},
+      {"SSH_AUTH_SOCK", "/nope"},
+      {"not-a-name", "skipped"},
+  };
+  TempDir dir;
+  WriteFile(dir.File("env.sh"), EnvFile(env), 0644);
+  std::string output;
+  ASSERT_EQ(RunShell(absl::StrCat("env -i /bin/sh -c '. \"$0\" && env -0' ",
+                                  ShellQuote(dir.File("env.sh"))),
+                     &output),
+            0)
+      << output;
+  std::map<std::string, std::string> got;
+  for (absl::string_view entry : absl::StrSplit(output, '\0', absl::SkipEmpty())) {
+    const size_t eq = entry.find('=');
+    ASSERT_NE(eq, absl::string_view::npos) << entry;
+    got[std::string(entry.substr(0, eq))] = std::string(entry.substr(eq + 1));
+  }
+  for (const auto& [name, value] : env) {
+    if (name == "HOME" || name == "SSH_AUTH_SOCK" || name == "not-a-name") {
+      EXPECT_EQ(got.count(name), 0u) << name;
+    } else {
+      EXPECT_EQ(got[name], value) << name;
+    }
+  }
+}
+
+TEST(Formats, EnvFileSkipsValuesWithNul) {
+  EXPECT_EQ(EnvFile({{"A", std::string("x\0y", 3)}, {"B", "b"}}), "export B='b'\n");
+}
+
+TEST(ShellQuote, QuotesEverything) {
+  EXPECT_EQ(ShellQuote(""), "''");
+  EXPECT_EQ(ShellQuote("a b"), "'a b'");
+  EXPECT_EQ(ShellQuote("it's"), "'it'\\''s'");
+}
+
+// sshd -t must accept the config: as root (needing /run/sshd) and as a user.
+class SshdConfigAccepted : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (access("/usr/sbin/sshd", X_OK) != 0) GTEST_SKIP() << "no /usr/sbin/sshd";
+    absl::StatusOr<KeyPair> host = GenerateEd25519();
+    ASSERT_TRUE(host.ok()) << host.status();
+    absl::StatusOr<KeyPair> job = GenerateEd25519();
+    ASSERT_TRUE(job.ok()) << job.status();
+    paths_ = PathsIn(dir_.path());
+    WriteFile(paths_.host_key, host->private_pem, 0600);
+    WriteFile(paths_.authorized_keys, job->public_line + "\n", 0600);
+    WriteFile(paths_.session_script, SessionScript(dir_.File("sessions"), dir_.File("env.sh")),
+              0755);
+    WriteFile(dir_.File("sshd_config"), SshdConfig(2345, paths_), 0600);
+  }
+
+  TempDir dir_;
+  SshdPaths paths_;
+};
+
+TEST_F(SshdConfigAccepted, ByRootSshd) {
+  if (geteuid() != 0) GTEST_SKIP() << "not root";
+  if (access("/run/sshd", F_OK) != 0) {
+    ASSERT_EQ(mkdir("/run/sshd", 0755), 0);
+  }
+  std::string output;
+  EXPECT_EQ(RunShell(absl::StrCat("/usr/sbin/sshd -t -f ", ShellQuote(dir_.File("sshd_config"))),
+                     &output),
+            0)
+      << output;
+  EXPECT_EQ(output, "");
+  // The effective configuration has what we meant (sshd -T prints it).
+  ASSERT_EQ(RunShell(absl::StrCat("/usr/sbin/sshd -T -f ", ShellQuote(dir_.File("sshd_config"))),
+                     &output),
+            0)
+      << output;
+  output = "\n" + output;  // every line, the first too, is "\n<keyword> <value>\n"
+  EXPECT_THAT(output, HasSubstr("\nport 2345\n"));
+  EXPECT_THAT(output, HasSubstr("\nforcecommand '" + paths_.session_script + "'\n"));
+  EXPECT_THAT(output, HasSubstr("\nusepam no\n"));
+  EXPECT_THAT(output, HasSubstr("\nstrictmodes no\n"));
+  EXPECT_THAT(output, HasSubstr("\nmaxstartups 200:30:400\n"));
+  EXPECT_THAT(output, HasSubstr("\nauthorizedkeysfile " + paths_.authorized_keys + "\n"));
+}
+
+TEST_F(SshdConfigAccepted, ByNonRootSshd) {
+  if (geteuid() != 0) GTEST_SKIP() << "needs root to switch to uid 65534";
+  std::string output;
+  if (RunShell("setpriv --reuid=65534 --regid=65534 --clear-groups true", &output) != 0) {
+    GTEST_SKIP() << "setpriv cannot switch users here: " << output;
+  }
+  ASSERT_EQ(RunShell(absl::StrCat("chown -R 65534:65534 ", ShellQuote(dir_.path())), &output), 0)
+      << output;
+  EXPECT_EQ(RunShell(absl::StrCat("setpriv --reuid=65534 --regid=65534 --clear-groups "
+                                  "/usr/sbin/sshd -t -f ",
+                                  ShellQuote(dir_.File("sshd_config"))),
+                     &output),
+            0)
+      << output;
+  EXPECT_EQ(output, "");
+}
+
+}  // namespace
+}  // namespace trainlet::mpi

@@ -1,0 +1,68 @@
+#include "mpi/launcher_env.h"
+
+#include "absl/strings/str_cat.h"
+
+namespace trainlet::mpi {
+
+std::string RshArgs(const LauncherFiles& files, const std::vector<MpiHost>& hosts) {
+  std::string args = absl::StrCat("-F ", files.ssh_config, " -i ", files.identity_file,
+                                  " -o UserKnownHostsFile=", files.known_hosts,
+                                  " -o StrictHostKeyChecking=yes -o BatchMode=yes");
+  if (hosts.empty()) return args;
+  const int port = hosts.front().port;
+  for (const MpiHost& host : hosts) {
+    if (host.port != port) return args;
+  }
+  absl::StrAppend(&args, " -p ", port);
+  return args;
+}
+
+std::map<std::string, std::string> LauncherEnv(const LauncherEnvInput& input) {
+  const LauncherFiles& files = input.files;
+  const Flavor flavor = input.flavor;
+  const bool unknown = flavor == Flavor::kUnknown;
+  const std::string rsh_args = RshArgs(files, input.hosts);
+
+  std::map<std::string, std::string> env = {
+      {"TRAINLET_HOSTFILE", files.hostfile},
+      {"TRAINLET_HYDRA_HOSTFILE", files.hydra_hostfile},
+      {"TRAINLET_DISCOVER_HOSTS", files.discover_hosts},
+      {"TRAINLET_SSH_CONFIG", files.ssh_config},
+      {"TRAINLET_NP", absl::StrCat(TotalSlots(input.hosts))},
+      {"TRAINLET_MPI_FLAVOR", std::string(FlavorName(flavor))},
+      {"TRAINLET_RESTART_COUNT", absl::StrCat(input.restart_count)},
+      {"PATH", absl::StrCat(files.bin_dir, ":", input.path.empty() ? kDefaultPath : input.path)},
+  };
+  if (unknown || flavor == Flavor::kOpenMpi4) {
+    env["OMPI_MCA_orte_default_hostfile"] = files.hostfile;
+    env["OMPI_MCA_orte_keep_fqdn_hostnames"] = "true";
+    env["OMPI_MCA_plm_rsh_args"] = rsh_args;
+    env["OMPI_MCA_plm_rsh_no_tree_spawn"] = "1";
+  }
+  if (unknown || flavor == Flavor::kOpenMpi5) {
+    env["PRTE_MCA_prte_default_hostfile"] = files.hostfile;
+    env["PRTE_MCA_prte_keep_fqdn_hostnames"] = "1";
+    env["PRTE_MCA_plm_ssh_args"] = rsh_args;
+    env["PRTE_MCA_plm_ssh_no_tree_spawn"] = "1";
+  }
+  if (unknown || flavor == Flavor::kMpich) {
+    env["HYDRA_HOST_FILE"] = files.hydra_hostfile;
+    env["HYDRA_LAUNCHER"] = "ssh";
+    env["HYDRA_LAUNCH_EXTRA_ARGS"] = rsh_args;
+  }
+  if (unknown || flavor == Flavor::kIntel) {
+    env["I_MPI_HYDRA_HOST_FILE"] = files.hydra_hostfile;
+    env["I_MPI_HYDRA_BOOTSTRAP"] = "ssh";
+    env["I_MPI_HYDRA_BOOTSTRAP_EXEC_EXTRA_ARGS"] = rsh_args;
+  }
+  const bool open_mpi = unknown || flavor == Flavor::kOpenMpi4 || flavor == Flavor::kOpenMpi5;
+  if (input.root && open_mpi) {
+    env["OMPI_ALLOW_RUN_AS_ROOT"] = "1";
+    env["OMPI_ALLOW_RUN_AS_ROOT_CONFIRM"] = "1";
+    env["PRTE_ALLOW_RUN_AS_ROOT"] = "1";
+    env["PRTE_ALLOW_RUN_AS_ROOT_CONFIRM"] = "1";
+  }
+  return env;
+}
+
+}  // namespace trainlet::mpi

@@ -1,0 +1,72 @@
+// The environment trainlet mpi-launcher gives COMMAND (mpirun, mpiexec,
+// deepspeed, horovodrun): where the hostfiles are, and how every MPI's
+// launcher must run ssh (the job's key, the pinned known_hosts, per-host
+// ports), for the flavour detected (flavor.h) or for all of them when it is
+// not known. These variables override the same names in the pod's env.
+//
+// Pure function; thread-safe.
+#ifndef TRAINLET_MPI_LAUNCHER_ENV_H_
+#define TRAINLET_MPI_LAUNCHER_ENV_H_
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "mpi/flavor.h"
+#include "mpi/hosts.h"
+
+namespace trainlet::mpi {
+
+// Paths of the launcher's files in its state directory.
+struct LauncherFiles {
+  std::string hostfile;        // OpenMpiHostfile
+  std::string hydra_hostfile;  // HydraHostfile
+  std::string discover_hosts;  // DiscoverHostsScript (executable)
+  std::string hosts_list;      // DiscoverHostsList, which that script prints
+  std::string ssh_config;      // SshClientConfig
+  std::string identity_file;   // the job's private key
+  std::string known_hosts;     // KnownHosts
+  std::string bin_dir;         // holds the `ssh` wrapper (SshWrapperScript)
+};
+
+struct LauncherEnvInput {
+  Flavor flavor = Flavor::kUnknown;
+  LauncherFiles files;
+  std::vector<MpiHost> hosts;  // validated
+  int restart_count = 0;
+  bool root = false;  // running as uid 0
+  std::string path;   // the pod's PATH
+};
+
+// The PATH used when the pod has none (an empty PATH element would mean the
+// current directory).
+inline constexpr char kDefaultPath[] =
+    "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
+
+// "-F <ssh_config> -i <identity> -o UserKnownHostsFile=<known_hosts>
+// -o StrictHostKeyChecking=yes -o BatchMode=yes", plus "-p N" when every host
+// listens on the same port N (per-host ports are in the ssh config). MPIs
+// split this on whitespace, so paths must have none (state_dir.h).
+std::string RshArgs(const LauncherFiles& files, const std::vector<MpiHost>& hosts);
+
+// Always: TRAINLET_HOSTFILE, TRAINLET_HYDRA_HOSTFILE, TRAINLET_DISCOVER_HOSTS,
+// TRAINLET_SSH_CONFIG, TRAINLET_NP (sum of slots), TRAINLET_MPI_FLAVOR,
+// TRAINLET_RESTART_COUNT, PATH = bin_dir:path.
+// Open MPI 4 or unknown: OMPI_MCA_orte_default_hostfile,
+//   OMPI_MCA_orte_keep_fqdn_hostnames=true, OMPI_MCA_plm_rsh_args,
+//   OMPI_MCA_plm_rsh_no_tree_spawn=1 (workers do not hold the job key, so
+//   the launcher starts every daemon itself).
+// Open MPI 5 or unknown: PRTE_MCA_prte_default_hostfile,
+//   PRTE_MCA_prte_keep_fqdn_hostnames=1, PRTE_MCA_plm_ssh_args,
+//   PRTE_MCA_plm_ssh_no_tree_spawn=1.
+// MPICH or unknown: HYDRA_HOST_FILE (Hydra format), HYDRA_LAUNCHER=ssh,
+//   HYDRA_LAUNCH_EXTRA_ARGS.
+// Intel or unknown: I_MPI_HYDRA_HOST_FILE, I_MPI_HYDRA_BOOTSTRAP=ssh,
+//   I_MPI_HYDRA_BOOTSTRAP_EXEC_EXTRA_ARGS.
+// Root with Open MPI (4, 5 or unknown): OMPI_ALLOW_RUN_AS_ROOT(_CONFIRM)=1
+//   and PRTE_ALLOW_RUN_AS_ROOT(_CONFIRM)=1.
+std::map<std::string, std::string> LauncherEnv(const LauncherEnvInput& input);
+
+}  // namespace trainlet::mpi
+
+#endif  // TRAINLET_MPI_LAUNCHER_ENV_H_

@@ -1,0 +1,86 @@
+#include "mpi/launcher_env.h"
+
+#include <stdlib.h>
+
+#include <fstream>
+#include <sstream>
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "gtest/gtest.h"
+
+namespace trainlet::mpi {
+namespace {
+
+constexpr char kKey[] =
+    "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIPDfVOErM2gZofCvvxaPGM5kgVfCuOHzoGE5cueIt82t";
+
+void ExpectGolden(const std::string& name, const std::string& actual) {
+  const std::string path = absl::StrCat(TRAINLET_MPI_TESTDATA, "/", name);
+  if (getenv("TRAINLET_UPDATE_GOLDEN") != nullptr) {
+    std::ofstream(path, std::ios::binary) << actual;
+    return;
+  }
+  std::ifstream in(path, std::ios::binary);
+  ASSERT_TRUE(in.good()) << "missing golden file " << path
+                         << " (TRAINLET_UPDATE_GOLDEN=1 writes it)";
+  std::stringstream expected;
+  expected << in.rdbuf();
+  EXPECT_EQ(actual, expected.str()) << "golden file " << path;
+}
+
+// Sorted "K=V" lines.
+std::string Lines(const std::map<std::string, std::string>& env) {
+  std::string out;
+  for (const auto& [name, value] : env) absl::StrAppend(&out, name, "=", value, "\n");
+  return out;
+}
+
+LauncherEnvInput Input(Flavor flavor, bool root) {
+  const std::string dir = "/tmp/trainlet-0/job/launcher";
+  LauncherEnvInput input;
+  input.flavor = flavor;
+  input.files = {
+      dir + "/hostfile",   dir + "/hydra_hostfile", dir + "/discover_hosts.sh", dir + "/hosts",
+      dir + "/ssh_config", dir + "/id_ed25519",     dir + "/known_hosts",       dir + "/bin"};
+  input.hosts = {{"w0", "job-worker-0.job", 2, 2222, kKey},
+                 {"w1", "job-worker-1.job", 2, 2222, kKey},
+                 {"w2", "job-worker-2.job", 4, 2222, kKey}};
+  input.restart_count = 1;
+  input.root = root;
+  input.path = "/usr/local/bin:/usr/bin:/bin";
+  return input;
+}
+
+TEST(LauncherEnv, EachFlavor) {
+  ExpectGolden("launcher_env_openmpi", Lines(LauncherEnv(Input(Flavor::kOpenMpi4, false))));
+  ExpectGolden("launcher_env_openmpi5", Lines(LauncherEnv(Input(Flavor::kOpenMpi5, false))));
+  ExpectGolden("launcher_env_mpich", Lines(LauncherEnv(Input(Flavor::kMpich, false))));
+  ExpectGolden("launcher_env_intel", Lines(LauncherEnv(Input(Flavor::kIntel, false))));
+  ExpectGolden("launcher_env_unknown_root", Lines(LauncherEnv(Input(Flavor::kUnknown, true))));
+}
+
+TEST(LauncherEnv, RootOnlyMattersToOpenMpi) {
+  EXPECT_EQ(LauncherEnv(Input(Flavor::kOpenMpi5, true)).count("PRTE_ALLOW_RUN_AS_ROOT"), 1u);
+  EXPECT_EQ(LauncherEnv(Input(Flavor::kOpenMpi4, true)).count("OMPI_ALLOW_RUN_AS_ROOT"), 1u);
+  EXPECT_EQ(LauncherEnv(Input(Flavor::kMpich, true)).count("OMPI_ALLOW_RUN_AS_ROOT"), 0u);
+  EXPECT_EQ(LauncherEnv(Input(Flavor::kOpenMpi4, false)).count("OMPI_ALLOW_RUN_AS_ROOT"), 0u);
+}
+
+TEST(LauncherEnv, EmptyPathGetsADefaultNotTheCurrentDirectory) {
+  LauncherEnvInput input = Input(Flavor::kMpich, false);
+  input.path = "";
+  EXPECT_EQ(LauncherEnv(input)["PATH"], absl::StrCat(input.files.bin_dir, ":", kDefaultPath));
+}
+
+TEST(RshArgs, PortOnlyWhenAllHostsAgree) {
+  LauncherEnvInput input = Input(Flavor::kOpenMpi4, false);
+  const std::string same = RshArgs(input.files, input.hosts);
+  EXPECT_EQ(same.substr(same.size() - 8), " -p 2222");
+  input.hosts[1].port = 22;
+  EXPECT_EQ(RshArgs(input.files, input.hosts).find("-p "), std::string::npos);
+  EXPECT_EQ(RshArgs(input.files, {}).find("-p "), std::string::npos);
+}
+
+}  // namespace
+}  // namespace trainlet::mpi
