@@ -48,6 +48,9 @@ std::map<std::string, std::string> LauncherEnv(const LauncherEnvInput& input) {
   if (unknown || flavor == Flavor::kMpich) {
     env["HYDRA_HOST_FILE"] = files.hydra_hostfile;
     env["HYDRA_LAUNCHER"] = "ssh";
+    // Hydra reads HYDRA_LAUNCHER_EXTRA_ARGS (checked with MPICH 4.0.2);
+    // mpi-operator sets HYDRA_LAUNCH_EXTRA_ARGS, kept for what reads that.
+    env["HYDRA_LAUNCHER_EXTRA_ARGS"] = rsh_args;
     env["HYDRA_LAUNCH_EXTRA_ARGS"] = rsh_args;
   }
   if (unknown || flavor == Flavor::kIntel) {

@@ -60,7 +60,8 @@ std::string RshArgs(const LauncherFiles& files, const std::vector<MpiHost>& host
 //   PRTE_MCA_prte_keep_fqdn_hostnames=1, PRTE_MCA_plm_ssh_args,
 //   PRTE_MCA_plm_ssh_no_tree_spawn=1.
 // MPICH or unknown: HYDRA_HOST_FILE (Hydra format), HYDRA_LAUNCHER=ssh,
-//   HYDRA_LAUNCH_EXTRA_ARGS.
+//   HYDRA_LAUNCHER_EXTRA_ARGS (what Hydra reads) and HYDRA_LAUNCH_EXTRA_ARGS
+//   (mpi-operator's spelling).
 // Intel or unknown: I_MPI_HYDRA_HOST_FILE, I_MPI_HYDRA_BOOTSTRAP=ssh,
 //   I_MPI_HYDRA_BOOTSTRAP_EXEC_EXTRA_ARGS.
 // Root with Open MPI (4, 5 or unknown): OMPI_ALLOW_RUN_AS_ROOT(_CONFIRM)=1
