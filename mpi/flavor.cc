@@ -84,12 +84,17 @@ CommandKind ClassifyCommand(absl::string_view argv0) {
 Flavor DetectFlavor(absl::string_view argv0, absl::string_view version_output) {
   const absl::string_view output = version_output.substr(0, kMaxVersionOutput);
   const absl::string_view base = Basename(argv0);
-  if (absl::EndsWith(base, ".mpich") || absl::EndsWith(base, ".hydra")) return Flavor::kMpich;
+  constexpr absl::string_view kIntelBanner = "Intel(R) MPI Library";
+  if (absl::EndsWith(base, ".mpich")) return Flavor::kMpich;
+  // Intel MPI ships an mpiexec.hydra too; its banner tells them apart.
+  if (absl::EndsWith(base, ".hydra")) {
+    return absl::StrContains(output, kIntelBanner) ? Flavor::kIntel : Flavor::kMpich;
+  }
   if (base == "prterun") return Flavor::kOpenMpi5;
   if (absl::EndsWith(base, ".openmpi")) return OpenMpiFromOutput(output);
 
   // Intel's Hydra may print Hydra's banner too, so Intel is looked for first.
-  if (absl::StrContains(output, "Intel(R) MPI Library")) return Flavor::kIntel;
+  if (absl::StrContains(output, kIntelBanner)) return Flavor::kIntel;
   const Flavor open_mpi = OpenMpiFromOutput(output);
   if (open_mpi != Flavor::kUnknown) return open_mpi;
   if (absl::StrContains(output, "HYDRA build details") || absl::StrContains(output, "MPICH")) {

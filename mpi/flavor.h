@@ -34,12 +34,11 @@ enum class CommandKind { kMpiRun, kDeepSpeed, kHorovod, kOther };
 // mpiexec.openmpi are kMpiRun; deepspeed kDeepSpeed; horovodrun kHorovod.
 CommandKind ClassifyCommand(absl::string_view argv0);
 
-// The flavour from argv0's basename when it says (".mpich" or ".hydra":
-// MPICH; "prterun": Open MPI 5; ".openmpi": Open MPI, its version from
-// `version_output` when that says, else kUnknown), else from the output of
-// `mpirun --version`: "(Open MPI) 4.x" -> kOpenMpi4, "(Open MPI) 5.x" or
-// later, or "(PRRTE)" -> kOpenMpi5, "Intel(R) MPI Library" -> kIntel,
-// "HYDRA build details" or "MPICH" -> kMpich; kUnknown otherwise.
+// The flavour from argv0's basename when it says (".mpich": MPICH; ".hydra":
+// MPICH, or Intel when the output has Intel's banner; "prterun": Open MPI 5; ".openmpi": Open MPI,
+// its version from `version_output` when that says, else kUnknown), else from the output of `mpirun
+// --version`: "(Open MPI) 4.x" -> kOpenMpi4, "(Open MPI) 5.x" or later, or "(PRRTE)" -> kOpenMpi5,
+// "Intel(R) MPI Library" -> kIntel, "HYDRA build details" or "MPICH" -> kMpich; kUnknown otherwise.
 Flavor DetectFlavor(absl::string_view argv0, absl::string_view version_output);
 
 }  // namespace trainlet::mpi

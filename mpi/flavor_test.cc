@@ -83,6 +83,9 @@ TEST(DetectFlavor, NameWinsOverOutput) {
   EXPECT_EQ(DetectFlavor("/usr/bin/mpirun.mpich", ""), Flavor::kMpich);
   EXPECT_EQ(DetectFlavor("mpiexec.hydra", "mpirun (Open MPI) 4.1.4"), Flavor::kMpich);
   EXPECT_EQ(DetectFlavor("prterun", ""), Flavor::kOpenMpi5);
+  EXPECT_EQ(DetectFlavor("/opt/intel/mpi/bin/mpiexec.hydra",
+                         "Intel(R) MPI Library for Linux* OS, Version 2021.10"),
+            Flavor::kIntel);
   // ".openmpi" says Open MPI but not which: the output decides, else unknown (both families).
   EXPECT_EQ(DetectFlavor("mpirun.openmpi", ""), Flavor::kUnknown);
   EXPECT_EQ(DetectFlavor("mpirun.openmpi", "mpirun (Open MPI) 5.0.7"), Flavor::kOpenMpi5);

@@ -303,5 +303,77 @@ TEST_F(SshdConfigAccepted, ByNonRootSshd) {
   EXPECT_EQ(output, "");
 }
 
+// The launcher's files and the worker's files work together with real
+// OpenSSH: ssh -F <SshClientConfig> reaches an sshd running SshdConfig (in
+// inetd mode through ProxyCommand: no port, no daemon to wait for), pins the
+// host key from KnownHosts, runs the command through SessionScript with the
+// pod's env from EnvFile, and records the session unless it is the probe.
+class RealSsh : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (geteuid() != 0) GTEST_SKIP() << "sshd -i runs as root here";
+    if (access("/usr/sbin/sshd", X_OK) != 0 || access("/usr/bin/ssh", X_OK) != 0) {
+      GTEST_SKIP() << "no OpenSSH";
+    }
+    if (access("/run/sshd", F_OK) != 0) {
+      ASSERT_EQ(mkdir("/run/sshd", 0755), 0);
+    }
+    absl::StatusOr<KeyPair> host = GenerateEd25519();
+    absl::StatusOr<KeyPair> job = GenerateEd25519();
+    ASSERT_TRUE(host.ok() && job.ok());
+    host_public_ = host->public_line;
+    const SshdPaths paths = PathsIn(dir_.path());
+    WriteFile(paths.host_key, host->private_pem, 0600);
+    WriteFile(paths.authorized_keys, job->public_line + "\n", 0600);
+    WriteFile(paths.session_script, SessionScript(dir_.File("sessions"), dir_.File("env.sh")),
+              0755);
+    WriteFile(dir_.File("env.sh"), EnvFile({{"JOB_VAR", "it's from the pod"}}), 0644);
+    WriteFile(dir_.File("sshd_config"), SshdConfig(2222, paths), 0600);
+    WriteFile(dir_.File("id"), job->private_pem, 0600);
+    WriteFile(dir_.File("ssh_config"),
+              SshClientConfig(Hosts(host_public_), {dir_.File("id"), dir_.File("known_hosts")}),
+              0600);
+  }
+
+  static std::vector<MpiHost> Hosts(const std::string& key) {
+    return {{"worker-0", "127.0.0.1", 2, 2222, key}};
+  }
+
+  int Ssh(const std::string& remote_command, std::string* output) {
+    return RunShell(absl::StrCat("/usr/bin/ssh -F ", ShellQuote(dir_.File("ssh_config")), " -o ",
+                                 ShellQuote(absl::StrCat("ProxyCommand=/usr/sbin/sshd -i -f ",
+                                                         dir_.File("sshd_config"))),
+                                 " 127.0.0.1 ", ShellQuote(remote_command), " </dev/null"),
+                    output);
+  }
+
+  TempDir dir_;
+  std::string host_public_;
+};
+
+TEST_F(RealSsh, SessionGetsThePodEnvAndIsRecordedButTheProbeIsNot) {
+  WriteFile(dir_.File("known_hosts"), KnownHosts(Hosts(host_public_)), 0644);
+  std::string output;
+  ASSERT_EQ(Ssh(kReadinessCommand, &output), 0) << output;
+  EXPECT_EQ(output, "");
+  EXPECT_NE(access(dir_.File("sessions").c_str(), F_OK), 0) << "the probe was recorded";
+  ASSERT_EQ(Ssh("echo \"$JOB_VAR\"; exit 4", &output), 4) << output;
+  EXPECT_EQ(output, "it's from the pod\n");
+  std::ifstream sessions(dir_.File("sessions"));
+  std::string line;
+  ASSERT_TRUE(std::getline(sessions, line));
+  EXPECT_FALSE(std::getline(sessions, line));
+}
+
+TEST_F(RealSsh, AnotherHostKeyIsRefused) {
+  absl::StatusOr<KeyPair> impostor = GenerateEd25519();
+  ASSERT_TRUE(impostor.ok());
+  WriteFile(dir_.File("known_hosts"), KnownHosts(Hosts(impostor->public_line)), 0644);
+  std::string output;
+  EXPECT_EQ(Ssh("true", &output), 255) << output;
+  EXPECT_THAT(output, HasSubstr("Host key verification failed"));
+  EXPECT_NE(access(dir_.File("sessions").c_str(), F_OK), 0);
+}
+
 }  // namespace
 }  // namespace trainlet::mpi
