@@ -42,6 +42,7 @@
 #include "absl/synchronization/mutex.h"
 #include "agent/launch_plan.h"
 #include "agent/mpi_config.h"
+#include "agent/round.h"
 #include "common/clock.h"
 #include "launcher/supervisor.h"
 #include "mpi/flavor.h"

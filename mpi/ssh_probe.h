@@ -23,12 +23,12 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
+#include "mpi/formats.h"
 
 namespace trainlet::mpi {
 
-// What the probe runs on the worker. The argument is ignored by `true`; it
-// makes the probe's sessions easy to tell apart in sshd's log.
-inline constexpr char kReadinessCommand[] = "true trainlet-readiness";
+// kReadinessCommand (formats.h): what the probe runs; the workers' session
+// script does not count it as an MPI session.
 
 enum class ProbeStage { kOk, kDns, kConnect, kHandshake, kHostKey, kAuth, kCommand };
 
