@@ -32,6 +32,7 @@ std::string HydraHostfile(const std::vector<MpiHost>& hosts) {
 std::string KnownHosts(const std::vector<MpiHost>& hosts) {
   std::string out;
   for (const MpiHost& host : hosts) {
+    if (host.host_public_key.empty()) continue;  // the launcher: not reached over SSH
     if (host.port == 22) {
       absl::StrAppend(&out, host.name, " ", host.host_public_key, "\n");
     } else {
@@ -44,6 +45,7 @@ std::string KnownHosts(const std::vector<MpiHost>& hosts) {
 std::string SshClientConfig(const std::vector<MpiHost>& hosts, const SshClientPaths& paths) {
   std::string out = "# Written by trainlet mpi-launcher for this job's ssh (ssh -F).\n";
   for (const MpiHost& host : hosts) {
+    if (host.port == 0) continue;  // the launcher: not reached over SSH
     absl::StrAppend(&out, "Host ", host.name, "\n  Port ", host.port, "\n");
   }
   absl::StrAppend(&out, "Host *\n",                                              //

@@ -25,12 +25,14 @@ namespace trainlet::mpi {
 std::string OpenMpiHostfile(const std::vector<MpiHost>& hosts);
 // "name:N\n" per host: Hydra's (MPICH, Intel MPI).
 std::string HydraHostfile(const std::vector<MpiHost>& hosts);
-// "[name]:port key\n" when port != 22, else "name key\n"; one line per host.
+// "[name]:port key\n" when port != 22, else "name key\n"; one line per host
+// with a key (the launcher, port 0 and no key, is skipped).
 std::string KnownHosts(const std::vector<MpiHost>& hosts);
 
 // OpenSSH client configuration (used through `ssh -F`): a `Host name` block
 // with its Port per host, then `Host *` with the job's identity, the pinned
-// known_hosts and strict, non-interactive settings.
+// known_hosts and strict, non-interactive settings. Hosts with port 0 (the
+// launcher) get no block.
 struct SshClientPaths {
   std::string identity_file;
   std::string known_hosts;

@@ -78,24 +78,27 @@ void WriteFile(const std::string& path, const std::string& text, mode_t mode) {
   ASSERT_TRUE(WriteFileAtomically(path, text, mode).ok()) << path;
 }
 
-std::vector<MpiHost> ThreeHosts() {
-  return {{"pod-0", "job-worker-0.job.default.svc", 2, 2222, kKey1},
+// The launcher hosting slots (port 0, no key: not reached over SSH), then
+// three workers.
+std::vector<MpiHost> JobHosts() {
+  return {{"launcher", "job-launcher-0.job.default.svc", 1, 0, ""},
+          {"pod-0", "job-worker-0.job.default.svc", 2, 2222, kKey1},
           {"pod-1", "job-worker-1.job.default.svc", 2, 22, kKey2},
           {"pod-2", "10.200.0.13", 2, 2222, kKey3}};
 }
 
-TEST(Formats, OpenMpiHostfile) { ExpectGolden("hostfile", OpenMpiHostfile(ThreeHosts())); }
+TEST(Formats, OpenMpiHostfile) { ExpectGolden("hostfile", OpenMpiHostfile(JobHosts())); }
 
-TEST(Formats, HydraHostfile) { ExpectGolden("hydra_hostfile", HydraHostfile(ThreeHosts())); }
+TEST(Formats, HydraHostfile) { ExpectGolden("hydra_hostfile", HydraHostfile(JobHosts())); }
 
 TEST(Formats, KnownHostsBracketsOnlyNonDefaultPorts) {
-  ExpectGolden("known_hosts", KnownHosts(ThreeHosts()));
+  ExpectGolden("known_hosts", KnownHosts(JobHosts()));
 }
 
 TEST(Formats, SshClientConfig) {
-  ExpectGolden("ssh_config", SshClientConfig(ThreeHosts(), {"/tmp/trainlet-0/job/launcher/id",
-                                                            "/tmp/trainlet-0/job/launcher/"
-                                                            "known_hosts"}));
+  ExpectGolden("ssh_config", SshClientConfig(JobHosts(), {"/tmp/trainlet-0/job/launcher/id",
+                                                          "/tmp/trainlet-0/job/launcher/"
+                                                          "known_hosts"}));
 }
 
 TEST(Formats, SshClientConfigQuotesSpacesAndEscapesTokens) {
@@ -106,17 +109,17 @@ TEST(Formats, SshClientConfigQuotesSpacesAndEscapesTokens) {
 
 TEST(Formats, DiscoverHosts) {
   ExpectGolden("discover_hosts.sh", DiscoverHostsScript("/tmp/trainlet-0/job/launcher/hosts"));
-  ExpectGolden("discover_hosts_list", DiscoverHostsList(ThreeHosts()));
+  ExpectGolden("discover_hosts_list", DiscoverHostsList(JobHosts()));
 }
 
 TEST(Formats, DiscoverHostsScriptPrintsTheLiveFile) {
   TempDir dir;
   const std::string list = dir.File("it's hosts");
   WriteFile(dir.File("discover.sh"), DiscoverHostsScript(list), 0755);
-  WriteFile(list, DiscoverHostsList(ThreeHosts()), 0644);
+  WriteFile(list, DiscoverHostsList(JobHosts()), 0644);
   std::string output;
   ASSERT_EQ(RunShell(ShellQuote(dir.File("discover.sh")), &output), 0) << output;
-  EXPECT_EQ(output, DiscoverHostsList(ThreeHosts()));
+  EXPECT_EQ(output, DiscoverHostsList(JobHosts()));
   WriteFile(list, "only-one:4\n", 0644);
   ASSERT_EQ(RunShell(ShellQuote(dir.File("discover.sh")), &output), 0) << output;
   EXPECT_EQ(output, "only-one:4\n");

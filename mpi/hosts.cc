@@ -68,11 +68,14 @@ absl::Status ValidateHosts(const std::vector<MpiHost>& hosts) {
           host, absl::StrCat("slots ", host.slots, " for \"", host.name, "\" is out of range 1..",
                              kMaxSlots, "; check the worker's --nproc-per-node"));
     }
-    if (host.port < 1 || host.port > 65535) {
+    // The launcher, when it hosts slots, is not reached over SSH: no port, no key.
+    const bool local = host.port == 0 && host.host_public_key.empty();
+    if (!local && (host.port < 1 || host.port > 65535)) {
       return HostError(host, absl::StrCat("sshd port ", host.port, " for \"", host.name,
-                                          "\" is out of range 1..65535"));
+                                          "\" is out of range 1..65535 (0 only for the "
+                                          "launcher, which has no host key)"));
     }
-    if (!IsValidPublicKeyLine(host.host_public_key)) {
+    if (!local && !IsValidPublicKeyLine(host.host_public_key)) {
       return HostError(host, absl::StrCat("host key \"", SafeForLog(host.host_public_key, 96),
                                           "\" for \"", host.name,
                                           "\" is not \"<type> <base64>\" with type ssh-ed25519, "

@@ -27,8 +27,8 @@ struct MpiHost {
   std::string node_id;          // for error messages
   std::string name;             // written into hostfiles: RFC 1123 name or IP literal
   int slots = 1;                // 1..kMaxSlots
-  int port = kDefaultSshPort;   // its sshd, 1..65535
-  std::string host_public_key;  // "ssh-ed25519 AAAA..." (type + base64 only)
+  int port = kDefaultSshPort;   // its sshd, 1..65535; 0 for the launcher (no sshd)
+  std::string host_public_key;  // "ssh-ed25519 AAAA..." (type + base64 only); empty iff port 0
 };
 
 // True for "<type> <base64>" with type one of ssh-ed25519,
@@ -38,8 +38,10 @@ bool IsValidPublicKeyLine(absl::string_view line);
 
 // InvalidArgument naming the node id and the bad value (escaped) for a name
 // that is not IsValidHost, slots or port out of range, a key that is not
-// IsValidPublicKeyLine, or a name given twice. Writers call it first, so
-// nothing is written when it fails.
+// IsValidPublicKeyLine, or a name given twice. A host with port 0 and an
+// empty key is the launcher itself (it hosts slots but is not reached over
+// SSH); port 0 with a key, or no key with a port, is refused. Writers call it
+// first, so nothing is written when it fails.
 absl::Status ValidateHosts(const std::vector<MpiHost>& hosts);
 
 // Sum of the hosts' slots (the job's default process count).

@@ -32,6 +32,12 @@ TEST(ValidateHosts, AcceptsNamesAddressesAndKnownKeyTypes) {
   EXPECT_TRUE(ValidateHosts({{"n", "fe80::1", 1024, 65535, kKey2}}).ok());
 }
 
+TEST(ValidateHosts, AcceptsTheLauncherWithNoPortAndNoKey) {
+  std::vector<MpiHost> hosts = TwoGoodHosts();
+  hosts.insert(hosts.begin(), {"launcher", "job-launcher-0.job.ns.svc", 1, 0, ""});
+  EXPECT_TRUE(ValidateHosts(hosts).ok());
+}
+
 // Each bad value is refused with a message naming the node and the value.
 void ExpectRefused(MpiHost bad, const std::string& value_in_message) {
   std::vector<MpiHost> hosts = TwoGoodHosts();

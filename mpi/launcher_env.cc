@@ -8,12 +8,13 @@ std::string RshArgs(const LauncherFiles& files, const std::vector<MpiHost>& host
   std::string args = absl::StrCat("-F ", files.ssh_config, " -i ", files.identity_file,
                                   " -o UserKnownHostsFile=", files.known_hosts,
                                   " -o StrictHostKeyChecking=yes -o BatchMode=yes");
-  if (hosts.empty()) return args;
-  const int port = hosts.front().port;
+  int port = 0;  // the one port of every host reached over SSH, if they agree
   for (const MpiHost& host : hosts) {
-    if (host.port != port) return args;
+    if (host.port == 0) continue;  // the launcher itself
+    if (port != 0 && host.port != port) return args;
+    port = host.port;
   }
-  absl::StrAppend(&args, " -p ", port);
+  if (port != 0) absl::StrAppend(&args, " -p ", port);
   return args;
 }
 

@@ -45,7 +45,8 @@ inline constexpr char kDefaultPath[] =
 
 // "-F <ssh_config> -i <identity> -o UserKnownHostsFile=<known_hosts>
 // -o StrictHostKeyChecking=yes -o BatchMode=yes", plus "-p N" when every host
-// listens on the same port N (per-host ports are in the ssh config). MPIs
+// with a port (not the launcher, port 0) listens on the same port N
+// (per-host ports are in the ssh config). MPIs
 // split this on whitespace, so paths must have none (state_dir.h).
 std::string RshArgs(const LauncherFiles& files, const std::vector<MpiHost>& hosts);
 

@@ -43,7 +43,8 @@ LauncherEnvInput Input(Flavor flavor, bool root) {
   input.files = {
       dir + "/hostfile",   dir + "/hydra_hostfile", dir + "/discover_hosts.sh", dir + "/hosts",
       dir + "/ssh_config", dir + "/id_ed25519",     dir + "/known_hosts",       dir + "/bin"};
-  input.hosts = {{"w0", "job-worker-0.job", 2, 2222, kKey},
+  input.hosts = {{"l", "job-launcher-0.job", 1, 0, ""},  // hosts slots, not reached over SSH
+                 {"w0", "job-worker-0.job", 2, 2222, kKey},
                  {"w1", "job-worker-1.job", 2, 2222, kKey},
                  {"w2", "job-worker-2.job", 4, 2222, kKey}};
   input.restart_count = 1;
@@ -77,9 +78,11 @@ TEST(RshArgs, PortOnlyWhenAllHostsAgree) {
   LauncherEnvInput input = Input(Flavor::kOpenMpi4, false);
   const std::string same = RshArgs(input.files, input.hosts);
   EXPECT_EQ(same.substr(same.size() - 8), " -p 2222");
-  input.hosts[1].port = 22;
+  input.hosts[2].port = 22;
   EXPECT_EQ(RshArgs(input.files, input.hosts).find("-p "), std::string::npos);
   EXPECT_EQ(RshArgs(input.files, {}).find("-p "), std::string::npos);
+  // The launcher (port 0) alone: nothing is reached over SSH, no -p 0.
+  EXPECT_EQ(RshArgs(input.files, {input.hosts[0]}).find("-p "), std::string::npos);
 }
 
 }  // namespace
