@@ -304,6 +304,34 @@ TEST_F(SshProbeTest, SilentServer_HandshakeIsBoundedByTheTimeout) {
   EXPECT_LT(took, absl::Seconds(2));
 }
 
+// libssh closes a socket given with SSH_OPTIONS_FD itself when the peer hangs
+// up inside ssh_connect (and leaves it open otherwise): the probe must close
+// it exactly once, neither leaking it nor closing a number that another
+// thread may have been given since.
+TEST_F(SshProbeTest, PeerHangsUpDuringTheHandshake_IsHandshakeAndClosesTheSocketOnce) {
+  const int listener = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(bind(listener, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+  ASSERT_EQ(listen(listener, 4), 0);
+  socklen_t len = sizeof(addr);
+  getsockname(listener, reinterpret_cast<sockaddr*>(&addr), &len);
+  std::thread hang_up([listener] {
+    const int c = accept(listener, nullptr, nullptr);
+    if (c >= 0) close(c);
+  });
+  std::unique_ptr<LibsshProber> prober = Prober("job");
+  const int fds_before = OpenFds();
+  ProbeTarget target = Target();
+  target.port = ntohs(addr.sin_port);
+  const ProbeResult r = prober->Probe(target, kSlowShell);
+  hang_up.join();
+  close(listener);
+  EXPECT_EQ(r.stage, ProbeStage::kHandshake) << r.detail;
+  EXPECT_EQ(OpenFds(), fds_before - 1);  // the listener
+}
+
 TEST_F(SshProbeTest, ParallelProbesFromSeveralThreads_AllOkAndNoDescriptorLeaks) {
   std::unique_ptr<LibsshProber> prober = Prober("job");
   prober->Probe(Target(), kSlowShell);  // first use: libssh's own set-up
