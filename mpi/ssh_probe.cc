@@ -414,7 +414,8 @@ ProbeResult LibsshProber::Probe(const ProbeTarget& target, absl::Duration timeou
     const int left = MillisLeft(deadline);
     if (left <= 0)
       return Fail(ProbeStage::kCommand,
-                  absl::StrCat(where, ": '", kReadinessCommand, "' did not finish in time"));
+                  absl::StrCat(where, ": '", kReadinessCommand,
+                               "' did not finish in time (a slow login shell?)"));
     const int n =
         ssh_channel_read_timeout(channel.get(), buffer, sizeof(buffer), 0, std::min(left, 100));
     if (n == SSH_ERROR)

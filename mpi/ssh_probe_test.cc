@@ -93,7 +93,8 @@ std::string KeygenFingerprint(const std::string& pub_path) {
 }
 
 // One sshd for the whole suite: a host key, and an authorized_keys with the
-// job key and a "forced" key whose sessions all run `exit 1`.
+// job key, a "forced" key whose sessions all run `exit 1` and a "sleeper"
+// key whose sessions hang until the client leaves (`cat`).
 class SshProbeTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
@@ -102,7 +103,7 @@ class SshProbeTest : public ::testing::Test {
     char tmpl[] = "/tmp/mpi_ready_test.XXXXXX";
     ASSERT_NE(mkdtemp(tmpl), nullptr);
     dir_ = new std::string(tmpl);
-    for (const char* name : {"host", "other_host", "job", "forced", "stranger"}) {
+    for (const char* name : {"host", "other_host", "job", "forced", "sleeper", "stranger"}) {
       ASSERT_EQ(
           system(absl::StrCat("ssh-keygen -q -t ed25519 -N '' -C ", name, " -f ", *dir_, "/", name)
                      .c_str()),
@@ -110,7 +111,8 @@ class SshProbeTest : public ::testing::Test {
     }
     WriteFile(*dir_ + "/authorized_keys",
               absl::StrCat(ReadFile(*dir_ + "/job.pub"), "command=\"exit 1\" ",
-                           ReadFile(*dir_ + "/forced.pub")));
+                           ReadFile(*dir_ + "/forced.pub"), "command=\"cat\" ",
+                           ReadFile(*dir_ + "/sleeper.pub")));
     if (geteuid() == 0) mkdir("/run/sshd", 0755);  // privilege separation
     port_ = FreePort();
     WriteFile(*dir_ + "/sshd_config", absl::StrCat("Port ", port_,
@@ -282,6 +284,15 @@ TEST_F(SshProbeTest, CommandExitingNonZero_IsCommand) {
   const ProbeResult r = Prober("forced")->Probe(Target(), kSlowShell);
   ASSERT_EQ(r.stage, ProbeStage::kCommand) << r.detail;
   EXPECT_THAT(r.detail, HasSubstr("exited with status 1"));
+}
+
+TEST_F(SshProbeTest, CommandThatHangs_IsCommandBoundedByTheTimeout) {
+  const absl::Time start = absl::Now();
+  const ProbeResult r = Prober("sleeper")->Probe(Target(), absl::Seconds(2));
+  const absl::Duration took = absl::Now() - start;
+  ASSERT_EQ(r.stage, ProbeStage::kCommand) << r.detail;
+  EXPECT_THAT(r.detail, HasSubstr("did not finish in time"));
+  EXPECT_LT(took, absl::Seconds(4));
 }
 
 TEST_F(SshProbeTest, SilentServer_HandshakeIsBoundedByTheTimeout) {
