@@ -63,7 +63,9 @@ absl::string_view Advice(ProbeStage stage) {
       return "auth: the worker's sshd refused the job key; check that the worker uses this "
              "job's keys (the same Secret or rendezvous) and runs as the same user";
     case ProbeStage::kCommand:
-      return "command: logging in works but `true` did not run; check the login shell, a "
+      return "command: logging in works but `true` did not run, or not in time; check the "
+             "login shell and its start-up files (bash runs ~/.bashrc for ssh commands: a slow "
+             "conda or pyenv init there delays every probe and every mpirun launch), a "
              "ForceCommand, and the worker's sshd log";
   }
   return "";

@@ -3,6 +3,18 @@
 // probe of each worker succeeds (name resolves, port answers, pinned host key,
 // job key accepted, `true` runs).
 //
+// The states of one worker within a Wait:
+//
+//               (a thread is free)            kOk
+//   PENDING ------------------------> PROBING ------> OK  (stays OK)
+//                                      ^   |
+//              (its backoff is over)   |   | any other stage
+//                                      |   v
+//                                     BACKOFF
+//
+//   PENDING, PROBING, BACKOFF --(the bound passes)--> FAILED: DeadlineExceeded
+//   any state ------------------------(Cancel)-----> CANCELLED: Cancelled
+//
 // Each pending worker is probed, and a failed one is probed again after an
 // exponential backoff (min_backoff doubling up to max_backoff, counted from
 // the start of the failed attempt, so a probe that timed out is retried at

@@ -191,23 +191,20 @@ ProbeResult Connect(const std::vector<Address>& addresses, int port, absl::Time 
 
 // ---- libssh helpers ---------------------------------------------------------
 
+// A socket given with SSH_OPTIONS_FD is libssh's (0.10) from ssh_connect on,
+// but it closes it only when the connection breaks inside one of its calls
+// (the peer hangs up during the handshake, say), and then forgets it
+// (ssh_get_fd says SSH_INVALID_SOCKET); ssh_disconnect and ssh_free leave it
+// open. So the deleter closes what the session still holds, and never a
+// number libssh already closed: another thread may have been given it since.
+// Before ssh_connect, the caller closes the socket itself.
 struct SessionDeleter {
   void operator()(ssh_session s) const {
+    const socket_t fd = ssh_get_fd(s);
     ssh_disconnect(s);
     ssh_free(s);
+    if (fd != SSH_INVALID_SOCKET) close(fd);
   }
-};
-// libssh (0.10) never closes a socket given with SSH_OPTIONS_FD: the caller
-// closes it, after the session that uses it is gone.
-class SocketCloser {
- public:
-  explicit SocketCloser(int fd) : fd_(fd) {}
-  ~SocketCloser() { close(fd_); }
-  SocketCloser(const SocketCloser&) = delete;
-  SocketCloser& operator=(const SocketCloser&) = delete;
-
- private:
-  const int fd_;
 };
 struct KeyDeleter {
   void operator()(ssh_key k) const { ssh_key_free(k); }
@@ -336,9 +333,11 @@ ProbeResult LibsshProber::Probe(const ProbeTarget& target, absl::Duration timeou
   if (ProbeResult r = Connect(addresses, target.port, deadline, &fd); r.stage != ProbeStage::kOk)
     return r;
 
-  const SocketCloser socket_closer(fd);  // declared first: outlives the session
   Session session(ssh_new());
-  if (!session) return Fail(ProbeStage::kHandshake, "could not allocate an SSH session");
+  if (!session) {
+    close(fd);
+    return Fail(ProbeStage::kHandshake, "could not allocate an SSH session");
+  }
   int verbosity = SSH_LOG_NOLOG;
   bool process_config = false;  // never ~/.ssh/config or /etc/ssh/ssh_config
   int port = target.port;
@@ -350,14 +349,16 @@ ProbeResult LibsshProber::Probe(const ProbeTarget& target, absl::Duration timeou
   ssh_options_set(session.get(), SSH_OPTIONS_USER, user_.c_str());
   ssh_options_set(session.get(), SSH_OPTIONS_KNOWNHOSTS, "/dev/null");
   ssh_options_set(session.get(), SSH_OPTIONS_GLOBAL_KNOWNHOSTS, "/dev/null");
-  if (ssh_options_set(session.get(), SSH_OPTIONS_HOSTKEYS, algorithms.c_str()) != SSH_OK)
+  if (ssh_options_set(session.get(), SSH_OPTIONS_HOSTKEYS, algorithms.c_str()) != SSH_OK) {
+    close(fd);
     return Fail(ProbeStage::kHostKey,
                 absl::StrCat("the pinned host key's type '", SafeForLog(pinned_type, 40),
                              "' is not supported"));
-  ssh_options_set(session.get(), SSH_OPTIONS_FD, &fd);
+  }
   const std::string where = absl::StrCat(SafeForLog(target.name, kMaxNameInDetail), ":", port);
-
   SetTimeout(session.get(), deadline);
+  // From here on the session's deleter closes the socket (see SessionDeleter).
+  ssh_options_set(session.get(), SSH_OPTIONS_FD, &fd);
   if (ssh_connect(session.get()) != SSH_OK)
     return Fail(ProbeStage::kHandshake, absl::StrCat(where, ": ", SshError(session.get())));
 
@@ -413,7 +414,8 @@ ProbeResult LibsshProber::Probe(const ProbeTarget& target, absl::Duration timeou
     const int left = MillisLeft(deadline);
     if (left <= 0)
       return Fail(ProbeStage::kCommand,
-                  absl::StrCat(where, ": '", kReadinessCommand, "' did not finish in time"));
+                  absl::StrCat(where, ": '", kReadinessCommand,
+                               "' did not finish in time (a slow login shell?)"));
     const int n =
         ssh_channel_read_timeout(channel.get(), buffer, sizeof(buffer), 0, std::min(left, 100));
     if (n == SSH_ERROR)

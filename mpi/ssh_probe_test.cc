@@ -93,7 +93,8 @@ std::string KeygenFingerprint(const std::string& pub_path) {
 }
 
 // One sshd for the whole suite: a host key, and an authorized_keys with the
-// job key and a "forced" key whose sessions all run `exit 1`.
+// job key, a "forced" key whose sessions all run `exit 1` and a "sleeper"
+// key whose sessions hang until the client leaves (`cat`).
 class SshProbeTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
@@ -102,7 +103,7 @@ class SshProbeTest : public ::testing::Test {
     char tmpl[] = "/tmp/mpi_ready_test.XXXXXX";
     ASSERT_NE(mkdtemp(tmpl), nullptr);
     dir_ = new std::string(tmpl);
-    for (const char* name : {"host", "other_host", "job", "forced", "stranger"}) {
+    for (const char* name : {"host", "other_host", "job", "forced", "sleeper", "stranger"}) {
       ASSERT_EQ(
           system(absl::StrCat("ssh-keygen -q -t ed25519 -N '' -C ", name, " -f ", *dir_, "/", name)
                      .c_str()),
@@ -110,7 +111,8 @@ class SshProbeTest : public ::testing::Test {
     }
     WriteFile(*dir_ + "/authorized_keys",
               absl::StrCat(ReadFile(*dir_ + "/job.pub"), "command=\"exit 1\" ",
-                           ReadFile(*dir_ + "/forced.pub")));
+                           ReadFile(*dir_ + "/forced.pub"), "command=\"cat\" ",
+                           ReadFile(*dir_ + "/sleeper.pub")));
     if (geteuid() == 0) mkdir("/run/sshd", 0755);  // privilege separation
     port_ = FreePort();
     WriteFile(*dir_ + "/sshd_config", absl::StrCat("Port ", port_,
@@ -284,6 +286,15 @@ TEST_F(SshProbeTest, CommandExitingNonZero_IsCommand) {
   EXPECT_THAT(r.detail, HasSubstr("exited with status 1"));
 }
 
+TEST_F(SshProbeTest, CommandThatHangs_IsCommandBoundedByTheTimeout) {
+  const absl::Time start = absl::Now();
+  const ProbeResult r = Prober("sleeper")->Probe(Target(), absl::Seconds(2));
+  const absl::Duration took = absl::Now() - start;
+  ASSERT_EQ(r.stage, ProbeStage::kCommand) << r.detail;
+  EXPECT_THAT(r.detail, HasSubstr("did not finish in time"));
+  EXPECT_LT(took, absl::Seconds(4));
+}
+
 TEST_F(SshProbeTest, SilentServer_HandshakeIsBoundedByTheTimeout) {
   // Accepts TCP connections (the kernel does) but never says a word.
   const int s = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
@@ -302,6 +313,34 @@ TEST_F(SshProbeTest, SilentServer_HandshakeIsBoundedByTheTimeout) {
   close(s);
   EXPECT_EQ(r.stage, ProbeStage::kHandshake) << r.detail;
   EXPECT_LT(took, absl::Seconds(2));
+}
+
+// libssh closes a socket given with SSH_OPTIONS_FD itself when the peer hangs
+// up inside ssh_connect (and leaves it open otherwise): the probe must close
+// it exactly once, neither leaking it nor closing a number that another
+// thread may have been given since.
+TEST_F(SshProbeTest, PeerHangsUpDuringTheHandshake_IsHandshakeAndClosesTheSocketOnce) {
+  const int listener = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(bind(listener, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+  ASSERT_EQ(listen(listener, 4), 0);
+  socklen_t len = sizeof(addr);
+  getsockname(listener, reinterpret_cast<sockaddr*>(&addr), &len);
+  std::thread hang_up([listener] {
+    const int c = accept(listener, nullptr, nullptr);
+    if (c >= 0) close(c);
+  });
+  std::unique_ptr<LibsshProber> prober = Prober("job");
+  const int fds_before = OpenFds();
+  ProbeTarget target = Target();
+  target.port = ntohs(addr.sin_port);
+  const ProbeResult r = prober->Probe(target, kSlowShell);
+  hang_up.join();
+  close(listener);
+  EXPECT_EQ(r.stage, ProbeStage::kHandshake) << r.detail;
+  EXPECT_EQ(OpenFds(), fds_before - 1);  // the listener
 }
 
 TEST_F(SshProbeTest, ParallelProbesFromSeveralThreads_AllOkAndNoDescriptorLeaks) {
