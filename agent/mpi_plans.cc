@@ -335,6 +335,9 @@ void MpiLauncherPlan::Prepare(const v1::Assignment& assignment, Ready ready) {
               << "; waiting until every worker is reachable over SSH";
   mpi::ReadinessOptions ro;
   ro.timeout = config_.ready_timeout;
+  // An ok probe runs the worker's login shell, whose start-up files (conda,
+  // pyenv) may take seconds: allow them, within the bound.
+  ro.attempt_timeout = std::min(absl::Seconds(15), config_.ready_timeout);
   waiter_ = std::make_unique<mpi::ReadinessWaiter>(prober_.get(), clock_, ro);
   std::vector<launcher::ProcessSpec> specs = CommandSpec(assignment, hosts);
   const absl::Time started = clock_->Now();
@@ -357,9 +360,16 @@ void MpiLauncherPlan::Prepare(const v1::Assignment& assignment, Ready ready) {
 }
 
 void MpiLauncherPlan::CancelPrepare() {
-  if (waiter_) waiter_->Cancel();
+  if (waiter_) waiter_->Cancel();  // Wait() returns at once ...
   if (ready_thread_.joinable()) ready_thread_.join();
-  waiter_.reset();
+  if (waiter_) {
+    // ... but probes in flight end only at their attempt timeout, and the
+    // waiter's destructor joins them: not on the agent's thread (a stop
+    // must not wait for a probe). The prober lives until they are done.
+    std::thread([waiter = std::move(waiter_), prober = prober_]() mutable {
+      waiter.reset();
+    }).detach();
+  }
 }
 
 void MpiLauncherPlan::OnReportResponse(const v1::ReportResponse& response) {

@@ -86,7 +86,7 @@ class MpiLauncherPlan : public LaunchPlan {
   const bool give_terminal_;
   mpi::Flavor flavor_ = mpi::Flavor::kUnknown;
   std::string real_ssh_;  // "" when no ssh client is in PATH.
-  std::unique_ptr<mpi::SshProber> prober_;
+  std::shared_ptr<mpi::SshProber> prober_;
   std::unique_ptr<mpi::ReadinessWaiter> waiter_;
   std::thread ready_thread_;
   std::optional<int> exit_override_;

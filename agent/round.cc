@@ -289,12 +289,23 @@ void RoundMachine::OnJoinAnswered(const JoinAnswered& e, Actions* out) {
 
   SetLogPrefix(absl::StrFormat("node=%s rank=%d inc=%08x", options_.me.node_id(), a.node_rank(),
                                static_cast<uint32_t>(options_.me.incarnation() >> 32)));
-  TLOG(kInfo) << absl::StrFormat(
-      "round %d: node rank %d of %d, world size %d, master %s:%d, restart %d; starting %d "
-      "worker(s) (ranks %d..%d)",
-      a.round(), a.node_rank(), a.nnodes(), a.world_size(), Quoted(a.master_addr()),
-      a.master_port(), a.restart_count(), a.self().local_world_size(), a.self().first_global_rank(),
-      a.self().first_global_rank() + a.self().local_world_size() - 1);
+  if (options_.role == v1::ROLE_MPI_LAUNCHER) {
+    TLOG(kInfo) << absl::StrFormat("round %d: %d nodes, %d MPI slot(s) in all, restart %d",
+                                   a.round(), a.nnodes(), a.world_size(), a.restart_count());
+  } else if (options_.role == v1::ROLE_MPI_WORKER) {
+    TLOG(kInfo) << absl::StrFormat(
+        "round %d: node rank %d of %d, restart %d; hosting %d slot(s) for the launcher's MPI "
+        "ranks",
+        a.round(), a.node_rank(), a.nnodes(), a.restart_count(), a.self().local_world_size());
+  } else {
+    TLOG(kInfo) << absl::StrFormat(
+        "round %d: node rank %d of %d, world size %d, master %s:%d, restart %d; starting %d "
+        "worker(s) (ranks %d..%d)",
+        a.round(), a.node_rank(), a.nnodes(), a.world_size(), Quoted(a.master_addr()),
+        a.master_port(), a.restart_count(), a.self().local_world_size(),
+        a.self().first_global_rank(),
+        a.self().first_global_rank() + a.self().local_world_size() - 1);
+  }
 
   // The stream first, so that no directive about this round is missed.
   v1::WatchRequest w;

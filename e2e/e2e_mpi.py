@@ -100,7 +100,7 @@ class MpiJobTest(E2ETestCase):
         program = mpi_support.build_mpi_program(flavor)
         self.cluster()
         workers = [self.start_worker(w) for w in WORKERS]
-        launcher = self.start_launcher(command_for(program), extra=["--placement-timeout", "1s"])
+        launcher = self.start_launcher(command_for(program), extra=["--placement-timeout", "3s"])
         self.assertEqual(launcher.wait(timeout), 0, self.describe_all())
         for w in workers:
             self.assertEqual(w.wait(15), 0, self.describe_all())
@@ -109,7 +109,7 @@ class MpiJobTest(E2ETestCase):
     # -- tests --
 
     def test_openmpi4_allreduce_on_every_worker(self):
-        launcher = self.run_job("openmpi", lambda p: ["mpirun", "-np", str(NP), p, "2"])
+        launcher = self.run_job("openmpi", lambda p: ["mpirun", "-np", str(NP), p, "6"])
         self.assert_ranks_on_every_worker(launcher.stdout)
         self.assertIn("MPI: openmpi", launcher.stderr)
         self.assertIn("placement verified", launcher.stderr)
@@ -140,7 +140,7 @@ class MpiJobTest(E2ETestCase):
         workers = [self.start_worker(w, env=env) for w in WORKERS]
         launcher = self.start_launcher(
             ["mpirun", "-np", str(NP), "sh", "-c",
-             'echo "ENV $(hostname) $NCCL_DEBUG|$E2E_POD_VAR|${PATH%%%%:*}"'])
+             'echo "ENV $(hostname) $NCCL_DEBUG|$E2E_POD_VAR|${PATH%%:*}"'])
         self.assertEqual(launcher.wait(60), 0, self.describe_all())
         lines = [l for l in launcher.stdout.splitlines() if l.startswith("ENV ")]
         self.assertEqual(len(lines), NP, launcher.stdout)

@@ -123,6 +123,7 @@ Supervisor::~Supervisor() {
   // The workers first (as before: their groups, and their orphans), then the
   // helpers, then whatever else is still our child.
   ForgetWorkers();
+  tearing_down_ = true;  // helpers now end for good: no restart, no warning.
   for (auto& helper : helpers_) {
     Process& p = helper->process;
     if (p.pid > 0 && !p.reaped) kill(-p.pid, SIGKILL);
@@ -397,7 +398,11 @@ void Supervisor::OnHelperReaped(Helper* h, int status) {
   exit.name = p.spec.name;
   exit.pid = p.pid;
   exit.exit_code = ExitCodeFromWaitStatus(status);
-  exit.will_restart = ShouldRestart(p.spec.restart, exit.exit_code);
+  exit.will_restart = !tearing_down_ && ShouldRestart(p.spec.restart, exit.exit_code);
+  if (tearing_down_) {
+    TLOG(kDebug) << "helper " << p.spec.name << " pid=" << p.pid << " stopped";
+    return;
+  }
   std::string next = "; not restarting";
   if (exit.will_restart) {
     const absl::Duration delay = h->backoff.NextDelay(MonotonicNow() - p.started);

@@ -224,6 +224,7 @@ class Supervisor : public WorkerGroup {
   GonePhase gone_phase_ = GonePhase::kIdle;
   absl::Time orphan_deadline_ = absl::InfiniteFuture();
   std::set<pid_t> orphans_seen_;  // logged already
+  bool tearing_down_ = false;     // the destructor runs: helpers are not restarted.
   bool warned_no_proc_ = false;
   bool flush_before_exit_ = false;
   std::unique_ptr<OutputWriter> stdout_writer_;
