@@ -140,6 +140,17 @@ def parse_sum(stdout):
     return (int(m.group(1)), int(m.group(2))) if m else None
 
 
+def check_sum(stdout):
+    """The sum from rank 0's "allreduce sum=S expected=E" line; AssertionError
+    (quoting the output's tail) when the line is missing or S != E."""
+    got = parse_sum(stdout)
+    if got is None:
+        raise AssertionError("no 'allreduce sum=' line in the output:\n" + stdout[-2000:])
+    if got[0] != got[1]:
+        raise AssertionError("allreduce sum=%d expected=%d" % got)
+    return got[0]
+
+
 def check_run(stdout, np, hosts=None):
     """What is wrong with one run's stdout, as a list of messages (empty when
     it is right): every rank 0..np-1 printed once, the sum line is there and
@@ -185,13 +196,31 @@ def ssh_keys(state_dir):
     return paths
 
 
-def ssh_args(key, port=2222, connect_timeout=5):
+def ssh_args(key, port=2222, connect_timeout=5, known_hosts=None):
     """The ssh client options of a bare baseline run: the port, the key, and
-    no host key pinning (StrictHostKeyChecking=no, known_hosts /dev/null),
-    as users commonly do by hand. One string, for *_rsh_args variables."""
-    return ("-p %d -i %s -o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null "
-            "-o LogLevel=ERROR -o BatchMode=yes -o ConnectTimeout=%d"
-            % (port, key, connect_timeout))
+    either no host key pinning (known_hosts None: StrictHostKeyChecking=no,
+    known_hosts /dev/null, as users commonly do by hand) or the host keys
+    pinned by `known_hosts` (StrictHostKeyChecking=yes; write_known_hosts).
+    One string, for *_rsh_args variables."""
+    if known_hosts is None:
+        pin = "-o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null"
+    else:
+        pin = "-o StrictHostKeyChecking=yes -o UserKnownHostsFile=%s" % known_hosts
+    return ("-p %d -i %s %s -o LogLevel=ERROR -o BatchMode=yes -o ConnectTimeout=%d"
+            % (port, key, pin, connect_timeout))
+
+
+def write_known_hosts(path, names, hostkey_pub, port=2222):
+    """Writes a known_hosts pinning `hostkey_pub` (the path of a host's
+    public key, e.g. ssh_keys(state)["hostkey"] + ".pub") for every name in
+    `names` on `port` ("[name]:port key" lines); returns path."""
+    with open(hostkey_pub) as f:
+        fields = f.read().split()
+    key = " ".join(fields[:2])
+    pattern = "%s" if port == 22 else "[%s]:" + str(port)
+    with open(path, "w") as f:
+        f.write("".join("%s %s\n" % (pattern % n, key) for n in names))
+    return path
 
 
 def write_sshd_config(state_dir, port=2222):
@@ -285,7 +314,8 @@ def write_hostfile(path, flavor, hosts_slots):
     return path
 
 
-def bare_mpirun_argv(flavor, hostfile, np, key, program, port=2222, hostfile_via=None):
+def bare_mpirun_argv(flavor, hostfile, np, key, program, port=2222, hostfile_via=None,
+                     known_hosts=None):
     """(argv, env) of a bare launcher run on the launcher host, as a user
     would write it: `program` (a list) started as np ranks over `hostfile`,
     ssh with `key` to `port` (ssh_args). env holds only the variables to add
@@ -302,12 +332,13 @@ def bare_mpirun_argv(flavor, hostfile, np, key, program, port=2222, hostfile_via
                  with more it fails with "not enough slots", rc 1).
     The ssh options go in OMPI_MCA_plm_rsh_args (4), PRTE_MCA_plm_ssh_args (5)
     or HYDRA_LAUNCHER_EXTRA_ARGS (hydra; mpi-operator's HYDRA_LAUNCH_EXTRA_ARGS
-    is not a name hydra 4.0 reads)."""
+    is not a name hydra 4.0 reads). known_hosts: as in ssh_args (None: no
+    pinning)."""
     _check_flavor(flavor)
     via = hostfile_via or ("env" if flavor == "openmpi5" else "flag")
     if via not in ("flag", "env", "orte-env"):
         raise ValueError("hostfile_via %r: use flag, env or orte-env" % via)
-    ssh = ssh_args(key, port)
+    ssh = ssh_args(key, port, known_hosts=known_hosts)
     env = {}
     if flavor == "mpich":
         argv = ["mpiexec.hydra", "-launcher", "ssh", "-np", str(np)]
