@@ -8,7 +8,9 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "agent/worker_env.h"
+#include "common/exit_codes.h"
 #include "common/logging.h"
+#include "launcher/command_resolver.h"
 
 namespace trainlet::agent {
 namespace {
@@ -37,6 +39,18 @@ RoundOptions RoundOptionsFrom(const RunConfig& config, uint64_t incarnation, int
   o.grace_period = config.grace_period;
   o.join_timeout = config.join_timeout;
   return o;
+}
+
+int ExitCodeForPlanError(const absl::Status& status) {
+  switch (status.code()) {
+    case absl::StatusCode::kDeadlineExceeded:
+      return kExitUnavailable;
+    case absl::StatusCode::kInvalidArgument:
+    case absl::StatusCode::kFailedPrecondition:
+      return kExitConfig;
+    default:
+      return launcher::ExitCodeForSpawnError(status);
+  }
 }
 
 void TorchrunPlan::Prepare(const v1::Assignment& assignment, Ready ready) {
@@ -178,9 +192,11 @@ void Agent::StartPrepared() {
     return;  // none, or of a round that was stopped meanwhile.
   }
   preparing_round_ = 0;
-  absl::Status started =
-      prepared->specs.ok() ? seams_.workers->Start(*prepared->specs) : prepared->specs.status();
-  Feed(WorkersStarted{started});
+  if (!prepared->specs.ok()) {
+    Feed(WorkersStarted{prepared->specs.status(), ExitCodeForPlanError(prepared->specs.status())});
+    return;
+  }
+  Feed(WorkersStarted{seams_.workers->Start(*prepared->specs)});
 }
 
 void Agent::Execute(const std::vector<RoundAction>& actions) {

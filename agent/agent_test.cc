@@ -762,5 +762,14 @@ TEST_F(PlanTest, TickFailure_StopsTheProcesses_ExitsWithTheOverride) {
   EXPECT_THAT(workers_.signals_sent, ::testing::Contains(SIGTERM));
 }
 
+TEST(ExitCodeForPlanError, MapsCodes) {
+  EXPECT_EQ(ExitCodeForPlanError(absl::DeadlineExceededError("w1 not reachable")),
+            kExitUnavailable);
+  EXPECT_EQ(ExitCodeForPlanError(absl::InvalidArgumentError("bad host name")), kExitConfig);
+  EXPECT_EQ(ExitCodeForPlanError(absl::FailedPreconditionError("not a key")), kExitConfig);
+  EXPECT_EQ(ExitCodeForPlanError(absl::NotFoundError("mpirun")), kExitNotFound);
+  EXPECT_EQ(ExitCodeForPlanError(absl::InternalError("x")), kExitInternal);
+}
+
 }  // namespace
 }  // namespace trainlet::agent

@@ -34,6 +34,12 @@
 
 namespace trainlet::agent {
 
+// The exit code of a round whose plan could not prepare it:
+// DeadlineExceeded (the MPI workers never became reachable) -> 69;
+// InvalidArgument or FailedPrecondition (what the peers sent cannot be
+// written, a key that is not one) -> 78; otherwise as a spawn error.
+int ExitCodeForPlanError(const absl::Status& status);
+
 class LaunchPlan {
  public:
   using Ready = std::function<void(absl::StatusOr<std::vector<launcher::ProcessSpec>>)>;
@@ -41,8 +47,7 @@ class LaunchPlan {
 
   // Prepares the processes of the round `assignment` describes. `ready` runs
   // exactly once unless CancelPrepare() came first: at once, or later on
-  // another thread. Its error fails the round like a spawn error
-  // (launcher::ExitCodeForSpawnError: DeadlineExceeded -> 69, ...).
+  // another thread. Its error fails the round with ExitCodeForPlanError().
   virtual void Prepare(const ::trainlet::v1::Assignment& assignment, Ready ready) = 0;
   // The round stops before `ready` ran; when this returns it will not run.
   virtual void CancelPrepare() {}

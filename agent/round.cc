@@ -326,7 +326,7 @@ void RoundMachine::OnWorkersStarted(const WorkersStarted& e, Actions* out) {
     out->push_back(SetServing{true});
     return;
   }
-  const int code = launcher::ExitCodeForSpawnError(e.status);
+  const int code = e.exit_code != 0 ? e.exit_code : launcher::ExitCodeForSpawnError(e.status);
   TLOG(kError) << e.status.message();
   status_.last_failure = std::string(e.status.message());
   v1::ReportRequest r = NewReport(v1::ReportRequest::FAILED);

@@ -109,6 +109,8 @@ struct JoinAnswered {
 };
 struct WorkersStarted {
   absl::Status status;
+  // The exit code a failure means; 0: launcher::ExitCodeForSpawnError.
+  int exit_code = 0;
 };
 struct WorkerExited {
   launcher::ProcessExit exit;

@@ -33,6 +33,23 @@ pid_t SpawnShell(const std::string& script) {
   return pid;
 }
 
+// Spawns `sh -c "<grandchild> & echo $! > FILE; wait"` and returns the
+// child's pid, with the grandchild's in *grandchild.
+pid_t SpawnWithGrandchild(const TempDir& dir, const std::string& grandchild_command,
+                          pid_t* grandchild) {
+  const pid_t child =
+      SpawnShell(grandchild_command + " & echo $! > " + dir.File("grandchild") + "; wait");
+  EXPECT_GT(child, 0);
+  EXPECT_TRUE(WaitFor(
+      [&] {
+        std::string text = ReadFile(dir.File("grandchild"));
+        return !text.empty() && text.back() == '\n' &&
+               absl::SimpleAtoi(absl::StripAsciiWhitespace(text), grandchild);
+      },
+      kTimeout));
+  return child;
+}
+
 const ChildProcess* Find(const std::vector<ChildProcess>& children, pid_t pid) {
   for (const ChildProcess& child : children) {
     if (child.pid == pid) return &child;
@@ -43,16 +60,9 @@ const ChildProcess* Find(const std::vector<ChildProcess>& children, pid_t pid) {
 TEST(ListChildren, ListsOurChildren_NotTheirChildren) {
   TempDir dir;
   // The child runs a grandchild (sleep) and waits for it.
-  const pid_t child = SpawnShell("sleep 30 & echo $! > " + dir.File("grandchild") + "; wait");
-  ASSERT_GT(child, 0);
   pid_t grandchild = -1;
-  ASSERT_TRUE(WaitFor(
-      [&] {
-        std::string text = ReadFile(dir.File("grandchild"));
-        return !text.empty() && text.back() == '\n' &&
-               absl::SimpleAtoi(absl::StripAsciiWhitespace(text), &grandchild);
-      },
-      kTimeout));
+  const pid_t child = SpawnWithGrandchild(dir, "sleep 30", &grandchild);
+  ASSERT_GT(grandchild, 0);
   absl::StatusOr<std::vector<ChildProcess>> children = ListChildren();
   ASSERT_TRUE(children.ok()) << children.status();
   const ChildProcess* found = Find(*children, child);
@@ -81,17 +91,9 @@ TEST(ListChildren, ListsOurChildren_NotTheirChildren) {
 TEST(ListDescendants, FindsGrandchildrenInOwnSessions_NotRoot) {
   TempDir dir;
   // A grandchild in a session of its own (as an sshd session's orted is).
-  const pid_t child =
-      SpawnShell("setsid sleep 30 & echo $! > " + dir.File("grandchild") + "; wait");
-  ASSERT_GT(child, 0);
   pid_t grandchild = -1;
-  ASSERT_TRUE(WaitFor(
-      [&] {
-        std::string text = ReadFile(dir.File("grandchild"));
-        return !text.empty() && text.back() == '\n' &&
-               absl::SimpleAtoi(absl::StripAsciiWhitespace(text), &grandchild);
-      },
-      kTimeout));
+  const pid_t child = SpawnWithGrandchild(dir, "setsid sleep 30", &grandchild);
+  ASSERT_GT(grandchild, 0);
   absl::StatusOr<std::vector<pid_t>> all = ListDescendants(getpid());
   ASSERT_TRUE(all.ok()) << all.status();
   EXPECT_NE(std::find(all->begin(), all->end(), child), all->end());

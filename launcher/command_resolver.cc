@@ -80,13 +80,6 @@ int ExitCodeForSpawnError(const absl::Status& status) {
       return kExitNotExecutable;
     case absl::StatusCode::kResourceExhausted:
       return kExitOsError;
-    // A launch plan that could not prepare the round (agent/launch_plan.h):
-    // the MPI workers never became reachable, or what the peers sent cannot
-    // be written (a host name that is not one).
-    case absl::StatusCode::kDeadlineExceeded:
-      return kExitUnavailable;
-    case absl::StatusCode::kInvalidArgument:
-      return kExitConfig;
     default:
       return kExitInternal;
   }

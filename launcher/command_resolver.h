@@ -27,9 +27,7 @@ absl::StatusOr<std::string> ResolveCommand(const std::string& command, const std
 
 // Maps a spawn error to the agent's exit code: NotFound -> 127,
 // PermissionDenied -> 126, ResourceExhausted (fork/pipe/fd limits) -> 71
-// (kExitOsError); a launch plan's DeadlineExceeded (MPI workers never
-// reachable) -> 69, InvalidArgument (a peer's host name cannot be written
-// to a hostfile) -> 78; anything else -> 70 (kExitInternal).
+// (kExitOsError), anything else -> 70 (kExitInternal).
 int ExitCodeForSpawnError(const absl::Status& status);
 
 }  // namespace launcher

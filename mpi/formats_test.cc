@@ -17,9 +17,13 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "mpi/keys.h"
+#include "mpi/testing/test_util.h"
 
 namespace trainlet::mpi {
 namespace {
+
+using ::trainlet::mpi::testing::ExpectGolden;
+using ::trainlet::mpi::testing::RunShell;
 
 using ::testing::HasSubstr;
 
@@ -29,33 +33,6 @@ constexpr char kKey2[] =
     "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIJqDUZrtysrbMoDu7US0nnFCQ/kK0INFNS103K3eJFMw";
 constexpr char kKey3[] =
     "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIAb6+dAz81AE7OCQhXJwPfXtJUDHILyZQevgAKkgjBkk";
-
-// Compares `actual` with mpi/testdata/<name>; TRAINLET_UPDATE_GOLDEN=1 rewrites it instead.
-void ExpectGolden(const std::string& name, const std::string& actual) {
-  const std::string path = absl::StrCat(TRAINLET_MPI_TESTDATA, "/", name);
-  if (getenv("TRAINLET_UPDATE_GOLDEN") != nullptr) {
-    std::ofstream(path, std::ios::binary) << actual;
-    return;
-  }
-  std::ifstream in(path, std::ios::binary);
-  ASSERT_TRUE(in.good()) << "missing golden file " << path
-                         << " (TRAINLET_UPDATE_GOLDEN=1 writes it)";
-  std::stringstream expected;
-  expected << in.rdbuf();
-  EXPECT_EQ(actual, expected.str()) << "golden file " << path;
-}
-
-// Runs `command` with /bin/sh; returns its exit status (or -1) and its output.
-int RunShell(const std::string& command, std::string* output) {
-  FILE* pipe = popen(absl::StrCat(command, " 2>&1").c_str(), "r");
-  if (pipe == nullptr) return -1;
-  output->clear();
-  char buffer[4096];
-  size_t n;
-  while ((n = fread(buffer, 1, sizeof(buffer), pipe)) > 0) output->append(buffer, n);
-  const int status = pclose(pipe);
-  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-}
 
 class TempDir {
  public:

@@ -16,23 +16,16 @@
 #include "gtest/gtest.h"
 #include "mpi/formats.h"
 #include "mpi/hosts.h"
+#include "mpi/testing/test_util.h"
 
 namespace trainlet::mpi {
 namespace {
 
+using ::trainlet::mpi::testing::ExpectGolden;
+using ::trainlet::mpi::testing::RunShell;
+
 using ::testing::HasSubstr;
 using ::testing::StartsWith;
-
-int RunShell(const std::string& command, std::string* output) {
-  FILE* pipe = popen(absl::StrCat(command, " 2>&1").c_str(), "r");
-  if (pipe == nullptr) return -1;
-  output->clear();
-  char buffer[4096];
-  size_t n;
-  while ((n = fread(buffer, 1, sizeof(buffer), pipe)) > 0) output->append(buffer, n);
-  const int status = pclose(pipe);
-  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-}
 
 std::string ReadFile(const std::string& path) {
   std::ifstream in(path, std::ios::binary);

@@ -8,26 +8,16 @@
 
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
+#include "mpi/testing/test_util.h"
 
 namespace trainlet::mpi {
 namespace {
 
+using ::trainlet::mpi::testing::ExpectGolden;
+using ::trainlet::mpi::testing::RunShell;
+
 constexpr char kKey[] =
     "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIPDfVOErM2gZofCvvxaPGM5kgVfCuOHzoGE5cueIt82t";
-
-void ExpectGolden(const std::string& name, const std::string& actual) {
-  const std::string path = absl::StrCat(TRAINLET_MPI_TESTDATA, "/", name);
-  if (getenv("TRAINLET_UPDATE_GOLDEN") != nullptr) {
-    std::ofstream(path, std::ios::binary) << actual;
-    return;
-  }
-  std::ifstream in(path, std::ios::binary);
-  ASSERT_TRUE(in.good()) << "missing golden file " << path
-                         << " (TRAINLET_UPDATE_GOLDEN=1 writes it)";
-  std::stringstream expected;
-  expected << in.rdbuf();
-  EXPECT_EQ(actual, expected.str()) << "golden file " << path;
-}
 
 // Sorted "K=V" lines.
 std::string Lines(const std::map<std::string, std::string>& env) {
