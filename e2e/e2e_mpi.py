@@ -96,11 +96,12 @@ class MpiJobTest(E2ETestCase):
             time.sleep(0.05)
         self.assertFalse(any(leftovers().values()), leftovers())
 
-    def run_job(self, flavor, command_for, timeout=60):
+    def run_job(self, flavor, command_for, timeout=60, launcher_extra=()):
         program = mpi_support.build_mpi_program(flavor)
         self.cluster()
         workers = [self.start_worker(w) for w in WORKERS]
-        launcher = self.start_launcher(command_for(program), extra=["--placement-timeout", "3s"])
+        launcher = self.start_launcher(command_for(program),
+                                       extra=["--placement-timeout", "3s"] + list(launcher_extra))
         self.assertEqual(launcher.wait(timeout), 0, self.describe_all())
         for w in workers:
             self.assertEqual(w.wait(15), 0, self.describe_all())
@@ -125,10 +126,22 @@ class MpiJobTest(E2ETestCase):
     def test_mpich_hydra_allreduce_on_every_worker(self):
         if shutil.which("mpiexec.hydra") is None:
             self.skipTest("needs MPICH (mpiexec.hydra)")
-        launcher = self.run_job("mpich",
-                                lambda p: ["mpiexec.hydra", "-np", str(NP), p])
+        # The job key from a mounted Secret, as mpi-operator mounts it: ECDSA
+        # P-521 in PEM, mode 0644 (OpenSSH itself would refuse it).
+        secret = self.path("secret")
+        os.makedirs(secret)
+        subprocess.run(["ssh-keygen", "-q", "-t", "ecdsa", "-b", "521", "-m", "PEM", "-N", "",
+                        "-f", os.path.join(secret, "ssh-privatekey")], check=True)
+        os.chmod(os.path.join(secret, "ssh-privatekey"), 0o644)
+        launcher = self.run_job("mpich", lambda p: ["mpiexec.hydra", "-np", str(NP), p],
+                                launcher_extra=["--ssh-key-dir", secret])
         self.assert_ranks_on_every_worker(launcher.stdout)
         self.assertIn("MPI: mpich", launcher.stderr)
+        self.assertIn("job key: the one mounted in", launcher.stderr)
+        with open(os.path.join(secret, "ssh-privatekey.pub")) as f:
+            pub = " ".join(f.read().split()[:2])
+        with open(self.path("state", "w0", "authorized_keys")) as f:
+            self.assertEqual(f.read().strip(), pub)
 
     def test_session_sees_pod_environment(self):
         """orted: command not found (trainer #3427): a session gets the pod's
@@ -146,6 +159,36 @@ class MpiJobTest(E2ETestCase):
         self.assertEqual(len(lines), NP, launcher.stdout)
         for line in lines:
             self.assertTrue(line.endswith("INFO|it's \"quoted\" $x|/opt/e2e-pod-bin"), line)
+        for w in workers:
+            self.assertEqual(w.wait(15), 0, self.describe_all())
+
+    def test_dead_sshd_is_restarted(self):
+        program = mpi_support.build_mpi_program("openmpi")
+        self.cluster()
+        workers = [self.start_worker(w) for w in WORKERS]
+        pid_file = self.path("state", "w0", "sshd.pid")
+        harness.poll_until(lambda: os.path.exists(pid_file) and
+                           open(pid_file).read().strip().isdigit(), 15, what="sshd of w0")
+        with open(pid_file) as f:
+            os.kill(int(f.read()), signal.SIGKILL)
+        launcher = self.start_launcher(["mpirun", "-np", str(NP), program])
+        self.assertEqual(launcher.wait(60), 0, self.describe_all())
+        self.assert_ranks_on_every_worker(launcher.stdout)
+        self.assertIn("helper sshd", workers[0].stderr)
+        for w in workers:
+            self.assertEqual(w.wait(15), 0, self.describe_all())
+
+    def test_launcher_as_node_hosts_ranks_first(self):
+        program = mpi_support.build_mpi_program("openmpi")
+        self.cluster()
+        workers = [self.start_worker(w) for w in WORKERS]
+        launcher = self.start_launcher(["mpirun", "-np", str(NP + 2), program],
+                                       extra=["--launcher-as-node", "--nproc-per-node", "2"])
+        self.assertEqual(launcher.wait(60), 0, self.describe_all())
+        ranks = mpi_support.parse_ranks(launcher.stdout)
+        self.assertEqual(sorted(ranks), list(range(NP + 2)), launcher.stdout)
+        self.assertEqual([ranks[0], ranks[1]], ["launcher", "launcher"], launcher.stdout)
+        self.assertEqual(sorted(set(ranks.values())), ["launcher"] + WORKERS)
         for w in workers:
             self.assertEqual(w.wait(15), 0, self.describe_all())
 
