@@ -481,10 +481,17 @@ void MpiWorkerPlan::Prepare(const v1::Assignment& assignment, Ready ready) {
   for (const auto& n : assignment.nodes()) {
     if (n.role() == v1::ROLE_MPI_LAUNCHER) key = n.ssh().client_public_key();
   }
-  if (key.empty() || key.find_first_of("\r\n") != std::string::npos) {
+  if (key.empty()) {
     ready(absl::InvalidArgumentError(
         "the round has no MPI launcher with a job key: is the job's launcher running "
         "`trainlet mpi-launcher` (and this pod's --coordinator its address)?"));
+    return;
+  }
+  // Exactly "<type> <base64>": nothing else (no authorized_keys options such
+  // as command="...") may reach authorized_keys.
+  if (!mpi::IsValidPublicKeyLine(key)) {
+    ready(absl::InvalidArgumentError(absl::StrCat(
+        "the launcher's job key is not an SSH public key line: \"", SafeForLog(key, 128), "\"")));
     return;
   }
   if (key != authorized_key_) {
