@@ -11,6 +11,7 @@
 #include "common/exit_codes.h"
 #include "common/logging.h"
 #include "launcher/command_resolver.h"
+#include "launcher/signals.h"
 
 namespace trainlet::agent {
 namespace {
@@ -131,10 +132,8 @@ int Agent::Run() {
     DrainInbox();
     Feed(Tick{});
     if (!machine_.done()) {
-      if (absl::Status s = plan_->Tick(seams_.clock->Now()); !s.ok() && !plan_failed_) {
-        plan_failed_ = true;
-        TLOG(kError) << s.message();
-        seams_.workers->SignalWorkers(SIGTERM);
+      if (absl::Status s = plan_->Tick(seams_.clock->Now()); !s.ok()) {
+        Feed(LocalFailure{ExitCodeForPlanError(s), std::string(s.message())});
       }
     }
     PublishStatus();
@@ -143,10 +142,6 @@ int Agent::Run() {
   watch_.reset();
   if (!seams_.client->Flush(kFlushTimeout)) {
     TLOG(kDebug) << "some reports did not reach the coordinator before exit";
-  }
-  if (std::optional<int> code = plan_->ExitCodeOverride()) {
-    TLOG(kInfo) << "exiting with code " << *code << " instead of " << exit_code_;
-    return *code;
   }
   return exit_code_;
 }
@@ -236,12 +231,15 @@ void Agent::Execute(const std::vector<RoundAction>& actions) {
             StartPrepared();  // a plan that answered at once (`run`) starts now.
           } else if constexpr (std::is_same_v<T, SignalWorkers>) {
             if (preparing_round_ != 0) {
-              // Stopped before its processes started: nothing to signal.
-              plan_->CancelPrepare();
-              preparing_round_ = 0;
-              Feed(WorkersGone{});
+              // Nothing runs yet. A stop (SIGTERM, SIGKILL, ...) cancels the
+              // preparation; another signal (SIGUSR1) has no one to reach.
+              if (a.signal == SIGKILL || launcher::IsTerminatingSignal(a.signal)) {
+                plan_->CancelPrepare();
+                preparing_round_ = 0;
+                Feed(WorkersGone{});
+              }
             }
-            seams_.workers->SignalWorkers(a.signal);
+            if (preparing_round_ == 0) seams_.workers->SignalWorkers(a.signal);
           } else if constexpr (std::is_same_v<T, SendReport>) {
             const uint64_t round = a.request.round();
             const auto state = a.request.state();

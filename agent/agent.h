@@ -94,7 +94,6 @@ class Agent {
   bool round_started_ = false;  // a round's processes were asked for.
   // The round whose Prepare() is in flight (0: none).
   uint64_t preparing_round_ = 0;
-  bool plan_failed_ = false;  // its Tick() failed once (logged, processes stopped).
 
   absl::Mutex inbox_mu_;
   std::deque<RoundEvent> inbox_ ABSL_GUARDED_BY(inbox_mu_);

@@ -657,13 +657,11 @@ class FakePlan : public LaunchPlan {
   void EndRound() override { ++round_ends; }
   void DecorateReport(v1::ReportRequest* r) override { r->set_mpi_sessions(7); }
   absl::Status Tick(absl::Time) override { return tick_status; }
-  std::optional<int> ExitCodeOverride() const override { return override_code; }
 
   bool answer_at_once = false;
   int processes = 1;
   absl::Status error;
   absl::Status tick_status;
-  std::optional<int> override_code;
   Ready pending;
   int prepares = 0, cancels = 0, round_ends = 0;
 };
@@ -701,6 +699,19 @@ TEST_F(PlanTest, SlowPrepare_RoundHeartbeatsMeanwhile_ThenStartsWhatItYields) {
   EXPECT_EQ(client_.CountReports(v1::ReportRequest::SUCCEEDED), 1);
   for (const auto& r : client_.reports()) EXPECT_EQ(r.mpi_sessions(), 7);
   EXPECT_EQ(plan_.round_ends, 1);
+}
+
+TEST_F(PlanTest, UserSignalWhilePreparing_DoesNotCancelIt) {
+  JoinAnswers({MakeAssignment(1, 1, 2, 2, kHeartbeat)});
+  WhenIdle([&] { workers_.Signal(SIGUSR1); });
+  WhenIdle([&] { plan_.Answer(); });
+  workers_.on_start = [&](const auto&) {
+    workers_.ExitAll(0);
+    WhenIdle([&] { client_.SendDirective(JobFinished(1)); });
+  };
+  EXPECT_EQ(RunWithPlan(1), 0);
+  EXPECT_EQ(plan_.cancels, 0);
+  EXPECT_EQ(workers_.starts.size(), 1u);
 }
 
 TEST_F(PlanTest, SignalWhilePreparing_CancelsIt_NothingStarts) {
@@ -752,14 +763,18 @@ TEST_F(PlanTest, TickFailure_StopsTheProcesses_ExitsWithTheOverride) {
   JoinAnswers({MakeAssignment(1, 1, 2, 2, kHeartbeat)});
   plan_.answer_at_once = true;
   workers_.on_start = [&](const auto&) {
+    WhenIdle([&] { plan_.tick_status = absl::FailedPreconditionError("no MPI session on w1"); });
     WhenIdle([&] {
-      plan_.tick_status = absl::FailedPreconditionError("no MPI session on w1");
-      plan_.override_code = kExitConfig;
+      plan_.tick_status = absl::OkStatus();
+      client_.SendDirective(JobFailed(1));
     });
-    WhenIdle([&] { client_.SendDirective(JobFailed(1)); });
   };
   EXPECT_EQ(RunWithPlan(1), kExitConfig);
-  EXPECT_THAT(workers_.signals_sent, ::testing::Contains(SIGTERM));
+  EXPECT_THAT(workers_.signals_sent, ElementsAre(SIGTERM));
+  ASSERT_EQ(client_.CountReports(v1::ReportRequest::FAILED) >= 1, true);
+  for (const auto& r : client_.reports()) {
+    if (r.state() == v1::ReportRequest::FAILED) EXPECT_EQ(r.exit_code(), kExitConfig);
+  }
 }
 
 TEST(ExitCodeForPlanError, MapsCodes) {

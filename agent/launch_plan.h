@@ -57,12 +57,11 @@ class LaunchPlan {
   // Adds plan-specific facts to every report (heartbeats included).
   virtual void DecorateReport(::trainlet::v1::ReportRequest* report) {}
   virtual void OnReportResponse(const ::trainlet::v1::ReportResponse& response) {}
-  // Called on every turn of the executor's loop. A non-OK status stops the
-  // round's processes (SIGTERM) and makes the agent exit with
-  // ExitCodeOverride().
+  // Called on every turn of the executor's loop. A non-OK status fails the
+  // round like a failed local worker, with ExitCodeForPlanError()'s code:
+  // reported to the coordinator, processes stopped (SIGTERM, SIGKILL after
+  // the grace period). Return it once per round.
   virtual absl::Status Tick(absl::Time now) { return absl::OkStatus(); }
-  // The exit code to use instead of the round's, once Tick() failed.
-  virtual std::optional<int> ExitCodeOverride() const { return std::nullopt; }
 };
 
 // `trainlet run`: COMMAND x local world size, with the framework env.

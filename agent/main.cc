@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <iostream>
 #include <map>
 #include <string>
@@ -149,7 +150,12 @@ int main(int argc, char** argv) {
       std::cerr << "trainlet " << command << ": " << s.message() << "\n";
       return trainlet::kExitOsError;
     }
-    return trainlet::agent::RunMpi(*config, env);
+    const int code = trainlet::agent::RunMpi(*config, env);
+    // A readiness probe cancelled by a stop may still be inside libssh on a
+    // detached thread (bounded by its attempt timeout): leave without
+    // running atexit handlers (OpenSSL's) under it.
+    std::fflush(nullptr);
+    std::_Exit(code);
   }
   if (command == "coordinator") {
     auto config = trainlet::agent::ParseCoordinatorConfig(args, env);

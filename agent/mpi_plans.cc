@@ -314,6 +314,16 @@ void MpiLauncherPlan::Prepare(const v1::Assignment& assignment, Ready ready) {
     slots_by_node_.clear();
   }
   std::vector<mpi::MpiHost> hosts = MpiHostsFor(assignment);
+  for (const mpi::MpiHost& h : hosts) {
+    // "host:slots" lines (Hydra, Horovod) cannot carry an IPv6 literal.
+    if (h.name.find(':') != std::string::npos) {
+      ready(absl::InvalidArgumentError(absl::StrCat(
+          "cannot write the MPI hostfiles: node ", SafeForLog(h.node_id, 64),
+          " is known only by the IPv6 address ", SafeForLog(h.name, 64),
+          ", which host:slots files cannot hold; give it a DNS name (--advertise-addr)")));
+      return;
+    }
+  }
   if (absl::Status s = mpi::ValidateHosts(hosts); !s.ok()) {
     ready(
         absl::InvalidArgumentError(absl::StrCat("cannot write the MPI hostfiles: ", s.message())));
@@ -406,7 +416,6 @@ absl::Status MpiLauncherPlan::Tick(absl::Time now) {
       "auto), or COMMAND names another hostfile or too small a -np (use $TRAINLET_HOSTFILE "
       "and -np $TRAINLET_NP)");
   if (config_.require_placement) {
-    exit_override_ = kExitConfig;
     return absl::FailedPreconditionError(
         absl::StrCat(message, "; --require-placement: stopping the job"));
   }
@@ -419,7 +428,16 @@ absl::Status MpiLauncherPlan::Tick(absl::Time now) {
 absl::StatusOr<std::unique_ptr<MpiWorkerPlan>> MpiWorkerPlan::Create(
     const MpiConfig& config, const std::map<std::string, std::string>& base_env,
     const std::string& state_dir, launcher::Supervisor* supervisor, RoundOptions* options) {
-  std::unique_ptr<MpiWorkerPlan> plan(new MpiWorkerPlan(state_dir));
+  std::unique_ptr<MpiWorkerPlan> plan(new MpiWorkerPlan(state_dir, supervisor));
+  if (!config.ssh_key_dir.empty()) {
+    // The job's Secret is mounted here too: only its key may log in.
+    absl::StatusOr<mpi::KeyPair> mounted = mpi::LoadMountedKey(config.ssh_key_dir);
+    if (!mounted.ok()) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "--ssh-key-dir ", SafeForLog(config.ssh_key_dir, 256), ": ", mounted.status().message()));
+    }
+    plan->pinned_job_key_ = mounted->public_line;
+  }
   if (access(config.sshd.c_str(), X_OK) != 0) {
     return absl::FailedPreconditionError(
         absl::StrCat("sshd not found at ", SafeForLog(config.sshd, 256), " (", strerror(errno),
@@ -494,6 +512,12 @@ void MpiWorkerPlan::Prepare(const v1::Assignment& assignment, Ready ready) {
         "the launcher's job key is not an SSH public key line: \"", SafeForLog(key, 128), "\"")));
     return;
   }
+  if (!pinned_job_key_.empty() && key != pinned_job_key_) {
+    ready(absl::FailedPreconditionError(
+        "the launcher's job key is not the one mounted in --ssh-key-dir: refusing to let it "
+        "in (mount the same SSH Secret in the launcher and the workers)"));
+    return;
+  }
   if (key != authorized_key_) {
     if (absl::Status s = mpi::WriteFileAtomically(File("authorized_keys"), key + "\n", 0600);
         !s.ok()) {
@@ -517,11 +541,8 @@ void MpiWorkerPlan::DecorateReport(v1::ReportRequest* report) {
 }
 
 void MpiWorkerPlan::EndRound() {
-  pid_t sshd_pid = -1;
-  if (absl::StatusOr<std::string> text = ReadSmallFile(File("sshd.pid"), 64); text.ok()) {
-    if (!absl::SimpleAtoi(absl::StripAsciiWhitespace(*text), &sshd_pid)) sshd_pid = -1;
-  }
-  const int killed = KillSessions(sshd_pid, {});
+  // The supervisor's word, not sshd's pid file (stale after a crash).
+  const int killed = KillSessions(supervisor_->helper_pid("sshd"), {});
   if (killed > 0) TLOG(kInfo) << "killed " << killed << " process(es) left by MPI sessions";
 }
 

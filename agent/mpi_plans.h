@@ -69,7 +69,6 @@ class MpiLauncherPlan : public LaunchPlan {
   void CancelPrepare() override;
   void OnReportResponse(const ::trainlet::v1::ReportResponse& response) override;
   absl::Status Tick(absl::Time now) override;
-  std::optional<int> ExitCodeOverride() const override { return exit_override_; }
 
  private:
   MpiLauncherPlan(const MpiConfig& config, std::map<std::string, std::string> base_env,
@@ -89,7 +88,6 @@ class MpiLauncherPlan : public LaunchPlan {
   std::shared_ptr<mpi::SshProber> prober_;
   std::unique_ptr<mpi::ReadinessWaiter> waiter_;
   std::thread ready_thread_;
-  std::optional<int> exit_override_;
 
   absl::Mutex mu_;
   // When COMMAND of the current round was started (InfiniteFuture: not yet).
@@ -114,9 +112,14 @@ class MpiWorkerPlan : public LaunchPlan {
   void DecorateReport(::trainlet::v1::ReportRequest* report) override;
 
  private:
-  MpiWorkerPlan(std::string state_dir) : state_dir_(std::move(state_dir)) {}
+  MpiWorkerPlan(std::string state_dir, launcher::Supervisor* supervisor)
+      : state_dir_(std::move(state_dir)), supervisor_(supervisor) {}
   std::string File(const std::string& name) const { return state_dir_ + "/" + name; }
   const std::string state_dir_;
+  launcher::Supervisor* const supervisor_;  // runs sshd; knows its pid.
+  // --ssh-key-dir: the only job key this worker lets in (empty: the
+  // launcher's, whatever it is).
+  std::string pinned_job_key_;
   std::string authorized_key_;  // the launcher's job key of the current round.
 };
 

@@ -166,6 +166,8 @@ std::vector<RoundAction> RoundMachine::Handle(const RoundEvent& event) {
           OnStreamEnded(e, &out);
         } else if constexpr (std::is_same_v<T, ReportAnswered>) {
           OnReportAnswered(e, &out);
+        } else if constexpr (std::is_same_v<T, LocalFailure>) {
+          OnLocalFailure(e, &out);
         } else {
           static_assert(std::is_same_v<T, Tick>);
           OnTick(&out);
@@ -392,6 +394,22 @@ void RoundMachine::OnWorkerExited(const WorkerExited& e, Actions* out) {
   // (and tells every other node) whether the job fails or restarts.
   verdict_deadline_ = clock_->Now() + options_.verdict_timeout;
   BeginStop(absl::StrCat("worker rank ", x.global_rank, " failed"), 0, out);
+}
+
+void RoundMachine::OnLocalFailure(const LocalFailure& e, Actions* out) {
+  if (state_ != RoundState::kRunning) return;
+  running_failure_ = e.exit_code;
+  if (any_failure_ == 0) any_failure_ = e.exit_code;
+  TLOG(kError) << e.message;
+  status_.last_failure = e.message;
+  v1::ReportRequest r = NewReport(v1::ReportRequest::FAILED);
+  r.set_exit_code(e.exit_code);
+  r.set_failed_local_rank(0);
+  r.set_message(e.message.substr(0, 1024));
+  failure_report_ = r;
+  out->push_back(SendReport{std::move(r)});
+  verdict_deadline_ = clock_->Now() + options_.verdict_timeout;
+  BeginStop("the launch plan failed", 0, out);
 }
 
 void RoundMachine::OnWorkersGone(Actions* out) {

@@ -133,10 +133,17 @@ struct ReportAnswered {
   absl::Status status;
 };
 struct Tick {};  // time passed; the machine reads the clock.
+// The launch plan found the round cannot go on (the MPI launcher's
+// placement check with --require-placement): handled like a failed local
+// worker with `exit_code`.
+struct LocalFailure {
+  int exit_code = 0;
+  std::string message;
+};
 
 using RoundEvent =
     std::variant<JoinAnswered, WorkersStarted, WorkerExited, WorkersGone, SignalReceived,
-                 DirectiveReceived, StreamEnded, ReportAnswered, Tick>;
+                 DirectiveReceived, StreamEnded, ReportAnswered, Tick, LocalFailure>;
 
 // ---- Actions it asks the executor to perform.
 
@@ -251,6 +258,7 @@ class RoundMachine {
   void OnStreamEnded(const StreamEnded& e, Actions* out);
   void OnReportAnswered(const ReportAnswered& e, Actions* out);
   void OnTick(Actions* out);
+  void OnLocalFailure(const LocalFailure& e, Actions* out);
 
   void Join(Actions* out);
   // Leaves RUNNING/AWAITING for STOPPING: signals the workers (SIGTERM, or

@@ -510,6 +510,14 @@ void Coordinator::MaybeCloseRoundLocked(Actions* actions) {
   if (phase_ != Phase::kGathering || shut_down_) return;
   const int n = GatheringCountLocked();
   if (n < options_.min_nodes) return;
+  // An MPI round needs its launcher: workers alone cannot run the job.
+  bool mpi = false, launcher = false;
+  for (const auto& [id, m] : members_) {
+    if (m.ticket == 0) continue;
+    mpi |= m.join.role() != v1::ROLE_NODE;
+    launcher |= m.join.role() == v1::ROLE_MPI_LAUNCHER;
+  }
+  if (mpi && !launcher) return;
   if (min_reached_at_ == absl::InfiniteFuture()) min_reached_at_ = clock_->Now();
   // After a restart the survivors are known: once all of them are back there
   // is nobody to wait for, so the restart does not pay the last call.

@@ -897,6 +897,18 @@ class MpiCoordinatorTest : public CoordinatorTest {
   std::shared_ptr<RecordingSink> launcher_sink_, w0_sink_, w1_sink_;
 };
 
+TEST_F(MpiCoordinatorTest, RoundWithoutItsLauncherDoesNotClose) {
+  Make(2, 2);
+  v1::JoinRequest w0 = Req("w0", 1, 0, 2), w1 = Req("w1", 2, 1, 2);
+  w0.set_role(v1::ROLE_MPI_WORKER);
+  w1.set_role(v1::ROLE_MPI_WORKER);
+  auto j0 = Join(w0), j1 = Join(w1);
+  clock_.Advance(absl::Seconds(5));
+  core_->Tick();
+  EXPECT_FALSE(j0->done());
+  EXPECT_FALSE(j1->done());
+}
+
 TEST_F(MpiCoordinatorTest, LauncherWithoutSlotsJoins_EveryNodeSeesRolesAndKeys) {
   StartMpiJob();
   EXPECT_EQ(assignment_.world_size(), 4);  // the workers' slots only.
