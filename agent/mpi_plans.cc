@@ -309,6 +309,7 @@ void MpiLauncherPlan::Prepare(const v1::Assignment& assignment, Ready ready) {
     absl::MutexLock lock(&mu_);
     command_started_ = absl::InfiniteFuture();
     placement_checked_ = false;
+    placement_late_ = false;
     unplaced_.clear();
     unplaced_at_ = absl::InfinitePast();
     slots_by_node_.clear();
@@ -394,10 +395,21 @@ absl::Status MpiLauncherPlan::Tick(absl::Time now) {
   {
     absl::MutexLock lock(&mu_);
     const absl::Time due = command_started_ + config_.placement_timeout;
+    if (placement_checked_) {
+      // Warned: say so if the sessions only came late (a slow start).
+      if (placement_late_ && unplaced_.empty() && unplaced_at_ > placement_warned_at_) {
+        placement_late_ = false;
+        TLOG(kInfo) << "placement verified after all: every worker with slots has now "
+                       "received an MPI session (the warning above was a slow start)";
+      }
+      return absl::OkStatus();
+    }
     // Decide on an answer given after the deadline, not an older one.
-    if (placement_checked_ || now < due || unplaced_at_ < due) return absl::OkStatus();
+    if (now < due || unplaced_at_ < due) return absl::OkStatus();
     placement_checked_ = true;
     unplaced = unplaced_;
+    placement_late_ = !unplaced.empty() && !config_.require_placement;
+    placement_warned_at_ = unplaced_at_;
   }
   if (unplaced.empty()) {
     TLOG(kInfo) << "placement verified: every worker with slots has received an MPI session";

@@ -93,6 +93,9 @@ class MpiLauncherPlan : public LaunchPlan {
   // When COMMAND of the current round was started (InfiniteFuture: not yet).
   absl::Time command_started_ ABSL_GUARDED_BY(mu_) = absl::InfiniteFuture();
   bool placement_checked_ ABSL_GUARDED_BY(mu_) = false;
+  // Warned at the deadline; watching for the sessions arriving late.
+  bool placement_late_ ABSL_GUARDED_BY(mu_) = false;
+  absl::Time placement_warned_at_ ABSL_GUARDED_BY(mu_);
   // The last answer to the launcher's heartbeat, and when it came.
   std::vector<std::string> unplaced_ ABSL_GUARDED_BY(mu_);
   absl::Time unplaced_at_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
