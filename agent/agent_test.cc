@@ -777,6 +777,29 @@ TEST_F(PlanTest, TickFailure_StopsTheProcesses_ExitsWithTheOverride) {
   }
 }
 
+// An MPI worker has no --max-restarts of its own: the job's policy comes in
+// the assignment. A heartbeat answered "round moved on" (ABORTED) before the
+// Rejoin directive arrives is then a restart, not a lost coordinator.
+TEST_F(PlanTest, RoundMovedOnInAJobWithRestarts_RejoinsWithoutLocalPolicy) {
+  v1::Assignment first = MakeAssignment(1, 1, 2, 2, kHeartbeat);
+  first.set_max_restarts(1);
+  JoinAnswers({first, MakeAssignment(2, 1, 2, 2, kHeartbeat, 1)});
+  plan_.answer_at_once = true;
+  plan_.processes = 0;
+  bool moved_on = true;
+  client_.report_status = [&](const v1::ReportRequest& r) {
+    if (r.round() == 1 && moved_on) {
+      return absl::AbortedError("report for round 1, but the current round is 1; re-join");
+    }
+    return absl::OkStatus();
+  };
+  WhenIdle([] {});
+  WhenIdle([&] { moved_on = false; });
+  WhenIdle([&] { client_.SendDirective(JobFinished(2)); });
+  EXPECT_EQ(RunWithPlan(0), 0);
+  EXPECT_EQ(plan_.prepares, 2);
+}
+
 TEST(ExitCodeForPlanError, MapsCodes) {
   EXPECT_EQ(ExitCodeForPlanError(absl::DeadlineExceededError("w1 not reachable")),
             kExitUnavailable);

@@ -564,11 +564,14 @@ bool RoundMachine::HandleFinalError(const absl::Status& status, Actions* out) {
     // After this node's workers succeeded, a coordinator that lost the
     // round (it restarted) is a lost coordinator: exit 0. A round that moved
     // on in an elastic job is a restart everyone takes part in.
-    if (state_ == RoundState::kAwaitingVerdict && !(options_.elastic && absl::IsAborted(status))) {
+    // Whether the job restarts is the coordinator's policy (the assignment
+    // says it): an MPI worker has no --max-restarts of its own.
+    const bool restarts = options_.elastic || assignment_.max_restarts() > 0;
+    if (state_ == RoundState::kAwaitingVerdict && !(restarts && absl::IsAborted(status))) {
       CoordinatorLost(Quoted(status.message()), out);
       return true;
     }
-    if (options_.elastic) {
+    if (restarts) {
       TLOG(kWarning) << "the coordinator moved on (" << Quoted(status.message())
                      << "); stopping the workers and re-joining";
       outcome_ = Outcome::kRejoin;
