@@ -3,7 +3,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
-#include <pwd.h>
 #include <signal.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -14,7 +13,6 @@
 #include <set>
 #include <utility>
 
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/strip.h"
@@ -41,6 +39,13 @@ struct Captured {
   std::string output;  // stdout and stderr together, at most kMaxCapture bytes.
 };
 
+std::vector<std::string> EnvStrings(const std::map<std::string, std::string>& env) {
+  std::vector<std::string> out;
+  out.reserve(env.size());
+  for (const auto& [k, v] : env) out.push_back(absl::StrCat(k, "=", v));
+  return out;
+}
+
 // Runs argv (PATH-resolved by the caller) to completion with its output
 // captured; killed after kCaptureTimeout. For `mpirun --version` and `sshd
 // -t`, before the agent's loop (and its reaper) runs.
@@ -50,8 +55,7 @@ absl::StatusOr<Captured> RunCaptured(const std::vector<std::string>& argv,
   if (pipe2(pipe_fds, O_CLOEXEC) != 0) {
     return absl::ResourceExhaustedError(absl::StrCat("pipe: ", strerror(errno)));
   }
-  std::vector<std::string> env_strings;
-  for (const auto& [k, v] : env) env_strings.push_back(absl::StrCat(k, "=", v));
+  const std::vector<std::string> env_strings = EnvStrings(env);
   std::vector<char*> cargv, cenv;
   for (const std::string& a : argv) cargv.push_back(const_cast<char*>(a.c_str()));
   cargv.push_back(nullptr);
@@ -108,13 +112,6 @@ std::string PathOf(const std::map<std::string, std::string>& env) {
   return it == env.end() ? "" : it->second;
 }
 
-std::vector<std::string> EnvStrings(const std::map<std::string, std::string>& env) {
-  std::vector<std::string> out;
-  out.reserve(env.size());
-  for (const auto& [k, v] : env) out.push_back(absl::StrCat(k, "=", v));
-  return out;
-}
-
 absl::StatusOr<std::string> ReadSmallFile(const std::string& path, size_t limit) {
   std::ifstream in(path, std::ios::binary);
   if (!in) return absl::NotFoundError(absl::StrCat("cannot read ", path));
@@ -122,17 +119,6 @@ absl::StatusOr<std::string> ReadSmallFile(const std::string& path, size_t limit)
   in.read(data.data(), static_cast<std::streamsize>(limit));
   data.resize(static_cast<size_t>(in.gcount()));
   return data;
-}
-
-absl::StatusOr<std::string> UserName() {
-  struct passwd* pw = getpwuid(getuid());
-  if (pw == nullptr || pw->pw_name == nullptr || pw->pw_name[0] == '\0') {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "the running user (uid ", getuid(),
-        ") has no name in /etc/passwd: SSH logs in by name; add the user to the image's "
-        "/etc/passwd (or run as a named user)"));
-  }
-  return std::string(pw->pw_name);
 }
 
 }  // namespace
@@ -229,8 +215,9 @@ absl::StatusOr<std::unique_ptr<MpiLauncherPlan>> MpiLauncherPlan::Create(
     TLOG(kWarning) << "no ssh client in PATH: COMMAND will not reach the workers (install "
                       "openssh-client in the launcher's image)";
   }
-  absl::StatusOr<std::string> user = UserName();
-  if (!user.ok()) return user.status();
+  absl::StatusOr<std::string> user = mpi::CurrentUserName();
+  // A pod whose user sshd cannot log in is a configuration error (78).
+  if (!user.ok()) return absl::FailedPreconditionError(user.status().message());
   absl::StatusOr<std::unique_ptr<mpi::LibsshProber>> prober =
       mpi::LibsshProber::Create(key->private_pem, *user);
   if (!prober.ok()) return prober.status();
@@ -312,7 +299,6 @@ void MpiLauncherPlan::Prepare(const v1::Assignment& assignment, Ready ready) {
     placement_late_ = false;
     unplaced_.clear();
     unplaced_at_ = absl::InfinitePast();
-    slots_by_node_.clear();
   }
   std::vector<mpi::MpiHost> hosts = MpiHostsFor(assignment);
   for (const mpi::MpiHost& h : hosts) {
@@ -335,14 +321,12 @@ void MpiLauncherPlan::Prepare(const v1::Assignment& assignment, Ready ready) {
     return;
   }
   std::vector<mpi::ProbeTarget> targets;
-  int slots = 0;
   for (const auto& n : assignment.nodes()) {
     if (n.role() != v1::ROLE_MPI_WORKER) continue;
     targets.push_back({n.member().node_id(), n.addr(), n.ssh().port(), n.ssh().host_public_key()});
   }
-  for (const mpi::MpiHost& h : hosts) slots += h.slots;
-  TLOG(kInfo) << "round " << assignment.round() << ": " << targets.size() << " worker(s), " << slots
-              << " slot(s); hostfile " << File("hostfile")
+  TLOG(kInfo) << "round " << assignment.round() << ": " << targets.size() << " worker(s), "
+              << mpi::TotalSlots(hosts) << " slot(s); hostfile " << File("hostfile")
               << "; waiting until every worker is reachable over SSH";
   mpi::ReadinessOptions ro;
   ro.timeout = config_.ready_timeout;

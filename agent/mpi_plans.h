@@ -99,7 +99,6 @@ class MpiLauncherPlan : public LaunchPlan {
   // The last answer to the launcher's heartbeat, and when it came.
   std::vector<std::string> unplaced_ ABSL_GUARDED_BY(mu_);
   absl::Time unplaced_at_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
-  std::map<std::string, int> slots_by_node_ ABSL_GUARDED_BY(mu_);
 };
 
 class MpiWorkerPlan : public LaunchPlan {
