@@ -1,0 +1,42 @@
+// NVML and NCCL, loaded at run time with dlopen (never linked, never
+// dlclosed, as NCCL itself does), for the node probe (probe.h). NVML's structs
+// are declared here at their real sizes (nvml_abi.h); a missing library, a
+// missing symbol or an NVML error is data in the result, never a failure.
+//
+// Threading: every NVML call is serialised by one process-wide mutex (NVML
+// has had thread-safety bugs; NCCL does the same). Safe from any thread.
+#ifndef TRAINLET_TOPOLOGY_NVML_H_
+#define TRAINLET_TOPOLOGY_NVML_H_
+
+#include <string>
+#include <vector>
+
+#include "trainlet/v1/topology.pb.h"
+
+namespace trainlet::topology {
+
+struct NvmlOptions {
+  // What to dlopen: a soname ("libnvidia-ml.so.1", found the way the dynamic
+  // loader finds it) or a path. Empty: NVML is not read (Source SKIPPED).
+  std::string library = "libnvidia-ml.so.1";
+  bool health = true;  // also read ECC, row-remap and recovery-action counters.
+};
+
+// Reads every device NVML sees (the container's GPUs) into `gpus`, one
+// v1::Gpu each in NVML index order, with: index, uuid, name, pci_bus_id
+// (normalised to lowercase "%04x:%02x:%02x.%x"), memory_bytes, sm,
+// vendor_id/device_id, link_speed/link_width (current PCIe generation and
+// width), cpu_affinity (hex cpumap groups), nvlinks (aggregated per remote bus
+// id), health (when options.health), minor_number, source = "nvml".
+// Sets probe->nvml (status, reason, version = the driver version) and
+// probe->cuda_driver_version. Never fails; a device whose handle cannot be had
+// is skipped with a line in probe->warnings.
+void ReadNvml(const NvmlOptions& options, v1::NodeProbe* probe, std::vector<v1::Gpu>* gpus);
+
+// dlopens `library` ("libnccl.so.2" or a path) and reads ncclGetVersion into
+// out->version ("2.28.9"). Empty library: SKIPPED. Never fails.
+void ReadNcclVersion(const std::string& library, v1::Source* out);
+
+}  // namespace trainlet::topology
+
+#endif  // TRAINLET_TOPOLOGY_NVML_H_
