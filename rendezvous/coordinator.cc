@@ -8,6 +8,7 @@
 #include "absl/strings/str_format.h"
 #include "common/host_names.h"
 #include "common/logging.h"
+#include "rendezvous/colocation.h"
 #include "rendezvous/error_reason.h"
 #include "rendezvous/rank_assignment.h"
 
@@ -72,6 +73,20 @@ absl::Status CheckTopology(const v1::Topology& t) {
           "topology.gpu_uuids: each entry is 1..%d bytes of printable ASCII without spaces",
           kMaxGpuUuidLength));
     }
+  }
+  for (const auto& [field, value] :
+       {std::pair<const char*, const std::string*>{"boot_id", &t.boot_id()},
+        {"ipc_namespace", &t.ipc_namespace()}}) {
+    if (value->size() > kMaxHostIdentityLength ||
+        !IsPrintableAscii(*value, /*allow_space=*/false)) {
+      return absl::InvalidArgumentError(
+          absl::StrFormat("topology.%s: at most %d bytes of printable ASCII without spaces", field,
+                          kMaxHostIdentityLength));
+    }
+  }
+  if (t.numa_nodes() < 0 || t.numa_nodes() > kMaxNumaNodes) {
+    return absl::InvalidArgumentError(absl::StrFormat("topology.numa_nodes: expected 0..%d, got %d",
+                                                      kMaxNumaNodes, t.numa_nodes()));
   }
   if (t.nccl_version().size() > kMaxNcclVersionLength ||
       !IsPrintableAscii(t.nccl_version(), /*allow_space=*/false)) {
@@ -580,6 +595,8 @@ void Coordinator::CloseRoundLocked(Actions* actions) {
     world_size += m.join.local_world_size();
     any_wants_nodes |= m.join.want_nodes();
   }
+
+  MarkColocated(nodes);
 
   v1::Assignment common;
   common.set_coordinator_incarnation(options_.incarnation);

@@ -99,6 +99,8 @@ inline constexpr int kMaxRestartCount = 1 << 20;
 inline constexpr int kMaxGpusPerNode = 64;       // topology.gpu_uuids entries, gpu_count.
 inline constexpr size_t kMaxGpuUuidLength = 96;  // "GPU-8f6c2a4e-..." is 40.
 inline constexpr size_t kMaxNcclVersionLength = 64;
+inline constexpr size_t kMaxHostIdentityLength = 64;  // topology.boot_id, .ipc_namespace.
+inline constexpr int kMaxNumaNodes = 1024;
 inline constexpr size_t kMaxSshKeyLength = 8192;  // one OpenSSH public key line.
 // ReportRequest.message and LeaveRequest.reason are cut to this many bytes.
 inline constexpr size_t kMaxMessageLength = 1024;

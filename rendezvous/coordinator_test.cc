@@ -175,6 +175,31 @@ TEST_F(CoordinatorTest, WantNodes_GetsWholeMemberListInRankOrder) {
   EXPECT_EQ(b->assignment().nodes_size(), 0);
 }
 
+TEST_F(CoordinatorTest, ColocatedPodsGetOneNcclHostIdInTheirOwnEntry) {
+  Make(3, 3);
+  auto r0 = Req("n-0", 1, 0);
+  auto r1 = Req("n-1", 2, 1);
+  auto r2 = Req("n-2", 3, 2);
+  for (v1::JoinRequest* r : {&r0, &r1}) {
+    r->mutable_topology()->set_boot_id("machine-a");
+    r->mutable_topology()->set_ipc_namespace("ipc:[1]");
+  }
+  r2.mutable_topology()->set_boot_id("machine-b");
+  r2.mutable_topology()->set_ipc_namespace("ipc:[1]");
+  r2.set_want_nodes(true);
+  auto a = Join(r0);
+  auto b = Join(r1);
+  auto c = Join(r2);
+  ASSERT_TRUE(a->done() && b->done() && c->done());
+  EXPECT_EQ(a->assignment().self().colocated(), 2);
+  EXPECT_EQ(a->assignment().self().nccl_hostid(), "machine-a");
+  EXPECT_EQ(b->assignment().self().nccl_hostid(), "machine-a");
+  EXPECT_EQ(c->assignment().self().colocated(), 1);
+  EXPECT_EQ(c->assignment().self().nccl_hostid(), "");
+  ASSERT_EQ(c->assignment().nodes_size(), 3);
+  EXPECT_EQ(c->assignment().nodes(1).nccl_hostid(), "machine-a");
+}
+
 TEST_F(CoordinatorTest, AdvertisedAddressWinsOverPeerAddress) {
   Make(1, 1);
   auto r = Req("n", 7, 0);
@@ -616,6 +641,14 @@ TEST_F(CoordinatorTest, Join_OutOfRangeFields_AreRejectedNamingTheField) {
       {[](v1::JoinRequest* r) { r->mutable_topology()->set_gpu_count(-1); }, "topology.gpu_count"},
       {[](v1::JoinRequest* r) { r->mutable_topology()->set_nccl_version(std::string(100, 'v')); },
        "topology.nccl_version"},
+      {[](v1::JoinRequest* r) { r->mutable_topology()->set_boot_id(std::string(65, 'b')); },
+       "topology.boot_id"},
+      {[](v1::JoinRequest* r) { r->mutable_topology()->set_boot_id("boot\x1b[31m"); },
+       "topology.boot_id"},
+      {[](v1::JoinRequest* r) { r->mutable_topology()->set_ipc_namespace("ipc: [1]"); },
+       "topology.ipc_namespace"},
+      {[](v1::JoinRequest* r) { r->mutable_topology()->set_numa_nodes(-1); },
+       "topology.numa_nodes"},
       {[](v1::JoinRequest* r) { r->mutable_ssh()->set_host_public_key(std::string(9000, 'k')); },
        "ssh.host_public_key"},
       {[](v1::JoinRequest* r) { r->mutable_ssh()->set_host_public_key("ssh-ed25519 A\nB"); },
@@ -639,6 +672,9 @@ TEST_F(CoordinatorTest, Join_OutOfRangeFields_AreRejectedNamingTheField) {
     ok.mutable_topology()->add_gpu_uuids("GPU-8f6c2a4e-1b2c-4d5e-8f90-123456789abc");
   }
   ok.mutable_topology()->set_nccl_version("2.18.3");
+  ok.mutable_topology()->set_boot_id("3f1c2a4e-1b2c-4d5e-8f90-123456789abc");
+  ok.mutable_topology()->set_ipc_namespace("ipc:[4026531839]");
+  ok.mutable_topology()->set_numa_nodes(2);
   ok.mutable_ssh()->set_host_public_key("ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIG root@node-0");
   ok.mutable_ssh()->set_port(2222);
   ok.set_advertise_addr("node-0.job.default.svc");

@@ -1,0 +1,28 @@
+// Finds the pods of a closing round that share one machine, so NCCL can treat
+// them as one host: pure function, no state.
+//
+// NCCL's host hash is the hostname plus the kernel's boot_id, and a pod's
+// hostname is its own, so two pods on one node look like two hosts and lose
+// NVLink and shared memory between them (nccl #1781, #797, #324). Members
+// whose topology reports the same boot_id run on one kernel; among them, those
+// that also share an IPC namespace get NCCL_HOSTID = that boot_id (the same
+// value on each, distinct across machines). Co-located pods with separate IPC
+// namespaces are only counted: NCCL's SHM and P2P need the shared namespace,
+// and a common host id without it would make NCCL try transports that fail.
+#ifndef TRAINLET_RENDEZVOUS_COLOCATION_H_
+#define TRAINLET_RENDEZVOUS_COLOCATION_H_
+
+#include <vector>
+
+#include "trainlet/v1/rendezvous.pb.h"
+
+namespace trainlet::rendezvous {
+
+// Sets colocated and nccl_hostid on every entry of `nodes` from their
+// topology.boot_id and topology.ipc_namespace (an entry without a boot_id
+// gets colocated 0 and no host id). O(n log n) in the number of nodes.
+void MarkColocated(std::vector<trainlet::v1::NodeAssignment>& nodes);
+
+}  // namespace trainlet::rendezvous
+
+#endif  // TRAINLET_RENDEZVOUS_COLOCATION_H_
