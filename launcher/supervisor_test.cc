@@ -1,6 +1,7 @@
 #include "launcher/supervisor.h"
 
 #include <fcntl.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <sys/wait.h>
@@ -20,15 +21,18 @@
 #include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
 #include "common/exit_codes.h"
+#include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "launcher/command_resolver.h"
 #include "launcher/process_test_util.h"
 #include "launcher/signals.h"
+#include "launcher/worker_spawner.h"
 
 namespace trainlet {
 namespace launcher {
 namespace {
 
+using ::testing::HasSubstr;
 using testing::CaptureFd;
 using testing::ProcessState;
 using testing::ReadFile;
@@ -220,6 +224,51 @@ TEST_F(SupervisorTest, Worker_HasEmptySignalMaskAndNoIgnoredSignals) {
   ASSERT_TRUE(supervisor_->Start({spec}).ok());
   EXPECT_EQ(NextExit().exit_code, 0);
   EXPECT_EQ(out_.Contents(), "SigBlk:\t0000000000000000\nSigIgn:\t0000000000000000\n");
+}
+
+TEST_F(SupervisorTest, Placement_BindsCpusAndPrefersTheMemoryNode) {
+  cpu_set_t mine;
+  ASSERT_EQ(sched_getaffinity(0, sizeof(mine), &mine), 0);
+  int last = -1;
+  for (int c = 0; c < CPU_SETSIZE; ++c) {
+    if (CPU_ISSET(c, &mine)) last = c;
+  }
+  ASSERT_GE(last, 0);
+  ProcessSpec spec;
+  spec.argv = {"grep", "-E", "^(Cpus_allowed_list|Mems_allowed_list):", "/proc/self/status"};
+  spec.env = {"PATH=/usr/bin:/bin"};
+  spec.cpus = {last};
+  ASSERT_TRUE(supervisor_->Start({spec}).ok());
+  EXPECT_EQ(NextExit().exit_code, 0);
+  EXPECT_THAT(out_.Contents(), HasSubstr(absl::StrCat("Cpus_allowed_list:\t", last, "\n")));
+  if (MemoryPolicyAvailable()) {
+    // Node 0 exists on every Linux machine; the policy shows in numa_maps.
+    ProcessSpec numa;
+    numa.argv = {"sh", "-c", "head -n1 /proc/self/numa_maps"};
+    numa.env = {"PATH=/usr/bin:/bin"};
+    numa.numa_node = 0;
+    ASSERT_TRUE(supervisor_->Start({numa}).ok());
+    EXPECT_EQ(NextExit().exit_code, 0);
+    EXPECT_THAT(out_.Contents(), HasSubstr("prefer:0"));
+  }
+}
+
+TEST_F(SupervisorTest, Placement_OnCpusOutsideTheMaskFailsTheStartNamingIt) {
+  cpu_set_t mine;
+  ASSERT_EQ(sched_getaffinity(0, sizeof(mine), &mine), 0);
+  int absent = -1;
+  for (int c = 0; c < 1024; ++c) {
+    if (c >= CPU_SETSIZE || !CPU_ISSET(c, &mine)) {
+      absent = c;
+      break;
+    }
+  }
+  ProcessSpec spec = ShellWorker("exit 0");
+  spec.cpus = {absent + 4096};  // no machine here has those CPUs.
+  absl::Status s = supervisor_->Start({spec});
+  ASSERT_FALSE(s.ok());
+  EXPECT_THAT(s.message(), HasSubstr("sched_setaffinity"));
+  EXPECT_EQ(supervisor_->running_workers(), 0);
 }
 
 TEST_F(SupervisorTest, PrefixedOutput_GoesLineByLineToMatchingStream) {

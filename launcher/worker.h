@@ -50,6 +50,13 @@ struct ProcessSpec {
   // foreground process group (like tini), so that an interactive worker
   // (pdb, input()) can read it. Only meaningful for a single worker.
   bool foreground_tty = false;
+  // Placement (--bind-numa), applied in the child before exec: the CPU
+  // affinity when `cpus` is non-empty (a failure fails the start), and the
+  // memory policy "preferred node" when numa_node >= 0 (best effort: container
+  // seccomp profiles often refuse set_mempolicy without CAP_SYS_NICE; see
+  // MemoryPolicyAvailable() in worker_spawner.h).
+  std::vector<int> cpus;
+  int numa_node = -1;
 };
 
 struct ProcessExit {

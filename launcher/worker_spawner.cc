@@ -6,9 +6,11 @@
 #include <signal.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <memory>
 #include <string>
 #include <vector>
@@ -23,7 +25,17 @@ namespace launcher {
 namespace {
 
 // What the child reports on the error pipe before it _exits.
-enum ChildStage : int { kStageSetpgid = 1, kStagePdeathsig, kStageRedirect, kStageExec };
+enum ChildStage : int {
+  kStageSetpgid = 1,
+  kStagePdeathsig,
+  kStageRedirect,
+  kStageAffinity,
+  kStageExec
+};
+
+// set_mempolicy(2) modes (linux/mempolicy.h), without libnuma.
+constexpr int kMpolDefault = 0;
+constexpr int kMpolPreferred = 1;
 struct ChildFailure {
   int stage;
   int error;
@@ -37,6 +49,8 @@ const char* StageName(int stage) {
       return "prctl(PR_SET_PDEATHSIG)";
     case kStageRedirect:
       return "redirecting stdout/stderr";
+    case kStageAffinity:
+      return "sched_setaffinity (--bind-numa)";
     default:
       return "exec";
   }
@@ -63,8 +77,17 @@ bool Redirect(int source, int target) {
   return dup2(source, target) == target;
 }
 
+// Where the child is placed; built by the parent (the child may not allocate).
+struct ChildPlacement {
+  const cpu_set_t* cpus = nullptr;  // nullptr: inherit.
+  size_t cpus_size = 0;
+  const unsigned long* nodes = nullptr;  // nullptr: no memory policy.
+  unsigned long max_node = 0;
+};
+
 [[noreturn]] void RunChild(pid_t parent, const char* path, char* const argv[], char* const envp[],
-                           int out_source, int err_source, int error_fd, bool foreground_tty) {
+                           int out_source, int err_source, int error_fd, bool foreground_tty,
+                           const ChildPlacement& placement) {
   if (setpgid(0, 0) != 0) ChildFail(error_fd, kStageSetpgid, errno);
   // Take the terminal on stdin as our foreground process group, as tini
   // does, so that the worker can read it (pdb, input()). Every signal is
@@ -88,6 +111,15 @@ bool Redirect(int source, int target) {
   // The agent raised its own soft descriptor limit (common/descriptors.h);
   // the process gets the one the pod was started with.
   RestoreDescriptorLimitInChild();
+
+  if (placement.cpus != nullptr &&
+      sched_setaffinity(0, placement.cpus_size, placement.cpus) != 0) {
+    ChildFail(error_fd, kStageAffinity, errno);
+  }
+  // Best effort: the agent checked MemoryPolicyAvailable() before asking.
+  if (placement.nodes != nullptr) {
+    syscall(SYS_set_mempolicy, kMpolPreferred, placement.nodes, placement.max_node);
+  }
 
   // Handlers are reset by execve, but ignored signals (the agent ignores
   // SIGPIPE) and the blocked mask are inherited: undo both.
@@ -115,12 +147,13 @@ struct ChildArgs {
   int err_source;
   int error_fd;
   bool foreground_tty;
+  ChildPlacement placement;
 };
 
 int ChildEntry(void* raw) {
   const ChildArgs* a = static_cast<const ChildArgs*>(raw);
   RunChild(a->parent, a->path, a->argv, a->envp, a->out_source, a->err_source, a->error_fd,
-           a->foreground_tty);
+           a->foreground_tty, a->placement);
 }
 
 // --- Parent side. ---
@@ -164,6 +197,9 @@ absl::Status ExecError(const std::string& command, const std::string& path, int 
       return absl::InternalError(message);
   }
 }
+
+constexpr int kMaxPlacementCpus = 65536;
+constexpr int kMaxPlacementNodes = 4096;
 
 std::string PathFromEnv(const std::vector<std::string>& env) {
   for (const std::string& entry : env) {
@@ -220,7 +256,33 @@ absl::StatusOr<SpawnedWorker> SpawnWorker(const ProcessSpec& spec, int stdout_fd
   // but that stack (and errno). Every signal is blocked around the clone so
   // no handler can run in the child before RunChild resets them.
   ChildArgs args{getpid(),  path->c_str(), argv.data(),   envp.data(),
-                 stdout_fd, stderr_fd,     error_pipe[1], spec.foreground_tty};
+                 stdout_fd, stderr_fd,     error_pipe[1], spec.foreground_tty, {}};
+  // The placement's masks, built here for the same reason.
+  std::unique_ptr<cpu_set_t, void (*)(cpu_set_t*)> cpus(nullptr, [](cpu_set_t* p) { CPU_FREE(p); });
+  std::vector<unsigned long> nodes;
+  if (!spec.cpus.empty()) {
+    const int max_cpu = *std::max_element(spec.cpus.begin(), spec.cpus.end());
+    if (max_cpu < 0 || max_cpu >= kMaxPlacementCpus) {
+      close_all();
+      return absl::InvalidArgumentError(
+          absl::StrCat("trainlet: CPU ", max_cpu, " for local rank ", spec.local_rank,
+                       " is out of range (0..", kMaxPlacementCpus - 1, ")"));
+    }
+    cpus.reset(CPU_ALLOC(max_cpu + 1));
+    args.placement.cpus_size = CPU_ALLOC_SIZE(max_cpu + 1);
+    CPU_ZERO_S(args.placement.cpus_size, cpus.get());
+    for (int c : spec.cpus) {
+      if (c >= 0) CPU_SET_S(c, args.placement.cpus_size, cpus.get());
+    }
+    args.placement.cpus = cpus.get();
+  }
+  if (spec.numa_node >= 0 && spec.numa_node < kMaxPlacementNodes) {
+    constexpr int kBits = 8 * sizeof(unsigned long);
+    nodes.assign(spec.numa_node / kBits + 1, 0);
+    nodes[spec.numa_node / kBits] |= 1UL << (spec.numa_node % kBits);
+    args.placement.nodes = nodes.data();
+    args.placement.max_node = nodes.size() * kBits;
+  }
   constexpr size_t kChildStackSize = 64 * 1024;
   std::unique_ptr<char[]> child_stack(new char[kChildStackSize]);
   sigset_t all, saved;
@@ -275,6 +337,10 @@ absl::StatusOr<SpawnedWorker> SpawnWorker(const ProcessSpec& spec, int stdout_fd
     spawned.stderr_pipe = err_pipe[0];
   }
   return spawned;
+}
+
+bool MemoryPolicyAvailable() {
+  return syscall(SYS_set_mempolicy, kMpolDefault, nullptr, 0) == 0;
 }
 
 }  // namespace launcher

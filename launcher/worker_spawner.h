@@ -3,7 +3,8 @@
 // process group, default signal dispositions and an empty signal mask, PR_SET_PDEATHSIG
 // (SIGKILL), exactly the environment given, stdout/stderr either to the
 // given fds or to fresh pipes, and with spec.foreground_tty the terminal on
-// stdin (tcsetpgrp, done before exec while every signal is blocked). Exec failures come back
+// stdin (tcsetpgrp, done before exec while every signal is blocked), and
+// spec.cpus / spec.numa_node placement. Exec failures come back
 // through a CLOEXEC pipe, so "started" means the execve succeeded.
 //
 // Threading: may be called from any thread, but the worker gets SIGKILL when
@@ -36,6 +37,11 @@ struct SpawnedWorker {
 // ResourceExhausted (fork/pipe limits), Internal; the message names the
 // command. On error no child is left behind.
 absl::StatusOr<SpawnedWorker> SpawnWorker(const ProcessSpec& spec, int stdout_fd, int stderr_fd);
+
+// Whether this process may set a memory policy (set_mempolicy(2), tried with
+// MPOL_DEFAULT on the calling thread, which changes nothing): false under a
+// seccomp profile that refuses it, or on a kernel without NUMA.
+bool MemoryPolicyAvailable();
 
 }  // namespace launcher
 }  // namespace trainlet

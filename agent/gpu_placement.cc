@@ -1,0 +1,169 @@
+#include "agent/gpu_placement.h"
+
+#include <algorithm>
+#include <cstdint>
+#include <set>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+
+namespace trainlet::agent {
+namespace {
+
+constexpr int kMaxCpus = 65536;
+
+// The visible GPUs in CUDA ordinal order.
+std::vector<const v1::Gpu*> VisibleInOrder(const v1::NodeProbe& probe) {
+  std::vector<const v1::Gpu*> gpus;
+  for (const v1::Gpu& g : probe.gpus()) {
+    if (g.visible() && g.visible_ordinal() >= 0) gpus.push_back(&g);
+  }
+  std::sort(gpus.begin(), gpus.end(), [](const v1::Gpu* a, const v1::Gpu* b) {
+    return a->visible_ordinal() < b->visible_ordinal();
+  });
+  return gpus;
+}
+
+const v1::NumaNode* FindNuma(const v1::NodeProbe& probe, int id) {
+  for (const v1::NumaNode& n : probe.numa_nodes()) {
+    if (n.id() == id) return &n;
+  }
+  return nullptr;
+}
+
+// Binds `p` to NUMA node `node`: its CPUs that the agent may use.
+void BindToNode(const v1::NodeProbe& probe, int node, const std::vector<int>& allowed,
+                WorkerPlacement* p) {
+  const v1::NumaNode* numa = node >= 0 ? FindNuma(probe, node) : nullptr;
+  if (numa == nullptr) {
+    absl::StrAppend(&p->note, ", not bound (NUMA node unknown)");
+    return;
+  }
+  std::optional<std::vector<int>> cpus = ParseCpuList(numa->cpulist());
+  std::vector<int> mine;
+  if (cpus.has_value()) {
+    std::set<int> ok(allowed.begin(), allowed.end());
+    for (int c : *cpus) {
+      if (allowed.empty() || ok.count(c) > 0) mine.push_back(c);
+    }
+  }
+  p->numa_node = node;
+  if (mine.empty()) {
+    absl::StrAppend(&p->note, ", memory on NUMA node ", node,
+                    ", CPUs not bound (none of node ", node, "'s CPUs is allowed to this pod)");
+    return;
+  }
+  p->cpus = std::move(mine);
+  absl::StrAppend(&p->note, ", NUMA node ", node, " (CPUs ", FormatCpuList(p->cpus), ")");
+}
+
+}  // namespace
+
+absl::StatusOr<GpuBinding> ParseGpuBinding(absl::string_view text, absl::string_view origin) {
+  std::string t = absl::AsciiStrToLower(absl::StripAsciiWhitespace(text));
+  if (t == "list") return GpuBinding::kList;
+  if (t == "single") return GpuBinding::kSingle;
+  if (t == "none") return GpuBinding::kNone;
+  return absl::InvalidArgumentError(
+      absl::StrCat(origin, ": expected list, single or none, got '",
+                   std::string(text.substr(0, 32)), "'"));
+}
+
+std::vector<WorkerPlacement> PlanPlacement(const v1::NodeProbe& probe, const PlacementInput& in) {
+  const int lws = std::max(in.local_world_size, 0);
+  std::vector<WorkerPlacement> out(lws);
+  const std::vector<const v1::Gpu*> gpus = VisibleInOrder(probe);
+  const int n = static_cast<int>(gpus.size());
+  auto cvd = in.env.find("CUDA_VISIBLE_DEVICES");
+  const bool user_cvd = cvd != in.env.end();
+  std::vector<std::string> user_entries;
+  if (user_cvd) {
+    for (absl::string_view e : absl::StrSplit(cvd->second, ',')) {
+      user_entries.emplace_back(absl::StripAsciiWhitespace(e));
+    }
+  }
+  for (int l = 0; l < lws; ++l) {
+    WorkerPlacement& p = out[l];
+    p.note = absl::StrCat("local rank ", l);
+    if (n > 0) {
+      const v1::Gpu& g = *gpus[l % n];
+      p.gpu_ordinal = g.visible_ordinal();
+      p.gpu_bus_id = g.pci_bus_id();
+      absl::StrAppend(&p.note, ": GPU ", p.gpu_ordinal,
+                      g.pci_bus_id().empty() ? "" : absl::StrCat(" (", g.pci_bus_id(), ")"));
+      switch (in.gpu_binding) {
+        case GpuBinding::kList:
+          if (!user_cvd) {
+            std::vector<std::string> all;
+            for (int i = 0; i < n; ++i) all.push_back(absl::StrCat(i));
+            p.cuda_visible_devices = absl::StrJoin(all, ",");
+          }
+          break;
+        case GpuBinding::kSingle:
+          if (user_cvd && p.gpu_ordinal < static_cast<int>(user_entries.size())) {
+            p.cuda_visible_devices = user_entries[p.gpu_ordinal];
+          } else if (!g.uuid().empty()) {
+            p.cuda_visible_devices = g.uuid();
+          } else {
+            p.cuda_visible_devices = absl::StrCat(p.gpu_ordinal);
+          }
+          absl::StrAppend(&p.note, ", CUDA_VISIBLE_DEVICES=", *p.cuda_visible_devices);
+          break;
+        case GpuBinding::kNone:
+          break;
+      }
+      if (in.bind_numa) BindToNode(probe, g.numa_node(), in.allowed_cpus, &p);
+    } else if (in.bind_numa) {
+      // No GPU: spread the workers over the NUMA nodes in blocks.
+      const int nodes = probe.numa_nodes_size();
+      if (nodes == 0) {
+        absl::StrAppend(&p.note, ": not bound (no NUMA node found)");
+      } else {
+        const int idx = static_cast<int>(static_cast<int64_t>(l) * nodes / std::max(lws, 1));
+        absl::StrAppend(&p.note, ": no GPU");
+        BindToNode(probe, probe.numa_nodes(idx).id(), in.allowed_cpus, &p);
+      }
+    }
+  }
+  return out;
+}
+
+std::optional<std::vector<int>> ParseCpuList(absl::string_view text) {
+  std::vector<int> cpus;
+  text = absl::StripAsciiWhitespace(text);
+  if (text.empty()) return cpus;
+  for (absl::string_view part : absl::StrSplit(text, ',')) {
+    std::vector<absl::string_view> ends = absl::StrSplit(part, absl::MaxSplits('-', 1));
+    int lo = 0;
+    int hi = 0;
+    if (!absl::SimpleAtoi(ends[0], &lo)) return std::nullopt;
+    hi = lo;
+    if (ends.size() == 2 && !absl::SimpleAtoi(ends[1], &hi)) return std::nullopt;
+    if (lo < 0 || hi < lo || hi >= kMaxCpus) return std::nullopt;
+    if (cpus.size() + (hi - lo + 1) > static_cast<size_t>(kMaxCpus)) return std::nullopt;
+    for (int c = lo; c <= hi; ++c) cpus.push_back(c);
+  }
+  std::sort(cpus.begin(), cpus.end());
+  cpus.erase(std::unique(cpus.begin(), cpus.end()), cpus.end());
+  return cpus;
+}
+
+std::string FormatCpuList(const std::vector<int>& cpus) {
+  std::vector<int> sorted = cpus;
+  std::sort(sorted.begin(), sorted.end());
+  std::string out;
+  for (size_t i = 0; i < sorted.size();) {
+    size_t j = i;
+    while (j + 1 < sorted.size() && sorted[j + 1] == sorted[j] + 1) ++j;
+    if (!out.empty()) out += ",";
+    absl::StrAppend(&out, sorted[i]);
+    if (j > i) absl::StrAppend(&out, "-", sorted[j]);
+    i = j + 1;
+  }
+  return out;
+}
+
+}  // namespace trainlet::agent
