@@ -52,8 +52,8 @@ void BindToNode(const v1::NodeProbe& probe, int node, const std::vector<int>& al
   }
   p->numa_node = node;
   if (mine.empty()) {
-    absl::StrAppend(&p->note, ", memory on NUMA node ", node,
-                    ", CPUs not bound (none of node ", node, "'s CPUs is allowed to this pod)");
+    absl::StrAppend(&p->note, ", memory on NUMA node ", node, ", CPUs not bound (none of node ",
+                    node, "'s CPUs is allowed to this pod)");
     return;
   }
   p->cpus = std::move(mine);
@@ -67,9 +67,8 @@ absl::StatusOr<GpuBinding> ParseGpuBinding(absl::string_view text, absl::string_
   if (t == "list") return GpuBinding::kList;
   if (t == "single") return GpuBinding::kSingle;
   if (t == "none") return GpuBinding::kNone;
-  return absl::InvalidArgumentError(
-      absl::StrCat(origin, ": expected list, single or none, got '",
-                   std::string(text.substr(0, 32)), "'"));
+  return absl::InvalidArgumentError(absl::StrCat(origin, ": expected list, single or none, got '",
+                                                 std::string(text.substr(0, 32)), "'"));
 }
 
 std::vector<WorkerPlacement> PlanPlacement(const v1::NodeProbe& probe, const PlacementInput& in) {

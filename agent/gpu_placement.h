@@ -50,7 +50,7 @@ struct PlacementInput {
   int local_world_size = 1;
   GpuBinding gpu_binding = GpuBinding::kList;
   bool bind_numa = false;
-  std::vector<int> allowed_cpus;  // the agent's affinity mask (sched_getaffinity).
+  std::vector<int> allowed_cpus;           // the agent's affinity mask (sched_getaffinity).
   std::map<std::string, std::string> env;  // the agent's environment.
 };
 

@@ -377,6 +377,16 @@ const std::vector<OptionSpec>& RunOptionTable() {
          "`trainlet coordinator`)."},
         {"prefix-output", OptionKind::kBool, "", "false",
          "Prefix each line of worker output with the worker's rank."},
+        {"gpu-binding", OptionKind::kString, "list|single|none", "list",
+         "How a worker sees its GPU (worker l's is visible GPU l, in PCI order): list = every "
+         "visible GPU, so cuda:LOCAL_RANK is its own (torchrun's convention); single = only its "
+         "own, as device 0; none = leave CUDA_VISIBLE_DEVICES alone."},
+        {"bind-numa", OptionKind::kBool, "", "false",
+         "Bind each worker's CPUs and memory to its GPU's NUMA node (without GPUs: spread "
+         "workers over the NUMA nodes)."},
+        {"probe-timeout", OptionKind::kDuration, "DURATION", "2s",
+         "Time the node probe (GPUs, NICs, NUMA, /dev/shm; `trainlet probe`) may take at start "
+         "before the agent goes on without it; 0 turns it off."},
     };
     for (OptionSpec& spec : RoundPolicyOptionSpecs()) {
       if (spec.name == "max-restarts")
@@ -474,8 +484,34 @@ absl::StatusOr<RunConfig> RunConfigFromOptions(const ParsedOptions& parsed,
   }
   const bool multi_node = c.nnodes.elastic() || c.nnodes.max > 1;
 
+  // What the node has (topology/probe.h), bounded in time and never fatal:
+  // where NVML answered, its visible GPUs are the GPU count.
+  if (absl::Status s = ParseDurationOptions(
+          parsed, table, {{"probe-timeout", absl::ZeroDuration(), &c.probe_timeout}});
+      !s.ok()) {
+    return s;
+  }
+  SystemInfo probed = sys;
+  if (sys.probe_node && c.probe_timeout > absl::ZeroDuration()) {
+    std::string note;
+    c.node_probe = sys.probe_node(c.probe_timeout, &note);
+    if (c.node_probe == nullptr) {
+      c.warnings.push_back(absl::StrCat("node probe: ", note));
+    } else if (c.node_probe->nvml().status() == v1::Source::OK) {
+      probed.gpu_count = c.node_probe->visible_gpu_count();
+      probed.gpu_note = c.node_probe->visibility_note();
+    }
+  }
+  absl::StatusOr<bool> bind_numa = ParseBoolValue(ValueOrDefault(parsed, table, "bind-numa"));
+  if (!bind_numa.ok()) return bind_numa.status();
+  c.bind_numa = *bind_numa;
+  const OptionValue binding = ValueOrDefault(parsed, table, "gpu-binding");
+  absl::StatusOr<GpuBinding> gpu_binding = ParseGpuBinding(binding.text, binding.origin);
+  if (!gpu_binding.ok()) return gpu_binding.status();
+  c.gpu_binding = *gpu_binding;
+
   // Workers on this node.
-  if (absl::Status s = ResolveNproc(Pick(parsed, "nproc-per-node", k8s.nproc_per_node), sys, &c);
+  if (absl::Status s = ResolveNproc(Pick(parsed, "nproc-per-node", k8s.nproc_per_node), probed, &c);
       !s.ok()) {
     return s;
   }

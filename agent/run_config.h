@@ -28,11 +28,13 @@
 #define TRAINLET_AGENT_RUN_CONFIG_H_
 
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "agent/gpu_placement.h"
 #include "agent/k8s_discovery.h"
 #include "agent/options.h"
 #include "agent/system_probe.h"
@@ -101,7 +103,14 @@ struct RunConfig {
   std::string advertise_addr;
   // --health-port; 0 = no health server. Default 29401 in Kubernetes, else 0.
   int health_port = 0;
-  bool prefix_output = false;            // --prefix-output
+  bool prefix_output = false;                       // --prefix-output
+  GpuBinding gpu_binding = GpuBinding::kList;       // --gpu-binding
+  bool bind_numa = false;                           // --bind-numa
+  absl::Duration probe_timeout = absl::Seconds(2);  // --probe-timeout; 0: no probe.
+  // The node probe's result (SystemInfo::probe_node); null when it is off,
+  // unavailable or too slow. Placement, NCCL advice and the join's topology
+  // come from it.
+  std::shared_ptr<const v1::NodeProbe> node_probe;
   LogLevel log_level = LogLevel::kInfo;  // --log-level
   RoundPolicy policy;  // --max-restarts, --last-call, --heartbeat-timeout, --min-nodes-timeout
   std::vector<std::string> command;  // after `--`; never empty unless help.

@@ -536,6 +536,74 @@ TEST(ParseRunConfig, NprocDefaultIsTheVisibleGpusOrOne) {
   EXPECT_EQ(pet->nproc_per_node, 3);
 }
 
+// A machine whose node probe answers `probe` (nullptr: too slow), counting calls.
+SystemInfo ProbedMachine(std::shared_ptr<v1::NodeProbe> probe, int* calls,
+                         absl::Duration* timeout_seen = nullptr) {
+  SystemInfo sys = Machine(32, 0);
+  sys.probe_node = [probe, calls, timeout_seen](absl::Duration timeout, std::string* note) {
+    ++*calls;
+    if (timeout_seen != nullptr) *timeout_seen = timeout;
+    if (probe == nullptr) *note = "did not finish within 2s; going on without it";
+    return std::shared_ptr<const v1::NodeProbe>(probe);
+  };
+  return sys;
+}
+
+TEST(ParseRunConfig, NprocDefaultIsNvmlsVisibleGpusWhenTheProbeHasThem) {
+  auto probe = std::make_shared<v1::NodeProbe>();
+  probe->mutable_nvml()->set_status(v1::Source::OK);
+  probe->set_visible_gpu_count(8);
+  probe->set_visibility_note("8 GPUs (NVML)");
+  int calls = 0;
+  absl::Duration timeout;
+  auto c = ParseFlags({}, {}, ProbedMachine(probe, &calls, &timeout));
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(calls, 1);
+  EXPECT_EQ(timeout, absl::Seconds(2));
+  EXPECT_EQ(c->nproc_per_node, 8);
+  EXPECT_EQ(c->node_probe, probe);
+  EXPECT_THAT(absl::StrJoin(c->discovery_notes, "; "), HasSubstr("(default: 8 GPUs (NVML))"));
+  // MPI slots and --nproc-per-node=gpu use the same count.
+  auto gpu = ParseFlags({"--nproc-per-node=gpu"}, {}, ProbedMachine(probe, &calls));
+  ASSERT_TRUE(gpu.ok()) << gpu.status();
+  EXPECT_EQ(gpu->nproc_per_node, 8);
+  // Without NVML the probe's list is the whole node's (sysfs): the
+  // container's /dev/nvidia* count stays.
+  probe->mutable_nvml()->set_status(v1::Source::ABSENT);
+  auto sysfs_only = ParseFlags({}, {}, ProbedMachine(probe, &calls));
+  ASSERT_TRUE(sysfs_only.ok());
+  EXPECT_EQ(sysfs_only->nproc_per_node, 1);
+}
+
+TEST(ParseRunConfig, ProbeTooSlowIsAWarningAndZeroTimeoutTurnsItOff) {
+  int calls = 0;
+  auto slow = ParseFlags({}, {}, ProbedMachine(nullptr, &calls));
+  ASSERT_TRUE(slow.ok()) << slow.status();
+  EXPECT_EQ(slow->node_probe, nullptr);
+  EXPECT_THAT(absl::StrJoin(slow->warnings, "; "), HasSubstr("node probe: did not finish"));
+  calls = 0;
+  absl::Duration timeout;
+  auto off = ParseFlags({"--probe-timeout=0"}, {}, ProbedMachine(nullptr, &calls));
+  ASSERT_TRUE(off.ok()) << off.status();
+  EXPECT_EQ(calls, 0);
+  auto env = ParseFlags({}, {{"TRAINLET_PROBE_TIMEOUT", "250ms"}},
+                        ProbedMachine(nullptr, &calls, &timeout));
+  ASSERT_TRUE(env.ok());
+  EXPECT_EQ(timeout, absl::Milliseconds(250));
+}
+
+TEST(ParseRunConfig, GpuBindingAndBindNuma) {
+  auto def = ParseFlags({});
+  ASSERT_TRUE(def.ok());
+  EXPECT_EQ(def->gpu_binding, GpuBinding::kList);
+  EXPECT_FALSE(def->bind_numa);
+  auto c = ParseFlags({"--gpu-binding=single", "--bind-numa"});
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->gpu_binding, GpuBinding::kSingle);
+  EXPECT_TRUE(c->bind_numa);
+  ExpectInvalid(ParseFlags({}, {{"TRAINLET_GPU_BINDING", "each"}}), "TRAINLET_GPU_BINDING");
+}
+
 TEST(ParseRunConfig, NprocAuto) {
   auto gpus = ParseFlags({"--nproc-per-node=auto"}, {}, Machine(32, 4));
   ASSERT_TRUE(gpus.ok());

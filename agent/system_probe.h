@@ -17,12 +17,14 @@
 
 #include <functional>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
+#include "trainlet/v1/topology.pb.h"
 
 namespace trainlet::agent {
 
@@ -54,6 +56,12 @@ struct SystemInfo {
   int gpu_devices = 0;
   int gpu_count = 0;
   std::string gpu_note;  // how gpu_count was found, for the startup log.
+  // Runs the node probe (topology/probe.h, via agent/node_probe.h), giving
+  // up after `timeout`: null when it did not finish in time, with `*note`
+  // saying so. Set by main; unset (tests, or a caller that wants none): no
+  // probe. When NVML answered, its visible GPUs replace gpu_count.
+  std::function<std::shared_ptr<const v1::NodeProbe>(absl::Duration timeout, std::string* note)>
+      probe_node;
 };
 
 inline constexpr absl::Duration kResolveTimeout = absl::Seconds(2);

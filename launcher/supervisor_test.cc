@@ -32,8 +32,8 @@ namespace trainlet {
 namespace launcher {
 namespace {
 
-using ::testing::HasSubstr;
 using testing::CaptureFd;
+using ::testing::HasSubstr;
 using testing::ProcessState;
 using testing::ReadFile;
 using testing::ShellWorker;

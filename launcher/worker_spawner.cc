@@ -112,8 +112,7 @@ struct ChildPlacement {
   // the process gets the one the pod was started with.
   RestoreDescriptorLimitInChild();
 
-  if (placement.cpus != nullptr &&
-      sched_setaffinity(0, placement.cpus_size, placement.cpus) != 0) {
+  if (placement.cpus != nullptr && sched_setaffinity(0, placement.cpus_size, placement.cpus) != 0) {
     ChildFail(error_fd, kStageAffinity, errno);
   }
   // Best effort: the agent checked MemoryPolicyAvailable() before asking.
@@ -255,8 +254,8 @@ absl::StatusOr<SpawnedWorker> SpawnWorker(const ProcessSpec& spec, int stdout_fd
   // exec'd or failed. The child runs on its own stack and touches no memory
   // but that stack (and errno). Every signal is blocked around the clone so
   // no handler can run in the child before RunChild resets them.
-  ChildArgs args{getpid(),  path->c_str(), argv.data(),   envp.data(),
-                 stdout_fd, stderr_fd,     error_pipe[1], spec.foreground_tty, {}};
+  ChildArgs args{getpid(),  path->c_str(), argv.data(),         envp.data(), stdout_fd,
+                 stderr_fd, error_pipe[1], spec.foreground_tty, {}};
   // The placement's masks, built here for the same reason.
   std::unique_ptr<cpu_set_t, void (*)(cpu_set_t*)> cpus(nullptr, [](cpu_set_t* p) { CPU_FREE(p); });
   std::vector<unsigned long> nodes;
@@ -264,9 +263,9 @@ absl::StatusOr<SpawnedWorker> SpawnWorker(const ProcessSpec& spec, int stdout_fd
     const int max_cpu = *std::max_element(spec.cpus.begin(), spec.cpus.end());
     if (max_cpu < 0 || max_cpu >= kMaxPlacementCpus) {
       close_all();
-      return absl::InvalidArgumentError(
-          absl::StrCat("trainlet: CPU ", max_cpu, " for local rank ", spec.local_rank,
-                       " is out of range (0..", kMaxPlacementCpus - 1, ")"));
+      return absl::InvalidArgumentError(absl::StrCat("trainlet: CPU ", max_cpu, " for local rank ",
+                                                     spec.local_rank, " is out of range (0..",
+                                                     kMaxPlacementCpus - 1, ")"));
     }
     cpus.reset(CPU_ALLOC(max_cpu + 1));
     args.placement.cpus_size = CPU_ALLOC_SIZE(max_cpu + 1);
@@ -339,9 +338,7 @@ absl::StatusOr<SpawnedWorker> SpawnWorker(const ProcessSpec& spec, int stdout_fd
   return spawned;
 }
 
-bool MemoryPolicyAvailable() {
-  return syscall(SYS_set_mempolicy, kMpolDefault, nullptr, 0) == 0;
-}
+bool MemoryPolicyAvailable() { return syscall(SYS_set_mempolicy, kMpolDefault, nullptr, 0) == 0; }
 
 }  // namespace launcher
 }  // namespace trainlet
