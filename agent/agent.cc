@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "agent/gpu_placement.h"
 #include "agent/worker_env.h"
 #include "common/exit_codes.h"
 #include "common/logging.h"
@@ -39,6 +40,7 @@ RoundOptions RoundOptionsFrom(const RunConfig& config, uint64_t incarnation, int
   o.elastic = config.policy.max_restarts > 0;
   o.grace_period = config.grace_period;
   o.join_timeout = config.join_timeout;
+  if (config.node_probe != nullptr) o.topology = JoinTopology(*config.node_probe);
   return o;
 }
 
@@ -74,6 +76,18 @@ std::vector<launcher::ProcessSpec> WorkerSpecsFor(
   in.max_restarts = a.max_restarts();
   for (const auto& n : a.nodes()) in.nodes.push_back({n.addr(), n.local_world_size()});
 
+  std::vector<WorkerPlacement> placement;
+  if (config.node_probe != nullptr) {
+    PlacementInput p;
+    p.local_world_size = in.local_world_size;
+    p.gpu_binding = config.gpu_binding;
+    p.bind_numa = config.bind_numa;
+    p.allowed_cpus = config.allowed_cpus;
+    p.env = base_env;
+    placement = PlanPlacement(*config.node_probe, p);
+  }
+  const bool gpus = config.node_probe != nullptr && config.node_probe->visible_gpu_count() > 0;
+
   std::vector<launcher::ProcessSpec> specs;
   for (int l = 0; l < in.local_world_size; ++l) {
     launcher::ProcessSpec s;
@@ -83,6 +97,19 @@ std::vector<launcher::ProcessSpec> WorkerSpecsFor(
     s.name = absl::StrCat("rank ", s.global_rank);
     s.argv = config.command;
     s.env = BuildWorkerEnv(base_env, in, l);
+    // Topology: never over a variable the user (or the pod) set.
+    if (gpus) SetEnvVar(&s.env, "CUDA_DEVICE_ORDER", "PCI_BUS_ID", /*overwrite=*/false);
+    if (!a.self().nccl_hostid().empty()) {
+      SetEnvVar(&s.env, "NCCL_HOSTID", a.self().nccl_hostid(), /*overwrite=*/false);
+    }
+    if (l < static_cast<int>(placement.size())) {
+      const WorkerPlacement& p = placement[l];
+      if (p.cuda_visible_devices.has_value()) {
+        SetEnvVar(&s.env, "CUDA_VISIBLE_DEVICES", *p.cuda_visible_devices, /*overwrite=*/true);
+      }
+      s.cpus = p.cpus;
+      s.numa_node = p.numa_node;
+    }
     s.prefix_output = config.prefix_output;
     s.foreground_tty = give_terminal && in.local_world_size == 1;
     specs.push_back(std::move(s));

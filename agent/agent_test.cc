@@ -155,6 +155,88 @@ TEST_F(AgentTest, JoinRequest_CarriesIdentityAndRoundHistory) {
   EXPECT_EQ(joins[1].member().incarnation(), 0x1234u);
 }
 
+TEST_F(AgentTest, NodeProbe_GoesInTheJoinAndPlacesTheWorkers) {
+  auto probe = std::make_shared<v1::NodeProbe>();
+  probe->set_boot_id("3f1c2a4e-1b2c-4d5e-8f90-123456789abc");
+  probe->set_ipc_namespace("ipc:[4026531839]");
+  probe->set_visible_gpu_count(2);
+  for (int i = 0; i < 2; ++i) {
+    v1::Gpu* g = probe->add_gpus();
+    g->set_uuid(absl::StrCat("GPU-", i));
+    g->set_visible(true);
+    g->set_visible_ordinal(i);
+    g->set_numa_node(i);
+    v1::NumaNode* n = probe->add_numa_nodes();
+    n->set_id(i);
+    n->set_cpulist(absl::StrCat(i * 4, "-", i * 4 + 3));
+  }
+  config_.node_probe = probe;
+  config_.bind_numa = true;
+  config_.gpu_binding = GpuBinding::kSingle;
+  v1::Assignment a = MakeAssignment(1, 1, 2, 2, kHeartbeat);
+  a.mutable_self()->set_nccl_hostid("3f1c2a4e-1b2c-4d5e-8f90-123456789abc");
+  JoinAnswers({a});
+  workers_.on_start = [&](const auto&) {
+    workers_.ExitAll(0);
+    WhenIdle([&] { client_.SendDirective(JobFinished(1)); });
+  };
+  EXPECT_EQ(Run(), 0);
+  const auto joins = client_.joins();
+  ASSERT_EQ(joins.size(), 1u);
+  EXPECT_EQ(joins[0].topology().gpu_count(), 2);
+  EXPECT_THAT(joins[0].topology().gpu_uuids(), ElementsAre("GPU-0", "GPU-1"));
+  EXPECT_EQ(joins[0].topology().boot_id(), "3f1c2a4e-1b2c-4d5e-8f90-123456789abc");
+  EXPECT_EQ(joins[0].topology().ipc_namespace(), "ipc:[4026531839]");
+  ASSERT_EQ(workers_.starts.size(), 1u);
+  const auto& w1 = workers_.starts[0][1];
+  EXPECT_THAT(w1.env, ::testing::Contains("CUDA_VISIBLE_DEVICES=GPU-1"));
+  EXPECT_THAT(w1.env, ::testing::Contains("CUDA_DEVICE_ORDER=PCI_BUS_ID"));
+  EXPECT_THAT(w1.env, ::testing::Contains("NCCL_HOSTID=3f1c2a4e-1b2c-4d5e-8f90-123456789abc"));
+  EXPECT_THAT(w1.env, ::testing::Contains("LOCAL_RANK=1"));
+  EXPECT_THAT(w1.cpus, ElementsAre(4, 5, 6, 7));
+  EXPECT_EQ(w1.numa_node, 1);
+  EXPECT_TRUE(std::is_sorted(w1.env.begin(), w1.env.end(), [](const auto& x, const auto& y) {
+    return x.substr(0, x.find('=')) < y.substr(0, y.find('='));
+  }));
+}
+
+TEST_F(AgentTest, NodeProbe_NeverOverridesWhatTheUserSet) {
+  auto probe = std::make_shared<v1::NodeProbe>();
+  probe->set_visible_gpu_count(1);
+  v1::Gpu* g = probe->add_gpus();
+  g->set_visible(true);
+  g->set_visible_ordinal(0);
+  config_.node_probe = probe;
+  config_.nproc_per_node = 1;
+  v1::Assignment a = MakeAssignment(1, 1, 2, 1, kHeartbeat);
+  a.mutable_self()->set_nccl_hostid("machine");
+  JoinAnswers({a});
+  workers_.on_start = [&](const auto&) {
+    workers_.ExitAll(0);
+    WhenIdle([&] { client_.SendDirective(JobFinished(1)); });
+  };
+  AgentSeams seams;
+  seams.workers = &workers_;
+  seams.client = &client_;
+  seams.clock = &clock_;
+  agent_ = std::make_unique<Agent>(
+      config_,
+      std::map<std::string, std::string>{{"PATH", "/bin"},
+                                         {"NCCL_HOSTID", "mine"},
+                                         {"CUDA_DEVICE_ORDER", "FASTEST_FIRST"},
+                                         {"CUDA_VISIBLE_DEVICES", "0"}},
+      Options(), seams);
+  EXPECT_EQ(agent_->Run(), 0);
+  ASSERT_EQ(workers_.starts.size(), 1u);
+  const auto& env = workers_.starts[0][0].env;
+  EXPECT_THAT(env, ::testing::Contains("NCCL_HOSTID=mine"));
+  EXPECT_THAT(env, ::testing::Contains("CUDA_DEVICE_ORDER=FASTEST_FIRST"));
+  EXPECT_THAT(env, ::testing::Contains("CUDA_VISIBLE_DEVICES=0"));
+  EXPECT_EQ(std::count_if(env.begin(), env.end(),
+                          [](const std::string& e) { return e.rfind("NCCL_HOSTID=", 0) == 0; }),
+            1);
+}
+
 TEST_F(AgentTest, Rejoin_StopsWorkersThenStartsTheNewRoundWithItsEnvironment) {
   JoinAnswers({MakeAssignment(1, 1, 3, 2, kHeartbeat), MakeAssignment(2, 0, 2, 2, kHeartbeat, 1)});
   workers_.on_start = [&](const auto&) {

@@ -130,6 +130,57 @@ std::vector<WorkerPlacement> PlanPlacement(const v1::NodeProbe& probe, const Pla
   return out;
 }
 
+namespace {
+
+// What the coordinator accepts (rendezvous/coordinator.h's limits).
+bool Sendable(const std::string& s, size_t max) {
+  if (s.empty() || s.size() > max) return false;
+  for (char c : s) {
+    if (c <= ' ' || c > '~') return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+v1::Topology JoinTopology(const v1::NodeProbe& probe) {
+  constexpr size_t kMaxUuid = 96;
+  constexpr size_t kMaxIdentity = 64;
+  constexpr int kMaxGpus = 64;
+  constexpr int kMaxNuma = 1024;
+  v1::Topology t;
+  t.set_gpu_count(std::clamp(probe.visible_gpu_count(), 0, kMaxGpus));
+  std::vector<const v1::Gpu*> gpus = VisibleInOrder(probe);
+  bool all_uuids = !gpus.empty() && static_cast<int>(gpus.size()) <= kMaxGpus;
+  for (const v1::Gpu* g : gpus) all_uuids &= Sendable(g->uuid(), kMaxUuid);
+  if (all_uuids) {
+    for (const v1::Gpu* g : gpus) t.add_gpu_uuids(g->uuid());
+  }
+  if (Sendable(probe.nccl().version(), 64)) t.set_nccl_version(probe.nccl().version());
+  if (Sendable(probe.boot_id(), kMaxIdentity)) t.set_boot_id(probe.boot_id());
+  if (Sendable(probe.ipc_namespace(), kMaxIdentity)) t.set_ipc_namespace(probe.ipc_namespace());
+  t.set_numa_nodes(std::min(probe.numa_nodes_size(), kMaxNuma));
+  return t;
+}
+
+void SetEnvVar(std::vector<std::string>* env, const std::string& name, const std::string& value,
+               bool overwrite) {
+  const std::string prefix = name + "=";
+  for (std::string& e : *env) {
+    if (e.compare(0, prefix.size(), prefix) == 0) {
+      if (overwrite) e = prefix + value;
+      return;
+    }
+  }
+  // Not present: where the order by name puts it (a linear scan: an
+  // environment is a few hundred entries, and "K=V" strings do not sort as
+  // their names do: "A0=" < "A=").
+  auto pos = std::find_if(env->begin(), env->end(), [&](const std::string& e) {
+    return absl::string_view(e).substr(0, e.find('=')) > name;
+  });
+  env->insert(pos, prefix + value);
+}
+
 std::optional<std::vector<int>> ParseCpuList(absl::string_view text) {
   std::vector<int> cpus;
   text = absl::StripAsciiWhitespace(text);

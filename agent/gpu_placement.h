@@ -27,6 +27,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "trainlet/v1/rendezvous.pb.h"
 #include "trainlet/v1/topology.pb.h"
 
 namespace trainlet::agent {
@@ -57,6 +58,17 @@ struct PlacementInput {
 // One entry per local rank 0..local_world_size-1.
 std::vector<WorkerPlacement> PlanPlacement(const trainlet::v1::NodeProbe& probe,
                                            const PlacementInput& in);
+
+// The join's summary of the probe (rendezvous.proto's Topology): visible GPU
+// count and UUIDs (CUDA order), NCCL version, boot_id, IPC namespace, NUMA
+// node count. Values the coordinator would refuse (too long, not printable)
+// are left out rather than sent, so a strange machine never fails the join.
+trainlet::v1::Topology JoinTopology(const trainlet::v1::NodeProbe& probe);
+
+// Sets `name`=`value` in a sorted "K=V" environment: replaces an existing
+// entry when `overwrite`, else leaves it; keeps the order.
+void SetEnvVar(std::vector<std::string>* env, const std::string& name, const std::string& value,
+               bool overwrite);
 
 // "0-3,8,10-11" -> {0,1,2,3,8,10,11}; nullopt when malformed or above 65536 CPUs.
 std::optional<std::vector<int>> ParseCpuList(absl::string_view text);

@@ -130,6 +130,42 @@ TEST(GpuPlacement, ParseGpuBinding) {
   EXPECT_THAT(bad.status().message(), HasSubstr("TRAINLET_GPU_BINDING"));
 }
 
+TEST(JoinTopology, SummarisesAndLeavesOutWhatTheCoordinatorWouldRefuse) {
+  v1::NodeProbe p = EightGpus();
+  p.set_visible_gpu_count(8);
+  p.set_boot_id("3f1c2a4e-1b2c-4d5e-8f90-123456789abc");
+  p.set_ipc_namespace("ipc:[4026531839]");
+  p.mutable_nccl()->set_version("2.28.9");
+  v1::Topology t = JoinTopology(p);
+  EXPECT_EQ(t.gpu_count(), 8);
+  ASSERT_EQ(t.gpu_uuids_size(), 8);
+  EXPECT_EQ(t.gpu_uuids(7), "GPU-7");
+  EXPECT_EQ(t.boot_id(), "3f1c2a4e-1b2c-4d5e-8f90-123456789abc");
+  EXPECT_EQ(t.numa_nodes(), 2);
+  EXPECT_EQ(t.nccl_version(), "2.28.9");
+  // A strange machine never fails the join: bad values are dropped.
+  p.set_boot_id(std::string(100, 'b'));
+  p.set_ipc_namespace("ipc: [1]");
+  p.mutable_gpus(3)->set_uuid("GPU\n3");
+  t = JoinTopology(p);
+  EXPECT_EQ(t.boot_id(), "");
+  EXPECT_EQ(t.ipc_namespace(), "");
+  EXPECT_EQ(t.gpu_uuids_size(), 0) << "all UUIDs or none: their order is the CUDA order";
+  EXPECT_EQ(t.gpu_count(), 8);
+}
+
+TEST(SetEnvVar, InsertsInNameOrderAndRespectsOverwrite) {
+  std::vector<std::string> env = {"A0=1", "A=2", "B=3"};
+  SetEnvVar(&env, "A", "x", /*overwrite=*/false);
+  EXPECT_THAT(env, ElementsAre("A0=1", "A=2", "B=3"));
+  SetEnvVar(&env, "A", "x", /*overwrite=*/true);
+  EXPECT_THAT(env, ElementsAre("A0=1", "A=x", "B=3"));
+  std::vector<std::string> sorted = {"A=1", "C=3"};
+  SetEnvVar(&sorted, "B", "2", false);
+  SetEnvVar(&sorted, "D", "4", false);
+  EXPECT_THAT(sorted, ElementsAre("A=1", "B=2", "C=3", "D=4"));
+}
+
 TEST(CpuList, ParsesAndFormats) {
   EXPECT_THAT(*ParseCpuList("0-3,8,10-11\n"), ElementsAre(0, 1, 2, 3, 8, 10, 11));
   EXPECT_TRUE(ParseCpuList("")->empty());

@@ -227,6 +227,7 @@ void RoundMachine::Join(Actions* out) {
   r.set_want_nodes(options_.want_nodes);
   r.set_role(options_.role);
   *r.mutable_ssh() = options_.ssh;
+  *r.mutable_topology() = options_.topology;
   out->push_back(StartJoin{std::move(r), options_.join_timeout});
 }
 

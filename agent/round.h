@@ -192,7 +192,8 @@ struct RoundOptions {
   int master_port = 29500;
   bool want_nodes = true;  // ask for the member list (TF_CONFIG).
   v1::Role role = v1::ROLE_NODE;
-  v1::SshInfo ssh;  // MPI: this node's sshd, or the launcher's job key.
+  v1::SshInfo ssh;        // MPI: this node's sshd, or the launcher's job key.
+  v1::Topology topology;  // what this node has (its probe's summary), sent in every join.
   // Processes the round starts here: -1 = the assignment's local world size
   // (`run`); 1 = the MPI launcher's COMMAND; 0 = none (an MPI worker: its
   // ranks arrive through sshd, and it holds until the job's verdict).

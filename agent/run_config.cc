@@ -491,6 +491,7 @@ absl::StatusOr<RunConfig> RunConfigFromOptions(const ParsedOptions& parsed,
       !s.ok()) {
     return s;
   }
+  c.allowed_cpus = sys.allowed_cpus;
   SystemInfo probed = sys;
   if (sys.probe_node && c.probe_timeout > absl::ZeroDuration()) {
     std::string note;

@@ -111,6 +111,7 @@ struct RunConfig {
   // unavailable or too slow. Placement, NCCL advice and the join's topology
   // come from it.
   std::shared_ptr<const v1::NodeProbe> node_probe;
+  std::vector<int> allowed_cpus;         // SystemInfo's, for --bind-numa.
   LogLevel log_level = LogLevel::kInfo;  // --log-level
   RoundPolicy policy;  // --max-restarts, --last-call, --heartbeat-timeout, --min-nodes-timeout
   std::vector<std::string> command;  // after `--`; never empty unless help.

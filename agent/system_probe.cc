@@ -213,7 +213,8 @@ int CountNvidiaDevices(const std::string& root) {
   return count;
 }
 
-int AffinityCpuCount() {
+std::vector<int> AffinityCpus() {
+  std::vector<int> cpus;
   // Sized for machines beyond CPU_SETSIZE (1024) CPUs.
   for (int ncpus = 1024; ncpus <= (1 << 16); ncpus *= 2) {
     cpu_set_t* set = CPU_ALLOC(ncpus);
@@ -221,13 +222,21 @@ int AffinityCpuCount() {
     size_t size = CPU_ALLOC_SIZE(ncpus);
     CPU_ZERO_S(size, set);
     if (sched_getaffinity(0, size, set) == 0) {
-      int count = CPU_COUNT_S(size, set);
+      for (int c = 0; c < ncpus; ++c) {
+        if (CPU_ISSET_S(c, size, set)) cpus.push_back(c);
+      }
       CPU_FREE(set);
-      return std::max(count, 1);
+      return cpus;
     }
     CPU_FREE(set);
     if (errno != EINVAL) break;
   }
+  return cpus;
+}
+
+int AffinityCpuCount() {
+  const size_t n = AffinityCpus().size();
+  if (n > 0) return static_cast<int>(n);
   long online = sysconf(_SC_NPROCESSORS_ONLN);
   return online > 0 ? static_cast<int>(online) : 1;
 }
@@ -323,7 +332,9 @@ SystemInfo ProbeSystem(const std::map<std::string, std::string>& env, const std:
   if (std::optional<std::string> hosts = ReadFile(UnderRoot(root, "/etc/hosts"))) {
     info.fqdn = FindFqdnInHosts(*hosts, info.hostname);
   }
-  info.cpu_count = AffinityCpuCount();
+  info.allowed_cpus = AffinityCpus();
+  info.cpu_count =
+      info.allowed_cpus.empty() ? AffinityCpuCount() : static_cast<int>(info.allowed_cpus.size());
   if (std::optional<int> limit = CgroupCpuLimit(root)) {
     info.cpu_count = std::max(1, std::min(info.cpu_count, *limit));
   }

@@ -49,7 +49,8 @@ struct SystemInfo {
   // Resolves names (the real one: getaddrinfo, bounded to
   // kResolveTimeout). Empty: nothing resolves.
   HostResolver resolve;
-  int cpu_count = 1;  // usable CPUs: affinity mask capped by the cgroup v2 quota.
+  int cpu_count = 1;              // usable CPUs: affinity mask capped by the cgroup v2 quota.
+  std::vector<int> allowed_cpus;  // the affinity mask's CPUs (--bind-numa binds within them).
   // GPUs: <root>/dev/nvidia[0-9]+ entries, and how many of them the workers
   // can see (narrowed by NVIDIA_VISIBLE_DEVICES and CUDA_VISIBLE_DEVICES; see
   // VisibleGpus()).
@@ -109,6 +110,8 @@ GpuVisibility VisibleGpus(int devices, const std::map<std::string, std::string>&
 
 // CPUs in this process's affinity mask (sched_getaffinity), at least 1.
 int AffinityCpuCount();
+// The CPUs of that mask; empty when it cannot be read.
+std::vector<int> AffinityCpus();
 
 // This host's interface addresses (getifaddrs), numeric, without zone.
 std::vector<std::string> LocalInterfaceAddresses();
