@@ -10,6 +10,7 @@
 #include <utility>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
@@ -249,31 +250,40 @@ constexpr char kNvSwitchTarget[] = "fffffff:ffff:ff";
 constexpr char kNvSwitchClass[] = "0x068000";
 
 // The bus id in an nvmlPciInfo_t, lowercase "%04x:%02x:%02x.%x". NVML's
-// busId ("%08X:%02X:%02X.0") first; the legacy field when busId is empty
-// (the unversioned calls write only that one). For an NVLink's far end
-// NVML reports domain 0xFFFFFFF, bus 0xFFFF, device 0xFF where no PCI
-// device is visible (the legacy field then reads "FFFFFFF:FFFF:FF", the
-// string NCCL compares with): *bdf is false and *out is that sentinel.
+// busId ("%08X:%02X:%02X.0") first, else the legacy field ("%04X:...",
+// the only one the unversioned calls write). For an NVLink's far end that is
+// no PCI device this node can see, NVML reports domain 0xFFFFFFF, bus 0xFFFF,
+// device 0xFF (the legacy field, cut to 15 characters, then reads
+// "FFFFFFF:FFFF:FF", the string NCCL's xml.cc compares with): *bdf is false
+// and *out is NCCL's "fffffff:ffff:ff".
 bool ParsePciInfo(const nvmlPciInfo_t& pci, std::string* out, bool* bdf, std::string* why) {
-  std::string text;
-  std::string legacy;
-  if (!TakeString(pci.busId, sizeof(pci.busId), &text, why)) {
-    *why = absl::StrCat("busId ", *why);
-    return false;
+  std::string candidates[2];
+  std::string problems[2];
+  const bool taken[2] = {
+      TakeString(pci.busId, sizeof(pci.busId), &candidates[0], &problems[0]),
+      TakeString(pci.busIdLegacy, sizeof(pci.busIdLegacy), &candidates[1], &problems[1])};
+  if (taken[1] && absl::AsciiStrToLower(candidates[1]) == kNvSwitchTarget) {
+    *bdf = false;
+    *out = kNvSwitchTarget;
+    return true;
   }
-  if (!TakeString(pci.busIdLegacy, sizeof(pci.busIdLegacy), &legacy, why)) {
-    *why = absl::StrCat("busIdLegacy ", *why);
-    return false;
+  for (int i = 0; i < 2; ++i) {
+    unsigned int f[4];
+    if (taken[i] && ParseBusIdFields(candidates[i], f)) {
+      *bdf = IsPciBdf(f);
+      *out = *bdf ? FormatBusId(f) : kNvSwitchTarget;
+      return true;
+    }
   }
-  if (text.empty()) text = legacy;
-  unsigned int f[4];
-  if (!ParseBusIdFields(text, f)) {
-    *why = absl::StrCat("bus id '", SafeForLog(text, 40), "' is not domain:bus:device.function");
-    return false;
+  const char* const names[2] = {"busId", "busIdLegacy"};
+  std::vector<std::string> parts;
+  for (int i = 0; i < 2; ++i) {
+    parts.push_back(taken[i] ? absl::StrCat(names[i], " '", SafeForLog(candidates[i], 40),
+                                            "' is not domain:bus:device.function")
+                             : absl::StrCat(names[i], " ", problems[i]));
   }
-  *bdf = IsPciBdf(f);
-  *out = *bdf ? FormatBusId(f) : kNvSwitchTarget;
-  return true;
+  *why = absl::StrJoin(parts, "; ");
+  return false;
 }
 
 const char* PcieSpeed(unsigned int generation) {

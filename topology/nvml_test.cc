@@ -307,6 +307,87 @@ TEST(ReadNvml, NonPrintableName_IsRejected) {
   EXPECT_THAT(Warnings(r), Contains(HasSubstr("name rejected: non-printable byte 0x1b")));
 }
 
+TEST(ReadNvml, UnparsableBusId_FallsBackToTheLegacyField) {
+  TempFixture fixture(R"({"devices": [{"uuid": "GPU-1", "busId": "0000:3b:00.0",
+      "rawBusId": "not a bus id"}]})");
+  Result r = Read(FAKE_NVML_PATH, fixture.path());
+  ASSERT_EQ(r.gpus.size(), 1u);
+  EXPECT_EQ(r.gpus[0].pci_bus_id(), "0000:3b:00.0");
+  EXPECT_THAT(Warnings(r), IsEmpty());
+}
+
+TEST(ReadNvml, NeitherBusIdUsable_IsWarnedAndLeftEmpty) {
+  TempFixture fixture(R"({"devices": [{"uuid": "GPU-1", "busId": "0000:3b:00.0",
+      "rawBusId": "0000000000000000000000000000000000000000", "rawBusIdLegacy": "zz"}]})");
+  Result r = Read(FAKE_NVML_PATH, fixture.path());
+  ASSERT_EQ(r.gpus.size(), 1u);
+  EXPECT_EQ(r.gpus[0].pci_bus_id(), "");
+  EXPECT_EQ(r.gpus[0].uuid(), "GPU-1");
+  EXPECT_THAT(Warnings(r), Contains(AllOf(HasSubstr("busId not NUL-terminated"),
+                                          HasSubstr("busIdLegacy 'zz' is not"))));
+}
+
+TEST(ReadNvml, NvSwitchSentinelInTheLegacyField_IsTheNvSwitch) {
+  // What NCCL reads: only the legacy string says "FFFFFFF:FFFF:FF".
+  TempFixture fixture(R"({"devices": [{"uuid": "GPU-1", "busId": "0000:18:00.0", "cc": [9, 0],
+      "nvlinks": [{"links": [0, 1], "remoteBusId": "0000:00:00.0", "rawBusId": "",
+                   "rawBusIdLegacy": "FFFFFFF:FFFF:FF"},
+                  {"links": [2], "remoteBusId": "0000:2a:00.0"}]}]})");
+  Result r = Read(FAKE_NVML_PATH, fixture.path());
+  ASSERT_EQ(r.gpus.size(), 1u);
+  ASSERT_EQ(r.gpus[0].nvlinks_size(), 2);
+  EXPECT_EQ(r.gpus[0].nvlinks(0).target_bus_id(), "fffffff:ffff:ff");
+  EXPECT_EQ(r.gpus[0].nvlinks(0).target_class(), "0x068000");
+  EXPECT_EQ(r.gpus[0].nvlinks(0).count(), 2);
+  EXPECT_EQ(r.gpus[0].nvlinks(1).target_bus_id(), "0000:2a:00.0");
+  EXPECT_EQ(r.gpus[0].nvlinks(1).count(), 1);
+}
+
+TEST(ReadNvml, NvLinks_OnlyP2pCapableActiveLinksCount) {
+  // sm 90: the state comes from field 165; where that field fails (link 3)
+  // nvmlDeviceGetNvLinkState answers.
+  TempFixture fixture(R"({"devices": [{"uuid": "GPU-1", "busId": "0000:18:00.0", "cc": [9, 0],
+      "nvlinks": [{"links": [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13],
+                   "remoteBusId": "fffffff:ffff:ff"},
+                  {"links": [14, 15], "active": false, "remoteBusId": "fffffff:ffff:ff"},
+                  {"links": [16, 17], "p2p": false, "remoteBusId": "fffffff:ffff:ff"}]}],
+      "errors": [{"fn": "field:165", "link": 3, "rc": 3},
+                 {"fn": "nvmlDeviceGetNvLinkState", "link": 4, "rc": 3}]})");
+  Result r = Read(FAKE_NVML_PATH, fixture.path());
+  ASSERT_EQ(r.gpus.size(), 1u);
+  ASSERT_EQ(r.gpus[0].nvlinks_size(), 1);
+  // 0-13 active and P2P; link 4's nvmlDeviceGetNvLinkState error is never
+  // asked (its field 165 answers).
+  EXPECT_EQ(r.gpus[0].nvlinks(0).count(), 14);
+  EXPECT_THAT(Warnings(r), IsEmpty());
+}
+
+TEST(ReadNvml, NvLinksBelowSm90_UseNvLinkState) {
+  TempFixture fixture(R"({"devices": [{"uuid": "GPU-1", "busId": "0000:07:00.0", "cc": [8, 0],
+      "nvlinks": [{"links": [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11],
+                   "remoteBusId": "0000:08:00.0"},
+                  {"links": [12, 13], "remoteBusId": "0000:08:00.0"}]}],
+      "errors": [{"fn": "nvmlDeviceGetNvLinkState", "link": 4, "rc": 3}]})");
+  Result r = Read(FAKE_NVML_PATH, fixture.path());
+  ASSERT_EQ(r.gpus.size(), 1u);
+  ASSERT_EQ(r.gpus[0].nvlinks_size(), 1);
+  // sm 80: NCCL probes links 0-11 only; link 4's state is unknown.
+  EXPECT_EQ(r.gpus[0].nvlinks(0).count(), 11);
+}
+
+TEST(ReadNvml, ManyErrors_WarningsAreCapped) {
+  TempFixture fixture(R"({"devices": [
+      {"uuid": "GPU-0", "busId": "0000:18:00.0", "cc": [9, 0]},
+      {"uuid": "GPU-1", "busId": "0000:2a:00.0", "cc": [9, 0]},
+      {"uuid": "GPU-2", "busId": "0000:3a:00.0", "cc": [9, 0]}],
+      "errors": [{"fn": "nvmlDeviceGetNvLinkCapability", "rc": 999}]})");
+  Result r = Read(FAKE_NVML_PATH, fixture.path());
+  EXPECT_EQ(r.gpus.size(), 3u);
+  // 3 x 18 links = 54 warnings: 32 shown and a count of the rest.
+  ASSERT_EQ(r.probe.warnings_size(), 33);
+  EXPECT_THAT(r.probe.warnings(32), HasSubstr("22 more NVML warnings not shown"));
+}
+
 TEST(ReadNvml, ConcurrentReads_AreSerialised) {
   UseFixture(Testdata("nvml_h100x8.json"));
   std::vector<Result> results(4);

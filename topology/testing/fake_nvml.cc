@@ -30,12 +30,14 @@
 //       "busId": "0000:18:00.0",         // written as NVML does: busId
 //                                        // "%08X:%02X:%02X.0", busIdLegacy
 //                                        // "%04X:%02X:%02X.0" cut to 15 chars
+//       "rawBusId": "...", "rawBusIdLegacy": "...",  // optional: verbatim
+//                                        // instead (no NUL when too long)
 //       "pciDeviceId": "0x233010de", "pciSubSystemId": "0x16c110de",
 //       "cc": [9, 0], "minor": 0, "pcie": {"gen": 5, "width": 16},
 //       "memory": {"total": 0, "free": 0, "used": 0},
 //       "cpuList": "0-47",                // nvmlDeviceGetCpuAffinity's mask
 //       "nvlinks": [{"link": 0 | "links": [0, 1], "p2p": true, "active": true,
-//                    "remoteBusId": "fffffff:ffff:ff"}],
+//                    "remoteBusId": "fffffff:ffff:ff"}],  // also raw*, as above
 //       "ecc": {"current": true, "pending": true, "sbeVolatile": 0, "dbeVolatile": 0},
 //       "remappedRows": {"correctable": 0, "uncorrectable": 0, "pending": false,
 //                        "failure": false},
@@ -76,10 +78,19 @@ using google::protobuf::ListValue;
 using google::protobuf::Struct;
 using google::protobuf::Value;
 
+// Text written verbatim into nvmlPciInfo_t's strings instead of NVML's
+// formatting ("rawBusId", "rawBusIdLegacy"), for tests of the reader's
+// checks; as long as the field or longer: no NUL.
+struct RawPci {
+  bool has_bus_id = false, has_legacy = false;
+  std::string bus_id, legacy;
+};
+
 struct Link {
   bool p2p = true;
   bool active = true;
   std::string remote;
+  RawPci raw;
 };
 
 struct Device {
@@ -87,6 +98,7 @@ struct Device {
   bool uuid_unterminated = false;
   std::string name;
   std::string bus_id;
+  RawPci raw;
   unsigned int pci_device_id = 0;
   unsigned int pci_subsystem_id = 0;
   bool has_cc = false;
@@ -172,6 +184,13 @@ bool ParseCpuList(const std::string& text, std::vector<unsigned long>* words) {
   return true;
 }
 
+void LoadRaw(const Struct& j, RawPci* raw) {
+  raw->has_bus_id = Get(j, "rawBusId") != nullptr;
+  raw->bus_id = Str(j, "rawBusId");
+  raw->has_legacy = Get(j, "rawBusIdLegacy") != nullptr;
+  raw->legacy = Str(j, "rawBusIdLegacy");
+}
+
 bool LoadDevice(const Struct& j, Device* d, std::string* why) {
   d->uuid = Str(j, "uuid");
   d->uuid_unterminated = Bool(j, "uuidUnterminated", false);
@@ -182,6 +201,7 @@ bool LoadDevice(const Struct& j, Device* d, std::string* why) {
     *why = "busId '" + d->bus_id + "' is not domain:bus:device.function";
     return false;
   }
+  LoadRaw(j, &d->raw);
   d->pci_device_id = Hex(j, "pciDeviceId");
   d->pci_subsystem_id = Hex(j, "pciSubSystemId");
   if (const Value* cc = Get(j, "cc"); cc != nullptr && cc->has_list_value()) {
@@ -223,6 +243,7 @@ bool LoadDevice(const Struct& j, Device* d, std::string* why) {
       link.p2p = Bool(l, "p2p", true);
       link.active = Bool(l, "active", true);
       link.remote = Str(l, "remoteBusId");
+      LoadRaw(l, &link.raw);
       if (!ParseBusId(link.remote, &x, &x, &x)) {
         *why = "remoteBusId '" + link.remote + "' is not domain:bus:device";
         return false;
@@ -349,8 +370,13 @@ Device* Dev(nvmlDevice_t handle, int* index) {
   if (d == nullptr) return NVML_ERROR_INVALID_ARGUMENT;    \
   if (nvmlReturn_t rc = Injection(*g_state, fn_name, index); rc != 0) return rc;
 
-void FillPci(const std::string& bus_id, unsigned int device_id, unsigned int subsystem_id,
-             nvmlPciInfo_t* p) {
+void WriteRaw(const std::string& text, char* field, size_t size) {
+  memset(field, 0, size);
+  memcpy(field, text.data(), std::min(text.size(), size));
+}
+
+void FillPci(const std::string& bus_id, const RawPci& raw, unsigned int device_id,
+             unsigned int subsystem_id, nvmlPciInfo_t* p) {
   memset(p, 0, sizeof(*p));
   unsigned int dom = 0, bus = 0, dev = 0;
   ParseBusId(bus_id, &dom, &bus, &dev);
@@ -366,6 +392,8 @@ void FillPci(const std::string& bus_id, unsigned int device_id, unsigned int sub
   p->device = dev;
   p->pciDeviceId = device_id;
   p->pciSubSystemId = subsystem_id;
+  if (raw.has_bus_id) WriteRaw(raw.bus_id, p->busId, sizeof(p->busId));
+  if (raw.has_legacy) WriteRaw(raw.legacy, p->busIdLegacy, sizeof(p->busIdLegacy));
 }
 
 // The legacy (unversioned) calls' layout: the same first 36 bytes, then four
@@ -425,7 +453,7 @@ nvmlReturn_t PciInfo(const char* fn, nvmlDevice_t device, nvmlPciInfo_t* pci, bo
   DEVICE_CALL(fn);
   if (pci == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
   nvmlPciInfo_t p;
-  FillPci(d->bus_id, d->pci_device_id, d->pci_subsystem_id, &p);
+  FillPci(d->bus_id, d->raw, d->pci_device_id, d->pci_subsystem_id, &p);
   WritePci(p, pci, legacy);
 #ifdef FAKE_NVML_OVERFLOW_PCI_INFO
   if (!legacy) memset(reinterpret_cast<unsigned char*>(pci) + sizeof(p), 0, 4);
@@ -446,7 +474,7 @@ nvmlReturn_t RemotePciInfo(const char* fn, nvmlDevice_t device, unsigned int lin
   auto it = d->links.find(link);
   if (it == d->links.end()) return NVML_ERROR_NOT_SUPPORTED;
   nvmlPciInfo_t p;
-  FillPci(it->second.remote, 0, 0, &p);
+  FillPci(it->second.remote, it->second.raw, 0, 0, &p);
   WritePci(p, pci, legacy);
   return NVML_SUCCESS;
 }
