@@ -398,12 +398,14 @@ class Reader {
     gpu->set_source("nvml");
 
     unsigned int index = 0;
-    if (Call(api_.index, api_.index ? api_.index.fn(dev, &index) : 0)) {
+    if (api_.index && Call(api_.index, api_.index.fn(dev, &index))) {
       if (index < kMaxDevices) gpu->set_index(static_cast<int32_t>(index));
     }
     ReadPci(dev, gpu);
     if (Done()) return false;
-    who_ = absl::StrCat("nvml: device ", i, " (", gpu->pci_bus_id(), ")");
+    if (!gpu->pci_bus_id().empty()) {
+      who_ = absl::StrCat("nvml: device ", i, " (", gpu->pci_bus_id(), ")");
+    }
     ReadStrings(dev, gpu);
     if (Done()) return false;
 
