@@ -8,6 +8,8 @@
 #ifndef TRAINLET_TOPOLOGY_NVML_H_
 #define TRAINLET_TOPOLOGY_NVML_H_
 
+#include <cstddef>
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -20,6 +22,11 @@ struct NvmlOptions {
   // loader finds it) or a path. Empty: NVML is not read (Source SKIPPED).
   std::string library = "libnvidia-ml.so.1";
   bool health = true;  // also read ECC, row-remap and recovery-action counters.
+  // How many CPUs Gpu.cpu_affinity covers, as sysfs's cpumap does for its
+  // nr_cpu_ids (the bits in /sys/devices/system/node/node0/cpumap), so that
+  // the two compare as strings. 0: just enough 32-bit groups for the highest
+  // CPU in the mask.
+  int cpumap_cpus = 0;
 };
 
 // Reads every device NVML sees (the container's GPUs) into `gpus`, one
@@ -36,6 +43,23 @@ void ReadNvml(const NvmlOptions& options, v1::NodeProbe* probe, std::vector<v1::
 // dlopens `library` ("libnccl.so.2" or a path) and reads ncclGetVersion into
 // out->version ("2.28.9"). Empty library: SKIPPED. Never fails.
 void ReadNcclVersion(const std::string& library, v1::Source* out);
+
+// Pure helpers, exposed for the probe and for tests.
+
+// A CPU mask (64 CPUs per word, least significant word first, as
+// nvmlDeviceGetCpuAffinity fills it) in sysfs cpumap form: comma-separated
+// 32-bit hex groups, most significant first, the first group only as wide as
+// `cpus` needs ("ff" for 8 CPUs, "ffffffff,00000000" for 64). `cpus` <= 0:
+// as many CPUs as the highest set bit needs (at least one group). "" for an
+// empty mask.
+std::string CpuMaskToCpumap(const uint64_t* words, size_t count, int cpus);
+
+// NCCL's version code as "major.minor.patch": code = major*10000 +
+// minor*100 + patch from 2.9 on, major*1000 + minor*100 + patch before.
+std::string NcclVersionString(int code);
+
+// "DRIVER_NOT_LOADED" for 9, "UNKNOWN_ERROR_<n>" for codes not in nvml.h.
+std::string NvmlReturnName(int code);
 
 }  // namespace trainlet::topology
 
