@@ -136,16 +136,19 @@ std::optional<VolcanoPod> DiscoverVolcano(const std::map<std::string, std::strin
   // The task's host file: the one whose line <index> is this pod.
   const std::string dir = UnderRoot(sys.root, kVolcanoHostDir);
   for (const std::string& name : VolcanoHostFileNames(dir)) {
-    const std::string origin = absl::StrCat(kVolcanoHostDir, "/", name);
+    // The name goes into logs: escaped.
+    const std::string origin = absl::StrCat(kVolcanoHostDir, "/", absl::CEscape(name));
     absl::StatusOr<std::string> text =
         ReadBoundedFile(absl::StrCat(dir, "/", name), kMaxVolcanoHostFileBytes);
     if (!text.ok()) {
-      pod.notes.push_back(absl::StrCat("skipped ", origin, ": it ", text.status().message()));
+      pod.notes.push_back(absl::StrCat("an unusable Volcano host file, skipped: ", origin, " ",
+                                       text.status().message()));
       continue;
     }
     absl::StatusOr<std::vector<std::string>> hosts = ParseVolcanoHostFile(*text, origin);
     if (!hosts.ok()) {
-      pod.notes.push_back(absl::StrCat("skipped ", hosts.status().message()));
+      pod.notes.push_back(
+          absl::StrCat("an unusable Volcano host file, skipped: ", hosts.status().message()));
       continue;
     }
     if (static_cast<size_t>(pod.index) >= hosts->size()) continue;

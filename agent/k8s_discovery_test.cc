@@ -240,8 +240,11 @@ TEST(DiscoverVolcano, BadOrForeignHostFilesAreSkippedWithANote) {
   root.Write("etc/volcano/c.host", "vj-worker-1.vj\nvj-worker-0.vj\n");  // wrong line.
   mkdir((root.path() + "/etc/volcano/d.host").c_str(), 0755);            // not a file.
   KubernetesDiscovery d = DiscoverKubernetes(VolcanoEnv(1), VolcanoPodAt(root, 1));
-  EXPECT_THAT(d.notes, ElementsAre(::testing::HasSubstr("/etc/volcano/a.host line 2"),
-                                   "skipped /etc/volcano/d.host: it is not a regular file"));
+  EXPECT_THAT(
+      d.notes,
+      ElementsAre(
+          ::testing::HasSubstr("/etc/volcano/a.host line 2"),
+          "an unusable Volcano host file, skipped: /etc/volcano/d.host is not a regular file"));
   EXPECT_FALSE(d.nnodes.has_value());
   EXPECT_EQ(d.coordinator_host->text, "vj-worker-0.vj");  // from the FQDN.
 }

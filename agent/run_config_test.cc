@@ -479,7 +479,8 @@ TEST(ParseRunConfig, VolcanoPodNeedsNoFlags) {
   std::string notes = absl::StrJoin(c->discovery_notes, "; ");
   EXPECT_THAT(notes, HasSubstr("nnodes 2 from /etc/volcano/worker.host (its line count)"));
   EXPECT_THAT(notes, HasSubstr("node rank 1 from VK_TASK_INDEX"));
-  EXPECT_THAT(notes, HasSubstr("skipped /etc/volcano/bad.host line 1"));
+  EXPECT_THAT(notes,
+              HasSubstr("an unusable Volcano host file, skipped: /etc/volcano/bad.host line 1"));
 }
 
 TEST(ParseRunConfig, VolcanoPodWithoutACountIsRefused) {
