@@ -14,6 +14,17 @@
 //   max restarts    PET_MAX_RESTARTS (training-operator v1 elastic)
 //   job id          the JobSet hostname prefix <jobset>-<rjob>
 //
+// In a Volcano pod (VK_TASK_INDEX or VC_TASK_INDEX, and the svc plugin's
+// hostname <job>-<task>-<index>; docs/configuration.md), after the PET_*
+// variables and JOB_COMPLETION_INDEX, instead of the JobSet hostname:
+//   nnodes          lines of /etc/volcano/<task>.host, else VC_<TASK>_NUM
+//   node rank hint  VK_TASK_INDEX (VC_TASK_INDEX)
+//   coordinator     the first line of that host file, else
+//                   <job>-<task>-0.<subdomain> (<job>-<task>-0 without one)
+//   job id          <job>-<task> (the hostname without "-<index>")
+// The host file is the one under /etc/volcano (read below SystemInfo::root)
+// that lists this pod's hostname as its line <index>.
+//
 // It also says whether this is a pod of a JobSet or Kubeflow job (Kubernetes,
 // and JOB_COMPLETION_INDEX, a JobSet hostname or a PET_* variable), whose
 // node count must then come from somewhere (ParseRunConfig() refuses to guess
@@ -25,7 +36,9 @@
 // text with the variable they came from; the config layer parses them and
 // names that variable in its errors.
 //
-// Pure function of its inputs; thread-compatible.
+// Reads only the Volcano host files (below SystemInfo::root, bounded, and
+// only in a Volcano pod); otherwise a function of its inputs.
+// Thread-compatible.
 #ifndef TRAINLET_AGENT_K8S_DISCOVERY_H_
 #define TRAINLET_AGENT_K8S_DISCOVERY_H_
 
@@ -34,6 +47,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "agent/system_probe.h"
 
@@ -55,6 +69,34 @@ std::optional<JobSetHostname> ParseJobSetHostname(absl::string_view hostname);
 // The subdomain in "<hostname>.<subdomain>.<ns>.svc[.<cluster domain>]";
 // empty when `fqdn` does not have that shape.
 std::string SubdomainFromFqdn(absl::string_view hostname, absl::string_view fqdn);
+
+// Volcano's svc plugin: /etc/volcano/<task>.host, one host a line.
+inline constexpr char kVolcanoHostDir[] = "/etc/volcano";
+inline constexpr size_t kMaxVolcanoHostFileBytes = 8 << 20;
+inline constexpr int kMaxVolcanoHostFiles = 64;
+
+// The hosts of one host file text, one a line, whitespace trimmed and blank
+// lines skipped; an error naming `origin` for a line that is not a host name
+// (common/host_names.h) or for more than kMaxNodes lines.
+absl::StatusOr<std::vector<std::string>> ParseVolcanoHostFile(absl::string_view text,
+                                                              absl::string_view origin);
+
+// What a Volcano pod says about its task.
+struct VolcanoPod {
+  int index = 0;                   // VK_TASK_INDEX (VC_TASK_INDEX).
+  std::string index_origin;        // "VK_TASK_INDEX".
+  std::string job_task;            // "<job>-<task>": the hostname without "-<index>".
+  std::string task;                // the task name; empty when unknown.
+  std::string subdomain;           // from the FQDN or the host file; may be empty.
+  std::vector<std::string> hosts;  // the task's host file; empty without one.
+  std::string hosts_origin;        // "/etc/volcano/worker.host".
+  std::vector<std::string> notes;  // host files that could not be used, and why.
+};
+
+// nullopt unless `env` has VK_TASK_INDEX (or VC_TASK_INDEX) and the hostname
+// is "<job>-<task>-<that index>".
+std::optional<VolcanoPod> DiscoverVolcano(const std::map<std::string, std::string>& env,
+                                          const SystemInfo& sys);
 
 struct Discovered {
   std::string text;    // the value, unparsed.
@@ -80,6 +122,9 @@ struct KubernetesDiscovery {
   std::optional<Discovered> nproc_per_node;
   std::optional<Discovered> max_restarts;
   std::optional<Discovered> job_id;
+  // What discovery skipped and why (an unusable Volcano host file), for the
+  // startup log; values escaped and bounded.
+  std::vector<std::string> notes;
 };
 
 KubernetesDiscovery DiscoverKubernetes(const std::map<std::string, std::string>& env,

@@ -34,7 +34,7 @@ constexpr char kUsage[] =
     "Commands:\n"
     "  run [options] -- COMMAND [ARGS...]\n"
     "        Join the job's rendezvous and run COMMAND as the local workers, with\n"
-    "        the environment torchrun, JAX, TensorFlow and XGBoost expect.\n"
+    "        the environment torchrun, JAX, TensorFlow, XGBoost and Paddle expect.\n"
     "  mpi-launcher [options] -- COMMAND [ARGS...]\n"
     "        The MPI launcher pod: host the rendezvous, wait until every worker's\n"
     "        sshd is really reachable, write hostfiles, run mpirun, deepspeed, ...\n"

@@ -441,6 +441,7 @@ absl::StatusOr<RunConfig> RunConfigFromOptions(const ParsedOptions& parsed,
   c.command = parsed.command;
   KubernetesDiscovery k8s = DiscoverKubernetes(env, sys);
   if (mode.mpi != MpiRole::kNone) ApplyMpiConventions(mode.mpi, sys, &k8s);
+  for (const std::string& note : k8s.notes) c.discovery_notes.push_back(note);
 
   // --standalone: torchrun's single-node mode; what the pod says about other
   // nodes does not apply.

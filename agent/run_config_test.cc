@@ -456,6 +456,42 @@ TEST(ParseRunConfig, JobSetHostnameWithoutFqdn) {
   EXPECT_EQ(c->node_rank_hint, 1);
 }
 
+TEST(ParseRunConfig, VolcanoPodNeedsNoFlags) {
+  char tmpl[] = "/tmp/trainlet_volcano_cfg_XXXXXX";
+  ASSERT_NE(mkdtemp(tmpl), nullptr);
+  const std::string root = tmpl;
+  ASSERT_EQ(mkdir((root + "/etc").c_str(), 0755), 0);
+  ASSERT_EQ(mkdir((root + "/etc/volcano").c_str(), 0755), 0);
+  std::ofstream(root + "/etc/volcano/worker.host") << "vj-worker-0.vj\nvj-worker-1.vj\n";
+  std::ofstream(root + "/etc/volcano/bad.host") << "no such\n";
+  SystemInfo sys = Machine(4, 0);
+  sys.root = root;
+  sys.hostname = "vj-worker-1";
+  Env env = {{"KUBERNETES_SERVICE_HOST", "10.96.0.1"}, {"VK_TASK_INDEX", "1"}};
+  auto c = ParseFlags({}, env, sys);
+  std::system(("rm -rf '" + root + "'").c_str());
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->nnodes.max, 2);
+  EXPECT_EQ(c->node_rank_hint, 1);
+  EXPECT_EQ(c->coordinator_host, "vj-worker-0.vj");
+  EXPECT_EQ(c->host_coordinator, HostCoordinator::kNo);
+  EXPECT_EQ(c->job_id, "vj-worker");
+  std::string notes = absl::StrJoin(c->discovery_notes, "; ");
+  EXPECT_THAT(notes, HasSubstr("nnodes 2 from /etc/volcano/worker.host (its line count)"));
+  EXPECT_THAT(notes, HasSubstr("node rank 1 from VK_TASK_INDEX"));
+  EXPECT_THAT(notes,
+              HasSubstr("an unusable Volcano host file, skipped: /etc/volcano/bad.host line 1"));
+}
+
+TEST(ParseRunConfig, VolcanoPodWithoutACountIsRefused) {
+  SystemInfo sys = Machine(4, 0);
+  sys.root = "/nonexistent-trainlet-root";
+  sys.hostname = "vj-worker-1";
+  auto c = ParseFlags({}, {{"KUBERNETES_SERVICE_HOST", "10.96.0.1"}, {"VK_TASK_INDEX", "1"}}, sys);
+  EXPECT_EQ(c.status().code(), absl::StatusCode::kFailedPrecondition) << c.status();
+  EXPECT_THAT(c.status().message(), HasSubstr("VK_TASK_INDEX=1"));
+}
+
 TEST(ParseRunConfig, JobSetHostnameOutsideKubernetesIsIgnored) {
   auto c = ParseFlags({}, {}, JobSetPod("build-box-0-3"));
   ASSERT_TRUE(c.ok()) << c.status();

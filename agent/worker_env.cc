@@ -1,9 +1,13 @@
 #include "agent/worker_env.h"
 
+#include <algorithm>
 #include <cstdint>
 
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/strip.h"
 #include "agent/options.h"
 
 namespace trainlet::agent {
@@ -40,24 +44,158 @@ void AppendJsonString(std::string* out, absl::string_view s) {
   out->push_back('"');
 }
 
-}  // namespace
-
-std::optional<std::string> TfConfigJson(const WorkerEnvInput& in, int rank) {
-  if (in.nodes.empty()) return std::nullopt;
+// Whether `nodes` describes every worker and every worker port fits.
+bool NodesConsistent(const WorkerEnvInput& in) {
+  if (in.nodes.empty()) return false;
   int64_t total = 0;
   for (const NodeEndpoint& node : in.nodes) {
-    if (node.local_world_size < 0) return std::nullopt;
+    if (node.local_world_size < 0) return false;
     total += node.local_world_size;
-    if (static_cast<int64_t>(in.master_port) + node.local_world_size > 65535) return std::nullopt;
+    if (static_cast<int64_t>(in.master_port) + node.local_world_size > 65535) return false;
   }
-  if (total != in.world_size) return std::nullopt;
+  return total == in.world_size;
+}
+
+// The port of the worker with local rank `l` (TF_CONFIG, Paddle endpoints).
+int WorkerPort(const WorkerEnvInput& in, int l) { return in.master_port + 1 + l; }
+
+using EnvList = std::vector<std::pair<std::string, std::string>>;
+
+void AppendTorchrunEnv(const WorkerEnvInput& in, int local_rank, EnvList* env) {
+  const int rank = in.first_global_rank + local_rank;
+  const std::string rank_text = absl::StrCat(rank);
+  const std::string world_text = absl::StrCat(in.world_size);
+  env->insert(env->end(), {
+                              {"MASTER_ADDR", in.master_addr},
+                              {"MASTER_PORT", absl::StrCat(in.master_port)},
+                              {"RANK", rank_text},
+                              {"WORLD_SIZE", world_text},
+                              {"LOCAL_RANK", absl::StrCat(local_rank)},
+                              {"LOCAL_WORLD_SIZE", absl::StrCat(in.local_world_size)},
+                              {"GROUP_RANK", absl::StrCat(in.node_rank)},
+                              {"GROUP_WORLD_SIZE", absl::StrCat(in.nnodes)},
+                              {"ROLE_NAME", "default"},
+                              {"ROLE_RANK", rank_text},
+                              {"ROLE_WORLD_SIZE", world_text},
+                              {"NODE_RANK", absl::StrCat(in.node_rank)},
+                              {"TORCHELASTIC_RUN_ID", in.job_id},
+                              {"TORCHELASTIC_RESTART_COUNT", absl::StrCat(in.restart_count)},
+                              {"TORCHELASTIC_MAX_RESTARTS", absl::StrCat(in.max_restarts)},
+                          });
+}
+
+// jax.distributed.initialize() with no arguments.
+void AppendJaxEnv(const WorkerEnvInput& in, int local_rank, EnvList* env) {
+  env->emplace_back("JAX_COORDINATOR_ADDRESS", JoinHostPort(in.master_addr, in.master_port));
+  env->emplace_back("JAX_NUM_PROCESSES", absl::StrCat(in.world_size));
+  env->emplace_back("JAX_PROCESS_ID", absl::StrCat(in.first_global_rank + local_rank));
+}
+
+// TensorFlow MultiWorkerMirroredStrategy.
+void AppendTensorflowEnv(const WorkerEnvInput& in, int local_rank, EnvList* env) {
+  if (std::optional<std::string> tf_config = TfConfigJson(in, in.first_global_rank + local_rank)) {
+    env->emplace_back("TF_CONFIG", *std::move(tf_config));
+  }
+}
+
+// XGBoost / Rabit tracker.
+void AppendXgboostEnv(const WorkerEnvInput& in, int local_rank, EnvList* env) {
+  env->emplace_back("DMLC_TRACKER_URI", in.master_addr);
+  env->emplace_back("DMLC_TRACKER_PORT", absl::StrCat(in.master_port));
+  env->emplace_back("DMLC_TASK_ID", absl::StrCat(in.first_global_rank + local_rank));
+  env->emplace_back("DMLC_NUM_WORKER", absl::StrCat(in.world_size));
+}
+
+// PaddlePaddle collective mode: what paddle.distributed.launch gives each
+// process it starts (so init_parallel_env() works without it), or, when the
+// worker is that launcher, what its own flags default from.
+void AppendPaddleEnv(const WorkerEnvInput& in, int local_rank, EnvList* env) {
+  env->emplace_back("PADDLE_JOB_ID", in.job_id);
+  env->emplace_back("PADDLE_NNODES", absl::StrCat(in.nnodes));
+  env->emplace_back("PADDLE_MASTER", JoinHostPort(in.master_addr, in.master_port));
+  if (in.nested == NestedLauncher::kPaddle) {
+    // The launcher reads PADDLE_RANK as --rank (its node rank), and hosts its
+    // HTTP master only where the host in PADDLE_MASTER is 127.0.0.1 or its
+    // --host (POD_IP).
+    env->emplace_back("PADDLE_RANK", absl::StrCat(in.node_rank));
+    if (in.node_rank == 0) env->emplace_back("POD_IP", in.master_addr);
+    return;
+  }
+  const std::string rank_text = absl::StrCat(in.first_global_rank + local_rank);
+  const std::string world_text = absl::StrCat(in.world_size);
+  env->emplace_back("PADDLE_TRAINER_ID", rank_text);
+  env->emplace_back("PADDLE_TRAINERS_NUM", world_text);
+  env->emplace_back("PADDLE_GLOBAL_RANK", rank_text);
+  env->emplace_back("PADDLE_GLOBAL_SIZE", world_text);
+  env->emplace_back("PADDLE_LOCAL_RANK", absl::StrCat(local_rank));
+  env->emplace_back("PADDLE_LOCAL_SIZE", absl::StrCat(in.local_world_size));
+  env->emplace_back("PADDLE_RANK_IN_NODE", absl::StrCat(local_rank));
+  if (NodesConsistent(in) && in.node_rank >= 0 &&
+      in.node_rank < static_cast<int>(in.nodes.size())) {
+    if (std::optional<std::string> endpoints = PaddleTrainerEndpoints(in)) {
+      env->emplace_back("PADDLE_TRAINER_ENDPOINTS", *std::move(endpoints));
+    }
+    env->emplace_back("PADDLE_CURRENT_ENDPOINT",
+                      JoinHostPort(in.nodes[in.node_rank].addr, WorkerPort(in, local_rank)));
+  }
+}
+
+// A static torchrun started by the worker (Kubeflow's PET_* convention).
+void AppendNestedTorchrunEnv(const WorkerEnvInput& in, EnvList* env) {
+  env->emplace_back("PET_NNODES", absl::StrCat(in.nnodes));
+  env->emplace_back("PET_NODE_RANK", absl::StrCat(in.node_rank));
+  env->emplace_back("PET_MASTER_ADDR", in.master_addr);
+  env->emplace_back("PET_MASTER_PORT", absl::StrCat(in.master_port));
+  env->emplace_back("PET_NPROC_PER_NODE", absl::StrCat(in.local_world_size));
+}
+
+absl::string_view Basename(absl::string_view path) {
+  size_t slash = path.rfind('/');
+  return slash == absl::string_view::npos ? path : path.substr(slash + 1);
+}
+
+// "python", "python3", "python3.11" (not "python3-config").
+bool IsPythonInterpreter(absl::string_view name) {
+  if (!absl::ConsumePrefix(&name, "python")) return false;
+  return std::all_of(name.begin(), name.end(), [](char c) {
+    return absl::ascii_isdigit(static_cast<unsigned char>(c)) || c == '.';
+  });
+}
+
+}  // namespace
+
+NestedLauncher DetectNestedLauncher(const std::vector<std::string>& argv) {
+  if (argv.empty() || !IsPythonInterpreter(Basename(argv[0]))) return NestedLauncher::kNone;
+  std::string module;
+  for (size_t i = 1; i < argv.size(); ++i) {
+    absl::string_view arg = argv[i];
+    if (arg == "-m") {
+      if (i + 1 < argv.size()) module = argv[i + 1];
+      break;
+    }
+    if (absl::ConsumePrefix(&arg, "-m")) {
+      module = std::string(arg);
+      break;
+    }
+    // Options with a separate value; "-c", "-" or a script end the options.
+    if (arg == "-W" || arg == "-X") {
+      ++i;
+      continue;
+    }
+    if (arg.size() < 2 || arg[0] != '-' || arg == "-c" || arg == "--") break;
+  }
+  return module == "paddle.distributed.launch" ? NestedLauncher::kPaddle : NestedLauncher::kNone;
+}
+
+std::optional<std::string> TfConfigJson(const WorkerEnvInput& in, int rank) {
+  if (!NodesConsistent(in)) return std::nullopt;
   std::string json = "{\"cluster\":{\"worker\":[";
   bool first = true;
   for (const NodeEndpoint& node : in.nodes) {
     for (int l = 0; l < node.local_world_size; ++l) {
       if (!first) json.push_back(',');
       first = false;
-      AppendJsonString(&json, JoinHostPort(node.addr, in.master_port + 1 + l));
+      AppendJsonString(&json, JoinHostPort(node.addr, WorkerPort(in, l)));
       if (json.size() > kMaxTfConfigBytes) return std::nullopt;
     }
   }
@@ -67,48 +205,54 @@ std::optional<std::string> TfConfigJson(const WorkerEnvInput& in, int rank) {
   return json;
 }
 
+std::optional<std::string> PaddleTrainerEndpoints(const WorkerEnvInput& in) {
+  if (!NodesConsistent(in)) return std::nullopt;
+  std::string list;
+  for (const NodeEndpoint& node : in.nodes) {
+    for (int l = 0; l < node.local_world_size; ++l) {
+      if (!list.empty()) list.push_back(',');
+      absl::StrAppend(&list, JoinHostPort(node.addr, WorkerPort(in, l)));
+      if (list.size() > kMaxClusterListBytes) return std::nullopt;
+    }
+  }
+  return list;
+}
+
 std::vector<std::pair<std::string, std::string>> FrameworkEnv(const WorkerEnvInput& in,
                                                               int local_rank) {
-  const int rank = in.first_global_rank + local_rank;
-  const std::string rank_text = absl::StrCat(rank);
-  const std::string world_text = absl::StrCat(in.world_size);
-  std::vector<std::pair<std::string, std::string>> env = {
-      // torchrun (torch.distributed.run) for each worker.
-      {"MASTER_ADDR", in.master_addr},
-      {"MASTER_PORT", absl::StrCat(in.master_port)},
-      {"RANK", rank_text},
-      {"WORLD_SIZE", world_text},
-      {"LOCAL_RANK", absl::StrCat(local_rank)},
-      {"LOCAL_WORLD_SIZE", absl::StrCat(in.local_world_size)},
-      {"GROUP_RANK", absl::StrCat(in.node_rank)},
-      {"GROUP_WORLD_SIZE", absl::StrCat(in.nnodes)},
-      {"ROLE_NAME", "default"},
-      {"ROLE_RANK", rank_text},
-      {"ROLE_WORLD_SIZE", world_text},
-      {"NODE_RANK", absl::StrCat(in.node_rank)},
-      {"TORCHELASTIC_RUN_ID", in.job_id},
-      {"TORCHELASTIC_RESTART_COUNT", absl::StrCat(in.restart_count)},
-      {"TORCHELASTIC_MAX_RESTARTS", absl::StrCat(in.max_restarts)},
-      // JAX: jax.distributed.initialize() with no arguments.
-      {"JAX_COORDINATOR_ADDRESS", JoinHostPort(in.master_addr, in.master_port)},
-      {"JAX_NUM_PROCESSES", world_text},
-      {"JAX_PROCESS_ID", rank_text},
+  EnvList env;
+  AppendTorchrunEnv(in, local_rank, &env);
+  AppendJaxEnv(in, local_rank, &env);
+  AppendTensorflowEnv(in, local_rank, &env);
+  AppendXgboostEnv(in, local_rank, &env);
+  AppendPaddleEnv(in, local_rank, &env);
+  AppendNestedTorchrunEnv(in, &env);
+  return env;
+}
+
+std::vector<std::pair<std::string, std::string>> KubeflowV1Env(const WorkerEnvInput& in,
+                                                               int local_rank) {
+  EnvList env = {
+      // JAXJob: the host alone, and its port apart.
+      {"COORDINATOR_ADDRESS", in.master_addr},
+      {"COORDINATOR_PORT", absl::StrCat(in.master_port)},
+      {"NUM_PROCESSES", absl::StrCat(in.world_size)},
+      {"PROCESS_ID", absl::StrCat(in.first_global_rank + local_rank)},
   };
-  // TensorFlow MultiWorkerMirroredStrategy.
-  if (std::optional<std::string> tf_config = TfConfigJson(in, rank)) {
-    env.emplace_back("TF_CONFIG", *std::move(tf_config));
+  // XGBoostJob (LightGBM): the master at MASTER_ADDR:MASTER_PORT, every other
+  // pod at one of WORKER_ADDRS:WORKER_PORT.
+  if (in.nnodes > 1 && in.world_size == in.nnodes && NodesConsistent(in) &&
+      static_cast<int>(in.nodes.size()) == in.nnodes) {
+    std::string addrs;
+    for (size_t n = 1; n < in.nodes.size(); ++n) {
+      if (n > 1) addrs.push_back(',');
+      addrs.append(in.nodes[n].addr);
+    }
+    if (addrs.size() <= kMaxClusterListBytes) {
+      env.emplace_back("WORKER_ADDRS", std::move(addrs));
+      env.emplace_back("WORKER_PORT", absl::StrCat(WorkerPort(in, 0)));
+    }
   }
-  // XGBoost / Rabit tracker.
-  env.emplace_back("DMLC_TRACKER_URI", in.master_addr);
-  env.emplace_back("DMLC_TRACKER_PORT", absl::StrCat(in.master_port));
-  env.emplace_back("DMLC_TASK_ID", rank_text);
-  env.emplace_back("DMLC_NUM_WORKER", world_text);
-  // A static torchrun started by the worker (Kubeflow's PET_* convention).
-  env.emplace_back("PET_NNODES", absl::StrCat(in.nnodes));
-  env.emplace_back("PET_NODE_RANK", absl::StrCat(in.node_rank));
-  env.emplace_back("PET_MASTER_ADDR", in.master_addr);
-  env.emplace_back("PET_MASTER_PORT", absl::StrCat(in.master_port));
-  env.emplace_back("PET_NPROC_PER_NODE", absl::StrCat(in.local_world_size));
   return env;
 }
 
@@ -119,6 +263,9 @@ std::vector<std::string> BuildWorkerEnv(const std::map<std::string, std::string>
   // even when ours is left out for size.
   env.erase("TF_CONFIG");
   for (auto& [name, value] : FrameworkEnv(in, local_rank)) env[name] = std::move(value);
+  for (auto& [name, value] : KubeflowV1Env(in, local_rank)) {
+    if (base.count(name) == 0) env[name] = std::move(value);
+  }
   if (in.local_world_size > 1 && base.count("OMP_NUM_THREADS") == 0) {
     env["OMP_NUM_THREADS"] = "1";
   }

@@ -1,7 +1,17 @@
 // The environment of each worker process: what torchrun sets for its
 // children (so torch.distributed's env:// init works unchanged), plus the
-// variables JAX, TensorFlow (TF_CONFIG), XGBoost/Rabit (DMLC_*) and a nested
-// static torchrun (PET_*) read. docs/environment.md has the full table.
+// variables JAX, TensorFlow (TF_CONFIG), XGBoost/Rabit (DMLC_*),
+// PaddlePaddle's collective mode (PADDLE_*) and a nested static torchrun
+// (PET_*) read, and the Kubeflow training-operator v1 spellings of JAXJob
+// and XGBoostJob. docs/environment.md has the full table.
+//
+// Two layers with different precedence:
+//   FrameworkEnv()  replaces inherited values of the same name (a pod's RANK
+//                   or PADDLE_MASTER describes another launch);
+//   KubeflowV1Env() only fills names the agent's environment lacks (a v1 pod
+//                   or the user may have set them on purpose).
+// Adding a framework means adding one Append...() in worker_env.cc to the
+// layer whose precedence it needs.
 //
 // Built from one round's assignment: ranks are contiguous per node, in node
 // rank order, so the worker with local rank l on node n has global rank
@@ -25,6 +35,18 @@ struct NodeEndpoint {
   int local_world_size = 1;
 };
 
+// A launcher that the worker command is itself, which starts the per-device
+// processes and so must get node-level variables only.
+enum class NestedLauncher {
+  kNone,
+  kPaddle,  // python -m paddle.distributed.launch
+};
+
+// kPaddle for `python[3[.N]] [OPTIONS] -m paddle.distributed.launch ...`
+// (also "-mpaddle.distributed.launch"), by the basename of argv[0]; kNone
+// otherwise, including commands wrapped in a shell.
+NestedLauncher DetectNestedLauncher(const std::vector<std::string>& argv);
+
 struct WorkerEnvInput {
   std::string job_id;
   int node_rank = 0;
@@ -36,17 +58,42 @@ struct WorkerEnvInput {
   int master_port = 29500;
   int restart_count = 0;
   int max_restarts = 0;
-  std::vector<NodeEndpoint> nodes;  // node-rank order; only TF_CONFIG uses it.
+  // Node-rank order; TF_CONFIG, the Paddle endpoints and WORKER_ADDRS use it.
+  // Empty above the coordinator's member-list limit.
+  std::vector<NodeEndpoint> nodes;
+  NestedLauncher nested = NestedLauncher::kNone;
 };
 
-// TF_CONFIG is left out above this size: Linux caps one environment string
-// at 128 KiB (MAX_ARG_STRLEN), and the rest of the environment needs room.
-inline constexpr size_t kMaxTfConfigBytes = 64 * 1024;
+// A value that lists every worker or node (TF_CONFIG,
+// PADDLE_TRAINER_ENDPOINTS, WORKER_ADDRS) is left out above this size: Linux
+// caps one environment string at 128 KiB (MAX_ARG_STRLEN), and the rest of
+// the environment needs room.
+inline constexpr size_t kMaxClusterListBytes = 64 * 1024;
+inline constexpr size_t kMaxTfConfigBytes = kMaxClusterListBytes;
 
 // The variables trainlet sets for local rank `local_rank` (name, value), in a
-// stable order.
+// stable order; they replace inherited values. With in.nested == kPaddle the
+// Paddle part is node-level only (PADDLE_JOB_ID, PADDLE_NNODES, PADDLE_MASTER,
+// PADDLE_RANK = node rank, and on node rank 0 POD_IP = master_addr, so that
+// the launcher there hosts its HTTP master at PADDLE_MASTER); no
+// PADDLE_TRAINER_ID, which that launcher would read as its node rank.
 std::vector<std::pair<std::string, std::string>> FrameworkEnv(const WorkerEnvInput& in,
                                                               int local_rank);
+
+// The Kubeflow training-operator v1 spellings (JAXJob: COORDINATOR_ADDRESS
+// host only, COORDINATOR_PORT, NUM_PROCESSES, PROCESS_ID; XGBoostJob/LightGBM:
+// WORKER_ADDRS, WORKER_PORT), in a stable order. BuildWorkerEnv() sets each
+// only where `base` has no such variable. WORKER_ADDRS (the other nodes'
+// addresses, node rank 1 up, comma-separated) and WORKER_PORT
+// (master_port + 1) come only with one worker per node and several nodes,
+// as in v1 where each pod is one worker.
+std::vector<std::pair<std::string, std::string>> KubeflowV1Env(const WorkerEnvInput& in,
+                                                               int local_rank);
+
+// Every worker's Paddle endpoint, comma-separated in rank order: the worker
+// with local rank l on node n at nodes[n].addr:(master_port + 1 + l), the
+// ports TF_CONFIG uses. nullopt under the same conditions as TfConfigJson().
+std::optional<std::string> PaddleTrainerEndpoints(const WorkerEnvInput& in);
 
 // The TF_CONFIG JSON for global rank `rank`:
 //   {"cluster":{"worker":["addr:port",...]},"task":{"type":"worker","index":RANK},
@@ -57,10 +104,10 @@ std::vector<std::pair<std::string, std::string>> FrameworkEnv(const WorkerEnvInp
 // add up to world_size, or when a port would pass 65535.
 std::optional<std::string> TfConfigJson(const WorkerEnvInput& in, int rank);
 
-// `base` (the agent's environment) with FrameworkEnv() overriding it, as
-// "K=V" strings sorted by name. Also sets OMP_NUM_THREADS=1 when
-// local_world_size > 1 and `base` has none (as torchrun does). A TF_CONFIG
-// in `base` is always dropped, even when TfConfigJson() gives none.
+// `base` (the agent's environment) with FrameworkEnv() overriding it and
+// KubeflowV1Env() filling its gaps, as "K=V" strings sorted by name. Also sets OMP_NUM_THREADS=1
+// when local_world_size > 1 and `base` has none (as torchrun does). A TF_CONFIG in `base` is always
+// dropped, even when TfConfigJson() gives none.
 std::vector<std::string> BuildWorkerEnv(const std::map<std::string, std::string>& base,
                                         const WorkerEnvInput& in, int local_rank);
 

@@ -1,7 +1,11 @@
 #include "agent/worker_env.h"
 
 #include <algorithm>
+#include <fstream>
+#include <sstream>
 
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -28,6 +32,60 @@ WorkerEnvInput SecondOfTwoNodes() {
   in.max_restarts = 3;
   in.nodes = {{"10.0.0.1", 2}, {"10.0.0.2", 2}};
   return in;
+}
+
+// One worker on each of three nodes (the v1 XGBoostJob shape), rank 2.
+WorkerEnvInput ThirdOfThreeSingleWorkerNodes() {
+  WorkerEnvInput in;
+  in.job_id = "xgb-worker";
+  in.node_rank = 2;
+  in.nnodes = 3;
+  in.local_world_size = 1;
+  in.first_global_rank = 2;
+  in.world_size = 3;
+  in.master_addr = "xgb-worker-0-0.xgb";
+  in.master_port = 9999;
+  in.nodes = {{"xgb-worker-0-0.xgb", 1}, {"xgb-worker-0-1.xgb", 1}, {"xgb-worker-0-2.xgb", 1}};
+  return in;
+}
+
+// What a pod's container starts with; the goldens show what survives.
+const std::map<std::string, std::string>& PodBaseEnv() {
+  static const auto* base = new std::map<std::string, std::string>{
+      {"HOME", "/root"},
+      {"KUBERNETES_SERVICE_HOST", "10.96.0.1"},
+      {"PATH", "/usr/local/bin:/usr/bin:/bin"},
+      {"RANK", "0"},                                 // a v1 operator's: replaced.
+      {"PADDLE_MASTER", "old-worker-0:36543"},       // a v1 PaddleJob's: replaced.
+      {"COORDINATOR_PORT", "6666"},                  // a v1 JAXJob's: kept.
+      {"TF_CONFIG", R"({"cluster":{"worker":[]}})"}  // always dropped.
+  };
+  return *base;
+}
+
+// Compares `actual` with agent/testdata/<name>; TRAINLET_UPDATE_GOLDEN=1
+// rewrites the file instead (as mpi/testing/test_util.h does for mpi/).
+void ExpectGolden(const std::string& name, const std::string& actual) {
+  const std::string path = absl::StrCat(TRAINLET_AGENT_TESTDATA, "/", name);
+  if (getenv("TRAINLET_UPDATE_GOLDEN") != nullptr) {
+    std::ofstream(path, std::ios::binary) << actual;
+    return;
+  }
+  std::ifstream in(path, std::ios::binary);
+  ASSERT_TRUE(in.good()) << "missing golden file " << path
+                         << " (TRAINLET_UPDATE_GOLDEN=1 writes it)";
+  std::stringstream expected;
+  expected << in.rdbuf();
+  EXPECT_EQ(actual, expected.str()) << "golden file " << path;
+}
+
+std::string EnvText(const std::vector<std::string>& env) {
+  return absl::StrCat(absl::StrJoin(env, "\n"), "\n");
+}
+
+bool HasName(const std::vector<std::string>& env, const std::string& name) {
+  return std::any_of(env.begin(), env.end(),
+                     [&](const std::string& kv) { return kv.rfind(name + "=", 0) == 0; });
 }
 
 TEST(FrameworkEnv, AllVariablesForNodeOneOfTwo) {
@@ -57,6 +115,18 @@ TEST(FrameworkEnv, AllVariablesForNodeOneOfTwo) {
       {"DMLC_TRACKER_PORT", "29500"},
       {"DMLC_TASK_ID", "3"},
       {"DMLC_NUM_WORKER", "4"},
+      {"PADDLE_JOB_ID", "job"},
+      {"PADDLE_NNODES", "2"},
+      {"PADDLE_MASTER", "job-node-0-0.job:29500"},
+      {"PADDLE_TRAINER_ID", "3"},
+      {"PADDLE_TRAINERS_NUM", "4"},
+      {"PADDLE_GLOBAL_RANK", "3"},
+      {"PADDLE_GLOBAL_SIZE", "4"},
+      {"PADDLE_LOCAL_RANK", "1"},
+      {"PADDLE_LOCAL_SIZE", "2"},
+      {"PADDLE_RANK_IN_NODE", "1"},
+      {"PADDLE_TRAINER_ENDPOINTS", "10.0.0.1:29501,10.0.0.1:29502,10.0.0.2:29501,10.0.0.2:29502"},
+      {"PADDLE_CURRENT_ENDPOINT", "10.0.0.2:29502"},
       {"PET_NNODES", "2"},
       {"PET_NODE_RANK", "1"},
       {"PET_MASTER_ADDR", "job-node-0-0.job"},
@@ -161,6 +231,161 @@ TEST(BuildWorkerEnv, InheritedTfConfigIsDropped) {
   std::vector<std::string> env = BuildWorkerEnv({{"TF_CONFIG", "{\"old\":1}"}}, in, 0);
   EXPECT_TRUE(std::none_of(env.begin(), env.end(),
                            [](const std::string& kv) { return kv.rfind("TF_CONFIG=", 0) == 0; }));
+}
+
+TEST(PaddleEnv, EndpointsLeftOutAbove64KiBButCurrentEndpointStays) {
+  WorkerEnvInput in;
+  in.master_addr = "m";
+  in.master_port = 29500;
+  for (int n = 0; n < 250; ++n) in.nodes.push_back({std::string(40, 'h') + std::to_string(n), 8});
+  in.world_size = 2000;
+  in.local_world_size = 8;
+  in.nnodes = 250;
+  in.node_rank = 3;
+  in.first_global_rank = 24;
+  EXPECT_EQ(PaddleTrainerEndpoints(in), std::nullopt);
+  std::vector<std::string> env = BuildWorkerEnv({}, in, 1);
+  EXPECT_FALSE(HasName(env, "PADDLE_TRAINER_ENDPOINTS"));
+  EXPECT_THAT(env,
+              Contains(absl::StrCat("PADDLE_CURRENT_ENDPOINT=", std::string(40, 'h'), "3:29502")));
+  in.nodes.resize(100);  // 800 workers ~ 39 KB: fits.
+  in.world_size = 800;
+  std::optional<std::string> list = PaddleTrainerEndpoints(in);
+  ASSERT_TRUE(list.has_value());
+  EXPECT_LE(list->size(), kMaxClusterListBytes);
+  EXPECT_EQ(std::count(list->begin(), list->end(), ','), 799);
+}
+
+TEST(PaddleEnv, NoEndpointsWithoutTheMemberList) {
+  WorkerEnvInput in = SecondOfTwoNodes();
+  in.nodes.clear();  // above the coordinator's member-list limit.
+  std::vector<std::string> env = BuildWorkerEnv({}, in, 1);
+  EXPECT_FALSE(HasName(env, "PADDLE_TRAINER_ENDPOINTS"));
+  EXPECT_FALSE(HasName(env, "PADDLE_CURRENT_ENDPOINT"));
+  EXPECT_THAT(env, Contains("PADDLE_TRAINER_ID=3"));
+  EXPECT_THAT(env, Contains("PADDLE_MASTER=job-node-0-0.job:29500"));
+}
+
+TEST(PaddleEnv, Ipv6MasterIsBracketed) {
+  WorkerEnvInput in = SecondOfTwoNodes();
+  in.master_addr = "fd00::1";
+  in.nodes = {{"fd00::1", 2}, {"fd00::2", 2}};
+  std::vector<std::string> env = BuildWorkerEnv({}, in, 0);
+  EXPECT_THAT(env, Contains("PADDLE_MASTER=[fd00::1]:29500"));
+  EXPECT_THAT(env, Contains("PADDLE_CURRENT_ENDPOINT=[fd00::2]:29501"));
+}
+
+TEST(PaddleEnv, NestedLauncherGetsNodeLevelVariablesOnly) {
+  WorkerEnvInput in = SecondOfTwoNodes();
+  in.nested = NestedLauncher::kPaddle;
+  std::vector<std::string> env = BuildWorkerEnv({{"POD_IP", "10.0.0.2"}}, in, 0);
+  EXPECT_THAT(env, Contains("PADDLE_JOB_ID=job"));
+  EXPECT_THAT(env, Contains("PADDLE_NNODES=2"));
+  EXPECT_THAT(env, Contains("PADDLE_MASTER=job-node-0-0.job:29500"));
+  EXPECT_THAT(env, Contains("PADDLE_RANK=1"));
+  EXPECT_THAT(env, Contains("POD_IP=10.0.0.2"));  // not node rank 0: the pod's own.
+  for (const char* name : {"PADDLE_TRAINER_ID", "PADDLE_TRAINERS_NUM", "PADDLE_TRAINER_ENDPOINTS",
+                           "PADDLE_CURRENT_ENDPOINT", "PADDLE_GLOBAL_RANK", "PADDLE_LOCAL_RANK"}) {
+    EXPECT_FALSE(HasName(env, name)) << name;
+  }
+  // The other frameworks' variables are unchanged.
+  EXPECT_THAT(env, Contains("RANK=2"));
+  EXPECT_THAT(env, Contains("PET_NODE_RANK=1"));
+}
+
+TEST(PaddleEnv, NestedLauncherOnNodeZeroHostsTheMasterAtItsAddress) {
+  WorkerEnvInput in = SecondOfTwoNodes();
+  in.nested = NestedLauncher::kPaddle;
+  in.node_rank = 0;
+  in.first_global_rank = 0;
+  std::vector<std::string> env = BuildWorkerEnv({{"POD_IP", "10.0.0.1"}}, in, 0);
+  EXPECT_THAT(env, Contains("POD_IP=job-node-0-0.job"));
+  EXPECT_THAT(env, Contains("PADDLE_RANK=0"));
+  EXPECT_THAT(env, Contains("PADDLE_MASTER=job-node-0-0.job:29500"));
+}
+
+TEST(DetectNestedLauncher, PythonDashMPaddleLaunch) {
+  using V = std::vector<std::string>;
+  EXPECT_EQ(DetectNestedLauncher(V{"python", "-m", "paddle.distributed.launch", "train.py"}),
+            NestedLauncher::kPaddle);
+  EXPECT_EQ(DetectNestedLauncher(V{"/usr/bin/python3.11", "-u", "-W", "ignore", "-m",
+                                   "paddle.distributed.launch", "--devices=0,1", "t.py"}),
+            NestedLauncher::kPaddle);
+  EXPECT_EQ(DetectNestedLauncher(V{"python3", "-mpaddle.distributed.launch", "t.py"}),
+            NestedLauncher::kPaddle);
+}
+
+TEST(DetectNestedLauncher, AnythingElseIsNone) {
+  using V = std::vector<std::string>;
+  EXPECT_EQ(DetectNestedLauncher(V{}), NestedLauncher::kNone);
+  EXPECT_EQ(DetectNestedLauncher(V{"python", "train.py", "-m", "paddle.distributed.launch"}),
+            NestedLauncher::kNone);  // an argument of the script
+  EXPECT_EQ(DetectNestedLauncher(V{"python", "-c", "import x", "-m", "paddle.distributed.launch"}),
+            NestedLauncher::kNone);
+  EXPECT_EQ(DetectNestedLauncher(V{"python", "-m", "paddle.distributed.launcher"}),
+            NestedLauncher::kNone);
+  EXPECT_EQ(DetectNestedLauncher(V{"python", "-m"}), NestedLauncher::kNone);
+  EXPECT_EQ(DetectNestedLauncher(V{"python3-config", "-m", "paddle.distributed.launch"}),
+            NestedLauncher::kNone);
+  EXPECT_EQ(DetectNestedLauncher(V{"bash", "-c", "python -m paddle.distributed.launch t.py"}),
+            NestedLauncher::kNone);
+  EXPECT_EQ(DetectNestedLauncher(V{"torchrun", "train.py"}), NestedLauncher::kNone);
+}
+
+TEST(KubeflowV1Env, JaxSpellingsWithTheHostApart) {
+  EXPECT_THAT(KubeflowV1Env(SecondOfTwoNodes(), 1),
+              ElementsAreArray(Pairs{{"COORDINATOR_ADDRESS", "job-node-0-0.job"},
+                                     {"COORDINATOR_PORT", "29500"},
+                                     {"NUM_PROCESSES", "4"},
+                                     {"PROCESS_ID", "3"}}));  // several workers per node: no
+                                                              // WORKER_ADDRS.
+}
+
+TEST(KubeflowV1Env, XgboostWorkerAddrsListTheOtherNodes) {
+  Pairs env = KubeflowV1Env(ThirdOfThreeSingleWorkerNodes(), 0);
+  EXPECT_THAT(env, Contains(std::make_pair(std::string("WORKER_ADDRS"),
+                                           std::string("xgb-worker-0-1.xgb,xgb-worker-0-2.xgb"))));
+  EXPECT_THAT(env, Contains(std::make_pair(std::string("WORKER_PORT"), std::string("10000"))));
+  WorkerEnvInput one = ThirdOfThreeSingleWorkerNodes();
+  one.nnodes = one.world_size = 1;
+  one.node_rank = one.first_global_rank = 0;
+  one.nodes.resize(1);
+  env = KubeflowV1Env(one, 0);
+  EXPECT_TRUE(std::none_of(env.begin(), env.end(),
+                           [](const auto& kv) { return kv.first == "WORKER_ADDRS"; }));
+}
+
+TEST(KubeflowV1Env, NeverOverridesTheAgentsEnvironment) {
+  std::vector<std::string> env =
+      BuildWorkerEnv({{"PROCESS_ID", "9"}, {"WORKER_ADDRS", "a,b"}, {"COORDINATOR_ADDRESS", ""}},
+                     ThirdOfThreeSingleWorkerNodes(), 0);
+  EXPECT_THAT(env, Contains("PROCESS_ID=9"));
+  EXPECT_THAT(env, Contains("WORKER_ADDRS=a,b"));
+  EXPECT_THAT(env, Contains("COORDINATOR_ADDRESS="));  // set, even empty, is the user's.
+  EXPECT_THAT(env, Contains("NUM_PROCESSES=3"));
+  EXPECT_THAT(env, Contains("WORKER_PORT=10000"));
+}
+
+// The full environment, byte for byte: agent/testdata/*.env.
+TEST(WorkerEnvGolden, PaddleCollectiveNodeOneOfTwo) {
+  ExpectGolden("worker_env_paddle_node1_local1.env",
+               EnvText(BuildWorkerEnv(PodBaseEnv(), SecondOfTwoNodes(), 1)));
+}
+
+TEST(WorkerEnvGolden, NestedPaddleLauncherNodeZero) {
+  WorkerEnvInput in = SecondOfTwoNodes();
+  in.nested = NestedLauncher::kPaddle;
+  in.node_rank = 0;
+  in.first_global_rank = 0;
+  in.local_world_size = 1;
+  in.world_size = 2;
+  in.nodes = {{"10.0.0.1", 1}, {"10.0.0.2", 1}};
+  ExpectGolden("worker_env_paddle_launch_node0.env", EnvText(BuildWorkerEnv(PodBaseEnv(), in, 0)));
+}
+
+TEST(WorkerEnvGolden, KubeflowV1SpellingsOneWorkerPerNode) {
+  ExpectGolden("worker_env_kubeflow_v1_rank2.env",
+               EnvText(BuildWorkerEnv(PodBaseEnv(), ThirdOfThreeSingleWorkerNodes(), 0)));
 }
 
 }  // namespace

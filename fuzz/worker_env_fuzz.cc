@@ -1,10 +1,13 @@
-// Fuzz target: TfConfigJson and BuildWorkerEnv over a fuzzed round
-// assignment and agent environment. Counts and ranks stay in what a
+// Fuzz target: TfConfigJson, PaddleTrainerEndpoints and BuildWorkerEnv over
+// a fuzzed round assignment and agent environment. Counts and ranks stay in what a
 // coordinator that validates its joins can produce (local world sizes
 // 1..1024, at most 64 nodes); addresses, the job id, the port and the
 // inherited environment are arbitrary. Checks: TF_CONFIG, when set, is valid
 // JSON within kMaxTfConfigBytes and is the only TF_CONFIG (an inherited one
-// never leaks through); the result is sorted NAME=VALUE with unique names.
+// never leaks through); the Paddle endpoint list and WORKER_ADDRS stay within
+// kMaxClusterListBytes; an inherited Kubeflow v1 variable is never replaced;
+// under a nested Paddle launcher there is no PADDLE_TRAINER_ID; the result is
+// sorted NAME=VALUE with unique names.
 #include <map>
 #include <string>
 #include <vector>
@@ -46,6 +49,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     if (!name.empty() && name.find('=') == std::string::npos) base[name] = in.String(64);
   }
   if (in.Byte() % 2) base["TF_CONFIG"] = "{\"stale\":true}";
+  if (in.Byte() % 2) base["PROCESS_ID"] = in.String(8);
+  if (in.Byte() % 2) base["WORKER_ADDRS"] = in.String(8);
+  w.nested = in.Byte() % 2 ? agent::NestedLauncher::kPaddle : agent::NestedLauncher::kNone;
   const int local_rank = in.Pick(w.local_world_size);
 
   std::optional<std::string> tf = agent::TfConfigJson(w, w.first_global_rank + local_rank);
@@ -53,6 +59,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     FUZZ_CHECK(tf->size() <= agent::kMaxTfConfigBytes, "TF_CONFIG too large");
     FUZZ_CHECK(trainlet::fuzz::JsonChecker::Valid(*tf), *tf);
   }
+  std::optional<std::string> endpoints = agent::PaddleTrainerEndpoints(w);
+  FUZZ_CHECK(!endpoints.has_value() || endpoints->size() <= agent::kMaxClusterListBytes,
+             "PADDLE_TRAINER_ENDPOINTS too large");
   std::vector<std::string> env = agent::BuildWorkerEnv(base, w, local_rank);
   std::string previous_name;
   bool saw_tf = false;
@@ -62,6 +71,17 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     std::string name = env[i].substr(0, eq);
     FUZZ_CHECK(i == 0 || previous_name < name, "not sorted or duplicate: " + name);
     previous_name = name;
+    const std::string value = env[i].substr(eq + 1);
+    for (const char* v1 : {"PROCESS_ID", "WORKER_ADDRS"}) {
+      if (name == v1 && base.count(v1) != 0) FUZZ_CHECK(value == base[v1], "v1 replaced: " + name);
+    }
+    if (name == "WORKER_ADDRS" || name == "PADDLE_TRAINER_ENDPOINTS") {
+      FUZZ_CHECK(value.size() <= agent::kMaxClusterListBytes || base.count(name) != 0,
+                 name + " too large");
+    }
+    FUZZ_CHECK(!(name == "PADDLE_TRAINER_ID" && w.nested == agent::NestedLauncher::kPaddle &&
+                 base.count(name) == 0),
+               "PADDLE_TRAINER_ID under a nested Paddle launcher");
     if (name == "TF_CONFIG") {
       saw_tf = true;
       FUZZ_CHECK(tf.has_value() && env[i].substr(eq + 1) == *tf, "TF_CONFIG is not ours");

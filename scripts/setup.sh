@@ -10,6 +10,7 @@ PACKAGES=(
   libgrpc++-dev libprotobuf-dev protobuf-compiler protobuf-compiler-grpc libabsl-dev
   libgtest-dev libgmock-dev
   python3 python3-torch python3-numpy   # the demo and the real-client tests
+  python3-xgboost                       # e2e_frameworks: XGBoost 1.7's collective (Rabit)
   iproute2 procps
   libssh-dev openssh-server openssh-client   # MPI: job keys, sshd on workers, readiness
   openmpi-bin libopenmpi-dev mpich libmpich-dev  # MPI: the real-client e2e tests
