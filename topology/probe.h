@@ -27,8 +27,8 @@ struct ProbeOptions {
   std::string proc_root = "/proc";  // boot_id, ns/ipc, driver/nvidia/gpus, cpuinfo.
   std::string dev_root = "/dev";    // nvidia[0-9]+ device nodes.
   std::string shm_path = "/dev/shm";
-  NvmlOptions nvml;                          // library "" skips NVML.
-  std::string nccl_library = "libnccl.so.2"; // "" skips NCCL.
+  NvmlOptions nvml;                           // library "" skips NVML.
+  std::string nccl_library = "libnccl.so.2";  // "" skips NCCL.
   // The agent's environment: NVIDIA_VISIBLE_DEVICES and CUDA_VISIBLE_DEVICES
   // narrow the visible set (indices and GPU-/MIG- UUIDs).
   std::map<std::string, std::string> env;
