@@ -1,5 +1,12 @@
 #include "topology/env_advice.h"
 
+#include <arpa/inet.h>
+#include <ifaddrs.h>
+#include <netinet/in.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <cstdint>
 
@@ -124,6 +131,50 @@ EnvAdvice AdviseEnv(const v1::NodeProbe& probe, const EnvContext& context) {
   }
   advice.warnings = PodLimitWarnings(probe);
   return advice;
+}
+
+std::string InterfaceRoutingTo(const std::string& numeric_addr) {
+  sockaddr_storage dest = {};
+  socklen_t dest_len = 0;
+  auto* v4 = reinterpret_cast<sockaddr_in*>(&dest);
+  auto* v6 = reinterpret_cast<sockaddr_in6*>(&dest);
+  if (inet_pton(AF_INET, numeric_addr.c_str(), &v4->sin_addr) == 1) {
+    v4->sin_family = AF_INET;
+    v4->sin_port = htons(9);  // Any port: nothing is sent.
+    dest_len = sizeof(sockaddr_in);
+  } else if (inet_pton(AF_INET6, numeric_addr.c_str(), &v6->sin6_addr) == 1) {
+    v6->sin6_family = AF_INET6;
+    v6->sin6_port = htons(9);
+    dest_len = sizeof(sockaddr_in6);
+  } else {
+    return "";
+  }
+  int fd = socket(dest.ss_family, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return "";
+  sockaddr_storage local = {};
+  socklen_t local_len = sizeof(local);
+  const bool ok = connect(fd, reinterpret_cast<sockaddr*>(&dest), dest_len) == 0 &&
+                  getsockname(fd, reinterpret_cast<sockaddr*>(&local), &local_len) == 0;
+  close(fd);
+  if (!ok) return "";
+  std::string name;
+  struct ifaddrs* list = nullptr;
+  if (getifaddrs(&list) != 0) return "";
+  for (struct ifaddrs* ifa = list; ifa != nullptr && name.empty(); ifa = ifa->ifa_next) {
+    if (ifa->ifa_addr == nullptr || ifa->ifa_name == nullptr ||
+        ifa->ifa_addr->sa_family != local.ss_family) {
+      continue;
+    }
+    const bool same =
+        local.ss_family == AF_INET
+            ? memcmp(&reinterpret_cast<sockaddr_in*>(ifa->ifa_addr)->sin_addr,
+                     &reinterpret_cast<sockaddr_in*>(&local)->sin_addr, sizeof(in_addr)) == 0
+            : memcmp(&reinterpret_cast<sockaddr_in6*>(ifa->ifa_addr)->sin6_addr,
+                     &reinterpret_cast<sockaddr_in6*>(&local)->sin6_addr, sizeof(in6_addr)) == 0;
+    if (same) name = ifa->ifa_name;
+  }
+  freeifaddrs(list);
+  return name;
 }
 
 std::string ShellQuote(absl::string_view value) {

@@ -4,7 +4,8 @@
 // prints it (FormatEnvAdvice); the agent applies the variables to its workers
 // where the user set nothing.
 //
-// Pure functions of their arguments; safe from any thread.
+// Pure functions of their arguments, except InterfaceRoutingTo (asks the
+// kernel); all safe from any thread.
 #ifndef TRAINLET_TOPOLOGY_ENV_ADVICE_H_
 #define TRAINLET_TOPOLOGY_ENV_ADVICE_H_
 
@@ -61,6 +62,12 @@ EnvAdvice AdviseEnv(const v1::NodeProbe& probe, const EnvContext& context);
 // (with the fix, an emptyDir of medium Memory at /dev/shm) and a memlock
 // limit when the node has GPUs or InfiniBand/RoCE devices (with the fix).
 std::vector<std::string> PodLimitWarnings(const v1::NodeProbe& probe);
+
+// The local interface the kernel would use to reach `numeric_addr` (an IPv4
+// or IPv6 address): a UDP connect(2), which sends nothing, then getsockname(2)
+// matched against getifaddrs(3). "" when it cannot tell. For
+// EnvContext.socket_interface, with the master's address.
+std::string InterfaceRoutingTo(const std::string& numeric_addr);
 
 // `value` in single quotes for sh ("it's" -> 'it'\''s').
 std::string ShellQuote(absl::string_view value);

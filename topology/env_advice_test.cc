@@ -143,6 +143,12 @@ TEST(PodLimitWarnings, ShmAndMemlock) {
   EXPECT_THAT(PodLimitWarnings(probe), IsEmpty());
 }
 
+TEST(InterfaceRoutingTo, LoopbackAndNonsense) {
+  EXPECT_EQ(InterfaceRoutingTo("127.0.0.1"), "lo");
+  EXPECT_EQ(InterfaceRoutingTo("not-an-address"), "");
+  EXPECT_EQ(InterfaceRoutingTo(""), "");
+}
+
 TEST(FormatEnvAdvice, ShellSafe) {
   EnvAdvice advice;
   advice.vars = {{"A", "it's"}, {"B", "$(rm -rf /)"}, {"bad name", "x"}, {"1X", "y"}};

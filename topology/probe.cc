@@ -11,6 +11,7 @@
 #include <optional>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
 #include "topology/env_advice.h"
 #include "topology/sysfs.h"
 #include "topology/visibility.h"
@@ -48,6 +49,20 @@ std::map<std::string, std::vector<std::string>> InterfaceAddresses() {
   }
   freeifaddrs(list);
   return out;
+}
+
+// Number of <dev_root>/nvidia[0-9]+ entries (the container's device nodes).
+int CountNvidiaDevices(const std::string& dev_root) {
+  int count = 0;
+  const RootFs dev(dev_root);
+  for (const std::string& name : dev.List("/", 1024)) {
+    absl::string_view n = name;
+    if (absl::ConsumePrefix(&n, "nvidia") && !n.empty() &&
+        std::all_of(n.begin(), n.end(), [](char c) { return c >= '0' && c <= '9'; })) {
+      ++count;
+    }
+  }
+  return count;
 }
 
 bool IsLiveSysfs(const std::string& root) {
@@ -161,11 +176,19 @@ v1::NodeProbe ProbeNode(const ProbeOptions& options) {
   } else {
     for (v1::Gpu& g : scan.gpus) *probe.add_gpus() = std::move(g);
     if (nvidia_in_sysfs > 0) {
-      std::string view =
-          scan.container_view
-              ? absl::StrCat(nvidia_in_sysfs - scan.hidden_by_container,
-                             " of them are this container's (/proc/driver/nvidia/gpus)")
-              : "no /proc/driver/nvidia/gpus tells which are this container's, so all count";
+      std::string view;
+      if (scan.container_view) {
+        view = absl::StrCat(nvidia_in_sysfs - scan.hidden_by_container,
+                            " of them are this container's (/proc/driver/nvidia/gpus)");
+      } else {
+        view = "no /proc/driver/nvidia/gpus tells which are this container's, so all count";
+        const int devices = CountNvidiaDevices(options.dev_root);
+        if (devices > 0 && devices < nvidia_in_sysfs) {
+          absl::StrAppend(&view, " (but ", options.dev_root, " has only ", devices,
+                          " nvidia device nodes: this container probably has that many, which "
+                          "ones is unknown)");
+        }
+      }
       probe.add_warnings(absl::StrCat(
           "NVML is not available (",
           probe.nvml().reason().empty() ? "no reason given" : probe.nvml().reason(),

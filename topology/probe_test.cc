@@ -107,6 +107,17 @@ TEST(ProbeNode, WithoutNvml_TheContainerToolkitsViewNarrowsTheList) {
   EXPECT_EQ(probe.gpus(5).visible_ordinal(), 0);
 }
 
+TEST(ProbeNode, WithoutNvmlOrProcView_DeviceNodesAreCounted) {
+  FixtureTree tree;
+  BuildDgxH100(tree.builder());
+  tree.builder().Write("/dev/nvidia0", "");
+  tree.builder().Write("/dev/nvidia1", "");
+  tree.builder().Write("/dev/nvidiactl", "");
+  v1::NodeProbe probe = ProbeNode(tree.Options());
+  EXPECT_THAT(Stable(probe).warnings(0), HasSubstr("has only 2 nvidia device nodes"));
+  EXPECT_EQ(probe.visible_gpu_count(), 8);  // Which two is unknown: all stay.
+}
+
 TEST(ProbeNode, VisibilityFromTheEnvironment) {
   FixtureTree tree;
   BuildDgxH100(tree.builder());
