@@ -56,6 +56,25 @@ struct Element {
   void Set(const char* name, std::string value) { attrs.emplace_back(name, std::move(value)); }
 };
 
+const std::string* BusIdOf(const Element& e) {
+  for (const auto& [name, value] : e.attrs) {
+    if (name == "busid") return &value;
+  }
+  return nullptr;
+}
+
+// Children in bus id order, as NCCL keeps the PCI devices it finds (its issue
+// #820: the order decides which NIC a GPU's channel is given first).
+void SortByBusId(Element* e) {
+  std::stable_sort(e->children.begin(), e->children.end(),
+                   [](const std::unique_ptr<Element>& a, const std::unique_ptr<Element>& b) {
+                     const std::string* x = BusIdOf(*a);
+                     const std::string* y = BusIdOf(*b);
+                     return x != nullptr && y != nullptr && *x < *y;
+                   });
+  for (auto& child : e->children) SortByBusId(child.get());
+}
+
 void Write(const Element& e, int depth, std::string* out) {
   out->append(2 * depth, ' ');
   absl::StrAppend(out, "<", e.tag);
@@ -361,6 +380,7 @@ absl::StatusOr<std::string> NcclTopologyXml(const v1::NodeProbe& probe) {
     for (const auto& [name, value] : leaf.attrs) pci->attrs.emplace_back(name, value);
   }
 
+  for (auto& cpu : system.children) SortByBusId(cpu.get());
   std::string out;
   Write(system, 0, &out);
   absl::Status lint = LintNcclXml(out);
