@@ -3,6 +3,7 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_replace.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -231,6 +232,21 @@ TEST(NcclTopologyXml, InvalidValuesAreLeftOut) {
             "    <pci busid=\"0000:18:00.0\"/>\n"
             "  </cpu>\n"
             "</system>\n");
+}
+
+TEST(NcclTopologyXml, MoreDevicesThanNcclsParserTakesIsAnError) {
+  v1::NodeProbe probe;
+  for (int i = 0; i < 300; ++i) {
+    v1::Gpu* gpu = probe.add_gpus();
+    gpu->set_pci_bus_id(absl::StrFormat("0000:%02x:%02x.0", i / 32, i % 32));
+    gpu->set_root_complex("pci0000:00");
+    gpu->set_numa_node(0);
+  }
+  absl::StatusOr<std::string> xml = NcclTopologyXml(probe);
+  ASSERT_FALSE(xml.ok());
+  EXPECT_EQ(xml.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(xml.status().message(), HasSubstr("more than 256 elements"));
+  EXPECT_THAT(xml.status().message(), HasSubstr("leave NCCL_TOPO_FILE unset"));
 }
 
 }  // namespace

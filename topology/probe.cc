@@ -12,6 +12,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
+#include "common/logging.h"
 #include "topology/env_advice.h"
 #include "topology/sysfs.h"
 #include "topology/visibility.h"
@@ -191,7 +192,8 @@ v1::NodeProbe ProbeNode(const ProbeOptions& options) {
       }
       probe.add_warnings(absl::StrCat(
           "NVML is not available (",
-          probe.nvml().reason().empty() ? "no reason given" : probe.nvml().reason(),
+          probe.nvml().reason().empty() ? "no reason given"
+                                        : SafeForLog(probe.nvml().reason(), 200),
           "): the GPU list comes from sysfs, which shows the whole node (", nvidia_in_sysfs,
           " NVIDIA GPUs); ", view, "; names, UUIDs, memory and NVLinks are unknown"));
     }
