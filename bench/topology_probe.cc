@@ -1,7 +1,7 @@
 // Node probe wall time: ProbeNode (topology/probe.h) on the synthetic 8-GPU,
 // 2-socket fixture (topology/testing/sysfs_builder.h: 8 H100 behind 4+4 PCIe
 // switches, 9 InfiniBand/RoCE devices, 2 NUMA nodes of 56 CPUs), with the
-// in-process fake NVML (topology/testing/fake_nvml.h) so that the merge runs
+// in-process fake NVML (topology/testing/fake_read_nvml.h) so that the merge runs
 // as on a GPU node, or with NVML skipped. The fixture is built once in a temp
 // dir; each run is a full probe (sysfs scan, /proc facts, statvfs, getrlimit,
 // merge, visibility), timed with a steady clock around the call.
@@ -28,7 +28,7 @@
 
 #include "common/logging.h"
 #include "topology/probe.h"
-#include "topology/testing/fake_nvml.h"
+#include "topology/testing/fake_read_nvml.h"
 #include "topology/testing/sysfs_builder.h"
 
 namespace {

@@ -5,7 +5,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "topology/probe.h"
-#include "topology/testing/fake_nvml.h"
+#include "topology/testing/fake_read_nvml.h"
 #include "topology/testing/sysfs_builder.h"
 #include "topology/testing/test_util.h"
 

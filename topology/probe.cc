@@ -128,7 +128,9 @@ int MergeNvml(std::vector<v1::Gpu> nvml_gpus, const SysfsScan& scan, v1::NodePro
     if (g.vendor_id().empty()) g.set_vendor_id(s.vendor_id());
     if (g.device_id().empty()) g.set_device_id(s.device_id());
     if (g.pci_class().empty()) g.set_pci_class(s.pci_class());
-    if (g.cpu_affinity().empty()) g.set_cpu_affinity(s.cpu_affinity());
+    // The NUMA node's cpumap as sysfs writes it (NVML's mask may be printed
+    // with another width), so that GPUs and NUMA nodes compare as strings.
+    if (!s.cpu_affinity().empty()) g.set_cpu_affinity(s.cpu_affinity());
     if (g.name().empty()) g.set_name(s.name());
     g.set_source("nvml+sysfs");
     *probe->add_gpus() = std::move(g);

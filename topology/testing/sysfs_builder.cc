@@ -228,15 +228,16 @@ void BuildDgxH100(SysfsBuilder& b, const DgxOptions& options) {
 }
 
 void BuildCloudVm(SysfsBuilder& b) {
-  b.AddPci({"/devices/pci0000:00/0000:00:04.0", "0x030200", "0x10de", "0x20b5", -1, "", 0, 0});
+  // An A10G (0x2237), as on AWS g5; the fake NVML's nvml_vm_1gpu.json has it.
+  b.AddPci({"/devices/pci0000:00/0000:00:1e.0", "0x030200", "0x10de", "0x2237", -1, "", 0, 0});
   const std::string virtio_pci = "/devices/pci0000:00/0000:00:03.0";
   b.AddPci({virtio_pci, "0x020000", "0x1af4", "0x1000", -1, "", 0, 0});
   const std::string child = virtio_pci + "/virtio2";
   b.Mkdir("/sys/bus/virtio/devices");
   b.Symlink("/sys" + child + "/subsystem", "/sys/bus/virtio");
   b.AddNet("eth0", child, "-1");
-  b.AddNuma(0, "0-7", CpuMap(0, 7, 8));
-  b.AddHost("9b1deb4d-3b7d-4bad-9bdd-2b0d7b3dcb6d", "AuthenticAMD", 25, 1);
+  b.AddNuma(0, "0-3", CpuMap(0, 3, 4));
+  b.AddHost("9b1deb4d-3b7d-4bad-9bdd-2b0d7b3dcb6d", "AuthenticAMD", 23, 49);
 }
 
 void BuildCpuOnly(SysfsBuilder& b) {

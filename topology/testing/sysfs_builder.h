@@ -108,8 +108,9 @@ struct DgxOptions {
 // class 0x020700) beside it; four NVSwitches (class 0x068000, not GPUs); a
 // storage NIC mlx5_8 (RoCE) on NUMA 1; eth0 a veth.
 void BuildDgxH100(SysfsBuilder& b, const DgxOptions& options = {});
-// One A100 PCIe at 0000:00:04.0 with numa_node -1 and no link attributes,
-// virtio-net eth0 (its device resolves to the virtio2 child), one NUMA node,
+// One A10G at 0000:00:1e.0 (the bus id of the fake NVML's
+// nvml_vm_1gpu.json) with numa_node -1 and no link attributes, virtio-net
+// eth0 (its device resolves to the virtio2 child), one NUMA node of 4 CPUs,
 // no /sys/class/infiniband.
 void BuildCloudVm(SysfsBuilder& b);
 // No GPU: a 1 GbE NIC, a SATA controller, one NUMA node of 4 CPUs.

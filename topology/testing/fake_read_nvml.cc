@@ -1,4 +1,4 @@
-#include "topology/testing/fake_nvml.h"
+#include "topology/testing/fake_read_nvml.h"
 
 #include <algorithm>
 

@@ -4,8 +4,8 @@
 // bus ids), so the probe's normalisation and merge are exercised.
 //
 // Test-only; the returned function is safe from any thread.
-#ifndef TRAINLET_TOPOLOGY_TESTING_FAKE_NVML_H_
-#define TRAINLET_TOPOLOGY_TESTING_FAKE_NVML_H_
+#ifndef TRAINLET_TOPOLOGY_TESTING_FAKE_READ_NVML_H_
+#define TRAINLET_TOPOLOGY_TESTING_FAKE_READ_NVML_H_
 
 #include <functional>
 #include <string>
@@ -29,4 +29,4 @@ ReadNvmlFn AbsentNvml();
 
 }  // namespace trainlet::topology::testing
 
-#endif  // TRAINLET_TOPOLOGY_TESTING_FAKE_NVML_H_
+#endif  // TRAINLET_TOPOLOGY_TESTING_FAKE_READ_NVML_H_
