@@ -342,7 +342,8 @@ RootFs::RootFs(std::string root) : root_(std::move(root)) {
 std::string RootFs::Host(absl::string_view path) const { return absl::StrCat(root_, path); }
 
 std::optional<std::string> RootFs::Read(absl::string_view path, size_t max) const {
-  int fd = open(Host(path).c_str(), O_RDONLY | O_CLOEXEC);
+  // O_NONBLOCK: a FIFO in a hostile or broken tree must not hang the probe.
+  int fd = open(Host(path).c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   if (fd < 0) return std::nullopt;
   std::string out(max, '\0');
   size_t got = 0;

@@ -1,5 +1,6 @@
 #include "topology/sysfs.h"
 
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <string>
@@ -109,6 +110,9 @@ TEST(RootFs, ReadsAreBounded) {
   EXPECT_EQ(fs.Read("/big", 10)->size(), 10u);
   EXPECT_EQ(fs.Read("/big")->size(), 4096u);
   EXPECT_EQ(fs.Read("/missing"), std::nullopt);
+  // A FIFO (no writer) reads as empty instead of blocking the probe.
+  ASSERT_EQ(mkfifo((b.sys() + "/fifo").c_str(), 0600), 0);
+  EXPECT_EQ(fs.Read("/fifo"), "");
 }
 
 TEST(ScanSysfs, DgxGpusWithPathLinkAndNuma) {
