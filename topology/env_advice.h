@@ -1,0 +1,82 @@
+// Environment advice from a node probe (probe.h): the NCCL/CUDA variables a
+// training job on this node should have, and the pod problems that make NCCL
+// hang (a small /dev/shm, a memlock limit). `trainlet probe --format=env`
+// prints it (FormatEnvAdvice); the agent applies the variables to its workers
+// where the user set nothing.
+//
+// Pure functions of their arguments, except InterfaceRoutingTo (asks the
+// kernel); all safe from any thread.
+#ifndef TRAINLET_TOPOLOGY_ENV_ADVICE_H_
+#define TRAINLET_TOPOLOGY_ENV_ADVICE_H_
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "absl/strings/string_view.h"
+#include "trainlet/v1/topology.pb.h"
+
+namespace trainlet::topology {
+
+struct EnvContext {
+  // The interface that routes to the master (the caller looked it up), e.g.
+  // "net1" with Multus. Wins over advertise_addr.
+  std::string socket_interface;
+  // The address this node advertises to its peers (numeric); the interface
+  // carrying it (Nic.addrs) becomes NCCL_SOCKET_IFNAME.
+  std::string advertise_addr;
+  // Non-empty when this node shares its host with other pods of the job
+  // (equal boot_id in the join): the NCCL_HOSTID they all get (the node name).
+  std::string nccl_hostid;
+  // The user's environment: a variable set there (even to "") is never
+  // advised, only noted.
+  std::map<std::string, std::string> user_env;
+};
+
+struct EnvVar {
+  std::string name;
+  std::string value;
+};
+
+struct EnvAdvice {
+  std::vector<EnvVar> vars;           // in a stable order.
+  std::vector<std::string> warnings;  // one line each, for a person.
+  std::vector<std::string> notes;     // why a variable was left out.
+};
+
+// Derives:
+//  - NCCL_SOCKET_IFNAME="=<if>" (exact match) for context.socket_interface,
+//    else the NET interface whose addrs hold context.advertise_addr;
+//  - NCCL_IB_HCA="=dev:port,..." (exact match): the ACTIVE ports of the
+//    InfiniBand devices, or of the RoCE (Ethernet link layer) devices when
+//    there is no InfiniBand one (an Ethernet port on an InfiniBand node is
+//    storage or management, and NCCL should not mix them);
+//  - CUDA_DEVICE_ORDER=PCI_BUS_ID when there are GPUs (CUDA ordinals then
+//    follow the bus order NVML and the probe use);
+//  - NCCL_HOSTID=context.nccl_hostid when set, with a note on what else
+//    co-located pods need;
+//  - warnings: PodLimitWarnings(probe).
+EnvAdvice AdviseEnv(const v1::NodeProbe& probe, const EnvContext& context);
+
+// The pod-limit warnings (also in NodeProbe.warnings): /dev/shm under 1 GiB
+// (with the fix, an emptyDir of medium Memory at /dev/shm) and a memlock
+// limit when the node has GPUs or InfiniBand/RoCE devices (with the fix).
+std::vector<std::string> PodLimitWarnings(const v1::NodeProbe& probe);
+
+// The local interface the kernel would use to reach `numeric_addr` (an IPv4
+// or IPv6 address): a UDP connect(2), which sends nothing, then getsockname(2)
+// matched against getifaddrs(3). "" when it cannot tell. For
+// EnvContext.socket_interface, with the master's address.
+std::string InterfaceRoutingTo(const std::string& numeric_addr);
+
+// `value` in single quotes for sh ("it's" -> 'it'\''s').
+std::string ShellQuote(absl::string_view value);
+
+// For `--format=env`: "export NAME='value'" lines (names that are not shell
+// identifiers are dropped), then warnings and notes as "# warning: ..." and
+// "# note: ..." lines (control bytes escaped, so a line cannot break out).
+std::string FormatEnvAdvice(const EnvAdvice& advice);
+
+}  // namespace trainlet::topology
+
+#endif  // TRAINLET_TOPOLOGY_ENV_ADVICE_H_

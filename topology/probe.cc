@@ -1,0 +1,232 @@
+#include "topology/probe.h"
+
+#include <arpa/inet.h>
+#include <ifaddrs.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+
+#include <algorithm>
+#include <chrono>
+#include <map>
+#include <optional>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
+#include "common/logging.h"
+#include "topology/env_advice.h"
+#include "topology/sysfs.h"
+#include "topology/visibility.h"
+
+namespace trainlet::topology {
+namespace {
+
+void SetSource(v1::Source* source, v1::Source::Status status, std::string reason) {
+  source->set_status(status);
+  source->set_reason(std::move(reason));
+}
+
+// Interface name -> its numeric addresses (getifaddrs: the live kernel only).
+std::map<std::string, std::vector<std::string>> InterfaceAddresses() {
+  std::map<std::string, std::vector<std::string>> out;
+  struct ifaddrs* list = nullptr;
+  if (getifaddrs(&list) != 0) return out;
+  for (struct ifaddrs* ifa = list; ifa != nullptr; ifa = ifa->ifa_next) {
+    if (ifa->ifa_addr == nullptr || ifa->ifa_name == nullptr) continue;
+    char text[INET6_ADDRSTRLEN] = {};
+    const void* addr = nullptr;
+    int family = ifa->ifa_addr->sa_family;
+    if (family == AF_INET) {
+      addr = &reinterpret_cast<const sockaddr_in*>(ifa->ifa_addr)->sin_addr;
+    } else if (family == AF_INET6) {
+      addr = &reinterpret_cast<const sockaddr_in6*>(ifa->ifa_addr)->sin6_addr;
+    } else {
+      continue;
+    }
+    if (inet_ntop(family, addr, text, sizeof(text)) == nullptr) continue;
+    std::vector<std::string>& addrs = out[ifa->ifa_name];
+    if (addrs.size() < 16 && std::find(addrs.begin(), addrs.end(), text) == addrs.end()) {
+      addrs.push_back(text);
+    }
+  }
+  freeifaddrs(list);
+  return out;
+}
+
+// Number of <dev_root>/nvidia[0-9]+ entries (the container's device nodes).
+int CountNvidiaDevices(const std::string& dev_root) {
+  int count = 0;
+  const RootFs dev(dev_root);
+  for (const std::string& name : dev.List("/", 1024)) {
+    absl::string_view n = name;
+    if (absl::ConsumePrefix(&n, "nvidia") && !n.empty() &&
+        std::all_of(n.begin(), n.end(), [](char c) { return c >= '0' && c <= '9'; })) {
+      ++count;
+    }
+  }
+  return count;
+}
+
+bool IsLiveSysfs(const std::string& root) {
+  std::string r = root;
+  while (r.size() > 1 && r.back() == '/') r.pop_back();
+  return r == "/sys";
+}
+
+void ReadNvmlSource(const ProbeOptions& options, v1::NodeProbe* probe, std::vector<v1::Gpu>* gpus) {
+  if (options.read_nvml) {
+    options.read_nvml(options.nvml, probe, gpus);
+    return;
+  }
+  if (options.nvml.library.empty()) {
+    SetSource(probe->mutable_nvml(), v1::Source::SKIPPED, "not asked (no NVML library given)");
+    return;
+  }
+#ifdef TRAINLET_TOPOLOGY_HAVE_NVML
+  ReadNvml(options.nvml, probe, gpus);
+#else
+  SetSource(probe->mutable_nvml(), v1::Source::SKIPPED, "this build has no NVML reader");
+#endif
+}
+
+void ReadNcclSource(const ProbeOptions& options, v1::NodeProbe* probe) {
+  if (options.nccl_library.empty()) {
+    SetSource(probe->mutable_nccl(), v1::Source::SKIPPED, "not asked (no NCCL library given)");
+    return;
+  }
+#ifdef TRAINLET_TOPOLOGY_HAVE_NVML
+  ReadNcclVersion(options.nccl_library, probe->mutable_nccl());
+#else
+  SetSource(probe->mutable_nccl(), v1::Source::SKIPPED, "this build has no NCCL reader");
+#endif
+}
+
+// NVML's GPUs (the container's, NVML order) completed from sysfs by bus id.
+// Returns how many NVIDIA GPUs sysfs has that NVML does not.
+int MergeNvml(std::vector<v1::Gpu> nvml_gpus, const SysfsScan& scan, v1::NodeProbe* probe) {
+  std::map<std::string, const v1::Gpu*> by_bus;
+  for (const v1::Gpu& g : scan.gpus) by_bus[g.pci_bus_id()] = &g;
+  std::map<std::string, bool> matched;
+  for (v1::Gpu& g : nvml_gpus) {
+    std::optional<std::string> bus = NormalizeBusId(g.pci_bus_id());
+    g.set_pci_bus_id(bus.value_or(""));
+    g.set_visible(true);
+    g.set_visible_ordinal(-1);
+    auto it = bus.has_value() ? by_bus.find(*bus) : by_bus.end();
+    if (it == by_bus.end()) {
+      g.set_numa_node(-1);
+      g.set_source("nvml");
+      *probe->add_gpus() = std::move(g);
+      continue;
+    }
+    const v1::Gpu& s = *it->second;
+    matched[s.pci_bus_id()] = true;
+    g.set_numa_node(s.numa_node());
+    for (const std::string& p : s.pci_path()) g.add_pci_path(p);
+    g.set_root_complex(s.root_complex());
+    if (g.link_speed().empty()) g.set_link_speed(s.link_speed());
+    if (g.link_width() == 0) g.set_link_width(s.link_width());
+    if (g.vendor_id().empty()) g.set_vendor_id(s.vendor_id());
+    if (g.device_id().empty()) g.set_device_id(s.device_id());
+    if (g.pci_class().empty()) g.set_pci_class(s.pci_class());
+    // The NUMA node's cpumap as sysfs writes it (NVML's mask may be printed
+    // with another width), so that GPUs and NUMA nodes compare as strings.
+    if (!s.cpu_affinity().empty()) g.set_cpu_affinity(s.cpu_affinity());
+    if (g.name().empty()) g.set_name(s.name());
+    g.set_source("nvml+sysfs");
+    *probe->add_gpus() = std::move(g);
+  }
+  int others = 0;
+  for (const v1::Gpu& s : scan.gpus) {
+    if (matched.count(s.pci_bus_id()) > 0) continue;
+    if (s.vendor_id() == "0x10de") {
+      ++others;  // Another pod's GPU: sysfs shows the whole node.
+      continue;
+    }
+    v1::Gpu* g = probe->add_gpus();  // An accelerator NVML does not know.
+    *g = s;
+    g->set_index(probe->gpus_size() - 1);
+    g->set_visible(false);
+  }
+  return others;
+}
+
+}  // namespace
+
+v1::NodeProbe ProbeNode(const ProbeOptions& options) {
+  const auto start = std::chrono::steady_clock::now();
+  v1::NodeProbe probe;
+  const RootFs sysfs(options.sysfs_root);
+  const RootFs proc(options.proc_root);
+  ReadHostFacts(proc, options.shm_path, &probe);
+
+  SysfsScan scan = ScanSysfs(sysfs, proc);
+  if (scan.pci_found) {
+    SetSource(probe.mutable_sysfs(), v1::Source::OK, "");
+  } else {
+    SetSource(probe.mutable_sysfs(), v1::Source::ABSENT,
+              absl::StrCat(options.sysfs_root, "/bus/pci/devices cannot be listed"));
+  }
+
+  std::vector<v1::Gpu> nvml_gpus;
+  ReadNvmlSource(options, &probe, &nvml_gpus);
+  ReadNcclSource(options, &probe);
+
+  int nvidia_in_sysfs = 0;
+  for (const v1::Gpu& g : scan.gpus) nvidia_in_sysfs += g.vendor_id() == "0x10de" ? 1 : 0;
+  int not_in_container = 0;
+  if (probe.nvml().status() == v1::Source::OK) {
+    not_in_container = MergeNvml(std::move(nvml_gpus), scan, &probe);
+  } else {
+    for (v1::Gpu& g : scan.gpus) *probe.add_gpus() = std::move(g);
+    if (nvidia_in_sysfs > 0) {
+      std::string view;
+      if (scan.container_view) {
+        view = absl::StrCat(nvidia_in_sysfs - scan.hidden_by_container,
+                            " of them are this container's (/proc/driver/nvidia/gpus)");
+      } else {
+        view = "no /proc/driver/nvidia/gpus tells which are this container's, so all count";
+        const int devices = CountNvidiaDevices(options.dev_root);
+        if (devices > 0 && devices < nvidia_in_sysfs) {
+          absl::StrAppend(&view, " (but ", options.dev_root, " has only ", devices,
+                          " nvidia device nodes: this container probably has that many, which "
+                          "ones is unknown)");
+        }
+      }
+      probe.add_warnings(absl::StrCat(
+          "NVML is not available (",
+          probe.nvml().reason().empty() ? "no reason given"
+                                        : SafeForLog(probe.nvml().reason(), 200),
+          "): the GPU list comes from sysfs, which shows the whole node (", nvidia_in_sysfs,
+          " NVIDIA GPUs); ", view, "; names, UUIDs, memory and NVLinks are unknown"));
+    }
+  }
+
+  const bool live = IsLiveSysfs(options.sysfs_root);
+  std::map<std::string, std::vector<std::string>> addrs;
+  if (live) addrs = InterfaceAddresses();
+  for (v1::Nic& nic : scan.nics) {
+    if (nic.kind() == v1::Nic::NET) {
+      auto it = addrs.find(nic.name());
+      if (it != addrs.end()) {
+        for (const std::string& a : it->second) nic.add_addrs(a);
+      }
+    }
+    *probe.add_nics() = std::move(nic);
+  }
+  for (v1::NumaNode& n : scan.numa_nodes) *probe.add_numa_nodes() = std::move(n);
+  for (std::string& w : scan.warnings) probe.add_warnings(std::move(w));
+  for (std::string& w : PodLimitWarnings(probe)) probe.add_warnings(std::move(w));
+
+  ApplyVisibility(options.env, &probe);
+  if (not_in_container > 0) {
+    probe.set_visibility_note(absl::StrCat(probe.visibility_note(), "; ", not_in_container,
+                                           " more NVIDIA GPUs on the node (sysfs) are not in "
+                                           "this container"));
+  }
+  probe.set_probe_micros(std::chrono::duration_cast<std::chrono::microseconds>(
+                             std::chrono::steady_clock::now() - start)
+                             .count());
+  return probe;
+}
+
+}  // namespace trainlet::topology
