@@ -13,6 +13,7 @@
 #include "common/logging.h"
 #include "launcher/command_resolver.h"
 #include "launcher/signals.h"
+#include "topology/env_advice.h"
 
 namespace trainlet::agent {
 namespace {
@@ -57,12 +58,25 @@ int ExitCodeForPlanError(const absl::Status& status) {
 }
 
 void TorchrunPlan::Prepare(const v1::Assignment& assignment, Ready ready) {
-  ready(WorkerSpecsFor(config_, base_env_, assignment, give_terminal_));
+  std::vector<std::string> notes;
+  auto specs = WorkerSpecsFor(config_, base_env_, assignment, give_terminal_, &notes);
+  // Placement and NCCL advice change only with the round's shape: say them
+  // once, at DEBUG afterwards.
+  const bool first = !said_placement_;
+  said_placement_ = true;
+  for (const std::string& note : notes) {
+    if (first) {
+      TLOG(kInfo) << note;
+    } else {
+      TLOG(kDebug) << note;
+    }
+  }
+  ready(std::move(specs));
 }
 
 std::vector<launcher::ProcessSpec> WorkerSpecsFor(
     const RunConfig& config, const std::map<std::string, std::string>& base_env,
-    const v1::Assignment& a, bool give_terminal) {
+    const v1::Assignment& a, bool give_terminal, std::vector<std::string>* notes) {
   WorkerEnvInput in;
   in.job_id = config.job_id;
   in.node_rank = a.node_rank();
@@ -87,7 +101,36 @@ std::vector<launcher::ProcessSpec> WorkerSpecsFor(
     p.env = base_env;
     placement = PlanPlacement(*config.node_probe, p);
   }
-  const bool gpus = config.node_probe != nullptr && config.node_probe->visible_gpu_count() > 0;
+  // NCCL/CUDA advice (topology/env_advice.h): never over what the user set.
+  topology::EnvAdvice advice;
+  if (config.node_probe != nullptr) {
+    topology::EnvContext context;
+    context.user_env = base_env;
+    context.nccl_hostid = a.self().nccl_hostid();
+    if (a.nnodes() > 1) {
+      // The interface towards the master (a numeric MASTER_ADDR), else the
+      // one carrying the address the coordinator saw this node at.
+      if (a.node_rank() != 0)
+        context.socket_interface = topology::InterfaceRoutingTo(a.master_addr());
+      if (context.socket_interface.empty()) context.advertise_addr = a.self().addr();
+    }
+    advice = topology::AdviseEnv(*config.node_probe, context);
+  }
+  if (notes != nullptr) {
+    for (const WorkerPlacement& p : placement) notes->push_back(p.note);
+    for (const topology::EnvVar& v : advice.vars) {
+      notes->push_back(absl::StrCat("NCCL advice: ", v.name, "=", SafeForLog(v.value, 200)));
+    }
+    for (const std::string& n : advice.notes) notes->push_back("NCCL advice: " + n);
+    if (a.self().colocated() > 1 && a.self().nccl_hostid().empty()) {
+      notes->push_back(absl::StrCat(
+          a.self().colocated() - 1,
+          " other pod(s) of this job run on this machine in another IPC "
+          "namespace: NCCL takes them for other hosts and goes through the network between "
+          "them; run one pod per node, or give the pods hostIPC (trainlet then sets "
+          "NCCL_HOSTID)"));
+    }
+  }
 
   std::vector<launcher::ProcessSpec> specs;
   for (int l = 0; l < in.local_world_size; ++l) {
@@ -98,15 +141,20 @@ std::vector<launcher::ProcessSpec> WorkerSpecsFor(
     s.name = absl::StrCat("rank ", s.global_rank);
     s.argv = config.command;
     s.env = BuildWorkerEnv(base_env, in, l);
-    // Topology: never over a variable the user (or the pod) set.
-    if (gpus) SetEnvVar(&s.env, "CUDA_DEVICE_ORDER", "PCI_BUS_ID", /*overwrite=*/false);
-    if (!a.self().nccl_hostid().empty()) {
-      SetEnvVar(&s.env, "NCCL_HOSTID", a.self().nccl_hostid(), /*overwrite=*/false);
+    for (const topology::EnvVar& v : advice.vars) {
+      SetEnvVar(&s.env, v.name, v.value, /*overwrite=*/false);
     }
     if (l < static_cast<int>(placement.size())) {
       const WorkerPlacement& p = placement[l];
       if (p.cuda_visible_devices.has_value()) {
         SetEnvVar(&s.env, "CUDA_VISIBLE_DEVICES", *p.cuda_visible_devices, /*overwrite=*/true);
+      }
+      // PaddlePaddle picks its device from FLAGS_selected_gpus (its
+      // launcher sets it): the worker's GPU among those it sees.
+      if (p.gpu_ordinal >= 0 && config.gpu_binding != GpuBinding::kNone) {
+        SetEnvVar(&s.env, "FLAGS_selected_gpus",
+                  config.gpu_binding == GpuBinding::kSingle ? "0" : absl::StrCat(p.gpu_ordinal),
+                  /*overwrite=*/false);
       }
       s.cpus = p.cpus;
       s.numa_node = p.numa_node;

@@ -55,9 +55,15 @@ RoundOptions RoundOptionsFrom(const RunConfig& config, uint64_t incarnation, int
 // `assignment` (worker_env.h) on top of `base_env`. Every address variable
 // is taken from the assignment unchanged, so it is byte-identical on every
 // node.
+// With a node probe (config.node_probe): each worker's GPU, CUDA_VISIBLE_DEVICES
+// and NUMA placement (gpu_placement.h), and the NCCL/CUDA advice
+// (topology/env_advice.h: NCCL_SOCKET_IFNAME, NCCL_IB_HCA, CUDA_DEVICE_ORDER,
+// the coordinator's NCCL_HOSTID), none of it over a variable `base_env` has.
+// `notes` (may be null) gets one line per placement and piece of advice.
 std::vector<launcher::ProcessSpec> WorkerSpecsFor(
     const RunConfig& config, const std::map<std::string, std::string>& base_env,
-    const v1::Assignment& assignment, bool give_terminal);
+    const v1::Assignment& assignment, bool give_terminal,
+    std::vector<std::string>* notes = nullptr);
 
 class Agent {
  public:

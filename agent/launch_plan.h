@@ -75,6 +75,7 @@ class TorchrunPlan : public LaunchPlan {
   const RunConfig& config_;
   const std::map<std::string, std::string> base_env_;
   const bool give_terminal_;
+  bool said_placement_ = false;  // loop thread only.
 };
 
 }  // namespace trainlet::agent

@@ -12,7 +12,9 @@
 #include "agent/coordinator_config.h"
 #include "agent/health_probe.h"
 #include "agent/mpi_config.h"
+#include "agent/node_probe.h"
 #include "agent/options.h"
+#include "agent/probe_command.h"
 #include "agent/run_agent.h"
 #include "agent/run_config.h"
 #include "agent/run_mpi.h"
@@ -46,6 +48,9 @@ constexpr char kUsage[] =
     "        agent hosts it).\n"
     "  health [HOST:]PORT\n"
     "        Probe an agent's readiness (grpc.health.v1).\n"
+    "  probe [options]\n"
+    "        Print what this node has (GPUs, NICs, NUMA, /dev/shm, NVML, NCCL) as\n"
+    "        JSON, an NCCL topology file, or NCCL environment advice.\n"
     "  version\n"
     "        Print the version.\n"
     "\n"
@@ -77,6 +82,16 @@ std::map<std::string, std::string> CurrentEnvironment() {
     env.emplace(kv.substr(0, eq), kv.substr(eq + 1));
   }
   return env;
+}
+
+// What every agent command probes at start (SystemInfo::probe_node).
+trainlet::agent::SystemInfo ProbeMachine(const std::map<std::string, std::string>& env) {
+  trainlet::agent::SystemInfo sys = trainlet::agent::ProbeSystem(env);
+  sys.probe_node = [env](absl::Duration timeout, std::string* note) {
+    return trainlet::agent::ProbeNodeBounded(trainlet::agent::AgentProbeOptions(env), timeout,
+                                             note);
+  };
+  return sys;
 }
 
 int ConfigError(const char* command, const absl::Status& status) {
@@ -111,8 +126,15 @@ int main(int argc, char** argv) {
   }
   if (command == "health") return trainlet::agent::RunHealthProbe(args);
   const std::map<std::string, std::string> env = CurrentEnvironment();
+  if (command == "probe") {
+    const int code = trainlet::agent::RunProbeCommand(args, env, std::cout, std::cerr);
+    // A probe past its timeout may still be inside NVML on its thread.
+    std::cout.flush();
+    std::fflush(nullptr);
+    std::_Exit(code);
+  }
   if (command == "run") {
-    auto config = trainlet::agent::ParseRunConfig(args, env, trainlet::agent::ProbeSystem(env));
+    auto config = trainlet::agent::ParseRunConfig(args, env, ProbeMachine(env));
     if (!config.ok()) return ConfigError("run", config.status());
     if (config->help_requested) {
       std::cout << trainlet::agent::RunHelpText();
@@ -128,14 +150,17 @@ int main(int argc, char** argv) {
       std::cerr << "trainlet run: " << s.message() << "\n";
       return trainlet::kExitOsError;
     }
-    return trainlet::agent::RunAgent(*config, env);
+    const int code = trainlet::agent::RunAgent(*config, env);
+    // A node probe that missed --probe-timeout may still be inside NVML on
+    // its detached thread: leave without running exit handlers under it.
+    std::fflush(nullptr);
+    std::_Exit(code);
   }
   if (command == "mpi-launcher" || command == "mpi-worker") {
     const trainlet::agent::MpiRole role = command == "mpi-launcher"
                                               ? trainlet::agent::MpiRole::kLauncher
                                               : trainlet::agent::MpiRole::kWorker;
-    auto config =
-        trainlet::agent::ParseMpiConfig(role, args, env, trainlet::agent::ProbeSystem(env));
+    auto config = trainlet::agent::ParseMpiConfig(role, args, env, ProbeMachine(env));
     if (!config.ok()) return ConfigError(command.c_str(), config.status());
     if (config->run.help_requested) {
       std::cout << trainlet::agent::MpiHelpText(role);

@@ -189,7 +189,7 @@ absl::StatusOr<ParsedOptions> ParseOptions(const std::vector<OptionSpec>& table,
   }
 
   for (const OptionSpec& spec : table) {
-    if (out.values.count(spec.name) != 0) continue;
+    if (out.values.count(spec.name) != 0 || spec.flag_only) continue;
     std::string env_name = EnvNameFor(spec.name);
     auto it = env.find(env_name);
     if (it == env.end() || it->second.empty()) continue;
@@ -209,8 +209,9 @@ std::string HelpText(absl::string_view usage, absl::string_view description,
     if (spec.hidden) continue;
     std::string flag = absl::StrCat("--", spec.name);
     if (spec.kind != OptionKind::kBool) absl::StrAppend(&flag, "=", spec.value_name);
-    absl::StrAppend(&out, "  ", flag, "\n      ", spec.help, "\n      env ", EnvNameFor(spec.name),
-                    ", default: ", spec.default_text.empty() ? "none" : spec.default_text, "\n");
+    absl::StrAppend(&out, "  ", flag, "\n      ", spec.help, "\n      ",
+                    spec.flag_only ? "" : absl::StrCat("env ", EnvNameFor(spec.name), ", "),
+                    "default: ", spec.default_text.empty() ? "none" : spec.default_text, "\n");
   }
   absl::StrAppend(&out, "  -h, --help\n      Print this help and exit.\n\n",
                   kubernetes_discovery

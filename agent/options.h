@@ -43,6 +43,9 @@ struct OptionSpec {
   // Parsed (flag and env) but left out of --help: an option a command
   // shares with `run` for its config layer but that means nothing there.
   bool hidden = false;
+  // Only a flag, no TRAINLET_* variable: for generic names (`trainlet probe
+  // --format`) whose variable would mean nothing on its own.
+  bool flag_only = false;
 };
 
 // The options every host of a coordinator shares (`run` and `coordinator`):

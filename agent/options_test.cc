@@ -47,6 +47,23 @@ TEST(EnvNameFor, UpperCasesAndReplacesDashes) {
   EXPECT_EQ(EnvNameFor("nnodes"), "TRAINLET_NNODES");
 }
 
+TEST(ParseOptions, FlagOnlyOptionsReadNoEnvironmentVariable) {
+  std::vector<OptionSpec> table = {
+      {"format", OptionKind::kString, "F", "json", "Format.", false, /*flag_only=*/true},
+      {"sysfs-root", OptionKind::kString, "DIR", "/sys", "Root."}};
+  auto p =
+      ParseOptions(table, {}, {{"TRAINLET_FORMAT", "env"}, {"TRAINLET_SYSFS_ROOT", "/x"}}, kUsage);
+  ASSERT_TRUE(p.ok()) << p.status();
+  EXPECT_EQ(p->Find("format"), nullptr);
+  EXPECT_EQ(Text(*p, "sysfs-root"), "/x");
+  auto flag = ParseOptions(table, {"--format=env"}, {}, kUsage);
+  ASSERT_TRUE(flag.ok());
+  EXPECT_EQ(Text(*flag, "format"), "env");
+  const std::string help = HelpText(kUsage, "D.", table, false);
+  EXPECT_EQ(help.find("TRAINLET_FORMAT"), std::string::npos) << help;
+  EXPECT_NE(help.find("env TRAINLET_SYSFS_ROOT, default: /sys"), std::string::npos) << help;
+}
+
 TEST(ParseOptions, EqualsForm) {
   auto p = Parse({"--nnodes=4", "--", "x"});
   ASSERT_TRUE(p.ok()) << p.status();

@@ -12,6 +12,7 @@
 #include "absl/strings/str_join.h"
 #include "agent/agent.h"
 #include "agent/coordinator_options.h"
+#include "agent/node_probe.h"
 #include "agent/options.h"
 #include "common/descriptors.h"
 #include "common/exit_codes.h"
@@ -19,6 +20,7 @@
 #include "launcher/command_resolver.h"
 #include "launcher/signals.h"
 #include "launcher/supervisor.h"
+#include "launcher/worker_spawner.h"
 #include "rendezvous/coordinator.h"
 #include "rendezvous/coordinator_client.h"
 #include "rendezvous/coordinator_host.h"
@@ -68,6 +70,17 @@ int RunAgent(const RunConfig& config, const std::map<std::string, std::string>& 
                                static_cast<uint32_t>(incarnation >> 32)));
   for (const std::string& note : config.discovery_notes) TLOG(kInfo) << "discovered " << note;
   for (const std::string& warning : config.warnings) TLOG(kWarning) << warning;
+  if (config.node_probe != nullptr) {
+    TLOG(kInfo) << "node probe: " << ProbeSummaryLine(*config.node_probe);
+    for (const std::string& w : config.node_probe->warnings()) {
+      TLOG(kWarning) << "node probe: " << SafeForLog(w, 400);
+    }
+  }
+  if (config.bind_numa && !launcher::MemoryPolicyAvailable()) {
+    TLOG(kWarning) << "--bind-numa: this pod may not set memory policies (set_mempolicy is "
+                      "refused; container seccomp profiles allow it only with CAP_SYS_NICE): "
+                      "binding CPUs only";
+  }
 
   auto supervisor = launcher::Supervisor::Create({});
   if (!supervisor.ok()) {

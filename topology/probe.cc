@@ -81,11 +81,7 @@ void ReadNvmlSource(const ProbeOptions& options, v1::NodeProbe* probe, std::vect
     SetSource(probe->mutable_nvml(), v1::Source::SKIPPED, "not asked (no NVML library given)");
     return;
   }
-#ifdef TRAINLET_TOPOLOGY_HAVE_NVML
   ReadNvml(options.nvml, probe, gpus);
-#else
-  SetSource(probe->mutable_nvml(), v1::Source::SKIPPED, "this build has no NVML reader");
-#endif
 }
 
 void ReadNcclSource(const ProbeOptions& options, v1::NodeProbe* probe) {
@@ -93,11 +89,7 @@ void ReadNcclSource(const ProbeOptions& options, v1::NodeProbe* probe) {
     SetSource(probe->mutable_nccl(), v1::Source::SKIPPED, "not asked (no NCCL library given)");
     return;
   }
-#ifdef TRAINLET_TOPOLOGY_HAVE_NVML
   ReadNcclVersion(options.nccl_library, probe->mutable_nccl());
-#else
-  SetSource(probe->mutable_nccl(), v1::Source::SKIPPED, "this build has no NCCL reader");
-#endif
 }
 
 // NVML's GPUs (the container's, NVML order) completed from sysfs by bus id.

@@ -1,0 +1,86 @@
+#include "agent/node_probe.h"
+
+#include <thread>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/synchronization/notification.h"
+#include "common/logging.h"
+
+namespace trainlet::agent {
+namespace {
+
+struct ProbeState {
+  absl::Notification done;
+  absl::Mutex mu;
+  std::shared_ptr<const v1::NodeProbe> result ABSL_GUARDED_BY(mu);
+};
+
+}  // namespace
+
+topology::ProbeOptions AgentProbeOptions(const std::map<std::string, std::string>& env) {
+  topology::ProbeOptions o;
+  o.env = env;
+  o.nccl_library.clear();
+  auto nvml = env.find("TRAINLET_NVML_LIBRARY");
+  if (nvml != env.end() && !nvml->second.empty()) {
+    o.nvml.library = nvml->second == "none" ? "" : nvml->second;
+  }
+  auto sysfs = env.find("TRAINLET_SYSFS_ROOT");
+  if (sysfs != env.end() && !sysfs->second.empty()) o.sysfs_root = sysfs->second;
+  return o;
+}
+
+std::shared_ptr<const v1::NodeProbe> ProbeNodeBounded(const topology::ProbeOptions& options,
+                                                      absl::Duration timeout, std::string* note) {
+  auto state = std::make_shared<ProbeState>();
+  std::thread([state, options] {
+    auto probe = std::make_shared<const v1::NodeProbe>(topology::ProbeNode(options));
+    {
+      absl::MutexLock lock(&state->mu);
+      state->result = std::move(probe);
+    }
+    state->done.Notify();
+  }).detach();
+  if (!state->done.WaitForNotificationWithTimeout(timeout)) {
+    *note = absl::StrCat("did not finish within ", absl::FormatDuration(timeout),
+                         " (a slow or hung GPU driver?); going on without it: default worker "
+                         "count from /dev/nvidia*, no GPU placement, no NCCL advice. "
+                         "--probe-timeout sets the wait, 0 turns the probe off");
+    return nullptr;
+  }
+  absl::MutexLock lock(&state->mu);
+  return state->result;
+}
+
+std::string ProbeSummaryLine(const v1::NodeProbe& probe) {
+  int ib = 0;
+  for (const v1::Nic& n : probe.nics()) ib += n.kind() == v1::Nic::INFINIBAND ? 1 : 0;
+  std::string gpu_name;
+  for (const v1::Gpu& g : probe.gpus()) {
+    if (g.visible() && !g.name().empty()) {
+      gpu_name = SafeForLog(g.name(), 64);
+      break;
+    }
+  }
+  const v1::Source& nvml = probe.nvml();
+  std::string nvml_text = v1::Source::Status_Name(nvml.status());
+  if (!nvml.version().empty()) absl::StrAppend(&nvml_text, " ", SafeForLog(nvml.version(), 32));
+  if (nvml.status() != v1::Source::OK && !nvml.reason().empty()) {
+    absl::StrAppend(&nvml_text, ": ", SafeForLog(nvml.reason(), 120));
+  }
+  std::string shm = probe.shm_bytes() > 0
+                        ? absl::StrFormat(", /dev/shm %.1f GiB",
+                                          static_cast<double>(probe.shm_bytes()) / (1 << 30))
+                        : "";
+  return absl::StrFormat(
+      "%d GPUs visible%s (NVML %s), %d NICs (%d InfiniBand/RoCE), %d NUMA "
+      "nodes%s, in %.1f ms",
+      probe.visible_gpu_count(), gpu_name.empty() ? "" : absl::StrCat(", ", gpu_name), nvml_text,
+      probe.nics_size(), ib, probe.numa_nodes_size(), shm,
+      static_cast<double>(probe.probe_micros()) / 1000.0);
+}
+
+}  // namespace trainlet::agent

@@ -1,0 +1,46 @@
+// The node probe as the agent runs it at start (topology/probe.h): the
+// probe's options from the agent's environment, and a run bounded in time so
+// that a hung driver never holds the agent up.
+//
+// The agent's probe reads sysfs and NVML but not libnccl.so.2: loading NCCL
+// (a ~200 MB library) costs ~12 ms even from the page cache, more than the
+// agent's whole start-up budget; `trainlet probe` reads its version.
+//
+// Environment knobs (docs/configuration.md): TRAINLET_NVML_LIBRARY (what to
+// dlopen for NVML: a soname or path; "none" skips NVML) and
+// TRAINLET_SYSFS_ROOT (a tree standing in for /sys).
+//
+// Thread-safe. ProbeNodeBounded() starts one detached thread per call; a
+// probe still running at the deadline finishes (or hangs) on it, owning its
+// own state.
+#ifndef TRAINLET_AGENT_NODE_PROBE_H_
+#define TRAINLET_AGENT_NODE_PROBE_H_
+
+#include <map>
+#include <memory>
+#include <string>
+
+#include "absl/time/time.h"
+#include "topology/probe.h"
+#include "trainlet/v1/topology.pb.h"
+
+namespace trainlet::agent {
+
+// The agent's probe options: /sys, /proc, /dev as they are, NVML from
+// TRAINLET_NVML_LIBRARY (default libnvidia-ml.so.1), no NCCL, `env` for the
+// *_VISIBLE_DEVICES variables.
+topology::ProbeOptions AgentProbeOptions(const std::map<std::string, std::string>& env);
+
+// Runs topology::ProbeNode(options), waiting at most `timeout`; null when it
+// did not finish in time, with `*note` saying so.
+std::shared_ptr<const v1::NodeProbe> ProbeNodeBounded(const topology::ProbeOptions& options,
+                                                      absl::Duration timeout, std::string* note);
+
+// One line for the startup log: "8 GPUs visible (NVIDIA H100 80GB HBM3;
+// NVML OK 550.54.15), 9 NICs (8 InfiniBand), 2 NUMA nodes, /dev/shm 64 GiB,
+// in 3.1 ms". Values from the machine are escaped and bounded.
+std::string ProbeSummaryLine(const v1::NodeProbe& probe);
+
+}  // namespace trainlet::agent
+
+#endif  // TRAINLET_AGENT_NODE_PROBE_H_
