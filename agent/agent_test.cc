@@ -157,6 +157,7 @@ TEST_F(AgentTest, JoinRequest_CarriesIdentityAndRoundHistory) {
 
 TEST_F(AgentTest, NodeProbe_GoesInTheJoinAndPlacesTheWorkers) {
   auto probe = std::make_shared<v1::NodeProbe>();
+  probe->mutable_nvml()->set_status(v1::Source::OK);
   probe->set_boot_id("3f1c2a4e-1b2c-4d5e-8f90-123456789abc");
   probe->set_ipc_namespace("ipc:[4026531839]");
   probe->set_visible_gpu_count(2);
@@ -202,6 +203,7 @@ TEST_F(AgentTest, NodeProbe_GoesInTheJoinAndPlacesTheWorkers) {
 
 TEST_F(AgentTest, NodeProbe_NeverOverridesWhatTheUserSet) {
   auto probe = std::make_shared<v1::NodeProbe>();
+  probe->mutable_nvml()->set_status(v1::Source::OK);
   probe->set_visible_gpu_count(1);
   v1::Gpu* g = probe->add_gpus();
   g->set_visible(true);

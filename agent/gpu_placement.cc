@@ -74,7 +74,11 @@ absl::StatusOr<GpuBinding> ParseGpuBinding(absl::string_view text, absl::string_
 std::vector<WorkerPlacement> PlanPlacement(const v1::NodeProbe& probe, const PlacementInput& in) {
   const int lws = std::max(in.local_world_size, 0);
   std::vector<WorkerPlacement> out(lws);
-  const std::vector<const v1::Gpu*> gpus = VisibleInOrder(probe);
+  // Without NVML the GPU list is sysfs's, the whole node's: which of them
+  // this container has is a guess, so GPUs are placed only on NVML's word.
+  const std::vector<const v1::Gpu*> gpus =
+      probe.nvml().status() == v1::Source::OK ? VisibleInOrder(probe)
+                                              : std::vector<const v1::Gpu*>{};
   const int n = static_cast<int>(gpus.size());
   auto cvd = in.env.find("CUDA_VISIBLE_DEVICES");
   const bool user_cvd = cvd != in.env.end();

@@ -2,6 +2,8 @@
 // it gets, and (with --bind-numa) which CPUs and NUMA memory node it is bound
 // to, from the node probe (topology/probe.h).
 //
+// GPUs are placed only when NVML answered the probe (without it the list is
+// sysfs's, which shows the whole node, not the container's GPUs).
 // Worker l's GPU is the visible GPU with CUDA ordinal l % n (n visible GPUs),
 // the ordinal being PCI bus order, which CUDA follows under
 // CUDA_DEVICE_ORDER=PCI_BUS_ID. How a worker sees its GPU (--gpu-binding):

@@ -15,6 +15,7 @@ using ::testing::HasSubstr;
 // 8 GPUs, 4 per NUMA node, CPUs 0-3 on node 0 and 4-7 on node 1.
 v1::NodeProbe EightGpus() {
   v1::NodeProbe p;
+  p.mutable_nvml()->set_status(v1::Source::OK);
   for (int i = 0; i < 8; ++i) {
     v1::Gpu* g = p.add_gpus();
     g->set_index(i);
@@ -66,6 +67,18 @@ TEST(GpuPlacement, SingleModeNamesTheGpuAsTheUserDidElseByUuid) {
   EXPECT_EQ(*out[0].cuda_visible_devices, "5");
   EXPECT_EQ(*out[1].cuda_visible_devices, "6");
   EXPECT_EQ(out[1].gpu_bus_id, "0000:16:00.0");
+}
+
+TEST(GpuPlacement, WithoutNvmlTheSysfsListIsNotPlaced) {
+  v1::NodeProbe p = EightGpus();
+  p.mutable_nvml()->set_status(v1::Source::ABSENT);
+  PlacementInput in;
+  in.local_world_size = 2;
+  in.bind_numa = true;
+  auto out = PlanPlacement(p, in);
+  EXPECT_EQ(out[0].gpu_ordinal, -1);
+  EXPECT_FALSE(out[0].cuda_visible_devices.has_value());
+  EXPECT_EQ(out[1].numa_node, 1) << "bound as on a node without GPUs";
 }
 
 TEST(GpuPlacement, MoreWorkersThanGpusWrapAround) {
