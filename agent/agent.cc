@@ -105,7 +105,10 @@ std::vector<launcher::ProcessSpec> WorkerSpecsFor(
   topology::EnvAdvice advice;
   if (config.node_probe != nullptr) {
     topology::EnvContext context;
-    context.user_env = base_env;
+    // What the user set: the environment, and NCCL's own config files
+    // (which NCCL applies without overwriting, so advice would override them).
+    context.user_env = topology::NcclConfFileVars(base_env);
+    for (const auto& [k, v] : base_env) context.user_env[k] = v;
     context.nccl_hostid = a.self().nccl_hostid();
     if (a.nnodes() > 1) {
       // The interface towards the master (a numeric MASTER_ADDR), else the

@@ -5,6 +5,7 @@
 #include <set>
 
 #include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -25,6 +26,13 @@ std::vector<const v1::Gpu*> VisibleInOrder(const v1::NodeProbe& probe) {
     return a->visible_ordinal() < b->visible_ordinal();
   });
   return gpus;
+}
+
+// How CUDA_VISIBLE_DEVICES names `g` for a process that sees every GPU of
+// the container: its UUID, else its ordinal in PCI order (the NVML index,
+// under CUDA_DEVICE_ORDER=PCI_BUS_ID).
+std::string CudaName(const v1::Gpu& g) {
+  return g.uuid().empty() ? absl::StrCat(g.index()) : g.uuid();
 }
 
 const v1::NumaNode* FindNuma(const v1::NodeProbe& probe, int id) {
@@ -76,9 +84,9 @@ std::vector<WorkerPlacement> PlanPlacement(const v1::NodeProbe& probe, const Pla
   std::vector<WorkerPlacement> out(lws);
   // Without NVML the GPU list is sysfs's, the whole node's: which of them
   // this container has is a guess, so GPUs are placed only on NVML's word.
-  const std::vector<const v1::Gpu*> gpus =
-      probe.nvml().status() == v1::Source::OK ? VisibleInOrder(probe)
-                                              : std::vector<const v1::Gpu*>{};
+  const std::vector<const v1::Gpu*> gpus = probe.nvml().status() == v1::Source::OK
+                                               ? VisibleInOrder(probe)
+                                               : std::vector<const v1::Gpu*>{};
   const int n = static_cast<int>(gpus.size());
   auto cvd = in.env.find("CUDA_VISIBLE_DEVICES");
   const bool user_cvd = cvd != in.env.end();
@@ -87,6 +95,20 @@ std::vector<WorkerPlacement> PlanPlacement(const v1::NodeProbe& probe, const Pla
     for (absl::string_view e : absl::StrSplit(cvd->second, ',')) {
       user_entries.emplace_back(absl::StripAsciiWhitespace(e));
     }
+  }
+  // --gpu-binding=list without the user's CUDA_VISIBLE_DEVICES: ordinals
+  // 0..n-1 when the workers may use every GPU the container has, else (the
+  // agent narrowed the set by NVIDIA_VISIBLE_DEVICES, which CUDA does not
+  // read) the chosen GPUs by name.
+  std::string list_value;
+  if (n > 0 && !user_cvd) {
+    int in_view = 0;
+    for (const v1::Gpu& g : probe.gpus()) in_view += absl::StartsWith(g.source(), "nvml") ? 1 : 0;
+    std::vector<std::string> names;
+    for (int i = 0; i < n; ++i) {
+      names.push_back(n == in_view ? absl::StrCat(i) : CudaName(*gpus[i]));
+    }
+    list_value = absl::StrJoin(names, ",");
   }
   for (int l = 0; l < lws; ++l) {
     WorkerPlacement& p = out[l];
@@ -99,19 +121,13 @@ std::vector<WorkerPlacement> PlanPlacement(const v1::NodeProbe& probe, const Pla
                       g.pci_bus_id().empty() ? "" : absl::StrCat(" (", g.pci_bus_id(), ")"));
       switch (in.gpu_binding) {
         case GpuBinding::kList:
-          if (!user_cvd) {
-            std::vector<std::string> all;
-            for (int i = 0; i < n; ++i) all.push_back(absl::StrCat(i));
-            p.cuda_visible_devices = absl::StrJoin(all, ",");
-          }
+          if (!user_cvd) p.cuda_visible_devices = list_value;
           break;
         case GpuBinding::kSingle:
           if (user_cvd && p.gpu_ordinal < static_cast<int>(user_entries.size())) {
             p.cuda_visible_devices = user_entries[p.gpu_ordinal];
-          } else if (!g.uuid().empty()) {
-            p.cuda_visible_devices = g.uuid();
           } else {
-            p.cuda_visible_devices = absl::StrCat(p.gpu_ordinal);
+            p.cuda_visible_devices = CudaName(g);
           }
           absl::StrAppend(&p.note, ", CUDA_VISIBLE_DEVICES=", *p.cuda_visible_devices);
           break;

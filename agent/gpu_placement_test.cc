@@ -24,6 +24,7 @@ v1::NodeProbe EightGpus() {
     g->set_numa_node(i < 4 ? 0 : 1);
     g->set_visible(true);
     g->set_visible_ordinal(i);
+    g->set_source("nvml+sysfs");
   }
   v1::NumaNode* n0 = p.add_numa_nodes();
   n0->set_id(0);
@@ -48,6 +49,30 @@ TEST(GpuPlacement, ListModeSetsTheWholeListOnlyWhenTheUserSetNone) {
   in.env["CUDA_VISIBLE_DEVICES"] = "0,1,2,3,4,5,6,7";
   out = PlanPlacement(EightGpus(), in);
   EXPECT_FALSE(out[0].cuda_visible_devices.has_value()) << "the user's list is never changed";
+}
+
+TEST(GpuPlacement, ListModeNamesTheGpusWhenTheAgentNarrowedTheSet) {
+  // NVIDIA_VISIBLE_DEVICES=GPU-5,GPU-6 in a privileged pod that sees all 8:
+  // CUDA would see 8, so the workers are told which two.
+  v1::NodeProbe p = EightGpus();
+  for (int i = 0; i < 8; ++i) {
+    p.mutable_gpus(i)->set_visible(i == 5 || i == 6);
+    p.mutable_gpus(i)->set_visible_ordinal(i == 5 ? 0 : i == 6 ? 1 : -1);
+  }
+  PlacementInput in;
+  in.local_world_size = 2;
+  in.bind_numa = true;
+  auto out = PlanPlacement(p, in);
+  EXPECT_EQ(*out[0].cuda_visible_devices, "GPU-5,GPU-6");
+  EXPECT_EQ(out[0].gpu_ordinal, 0);
+  EXPECT_EQ(out[0].numa_node, 1);
+  // Without UUIDs: their PCI-order ordinals among all the GPUs.
+  for (int i = 0; i < 8; ++i) p.mutable_gpus(i)->clear_uuid();
+  out = PlanPlacement(p, in);
+  EXPECT_EQ(*out[1].cuda_visible_devices, "5,6");
+  in.gpu_binding = GpuBinding::kSingle;
+  out = PlanPlacement(p, in);
+  EXPECT_EQ(*out[1].cuda_visible_devices, "6");
 }
 
 TEST(GpuPlacement, SingleModeNamesTheGpuAsTheUserDidElseByUuid) {

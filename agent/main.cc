@@ -94,6 +94,15 @@ trainlet::agent::SystemInfo ProbeMachine(const std::map<std::string, std::string
   return sys;
 }
 
+// Leaves without running exit handlers: after the node probe started, its
+// thread may still be inside NVML (a hung driver), where library destructors
+// must not run under it.
+[[noreturn]] void Leave(int code) {
+  std::cout.flush();
+  std::fflush(nullptr);
+  std::_Exit(code);
+}
+
 int ConfigError(const char* command, const absl::Status& status) {
   std::cerr << "trainlet " << command << ": " << status.message() << "\n"
             << "Run 'trainlet " << command << " --help' for usage.\n";
@@ -127,18 +136,15 @@ int main(int argc, char** argv) {
   if (command == "health") return trainlet::agent::RunHealthProbe(args);
   const std::map<std::string, std::string> env = CurrentEnvironment();
   if (command == "probe") {
-    const int code = trainlet::agent::RunProbeCommand(args, env, std::cout, std::cerr);
     // A probe past its timeout may still be inside NVML on its thread.
-    std::cout.flush();
-    std::fflush(nullptr);
-    std::_Exit(code);
+    Leave(trainlet::agent::RunProbeCommand(args, env, std::cout, std::cerr));
   }
   if (command == "run") {
     auto config = trainlet::agent::ParseRunConfig(args, env, ProbeMachine(env));
-    if (!config.ok()) return ConfigError("run", config.status());
+    if (!config.ok()) Leave(ConfigError("run", config.status()));
     if (config->help_requested) {
       std::cout << trainlet::agent::RunHelpText();
-      return trainlet::kExitSuccess;
+      Leave(trainlet::kExitSuccess);
     }
     trainlet::SetLogLevel(config->log_level);
     // [server] The descriptor budget, before any gRPC object exists.
@@ -148,23 +154,19 @@ int main(int argc, char** argv) {
             trainlet::DescriptorsForAgent(config->nproc_per_node, hosted));
         !s.ok()) {
       std::cerr << "trainlet run: " << s.message() << "\n";
-      return trainlet::kExitOsError;
+      Leave(trainlet::kExitOsError);
     }
-    const int code = trainlet::agent::RunAgent(*config, env);
-    // A node probe that missed --probe-timeout may still be inside NVML on
-    // its detached thread: leave without running exit handlers under it.
-    std::fflush(nullptr);
-    std::_Exit(code);
+    Leave(trainlet::agent::RunAgent(*config, env));
   }
   if (command == "mpi-launcher" || command == "mpi-worker") {
     const trainlet::agent::MpiRole role = command == "mpi-launcher"
                                               ? trainlet::agent::MpiRole::kLauncher
                                               : trainlet::agent::MpiRole::kWorker;
     auto config = trainlet::agent::ParseMpiConfig(role, args, env, ProbeMachine(env));
-    if (!config.ok()) return ConfigError(command.c_str(), config.status());
+    if (!config.ok()) Leave(ConfigError(command.c_str(), config.status()));
     if (config->run.help_requested) {
       std::cout << trainlet::agent::MpiHelpText(role);
-      return trainlet::kExitSuccess;
+      Leave(trainlet::kExitSuccess);
     }
     trainlet::SetLogLevel(config->run.log_level);
     const int hosted = config->run.host_coordinator != trainlet::agent::HostCoordinator::kNo
@@ -173,14 +175,12 @@ int main(int argc, char** argv) {
     if (absl::Status s = trainlet::CheckDescriptorBudget(trainlet::DescriptorsForAgent(1, hosted));
         !s.ok()) {
       std::cerr << "trainlet " << command << ": " << s.message() << "\n";
-      return trainlet::kExitOsError;
+      Leave(trainlet::kExitOsError);
     }
-    const int code = trainlet::agent::RunMpi(*config, env);
     // A readiness probe cancelled by a stop may still be inside libssh on a
-    // detached thread (bounded by its attempt timeout): leave without
-    // running atexit handlers (OpenSSL's) under it.
-    std::fflush(nullptr);
-    std::_Exit(code);
+    // detached thread (bounded by its attempt timeout), like the node probe
+    // in NVML: no atexit handlers (OpenSSL's) under it.
+    Leave(trainlet::agent::RunMpi(*config, env));
   }
   if (command == "coordinator") {
     auto config = trainlet::agent::ParseCoordinatorConfig(args, env);

@@ -46,9 +46,7 @@ std::shared_ptr<const v1::NodeProbe> ProbeNodeBounded(const topology::ProbeOptio
   }).detach();
   if (!state->done.WaitForNotificationWithTimeout(timeout)) {
     *note = absl::StrCat("did not finish within ", absl::FormatDuration(timeout),
-                         " (a slow or hung GPU driver?); going on without it: default worker "
-                         "count from /dev/nvidia*, no GPU placement, no NCCL advice. "
-                         "--probe-timeout sets the wait, 0 turns the probe off");
+                         " (a slow or hung GPU driver?)");
     return nullptr;
   }
   absl::MutexLock lock(&state->mu);

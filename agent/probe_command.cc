@@ -141,7 +141,8 @@ int RunProbeCommand(const std::vector<std::string>& args,
   std::stringstream route_text;
   route_text << route.rdbuf();
   context.socket_interface = DefaultRouteInterface(route_text.str());
-  context.user_env = env;
+  context.user_env = topology::NcclConfFileVars(env);
+  for (const auto& [k, v] : env) context.user_env[k] = v;
   out << topology::FormatEnvAdvice(topology::AdviseEnv(*probe, context));
   return kExitSuccess;
 }

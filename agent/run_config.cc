@@ -498,7 +498,10 @@ absl::StatusOr<RunConfig> RunConfigFromOptions(const ParsedOptions& parsed,
     std::string note;
     c.node_probe = sys.probe_node(c.probe_timeout, &note);
     if (c.node_probe == nullptr) {
-      c.warnings.push_back(absl::StrCat("node probe: ", note));
+      c.warnings.push_back(absl::StrCat(
+          "node probe: ", note,
+          "; going on without it: worker count from /dev/nvidia*, no GPU placement, no NCCL "
+          "advice (--probe-timeout sets the wait, 0 turns the probe off)"));
     } else if (c.node_probe->nvml().status() == v1::Source::OK) {
       probed.gpu_count = c.node_probe->visible_gpu_count();
       probed.gpu_note = c.node_probe->visibility_note();

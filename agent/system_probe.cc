@@ -111,20 +111,25 @@ GpuVisibility VisibleGpus(int devices, const std::map<std::string, std::string>&
   GpuVisibility v;
   int visible = std::max(devices, 0);
   std::vector<std::string> why;
-  if (const std::string* nv = FindEnv(env, "NVIDIA_VISIBLE_DEVICES")) {
+  const std::string* cuda = FindEnv(env, "CUDA_VISIBLE_DEVICES");
+  if (const std::string* nv = FindEnv(env, "NVIDIA_VISIBLE_DEVICES"); nv != nullptr && !cuda) {
+    // The same reading as topology/visibility.h: the runtime's own settings
+    // ("void" under CDI, "none", a volume-mounts path) keep the devices this
+    // container has; a list caps them (a privileged pod sees every GPU).
     std::string t = absl::AsciiStrToLower(absl::StripAsciiWhitespace(*nv));
-    if (t == "none" || t == "void" || t.empty()) {
-      visible = 0;
-    } else if (t != "all") {
+    if (!t.empty() && t != "all" && t != "void" && t != "none" && !absl::StartsWith(t, "/")) {
       int listed = 0;
       for (absl::string_view e : absl::StrSplit(t, ',')) {
         if (!absl::StripAsciiWhitespace(e).empty()) ++listed;
       }
       visible = std::min(visible, listed);
+      why.push_back(Quoted("NVIDIA_VISIBLE_DEVICES", *nv));
+    } else if (t != "all") {
+      why.push_back(Quoted("NVIDIA_VISIBLE_DEVICES", *nv) + " ignored");
     }
-    why.push_back(Quoted("NVIDIA_VISIBLE_DEVICES", *nv));
   }
-  if (const std::string* cuda = FindEnv(env, "CUDA_VISIBLE_DEVICES")) {
+  if (cuda != nullptr) {
+    // CUDA reads it over every device it can open, never NVIDIA_VISIBLE_DEVICES.
     visible = CudaVisibleCount(*cuda, visible);
     why.push_back(Quoted("CUDA_VISIBLE_DEVICES", *cuda));
   }

@@ -92,9 +92,11 @@ std::optional<int> ParseCpuMax(absl::string_view text);
 int CountNvidiaDevices(const std::string& root);
 
 // How many of `devices` GPUs a CUDA program started with `env` sees:
-//  - NVIDIA_VISIBLE_DEVICES (the container runtime's; set: "all", "none",
-//    "void" or empty = none, else a comma list), capped by `devices`;
-//  - then CUDA_VISIBLE_DEVICES as the CUDA runtime reads it: a comma list of
+//  - without CUDA_VISIBLE_DEVICES, NVIDIA_VISIBLE_DEVICES (the container
+//    runtime's): a comma list caps the count (a privileged pod sees every
+//    device node); "all", "none", "void" (CDI), empty or a path
+//    (volume-mounts) leave the devices the container has;
+//  - CUDA_VISIBLE_DEVICES as the CUDA runtime reads it, over every device: a comma list of
 //    ordinals, or of GPU-/MIG- UUIDs; empty, "-1", "none" or "void" give
 //    none; the list ends at the first entry that is not a valid device (not
 //    a number, a negative number, an ordinal >= the devices seen so far, a

@@ -163,17 +163,20 @@ TEST(VisibleGpus, CudaVisibleDevicesUuids) {
 TEST(VisibleGpus, NvidiaVisibleDevices) {
   EXPECT_EQ(Visible(4, {{"NVIDIA_VISIBLE_DEVICES", "all"}}), 4);
   EXPECT_EQ(Visible(0, {{"NVIDIA_VISIBLE_DEVICES", "all"}}), 0);  // No GPU runtime.
-  for (const char* none : {"", "none", "void"}) {
-    EXPECT_EQ(Visible(4, {{"NVIDIA_VISIBLE_DEVICES", none}}), 0) << none;
+  // The runtime's own settings leave the devices the container has: "void"
+  // under CDI injection, a path with the device plugin's volume-mounts.
+  for (const char* kept : {"", "none", "void", "/var/run/nvidia-container-devices"}) {
+    EXPECT_EQ(Visible(4, {{"NVIDIA_VISIBLE_DEVICES", kept}}), 4) << kept;
   }
   EXPECT_EQ(Visible(8, {{"NVIDIA_VISIBLE_DEVICES", "GPU-a,GPU-b"}}), 2);
   EXPECT_EQ(Visible(8, {{"NVIDIA_VISIBLE_DEVICES", "0,1,2"}}), 3);
   EXPECT_EQ(Visible(2, {{"NVIDIA_VISIBLE_DEVICES", "0,1,2"}}), 2);
-  // Both: CUDA's ordinals index the devices the container runtime left.
-  EXPECT_EQ(Visible(8, {{"NVIDIA_VISIBLE_DEVICES", "4,5"}, {"CUDA_VISIBLE_DEVICES", "0,1,2"}}), 2);
-  EXPECT_EQ(Visible(8, {{"NVIDIA_VISIBLE_DEVICES", "void"}, {"CUDA_VISIBLE_DEVICES", "0"}}), 0);
+  // Both: CUDA never reads NVIDIA_VISIBLE_DEVICES; its ordinals index every
+  // device it can open.
+  EXPECT_EQ(Visible(8, {{"NVIDIA_VISIBLE_DEVICES", "4,5"}, {"CUDA_VISIBLE_DEVICES", "0,1,2"}}), 3);
+  EXPECT_EQ(Visible(8, {{"NVIDIA_VISIBLE_DEVICES", "void"}, {"CUDA_VISIBLE_DEVICES", "0"}}), 1);
   EXPECT_THAT(VisibleGpus(8, {{"NVIDIA_VISIBLE_DEVICES", "none"}}).note,
-              HasSubstr("NVIDIA_VISIBLE_DEVICES=\"none\""));
+              HasSubstr("NVIDIA_VISIBLE_DEVICES=\"none\" ignored"));
 }
 
 TEST(VisibleGpus, NoteEscapesAndBoundsTheValue) {

@@ -280,7 +280,8 @@ absl::StatusOr<SpawnedWorker> SpawnWorker(const ProcessSpec& spec, int stdout_fd
     nodes.assign(spec.numa_node / kBits + 1, 0);
     nodes[spec.numa_node / kBits] |= 1UL << (spec.numa_node % kBits);
     args.placement.nodes = nodes.data();
-    args.placement.max_node = nodes.size() * kBits;
+    // The kernel reads maxnode - 1 bits.
+    args.placement.max_node = nodes.size() * kBits + 1;
   }
   constexpr size_t kChildStackSize = 64 * 1024;
   std::unique_ptr<char[]> child_stack(new char[kChildStackSize]);

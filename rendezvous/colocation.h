@@ -4,11 +4,14 @@
 // NCCL's host hash is the hostname plus the kernel's boot_id, and a pod's
 // hostname is its own, so two pods on one node look like two hosts and lose
 // NVLink and shared memory between them (nccl #1781, #797, #324). Members
-// whose topology reports the same boot_id run on one kernel; among them, those
-// that also share an IPC namespace get NCCL_HOSTID = that boot_id (the same
-// value on each, distinct across machines). Co-located pods with separate IPC
-// namespaces are only counted: NCCL's SHM and P2P need the shared namespace,
-// and a common host id without it would make NCCL try transports that fail.
+// whose topology reports the same boot_id run on one kernel; among them, a
+// group that also shares an IPC namespace, and whose members each see every
+// GPU of the group (equal gpu_uuids: pods that were given all of the node's
+// GPUs, not a device plugin's disjoint shares), gets NCCL_HOSTID = that
+// boot_id (the same value on each, distinct across machines). Other
+// co-located pods are only counted: NCCL's SHM and P2P need the shared
+// namespace and GPUs each process can open, and a common host id without them
+// turns a slow job into a failing one ("CUDA IPC mapping failed", nccl #324).
 #ifndef TRAINLET_RENDEZVOUS_COLOCATION_H_
 #define TRAINLET_RENDEZVOUS_COLOCATION_H_
 

@@ -49,6 +49,34 @@ TEST(Colocation, TwoOfThreeShareIpc) {
   EXPECT_EQ(nodes[2].nccl_hostid(), "boot-a");
 }
 
+v1::NodeAssignment WithGpus(const std::string& boot_id, std::vector<std::string> uuids,
+                            int count = -1) {
+  v1::NodeAssignment na = Node(boot_id, "ipc:[1]");
+  for (const auto& u : uuids) na.mutable_topology()->add_gpu_uuids(u);
+  na.mutable_topology()->set_gpu_count(count >= 0 ? count : static_cast<int>(uuids.size()));
+  return na;
+}
+
+TEST(Colocation, PodsWithDisjointGpusGetNoHostId) {
+  // A device plugin gave each pod its own GPUs: NCCL could not open the
+  // other pod's, so no common host id.
+  std::vector<v1::NodeAssignment> nodes = {WithGpus("boot-a", {"GPU-0", "GPU-1"}),
+                                           WithGpus("boot-a", {"GPU-2", "GPU-3"})};
+  MarkColocated(nodes);
+  EXPECT_EQ(nodes[0].colocated(), 2);
+  EXPECT_EQ(nodes[0].nccl_hostid(), "");
+  EXPECT_EQ(nodes[1].nccl_hostid(), "");
+  // Pods that see every GPU of the node (privileged, NVIDIA_VISIBLE_DEVICES=all).
+  nodes = {WithGpus("boot-a", {"GPU-0", "GPU-1"}), WithGpus("boot-a", {"GPU-1", "GPU-0"})};
+  MarkColocated(nodes);
+  EXPECT_EQ(nodes[0].nccl_hostid(), "boot-a");
+  EXPECT_EQ(nodes[1].nccl_hostid(), "boot-a");
+  // GPUs without UUIDs (no NVML): cannot tell, so no.
+  nodes = {WithGpus("boot-a", {}, 2), WithGpus("boot-a", {}, 2)};
+  MarkColocated(nodes);
+  EXPECT_EQ(nodes[0].nccl_hostid(), "");
+}
+
 TEST(Colocation, NoBootIdMeansUnknownAndStaleValuesAreCleared) {
   std::vector<v1::NodeAssignment> nodes = {Node("", "ipc:[1]"), Node("", "ipc:[1]")};
   nodes[0].set_nccl_hostid("stale");

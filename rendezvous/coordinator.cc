@@ -597,6 +597,10 @@ void Coordinator::CloseRoundLocked(Actions* actions) {
   }
 
   MarkColocated(nodes);
+  // What each node has stays with the coordinator: no agent reads another's,
+  // and at 10,000 nodes a member list carrying every node's GPU UUIDs would
+  // pass gRPC's 4 MB message limit.
+  for (v1::NodeAssignment& na : nodes) na.clear_topology();
 
   v1::Assignment common;
   common.set_coordinator_incarnation(options_.incarnation);

@@ -198,6 +198,9 @@ TEST_F(CoordinatorTest, ColocatedPodsGetOneNcclHostIdInTheirOwnEntry) {
   EXPECT_EQ(c->assignment().self().nccl_hostid(), "");
   ASSERT_EQ(c->assignment().nodes_size(), 3);
   EXPECT_EQ(c->assignment().nodes(1).nccl_hostid(), "machine-a");
+  // Each node's topology stays with the coordinator.
+  EXPECT_FALSE(c->assignment().nodes(1).has_topology());
+  EXPECT_FALSE(a->assignment().self().has_topology());
 }
 
 TEST_F(CoordinatorTest, AdvertisedAddressWinsOverPeerAddress) {

@@ -13,7 +13,9 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
 #include "common/logging.h"
+#include "topology/sysfs.h"
 
 namespace trainlet::topology {
 namespace {
@@ -203,6 +205,35 @@ std::string FormatEnvAdvice(const EnvAdvice& advice) {
     absl::StrAppend(&out, "# note: ", SafeForLog(n, 1024), "\n");
   }
   return out;
+}
+
+std::map<std::string, std::string> NcclConfFileVars(const std::map<std::string, std::string>& env,
+                                                    const std::string& root) {
+  std::vector<std::string> files;
+  auto conf = env.find("NCCL_CONF_FILE");
+  auto home = env.find("HOME");
+  if (conf != env.end() && !conf->second.empty()) {
+    files.push_back(conf->second);
+  } else if (home != env.end() && !home->second.empty()) {
+    files.push_back(home->second + "/.nccl.conf");
+  }
+  files.push_back("/etc/nccl.conf");
+  std::map<std::string, std::string> vars;
+  const RootFs fs(root.empty() ? "/" : root);
+  for (const std::string& file : files) {
+    if (file.empty() || file[0] != '/') continue;
+    std::optional<std::string> text = fs.Read(file, 64 * 1024);
+    if (!text.has_value()) continue;
+    for (absl::string_view line : absl::StrSplit(*text, '\n')) {
+      line = absl::StripAsciiWhitespace(line);
+      if (line.empty() || line[0] == '#') continue;
+      const size_t eq = line.find('=');
+      if (eq == absl::string_view::npos || eq == 0) continue;
+      std::string key(absl::StripAsciiWhitespace(line.substr(0, eq)));
+      vars.emplace(key, std::string(absl::StripAsciiWhitespace(line.substr(eq + 1))));
+    }
+  }
+  return vars;
 }
 
 }  // namespace trainlet::topology

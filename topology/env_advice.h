@@ -69,6 +69,14 @@ std::vector<std::string> PodLimitWarnings(const v1::NodeProbe& probe);
 // EnvContext.socket_interface, with the master's address.
 std::string InterfaceRoutingTo(const std::string& numeric_addr);
 
+// The variables NCCL loads from its own configuration files, which it sets
+// without overwriting the environment (so they count as the user's):
+// $NCCL_CONF_FILE, else $HOME/.nccl.conf, and /etc/nccl.conf, read below
+// `root` ("" for "/"), each at most 64 KiB; "KEY=VALUE" lines, '#' comments.
+// An earlier file wins, as in NCCL.
+std::map<std::string, std::string> NcclConfFileVars(const std::map<std::string, std::string>& env,
+                                                    const std::string& root = "");
+
 // `value` in single quotes for sh ("it's" -> 'it'\''s').
 std::string ShellQuote(absl::string_view value);
 

@@ -1,5 +1,7 @@
 #include "topology/env_advice.h"
 
+#include <cstdio>
+#include <cstdlib>
 #include <string>
 
 #include "gmock/gmock.h"
@@ -159,6 +161,41 @@ TEST(FormatEnvAdvice, ShellSafe) {
             "export B='$(rm -rf /)'\n"
             "# warning: line\\nbreak\n"
             "# note: a note\n");
+}
+
+TEST(NcclConfFileVars, TheUsersAndTheSystemsFilesCountAsSet) {
+  testing::ScopedTempDir dir;
+  auto write = [&](const std::string& path, const std::string& text) {
+    const std::string full = dir.path() + path;
+    ASSERT_EQ(system(("mkdir -p $(dirname " + full + ")").c_str()), 0);
+    FILE* f = fopen(full.c_str(), "w");
+    ASSERT_NE(f, nullptr);
+    fputs(text.c_str(), f);
+    fclose(f);
+  };
+  write("/home/u/.nccl.conf", "# mine\nNCCL_IB_HCA=mlx5_1\n  NCCL_DEBUG = WARN \nnot a line\n");
+  write("/etc/nccl.conf", "NCCL_IB_HCA=mlx5_9\nNCCL_SOCKET_IFNAME=eth1\n");
+  auto vars = NcclConfFileVars({{"HOME", "/home/u"}}, dir.path());
+  EXPECT_EQ(vars["NCCL_IB_HCA"], "mlx5_1") << "the user's file wins, as in NCCL";
+  EXPECT_EQ(vars["NCCL_DEBUG"], "WARN");
+  EXPECT_EQ(vars["NCCL_SOCKET_IFNAME"], "eth1");
+  EXPECT_EQ(vars.count("not a line"), 0u);
+  // NCCL_CONF_FILE replaces ~/.nccl.conf.
+  write("/other.conf", "NCCL_P2P_LEVEL=NVL\n");
+  vars = NcclConfFileVars({{"HOME", "/home/u"}, {"NCCL_CONF_FILE", "/other.conf"}}, dir.path());
+  EXPECT_EQ(vars.count("NCCL_DEBUG"), 0u);
+  EXPECT_EQ(vars["NCCL_P2P_LEVEL"], "NVL");
+  // Advice then leaves them alone.
+  EnvContext context;
+  context.user_env = vars;
+  v1::NodeProbe probe;
+  v1::Nic* nic = probe.add_nics();
+  nic->set_name("eth0");
+  nic->set_kind(v1::Nic::NET);
+  context.socket_interface = "eth0";
+  context.user_env["NCCL_SOCKET_IFNAME"] = "eth1";
+  EnvAdvice advice = AdviseEnv(probe, context);
+  for (const EnvVar& v : advice.vars) EXPECT_NE(v.name, "NCCL_SOCKET_IFNAME");
 }
 
 }  // namespace

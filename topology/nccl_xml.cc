@@ -43,6 +43,9 @@ bool IsInt(absl::string_view v) {
 
 // ---- The writer's tree.
 
+struct Element;
+int CountElements(const Element& e);
+
 struct Element {
   std::string tag;
   std::vector<std::pair<std::string, std::string>> attrs;
@@ -55,6 +58,12 @@ struct Element {
   }
   void Set(const char* name, std::string value) { attrs.emplace_back(name, std::move(value)); }
 };
+
+int CountElements(const Element& e) {
+  int n = 1;
+  for (const auto& c : e.children) n += CountElements(*c);
+  return n;
+}
 
 const std::string* BusIdOf(const Element& e) {
   for (const auto& [name, value] : e.attrs) {
@@ -381,6 +390,18 @@ absl::StatusOr<std::string> NcclTopologyXml(const v1::NodeProbe& probe) {
   }
 
   for (auto& cpu : system.children) SortByBusId(cpu.get());
+  // NCCL loads the file into the same 256-node arena in which each rank then
+  // adds its own <gpu> (with up to 18 <nvlink> peers and a <c2c>) and a
+  // <nic><net> per network device, before trimming: leave that room.
+  const int room = 2 + 18 + 2 * probe.nics_size();
+  const int elements = CountElements(system);
+  if (elements + room > kMaxNodes) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "the NCCL topology file for this node would have ", elements, " elements, and NCCL adds ",
+        room, " of its own to a limit of ", kMaxNodes,
+        " (NCCL_TOPO_XML_MAX_NODES); leave NCCL_TOPO_FILE unset so that NCCL detects the "
+        "topology itself"));
+  }
   std::string out;
   Write(system, 0, &out);
   absl::Status lint = LintNcclXml(out);

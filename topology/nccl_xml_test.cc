@@ -245,8 +245,27 @@ TEST(NcclTopologyXml, MoreDevicesThanNcclsParserTakesIsAnError) {
   absl::StatusOr<std::string> xml = NcclTopologyXml(probe);
   ASSERT_FALSE(xml.ok());
   EXPECT_EQ(xml.status().code(), absl::StatusCode::kFailedPrecondition);
-  EXPECT_THAT(xml.status().message(), HasSubstr("more than 256 elements"));
+  EXPECT_THAT(xml.status().message(), HasSubstr("to a limit of 256"));
   EXPECT_THAT(xml.status().message(), HasSubstr("leave NCCL_TOPO_FILE unset"));
+}
+
+TEST(NcclTopologyXml, LeavesNcclRoomForItsOwnNodes) {
+  // 220 elements pass the parser's 256 alone, but NCCL adds a <gpu>, its
+  // NVLinks and a <nic><net> per NIC to the same arena.
+  v1::NodeProbe probe;
+  for (int i = 0; i < 218; ++i) {
+    v1::Gpu* gpu = probe.add_gpus();
+    gpu->set_pci_bus_id(absl::StrFormat("0000:%02x:%02x.0", i / 32, i % 32));
+    gpu->set_root_complex("pci0000:00");
+    gpu->set_numa_node(0);
+  }
+  for (int i = 0; i < 10; ++i) probe.add_nics()->set_name(absl::StrCat("veth", i));
+  absl::StatusOr<std::string> xml = NcclTopologyXml(probe);
+  ASSERT_FALSE(xml.ok());
+  EXPECT_THAT(xml.status().message(), HasSubstr("NCCL adds 40 of its own"));
+  probe.clear_nics();
+  probe.mutable_gpus()->DeleteSubrange(200, 18);
+  EXPECT_TRUE(NcclTopologyXml(probe).ok());
 }
 
 }  // namespace

@@ -50,7 +50,7 @@ int64_t LeadingOrdinal(absl::string_view entry) {
 
 // NVIDIA_VISIBLE_DEVICES=<list> over `view` (indexes into gpus).
 std::vector<int> NvidiaList(absl::string_view value, const v1::NodeProbe& probe,
-                            std::vector<int> view) {
+                            std::vector<int> view, bool* by_count) {
   std::vector<absl::string_view> entries;
   for (absl::string_view e : absl::StrSplit(value, ',')) {
     e = absl::StripAsciiWhitespace(e);
@@ -68,6 +68,7 @@ std::vector<int> NvidiaList(absl::string_view value, const v1::NodeProbe& probe,
     });
     if (it == view.end() || !chosen.insert(*it).second) {
       view.resize(entries.size());  // Cannot tell which: the first ones, by count.
+      *by_count = true;
       return view;
     }
   }
@@ -139,17 +140,29 @@ void ApplyVisibility(const std::map<std::string, std::string>& env, v1::NodeProb
   const size_t in_view = view.size();
   std::vector<std::string> why;
   std::vector<int> selected = view;
+  bool by_count = false;
+  const std::string* cuda = FindEnv(env, "CUDA_VISIBLE_DEVICES");
   if (const std::string* nv = FindEnv(env, "NVIDIA_VISIBLE_DEVICES")) {
     std::string t = absl::AsciiStrToLower(absl::StripAsciiWhitespace(*nv));
-    if (t == "none" || t == "void" || t.empty()) {
-      selected.clear();
-    } else if (t != "all") {
-      selected = NvidiaList(*nv, *probe, selected);
+    if (cuda != nullptr) {
+      // CUDA reads CUDA_VISIBLE_DEVICES over every GPU it can open, never
+      // NVIDIA_VISIBLE_DEVICES.
+      why.push_back(Quoted("NVIDIA_VISIBLE_DEVICES", *nv) +
+                    " not applied (CUDA_VISIBLE_DEVICES decides)");
+    } else if (t.empty() || t == "all" || t == "void" || t == "none" || absl::StartsWith(t, "/")) {
+      // The runtime's own settings ("void": no NVIDIA hook, as with CDI;
+      // a path: the device plugin's volume-mounts strategy): the GPUs this
+      // container can open are its GPUs.
+      if (t != "all") why.push_back(Quoted("NVIDIA_VISIBLE_DEVICES", *nv) + " ignored");
+    } else {
+      // A list the runtime applied leaves the view as large as the list; a
+      // larger view (a privileged pod sees every /dev/nvidia*) is narrowed
+      // here, and the agent then names those GPUs in CUDA_VISIBLE_DEVICES.
+      selected = NvidiaList(*nv, *probe, selected, &by_count);
+      why.push_back(Quoted("NVIDIA_VISIBLE_DEVICES", *nv));
     }
-    why.push_back(Quoted("NVIDIA_VISIBLE_DEVICES", *nv));
   }
-  bool by_count = false;
-  if (const std::string* cuda = FindEnv(env, "CUDA_VISIBLE_DEVICES")) {
+  if (cuda != nullptr) {
     selected = CudaList(*cuda, *probe, selected, &by_count);
     why.push_back(Quoted("CUDA_VISIBLE_DEVICES", *cuda));
   }
@@ -163,7 +176,7 @@ void ApplyVisibility(const std::map<std::string, std::string>& env, v1::NodeProb
       why.empty() ? absl::StrCat(in_view, " GPUs in this container's view")
                   : absl::StrCat(selected.size(), " of ", in_view,
                                  " GPUs in this container's view, ", absl::StrJoin(why, ", "));
-  if (by_count) absl::StrAppend(&note, " (UUIDs unknown without NVML: the first GPUs, by count)");
+  if (by_count) absl::StrAppend(&note, " (not all named GPUs found: the first GPUs, by count)");
   probe->set_visibility_note(note);
 }
 

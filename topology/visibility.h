@@ -23,18 +23,23 @@ namespace trainlet::topology {
 // /proc/driver/nvidia/gpus shows); only NVIDIA GPUs (vendor 0x10de or an
 // NVML source) can be visible. Then, in the order of the list (PCI bus order,
 // which is CUDA's with CUDA_DEVICE_ORDER=PCI_BUS_ID):
-//  - NVIDIA_VISIBLE_DEVICES: unset or "all" keeps the view; "none", "void"
-//    or empty gives none; a list keeps at most as many GPUs as it names: when
-//    the view holds more GPUs than that (the list was not applied by a
-//    container runtime) and every entry names one of them (by index or UUID),
-//    exactly those, else the first ones;
-//  - CUDA_VISIBLE_DEVICES as the CUDA runtime reads it: ordinals among the
-//    GPUs left, or GPU-/MIG- UUIDs (a GPU- entry matches a UUID prefix, as
-//    CUDA accepts); empty, "-1", "none", "void" give none; the list ends at the
-//    first invalid entry (not a number, negative, an ordinal past the GPUs,
-//    a UUID that matches none or is of the other kind); a repeated entry makes
-//    it empty. The CUDA ordinal follows the list's order. Without UUIDs (no
+//  - CUDA_VISIBLE_DEVICES, when set, as the CUDA runtime reads it, over the
+//    whole view (CUDA never reads NVIDIA_VISIBLE_DEVICES): ordinals, or
+//    GPU-/MIG- UUIDs (a GPU- entry matches a UUID prefix, as CUDA accepts);
+//    empty, "-1", "none", "void" give none; the list ends at the first
+//    invalid entry (not a number, negative, an ordinal past the GPUs, a UUID
+//    that matches none or is of the other kind); a repeated entry makes it
+//    empty. The CUDA ordinal follows the list's order. Without UUIDs (no
 //    NVML) a UUID list, and any MIG- list, selects the first GPUs by count.
+//  - else NVIDIA_VISIBLE_DEVICES, the container runtime's: unset, "all",
+//    "void" (no NVIDIA hook: CDI injects the devices), "none", empty or a
+//    path (the device plugin's volume-mounts strategy) keep the view: the
+//    GPUs this container can open are its GPUs. A list keeps the view when it
+//    is no larger than the list (the runtime applied it); a larger view (a
+//    privileged pod sees every GPU) is narrowed to the GPUs the list names by
+//    NVML index or UUID, else to the first ones by count. The agent then
+//    names those GPUs in its workers' CUDA_VISIBLE_DEVICES
+//    (agent/gpu_placement.h), since CUDA itself would see them all.
 void ApplyVisibility(const std::map<std::string, std::string>& env, v1::NodeProbe* probe);
 
 }  // namespace trainlet::topology

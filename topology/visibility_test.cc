@@ -98,8 +98,12 @@ TEST(ApplyVisibility, CudaUuidsAndPrefixes) {
 
 TEST(ApplyVisibility, NvidiaVisibleDevices) {
   EXPECT_THAT(Visible(Gpus(4), {{"NVIDIA_VISIBLE_DEVICES", "all"}}), ElementsAre(0, 1, 2, 3));
-  for (const char* none : {"", "none", "void"}) {
-    EXPECT_TRUE(Visible(Gpus(4), {{"NVIDIA_VISIBLE_DEVICES", none}}).empty()) << none;
+  // The runtime's own settings keep what the container can open: "void" is
+  // what CDI injection leaves (the GPU Operator with CDI), a path what the
+  // device plugin's volume-mounts strategy sets.
+  for (const char* kept : {"", "none", "void", "/var/run/nvidia-container-devices"}) {
+    EXPECT_THAT(Visible(Gpus(4), {{"NVIDIA_VISIBLE_DEVICES", kept}}), ElementsAre(0, 1, 2, 3))
+        << kept;
   }
   // The runtime already applied it: the view is the list.
   EXPECT_THAT(Visible(Gpus(2), {{"NVIDIA_VISIBLE_DEVICES", "GPU-a,GPU-b"}}), ElementsAre(0, 1));
@@ -111,12 +115,17 @@ TEST(ApplyVisibility, NvidiaVisibleDevices) {
       ElementsAre(6));
   // ...or, when one names none of them, the first ones by count.
   EXPECT_THAT(Visible(Gpus(8), {{"NVIDIA_VISIBLE_DEVICES", "GPU-zz,GPU-yy"}}), ElementsAre(0, 1));
-  // Both: CUDA's ordinals index the GPUs NVIDIA_VISIBLE_DEVICES left.
-  EXPECT_THAT(
-      Visible(Gpus(8), {{"NVIDIA_VISIBLE_DEVICES", "4,5"}, {"CUDA_VISIBLE_DEVICES", "1,0"}}),
-      ElementsAre(5, 4));
-  EXPECT_TRUE(Visible(Gpus(8), {{"NVIDIA_VISIBLE_DEVICES", "void"}, {"CUDA_VISIBLE_DEVICES", "0"}})
-                  .empty());
+  // Both: CUDA never reads NVIDIA_VISIBLE_DEVICES; its ordinals index every
+  // GPU it can open.
+  v1::NodeProbe both = Gpus(8);
+  ApplyVisibility({{"NVIDIA_VISIBLE_DEVICES", "4,5"}, {"CUDA_VISIBLE_DEVICES", "1,0"}}, &both);
+  EXPECT_EQ(both.visible_gpu_count(), 2);
+  EXPECT_TRUE(both.gpus(1).visible());
+  EXPECT_EQ(both.gpus(1).visible_ordinal(), 0);
+  EXPECT_EQ(both.gpus(0).visible_ordinal(), 1);
+  EXPECT_THAT(both.visibility_note(), HasSubstr("not applied"));
+  EXPECT_THAT(Visible(Gpus(8), {{"NVIDIA_VISIBLE_DEVICES", "void"}, {"CUDA_VISIBLE_DEVICES", "0"}}),
+              ElementsAre(0));
 }
 
 TEST(ApplyVisibility, NoteEscapesAndBoundsTheValue) {
