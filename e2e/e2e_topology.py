@@ -131,6 +131,36 @@ class ProbeCommandTest(E2ETestCase):
         self.assertEqual(json.loads(r.stdout)["gpus"], [])
 
 
+class HungDriverTest(E2ETestCase):
+    """A driver whose nvmlInit never returns: the probe is bounded, the agent
+    goes on without it, and no process is left behind."""
+
+    def setUp(self):
+        super().setUp()
+        if not os.path.exists(FAKE_NVML):
+            self.skipTest("the fake NVML is built with the tests: %s" % FAKE_NVML)
+        self.fixture = self.path("hung.json")
+        with open(self.fixture, "w") as f:
+            json.dump({"hangInit": True, "devices": []}, f)
+
+    def test_probe_command_gives_up_with_69(self):
+        env = self.base_env(FAKE_NVML_FIXTURE=self.fixture)
+        p = self.start("probe", [TRAINLET, "probe", "--timeout=300ms",
+                                 "--nvml-library=" + FAKE_NVML, "--nccl-library=none"], env=env)
+        self.assertEqual(p.wait(10), harness.EXIT_UNAVAILABLE, p.describe())
+        self.assertLess(p.elapsed(), 5.0)
+        self.assertIn("did not finish within 300ms", p.stderr)
+        self.assert_no_leftovers()
+
+    def test_agent_goes_on_without_the_probe(self):
+        env = self.base_env(FAKE_NVML_FIXTURE=self.fixture, TRAINLET_NVML_LIBRARY=FAKE_NVML)
+        agent = self.start_agent(["--standalone", "--probe-timeout=300ms"], ["true"], env=env)
+        self.assertEqual(agent.wait(20), 0, agent.describe())
+        self.assertIn("node probe: did not finish within 300ms", agent.stderr)
+        self.assertIn("going on without it", agent.stderr)
+        self.assert_no_leftovers()
+
+
 class PlacementTest(E2ETestCase):
 
     def run_fixture_job(self, *flags):

@@ -43,7 +43,8 @@
 //                        "failure": false},
 //       "fields": {"230": 0}              // nvmlDeviceGetFieldValues, UNSIGNED_INT
 //     }],
-//     "errors": [{"fn": "nvmlDeviceGetRemappedRows", "device": 0, "link": 3, "rc": 3}]
+//     "errors": [{"fn": "nvmlDeviceGetRemappedRows", "device": 0, "link": 3, "rc": 3}],
+//     "hangInit": false                  // true: nvmlInit never returns (a hung driver)
 //   }
 // A section left out answers NOT_SUPPORTED. Field 165 (NVLink state,
 // scopeId = link) is answered from "nvlinks". An NVLink to an NVSwitch the
@@ -54,6 +55,8 @@
 // status; "device" and "link" narrow it (absent: every device / link).
 //
 // Threading: one mutex around the state, as a real NVML would be used.
+#include <unistd.h>
+
 #include <algorithm>
 #include <cctype>
 #include <cstdio>
@@ -130,6 +133,7 @@ struct Injected {
 
 struct State {
   int refs = 0;
+  bool hang_init = false;
   bool has_driver = false;
   std::string driver;
   bool has_cuda = false;
@@ -299,6 +303,7 @@ bool Load(State* s) {
       why = std::string(path) + ": " + st.ToString();
     } else {
       *s = State();
+      s->hang_init = Get(j, "hangInit") != nullptr && Get(j, "hangInit")->bool_value();
       s->has_driver = Get(j, "driverVersion") != nullptr;
       s->driver = Str(j, "driverVersion");
       s->has_cuda = Get(j, "cudaDriverVersion") != nullptr;
@@ -422,6 +427,9 @@ nvmlReturn_t Init(const char* fn) {
   if (g_state->refs == 0) {
     State fresh;
     if (!Load(&fresh)) return NVML_ERROR_UNKNOWN;
+    // A driver that never answers (a GPU fallen off the bus): block forever,
+    // holding the lock as a real driver holds its own.
+    while (fresh.hang_init) pause();
     if (nvmlReturn_t rc = Injection(fresh, fn, -1); rc != NVML_SUCCESS) return rc;
     *g_state = fresh;
   }
