@@ -327,7 +327,7 @@ const std::vector<OptionSpec>& RunOptionTable() {
          "Number of nodes, or MIN:MAX for an elastic job. Kubernetes: PET_NNODES (required in "
          "a JobSet or Kubeflow pod)."},
         {"nproc-per-node", OptionKind::kString, "N|auto|gpu|cpu",
-         "the visible GPUs, or 1 without any",
+         "the visible GPUs, or 1 without any; 1 for Paddle's launcher",
          "Workers on this node: N (1..1024), auto (GPUs if any, else CPUs), gpu or cpu. GPUs "
          "are /dev/nvidia[0-9]* narrowed by NVIDIA_VISIBLE_DEVICES and CUDA_VISIBLE_DEVICES. "
          "Kubernetes: PET_NPROC_PER_NODE."},
