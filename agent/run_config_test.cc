@@ -527,11 +527,18 @@ class VolcanoTwoTasks : public ::testing::Test {
 };
 
 TEST_F(VolcanoTwoTasks, RunIsRefusedRatherThanSplitIntoTwoJobs) {
-  for (const char* pod : {"pj-master-0", "pj-worker-0"}) {
+  const std::map<std::string, std::string> tasks = {
+      {"pj-master-0",
+       "master, this pod's (1 host, /etc/volcano/master.host), worker (2 hosts, "
+       "/etc/volcano/worker.host)"},
+      {"pj-worker-0",
+       "worker, this pod's (2 hosts, /etc/volcano/worker.host), master (1 host, "
+       "/etc/volcano/master.host)"}};
+  for (const auto& [pod, listed] : tasks) {
     auto c = ParseFlags({}, PodEnv(0), Pod(pod));
     EXPECT_EQ(c.status().code(), absl::StatusCode::kFailedPrecondition) << pod << c.status();
-    EXPECT_THAT(c.status().message(), HasSubstr("Volcano job has several tasks with pods: master"));
-    EXPECT_THAT(c.status().message(), HasSubstr("worker (2 hosts, /etc/volcano/worker.host)"));
+    EXPECT_THAT(c.status().message(),
+                HasSubstr("this pod's Volcano job has several tasks with pods: " + listed));
     EXPECT_THAT(c.status().message(), HasSubstr("set TRAINLET_NNODES"));
     EXPECT_THAT(c.status().message(), HasSubstr("TRAINLET_COORDINATOR"));
   }
