@@ -146,8 +146,8 @@ struct KubernetesDiscovery {
   // A Volcano pod's reading (nullopt outside one).
   std::optional<VolcanoPod> volcano;
   // Non-empty when this pod's Volcano job has several tasks with pods that
-  // discovery cannot map: them, for the error ("master (1 host,
-  // /etc/volcano/master.host), worker (this pod's: 2 hosts, ...)").
+  // discovery cannot map: them, this pod's first, for the error ("master,
+  // this pod's (1 host, /etc/volcano/master.host), worker (2 hosts, ...)").
   std::string volcano_tasks;
 };
 
