@@ -1,7 +1,10 @@
 """End-to-end tests of the framework conventions of issue 12 across pod-like
 hosts (e2e/netns.py): XGBoost 1.7's real collective (Rabit) configured only by
-trainlet's DMLC_* variables, and a Volcano job's pods discovered with no flags
-from VK_TASK_INDEX, their hostnames and the svc plugin's /etc/volcano files.
+trainlet's DMLC_* variables; a Volcano job's pods discovered with no flags
+from VK_TASK_INDEX, their hostnames and the svc plugin's /etc/volcano files
+(staged as Kubernetes mounts a ConfigMap: keys are links into ..data); and a
+Volcano job of two tasks, refused without TRAINLET_NNODES/TRAINLET_COORDINATOR
+and one job with them.
 
 Skipped where network namespaces are not allowed (needs root); the XGBoost test
 also needs Debian's python3-xgboost."""
