@@ -89,6 +89,7 @@ std::vector<launcher::ProcessSpec> WorkerSpecsFor(
   in.restart_count = a.restart_count();
   in.max_restarts = a.max_restarts();
   for (const auto& n : a.nodes()) in.nodes.push_back({n.addr(), n.local_world_size()});
+  in.self_addr = a.self().addr();
   in.nested = DetectNestedLauncher(config.command);
 
   std::vector<WorkerPlacement> placement;

@@ -239,6 +239,24 @@ TEST_F(AgentTest, NodeProbe_NeverOverridesWhatTheUserSet) {
             1);
 }
 
+// Above the member-list limit the assignment has no node list, only this
+// node's own entry: Paddle's current endpoint comes from it.
+TEST(WorkerSpecsFor, PaddleCurrentEndpointFromTheOwnEntryWithoutTheMemberList) {
+  RunConfig config;
+  config.job_id = "big";
+  config.command = {"python", "train.py"};
+  v1::Assignment a = MakeAssignment(1, 300, 400, 2);
+  a.clear_nodes();
+  a.mutable_self()->set_addr("10.0.3.44");
+  std::vector<launcher::ProcessSpec> specs = WorkerSpecsFor(config, {}, a, false);
+  ASSERT_EQ(specs.size(), 2u);
+  EXPECT_THAT(specs[1].env, ::testing::Contains("PADDLE_CURRENT_ENDPOINT=10.0.3.44:29502"));
+  EXPECT_THAT(specs[1].env, ::testing::Contains("PADDLE_TRAINER_ID=601"));
+  EXPECT_FALSE(std::any_of(specs[1].env.begin(), specs[1].env.end(), [](const std::string& kv) {
+    return absl::StartsWith(kv, "PADDLE_TRAINER_ENDPOINTS=");
+  }));
+}
+
 TEST_F(AgentTest, Rejoin_StopsWorkersThenStartsTheNewRoundWithItsEnvironment) {
   JoinAnswers({MakeAssignment(1, 1, 3, 2, kHeartbeat), MakeAssignment(2, 0, 2, 2, kHeartbeat, 1)});
   workers_.on_start = [&](const auto&) {

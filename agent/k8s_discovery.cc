@@ -6,6 +6,10 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
+#include <climits>
+#include <cstdlib>
+#include <cstring>
 #include <vector>
 
 #include "absl/strings/ascii.h"
@@ -13,6 +17,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "agent/options.h"
@@ -40,15 +45,33 @@ std::string UnderRoot(absl::string_view root, absl::string_view path) {
   return absl::StrCat(root, path);
 }
 
-// A regular file's contents, or an error when it is not one or is larger
-// than `max_bytes`.
-absl::StatusOr<std::string> ReadBoundedFile(const std::string& path, size_t max_bytes) {
-  int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
-  if (fd < 0) return absl::NotFoundError("cannot be opened");
+// The contents of `path`, a regular file that is, once symbolic links are
+// followed, still inside `dir_real` (a realpath): Kubernetes mounts a
+// ConfigMap key as a link (worker.host -> ..data/worker.host, ..data ->
+// ..2026_11_23_...). An error, with errno's text where there is one, when it
+// is not such a file or is larger than `max_bytes`.
+absl::StatusOr<std::string> ReadBoundedFileUnder(const std::string& dir_real,
+                                                 const std::string& path, size_t max_bytes) {
+  char resolved[PATH_MAX];
+  if (realpath(path.c_str(), resolved) == nullptr) {
+    return absl::NotFoundError(absl::StrCat("cannot be resolved: ", strerror(errno)));
+  }
+  if (!absl::StartsWith(resolved, absl::StrCat(dir_real, "/"))) {
+    return absl::PermissionDeniedError(
+        absl::StrCat("links outside ", kVolcanoHostDir, " (to ",
+                     absl::CEscape(absl::string_view(resolved).substr(0, 128)), ")"));
+  }
+  // The resolved path, its last part no link: what was checked is what is read.
+  int fd = open(resolved, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+  if (fd < 0) return absl::NotFoundError(absl::StrCat("cannot be opened: ", strerror(errno)));
   struct stat st;
   if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
     close(fd);
     return absl::FailedPreconditionError("is not a regular file");
+  }
+  if (st.st_size > static_cast<off_t>(max_bytes)) {
+    close(fd);
+    return absl::OutOfRangeError(absl::StrCat("is larger than ", max_bytes, " bytes"));
   }
   std::string text;
   char buffer[65536];
@@ -60,27 +83,32 @@ absl::StatusOr<std::string> ReadBoundedFile(const std::string& path, size_t max_
       return absl::OutOfRangeError(absl::StrCat("is larger than ", max_bytes, " bytes"));
     }
   }
+  const int read_errno = errno;
   close(fd);
-  if (n < 0) return absl::DataLossError("cannot be read");
+  if (n < 0) return absl::DataLossError(absl::StrCat("cannot be read: ", strerror(read_errno)));
   return text;
 }
 
-// The names of the *.host files in `dir`, sorted; at most kMaxVolcanoHostFiles.
-std::vector<std::string> VolcanoHostFileNames(const std::string& dir) {
+// The names of the *.host files in `dir`, sorted: the first
+// kMaxVolcanoHostFiles that readdir() returns; `*truncated` says whether
+// there were more.
+std::vector<std::string> VolcanoHostFileNames(const std::string& dir, bool* truncated) {
   std::vector<std::string> names;
+  *truncated = false;
   DIR* d = opendir(dir.c_str());
   if (d == nullptr) return names;
   while (struct dirent* e = readdir(d)) {
     absl::string_view name = e->d_name;
     if (name.size() > 5 && name.size() <= 255 && absl::EndsWith(name, ".host") && name[0] != '.') {
+      if (names.size() >= static_cast<size_t>(kMaxVolcanoHostFiles)) {
+        *truncated = true;
+        break;
+      }
       names.emplace_back(name);
     }
   }
   closedir(d);
   std::sort(names.begin(), names.end());
-  if (names.size() > static_cast<size_t>(kMaxVolcanoHostFiles)) {
-    names.resize(kMaxVolcanoHostFiles);
-  }
   return names;
 }
 
@@ -115,31 +143,67 @@ absl::StatusOr<std::vector<std::string>> ParseVolcanoHostFile(absl::string_view 
   return hosts;
 }
 
+namespace {
+
+// The task whose pods this hostname's "<job>-<task>" names, from a host file
+// name ("my_task") or a VC_<TASK>_NUM spelling ("MY_TASK"): Kubernetes names
+// have no '_', so the svc plugin's '_' is a '-'.
+bool JobTaskEndsWithTask(absl::string_view job_task, absl::string_view task) {
+  std::string dashed = absl::AsciiStrToLower(task);
+  std::replace(dashed.begin(), dashed.end(), '_', '-');
+  return !dashed.empty() && job_task.size() > dashed.size() + 1 &&
+         absl::EndsWith(job_task, absl::StrCat("-", dashed));
+}
+
+// VC_TASK_INDEX's value when VK_TASK_INDEX is missing, not a number or not
+// this hostname's index: the first of them that is "<job>-<task>-<it>".
+std::optional<Discovered> VolcanoIndex(const std::map<std::string, std::string>& env,
+                                       absl::string_view hostname, int* index,
+                                       std::string* job_task) {
+  for (const char* name : {"VK_TASK_INDEX", "VC_TASK_INDEX"}) {
+    std::optional<Discovered> v = FromEnv(env, name);
+    int i = 0;
+    if (!v.has_value() || !AllDigits(v->text) || !absl::SimpleAtoi(v->text, &i)) continue;
+    absl::string_view rest = hostname;
+    if (!absl::ConsumeSuffix(&rest, absl::StrCat("-", i)) || rest.empty() ||
+        !absl::StrContains(rest.substr(1), "-")) {
+      continue;
+    }
+    *index = i;
+    *job_task = std::string(rest);
+    return v;
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
 std::optional<VolcanoPod> DiscoverVolcano(const std::map<std::string, std::string>& env,
                                           const SystemInfo& sys) {
-  std::optional<Discovered> index = FromEnv(env, "VK_TASK_INDEX");
-  if (!index.has_value()) index = FromEnv(env, "VC_TASK_INDEX");
-  if (!index.has_value() || !AllDigits(index->text)) return std::nullopt;
   VolcanoPod pod;
-  if (!absl::SimpleAtoi(index->text, &pod.index)) return std::nullopt;
+  std::optional<Discovered> index = VolcanoIndex(env, sys.hostname, &pod.index, &pod.job_task);
+  if (!index.has_value()) return std::nullopt;
   pod.index_origin = index->origin;
-  // The svc plugin's hostname: <job>-<task>-<index>.
-  const std::string suffix = absl::StrCat("-", pod.index);
-  absl::string_view job_task = sys.hostname;
-  if (!absl::ConsumeSuffix(&job_task, suffix) || job_task.empty() ||
-      !absl::StrContains(job_task.substr(1), "-")) {
-    return std::nullopt;
-  }
-  pod.job_task = std::string(job_task);
   pod.subdomain = SubdomainFromFqdn(sys.hostname, sys.fqdn);
 
-  // The task's host file: the one whose line <index> is this pod.
+  // Every task's host file: this pod's task is the one whose line <index> is
+  // this pod; the others count as other tasks when they list any host.
   const std::string dir = UnderRoot(sys.root, kVolcanoHostDir);
-  for (const std::string& name : VolcanoHostFileNames(dir)) {
+  char dir_real[PATH_MAX];
+  bool truncated = false;
+  std::vector<std::string> names;
+  if (realpath(dir.c_str(), dir_real) != nullptr) names = VolcanoHostFileNames(dir, &truncated);
+  if (truncated) {
+    pod.notes.push_back(absl::StrCat("more than ", kMaxVolcanoHostFiles, " *.host files in ",
+                                     kVolcanoHostDir, ": only ", kMaxVolcanoHostFiles,
+                                     " were read"));
+  }
+  for (const std::string& name : names) {
     // The name goes into logs: escaped.
     const std::string origin = absl::StrCat(kVolcanoHostDir, "/", absl::CEscape(name));
+    const absl::string_view task = absl::StripSuffix(name, ".host");
     absl::StatusOr<std::string> text =
-        ReadBoundedFile(absl::StrCat(dir, "/", name), kMaxVolcanoHostFileBytes);
+        ReadBoundedFileUnder(dir_real, absl::StrCat(dir, "/", name), kMaxVolcanoHostFileBytes);
     if (!text.ok()) {
       pod.notes.push_back(absl::StrCat("an unusable Volcano host file, skipped: ", origin, " ",
                                        text.status().message()));
@@ -151,23 +215,88 @@ std::optional<VolcanoPod> DiscoverVolcano(const std::map<std::string, std::strin
           absl::StrCat("an unusable Volcano host file, skipped: ", hosts.status().message()));
       continue;
     }
-    if (static_cast<size_t>(pod.index) >= hosts->size()) continue;
-    absl::string_view mine = (*hosts)[pod.index];
-    if (!absl::ConsumePrefix(&mine, sys.hostname)) continue;
-    if (!mine.empty() && !absl::ConsumePrefix(&mine, ".")) continue;
-    pod.task = std::string(absl::StripSuffix(name, ".host"));
-    if (pod.subdomain.empty() && !mine.empty()) {
-      pod.subdomain = std::string(mine.substr(0, mine.find('.')));
+    if (hosts->empty()) continue;  // A task with no pods.
+    bool mine = false;
+    std::string why_not;
+    if (static_cast<size_t>(pod.index) >= hosts->size()) {
+      why_not = absl::StrCat("has ", hosts->size(), " lines, none for ", pod.index_origin, "=",
+                             pod.index);
+    } else {
+      absl::string_view line = (*hosts)[pod.index];
+      mine = absl::ConsumePrefix(&line, sys.hostname) &&
+             (line.empty() || absl::ConsumePrefix(&line, "."));
+      if (mine && !pod.hosts.empty()) {
+        pod.notes.push_back(
+            absl::StrCat("a second Volcano host file that lists this pod, skipped: ", origin, " (",
+                         pod.hosts_origin, " came first)"));
+        continue;
+      }
+      if (mine) {
+        pod.task = std::string(task);
+        if (pod.subdomain.empty() && !line.empty()) {
+          pod.subdomain = std::string(line.substr(0, line.find('.')));
+        }
+        pod.hosts = *std::move(hosts);
+        pod.hosts_origin = origin;
+        continue;
+      }
+      why_not =
+          absl::StrCat("line ", pod.index + 1, " is \"",
+                       absl::CEscape((*hosts)[pod.index].substr(0, 64)), "\", not ", sys.hostname);
     }
-    pod.hosts = *std::move(hosts);
-    pod.hosts_origin = origin;
-    return pod;
+    if (!mine && JobTaskEndsWithTask(pod.job_task, task)) {
+      // Named for this pod's task, yet it does not list this pod.
+      pod.notes.push_back(absl::StrCat(
+          "a Volcano host file that does not list this pod, skipped: ", origin, " ", why_not));
+      continue;
+    }
+    if (pod.other_tasks.size() < static_cast<size_t>(kMaxVolcanoHostFiles)) {
+      pod.other_tasks.push_back(
+          VolcanoTask{std::string(task), static_cast<int>(hosts->size()), (*hosts)[0], origin});
+    }
   }
-  // No host file (no svc plugin): the task from the subdomain (the job name).
-  absl::string_view task = job_task;
-  if (!pod.subdomain.empty() && absl::ConsumePrefix(&task, absl::StrCat(pod.subdomain, "-")) &&
-      !task.empty()) {
-    pod.task = std::string(task);
+  // No host file (no svc plugin): the task from the subdomain (the job name),
+  // else from the VC_<TASK>_NUM that the hostname ends with.
+  if (pod.task.empty()) {
+    absl::string_view task = pod.job_task;
+    if (!pod.subdomain.empty() && absl::ConsumePrefix(&task, absl::StrCat(pod.subdomain, "-")) &&
+        !task.empty()) {
+      pod.task = std::string(task);
+    }
+  }
+  // The other tasks the svc plugin's variables name (VC_<TASK>_NUM > 0).
+  for (const auto& [name, value] : env) {
+    absl::string_view task = name;
+    if (!absl::ConsumePrefix(&task, "VC_") || !absl::ConsumeSuffix(&task, "_NUM") || task.empty() ||
+        !AllDigits(value) || value.find_first_not_of('0') == std::string::npos) {
+      continue;
+    }
+    if (pod.task.empty() && JobTaskEndsWithTask(pod.job_task, task)) {
+      pod.task = absl::AsciiStrToLower(task);
+      continue;
+    }
+    if (!pod.task.empty() && VolcanoEnvTaskName(pod.task) == task) continue;
+    if (std::any_of(pod.other_tasks.begin(), pod.other_tasks.end(),
+                    [&](const VolcanoTask& t) { return VolcanoEnvTaskName(t.name) == task; })) {
+      continue;
+    }
+    if (pod.other_tasks.size() >= static_cast<size_t>(kMaxVolcanoHostFiles)) break;
+    VolcanoTask other;
+    other.name = absl::AsciiStrToLower(task.substr(0, 64));
+    absl::SimpleAtoi(value, &other.hosts);
+    other.origin = absl::CEscape(name.substr(0, 80));
+    auto hosts = env.find(absl::StrCat("VC_", task, "_HOSTS"));
+    if (hosts != env.end()) {
+      absl::string_view first = hosts->second.substr(0, hosts->second.find(','));
+      if (IsValidHost(first)) other.first_host = std::string(first);
+    }
+    pod.other_tasks.push_back(std::move(other));
+  }
+  // The job: "<job>-<task>" without its task, else the subdomain.
+  if (!pod.task.empty() && JobTaskEndsWithTask(pod.job_task, pod.task)) {
+    pod.job = pod.job_task.substr(0, pod.job_task.size() - pod.task.size() - 1);
+  } else {
+    pod.job = pod.subdomain;
   }
   return pod;
 }
@@ -208,10 +337,45 @@ std::string SubdomainFromFqdn(absl::string_view hostname, absl::string_view fqdn
 
 namespace {
 
+// "worker (3 hosts, /etc/volcano/worker.host)"; `label` is escaped.
+std::string DescribeTask(absl::string_view label, size_t hosts, absl::string_view origin) {
+  return absl::StrCat(label, " (", hosts, hosts == 1 ? " host, " : " hosts, ", origin, ")");
+}
+
+std::string EscapedTaskName(absl::string_view name) { return absl::CEscape(name.substr(0, 64)); }
+
+// "worker, this pod's (2 hosts, ...), master (1 host, ...)".
+std::string DescribeTasks(const VolcanoPod& pod) {
+  std::vector<std::string> tasks;
+  const std::string own =
+      pod.task.empty() ? std::string("this pod's task") : EscapedTaskName(pod.task);
+  if (!pod.hosts.empty()) {
+    tasks.push_back(
+        DescribeTask(absl::StrCat(own, ", this pod's"), pod.hosts.size(), pod.hosts_origin));
+  } else {
+    tasks.push_back(absl::StrCat(own, " (this pod's)"));
+  }
+  for (const VolcanoTask& t : pod.other_tasks) {
+    tasks.push_back(DescribeTask(EscapedTaskName(t.name), static_cast<size_t>(t.hosts), t.origin));
+  }
+  return absl::StrJoin(tasks, ", ");
+}
+
 void ApplyVolcano(const VolcanoPod& pod, const std::map<std::string, std::string>& env,
                   const SystemInfo& sys, KubernetesDiscovery* d) {
   for (const std::string& note : pod.notes) d->notes.push_back(note);
+  d->volcano = pod;
   const std::string hostname_origin = absl::StrCat("Volcano hostname ", sys.hostname);
+  if (!pod.other_tasks.empty()) {
+    // Several tasks with pods (master + worker, ps + worker, launcher +
+    // workers): one task's count, index and first host would split the job.
+    // Only the job name is the same in every task's pods.
+    d->volcano_tasks = DescribeTasks(pod);
+    if (!pod.job.empty()) {
+      d->job_id = Discovered{pod.job, absl::StrCat(hostname_origin, " (the Volcano job)")};
+    }
+    return;
+  }
   if (!d->node_rank.has_value()) {
     d->node_rank = Discovered{absl::StrCat(pod.index), pod.index_origin};
   }
@@ -240,6 +404,56 @@ void ApplyVolcano(const VolcanoPod& pod, const std::map<std::string, std::string
     }
   }
   d->job_id = Discovered{pod.job_task, hostname_origin};
+}
+
+// The MPI commands in a Volcano job of two tasks (the mpi plugin's master
+// and worker, or an example's mpimaster and mpiworker): the launcher is the
+// pod of its own one-pod task, the workers are the other task's pods.
+void ApplyVolcanoMpi(MpiRole role, const std::map<std::string, std::string>& env,
+                     KubernetesDiscovery* d) {
+  const VolcanoPod& pod = *d->volcano;
+  const std::string job_origin = absl::StrCat("Volcano job of ", pod.job_task);
+  std::optional<Discovered> own_count;
+  if (!pod.hosts.empty()) {
+    own_count = Discovered{absl::StrCat(pod.hosts.size()),
+                           absl::StrCat(pod.hosts_origin, " (its line count)")};
+  } else if (!pod.task.empty()) {
+    own_count = FromEnv(env, absl::StrCat("VC_", VolcanoEnvTaskName(pod.task), "_NUM"));
+  }
+  if (pod.other_tasks.empty()) {
+    // One task: its count and first host are not the launcher's workers and
+    // address; the user says which (TRAINLET_NNODES, TRAINLET_COORDINATOR).
+    if (role == MpiRole::kLauncher && d->nnodes.has_value() && d->nnodes->origin != "PET_NNODES") {
+      d->nnodes.reset();
+    }
+    if (role == MpiRole::kWorker && d->coordinator_host.has_value() &&
+        d->coordinator_host->origin != "PET_MASTER_ADDR") {
+      d->coordinator_host.reset();
+    }
+    return;
+  }
+  if (pod.other_tasks.size() != 1 || pod.job.empty()) return;  // refused (volcano_tasks).
+  const VolcanoTask& other = pod.other_tasks[0];
+  const bool own_single = own_count.has_value() && own_count->text == "1";
+  if (role == MpiRole::kLauncher) {
+    if (!own_single) return;  // The launcher's task has one pod: this one.
+    if (!d->nnodes.has_value()) {
+      d->nnodes = Discovered{absl::StrCat(other.hosts),
+                             absl::StrCat(other.origin, " (the worker task's host count)")};
+    }
+  } else {
+    if (other.hosts != 1 || other.first_host.empty()) return;
+    if (!d->coordinator_host.has_value()) {
+      d->coordinator_host = Discovered{
+          other.first_host, absl::StrCat(other.origin, " (the launcher task's first host)")};
+    }
+    if (!d->nnodes.has_value() && own_count.has_value()) d->nnodes = own_count;
+    if (!d->node_rank.has_value()) {
+      d->node_rank = Discovered{absl::StrCat(pod.index), pod.index_origin};
+    }
+  }
+  d->job_id = Discovered{pod.job, job_origin};
+  d->volcano_tasks.clear();
 }
 
 }  // namespace
@@ -301,10 +515,16 @@ KubernetesDiscovery DiscoverKubernetes(const std::map<std::string, std::string>&
   return d;
 }
 
-void ApplyMpiConventions(MpiRole role, const SystemInfo& sys, KubernetesDiscovery* d) {
+void ApplyMpiConventions(MpiRole role, const std::map<std::string, std::string>& env,
+                         const SystemInfo& sys, KubernetesDiscovery* d) {
   if (role == MpiRole::kLauncher) {
     d->node_rank.reset();
     d->coordinator_host.reset();
+  }
+  if (role != MpiRole::kNone && d->volcano.has_value()) {
+    ApplyVolcanoMpi(role, env, d);
+    if (role == MpiRole::kLauncher) d->node_rank.reset();
+    return;
   }
   std::optional<JobSetHostname> jobset =
       d->in_kubernetes ? ParseJobSetHostname(sys.hostname) : std::nullopt;

@@ -23,7 +23,14 @@
 //                   <job>-<task>-0.<subdomain> (<job>-<task>-0 without one)
 //   job id          <job>-<task> (the hostname without "-<index>")
 // The host file is the one under /etc/volcano (read below SystemInfo::root)
-// that lists this pod's hostname as its line <index>.
+// that lists this pod's hostname as its line <index>; a host file may be a
+// symbolic link (a ConfigMap key is one) that stays inside /etc/volcano.
+// When another task of the job has pods (another *.host file with lines, or
+// another VC_<TASK>_NUM above 0), none of these come from Volcano (one task's
+// count, index and first host would split the job): volcano_tasks names the
+// tasks, job id is the Volcano job's name, and ParseRunConfig() refuses to
+// start unless nnodes and the coordinator are given. ApplyMpiConventions()
+// maps a two-task job (a one-pod launcher task and a worker task).
 //
 // It also says whether this is a pod of a JobSet or Kubeflow job (Kubernetes,
 // and JOB_COMPLETION_INDEX, a JobSet hostname or a PET_* variable), whose
@@ -81,20 +88,31 @@ inline constexpr int kMaxVolcanoHostFiles = 64;
 absl::StatusOr<std::vector<std::string>> ParseVolcanoHostFile(absl::string_view text,
                                                               absl::string_view origin);
 
+// Another task of a pod's Volcano job that has pods.
+struct VolcanoTask {
+  std::string name;        // "master" (the host file's spelling, or VC_<TASK>_NUM's lowered).
+  int hosts = 0;           // its pods: lines, or VC_<TASK>_NUM.
+  std::string first_host;  // its first line (or of VC_<TASK>_HOSTS); may be empty.
+  std::string origin;      // "/etc/volcano/master.host", "VC_MASTER_NUM".
+};
+
 // What a Volcano pod says about its task.
 struct VolcanoPod {
-  int index = 0;                   // VK_TASK_INDEX (VC_TASK_INDEX).
-  std::string index_origin;        // "VK_TASK_INDEX".
-  std::string job_task;            // "<job>-<task>": the hostname without "-<index>".
-  std::string task;                // the task name; empty when unknown.
-  std::string subdomain;           // from the FQDN or the host file; may be empty.
-  std::vector<std::string> hosts;  // the task's host file; empty without one.
-  std::string hosts_origin;        // "/etc/volcano/worker.host".
-  std::vector<std::string> notes;  // host files that could not be used, and why.
+  int index = 0;                         // VK_TASK_INDEX, else VC_TASK_INDEX (the first that fits).
+  std::string index_origin;              // "VK_TASK_INDEX".
+  std::string job_task;                  // "<job>-<task>": the hostname without "-<index>".
+  std::string task;                      // the task name; empty when unknown.
+  std::string job;                       // the Volcano job's name; empty when unknown.
+  std::vector<VolcanoTask> other_tasks;  // the job's other tasks with pods.
+  std::string subdomain;                 // from the FQDN or the host file; may be empty.
+  std::vector<std::string> hosts;        // the task's host file; empty without one.
+  std::string hosts_origin;              // "/etc/volcano/worker.host".
+  std::vector<std::string> notes;        // host files that could not be used, and why.
 };
 
 // nullopt unless `env` has VK_TASK_INDEX (or VC_TASK_INDEX) and the hostname
-// is "<job>-<task>-<that index>".
+// is "<job>-<task>-<that index>". At most kMaxVolcanoHostFiles host files are
+// read (a note says when there were more).
 std::optional<VolcanoPod> DiscoverVolcano(const std::map<std::string, std::string>& env,
                                           const SystemInfo& sys);
 
@@ -125,6 +143,12 @@ struct KubernetesDiscovery {
   // What discovery skipped and why (an unusable Volcano host file), for the
   // startup log; values escaped and bounded.
   std::vector<std::string> notes;
+  // A Volcano pod's reading (nullopt outside one).
+  std::optional<VolcanoPod> volcano;
+  // Non-empty when this pod's Volcano job has several tasks with pods that
+  // discovery cannot map: them, this pod's first, for the error ("master,
+  // this pod's (1 host, /etc/volcano/master.host), worker (2 hosts, ...)").
+  std::string volcano_tasks;
 };
 
 KubernetesDiscovery DiscoverKubernetes(const std::map<std::string, std::string>& env,
@@ -135,7 +159,15 @@ KubernetesDiscovery DiscoverKubernetes(const std::map<std::string, std::string>&
 // hostname prefix without its replicated-job name, the same in both pods;
 // a worker's coordinator is <jobset>-launcher-0-0.<subdomain>; the launcher
 // takes no node rank and no coordinator address (it hosts it).
-void ApplyMpiConventions(MpiRole role, const SystemInfo& sys, KubernetesDiscovery* d);
+// In a Volcano pod: with two tasks, one of one pod and the other of N, the
+// launcher is the one-pod task's pod, its nnodes N (the worker task's host
+// count); a worker's coordinator is the launcher task's first host, its node
+// rank hint its index; the job id is the Volcano job's name in both; that
+// clears volcano_tasks. In a one-task job the task's count (launcher) and
+// first host (worker) are dropped: they are not the workers' or the
+// launcher's.
+void ApplyMpiConventions(MpiRole role, const std::map<std::string, std::string>& env,
+                         const SystemInfo& sys, KubernetesDiscovery* d);
 
 }  // namespace trainlet::agent
 

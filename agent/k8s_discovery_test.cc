@@ -1,6 +1,7 @@
 #include "agent/k8s_discovery.h"
 
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <cstdlib>
 #include <fstream>
@@ -172,9 +173,10 @@ TEST(ParseVolcanoHostFile, OneHostALine) {
 
 TEST(DiscoverVolcano, HostFileGivesCountCoordinatorAndTask) {
   FakeRoot root;
-  root.Write("etc/volcano/ps.host", "vj-ps-0.vj\n");
+  root.Write("etc/volcano/ps.host", "\n");  // a task with no pods.
   root.Write("etc/volcano/worker.host", "vj-worker-0.vj\nvj-worker-1.vj\nvj-worker-2.vj\n");
   KubernetesDiscovery d = DiscoverKubernetes(VolcanoEnv(2), VolcanoPodAt(root, 2));
+  EXPECT_EQ(d.volcano_tasks, "");
   EXPECT_THAT(d.job_pod_signs, ElementsAre("VK_TASK_INDEX=2"));
   ASSERT_TRUE(d.nnodes.has_value());
   EXPECT_EQ(d.nnodes->text, "3");
@@ -214,10 +216,15 @@ TEST(DiscoverVolcano, WithoutHostFilesUsesFqdnAndVcTaskNum) {
   EXPECT_EQ(d.nnodes->origin, "VC_WORKER_NUM");
   EXPECT_EQ(d.coordinator_host->text, "vj-worker-0.vj");
   EXPECT_EQ(d.node_rank->text, "1");
-  // Without an FQDN the task is unknown: no count, a short coordinator name.
+  // Without an FQDN the task is the VC_<TASK>_NUM the hostname ends with;
+  // the coordinator name is short.
+  d = DiscoverKubernetes(env, VolcanoPodAt(root, 1, false));
+  EXPECT_EQ(d.nnodes->text, "4");
+  EXPECT_EQ(d.coordinator_host->text, "vj-worker-0");
+  // Without either, no count.
+  env.erase("VC_WORKER_NUM");
   d = DiscoverKubernetes(env, VolcanoPodAt(root, 1, false));
   EXPECT_FALSE(d.nnodes.has_value());
-  EXPECT_EQ(d.coordinator_host->text, "vj-worker-0");
   EXPECT_THAT(d.job_pod_signs, ElementsAre("VK_TASK_INDEX=1"));  // so nnodes is required.
 }
 
@@ -236,17 +243,188 @@ TEST(DiscoverVolcano, PetVariablesWin) {
 TEST(DiscoverVolcano, BadOrForeignHostFilesAreSkippedWithANote) {
   FakeRoot root;
   root.Write("etc/volcano/a.host", "vj-worker-0.vj\nnot a host\n");
-  root.Write("etc/volcano/b.host", "other-0.o\nother-1.o\n");            // another task's.
-  root.Write("etc/volcano/c.host", "vj-worker-1.vj\nvj-worker-0.vj\n");  // wrong line.
-  mkdir((root.path() + "/etc/volcano/d.host").c_str(), 0755);            // not a file.
+  mkdir((root.path() + "/etc/volcano/d.host").c_str(), 0755);  // not a file.
+  // This task's by name, but its line 2 is another pod.
+  root.Write("etc/volcano/worker.host", "vj-worker-1.vj\nvj-worker-0.vj\n");
   KubernetesDiscovery d = DiscoverKubernetes(VolcanoEnv(1), VolcanoPodAt(root, 1));
   EXPECT_THAT(
       d.notes,
       ElementsAre(
           ::testing::HasSubstr("/etc/volcano/a.host line 2"),
-          "an unusable Volcano host file, skipped: /etc/volcano/d.host is not a regular file"));
+          "an unusable Volcano host file, skipped: /etc/volcano/d.host is not a regular file",
+          "a Volcano host file that does not list this pod, skipped: /etc/volcano/worker.host "
+          "line 2 is \"vj-worker-0.vj\", not vj-worker-1"));
+  EXPECT_EQ(d.volcano_tasks, "");
   EXPECT_FALSE(d.nnodes.has_value());
   EXPECT_EQ(d.coordinator_host->text, "vj-worker-0.vj");  // from the FQDN.
+}
+
+TEST(DiscoverVolcano, AnIndexPastTheTaskFilesEndIsNoted) {
+  FakeRoot root;
+  root.Write("etc/volcano/worker.host", "vj-worker-0.vj\nvj-worker-1.vj\n");
+  KubernetesDiscovery d = DiscoverKubernetes(VolcanoEnv(2), VolcanoPodAt(root, 2));
+  EXPECT_THAT(d.notes, ElementsAre("a Volcano host file that does not list this pod, skipped: "
+                                   "/etc/volcano/worker.host has 2 lines, none for "
+                                   "VK_TASK_INDEX=2"));
+}
+
+TEST(DiscoverVolcano, AnInvalidVkTaskIndexFallsBackToVcTaskIndex) {
+  FakeRoot root;
+  root.Write("etc/volcano/worker.host", "vj-worker-0.vj\nvj-worker-1.vj\n");
+  for (const char* bad : {"x", "3", "-1"}) {
+    Env env = {
+        {"KUBERNETES_SERVICE_HOST", "10.96.0.1"}, {"VK_TASK_INDEX", bad}, {"VC_TASK_INDEX", "1"}};
+    KubernetesDiscovery d = DiscoverKubernetes(env, VolcanoPodAt(root, 1));
+    ASSERT_TRUE(d.node_rank.has_value()) << bad;
+    EXPECT_EQ(d.node_rank->text, "1");
+    EXPECT_EQ(d.node_rank->origin, "VC_TASK_INDEX");
+    EXPECT_EQ(d.nnodes->text, "2");
+  }
+}
+
+TEST(DiscoverVolcano, ReadsAtMost64HostFilesAndSaysSo) {
+  FakeRoot root;
+  for (int i = 0; i < 70; ++i) root.Write("etc/volcano/t" + std::to_string(i) + ".host", "\n");
+  KubernetesDiscovery d = DiscoverKubernetes(VolcanoEnv(0), VolcanoPodAt(root, 0));
+  EXPECT_THAT(d.notes, ElementsAre("more than 64 *.host files in /etc/volcano: only 64 were read"));
+}
+
+// Kubernetes mounts a ConfigMap as keys that are links into a timestamped
+// directory: worker.host -> ..data/worker.host, ..data -> ..2026_11_23_....
+void WriteConfigMap(const FakeRoot& root, const std::map<std::string, std::string>& keys) {
+  const std::string dir = root.path() + "/etc/volcano";
+  mkdir((root.path() + "/etc").c_str(), 0755);
+  mkdir(dir.c_str(), 0755);
+  const std::string stamp = "..2026_11_23_10_00_00.123456789";
+  mkdir((dir + "/" + stamp).c_str(), 0755);
+  ASSERT_EQ(symlink(stamp.c_str(), (dir + "/..data").c_str()), 0);
+  for (const auto& [name, content] : keys) {
+    std::ofstream(dir + "/" + stamp + "/" + name) << content;
+    ASSERT_EQ(symlink(("..data/" + name).c_str(), (dir + "/" + name).c_str()), 0);
+  }
+}
+
+TEST(DiscoverVolcano, ReadsAConfigMapsLinkedKeys) {
+  FakeRoot root;
+  WriteConfigMap(root, {{"worker.host", "vj-worker-0.vj\nvj-worker-1.vj\nvj-worker-2.vj\n"}});
+  KubernetesDiscovery d = DiscoverKubernetes(VolcanoEnv(1), VolcanoPodAt(root, 1));
+  EXPECT_THAT(d.notes, IsEmpty());
+  ASSERT_TRUE(d.nnodes.has_value());
+  EXPECT_EQ(d.nnodes->text, "3");
+  EXPECT_EQ(d.nnodes->origin, "/etc/volcano/worker.host (its line count)");
+  EXPECT_EQ(d.coordinator_host->text, "vj-worker-0.vj");
+}
+
+TEST(DiscoverVolcano, ALinkOutOfEtcVolcanoIsSkippedWithANote) {
+  FakeRoot root;
+  root.Write("outside/worker.host", "vj-worker-0.vj\nvj-worker-1.vj\n");
+  root.Write("etc/volcano/.keep", "");
+  ASSERT_EQ(symlink((root.path() + "/outside/worker.host").c_str(),
+                    (root.path() + "/etc/volcano/worker.host").c_str()),
+            0);
+  ASSERT_EQ(symlink("missing", (root.path() + "/etc/volcano/gone.host").c_str()), 0);
+  KubernetesDiscovery d = DiscoverKubernetes(VolcanoEnv(1), VolcanoPodAt(root, 1));
+  EXPECT_THAT(d.notes,
+              ElementsAre("an unusable Volcano host file, skipped: /etc/volcano/gone.host cannot "
+                          "be resolved: No such file or directory",
+                          ::testing::StartsWith("an unusable Volcano host file, skipped: "
+                                                "/etc/volcano/worker.host links outside "
+                                                "/etc/volcano (to ")));
+  EXPECT_FALSE(d.nnodes.has_value());
+}
+
+// The pytorch plugin's layout: task master (1 pod) and worker (2 pods).
+TEST(DiscoverVolcano, SeveralTasksWithPodsGiveNoCountRankOrCoordinator) {
+  FakeRoot root;
+  WriteConfigMap(root, {{"master.host", "pj-master-0.pj\n"},
+                        {"worker.host", "pj-worker-0.pj\npj-worker-1.pj\n"}});
+  SystemInfo sys;
+  sys.root = root.path();
+  sys.hostname = "pj-master-0";
+  sys.fqdn = "pj-master-0.pj.default.svc.cluster.local";
+  Env env = {{"KUBERNETES_SERVICE_HOST", "10.96.0.1"}, {"VK_TASK_INDEX", "0"}};
+  KubernetesDiscovery d = DiscoverKubernetes(env, sys);
+  EXPECT_FALSE(d.nnodes.has_value());
+  EXPECT_FALSE(d.node_rank.has_value());
+  EXPECT_FALSE(d.coordinator_host.has_value());
+  ASSERT_TRUE(d.job_id.has_value());
+  EXPECT_EQ(d.job_id->text, "pj");  // the same in both tasks' pods.
+  EXPECT_EQ(d.volcano_tasks,
+            "master, this pod's (1 host, /etc/volcano/master.host), worker (2 hosts, "
+            "/etc/volcano/worker.host)");
+  // Without host files: the svc plugin's variables say the same.
+  FakeRoot empty;
+  sys.root = empty.path();
+  env["VC_MASTER_NUM"] = "1";
+  env["VC_WORKER_NUM"] = "2";
+  env["VC_WORKER_HOSTS"] = "pj-worker-0.pj,pj-worker-1.pj";
+  d = DiscoverKubernetes(env, sys);
+  EXPECT_FALSE(d.nnodes.has_value());
+  EXPECT_EQ(d.volcano_tasks, "master (this pod's), worker (2 hosts, VC_WORKER_NUM)");
+  // A task with no pods does not count.
+  env["VC_WORKER_NUM"] = "0";
+  d = DiscoverKubernetes(env, sys);
+  EXPECT_EQ(d.volcano_tasks, "");
+  EXPECT_EQ(d.nnodes->text, "1");
+}
+
+// Volcano's MPI example: tasks mpimaster (the launcher) and mpiworker.
+TEST(ApplyMpiConventions, VolcanoLauncherAndWorkerTasks) {
+  FakeRoot root;
+  WriteConfigMap(root,
+                 {{"mpimaster.host", "mj-mpimaster-0.mj\n"},
+                  {"mpiworker.host", "mj-mpiworker-0.mj\nmj-mpiworker-1.mj\nmj-mpiworker-2.mj\n"}});
+  SystemInfo launcher;
+  launcher.root = root.path();
+  launcher.hostname = "mj-mpimaster-0";
+  Env env = {{"KUBERNETES_SERVICE_HOST", "10.96.0.1"}, {"VK_TASK_INDEX", "0"}};
+  KubernetesDiscovery d = DiscoverKubernetes(env, launcher);
+  ApplyMpiConventions(MpiRole::kLauncher, env, launcher, &d);
+  EXPECT_EQ(d.volcano_tasks, "");
+  ASSERT_TRUE(d.nnodes.has_value());
+  EXPECT_EQ(d.nnodes->text, "3");
+  EXPECT_EQ(d.nnodes->origin, "/etc/volcano/mpiworker.host (the worker task's host count)");
+  EXPECT_FALSE(d.node_rank.has_value());
+  EXPECT_FALSE(d.coordinator_host.has_value());
+  EXPECT_EQ(d.job_id->text, "mj");
+
+  SystemInfo worker = launcher;
+  worker.hostname = "mj-mpiworker-2";
+  env["VK_TASK_INDEX"] = "2";
+  d = DiscoverKubernetes(env, worker);
+  ApplyMpiConventions(MpiRole::kWorker, env, worker, &d);
+  EXPECT_EQ(d.volcano_tasks, "");
+  ASSERT_TRUE(d.coordinator_host.has_value());
+  EXPECT_EQ(d.coordinator_host->text, "mj-mpimaster-0.mj");
+  EXPECT_EQ(d.coordinator_host->origin,
+            "/etc/volcano/mpimaster.host (the launcher task's first host)");
+  EXPECT_EQ(d.nnodes->text, "3");
+  EXPECT_EQ(d.node_rank->text, "2");
+  EXPECT_EQ(d.job_id->text, "mj");
+}
+
+TEST(ApplyMpiConventions, VolcanoLayoutsItCannotMapStayRefused) {
+  FakeRoot root;
+  WriteConfigMap(
+      root, {{"a.host", "j-a-0.j\n"}, {"b.host", "j-b-0.j\nj-b-1.j\n"}, {"c.host", "j-c-0.j\n"}});
+  SystemInfo sys;
+  sys.root = root.path();
+  sys.hostname = "j-a-0";
+  Env env = {{"KUBERNETES_SERVICE_HOST", "10.96.0.1"}, {"VK_TASK_INDEX", "0"}};
+  KubernetesDiscovery d = DiscoverKubernetes(env, sys);
+  ApplyMpiConventions(MpiRole::kLauncher, env, sys, &d);
+  EXPECT_THAT(d.volcano_tasks, ::testing::HasSubstr("c (1 host"));  // three tasks.
+  EXPECT_FALSE(d.nnodes.has_value());
+  // One task: its count is not the launcher's workers, its first host not
+  // the workers' launcher.
+  FakeRoot one;
+  WriteConfigMap(one, {{"worker.host", "vj-worker-0.vj\nvj-worker-1.vj\n"}});
+  d = DiscoverKubernetes(VolcanoEnv(1), VolcanoPodAt(one, 1));
+  ApplyMpiConventions(MpiRole::kWorker, VolcanoEnv(1), VolcanoPodAt(one, 1), &d);
+  EXPECT_FALSE(d.coordinator_host.has_value());
+  d = DiscoverKubernetes(VolcanoEnv(0), VolcanoPodAt(one, 0));
+  ApplyMpiConventions(MpiRole::kLauncher, VolcanoEnv(0), VolcanoPodAt(one, 0), &d);
+  EXPECT_FALSE(d.nnodes.has_value());
 }
 
 TEST(DiscoverVolcano, NotAVolcanoPod) {

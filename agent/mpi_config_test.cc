@@ -1,5 +1,9 @@
 #include "agent/mpi_config.h"
 
+#include <sys/stat.h>
+
+#include <cstdlib>
+#include <fstream>
 #include <map>
 #include <string>
 #include <vector>
@@ -129,6 +133,41 @@ TEST(MpiConfig, JobSetPods_AgreeOnJobId_WorkerFindsLauncher) {
   EXPECT_EQ(l->run.job_id, "t");
   EXPECT_EQ(l->run.node_rank_hint, -1);
   EXPECT_EQ(l->run.host_coordinator, HostCoordinator::kYes);
+}
+
+// Volcano's MPI example: tasks mpimaster (the launcher, one pod) and
+// mpiworker (two), the svc plugin's host files; no flags anywhere.
+TEST(MpiConfig, VolcanoPods_LauncherCountsTheWorkerTask_WorkerFindsTheLauncherTask) {
+  char tmpl[] = "/tmp/trainlet_volcano_mpi_XXXXXX";
+  ASSERT_NE(mkdtemp(tmpl), nullptr);
+  const std::string root = tmpl;
+  mkdir((root + "/etc").c_str(), 0755);
+  mkdir((root + "/etc/volcano").c_str(), 0755);
+  std::ofstream(root + "/etc/volcano/mpimaster.host") << "mj-mpimaster-0.mj\n";
+  std::ofstream(root + "/etc/volcano/mpiworker.host") << "mj-mpiworker-0.mj\nmj-mpiworker-1.mj\n";
+  Env k8s = {{"KUBERNETES_SERVICE_HOST", "10.96.0.1"}, {"VK_TASK_INDEX", "0"}};
+  SystemInfo launcher = Machine("mj-mpimaster-0", "mj-mpimaster-0.mj.default.svc.cluster.local");
+  launcher.root = root;
+  absl::StatusOr<MpiConfig> l = Launcher({}, k8s, launcher);
+  SystemInfo worker = Machine("mj-mpiworker-1", "mj-mpiworker-1.mj.default.svc.cluster.local");
+  worker.root = root;
+  k8s["VK_TASK_INDEX"] = "1";
+  absl::StatusOr<MpiConfig> w = Worker({}, k8s, worker);
+  // A third task with pods: not a layout to guess.
+  std::ofstream(root + "/etc/volcano/ps.host") << "mj-ps-0.mj\n";
+  absl::StatusOr<MpiConfig> three = Worker({}, k8s, worker);
+  std::system(("rm -rf '" + root + "'").c_str());
+  ASSERT_TRUE(l.ok()) << l.status();
+  EXPECT_EQ(l->run.nnodes.max, 3);  // two workers and the launcher.
+  EXPECT_EQ(l->run.job_id, "mj");
+  EXPECT_EQ(l->run.node_rank_hint, -1);
+  EXPECT_EQ(l->run.host_coordinator, HostCoordinator::kYes);
+  ASSERT_TRUE(w.ok()) << w.status();
+  EXPECT_EQ(w->run.coordinator_host, "mj-mpimaster-0.mj");
+  EXPECT_EQ(w->run.job_id, "mj");
+  EXPECT_EQ(w->run.node_rank_hint, 1);
+  EXPECT_EQ(three.status().code(), absl::StatusCode::kFailedPrecondition) << three.status();
+  EXPECT_THAT(three.status().message(), HasSubstr("set TRAINLET_COORDINATOR"));
 }
 
 TEST(MpiConfig, HelpShowsMpiOptions_HidesTorchOnes) {

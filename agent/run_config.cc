@@ -18,6 +18,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/strip.h"
 #include "agent/k8s_discovery.h"
+#include "agent/worker_env.h"
 #include "common/host_names.h"
 
 namespace trainlet::agent {
@@ -326,7 +327,7 @@ const std::vector<OptionSpec>& RunOptionTable() {
          "Number of nodes, or MIN:MAX for an elastic job. Kubernetes: PET_NNODES (required in "
          "a JobSet or Kubeflow pod)."},
         {"nproc-per-node", OptionKind::kString, "N|auto|gpu|cpu",
-         "the visible GPUs, or 1 without any",
+         "the visible GPUs, or 1 without any; 1 for Paddle's launcher",
          "Workers on this node: N (1..1024), auto (GPUs if any, else CPUs), gpu or cpu. GPUs "
          "are /dev/nvidia[0-9]* narrowed by NVIDIA_VISIBLE_DEVICES and CUDA_VISIBLE_DEVICES. "
          "Kubernetes: PET_NPROC_PER_NODE."},
@@ -440,7 +441,7 @@ absl::StatusOr<RunConfig> RunConfigFromOptions(const ParsedOptions& parsed,
   }
   c.command = parsed.command;
   KubernetesDiscovery k8s = DiscoverKubernetes(env, sys);
-  if (mode.mpi != MpiRole::kNone) ApplyMpiConventions(mode.mpi, sys, &k8s);
+  if (mode.mpi != MpiRole::kNone) ApplyMpiConventions(mode.mpi, env, sys, &k8s);
   for (const std::string& note : k8s.notes) c.discovery_notes.push_back(note);
 
   // --standalone: torchrun's single-node mode; what the pod says about other
@@ -453,6 +454,39 @@ absl::StatusOr<RunConfig> RunConfigFromOptions(const ParsedOptions& parsed,
     k8s.node_rank.reset();
     k8s.coordinator_host.reset();
     k8s.job_pod_signs.clear();
+    k8s.volcano_tasks.clear();
+  }
+
+  // A Volcano job of several tasks (master + worker, ps + worker): no task
+  // alone is the job, so the user says what it is.
+  if (!k8s.volcano_tasks.empty()) {
+    const bool nnodes_set = parsed.Find("nnodes") != nullptr || k8s.nnodes.has_value();
+    const bool coordinator_set =
+        parsed.Find("coordinator") != nullptr || k8s.coordinator_host.has_value();
+    if ((!nnodes_set && !mpi_worker) || (!coordinator_set && !launcher)) {
+      std::string what;
+      if (launcher) {
+        what =
+            "set TRAINLET_NNODES (or --nnodes) to the number of worker pods; a two-task job "
+            "whose launcher task has one pod (this one) needs nothing";
+      } else if (mpi_worker) {
+        what =
+            "set TRAINLET_COORDINATOR (or --coordinator) to the launcher pod's host, e.g. the "
+            "first line of its task's host file; a two-task job whose launcher task has one pod "
+            "needs nothing";
+      } else {
+        what =
+            "set TRAINLET_NNODES (the pods of every task that trains) and TRAINLET_COORDINATOR "
+            "(the host of the pod that hosts the coordinator, e.g. the first line of the master "
+            "task's host file) in every task's template, and TRAINLET_NODE_RANK where the order "
+            "of the pods matters (or --nnodes, --coordinator, --node-rank)";
+      }
+      return absl::FailedPreconditionError(absl::StrCat(
+          "this pod's Volcano job has several tasks with pods: ", k8s.volcano_tasks,
+          "; trainlet does not guess which of them train together, in what order, nor where "
+          "their coordinator runs (one task alone would train apart from the others): ",
+          what));
+    }
   }
 
   // nnodes. A JobSet or Kubeflow pod must say how many pods the job has:
@@ -515,10 +549,28 @@ absl::StatusOr<RunConfig> RunConfigFromOptions(const ParsedOptions& parsed,
   if (!gpu_binding.ok()) return gpu_binding.status();
   c.gpu_binding = *gpu_binding;
 
-  // Workers on this node.
-  if (absl::Status s = ResolveNproc(Pick(parsed, "nproc-per-node", k8s.nproc_per_node), probed, &c);
-      !s.ok()) {
+  // Workers on this node. Paddle's launcher starts one process per device
+  // itself: one launcher per node, like a nested torchrun.
+  std::optional<OptionValue> nproc_value = Pick(parsed, "nproc-per-node", k8s.nproc_per_node);
+  const bool nested_paddle =
+      mode.mpi == MpiRole::kNone && DetectNestedLauncher(c.command) == NestedLauncher::kPaddle;
+  if (nested_paddle && !nproc_value.has_value()) {
+    c.nproc_kind = NprocKind::kFixed;
+    c.nproc_per_node = 1;
+    c.discovery_notes.push_back(
+        "nproc-per-node 1 (COMMAND is paddle.distributed.launch, which starts one process per "
+        "device)");
+  } else if (absl::Status s = ResolveNproc(nproc_value, probed, &c); !s.ok()) {
     return s;
+  }
+  if (nested_paddle && c.nproc_per_node != 1) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        nproc_value->origin, "=", absl::CEscape(nproc_value->text.substr(0, 32)), " gives ",
+        c.nproc_per_node,
+        " workers, but COMMAND is Paddle's launcher (paddle.distributed.launch, fleetrun), "
+        "which starts one process per device itself: several launchers on one node would all "
+        "take the same PADDLE_RANK and never meet; use --nproc-per-node=1 (the default for "
+        "it) and give the launcher its devices (--devices=0,1,...)"));
   }
 
   // Node rank hint.
@@ -555,6 +607,17 @@ absl::StatusOr<RunConfig> RunConfigFromOptions(const ParsedOptions& parsed,
     c.coordinator_port = hp->port;
   }
   const bool coordinator_configured = coord_value.has_value();
+  // In a Volcano job of several tasks, the pod whose own host-file line is
+  // the configured coordinator hosts it: node rank 0.
+  if (!k8s.volcano_tasks.empty() && !rank_value.has_value() && coordinator_configured &&
+      k8s.volcano.has_value() &&
+      static_cast<size_t>(k8s.volcano->index) < k8s.volcano->hosts.size() &&
+      SameName(c.coordinator_host, k8s.volcano->hosts[k8s.volcano->index])) {
+    c.node_rank_hint = 0;
+    c.discovery_notes.push_back(absl::StrCat("node rank 0: the coordinator host ",
+                                             c.coordinator_host, " is this pod's line of ",
+                                             k8s.volcano->hosts_origin));
+  }
 
   const OptionValue host_value = ValueOrDefault(parsed, table, "host-coordinator");
   if (host_value.text != "auto" && host_value.text != "yes" && host_value.text != "no") {
@@ -768,6 +831,15 @@ absl::StatusOr<RunConfig> RunConfigFromOptions(const ParsedOptions& parsed,
   if (restarts_value.has_value()) Note(&c, *restarts_value, "max restarts");
 
   if (multi_node && c.token.empty()) c.warnings.push_back(NoTokenWarning(c));
+  if (mode.mpi == MpiRole::kNone && (env.count("WORKER_ADDRS") != 0 || env.count("WORKER_PORT"))) {
+    // A v1 XGBoostJob pod's: its machine list goes with its MASTER_ADDR and
+    // RANK, which trainlet replaces (worker_env.h).
+    c.warnings.push_back(
+        "WORKER_ADDRS/WORKER_PORT are set in this pod (a Kubeflow v1 XGBoostJob's) and are "
+        "replaced in the workers' environment, with MASTER_ADDR and RANK, by trainlet's own "
+        "(or left out where trainlet sets none: several workers per node, or one node), so that "
+        "the machine list and the rank describe the same job");
+  }
   return c;
 }
 

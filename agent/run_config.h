@@ -13,11 +13,15 @@
 // docs/configuration.md is the user copy.
 //
 // Errors: InvalidArgument for a malformed or unknown flag or value, a
-// torchrun flag (with trainlet's equivalent), or no way to find the
-// coordinator (exit 64); FailedPrecondition for values that are well-formed
-// but cannot make a job: rank hint >= nnodes, a JobSet/Kubeflow pod without a
-// node count, an unreadable or empty token file, gpu workers without GPUs, no
-// hostname for the node id (exit 78; see ExitCodeForConfigError()).
+// torchrun flag (with trainlet's equivalent), no way to find the
+// coordinator, or more than one worker per node for Paddle's launcher
+// (DetectNestedLauncher(); nproc-per-node defaults to 1 for it) (exit 64);
+// FailedPrecondition for values that are well-formed but cannot make a job:
+// rank hint >= nnodes, a JobSet/Kubeflow pod without a node count, a Volcano
+// job of several tasks without an explicit node count and coordinator
+// (KubernetesDiscovery::volcano_tasks), an unreadable or empty token file,
+// gpu workers without GPUs, no hostname for the node id (exit 78; see
+// ExitCodeForConfigError()).
 //
 // Pure function except for reading the token file and calling
 // SystemInfo::resolve (at most once: for a coordinator name that is neither

@@ -492,6 +492,122 @@ TEST(ParseRunConfig, VolcanoPodWithoutACountIsRefused) {
   EXPECT_THAT(c.status().message(), HasSubstr("VK_TASK_INDEX=1"));
 }
 
+// A Volcano job "pj" as the pytorch plugin lays it out: task master (1 pod)
+// and worker (2 pods), host files as a ConfigMap's linked keys.
+class VolcanoTwoTasks : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char tmpl[] = "/tmp/trainlet_volcano_cfg_XXXXXX";
+    ASSERT_NE(mkdtemp(tmpl), nullptr);
+    root_ = tmpl;
+    const std::string dir = root_ + "/etc/volcano";
+    ASSERT_EQ(mkdir((root_ + "/etc").c_str(), 0755), 0);
+    ASSERT_EQ(mkdir(dir.c_str(), 0755), 0);
+    ASSERT_EQ(mkdir((dir + "/..2026_11_23_10_00_00.1").c_str(), 0755), 0);
+    ASSERT_EQ(symlink("..2026_11_23_10_00_00.1", (dir + "/..data").c_str()), 0);
+    for (const auto& [name, text] :
+         std::map<std::string, std::string>{{"master.host", "pj-master-0.pj\n"},
+                                            {"worker.host", "pj-worker-0.pj\npj-worker-1.pj\n"}}) {
+      std::ofstream(dir + "/..data/" + name) << text;
+      ASSERT_EQ(symlink(("..data/" + name).c_str(), (dir + "/" + name).c_str()), 0);
+    }
+  }
+  void TearDown() override { std::system(("rm -rf '" + root_ + "'").c_str()); }
+  SystemInfo Pod(const std::string& hostname) const {
+    SystemInfo sys = Machine(4, 0);
+    sys.root = root_;
+    sys.hostname = hostname;
+    sys.fqdn = hostname + ".pj.default.svc.cluster.local";
+    return sys;
+  }
+  static Env PodEnv(int index) {
+    return {{"KUBERNETES_SERVICE_HOST", "10.96.0.1"}, {"VK_TASK_INDEX", std::to_string(index)}};
+  }
+  std::string root_;
+};
+
+TEST_F(VolcanoTwoTasks, RunIsRefusedRatherThanSplitIntoTwoJobs) {
+  const std::map<std::string, std::string> tasks = {
+      {"pj-master-0",
+       "master, this pod's (1 host, /etc/volcano/master.host), worker (2 hosts, "
+       "/etc/volcano/worker.host)"},
+      {"pj-worker-0",
+       "worker, this pod's (2 hosts, /etc/volcano/worker.host), master (1 host, "
+       "/etc/volcano/master.host)"}};
+  for (const auto& [pod, listed] : tasks) {
+    auto c = ParseFlags({}, PodEnv(0), Pod(pod));
+    EXPECT_EQ(c.status().code(), absl::StatusCode::kFailedPrecondition) << pod << c.status();
+    EXPECT_THAT(c.status().message(),
+                HasSubstr("this pod's Volcano job has several tasks with pods: " + listed));
+    EXPECT_THAT(c.status().message(), HasSubstr("set TRAINLET_NNODES"));
+    EXPECT_THAT(c.status().message(), HasSubstr("TRAINLET_COORDINATOR"));
+  }
+  // A count alone is not enough.
+  Env env = PodEnv(0);
+  env["TRAINLET_NNODES"] = "3";
+  auto c = ParseFlags({}, env, Pod("pj-worker-0"));
+  EXPECT_EQ(c.status().code(), absl::StatusCode::kFailedPrecondition) << c.status();
+}
+
+TEST_F(VolcanoTwoTasks, ExplicitCountAndCoordinatorAreUsedWithoutTheTasksIndex) {
+  Env env = PodEnv(0);
+  env["TRAINLET_NNODES"] = "3";
+  env["TRAINLET_COORDINATOR"] = "pj-master-0.pj";
+  auto worker = ParseFlags({}, env, Pod("pj-worker-0"));
+  ASSERT_TRUE(worker.ok()) << worker.status();
+  EXPECT_EQ(worker->nnodes.max, 3);
+  EXPECT_EQ(worker->coordinator_host, "pj-master-0.pj");
+  EXPECT_EQ(worker->node_rank_hint, -1);  // index 0 of its task is not node rank 0.
+  EXPECT_EQ(worker->host_coordinator, HostCoordinator::kNo);
+  EXPECT_EQ(worker->job_id, "pj");  // the same in both tasks.
+  auto master = ParseFlags({}, env, Pod("pj-master-0"));
+  ASSERT_TRUE(master.ok()) << master.status();
+  EXPECT_EQ(master->job_id, "pj");
+  // Its own line of master.host is the coordinator: it hosts it.
+  EXPECT_EQ(master->node_rank_hint, 0);
+  EXPECT_EQ(master->host_coordinator, HostCoordinator::kYes);
+  EXPECT_THAT(absl::StrJoin(master->discovery_notes, "; "),
+              HasSubstr("node rank 0: the coordinator host pj-master-0.pj is this pod's line of "
+                        "/etc/volcano/master.host"));
+  env["TRAINLET_NODE_RANK"] = "2";
+  auto ranked = ParseFlags({}, env, Pod("pj-worker-1"));
+  ASSERT_TRUE(ranked.ok()) << ranked.status();
+  EXPECT_EQ(ranked->node_rank_hint, 2);
+}
+
+TEST(ParseRunConfig, NestedPaddleLauncherIsOneWorkerPerNode) {
+  SystemInfo gpus = Machine(32, 8);
+  auto c = Parse({"--", "python", "-m", "paddle.distributed.launch", "train.py"}, {}, gpus);
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->nproc_per_node, 1);
+  EXPECT_THAT(absl::StrJoin(c->discovery_notes, "; "),
+              HasSubstr("nproc-per-node 1 (COMMAND is paddle.distributed.launch"));
+  c = Parse({"--nproc-per-node=1", "--", "fleetrun", "train.py"}, {}, gpus);
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->nproc_per_node, 1);
+  ExpectInvalid(
+      Parse({"--nproc-per-node=8", "--", "python3", "-um", "paddle.distributed.launch", "train.py"},
+            {}, gpus),
+      "--nproc-per-node=8 gives 8 workers, but COMMAND is Paddle's launcher");
+  ExpectInvalid(Parse({"--", "python", "-m", "paddle.distributed.launch", "t.py"},
+                      {{"TRAINLET_NPROC_PER_NODE", "gpu"}}, gpus),
+                "TRAINLET_NPROC_PER_NODE=gpu gives 8 workers");
+  // Any other command keeps one worker per GPU.
+  c = Parse({"--", "python", "train.py"}, {}, gpus);
+  ASSERT_TRUE(c.ok());
+  EXPECT_EQ(c->nproc_per_node, 8);
+}
+
+TEST(ParseRunConfig, AnOperatorsWorkerAddrsIsNamedInAWarning) {
+  auto c = ParseFlags({}, {{"WORKER_ADDRS", "x-worker-0,x-worker-1"}, {"WORKER_PORT", "9999"}});
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_THAT(absl::StrJoin(c->warnings, "\n"),
+              HasSubstr("WORKER_ADDRS/WORKER_PORT are set in this pod"));
+  c = ParseFlags({});
+  ASSERT_TRUE(c.ok());
+  EXPECT_THAT(absl::StrJoin(c->warnings, "\n"), ::testing::Not(HasSubstr("WORKER_ADDRS")));
+}
+
 TEST(ParseRunConfig, JobSetHostnameOutsideKubernetesIsIgnored) {
   auto c = ParseFlags({}, {}, JobSetPod("build-box-0-3"));
   ASSERT_TRUE(c.ok()) << c.status();

@@ -107,8 +107,10 @@ void AppendXgboostEnv(const WorkerEnvInput& in, int local_rank, EnvList* env) {
 }
 
 // PaddlePaddle collective mode: what paddle.distributed.launch gives each
-// process it starts (so init_parallel_env() works without it), or, when the
-// worker is that launcher, what its own flags default from.
+// process it starts (so init_parallel_env() finds its peers without it; the
+// device comes from FLAGS_selected_gpus, which the agent sets from the GPU
+// placement), or, when the worker is that launcher, what its own flags
+// default from.
 void AppendPaddleEnv(const WorkerEnvInput& in, int local_rank, EnvList* env) {
   env->emplace_back("PADDLE_JOB_ID", in.job_id);
   env->emplace_back("PADDLE_NNODES", absl::StrCat(in.nnodes));
@@ -130,13 +132,20 @@ void AppendPaddleEnv(const WorkerEnvInput& in, int local_rank, EnvList* env) {
   env->emplace_back("PADDLE_LOCAL_RANK", absl::StrCat(local_rank));
   env->emplace_back("PADDLE_LOCAL_SIZE", absl::StrCat(in.local_world_size));
   env->emplace_back("PADDLE_RANK_IN_NODE", absl::StrCat(local_rank));
+  if (std::optional<std::string> endpoints = PaddleTrainerEndpoints(in)) {
+    env->emplace_back("PADDLE_TRAINER_ENDPOINTS", *std::move(endpoints));
+  }
+  // This node's own address: from the member list, else (above its limit)
+  // the assignment's entry for this node.
+  std::string self_addr = in.self_addr;
   if (NodesConsistent(in) && in.node_rank >= 0 &&
       in.node_rank < static_cast<int>(in.nodes.size())) {
-    if (std::optional<std::string> endpoints = PaddleTrainerEndpoints(in)) {
-      env->emplace_back("PADDLE_TRAINER_ENDPOINTS", *std::move(endpoints));
-    }
+    self_addr = in.nodes[in.node_rank].addr;
+  }
+  if (!self_addr.empty() && in.master_port > 0 &&
+      static_cast<int64_t>(in.master_port) + in.local_world_size <= 65535) {
     env->emplace_back("PADDLE_CURRENT_ENDPOINT",
-                      JoinHostPort(in.nodes[in.node_rank].addr, WorkerPort(in, local_rank)));
+                      JoinHostPort(self_addr, WorkerPort(in, local_rank)));
   }
 }
 
@@ -165,26 +174,57 @@ bool IsPythonInterpreter(absl::string_view name) {
 }  // namespace
 
 NestedLauncher DetectNestedLauncher(const std::vector<std::string>& argv) {
-  if (argv.empty() || !IsPythonInterpreter(Basename(argv[0]))) return NestedLauncher::kNone;
+  size_t i = 0;
+  // `env [-i] [-u NAME] [NAME=VALUE]... COMMAND`.
+  if (!argv.empty() && Basename(argv[0]) == "env") {
+    for (i = 1; i < argv.size(); ++i) {
+      absl::string_view arg = argv[i];
+      if (arg == "-u" || arg == "--unset" || arg == "-C" || arg == "--chdir") {
+        ++i;
+      } else if (arg == "--") {
+        ++i;
+        break;
+      } else if (arg == "-S" || absl::StartsWith(arg, "--split-string") ||
+                 (absl::StartsWith(arg, "-") && absl::StrContains(arg, 'S') &&
+                  !absl::StartsWith(arg, "--"))) {
+        return NestedLauncher::kNone;  // a command line in one word.
+      } else if (!absl::StartsWith(arg, "-") && !absl::StrContains(arg, '=')) {
+        break;
+      }
+    }
+  }
+  if (i >= argv.size()) return NestedLauncher::kNone;
+  const absl::string_view program = Basename(argv[i]);
+  if (program == "fleetrun") return NestedLauncher::kPaddle;  // paddle.distributed.fleet.launch
+  if (!IsPythonInterpreter(program)) return NestedLauncher::kNone;
   std::string module;
-  for (size_t i = 1; i < argv.size(); ++i) {
+  for (++i; i < argv.size() && module.empty(); ++i) {
     absl::string_view arg = argv[i];
-    if (arg == "-m") {
-      if (i + 1 < argv.size()) module = argv[i + 1];
-      break;
-    }
-    if (absl::ConsumePrefix(&arg, "-m")) {
-      module = std::string(arg);
-      break;
-    }
-    // Options with a separate value; "-c", "-" or a script end the options.
-    if (arg == "-W" || arg == "-X") {
-      ++i;
+    if (arg.size() < 2 || arg[0] != '-' || arg == "--") break;  // a script, "-" or the end.
+    if (arg[1] == '-') {
+      if (arg == "--check-hash-based-pycs") ++i;  // the only long option with a value.
       continue;
     }
-    if (arg.size() < 2 || arg[0] != '-' || arg == "-c" || arg == "--") break;
+    // Single-letter options, maybe combined ("-um"): -c ends them; -m, -W and
+    // -X take the rest of the word, else the next one.
+    bool done = false;
+    for (size_t k = 1; k < arg.size() && !done; ++k) {
+      const char opt = arg[k];
+      if (opt == 'c') return NestedLauncher::kNone;
+      if (opt != 'm' && opt != 'W' && opt != 'X') continue;
+      std::string value(arg.substr(k + 1));
+      if (value.empty() && i + 1 < argv.size()) value = argv[++i];
+      if (opt == 'm') {
+        if (value.empty()) return NestedLauncher::kNone;
+        module = value;
+      }
+      done = true;
+    }
+    if (!module.empty()) break;
   }
-  return module == "paddle.distributed.launch" ? NestedLauncher::kPaddle : NestedLauncher::kNone;
+  return module == "paddle.distributed.launch" || module == "paddle.distributed.fleet.launch"
+             ? NestedLauncher::kPaddle
+             : NestedLauncher::kNone;
 }
 
 std::optional<std::string> TfConfigJson(const WorkerEnvInput& in, int rank) {
@@ -256,15 +296,52 @@ std::vector<std::pair<std::string, std::string>> KubeflowV1Env(const WorkerEnvIn
   return env;
 }
 
+const std::vector<std::string>& InheritedPaddleNamesDropped() {
+  static const auto* names = new std::vector<std::string>{
+      "PADDLE_CURRENT_ENDPOINT", "PADDLE_GLOBAL_RANK", "PADDLE_GLOBAL_SIZE",
+      "PADDLE_JOB_ID",           "PADDLE_LOCAL_RANK",  "PADDLE_LOCAL_SIZE",
+      "PADDLE_MASTER",           "PADDLE_NNODES",      "PADDLE_RANK",
+      "PADDLE_RANK_IN_NODE",     "PADDLE_SERVER_NUM",  "PADDLE_TRAINER_ENDPOINTS",
+      "PADDLE_TRAINER_ID",       "PADDLE_TRAINER_NUM", "PADDLE_TRAINERS_ENDPOINTS",
+      "PADDLE_TRAINERS_NUM",
+  };
+  return *names;
+}
+
+const std::vector<std::string>& NestedPaddleLauncherNamesDropped() {
+  static const auto* names = new std::vector<std::string>{
+      "GROUP_RANK",  "GROUP_WORLD_SIZE", "LOCAL_RANK",      "LOCAL_WORLD_SIZE",
+      "MASTER_ADDR", "MASTER_PORT",      "NODE_RANK",       "RANK",
+      "ROLE_NAME",   "ROLE_RANK",        "ROLE_WORLD_SIZE", "WORLD_SIZE",
+  };
+  return *names;
+}
+
 std::vector<std::string> BuildWorkerEnv(const std::map<std::string, std::string>& base,
                                         const WorkerEnvInput& in, int local_rank) {
   std::map<std::string, std::string> env = base;
   // An inherited TF_CONFIG (a TFJob pod's) describes another cluster; drop it
-  // even when ours is left out for size.
+  // even when ours is left out for size. So do inherited Paddle variables
+  // (a PaddleJob's, or a launcher's above this agent): ours may leave some
+  // out, and one left over would mix two launches.
   env.erase("TF_CONFIG");
+  for (const std::string& name : InheritedPaddleNamesDropped()) env.erase(name);
+  // XGBoostJob's machine list goes with MASTER_ADDR and RANK, which are
+  // always ours: an operator's WORKER_ADDRS/WORKER_PORT would mix two lists.
+  env.erase("WORKER_ADDRS");
+  env.erase("WORKER_PORT");
   for (auto& [name, value] : FrameworkEnv(in, local_rank)) env[name] = std::move(value);
   for (auto& [name, value] : KubeflowV1Env(in, local_rank)) {
-    if (base.count(name) == 0) env[name] = std::move(value);
+    const bool xgboost_pair = name == "WORKER_ADDRS" || name == "WORKER_PORT";
+    if (xgboost_pair || base.count(name) == 0) env[name] = std::move(value);
+  }
+  if (in.nested == NestedLauncher::kPaddle) {
+    // Paddle's launcher passes these on to the processes it starts, where
+    // init_parallel_env() reads MASTER_ADDR:MASTER_PORT before PADDLE_MASTER
+    // and builds its TCP store there: on node rank 0 that is the port the
+    // launcher's own master listens on (EADDRINUSE), and RANK/WORLD_SIZE
+    // count launchers, not its processes. Its own variables describe them.
+    for (const std::string& name : NestedPaddleLauncherNamesDropped()) env.erase(name);
   }
   if (in.local_world_size > 1 && base.count("OMP_NUM_THREADS") == 0) {
     env["OMP_NUM_THREADS"] = "1";

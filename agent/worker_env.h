@@ -9,7 +9,10 @@
 //   FrameworkEnv()  replaces inherited values of the same name (a pod's RANK
 //                   or PADDLE_MASTER describes another launch);
 //   KubeflowV1Env() only fills names the agent's environment lacks (a v1 pod
-//                   or the user may have set them on purpose).
+//                   or the user may have set them on purpose), except
+//                   XGBoostJob's WORKER_ADDRS/WORKER_PORT, a machine list
+//                   that goes with MASTER_ADDR and RANK and so is always ours
+//                   (or absent).
 // Adding a framework means adding one Append...() in worker_env.cc to the
 // layer whose precedence it needs.
 //
@@ -42,9 +45,11 @@ enum class NestedLauncher {
   kPaddle,  // python -m paddle.distributed.launch
 };
 
-// kPaddle for `python[3[.N]] [OPTIONS] -m paddle.distributed.launch ...`
-// (also "-mpaddle.distributed.launch"), by the basename of argv[0]; kNone
-// otherwise, including commands wrapped in a shell.
+// kPaddle for `python[3[.N]] [OPTIONS] -m paddle.distributed.launch ...` and
+// `-m paddle.distributed.fleet.launch` (also "-mMODULE" and combined
+// options such as "-um MODULE"), for `fleetrun ...`, and for either behind
+// `env [-i] [-u NAME] [NAME=VALUE]...`; programs are matched by basename.
+// kNone otherwise, including commands wrapped in a shell.
 NestedLauncher DetectNestedLauncher(const std::vector<std::string>& argv);
 
 struct WorkerEnvInput {
@@ -61,6 +66,10 @@ struct WorkerEnvInput {
   // Node-rank order; TF_CONFIG, the Paddle endpoints and WORKER_ADDRS use it.
   // Empty above the coordinator's member-list limit.
   std::vector<NodeEndpoint> nodes;
+  // This node's address as the coordinator reports it (the assignment's
+  // own entry, there even without `nodes`); PADDLE_CURRENT_ENDPOINT falls
+  // back to it.
+  std::string self_addr;
   NestedLauncher nested = NestedLauncher::kNone;
 };
 
@@ -77,13 +86,15 @@ inline constexpr size_t kMaxTfConfigBytes = kMaxClusterListBytes;
 // PADDLE_RANK = node rank, and on node rank 0 POD_IP = master_addr, so that
 // the launcher there hosts its HTTP master at PADDLE_MASTER); no
 // PADDLE_TRAINER_ID, which that launcher would read as its node rank.
+// PADDLE_CURRENT_ENDPOINT is this node's entry of `nodes`, else self_addr.
 std::vector<std::pair<std::string, std::string>> FrameworkEnv(const WorkerEnvInput& in,
                                                               int local_rank);
 
 // The Kubeflow training-operator v1 spellings (JAXJob: COORDINATOR_ADDRESS
 // host only, COORDINATOR_PORT, NUM_PROCESSES, PROCESS_ID; XGBoostJob/LightGBM:
-// WORKER_ADDRS, WORKER_PORT), in a stable order. BuildWorkerEnv() sets each
-// only where `base` has no such variable. WORKER_ADDRS (the other nodes'
+// WORKER_ADDRS, WORKER_PORT), in a stable order. BuildWorkerEnv() sets the
+// JAXJob ones only where `base` has no such variable, the XGBoostJob pair
+// always. WORKER_ADDRS (the other nodes''
 // addresses, node rank 1 up, comma-separated) and WORKER_PORT
 // (master_port + 1) come only with one worker per node and several nodes,
 // as in v1 where each pod is one worker.
@@ -105,11 +116,23 @@ std::optional<std::string> PaddleTrainerEndpoints(const WorkerEnvInput& in);
 std::optional<std::string> TfConfigJson(const WorkerEnvInput& in, int rank);
 
 // `base` (the agent's environment) with FrameworkEnv() overriding it and
-// KubeflowV1Env() filling its gaps, as "K=V" strings sorted by name. Also sets OMP_NUM_THREADS=1
-// when local_world_size > 1 and `base` has none (as torchrun does). A TF_CONFIG in `base` is always
-// dropped, even when TfConfigJson() gives none.
+// KubeflowV1Env() filling its gaps, as "K=V" strings sorted by name. Also
+// sets OMP_NUM_THREADS=1 when local_world_size > 1 and `base` has none (as
+// torchrun does). Always dropped from `base`, even when nothing of ours
+// replaces them: TF_CONFIG; the PADDLE_* names of InheritedPaddleNamesDropped();
+// WORKER_ADDRS and WORKER_PORT, which go with MASTER_ADDR and RANK (ours),
+// so KubeflowV1Env()'s pair is set over them. With in.nested == kPaddle the
+// names of NestedPaddleLauncherNamesDropped() (MASTER_ADDR, MASTER_PORT,
+// RANK, LOCAL_RANK, WORLD_SIZE, ...) are left out, ours and inherited alike.
 std::vector<std::string> BuildWorkerEnv(const std::map<std::string, std::string>& base,
                                         const WorkerEnvInput& in, int local_rank);
+
+// The inherited PADDLE_* variables BuildWorkerEnv() always drops: the ones
+// FrameworkEnv() may set, and a v1 PaddleJob's parameter-server ones.
+const std::vector<std::string>& InheritedPaddleNamesDropped();
+
+// The torchrun-layer variables a nested Paddle launcher does not get.
+const std::vector<std::string>& NestedPaddleLauncherNamesDropped();
 
 }  // namespace trainlet::agent
 

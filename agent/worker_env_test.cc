@@ -256,14 +256,52 @@ TEST(PaddleEnv, EndpointsLeftOutAbove64KiBButCurrentEndpointStays) {
   EXPECT_EQ(std::count(list->begin(), list->end(), ','), 799);
 }
 
-TEST(PaddleEnv, NoEndpointsWithoutTheMemberList) {
+TEST(PaddleEnv, WithoutTheMemberListTheCurrentEndpointIsThisNodesOwn) {
   WorkerEnvInput in = SecondOfTwoNodes();
   in.nodes.clear();  // above the coordinator's member-list limit.
+  in.self_addr = "10.0.0.2";
   std::vector<std::string> env = BuildWorkerEnv({}, in, 1);
   EXPECT_FALSE(HasName(env, "PADDLE_TRAINER_ENDPOINTS"));
-  EXPECT_FALSE(HasName(env, "PADDLE_CURRENT_ENDPOINT"));
+  EXPECT_THAT(env, Contains("PADDLE_CURRENT_ENDPOINT=10.0.0.2:29502"));
   EXPECT_THAT(env, Contains("PADDLE_TRAINER_ID=3"));
   EXPECT_THAT(env, Contains("PADDLE_MASTER=job-node-0-0.job:29500"));
+  in.self_addr.clear();  // no address at all: none.
+  EXPECT_FALSE(HasName(BuildWorkerEnv({}, in, 1), "PADDLE_CURRENT_ENDPOINT"));
+  in.self_addr = "fd00::2";
+  EXPECT_THAT(BuildWorkerEnv({}, in, 0), Contains("PADDLE_CURRENT_ENDPOINT=[fd00::2]:29501"));
+  in.master_port = 65535;  // no port left for a worker.
+  EXPECT_FALSE(HasName(BuildWorkerEnv({}, in, 0), "PADDLE_CURRENT_ENDPOINT"));
+}
+
+TEST(PaddleEnv, InheritedPaddleVariablesNeverSurvive) {
+  // A PaddleJob's (parameter-server mode) or an outer launcher's.
+  std::map<std::string, std::string> base = {{"PADDLE_TRAINER_ENDPOINTS", "old:1,old:2"},
+                                             {"PADDLE_CURRENT_ENDPOINT", "old:1"},
+                                             {"PADDLE_TRAINER_ID", "7"},
+                                             {"PADDLE_TRAINERS_ENDPOINTS", "old:1"},
+                                             {"PADDLE_TRAINER_NUM", "1"},
+                                             {"PADDLE_SERVER_NUM", "1"},
+                                             {"PADDLE_TRAINERS_NUM", "9"},
+                                             {"PADDLE_RANK", "5"},
+                                             {"PADDLE_GLOBAL_RANK", "7"},
+                                             {"POD_IP", "10.0.0.2"}};
+  WorkerEnvInput in = SecondOfTwoNodes();
+  in.nodes.clear();  // ours leaves the endpoints out.
+  std::vector<std::string> env = BuildWorkerEnv(base, in, 1);
+  for (const char* name :
+       {"PADDLE_TRAINER_ENDPOINTS", "PADDLE_CURRENT_ENDPOINT", "PADDLE_TRAINERS_ENDPOINTS",
+        "PADDLE_TRAINER_NUM", "PADDLE_SERVER_NUM", "PADDLE_RANK"}) {
+    EXPECT_FALSE(HasName(env, name)) << name;
+  }
+  EXPECT_THAT(env, Contains("PADDLE_TRAINER_ID=3"));
+  EXPECT_THAT(env, Contains("PADDLE_TRAINERS_NUM=4"));
+  EXPECT_THAT(env, Contains("PADDLE_GLOBAL_RANK=3"));
+  EXPECT_THAT(env, Contains("POD_IP=10.0.0.2"));  // the pod's own, not a Paddle variable.
+  in.nested = NestedLauncher::kPaddle;            // no PADDLE_TRAINER_ID of ours, nor inherited.
+  env = BuildWorkerEnv(base, in, 0);
+  EXPECT_FALSE(HasName(env, "PADDLE_TRAINER_ID"));
+  EXPECT_FALSE(HasName(env, "PADDLE_TRAINERS_NUM"));
+  EXPECT_THAT(env, Contains("PADDLE_RANK=1"));
 }
 
 TEST(PaddleEnv, Ipv6MasterIsBracketed) {
@@ -278,7 +316,8 @@ TEST(PaddleEnv, Ipv6MasterIsBracketed) {
 TEST(PaddleEnv, NestedLauncherGetsNodeLevelVariablesOnly) {
   WorkerEnvInput in = SecondOfTwoNodes();
   in.nested = NestedLauncher::kPaddle;
-  std::vector<std::string> env = BuildWorkerEnv({{"POD_IP", "10.0.0.2"}}, in, 0);
+  std::vector<std::string> env =
+      BuildWorkerEnv({{"POD_IP", "10.0.0.2"}, {"MASTER_ADDR", "pod-master"}, {"RANK", "5"}}, in, 0);
   EXPECT_THAT(env, Contains("PADDLE_JOB_ID=job"));
   EXPECT_THAT(env, Contains("PADDLE_NNODES=2"));
   EXPECT_THAT(env, Contains("PADDLE_MASTER=job-node-0-0.job:29500"));
@@ -288,9 +327,17 @@ TEST(PaddleEnv, NestedLauncherGetsNodeLevelVariablesOnly) {
                            "PADDLE_CURRENT_ENDPOINT", "PADDLE_GLOBAL_RANK", "PADDLE_LOCAL_RANK"}) {
     EXPECT_FALSE(HasName(env, name)) << name;
   }
-  // The other frameworks' variables are unchanged.
-  EXPECT_THAT(env, Contains("RANK=2"));
+  // The launcher passes its environment on: MASTER_ADDR:MASTER_PORT would
+  // be where a child's init_parallel_env() builds its TCP store, on node 0
+  // the port of the launcher's own master; RANK and WORLD_SIZE would count
+  // launchers. Neither ours nor the pod's.
+  for (const char* name : {"MASTER_ADDR", "MASTER_PORT", "RANK", "LOCAL_RANK", "WORLD_SIZE",
+                           "LOCAL_WORLD_SIZE", "GROUP_RANK", "NODE_RANK"}) {
+    EXPECT_FALSE(HasName(env, name)) << name;
+  }
+  // The rest describe the launchers, one per node, as for a nested torchrun.
   EXPECT_THAT(env, Contains("PET_NODE_RANK=1"));
+  EXPECT_THAT(env, Contains("TORCHELASTIC_RESTART_COUNT=1"));
 }
 
 TEST(PaddleEnv, NestedLauncherOnNodeZeroHostsTheMasterAtItsAddress) {
@@ -313,6 +360,24 @@ TEST(DetectNestedLauncher, PythonDashMPaddleLaunch) {
             NestedLauncher::kPaddle);
   EXPECT_EQ(DetectNestedLauncher(V{"python3", "-mpaddle.distributed.launch", "t.py"}),
             NestedLauncher::kPaddle);
+  // Combined options, env in front, the fleet spellings.
+  EXPECT_EQ(DetectNestedLauncher(V{"python", "-um", "paddle.distributed.launch", "t.py"}),
+            NestedLauncher::kPaddle);
+  EXPECT_EQ(DetectNestedLauncher(V{"python", "-uBmpaddle.distributed.launch", "t.py"}),
+            NestedLauncher::kPaddle);
+  EXPECT_EQ(DetectNestedLauncher(
+                V{"python", "-Wignore", "-Xdev", "-m", "paddle.distributed.launch", "t.py"}),
+            NestedLauncher::kPaddle);
+  EXPECT_EQ(
+      DetectNestedLauncher(V{"/usr/bin/env", "python", "-m", "paddle.distributed.launch", "t.py"}),
+      NestedLauncher::kPaddle);
+  EXPECT_EQ(DetectNestedLauncher(V{"env", "-i", "-u", "X", "A=1", "python3", "-m",
+                                   "paddle.distributed.launch", "t.py"}),
+            NestedLauncher::kPaddle);
+  EXPECT_EQ(DetectNestedLauncher(V{"fleetrun", "--gpus=0,1", "t.py"}), NestedLauncher::kPaddle);
+  EXPECT_EQ(DetectNestedLauncher(V{"/usr/local/bin/fleetrun", "t.py"}), NestedLauncher::kPaddle);
+  EXPECT_EQ(DetectNestedLauncher(V{"python", "-m", "paddle.distributed.fleet.launch", "t.py"}),
+            NestedLauncher::kPaddle);
 }
 
 TEST(DetectNestedLauncher, AnythingElseIsNone) {
@@ -330,6 +395,14 @@ TEST(DetectNestedLauncher, AnythingElseIsNone) {
   EXPECT_EQ(DetectNestedLauncher(V{"bash", "-c", "python -m paddle.distributed.launch t.py"}),
             NestedLauncher::kNone);
   EXPECT_EQ(DetectNestedLauncher(V{"torchrun", "train.py"}), NestedLauncher::kNone);
+  EXPECT_EQ(DetectNestedLauncher(V{"python", "-uc", "x", "-m", "paddle.distributed.launch"}),
+            NestedLauncher::kNone);  // -c in a combined word
+  EXPECT_EQ(DetectNestedLauncher(V{"python", "-W", "-m", "paddle.distributed.launch"}),
+            NestedLauncher::kNone);  // "-m" is -W's value
+  EXPECT_EQ(DetectNestedLauncher(V{"env", "python", "train.py"}), NestedLauncher::kNone);
+  EXPECT_EQ(DetectNestedLauncher(V{"env", "-S", "python -m paddle.distributed.launch t.py"}),
+            NestedLauncher::kNone);
+  EXPECT_EQ(DetectNestedLauncher(V{"env", "A=1"}), NestedLauncher::kNone);
 }
 
 TEST(KubeflowV1Env, JaxSpellingsWithTheHostApart) {
@@ -355,15 +428,31 @@ TEST(KubeflowV1Env, XgboostWorkerAddrsListTheOtherNodes) {
                            [](const auto& kv) { return kv.first == "WORKER_ADDRS"; }));
 }
 
-TEST(KubeflowV1Env, NeverOverridesTheAgentsEnvironment) {
-  std::vector<std::string> env =
-      BuildWorkerEnv({{"PROCESS_ID", "9"}, {"WORKER_ADDRS", "a,b"}, {"COORDINATOR_ADDRESS", ""}},
-                     ThirdOfThreeSingleWorkerNodes(), 0);
+TEST(KubeflowV1Env, JaxSpellingsNeverOverrideTheAgentsEnvironment) {
+  std::vector<std::string> env = BuildWorkerEnv({{"PROCESS_ID", "9"}, {"COORDINATOR_ADDRESS", ""}},
+                                                ThirdOfThreeSingleWorkerNodes(), 0);
   EXPECT_THAT(env, Contains("PROCESS_ID=9"));
-  EXPECT_THAT(env, Contains("WORKER_ADDRS=a,b"));
   EXPECT_THAT(env, Contains("COORDINATOR_ADDRESS="));  // set, even empty, is the user's.
   EXPECT_THAT(env, Contains("NUM_PROCESSES=3"));
+}
+
+// WORKER_ADDRS:WORKER_PORT and MASTER_ADDR:MASTER_PORT are one machine list,
+// indexed by RANK: an operator's pair beside trainlet's MASTER_ADDR and RANK
+// would name another job's machines.
+TEST(KubeflowV1Env, XgboostPairGoesWithMasterAddrAndRank) {
+  std::map<std::string, std::string> base = {{"WORKER_ADDRS", "x-worker-0,x-worker-1"},
+                                             {"WORKER_PORT", "9999"},
+                                             {"MASTER_ADDR", "x-master-0"},
+                                             {"RANK", "1"}};
+  std::vector<std::string> env = BuildWorkerEnv(base, ThirdOfThreeSingleWorkerNodes(), 0);
+  EXPECT_THAT(env, Contains("WORKER_ADDRS=xgb-worker-0-1.xgb,xgb-worker-0-2.xgb"));
   EXPECT_THAT(env, Contains("WORKER_PORT=10000"));
+  EXPECT_THAT(env, Contains("MASTER_ADDR=xgb-worker-0-0.xgb"));
+  EXPECT_THAT(env, Contains("RANK=2"));
+  // Where trainlet sets no pair (two workers per node), none is left.
+  env = BuildWorkerEnv(base, SecondOfTwoNodes(), 0);
+  EXPECT_FALSE(HasName(env, "WORKER_ADDRS"));
+  EXPECT_FALSE(HasName(env, "WORKER_PORT"));
 }
 
 // The full environment, byte for byte: agent/testdata/*.env.

@@ -1,7 +1,10 @@
 """End-to-end tests of the framework conventions of issue 12 across pod-like
 hosts (e2e/netns.py): XGBoost 1.7's real collective (Rabit) configured only by
-trainlet's DMLC_* variables, and a Volcano job's pods discovered with no flags
-from VK_TASK_INDEX, their hostnames and the svc plugin's /etc/volcano files.
+trainlet's DMLC_* variables; a Volcano job's pods discovered with no flags
+from VK_TASK_INDEX, their hostnames and the svc plugin's /etc/volcano files
+(staged as Kubernetes mounts a ConfigMap: keys are links into ..data); and a
+Volcano job of two tasks, refused without TRAINLET_NNODES/TRAINLET_COORDINATOR
+and one job with them.
 
 Skipped where network namespaces are not allowed (needs root); the XGBoost test
 also needs Debian's python3-xgboost."""
@@ -36,10 +39,23 @@ WITH_ETC_VOLCANO = r'''set -e
 d="$1"; stage="$2"; ns="$3"; shift 3
 mount -t tmpfs -o size=1m trainlet-e2e "$d"
 mkdir -p "$d/upper/volcano" "$d/work"
-cp "$stage"/*.host "$d/upper/volcano/"
+cp -a "$stage"/. "$d/upper/volcano/"
 mount -t overlay overlay -o "lowerdir=/etc,upperdir=$d/upper,workdir=$d/work" /etc
 mount --bind "/etc/netns/$ns/hosts" /etc/hosts
 exec "$@"'''
+
+
+def stage_volcano_configmap(stage, files):
+    """Writes `files` ({name: text}) as Kubernetes mounts a ConfigMap: each
+    key a link <name> -> ..data/<name>, ..data a link to a timestamped
+    directory holding the files."""
+    stamp = "..2026_11_23_10_00_00.123456789"
+    os.makedirs(os.path.join(stage, stamp))
+    os.symlink(stamp, os.path.join(stage, "..data"))
+    for name, text in files.items():
+        with open(os.path.join(stage, stamp, name), "w") as f:
+            f.write(text)
+        os.symlink(os.path.join("..data", name), os.path.join(stage, name))
 
 
 class FrameworksTest(E2ETestCase):
@@ -100,35 +116,35 @@ class FrameworksTest(E2ETestCase):
 
     # -- Volcano: discovery with no flags --
 
+    def start_volcano_pods(self, cluster, stage, envs, args=(), tag=""):
+        agents = []
+        for i, h in enumerate(cluster.hosts):
+            mnt = self.path("etc-overlay%s-%d" % (tag, i))
+            os.makedirs(mnt)
+            wrapped = ["unshare", "--mount", "sh", "-c", WITH_ETC_VOLCANO, "with-etc-volcano", mnt,
+                       stage, h.ns,
+                       harness.TRAINLET, "run"] + list(args) + ["--"] + e2e_multihost.ADDR_CONTRACT
+            agents.append(cluster.start(h, h.name + tag, wrapped, env=self.base_env(**envs[i])))
+        return agents
+
     def test_volcano_pods_without_flags(self):
-        # A Volcano job "vj" with tasks "worker" (3 pods) and "ps" (none
-        # running here): each pod's hostname is <job>-<task>-<index> in
-        # subdomain <job>, its env has VK_TASK_INDEX/VC_TASK_INDEX and the svc
-        # plugin's VC_<TASK>_NUM/_HOSTS, and /etc/volcano holds one host file
-        # per task. No flags, and nothing that names a count or a master.
+        # A Volcano job "vj" with one task, "worker" (3 pods): each pod's
+        # hostname is <job>-<task>-<index> in subdomain <job>, its env has
+        # VK_TASK_INDEX/VC_TASK_INDEX and the svc plugin's
+        # VC_<TASK>_NUM/_HOSTS, and /etc/volcano is the svc plugin's
+        # ConfigMap as Kubernetes mounts it (keys are links into ..data). No
+        # flags, and nothing that names a count or a master.
         job, n = "vj", 3
         names = ["%s-worker-%d" % (job, i) for i in range(n)]
         cluster = self.make_cluster(names, domain="%s.default.svc.cluster.local" % job)
         stage = self.path("volcano-stage")
         os.makedirs(stage)
         hosts = ["%s.%s" % (name, job) for name in names]
-        with open(os.path.join(stage, "worker.host"), "w") as f:
-            f.write("".join(h + "\n" for h in hosts))
-        with open(os.path.join(stage, "ps.host"), "w") as f:
-            f.write("%s-ps-0.%s\n" % (job, job))
-        agents = []
-        for i, h in enumerate(cluster.hosts):
-            mnt = self.path("etc-overlay-%d" % i)
-            os.makedirs(mnt)
-            env = self.base_env(KUBERNETES_SERVICE_HOST="10.96.0.1",
-                                KUBERNETES_SERVICE_PORT="443", VK_TASK_INDEX=i,
-                                VC_TASK_INDEX=i, VC_WORKER_NUM=n,
-                                VC_WORKER_HOSTS=",".join(hosts), VC_PS_NUM=1,
-                                VC_PS_HOSTS="%s-ps-0.%s" % (job, job))
-            wrapped = ["unshare", "--mount", "sh", "-c", WITH_ETC_VOLCANO, "with-etc-volcano", mnt,
-                       stage, h.ns,
-                       harness.TRAINLET, "run", "--"] + e2e_multihost.ADDR_CONTRACT
-            agents.append(cluster.start(h, h.name, wrapped, env=env))
+        stage_volcano_configmap(stage, {"worker.host": "".join(h + "\n" for h in hosts)})
+        envs = [dict(KUBERNETES_SERVICE_HOST="10.96.0.1", KUBERNETES_SERVICE_PORT="443",
+                     VK_TASK_INDEX=i, VC_TASK_INDEX=i, VC_WORKER_NUM=n,
+                     VC_WORKER_HOSTS=",".join(hosts)) for i in range(n)]
+        agents = self.start_volcano_pods(cluster, stage, envs)
         self.assert_codes(agents, [0] * n, timeout=60)
         records = self.read_contract_files(n)
         self.assertEqual(sorted(r["hostname"] for r in records), names)
@@ -146,7 +162,51 @@ class FrameworksTest(E2ETestCase):
             self.assertEqual(e["VC_WORKER_HOSTS"], ",".join(hosts))
         self.assert_address_contract(cluster, records)
         for a in agents:
-            self.assertIn("/etc/volcano/worker.host", a.stderr, a.describe())
+            # Read through the ConfigMap's links, not skipped.
+            self.assertIn("nnodes 3 from /etc/volcano/worker.host", a.stderr, a.describe())
+            self.assertNotIn("skipped", a.stderr, a.describe())
+        self.assert_no_leftovers()
+
+    def test_volcano_job_of_two_tasks_is_refused_then_runs_as_one_job(self):
+        # Volcano's pytorch plugin layout: task "master" (1 pod) and task
+        # "worker" (2 pods). Each task's index starts at 0, so neither task
+        # alone is the job: without TRAINLET_NNODES/TRAINLET_COORDINATOR
+        # every pod refuses (exit 78) instead of the master training alone
+        # and the workers forming a second job. With them, the three pods are
+        # one job, hosted by the master (its own host-file line is the
+        # coordinator).
+        job = "pj"
+        names = ["pj-master-0", "pj-worker-0", "pj-worker-1"]
+        cluster = self.make_cluster(names, domain="%s.default.svc.cluster.local" % job)
+        stage = self.path("volcano-stage")
+        os.makedirs(stage)
+        stage_volcano_configmap(stage, {"master.host": "pj-master-0.pj\n",
+                                        "worker.host": "pj-worker-0.pj\npj-worker-1.pj\n"})
+        common = dict(KUBERNETES_SERVICE_HOST="10.96.0.1", KUBERNETES_SERVICE_PORT="443",
+                      VC_MASTER_NUM=1, VC_MASTER_HOSTS="pj-master-0.pj", VC_WORKER_NUM=2,
+                      VC_WORKER_HOSTS="pj-worker-0.pj,pj-worker-1.pj")
+        envs = [dict(common, VK_TASK_INDEX=i, VC_TASK_INDEX=i) for i in (0, 0, 1)]
+        refused = self.start_volcano_pods(cluster, stage, envs, args=["--join-timeout=20s"],
+                                          tag="-refused")
+        self.assert_codes(refused, [78, 78, 78], timeout=30)
+        for a in refused:
+            self.assertIn("Volcano job has several tasks with pods", a.stderr, a.describe())
+            self.assertIn("TRAINLET_COORDINATOR", a.stderr, a.describe())
+        self.assertEqual(glob.glob(self.path("contract", "*.json")), [])
+
+        for e in envs:
+            e.update(TRAINLET_NNODES=3, TRAINLET_COORDINATOR="pj-master-0.pj")
+        agents = self.start_volcano_pods(cluster, stage, envs, args=["--join-timeout=60s"])
+        self.assert_codes(agents, [0, 0, 0], timeout=60)
+        records = self.read_contract_files(3)
+        self.assertEqual(records[0]["hostname"], "pj-master-0")  # RANK 0: it hosts.
+        for r in records:
+            e = r["env"]
+            self.assertEqual(e["WORLD_SIZE"], "3", r["hostname"])
+            self.assertEqual(e["MASTER_ADDR"], "pj-master-0.pj", r["hostname"])
+            self.assertEqual(e["TORCHELASTIC_RUN_ID"], job, r["hostname"])
+        self.assertEqual(sorted(r["hostname"] for r in records), names)
+        self.assert_address_contract(cluster, records)
         self.assert_no_leftovers()
 
 

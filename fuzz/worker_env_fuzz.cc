@@ -5,10 +5,13 @@
 // inherited environment are arbitrary. Checks: TF_CONFIG, when set, is valid
 // JSON within kMaxTfConfigBytes and is the only TF_CONFIG (an inherited one
 // never leaks through); the Paddle endpoint list and WORKER_ADDRS stay within
-// kMaxClusterListBytes; an inherited Kubeflow v1 variable is never replaced;
-// under a nested Paddle launcher there is no PADDLE_TRAINER_ID; the result is
-// sorted NAME=VALUE with unique names.
+// kMaxClusterListBytes; an inherited JAXJob v1 variable is never replaced;
+// WORKER_ADDRS/WORKER_PORT and the PADDLE_* names trainlet owns are ours or
+// absent, never inherited; under a nested Paddle launcher there is no
+// PADDLE_TRAINER_ID, MASTER_ADDR, MASTER_PORT, RANK, LOCAL_RANK or
+// WORLD_SIZE; the result is sorted NAME=VALUE with unique names.
 #include <map>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -51,6 +54,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (in.Byte() % 2) base["TF_CONFIG"] = "{\"stale\":true}";
   if (in.Byte() % 2) base["PROCESS_ID"] = in.String(8);
   if (in.Byte() % 2) base["WORKER_ADDRS"] = in.String(8);
+  if (in.Byte() % 2) base["MASTER_ADDR"] = in.String(8);
+  for (const std::string& name : agent::InheritedPaddleNamesDropped()) {
+    if (in.Byte() % 4 == 0) base[name] = in.String(8);
+  }
   w.nested = in.Byte() % 2 ? agent::NestedLauncher::kPaddle : agent::NestedLauncher::kNone;
   const int local_rank = in.Pick(w.local_world_size);
 
@@ -63,6 +70,15 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   FUZZ_CHECK(!endpoints.has_value() || endpoints->size() <= agent::kMaxClusterListBytes,
              "PADDLE_TRAINER_ENDPOINTS too large");
   std::vector<std::string> env = agent::BuildWorkerEnv(base, w, local_rank);
+  std::map<std::string, std::string> ours;
+  for (auto& [name, value] : agent::FrameworkEnv(w, local_rank)) ours[name] = value;
+  for (auto& [name, value] : agent::KubeflowV1Env(w, local_rank)) ours[name] = value;
+  std::set<std::string> owned(agent::InheritedPaddleNamesDropped().begin(),
+                              agent::InheritedPaddleNamesDropped().end());
+  owned.insert("WORKER_ADDRS");
+  owned.insert("WORKER_PORT");
+  std::set<std::string> nested_dropped(agent::NestedPaddleLauncherNamesDropped().begin(),
+                                       agent::NestedPaddleLauncherNamesDropped().end());
   std::string previous_name;
   bool saw_tf = false;
   for (size_t i = 0; i < env.size(); ++i) {
@@ -72,15 +88,19 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     FUZZ_CHECK(i == 0 || previous_name < name, "not sorted or duplicate: " + name);
     previous_name = name;
     const std::string value = env[i].substr(eq + 1);
-    for (const char* v1 : {"PROCESS_ID", "WORKER_ADDRS"}) {
-      if (name == v1 && base.count(v1) != 0) FUZZ_CHECK(value == base[v1], "v1 replaced: " + name);
+    if (name == "PROCESS_ID" && base.count(name) != 0) {
+      FUZZ_CHECK(value == base[name], "v1 replaced: " + name);
     }
+    if (owned.count(name) != 0) {
+      FUZZ_CHECK(ours.count(name) != 0 && value == ours[name], "inherited survived: " + name);
+    }
+    FUZZ_CHECK(!(w.nested == agent::NestedLauncher::kPaddle && nested_dropped.count(name) != 0),
+               "under a nested Paddle launcher: " + name);
     if (name == "WORKER_ADDRS" || name == "PADDLE_TRAINER_ENDPOINTS") {
       FUZZ_CHECK(value.size() <= agent::kMaxClusterListBytes || base.count(name) != 0,
                  name + " too large");
     }
-    FUZZ_CHECK(!(name == "PADDLE_TRAINER_ID" && w.nested == agent::NestedLauncher::kPaddle &&
-                 base.count(name) == 0),
+    FUZZ_CHECK(!(name == "PADDLE_TRAINER_ID" && w.nested == agent::NestedLauncher::kPaddle),
                "PADDLE_TRAINER_ID under a nested Paddle launcher");
     if (name == "TF_CONFIG") {
       saw_tf = true;
