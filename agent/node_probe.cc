@@ -1,5 +1,7 @@
 #include "agent/node_probe.h"
 
+#include <unistd.h>
+
 #include <thread>
 #include <utility>
 
@@ -27,6 +29,12 @@ topology::ProbeOptions AgentProbeOptions(const std::map<std::string, std::string
   auto nvml = env.find("TRAINLET_NVML_LIBRARY");
   if (nvml != env.end() && !nvml->second.empty()) {
     o.nvml.library = nvml->second == "none" ? "" : nvml->second;
+  } else if (access((o.dev_root + "/nvidiactl").c_str(), F_OK) != 0) {
+    // No NVIDIA driver device in this container: nvmlInit could only fail,
+    // and looking for the library costs ~2 ms of the agent's start.
+    o.nvml.absent_reason = absl::StrCat("no ", o.dev_root,
+                                        "/nvidiactl: no NVIDIA driver in this container (NVML "
+                                        "not tried; TRAINLET_NVML_LIBRARY forces it)");
   }
   auto sysfs = env.find("TRAINLET_SYSFS_ROOT");
   if (sysfs != env.end() && !sysfs->second.empty()) o.sysfs_root = sysfs->second;

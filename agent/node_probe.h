@@ -27,8 +27,9 @@
 namespace trainlet::agent {
 
 // The agent's probe options: /sys, /proc, /dev as they are, NVML from
-// TRAINLET_NVML_LIBRARY (default libnvidia-ml.so.1), no NCCL, `env` for the
-// *_VISIBLE_DEVICES variables.
+// TRAINLET_NVML_LIBRARY (default libnvidia-ml.so.1, tried only where
+// /dev/nvidiactl exists: without the driver's device nvmlInit can only fail),
+// no NCCL, `env` for the *_VISIBLE_DEVICES variables.
 topology::ProbeOptions AgentProbeOptions(const std::map<std::string, std::string>& env);
 
 // Runs topology::ProbeNode(options), waiting at most `timeout`; null when it

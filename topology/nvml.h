@@ -22,6 +22,9 @@ struct NvmlOptions {
   // loader finds it) or a path. Empty: NVML is not read (Source SKIPPED).
   std::string library = "libnvidia-ml.so.1";
   bool health = true;  // also read ECC, row-remap and recovery-action counters.
+  // Non-empty: NVML is known to be unusable here and is not tried; the probe
+  // records it ABSENT with this reason ("no /dev/nvidiactl").
+  std::string absent_reason;
   // How many CPUs Gpu.cpu_affinity covers, as sysfs's cpumap does for its
   // nr_cpu_ids (the bits in /sys/devices/system/node/node0/cpumap), so that
   // the two compare as strings. 0: just enough 32-bit groups for the highest

@@ -77,6 +77,10 @@ void ReadNvmlSource(const ProbeOptions& options, v1::NodeProbe* probe, std::vect
     options.read_nvml(options.nvml, probe, gpus);
     return;
   }
+  if (!options.nvml.absent_reason.empty()) {
+    SetSource(probe->mutable_nvml(), v1::Source::ABSENT, options.nvml.absent_reason);
+    return;
+  }
   if (options.nvml.library.empty()) {
     SetSource(probe->mutable_nvml(), v1::Source::SKIPPED, "not asked (no NVML library given)");
     return;

@@ -1,0 +1,98 @@
+#include "agent/node_probe.h"
+
+#include <unistd.h>
+
+#include <memory>
+#include <string>
+
+#include "absl/synchronization/notification.h"
+#include "absl/time/clock.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace trainlet::agent {
+namespace {
+
+using ::testing::HasSubstr;
+
+TEST(AgentProbeOptions, ReadsTheKnobsAndNeverLoadsNccl) {
+  topology::ProbeOptions o = AgentProbeOptions({{"TRAINLET_NVML_LIBRARY", "/opt/libnvidia-ml.so.1"},
+                                                {"TRAINLET_SYSFS_ROOT", "/fixture/sys"},
+                                                {"CUDA_VISIBLE_DEVICES", "1"}});
+  EXPECT_EQ(o.nvml.library, "/opt/libnvidia-ml.so.1");
+  EXPECT_EQ(o.nvml.absent_reason, "") << "a library named on purpose is always tried";
+  EXPECT_EQ(o.sysfs_root, "/fixture/sys");
+  EXPECT_EQ(o.nccl_library, "");
+  EXPECT_EQ(o.env.at("CUDA_VISIBLE_DEVICES"), "1");
+  EXPECT_EQ(AgentProbeOptions({{"TRAINLET_NVML_LIBRARY", "none"}}).nvml.library, "");
+}
+
+TEST(AgentProbeOptions, WithoutTheDriversDeviceNvmlIsNotTried) {
+  topology::ProbeOptions o = AgentProbeOptions({});
+  if (access("/dev/nvidiactl", F_OK) == 0) {
+    EXPECT_EQ(o.nvml.absent_reason, "");
+    EXPECT_EQ(o.nvml.library, "libnvidia-ml.so.1");
+  } else {
+    EXPECT_THAT(o.nvml.absent_reason, HasSubstr("no /dev/nvidiactl"));
+    v1::NodeProbe p = topology::ProbeNode(o);
+    EXPECT_EQ(p.nvml().status(), v1::Source::ABSENT);
+  }
+}
+
+TEST(ProbeNodeBounded, ReturnsTheProbe) {
+  topology::ProbeOptions o;
+  o.sysfs_root = "/nonexistent";
+  o.nccl_library.clear();
+  o.read_nvml = [](const topology::NvmlOptions&, v1::NodeProbe* probe, std::vector<v1::Gpu>*) {
+    probe->mutable_nvml()->set_status(v1::Source::OK);
+  };
+  std::string note;
+  auto probe = ProbeNodeBounded(o, absl::Seconds(30), &note);
+  ASSERT_NE(probe, nullptr);
+  EXPECT_EQ(probe->nvml().status(), v1::Source::OK);
+  EXPECT_EQ(note, "");
+}
+
+TEST(ProbeNodeBounded, AHungDriverCostsOnlyTheTimeout) {
+  auto release = std::make_shared<absl::Notification>();
+  auto finished = std::make_shared<absl::Notification>();
+  topology::ProbeOptions o;
+  o.sysfs_root = "/nonexistent";
+  o.nccl_library.clear();
+  o.read_nvml = [release, finished](const topology::NvmlOptions&, v1::NodeProbe*,
+                                    std::vector<v1::Gpu>*) {
+    release->WaitForNotification();
+    finished->Notify();
+  };
+  std::string note;
+  const absl::Time start = absl::Now();
+  auto probe = ProbeNodeBounded(o, absl::Milliseconds(50), &note);
+  EXPECT_EQ(probe, nullptr);
+  EXPECT_LT(absl::Now() - start, absl::Seconds(5));
+  EXPECT_THAT(note, HasSubstr("did not finish within 50ms"));
+  // The probe's thread owns its state: it finishes after the caller left.
+  release->Notify();
+  EXPECT_TRUE(finished->WaitForNotificationWithTimeout(absl::Seconds(30)));
+}
+
+TEST(ProbeSummaryLine, SaysWhatTheNodeHasAndEscapes) {
+  v1::NodeProbe p;
+  p.set_visible_gpu_count(1);
+  v1::Gpu* g = p.add_gpus();
+  g->set_visible(true);
+  g->set_name("H100\n\x1b[31m");
+  p.mutable_nvml()->set_status(v1::Source::OK);
+  p.mutable_nvml()->set_version("550.54.15");
+  p.set_shm_bytes(uint64_t{64} << 30);
+  p.set_probe_micros(3100);
+  const std::string line = ProbeSummaryLine(p);
+  EXPECT_THAT(line, HasSubstr("1 GPUs visible"));
+  EXPECT_THAT(line, HasSubstr("NVML OK 550.54.15"));
+  EXPECT_THAT(line, HasSubstr("/dev/shm 64.0 GiB"));
+  EXPECT_THAT(line, HasSubstr("in 3.1 ms"));
+  EXPECT_EQ(line.find('\n'), std::string::npos);
+  EXPECT_EQ(line.find('\x1b'), std::string::npos);
+}
+
+}  // namespace
+}  // namespace trainlet::agent
