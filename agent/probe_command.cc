@@ -104,6 +104,7 @@ int RunProbeCommand(const std::vector<std::string>& args,
   topology::ProbeOptions options = AgentProbeOptions(env);
   options.sysfs_root = std::string(ValueOrDefault(*parsed, table, "sysfs-root").text);
   options.nvml.library = Library(ValueOrDefault(*parsed, table, "nvml-library"));
+  options.nvml.absent_reason.clear();  // The command always tries the library it is given.
   options.nccl_library = Library(ValueOrDefault(*parsed, table, "nccl-library"));
 
   std::string note;

@@ -59,6 +59,17 @@ TEST(ProbeCommand, AnEmptyTreeGivesAnEmptyTopologyFileAndNoGpuAdvice) {
   EXPECT_EQ(out.find("CUDA_DEVICE_ORDER"), std::string::npos) << out;
 }
 
+TEST(ProbeCommand, AlwaysTriesTheNvmlLibraryItIsGiven) {
+  std::string out, err;
+  EXPECT_EQ(Probe({"--sysfs-root=/nonexistent", "--nvml-library=/nonexistent/libnvidia-ml.so.1",
+                   "--nccl-library=none"},
+                  &out, &err),
+            0)
+      << err;
+  EXPECT_THAT(out, HasSubstr("dlopen /nonexistent/libnvidia-ml.so.1"));
+  EXPECT_EQ(out.find("nvidiactl"), std::string::npos) << out;
+}
+
 TEST(DefaultRouteInterface, FindsTheDefaultRoute) {
   const std::string table =
       "Iface\tDestination\tGateway \tFlags\tRefCnt\tUse\tMetric\tMask\t\tMTU\tWindow\tIRTT\n"

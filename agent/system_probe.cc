@@ -26,9 +26,13 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_replace.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "absl/synchronization/mutex.h"
+#include "common/net_interfaces.h"
+#include "topology/sysfs.h"
+#include "topology/visibility.h"
 
 namespace trainlet::agent {
 namespace {
@@ -48,95 +52,23 @@ std::optional<std::string> ReadFile(const std::string& path) {
   return ss.str();
 }
 
-// `name="value"` with the value escaped and cut at 64 bytes, for logs.
-std::string Quoted(absl::string_view name, absl::string_view value) {
-  constexpr size_t kMax = 64;
-  std::string shown = absl::CEscape(value.substr(0, kMax));
-  return absl::StrCat(name, "=\"", shown, value.size() > kMax ? "..." : "", "\"");
-}
-
-const std::string* FindEnv(const std::map<std::string, std::string>& env, const char* name) {
-  auto it = env.find(name);
-  return it == env.end() ? nullptr : &it->second;
-}
-
-// The number an entry of CUDA_VISIBLE_DEVICES starts with, read as strtoul
-// does ("1gpu" -> 1); -1 when it does not start with a digit or is negative.
-int64_t LeadingOrdinal(absl::string_view entry) {
-  entry = absl::StripAsciiWhitespace(entry);
-  if (!entry.empty() && entry[0] == '+') entry.remove_prefix(1);
-  size_t digits = 0;
-  while (digits < entry.size() && digits < 9 &&
-         absl::ascii_isdigit(static_cast<unsigned char>(entry[digits]))) {
-    ++digits;
-  }
-  int64_t n = -1;
-  if (digits == 0 || !absl::SimpleAtoi(entry.substr(0, digits), &n)) return -1;
-  return n;
-}
-
-// How many devices CUDA_VISIBLE_DEVICES=`value` selects out of `devices`.
-int CudaVisibleCount(absl::string_view value, int devices) {
-  std::vector<absl::string_view> entries = absl::StrSplit(value, ',');
-  absl::string_view trimmed = absl::StripLeadingAsciiWhitespace(value);
-  for (absl::string_view prefix : {"GPU-", "MIG-"}) {
-    if (!absl::StartsWith(trimmed, prefix)) continue;
-    std::set<absl::string_view> seen;
-    int count = 0;
-    for (absl::string_view e : entries) {
-      e = absl::StripAsciiWhitespace(e);
-      if (!absl::StartsWith(e, prefix)) break;
-      if (!seen.insert(e).second) return 0;  // A repeated id selects nothing.
-      ++count;
-    }
-    return std::min(count, devices);
-  }
-  std::set<int64_t> seen;
-  int count = 0;
-  bool ended = false;
-  for (absl::string_view e : entries) {
-    int64_t ordinal = LeadingOrdinal(e);
-    if (ordinal < 0) break;
-    if (!seen.insert(ordinal).second) return 0;  // A repeated ordinal selects nothing.
-    // An ordinal past the devices ends the list; later repeats still count.
-    if (ordinal >= devices) ended = true;
-    if (!ended) ++count;
-  }
-  return count;
-}
-
 }  // namespace
 
 GpuVisibility VisibleGpus(int devices, const std::map<std::string, std::string>& env) {
+  // The node probe's reading of the two variables (topology/visibility.h),
+  // over `devices` GPUs known only by their ordinals.
+  v1::NodeProbe probe;
+  for (int i = 0; i < std::clamp(devices, 0, 1024); ++i) {
+    v1::Gpu* gpu = probe.add_gpus();
+    gpu->set_index(i);
+    gpu->set_vendor_id("0x10de");
+    gpu->set_visible(true);
+  }
+  topology::ApplyVisibility(env, &probe);
   GpuVisibility v;
-  int visible = std::max(devices, 0);
-  std::vector<std::string> why;
-  const std::string* cuda = FindEnv(env, "CUDA_VISIBLE_DEVICES");
-  if (const std::string* nv = FindEnv(env, "NVIDIA_VISIBLE_DEVICES"); nv != nullptr && !cuda) {
-    // The same reading as topology/visibility.h: the runtime's own settings
-    // ("void" under CDI, "none", a volume-mounts path) keep the devices this
-    // container has; a list caps them (a privileged pod sees every GPU).
-    std::string t = absl::AsciiStrToLower(absl::StripAsciiWhitespace(*nv));
-    if (!t.empty() && t != "all" && t != "void" && t != "none" && !absl::StartsWith(t, "/")) {
-      int listed = 0;
-      for (absl::string_view e : absl::StrSplit(t, ',')) {
-        if (!absl::StripAsciiWhitespace(e).empty()) ++listed;
-      }
-      visible = std::min(visible, listed);
-      why.push_back(Quoted("NVIDIA_VISIBLE_DEVICES", *nv));
-    } else if (t != "all") {
-      why.push_back(Quoted("NVIDIA_VISIBLE_DEVICES", *nv) + " ignored");
-    }
-  }
-  if (cuda != nullptr) {
-    // CUDA reads it over every device it can open, never NVIDIA_VISIBLE_DEVICES.
-    visible = CudaVisibleCount(*cuda, visible);
-    why.push_back(Quoted("CUDA_VISIBLE_DEVICES", *cuda));
-  }
-  v.count = visible;
-  v.note = why.empty() ? absl::StrCat(devices, " /dev/nvidia* devices")
-                       : absl::StrCat(visible, " of ", devices, " /dev/nvidia* devices, ",
-                                      absl::StrJoin(why, ", "));
+  v.count = probe.visible_gpu_count();
+  v.note = absl::StrReplaceAll(probe.visibility_note(),
+                               {{"GPUs in this container's view", "/dev/nvidia* devices"}});
   return v;
 }
 
@@ -203,19 +135,7 @@ std::optional<int> CgroupCpuLimit(const std::string& root) {
 }
 
 int CountNvidiaDevices(const std::string& root) {
-  DIR* dir = opendir(UnderRoot(root, "/dev").c_str());
-  if (dir == nullptr) return 0;
-  int count = 0;
-  while (struct dirent* entry = readdir(dir)) {
-    absl::string_view name = entry->d_name;
-    if (!absl::ConsumePrefix(&name, "nvidia") || name.empty()) continue;
-    if (std::all_of(name.begin(), name.end(),
-                    [](char c) { return absl::ascii_isdigit(static_cast<unsigned char>(c)); })) {
-      ++count;
-    }
-  }
-  closedir(dir);
-  return count;
+  return topology::CountNvidiaDevices(UnderRoot(root, "/dev"));
 }
 
 std::vector<int> AffinityCpus() {
@@ -248,24 +168,9 @@ int AffinityCpuCount() {
 
 std::vector<std::string> LocalInterfaceAddresses() {
   std::vector<std::string> out;
-  struct ifaddrs* list = nullptr;
-  if (getifaddrs(&list) != 0) return out;
-  for (struct ifaddrs* ifa = list; ifa != nullptr; ifa = ifa->ifa_next) {
-    if (ifa->ifa_addr == nullptr) continue;
-    char text[INET6_ADDRSTRLEN] = {};
-    const void* addr = nullptr;
-    int family = ifa->ifa_addr->sa_family;
-    if (family == AF_INET) {
-      addr = &reinterpret_cast<const sockaddr_in*>(ifa->ifa_addr)->sin_addr;
-    } else if (family == AF_INET6) {
-      addr = &reinterpret_cast<const sockaddr_in6*>(ifa->ifa_addr)->sin6_addr;
-    } else {
-      continue;
-    }
-    if (inet_ntop(family, addr, text, sizeof(text)) == nullptr) continue;
-    if (std::find(out.begin(), out.end(), text) == out.end()) out.push_back(text);
+  for (const InterfaceAddress& a : ListInterfaceAddresses()) {
+    if (std::find(out.begin(), out.end(), a.addr) == out.end()) out.push_back(a.addr);
   }
-  freeifaddrs(list);
   return out;
 }
 

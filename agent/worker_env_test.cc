@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "common/testing/golden.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -64,19 +65,9 @@ const std::map<std::string, std::string>& PodBaseEnv() {
 }
 
 // Compares `actual` with agent/testdata/<name>; TRAINLET_UPDATE_GOLDEN=1
-// rewrites the file instead (as mpi/testing/test_util.h does for mpi/).
+// rewrites the file instead.
 void ExpectGolden(const std::string& name, const std::string& actual) {
-  const std::string path = absl::StrCat(TRAINLET_AGENT_TESTDATA, "/", name);
-  if (getenv("TRAINLET_UPDATE_GOLDEN") != nullptr) {
-    std::ofstream(path, std::ios::binary) << actual;
-    return;
-  }
-  std::ifstream in(path, std::ios::binary);
-  ASSERT_TRUE(in.good()) << "missing golden file " << path
-                         << " (TRAINLET_UPDATE_GOLDEN=1 writes it)";
-  std::stringstream expected;
-  expected << in.rdbuf();
-  EXPECT_EQ(actual, expected.str()) << "golden file " << path;
+  trainlet::testing::ExpectGoldenFile(TRAINLET_AGENT_TESTDATA, name, actual);
 }
 
 std::string EnvText(const std::vector<std::string>& env) {

@@ -15,6 +15,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "common/logging.h"
+#include "common/net_interfaces.h"
 #include "topology/sysfs.h"
 
 namespace trainlet::topology {
@@ -159,24 +160,16 @@ std::string InterfaceRoutingTo(const std::string& numeric_addr) {
                   getsockname(fd, reinterpret_cast<sockaddr*>(&local), &local_len) == 0;
   close(fd);
   if (!ok) return "";
-  std::string name;
-  struct ifaddrs* list = nullptr;
-  if (getifaddrs(&list) != 0) return "";
-  for (struct ifaddrs* ifa = list; ifa != nullptr && name.empty(); ifa = ifa->ifa_next) {
-    if (ifa->ifa_addr == nullptr || ifa->ifa_name == nullptr ||
-        ifa->ifa_addr->sa_family != local.ss_family) {
-      continue;
-    }
-    const bool same =
-        local.ss_family == AF_INET
-            ? memcmp(&reinterpret_cast<sockaddr_in*>(ifa->ifa_addr)->sin_addr,
-                     &reinterpret_cast<sockaddr_in*>(&local)->sin_addr, sizeof(in_addr)) == 0
-            : memcmp(&reinterpret_cast<sockaddr_in6*>(ifa->ifa_addr)->sin6_addr,
-                     &reinterpret_cast<sockaddr_in6*>(&local)->sin6_addr, sizeof(in6_addr)) == 0;
-    if (same) name = ifa->ifa_name;
+  char text[INET6_ADDRSTRLEN] = {};
+  const void* addr =
+      local.ss_family == AF_INET
+          ? static_cast<const void*>(&reinterpret_cast<sockaddr_in*>(&local)->sin_addr)
+          : static_cast<const void*>(&reinterpret_cast<sockaddr_in6*>(&local)->sin6_addr);
+  if (inet_ntop(local.ss_family, addr, text, sizeof(text)) == nullptr) return "";
+  for (const InterfaceAddress& a : ListInterfaceAddresses()) {
+    if (a.addr == text) return a.interface;
   }
-  freeifaddrs(list);
-  return name;
+  return "";
 }
 
 std::string ShellQuote(absl::string_view value) {

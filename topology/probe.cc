@@ -1,10 +1,5 @@
 #include "topology/probe.h"
 
-#include <arpa/inet.h>
-#include <ifaddrs.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
-
 #include <algorithm>
 #include <chrono>
 #include <map>
@@ -13,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
 #include "common/logging.h"
+#include "common/net_interfaces.h"
 #include "topology/env_advice.h"
 #include "topology/sysfs.h"
 #include "topology/visibility.h"
@@ -28,42 +24,13 @@ void SetSource(v1::Source* source, v1::Source::Status status, std::string reason
 // Interface name -> its numeric addresses (getifaddrs: the live kernel only).
 std::map<std::string, std::vector<std::string>> InterfaceAddresses() {
   std::map<std::string, std::vector<std::string>> out;
-  struct ifaddrs* list = nullptr;
-  if (getifaddrs(&list) != 0) return out;
-  for (struct ifaddrs* ifa = list; ifa != nullptr; ifa = ifa->ifa_next) {
-    if (ifa->ifa_addr == nullptr || ifa->ifa_name == nullptr) continue;
-    char text[INET6_ADDRSTRLEN] = {};
-    const void* addr = nullptr;
-    int family = ifa->ifa_addr->sa_family;
-    if (family == AF_INET) {
-      addr = &reinterpret_cast<const sockaddr_in*>(ifa->ifa_addr)->sin_addr;
-    } else if (family == AF_INET6) {
-      addr = &reinterpret_cast<const sockaddr_in6*>(ifa->ifa_addr)->sin6_addr;
-    } else {
-      continue;
-    }
-    if (inet_ntop(family, addr, text, sizeof(text)) == nullptr) continue;
-    std::vector<std::string>& addrs = out[ifa->ifa_name];
-    if (addrs.size() < 16 && std::find(addrs.begin(), addrs.end(), text) == addrs.end()) {
-      addrs.push_back(text);
+  for (const InterfaceAddress& a : ListInterfaceAddresses()) {
+    std::vector<std::string>& addrs = out[a.interface];
+    if (addrs.size() < 16 && std::find(addrs.begin(), addrs.end(), a.addr) == addrs.end()) {
+      addrs.push_back(a.addr);
     }
   }
-  freeifaddrs(list);
   return out;
-}
-
-// Number of <dev_root>/nvidia[0-9]+ entries (the container's device nodes).
-int CountNvidiaDevices(const std::string& dev_root) {
-  int count = 0;
-  const RootFs dev(dev_root);
-  for (const std::string& name : dev.List("/", 1024)) {
-    absl::string_view n = name;
-    if (absl::ConsumePrefix(&n, "nvidia") && !n.empty() &&
-        std::all_of(n.begin(), n.end(), [](char c) { return c >= '0' && c <= '9'; })) {
-      ++count;
-    }
-  }
-  return count;
 }
 
 bool IsLiveSysfs(const std::string& root) {

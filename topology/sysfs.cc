@@ -605,4 +605,17 @@ void ReadHostFacts(const RootFs& proc, const std::string& shm_path, v1::NodeProb
   }
 }
 
+int CountNvidiaDevices(const std::string& dev_root) {
+  int count = 0;
+  const RootFs dev(dev_root);
+  for (const std::string& name : dev.List("/", 1024)) {
+    absl::string_view n = name;
+    if (absl::ConsumePrefix(&n, "nvidia") && !n.empty() &&
+        std::all_of(n.begin(), n.end(), [](char c) { return c >= '0' && c <= '9'; })) {
+      ++count;
+    }
+  }
+  return count;
+}
+
 }  // namespace trainlet::topology

@@ -56,6 +56,10 @@ class RootFs {
   std::string root_;  // without trailing '/'; "" for "/".
 };
 
+// Number of <dev_root>/nvidia[0-9]+ entries: the GPU device nodes a
+// container has (nvidiactl, nvidia-uvm do not count).
+int CountNvidiaDevices(const std::string& dev_root);
+
 // ---- Parsers of sysfs values (exposed for tests).
 
 // "0000:3B:00.0", "00000000:3b:00.0" (NVML's 8-digit domain), "3b:00.0" ->

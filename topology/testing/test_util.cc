@@ -7,23 +7,14 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "common/testing/golden.h"
 #include "google/protobuf/util/json_util.h"
 #include "gtest/gtest.h"
 
 namespace trainlet::topology::testing {
 
 void ExpectGolden(const std::string& name, const std::string& actual) {
-  const std::string path = absl::StrCat(TRAINLET_TOPOLOGY_TESTDATA, "/", name);
-  if (getenv("TRAINLET_UPDATE_GOLDEN") != nullptr) {
-    std::ofstream(path, std::ios::binary) << actual;
-    return;
-  }
-  std::ifstream in(path, std::ios::binary);
-  ASSERT_TRUE(in.good()) << "missing golden file " << path
-                         << " (TRAINLET_UPDATE_GOLDEN=1 writes it)";
-  std::stringstream expected;
-  expected << in.rdbuf();
-  EXPECT_EQ(actual, expected.str()) << "golden file " << path;
+  trainlet::testing::ExpectGoldenFile(TRAINLET_TOPOLOGY_TESTDATA, name, actual);
 }
 
 ProbeOptions FixtureTree::Options() const {
