@@ -287,7 +287,8 @@ std::optional<VolcanoPod> DiscoverVolcano(const std::map<std::string, std::strin
     other.origin = absl::CEscape(name.substr(0, 80));
     auto hosts = env.find(absl::StrCat("VC_", task, "_HOSTS"));
     if (hosts != env.end()) {
-      absl::string_view first = hosts->second.substr(0, hosts->second.find(','));
+      absl::string_view first = hosts->second;  // a view of the map's string, not a temporary
+      first = first.substr(0, first.find(','));
       if (IsValidHost(first)) other.first_host = std::string(first);
     }
     pod.other_tasks.push_back(std::move(other));
