@@ -38,7 +38,8 @@ cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTRAINLET_BUI
   -DCMAKE_C_FLAGS="$SANITIZE" -DCMAKE_CXX_FLAGS="$SANITIZE" \
   -DCMAKE_EXE_LINKER_FLAGS="-fsanitize=address,undefined" >/dev/null
 SHORT_TESTS=(common/common_test launcher/launcher_test agent/agent_config_test agent/agent_test
-  rendezvous/rendezvous_core_test)
+  rendezvous/rendezvous_core_test topology/topology_test topology/nvml_test
+  topology/probe_nvml_test)
 if ((SHORT)); then
   ninja -C "$BUILD" -j"$(nproc)" $(for t in "${SHORT_TESTS[@]}"; do basename "$t"; done) \
     fuzz_targets
