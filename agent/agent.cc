@@ -108,7 +108,7 @@ std::vector<launcher::ProcessSpec> WorkerSpecsFor(
     topology::EnvContext context;
     // What the user set: the environment, and NCCL's own config files
     // (which NCCL applies without overwriting, so advice would override them).
-    context.user_env = topology::NcclConfFileVars(base_env);
+    context.user_env = config.nccl_conf_vars;
     for (const auto& [k, v] : base_env) context.user_env[k] = v;
     context.nccl_hostid = a.self().nccl_hostid();
     if (a.nnodes() > 1) {

@@ -208,7 +208,15 @@ TEST_F(AgentTest, NodeProbe_NeverOverridesWhatTheUserSet) {
   v1::Gpu* g = probe->add_gpus();
   g->set_visible(true);
   g->set_visible_ordinal(0);
+  v1::Nic* ib = probe->add_nics();
+  ib->set_name("mlx5_0");
+  ib->set_kind(v1::Nic::INFINIBAND);
+  v1::IbPort* port = ib->add_ports();
+  port->set_port(1);
+  port->set_state("ACTIVE");
+  port->set_link_layer("InfiniBand");
   config_.node_probe = probe;
+  config_.nccl_conf_vars = {{"NCCL_IB_HCA", "=mlx5_4"}};
   config_.nproc_per_node = 1;
   v1::Assignment a = MakeAssignment(1, 1, 2, 1, kHeartbeat);
   a.mutable_self()->set_nccl_hostid("machine");
@@ -232,6 +240,10 @@ TEST_F(AgentTest, NodeProbe_NeverOverridesWhatTheUserSet) {
   ASSERT_EQ(workers_.starts.size(), 1u);
   const auto& env = workers_.starts[0][0].env;
   EXPECT_THAT(env, ::testing::Contains("NCCL_HOSTID=mine"));
+  EXPECT_EQ(std::count_if(env.begin(), env.end(),
+                          [](const std::string& e) { return e.rfind("NCCL_IB_HCA=", 0) == 0; }),
+            0)
+      << "/etc/nccl.conf sets it";
   EXPECT_THAT(env, ::testing::Contains("CUDA_DEVICE_ORDER=FASTEST_FIRST"));
   EXPECT_THAT(env, ::testing::Contains("CUDA_VISIBLE_DEVICES=0"));
   EXPECT_EQ(std::count_if(env.begin(), env.end(),

@@ -20,6 +20,7 @@
 #include "agent/k8s_discovery.h"
 #include "agent/worker_env.h"
 #include "common/host_names.h"
+#include "topology/env_advice.h"
 
 namespace trainlet::agent {
 namespace {
@@ -540,6 +541,8 @@ absl::StatusOr<RunConfig> RunConfigFromOptions(const ParsedOptions& parsed,
       probed.gpu_count = c.node_probe->visible_gpu_count();
       probed.gpu_note = c.node_probe->visibility_note();
     }
+    // What NCCL's own config files set counts as the user's: advice leaves it.
+    if (c.node_probe != nullptr) c.nccl_conf_vars = topology::NcclConfFileVars(env, sys.root);
   }
   absl::StatusOr<bool> bind_numa = ParseBoolValue(ValueOrDefault(parsed, table, "bind-numa"));
   if (!bind_numa.ok()) return bind_numa.status();

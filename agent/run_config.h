@@ -115,7 +115,10 @@ struct RunConfig {
   // unavailable or too slow. Placement, NCCL advice and the join's topology
   // come from it.
   std::shared_ptr<const v1::NodeProbe> node_probe;
-  std::vector<int> allowed_cpus;         // SystemInfo's, for --bind-numa.
+  std::vector<int> allowed_cpus;  // SystemInfo's, for --bind-numa.
+  // The variables NCCL's own config files set (topology::NcclConfFileVars),
+  // read once at start with the probe: NCCL advice never overrides them.
+  std::map<std::string, std::string> nccl_conf_vars;
   LogLevel log_level = LogLevel::kInfo;  // --log-level
   RoundPolicy policy;  // --max-restarts, --last-call, --heartbeat-timeout, --min-nodes-timeout
   std::vector<std::string> command;  // after `--`; never empty unless help.

@@ -1134,6 +1134,21 @@ class FakeRoot {
   std::string path_;
 };
 
+TEST(ParseRunConfig, NcclConfigFilesAreReadOnceWithTheProbe) {
+  FakeRoot root;
+  root.Write("etc/nccl.conf", "NCCL_IB_HCA=mlx5_4\n");
+  auto probe = std::make_shared<v1::NodeProbe>();
+  int calls = 0;
+  SystemInfo sys = ProbedMachine(probe, &calls);
+  sys.root = root.path();
+  auto c = ParseFlags({}, {}, sys);
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->nccl_conf_vars.at("NCCL_IB_HCA"), "mlx5_4");
+  auto off = ParseFlags({"--probe-timeout=0"}, {}, sys);
+  ASSERT_TRUE(off.ok());
+  EXPECT_TRUE(off->nccl_conf_vars.empty()) << "no probe, no advice to hold back";
+}
+
 TEST(ParseRunConfig, KubernetesSecretToken) {
   FakeRoot root;
   root.Write("var/run/secrets/trainlet/token", "s3cret\n");
