@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <fstream>
 
+#include "common/testing/temp_root.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -125,28 +126,7 @@ TEST(DiscoverKubernetes, PetAndIndexBeatHostname) {
   EXPECT_EQ(d.job_id->text, "t-node");
 }
 
-// A fake filesystem root in a temp dir, removed afterwards.
-class FakeRoot {
- public:
-  FakeRoot() {
-    char tmpl[] = "/tmp/trainlet_volcano_XXXXXX";
-    const char* dir = mkdtemp(tmpl);
-    if (dir != nullptr) path_ = dir;
-  }
-  ~FakeRoot() { std::system(("rm -rf '" + path_ + "'").c_str()); }
-  const std::string& path() const { return path_; }
-  void Write(const std::string& relative, const std::string& content) {
-    std::string full = path_ + "/" + relative;
-    for (size_t slash = full.find('/', path_.size() + 1); slash != std::string::npos;
-         slash = full.find('/', slash + 1)) {
-      mkdir(full.substr(0, slash).c_str(), 0755);
-    }
-    std::ofstream(full) << content;
-  }
-
- private:
-  std::string path_;
-};
+using FakeRoot = trainlet::testing::TempRoot;
 
 // Pod <job>-<task>-<index> of Volcano job "vj", task "worker".
 SystemInfo VolcanoPodAt(const FakeRoot& root, int index, bool with_fqdn = true) {

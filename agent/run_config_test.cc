@@ -9,6 +9,7 @@
 
 #include "absl/strings/str_join.h"
 #include "common/exit_codes.h"
+#include "common/testing/temp_root.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -1111,28 +1112,7 @@ TEST(ParseRunConfig, TorchrunFlagsGetTrainletsEquivalent) {
 
 // ---- Tokens.
 
-class FakeRoot {
- public:
-  FakeRoot() {
-    char tmpl[] = "/tmp/trainlet_run_root_XXXXXX";
-    const char* dir = mkdtemp(tmpl);
-    if (dir != nullptr) path_ = dir;
-  }
-  ~FakeRoot() { std::system(("rm -rf '" + path_ + "'").c_str()); }
-  const std::string& path() const { return path_; }
-  std::string Write(const std::string& relative, const std::string& content) {
-    std::string full = path_ + "/" + relative;
-    for (size_t slash = full.find('/', path_.size() + 1); slash != std::string::npos;
-         slash = full.find('/', slash + 1)) {
-      mkdir(full.substr(0, slash).c_str(), 0755);
-    }
-    std::ofstream(full) << content;
-    return full;
-  }
-
- private:
-  std::string path_;
-};
+using FakeRoot = trainlet::testing::TempRoot;
 
 TEST(ParseRunConfig, NcclConfigFilesAreReadOnceWithTheProbe) {
   FakeRoot root;

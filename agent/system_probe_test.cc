@@ -10,35 +10,14 @@
 #include <string>
 
 #include "absl/time/clock.h"
+#include "common/testing/temp_root.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
 namespace trainlet::agent {
 namespace {
 
-// A fake filesystem root in a temp dir, removed afterwards.
-class FakeRoot {
- public:
-  FakeRoot() {
-    char tmpl[] = "/tmp/trainlet_root_XXXXXX";
-    const char* dir = mkdtemp(tmpl);
-    if (dir != nullptr) path_ = dir;
-  }
-  ~FakeRoot() { std::system(("rm -rf '" + path_ + "'").c_str()); }
-  const std::string& path() const { return path_; }
-
-  void Write(const std::string& relative, const std::string& content) {
-    std::string full = path_ + "/" + relative;
-    for (size_t slash = full.find('/', path_.size() + 1); slash != std::string::npos;
-         slash = full.find('/', slash + 1)) {
-      mkdir(full.substr(0, slash).c_str(), 0755);
-    }
-    std::ofstream(full) << content;
-  }
-
- private:
-  std::string path_;
-};
+using FakeRoot = trainlet::testing::TempRoot;
 
 std::string Hostname() {
   char name[256] = {};
