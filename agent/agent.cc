@@ -129,10 +129,10 @@ std::vector<launcher::ProcessSpec> WorkerSpecsFor(
     if (a.self().colocated() > 1 && a.self().nccl_hostid().empty()) {
       notes->push_back(absl::StrCat(
           a.self().colocated() - 1,
-          " other pod(s) of this job run on this machine in another IPC "
-          "namespace: NCCL takes them for other hosts and goes through the network between "
-          "them; run one pod per node, or give the pods hostIPC (trainlet then sets "
-          "NCCL_HOSTID)"));
+          " other pod(s) of this job run on this machine, not sharing this pod's IPC namespace "
+          "and GPUs: NCCL takes them for other hosts and goes through the network between "
+          "them; run one pod per node, or give the pods hostIPC and all of the node's GPUs "
+          "(trainlet then sets NCCL_HOSTID)"));
     }
   }
 
