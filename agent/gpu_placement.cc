@@ -10,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "rendezvous/coordinator.h"
 
 namespace trainlet::agent {
 namespace {
@@ -152,7 +153,8 @@ std::vector<WorkerPlacement> PlanPlacement(const v1::NodeProbe& probe, const Pla
 
 namespace {
 
-// What the coordinator accepts (rendezvous/coordinator.h's limits).
+// Printable ASCII without spaces, 1..max bytes: what the coordinator accepts
+// for these fields (rendezvous/coordinator.cc, CheckTopology).
 bool Sendable(const std::string& s, size_t max) {
   if (s.empty() || s.size() > max) return false;
   for (char c : s) {
@@ -164,22 +166,24 @@ bool Sendable(const std::string& s, size_t max) {
 }  // namespace
 
 v1::Topology JoinTopology(const v1::NodeProbe& probe) {
-  constexpr size_t kMaxUuid = 96;
-  constexpr size_t kMaxIdentity = 64;
-  constexpr int kMaxGpus = 64;
-  constexpr int kMaxNuma = 1024;
+  using rendezvous::kMaxGpusPerNode;
+  using rendezvous::kMaxHostIdentityLength;
   v1::Topology t;
-  t.set_gpu_count(std::clamp(probe.visible_gpu_count(), 0, kMaxGpus));
+  t.set_gpu_count(std::clamp(probe.visible_gpu_count(), 0, kMaxGpusPerNode));
   std::vector<const v1::Gpu*> gpus = VisibleInOrder(probe);
-  bool all_uuids = !gpus.empty() && static_cast<int>(gpus.size()) <= kMaxGpus;
-  for (const v1::Gpu* g : gpus) all_uuids &= Sendable(g->uuid(), kMaxUuid);
+  bool all_uuids = !gpus.empty() && static_cast<int>(gpus.size()) <= kMaxGpusPerNode;
+  for (const v1::Gpu* g : gpus) all_uuids &= Sendable(g->uuid(), rendezvous::kMaxGpuUuidLength);
   if (all_uuids) {
     for (const v1::Gpu* g : gpus) t.add_gpu_uuids(g->uuid());
   }
-  if (Sendable(probe.nccl().version(), 64)) t.set_nccl_version(probe.nccl().version());
-  if (Sendable(probe.boot_id(), kMaxIdentity)) t.set_boot_id(probe.boot_id());
-  if (Sendable(probe.ipc_namespace(), kMaxIdentity)) t.set_ipc_namespace(probe.ipc_namespace());
-  t.set_numa_nodes(std::min(probe.numa_nodes_size(), kMaxNuma));
+  if (Sendable(probe.nccl().version(), rendezvous::kMaxNcclVersionLength)) {
+    t.set_nccl_version(probe.nccl().version());
+  }
+  if (Sendable(probe.boot_id(), kMaxHostIdentityLength)) t.set_boot_id(probe.boot_id());
+  if (Sendable(probe.ipc_namespace(), kMaxHostIdentityLength)) {
+    t.set_ipc_namespace(probe.ipc_namespace());
+  }
+  t.set_numa_nodes(std::min(probe.numa_nodes_size(), rendezvous::kMaxNumaNodes));
   return t;
 }
 

@@ -101,10 +101,12 @@ int RunProbeCommand(const std::vector<std::string>& args,
       !s.ok()) {
     return usage_error(s);
   }
-  topology::ProbeOptions options = AgentProbeOptions(env);
+  // Unlike the agent's probe (AgentProbeOptions), the command always tries
+  // the libraries it is given, NCCL's included.
+  topology::ProbeOptions options;
+  options.env = env;
   options.sysfs_root = std::string(ValueOrDefault(*parsed, table, "sysfs-root").text);
   options.nvml.library = Library(ValueOrDefault(*parsed, table, "nvml-library"));
-  options.nvml.absent_reason.clear();  // The command always tries the library it is given.
   options.nccl_library = Library(ValueOrDefault(*parsed, table, "nccl-library"));
 
   std::string note;
