@@ -199,7 +199,7 @@ struct RoundOptions {
   // ranks arrive through sshd, and it holds until the job's verdict).
   int local_processes = -1;
   bool elastic = false;  // max_restarts > 0: lost coordinator -> re-join.
-  absl::Duration grace_period = absl::Seconds(30);
+  absl::Duration grace_period = absl::Seconds(25);  // as RunConfig's
   absl::Duration join_timeout = absl::Minutes(10);
   // How long a stop whose outcome is the coordinator's to decide (a local
   // failure, a StopWorkers directive) waits for the verdict.

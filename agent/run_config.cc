@@ -359,8 +359,10 @@ const std::vector<OptionSpec>& RunOptionTable() {
          "127.0.0.1 for one node or a loopback coordinator, else 0.0.0.0",
          "IP address the coordinator and health servers listen on (:: for IPv6). Without it, "
          "the health server listens on 0.0.0.0 in Kubernetes."},
-        {"grace-period", OptionKind::kDuration, "DURATION", "30s",
-         "Time between SIGTERM and SIGKILL when stopping workers."},
+        {"grace-period", OptionKind::kDuration, "DURATION", "25s",
+         "Time between SIGTERM and SIGKILL when stopping workers. In Kubernetes keep the pod's "
+         "terminationGracePeriodSeconds at least 5 s above it (the defaults, 25 s and 30 s, "
+         "do)."},
         {"join-timeout", OptionKind::kDuration, "DURATION", "10m",
          "Give up (exit 69) when no round has closed after this long."},
         {"node-id", OptionKind::kString, "ID", "the hostname",

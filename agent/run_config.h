@@ -93,7 +93,10 @@ struct RunConfig {
   // --master-port; 0 (a single-node run with nothing configured): a free port
   // the agent picks at start.
   int master_port = 29500;
-  absl::Duration grace_period = absl::Seconds(30);  // --grace-period
+  // --grace-period. 25 s, so that with Kubernetes' default
+  // terminationGracePeriodSeconds (30) trainlet's SIGKILL and exit come before
+  // the kubelet's (docs/kubernetes.md).
+  absl::Duration grace_period = absl::Seconds(25);
   absl::Duration join_timeout = absl::Minutes(10);  // --join-timeout
   std::string node_id;                              // --node-id, default hostname.
   // The address every peer can reach this node at; MASTER_ADDR and the other
