@@ -1,0 +1,721 @@
+#!/usr/bin/env python3
+"""Checks the manifests in deploy/ without a cluster.
+
+    python3 deploy/validate.py [FILE_OR_DIR...]     (default: every *.yaml in deploy/)
+
+Exit 0 when every document passes, 1 with one line per problem otherwise.
+
+1. Every custom resource (TrainJob, ClusterTrainingRuntime, TrainingRuntime,
+   JobSet, Volcano Job) is validated with python3-jsonschema against its CRD's
+   openAPIV3Schema, copied unchanged into deploy/schemas/ (see its README).
+   Like `kubectl apply` with strict field validation (kubectl's default), a
+   field the schema does not declare is an error, not silently pruned.
+   CEL rules (x-kubernetes-validations) are not evaluated.
+2. Core objects (Deployment, Service, ConfigMap) are checked for the fields
+   these manifests use: required fields, names, selectors, named ports.
+3. Every pod template that runs trainlet is checked against trainlet's own
+   rules, read from the sources so that they cannot drift:
+   - terminationGracePeriodSeconds at least GRACE_MARGIN_S above the grace
+     period it passes (--grace-period, TRAINLET_GRACE_PERIOD, else the default
+     in agent/run_config.cc);
+   - podFailurePolicy only with restartPolicy: Never, every rule naming a real
+     container, and its exit codes within the contract of common/exit_codes.h
+     (docs/exit-codes.md): FailJob only on codes retrying cannot fix, and on
+     at least usage, rejected and config; Ignore only on "another node failed";
+     a JobSet whose Jobs can FailJob ends on PodFailurePolicy instead of
+     restarting; Volcano's exit-code policies likewise;
+   - the init-container pattern: the training container runs trainlet from an
+     emptyDir that an init container of the trainlet image copied it into;
+   - the values that must agree across objects: TRAINLET_NNODES and
+     parallelism, a TrainJob and its runtime, agents and their standalone
+     coordinator.
+"""
+import os
+import re
+import sys
+
+import jsonschema
+import yaml
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.dirname(HERE)
+SCHEMA_DIR = os.path.join(HERE, "schemas")
+LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+# terminationGracePeriodSeconds must exceed trainlet's grace period by this
+# much: after the grace period the agent SIGKILLs what is left, reaps it,
+# tells the coordinator and exits (docs/kubernetes.md).
+GRACE_MARGIN_S = 5
+K8S_DEFAULT_TERMINATION_GRACE_S = 30
+TRAINLET_IMAGE = re.compile(r"^(.*/)?trainlet/trainlet(:[\w][\w.-]*)?(@sha256:[0-9a-f]{64})?$")
+AGENT_COMMANDS = ("run", "mpi-launcher", "mpi-worker")
+KNOWN_CORE = {("v1", "ConfigMap"), ("v1", "Service"), ("v1", "Secret"), ("apps/v1", "Deployment"),
+              ("batch/v1", "Job")}
+VOLCANO_ACTIONS = {"AbortJob", "RestartJob", "RestartTask", "RestartPod", "TerminateJob",
+                   "CompleteJob", "ResumeJob"}
+DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
+DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$")
+PORT_NAME = re.compile(r"^(?=.*[a-z])[a-z0-9]([a-z0-9-]{0,13}[a-z0-9])?$")
+
+
+# --- The contract, read from the sources --------------------------------------------------------
+
+def exit_codes(repo=REPO):
+    """common/exit_codes.h's enum: {'kExitUsage': 64, ...}."""
+    with open(os.path.join(repo, "common", "exit_codes.h")) as f:
+        text = f.read()
+    codes = {m.group(1): int(m.group(2)) for m in re.finditer(r"\b(kExit\w+)\s*=\s*(\d+)", text)}
+    needed = ["kExitUsage", "kExitUnavailable", "kExitPeerFailed", "kExitRejected", "kExitConfig",
+              "kExitRestartsExhausted", "kExitNotExecutable", "kExitNotFound"]
+    missing = [n for n in needed if n not in codes]
+    if missing:
+        raise RuntimeError(f"common/exit_codes.h: no {', '.join(missing)}; update deploy/validate.py")
+    return codes
+
+
+class Contract:
+    """Which exit codes a failure policy may treat how (docs/exit-codes.md)."""
+
+    def __init__(self, repo=REPO):
+        c = exit_codes(repo)
+        # Retrying cannot help: a bad flag, a wrong token, an inconsistent job,
+        # the restart budget spent, a COMMAND that cannot run.
+        self.never_retry = {c["kExitUsage"], c["kExitRejected"], c["kExitConfig"],
+                            c["kExitRestartsExhausted"], c["kExitNotExecutable"], c["kExitNotFound"]}
+        # A policy that ends the job on configuration errors must name these.
+        self.must_fail = {c["kExitUsage"], c["kExitRejected"], c["kExitConfig"]}
+        # Not this pod's fault: another node failed and this one was stopped.
+        self.ignorable = {c["kExitPeerFailed"]}
+        self.default_grace_s = default_grace_period_s(repo)
+
+
+def parse_duration_s(text):
+    """trainlet's duration syntax (docs/configuration.md): 30s, 500ms, 2m, 1h30m, 30, 1.5."""
+    text = str(text).strip()
+    if re.fullmatch(r"\d+(\.\d+)?", text):
+        return float(text)
+    units = {"h": 3600.0, "m": 60.0, "s": 1.0, "ms": 1e-3, "us": 1e-6, "ns": 1e-9}
+    parts = re.findall(r"(\d+(?:\.\d+)?)(ms|us|ns|h|m|s)", text)
+    if not parts or "".join(n + u for n, u in parts) != text:
+        raise ValueError(f"not a duration: {text!r}")
+    return sum(float(n) * units[u] for n, u in parts)
+
+
+def default_grace_period_s(repo=REPO):
+    """--grace-period's default, from the option table in agent/run_config.cc."""
+    with open(os.path.join(repo, "agent", "run_config.cc")) as f:
+        m = re.search(r'\{"grace-period",\s*OptionKind::kDuration,\s*"DURATION",\s*"([^"]+)"', f.read())
+    if not m:
+        raise RuntimeError("agent/run_config.cc: no grace-period option; update deploy/validate.py")
+    return parse_duration_s(m.group(1))
+
+
+# --- Schemas ------------------------------------------------------------------------------------
+
+def _strict(schema):
+    """Closes every object schema that lists its properties, as strict field validation does."""
+    if isinstance(schema, dict):
+        if (schema.get("type") == "object" and "properties" in schema
+                and "additionalProperties" not in schema
+                and not schema.get("x-kubernetes-preserve-unknown-fields")):
+            schema["additionalProperties"] = False
+        for v in schema.values():
+            _strict(v)
+    elif isinstance(schema, list):
+        for v in schema:
+            _strict(v)
+    return schema
+
+
+def load_schemas(schema_dir=SCHEMA_DIR):
+    """{(apiVersion, kind): validator} for every CRD file in schema_dir."""
+    out = {}
+    for name in sorted(os.listdir(schema_dir)):
+        if not name.endswith(".yaml"):
+            continue
+        with open(os.path.join(schema_dir, name)) as f:
+            crd = yaml.load(f, Loader=LOADER)
+        group, kind = crd["spec"]["group"], crd["spec"]["names"]["kind"]
+        for version in crd["spec"]["versions"]:
+            schema = _strict(version["schema"]["openAPIV3Schema"])
+            out[(f"{group}/{version['name']}", kind)] = jsonschema.Draft7Validator(schema)
+    return out
+
+
+# --- Walking the objects ------------------------------------------------------------------------
+
+class Doc:
+    def __init__(self, path, index, obj):
+        self.path, self.index, self.obj = path, index, obj
+        self.kind = obj.get("kind") if isinstance(obj, dict) else None
+        self.api = obj.get("apiVersion") if isinstance(obj, dict) else None
+        self.name = ((obj.get("metadata") or {}).get("name") if isinstance(obj, dict) else None)
+
+    def where(self):
+        return f"{os.path.relpath(self.path, REPO)}[{self.index}] {self.kind}/{self.name}"
+
+
+class PodTemplate:
+    """A pod spec found in a document, with the Job spec that owns it (if any)."""
+
+    def __init__(self, doc, where, template, job_spec=None, job_kind="Job", role=None):
+        self.doc, self.where, self.template, self.job_spec = doc, where, template, job_spec
+        self.spec = (template or {}).get("spec") or {}
+        self.labels = ((template or {}).get("metadata") or {}).get("labels") or {}
+        self.job_kind, self.role = job_kind, role
+        self.replicated_job = None
+
+    def containers(self, init=False):
+        return self.spec.get("initContainers" if init else "containers") or []
+
+
+def pod_templates(doc):
+    o, kind = doc.obj, doc.kind
+    spec = o.get("spec") or {}
+    out = []
+    if kind in ("JobSet", "ClusterTrainingRuntime", "TrainingRuntime"):
+        js = spec if kind == "JobSet" else ((spec.get("template") or {}).get("spec") or {})
+        for rj in js.get("replicatedJobs") or []:
+            job = (rj.get("template") or {}).get("spec") or {}
+            p = PodTemplate(doc, f"{doc.where()} replicatedJobs[{rj.get('name')}]",
+                            job.get("template"), job, role=rj.get("name"))
+            p.replicated_job = rj
+            out.append(p)
+    elif kind == "Job" and doc.api == "batch.volcano.sh/v1alpha1":
+        for t in spec.get("tasks") or []:
+            out.append(PodTemplate(doc, f"{doc.where()} tasks[{t.get('name')}]", t.get("template"),
+                                   None, job_kind="VolcanoTask", role=t.get("name")))
+    elif kind == "Job":
+        out.append(PodTemplate(doc, doc.where(), spec.get("template"), spec))
+    elif kind == "Deployment":
+        out.append(PodTemplate(doc, doc.where(), spec.get("template"), None, job_kind="Deployment"))
+    return out
+
+
+def env_of(container):
+    return {e.get("name"): e.get("value") for e in container.get("env") or [] if "name" in e}
+
+
+def trainlet_command(container):
+    """(subcommand, argv) when the container runs trainlet, else (None, argv)."""
+    argv = list(container.get("command") or []) + list(container.get("args") or [])
+    if argv and (argv[0] == "trainlet" or argv[0].endswith("/trainlet")) and len(argv) > 1:
+        return argv[1], argv
+    return None, argv
+
+
+def flag_value(argv, flag):
+    """--flag=V or --flag V before `--`; None when absent."""
+    for i, a in enumerate(argv):
+        if a == "--":
+            break
+        if a.startswith(flag + "="):
+            return a.split("=", 1)[1]
+        if a == flag and i + 1 < len(argv):
+            return argv[i + 1]
+    return None
+
+
+def option(container, argv, name):
+    """A trainlet option as the agent reads it: flag, then TRAINLET_* env."""
+    v = flag_value(argv, "--" + name)
+    if v is None:
+        v = env_of(container).get("TRAINLET_" + name.upper().replace("-", "_"))
+    return v
+
+
+# --- Checks -------------------------------------------------------------------------------------
+
+class Validator:
+    def __init__(self, schemas=None, contract=None, repo=REPO):
+        self.schemas = schemas if schemas is not None else load_schemas()
+        self.contract = contract or Contract(repo)
+        self.repo = repo
+        self.errors = []
+
+    def err(self, where, message):
+        self.errors.append(f"{where}: {message}")
+
+    # Entry point: every document of a set of files, checked together (the
+    # cross-object rules need the TrainJob and its runtime, agents and their
+    # coordinator, pods and the ConfigMaps they mount).
+    def validate(self, docs):
+        for d in docs:
+            self.check_document(d)
+        known = [d for d in docs if (d.api, d.kind) in self.schemas or (d.api, d.kind) in KNOWN_CORE]
+        pods = [p for d in known for p in pod_templates(d)]
+        for p in pods:
+            self.check_pod(p, docs)
+        for d in known:
+            if d.kind == "JobSet" or d.kind in ("ClusterTrainingRuntime", "TrainingRuntime"):
+                self.check_jobset_failure_policy(d)
+            if d.kind == "Job" and d.api == "batch.volcano.sh/v1alpha1":
+                self.check_volcano(d)
+            if d.kind == "TrainJob":
+                self.check_trainjob(d, docs)
+            if d.kind == "Deployment":
+                self.check_deployment(d)
+            if d.kind == "Service":
+                self.check_service(d, pods)
+        self.check_coordinators(docs, pods)
+        return self.errors
+
+    def check_document(self, d):
+        if not isinstance(d.obj, dict):
+            self.err(d.where(), "not a mapping")
+            return
+        key = (d.api, d.kind)
+        if key not in self.schemas and key not in KNOWN_CORE:
+            self.err(d.where(), f"unknown apiVersion/kind {d.api}/{d.kind}: no schema in deploy/schemas/ "
+                     "and not a core object this validator knows")
+            return
+        name = d.name
+        if not isinstance(name, str) or not DNS_SUBDOMAIN.match(name) or len(name) > 253:
+            self.err(d.where(), f"metadata.name {name!r} is not a DNS subdomain name")
+        if d.kind in ("JobSet", "TrainJob", "Service") or (d.kind == "Job" and "volcano" in d.api):
+            # Their names become host names or Service names: a DNS label.
+            if isinstance(name, str) and not DNS_LABEL.match(name):
+                self.err(d.where(), f"metadata.name {name!r} must be a DNS label (host names derive from it)")
+        if key in self.schemas:
+            for e in sorted(self.schemas[key].iter_errors(d.obj), key=lambda e: list(e.absolute_path)):
+                path = ".".join(str(p) for p in e.absolute_path) or "(root)"
+                self.err(d.where(), f"schema: {path}: {e.message[:300]}")
+        if d.kind == "ConfigMap" and not isinstance(d.obj.get("data"), dict):
+            self.err(d.where(), "ConfigMap without data")
+
+    def check_pod(self, p, docs):
+        w = p.where
+        if not isinstance(p.template, dict):
+            self.err(w, "no pod template")
+            return
+        spec = p.spec
+        containers, inits = p.containers(), p.containers(init=True)
+        if not containers:
+            self.err(w, "pod template without containers")
+        names = [c.get("name") for c in inits + containers]
+        for c in inits + containers:
+            cw = f"{w} container {c.get('name')}"
+            if not isinstance(c.get("name"), str) or not DNS_LABEL.match(c.get("name")):
+                self.err(cw, "container name must be a DNS label")
+            if not c.get("image"):
+                self.err(cw, "no image")
+            port_names = set()
+            for port in c.get("ports") or []:
+                pn = port.get("name")
+                if not pn:
+                    self.err(cw, f"containerPort {port.get('containerPort')} has no name (name every port)")
+                elif not PORT_NAME.match(pn):
+                    self.err(cw, f"port name {pn!r}: at most 15 lower-case letters, digits and '-'")
+                elif pn in port_names:
+                    self.err(cw, f"port name {pn!r} used twice")
+                port_names.add(pn)
+                if not isinstance(port.get("containerPort"), int) or not 0 < port["containerPort"] < 65536:
+                    self.err(cw, f"containerPort {port.get('containerPort')!r} is not 1..65535")
+            vols = {v.get("name") for v in spec.get("volumes") or []}
+            for m in c.get("volumeMounts") or []:
+                if m.get("name") not in vols:
+                    self.err(cw, f"volumeMount {m.get('name')!r} names no volume of the pod")
+        if len(set(names)) != len(names):
+            self.err(w, f"container names repeat: {names}")
+        self.check_configmaps(p, docs)
+
+        agents = [(c, *trainlet_command(c)) for c in containers]
+        agents = [(c, sub, argv) for c, sub, argv in agents if sub is not None]
+        for c, sub, argv in agents:
+            cw = f"{w} container {c.get('name')}"
+            if sub not in AGENT_COMMANDS + ("coordinator", "health", "version", "probe"):
+                self.err(cw, f"unknown trainlet command {sub!r}")
+                continue
+            if sub in ("run", "mpi-launcher") and "--" not in argv:
+                self.err(cw, f"`trainlet {sub}` needs `-- COMMAND`")
+            if sub in AGENT_COMMANDS:
+                self.check_grace(cw, spec, c, argv)
+            self.check_init_pattern(cw, p, c, argv)
+        is_trainlet_job = any(sub in AGENT_COMMANDS for _, sub, _ in agents)
+        if p.job_spec is not None:
+            self.check_pod_failure_policy(p, is_trainlet_job)
+        if p.job_kind == "Job" and is_trainlet_job and p.doc.kind == "JobSet":
+            self.check_node_count(p, agents)
+
+    def check_configmaps(self, p, docs):
+        defined = {d.name for d in docs if d.kind == "ConfigMap"}
+        for v in p.spec.get("volumes") or []:
+            cm = (v.get("configMap") or {}).get("name")
+            if cm and cm not in defined and not (v.get("configMap") or {}).get("optional"):
+                self.err(p.where, f"volume {v.get('name')!r} mounts ConfigMap {cm!r}, which no "
+                         "manifest here defines (deploy/common/ holds the shared ones)")
+
+    def check_grace(self, cw, spec, c, argv):
+        text = option(c, argv, "grace-period")
+        try:
+            grace = parse_duration_s(text) if text is not None else self.contract.default_grace_s
+        except ValueError as e:
+            self.err(cw, f"--grace-period: {e}")
+            return
+        tgps = spec.get("terminationGracePeriodSeconds", K8S_DEFAULT_TERMINATION_GRACE_S)
+        origin = "" if "terminationGracePeriodSeconds" in spec else " (Kubernetes' default)"
+        if not isinstance(tgps, int) or tgps < grace + GRACE_MARGIN_S:
+            src = f"--grace-period {text}" if text is not None else \
+                f"the default --grace-period ({self.contract.default_grace_s:g}s)"
+            self.err(cw, f"terminationGracePeriodSeconds {tgps}{origin} must be at least {GRACE_MARGIN_S} s above {src}: "
+                     "otherwise the kubelet's SIGKILL comes before trainlet's own")
+
+    def check_init_pattern(self, cw, p, c, argv):
+        path = argv[0]
+        if path == "trainlet":
+            return  # from the image's PATH (an image with trainlet in it)
+        if not path.startswith("/"):
+            self.err(cw, f"trainlet path {path!r} must be absolute or `trainlet`")
+            return
+        directory = os.path.dirname(path)
+        mounts = {m.get("mountPath", "").rstrip("/"): m.get("name") for m in c.get("volumeMounts") or []}
+        vol_name = mounts.get(directory)
+        if vol_name is None:
+            if TRAINLET_IMAGE.match(c.get("image") or ""):
+                return  # the trainlet image itself
+            self.err(cw, f"runs {path} but mounts no volume at {directory}: the init-container "
+                     "pattern copies trainlet into an emptyDir mounted there")
+            return
+        volumes = {v.get("name"): v for v in p.spec.get("volumes") or []}
+        if "emptyDir" not in (volumes.get(vol_name) or {}):
+            self.err(cw, f"volume {vol_name!r} at {directory} is not an emptyDir")
+        copied = False
+        for ic in p.containers(init=True):
+            ic_mounts = [m for m in ic.get("volumeMounts") or [] if m.get("name") == vol_name]
+            if not ic_mounts:
+                continue
+            if not TRAINLET_IMAGE.match(ic.get("image") or ""):
+                self.err(cw, f"init container {ic.get('name')!r} writes {vol_name!r} but is not the "
+                         "trainlet image (.../trainlet/trainlet:VERSION)")
+                continue
+            dest = ic_mounts[0].get("mountPath", "").rstrip("/") + "/" + os.path.basename(path)
+            ic_argv = list(ic.get("command") or []) + list(ic.get("args") or [])
+            if dest in ic_argv:
+                copied = True
+            else:
+                self.err(cw, f"runs {path}, but init container {ic.get('name')!r} does not copy "
+                         f"trainlet to {dest} (its mount of {vol_name!r}): argv {ic_argv}")
+        if not copied and not any(e.startswith(cw) and "init container" in e for e in self.errors):
+            self.err(cw, f"runs {path} from volume {vol_name!r}, but no init container copies "
+                     "trainlet into it")
+
+    def check_pod_failure_policy(self, p, is_trainlet_job):
+        w, job, restart = p.where, p.job_spec, p.spec.get("restartPolicy")
+        pfp = job.get("podFailurePolicy")
+        if pfp is None:
+            if is_trainlet_job and restart == "Never":
+                self.err(w, "a trainlet Job with restartPolicy: Never needs a podFailurePolicy that "
+                         "fails the Job on configuration errors (docs/exit-codes.md)")
+            if is_trainlet_job and restart not in ("Never", "OnFailure"):
+                self.err(w, "restartPolicy must be Never (with podFailurePolicy) or OnFailure")
+            return
+        if restart != "Never":
+            self.err(w, f"podFailurePolicy needs the pod's restartPolicy: Never, not {restart!r}")
+        names = {c.get("name") for c in p.containers() + p.containers(init=True)}
+        failed = set()
+        for i, rule in enumerate(pfp.get("rules") or []):
+            rw = f"{w} podFailurePolicy.rules[{i}]"
+            codes = rule.get("onExitCodes")
+            if not codes:
+                continue
+            if codes.get("containerName") and codes["containerName"] not in names:
+                self.err(rw, f"containerName {codes['containerName']!r} is no container of the pod")
+            values = set(codes.get("values") or [])
+            if codes.get("operator") != "In":
+                if is_trainlet_job:
+                    self.err(rw, "use operator In with explicit codes: NotIn would act on worker "
+                             "codes the contract does not classify")
+                continue
+            action = rule.get("action")
+            if action == "FailJob":
+                bad = values - self.contract.never_retry
+                if bad:
+                    self.err(rw, f"FailJob on {sorted(bad)}: retriable codes (docs/exit-codes.md); "
+                             f"FailJob only on {sorted(self.contract.never_retry)}")
+                failed |= values
+            elif action == "Ignore":
+                bad = values - self.contract.ignorable
+                if bad:
+                    self.err(rw, f"Ignore on {sorted(bad)}: only {sorted(self.contract.ignorable)} "
+                             "(another node failed) is not this pod's failure")
+        if is_trainlet_job:
+            missing = self.contract.must_fail - failed
+            if missing:
+                self.err(w, f"podFailurePolicy does not fail the Job on {sorted(missing)} "
+                         "(usage, rejected, config: retrying cannot help)")
+
+    def check_jobset_failure_policy(self, d):
+        js = d.obj.get("spec") or {}
+        if d.kind != "JobSet":
+            js = (js.get("template") or {}).get("spec") or {}
+        fails = any(r.get("action") == "FailJob"
+                    for rj in js.get("replicatedJobs") or []
+                    for r in ((((rj.get("template") or {}).get("spec") or {}).get("podFailurePolicy")
+                               or {}).get("rules") or []))
+        if not fails:
+            return
+        rules = (js.get("failurePolicy") or {}).get("rules") or []
+        if not any(r.get("action") == "FailJobSet" and "PodFailurePolicy" in (r.get("onJobFailureReasons") or [])
+                   for r in rules):
+            self.err(d.where(), "a Job here fails on configuration errors (podFailurePolicy FailJob), "
+                     "but failurePolicy has no FailJobSet rule for onJobFailureReasons "
+                     "[PodFailurePolicy]: JobSet would restart the job instead")
+
+    def check_node_count(self, p, agents):
+        """A plain JobSet sets no PET_NNODES: TRAINLET_NNODES must match the pods."""
+        if p.doc.kind != "JobSet":
+            return
+        job = p.job_spec
+        pods = job.get("parallelism", 1) * (p.replicated_job or {}).get("replicas", 1)
+        for c, sub, argv in agents:
+            if sub == "mpi-worker":
+                continue
+            n = option(c, argv, "nnodes")
+            cw = f"{p.where} container {c.get('name')}"
+            if n is None:
+                if pods > 1 or "PET_NNODES" not in env_of(c):
+                    self.err(cw, "a JobSet pod needs TRAINLET_NNODES (JobSet sets no PET_NNODES; "
+                             "without it trainlet exits 78)")
+                continue
+            top = str(n).split(":")[-1]
+            if not top.isdigit() or int(top) != pods:
+                self.err(cw, f"TRAINLET_NNODES {n} does not match the {pods} pods of the "
+                         "replicated job (parallelism x replicas)")
+
+    def check_volcano(self, d):
+        spec = d.obj.get("spec") or {}
+        w = d.where()
+        seen_event = False
+        terminated = set()
+        for i, pol in enumerate(spec.get("policies") or []):
+            pw = f"{w} policies[{i}]"
+            action = pol.get("action")
+            if action not in VOLCANO_ACTIONS:
+                self.err(pw, f"unknown Volcano action {action!r}")
+            if pol.get("event") in ("PodFailed", "*") or "PodFailed" in (pol.get("events") or []):
+                seen_event = True
+            code = pol.get("exitCode")
+            if code is None:
+                continue
+            if seen_event:
+                self.err(pw, f"exitCode {code} comes after a PodFailed policy, which matches first")
+            if action in ("TerminateJob", "AbortJob"):
+                if code not in self.contract.never_retry:
+                    self.err(pw, f"{action} on exit {code}: a retriable code (docs/exit-codes.md)")
+                terminated.add(code)
+            elif code in self.contract.never_retry:
+                self.err(pw, f"{action} on exit {code}: retrying a configuration error cannot help; "
+                         "use TerminateJob")
+        pods = [pt for pt in pod_templates(d)]
+        runs = any(trainlet_command(c)[0] in AGENT_COMMANDS for pt in pods for c in pt.containers())
+        if runs:
+            missing = self.contract.must_fail - terminated
+            if missing:
+                self.err(w, f"no TerminateJob policy for exit codes {sorted(missing)}")
+            plugins = spec.get("plugins") or {}
+            for needed in ("env", "svc"):
+                if needed not in plugins:
+                    self.err(w, f"plugin {needed!r} missing: trainlet's Volcano discovery reads it")
+            publish = any("--publish-not-ready-addresses" in str(a) for a in plugins.get("svc") or [])
+            for pt in pods:
+                if pt.spec.get("restartPolicy") not in ("Never", "OnFailure"):
+                    self.err(pt.where, "restartPolicy must be Never or OnFailure")
+                for c in pt.containers():
+                    if trainlet_command(c)[0] in AGENT_COMMANDS and c.get("readinessProbe") and not publish:
+                        self.err(f"{pt.where} container {c.get('name')}",
+                                 "readinessProbe on trainlet: Volcano's Service publishes a pod only "
+                                 "once Ready, so pod 0's name would not resolve and the round never "
+                                 "closes (docs/configuration.md, Volcano jobs)")
+
+    def runtime_of(self, tj, docs):
+        ref = (tj.obj.get("spec") or {}).get("runtimeRef") or {}
+        kind = ref.get("kind", "ClusterTrainingRuntime")
+        for d in docs:
+            if d.kind == kind and d.name == ref.get("name"):
+                return d
+        return None
+
+    def check_trainjob(self, tj, docs):
+        w = tj.where()
+        rt = self.runtime_of(tj, docs)
+        if rt is None:
+            self.err(w, "runtimeRef names no runtime defined in these manifests")
+            return
+        trainer = (tj.obj.get("spec") or {}).get("trainer") or {}
+        ml = (rt.obj.get("spec") or {}).get("mlPolicy") or {}
+        tj_env = {e.get("name"): e.get("value") for e in trainer.get("env") or []}
+        for name in tj_env:
+            if name and name.startswith("PET_"):
+                self.err(w, f"{name} is set by Trainer (reserved)")
+        ancestors = [p for p in pod_templates(rt)
+                     if ((p.replicated_job or {}).get("template") or {}).get("metadata", {}).get("labels", {})
+                     .get("trainer.kubeflow.org/trainjob-ancestor-step") == "trainer"]
+        if len(ancestors) != 1:
+            self.err(rt.where(), "exactly one replicated job must carry the label "
+                     "trainer.kubeflow.org/trainjob-ancestor-step: trainer")
+            return
+        node = [c for c in ancestors[0].containers() if c.get("name") == "node"]
+        if not node:
+            self.err(ancestors[0].where, "Trainer applies the TrainJob to the container named node: none")
+            return
+        node = node[0]
+        sub, argv = trainlet_command(node)
+        if trainer.get("command"):
+            cmd = trainer["command"]
+            if sub is not None and cmd[:2] != argv[:2]:
+                self.err(w, f"trainer.command {cmd[:3]} replaces the runtime's, so it must start with "
+                         f"{argv[:2]} (trainlet as the entrypoint)")
+        num_nodes = trainer.get("numNodes", ml.get("numNodes", 1))
+        if "mpi" in ml:
+            mpi = ml["mpi"] or {}
+            nnodes = tj_env.get("TRAINLET_NNODES", env_of(node).get("TRAINLET_NNODES"))
+            workers = num_nodes - 1 if mpi.get("runLauncherAsNode") else num_nodes
+            workers = max(workers, 1)
+            if nnodes is None or str(nnodes) != str(workers):
+                self.err(w, f"the MPI launcher's TRAINLET_NNODES ({nnodes}) must be the worker pods "
+                         f"({workers}, from numNodes {num_nodes}): Trainer sets no PET_NNODES for MPI")
+            key_path = mpi.get("sshAuthMountPath", "/root/.ssh")
+            for p in pod_templates(rt):
+                for c in p.containers():
+                    csub, _ = trainlet_command(c)
+                    if csub not in ("mpi-launcher", "mpi-worker"):
+                        continue
+                    e = env_of(c)
+                    if e.get("TRAINLET_SSH_KEY_DIR") not in (None, key_path):
+                        self.err(f"{p.where} container {c.get('name')}",
+                                 f"TRAINLET_SSH_KEY_DIR {e['TRAINLET_SSH_KEY_DIR']} is not where "
+                                 f"Trainer mounts the job's SSH Secret ({key_path})")
+                    slots = e.get("TRAINLET_NPROC_PER_NODE")
+                    want = trainer.get("numProcPerNode", mpi.get("numProcPerNode", 1))
+                    if csub == "mpi-worker" and slots is not None and str(slots) != str(want):
+                        self.err(f"{p.where} container {c.get('name')}",
+                                 f"TRAINLET_NPROC_PER_NODE {slots} differs from numProcPerNode {want} "
+                                 "(the slots in each worker's hostfile line)")
+        elif sub in AGENT_COMMANDS and ("TRAINLET_NNODES" in tj_env or "TRAINLET_NNODES" in env_of(node)):
+            self.err(w, "TRAINLET_NNODES in a torch TrainJob: Trainer's PET_NNODES already says it, "
+                     "and the two would disagree when numNodes changes")
+
+    def check_deployment(self, d):
+        spec = d.obj.get("spec") or {}
+        w = d.where()
+        sel = (spec.get("selector") or {}).get("matchLabels") or {}
+        labels = ((spec.get("template") or {}).get("metadata") or {}).get("labels") or {}
+        if not sel:
+            self.err(w, "spec.selector.matchLabels is required")
+        elif any(labels.get(k) != v for k, v in sel.items()):
+            self.err(w, f"selector {sel} does not match the pod template's labels {labels}")
+        for c in ((spec.get("template") or {}).get("spec") or {}).get("containers") or []:
+            if trainlet_command(c)[0] == "coordinator":
+                if spec.get("replicas", 1) != 1:
+                    self.err(w, "a job's coordinator runs once: replicas must be 1")
+                if (spec.get("strategy") or {}).get("type") != "Recreate":
+                    self.err(w, "strategy Recreate: a rolling update would run two coordinators "
+                             "of one job at once")
+
+    def check_service(self, d, pods):
+        spec = d.obj.get("spec") or {}
+        w = d.where()
+        sel = spec.get("selector") or {}
+        if not sel:
+            self.err(w, "a Service without a selector")
+            return
+        targets = [p for p in pods if all(p.labels.get(k) == v for k, v in sel.items())]
+        if not targets:
+            self.err(w, f"selector {sel} matches no pod template here")
+        for port in spec.get("ports") or []:
+            if not port.get("name"):
+                self.err(w, f"port {port.get('port')} has no name")
+            tp = port.get("targetPort", port.get("port"))
+            for p in targets:
+                named = {cp.get("name"): cp.get("containerPort")
+                         for c in p.containers() for cp in c.get("ports") or []}
+                if isinstance(tp, str) and tp not in named:
+                    self.err(w, f"targetPort {tp!r} names no container port of {p.where}")
+                if isinstance(tp, int) and tp not in named.values():
+                    self.err(w, f"targetPort {tp} is no container port of {p.where}")
+
+    def check_coordinators(self, docs, pods):
+        """Agents that join a standalone coordinator agree with it."""
+        services = {d.name: d for d in docs if d.kind == "Service"}
+        coords = []
+        for p in pods:
+            for c in p.containers():
+                sub, argv = trainlet_command(c)
+                if sub == "coordinator":
+                    coords.append((p, c, argv))
+        for p in pods:
+            for c in p.containers():
+                sub, argv = trainlet_command(c)
+                if sub not in AGENT_COMMANDS:
+                    continue
+                target = option(c, argv, "coordinator")
+                if not target:
+                    continue
+                host, _, port = str(target).rpartition(":") if ":" in str(target) else (target, "", "")
+                host = host.split(".")[0]
+                if host not in services:
+                    continue
+                cw = f"{p.where} container {c.get('name')}"
+                svc = services[host]
+                ports = [sp.get("port") for sp in (svc.obj.get("spec") or {}).get("ports") or []]
+                if int(port or 29400) not in ports:
+                    self.err(cw, f"--coordinator {target}: Service {host} has no port {port or 29400}")
+                if str(option(c, argv, "host-coordinator")) != "no":
+                    self.err(cw, "an agent of a standalone coordinator needs TRAINLET_HOST_COORDINATOR=no")
+                sel = (svc.obj.get("spec") or {}).get("selector") or {}
+                mine = [x for x in coords if all(x[0].labels.get(k) == v for k, v in sel.items())]
+                if not mine:
+                    self.err(cw, f"Service {host} selects no `trainlet coordinator` pod")
+                for cp, cc, cargv in mine:
+                    for name, default in (("job-id", "trainlet"), ("nnodes", "1")):
+                        a = option(c, argv, name) or default
+                        b = option(cc, cargv, name) or default
+                        if str(a) != str(b):
+                            self.err(cw, f"{name} {a} differs from the coordinator's {b} ({cp.where})")
+                    tok_a = {v.get("secret", {}).get("secretName") for v in p.spec.get("volumes") or []}
+                    tok_b = {v.get("secret", {}).get("secretName") for v in cp.spec.get("volumes") or []}
+                    if not (tok_a & tok_b) - {None}:
+                        self.err(cw, f"mounts no Secret the coordinator ({cp.where}) mounts: the tokens differ")
+                if option(c, argv, "advertise-addr") is None and not any(
+                        e.get("name") == "TRAINLET_ADVERTISE_ADDR" for e in c.get("env") or []):
+                    self.err(cw, "set TRAINLET_ADVERTISE_ADDR (e.g. status.podIP): behind a Service the "
+                             "coordinator may not see the pod's own address")
+
+
+# --- Files --------------------------------------------------------------------------------------
+
+def yaml_files(paths):
+    out = []
+    for p in paths:
+        if os.path.isdir(p):
+            for root, dirs, files in os.walk(p):
+                dirs[:] = sorted(x for x in dirs if os.path.join(root, x) != SCHEMA_DIR
+                                 and os.path.abspath(os.path.join(root, x)) != os.path.abspath(SCHEMA_DIR))
+                out += [os.path.join(root, f) for f in sorted(files) if f.endswith((".yaml", ".yml"))]
+        else:
+            out.append(p)
+    return out
+
+
+def load_docs(files):
+    docs = []
+    for path in files:
+        with open(path) as f:
+            for i, obj in enumerate(yaml.load_all(f, Loader=LOADER)):
+                if obj is not None:
+                    docs.append(Doc(os.path.abspath(path), i, obj))
+    return docs
+
+
+def main(argv):
+    paths = argv[1:] or [HERE]
+    docs = load_docs(yaml_files(paths))
+    errors = Validator().validate(docs)
+    for e in errors:
+        print(e)
+    print(f"validate: {len(docs)} documents, {len(errors)} problem(s)", file=sys.stderr)
+    return 1 if errors else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
