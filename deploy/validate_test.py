@@ -254,6 +254,13 @@ class MutationTest(ValidatorTestBase):
         del pod_spec(find(docs, "Job"))["initContainers"]
         self.assert_error(docs, r"no init container copies trainlet into it")
 
+    def test_trainlet_at_the_root_only_in_the_trainlet_image(self):
+        docs = self.folder("coordinator")
+        dep = find(docs, "Deployment")
+        self.assertEqual(self.errors(docs), [])
+        container(pod_spec(dep), "coordinator")["image"] = "docker.io/library/debian:bookworm-slim"
+        self.assert_error(docs, r"runs /trainlet but mounts no volume at /")
+
     def test_unnamed_port(self):
         docs = self.folder("volcano")
         del container(pod_spec(find(docs, "Job")))["ports"][0]["name"]
