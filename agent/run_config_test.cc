@@ -189,7 +189,7 @@ TEST(ParseRunConfig, HelpTextComesFromTheTable) {
   }
   EXPECT_THAT(help,
               HasSubstr("env TRAINLET_NPROC_PER_NODE, default: the visible GPUs, or 1 without"));
-  EXPECT_THAT(help, HasSubstr("env TRAINLET_GRACE_PERIOD, default: 30s"));
+  EXPECT_THAT(help, HasSubstr("env TRAINLET_GRACE_PERIOD, default: 25s"));
   EXPECT_THAT(help, HasSubstr("--bind-addr=ADDR"));
   EXPECT_THAT(help, HasSubstr("--standalone"));
   EXPECT_THAT(help, HasSubstr("PET_MAX_RESTARTS"));
