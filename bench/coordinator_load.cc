@@ -50,7 +50,9 @@
 //           --last-call passed (the lost agents were expected back).
 //
 // Measured on the server: CPU (utime+stime from /proc/PID/stat) per phase,
-// VmRSS/VmHWM/threads from /proc/PID/status, and its log lines ("round N
+// the time its threads waited for a CPU (run queue, /proc/PID/task/*/schedstat:
+// what other work on the machine cost it), VmRSS/VmHWM/threads from
+// /proc/PID/status, and its log lines ("round N
 // closed", "opening round N"), whose wall-clock times are mapped onto the
 // monotonic clock (1 ms resolution). Measured on the clients: their CPU
 // (getrusage in each generator), reported separately. The load average is
@@ -942,6 +944,21 @@ int64_t ProcStatusKb(pid_t pid, const char* key) {
   return 0;
 }
 
+// Time the server's threads spent runnable but waiting for a CPU, in ms (sum
+// of /proc/PID/task/*/schedstat's second field): what other work on the
+// machine cost the server in a phase.
+int64_t ProcRunQueueWaitMs(pid_t pid) {
+  int64_t total_ns = 0;
+  std::error_code ec;
+  for (const auto& e :
+       std::filesystem::directory_iterator(absl::StrCat("/proc/", pid, "/task"), ec)) {
+    std::ifstream f(e.path() / "schedstat");
+    int64_t run = 0, wait = 0;
+    if (f >> run >> wait) total_ns += wait;
+  }
+  return total_ns / 1000000;
+}
+
 double LoadAvg() {
   std::ifstream f("/proc/loadavg");
   double l = 0;
@@ -1111,6 +1128,7 @@ void RunClosingPattern(const Config& c, const std::string& phase, int final_coun
   usleep(200000);  // let the machine go quiet
   const ClientStats cs0 = Stats(ch);
   const int64_t cpu0 = ProcCpuMs(s.pid);
+  const int64_t wait0 = ProcRunQueueWaitMs(s.pid);
   int64_t last_sent = 0;
   for (const std::string& a : Broadcast(ch, absl::StrCat("join ", n - final_count, " ", n))) {
     std::vector<int64_t> v = Ints(a);
@@ -1118,6 +1136,7 @@ void RunClosingPattern(const Config& c, const std::string& phase, int final_coun
   }
   Joined j = WaitAll(ch, 1, c.join_timeout_s + 5);
   const int64_t cpu1 = ProcCpuMs(s.pid);
+  const int64_t wait1 = ProcRunQueueWaitMs(s.pid);
   const ClientStats cs1 = Stats(ch);
   CheckRound(&f, j, n, n, 1);
   const int64_t last_recv = j.recv.empty() ? 0 : *std::max_element(j.recv.begin(), j.recv.end());
@@ -1128,6 +1147,7 @@ void RunClosingPattern(const Config& c, const std::string& phase, int final_coun
   f.Set("server_cpu_ms", static_cast<double>(cpu1 - cpu0));
   f.Set("client_cpu_ms", static_cast<double>(cs1.cpu_ms - cs0.cpu_ms));
   f.Set("window_ms", (last_recv - last_sent) / 1e6);
+  f.Set("server_runqueue_wait_ms", static_cast<double>(wait1 - wait0));
   AddServerFigures(&f, s.pid);
   g_results.push_back(f);
 
@@ -1139,14 +1159,17 @@ void RunClosingPattern(const Config& c, const std::string& phase, int final_coun
     usleep(static_cast<useconds_t>(std::max(1.0, 2 * c.heartbeat_timeout_s / 10) * 1e6));
     const ClientStats a = Stats(ch);
     const int64_t c0 = ProcCpuMs(s.pid);
+    const int64_t w0 = ProcRunQueueWaitMs(s.pid);
     const int64_t t0 = MonoNs();
     usleep(static_cast<useconds_t>(c.steady_s) * 1000000);
     const int64_t c1 = ProcCpuMs(s.pid);
+    const int64_t w1 = ProcRunQueueWaitMs(s.pid);
     const int64_t t1 = MonoNs();
     const ClientStats b = Stats(ch);
     const double secs = (t1 - t0) / 1e9;
     st.Set("seconds", secs);
     st.Set("server_cpu_pct_of_one_core", 100.0 * (c1 - c0) / 1000.0 / secs);
+    st.Set("server_runqueue_wait_ms", static_cast<double>(w1 - w0));
     st.Set("heartbeats_per_s", (b.hb_sent - a.hb_sent) / secs);
     st.Set("heartbeat_errors", static_cast<double>(b.hb_err - a.hb_err));
     st.Set("watch_errors", static_cast<double>(b.watch_err - a.watch_err));
@@ -1184,6 +1207,7 @@ void RunBurst(const Config& c) {
   usleep(200000);
   const ClientStats cs0 = Stats(ch);
   const int64_t cpu0 = ProcCpuMs(s.pid);
+  const int64_t wait0 = ProcRunQueueWaitMs(s.pid);
   int64_t first_sent = INT64_MAX, last_sent = 0;
   for (const std::string& a : Broadcast(ch, absl::StrCat("join 0 ", n))) {
     std::vector<int64_t> v = Ints(a);
@@ -1194,8 +1218,10 @@ void RunBurst(const Config& c) {
   }
   Joined j = WaitAll(ch, 1, c.join_timeout_s + 5);
   const int64_t cpu1 = ProcCpuMs(s.pid);
+  const int64_t wait1 = ProcRunQueueWaitMs(s.pid);
   const ClientStats cs1 = Stats(ch);
   CheckRound(&f, j, n, n, 1);
+  f.Set("server_runqueue_wait_ms", static_cast<double>(wait1 - wait0));
   AddLatencies(&f, "response_after_last_join", j.recv, last_sent);
   AddLatencies(&f, "response_after_first_join", j.recv, first_sent);
   std::vector<int64_t> closed = LogTimes(s.log_path, "round 1 closed");
@@ -1221,6 +1247,7 @@ void LossEvent(const Config& c, const Server& s, const std::vector<Child>& ch,
   const size_t open_before = LogTimes(s.log_path, "opening round").size();
   const ClientStats cs0 = Stats(ch);
   const int64_t cpu0 = ProcCpuMs(s.pid);
+  const int64_t wait0 = ProcRunQueueWaitMs(s.pid);
   int64_t lost_at = INT64_MAX;
   int lost = 0;
   for (const std::string& a :
@@ -1233,8 +1260,10 @@ void LossEvent(const Config& c, const Server& s, const std::vector<Child>& ch,
   }
   Joined j = WaitAll(ch, round, static_cast<int>(min_wait_s) + c.join_timeout_s);
   const int64_t cpu1 = ProcCpuMs(s.pid);
+  const int64_t wait1 = ProcRunQueueWaitMs(s.pid);
   const ClientStats cs1 = Stats(ch);
   CheckRound(&f, j, survivors, survivors, round);
+  f.Set("server_runqueue_wait_ms", static_cast<double>(wait1 - wait0));
   f.Set("lost", lost);
   f.Set("survivors", survivors);
   std::vector<int64_t> opened = LogTimes(s.log_path, "opening round");
