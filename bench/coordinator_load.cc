@@ -1,0 +1,1505 @@
+// Coordinator load generator: N simulated agents (up to 10,000 and more)
+// against a real `trainlet coordinator` running as a SEPARATE process, so that
+// the figures are the server's and not the generator's.
+//
+// Each simulated agent has its own identity (node id, random incarnation), its
+// own gRPC channel and HTTP/2 connection (a local subchannel pool, as the
+// product's client), and speaks the real protocol with the job token in the
+// metadata: Join (long-poll, deadline = now + --join-timeout, retried on
+// UNAVAILABLE/ABORTED with the client's 10..100 ms backoff; the coordinator's
+// DEADLINE_EXCEEDED answer is final), then the Watch stream, heartbeats
+// (Report RUNNING every Assignment.heartbeat_interval_ms, or
+// --heartbeat-interval), a Rejoin directive or an ABORTED heartbeat answer
+// makes it join the next round, and Leave at the end.
+//
+// Nothing costs a thread per agent: each generator process has --cqs
+// completion queues with one thread each, one heartbeat thread, and one
+// command thread. --procs=K forks K generator processes (before any gRPC
+// object exists), each owning the agents i with i % K == its index; the parent
+// drives them over pipes (one text command, one text answer) and never uses
+// gRPC itself. Every timestamp is CLOCK_MONOTONIC, which all processes share.
+//
+// Heartbeats are in one place, HeartbeatLoop + SendHeartbeat below: the
+// protocol may move them onto the Watch stream; only those two change then.
+//
+// Phases (--phases, comma-separated; each server is a fresh process):
+//   last    static job (--nnodes=N). Channels connected first; N-1 agents join
+//           in waves of --wave (the next wave once the server is quiet), then,
+//           200 ms later, the last agent joins. Figure: every response minus
+//           the last join's send time (p50/p99/max), and the server CPU from
+//           just before the last join to the last response.
+//   steady  after `last`, on the same server: N agents running and
+//           heartbeating for --steady seconds; server CPU in % of one core,
+//           heartbeats sent/answered, then every agent Leaves (server CPU and
+//           time of the N Leaves).
+//   burst   static job; all N agents make their first Join at once, without
+//           pre-connected channels (connection storm included).
+//   wave    static job; like `last` but the closing increment is a whole wave
+//           of --wave agents released at once (the current benchmark's
+//           --wave is only the size of `last`'s preparatory waves).
+//   loss1   elastic job (--nnodes=MIN:N, MIN = N-1-N/10, --max-restarts=5,
+//           --last-call=--loss-last-call). After round 1 (N nodes) and a
+//           settle time, one agent is lost (--loss-mode=close: its Watch is
+//           cancelled and its channel closed, as a killed pod; silent: it only
+//           stops heartbeating, as a frozen one). Figures: detection = loss ->
+//           the coordinator's "opening round" log line (server) and -> the
+//           first Rejoin an agent receives (client); re-round = loss -> every
+//           survivor holds its next round's assignment (p50/p99/max).
+//   loss10  on the same server, N/10 agents are lost at once; same figures.
+//           Today the survivors' round then closes only after MIN joined and
+//           --last-call passed (the lost agents were expected back).
+//
+// Measured on the server: CPU (utime+stime from /proc/PID/stat) per phase,
+// the time its threads waited for a CPU (run queue, /proc/PID/task/*/schedstat:
+// what other work on the machine cost it), VmRSS/VmHWM/threads from
+// /proc/PID/status, and its log lines ("round N
+// closed", "opening round N"), whose wall-clock times are mapped onto the
+// monotonic clock (1 ms resolution). Measured on the clients: their CPU
+// (getrusage in each generator), reported separately. The load average is
+// printed: other work on the machine disturbs the figures.
+//
+// Output: a table for humans, then one JSON line starting with
+// {"bench":"coordinator_load". Exit status 0 when every phase completed (every
+// round closed with the expected nodes and every Join answered), 1 otherwise,
+// 64 on bad arguments. No target is asserted.
+//
+// Build and run:
+//   cmake -S . -B build-rel -G Ninja -DCMAKE_BUILD_TYPE=Release
+//   ninja -C build-rel -j2 trainlet bench_coordinator_load
+//   build-rel/bench/bench_coordinator_load --trainlet=build-rel/trainlet
+//       [--agents=1000] [--procs=2] [--cqs=2] [--phases=last,steady,burst,wave,loss1,loss10]
+//       [--wave=100] [--steady=10] [--heartbeat-timeout=5] [--heartbeat-interval=0]
+//       [--join-timeout=120] [--loss-mode=close|silent] [--loss-last-call=1]
+// ctest runs a short version (coordinator_load_short): 2,000 agents, `last`.
+#include <fcntl.h>
+#include <grpcpp/alarm.h>
+#include <grpcpp/grpcpp.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <random>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/strings/ascii.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
+#include "rendezvous/coordinator_service.h"
+#include "trainlet/v1/rendezvous_service.grpc.pb.h"
+
+namespace {
+
+namespace v1 = ::trainlet::v1;
+
+constexpr char kJobId[] = "bench";
+// 127.0.0.1:PORT of the current server; set before the generators fork.
+std::string g_target;
+constexpr char kToken[] = "coordinator-load-bench-token";
+// As the agent: the full member list only for small jobs.
+constexpr int kMaxNodesForMemberList = 256;
+
+int64_t MonoNs() {
+  timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return int64_t{ts.tv_sec} * 1000000000 + ts.tv_nsec;
+}
+
+struct Config {
+  int agents = 1000;
+  int procs = 2;
+  int cqs = 2;
+  std::vector<std::string> phases = {"last", "steady", "burst", "wave", "loss1", "loss10"};
+  int wave = 100;
+  int steady_s = 10;
+  double heartbeat_timeout_s = 5;
+  double heartbeat_interval_s = 0;  // 0: the Assignment's.
+  int join_timeout_s = 600;         // the agent's --join-timeout default (10m)
+  std::string loss_mode = "close";
+  double loss_last_call_s = 1;
+  std::string trainlet;
+  std::vector<std::string> server_args;  // --server-arg, appended to the coordinator's.
+  std::vector<std::string> server_env;   // --server-env=NAME=VALUE, for the coordinator only.
+};
+
+// ---------------------------------------------------------------------------
+// Generator process: the simulated agents.
+
+class Generator;
+
+// A completion-queue tag.
+struct Op {
+  virtual ~Op() = default;
+  virtual void Done(bool ok) = 0;
+};
+
+struct Agent {
+  int index = 0;
+  std::string node_id;
+  uint64_t incarnation = 0;
+  grpc::CompletionQueue* cq = nullptr;
+  Generator* gen = nullptr;
+
+  absl::Mutex mu;
+  std::shared_ptr<grpc::Channel> channel ABSL_GUARDED_BY(mu);
+  std::shared_ptr<v1::Rendezvous::Stub> stub ABSL_GUARDED_BY(mu);
+  bool killed ABSL_GUARDED_BY(mu) = false;
+  bool joining ABSL_GUARDED_BY(mu) = false;
+  bool heartbeating ABSL_GUARDED_BY(mu) = false;
+  uint64_t round ABSL_GUARDED_BY(mu) = 0;
+  int restart_count ABSL_GUARDED_BY(mu) = 0;
+  int nnodes ABSL_GUARDED_BY(mu) = 0;
+  int64_t join_deadline_ns ABSL_GUARDED_BY(mu) = 0;
+  int64_t join_sent_ns ABSL_GUARDED_BY(mu) = 0;  // first attempt of this join.
+  int64_t join_recv_ns ABSL_GUARDED_BY(mu) = 0;  // its successful answer.
+  absl::Duration backoff ABSL_GUARDED_BY(mu);
+  std::string join_error ABSL_GUARDED_BY(mu);  // last failed join; empty after success.
+  int64_t rejoin_ns ABSL_GUARDED_BY(mu) = 0;   // told to re-join (since the last mark).
+  int64_t interval_ns ABSL_GUARDED_BY(mu) = 0;
+  int64_t next_beat_ns ABSL_GUARDED_BY(mu) = 0;
+  grpc::ClientContext* watch_ctx ABSL_GUARDED_BY(mu) = nullptr;
+  bool connected ABSL_GUARDED_BY(mu) = false;
+};
+
+class Generator {
+ public:
+  Generator(const Config& c, int proc, int procs) : config_(c) {
+    for (int i = 0; i < c.cqs; ++i) cqs_.push_back(std::make_unique<grpc::CompletionQueue>());
+    for (int i = proc; i < c.agents; i += procs) {
+      auto a = std::make_unique<Agent>();
+      a->index = i;
+      a->node_id = absl::StrFormat("node-%05d", i);
+      a->incarnation = NewRandom();
+      a->cq = cqs_[agents_.size() % cqs_.size()].get();
+      a->gen = this;
+      {
+        absl::MutexLock lock(&a->mu);
+        a->channel = NewChannel();
+        a->stub = v1::Rendezvous::NewStub(a->channel);
+      }
+      agents_.push_back(std::move(a));
+    }
+    for (auto& cq : cqs_) {
+      threads_.emplace_back([q = cq.get()] {
+        void* tag;
+        bool ok;
+        while (q->Next(&tag, &ok)) static_cast<Op*>(tag)->Done(ok);
+      });
+    }
+    threads_.emplace_back([this] { HeartbeatLoop(); });
+  }
+
+  // Serves commands from `in` until "quit"; answers on `out`.
+  void Serve(FILE* in, FILE* out);
+
+  // Completion handlers (CQ threads).
+  void OnJoinDone(Agent* a, const v1::JoinRequest& req, const grpc::Status& status,
+                  const v1::JoinResponse& resp);
+  void OnDirective(Agent* a, const v1::Directive& d, uint64_t watch_round);
+  void OnWatchEnd(Agent* a, const grpc::Status& status);
+  void OnReportDone(Agent* a, uint64_t round, const grpc::Status& status);
+  void RetryJoin(Agent* a);
+
+  std::atomic<int64_t> hb_sent{0}, hb_ok{0}, hb_err{0}, watch_err{0}, leaves_ok{0}, leaves_err{0},
+      leaves_pending{0}, connects_pending{0};
+
+ private:
+  uint64_t NewRandom() {
+    uint64_t v = 0;
+    while (v == 0) v = rng_();
+    return v;
+  }
+  std::shared_ptr<grpc::Channel> NewChannel() const;
+  void StartJoinLocked(Agent* a, bool first_attempt) ABSL_EXCLUSIVE_LOCKS_REQUIRED(a->mu);
+  void OpenWatchLocked(Agent* a) ABSL_EXCLUSIVE_LOCKS_REQUIRED(a->mu);
+  void HeartbeatLoop();
+  void SendHeartbeat(Agent* a, uint64_t round);
+  std::string WaitJoins(uint64_t min_round, int timeout_s);
+
+  const Config config_;
+  std::mt19937_64 rng_{std::random_device{}()};
+  std::vector<std::unique_ptr<grpc::CompletionQueue>> cqs_;
+  std::vector<std::unique_ptr<Agent>> agents_;
+  std::vector<std::thread> threads_;
+  std::atomic<bool> stop_{false};
+};
+
+std::shared_ptr<grpc::Channel> Generator::NewChannel() const {
+  // The product client's settings (rendezvous/coordinator_client.cc).
+  grpc::ChannelArguments args;
+  args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 10);
+  args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 100);
+  const int keepalive_ms = static_cast<int>(std::max(1.0, config_.heartbeat_timeout_s) * 1000);
+  args.SetInt(GRPC_ARG_KEEPALIVE_TIME_MS, keepalive_ms);
+  args.SetInt(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, 2 * keepalive_ms);
+  args.SetInt(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
+  args.SetInt(GRPC_ARG_HTTP2_MIN_SENT_PING_INTERVAL_WITHOUT_DATA_MS, keepalive_ms);
+  args.SetInt(GRPC_ARG_HTTP2_MAX_PINGS_WITHOUT_DATA, 0);
+  // One HTTP/2 connection per agent, as one per pod.
+  args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
+  return grpc::CreateCustomChannel(g_target, grpc::InsecureChannelCredentials(), args);
+}
+
+struct JoinCall : Op {
+  Agent* agent;
+  grpc::ClientContext ctx;
+  v1::JoinRequest req;
+  v1::JoinResponse resp;
+  grpc::Status status;
+  std::unique_ptr<grpc::ClientAsyncResponseReader<v1::JoinResponse>> rpc;
+  void Done(bool) override {
+    agent->gen->OnJoinDone(agent, req, status, resp);
+    delete this;
+  }
+};
+
+struct RetryAlarm : Op {
+  Agent* agent;
+  grpc::Alarm alarm;
+  void Done(bool) override {
+    agent->gen->RetryJoin(agent);
+    delete this;
+  }
+};
+
+struct WatchCall : Op {
+  enum class Step { kStart, kRead, kFinish } step = Step::kStart;
+  Agent* agent;
+  uint64_t round = 0;
+  grpc::ClientContext ctx;
+  v1::WatchRequest req;
+  v1::Directive directive;
+  grpc::Status status;
+  std::unique_ptr<grpc::ClientAsyncReader<v1::Directive>> reader;
+  void Done(bool ok) override {
+    switch (step) {
+      case Step::kStart:
+      case Step::kRead:
+        if (step == Step::kRead && ok) agent->gen->OnDirective(agent, directive, round);
+        if (ok) {
+          step = Step::kRead;
+          reader->Read(&directive, this);
+        } else {
+          step = Step::kFinish;
+          reader->Finish(&status, this);
+        }
+        return;
+      case Step::kFinish:
+        agent->gen->OnWatchEnd(agent, status);
+        {
+          absl::MutexLock lock(&agent->mu);
+          if (agent->watch_ctx == &ctx) agent->watch_ctx = nullptr;
+        }
+        delete this;
+        return;
+    }
+  }
+};
+
+struct ReportCall : Op {
+  Agent* agent;
+  uint64_t round = 0;
+  grpc::ClientContext ctx;
+  v1::ReportRequest req;
+  v1::ReportResponse resp;
+  grpc::Status status;
+  std::unique_ptr<grpc::ClientAsyncResponseReader<v1::ReportResponse>> rpc;
+  void Done(bool) override {
+    agent->gen->OnReportDone(agent, round, status);
+    delete this;
+  }
+};
+
+struct LeaveCall : Op {
+  Agent* agent;
+  grpc::ClientContext ctx;
+  v1::LeaveRequest req;
+  v1::LeaveResponse resp;
+  grpc::Status status;
+  std::unique_ptr<grpc::ClientAsyncResponseReader<v1::LeaveResponse>> rpc;
+  void Done(bool) override {
+    (status.ok() ? agent->gen->leaves_ok : agent->gen->leaves_err).fetch_add(1);
+    agent->gen->leaves_pending.fetch_sub(1);
+    delete this;
+  }
+};
+
+struct ConnectOp : Op {
+  Agent* agent;
+  std::shared_ptr<grpc::Channel> channel;
+  int64_t deadline_ns = 0;
+  void Watch() {
+    grpc_connectivity_state s = channel->GetState(/*try_to_connect=*/true);
+    if (s == GRPC_CHANNEL_READY || MonoNs() > deadline_ns) {
+      Finish(s == GRPC_CHANNEL_READY);
+      return;
+    }
+    channel->NotifyOnStateChange(s, std::chrono::system_clock::now() + std::chrono::seconds(1),
+                                 agent->cq, this);
+  }
+  void Finish(bool ready) {
+    if (ready) {
+      absl::MutexLock lock(&agent->mu);
+      agent->connected = true;
+    }
+    agent->gen->connects_pending.fetch_sub(1);
+    delete this;
+  }
+  void Done(bool) override { Watch(); }
+};
+
+void Generator::StartJoinLocked(Agent* a, bool first_attempt) {
+  if (first_attempt) {
+    a->joining = true;
+    a->join_sent_ns = MonoNs();
+    a->join_deadline_ns = a->join_sent_ns + int64_t{config_.join_timeout_s} * 1000000000;
+    a->backoff = absl::Milliseconds(10);
+  }
+  auto* call = new JoinCall;
+  call->agent = a;
+  call->ctx.AddMetadata(trainlet::rendezvous::kTokenMetadataKey, kToken);
+  call->ctx.set_deadline(std::chrono::system_clock::now() +
+                         std::chrono::nanoseconds(a->join_deadline_ns - MonoNs()));
+  v1::JoinRequest& r = call->req;
+  r.mutable_member()->set_node_id(a->node_id);
+  r.mutable_member()->set_incarnation(a->incarnation);
+  r.set_job_id(kJobId);
+  r.set_rank_hint(-1);
+  r.set_local_world_size(8);
+  r.set_master_port(29500);
+  r.set_last_round(a->round);
+  r.set_restart_count(a->restart_count);
+  r.set_want_nodes(config_.agents <= kMaxNodesForMemberList);
+  // What a node with 8 GPUs sends (agent/node_probe.cc's summary).
+  v1::Topology* t = r.mutable_topology();
+  t->set_gpu_count(8);
+  for (int g = 0; g < 8; ++g) {
+    t->add_gpu_uuids(absl::StrFormat("GPU-%08x-0000-4000-8000-%012d", a->index, g));
+  }
+  t->set_nccl_version("2.21.5");
+  t->set_boot_id(absl::StrFormat("%08x-0000-4000-8000-%012x", a->index, a->incarnation >> 16));
+  t->set_ipc_namespace(absl::StrCat("ipc:[", 4026531839u + a->index, "]"));
+  t->set_numa_nodes(2);
+  call->rpc = a->stub->PrepareAsyncJoin(&call->ctx, call->req, a->cq);
+  call->rpc->StartCall();
+  call->rpc->Finish(&call->resp, &call->status, call);
+}
+
+void Generator::RetryJoin(Agent* a) {
+  absl::MutexLock lock(&a->mu);
+  if (a->killed || !a->joining) return;
+  StartJoinLocked(a, /*first_attempt=*/false);
+}
+
+void Generator::OnJoinDone(Agent* a, const v1::JoinRequest& req, const grpc::Status& status,
+                           const v1::JoinResponse& resp) {
+  const int64_t now = MonoNs();
+  absl::MutexLock lock(&a->mu);
+  if (a->killed) {
+    a->joining = false;
+    return;
+  }
+  if (status.ok()) {
+    const v1::Assignment& as = resp.assignment();
+    a->joining = false;
+    a->join_recv_ns = now;
+    a->join_error.clear();
+    a->round = as.round();
+    a->restart_count = as.restart_count();
+    a->nnodes = as.nnodes();
+    a->interval_ns = config_.heartbeat_interval_s > 0
+                         ? static_cast<int64_t>(config_.heartbeat_interval_s * 1e9)
+                         : as.heartbeat_interval_ms() * 1000000;
+    a->next_beat_ns = now + a->interval_ns;
+    a->heartbeating = a->interval_ns > 0;
+    OpenWatchLocked(a);
+    return;
+  }
+  // The client's rule (CoordinatorClient::Join): UNAVAILABLE and ABORTED are
+  // retried until the deadline; the coordinator's DEADLINE_EXCEEDED and every
+  // other error end the join.
+  const grpc::StatusCode code = status.error_code();
+  if ((code == grpc::StatusCode::UNAVAILABLE || code == grpc::StatusCode::ABORTED) &&
+      now < a->join_deadline_ns) {
+    std::uniform_real_distribution<double> jitter(0.5, 1.0);
+    absl::Duration sleep = a->backoff * jitter(rng_);
+    a->backoff = std::min(a->backoff * 3 / 2, absl::Milliseconds(100));
+    auto* alarm = new RetryAlarm;
+    alarm->agent = a;
+    alarm->alarm.Set(a->cq, std::chrono::system_clock::now() + absl::ToChronoNanoseconds(sleep),
+                     alarm);
+    return;
+  }
+  a->joining = false;
+  a->join_error = absl::StrFormat("%s: %d %s", a->node_id, static_cast<int>(code),
+                                  status.error_message().substr(0, 200));
+  (void)req;
+}
+
+void Generator::OpenWatchLocked(Agent* a) {
+  auto* w = new WatchCall;
+  w->agent = a;
+  w->round = a->round;
+  w->ctx.AddMetadata(trainlet::rendezvous::kTokenMetadataKey, kToken);
+  *w->req.mutable_member()->mutable_node_id() = a->node_id;
+  w->req.mutable_member()->set_incarnation(a->incarnation);
+  w->req.set_job_id(kJobId);
+  w->req.set_round(a->round);
+  a->watch_ctx = &w->ctx;
+  w->reader = a->stub->PrepareAsyncWatch(&w->ctx, w->req, a->cq);
+  w->reader->StartCall(w);
+}
+
+void Generator::OnDirective(Agent* a, const v1::Directive& d, uint64_t watch_round) {
+  absl::MutexLock lock(&a->mu);
+  if (a->killed || d.round() != a->round || watch_round != a->round || a->joining) return;
+  if (d.has_rejoin()) {
+    if (a->rejoin_ns == 0) a->rejoin_ns = MonoNs();
+    a->heartbeating = false;
+    StartJoinLocked(a, /*first_attempt=*/true);
+  } else if (d.has_job_failed() || d.has_job_finished()) {
+    a->heartbeating = false;
+  }
+}
+
+void Generator::OnWatchEnd(Agent* a, const grpc::Status& status) {
+  absl::MutexLock lock(&a->mu);
+  if (a->killed) {
+    // A killed pod's connection goes away with it.
+    a->stub.reset();
+    a->channel.reset();
+    return;
+  }
+  if (!status.ok() && status.error_code() != grpc::StatusCode::CANCELLED && a->heartbeating) {
+    watch_err.fetch_add(1);
+  }
+}
+
+// ---- Heartbeats: the only place that sends them (see the file comment).
+
+void Generator::SendHeartbeat(Agent* a, uint64_t round) {
+  auto* call = new ReportCall;
+  call->agent = a;
+  call->round = round;
+  call->ctx.AddMetadata(trainlet::rendezvous::kTokenMetadataKey, kToken);
+  call->ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
+  call->req.mutable_member()->set_node_id(a->node_id);
+  call->req.mutable_member()->set_incarnation(a->incarnation);
+  call->req.set_job_id(kJobId);
+  call->req.set_round(round);
+  call->req.set_state(v1::ReportRequest::RUNNING);
+  {
+    absl::MutexLock lock(&a->mu);
+    if (!a->stub) return;
+    call->rpc = a->stub->PrepareAsyncReport(&call->ctx, call->req, a->cq);
+  }
+  hb_sent.fetch_add(1);
+  call->rpc->StartCall();
+  call->rpc->Finish(&call->resp, &call->status, call);
+}
+
+void Generator::HeartbeatLoop() {
+  while (!stop_.load()) {
+    int64_t now = MonoNs();
+    int64_t next = now + 50000000;  // rescan at least every 50 ms
+    for (auto& a : agents_) {
+      uint64_t round = 0;
+      {
+        absl::MutexLock lock(&a->mu);
+        if (!a->heartbeating || a->killed) continue;
+        if (a->next_beat_ns > now) {
+          next = std::min(next, a->next_beat_ns);
+          continue;
+        }
+        a->next_beat_ns += a->interval_ns;
+        if (a->next_beat_ns <= now) a->next_beat_ns = now + a->interval_ns;
+        next = std::min(next, a->next_beat_ns);
+        round = a->round;
+      }
+      SendHeartbeat(a.get(), round);
+    }
+    now = MonoNs();
+    if (next > now) absl::SleepFor(absl::Nanoseconds(next - now));
+  }
+}
+
+void Generator::OnReportDone(Agent* a, uint64_t round, const grpc::Status& status) {
+  if (status.ok()) {
+    hb_ok.fetch_add(1);
+    return;
+  }
+  hb_err.fetch_add(1);
+  // As the agent: a heartbeat answered ABORTED (stale round) means re-join.
+  if (status.error_code() != grpc::StatusCode::ABORTED) return;
+  absl::MutexLock lock(&a->mu);
+  if (a->killed || a->joining || a->round != round || !a->heartbeating) return;
+  if (a->rejoin_ns == 0) a->rejoin_ns = MonoNs();
+  a->heartbeating = false;
+  StartJoinLocked(a, /*first_attempt=*/true);
+}
+
+// ---- Commands from the parent.
+
+std::string Generator::WaitJoins(uint64_t min_round, int timeout_s) {
+  const int64_t until = MonoNs() + int64_t{timeout_s} * 1000000000;
+  while (true) {
+    bool done = true;
+    for (auto& a : agents_) {
+      absl::MutexLock lock(&a->mu);
+      if (a->killed) continue;
+      if (a->joining || (a->join_error.empty() && a->round < min_round && a->join_sent_ns != 0)) {
+        done = false;
+        break;
+      }
+    }
+    if (done || MonoNs() > until) break;
+    absl::SleepFor(absl::Milliseconds(5));
+  }
+  // ok err min_nnodes max_nnodes max_round first_error | sent:recv:rejoin ...
+  int ok = 0, err = 0, min_nnodes = 1 << 30, max_nnodes = 0;
+  uint64_t max_round = 0;
+  std::string first_error = "-", samples;
+  for (auto& a : agents_) {
+    absl::MutexLock lock(&a->mu);
+    if (a->killed || a->join_sent_ns == 0) continue;
+    if (a->joining || !a->join_error.empty() || a->round < min_round) {
+      if (err++ == 0) {
+        first_error = a->joining ? absl::StrCat(a->node_id, ": still joining")
+                      : a->join_error.empty()
+                          ? absl::StrCat(a->node_id, ": round ", a->round, " < ", min_round)
+                          : a->join_error;
+      }
+      continue;
+    }
+    ++ok;
+    min_nnodes = std::min(min_nnodes, a->nnodes);
+    max_nnodes = std::max(max_nnodes, a->nnodes);
+    max_round = std::max(max_round, a->round);
+    absl::StrAppend(&samples, " ", a->join_sent_ns, ":", a->join_recv_ns, ":", a->rejoin_ns);
+  }
+  std::replace(first_error.begin(), first_error.end(), ' ', '_');
+  std::replace(first_error.begin(), first_error.end(), '\n', '_');
+  return absl::StrCat(ok, " ", err, " ", ok ? min_nnodes : 0, " ", max_nnodes, " ", max_round, " ",
+                      first_error, samples);
+}
+
+void Generator::Serve(FILE* in, FILE* out) {
+  char buf[256];
+  while (fgets(buf, sizeof(buf), in) != nullptr) {
+    std::vector<std::string> w = absl::StrSplit(absl::StripAsciiWhitespace(buf), ' ');
+    std::string answer;
+    const std::string& cmd = w[0];
+    auto arg = [&](size_t i) {
+      int64_t v = 0;
+      if (i < w.size()) (void)absl::SimpleAtoi(w[i], &v);
+      return v;
+    };
+    if (cmd == "connect") {
+      const int64_t start = MonoNs();
+      connects_pending.store(static_cast<int64_t>(agents_.size()));
+      for (auto& a : agents_) {
+        auto* op = new ConnectOp;
+        op->agent = a.get();
+        {
+          absl::MutexLock lock(&a->mu);
+          op->channel = a->channel;
+        }
+        op->deadline_ns = MonoNs() + arg(1) * 1000000000;
+        op->Watch();
+      }
+      while (connects_pending.load() > 0) absl::SleepFor(absl::Milliseconds(5));
+      int connected = 0;
+      for (auto& a : agents_) {
+        absl::MutexLock lock(&a->mu);
+        connected += a->connected;
+      }
+      answer = absl::StrCat(connected, " ", agents_.size() - connected, " ", MonoNs() - start);
+    } else if (cmd == "join") {  // join LO HI: the owned agents in [LO, HI)
+      int count = 0;
+      int64_t first = 0, last = 0;
+      for (auto& a : agents_) {
+        if (a->index < arg(1) || a->index >= arg(2)) continue;
+        absl::MutexLock lock(&a->mu);
+        StartJoinLocked(a.get(), /*first_attempt=*/true);
+        if (count++ == 0) first = a->join_sent_ns;
+        last = a->join_sent_ns;
+      }
+      answer = absl::StrCat(count, " ", first, " ", last);
+    } else if (cmd == "wait") {  // wait MIN_ROUND TIMEOUT_S
+      answer = WaitJoins(static_cast<uint64_t>(arg(1)), static_cast<int>(arg(2)));
+    } else if (cmd == "kill") {  // kill LO HI SILENT: marks rejoin times, loses [LO, HI)
+      int count = 0;
+      int64_t at = 0;
+      std::vector<grpc::ClientContext*> cancel;
+      for (auto& a : agents_) {
+        absl::MutexLock lock(&a->mu);
+        a->rejoin_ns = 0;
+      }
+      for (auto& a : agents_) {
+        if (a->index < arg(1) || a->index >= arg(2)) continue;
+        absl::MutexLock lock(&a->mu);
+        a->killed = true;
+        a->heartbeating = false;
+        if (at == 0) at = MonoNs();
+        ++count;
+        if (arg(3) == 0 && a->watch_ctx != nullptr) a->watch_ctx->TryCancel();
+      }
+      answer = absl::StrCat(count, " ", at);
+    } else if (cmd == "stats") {
+      rusage ru{};
+      getrusage(RUSAGE_SELF, &ru);
+      const int64_t cpu_us = int64_t{ru.ru_utime.tv_sec} * 1000000 + ru.ru_utime.tv_usec +
+                             int64_t{ru.ru_stime.tv_sec} * 1000000 + ru.ru_stime.tv_usec;
+      answer = absl::StrCat(cpu_us, " ", hb_sent.load(), " ", hb_ok.load(), " ", hb_err.load(), " ",
+                            watch_err.load(), " ", ru.ru_maxrss);
+    } else if (cmd == "leave") {
+      int count = 0;
+      for (auto& a : agents_) {
+        absl::MutexLock lock(&a->mu);
+        if (a->killed || !a->stub) continue;
+        a->heartbeating = false;
+        auto* call = new LeaveCall;
+        call->agent = a.get();
+        call->ctx.AddMetadata(trainlet::rendezvous::kTokenMetadataKey, kToken);
+        call->ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+        call->req.mutable_member()->set_node_id(a->node_id);
+        call->req.mutable_member()->set_incarnation(a->incarnation);
+        call->req.set_job_id(kJobId);
+        call->req.set_reason("bench done");
+        leaves_pending.fetch_add(1);
+        ++count;
+        call->rpc = a->stub->PrepareAsyncLeave(&call->ctx, call->req, a->cq);
+        call->rpc->StartCall();
+        call->rpc->Finish(&call->resp, &call->status, call);
+      }
+      while (leaves_pending.load() > 0) absl::SleepFor(absl::Milliseconds(5));
+      answer = absl::StrCat(count, " ", leaves_ok.load(), " ", leaves_err.load(), " ", MonoNs());
+    } else if (cmd == "quit") {
+      fprintf(out, "bye\n");
+      fflush(out);
+      // Tearing down thousands of channels takes long and measures nothing;
+      // the kernel closes the sockets.
+      _exit(0);
+    } else {
+      answer = "unknown-command";
+    }
+    fprintf(out, "%s\n", answer.c_str());
+    fflush(out);
+  }
+  _exit(0);
+}
+
+// ---------------------------------------------------------------------------
+// Parent: the server process, the generator processes, the phases.
+
+struct Child {
+  pid_t pid = -1;
+  FILE* to = nullptr;
+  FILE* from = nullptr;
+};
+
+std::vector<pid_t> g_pids;  // killed on exit (server, generators)
+
+void KillAll() {
+  for (pid_t p : g_pids) {
+    if (p > 0) kill(p, SIGKILL);
+  }
+  for (pid_t p : g_pids) {
+    if (p > 0) waitpid(p, nullptr, 0);
+  }
+  g_pids.clear();
+}
+
+void OnSignal(int sig) {
+  for (pid_t p : g_pids) {
+    if (p > 0) kill(p, SIGKILL);
+  }
+  _exit(128 + sig);
+}
+
+std::vector<Child> StartGenerators(const Config& c) {
+  std::vector<Child> children;
+  for (int k = 0; k < c.procs; ++k) {
+    int down[2], up[2];
+    if (pipe(down) != 0 || pipe(up) != 0) {
+      perror("pipe");
+      exit(1);
+    }
+    fflush(stdout);
+    fflush(stderr);
+    pid_t pid = fork();
+    if (pid == 0) {
+      prctl(PR_SET_PDEATHSIG, SIGKILL);
+      close(down[1]);
+      close(up[0]);
+      for (const Child& other : children) {
+        fclose(other.to);
+        fclose(other.from);
+      }
+      FILE* in = fdopen(down[0], "r");
+      FILE* out = fdopen(up[1], "w");
+      Generator gen(c, k, c.procs);
+      gen.Serve(in, out);
+      _exit(0);
+    }
+    close(down[0]);
+    close(up[1]);
+    g_pids.push_back(pid);
+    children.push_back({pid, fdopen(down[1], "w"), fdopen(up[0], "r")});
+  }
+  return children;
+}
+
+// Sends `cmd` to every generator at once; returns their answers.
+std::vector<std::string> Broadcast(const std::vector<Child>& children, const std::string& cmd) {
+  for (const Child& ch : children) {
+    fprintf(ch.to, "%s\n", cmd.c_str());
+    fflush(ch.to);
+  }
+  std::vector<std::string> answers;
+  for (const Child& ch : children) {
+    std::string line;
+    char buf[65536];
+    while (fgets(buf, sizeof(buf), ch.from) != nullptr) {
+      line += buf;
+      if (!line.empty() && line.back() == '\n') break;
+    }
+    if (line.empty()) {
+      fprintf(stderr, "generator %d died\n", ch.pid);
+      KillAll();
+      exit(1);
+    }
+    line.pop_back();
+    answers.push_back(line);
+  }
+  return answers;
+}
+
+void StopGenerators(std::vector<Child>* children) {
+  Broadcast(*children, "quit");
+  for (Child& ch : *children) {
+    fclose(ch.to);
+    fclose(ch.from);
+    waitpid(ch.pid, nullptr, 0);
+    g_pids.erase(std::remove(g_pids.begin(), g_pids.end(), ch.pid), g_pids.end());
+  }
+  children->clear();
+}
+
+std::vector<int64_t> Ints(const std::string& s) {
+  std::vector<int64_t> v;
+  for (absl::string_view w : absl::StrSplit(s, ' ', absl::SkipEmpty())) {
+    int64_t x = 0;
+    (void)absl::SimpleAtoi(w, &x);
+    v.push_back(x);
+  }
+  return v;
+}
+
+struct Server {
+  pid_t pid = -1;
+  int port = 0;
+  std::string log_path;
+};
+
+int FreePort() {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof(a);
+  if (bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) != 0 ||
+      getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) != 0) {
+    perror("bind");
+    exit(1);
+  }
+  close(fd);
+  return ntohs(a.sin_port);
+}
+
+bool PortOpen(int port) {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  a.sin_port = htons(port);
+  bool ok = connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) == 0;
+  close(fd);
+  return ok;
+}
+
+std::string g_tmpdir;
+
+Server StartServer(const Config& c, const std::string& nnodes, int max_restarts, double last_call_s,
+                   const std::string& name) {
+  Server s;
+  s.port = FreePort();
+  s.log_path = absl::StrCat(g_tmpdir, "/", name, ".log");
+  const std::string token_file = absl::StrCat(g_tmpdir, "/token");
+  std::vector<std::string> args = {
+      c.trainlet,
+      "coordinator",
+      absl::StrCat("--port=", s.port),
+      "--bind-addr=127.0.0.1",
+      absl::StrCat("--nnodes=", nnodes),
+      absl::StrCat("--job-id=", kJobId),
+      absl::StrCat("--token-file=", token_file),
+      absl::StrCat("--max-restarts=", max_restarts),
+      absl::StrFormat("--last-call=%dms", static_cast<int>(last_call_s * 1000)),
+      absl::StrFormat("--heartbeat-timeout=%dms", static_cast<int>(c.heartbeat_timeout_s * 1000)),
+  };
+  args.insert(args.end(), c.server_args.begin(), c.server_args.end());
+  fflush(stdout);
+  fflush(stderr);
+  s.pid = fork();
+  if (s.pid == 0) {
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    for (const std::string& e : c.server_env) putenv(strdup(e.c_str()));
+    int fd = open(s.log_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    dup2(fd, 2);
+    dup2(fd, 1);
+    std::vector<char*> argv;
+    for (auto& a : args) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    execv(argv[0], argv.data());
+    perror("execv");
+    _exit(127);
+  }
+  g_pids.push_back(s.pid);
+  const int64_t until = MonoNs() + 30000000000;
+  while (!PortOpen(s.port)) {
+    int st;
+    if (waitpid(s.pid, &st, WNOHANG) == s.pid || MonoNs() > until) {
+      fprintf(stderr, "the coordinator did not start; its log (%s):\n", s.log_path.c_str());
+      std::ifstream f(s.log_path);
+      std::string line;
+      while (std::getline(f, line)) fprintf(stderr, "  %s\n", line.c_str());
+      KillAll();
+      exit(1);
+    }
+    usleep(10000);
+  }
+  g_target = absl::StrCat("127.0.0.1:", s.port);
+  return s;
+}
+
+void StopServer(Server* s) {
+  kill(s->pid, SIGTERM);
+  for (int i = 0; i < 500; ++i) {
+    if (waitpid(s->pid, nullptr, WNOHANG) == s->pid) {
+      s->pid = -1;
+      break;
+    }
+    usleep(10000);
+  }
+  if (s->pid > 0) {
+    kill(s->pid, SIGKILL);
+    waitpid(s->pid, nullptr, 0);
+  }
+  g_pids.erase(std::remove(g_pids.begin(), g_pids.end(), s->pid), g_pids.end());
+}
+
+// utime + stime of a process, in ms.
+int64_t ProcCpuMs(pid_t pid) {
+  std::ifstream f(absl::StrCat("/proc/", pid, "/stat"));
+  std::string all((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  size_t p = all.rfind(')');
+  if (p == std::string::npos) return 0;
+  std::vector<std::string> w = absl::StrSplit(all.substr(p + 2), ' ');
+  // After ")": state(3) ... utime is field 14, stime 15 (1-based overall).
+  int64_t ut = 0, st = 0;
+  if (w.size() > 13) {
+    (void)absl::SimpleAtoi(w[11], &ut);
+    (void)absl::SimpleAtoi(w[12], &st);
+  }
+  return (ut + st) * 1000 / sysconf(_SC_CLK_TCK);
+}
+
+int64_t ProcStatusKb(pid_t pid, const char* key) {
+  std::ifstream f(absl::StrCat("/proc/", pid, "/status"));
+  std::string line;
+  while (std::getline(f, line)) {
+    if (line.rfind(key, 0) == 0) return strtoll(line.c_str() + strlen(key), nullptr, 10);
+  }
+  return 0;
+}
+
+// Time the server's threads spent runnable but waiting for a CPU, in ms (sum
+// of /proc/PID/task/*/schedstat's second field): what other work on the
+// machine cost the server in a phase.
+int64_t ProcRunQueueWaitMs(pid_t pid) {
+  int64_t total_ns = 0;
+  std::error_code ec;
+  for (const auto& e :
+       std::filesystem::directory_iterator(absl::StrCat("/proc/", pid, "/task"), ec)) {
+    std::ifstream f(e.path() / "schedstat");
+    int64_t run = 0, wait = 0;
+    if (f >> run >> wait) total_ns += wait;
+  }
+  return total_ns / 1000000;
+}
+
+double LoadAvg() {
+  std::ifstream f("/proc/loadavg");
+  double l = 0;
+  f >> l;
+  return l;
+}
+
+// The server's CPU in ms per 100 ms while nothing but keepalive pings and
+// its ticker run (measured over 500 ms after the channels connected).
+int64_t ServerBaseline(pid_t pid) {
+  const int64_t a = ProcCpuMs(pid);
+  usleep(500000);
+  return (ProcCpuMs(pid) - a) / 5;
+}
+
+// Waits until the server used at most its baseline + 30 ms of CPU over
+// 100 ms (the joins sent are parked), or `max_s` passed. An absolute bound
+// would never be met at 10,000 agents, whose keepalive pings alone keep the
+// server busy.
+void AwaitServerQuiet(pid_t pid, int64_t baseline_ms, double max_s) {
+  const int64_t until = MonoNs() + static_cast<int64_t>(max_s * 1e9);
+  int64_t prev = ProcCpuMs(pid);
+  while (MonoNs() < until) {
+    usleep(100000);
+    const int64_t now = ProcCpuMs(pid);
+    if (now - prev <= baseline_ms + 30) return;
+    prev = now;
+  }
+}
+
+// The monotonic times of the server's log lines that contain `needle`.
+std::vector<int64_t> LogTimes(const std::string& path, const std::string& needle) {
+  // Wall-clock -> monotonic, sampled now (the log has 1 ms resolution).
+  const int64_t offset = absl::GetCurrentTimeNanos() - MonoNs();
+  std::vector<int64_t> out;
+  std::ifstream f(path);
+  std::string line;
+  while (std::getline(f, line)) {
+    if (line.find(needle) == std::string::npos || line.size() < 24) continue;
+    absl::Time t;
+    std::string err;
+    if (!absl::ParseTime("%Y-%m-%dT%H:%M:%E3SZ", line.substr(0, 24), &t, &err)) continue;
+    out.push_back(absl::ToUnixNanos(t) - offset);
+  }
+  return out;
+}
+
+double Percentile(std::vector<double> v, double p) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  size_t i = static_cast<size_t>(p / 100.0 * (v.size() - 1) + 0.5);
+  return v[std::min(i, v.size() - 1)];
+}
+
+struct Joined {
+  int ok = 0, err = 0, min_nnodes = 1 << 30, max_nnodes = 0;
+  uint64_t max_round = 0;
+  std::string first_error;
+  std::vector<int64_t> sent, recv, rejoin;
+};
+
+Joined WaitAll(const std::vector<Child>& children, uint64_t min_round, int timeout_s) {
+  Joined j;
+  for (const std::string& ans :
+       Broadcast(children, absl::StrCat("wait ", min_round, " ", timeout_s))) {
+    std::vector<std::string> w = absl::StrSplit(ans, ' ', absl::SkipEmpty());
+    if (w.size() < 6) continue;
+    int ok = 0, err = 0, mn = 0, mx = 0;
+    uint64_t r = 0;
+    (void)absl::SimpleAtoi(w[0], &ok);
+    (void)absl::SimpleAtoi(w[1], &err);
+    (void)absl::SimpleAtoi(w[2], &mn);
+    (void)absl::SimpleAtoi(w[3], &mx);
+    (void)absl::SimpleAtoi(w[4], &r);
+    j.ok += ok;
+    j.err += err;
+    if (ok) j.min_nnodes = std::min(j.min_nnodes, mn);
+    j.max_nnodes = std::max(j.max_nnodes, mx);
+    j.max_round = std::max(j.max_round, r);
+    if (err && j.first_error.empty()) j.first_error = w[5];
+    for (size_t i = 6; i < w.size(); ++i) {
+      std::vector<int64_t> t;
+      for (absl::string_view x : absl::StrSplit(w[i], ':')) {
+        int64_t v = 0;
+        (void)absl::SimpleAtoi(x, &v);
+        t.push_back(v);
+      }
+      if (t.size() != 3) continue;
+      j.sent.push_back(t[0]);
+      j.recv.push_back(t[1]);
+      j.rejoin.push_back(t[2]);
+    }
+  }
+  if (j.ok == 0) j.min_nnodes = 0;
+  return j;
+}
+
+struct ClientStats {
+  int64_t cpu_ms = 0, hb_sent = 0, hb_ok = 0, hb_err = 0, watch_err = 0, maxrss_kb = 0;
+};
+
+ClientStats Stats(const std::vector<Child>& children) {
+  ClientStats s;
+  for (const std::string& a : Broadcast(children, "stats")) {
+    std::vector<int64_t> v = Ints(a);
+    if (v.size() < 6) continue;
+    s.cpu_ms += v[0] / 1000;
+    s.hb_sent += v[1];
+    s.hb_ok += v[2];
+    s.hb_err += v[3];
+    s.watch_err += v[4];
+    s.maxrss_kb += v[5];
+  }
+  return s;
+}
+
+// One phase's figures: printed as a table row and as JSON.
+struct Figures {
+  std::string phase;
+  bool ok = true;
+  std::string error;
+  std::vector<std::pair<std::string, double>> values;  // name -> value
+  void Set(const std::string& k, double v) { values.emplace_back(k, v); }
+  void Fail(const std::string& e) {
+    if (ok) error = e;
+    ok = false;
+  }
+};
+
+std::vector<Figures> g_results;
+
+// Progress on stderr as each phase ends (the table comes at the end).
+void Report(const Figures& f) {
+  g_results.push_back(f);
+  fprintf(stderr, "phase %s: %s\n", f.phase.c_str(),
+          f.ok ? "ok" : absl::StrCat("FAILED: ", f.error).c_str());
+}
+
+void AddServerFigures(Figures* f, pid_t pid) {
+  f->Set("server_rss_mb", ProcStatusKb(pid, "VmRSS:") / 1024.0);
+  f->Set("server_hwm_mb", ProcStatusKb(pid, "VmHWM:") / 1024.0);
+  f->Set("server_threads", static_cast<double>(ProcStatusKb(pid, "Threads:")));
+}
+
+void AddLatencies(Figures* f, const std::string& prefix, const std::vector<int64_t>& t,
+                  int64_t from) {
+  std::vector<double> ms;
+  for (int64_t x : t) ms.push_back((x - from) / 1e6);
+  f->Set(prefix + "_p50_ms", Percentile(ms, 50));
+  f->Set(prefix + "_p99_ms", Percentile(ms, 99));
+  f->Set(prefix + "_max_ms", ms.empty() ? 0 : *std::max_element(ms.begin(), ms.end()));
+}
+
+void CheckRound(Figures* f, const Joined& j, int expected_ok, int nnodes, uint64_t round) {
+  if (j.err > 0) f->Fail(absl::StrCat(j.err, " join(s) failed; first: ", j.first_error));
+  if (j.ok != expected_ok) f->Fail(absl::StrCat(j.ok, " of ", expected_ok, " agents joined"));
+  if (j.min_nnodes != nnodes || j.max_nnodes != nnodes) {
+    f->Fail(
+        absl::StrCat("round of ", j.min_nnodes, "..", j.max_nnodes, " nodes, expected ", nnodes));
+  }
+  if (j.max_round < round) f->Fail(absl::StrCat("round ", j.max_round, ", expected ", round));
+}
+
+// Joins [0, upto) in waves of `wave`, each once the server is quiet.
+void JoinInWaves(const std::vector<Child>& ch, pid_t server, int upto, int wave) {
+  const int64_t baseline = ServerBaseline(server);
+  for (int lo = 0; lo < upto; lo += wave) {
+    Broadcast(ch, absl::StrCat("join ", lo, " ", std::min(upto, lo + wave)));
+    AwaitServerQuiet(server, baseline, 10);
+  }
+}
+
+// last / wave: the round closes with the final `final_count` joins.
+void RunClosingPattern(const Config& c, const std::string& phase, int final_count, bool steady) {
+  const int n = c.agents;
+  Figures f;
+  f.phase = phase;
+  Server s = StartServer(c, absl::StrCat(n), 0, 0.5, phase);
+  std::vector<Child> ch = StartGenerators(c);
+  int connected = 0;
+  for (const std::string& a : Broadcast(ch, "connect 60"))
+    connected += static_cast<int>(Ints(a)[0]);
+  if (connected != n) f.Fail(absl::StrCat(connected, " of ", n, " channels connected"));
+  JoinInWaves(ch, s.pid, n - final_count, c.wave);
+  usleep(200000);  // let the machine go quiet
+  const ClientStats cs0 = Stats(ch);
+  const int64_t cpu0 = ProcCpuMs(s.pid);
+  const int64_t wait0 = ProcRunQueueWaitMs(s.pid);
+  int64_t last_sent = 0;
+  for (const std::string& a : Broadcast(ch, absl::StrCat("join ", n - final_count, " ", n))) {
+    std::vector<int64_t> v = Ints(a);
+    if (v.size() == 3 && v[0] > 0) last_sent = std::max(last_sent, v[2]);
+  }
+  Joined j = WaitAll(ch, 1, c.join_timeout_s + 5);
+  const int64_t cpu1 = ProcCpuMs(s.pid);
+  const int64_t wait1 = ProcRunQueueWaitMs(s.pid);
+  const ClientStats cs1 = Stats(ch);
+  CheckRound(&f, j, n, n, 1);
+  const int64_t last_recv = j.recv.empty() ? 0 : *std::max_element(j.recv.begin(), j.recv.end());
+  AddLatencies(&f, "response_after_last_join", j.recv, last_sent);
+  std::vector<int64_t> closed = LogTimes(s.log_path, "round 1 closed");
+  if (!closed.empty())
+    f.Set("server_round_closed_after_last_join_ms", (closed[0] - last_sent) / 1e6);
+  f.Set("server_cpu_ms", static_cast<double>(cpu1 - cpu0));
+  f.Set("client_cpu_ms", static_cast<double>(cs1.cpu_ms - cs0.cpu_ms));
+  f.Set("window_ms", (last_recv - last_sent) / 1e6);
+  f.Set("server_runqueue_wait_ms", static_cast<double>(wait1 - wait0));
+  AddServerFigures(&f, s.pid);
+  Report(f);
+
+  if (steady && f.ok) {
+    Figures st;
+    st.phase = "steady";
+    // Let the heartbeats of every agent start (they are phase-aligned, as
+    // those of real agents whose round closed at one instant).
+    usleep(static_cast<useconds_t>(std::max(1.0, 2 * c.heartbeat_timeout_s / 10) * 1e6));
+    const ClientStats a = Stats(ch);
+    const int64_t c0 = ProcCpuMs(s.pid);
+    const int64_t w0 = ProcRunQueueWaitMs(s.pid);
+    const int64_t t0 = MonoNs();
+    usleep(static_cast<useconds_t>(c.steady_s) * 1000000);
+    const int64_t c1 = ProcCpuMs(s.pid);
+    const int64_t w1 = ProcRunQueueWaitMs(s.pid);
+    const int64_t t1 = MonoNs();
+    const ClientStats b = Stats(ch);
+    const double secs = (t1 - t0) / 1e9;
+    st.Set("seconds", secs);
+    st.Set("server_cpu_pct_of_one_core", 100.0 * (c1 - c0) / 1000.0 / secs);
+    st.Set("server_runqueue_wait_ms", static_cast<double>(w1 - w0));
+    st.Set("heartbeats_per_s", (b.hb_sent - a.hb_sent) / secs);
+    st.Set("heartbeat_errors", static_cast<double>(b.hb_err - a.hb_err));
+    st.Set("watch_errors", static_cast<double>(b.watch_err - a.watch_err));
+    st.Set("client_cpu_pct_of_one_core", 100.0 * (b.cpu_ms - a.cpu_ms) / 1000.0 / secs);
+    if (b.hb_err > a.hb_err) st.Fail(absl::StrCat(b.hb_err - a.hb_err, " heartbeats failed"));
+    if (b.hb_sent == a.hb_sent) st.Fail("no heartbeat was sent");
+    AddServerFigures(&st, s.pid);
+    // Leave: every agent departs (the first Leave of a running static job
+    // fails it; the others are answered).
+    const int64_t lc0 = ProcCpuMs(s.pid);
+    const int64_t lt0 = MonoNs();
+    int64_t left_ok = 0, leave_end = lt0;
+    for (const std::string& ans : Broadcast(ch, "leave")) {
+      std::vector<int64_t> v = Ints(ans);
+      if (v.size() == 4) {
+        left_ok += v[1];
+        leave_end = std::max(leave_end, v[3]);
+      }
+    }
+    st.Set("leave_all_ms", (leave_end - lt0) / 1e6);
+    st.Set("leave_ok", static_cast<double>(left_ok));
+    st.Set("leave_server_cpu_ms", static_cast<double>(ProcCpuMs(s.pid) - lc0));
+    Report(st);
+  }
+  StopGenerators(&ch);
+  StopServer(&s);
+}
+
+void RunBurst(const Config& c) {
+  const int n = c.agents;
+  Figures f;
+  f.phase = "burst";
+  Server s = StartServer(c, absl::StrCat(n), 0, 0.5, "burst");
+  std::vector<Child> ch = StartGenerators(c);
+  usleep(200000);
+  const ClientStats cs0 = Stats(ch);
+  const int64_t cpu0 = ProcCpuMs(s.pid);
+  const int64_t wait0 = ProcRunQueueWaitMs(s.pid);
+  int64_t first_sent = INT64_MAX, last_sent = 0;
+  for (const std::string& a : Broadcast(ch, absl::StrCat("join 0 ", n))) {
+    std::vector<int64_t> v = Ints(a);
+    if (v.size() == 3 && v[0] > 0) {
+      first_sent = std::min(first_sent, v[1]);
+      last_sent = std::max(last_sent, v[2]);
+    }
+  }
+  Joined j = WaitAll(ch, 1, c.join_timeout_s + 5);
+  const int64_t cpu1 = ProcCpuMs(s.pid);
+  const int64_t wait1 = ProcRunQueueWaitMs(s.pid);
+  const ClientStats cs1 = Stats(ch);
+  CheckRound(&f, j, n, n, 1);
+  f.Set("server_runqueue_wait_ms", static_cast<double>(wait1 - wait0));
+  AddLatencies(&f, "response_after_last_join", j.recv, last_sent);
+  AddLatencies(&f, "response_after_first_join", j.recv, first_sent);
+  std::vector<int64_t> closed = LogTimes(s.log_path, "round 1 closed");
+  if (!closed.empty())
+    f.Set("server_round_closed_after_first_join_ms", (closed[0] - first_sent) / 1e6);
+  f.Set("joins_sent_spread_ms", (last_sent - first_sent) / 1e6);
+  f.Set("server_cpu_ms", static_cast<double>(cpu1 - cpu0));
+  f.Set("client_cpu_ms", static_cast<double>(cs1.cpu_ms - cs0.cpu_ms));
+  AddServerFigures(&f, s.pid);
+  Report(f);
+  StopGenerators(&ch);
+  StopServer(&s);
+}
+
+// One loss event on a running elastic job: `lo..hi` lost; every survivor must
+// hold round `round`.
+void LossEvent(const Config& c, const Server& s, const std::vector<Child>& ch,
+               const std::string& phase, int lo, int hi, int survivors, uint64_t round,
+               double min_wait_s) {
+  Figures f;
+  f.phase = phase;
+  const bool silent = c.loss_mode == "silent";
+  const size_t open_before = LogTimes(s.log_path, "opening round").size();
+  const ClientStats cs0 = Stats(ch);
+  const int64_t cpu0 = ProcCpuMs(s.pid);
+  const int64_t wait0 = ProcRunQueueWaitMs(s.pid);
+  int64_t lost_at = INT64_MAX;
+  int lost = 0;
+  for (const std::string& a :
+       Broadcast(ch, absl::StrCat("kill ", lo, " ", hi, " ", silent ? 1 : 0))) {
+    std::vector<int64_t> v = Ints(a);
+    if (v.size() == 2 && v[0] > 0) {
+      lost += static_cast<int>(v[0]);
+      lost_at = std::min(lost_at, v[1]);
+    }
+  }
+  Joined j = WaitAll(ch, round, static_cast<int>(min_wait_s) + c.join_timeout_s);
+  const int64_t cpu1 = ProcCpuMs(s.pid);
+  const int64_t wait1 = ProcRunQueueWaitMs(s.pid);
+  const ClientStats cs1 = Stats(ch);
+  CheckRound(&f, j, survivors, survivors, round);
+  f.Set("server_runqueue_wait_ms", static_cast<double>(wait1 - wait0));
+  f.Set("lost", lost);
+  f.Set("survivors", survivors);
+  std::vector<int64_t> opened = LogTimes(s.log_path, "opening round");
+  if (opened.size() > open_before) {
+    f.Set("server_detection_ms", (opened[open_before] - lost_at) / 1e6);
+  } else {
+    f.Fail("the coordinator logged no new round");
+  }
+  int64_t first_rejoin = INT64_MAX;
+  for (int64_t r : j.rejoin) {
+    if (r > 0) first_rejoin = std::min(first_rejoin, r);
+  }
+  if (first_rejoin != INT64_MAX) f.Set("client_first_rejoin_ms", (first_rejoin - lost_at) / 1e6);
+  AddLatencies(&f, "survivor_assigned_after_loss", j.recv, lost_at);
+  std::vector<int64_t> closed = LogTimes(s.log_path, absl::StrCat("round ", round, " closed"));
+  if (!closed.empty()) f.Set("server_round_closed_after_loss_ms", (closed[0] - lost_at) / 1e6);
+  f.Set("server_cpu_ms", static_cast<double>(cpu1 - cpu0));
+  f.Set("client_cpu_ms", static_cast<double>(cs1.cpu_ms - cs0.cpu_ms));
+  AddServerFigures(&f, s.pid);
+  Report(f);
+}
+
+void RunLoss(const Config& c, bool one, bool ten) {
+  const int n = c.agents;
+  const int tenth = std::max(1, n / 10);
+  const int min_nodes = n - 1 - tenth;
+  Figures f;
+  f.phase = "loss_setup";
+  Server s = StartServer(c, absl::StrCat(min_nodes, ":", n), 5, c.loss_last_call_s, "loss");
+  std::vector<Child> ch = StartGenerators(c);
+  int connected = 0;
+  for (const std::string& a : Broadcast(ch, "connect 60"))
+    connected += static_cast<int>(Ints(a)[0]);
+  if (connected != n) f.Fail(absl::StrCat(connected, " of ", n, " channels connected"));
+  // MIN-1 first, then the rest at once: the round must close at N, before
+  // the last call that starts at MIN.
+  JoinInWaves(ch, s.pid, min_nodes - 1, c.wave);
+  Broadcast(ch, absl::StrCat("join ", min_nodes - 1, " ", n));
+  Joined j = WaitAll(ch, 1, c.join_timeout_s + 5);
+  CheckRound(&f, j, n, n, 1);
+  if (!f.ok) {
+    f.error += " (raise --loss-last-call if the round closed before every agent joined)";
+    Report(f);
+    StopGenerators(&ch);
+    StopServer(&s);
+    return;
+  }
+  // Every agent's stream open and heartbeats running.
+  usleep(static_cast<useconds_t>(std::max(1.0, 2 * c.heartbeat_timeout_s / 10) * 1e6));
+  uint64_t round = 1;
+  int alive = n;
+  if (one) {
+    LossEvent(c, s, ch, "loss1", n - 1, n, alive - 1, ++round, c.heartbeat_timeout_s * 2);
+    alive -= 1;
+    usleep(static_cast<useconds_t>(std::max(1.0, 2 * c.heartbeat_timeout_s / 10) * 1e6));
+  }
+  if (ten) {
+    LossEvent(c, s, ch, "loss10", alive - tenth, alive, alive - tenth, ++round,
+              c.heartbeat_timeout_s * 2 + c.loss_last_call_s);
+  }
+  StopGenerators(&ch);
+  StopServer(&s);
+}
+
+void PrintResults(const Config& c, double load_before, double load_after) {
+  printf(
+      "\n%d agents, %d generator process(es) x %d CQ thread(s), %u CPUs, load average %.2f -> "
+      "%.2f\n",
+      c.agents, c.procs, c.cqs, std::thread::hardware_concurrency(), load_before, load_after);
+  for (const Figures& f : g_results) {
+    printf("%-8s %s\n", f.phase.c_str(), f.ok ? "ok" : absl::StrCat("FAILED: ", f.error).c_str());
+    for (const auto& [k, v] : f.values) printf("    %-45s %12.1f\n", k.c_str(), v);
+  }
+  std::string json = absl::StrFormat(
+      "{\"bench\":\"coordinator_load\",\"agents\":%d,\"procs\":%d,\"cqs\":%d,\"cpus\":%u,"
+      "\"heartbeat_timeout_s\":%g,\"loss_mode\":\"%s\",\"load_before\":%.2f,\"load_after\":%.2f,"
+      "\"phases\":{",
+      c.agents, c.procs, c.cqs, std::thread::hardware_concurrency(), c.heartbeat_timeout_s,
+      c.loss_mode, load_before, load_after);
+  bool first = true;
+  for (const Figures& f : g_results) {
+    std::string err = f.error;
+    err.erase(
+        std::remove_if(err.begin(), err.end(), [](char ch) { return ch == '"' || ch == '\\'; }),
+        err.end());
+    absl::StrAppend(&json, first ? "" : ",", "\"", f.phase, "\":{\"ok\":", f.ok ? "true" : "false");
+    if (!f.ok) absl::StrAppend(&json, ",\"error\":\"", err, "\"");
+    for (const auto& [k, v] : f.values) absl::StrAppendFormat(&json, ",\"%s\":%.3f", k, v);
+    absl::StrAppend(&json, "}");
+    first = false;
+  }
+  absl::StrAppend(&json, "}}");
+  printf("%s\n", json.c_str());
+}
+
+bool Flag(const char* arg, const char* name, std::string* value) {
+  size_t len = strlen(name);
+  if (strncmp(arg, name, len) != 0 || arg[len] != '=') return false;
+  *value = arg + len + 1;
+  return true;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Config c;
+  std::string v;
+  bool bad = false;
+  for (int i = 1; i < argc; ++i) {
+    auto num = [&](double* out) { bad |= !absl::SimpleAtod(v, out); };
+    auto inum = [&](int* out) { bad |= !absl::SimpleAtoi(v, out); };
+    if (Flag(argv[i], "--agents", &v)) {
+      inum(&c.agents);
+    } else if (Flag(argv[i], "--procs", &v)) {
+      inum(&c.procs);
+    } else if (Flag(argv[i], "--cqs", &v)) {
+      inum(&c.cqs);
+    } else if (Flag(argv[i], "--phases", &v)) {
+      c.phases = absl::StrSplit(v, ',', absl::SkipEmpty());
+    } else if (Flag(argv[i], "--wave", &v)) {
+      inum(&c.wave);
+    } else if (Flag(argv[i], "--steady", &v)) {
+      inum(&c.steady_s);
+    } else if (Flag(argv[i], "--heartbeat-timeout", &v)) {
+      num(&c.heartbeat_timeout_s);
+    } else if (Flag(argv[i], "--heartbeat-interval", &v)) {
+      num(&c.heartbeat_interval_s);
+    } else if (Flag(argv[i], "--join-timeout", &v)) {
+      inum(&c.join_timeout_s);
+    } else if (Flag(argv[i], "--loss-mode", &v)) {
+      c.loss_mode = v;
+    } else if (Flag(argv[i], "--loss-last-call", &v)) {
+      num(&c.loss_last_call_s);
+    } else if (Flag(argv[i], "--server-arg", &v)) {
+      c.server_args.push_back(v);
+    } else if (Flag(argv[i], "--server-env", &v)) {
+      bad |= v.find('=') == std::string::npos;
+      c.server_env.push_back(v);
+    } else if (Flag(argv[i], "--trainlet", &v)) {
+      c.trainlet = v;
+    } else {
+      bad = true;
+    }
+  }
+  for (const std::string& p : c.phases) {
+    if (p != "last" && p != "steady" && p != "burst" && p != "wave" && p != "loss1" &&
+        p != "loss10") {
+      bad = true;
+    }
+  }
+  if (bad || c.agents < 20 || c.procs < 1 || c.procs > 64 || c.cqs < 1 || c.wave < 1 ||
+      c.wave >= c.agents || c.steady_s < 1 || c.heartbeat_timeout_s <= 0 || c.join_timeout_s < 1 ||
+      (c.loss_mode != "close" && c.loss_mode != "silent") || c.trainlet.empty() ||
+      access(c.trainlet.c_str(), X_OK) != 0) {
+    fprintf(stderr,
+            "usage: %s --trainlet=PATH [--agents=1000 (>= 20)] [--procs=2] [--cqs=2]\n"
+            "    [--phases=last,steady,burst,wave,loss1,loss10] [--wave=100] [--steady=SECONDS]\n"
+            "    [--heartbeat-timeout=SECONDS (5)] [--heartbeat-interval=SECONDS (0: the "
+            "coordinator's)]\n"
+            "    [--join-timeout=SECONDS (600)] [--loss-mode=close|silent] "
+            "[--loss-last-call=SECONDS (1)]\n"
+            "    [--server-arg=ARG]... [--server-env=NAME=VALUE]...\n",
+            argv[0]);
+    return 64;
+  }
+  // Descriptors: one connection per agent here, one per agent in the server
+  // (which raises its own limit and checks its budget).
+  rlimit rl{};
+  getrlimit(RLIMIT_NOFILE, &rl);
+  rl.rlim_cur = rl.rlim_max;
+  setrlimit(RLIMIT_NOFILE, &rl);
+  const int per_proc = (c.agents + c.procs - 1) / c.procs;
+  if (rl.rlim_cur < static_cast<rlim_t>(per_proc + 64) ||
+      rl.rlim_cur < static_cast<rlim_t>(c.agents + 64)) {
+    fprintf(stderr,
+            "RLIMIT_NOFILE %llu is too low for %d agents: raise the hard limit (ulimit -Hn)\n",
+            static_cast<unsigned long long>(rl.rlim_cur), c.agents);
+    return 1;
+  }
+  signal(SIGINT, OnSignal);
+  signal(SIGTERM, OnSignal);
+  signal(SIGPIPE, SIG_IGN);
+  char tmpl[] = "/tmp/coordinator_load.XXXXXX";
+  if (mkdtemp(tmpl) == nullptr) {
+    perror("mkdtemp");
+    return 1;
+  }
+  g_tmpdir = tmpl;
+  {
+    std::ofstream t(g_tmpdir + "/token");
+    t << kToken << "\n";
+  }
+  chmod((g_tmpdir + "/token").c_str(), 0600);
+  auto has = [&](const char* p) {
+    return std::find(c.phases.begin(), c.phases.end(), p) != c.phases.end();
+  };
+  const double load_before = LoadAvg();
+  const int64_t t0 = MonoNs();
+  if (has("last") || has("steady")) RunClosingPattern(c, "last", 1, has("steady"));
+  if (has("burst")) RunBurst(c);
+  if (has("wave")) RunClosingPattern(c, "wave", c.wave, false);
+  if (has("loss1") || has("loss10")) RunLoss(c, has("loss1"), has("loss10"));
+  const double load_after = LoadAvg();
+  PrintResults(c, load_before, load_after);
+  printf("total %.1f s\n", (MonoNs() - t0) / 1e9);
+  bool all_ok = true;
+  for (const Figures& f : g_results) all_ok &= f.ok;
+  KillAll();
+  // Keep the server logs of a failed run.
+  if (all_ok) {
+    std::error_code ec;
+    std::filesystem::remove_all(g_tmpdir, ec);
+  } else {
+    fprintf(stderr, "server logs kept in %s\n", g_tmpdir.c_str());
+  }
+  return all_ok ? 0 : 1;
+}
