@@ -27,7 +27,11 @@ const std::vector<OptionSpec>& CoordinatorOptionTable() {
         {"token-file", OptionKind::kString, "PATH", "",
          "File holding the job's shared secret (trailing whitespace ignored); none: no "
          "authentication."},
+        {"health-port", OptionKind::kInt, "PORT", "0 (none)",
+         "Plaintext gRPC health port (grpc.health.v1) for kubelet probes; with TLS the "
+         "coordinator port answers health only to clients with a certificate."},
     };
+    for (OptionSpec& spec : TlsOptionSpecs(/*client=*/false)) t->push_back(std::move(spec));
     for (OptionSpec& spec : RoundPolicyOptionSpecs()) t->push_back(std::move(spec));
     return t;
   }();
@@ -72,6 +76,18 @@ absl::StatusOr<CoordinatorConfig> ParseCoordinatorConfig(
     if (!token.ok()) return token.status();
     c.token_file = token_file->text;
     c.token = *std::move(token);
+  }
+  absl::StatusOr<rendezvous::TlsConfig> tls = ParseTlsOptions(parsed, &c.warnings);
+  if (!tls.ok()) return tls.status();
+  c.tls = *std::move(tls);
+  if (const OptionValue* health = parsed.Find("health-port")) {
+    absl::StatusOr<int> port = ParseIntValue(*health, 0, 65535);
+    if (!port.ok()) return port.status();
+    if (*port != 0 && *port == c.port) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(health->origin, ": the health port must differ from --port (", c.port, ")"));
+    }
+    c.health_port = *port;
   }
   absl::StatusOr<RoundPolicy> policy = ParseRoundPolicy(parsed, table, c.nnodes, std::nullopt);
   if (!policy.ok()) return policy.status();

@@ -5,9 +5,11 @@
 // Values come from flags, then TRAINLET_* variables, then defaults; there is
 // no Kubernetes discovery (the coordinator is not a training pod). Errors as
 // in run_config.h: InvalidArgument for malformed input (exit 64),
-// FailedPrecondition for an unreadable token file (exit 78).
+// FailedPrecondition for an unreadable token file or TLS options given in
+// part or naming unusable files (exit 78).
 //
-// Pure function except for reading the token file; thread-compatible.
+// Pure function except for reading the token and TLS files;
+// thread-compatible.
 #ifndef TRAINLET_AGENT_COORDINATOR_CONFIG_H_
 #define TRAINLET_AGENT_COORDINATOR_CONFIG_H_
 
@@ -30,6 +32,13 @@ struct CoordinatorConfig {
   std::string job_id = "trainlet";    // --job-id
   std::string token_file;             // --token-file; empty = no authentication.
   std::string token;
+  // --tls-cert/--tls-key/--tls-ca/--tls-dir (ParseTlsOptions); disabled: plaintext.
+  rendezvous::TlsConfig tls;
+  // --health-port: grpc.health.v1 in plaintext for kubelet probes, which
+  // cannot present a client certificate to a TLS coordinator port; 0: none.
+  int health_port = 0;
+  // Said once at start (a certificate that will likely be refused, ...).
+  std::vector<std::string> warnings;
   RoundPolicy policy;  // --max-restarts, --last-call, --heartbeat-timeout, --min-nodes-timeout
   LogLevel log_level = LogLevel::kInfo;  // --log-level
 };

@@ -14,6 +14,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/str_replace.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
@@ -476,6 +477,80 @@ absl::StatusOr<std::string> ReadTokenFile(const OptionValue& path) {
     }
   }
   return data;
+}
+
+std::vector<OptionSpec> TlsOptionSpecs(bool client) {
+  std::vector<OptionSpec> t = {
+      {"tls-cert", OptionKind::kString, "PATH", "",
+       "This side's certificate (PEM, leaf first; a cert-manager Secret's tls.crt) for mutual "
+       "TLS on the coordinator port; needs --tls-key and --tls-ca. None: plaintext."},
+      {"tls-key", OptionKind::kString, "PATH", "",
+       "The private key of --tls-cert (PEM, unencrypted; tls.key)."},
+      {"tls-ca", OptionKind::kString, "PATH", "",
+       "The CA certificate(s) (PEM; ca.crt) a peer's certificate must be signed by."},
+      {"tls-dir", OptionKind::kString, "DIR", "",
+       "A mounted cert-manager Secret: DIR/tls.crt, DIR/tls.key and DIR/ca.crt, for any of the "
+       "three not given by its own option."},
+  };
+  if (client) {
+    t.push_back({"tls-server-name", OptionKind::kString, "NAME",
+                 "the coordinator host dialled (on the node that hosts it, its advertised address)",
+                 "Name (DNS or IP) the coordinator's certificate must carry as a subject "
+                 "alternative name."});
+  }
+  return t;
+}
+
+absl::StatusOr<rendezvous::TlsConfig> ParseTlsOptions(const ParsedOptions& parsed,
+                                                      std::vector<std::string>* warnings) {
+  const OptionValue* dir = parsed.Find("tls-dir");
+  const OptionValue* server_name = parsed.Find("tls-server-name");
+  struct Part {
+    const char* option;
+    const char* file;  // in --tls-dir.
+    rendezvous::TlsFile* out;
+  };
+  rendezvous::TlsFiles files;
+  const Part parts[] = {{"tls-cert", "tls.crt", &files.cert},
+                        {"tls-key", "tls.key", &files.key},
+                        {"tls-ca", "ca.crt", &files.ca}};
+  std::vector<std::string> given, missing;
+  for (const Part& p : parts) {
+    if (const OptionValue* v = parsed.Find(p.option)) {
+      *p.out = {v->text, v->origin};
+      given.push_back(v->origin);
+    } else if (dir != nullptr) {
+      std::string base = dir->text;
+      while (base.size() > 1 && base.back() == '/') base.pop_back();
+      *p.out = {absl::StrCat(base, "/", p.file), absl::StrCat(dir->origin, "'s ", p.file)};
+    } else {
+      missing.push_back(absl::StrCat("--", p.option, " (", EnvNameFor(p.option), ")"));
+    }
+  }
+  if (dir == nullptr && given.empty()) {
+    if (server_name != nullptr) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          server_name->origin,
+          " is set but TLS is not: give --tls-cert, --tls-key and --tls-ca (or --tls-dir), or "
+          "drop it"));
+    }
+    return rendezvous::TlsConfig{};
+  }
+  if (!missing.empty()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        absl::StrJoin(given, " and "), given.size() == 1 ? " is" : " are", " set but not ",
+        absl::StrJoin(missing, " or "),
+        ": mutual TLS needs all three files (or --tls-dir=DIR holding tls.crt, tls.key and "
+        "ca.crt), none for plaintext"));
+  }
+  absl::StatusOr<rendezvous::TlsConfig> tls = rendezvous::LoadTlsFiles(files, warnings);
+  if (!tls.ok()) return tls.status();
+  if (server_name != nullptr) {
+    absl::StatusOr<std::string> name = ParseHostValue(*server_name);
+    if (!name.ok()) return name.status();
+    tls->server_name = *name;
+  }
+  return tls;
 }
 
 int ExitCodeForConfigError(const absl::Status& status) {

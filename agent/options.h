@@ -29,6 +29,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "common/logging.h"
+#include "rendezvous/tls_files.h"
 
 namespace trainlet::agent {
 
@@ -193,6 +194,25 @@ struct HostPort {
 absl::StatusOr<HostPort> ParseHostPortValue(const OptionValue& v, int default_port);
 // "host:port", "[v6::addr]:port".
 std::string JoinHostPort(absl::string_view host, int port);
+
+// The mutual TLS options: --tls-cert, --tls-key, --tls-ca and --tls-dir (a
+// mounted cert-manager Secret holding tls.crt, tls.key and ca.crt), plus
+// --tls-server-name when `client` (an agent: the name the coordinator's
+// certificate must carry). Appended to the tables of `run`, the MPI
+// commands and `coordinator`.
+std::vector<OptionSpec> TlsOptionSpecs(bool client);
+
+// The TLS material from the TlsOptionSpecs() values in `parsed`: disabled
+// (an empty TlsConfig) when none is set; else each file from its own flag or
+// variable, else from --tls-dir, read and checked by
+// rendezvous::LoadTlsFiles (its warnings appended to `warnings`).
+// FailedPrecondition (exit 78): some but not all of the three files given
+// (naming the missing flag and variable), --tls-server-name without them, or
+// a file that cannot be read or is not what it should be (naming the input
+// and path). InvalidArgument: a --tls-server-name that is not a host name or
+// IP address.
+absl::StatusOr<rendezvous::TlsConfig> ParseTlsOptions(const ParsedOptions& parsed,
+                                                      std::vector<std::string>* warnings);
 
 // Reads a token file: the whole file with trailing whitespace removed.
 // FailedPrecondition naming the flag and path when the file cannot be read,

@@ -128,6 +128,7 @@ int RunAgent(const RunConfig& config, const std::map<std::string, std::string>& 
     o.bind_addr = config.bind_addr;
     o.port = config.coordinator_port;
     o.reserved_descriptors = DescriptorsForAgent(config.nproc_per_node, 0);
+    o.tls = config.tls;
     auto started = rendezvous::CoordinatorHost::Start(std::move(o));
     if (started.ok()) {
       host = std::move(*started);
@@ -146,6 +147,8 @@ int RunAgent(const RunConfig& config, const std::map<std::string, std::string>& 
   client_options.target = host ? JoinHostPort(DialAddressFor(config.bind_addr), host->port())
                                : JoinHostPort(config.coordinator_host, config.coordinator_port);
   client_options.token = config.token;
+  client_options.tls = config.tls;
+  client_options.tls.server_name = CoordinatorTlsName(config, host != nullptr);
   const rendezvous::KeepaliveSettings keepalive =
       rendezvous::KeepaliveFor(config.policy.heartbeat_timeout);
   client_options.keepalive_time = keepalive.time;

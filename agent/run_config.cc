@@ -392,6 +392,7 @@ const std::vector<OptionSpec>& RunOptionTable() {
          "Time the node probe (GPUs, NICs, NUMA, /dev/shm; `trainlet probe`) may take at start "
          "before the agent goes on without it; 0 turns it off."},
     };
+    for (OptionSpec& spec : TlsOptionSpecs(/*client=*/true)) t->push_back(std::move(spec));
     for (OptionSpec& spec : RoundPolicyOptionSpecs()) {
       if (spec.name == "max-restarts")
         absl::StrAppend(&spec.help, " Kubernetes: PET_MAX_RESTARTS.");
@@ -400,6 +401,11 @@ const std::vector<OptionSpec>& RunOptionTable() {
     return t;
   }();
   return *table;
+}
+
+std::string CoordinatorTlsName(const RunConfig& config, bool hosting) {
+  if (!config.tls.server_name.empty()) return config.tls.server_name;
+  return hosting ? config.advertise_addr : "";
 }
 
 std::string RunHelpText() {
@@ -730,6 +736,9 @@ absl::StatusOr<RunConfig> RunConfigFromOptions(const ParsedOptions& parsed,
   } else if (k8s.in_kubernetes) {
     if (absl::Status s = ReadKubernetesSecretToken(sys, &c); !s.ok()) return s;
   }
+  absl::StatusOr<rendezvous::TlsConfig> tls = ParseTlsOptions(parsed, &c.warnings);
+  if (!tls.ok()) return tls.status();
+  c.tls = *std::move(tls);
 
   // Ports.
   if (std::optional<OptionValue> master_value = Pick(parsed, "master-port", k8s.master_port)) {

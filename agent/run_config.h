@@ -20,10 +20,10 @@
 // rank hint >= nnodes, a JobSet/Kubeflow pod without a node count, a Volcano
 // job of several tasks without an explicit node count and coordinator
 // (KubernetesDiscovery::volcano_tasks), an unreadable or empty token file,
-// gpu workers without GPUs, no hostname for the node id (exit 78; see
-// ExitCodeForConfigError()).
+// TLS options given in part or naming unusable files, gpu workers without GPUs, no hostname for the
+// node id (exit 78; see ExitCodeForConfigError()).
 //
-// Pure function except for reading the token file and calling
+// Pure function except for reading the token and TLS files and calling
 // SystemInfo::resolve (at most once: for a coordinator name that is neither
 // loopback, an address of this host nor its own name, when no rank hint
 // decides who hosts it; or for this host's canonical name when it hosts a
@@ -90,6 +90,9 @@ struct RunConfig {
   // exists; empty = no authentication.
   std::string token_file;
   std::string token;  // its content minus trailing whitespace; never empty with a file.
+  // --tls-cert/--tls-key/--tls-ca/--tls-dir, checked (ParseTlsOptions);
+  // tls.server_name from --tls-server-name, else empty (CoordinatorTlsName).
+  rendezvous::TlsConfig tls;
   // --master-port; 0 (a single-node run with nothing configured): a free port
   // the agent picks at start.
   int master_port = 29500;
@@ -160,6 +163,12 @@ absl::StatusOr<RunConfig> RunConfigFromOptions(const ParsedOptions& parsed,
                                                const RunConfigMode& mode,
                                                const std::map<std::string, std::string>& env,
                                                const SystemInfo& sys);
+
+// The name the coordinator's TLS certificate must carry, as this agent
+// checks it: --tls-server-name; else, when this agent hosts the coordinator
+// (it dials it on loopback), the address its peers dial (advertise_addr);
+// else empty: the host of --coordinator, which the client dials.
+std::string CoordinatorTlsName(const RunConfig& config, bool hosting);
 
 // The option table of `trainlet run` (drives parsing, env names and help).
 const std::vector<OptionSpec>& RunOptionTable();

@@ -12,6 +12,7 @@
 #include "launcher/supervisor.h"
 #include "rendezvous/coordinator.h"
 #include "rendezvous/coordinator_host.h"
+#include "rendezvous/health_server.h"
 
 namespace trainlet::agent {
 
@@ -34,11 +35,24 @@ int RunStandaloneCoordinator(const CoordinatorConfig& config) {
     TLOG(kError) << events.status().message();
     return kExitOsError;
   }
+  for (const std::string& warning : config.warnings) TLOG(kWarning) << warning;
+  // Plaintext health for kubelet probes (the TLS coordinator port wants a
+  // client certificate).
+  std::unique_ptr<rendezvous::HealthServer> health;
+  if (config.health_port > 0) {
+    auto started = rendezvous::HealthServer::Start(config.bind_addr, config.health_port);
+    if (!started.ok()) {
+      TLOG(kError) << started.status().message() << " (--health-port)";
+      return kExitOsError;
+    }
+    health = std::move(*started);
+  }
   rendezvous::CoordinatorHostOptions options;
   options.core = CoordinatorOptionsFrom(config);
   options.token = config.token;
   options.bind_addr = config.bind_addr;
   options.port = config.port;
+  options.tls = config.tls;
   auto host = rendezvous::CoordinatorHost::Start(std::move(options));
   if (!host.ok()) {
     TLOG(kError) << host.status().message();
@@ -46,6 +60,7 @@ int RunStandaloneCoordinator(const CoordinatorConfig& config) {
   }
   rendezvous::Coordinator& core = (*host)->core();
   (*host)->SetServing(true);
+  if (health) health->SetServing(true);
   int exit_code = kExitSuccess;
   while (true) {
     launcher::Supervisor::Event ev = (*events)->Wait(absl::Milliseconds(100));
@@ -66,6 +81,7 @@ int RunStandaloneCoordinator(const CoordinatorConfig& config) {
     }
   }
   (*host)->Shutdown(absl::Milliseconds(200));
+  if (health) health->Shutdown();
   TLOG(kInfo) << "exiting with code " << exit_code;
   return exit_code;
 }

@@ -6,6 +6,7 @@
 #include <condition_variable>
 #include <random>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "common/clock.h"
@@ -66,6 +67,15 @@ class ReadReactor : public grpc::ClientReadReactor<v1::Directive>, public WatchS
 // channel (and a fresh DNS lookup).
 constexpr absl::Duration kRedialPeriod = absl::Seconds(1);
 
+bool IsTlsHandshakeError(const absl::Status& status) {
+  if (!absl::IsUnavailable(status)) return false;
+  const absl::string_view m = status.message();
+  // "Ssl handshake failed: SSL_ERROR_SSL: ... certificate verify failed",
+  // "Peer name 10.0.0.1 is not in peer certificate".
+  return absl::StrContains(m, "andshake") || absl::StrContains(m, "SSL_ERROR") ||
+         absl::StrContains(m, "peer certificate");
+}
+
 bool IsRetryableJoinError(const absl::Status& status) {
   // UNAVAILABLE: not resolvable / refused / restarting. ABORTED: our own
   // earlier attempt was superseded or the round moved on.
@@ -101,8 +111,20 @@ void CoordinatorClient::NewChannel() {
   // One connection per client, even when several share a process (the
   // benchmarks simulate many agents in one process).
   args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
-  auto channel =
-      grpc::CreateCustomChannel(options_.target, grpc::InsecureChannelCredentials(), args);
+  std::shared_ptr<grpc::ChannelCredentials> credentials = grpc::InsecureChannelCredentials();
+  if (options_.tls.enabled()) {
+    grpc::SslCredentialsOptions ssl;
+    ssl.pem_root_certs = options_.tls.ca_pem;
+    ssl.pem_private_key = options_.tls.key_pem;
+    ssl.pem_cert_chain = options_.tls.cert_pem;
+    credentials = grpc::SslCredentials(ssl);
+    // The name the coordinator's certificate must carry, when it is not the
+    // host dialled (an IP address, or node 0 dialling itself on loopback).
+    if (!options_.tls.server_name.empty()) {
+      args.SetSslTargetNameOverride(options_.tls.server_name);
+    }
+  }
+  auto channel = grpc::CreateCustomChannel(options_.target, credentials, args);
   std::shared_ptr<v1::Rendezvous::Stub> stub = v1::Rendezvous::NewStub(channel);
   absl::MutexLock lock(&mu_);
   channel_ = std::move(channel);
@@ -136,6 +158,7 @@ absl::StatusOr<v1::Assignment> CoordinatorClient::Join(const v1::JoinRequest& re
   absl::Duration backoff = options_.min_backoff;
   absl::Status last_error;
   absl::Time next_log = absl::InfinitePast();
+  int tls_failures = 0;
   while (mono->Now() < deadline) {
     // Fail fast: a coordinator that is not reachable answers UNAVAILABLE at
     // once (with why), and a reachable one parks the join until the round
@@ -173,6 +196,8 @@ absl::StatusOr<v1::Assignment> CoordinatorClient::Join(const v1::JoinRequest& re
     }
     if (!IsRetryableJoinError(s)) return s;
     last_error = s;
+    tls_failures = IsTlsHandshakeError(s) ? tls_failures + 1 : 0;
+    if (tls_failures >= kTlsFailuresBeforeGivingUp) return TlsRefusal(s);
     const absl::Time now = mono->Now();
     if (absl::IsUnavailable(s) && now >= next_log) {
       TLOG(kInfo) << "coordinator " << options_.target << " not reachable yet (" << s.message()
@@ -211,10 +236,28 @@ absl::StatusOr<v1::Assignment> CoordinatorClient::Join(const v1::JoinRequest& re
                         : absl::StrCat("the coordinator never answered; last error: ",
                                        last_error.ok() ? "none (still connecting)"
                                                        : std::string(last_error.message()));
+  // A coordinator with TLS closes a plaintext connection at once.
+  if (!options_.tls.enabled() && state != GRPC_CHANNEL_READY &&
+      absl::StrContains(last_error.message(), "Socket closed")) {
+    absl::StrAppend(&why,
+                    " (a coordinator that uses TLS closes plaintext connections: if it does, give "
+                    "this node --tls-cert, --tls-key and --tls-ca)");
+  }
   return absl::DeadlineExceededError(
       absl::StrFormat("no rendezvous with the coordinator at %s before the join timeout: %s. Check "
                       "--coordinator, that node rank 0 runs, and --join-timeout",
                       options_.target, why));
+}
+
+absl::Status CoordinatorClient::TlsRefusal(const absl::Status& last) const {
+  const std::string name =
+      options_.tls.server_name.empty() ? options_.target : options_.tls.server_name;
+  return absl::UnauthenticatedError(absl::StrFormat(
+      "TLS with the coordinator at %s failed %d times in a row: %s. Check that the "
+      "coordinator's certificate is signed by a CA in this node's --tls-ca and names %s (a DNS "
+      "or IP subject alternative name; --tls-server-name sets another name), and that the "
+      "coordinator uses TLS",
+      options_.target, kTlsFailuresBeforeGivingUp, last.message(), SafeForLog(name, 256)));
 }
 
 void CoordinatorClient::CancelJoin() {

@@ -27,6 +27,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "rendezvous/rendezvous_client.h"
+#include "rendezvous/tls_files.h"
 #include "trainlet/v1/rendezvous_service.grpc.pb.h"
 
 namespace trainlet::rendezvous {
@@ -50,6 +51,10 @@ struct ClientOptions {
   // Deadlines of the unary calls.
   absl::Duration report_timeout = absl::Seconds(5);
   absl::Duration leave_timeout = absl::Seconds(2);
+  // Mutual TLS when enabled() (tls_files.h): this side's certificate, the CA
+  // that must have signed the coordinator's, and the name its certificate
+  // must carry (tls.server_name, else the host part of `target`).
+  TlsConfig tls;
 };
 
 class CoordinatorClient {
@@ -62,8 +67,13 @@ class CoordinatorClient {
 
   // Long-poll join, retried while the coordinator is unreachable, until
   // `deadline`. Returns the coordinator's error (not retried) when it
-  // rejects the join, DeadlineExceeded naming the target and the last
-  // connection error on timeout, Cancelled after CancelJoin().
+  // rejects the join (Unauthenticated for a client certificate it does not
+  // accept), Unauthenticated when this side's TLS handshake fails
+  // kTlsFailuresBeforeGivingUp times in a row (the coordinator's certificate
+  // not trusted or not naming it, or a coordinator without TLS),
+  // DeadlineExceeded naming the target and the last connection error on
+  // timeout (with a hint when a plaintext client's connections are closed,
+  // as a TLS coordinator does), Cancelled after CancelJoin().
   absl::StatusOr<v1::Assignment> Join(const v1::JoinRequest& request, absl::Time deadline);
   // Makes a blocked Join return Cancelled (SIGTERM during rendezvous), and
   // every later one until ResetJoinCancel().
@@ -85,6 +95,8 @@ class CoordinatorClient {
 
  private:
   void Prepare(grpc::ClientContext* ctx) const;
+  // Join's error after kTlsFailuresBeforeGivingUp failed handshakes.
+  absl::Status TlsRefusal(const absl::Status& last) const;
   void NewChannel();
   std::shared_ptr<grpc::Channel> Channel();
   std::shared_ptr<v1::Rendezvous::Stub> Stub();
@@ -148,6 +160,13 @@ class GrpcRendezvousClient : public RendezvousClient {
 
 // gRPC's status codes that mean "try again": the coordinator is not up yet.
 bool IsRetryableJoinError(const absl::Status& status);
+
+// A connection error that says the TLS handshake failed (a certificate was
+// refused, or the peer does not speak TLS), from gRPC's UNAVAILABLE text.
+bool IsTlsHandshakeError(const absl::Status& status);
+// Consecutive handshake failures before Join gives up: one could be a
+// coordinator restarting mid-handshake; three are a configuration error.
+inline constexpr int kTlsFailuresBeforeGivingUp = 3;
 
 }  // namespace trainlet::rendezvous
 

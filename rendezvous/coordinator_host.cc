@@ -21,13 +21,20 @@ absl::StatusOr<std::unique_ptr<CoordinatorHost>> CoordinatorHost::Start(
   const int min_nodes = options.core.min_nodes;
   const int max_nodes = options.core.max_nodes;
   host->core_ = std::make_unique<Coordinator>(std::move(options.core));
-  host->service_ = std::make_unique<CoordinatorService>(host->core_.get(), options.token);
+  if (options.tls.enabled()) {
+    absl::StatusOr<std::unique_ptr<PeerVerifier>> peers = PeerVerifier::Create(options.tls.ca_pem);
+    if (!peers.ok()) return peers.status();
+    host->peers_ = std::move(*peers);
+  }
+  host->service_ =
+      std::make_unique<CoordinatorService>(host->core_.get(), options.token, host->peers_.get());
   GrpcServerOptions so;
   so.listen.push_back({options.bind_addr, options.port});
   so.max_connections = options.max_connections;
   so.reserved_descriptors = options.reserved_descriptors;
   so.heartbeat_timeout = heartbeat_timeout;
   so.name = "coordinator";
+  so.tls = options.tls;
   absl::StatusOr<std::unique_ptr<GrpcServer>> server =
       GrpcServer::Start(so, {host->service_.get()});
   if (!server.ok()) return server.status();
@@ -39,7 +46,8 @@ absl::StatusOr<std::unique_ptr<CoordinatorHost>> CoordinatorHost::Start(
               << (min_nodes == max_nodes ? absl::StrCat(max_nodes)
                                          : absl::StrCat(min_nodes, "..", max_nodes))
               << " nodes, at most " << host->server_->max_connections() << " connections"
-              << (options.token.empty() ? ", no token" : "") << ")";
+              << (options.token.empty() ? ", no token" : "")
+              << (options.tls.enabled() ? ", mutual TLS" : ", plaintext") << ")";
   return host;
 }
 

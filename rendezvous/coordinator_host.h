@@ -5,7 +5,8 @@
 //   Coordinator (the state machine, coordinator.h)
 //     <- CoordinatorService (gRPC adapter, token check)
 //     <- GrpcServer on bind_addr:port (our own listener: survives descriptor
-//        exhaustion, caps connections; grpc.health.v1 on the same port)
+//        exhaustion, caps connections; grpc.health.v1 on the same port;
+//        mutual TLS on every connection when options.tls is set)
 //   + a ticker thread calling Coordinator::Tick every 20 ms (timeouts).
 //
 // Start binds the port first, so a taken port fails before anything else is
@@ -32,6 +33,7 @@
 #include "common/periodic.h"
 #include "rendezvous/coordinator.h"
 #include "rendezvous/tcp_listener.h"
+#include "rendezvous/tls_files.h"
 
 namespace trainlet::rendezvous {
 
@@ -49,6 +51,9 @@ struct CoordinatorHostOptions {
   // What the rest of the process needs: kBaseDescriptors for `trainlet
   // coordinator`, DescriptorsForAgent(workers, 0) for an agent.
   int reserved_descriptors = kBaseDescriptors;
+  // Mutual TLS on the coordinator port when enabled() (tls_files.h); the
+  // token is checked as well.
+  TlsConfig tls;
 };
 
 class CoordinatorHost {
@@ -71,6 +76,7 @@ class CoordinatorHost {
 
   // Destroyed in reverse: the ticker and the server go before the core.
   std::unique_ptr<Coordinator> core_;
+  std::unique_ptr<PeerVerifier> peers_;  // with TLS only.
   std::unique_ptr<CoordinatorService> service_;
   std::unique_ptr<GrpcServer> server_;
   std::unique_ptr<PeriodicThread> ticker_;

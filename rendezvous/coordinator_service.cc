@@ -1,5 +1,7 @@
 #include "rendezvous/coordinator_service.h"
 
+#include <grpc/grpc_security_constants.h>
+
 #include <deque>
 #include <memory>
 #include <utility>
@@ -248,16 +250,41 @@ std::string HostFromPeer(const std::string& peer) {
   return rest;
 }
 
-CoordinatorService::CoordinatorService(Coordinator* core, std::string token)
-    : core_(core), token_(std::move(token)), reject_log_(5, absl::Seconds(10)) {}
+CoordinatorService::CoordinatorService(Coordinator* core, std::string token, PeerVerifier* peers)
+    : core_(core), token_(std::move(token)), peers_(peers), reject_log_(5, absl::Seconds(10)) {}
 
-absl::Status CoordinatorService::CheckToken(grpc::CallbackServerContext* ctx,
-                                            absl::string_view rpc) {
-  if (token_.empty()) return absl::OkStatus();
+namespace {
+
+// The peer's PEM certificate and the rest of the chain it sent, from the
+// TLS handshake (empty without TLS or without a client certificate).
+void PeerCertificates(const grpc::CallbackServerContext& ctx, std::string* leaf,
+                      std::string* intermediates) {
+  std::shared_ptr<const grpc::AuthContext> auth = ctx.auth_context();
+  if (auth == nullptr) return;
+  for (const grpc::string_ref& v : auth->FindPropertyValues(GRPC_X509_PEM_CERT_PROPERTY_NAME)) {
+    leaf->assign(v.data(), v.size());
+  }
+  for (const grpc::string_ref& v :
+       auth->FindPropertyValues(GRPC_X509_PEM_CERT_CHAIN_PROPERTY_NAME)) {
+    intermediates->append(v.data(), v.size());
+  }
+}
+
+}  // namespace
+
+absl::Status CoordinatorService::CheckCaller(grpc::CallbackServerContext* ctx,
+                                             absl::string_view rpc) {
+  absl::Status s;
+  if (peers_ != nullptr) {
+    std::string leaf, intermediates;
+    PeerCertificates(*ctx, &leaf, &intermediates);
+    s = peers_->Verify(leaf, intermediates);
+  }
   const auto& md = ctx->client_metadata();
   auto it = md.find(kTokenMetadataKey);
-  absl::Status s;
-  if (it == md.end()) {
+  if (!s.ok() || token_.empty()) {
+    // Refused by its certificate, or no token to check.
+  } else if (it == md.end()) {
     s = absl::UnauthenticatedError(
         "no job token: this coordinator requires one; give every agent the same --token-file");
   } else if (!ConstantTimeEquals(absl::string_view(it->second.data(), it->second.size()), token_)) {
@@ -275,13 +302,13 @@ absl::Status CoordinatorService::CheckToken(grpc::CallbackServerContext* ctx,
 grpc::ServerUnaryReactor* CoordinatorService::Join(grpc::CallbackServerContext* ctx,
                                                    const v1::JoinRequest* request,
                                                    v1::JoinResponse* response) {
-  if (absl::Status s = CheckToken(ctx, "Join"); !s.ok()) return Immediate(ctx, s);
+  if (absl::Status s = CheckCaller(ctx, "Join"); !s.ok()) return Immediate(ctx, s);
   return new JoinReactor(core_, *request, response, HostFromPeer(ctx->peer()), DeadlineOf(ctx));
 }
 
 grpc::ServerWriteReactor<v1::Directive>* CoordinatorService::Watch(
     grpc::CallbackServerContext* ctx, const v1::WatchRequest* request) {
-  if (absl::Status s = CheckToken(ctx, "Watch"); !s.ok()) {
+  if (absl::Status s = CheckCaller(ctx, "Watch"); !s.ok()) {
     class Rejected : public grpc::ServerWriteReactor<v1::Directive> {
      public:
       explicit Rejected(const absl::Status& s) { Finish(ToGrpcStatus(s)); }
@@ -295,14 +322,14 @@ grpc::ServerWriteReactor<v1::Directive>* CoordinatorService::Watch(
 grpc::ServerUnaryReactor* CoordinatorService::Report(grpc::CallbackServerContext* ctx,
                                                      const v1::ReportRequest* request,
                                                      v1::ReportResponse* response) {
-  if (absl::Status s = CheckToken(ctx, "Report"); !s.ok()) return Immediate(ctx, s);
+  if (absl::Status s = CheckCaller(ctx, "Report"); !s.ok()) return Immediate(ctx, s);
   return Immediate(ctx, core_->Report(*request, response));
 }
 
 grpc::ServerUnaryReactor* CoordinatorService::Leave(grpc::CallbackServerContext* ctx,
                                                     const v1::LeaveRequest* request,
                                                     v1::LeaveResponse* response) {
-  if (absl::Status s = CheckToken(ctx, "Leave"); !s.ok()) return Immediate(ctx, s);
+  if (absl::Status s = CheckCaller(ctx, "Leave"); !s.ok()) return Immediate(ctx, s);
   return Immediate(ctx, core_->Leave(*request));
 }
 

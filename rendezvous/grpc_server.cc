@@ -1,5 +1,6 @@
 #include "rendezvous/grpc_server.h"
 
+#include <grpc/grpc_security_constants.h>
 #include <grpcpp/grpcpp.h>
 #include <grpcpp/resource_quota.h>
 
@@ -15,6 +16,18 @@ namespace trainlet::rendezvous {
 namespace {
 
 int Ms(absl::Duration d) { return static_cast<int>(absl::ToInt64Milliseconds(d)); }
+
+std::shared_ptr<grpc::ServerCredentials> CredentialsFor(const TlsConfig& tls) {
+  if (!tls.enabled()) return grpc::InsecureServerCredentials();
+  // The handshake requires a client certificate and proves the client holds
+  // its key; the services check its chain (PeerVerifier), so that a refused
+  // client learns why from a gRPC status instead of a closed connection.
+  grpc::SslServerCredentialsOptions ssl(
+      GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_BUT_DONT_VERIFY);
+  ssl.pem_root_certs = tls.ca_pem;
+  ssl.pem_key_cert_pairs.push_back({tls.key_pem, tls.cert_pem});
+  return grpc::SslServerCredentials(ssl);
+}
 
 }  // namespace
 
@@ -60,10 +73,11 @@ absl::StatusOr<std::unique_ptr<GrpcServer>> GrpcServer::Start(
   server->health_ = std::make_unique<HealthService>();
   builder.RegisterService(server->health_.get());
   for (grpc::Service* s : services) builder.RegisterService(s);
-  // Connections come from our listener (no AddListeningPort).
+  // Connections come from our listener (no AddListeningPort); gRPC runs the
+  // TLS handshake, if any, on each one it is handed.
   server->acceptor_ = builder.experimental().AddExternalConnectionAcceptor(
       grpc::ServerBuilder::experimental_type::ExternalConnectionType::FROM_FD,
-      grpc::InsecureServerCredentials());
+      CredentialsFor(options.tls));
   builder.SetMaxReceiveMessageSize(kMaxRequestBytes);
   builder.AddChannelArgument(GRPC_ARG_MAX_CONCURRENT_STREAMS, kMaxStreamsPerConnection);
   builder.AddChannelArgument(GRPC_ARG_SERVER_HANDSHAKE_TIMEOUT_MS, Ms(kHandshakeTimeout));

@@ -10,6 +10,15 @@
 // HTTP/2, keepalive derived from the heartbeat timeout (keepalive.h), and one
 // gRPC memory quota of kMemoryQuotaBytes for the whole server.
 //
+// With GrpcServerOptions::tls set, every connection is TLS with a client
+// certificate: gRPC runs the handshake on the connections our listener hands
+// it (the same cap and descriptor handling); a client without a certificate,
+// or one that cannot prove it holds the certificate's key, is refused in the
+// handshake. The chain is NOT checked against the CA here: each service
+// must (CoordinatorService does, with PeerVerifier), so that a refused
+// client gets a status that says why. The health service answers any TLS
+// client.
+//
 // Health answers SERVING when the owner said so (SetServing) and the listener
 // can accept connections (not out of descriptors, not at its cap).
 //
@@ -27,6 +36,7 @@
 #include "absl/time/time.h"
 #include "common/descriptors.h"
 #include "rendezvous/tcp_listener.h"
+#include "rendezvous/tls_files.h"
 
 namespace grpc {
 class Server;
@@ -64,6 +74,9 @@ struct GrpcServerOptions {
   absl::Duration heartbeat_timeout = absl::Seconds(5);
   // Names the server in log lines.
   std::string name = "server";
+  // TLS when enabled(): clients must present a certificate (its chain is
+  // the services' to check, above). server_name is not used here.
+  TlsConfig tls;
 };
 
 class GrpcServer {
