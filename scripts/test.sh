@@ -6,10 +6,11 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh --with-tests
 BUILD_DIR=${TRAINLET_BUILD_DIR:-build}
-# The slow suites (label `slow`: Open MPI 5 in a trixie root) run with
-# TRAINLET_SLOW=1; docs/testing.md.
+# The slow suites (label `slow`: Open MPI 5 in a trixie root, the Debian
+# 11/12/13 roots) run with TRAINLET_SLOW=1; docs/testing.md.
 if [[ "${TRAINLET_SLOW:-0}" == 1 ]]; then
   scripts/mpi5_root.sh
+  scripts/debian_root.sh bullseye bookworm trixie
   ctest --test-dir "$BUILD_DIR" -j2 --output-on-failure --timeout 300
 else
   ctest --test-dir "$BUILD_DIR" -j2 --output-on-failure --timeout 300 -LE slow
