@@ -119,8 +119,9 @@ build_on_base() {
   echo "image $name $ref"
 }
 
-# Removes this script's images of binaries other than HASH (and dangling
-# layers), leaving the base; an image a container still uses is kept.
+# Removes this script's images of binaries other than HASH, leaving the base;
+# an image a container still uses is kept. `podman rmi` also removes the
+# intermediate layers only those images used (never anyone else's).
 prune() {
   local keep=$1 ref
   for ref in $(podman images --format '{{.Repository}}:{{.Tag}}' | grep "^$PREFIX/" || true); do
@@ -130,7 +131,6 @@ prune() {
       *) if podman rmi "$ref" >/dev/null 2>&1; then echo "images: removed $ref"; fi ;;
     esac
   done
-  podman image prune -f >/dev/null
 }
 
 # locked NAME FUNCTION ARGS...: FUNCTION under an exclusive lock per image, so
