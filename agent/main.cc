@@ -11,6 +11,7 @@
 
 #include "agent/coordinator_config.h"
 #include "agent/health_probe.h"
+#include "agent/install_command.h"
 #include "agent/mpi_config.h"
 #include "agent/node_probe.h"
 #include "agent/options.h"
@@ -51,6 +52,9 @@ constexpr char kUsage[] =
     "  probe [options]\n"
     "        Print what this node has (GPUs, NICs, NUMA, /dev/shm, NVML, NCCL) as\n"
     "        JSON, an NCCL topology file, or NCCL environment advice.\n"
+    "  install DEST\n"
+    "        Copy this binary to DEST (the init-container pattern: an image\n"
+    "        without a shell puts trainlet into a shared volume).\n"
     "  version\n"
     "        Print the version.\n"
     "\n"
@@ -136,6 +140,9 @@ int main(int argc, char** argv) {
     return trainlet::kExitSuccess;
   }
   if (command == "health") return trainlet::agent::RunHealthProbe(args);
+  if (command == "install") {
+    return trainlet::agent::RunInstall(args, "/proc/self/exe", std::cout, std::cerr);
+  }
   const std::map<std::string, std::string> env = CurrentEnvironment();
   if (command == "probe") {
     // A probe past its timeout may still be inside NVML on its thread.
