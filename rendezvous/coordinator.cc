@@ -468,6 +468,8 @@ uint64_t Coordinator::Join(const v1::JoinRequest& request, absl::string_view pee
       Member& m = members_[node_id];
       m.join = request;
       m.addr = request.advertise_addr().empty() ? std::string(peer_addr) : request.advertise_addr();
+      m.watch_liveness =
+          request.watch_liveness() && WatchLivenessUsable(options_.heartbeat_timeout);
       ticket = next_id_++;
       SetTicketLocked(m, ticket);
       if (!elastic_ && request.rank_hint() >= 0) hint_holder_[request.rank_hint()] = node_id;
@@ -677,6 +679,10 @@ void Coordinator::CloseRoundLocked(Actions* actions) {
   common.set_job_id(options_.job_id);
   common.set_heartbeat_interval_ms(std::max<int64_t>(
       1, absl::ToInt64Milliseconds(options_.heartbeat_timeout / kHeartbeatsPerTimeout)));
+  common.set_heartbeat_timeout_ms(
+      std::max<int64_t>(1, absl::ToInt64Milliseconds(options_.heartbeat_timeout)));
+  const int64_t watch_liveness_interval_ms = std::max<int64_t>(
+      1, absl::ToInt64Milliseconds(WatchLivenessReportInterval(options_.heartbeat_timeout)));
   // One copy of the list for the round; each member that asked for it gets
   // it added to its answer outside the lock.
   if (any_wants_nodes) {
@@ -698,6 +704,7 @@ void Coordinator::CloseRoundLocked(Actions* actions) {
     previous_rank_[m.join.member().node_id()] = r;
     m.assignment = common;
     m.assignment.set_node_rank(r);
+    if (m.watch_liveness) m.assignment.set_heartbeat_interval_ms(watch_liveness_interval_ms);
     *m.assignment.mutable_self() = std::move(nodes[r]);
     SetTicketLocked(m, 0);
     m.state = v1::ReportRequest::STATE_UNSPECIFIED;
@@ -1048,25 +1055,40 @@ void Coordinator::Tick() {
       if (!disconnected.empty()) {
         HandleFailureLocked(disconnected,
                             absl::StrCat("node ", disconnected,
-                                         " lost: its agent disconnected (watch stream closed)"),
+                                         " lost: its agent disconnected or stopped answering the "
+                                         "coordinator's pings (watch stream closed)"),
                             0, true, &actions);
       }
     }
     if (phase_ == Phase::kRunning) {
+      // A watch-liveness member is lost through its stream (keepalive.h);
+      // its rarer reports only catch a hung agent.
+      const absl::Duration limit = SilenceLimit(options_.heartbeat_timeout);
+      const absl::Duration report_limit = WatchLivenessReportLimit(options_.heartbeat_timeout);
+      // (A closed stream is the stream check's above; a stream not opened
+      // yet after the join is caught here, at the report limit.)
       std::string silent;
+      bool watched = false, hung = false;
       for (const auto& [id, m] : members_) {
+        watched = m.watch_liveness;
+        hung = m.watch_liveness && m.sink != nullptr;
         if (m.in_round && m.state != v1::ReportRequest::SUCCEEDED &&
-            now - m.last_seen >= SilenceLimit(options_.heartbeat_timeout)) {
+            now - m.last_seen >= (watched ? report_limit : limit)) {
           silent = id;
           break;
         }
       }
       if (!silent.empty()) {
-        HandleFailureLocked(silent,
-                            absl::StrCat("node ", silent, " lost: no heartbeat for ",
-                                         absl::FormatDuration(options_.heartbeat_timeout),
-                                         " (--heartbeat-timeout)"),
-                            0, true, &actions);
+        HandleFailureLocked(
+            silent,
+            watched ? absl::StrCat("node ", silent, " lost: no heartbeat for ",
+                                   absl::FormatDuration(report_limit),
+                                   hung ? " while its connection answers pings (is its agent hung?)"
+                                        : " and no directive stream")
+                    : absl::StrCat("node ", silent, " lost: no heartbeat for ",
+                                   absl::FormatDuration(options_.heartbeat_timeout),
+                                   " (--heartbeat-timeout)"),
+            0, true, &actions);
       }
     }
   }

@@ -76,6 +76,7 @@
 #include "absl/time/time.h"
 #include "common/clock.h"
 #include "common/logging.h"
+#include "rendezvous/keepalive.h"
 #include "trainlet/v1/rendezvous.pb.h"
 
 namespace trainlet::rendezvous {
@@ -90,11 +91,8 @@ namespace v1 = ::trainlet::v1;
 inline constexpr int kHeartbeatsPerTimeout = 10;
 absl::Duration SilenceLimit(absl::Duration heartbeat_timeout);
 
-// A member whose directive stream closes while the job runs is lost unless
-// it re-opens the stream (or a heartbeat arrives) within this: an agent that
-// died (kill -9) is noticed this fast, while a stream that only broke (a
-// reset connection) is re-opened by its agent within ~20 ms and is no loss.
-inline constexpr absl::Duration kStreamLossGrace = absl::Milliseconds(150);
+// kStreamLossGrace (keepalive.h): how long a member whose directive stream
+// closed while the job runs has to re-open it before it is lost.
 
 // Bounds on what a request may carry (INVALID_ARGUMENT beyond them).
 inline constexpr size_t kMaxJoinRequestBytes = 32 * 1024;  // the whole JoinRequest.
@@ -227,6 +225,9 @@ class Coordinator {
     // re-opened it or heartbeated since); lost at + kStreamLossGrace.
     absl::Time stream_lost_at = absl::InfiniteFuture();
     v1::ReportRequest::State state = v1::ReportRequest::STATE_UNSPECIFIED;
+    // Its Watch stream's connection carries its liveness (keepalive.h):
+    // asked for in its join, and the heartbeat timeout allows it.
+    bool watch_liveness = false;
     int mpi_sessions = 0;  // the most an MPI worker reported this round.
   };
   using Actions = std::vector<std::function<void()>>;

@@ -145,8 +145,8 @@ void ExpectLinearish(bool elastic) {
   mallopt(M_TRIM_THRESHOLD, 1 << 30);
   mallopt(M_MMAP_THRESHOLD, 1 << 30);
   RunJob(10 * kSmall, elastic);
-  const absl::Duration small = BestOf(3, kSmall, elastic);
-  const absl::Duration large = BestOf(3, 10 * kSmall, elastic);
+  const absl::Duration small = BestOf(5, kSmall, elastic);
+  const absl::Duration large = BestOf(5, 10 * kSmall, elastic);
   const double ratio = absl::FDivDuration(large, small);
   ::testing::Test::RecordProperty("ratio_x100", static_cast<int>(ratio * 100));
   EXPECT_LE(ratio, 15.0) << kSmall << " nodes: " << small << ", " << 10 * kSmall
