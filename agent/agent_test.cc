@@ -503,6 +503,30 @@ TEST_F(AgentTest, CoordinatorSilentPastTheTimeout_StaticJobExits69) {
   EXPECT_THAT(workers_.signals_sent, ElementsAre(SIGTERM));
 }
 
+TEST_F(AgentTest, WatchLiveness_HeartbeatsEveryHalfTimeout_CoordinatorLostAfterTheLongerLimit) {
+  // A coordinator that serves watch liveness (rendezvous/keepalive.h): 5 s
+  // timeout, a heartbeat every 2.5 s. An answer is due every interval, so
+  // the coordinator is lost after 1.05 x 5 s + (2.5 s - 0.5 s) = 7.25 s.
+  v1::Assignment a = MakeAssignment(1, 1, 2, 2, absl::Milliseconds(2500));
+  a.set_heartbeat_timeout_ms(5000);
+  JoinAnswers({a});
+  client_.report_status = [](const v1::ReportRequest&) {
+    return absl::DeadlineExceededError("Deadline Exceeded");
+  };
+  absl::Time broke;
+  workers_.on_start = [&](const auto&) {
+    WhenIdle([&] {
+      broke = clock_.Now();
+      client_.EndStream(absl::UnavailableError("Socket closed"));
+    });
+  };
+  EXPECT_EQ(Run(), kExitUnavailable);
+  EXPECT_GE(clock_.Now() - broke, absl::Milliseconds(7250));
+  EXPECT_LE(clock_.Now() - broke, absl::Milliseconds(8250));
+  ASSERT_FALSE(client_.joins().empty());
+  EXPECT_TRUE(client_.joins()[0].watch_liveness()) << "the agent asks for it";
+}
+
 TEST_F(AgentTest, CoordinatorLost_ElasticAgentRejoins) {
   config_.policy.max_restarts = 3;
   JoinAnswers({MakeAssignment(1, 1, 2, 2, kHeartbeat), MakeAssignment(2, 0, 1, 2, kHeartbeat, 1)});

@@ -21,6 +21,7 @@
 #include "agent/run_mpi.h"
 #include "agent/standalone_coordinator.h"
 #include "agent/system_probe.h"
+#include "common/deadlock_detection.h"
 #include "common/descriptors.h"
 #include "common/exit_codes.h"
 #include "common/logging.h"
@@ -120,7 +121,9 @@ int ConfigError(const char* command, const absl::Status& status) {
 int main(int argc, char** argv) {
   // [server] Process-wide, before anything else: the soft descriptor limit
   // up to the hard one (docs/security.md), gRPC's own log lines to our
-  // logger at DEBUG.
+  // logger at DEBUG, absl::Mutex deadlock detection off in release builds
+  // (common/deadlock_detection.h: ~10% of the coordinator's CPU at scale).
+  trainlet::ConfigureDeadlockDetection();
   trainlet::RaiseDescriptorLimit();
   trainlet::rendezvous::InstallGrpcLogSink();
   // Before any thread exists: signals to the signalfd, subreaper.

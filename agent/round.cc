@@ -225,6 +225,7 @@ void RoundMachine::Join(Actions* out) {
   r.set_last_round(last_round_);
   r.set_restart_count(last_restart_count_);
   r.set_want_nodes(options_.want_nodes);
+  r.set_watch_liveness(options_.watch_liveness);
   r.set_role(options_.role);
   *r.mutable_ssh() = options_.ssh;
   *r.mutable_topology() = options_.topology;
@@ -265,6 +266,9 @@ void RoundMachine::OnJoinAnswered(const JoinAnswered& e, Actions* out) {
   last_restart_count_ = a.restart_count();
   NoteContact();
   heartbeat_interval_ = absl::Milliseconds(std::max<int64_t>(0, a.heartbeat_interval_ms()));
+  heartbeat_timeout_ = a.heartbeat_timeout_ms() > 0
+                           ? absl::Milliseconds(a.heartbeat_timeout_ms())
+                           : heartbeat_interval_ * rendezvous::kHeartbeatsPerTimeout;
   const absl::Time now = clock_->Now();
   next_heartbeat_ = heartbeat_interval_ > absl::ZeroDuration() ? now + heartbeat_interval_
                                                                : absl::InfiniteFuture();
@@ -654,7 +658,12 @@ void RoundMachine::CoordinatorLost(absl::string_view why, Actions* out) {
 
 absl::Duration RoundMachine::SilenceLimit() const {
   if (heartbeat_interval_ <= absl::ZeroDuration()) return absl::InfiniteDuration();
-  return rendezvous::SilenceLimit(heartbeat_interval_ * rendezvous::kHeartbeatsPerTimeout);
+  // An answer comes at least every interval; with watch liveness that is
+  // more than the timeout/10 the coordinator's own silence limit assumes.
+  const absl::Duration extra =
+      std::max(absl::ZeroDuration(),
+               heartbeat_interval_ - heartbeat_timeout_ / rendezvous::kHeartbeatsPerTimeout);
+  return rendezvous::SilenceLimit(heartbeat_timeout_) + extra;
 }
 
 void RoundMachine::OnTick(Actions* out) {

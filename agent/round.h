@@ -37,8 +37,10 @@
 // with the signal's code" and a second one kills the workers at once.
 //
 // The coordinator is "lost" when nothing it answered (join, directive,
-// heartbeat answer) has arrived for the heartbeat timeout plus half an
-// interval (the coordinator's own silence limit), not when a stream breaks:
+// heartbeat answer) has arrived for the heartbeat timeout plus half a
+// timeout/10 interval (the coordinator's own silence limit), plus the part of
+// the heartbeat interval above timeout/10 (watch liveness: timeout/2), not
+// when a stream breaks:
 // a broken Watch stream is re-opened with backoff while heartbeats go on
 // (the coordinator waits kStreamLossGrace for it before counting the node as
 // lost). A lost coordinator ends a static job with 69 and makes an elastic
@@ -191,6 +193,9 @@ struct RoundOptions {
   int local_world_size = 1;
   int master_port = 29500;
   bool want_nodes = true;  // ask for the member list (TF_CONFIG).
+  // Ask that the Watch stream's connection carry this node's liveness
+  // (JoinRequest.watch_liveness): heartbeats every timeout / 2.
+  bool watch_liveness = true;
   v1::Role role = v1::ROLE_NODE;
   v1::SshInfo ssh;        // MPI: this node's sshd, or the launcher's job key.
   v1::Topology topology;  // what this node has (its probe's summary), sent in every join.
@@ -319,6 +324,9 @@ class RoundMachine {
   absl::Time last_contact_;
   absl::Time next_heartbeat_ = absl::InfiniteFuture();
   absl::Duration heartbeat_interval_ = absl::ZeroDuration();
+  // The coordinator's heartbeat timeout (Assignment.heartbeat_timeout_ms, or
+  // heartbeat_interval_ x 10 from an older coordinator).
+  absl::Duration heartbeat_timeout_ = absl::ZeroDuration();
   std::string last_report_error_;
 
   // Stopping.

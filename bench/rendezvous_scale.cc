@@ -56,6 +56,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "common/deadlock_detection.h"
 #include "common/descriptors.h"
 #include "common/logging.h"
 #include "common/periodic.h"
@@ -280,6 +281,8 @@ bool Flag(const char* arg, const char* name, std::string* value) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  // As `trainlet` does (common/deadlock_detection.h): off in release builds.
+  trainlet::ConfigureDeadlockDetection();
   int n = 1000, repeats = 3, wave = 100, join_timeout_s = 60;
   std::string pattern = "last", v;
   for (int i = 1; i < argc; ++i) {

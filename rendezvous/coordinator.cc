@@ -205,14 +205,15 @@ absl::Status Coordinator::ValidateJoinLocked(const v1::JoinRequest& r) const {
                                                       min_lws, kMaxLocalWorldSize,
                                                       r.local_world_size()));
   }
-  if (r.role() == v1::ROLE_MPI_LAUNCHER) {
-    for (const auto& [id, m] : members_) {
-      if (id != r.member().node_id() && m.join.role() == v1::ROLE_MPI_LAUNCHER && IsLiveLocked(m)) {
-        return absl::FailedPreconditionError(absl::StrFormat(
-            "node %s joins as the MPI launcher, but node %s already is the job's launcher; a "
-            "job has one `trainlet mpi-launcher`",
-            SafeForLog(r.member().node_id(), 64), SafeForLog(id, 64)));
-      }
+  if (r.role() == v1::ROLE_MPI_LAUNCHER && !launcher_node_.empty() &&
+      launcher_node_ != r.member().node_id()) {
+    auto it = members_.find(launcher_node_);
+    if (it != members_.end() && it->second.join.role() == v1::ROLE_MPI_LAUNCHER &&
+        IsLiveLocked(it->second)) {
+      return absl::FailedPreconditionError(absl::StrFormat(
+          "node %s joins as the MPI launcher, but node %s already is the job's launcher; a "
+          "job has one `trainlet mpi-launcher`",
+          SafeForLog(r.member().node_id(), 64), SafeForLog(launcher_node_, 64)));
     }
   }
   if (r.master_port() < 1 || r.master_port() > 65535) {
@@ -291,17 +292,83 @@ bool Coordinator::IsLiveLocked(const Member& m) const {
   return m.ticket != 0 || m.sink != nullptr;
 }
 
-int Coordinator::GatheringCountLocked() const {
-  int n = 0;
-  for (const auto& [id, m] : members_) n += m.ticket != 0;
-  return n;
+int Coordinator::GatheringCountLocked() const { return gathering_; }
+
+int Coordinator::RoundSizeLocked() const { return in_round_; }
+
+void Coordinator::SetTicketLocked(Member& m, uint64_t ticket) {
+  const bool expected = expected_.count(m.join.member().node_id()) > 0;
+  if (m.ticket != 0) {
+    --gathering_;
+    by_ticket_.erase(m.ticket);
+    gathering_mpi_ -= m.join.role() != v1::ROLE_NODE;
+    gathering_launchers_ -= m.join.role() == v1::ROLE_MPI_LAUNCHER;
+    expected_back_ -= expected;
+  }
+  m.ticket = ticket;
+  if (ticket != 0) {
+    ++gathering_;
+    by_ticket_[ticket] = m.join.member().node_id();
+    gathering_mpi_ += m.join.role() != v1::ROLE_NODE;
+    gathering_launchers_ += m.join.role() == v1::ROLE_MPI_LAUNCHER;
+    expected_back_ += expected;
+  }
 }
 
-int Coordinator::RoundSizeLocked() const {
-  int n = 0;
-  for (const auto& [id, m] : members_) n += m.in_round;
-  return n;
+bool Coordinator::MustSucceedLocked(const Member& m) const {
+  return m.in_round && !(m.join.role() == v1::ROLE_MPI_WORKER && launcher_in_round_);
 }
+
+void Coordinator::SetInRoundLocked(Member& m, bool in_round) {
+  if (m.in_round == in_round) return;
+  if (!in_round) {
+    --in_round_;
+    unfinished_ -= MustSucceedLocked(m) && m.state != v1::ReportRequest::SUCCEEDED;
+  } else {
+    ++in_round_;
+  }
+  m.in_round = in_round;
+}
+
+void Coordinator::SetSucceededLocked(Member& m) {
+  if (m.state == v1::ReportRequest::SUCCEEDED) return;
+  unfinished_ -= MustSucceedLocked(m);
+  m.state = v1::ReportRequest::SUCCEEDED;
+}
+
+void Coordinator::SetSinkLocked(Member& m, std::shared_ptr<DirectiveSink> sink, uint64_t watch_id) {
+  if (m.sink != nullptr) {
+    --watching_;
+    by_watch_.erase(m.watch_id);
+  }
+  m.sink = std::move(sink);
+  m.watch_id = m.sink != nullptr ? watch_id : 0;
+  if (m.sink != nullptr) {
+    ++watching_;
+    by_watch_[watch_id] = m.join.member().node_id();
+  }
+}
+
+void Coordinator::EraseMemberLocked(std::map<std::string, Member>::iterator it) {
+  SetTicketLocked(it->second, 0);
+  SetInRoundLocked(it->second, false);
+  SetSinkLocked(it->second, nullptr, 0);
+  members_.erase(it);
+}
+
+namespace {
+
+// `a` with the round's member list (when it asked for it).
+v1::Assignment WithNodes(v1::Assignment a,
+                         const std::shared_ptr<const std::vector<v1::NodeAssignment>>& nodes) {
+  if (nodes != nullptr) {
+    a.mutable_nodes()->Reserve(static_cast<int>(nodes->size()));
+    for (const v1::NodeAssignment& na : *nodes) *a.add_nodes() = na;
+  }
+  return a;
+}
+
+}  // namespace
 
 uint64_t Coordinator::Join(const v1::JoinRequest& request, absl::string_view peer_addr,
                            absl::Time deadline, JoinDone done) {
@@ -324,14 +391,17 @@ uint64_t Coordinator::Join(const v1::JoinRequest& request, absl::string_view pee
         if (old.in_round && phase_ == Phase::kRunning) {
           // A retried join whose answer was lost: same assignment again.
           old.last_seen = clock_->Now();
-          actions.push_back([done, a = old.assignment] { done(a); });
+          actions.push_back(
+              [done, a = old.assignment, nodes = old.join.want_nodes() ? round_nodes_ : nullptr] {
+                done(WithNodes(a, nodes));
+              });
           done = nullptr;
         } else if (old.ticket != 0) {
           // A retried join while the first is still parked: the new call wins.
           actions.push_back([d = std::move(old.done)] {
             d(absl::AbortedError("superseded by a retried join of the same member"));
           });
-          old.ticket = 0;
+          SetTicketLocked(old, 0);
         }
       } else if (IsLiveLocked(old)) {
         // Neither incarnation is named: the caller may be the impostor.
@@ -348,7 +418,7 @@ uint64_t Coordinator::Join(const v1::JoinRequest& request, absl::string_view pee
                     << absl::StrFormat("%016x", old.join.member().incarnation());
         const bool was_running = old.in_round && phase_ == Phase::kRunning;
         const uint64_t old_incarnation = old.join.member().incarnation();
-        members_.erase(it);
+        EraseMemberLocked(it);
         if (was_running) {
           HandleFailureLocked(
               node_id, absl::StrCat("node ", node_id, " lost: it restarted (new incarnation)"), 0,
@@ -381,14 +451,15 @@ uint64_t Coordinator::Join(const v1::JoinRequest& request, absl::string_view pee
       }
     }
     if (error.ok() && done && !elastic_ && request.rank_hint() >= 0) {
-      for (const auto& [id, m] : members_) {
-        if (id != node_id && (m.ticket != 0 || m.in_round) &&
-            m.join.rank_hint() == request.rank_hint()) {
+      auto holder = hint_holder_.find(request.rank_hint());
+      if (holder != hint_holder_.end() && holder->second != node_id) {
+        auto h = members_.find(holder->second);
+        if (h != members_.end() && (h->second.ticket != 0 || h->second.in_round) &&
+            h->second.join.rank_hint() == request.rank_hint()) {
           error = absl::InvalidArgumentError(absl::StrFormat(
               "rank hint %d of node %s is already held by node %s; two pods have the same "
               "--node-rank / JOB_COMPLETION_INDEX",
-              request.rank_hint(), node_id, id));
-          break;
+              request.rank_hint(), node_id, h->first));
         }
       }
     }
@@ -397,8 +468,12 @@ uint64_t Coordinator::Join(const v1::JoinRequest& request, absl::string_view pee
       Member& m = members_[node_id];
       m.join = request;
       m.addr = request.advertise_addr().empty() ? std::string(peer_addr) : request.advertise_addr();
+      m.watch_liveness =
+          request.watch_liveness() && WatchLivenessUsable(options_.heartbeat_timeout);
       ticket = next_id_++;
-      m.ticket = ticket;
+      SetTicketLocked(m, ticket);
+      if (!elastic_ && request.rank_hint() >= 0) hint_holder_[request.rank_hint()] = node_id;
+      if (request.role() == v1::ROLE_MPI_LAUNCHER) launcher_node_ = node_id;
       m.done = std::move(done);
       m.last_seen = now;
       m.answer_by = deadline == absl::InfiniteFuture()
@@ -421,9 +496,9 @@ uint64_t Coordinator::Join(const v1::JoinRequest& request, absl::string_view pee
 }
 
 void Coordinator::WithdrawJoinLocked(std::map<std::string, Member>::iterator it) {
-  it->second.ticket = 0;
+  SetTicketLocked(it->second, 0);
   it->second.answer_by = absl::InfiniteFuture();
-  if (!it->second.in_round) members_.erase(it);
+  if (!it->second.in_round) EraseMemberLocked(it);
   if (GatheringCountLocked() < options_.min_nodes) min_reached_at_ = absl::InfiniteFuture();
 }
 
@@ -432,12 +507,12 @@ void Coordinator::CancelJoin(uint64_t ticket) {
   JoinDone done;
   {
     absl::MutexLock lock(&mu_);
-    for (auto it = members_.begin(); it != members_.end(); ++it) {
-      if (it->second.ticket != ticket) continue;
+    auto t = by_ticket_.find(ticket);
+    auto it = t == by_ticket_.end() ? members_.end() : members_.find(t->second);
+    if (it != members_.end() && it->second.ticket == ticket) {
       TLOG(kDebug) << "join of " << SafeForLog(it->first) << " cancelled by the caller";
       done = std::move(it->second.done);
       WithdrawJoinLocked(it);
-      break;
     }
   }
   if (done) done(absl::CancelledError("join cancelled by the caller"));
@@ -502,19 +577,21 @@ std::string Coordinator::GatheringStatusLocked() const {
 }
 
 void Coordinator::ExpireJoinsLocked(absl::Time now, Actions* actions) {
+  // What the round waits for, as it stood before any of these expired (once
+  // per call: it walks the members).
+  std::string msg;
   for (auto it = members_.begin(); it != members_.end();) {
     auto next = std::next(it);
     Member& m = it->second;
     if (m.ticket != 0 && now >= m.answer_by) {
-      const std::string status = GatheringStatusLocked();
+      if (msg.empty()) {
+        msg = absl::StrCat("round ", NextRoundLocked(),
+                           " did not close before the join's deadline: ", GatheringStatusLocked(),
+                           "; check that those nodes started and can reach the coordinator, or "
+                           "raise --join-timeout");
+      }
       TLOG(kDebug) << "join of " << SafeForLog(it->first) << " reached its deadline";
-      actions->push_back([d = std::move(m.done),
-                          msg = absl::StrCat("round ", NextRoundLocked(),
-                                             " did not close before the join's deadline: ", status,
-                                             "; check that those nodes started and can reach "
-                                             "the coordinator, or raise --join-timeout")] {
-        d(absl::DeadlineExceededError(msg));
-      });
+      actions->push_back([d = std::move(m.done), msg] { d(absl::DeadlineExceededError(msg)); });
       WithdrawJoinLocked(it);
     }
     it = next;
@@ -526,24 +603,12 @@ void Coordinator::MaybeCloseRoundLocked(Actions* actions) {
   const int n = GatheringCountLocked();
   if (n < options_.min_nodes) return;
   // An MPI round needs its launcher: workers alone cannot run the job.
-  bool mpi = false, launcher = false;
-  for (const auto& [id, m] : members_) {
-    if (m.ticket == 0) continue;
-    mpi |= m.join.role() != v1::ROLE_NODE;
-    launcher |= m.join.role() == v1::ROLE_MPI_LAUNCHER;
-  }
-  if (mpi && !launcher) return;
+  if (gathering_mpi_ > 0 && gathering_launchers_ == 0) return;
   if (min_reached_at_ == absl::InfiniteFuture()) min_reached_at_ = clock_->Now();
   // After a restart the survivors are known: once all of them are back there
   // is nobody to wait for, so the restart does not pay the last call.
-  bool survivors_back = !expected_.empty();
-  for (const std::string& id : expected_) {
-    auto it = members_.find(id);
-    if (it == members_.end() || it->second.ticket == 0) {
-      survivors_back = false;
-      break;
-    }
-  }
+  const bool survivors_back =
+      !expected_.empty() && expected_back_ == static_cast<int>(expected_.size());
   if (n >= options_.max_nodes || survivors_back ||
       clock_->Now() - min_reached_at_ >= options_.last_call) {
     CloseRoundLocked(actions);
@@ -559,7 +624,7 @@ void Coordinator::CloseRoundLocked(Actions* actions) {
   std::vector<RankCandidate> candidates;
   for (auto& [id, m] : members_) {
     if (m.ticket == 0) {
-      m.in_round = false;
+      SetInRoundLocked(m, false);
       continue;
     }
     joined.push_back(&m);
@@ -614,29 +679,42 @@ void Coordinator::CloseRoundLocked(Actions* actions) {
   common.set_job_id(options_.job_id);
   common.set_heartbeat_interval_ms(std::max<int64_t>(
       1, absl::ToInt64Milliseconds(options_.heartbeat_timeout / kHeartbeatsPerTimeout)));
-  v1::Assignment with_nodes;
+  common.set_heartbeat_timeout_ms(
+      std::max<int64_t>(1, absl::ToInt64Milliseconds(options_.heartbeat_timeout)));
+  const int64_t watch_liveness_interval_ms = std::max<int64_t>(
+      1, absl::ToInt64Milliseconds(WatchLivenessReportInterval(options_.heartbeat_timeout)));
+  // One copy of the list for the round; each member that asked for it gets
+  // it added to its answer outside the lock.
   if (any_wants_nodes) {
-    with_nodes = common;
-    for (const auto& na : nodes) *with_nodes.add_nodes() = na;
+    round_nodes_ = std::make_shared<const std::vector<v1::NodeAssignment>>(nodes);
+  } else {
+    round_nodes_ = nullptr;
   }
 
   const absl::Time now = clock_->Now();
   previous_rank_.clear();
   launcher_in_round_ = false;
   for (int r = 0; r < n; ++r) {
+    launcher_in_round_ |= by_rank[r]->join.role() == v1::ROLE_MPI_LAUNCHER;
+  }
+  unfinished_ = 0;
+  for (int r = 0; r < n; ++r) {
     Member& m = *by_rank[r];
-    launcher_in_round_ |= m.join.role() == v1::ROLE_MPI_LAUNCHER;
     m.mpi_sessions = 0;
     previous_rank_[m.join.member().node_id()] = r;
-    m.assignment = m.join.want_nodes() ? with_nodes : common;
+    m.assignment = common;
     m.assignment.set_node_rank(r);
-    *m.assignment.mutable_self() = nodes[r];
-    m.in_round = true;
-    m.ticket = 0;
+    if (m.watch_liveness) m.assignment.set_heartbeat_interval_ms(watch_liveness_interval_ms);
+    *m.assignment.mutable_self() = std::move(nodes[r]);
+    SetTicketLocked(m, 0);
+    m.state = v1::ReportRequest::STATE_UNSPECIFIED;
+    SetInRoundLocked(m, true);
+    unfinished_ += MustSucceedLocked(m);
     m.last_seen = now;
     m.stream_lost_at = absl::InfiniteFuture();
-    m.state = v1::ReportRequest::STATE_UNSPECIFIED;
-    actions->push_back([d = std::move(m.done), a = m.assignment] { d(a); });
+    actions->push_back(
+        [d = std::move(m.done), a = m.assignment,
+         list = m.join.want_nodes() ? round_nodes_ : nullptr] { d(WithNodes(a, list)); });
     m.done = nullptr;
   }
   phase_ = Phase::kRunning;
@@ -717,9 +795,8 @@ absl::StatusOr<uint64_t> Coordinator::Watch(const v1::WatchRequest& request,
       }
     }
     id = next_id_++;
-    replaced = std::move(member.sink);
-    member.sink = std::move(sink);
-    member.watch_id = id;
+    replaced = member.sink;
+    SetSinkLocked(member, std::move(sink), id);
     member.last_seen = clock_->Now();
     member.stream_lost_at = absl::InfiniteFuture();  // re-opened in time
     if (terminal) {
@@ -745,17 +822,17 @@ void Coordinator::WatchClosed(uint64_t watch_id) {
   Actions actions;
   {
     absl::MutexLock lock(&mu_);
-    for (auto& [id, m] : members_) {
-      if (m.watch_id != watch_id || watch_id == 0) continue;
-      m.sink = nullptr;
-      m.watch_id = 0;
+    auto w = watch_id == 0 ? by_watch_.end() : by_watch_.find(watch_id);
+    auto it = w == by_watch_.end() ? members_.end() : members_.find(w->second);
+    if (it != members_.end() && it->second.watch_id == watch_id) {
+      Member& m = it->second;
+      SetSinkLocked(m, nullptr, 0);
       if (phase_ == Phase::kRunning && m.in_round && m.state != v1::ReportRequest::SUCCEEDED) {
         // Lost unless its agent re-opens the stream or heartbeats within
         // kStreamLossGrace (Tick decides).
         m.stream_lost_at = clock_->Now();
-        TLOG(kDebug) << "the stream of node " << SafeForLog(id) << " closed";
+        TLOG(kDebug) << "the stream of node " << SafeForLog(it->first) << " closed";
       }
-      break;
     }
   }
   for (auto& a : actions) a();
@@ -787,16 +864,11 @@ absl::Status Coordinator::Report(const v1::ReportRequest& request, v1::ReportRes
         if (member.state == v1::ReportRequest::STATE_UNSPECIFIED) member.state = request.state();
         break;
       case v1::ReportRequest::SUCCEEDED: {
-        member.state = request.state();
         // A job with an MPI launcher is done when its COMMAND is: the
-        // workers host ranks through sshd and report no success of their own.
-        bool all = true;
-        for (const auto& [id, other] : members_) {
-          if (!other.in_round || other.state == v1::ReportRequest::SUCCEEDED) continue;
-          if (other.join.role() == v1::ROLE_MPI_WORKER && launcher_in_round_) continue;
-          all = false;
-        }
-        if (all) FinishJobLocked(&actions);
+        // workers host ranks through sshd and report no success of their own
+        // (MustSucceedLocked).
+        SetSucceededLocked(member);
+        if (unfinished_ <= 0) FinishJobLocked(&actions);
         break;
       }
       case v1::ReportRequest::FAILED: {
@@ -841,13 +913,13 @@ absl::Status Coordinator::Leave(const v1::LeaveRequest& request) {
       actions.push_back([d = std::move(member.done)] {
         d(absl::CancelledError("left before the round closed"));
       });
-      member.ticket = 0;
+      SetTicketLocked(member, 0);
     }
     if (phase_ == Phase::kRunning && member.in_round &&
         member.state != v1::ReportRequest::SUCCEEDED) {
       HandleFailureLocked(node, reason, 0, true, &actions);
     } else if (!member.in_round) {
-      members_.erase(node);
+      EraseMemberLocked(members_.find(node));
     }
   }
   for (auto& a : actions) a();
@@ -868,7 +940,7 @@ void Coordinator::HandleFailureLocked(const std::string& node_id, const std::str
                                                        "; this incarnation is fenced")),
                        v1::ErrorInfo::FENCED));
       }
-      members_.erase(it);
+      EraseMemberLocked(it);
     }
   }
   if (failures_ < options_.max_restarts) {
@@ -895,13 +967,19 @@ void Coordinator::ReopenLocked(const std::string& reason, Actions* actions) {
   for (auto& [id, m] : members_) {
     if (!m.in_round) continue;
     expected_.insert(id);
-    m.in_round = false;
+    SetInRoundLocked(m, false);
     m.last_seen = clock_->Now();
     if (m.sink) {
       m.sink->Send(d, /*last=*/true);
-      m.sink = nullptr;
-      m.watch_id = 0;
+      SetSinkLocked(m, nullptr, 0);
     }
+  }
+  // Survivors whose re-join is already parked (none, unless they joined
+  // again before their round was re-opened).
+  expected_back_ = 0;
+  for (const std::string& id : expected_) {
+    auto it = members_.find(id);
+    expected_back_ += it != members_.end() && it->second.ticket != 0;
   }
   phase_ = Phase::kGathering;
   gathering_since_ = clock_->Now();
@@ -927,7 +1005,7 @@ void Coordinator::FailJobLocked(const std::string& reason, const std::string& no
   for (auto& [id, m] : members_) {
     if (m.ticket != 0) {
       actions->push_back([d = std::move(m.done), over] { d(over); });
-      m.ticket = 0;
+      SetTicketLocked(m, 0);
     }
     if (m.sink) m.sink->Send(verdict_directive_, /*last=*/true);
   }
@@ -977,25 +1055,40 @@ void Coordinator::Tick() {
       if (!disconnected.empty()) {
         HandleFailureLocked(disconnected,
                             absl::StrCat("node ", disconnected,
-                                         " lost: its agent disconnected (watch stream closed)"),
+                                         " lost: its agent disconnected or stopped answering the "
+                                         "coordinator's pings (watch stream closed)"),
                             0, true, &actions);
       }
     }
     if (phase_ == Phase::kRunning) {
+      // A watch-liveness member is lost through its stream (keepalive.h);
+      // its rarer reports only catch a hung agent.
+      const absl::Duration limit = SilenceLimit(options_.heartbeat_timeout);
+      const absl::Duration report_limit = WatchLivenessReportLimit(options_.heartbeat_timeout);
+      // (A closed stream is the stream check's above; a stream not opened
+      // yet after the join is caught here, at the report limit.)
       std::string silent;
+      bool watched = false, hung = false;
       for (const auto& [id, m] : members_) {
+        watched = m.watch_liveness;
+        hung = m.watch_liveness && m.sink != nullptr;
         if (m.in_round && m.state != v1::ReportRequest::SUCCEEDED &&
-            now - m.last_seen >= SilenceLimit(options_.heartbeat_timeout)) {
+            now - m.last_seen >= (watched ? report_limit : limit)) {
           silent = id;
           break;
         }
       }
       if (!silent.empty()) {
-        HandleFailureLocked(silent,
-                            absl::StrCat("node ", silent, " lost: no heartbeat for ",
-                                         absl::FormatDuration(options_.heartbeat_timeout),
-                                         " (--heartbeat-timeout)"),
-                            0, true, &actions);
+        HandleFailureLocked(
+            silent,
+            watched ? absl::StrCat("node ", silent, " lost: no heartbeat for ",
+                                   absl::FormatDuration(report_limit),
+                                   hung ? " while its connection answers pings (is its agent hung?)"
+                                        : " and no directive stream")
+                    : absl::StrCat("node ", silent, " lost: no heartbeat for ",
+                                   absl::FormatDuration(options_.heartbeat_timeout),
+                                   " (--heartbeat-timeout)"),
+            0, true, &actions);
       }
     }
   }
@@ -1014,14 +1107,13 @@ void Coordinator::Shutdown(absl::string_view reason) {
         actions.push_back([d = std::move(m.done), why] {
           d(absl::UnavailableError(absl::StrCat("coordinator shutting down: ", why)));
         });
-        m.ticket = 0;
+        SetTicketLocked(m, 0);
       }
       if (m.sink) {
-        auto s = std::move(m.sink);
-        actions.push_back([s, why] {
+        actions.push_back([s = m.sink, why] {
           s->Close(absl::UnavailableError(absl::StrCat("coordinator shutting down: ", why)));
         });
-        m.watch_id = 0;
+        SetSinkLocked(m, nullptr, 0);
       }
     }
   }
@@ -1033,9 +1125,9 @@ Coordinator::Snapshot Coordinator::GetSnapshot() const {
   Snapshot s;
   s.phase = phase_;
   s.round = round_;
-  s.gathering = GatheringCountLocked();
-  s.members = RoundSizeLocked();
-  for (const auto& [id, m] : members_) s.watching += m.sink != nullptr;
+  s.gathering = gathering_;
+  s.members = in_round_;
+  s.watching = watching_;
   s.restart_count = restart_count_;
   s.verdict = verdict_;
   s.restarts_exhausted = verdict_exhausted_;
@@ -1044,10 +1136,7 @@ Coordinator::Snapshot Coordinator::GetSnapshot() const {
 
 bool Coordinator::DrainedLocked() const {
   if (phase_ != Phase::kSucceeded && phase_ != Phase::kFailed) return false;
-  for (const auto& [id, m] : members_) {
-    if (m.sink != nullptr || m.ticket != 0) return false;
-  }
-  return true;
+  return watching_ == 0 && gathering_ == 0;
 }
 
 void Coordinator::UnplacedWorkersLocked(v1::ReportResponse* response) const {

@@ -46,6 +46,13 @@
 // DEADLINE_EXCEEDED shortly before its caller's deadline with what the round
 // still waits for.
 //
+// Cost: Join, Report, Watch, WatchClosed, CancelJoin, Leave and GetSnapshot
+// are O(log n) in the number of members (counters and indexes kept as members
+// change, no walk over the member map); closing or re-opening a round is
+// O(n log n) (rank order), plus O(n) per member that asked for the member
+// list (want_nodes: its answer carries n entries). Tick walks the members of
+// a running round once per call (silence and stream checks).
+//
 // Threading: every public method is thread-safe. Callbacks (JoinDone,
 // DirectiveSink) run on the calling thread after the lock is released, so
 // they may call back into the coordinator. Time only moves through Tick(),
@@ -69,6 +76,7 @@
 #include "absl/time/time.h"
 #include "common/clock.h"
 #include "common/logging.h"
+#include "rendezvous/keepalive.h"
 #include "trainlet/v1/rendezvous.pb.h"
 
 namespace trainlet::rendezvous {
@@ -83,11 +91,8 @@ namespace v1 = ::trainlet::v1;
 inline constexpr int kHeartbeatsPerTimeout = 10;
 absl::Duration SilenceLimit(absl::Duration heartbeat_timeout);
 
-// A member whose directive stream closes while the job runs is lost unless
-// it re-opens the stream (or a heartbeat arrives) within this: an agent that
-// died (kill -9) is noticed this fast, while a stream that only broke (a
-// reset connection) is re-opened by its agent within ~20 ms and is no loss.
-inline constexpr absl::Duration kStreamLossGrace = absl::Milliseconds(150);
+// kStreamLossGrace (keepalive.h): how long a member whose directive stream
+// closed while the job runs has to re-open it before it is lost.
 
 // Bounds on what a request may carry (INVALID_ARGUMENT beyond them).
 inline constexpr size_t kMaxJoinRequestBytes = 32 * 1024;  // the whole JoinRequest.
@@ -211,7 +216,8 @@ class Coordinator {
     JoinDone done;
     absl::Time answer_by = absl::InfiniteFuture();  // of the parked Join.
     bool in_round = false;
-    v1::Assignment assignment;  // valid while in_round.
+    // Valid while in_round; without the member list (see round_nodes_).
+    v1::Assignment assignment;
     uint64_t watch_id = 0;
     std::shared_ptr<DirectiveSink> sink;
     absl::Time last_seen;
@@ -219,6 +225,9 @@ class Coordinator {
     // re-opened it or heartbeated since); lost at + kStreamLossGrace.
     absl::Time stream_lost_at = absl::InfiniteFuture();
     v1::ReportRequest::State state = v1::ReportRequest::STATE_UNSPECIFIED;
+    // Its Watch stream's connection carries its liveness (keepalive.h):
+    // asked for in its join, and the heartbeat timeout allows it.
+    bool watch_liveness = false;
     int mpi_sessions = 0;  // the most an MPI worker reported this round.
   };
   using Actions = std::vector<std::function<void()>>;
@@ -262,6 +271,22 @@ class Coordinator {
   bool DrainedLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The round's MPI workers with slots and no SSH session yet (rank order).
   void UnplacedWorkersLocked(v1::ReportResponse* response) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The only places that change Member::ticket, in_round, sink and state of
+  // a round member, or remove a member: they keep the counters and indexes
+  // below in step.
+  void SetTicketLocked(Member& m, uint64_t ticket) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void SetInRoundLocked(Member& m, bool in_round) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void SetSinkLocked(Member& m, std::shared_ptr<DirectiveSink> sink, uint64_t watch_id)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void SetSucceededLocked(Member& m) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void EraseMemberLocked(std::map<std::string, Member>::iterator it)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Counts toward the job's success: in the round, and not an MPI worker of
+  // a round with a launcher (those never report SUCCEEDED).
+  bool MustSucceedLocked(const Member& m) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The answer to a member of the closed round: its assignment, with the
+  // round's member list when it asked for it.
+  v1::Assignment AnswerLocked(const Member& m) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   struct Fenced {
     uint64_t incarnation = 0;
@@ -294,6 +319,25 @@ class Coordinator {
   bool launcher_in_round_ ABSL_GUARDED_BY(mu_) = false;
   // The last incarnation of each node declared lost (one entry per node id).
   std::map<std::string, Fenced> fenced_ ABSL_GUARDED_BY(mu_);
+
+  // Kept in step by the Set*Locked helpers (so no call walks members_):
+  int gathering_ ABSL_GUARDED_BY(mu_) = 0;            // members with a parked Join.
+  int gathering_mpi_ ABSL_GUARDED_BY(mu_) = 0;        // ... of role MPI launcher or worker,
+  int gathering_launchers_ ABSL_GUARDED_BY(mu_) = 0;  // ... of role MPI launcher.
+  int expected_back_ ABSL_GUARDED_BY(mu_) = 0;        // ... that are in expected_.
+  int in_round_ ABSL_GUARDED_BY(mu_) = 0;             // members of the current round.
+  int watching_ ABSL_GUARDED_BY(mu_) = 0;             // members with a Watch open.
+  int unfinished_ ABSL_GUARDED_BY(mu_) = 0;           // MustSucceedLocked and not SUCCEEDED yet.
+  std::map<uint64_t, std::string> by_ticket_ ABSL_GUARDED_BY(mu_);  // parked Join -> node.
+  std::map<uint64_t, std::string> by_watch_ ABSL_GUARDED_BY(mu_);   // open Watch -> node.
+  // Static jobs: rank hint -> the node that last claimed it (stale entries
+  // are checked against members_ on lookup).
+  std::map<int, std::string> hint_holder_ ABSL_GUARDED_BY(mu_);
+  // The node that last joined as the MPI launcher (checked on lookup).
+  std::string launcher_node_ ABSL_GUARDED_BY(mu_);
+  // The closed round's member list, once (members that asked for it get a
+  // copy in their answer; no member holds its own copy).
+  std::shared_ptr<const std::vector<v1::NodeAssignment>> round_nodes_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace trainlet::rendezvous

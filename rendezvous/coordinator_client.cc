@@ -108,6 +108,8 @@ void CoordinatorClient::NewChannel() {
   args.SetInt(GRPC_ARG_HTTP2_MIN_SENT_PING_INTERVAL_WITHOUT_DATA_MS,
               static_cast<int>(absl::ToInt64Milliseconds(options_.keepalive_time)));
   args.SetInt(GRPC_ARG_HTTP2_MAX_PINGS_WITHOUT_DATA, 0);
+  // Member lists of large jobs (kMaxResponseBytes).
+  args.SetMaxReceiveMessageSize(kMaxResponseBytes);
   // One connection per client, even when several share a process (the
   // benchmarks simulate many agents in one process).
   args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);

@@ -34,6 +34,12 @@ namespace trainlet::rendezvous {
 
 namespace v1 = ::trainlet::v1;
 
+// The largest answer an agent reads: a JoinResponse with the member list of
+// a 10,000-node round is 1-3 MB (about 100 bytes per node, 250 with MPI's
+// SSH host keys), above gRPC's default of 4 MB only with long node names
+// and RSA keys; the bound leaves room for 10,000 such entries.
+inline constexpr int kMaxResponseBytes = 64 << 20;
+
 struct ClientOptions {
   std::string target;  // host:port
   std::string token;   // empty: none sent.

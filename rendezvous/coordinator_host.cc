@@ -33,6 +33,7 @@ absl::StatusOr<std::unique_ptr<CoordinatorHost>> CoordinatorHost::Start(
   so.max_connections = options.max_connections;
   so.reserved_descriptors = options.reserved_descriptors;
   so.heartbeat_timeout = heartbeat_timeout;
+  so.watch_liveness = true;
   so.name = "coordinator";
   so.tls = options.tls;
   absl::StatusOr<std::unique_ptr<GrpcServer>> server =

@@ -407,6 +407,80 @@ TEST_F(CoordinatorTest, SilentNode_LostAfterHeartbeatTimeout) {
   EXPECT_EQ(sa->directives[0].job_failed().failed_node_id(), "b");
 }
 
+// Watch liveness (keepalive.h): the stream's connection says the node is
+// alive; heartbeats every timeout/2 only catch an agent that hung while gRPC
+// answers the pings.
+TEST_F(CoordinatorTest, WatchLiveness_AsksForTheLongerIntervalAndSaysTheTimeout) {
+  Make(2, 2);
+  auto ra = Req("a", 1, 0), rb = Req("b", 2, 1);
+  ra.set_watch_liveness(true);
+  auto ja = Join(ra);
+  auto jb = Join(rb);
+  ASSERT_TRUE(ja->done() && jb->done());
+  EXPECT_EQ(ja->assignment().heartbeat_interval_ms(), 2500);
+  EXPECT_EQ(ja->assignment().heartbeat_timeout_ms(), 5000);
+  EXPECT_EQ(jb->assignment().heartbeat_interval_ms(), 500) << "an agent that did not ask";
+  EXPECT_EQ(jb->assignment().heartbeat_timeout_ms(), 5000);
+}
+
+TEST_F(CoordinatorTest, WatchLiveness_OpenStream_HungAgentLostAtTheReportLimit) {
+  Make(2, 2);
+  auto ra = Req("a", 1, 0), rb = Req("b", 2, 1);
+  rb.set_watch_liveness(true);
+  Join(ra);
+  Join(rb);
+  auto sa = Watch(ra, 1);
+  Watch(rb, 1);
+  for (int i = 0; i < 14; ++i) {  // 7 s: a heartbeats, b's connection answers pings only.
+    clock_.Advance(absl::Milliseconds(500));
+    ASSERT_TRUE(Report(ra, 1, v1::ReportRequest::RUNNING).ok());
+    core_->Tick();
+  }
+  EXPECT_TRUE(sa->directives.empty()) << "no loss at 1.05 timeouts with the stream open";
+  clock_.Advance(absl::Milliseconds(500));  // b silent for 7.5 s = timeout + timeout/2.
+  ASSERT_TRUE(Report(ra, 1, v1::ReportRequest::RUNNING).ok());
+  core_->Tick();
+  ASSERT_EQ(sa->directives.size(), 1u);
+  EXPECT_THAT(sa->directives[0].job_failed().reason(), HasSubstr("is its agent hung"));
+  EXPECT_EQ(sa->directives[0].job_failed().failed_node_id(), "b");
+}
+
+TEST_F(CoordinatorTest, WatchLiveness_StreamClosedByUnansweredPings_LostAfterTheGrace) {
+  Make(2, 2);
+  auto ra = Req("a", 1, 0), rb = Req("b", 2, 1);
+  rb.set_watch_liveness(true);
+  Join(ra);
+  Join(rb);
+  auto sa = Watch(ra, 1);
+  uint64_t b_watch = 0;
+  Watch(rb, 1, &b_watch);
+  clock_.Advance(absl::Seconds(1));
+  ASSERT_TRUE(Report(ra, 1, v1::ReportRequest::RUNNING).ok());
+  LoseStream(b_watch);  // the server closed b's connection: its pings went unanswered.
+  ASSERT_EQ(sa->directives.size(), 1u);
+  EXPECT_THAT(sa->directives[0].job_failed().reason(),
+              HasSubstr("stopped answering the coordinator's pings"));
+}
+
+TEST_F(CoordinatorTest, WatchLiveness_TimeoutBelowOneSecond_HeartbeatsDecideAsBefore) {
+  CoordinatorOptions o;
+  o.job_id = "job";
+  o.min_nodes = o.max_nodes = 1;
+  o.heartbeat_timeout = absl::Milliseconds(500);
+  o.incarnation = 0xC0;
+  o.clock = &clock_;
+  core_ = std::make_unique<Coordinator>(o);
+  auto ra = Req("a", 1, 0);
+  ra.set_watch_liveness(true);
+  auto ja = Join(ra);
+  ASSERT_TRUE(ja->done());
+  EXPECT_EQ(ja->assignment().heartbeat_interval_ms(), 50);
+  Watch(ra, 1);
+  clock_.Advance(absl::Milliseconds(525));  // SilenceLimit(500 ms)
+  core_->Tick();
+  EXPECT_EQ(core_->GetSnapshot().phase, Phase::kFailed);
+}
+
 TEST_F(CoordinatorTest, Report_StaleRoundOrFencedIncarnation_IsRejected) {
   Make(1, 1);
   auto ra = Req("a", 1, 0);
