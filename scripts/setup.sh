@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Installs what trainlet needs on Debian 12 (as root) and builds it.
 #   scripts/setup.sh [--with-tests]     build dir: ./build (TRAINLET_BUILD_DIR overrides)
+# build/trainlet is linked fully static (TRAINLET_STATIC=OFF in the
+# environment builds it dynamic); the tests stay dynamic.
 # Packages are installed only when missing, so a second run is offline-safe.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -12,6 +14,7 @@ PACKAGES=(
   python3 python3-torch python3-numpy   # the demo and the real-client tests
   python3-xgboost                       # e2e_frameworks: XGBoost 1.7's collective (Rabit)
   iproute2 procps
+  tini                                  # bench/startup.py: start-up against tini
   libssh-dev openssh-server openssh-client   # MPI: job keys, sshd on workers, readiness
   openmpi-bin libopenmpi-dev mpich libmpich-dev  # MPI: the real-client e2e tests
 )
@@ -34,6 +37,7 @@ TESTS=OFF
 [[ "${1:-}" == "--with-tests" ]] && TESTS=ON
 export CCACHE_DIR=${CCACHE_DIR:-$HOME/.cache/ccache}
 cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-  -DTRAINLET_BUILD_TESTS=$TESTS -DTRAINLET_SKIP_DIRS= >/dev/null
+  -DTRAINLET_BUILD_TESTS=$TESTS -DTRAINLET_SKIP_DIRS= -DTRAINLET_STATIC="${TRAINLET_STATIC:-ON}" \
+  >/dev/null
 ninja -C "$BUILD_DIR" -j"$(nproc)"
 echo "setup: built $BUILD_DIR/trainlet"
