@@ -674,8 +674,12 @@ absl::StatusOr<RunConfig> RunConfigFromOptions(const ParsedOptions& parsed,
     if (c.node_rank_hint < 0) c.node_rank_hint = 0;
     c.coordinator_host = "127.0.0.1";
     c.coordinator_port = 0;
+    c.in_process_coordinator = !launcher && !mpi_worker;
     c.discovery_notes.push_back(
-        "single-node run: no coordinator configured, hosting one on 127.0.0.1 (a free port)");
+        c.in_process_coordinator
+            ? "single-node run: no coordinator configured, running it inside this agent (no "
+              "network)"
+            : "single-node run: no coordinator configured, hosting one on 127.0.0.1 (a free port)");
   } else if (!coordinator_configured) {
     c.coordinator_host = "127.0.0.1";  // Node rank 0 of several hosts it; peers dial it.
   }
