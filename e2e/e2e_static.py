@@ -7,6 +7,7 @@ glibc's own resolver would be asked to load them. The agent runs in a private
 mount namespace with its own nsswitch.conf and /etc/hosts."""
 
 import re
+import shutil
 import subprocess
 import unittest
 
@@ -85,6 +86,44 @@ class StaticResolverTest(E2ETestCase):
         self.assertIn("ignoring GRPC_DNS_RESOLVER=native", node1.stderr, node1.describe())
         self.assertTrue(re.search(r"joining job static-dns at %s:%d" % (re.escape(NAME), port),
                                   node1.stderr), node1.describe())
+
+
+@unittest.skipUnless(shutil.which("strace"), "needs strace")
+class SingleNodeNoNetworkTest(E2ETestCase):
+    """A single-node run (nothing configured) runs its coordinator inside the
+    agent: no gRPC server or client, no IP or Unix socket at all. (The node
+    probe's NIC listing reads the kernel over netlink, which is not a network
+    socket.)"""
+
+    def run_traced(self, args, command):
+        trace = self.path("strace.txt")
+        p = self.start("traced", ["strace", "-f", "-qq", "-e", "trace=socket,socketpair,bind,"
+                                  "connect,listen", "-o", trace, harness.TRAINLET, "run"] +
+                       args + ["--"] + command)
+        rc = p.wait(60)
+        with open(trace) as f:
+            return rc, p, f.read()
+
+    def test_single_node_run_opens_no_socket_and_passes_the_exit_code(self):
+        rc, p, trace = self.run_traced(["--nproc-per-node=2"], ["sh", "-c", "exit 3"])
+        self.assertEqual(rc, 3, p.describe())
+        calls = [line for line in trace.splitlines()
+                 if re.search(r"\b(socket|socketpair|bind|connect|listen)\(", line)]
+        network = [line for line in calls if "AF_NETLINK" not in line
+                   and not re.search(r"\bbind\(\d+, \{sa_family=AF_NETLINK", line)]
+        self.assertEqual(network, [], "a single-node run opened sockets:\n%s\n%s" %
+                         ("\n".join(network), p.describe()))
+        self.assertIn("running it inside this agent (no network)", p.stderr, p.describe())
+
+    def test_a_configured_coordinator_still_uses_the_network(self):
+        # The contrast that shows the trace sees sockets: the same run with a
+        # coordinator address hosts a real gRPC coordinator.
+        port, master_port = harness.free_ports(2)
+        rc, p, trace = self.run_traced(["--nnodes=1", "--coordinator=127.0.0.1:%d" % port,
+                                    "--master-port=%d" % master_port, "--health-port=0"],
+                                   ["true"])
+        self.assertEqual(rc, 0, p.describe())
+        self.assertRegex(trace, r"socket\(AF_INET6?, SOCK_STREAM", p.describe())
 
 
 if __name__ == "__main__":

@@ -14,7 +14,7 @@ PACKAGES=(
   python3 python3-torch python3-numpy   # the demo and the real-client tests
   python3-xgboost                       # e2e_frameworks: XGBoost 1.7's collective (Rabit)
   iproute2 procps
-  tini                                  # bench/startup.py: start-up against tini
+  tini strace                           # bench/startup.py (against tini); e2e_static (no socket)
   libssh-dev openssh-server openssh-client   # MPI: job keys, sshd on workers, readiness
   openmpi-bin libopenmpi-dev mpich libmpich-dev  # MPI: the real-client e2e tests
 )
