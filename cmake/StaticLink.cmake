@@ -10,6 +10,8 @@
 # but glibc dynamically. Sanitizer builds must turn the option off.
 #
 # trainlet_static_link(target): the executable fully static.
+# trainlet_protobuf_shared: libprotobuf.so, for the tree's own shared
+# libraries (they cannot link the non-PIC archive).
 
 # The imported targets find_package created, with their `.so` swapped for
 # the `.a` in the same folder.
@@ -34,6 +36,17 @@ function(trainlet_use_static_archives)
         message(FATAL_ERROR "TRAINLET_STATIC: ${_t} has no static archive ${_dir}/${_archive}; "
                             "install the -dev package that ships it, or configure with "
                             "-DTRAINLET_STATIC=OFF")
+      endif()
+      # Shared libraries of the tree (the fake libnvidia-ml.so.1) cannot
+      # take a non-PIC archive: protobuf stays available shared to them.
+      if(_t STREQUAL "protobuf::libprotobuf" AND NOT TARGET trainlet_protobuf_shared)
+        add_library(trainlet_protobuf_shared SHARED IMPORTED GLOBAL)
+        set_target_properties(trainlet_protobuf_shared PROPERTIES IMPORTED_LOCATION "${_loc}")
+        get_target_property(_inc ${_t} INTERFACE_INCLUDE_DIRECTORIES)
+        if(_inc)
+          set_target_properties(trainlet_protobuf_shared PROPERTIES
+                                INTERFACE_INCLUDE_DIRECTORIES "${_inc}")
+        endif()
       endif()
       set_target_properties(${_t} PROPERTIES ${_prop} "${_dir}/${_archive}")
       math(EXPR _swapped "${_swapped} + 1")

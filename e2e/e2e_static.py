@@ -6,6 +6,8 @@ static glibc cannot load (many training images list mdns, systemd, sss...):
 glibc's own resolver would be asked to load them. The agent runs in a private
 mount namespace with its own nsswitch.conf and /etc/hosts."""
 
+import json
+import os
 import re
 import shutil
 import subprocess
@@ -86,6 +88,23 @@ class StaticResolverTest(E2ETestCase):
         self.assertIn("ignoring GRPC_DNS_RESOLVER=native", node1.stderr, node1.describe())
         self.assertTrue(re.search(r"joining job static-dns at %s:%d" % (re.escape(NAME), port),
                                   node1.stderr), node1.describe())
+
+
+@unittest.skipUnless(is_static_build(), "TRAINLET_BIN is not a static build")
+class StaticNvmlTest(E2ETestCase):
+    """A static trainlet never dlopens NVML or NCCL (static glibc would crash
+    in the loaded library): it says why, and carries on from sysfs."""
+
+    def test_probe_says_nvml_is_unavailable_in_a_static_build(self):
+        fake = os.environ.get("E2E_FAKE_NVML") or os.path.join(
+            os.path.dirname(harness.TRAINLET), "topology", "fake_nvml", "libnvidia-ml.so.1")
+        p = self.start("probe", [harness.TRAINLET, "probe", "--nvml-library=" + fake,
+                                 "--nccl-library=" + fake, "--format=json"])
+        self.assertEqual(p.wait(30), 0, p.describe())
+        probe = json.loads(p.stdout)
+        self.assertEqual(probe["nvml"]["status"], "ABSENT", p.stdout)
+        self.assertIn("NVML unavailable: static build", probe["nvml"]["reason"], p.stdout)
+        self.assertIn("static build", probe["nccl"]["reason"], p.stdout)
 
 
 @unittest.skipUnless(shutil.which("strace"), "needs strace")
