@@ -10,7 +10,12 @@ printed: `trainlet version` (the binary's own start-up), the binary's size and
 whether it is static.
 
   /usr/bin/python3 bench/startup.py [--trainlet build/trainlet] [--runs 200]
-      [--compare OTHER_TRAINLET] [--budget-ms 5]
+      [--compare OTHER_TRAINLET] [--budget-ms 5] [--container]
+
+--container runs every command (tini too) as PID 1 of a new PID namespace
+with its own /proc (`unshare --pid --fork --mount-proc`), as in a pod: the
+agent's exit sweep for adopted orphans reads every process in /proc, which on
+a shared host holds hundreds of them and in a pod a handful.
 
 Exit status 0 when trainlet's median is within --budget-ms of tini's, 1
 otherwise, 2 when a command fails.
@@ -51,6 +56,8 @@ def main():
                     help="another trainlet binary to time beside it (e.g. a dynamic build)")
     ap.add_argument("--runs", type=int, default=200)
     ap.add_argument("--budget-ms", type=float, default=5.0)
+    ap.add_argument("--container", action="store_true",
+                    help="each command as PID 1 of its own PID namespace and /proc (root)")
     args = ap.parse_args()
     tini = shutil.which("tini")
     if tini is None:
@@ -62,6 +69,9 @@ def main():
         commands.append(("%s run --nnodes=1 -- true" % b, [b, "run", "--nnodes=1", "--", "true"]))
     for b in binaries:
         commands.append(("%s version" % b, [b, "version"]))
+    if args.container:
+        prefix = ["unshare", "--pid", "--fork", "--mount-proc", "--"]
+        commands = [(name, prefix + argv) for name, argv in commands]
     times = {name: [] for name, _ in commands}
     for _ in range(3):  # warm-up: page cache, lazily bound symbols
         for _, argv in commands:
@@ -70,8 +80,9 @@ def main():
         for name, argv in commands:
             times[name].append(timed(argv, env))
 
-    print("machine: %d CPUs, load average %s; %d runs each, interleaved" %
-          (os.cpu_count(), " ".join("%.2f" % x for x in os.getloadavg()), args.runs))
+    print("machine: %d CPUs, load average %s; %d runs each, interleaved%s" %
+          (os.cpu_count(), " ".join("%.2f" % x for x in os.getloadavg()), args.runs,
+           "; each as PID 1 of its own PID namespace" if args.container else ""))
     for b in binaries:
         print("binary: %s: %s, %.1f MB (%s)" % (b, linkage(b), os.path.getsize(b) / 1e6,
                                                  subprocess.run([b, "version"],
