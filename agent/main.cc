@@ -27,6 +27,7 @@
 #include "common/logging.h"
 #include "launcher/signals.h"
 #include "rendezvous/grpc_log.h"
+#include "rendezvous/protocol_version.h"
 
 extern char** environ;
 
@@ -116,6 +117,23 @@ int ConfigError(const char* command, const absl::Status& status) {
   return trainlet::agent::ExitCodeForConfigError(status);
 }
 
+// gRPC resolves names with c-ares (which reads /etc/hosts and resolv.conf
+// itself), never with getaddrinfo: in a static binary glibc's resolver aborts
+// when nsswitch.conf names a module the static libc lacks (mdns, systemd,
+// sss...), as many training images' do. gRPC reads GRPC_DNS_RESOLVER when it
+// first resolves, after this. A dynamic build keeps gRPC's default (also
+// c-ares) and honours the user's choice.
+void ForceAresResolver(const std::map<std::string, std::string>& env) {
+#ifdef TRAINLET_STATIC_BUILD
+  auto set = env.find("GRPC_DNS_RESOLVER");
+  if (set != env.end() && set->second != "ares") {
+    std::cerr << "trainlet: ignoring GRPC_DNS_RESOLVER=" << trainlet::SafeForLog(set->second, 32)
+              << ": this static build resolves with c-ares only\n";
+  }
+  setenv("GRPC_DNS_RESOLVER", "ares", 1);
+#endif
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -139,14 +157,21 @@ int main(int argc, char** argv) {
   const std::string command = args[0];
   args.erase(args.begin());
   if (command == "version" || command == "--version") {
-    std::cout << "trainlet " << TRAINLET_VERSION << "\n";
+    std::cout << "trainlet " << TRAINLET_VERSION << "\n"
+              << "git commit: " << TRAINLET_GIT_COMMIT << "\n"
+              << "build type: " << TRAINLET_BUILD_TYPE << "\n"
+              << "linkage: " << TRAINLET_LINKAGE << "\n"
+              << "protocol version: " << trainlet::rendezvous::kProtocolVersion << "\n";
     return trainlet::kExitSuccess;
   }
-  if (command == "health") return trainlet::agent::RunHealthProbe(args);
   if (command == "install") {
     return trainlet::agent::RunInstall(args, "/proc/self/exe", std::cout, std::cerr);
   }
+  // The workers' environment is the one trainlet was given: taken before
+  // the resolver is forced below.
   const std::map<std::string, std::string> env = CurrentEnvironment();
+  ForceAresResolver(env);
+  if (command == "health") return trainlet::agent::RunHealthProbe(args);
   if (command == "probe") {
     // A probe past its timeout may still be inside NVML on its thread.
     Leave(trainlet::agent::RunProbeCommand(args, env, std::cout, std::cerr));

@@ -15,6 +15,7 @@
 #include "launcher/signals.h"
 #include "rendezvous/coordinator.h"
 #include "rendezvous/error_reason.h"
+#include "rendezvous/protocol_version.h"
 
 namespace trainlet::agent {
 namespace {
@@ -227,6 +228,7 @@ void RoundMachine::Join(Actions* out) {
   r.set_want_nodes(options_.want_nodes);
   r.set_watch_liveness(options_.watch_liveness);
   r.set_role(options_.role);
+  r.set_protocol_version(rendezvous::kProtocolVersion);
   *r.mutable_ssh() = options_.ssh;
   *r.mutable_topology() = options_.topology;
   out->push_back(StartJoin{std::move(r), options_.join_timeout});

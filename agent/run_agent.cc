@@ -4,7 +4,12 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
 #include <memory>
+#include <random>
+#include <set>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -17,6 +22,7 @@
 #include "common/descriptors.h"
 #include "common/exit_codes.h"
 #include "common/logging.h"
+#include "common/periodic.h"
 #include "launcher/command_resolver.h"
 #include "launcher/signals.h"
 #include "launcher/supervisor.h"
@@ -25,6 +31,7 @@
 #include "rendezvous/coordinator_client.h"
 #include "rendezvous/coordinator_host.h"
 #include "rendezvous/health_server.h"
+#include "rendezvous/in_process_client.h"
 #include "rendezvous/keepalive.h"
 
 namespace trainlet::agent {
@@ -51,6 +58,48 @@ absl::StatusOr<int> PickFreePort() {
   close(fd);
   if (port <= 0) return absl::ResourceExhaustedError("cannot pick a free port for MASTER_PORT");
   return port;
+}
+
+// A port nothing on this host uses, for MASTER_PORT, found without a socket
+// (a single-node run opens none): a random port of the kernel's ephemeral
+// range that no TCP socket in /proc/net/tcp{,6} holds. Rank 0's store binds
+// it shortly after, like a port PickFreePort released. Falls back to
+// PickFreePort when /proc cannot tell.
+absl::StatusOr<int> PickUnusedPortWithoutSocket() {
+  int low = 32768, high = 60999;
+  if (FILE* f = std::fopen("/proc/sys/net/ipv4/ip_local_port_range", "re")) {
+    int a = 0, b = 0;
+    if (std::fscanf(f, "%d %d", &a, &b) == 2 && a > 0 && b > a && b <= 65535) {
+      low = a;
+      high = b;
+    }
+    std::fclose(f);
+  }
+  std::set<int> used;
+  for (const char* table : {"/proc/net/tcp", "/proc/net/tcp6"}) {
+    FILE* f = std::fopen(table, "re");
+    if (f == nullptr) return PickFreePort();
+    char line[512];
+    bool header = true;
+    while (std::fgets(line, sizeof(line), f) != nullptr) {
+      if (header) {
+        header = false;
+        continue;
+      }
+      // "  0: 0100007F:A2F1 00000000:0000 0A ...": the local port in hex.
+      const char* colon = std::strchr(line, ':');
+      if (colon != nullptr) colon = std::strchr(colon + 1, ':');
+      if (colon != nullptr) used.insert(static_cast<int>(std::strtol(colon + 1, nullptr, 16)));
+    }
+    std::fclose(f);
+  }
+  std::mt19937 random(std::random_device{}());
+  std::uniform_int_distribution<int> pick(low, high);
+  for (int attempt = 0; attempt < 64; ++attempt) {
+    const int port = pick(random);
+    if (used.count(port) == 0) return port;
+  }
+  return PickFreePort();
 }
 
 // Where the hosting agent dials its own coordinator: the address it listens
@@ -97,9 +146,11 @@ int RunAgent(const RunConfig& config, const std::map<std::string, std::string>& 
       return launcher::ExitCodeForSpawnError(resolved.status());
     }
   }
+  // A single-node run: the coordinator inside this agent, called directly.
+  const bool in_process = config.in_process_coordinator && !setup;
   int master_port = config.master_port;
   if (master_port == 0) {
-    absl::StatusOr<int> port = PickFreePort();
+    absl::StatusOr<int> port = in_process ? PickUnusedPortWithoutSocket() : PickFreePort();
     if (!port.ok()) {
       TLOG(kError) << port.status().message();
       return kExitOsError;
@@ -121,7 +172,14 @@ int RunAgent(const RunConfig& config, const std::map<std::string, std::string>& 
   // The coordinator, when this agent hosts it. kIfPortFree: whoever binds
   // the port hosts it, the others join (torchrun's c10d semantics).
   std::unique_ptr<rendezvous::CoordinatorHost> host;
-  if (config.host_coordinator != HostCoordinator::kNo) {
+  std::unique_ptr<rendezvous::Coordinator> local_core;
+  std::unique_ptr<PeriodicThread> local_ticker;
+  if (in_process) {
+    local_core = std::make_unique<rendezvous::Coordinator>(CoordinatorOptionsFrom(config));
+    rendezvous::Coordinator* core = local_core.get();
+    local_ticker = std::make_unique<PeriodicThread>(rendezvous::kCoordinatorTickEvery,
+                                                    [core] { core->Tick(); });
+  } else if (config.host_coordinator != HostCoordinator::kNo) {
     rendezvous::CoordinatorHostOptions o;
     o.core = CoordinatorOptionsFrom(config);
     o.token = config.token;
@@ -143,6 +201,7 @@ int RunAgent(const RunConfig& config, const std::map<std::string, std::string>& 
   }
 
   // The hosting agent dials its own coordinator where it listens.
+  std::unique_ptr<rendezvous::RendezvousClient> client;
   rendezvous::ClientOptions client_options;
   client_options.target = host ? JoinHostPort(DialAddressFor(config.bind_addr), host->port())
                                : JoinHostPort(config.coordinator_host, config.coordinator_port);
@@ -153,9 +212,15 @@ int RunAgent(const RunConfig& config, const std::map<std::string, std::string>& 
       rendezvous::KeepaliveFor(config.policy.heartbeat_timeout);
   client_options.keepalive_time = keepalive.time;
   client_options.keepalive_timeout = keepalive.timeout;
-  auto client = std::make_unique<rendezvous::GrpcRendezvousClient>(client_options);
-  TLOG(kInfo) << "joining job " << config.job_id << " at " << client_options.target << " as node "
-              << config.node_id
+  if (in_process) {
+    client = std::make_unique<rendezvous::InProcessRendezvousClient>(local_core.get(),
+                                                                     DialAddressFor(""));
+  } else {
+    client = std::make_unique<rendezvous::GrpcRendezvousClient>(client_options);
+  }
+  TLOG(kInfo) << "joining job " << config.job_id << " at "
+              << (in_process ? std::string("this agent's own coordinator") : client_options.target)
+              << " as node " << config.node_id
               << (config.node_rank_hint >= 0
                       ? absl::StrCat(" (rank hint ", config.node_rank_hint, ")")
                       : "")
@@ -189,6 +254,11 @@ int RunAgent(const RunConfig& config, const std::map<std::string, std::string>& 
   const int exit_code = agent.Run();
   // The client's callbacks refer to the agent: stop them first.
   client.reset();
+  if (local_core) {
+    // The only member heard the verdict already: nobody to wait for.
+    local_core->Shutdown("the agent is exiting");
+    local_ticker.reset();
+  }
 
   if (host) {
     const rendezvous::Phase phase = host->core().GetSnapshot().phase;

@@ -31,8 +31,8 @@ constexpr absl::string_view kRunDescription =
     "coordinator address is this host's own), then runs COMMAND as nproc-per-node\n"
     "worker processes with RANK, WORLD_SIZE, MASTER_ADDR, ... set, and supervises\n"
     "them. With no options at all it is a single-node run, like torchrun\n"
-    "--standalone: one worker per visible GPU (or 1), the coordinator on 127.0.0.1\n"
-    "on a free port. See docs/configuration.md and docs/environment.md.";
+    "--standalone: one worker per visible GPU (or 1), the coordinator inside the\n"
+    "agent (no network). See docs/configuration.md and docs/environment.md.";
 
 constexpr absl::string_view kPrefixOutputHint =
     "not needed: worker output goes to the agent's stdout and stderr; --prefix-output "
@@ -336,7 +336,7 @@ const std::vector<OptionSpec>& RunOptionTable() {
          "Preferred node rank, below nnodes; rank 0 hosts the coordinator, any other rank needs "
          "--coordinator. Kubernetes: PET_NODE_RANK, JOB_COMPLETION_INDEX, JobSet hostname."},
         {"coordinator", OptionKind::kString, "HOST[:PORT]",
-         "none: a single-node run hosts one on 127.0.0.1, any free port",
+         "none: a single-node run runs one inside the agent (no network)",
          "Coordinator address, port 29400 unless given; IPv6 as [::1]:29400. An address of this "
          "host (loopback, its own address or name) means this agent hosts it. Kubernetes: "
          "PET_MASTER_ADDR (a host only), then JobSet pod <jobset>-<rjob>-0-0.<subdomain>."},
@@ -682,8 +682,12 @@ absl::StatusOr<RunConfig> RunConfigFromOptions(const ParsedOptions& parsed,
     if (c.node_rank_hint < 0) c.node_rank_hint = 0;
     c.coordinator_host = "127.0.0.1";
     c.coordinator_port = 0;
+    c.in_process_coordinator = !launcher && !mpi_worker;
     c.discovery_notes.push_back(
-        "single-node run: no coordinator configured, hosting one on 127.0.0.1 (a free port)");
+        c.in_process_coordinator
+            ? "single-node run: no coordinator configured, running it inside this agent (no "
+              "network)"
+            : "single-node run: no coordinator configured, hosting one on 127.0.0.1 (a free port)");
   } else if (!coordinator_configured) {
     c.coordinator_host = "127.0.0.1";  // Node rank 0 of several hosts it; peers dial it.
   }

@@ -113,6 +113,10 @@ struct RunConfig {
   std::string advertise_addr;
   // --health-port; 0 = no health server. Default 29401 in Kubernetes, else 0.
   int health_port = 0;
+  // A single-node run with no coordinator configured (or --standalone): the
+  // coordinator runs inside this agent and is called directly, with no
+  // server, client or socket (docs/configuration.md, "A single-node run").
+  bool in_process_coordinator = false;
   bool prefix_output = false;                       // --prefix-output
   GpuBinding gpu_binding = GpuBinding::kList;       // --gpu-binding
   bool bind_numa = false;                           // --bind-numa

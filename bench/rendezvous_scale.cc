@@ -64,6 +64,7 @@
 #include "rendezvous/coordinator_client.h"
 #include "rendezvous/coordinator_service.h"
 #include "rendezvous/grpc_server.h"
+#include "rendezvous/protocol_version.h"
 #include "rendezvous/tcp_listener.h"
 
 namespace {
@@ -199,6 +200,7 @@ Result RunOnce(int n, bool last_pattern, int wave, int join_timeout_s) {
     req.mutable_member()->set_node_id(absl::StrCat("node-", i));
     req.mutable_member()->set_incarnation(rdzv::NewIncarnation());
     req.set_job_id("bench");
+    req.set_protocol_version(rdzv::kProtocolVersion);
     req.set_rank_hint(-1);
     req.set_local_world_size(8);
     req.set_master_port(29500);

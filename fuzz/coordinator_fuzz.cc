@@ -23,6 +23,7 @@
 #include "fuzz/fuzz_util.h"
 #include "google/protobuf/stubs/logging.h"
 #include "rendezvous/coordinator.h"
+#include "rendezvous/protocol_version.h"
 
 namespace v1 = trainlet::v1;
 using trainlet::fuzz::FuzzInput;
@@ -60,6 +61,8 @@ Request Make(FuzzInput& in, uint64_t round) {
       r.set_master_port(29500);
       r.set_rank_hint(static_cast<int>(in.Pick(6)) - 1);
     }
+    // Mostly this build's protocol (else every join stops at the version).
+    if (!(pin & 16)) r.set_protocol_version(trainlet::rendezvous::kProtocolVersion);
   } else if constexpr (!std::is_same_v<Request, v1::LeaveRequest>) {
     if (pin & 8) r.set_round(round + in.Pick(2));
   }

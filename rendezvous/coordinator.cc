@@ -10,6 +10,7 @@
 #include "common/logging.h"
 #include "rendezvous/colocation.h"
 #include "rendezvous/error_reason.h"
+#include "rendezvous/protocol_version.h"
 #include "rendezvous/rank_assignment.h"
 
 namespace trainlet::rendezvous {
@@ -189,6 +190,17 @@ Coordinator::~Coordinator() { Shutdown("coordinator destroyed"); }
 
 absl::Status Coordinator::ValidateJoinLocked(const v1::JoinRequest& r) const {
   if (absl::Status s = CheckIdentity(r.member()); !s.ok()) return s;
+  // Before any other field: an agent of another protocol may mean them
+  // differently.
+  if (r.protocol_version() != kProtocolVersion) {
+    return absl::FailedPreconditionError(absl::StrFormat(
+        "node %s speaks rendezvous protocol %s, this coordinator speaks %d: run the same "
+        "trainlet version on every pod of the job (`trainlet version` prints both)",
+        SafeForLog(r.member().node_id(), 64),
+        r.protocol_version() == 0 ? "0 (a trainlet from before protocol versions)"
+                                  : absl::StrCat(r.protocol_version()),
+        kProtocolVersion));
+  }
   if (absl::Status s = CheckJobId(r.job_id(), options_.job_id); !s.ok()) return s;
   if (r.ByteSizeLong() > kMaxJoinRequestBytes) {
     return absl::InvalidArgumentError(absl::StrFormat("JoinRequest: at most %d bytes, got %d",

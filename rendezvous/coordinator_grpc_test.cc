@@ -18,6 +18,7 @@
 #include "rendezvous/coordinator_client.h"
 #include "rendezvous/coordinator_service.h"
 #include "rendezvous/grpc_server.h"
+#include "rendezvous/protocol_version.h"
 
 namespace trainlet::rendezvous {
 namespace {
@@ -52,6 +53,7 @@ class GrpcCoordinatorTest : public ::testing::Test {
     r.mutable_member()->set_node_id(node);
     r.mutable_member()->set_incarnation(inc);
     r.set_job_id("job");
+    r.set_protocol_version(kProtocolVersion);
     r.set_rank_hint(hint);
     r.set_local_world_size(2);
     r.set_master_port(29500);

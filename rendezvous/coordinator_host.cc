@@ -11,8 +11,6 @@
 
 namespace trainlet::rendezvous {
 
-constexpr absl::Duration kTickEvery = absl::Milliseconds(20);
-
 absl::StatusOr<std::unique_ptr<CoordinatorHost>> CoordinatorHost::Start(
     CoordinatorHostOptions options) {
   std::unique_ptr<CoordinatorHost> host(new CoordinatorHost());
@@ -41,7 +39,7 @@ absl::StatusOr<std::unique_ptr<CoordinatorHost>> CoordinatorHost::Start(
   if (!server.ok()) return server.status();
   host->server_ = std::move(*server);
   Coordinator* core = host->core_.get();
-  host->ticker_ = std::make_unique<PeriodicThread>(kTickEvery, [core] { core->Tick(); });
+  host->ticker_ = std::make_unique<PeriodicThread>(kCoordinatorTickEvery, [core] { core->Tick(); });
   TLOG(kInfo) << "coordinator for job " << SafeForLog(job_id) << " listening on "
               << FormatHostPort(options.bind_addr, host->port()) << " ("
               << (min_nodes == max_nodes ? absl::StrCat(max_nodes)

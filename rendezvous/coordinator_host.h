@@ -37,6 +37,10 @@
 
 namespace trainlet::rendezvous {
 
+// How often the coordinator's timeouts are applied (Coordinator::Tick), here
+// and in a single-node run's in-process coordinator.
+inline constexpr absl::Duration kCoordinatorTickEvery = absl::Milliseconds(20);
+
 class CoordinatorService;
 class GrpcServer;
 

@@ -29,6 +29,7 @@
 #include "rendezvous/grpc_log.h"
 #include "rendezvous/grpc_server.h"
 #include "rendezvous/health_server.h"
+#include "rendezvous/protocol_version.h"
 #include "trainlet/v1/rendezvous_service.grpc.pb.h"
 
 namespace trainlet::rendezvous {
@@ -63,6 +64,7 @@ v1::JoinRequest Req(const std::string& node, uint64_t inc, int hint) {
   r.mutable_member()->set_node_id(node);
   r.mutable_member()->set_incarnation(inc);
   r.set_job_id("job");
+  r.set_protocol_version(kProtocolVersion);
   r.set_rank_hint(hint);
   r.set_local_world_size(1);
   r.set_master_port(29500);

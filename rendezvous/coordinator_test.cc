@@ -16,6 +16,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "rendezvous/error_reason.h"
+#include "rendezvous/protocol_version.h"
 
 namespace trainlet::rendezvous {
 namespace {
@@ -67,6 +68,7 @@ class CoordinatorTest : public ::testing::Test {
     r.mutable_member()->set_node_id(node);
     r.mutable_member()->set_incarnation(inc);
     r.set_job_id("job");
+    r.set_protocol_version(kProtocolVersion);
     r.set_rank_hint(hint);
     r.set_local_world_size(lws);
     r.set_master_port(29500);
@@ -220,6 +222,32 @@ TEST_F(CoordinatorTest, Join_WrongJobId_IsRejected) {
   ASSERT_TRUE(a->done());
   EXPECT_EQ(a->status().code(), absl::StatusCode::kPermissionDenied);
   EXPECT_THAT(a->status().message(), HasSubstr("check --job-id on both sides"));
+}
+
+TEST_F(CoordinatorTest, Join_OtherProtocolVersion_IsRefusedNamingBoth) {
+  Make(2, 2);
+  auto newer = Req("a", 1);
+  newer.set_protocol_version(kProtocolVersion + 1);
+  auto a = Join(newer);
+  ASSERT_TRUE(a->done());
+  EXPECT_EQ(a->status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(a->status().message(),
+              HasSubstr(absl::StrCat("node a speaks rendezvous protocol ", kProtocolVersion + 1,
+                                     ", this coordinator speaks ", kProtocolVersion)));
+  EXPECT_THAT(a->status().message(), HasSubstr("run the same trainlet version on every pod"));
+
+  // An agent from before the field sends 0.
+  auto old = Req("b", 2);
+  old.clear_protocol_version();
+  auto b = Join(old);
+  ASSERT_TRUE(b->done());
+  EXPECT_EQ(b->status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(b->status().message(), HasSubstr("protocol 0 (a trainlet from before"));
+
+  // Neither was admitted: the same version still joins, and the round waits.
+  auto c = Join(Req("c", 3));
+  EXPECT_FALSE(c->done());
+  EXPECT_EQ(core_->GetSnapshot().phase, Phase::kGathering);
 }
 
 TEST_F(CoordinatorTest, Join_MalformedFields_AreRejectedNamingTheField) {

@@ -26,6 +26,7 @@
 #include "rendezvous/coordinator_service.h"
 #include "rendezvous/error_reason.h"
 #include "rendezvous/grpc_server.h"
+#include "rendezvous/protocol_version.h"
 
 namespace trainlet::rendezvous {
 namespace {
@@ -65,6 +66,7 @@ class SimAgent {
     v1::JoinRequest r;
     *r.mutable_member() = member_;
     r.set_job_id("job");
+    r.set_protocol_version(kProtocolVersion);
     r.set_rank_hint(hint_);
     r.set_local_world_size(2);
     r.set_master_port(29500);
@@ -602,6 +604,7 @@ TEST_F(ElasticGrpcTest, ThousandAgents_NewRoundAfterLosingOne) {
     r.mutable_member()->set_node_id(absl::StrCat("node-", i));
     r.mutable_member()->set_incarnation(1000 + i);
     r.set_job_id("job");
+    r.set_protocol_version(kProtocolVersion);
     r.set_rank_hint(i);
     r.set_local_world_size(8);
     r.set_master_port(29500);

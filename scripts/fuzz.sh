@@ -34,7 +34,8 @@ if command -v clang++ >/dev/null && [[ "$ENGINE" != replay ]]; then
 fi
 if [[ ! -f "$BUILD/build.ninja" ]]; then
   cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo "${compilers[@]}" \
-    -DTRAINLET_BUILD_TESTS=OFF -DTRAINLET_FUZZ=ON -DTRAINLET_FUZZ_ENGINE="$ENGINE" >/dev/null
+    -DTRAINLET_BUILD_TESTS=OFF -DTRAINLET_STATIC=OFF -DTRAINLET_FUZZ=ON \
+    -DTRAINLET_FUZZ_ENGINE="$ENGINE" >/dev/null
 fi
 ninja -C "$BUILD" fuzz_targets >/dev/null
 

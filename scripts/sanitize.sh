@@ -33,7 +33,9 @@ SANITIZE="-fsanitize=address,undefined -fno-sanitize=vptr -fno-sanitize-recover=
 export CCACHE_DIR=${CCACHE_DIR:-$HOME/.cache/ccache}
 
 start=$(date +%s)
+# Sanitizer runtimes need a dynamic binary: TRAINLET_STATIC off.
 cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTRAINLET_BUILD_TESTS=ON \
+  -DTRAINLET_STATIC=OFF \
   -DTRAINLET_FUZZ=ON -DTRAINLET_FUZZ_ENGINE=replay \
   -DCMAKE_C_FLAGS="$SANITIZE" -DCMAKE_CXX_FLAGS="$SANITIZE" \
   -DCMAKE_EXE_LINKER_FLAGS="-fsanitize=address,undefined" >/dev/null

@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Installs what trainlet needs on Debian 12 (as root) and builds it.
 #   scripts/setup.sh [--with-tests]     build dir: ./build (TRAINLET_BUILD_DIR overrides)
+# build/trainlet is linked fully static (TRAINLET_STATIC=OFF in the
+# environment builds it dynamic); the tests stay dynamic.
 # Packages are installed only when missing, so a second run is offline-safe.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -13,6 +15,7 @@ PACKAGES=(
   python3-xgboost                       # e2e_frameworks: XGBoost 1.7's collective (Rabit)
   iproute2 procps
   python3-jsonschema python3-yaml           # deploy/: the manifests checked against the CRD schemas
+  tini strace                           # bench/startup.py (against tini); e2e_static (no socket)
   libssh-dev openssh-server openssh-client   # MPI: job keys, sshd on workers, readiness
   openmpi-bin libopenmpi-dev mpich libmpich-dev  # MPI: the real-client e2e tests
 )
@@ -35,6 +38,7 @@ TESTS=OFF
 [[ "${1:-}" == "--with-tests" ]] && TESTS=ON
 export CCACHE_DIR=${CCACHE_DIR:-$HOME/.cache/ccache}
 cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-  -DTRAINLET_BUILD_TESTS=$TESTS -DTRAINLET_SKIP_DIRS= >/dev/null
+  -DTRAINLET_BUILD_TESTS=$TESTS -DTRAINLET_SKIP_DIRS= -DTRAINLET_STATIC="${TRAINLET_STATIC:-ON}" \
+  >/dev/null
 ninja -C "$BUILD_DIR" -j"$(nproc)"
 echo "setup: built $BUILD_DIR/trainlet"

@@ -1,6 +1,7 @@
 #include "topology/nvml.h"
 
 #include <dlfcn.h>
+#include <sys/auxv.h>
 
 #include <algorithm>
 #include <cctype>
@@ -126,6 +127,21 @@ std::map<std::string, NvmlApi>& LoadedLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(g_n
   static auto* loaded = new std::map<std::string, NvmlApi>();
   return *loaded;
 }
+
+// A fully static trainlet (TRAINLET_STATIC) must not dlopen NVML or NCCL:
+// static glibc's dlopen brings a second, uninitialized libc (and libstdc++)
+// into the process, and the first call that touches thread-local state on a
+// thread other than main crashes (seen with the test's fake NVML), whatever
+// glibc the image has. A static executable has no program interpreter, so
+// the kernel passes AT_BASE 0.
+bool IsStaticExecutable() { return getauxval(AT_BASE) == 0; }
+
+constexpr char kStaticBuildReason[] =
+    "NVML unavailable: static build (a fully static trainlet cannot load shared libraries; GPUs "
+    "come from sysfs only; a dynamic build, -DTRAINLET_STATIC=OFF, reads NVML)";
+constexpr char kStaticBuildNcclReason[] =
+    "NCCL version unavailable: static build (a fully static trainlet cannot load shared "
+    "libraries)";
 
 // dlerror's text, bounded and escaped; "" when there is none.
 std::string DlError() {
@@ -793,6 +809,10 @@ void ReadNvml(const NvmlOptions& options, v1::NodeProbe* probe, std::vector<v1::
     return;
   }
   const std::string lib = SafeForLog(options.library, 200);
+  if (IsStaticExecutable()) {
+    SetSource(source, v1::Source::ABSENT, kStaticBuildReason);
+    return;
+  }
   absl::MutexLock lock(&g_nvml_mu);
   auto& loaded = LoadedLocked();
   auto it = loaded.find(options.library);
@@ -867,6 +887,10 @@ void ReadNcclVersion(const std::string& library, v1::Source* out) {
     return;
   }
   const std::string lib = SafeForLog(library, 200);
+  if (IsStaticExecutable()) {
+    SetSource(out, v1::Source::ABSENT, kStaticBuildNcclReason);
+    return;
+  }
   // dlerror's state is per thread, but dlopen of a library with static
   // constructors may run code; keep NCCL loads from racing each other too.
   absl::MutexLock lock(&g_nvml_mu);

@@ -11,7 +11,10 @@ if(TRAINLET_BUILD_TESTS)
   # folder of its own under the build tree.
   function(trainlet_fake_nvml target folder)
     add_library(${target} SHARED testing/fake_nvml.cc)
-    target_link_libraries(${target} PRIVATE protobuf::libprotobuf)
+    # A shared library takes protobuf shared (TRAINLET_STATIC swaps
+    # protobuf::libprotobuf for its non-PIC archive).
+    target_link_libraries(${target} PRIVATE
+      $<IF:$<TARGET_EXISTS:trainlet_protobuf_shared>,trainlet_protobuf_shared,protobuf::libprotobuf>)
     target_compile_definitions(${target} PRIVATE ${ARGN})
     set_target_properties(${target} PROPERTIES
       PREFIX "lib" OUTPUT_NAME "nvidia-ml" SUFFIX ".so.1" NO_SONAME ON

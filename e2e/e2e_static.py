@@ -1,0 +1,149 @@
+"""End-to-end: the release binary (TRAINLET_STATIC, the default build).
+
+`trainlet version` names its linkage and protocol; a static trainlet resolves
+the coordinator's name with c-ares even where nsswitch.conf names modules a
+static glibc cannot load (many training images list mdns, systemd, sss...):
+glibc's own resolver would be asked to load them. The agent runs in a private
+mount namespace with its own nsswitch.conf and /etc/hosts."""
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import unittest
+
+import harness
+from harness import E2ETestCase
+
+NAME = "coordinator.trainlet-static-e2e.invalid"
+# Modules no Debian 12 root has, in front of the ones static glibc has built
+# in: each lookup first asks for libnss_<module>.so.2.
+NSSWITCH = ("passwd: trainletabsent files\n"
+            "group: trainletabsent files\n"
+            "hosts: mdns4_minimal [NOTFOUND=return] trainletabsent files dns\n")
+
+
+def version_fields():
+    out = subprocess.run([harness.TRAINLET, "version"], stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True, timeout=10)
+    fields = {}
+    for line in out.stdout.splitlines()[1:]:
+        key, _, value = line.partition(": ")
+        fields[key] = value
+    return out, fields
+
+
+def is_static_build():
+    return version_fields()[1].get("linkage") == "static"
+
+
+def mount_namespaces_supported():
+    try:
+        return subprocess.run(["unshare", "--mount", "true"], stdout=subprocess.DEVNULL,
+                              stderr=subprocess.DEVNULL, timeout=10).returncode == 0
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+
+
+class VersionTest(E2ETestCase):
+
+    def test_version_names_commit_build_linkage_and_protocol(self):
+        out, fields = version_fields()
+        self.assertEqual(out.returncode, 0, out.stderr)
+        self.assertRegex(out.stdout.splitlines()[0], r"^trainlet \d+\.\d+\.\d+$")
+        self.assertRegex(fields.get("git commit", ""), r"^([0-9a-f]{7,40}|unknown)$")
+        self.assertTrue(fields.get("build type"), out.stdout)
+        self.assertIn(fields.get("linkage"), ("static", "dynamic"), out.stdout)
+        self.assertRegex(fields.get("protocol version", ""), r"^[1-9]\d*$")
+
+
+@unittest.skipUnless(is_static_build(), "TRAINLET_BIN is not a static build")
+@unittest.skipUnless(mount_namespaces_supported(), "needs `unshare --mount` (root)")
+class StaticResolverTest(E2ETestCase):
+
+    def test_joins_by_name_when_nsswitch_names_modules_static_glibc_lacks(self):
+        port, master_port = harness.free_ports(2)
+        hosts = self.path("hosts")
+        with open(hosts, "w") as f:
+            f.write("127.0.0.1 localhost\n127.0.0.1 %s\n" % NAME)
+        nsswitch = self.path("nsswitch.conf")
+        with open(nsswitch, "w") as f:
+            f.write(NSSWITCH)
+        common = ["--nnodes=2", "--health-port=0", "--nproc-per-node=1",
+                  "--master-port=%d" % master_port, "--job-id=static-dns", "--join-timeout=30s"]
+        node0 = self.start_agent(
+            common + ["--node-rank=0", "--node-id=n0", "--coordinator=127.0.0.1:%d" % port],
+            ["true"], name="node0")
+        # A user's GRPC_DNS_RESOLVER=native would send gRPC to glibc: the
+        # static build says it ignores it.
+        env = self.base_env(GRPC_DNS_RESOLVER="native")
+        node1 = self.start_agent(
+            common + ["--node-rank=1", "--node-id=n1", "--coordinator=%s:%d" % (NAME, port)],
+            ["true"], name="node1", env=env,
+            prefix=["unshare", "--mount", "sh", "-c",
+                    'mount --bind "$0" /etc/hosts && mount --bind "$1" /etc/nsswitch.conf '
+                    '&& shift && exec "$@"', hosts, nsswitch])
+        self.assert_codes([node0, node1], [0, 0], timeout=60)
+        self.assertIn("ignoring GRPC_DNS_RESOLVER=native", node1.stderr, node1.describe())
+        self.assertTrue(re.search(r"joining job static-dns at %s:%d" % (re.escape(NAME), port),
+                                  node1.stderr), node1.describe())
+
+
+@unittest.skipUnless(is_static_build(), "TRAINLET_BIN is not a static build")
+class StaticNvmlTest(E2ETestCase):
+    """A static trainlet never dlopens NVML or NCCL (static glibc would crash
+    in the loaded library): it says why, and carries on from sysfs."""
+
+    def test_probe_says_nvml_is_unavailable_in_a_static_build(self):
+        fake = os.environ.get("E2E_FAKE_NVML") or os.path.join(
+            os.path.dirname(harness.TRAINLET), "topology", "fake_nvml", "libnvidia-ml.so.1")
+        p = self.start("probe", [harness.TRAINLET, "probe", "--nvml-library=" + fake,
+                                 "--nccl-library=" + fake, "--format=json"])
+        self.assertEqual(p.wait(30), 0, p.describe())
+        probe = json.loads(p.stdout)
+        self.assertEqual(probe["nvml"]["status"], "ABSENT", p.stdout)
+        self.assertIn("NVML unavailable: static build", probe["nvml"]["reason"], p.stdout)
+        self.assertIn("static build", probe["nccl"]["reason"], p.stdout)
+
+
+@unittest.skipUnless(shutil.which("strace"), "needs strace")
+class SingleNodeNoNetworkTest(E2ETestCase):
+    """A single-node run (nothing configured) runs its coordinator inside the
+    agent: no gRPC server or client, no IP or Unix socket at all. (The node
+    probe's NIC listing reads the kernel over netlink, which is not a network
+    socket.)"""
+
+    def run_traced(self, args, command):
+        trace = self.path("strace.txt")
+        p = self.start("traced", ["strace", "-f", "-qq", "-e", "trace=socket,socketpair,bind,"
+                                  "connect,listen", "-o", trace, harness.TRAINLET, "run"] +
+                       args + ["--"] + command)
+        rc = p.wait(60)
+        with open(trace) as f:
+            return rc, p, f.read()
+
+    def test_single_node_run_opens_no_socket_and_passes_the_exit_code(self):
+        rc, p, trace = self.run_traced(["--nproc-per-node=2"], ["sh", "-c", "exit 3"])
+        self.assertEqual(rc, 3, p.describe())
+        calls = [line for line in trace.splitlines()
+                 if re.search(r"\b(socket|socketpair|bind|connect|listen)\(", line)]
+        network = [line for line in calls if "AF_NETLINK" not in line
+                   and not re.search(r"\bbind\(\d+, \{sa_family=AF_NETLINK", line)]
+        self.assertEqual(network, [], "a single-node run opened sockets:\n%s\n%s" %
+                         ("\n".join(network), p.describe()))
+        self.assertIn("running it inside this agent (no network)", p.stderr, p.describe())
+
+    def test_a_configured_coordinator_still_uses_the_network(self):
+        # The contrast that shows the trace sees sockets: the same run with a
+        # coordinator address hosts a real gRPC coordinator.
+        port, master_port = harness.free_ports(2)
+        rc, p, trace = self.run_traced(["--nnodes=1", "--coordinator=127.0.0.1:%d" % port,
+                                    "--master-port=%d" % master_port, "--health-port=0"],
+                                   ["true"])
+        self.assertEqual(rc, 0, p.describe())
+        self.assertRegex(trace, r"socket\(AF_INET6?, SOCK_STREAM", p.describe())
+
+
+if __name__ == "__main__":
+    unittest.main()
