@@ -69,7 +69,8 @@
 //   build-rel/bench/bench_coordinator_load --trainlet=build-rel/trainlet
 //       [--agents=1000] [--procs=2] [--cqs=2] [--phases=last,steady,burst,wave,loss1,loss10]
 //       [--wave=100] [--steady=10] [--heartbeat-timeout=5] [--heartbeat-interval=0]
-//       [--join-timeout=120] [--loss-mode=close|silent] [--loss-last-call=1]
+//       [--watch-liveness=true] [--join-timeout=120] [--loss-mode=close|silent]
+//       [--loss-last-call=1]
 // ctest runs a short version (coordinator_load_short): 2,000 agents, `last`.
 #include <fcntl.h>
 #include <grpcpp/alarm.h>
@@ -110,6 +111,7 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "rendezvous/coordinator_service.h"
+#include "rendezvous/protocol_version.h"
 #include "trainlet/v1/rendezvous_service.grpc.pb.h"
 
 namespace {
@@ -138,6 +140,7 @@ struct Config {
   int steady_s = 10;
   double heartbeat_timeout_s = 5;
   double heartbeat_interval_s = 0;  // 0: the Assignment's.
+  bool watch_liveness = true;       // JoinRequest.watch_liveness, as the agent sends it.
   int join_timeout_s = 600;         // the agent's --join-timeout default (10m)
   std::string loss_mode = "close";
   double loss_last_call_s = 1;
@@ -388,6 +391,8 @@ void Generator::StartJoinLocked(Agent* a, bool first_attempt) {
   r.mutable_member()->set_node_id(a->node_id);
   r.mutable_member()->set_incarnation(a->incarnation);
   r.set_job_id(kJobId);
+  r.set_protocol_version(trainlet::rendezvous::kProtocolVersion);
+  r.set_watch_liveness(config_.watch_liveness);
   r.set_rank_hint(-1);
   r.set_local_world_size(8);
   r.set_master_port(29500);
@@ -1413,6 +1418,9 @@ int main(int argc, char** argv) {
       num(&c.heartbeat_timeout_s);
     } else if (Flag(argv[i], "--heartbeat-interval", &v)) {
       num(&c.heartbeat_interval_s);
+    } else if (Flag(argv[i], "--watch-liveness", &v)) {
+      bad = bad || (v != "true" && v != "false");
+      c.watch_liveness = v == "true";
     } else if (Flag(argv[i], "--join-timeout", &v)) {
       inum(&c.join_timeout_s);
     } else if (Flag(argv[i], "--loss-mode", &v)) {
@@ -1445,6 +1453,7 @@ int main(int argc, char** argv) {
             "    [--phases=last,steady,burst,wave,loss1,loss10] [--wave=100] [--steady=SECONDS]\n"
             "    [--heartbeat-timeout=SECONDS (5)] [--heartbeat-interval=SECONDS (0: the "
             "coordinator's)]\n"
+            "    [--watch-liveness=true|false (true: the agent's default)]\n"
             "    [--join-timeout=SECONDS (600)] [--loss-mode=close|silent] "
             "[--loss-last-call=SECONDS (1)]\n"
             "    [--server-arg=ARG]... [--server-env=NAME=VALUE]...\n",

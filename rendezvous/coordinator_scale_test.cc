@@ -20,6 +20,7 @@
 #include "common/clock.h"
 #include "gtest/gtest.h"
 #include "rendezvous/coordinator.h"
+#include "rendezvous/protocol_version.h"
 
 namespace trainlet::rendezvous {
 namespace {
@@ -41,6 +42,7 @@ v1::JoinRequest Req(int i, int hint) {
   r.mutable_member()->set_node_id(absl::StrCat("job-node-", i));
   r.mutable_member()->set_incarnation(1000 + i);
   r.set_job_id("job");
+  r.set_protocol_version(kProtocolVersion);
   r.set_rank_hint(hint);
   r.set_local_world_size(8);
   r.set_master_port(29500);

@@ -16,6 +16,7 @@
 #include "gtest/gtest.h"
 #include "rendezvous/coordinator_client.h"
 #include "rendezvous/coordinator_host.h"
+#include "rendezvous/protocol_version.h"
 #include "rendezvous/testing/test_pki.h"
 #include "rendezvous/tls_files.h"
 #include "trainlet/v1/rendezvous_service.grpc.pb.h"
@@ -31,6 +32,7 @@ v1::JoinRequest Req(const std::string& node, uint64_t inc) {
   r.mutable_member()->set_node_id(node);
   r.mutable_member()->set_incarnation(inc);
   r.set_job_id("job");
+  r.set_protocol_version(kProtocolVersion);
   r.set_rank_hint(-1);
   r.set_local_world_size(1);
   r.set_master_port(29500);

@@ -27,6 +27,7 @@
 #include "rendezvous/coordinator_client.h"
 #include "rendezvous/coordinator_host.h"
 #include "rendezvous/keepalive.h"
+#include "rendezvous/protocol_version.h"
 
 namespace trainlet::rendezvous {
 namespace {
@@ -122,6 +123,7 @@ v1::JoinRequest Req(const std::string& node, int hint) {
   r.mutable_member()->set_node_id(node);
   r.mutable_member()->set_incarnation(NewIncarnation());
   r.set_job_id("job");
+  r.set_protocol_version(kProtocolVersion);
   r.set_rank_hint(hint);
   r.set_local_world_size(1);
   r.set_master_port(29500);

@@ -188,17 +188,5 @@ TEST(ProbeNode, PodLimitWarningsComeWithTheProbe) {
   EXPECT_EQ(memlock_warned, probe.memlock_bytes() >= 0);
 }
 
-TEST(ProbeNode, TheDgxProbeTakesWellUnderTwentyMilliseconds) {
-  FixtureTree tree;
-  BuildDgxH100(tree.builder());
-  ProbeOptions options = tree.Options();
-  options.read_nvml = FakeH100Nvml(DgxGpuBusIds());
-  std::vector<int64_t> micros;
-  for (int i = 0; i < 9; ++i) micros.push_back(ProbeNode(options).probe_micros());
-  std::sort(micros.begin(), micros.end());
-  // The target is 20 ms; the median stays far below it even on a shared CI machine.
-  EXPECT_LT(micros[micros.size() / 2], 20000) << "median probe " << micros[4] << " us";
-}
-
 }  // namespace
 }  // namespace trainlet::topology
