@@ -11,7 +11,7 @@ Exit 0 when every document passes, 1 with one line per problem otherwise.
    Like `kubectl apply` with strict field validation (kubectl's default), a
    field the schema does not declare is an error, not silently pruned.
    CEL rules (x-kubernetes-validations) are not evaluated.
-2. Core objects (Deployment, Service, ConfigMap) are checked for the fields
+2. Core objects (Deployment, Job, Service, ConfigMap) are checked for the fields
    these manifests use: required fields, names, selectors, named ports.
 3. Every pod template that runs trainlet is checked against trainlet's own
    rules, read from the sources so that they cannot drift:
@@ -27,8 +27,15 @@ Exit 0 when every document passes, 1 with one line per problem otherwise.
    - the init-container pattern: the training container runs trainlet from an
      emptyDir that an init container of the trainlet image copied it into;
    - the values that must agree across objects: TRAINLET_NNODES and
-     parallelism, a TrainJob and its runtime, agents and their standalone
-     coordinator.
+     parallelism, a TrainJob and its runtime (trainer env and command merged
+     into the node container), agents and their standalone coordinator (and a
+     bare TRAINLET_COORDINATOR name must be a Service here);
+   - TRAINLET_* names and values against the option tables in agent/*.cc and
+     the names the sources read; gRPC probes on the health port; the token
+     file inside a mounted Secret;
+   - an elastic Job (TRAINLET_NNODES=MIN:MAX, completions > MIN) succeeds with
+     MIN pods (Job successPolicy); a standalone coordinator runs in a Job
+     that does not retry once the job is over, never in a Deployment.
 """
 import difflib
 import os
