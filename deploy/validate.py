@@ -403,7 +403,6 @@ class Validator:
             self.err(w, "no pod template")
             return
         spec = p.spec
-        self.pod_volumes = spec.get("volumes") or []
         containers, inits = p.containers(), p.containers(init=True)
         if not containers:
             self.err(w, "pod template without containers")
@@ -468,7 +467,7 @@ class Validator:
         if sub in AGENT_COMMANDS:
             self.check_grace(cw, spec, c, argv)
         self.check_probes(cw, c, sub, argv)
-        self.check_token(cw, c, sub, argv)
+        self.check_token(cw, spec, c, sub, argv)
 
     def check_probes(self, cw, c, sub, argv):
         """A gRPC probe must reach trainlet's health service: the agent's --health-port
@@ -498,7 +497,7 @@ class Validator:
                 self.err(cw, f"{kind} grpc.port {grpc.get('port')!r}: trainlet's health service is on "
                          f"{what}, so the probe would never pass")
 
-    def check_token(self, cw, c, sub, argv):
+    def check_token(self, cw, spec, c, sub, argv):
         """The token file trainlet reads must be in a Secret mounted in this container."""
         path = option(c, argv, "token-file")
         default = None
@@ -511,7 +510,7 @@ class Validator:
             return
         if path in ("", "none"):
             return  # explicitly unauthenticated
-        vols = {v.get("name"): v for v in self.pod_volumes}
+        vols = {v.get("name"): v for v in spec.get("volumes") or []}
         for m in c.get("volumeMounts") or []:
             secret = (vols.get(m.get("name")) or {}).get("secret")
             if secret is None:
@@ -543,12 +542,28 @@ class Validator:
         Job waits for all `completions`, so a pod late to a finished job fails it."""
         job = p.job_spec
         completions = job.get("completions", job.get("parallelism", 1))
+        replicas = (p.replicated_job or {}).get("replicas", 1)
         for c, sub, argv in agents:
             n = option(c, argv, "nnodes")
             m = re.fullmatch(r"(\d+):(\d+)", str(n or ""))
-            if not m or not isinstance(completions, int) or completions <= int(m.group(1)):
+            if not m or not isinstance(completions, int) or not isinstance(replicas, int):
                 continue
             low = int(m.group(1))
+            if replicas > 1 and completions * replicas > low:
+                # Several Jobs: JobSet waits for all of them unless told otherwise.
+                sp = (p.doc.obj.get("spec") or {}).get("successPolicy") or {}
+                if p.doc.kind == "JobSet" and not (
+                        sp.get("operator") == "Any" and
+                        p.replicated_job.get("name") in (sp.get("targetReplicatedJobs") or
+                                                         [p.replicated_job.get("name")])):
+                    self.err(f"{p.where} container {c.get('name')}",
+                             f"TRAINLET_NNODES {n} over {replicas} Jobs: the JobSet waits for all "
+                             "of them and fails when a pod is late to a finished job; add "
+                             f"successPolicy: {{operator: Any, targetReplicatedJobs: "
+                             f"[{p.replicated_job.get('name')}]}} (any pod exits 0 only when the "
+                             "job succeeded)")
+            if completions <= low:
+                continue
             rules = (job.get("successPolicy") or {}).get("rules") or []
             good = [r for r in rules if not r.get("succeededIndexes")
                     and isinstance(r.get("succeededCount"), int) and 0 < r["succeededCount"] <= low]
@@ -805,7 +820,6 @@ class Validator:
             merged = merged_node(node, trainer)
             msub, margv = trainlet_command(merged)
             if msub is not None:
-                self.pod_volumes = ancestors[0].spec.get("volumes") or []
                 self.check_trainlet_container(f"{w} trainer (merged into container node)",
                                               ancestors[0].spec, merged, msub, margv)
         num_nodes = trainer.get("numNodes", ml.get("numNodes", 1))

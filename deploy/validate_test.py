@@ -404,6 +404,19 @@ class MutationTest(ValidatorTestBase):
         docs = self.folder("jobset")
         self.assertEqual(self.errors(docs), [])
 
+    def test_elastic_job_over_several_jobs(self):
+        # 4 Jobs of one pod each: JobSet's successPolicy must end on the first.
+        docs = self.folder("coordinator")
+        js = find(docs, "JobSet").obj["spec"]
+        rj = js["replicatedJobs"][0]
+        rj["replicas"] = 4
+        job = rj["template"]["spec"]
+        job.update({"parallelism": 1, "completions": 1})
+        del job["successPolicy"]
+        self.assert_error(docs, r"TRAINLET_NNODES 2:4 over 4 Jobs: the JobSet waits for all")
+        js["successPolicy"] = {"operator": "Any", "targetReplicatedJobs": ["node"]}
+        self.assertEqual(self.errors(docs), [])
+
     def test_trainjob_env_is_merged_into_the_node(self):
         docs = self.folder("kubeflow-torch")
         tj = find(docs, "TrainJob")
