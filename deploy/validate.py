@@ -11,7 +11,7 @@ Exit 0 when every document passes, 1 with one line per problem otherwise.
    Like `kubectl apply` with strict field validation (kubectl's default), a
    field the schema does not declare is an error, not silently pruned.
    CEL rules (x-kubernetes-validations) are not evaluated.
-2. Core objects (Deployment, Service, ConfigMap) are checked for the fields
+2. Core objects (Deployment, Job, Service, ConfigMap) are checked for the fields
    these manifests use: required fields, names, selectors, named ports.
 3. Every pod template that runs trainlet is checked against trainlet's own
    rules, read from the sources so that they cannot drift:
@@ -27,9 +27,17 @@ Exit 0 when every document passes, 1 with one line per problem otherwise.
    - the init-container pattern: the training container runs trainlet from an
      emptyDir that an init container of the trainlet image copied it into;
    - the values that must agree across objects: TRAINLET_NNODES and
-     parallelism, a TrainJob and its runtime, agents and their standalone
-     coordinator.
+     parallelism, a TrainJob and its runtime (trainer env and command merged
+     into the node container), agents and their standalone coordinator (and a
+     bare TRAINLET_COORDINATOR name must be a Service here);
+   - TRAINLET_* names and values against the option tables in agent/*.cc and
+     the names the sources read; gRPC probes on the health port; the token
+     file inside a mounted Secret;
+   - an elastic Job (TRAINLET_NNODES=MIN:MAX, completions > MIN) succeeds with
+     MIN pods (Job successPolicy); a standalone coordinator runs in a Job
+     that does not retry once the job is over, never in a Deployment.
 """
+import difflib
 import os
 import re
 import sys
@@ -86,7 +94,14 @@ class Contract:
         self.must_fail = {c["kExitUsage"], c["kExitRejected"], c["kExitConfig"]}
         # Not this pod's fault: another node failed and this one was stopped.
         self.ignorable = {c["kExitPeerFailed"]}
+        # A standalone coordinator's exit ends the job: 0 it succeeded, 75 it
+        # failed, 79 restarts exhausted (agent/standalone_coordinator.cc). A
+        # new one would remember nothing, so its Job must not retry these.
+        self.coordinator_must_fail = {c["kExitUsage"], c["kExitConfig"], c["kExitPeerFailed"],
+                                      c["kExitRestartsExhausted"]}
+        self.coordinator_may_fail = self.never_retry | self.coordinator_must_fail
         self.default_grace_s = default_grace_period_s(repo)
+        self.options = OptionTables(repo)
 
 
 def parse_duration_s(text):
@@ -108,6 +123,89 @@ def default_grace_period_s(repo=REPO):
     if not m:
         raise RuntimeError("agent/run_config.cc: no grace-period option; update deploy/validate.py")
     return parse_duration_s(m.group(1))
+
+
+OPTION_SPEC = re.compile(r'\{"([a-z][a-z0-9-]*)",\s*OptionKind::(k\w+),\s*"([^"]*)",\s*"([^"]*)"')
+SOURCE_DIRS = ("agent", "common", "rendezvous", "launcher", "mpi", "topology")
+
+
+class OptionTables:
+    """trainlet's options, read from the option tables in agent/*.cc, and the
+    TRAINLET_* variables the sources read by name (docs/configuration.md)."""
+
+    def __init__(self, repo=REPO):
+        self.specs = {}  # name -> [(file, kind, value_name, default_text)]
+        for name in sorted(os.listdir(os.path.join(repo, "agent"))):
+            if not name.endswith(".cc") or name.endswith("_test.cc"):
+                continue
+            with open(os.path.join(repo, "agent", name)) as f:
+                for m in OPTION_SPEC.finditer(f.read()):
+                    self.specs.setdefault(m.group(1), []).append((name, *m.groups()[1:]))
+        needed = ["grace-period", "health-port", "port", "token-file", "nnodes", "nproc-per-node"]
+        missing = [n for n in needed if n not in self.specs]
+        if missing:
+            raise RuntimeError(f"agent/*.cc: no option {', '.join(missing)}; update deploy/validate.py")
+        self.env_names = {env_name(n) for n in self.specs}
+        for d in SOURCE_DIRS:
+            for root, _, files in os.walk(os.path.join(repo, d)):
+                if os.path.basename(root) == "testing":
+                    continue
+                for f in files:
+                    if f.endswith((".cc", ".h")) and "_test." not in f:
+                        with open(os.path.join(root, f), errors="replace") as fh:
+                            self.env_names |= set(re.findall(r'"(TRAINLET_[A-Z0-9_]+)"', fh.read()))
+
+    def spec(self, name, source):
+        """(kind, value_name, default_text) of option `name` in agent/`source`."""
+        for f, kind, value_name, default in self.specs.get(name, []):
+            if f == source:
+                return kind, value_name, default
+        raise RuntimeError(f"agent/{source}: no option {name}; update deploy/validate.py")
+
+    def default_int(self, name, source):
+        m = re.match(r"\d+", self.spec(name, source)[2])
+        if not m:
+            raise RuntimeError(f"agent/{source}: --{name}'s default is not a number; update deploy/validate.py")
+        return int(m.group(0))
+
+    def problem(self, var, value):
+        """Why TRAINLET_* `var` = `value` would be refused, or None."""
+        if var not in self.env_names:
+            close = difflib.get_close_matches(var, sorted(self.env_names), 1)
+            hint = f" (did you mean {close[0]}?)" if close else ""
+            return f"{var} is no TRAINLET_* variable trainlet reads{hint}; it would be ignored"
+        name = var[len("TRAINLET_"):].lower().replace("_", "-")
+        if value is None or name not in self.specs:
+            return None
+        text = str(value).strip()
+        wants = []
+        for _, kind, value_name, _ in self.specs[name]:
+            if kind == "kInt":
+                ok, want = re.fullmatch(r"[+-]?\d+", text) is not None, "an integer"
+            elif kind == "kBool":
+                ok, want = text.lower() in ("true", "1", "yes", "false", "0", "no"), "true or false"
+            elif kind == "kDuration":
+                try:
+                    parse_duration_s(text)
+                    ok = True
+                except ValueError:
+                    ok = False
+                want = "a duration such as 30s, 500ms, 2m"
+            elif "|" in value_name and all(re.fullmatch(r"[a-z0-9-]+|N|MIN:MAX", t)
+                                           for t in value_name.split("|")):
+                pats = [r"\d+" if t == "N" else r"\d+:\d+" if t == "MIN:MAX" else re.escape(t)
+                        for t in value_name.split("|")]
+                ok, want = re.fullmatch("|".join(pats), text) is not None, value_name
+            else:
+                ok, want = True, ""
+            if ok:
+                return None
+            wants.append(want)
+        return f"{var}={value!r} is not {' or '.join(sorted(set(wants)))}: trainlet exits 64"
+
+
+def env_name(option_name):
+    return "TRAINLET_" + option_name.upper().replace("-", "_")
 
 
 # --- Schemas ------------------------------------------------------------------------------------
@@ -214,6 +312,22 @@ def flag_value(argv, flag):
         if a == flag and i + 1 < len(argv):
             return argv[i + 1]
     return None
+
+
+def merged_node(node, trainer):
+    """The node container as Trainer runs it: trainer.command/args replace the
+    runtime's, trainer.env entries replace same-named ones and add the rest."""
+    c = dict(node)
+    if trainer.get("command"):
+        c["command"] = list(trainer["command"])
+        c.pop("args", None)
+    if trainer.get("args"):
+        c["args"] = list(trainer["args"])
+    env = {e.get("name"): e for e in node.get("env") or []}
+    for e in trainer.get("env") or []:
+        env[e.get("name")] = e
+    c["env"] = list(env.values())
+    return c
 
 
 def option(container, argv, name):
@@ -328,14 +442,137 @@ class Validator:
                 continue
             if sub in ("run", "mpi-launcher") and "--" not in argv:
                 self.err(cw, f"`trainlet {sub}` needs `-- COMMAND`")
-            if sub in AGENT_COMMANDS:
-                self.check_grace(cw, spec, c, argv)
+            self.check_trainlet_container(cw, spec, c, sub, argv)
             self.check_init_pattern(cw, p, c, argv)
         is_trainlet_job = any(sub in AGENT_COMMANDS for _, sub, _ in agents)
+        is_coordinator = any(sub == "coordinator" for _, sub, _ in agents)
         if p.job_spec is not None:
-            self.check_pod_failure_policy(p, is_trainlet_job)
+            self.check_pod_failure_policy(p, is_trainlet_job, is_coordinator)
         if p.job_kind == "Job" and is_trainlet_job and p.doc.kind == "JobSet":
             self.check_node_count(p, agents)
+        if p.job_kind == "Job" and is_trainlet_job:
+            self.check_elastic_success(p, agents)
+
+    def check_trainlet_container(self, cw, spec, c, sub, argv):
+        """What one container running `trainlet SUB` needs of itself: its TRAINLET_*
+        variables, grace period, probes and token."""
+        if sub not in AGENT_COMMANDS + ("coordinator",):
+            return
+        for e in c.get("env") or []:
+            name = e.get("name")
+            if isinstance(name, str) and name.startswith("TRAINLET_"):
+                problem = self.contract.options.problem(name, e.get("value"))
+                if problem:
+                    self.err(cw, problem)
+        if sub in AGENT_COMMANDS:
+            self.check_grace(cw, spec, c, argv)
+        self.check_probes(cw, c, sub, argv)
+        self.check_token(cw, spec, c, sub, argv)
+
+    def check_probes(self, cw, c, sub, argv):
+        """A gRPC probe must reach trainlet's health service: the agent's --health-port
+        (agent/run_config.cc), the coordinator's own port or its --health-port."""
+        opts = self.contract.options
+        try:
+            if sub == "coordinator":
+                port = int(option(c, argv, "port") or opts.default_int("port", "coordinator_config.cc"))
+                health = int(option(c, argv, "health-port") or 0)
+                tls = any(option(c, argv, t) for t in ("tls-cert", "tls-key", "tls-ca", "tls-dir"))
+                allowed = {health} if health and tls else {port} | ({health} if health else set())
+                what = (f"the coordinator's --health-port {health} (with TLS its port answers only "
+                        "clients with a certificate)" if health and tls else
+                        f"the coordinator port {port}" + (f" or --health-port {health}" if health else ""))
+            else:
+                health = int(option(c, argv, "health-port") or
+                             opts.default_int("health-port", "run_config.cc"))
+                allowed = {health} if health else set()
+                what = f"--health-port {health}" if health else "nothing: --health-port 0 turns health off"
+        except ValueError:
+            return  # the value itself is reported by the TRAINLET_* check
+        for kind in ("readinessProbe", "livenessProbe", "startupProbe"):
+            grpc = (c.get(kind) or {}).get("grpc")
+            if grpc is None:
+                continue
+            if grpc.get("port") not in allowed:
+                self.err(cw, f"{kind} grpc.port {grpc.get('port')!r}: trainlet's health service is on "
+                         f"{what}, so the probe would never pass")
+
+    def check_token(self, cw, spec, c, sub, argv):
+        """The token file trainlet reads must be in a Secret mounted in this container."""
+        path = option(c, argv, "token-file")
+        default = None
+        if path is None and sub in AGENT_COMMANDS:
+            m = re.search(r"(/\S+)\s+if present", self.contract.options.spec("token-file", "run_config.cc")[2])
+            default = path = m.group(1) if m else None
+        if path is None:
+            self.err(cw, "`trainlet coordinator` without --token-file (TRAINLET_TOKEN_FILE) accepts "
+                     "any agent: mount the job's token Secret and name its file")
+            return
+        if path in ("", "none"):
+            return  # explicitly unauthenticated
+        vols = {v.get("name"): v for v in spec.get("volumes") or []}
+        for m in c.get("volumeMounts") or []:
+            secret = (vols.get(m.get("name")) or {}).get("secret")
+            if secret is None:
+                continue
+            mount = m.get("mountPath", "").rstrip("/")
+            if m.get("subPath"):
+                if mount == path:
+                    return
+                continue
+            key = path[len(mount) + 1:] if path.startswith(mount + "/") else None
+            if key is None:
+                continue
+            items = secret.get("items")
+            if items is None or key in {i.get("path") for i in items}:
+                return
+        mounts = [m.get("mountPath") for m in c.get("volumeMounts") or []
+                  if (vols.get(m.get("name")) or {}).get("secret") is not None]
+        if default is not None:
+            self.err(cw, f"no token: trainlet reads {default} by default, but no Secret is mounted "
+                     f"there (Secrets at {mounts}); mount the token Secret at "
+                     f"{os.path.dirname(default)} or set TRAINLET_TOKEN_FILE, or the job runs "
+                     "unauthenticated")
+        else:
+            self.err(cw, f"token file {path} is in no Secret mounted in this container (Secrets at "
+                     f"{mounts}): trainlet exits 78 or, as an agent, cannot authenticate")
+
+    def check_elastic_success(self, p, agents):
+        """An elastic Job (TRAINLET_NNODES=MIN:MAX) succeeds with MIN pods: by default a
+        Job waits for all `completions`, so a pod late to a finished job fails it."""
+        job = p.job_spec
+        completions = job.get("completions", job.get("parallelism", 1))
+        replicas = (p.replicated_job or {}).get("replicas", 1)
+        for c, sub, argv in agents:
+            n = option(c, argv, "nnodes")
+            m = re.fullmatch(r"(\d+):(\d+)", str(n or ""))
+            if not m or not isinstance(completions, int) or not isinstance(replicas, int):
+                continue
+            low = int(m.group(1))
+            if replicas > 1 and completions * replicas > low:
+                # Several Jobs: JobSet waits for all of them unless told otherwise.
+                sp = (p.doc.obj.get("spec") or {}).get("successPolicy") or {}
+                if p.doc.kind == "JobSet" and not (
+                        sp.get("operator") == "Any" and
+                        p.replicated_job.get("name") in (sp.get("targetReplicatedJobs") or
+                                                         [p.replicated_job.get("name")])):
+                    self.err(f"{p.where} container {c.get('name')}",
+                             f"TRAINLET_NNODES {n} over {replicas} Jobs: the JobSet waits for all "
+                             "of them and fails when a pod is late to a finished job; add "
+                             f"successPolicy: {{operator: Any, targetReplicatedJobs: "
+                             f"[{p.replicated_job.get('name')}]}} (any pod exits 0 only when the "
+                             "job succeeded)")
+            if completions <= low:
+                continue
+            rules = (job.get("successPolicy") or {}).get("rules") or []
+            good = [r for r in rules if not r.get("succeededIndexes")
+                    and isinstance(r.get("succeededCount"), int) and 0 < r["succeededCount"] <= low]
+            if not good or job.get("completionMode") != "Indexed":
+                self.err(f"{p.where} container {c.get('name')}",
+                         f"TRAINLET_NNODES {n} with completions {completions}: the Job waits for all "
+                         f"{completions} pods and fails when one is late to a finished job; add "
+                         f"successPolicy: {{rules: [{{succeededCount: {low}}}]}} (Indexed Jobs, "
+                         "Kubernetes 1.31+)")
 
     def check_configmaps(self, p, docs):
         defined = {d.name for d in docs if d.kind == "ConfigMap"}
@@ -399,9 +636,16 @@ class Validator:
             self.err(cw, f"runs {path} from volume {vol_name!r}, but no init container copies "
                      "trainlet into it")
 
-    def check_pod_failure_policy(self, p, is_trainlet_job):
+    def check_pod_failure_policy(self, p, is_trainlet_job, is_coordinator=False):
         w, job, restart = p.where, p.job_spec, p.spec.get("restartPolicy")
         pfp = job.get("podFailurePolicy")
+        if is_coordinator:
+            if job.get("parallelism", 1) != 1 or job.get("completions", 1) != 1:
+                self.err(w, "a job's coordinator runs once: parallelism and completions must be 1")
+            if pfp is None or restart != "Never":
+                self.err(w, "a `trainlet coordinator` Job needs restartPolicy: Never and a "
+                         f"podFailurePolicy that fails it on {sorted(self.contract.coordinator_must_fail)}: "
+                         "it exits when the job is over, and a restarted one remembers nothing")
         if pfp is None:
             if is_trainlet_job and restart == "Never":
                 self.err(w, "a trainlet Job with restartPolicy: Never needs a podFailurePolicy that "
@@ -428,10 +672,11 @@ class Validator:
                 continue
             action = rule.get("action")
             if action == "FailJob":
-                bad = values - self.contract.never_retry
+                may = self.contract.coordinator_may_fail if is_coordinator else self.contract.never_retry
+                bad = values - may
                 if bad:
                     self.err(rw, f"FailJob on {sorted(bad)}: retriable codes (docs/exit-codes.md); "
-                             f"FailJob only on {sorted(self.contract.never_retry)}")
+                             f"FailJob only on {sorted(may)}")
                 failed |= values
             elif action == "Ignore":
                 bad = values - self.contract.ignorable
@@ -443,6 +688,11 @@ class Validator:
             if missing:
                 self.err(w, f"podFailurePolicy does not fail the Job on {sorted(missing)} "
                          "(usage, rejected, config: retrying cannot help)")
+        if is_coordinator:
+            missing = self.contract.coordinator_must_fail - failed
+            if missing:
+                self.err(w, f"podFailurePolicy does not fail the coordinator's Job on {sorted(missing)} "
+                         "(the job is over, or retrying cannot help)")
 
     def check_jobset_failure_policy(self, d):
         js = d.obj.get("spec") or {}
@@ -565,6 +815,13 @@ class Validator:
             if sub is not None and cmd[:2] != argv[:2]:
                 self.err(w, f"trainer.command {cmd[:3]} replaces the runtime's, so it must start with "
                          f"{argv[:2]} (trainlet as the entrypoint)")
+        if any(trainer.get(k) for k in ("env", "command", "args")):
+            # Trainer merges these into the node container: check what will run.
+            merged = merged_node(node, trainer)
+            msub, margv = trainlet_command(merged)
+            if msub is not None:
+                self.check_trainlet_container(f"{w} trainer (merged into container node)",
+                                              ancestors[0].spec, merged, msub, margv)
         num_nodes = trainer.get("numNodes", ml.get("numNodes", 1))
         if "mpi" in ml:
             mpi = ml["mpi"] or {}
@@ -606,11 +863,9 @@ class Validator:
             self.err(w, f"selector {sel} does not match the pod template's labels {labels}")
         for c in ((spec.get("template") or {}).get("spec") or {}).get("containers") or []:
             if trainlet_command(c)[0] == "coordinator":
-                if spec.get("replicas", 1) != 1:
-                    self.err(w, "a job's coordinator runs once: replicas must be 1")
-                if (spec.get("strategy") or {}).get("type") != "Recreate":
-                    self.err(w, "strategy Recreate: a rolling update would run two coordinators "
-                             "of one job at once")
+                self.err(w, "`trainlet coordinator` in a Deployment: it exits when the job is over, "
+                         "and the Deployment starts it again with no memory of the job; run it "
+                         "as a batch/v1 Job (deploy/coordinator/coordinator.yaml)")
 
     def check_service(self, d, pods):
         spec = d.obj.get("spec") or {}
@@ -637,6 +892,10 @@ class Validator:
     def check_coordinators(self, docs, pods):
         """Agents that join a standalone coordinator agree with it."""
         services = {d.name: d for d in docs if d.kind == "Service"}
+        # Services the operators create: JobSet's headless one, Volcano's svc plugin.
+        made = {((d.obj.get("spec") or {}).get("network") or {}).get("subdomain") or d.name
+                for d in docs if d.kind == "JobSet"}
+        made |= {d.name for d in docs if d.kind == "Job" and d.api == "batch.volcano.sh/v1alpha1"}
         coords = []
         for p in pods:
             for c in p.containers():
@@ -652,8 +911,16 @@ class Validator:
                 if not target:
                     continue
                 host, _, port = str(target).rpartition(":") if ":" in str(target) else (target, "", "")
+                full = host
                 host = host.split(".")[0]
                 if host not in services:
+                    local = (full == host and DNS_LABEL.match(host) and host != "localhost"
+                             and not re.fullmatch(r"[\d.]+", host))
+                    if local and host not in made:
+                        self.err(f"{p.where} container {c.get('name')}",
+                                 f"--coordinator {target}: no Service {host} here (a bare name "
+                                 "resolves only to a Service in the pod's namespace); apply one "
+                                 "with the job or give the full address")
                     continue
                 cw = f"{p.where} container {c.get('name')}"
                 svc = services[host]

@@ -37,6 +37,16 @@ def set_env(c, name, value):
     c["env"] = [e for e in c.get("env", []) if e["name"] != name] + [{"name": name, "value": value}]
 
 
+def as_deployment(job):
+    """Turns the coordinator's Job into the Deployment the example used to be."""
+    template = job.obj["spec"]["template"]
+    template["spec"].pop("restartPolicy")
+    job.obj.update({"apiVersion": "apps/v1", "kind": "Deployment", "spec": {
+        "replicas": 1, "strategy": {"type": "Recreate"},
+        "selector": {"matchLabels": dict(template["metadata"]["labels"])}, "template": template}})
+    job.kind = "Deployment"
+
+
 def rebuild(docs):
     """Fresh Doc objects after the test edited .obj in place."""
     return [validate.Doc(d.path, d.index, d.obj) for d in docs]
@@ -71,7 +81,7 @@ class ManifestsTest(ValidatorTestBase):
         kinds = {(os.path.basename(os.path.dirname(d.path)), d.kind) for d in self.all_docs}
         for want in [("kubeflow-torch", "ClusterTrainingRuntime"), ("kubeflow-torch", "TrainJob"),
                      ("kubeflow-mpi", "ClusterTrainingRuntime"), ("kubeflow-mpi", "TrainJob"),
-                     ("jobset", "JobSet"), ("volcano", "Job"), ("coordinator", "Deployment"),
+                     ("jobset", "JobSet"), ("volcano", "Job"), ("coordinator", "Job"),
                      ("coordinator", "Service"), ("coordinator", "JobSet")]:
             self.assertIn(want, kinds)
 
@@ -256,9 +266,9 @@ class MutationTest(ValidatorTestBase):
 
     def test_trainlet_at_the_root_only_in_the_trainlet_image(self):
         docs = self.folder("coordinator")
-        dep = find(docs, "Deployment")
+        job = find(docs, "Job")
         self.assertEqual(self.errors(docs), [])
-        container(pod_spec(dep), "coordinator")["image"] = "docker.io/library/debian:bookworm-slim"
+        container(pod_spec(job), "coordinator")["image"] = "docker.io/library/debian:bookworm-slim"
         self.assert_error(docs, r"runs /trainlet but mounts no volume at /")
 
     def test_unnamed_port(self):
@@ -358,13 +368,135 @@ class MutationTest(ValidatorTestBase):
                 "trainlet-coordinator:29999")
         self.assert_error(docs, r"Service trainlet-coordinator has no port 29999")
 
-    def test_coordinator_deployment(self):
+    def test_coordinator_in_a_deployment(self):
+        # The old example: a Deployment restarts the coordinator after the job
+        # ended, and the new one remembers nothing.
         docs = self.folder("coordinator")
-        dep = find(docs, "Deployment")
-        dep.obj["spec"]["replicas"] = 2
-        dep.obj["spec"]["strategy"] = {"type": "RollingUpdate"}
-        self.assert_error(docs, r"replicas must be 1")
-        self.assert_error(docs, r"strategy Recreate")
+        as_deployment(find(docs, "Job"))
+        self.assert_error(docs, r"Deployment/trainlet-coordinator: `trainlet coordinator` in a "
+                                r"Deployment: it exits when the job is over")
+
+    def test_coordinator_job_must_not_restart(self):
+        docs = self.folder("coordinator")
+        job = find(docs, "Job")
+        job.obj["spec"]["parallelism"] = 2
+        self.assert_error(docs, r"parallelism and completions must be 1")
+        job.obj["spec"]["parallelism"] = 1
+        rules = job.obj["spec"]["podFailurePolicy"]["rules"]
+        rules[0]["onExitCodes"]["values"] = [64, 78, 79]
+        self.assert_error(docs, r"does not fail the coordinator's Job on \[75\]")
+        rules[0]["onExitCodes"]["values"] = [64, 69, 75, 78, 79]
+        self.assert_error(docs, r"FailJob on \[69\]: retriable codes")
+        del job.obj["spec"]["podFailurePolicy"]
+        pod_spec(job)["restartPolicy"] = "OnFailure"
+        self.assert_error(docs, r"a `trainlet coordinator` Job needs restartPolicy: Never")
+
+    def test_elastic_job_succeeds_with_min_nodes(self):
+        docs = self.folder("coordinator")
+        self.assertEqual(self.errors(docs), [])
+        job = find(docs, "JobSet").obj["spec"]["replicatedJobs"][0]["template"]["spec"]
+        job["successPolicy"]["rules"][0]["succeededCount"] = 3
+        self.assert_error(docs, r"TRAINLET_NNODES 2:4 with completions 4: the Job waits for all 4 "
+                                r"pods.*succeededCount: 2")
+        del job["successPolicy"]
+        self.assert_error(docs, r"TRAINLET_NNODES 2:4 with completions 4")
+        # A fixed-size job needs every pod: no rule.
+        docs = self.folder("jobset")
+        self.assertEqual(self.errors(docs), [])
+
+    def test_elastic_job_over_several_jobs(self):
+        # 4 Jobs of one pod each: JobSet's successPolicy must end on the first.
+        docs = self.folder("coordinator")
+        js = find(docs, "JobSet").obj["spec"]
+        rj = js["replicatedJobs"][0]
+        rj["replicas"] = 4
+        job = rj["template"]["spec"]
+        job.update({"parallelism": 1, "completions": 1})
+        del job["successPolicy"]
+        self.assert_error(docs, r"TRAINLET_NNODES 2:4 over 4 Jobs: the JobSet waits for all")
+        js["successPolicy"] = {"operator": "Any", "targetReplicatedJobs": ["node"]}
+        self.assertEqual(self.errors(docs), [])
+
+    def test_trainjob_env_is_merged_into_the_node(self):
+        docs = self.folder("kubeflow-torch")
+        tj = find(docs, "TrainJob")
+        tj.obj["spec"]["trainer"]["env"] = [{"name": "TRAINLET_GRACE_PERIOD", "value": "120s"}]
+        self.assert_error(docs, r"TrainJob/.* trainer \(merged into container node\).*"
+                                r"must be at least 5 s above --grace-period 120s")
+        tj.obj["spec"]["trainer"]["env"] = [{"name": "TRAINLET_NPROC_PER_NOD", "value": "2"}]
+        self.assert_error(docs, r"TrainJob/.*TRAINLET_NPROC_PER_NOD is no TRAINLET_\* variable.*"
+                                r"did you mean TRAINLET_NPROC_PER_NODE")
+
+    def test_readiness_probe_on_the_health_port(self):
+        docs = self.folder("jobset")
+        c = container(pod_spec(find(docs, "JobSet")))
+        c["readinessProbe"]["grpc"]["port"] = 29500
+        self.assert_error(docs, r"readinessProbe grpc.port 29500: trainlet's health service is on "
+                                r"--health-port 29401")
+        c["readinessProbe"]["grpc"]["port"] = 29402
+        set_env(c, "TRAINLET_HEALTH_PORT", "29402")
+        self.assertEqual(self.errors(docs), [])
+        set_env(c, "TRAINLET_HEALTH_PORT", "0")
+        self.assert_error(docs, r"--health-port 0 turns health off")
+
+    def test_coordinator_probe_on_its_port(self):
+        docs = self.folder("coordinator")
+        c = container(pod_spec(find(docs, "Job")), "coordinator")
+        c["readinessProbe"]["grpc"]["port"] = 29401
+        self.assert_error(docs, r"Job/trainlet-coordinator container coordinator: readinessProbe "
+                                r"grpc.port 29401: .*the coordinator port 29400")
+
+    def test_unknown_trainlet_variable(self):
+        docs = self.folder("jobset")
+        c = container(pod_spec(find(docs, "JobSet")))
+        set_env(c, "TRAINLET_GRACE_PERIODS", "50s")
+        self.assert_error(docs, r"TRAINLET_GRACE_PERIODS is no TRAINLET_\* variable trainlet reads "
+                                r"\(did you mean TRAINLET_GRACE_PERIOD\?\)")
+
+    def test_option_values_must_parse(self):
+        for name, value, want in [("TRAINLET_NPROC_PER_NODE", "two", r"N\|auto\|gpu\|cpu"),
+                                  ("TRAINLET_MASTER_PORT", "29500x", "an integer"),
+                                  ("TRAINLET_PREFIX_OUTPUT", "maybe", "true or false"),
+                                  ("TRAINLET_JOIN_TIMEOUT", "ten minutes", "a duration"),
+                                  ("TRAINLET_HOST_COORDINATOR", "never", r"auto\|yes\|no")]:
+            with self.subTest(name=name):
+                docs = self.folder("coordinator")
+                set_env(container(pod_spec(find(docs, "JobSet"))), name, value)
+                self.assert_error(docs, rf"{name}='{value}' is not .*{want}.*: trainlet exits 64")
+
+    def test_token_at_the_wrong_path(self):
+        docs = self.folder("jobset")
+        c = container(pod_spec(find(docs, "JobSet")))
+        mount = next(m for m in c["volumeMounts"] if m["name"] == "trainlet-token")
+        mount["mountPath"] = "/var/run/secrets/token"
+        self.assert_error(docs, r"no token: trainlet reads /var/run/secrets/trainlet/token by "
+                                r"default, but no Secret is mounted there")
+        set_env(c, "TRAINLET_TOKEN_FILE", "/var/run/secrets/token/token")
+        self.assertEqual(self.errors(docs), [])
+        set_env(c, "TRAINLET_TOKEN_FILE", "/etc/token")
+        self.assert_error(docs, r"token file /etc/token is in no Secret mounted in this container")
+
+    def test_coordinator_token_file(self):
+        docs = self.folder("coordinator")
+        c = container(pod_spec(find(docs, "Job")), "coordinator")
+        c["command"][2] = "--token-file=/var/run/secrets/trainlet-token/token"
+        self.assert_error(docs, r"token file /var/run/secrets/trainlet-token/token is in no Secret")
+        c["command"] = c["command"][:2]
+        self.assert_error(docs, r"`trainlet coordinator` without --token-file")
+
+    def test_coordinator_names_a_missing_service(self):
+        docs = self.folder("coordinator")
+        set_env(container(pod_spec(find(docs, "JobSet"))), "TRAINLET_COORDINATOR",
+                "trainlet-coordinater:29400")
+        self.assert_error(docs, r"--coordinator trainlet-coordinater:29400: no Service "
+                                r"trainlet-coordinater here")
+        docs = [d for d in self.folder("coordinator") if d.kind != "Service"]
+        self.assert_error(docs, r"no Service trainlet-coordinator here")
+        # A full name may be another namespace's Service: not checked.
+        docs = self.folder("coordinator")
+        set_env(container(pod_spec(find(docs, "JobSet"))), "TRAINLET_COORDINATOR",
+                "coord.other-ns.svc:29400")
+        self.assertEqual(self.errors(docs), [])
 
     def test_service_selector_and_target_port(self):
         docs = self.folder("coordinator")
@@ -376,6 +508,7 @@ class MutationTest(ValidatorTestBase):
 
     def test_deployment_selector(self):
         docs = self.folder("coordinator")
+        as_deployment(find(docs, "Job"))
         find(docs, "Deployment").obj["spec"]["selector"]["matchLabels"] = {"app": "x"}
         self.assert_error(docs, r"does not match the pod template's labels")
 
