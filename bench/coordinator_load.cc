@@ -825,6 +825,36 @@ std::vector<int64_t> Ints(const std::string& s) {
   return v;
 }
 
+// The server's watchdog: a coordinator that exits during a phase (a job it
+// declared failed, a crash) would leave the simulated agents retrying their
+// joins until --join-timeout; the watchdog prints its log and ends the run.
+std::atomic<pid_t> g_watched_server{-1};
+std::string g_watched_log;  // written before g_watched_server is set.
+
+void WatchServer() {
+  std::thread([] {
+    for (;;) {
+      usleep(200000);
+      const pid_t pid = g_watched_server.load();
+      if (pid <= 0) continue;
+      siginfo_t info{};
+      if (waitid(P_PID, pid, &info, WEXITED | WNOHANG | WNOWAIT) != 0 || info.si_pid != pid) {
+        continue;
+      }
+      if (g_watched_server.load() != pid) continue;  // StopServer is taking it down.
+      fprintf(stderr, "the coordinator exited during the phase (status %d); its log (%s):\n",
+              info.si_status, g_watched_log.c_str());
+      std::ifstream f(g_watched_log);
+      std::string line;
+      while (std::getline(f, line)) fprintf(stderr, "  %s\n", line.c_str());
+      for (pid_t p : g_pids) {
+        if (p > 0) kill(p, SIGKILL);
+      }
+      _exit(1);
+    }
+  }).detach();
+}
+
 struct Server {
   pid_t pid = -1;
   int port = 0;
@@ -909,10 +939,13 @@ Server StartServer(const Config& c, const std::string& nnodes, int max_restarts,
     usleep(10000);
   }
   g_target = absl::StrCat("127.0.0.1:", s.port);
+  g_watched_log = s.log_path;
+  g_watched_server.store(s.pid);
   return s;
 }
 
 void StopServer(Server* s) {
+  g_watched_server.store(-1);
   kill(s->pid, SIGTERM);
   for (int i = 0; i < 500; ++i) {
     if (waitpid(s->pid, nullptr, WNOHANG) == s->pid) {
@@ -1477,6 +1510,7 @@ int main(int argc, char** argv) {
   signal(SIGINT, OnSignal);
   signal(SIGTERM, OnSignal);
   signal(SIGPIPE, SIG_IGN);
+  WatchServer();
   char tmpl[] = "/tmp/coordinator_load.XXXXXX";
   if (mkdtemp(tmpl) == nullptr) {
     perror("mkdtemp");
