@@ -79,6 +79,11 @@ absl::StatusOr<int> PickUnusedPortWithoutSocket() {
   for (const char* table : {"/proc/net/tcp", "/proc/net/tcp6"}) {
     FILE* f = std::fopen(table, "re");
     if (f == nullptr) return PickFreePort();
+    // A large buffer: each read(2) of these files walks the kernel's whole
+    // TCP hash table again, and stdio's default for /proc is 1 KiB, which on
+    // a host with thousands of sockets made the scan take tens of ms.
+    char buffer[64 * 1024];
+    std::setvbuf(f, buffer, _IOFBF, sizeof(buffer));
     char line[512];
     bool header = true;
     while (std::fgets(line, sizeof(line), f) != nullptr) {

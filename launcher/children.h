@@ -33,7 +33,9 @@ struct ChildProcess {
   std::string comm;  // the command name (escaped for logs), e.g. "sleep"
 };
 
-// The children of this process (zombies included), in /proc order.
+// The children of this process (zombies included), in /proc order. When
+// this process has no child at all (waitid(2) says ECHILD), empty without
+// reading /proc.
 // FailedPrecondition if /proc is missing or belongs to a PID namespace whose
 // numbers cannot be mapped to this one.
 absl::StatusOr<std::vector<ChildProcess>> ListChildren();

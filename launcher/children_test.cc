@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/strings/numbers.h"
@@ -86,6 +87,31 @@ TEST(ListChildren, ListsOurChildren_NotTheirChildren) {
   children = ListChildren();
   ASSERT_TRUE(children.ok()) << children.status();
   EXPECT_EQ(Find(*children, child), nullptr);
+}
+
+TEST(ListChildren, NoChildAtAll_Empty_ThenAnotherThreadsChildIsListed) {
+  // Nothing left from the tests before: waitid says ECHILD, and the list is
+  // empty without /proc being read.
+  siginfo_t info{};
+  ASSERT_EQ(waitid(P_ALL, 0, &info, WEXITED | WNOHANG | WNOWAIT | __WALL), -1);
+  ASSERT_EQ(errno, ECHILD);
+  absl::StatusOr<std::vector<ChildProcess>> none = ListChildren();
+  ASSERT_TRUE(none.ok()) << none.status();
+  EXPECT_TRUE(none->empty());
+
+  // A child spawned by another thread is this process's child too.
+  pid_t child = -1;
+  std::thread([&] { child = SpawnShell("sleep 30"); }).join();
+  ASSERT_GT(child, 0);
+  absl::StatusOr<std::vector<ChildProcess>> children = ListChildren();
+  ASSERT_TRUE(children.ok()) << children.status();
+  EXPECT_NE(Find(*children, child), nullptr);
+  kill(child, SIGKILL);
+  int status;
+  ASSERT_EQ(waitpid(child, &status, 0), child);
+  children = ListChildren();
+  ASSERT_TRUE(children.ok()) << children.status();
+  EXPECT_TRUE(children->empty());
 }
 
 TEST(ListDescendants, FindsGrandchildrenInOwnSessions_NotRoot) {
