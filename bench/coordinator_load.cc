@@ -1238,7 +1238,8 @@ void RunClosingPattern(const Config& c, const std::string& phase, int final_coun
     if (b.hb_sent == a.hb_sent) st.Fail("no heartbeat was sent");
     AddServerFigures(&st, s.pid);
     // Leave: every agent departs (the first Leave of a running static job
-    // fails it; the others are answered).
+    // fails it; the others are answered), and the coordinator then exits.
+    g_watched_server.store(-1);
     const int64_t lc0 = ProcCpuMs(s.pid);
     const int64_t lt0 = MonoNs();
     int64_t left_ok = 0, leave_end = lt0;
