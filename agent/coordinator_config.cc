@@ -29,7 +29,8 @@ const std::vector<OptionSpec>& CoordinatorOptionTable() {
          "authentication."},
         {"health-port", OptionKind::kInt, "PORT", "0 (none)",
          "Plaintext gRPC health port (grpc.health.v1) for kubelet probes; with TLS the "
-         "coordinator port answers health only to clients with a certificate."},
+         "coordinator port answers health to any TLS client with a certificate (its chain is "
+         "not checked), which kubelet probes cannot be."},
     };
     for (OptionSpec& spec : TlsOptionSpecs(/*client=*/false)) t->push_back(std::move(spec));
     for (OptionSpec& spec : RoundPolicyOptionSpecs()) t->push_back(std::move(spec));

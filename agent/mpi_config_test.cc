@@ -133,6 +133,8 @@ TEST(MpiConfig, JobSetPods_AgreeOnJobId_WorkerFindsLauncher) {
   EXPECT_EQ(l->run.job_id, "t");
   EXPECT_EQ(l->run.node_rank_hint, -1);
   EXPECT_EQ(l->run.host_coordinator, HostCoordinator::kYes);
+  // The launcher checks its certificate for the name its workers dial.
+  EXPECT_EQ(CoordinatorTlsName(l->run, /*hosting=*/true), "t-launcher-0-0.t");
 }
 
 // Volcano's MPI example: tasks mpimaster (the launcher, one pod) and

@@ -405,7 +405,9 @@ const std::vector<OptionSpec>& RunOptionTable() {
 
 std::string CoordinatorTlsName(const RunConfig& config, bool hosting) {
   if (!config.tls.server_name.empty()) return config.tls.server_name;
-  return hosting ? config.advertise_addr : "";
+  if (!hosting) return "";
+  return config.coordinator_dialled_name.empty() ? config.advertise_addr
+                                                 : config.coordinator_dialled_name;
 }
 
 std::string RunHelpText() {
@@ -833,6 +835,13 @@ absl::StatusOr<RunConfig> RunConfigFromOptions(const ParsedOptions& parsed,
             "(or TRAINLET_ADVERTISE_ADDR)"));
       }
     }
+  }
+  if (launcher && !coordinator_configured && parsed.Find("advertise-addr") == nullptr &&
+      k8s.in_kubernetes) {
+    // Workers find the launcher as <hostname>.<subdomain> (ApplyMpiConventions,
+    // Volcano's host files): its certificate is checked for that name.
+    const std::string subdomain = SubdomainFromFqdn(sys.hostname, c.advertise_addr);
+    if (!subdomain.empty()) c.coordinator_dialled_name = absl::StrCat(sys.hostname, ".", subdomain);
   }
 
   // Output, logging, restarts.

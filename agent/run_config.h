@@ -111,6 +111,11 @@ struct RunConfig {
   // canonical name or hostname. Empty on other nodes: the coordinator
   // records the address their join comes from.
   std::string advertise_addr;
+  // The name peers dial this node's coordinator at when it is not
+  // advertise_addr: an MPI launcher in a JobSet or Volcano pod with no
+  // coordinator and no --advertise-addr configured advertises its FQDN, but
+  // its workers dial <hostname>.<subdomain>. Empty otherwise.
+  std::string coordinator_dialled_name;
   // --health-port; 0 = no health server. Default 29401 in Kubernetes, else 0.
   int health_port = 0;
   // A single-node run with no coordinator configured (or --standalone): the
@@ -170,7 +175,8 @@ absl::StatusOr<RunConfig> RunConfigFromOptions(const ParsedOptions& parsed,
 
 // The name the coordinator's TLS certificate must carry, as this agent
 // checks it: --tls-server-name; else, when this agent hosts the coordinator
-// (it dials it on loopback), the address its peers dial (advertise_addr);
+// (it dials it on loopback), the address its peers dial
+// (coordinator_dialled_name, else advertise_addr);
 // else empty: the host of --coordinator, which the client dials.
 std::string CoordinatorTlsName(const RunConfig& config, bool hosting);
 

@@ -8,12 +8,14 @@
 #include <openssl/x509_vfy.h>
 #include <openssl/x509v3.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
 #include <memory>
 
 #include "absl/status/status.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "common/logging.h"
@@ -141,16 +143,75 @@ struct PeerVerifier::Roots {
   std::vector<X509Ptr> certs;
 };
 
-PeerVerifier::PeerVerifier(std::unique_ptr<Roots> roots) : roots_(std::move(roots)) {}
+PeerVerifier::PeerVerifier(std::unique_ptr<Roots> roots, Clock* clock, size_t max_remembered)
+    : roots_(std::move(roots)),
+      clock_(clock),
+      max_remembered_(std::max<size_t>(1, max_remembered)) {}
 PeerVerifier::~PeerVerifier() = default;
 
-absl::StatusOr<std::unique_ptr<PeerVerifier>> PeerVerifier::Create(const std::string& ca_pem) {
+absl::StatusOr<std::unique_ptr<PeerVerifier>> PeerVerifier::Create(const std::string& ca_pem,
+                                                                   Clock* clock,
+                                                                   size_t max_remembered) {
   auto roots = std::make_unique<Roots>();
   roots->certs = ReadCertificates(ca_pem);
   if (roots->certs.empty()) {
     return absl::InvalidArgumentError("the CA bundle holds no PEM certificate");
   }
-  return std::unique_ptr<PeerVerifier>(new PeerVerifier(std::move(roots)));
+  return std::unique_ptr<PeerVerifier>(new PeerVerifier(std::move(roots), clock, max_remembered));
+}
+
+int64_t PeerVerifier::verifications() const {
+  absl::MutexLock lock(&mu_);
+  return verifications_;
+}
+
+size_t PeerVerifier::remembered() const {
+  absl::MutexLock lock(&mu_);
+  return accepted_.size() + rejected_.size();
+}
+
+namespace {
+
+// PEM blocks in `pem` (an upper bound on the certificates it holds).
+size_t PemBlocks(absl::string_view pem) {
+  size_t n = 0;
+  for (size_t at = pem.find("-----BEGIN "); at != absl::string_view::npos;
+       at = pem.find("-----BEGIN ", at + 1)) {
+    ++n;
+  }
+  return n;
+}
+
+std::string Sha256(const std::string& leaf_pem, const std::string& intermediates_pem) {
+  unsigned char digest[EVP_MAX_MD_SIZE];
+  unsigned int size = 0;
+  std::unique_ptr<EVP_MD_CTX, decltype(&EVP_MD_CTX_free)> ctx(EVP_MD_CTX_new(), &EVP_MD_CTX_free);
+  const uint64_t leaf_size = leaf_pem.size();  // so that the split point is part of the key.
+  if (!ctx || EVP_DigestInit_ex(ctx.get(), EVP_sha256(), nullptr) != 1 ||
+      EVP_DigestUpdate(ctx.get(), &leaf_size, sizeof(leaf_size)) != 1 ||
+      EVP_DigestUpdate(ctx.get(), leaf_pem.data(), leaf_pem.size()) != 1 ||
+      EVP_DigestUpdate(ctx.get(), intermediates_pem.data(), intermediates_pem.size()) != 1 ||
+      EVP_DigestFinal_ex(ctx.get(), digest, &size) != 1) {
+    ERR_clear_error();
+    return "";
+  }
+  return std::string(reinterpret_cast<const char*>(digest), size);
+}
+
+absl::Time AsTime(const ASN1_TIME* t) {
+  struct tm tm = {};
+  if (t == nullptr || ASN1_TIME_to_tm(t, &tm) != 1) return absl::InfinitePast();
+  return absl::FromTM(tm, absl::UTCTimeZone());
+}
+
+}  // namespace
+
+void PeerVerifier::Evict(Cache* cache, absl::Time now) {
+  if (cache->size() < max_remembered_) return;
+  for (auto it = cache->begin(); it != cache->end();) {
+    it = it->second.until <= now ? cache->erase(it) : std::next(it);
+  }
+  if (cache->size() >= max_remembered_) cache->clear();
 }
 
 absl::Status PeerVerifier::Verify(const std::string& leaf_pem,
@@ -160,14 +221,51 @@ absl::Status PeerVerifier::Verify(const std::string& leaf_pem,
         "no client certificate: this coordinator uses mutual TLS; give every agent --tls-cert, "
         "--tls-key and --tls-ca");
   }
-  {
+  // Limits first, on the text: no parsing of what a stranger sent beyond them.
+  // gRPC may list the leaf again at the head of the chain.
+  absl::string_view rest = intermediates_pem;
+  if (absl::StartsWith(rest, leaf_pem)) rest.remove_prefix(leaf_pem.size());
+  const size_t bytes = leaf_pem.size() + rest.size();
+  const size_t blocks = PemBlocks(leaf_pem) + PemBlocks(rest);
+  if (bytes > kMaxChainBytes || blocks > kMaxIntermediates + 1) {
+    return absl::UnauthenticatedError(absl::StrFormat(
+        "the client certificate chain is too long (%d PEM blocks, %d bytes; at most %d and %d): "
+        "--tls-cert must hold the node's certificate and at most %d intermediate CA certificates",
+        blocks, bytes, kMaxIntermediates + 1, kMaxChainBytes, kMaxIntermediates));
+  }
+  const std::string key = Sha256(leaf_pem, intermediates_pem);
+  const absl::Time now = clock_->Now();
+  if (!key.empty()) {
     absl::MutexLock lock(&mu_);
-    auto it = accepted_.find(leaf_pem);
-    if (it != accepted_.end()) {
-      if (absl::Now() < it->second) return absl::OkStatus();
-      accepted_.erase(it);
+    for (Cache* cache : {&accepted_, &rejected_}) {
+      auto it = cache->find(key);
+      if (it == cache->end()) continue;
+      if (now < it->second.until) return it->second.status;
+      cache->erase(it);
     }
   }
+  absl::Time until = now;
+  absl::Status status = VerifyChain(leaf_pem, intermediates_pem, now, &until);
+  if (!key.empty() && status.code() != absl::StatusCode::kResourceExhausted &&
+      status.code() != absl::StatusCode::kInternal) {
+    absl::MutexLock lock(&mu_);
+    Cache* cache = status.ok() ? &accepted_ : &rejected_;
+    if (now < until) {
+      Evict(cache, now);
+      (*cache)[key] = Outcome{status, until};
+    }
+  }
+  return status;
+}
+
+absl::Status PeerVerifier::VerifyChain(const std::string& leaf_pem,
+                                       const std::string& intermediates_pem, absl::Time now,
+                                       absl::Time* until) {
+  {
+    absl::MutexLock lock(&mu_);
+    ++verifications_;
+  }
+  *until = now + kRejectionTtl;
   std::vector<X509Ptr> chain = ReadCertificates(leaf_pem);
   if (chain.empty()) {
     return absl::UnauthenticatedError("the client certificate is not a PEM certificate");
@@ -181,27 +279,33 @@ absl::Status PeerVerifier::Verify(const std::string& leaf_pem,
   for (const X509Ptr& r : roots_->certs) X509_STORE_add_cert(store.get(), r.get());
   for (size_t i = 1; i < chain.size(); ++i) sk_X509_push(untrusted.get(), chain[i].get());
   if (X509_STORE_CTX_init(ctx.get(), store.get(), leaf, untrusted.get()) != 1) {
-    return absl::InternalError(absl::StrCat("cannot verify a certificate: ", OpenSslError()));
+    ERR_clear_error();
+    return absl::InternalError("cannot verify a certificate: OpenSSL could not start");
   }
-  // As the handshake would for a TLS client certificate.
+  // As the handshake would for a TLS client certificate, at this verifier's time.
   X509_STORE_CTX_set_purpose(ctx.get(), X509_PURPOSE_SSL_CLIENT);
+  X509_STORE_CTX_set_depth(ctx.get(), static_cast<int>(kMaxIntermediates));
+  X509_STORE_CTX_set_time(ctx.get(), 0, absl::ToTimeT(now));
   const bool ok = X509_verify_cert(ctx.get()) == 1;
   const int error = X509_STORE_CTX_get_error(ctx.get());
-  ERR_clear_error();
   if (!ok) {
+    ERR_clear_error();
     return absl::UnauthenticatedError(absl::StrCat(
         "the client certificate (", Subject(leaf),
         ") is not accepted: ", X509_verify_cert_error_string(error),
         "; --tls-cert must be signed by a CA in the coordinator's --tls-ca, and be valid now"));
   }
-  // Remember it until it expires.
-  struct tm not_after_tm = {};
-  if (ASN1_TIME_to_tm(X509_get0_notAfter(leaf), &not_after_tm) == 1) {
-    const absl::Time not_after = absl::FromTM(not_after_tm, absl::UTCTimeZone());
-    absl::MutexLock lock(&mu_);
-    if (accepted_.size() >= kMaxRemembered) accepted_.clear();
-    accepted_.emplace(leaf_pem, not_after);
+  // Reusable until the first certificate of the verified chain (leaf,
+  // intermediates, root) expires.
+  absl::Time expiry = absl::InfiniteFuture();
+  STACK_OF(X509)* verified = X509_STORE_CTX_get0_chain(ctx.get());
+  const int n = verified == nullptr ? 0 : sk_X509_num(verified);
+  for (int i = 0; i < n; ++i) {
+    expiry = std::min(expiry, AsTime(X509_get0_notAfter(sk_X509_value(verified, i))));
   }
+  if (n == 0) expiry = now;  // nothing to go by: verify again next time.
+  ERR_clear_error();
+  *until = expiry;
   return absl::OkStatus();
 }
 

@@ -18,6 +18,7 @@
 #ifndef TRAINLET_RENDEZVOUS_TLS_FILES_H_
 #define TRAINLET_RENDEZVOUS_TLS_FILES_H_
 
+#include <cstdint>
 #include <map>
 #include <memory>
 #include <string>
@@ -26,6 +27,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "common/clock.h"
 
 namespace trainlet::rendezvous {
 
@@ -66,29 +68,64 @@ inline constexpr size_t kMaxTlsFileBytes = 1 << 20;
 absl::StatusOr<TlsConfig> LoadTlsFiles(const TlsFiles& files, std::vector<std::string>* warnings);
 
 // Checks client certificates against a CA bundle, as the handshake would
-// (chain, validity dates), and remembers the leaves it accepted until they
-// expire, so that a heartbeat costs a map lookup.
+// (chain, validity dates, client purpose), and remembers the outcome so that
+// a heartbeat costs a hash and a map lookup: an accepted chain until the
+// earliest notAfter in its verified chain, a refused one for
+// kRejectionTtl. The handshake does not verify the client's chain (so that a
+// refused node gets a status naming the reason), so anyone who reaches the
+// port can present one: what it costs is bounded. A chain of more than
+// kMaxIntermediates certificates after the leaf, or more than kMaxChainBytes
+// of PEM, is refused before it is parsed; verification stops at that depth;
+// each of the two caches holds at most `max_remembered` entries (expired ones
+// are dropped first, then the whole cache when it is still full).
 class PeerVerifier {
  public:
-  // InvalidArgument when `ca_pem` holds no certificate.
-  static absl::StatusOr<std::unique_ptr<PeerVerifier>> Create(const std::string& ca_pem);
+  static constexpr size_t kMaxIntermediates = 4;
+  static constexpr size_t kMaxChainBytes = 16 * 1024;
+  static constexpr size_t kMaxRemembered = 4096;
+  static constexpr absl::Duration kRejectionTtl = absl::Seconds(30);
+
+  // InvalidArgument when `ca_pem` holds no certificate. `clock` (wall time:
+  // certificate dates are) must outlive the verifier.
+  static absl::StatusOr<std::unique_ptr<PeerVerifier>> Create(
+      const std::string& ca_pem, Clock* clock = Clock::Real(),
+      size_t max_remembered = kMaxRemembered);
   ~PeerVerifier();
 
   // OK when `leaf_pem` (with `intermediates_pem`, the rest of the chain the
   // peer sent, possibly empty) chains to one of the CAs and is valid now.
-  // Unauthenticated naming the reason ("no client certificate", OpenSSL's
-  // verification error and the certificate's subject) otherwise.
+  // Unauthenticated naming the reason ("no client certificate", a chain over
+  // the limits, OpenSSL's verification error and the certificate's subject)
+  // otherwise.
   absl::Status Verify(const std::string& leaf_pem, const std::string& intermediates_pem);
+
+  // Chains parsed and verified with OpenSSL so far (calls the caches and the
+  // limits did not answer).
+  int64_t verifications() const;
+  // Entries in the accept and reject caches.
+  size_t remembered() const;
 
  private:
   struct Roots;
-  explicit PeerVerifier(std::unique_ptr<Roots> roots);
-  static constexpr size_t kMaxRemembered = 4096;
+  struct Outcome {
+    absl::Status status;
+    absl::Time until;
+  };
+  using Cache = std::map<std::string, Outcome>;  // SHA-256 of leaf and chain.
+  PeerVerifier(std::unique_ptr<Roots> roots, Clock* clock, size_t max_remembered);
+  // Verifies with OpenSSL; sets *until to the time the outcome may be reused.
+  absl::Status VerifyChain(const std::string& leaf_pem, const std::string& intermediates_pem,
+                           absl::Time now, absl::Time* until);
+  // Makes room for one more entry in `cache`.
+  void Evict(Cache* cache, absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const std::unique_ptr<Roots> roots_;
-  absl::Mutex mu_;
-  // Accepted leaf PEM -> its notAfter.
-  std::map<std::string, absl::Time> accepted_ ABSL_GUARDED_BY(mu_);
+  Clock* const clock_;
+  const size_t max_remembered_;
+  mutable absl::Mutex mu_;
+  Cache accepted_ ABSL_GUARDED_BY(mu_);
+  Cache rejected_ ABSL_GUARDED_BY(mu_);
+  int64_t verifications_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
 }  // namespace trainlet::rendezvous

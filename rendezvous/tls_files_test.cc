@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "common/clock.h"
 #include "common/testing/temp_root.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -149,6 +150,79 @@ TEST_F(TlsFilesTest, PeerVerifier_AcceptsTheCasCertificatesOnly) {
   EXPECT_THAT(none.message(), HasSubstr("no client certificate"));
   EXPECT_EQ((*verifier)->Verify("garbage", "").code(), absl::StatusCode::kUnauthenticated);
   EXPECT_FALSE(PeerVerifier::Create("no certificate").ok());
+}
+
+TEST_F(TlsFilesTest, PeerVerifier_RefusedChain_IsRememberedBriefly) {
+  SimulatedClock clock(absl::Now());
+  auto verifier = PeerVerifier::Create(ReadAll(node_.ca), &clock);
+  ASSERT_TRUE(verifier.ok()) << verifier.status();
+  auto stranger = pki_->Issue("stranger", "other-ca", {"DNS:localhost"});
+  ASSERT_TRUE(stranger.ok()) << stranger.status();
+  const std::string leaf = ReadAll(stranger->cert);
+  const std::string chain = ReadAll(stranger->ca);
+  for (int i = 0; i < 3; ++i) {
+    absl::Status refused = (*verifier)->Verify(leaf, chain);
+    EXPECT_EQ(refused.code(), absl::StatusCode::kUnauthenticated);
+    EXPECT_THAT(refused.message(), HasSubstr("(/CN=stranger) is not accepted"));
+  }
+  EXPECT_EQ((*verifier)->verifications(), 1) << "a repeated refused chain is a lookup";
+  clock.Advance(PeerVerifier::kRejectionTtl + absl::Seconds(1));
+  EXPECT_EQ((*verifier)->Verify(leaf, chain).code(), absl::StatusCode::kUnauthenticated);
+  EXPECT_EQ((*verifier)->verifications(), 2) << "verified again after the TTL";
+}
+
+TEST_F(TlsFilesTest, PeerVerifier_LongChain_IsRefusedBeforeParsing) {
+  auto verifier = PeerVerifier::Create(ReadAll(node_.ca));
+  ASSERT_TRUE(verifier.ok()) << verifier.status();
+  const std::string good = ReadAll(node_.cert);
+  std::string chain;
+  for (size_t i = 0; i < PeerVerifier::kMaxIntermediates; ++i) chain += ReadAll(node_.ca);
+  EXPECT_TRUE((*verifier)->Verify(good, chain).ok()) << "at the limit";
+  chain += ReadAll(node_.ca);
+  absl::Status refused = (*verifier)->Verify(good, chain);
+  EXPECT_EQ(refused.code(), absl::StatusCode::kUnauthenticated);
+  EXPECT_THAT(refused.message(), HasSubstr("chain is too long (6 PEM blocks"));
+  refused = (*verifier)->Verify(good, std::string(PeerVerifier::kMaxChainBytes, '#'));
+  EXPECT_EQ(refused.code(), absl::StatusCode::kUnauthenticated);
+  EXPECT_THAT(refused.message(), HasSubstr("too long"));
+  EXPECT_EQ((*verifier)->verifications(), 1) << "only the chain within the limits was parsed";
+  // gRPC may list the leaf again at the head of the chain: not counted twice.
+  EXPECT_TRUE((*verifier)->Verify(good, good + ReadAll(node_.ca)).ok());
+}
+
+TEST_F(TlsFilesTest, PeerVerifier_CachesAreBounded_AndRefusalsDoNotEvictAcceptances) {
+  SimulatedClock clock(absl::Now());
+  auto verifier = PeerVerifier::Create(ReadAll(node_.ca), &clock, /*max_remembered=*/4);
+  ASSERT_TRUE(verifier.ok()) << verifier.status();
+  const std::string good = ReadAll(node_.cert);
+  ASSERT_TRUE((*verifier)->Verify(good, "").ok());
+  auto stranger = pki_->Issue("stranger", "other-ca", {"DNS:localhost"});
+  ASSERT_TRUE(stranger.ok()) << stranger.status();
+  const std::string bad = ReadAll(stranger->cert);
+  for (int i = 0; i < 50; ++i) {
+    // Text outside PEM blocks is ignored by OpenSSL but changes the key.
+    EXPECT_FALSE((*verifier)->Verify(bad, absl::StrCat("variant ", i)).ok());
+    EXPECT_LE((*verifier)->remembered(), 1u + 4u);
+  }
+  const int64_t before = (*verifier)->verifications();
+  EXPECT_TRUE((*verifier)->Verify(good, "").ok());
+  EXPECT_EQ((*verifier)->verifications(), before) << "the acceptance is still remembered";
+}
+
+TEST_F(TlsFilesTest, PeerVerifier_Acceptance_LastsUntilTheChainsFirstExpiry) {
+  ASSERT_TRUE(pki_->IssueCa("short-inter", "ca", /*days=*/1).ok());
+  auto leaf = pki_->Issue("via-short", "short-inter", {"DNS:localhost"});  // valid 2 days
+  ASSERT_TRUE(leaf.ok()) << leaf.status();
+  SimulatedClock clock(absl::Now());  // after the certificates' notBefore
+  auto verifier = PeerVerifier::Create(ReadAll(node_.ca), &clock);
+  ASSERT_TRUE(verifier.ok()) << verifier.status();
+  const std::string cert = ReadAll(leaf->cert);
+  const std::string chain = ReadAll(leaf->ca);  // the intermediate
+  ASSERT_TRUE((*verifier)->Verify(cert, chain).ok()) << (*verifier)->Verify(cert, chain);
+  clock.Advance(absl::Hours(36));  // the intermediate has expired, the leaf has not
+  absl::Status refused = (*verifier)->Verify(cert, chain);
+  EXPECT_EQ(refused.code(), absl::StatusCode::kUnauthenticated);
+  EXPECT_THAT(refused.message(), HasSubstr("expired"));
 }
 
 }  // namespace

@@ -36,6 +36,7 @@ v1::JoinRequest Req(const std::string& node, uint64_t inc) {
   r.set_rank_hint(-1);
   r.set_local_world_size(1);
   r.set_master_port(29500);
+  r.set_protocol_version(kProtocolVersion);
   return r;
 }
 
@@ -122,6 +123,16 @@ TEST_F(TlsGrpcTest, CertificateFromAnotherCa_IsRefusedSayingWhy) {
   EXPECT_LT(absl::Now() - start, absl::Seconds(10)) << "refused at once, not retried";
   EXPECT_THAT(a.status().message(), HasSubstr("client certificate (/CN=stranger) is not accepted"));
   EXPECT_THAT(a.status().message(), HasSubstr("--tls-ca"));
+  EXPECT_EQ(host_->core().GetSnapshot().gathering, 0);
+}
+
+TEST_F(TlsGrpcTest, OverlongClientChain_IsRefusedSayingWhy) {
+  StartHost(1, server_tls_);
+  TlsConfig tls = client_tls_;
+  for (size_t i = 0; i <= PeerVerifier::kMaxIntermediates; ++i) tls.cert_pem += tls.ca_pem;
+  absl::StatusOr<v1::Assignment> a = Join(tls);
+  ASSERT_EQ(a.status().code(), absl::StatusCode::kUnauthenticated) << a.status();
+  EXPECT_THAT(a.status().message(), HasSubstr("client certificate chain is too long"));
   EXPECT_EQ(host_->core().GetSnapshot().gathering, 0);
 }
 

@@ -45,6 +45,26 @@ absl::Status TestPki::NewCa(const std::string& name) {
                                  dir, "/ca.crt -days 2 -subj /CN=trainlet-test-", name));
 }
 
+absl::Status TestPki::IssueCa(const std::string& name, const std::string& ca, int days) {
+  const std::string dir = absl::StrCat(root(), "/", name);
+  const std::string ca_dir = absl::StrCat(root(), "/", ca);
+  mkdir(dir.c_str(), 0700);
+  if (absl::Status s = Sh(root(), absl::StrCat("printf 'basicConstraints=critical,CA:TRUE\n"
+                                               "keyUsage=critical,keyCertSign,cRLSign\n' > ",
+                                               dir, "/ext.cnf"));
+      !s.ok()) {
+    return s;
+  }
+  if (absl::Status s = Sh(root(), absl::StrCat("openssl req ", kKeyOpts, " -keyout ", dir,
+                                               "/ca.key -out ", dir, "/ca.csr -subj /CN=", name));
+      !s.ok()) {
+    return s;
+  }
+  return Sh(root(), absl::StrCat("openssl x509 -req -in ", dir, "/ca.csr -CA ", ca_dir,
+                                 "/ca.crt -CAkey ", ca_dir, "/ca.key -CAcreateserial -days ", days,
+                                 " -out ", dir, "/ca.crt -extfile ", dir, "/ext.cnf"));
+}
+
 absl::StatusOr<CertFiles> TestPki::Issue(const std::string& name, const std::string& ca,
                                          const std::vector<std::string>& sans) {
   CertFiles f;

@@ -37,6 +37,9 @@ class TestPki {
   // alternative names ("DNS:localhost", "IP:127.0.0.1"), in <root>/<name>/.
   absl::StatusOr<CertFiles> Issue(const std::string& name, const std::string& ca,
                                   const std::vector<std::string>& sans);
+  // An intermediate CA `name` signed by `ca`, valid for `days`, usable as
+  // Issue()'s `ca`; its certificate in <root>/<name>/ca.crt.
+  absl::Status IssueCa(const std::string& name, const std::string& ca, int days);
   // The loaded material of Issue(), for in-process servers and clients.
   absl::StatusOr<TlsConfig> IssueConfig(const std::string& name, const std::string& ca,
                                         const std::vector<std::string>& sans);
