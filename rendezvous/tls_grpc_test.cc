@@ -36,7 +36,6 @@ v1::JoinRequest Req(const std::string& node, uint64_t inc) {
   r.set_rank_hint(-1);
   r.set_local_world_size(1);
   r.set_master_port(29500);
-  r.set_protocol_version(kProtocolVersion);
   return r;
 }
 

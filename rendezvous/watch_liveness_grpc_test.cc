@@ -127,7 +127,6 @@ v1::JoinRequest Req(const std::string& node, int hint) {
   r.set_rank_hint(hint);
   r.set_local_world_size(1);
   r.set_master_port(29500);
-  r.set_protocol_version(kProtocolVersion);
   r.set_watch_liveness(true);
   return r;
 }
