@@ -24,6 +24,9 @@ FAKE_NVML = os.environ.get("E2E_FAKE_NVML") or os.path.join(
     BUILD, "topology", "fake_nvml", "libnvidia-ml.so.1")
 TOPO_ENV = [PY, harness.worker("topology_env.py")]
 BOOT_ID = "/proc/sys/kernel/random/boot_id"
+# The release build links trainlet fully static: it loads neither NVML nor NCCL.
+STATIC = "linkage: static" in subprocess.run([TRAINLET, "version"], stdout=subprocess.PIPE,
+                                             text=True, timeout=10).stdout
 
 
 def read_boot_id():
@@ -62,7 +65,11 @@ class ProbeCommandTest(E2ETestCase):
         # this machine carries NCCL 2.28.9 under /usr/local/cuda).
         has_nccl = "libnccl.so.2" in subprocess.run(["ldconfig", "-p"], stdout=subprocess.PIPE,
                                                     text=True).stdout
-        if has_nccl:
+        if STATIC:
+            # A static trainlet never dlopens (docs/topology.md, "Static build").
+            self.assertEqual(p["nccl"]["status"], "ABSENT", p["nccl"])
+            self.assertIn("static build", p["nccl"]["reason"])
+        elif has_nccl:
             self.assertEqual(p["nccl"]["status"], "OK", p["nccl"])
             self.assertRegex(p["nccl"]["version"], r"^2\.\d+\.\d+$")
         else:
