@@ -71,6 +71,11 @@ void BindToNode(const v1::NodeProbe& probe, int node, const std::vector<int>& al
 
 }  // namespace
 
+bool HasContainerGpuView(const v1::NodeProbe& probe) {
+  return probe.nvml().status() == v1::Source::OK ||
+         probe.nvidia_procfs().status() == v1::Source::OK;
+}
+
 absl::StatusOr<GpuBinding> ParseGpuBinding(absl::string_view text, absl::string_view origin) {
   std::string t = absl::AsciiStrToLower(absl::StripAsciiWhitespace(text));
   if (t == "list") return GpuBinding::kList;
@@ -83,11 +88,11 @@ absl::StatusOr<GpuBinding> ParseGpuBinding(absl::string_view text, absl::string_
 std::vector<WorkerPlacement> PlanPlacement(const v1::NodeProbe& probe, const PlacementInput& in) {
   const int lws = std::max(in.local_world_size, 0);
   std::vector<WorkerPlacement> out(lws);
-  // Without NVML the GPU list is sysfs's, the whole node's: which of them
-  // this container has is a guess, so GPUs are placed only on NVML's word.
-  const std::vector<const v1::Gpu*> gpus = probe.nvml().status() == v1::Source::OK
-                                               ? VisibleInOrder(probe)
-                                               : std::vector<const v1::Gpu*>{};
+  // Without NVML or the driver's procfs the GPU list is sysfs's, the whole
+  // node's: which of them this container has is a guess, so GPUs are placed
+  // only on the word of a source that shows the container's view.
+  const std::vector<const v1::Gpu*> gpus =
+      HasContainerGpuView(probe) ? VisibleInOrder(probe) : std::vector<const v1::Gpu*>{};
   const int n = static_cast<int>(gpus.size());
   auto cvd = in.env.find("CUDA_VISIBLE_DEVICES");
   const bool user_cvd = cvd != in.env.end();
@@ -104,7 +109,9 @@ std::vector<WorkerPlacement> PlanPlacement(const v1::NodeProbe& probe, const Pla
   std::string list_value;
   if (n > 0 && !user_cvd) {
     int in_view = 0;
-    for (const v1::Gpu& g : probe.gpus()) in_view += absl::StartsWith(g.source(), "nvml") ? 1 : 0;
+    for (const v1::Gpu& g : probe.gpus()) {
+      in_view += absl::StartsWith(g.source(), "nvml") || absl::StartsWith(g.source(), "procfs");
+    }
     std::vector<std::string> names;
     for (int i = 0; i < n; ++i) {
       names.push_back(n == in_view ? absl::StrCat(i) : CudaName(*gpus[i]));

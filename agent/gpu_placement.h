@@ -2,8 +2,10 @@
 // it gets, and (with --bind-numa) which CPUs and NUMA memory node it is bound
 // to, from the node probe (topology/probe.h).
 //
-// GPUs are placed only when NVML answered the probe (without it the list is
-// sysfs's, which shows the whole node, not the container's GPUs).
+// GPUs are placed only when NVML answered the probe or, without NVML (a
+// static build cannot load it), the NVIDIA driver's procfs did
+// (topology/driver_procfs.h): both show the container's GPUs. sysfs alone
+// shows the whole node's, not the container's.
 // Worker l's GPU is the visible GPU with CUDA ordinal l % n (n visible GPUs),
 // the ordinal being PCI bus order, which CUDA follows under
 // CUDA_DEVICE_ORDER=PCI_BUS_ID. How a worker sees its GPU (--gpu-binding):
@@ -56,6 +58,10 @@ struct PlacementInput {
   std::vector<int> allowed_cpus;           // the agent's affinity mask (sched_getaffinity).
   std::map<std::string, std::string> env;  // the agent's environment.
 };
+
+// True when the probe's GPU list is this container's (NVML or the driver's
+// procfs answered), so that its visible GPUs may be counted and placed.
+bool HasContainerGpuView(const trainlet::v1::NodeProbe& probe);
 
 // One entry per local rank 0..local_world_size-1.
 std::vector<WorkerPlacement> PlanPlacement(const trainlet::v1::NodeProbe& probe,

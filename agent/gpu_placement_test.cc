@@ -5,6 +5,8 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "topology/probe.h"
+#include "topology/testing/sysfs_builder.h"
 
 namespace trainlet::agent {
 namespace {
@@ -104,6 +106,70 @@ TEST(GpuPlacement, WithoutNvmlTheSysfsListIsNotPlaced) {
   EXPECT_EQ(out[0].gpu_ordinal, -1);
   EXPECT_FALSE(out[0].cuda_visible_devices.has_value());
   EXPECT_EQ(out[1].numa_node, 1) << "bound as on a node without GPUs";
+}
+
+TEST(GpuPlacement, WithoutNvmlTheDriversProcfsListIsPlaced) {
+  // A static build: NVML absent, the driver's procfs names the container's
+  // GPUs, which are placed as NVML's would be.
+  v1::NodeProbe p = EightGpus();
+  p.mutable_nvml()->set_status(v1::Source::ABSENT);
+  p.mutable_nvidia_procfs()->set_status(v1::Source::OK);
+  for (int i = 0; i < 8; ++i) p.mutable_gpus(i)->set_source("procfs+sysfs");
+  PlacementInput in;
+  in.local_world_size = 2;
+  in.bind_numa = true;
+  auto out = PlanPlacement(p, in);
+  EXPECT_EQ(out[1].gpu_ordinal, 1);
+  EXPECT_EQ(*out[1].cuda_visible_devices, "0,1,2,3,4,5,6,7");
+  EXPECT_EQ(out[1].numa_node, 0) << "GPU 1's node, not a spread";
+  EXPECT_TRUE(HasContainerGpuView(p));
+  p.mutable_nvidia_procfs()->set_status(v1::Source::ABSENT);
+  EXPECT_FALSE(HasContainerGpuView(p));
+  EXPECT_EQ(PlanPlacement(p, in)[1].gpu_ordinal, -1);
+}
+
+// The whole chain on a fixture: a pod given 2 of a DGX's 8 GPUs by the
+// container toolkit, probed without NVML, then placed.
+TEST(GpuPlacement, StaticBuildPlacesTheProcfsGpusOfAProbedFixture) {
+  topology::testing::ScopedTempDir dir;
+  topology::testing::SysfsBuilder b(dir.path());
+  topology::testing::DgxOptions dgx;
+  dgx.container_gpus = {"0000:ab:00.0", "0000:2a:00.0"};
+  topology::testing::BuildDgxH100(b, dgx);
+  topology::ProbeOptions options;
+  options.sysfs_root = b.sys();
+  options.proc_root = b.proc();
+  options.dev_root = b.dev();
+  options.shm_path = dir.path();
+  options.nvml.absent_reason = "NVML unavailable: static build";
+  options.nccl_library = "";
+  PlacementInput in;
+  in.local_world_size = 2;
+  in.gpu_binding = GpuBinding::kSingle;
+  in.bind_numa = true;
+  v1::NodeProbe probe = topology::ProbeNode(options);
+  ASSERT_EQ(probe.visible_gpu_count(), 2) << probe.visibility_note();
+  auto out = PlanPlacement(probe, in);
+  EXPECT_EQ(out[0].gpu_bus_id, "0000:2a:00.0");
+  EXPECT_EQ(*out[0].cuda_visible_devices, "GPU-00000000-0000-0000-0000-000000000001");
+  EXPECT_EQ(out[0].numa_node, 0);
+  EXPECT_THAT(out[0].cpus, ::testing::SizeIs(56));
+  EXPECT_EQ(out[1].gpu_bus_id, "0000:ab:00.0");
+  EXPECT_EQ(*out[1].cuda_visible_devices, "GPU-00000000-0000-0000-0000-000000000005");
+  EXPECT_EQ(out[1].numa_node, 1);
+  // --gpu-binding=list: the container's two GPUs, as ordinals.
+  in.gpu_binding = GpuBinding::kList;
+  EXPECT_EQ(*PlanPlacement(probe, in)[1].cuda_visible_devices, "0,1");
+  // CUDA_VISIBLE_DEVICES=1 (the user's): one worker GPU, the list untouched.
+  options.env = in.env = {{"CUDA_VISIBLE_DEVICES", "1"}};
+  probe = topology::ProbeNode(options);
+  out = PlanPlacement(probe, in);
+  EXPECT_EQ(out[0].gpu_bus_id, "0000:ab:00.0");
+  EXPECT_EQ(out[1].gpu_bus_id, "0000:ab:00.0");
+  EXPECT_FALSE(out[0].cuda_visible_devices.has_value());
+  // The join names them by UUID.
+  EXPECT_THAT(JoinTopology(probe).gpu_uuids(),
+              ElementsAre("GPU-00000000-0000-0000-0000-000000000005"));
 }
 
 TEST(GpuPlacement, MoreWorkersThanGpusWrapAround) {

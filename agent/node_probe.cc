@@ -26,6 +26,12 @@ topology::ProbeOptions AgentProbeOptions(const std::map<std::string, std::string
   topology::ProbeOptions o;
   o.env = env;
   o.nccl_library.clear();
+  auto root = env.find("TRAINLET_PROBE_ROOT");
+  if (root != env.end() && !root->second.empty()) {
+    o.sysfs_root = root->second + "/sys";
+    o.proc_root = root->second + "/proc";
+    o.dev_root = root->second + "/dev";
+  }
   auto nvml = env.find("TRAINLET_NVML_LIBRARY");
   if (nvml != env.end() && !nvml->second.empty()) {
     o.nvml.library = nvml->second == "none" ? "" : nvml->second;
@@ -76,6 +82,13 @@ std::string ProbeSummaryLine(const v1::NodeProbe& probe) {
   if (!nvml.version().empty()) absl::StrAppend(&nvml_text, " ", SafeForLog(nvml.version(), 32));
   if (nvml.status() != v1::Source::OK && !nvml.reason().empty()) {
     absl::StrAppend(&nvml_text, ": ", SafeForLog(nvml.reason(), 120));
+  }
+  const v1::Source& procfs = probe.nvidia_procfs();
+  if (nvml.status() != v1::Source::OK && procfs.status() == v1::Source::OK) {
+    absl::StrAppend(&nvml_text, "; GPUs from the NVIDIA driver's procfs",
+                    procfs.version().empty()
+                        ? ""
+                        : absl::StrCat(", driver ", SafeForLog(procfs.version(), 32)));
   }
   std::string shm = probe.shm_bytes() > 0
                         ? absl::StrFormat(", /dev/shm %.1f GiB",

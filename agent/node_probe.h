@@ -7,8 +7,10 @@
 // agent's whole start-up budget; `trainlet probe` reads its version.
 //
 // Environment knobs (docs/configuration.md): TRAINLET_NVML_LIBRARY (what to
-// dlopen for NVML: a soname or path; "none" skips NVML) and
-// TRAINLET_SYSFS_ROOT (a tree standing in for /sys).
+// dlopen for NVML: a soname or path; "none" skips NVML), TRAINLET_PROBE_ROOT
+// (a tree standing in for /: its sys, proc and dev folders are read instead
+// of /sys, /proc and /dev; for fixtures and captured trees) and
+// TRAINLET_SYSFS_ROOT (a tree standing in for /sys, over the former).
 //
 // Thread-safe. ProbeNodeBounded() starts one detached thread per call; a
 // probe still running at the deadline finishes (or hangs) on it, owning its

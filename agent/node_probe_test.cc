@@ -27,6 +27,30 @@ TEST(AgentProbeOptions, ReadsTheKnobsAndNeverLoadsNccl) {
   EXPECT_EQ(AgentProbeOptions({{"TRAINLET_NVML_LIBRARY", "none"}}).nvml.library, "");
 }
 
+TEST(AgentProbeOptions, ProbeRootStandsInForSysProcAndDev) {
+  topology::ProbeOptions o = AgentProbeOptions({{"TRAINLET_PROBE_ROOT", "/nonexistent/root"}});
+  EXPECT_EQ(o.sysfs_root, "/nonexistent/root/sys");
+  EXPECT_EQ(o.proc_root, "/nonexistent/root/proc");
+  EXPECT_EQ(o.dev_root, "/nonexistent/root/dev");
+  EXPECT_THAT(o.nvml.absent_reason, HasSubstr("no /nonexistent/root/dev/nvidiactl"));
+  o = AgentProbeOptions(
+      {{"TRAINLET_PROBE_ROOT", "/nonexistent/root"}, {"TRAINLET_SYSFS_ROOT", "/other/sys"}});
+  EXPECT_EQ(o.sysfs_root, "/other/sys");
+  EXPECT_EQ(o.proc_root, "/nonexistent/root/proc");
+}
+
+TEST(ProbeSummaryLine, SaysWhenGpusCameFromTheDriversProcfs) {
+  v1::NodeProbe p;
+  p.mutable_nvml()->set_status(v1::Source::ABSENT);
+  p.mutable_nvml()->set_reason("NVML unavailable: static build");
+  p.mutable_nvidia_procfs()->set_status(v1::Source::OK);
+  p.mutable_nvidia_procfs()->set_version("550.54.15\x1b");
+  p.set_visible_gpu_count(2);
+  EXPECT_THAT(ProbeSummaryLine(p),
+              HasSubstr("NVML unavailable: static build; GPUs from the NVIDIA driver's procfs, "
+                        "driver 550.54.15\\x1b"));
+}
+
 TEST(AgentProbeOptions, WithoutTheDriversDeviceNvmlIsNotTried) {
   topology::ProbeOptions o = AgentProbeOptions({});
   if (access("/dev/nvidiactl", F_OK) == 0) {

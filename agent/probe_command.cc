@@ -20,7 +20,8 @@ namespace {
 
 constexpr char kProbeUsage[] = "trainlet probe [OPTIONS]";
 constexpr char kProbeDescription[] =
-    "Probe what this node has: GPUs (sysfs and NVML, loaded at run time), InfiniBand/RoCE and "
+    "Probe what this node has: GPUs (sysfs and NVML, loaded at run time; without NVML, as in "
+    "the static build, the NVIDIA driver's /proc/driver/nvidia/gpus), InfiniBand/RoCE and "
     "network interfaces, NUMA nodes, the boot id, /dev/shm and the memlock limit, and NCCL's "
     "version. A missing library or device is reported, never an error: a CPU-only node probes "
     "cleanly. The visible GPUs honour NVIDIA_VISIBLE_DEVICES and CUDA_VISIBLE_DEVICES. Every "
@@ -36,6 +37,10 @@ const std::vector<OptionSpec>& ProbeOptionTable() {
       {"sysfs-root", OptionKind::kString, "DIR", "/sys",
        "A tree standing in for /sys (bus/pci/devices, class/infiniband, class/net, "
        "devices/system/node), e.g. one captured from another node."},
+      {"probe-root", OptionKind::kString, "DIR", "",
+       "A tree standing in for /: DIR/sys, DIR/proc (boot id, the NVIDIA driver's "
+       "driver/nvidia/gpus) and DIR/dev (nvidia device nodes) are read instead of /sys, /proc "
+       "and /dev; --sysfs-root, when given, still decides sysfs."},
       {"nvml-library", OptionKind::kString, "LIB", "libnvidia-ml.so.1",
        "What to dlopen for NVML (a soname or a path); none skips NVML."},
       {"nccl-library", OptionKind::kString, "LIB", "libnccl.so.2",
@@ -105,7 +110,15 @@ int RunProbeCommand(const std::vector<std::string>& args,
   // the libraries it is given, NCCL's included.
   topology::ProbeOptions options;
   options.env = env;
-  options.sysfs_root = std::string(ValueOrDefault(*parsed, table, "sysfs-root").text);
+  const std::string probe_root(ValueOrDefault(*parsed, table, "probe-root").text);
+  if (!probe_root.empty()) {
+    options.sysfs_root = probe_root + "/sys";
+    options.proc_root = probe_root + "/proc";
+    options.dev_root = probe_root + "/dev";
+  }
+  if (parsed->values.count("sysfs-root") > 0) {
+    options.sysfs_root = std::string(ValueOrDefault(*parsed, table, "sysfs-root").text);
+  }
   options.nvml.library = Library(ValueOrDefault(*parsed, table, "nvml-library"));
   options.nccl_library = Library(ValueOrDefault(*parsed, table, "nccl-library"));
 

@@ -547,7 +547,7 @@ absl::StatusOr<RunConfig> RunConfigFromOptions(const ParsedOptions& parsed,
           "node probe: ", note,
           "; going on without it: worker count from /dev/nvidia*, no GPU placement, no NCCL "
           "advice (--probe-timeout sets the wait, 0 turns the probe off)"));
-    } else if (c.node_probe->nvml().status() == v1::Source::OK) {
+    } else if (HasContainerGpuView(*c.node_probe)) {
       probed.gpu_count = c.node_probe->visible_gpu_count();
       probed.gpu_note = c.node_probe->visibility_note();
     }

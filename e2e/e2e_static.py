@@ -14,6 +14,7 @@ import subprocess
 import unittest
 
 import harness
+import topology_fixture
 from harness import E2ETestCase
 
 NAME = "coordinator.trainlet-static-e2e.invalid"
@@ -105,6 +106,92 @@ class StaticNvmlTest(E2ETestCase):
         self.assertEqual(probe["nvml"]["status"], "ABSENT", p.stdout)
         self.assertIn("NVML unavailable: static build", probe["nvml"]["reason"], p.stdout)
         self.assertIn("static build", probe["nccl"]["reason"], p.stdout)
+
+
+@unittest.skipUnless(is_static_build(), "TRAINLET_BIN is not a static build")
+class StaticGpuPlacementTest(E2ETestCase):
+    """Without NVML, a static trainlet takes the container's GPUs from the
+    NVIDIA driver's procfs (/proc/driver/nvidia/gpus, which the container
+    toolkit narrows to the pod's GPUs) and places workers on them. The node is
+    a fixture: TRAINLET_PROBE_ROOT stands in for /, with sysfs for two GPUs
+    on two NUMA nodes and the driver's procfs and device nodes for the GPUs
+    the container was given."""
+
+    def fixture(self, gpus):
+        cpus = sorted(os.sched_getaffinity(0))
+        if len(cpus) < 2:
+            self.skipTest("needs 2 CPUs, has %s" % cpus)
+        root = self.path("root")
+        topology_fixture.two_gpu_node(root, cpus=(str(cpus[0]), str(cpus[1])))
+        topology_fixture.driver_procfs(root, gpus)
+        return root, cpus
+
+    def run_job(self, root, *flags, **env):
+        env = self.base_env(TRAINLET_PROBE_ROOT=root, **env)
+        worker = [harness.PY, harness.worker("topology_env.py")]
+        agent = self.start_agent(["--standalone"] + list(flags), worker, env=env)
+        self.assertEqual(agent.wait(60), 0, agent.describe())
+        records = {}
+        for f in os.listdir(self.path("topo")):
+            with open(self.path("topo", f)) as fh:
+                r = json.load(fh)
+            records[int(r["env"]["LOCAL_RANK"])] = r
+        return agent, records
+
+    def test_probe_lists_the_containers_gpus_from_the_drivers_procfs(self):
+        root, _ = self.fixture(gpus=(1,))
+        p = self.start("probe", [harness.TRAINLET, "probe", "--probe-root=" + root,
+                                 "--format=json"])
+        self.assertEqual(p.wait(30), 0, p.describe())
+        probe = json.loads(p.stdout)
+        self.assertIn("NVML unavailable: static build", probe["nvml"]["reason"])
+        self.assertEqual(probe["nvidia_procfs"]["status"], "OK", p.stdout)
+        self.assertEqual(probe["nvidia_procfs"]["version"], topology_fixture.DRIVER_VERSION)
+        gpus = probe["gpus"]
+        self.assertEqual([g["pci_bus_id"] for g in gpus], [topology_fixture.GPU_BUS_IDS[1]])
+        self.assertEqual(gpus[0]["uuid"], topology_fixture.GPU_UUIDS[1])
+        self.assertEqual(gpus[0]["source"], "procfs+sysfs")
+        self.assertEqual(gpus[0]["numa_node"], 1)
+        self.assertEqual(probe["visible_gpu_count"], 1)
+        self.assertIn("1 more NVIDIA GPUs on the node", probe["visibility_note"])
+
+    def test_one_worker_per_gpu_with_cuda_visible_devices_and_numa(self):
+        root, cpus = self.fixture(gpus=(0, 1))
+        agent, records = self.run_job(root)
+        self.assertEqual(sorted(records), [0, 1], "one worker per GPU by default")
+        for r in records.values():
+            self.assertEqual(r["env"]["CUDA_VISIBLE_DEVICES"], "0,1")
+            self.assertEqual(r["env"]["CUDA_DEVICE_ORDER"], "PCI_BUS_ID")
+        self.assertIn("node probe: 2 GPUs visible, NVIDIA H100 80GB HBM3", agent.stderr)
+        self.assertIn("GPUs from the NVIDIA driver's procfs, driver 550.54.15", agent.stderr)
+        self.assert_no_leftovers()
+        # --gpu-binding=single names each worker's GPU by UUID, and
+        # --bind-numa pins it to that GPU's NUMA node's CPUs.
+        shutil.rmtree(self.path("topo"))
+        _, records = self.run_job(root, "--bind-numa", "--gpu-binding=single")
+        for rank in (0, 1):
+            self.assertEqual(records[rank]["env"]["CUDA_VISIBLE_DEVICES"],
+                             topology_fixture.GPU_UUIDS[rank])
+            self.assertEqual(records[rank]["cpus"], str(cpus[rank]))
+        self.assert_no_leftovers()
+
+    def test_the_container_toolkits_narrowed_view_and_cuda_visible_devices(self):
+        # The pod was given GPU 1 only: one worker, on it.
+        root, cpus = self.fixture(gpus=(1,))
+        _, records = self.run_job(root, "--bind-numa")
+        self.assertEqual(sorted(records), [0])
+        self.assertEqual(records[0]["env"]["CUDA_VISIBLE_DEVICES"], "0")
+        self.assertEqual(records[0]["cpus"], str(cpus[1]), "GPU 1's NUMA node")
+        # Both GPUs, but the user's CUDA_VISIBLE_DEVICES picks GPU 1 by UUID.
+        shutil.rmtree(self.path("topo"))
+        topology_fixture.driver_procfs(root, (0, 1))
+        _, records = self.run_job(root, "--bind-numa",
+                                  CUDA_VISIBLE_DEVICES=topology_fixture.GPU_UUIDS[1])
+        self.assertEqual(sorted(records), [0])
+        self.assertEqual(records[0]["env"]["CUDA_VISIBLE_DEVICES"],
+                         topology_fixture.GPU_UUIDS[1], "the user's value is kept")
+        self.assertEqual(records[0]["cpus"], str(cpus[1]))
+        self.assert_no_leftovers()
 
 
 @unittest.skipUnless(shutil.which("strace"), "needs strace")

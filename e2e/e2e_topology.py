@@ -24,6 +24,13 @@ FAKE_NVML = os.environ.get("E2E_FAKE_NVML") or os.path.join(
     BUILD, "topology", "fake_nvml", "libnvidia-ml.so.1")
 TOPO_ENV = [PY, harness.worker("topology_env.py")]
 BOOT_ID = "/proc/sys/kernel/random/boot_id"
+# The release build links trainlet fully static: it loads neither NVML nor NCCL.
+STATIC = "linkage: static" in subprocess.run([TRAINLET, "version"], stdout=subprocess.PIPE,
+                                             text=True, timeout=10).stdout
+# The fake NVML cannot be loaded by a static trainlet; e2e_static's
+# StaticGpuPlacementTest covers placement from the driver's procfs instead.
+NEEDS_NVML = unittest.skipIf(STATIC, "TRAINLET_BIN is a static build, which loads no NVML "
+                             "(-DTRAINLET_STATIC=OFF builds one that does)")
 
 
 def read_boot_id():
@@ -62,7 +69,11 @@ class ProbeCommandTest(E2ETestCase):
         # this machine carries NCCL 2.28.9 under /usr/local/cuda).
         has_nccl = "libnccl.so.2" in subprocess.run(["ldconfig", "-p"], stdout=subprocess.PIPE,
                                                     text=True).stdout
-        if has_nccl:
+        if STATIC:
+            # A static trainlet never dlopens (docs/topology.md, "Static build").
+            self.assertEqual(p["nccl"]["status"], "ABSENT", p["nccl"])
+            self.assertIn("static build", p["nccl"]["reason"])
+        elif has_nccl:
             self.assertEqual(p["nccl"]["status"], "OK", p["nccl"])
             self.assertRegex(p["nccl"]["version"], r"^2\.\d+\.\d+$")
         else:
@@ -76,6 +87,7 @@ class ProbeCommandTest(E2ETestCase):
         for line in env.stdout.splitlines():
             self.assertTrue(line.startswith(("export ", "# ")), line)
 
+    @NEEDS_NVML
     def test_fixture_with_fake_nvml_json_topology_and_env(self):
         if not os.path.exists(FAKE_NVML):
             self.skipTest("the fake NVML is built with the tests: %s" % FAKE_NVML)
@@ -131,6 +143,7 @@ class ProbeCommandTest(E2ETestCase):
         self.assertEqual(json.loads(r.stdout)["gpus"], [])
 
 
+@NEEDS_NVML
 class HungDriverTest(E2ETestCase):
     """A driver whose nvmlInit never returns: the probe is bounded, the agent
     goes on without it, and no process is left behind."""
@@ -161,6 +174,7 @@ class HungDriverTest(E2ETestCase):
         self.assert_no_leftovers()
 
 
+@NEEDS_NVML
 class PlacementTest(E2ETestCase):
 
     def run_fixture_job(self, *flags):

@@ -8,7 +8,12 @@ two_gpu_node(root, cpus) -> two H100s on two NUMA nodes (GPU 0 on node 0 at
 0000:18:00.0, GPU 1 on node 1 at 0000:9a:00.0), one ConnectX-7 (mlx5_0, port
 ACTIVE) beside GPU 0, eth0 a veth; NUMA node i holds the CPUs cpus[i] (a
 cpulist string), so that a test can bind workers to CPUs this machine has.
-Plus the fake NVML's JSON for the same two GPUs (nvml_json).
+Plus the fake NVML's JSON for the same two GPUs (nvml_json), and
+driver_procfs(root, gpus): what the NVIDIA driver and the container toolkit
+leave in a container for the GPUs it was given (root/proc/driver/nvidia/gpus/
+<bus id>/information, root/proc/driver/nvidia/version, root/dev/nvidia<minor>
+and root/dev/nvidiactl), read by a static trainlet instead of NVML with
+TRAINLET_PROBE_ROOT=root.
 """
 
 import json
@@ -97,3 +102,25 @@ def nvml_json(path):
         json.dump({"driverVersion": "550.54.15", "cudaDriverVersion": 12040,
                    "devices": devices}, f)
     return path
+
+
+DRIVER_VERSION = "550.54.15"
+
+
+def driver_procfs(root, gpus=(0, 1)):
+    """The driver's procfs and device nodes for GPU_BUS_IDS[i], i in gpus
+    (device minor i, UUID GPU_UUIDS[i]), in the 5xx drivers' layout."""
+    for i in gpus:
+        bus = GPU_BUS_IDS[i]
+        _write(root, "/proc/driver/nvidia/gpus/%s/information" % bus,
+               "Model: \t\t NVIDIA H100 80GB HBM3\nIRQ:   \t\t 0\nGPU UUID: \t %s\n"
+               "Video BIOS: \t 96.00.74.00.01\nBus Type: \t PCIe\nDMA Size: \t 52 bits\n"
+               "DMA Mask: \t 0xfffffffffffff\nBus Location: \t %s\nDevice Minor: \t %d\n"
+               "GPU Firmware: \t %s\nGPU Excluded:\t No\n"
+               % (GPU_UUIDS[i], bus, i, DRIVER_VERSION))
+        _write(root, "/dev/nvidia%d" % i, "")
+    _write(root, "/dev/nvidiactl", "")
+    _write(root, "/proc/driver/nvidia/version",
+           "NVRM version: NVIDIA UNIX x86_64 Kernel Module  %s  Tue Mar  5 22:23:56 UTC 2024\n"
+           % DRIVER_VERSION)
+    return root

@@ -138,7 +138,8 @@ bool IsStaticExecutable() { return getauxval(AT_BASE) == 0; }
 
 constexpr char kStaticBuildReason[] =
     "NVML unavailable: static build (a fully static trainlet cannot load shared libraries; GPUs "
-    "come from sysfs only; a dynamic build, -DTRAINLET_STATIC=OFF, reads NVML)";
+    "come from the NVIDIA driver's /proc/driver/nvidia/gpus, without memory, NVLinks or health; "
+    "a dynamic build, -DTRAINLET_STATIC=OFF, reads NVML)";
 constexpr char kStaticBuildNcclReason[] =
     "NCCL version unavailable: static build (a fully static trainlet cannot load shared "
     "libraries)";

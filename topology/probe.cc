@@ -9,6 +9,7 @@
 #include "absl/strings/strip.h"
 #include "common/logging.h"
 #include "common/net_interfaces.h"
+#include "topology/driver_procfs.h"
 #include "topology/env_advice.h"
 #include "topology/sysfs.h"
 #include "topology/visibility.h"
@@ -63,9 +64,11 @@ void ReadNcclSource(const ProbeOptions& options, v1::NodeProbe* probe) {
   ReadNcclVersion(options.nccl_library, probe->mutable_nccl());
 }
 
-// NVML's GPUs (the container's, NVML order) completed from sysfs by bus id.
-// Returns how many NVIDIA GPUs sysfs has that NVML does not.
-int MergeNvml(std::vector<v1::Gpu> nvml_gpus, const SysfsScan& scan, v1::NodeProbe* probe) {
+// The container's GPUs as NVML or the driver's procfs list them (`source`:
+// "nvml" or "procfs"; NVML index order = bus order) completed from sysfs by
+// bus id. Returns how many NVIDIA GPUs sysfs has that the list does not.
+int MergeWithSysfs(std::vector<v1::Gpu> nvml_gpus, const SysfsScan& scan, const std::string& source,
+                   v1::NodeProbe* probe) {
   std::map<std::string, const v1::Gpu*> by_bus;
   for (const v1::Gpu& g : scan.gpus) by_bus[g.pci_bus_id()] = &g;
   std::map<std::string, bool> matched;
@@ -77,7 +80,7 @@ int MergeNvml(std::vector<v1::Gpu> nvml_gpus, const SysfsScan& scan, v1::NodePro
     auto it = bus.has_value() ? by_bus.find(*bus) : by_bus.end();
     if (it == by_bus.end()) {
       g.set_numa_node(-1);
-      g.set_source("nvml");
+      g.set_source(source);
       *probe->add_gpus() = std::move(g);
       continue;
     }
@@ -95,7 +98,7 @@ int MergeNvml(std::vector<v1::Gpu> nvml_gpus, const SysfsScan& scan, v1::NodePro
     // with another width), so that GPUs and NUMA nodes compare as strings.
     if (!s.cpu_affinity().empty()) g.set_cpu_affinity(s.cpu_affinity());
     if (g.name().empty()) g.set_name(s.name());
-    g.set_source("nvml+sysfs");
+    g.set_source(source + "+sysfs");
     *probe->add_gpus() = std::move(g);
   }
   int others = 0;
@@ -105,7 +108,7 @@ int MergeNvml(std::vector<v1::Gpu> nvml_gpus, const SysfsScan& scan, v1::NodePro
       ++others;  // Another pod's GPU: sysfs shows the whole node.
       continue;
     }
-    v1::Gpu* g = probe->add_gpus();  // An accelerator NVML does not know.
+    v1::Gpu* g = probe->add_gpus();  // An accelerator that is not NVIDIA's.
     *g = s;
     g->set_index(probe->gpus_size() - 1);
     g->set_visible(false);
@@ -138,29 +141,46 @@ v1::NodeProbe ProbeNode(const ProbeOptions& options) {
   for (const v1::Gpu& g : scan.gpus) nvidia_in_sysfs += g.vendor_id() == "0x10de" ? 1 : 0;
   int not_in_container = 0;
   if (probe.nvml().status() == v1::Source::OK) {
-    not_in_container = MergeNvml(std::move(nvml_gpus), scan, &probe);
+    SetSource(probe.mutable_nvidia_procfs(), v1::Source::SKIPPED, "not needed (NVML answered)");
+    not_in_container = MergeWithSysfs(std::move(nvml_gpus), scan, "nvml", &probe);
   } else {
-    for (v1::Gpu& g : scan.gpus) *probe.add_gpus() = std::move(g);
-    if (nvidia_in_sysfs > 0) {
-      std::string view;
-      if (scan.container_view) {
-        view = absl::StrCat(nvidia_in_sysfs - scan.hidden_by_container,
-                            " of them are this container's (/proc/driver/nvidia/gpus)");
-      } else {
-        view = "no /proc/driver/nvidia/gpus tells which are this container's, so all count";
+    // Without NVML (a static build cannot load it; or no library), the
+    // driver's procfs still names the container's GPUs.
+    DriverProcfsScan driver =
+        ReadDriverProcfs(proc, options.dev_root, probe.mutable_nvidia_procfs());
+    for (std::string& w : driver.warnings) probe.add_warnings(std::move(w));
+    if (probe.nvidia_procfs().status() == v1::Source::OK) {
+      const bool any_gpu = !driver.gpus.empty() || nvidia_in_sysfs > 0 || driver.skipped > 0;
+      not_in_container = MergeWithSysfs(std::move(driver.gpus), scan, "procfs", &probe);
+      if (any_gpu) {
+        probe.add_warnings(absl::StrCat(
+            "NVML is not available (",
+            probe.nvml().reason().empty() ? "no reason given"
+                                          : SafeForLog(probe.nvml().reason(), 200),
+            "): GPUs come from the NVIDIA driver's procfs (/proc/driver/nvidia/gpus); memory, "
+            "NVLinks, health counters and the CUDA version are unknown"));
+      }
+    } else {
+      for (v1::Gpu& g : scan.gpus) *probe.add_gpus() = std::move(g);
+      if (nvidia_in_sysfs > 0) {
+        // Neither NVML nor the driver's procfs: which GPUs are this
+        // container's is unknown.
+        std::string view = "nothing tells which are this container's, so all count";
         const int devices = CountNvidiaDevices(options.dev_root);
         if (devices > 0 && devices < nvidia_in_sysfs) {
-          absl::StrAppend(&view, " (but ", options.dev_root, " has only ", devices,
+          absl::StrAppend(&view, " (but ", SafeForLog(options.dev_root, 200), " has only ", devices,
                           " nvidia device nodes: this container probably has that many, which "
                           "ones is unknown)");
         }
+        probe.add_warnings(absl::StrCat(
+            "NVML is not available (",
+            probe.nvml().reason().empty() ? "no reason given"
+                                          : SafeForLog(probe.nvml().reason(), 200),
+            ") and neither is /proc/driver/nvidia/gpus: the GPU list comes from sysfs, which "
+            "shows the whole node (",
+            nvidia_in_sysfs, " NVIDIA GPUs); ", view,
+            "; names, UUIDs, memory and NVLinks are unknown"));
       }
-      probe.add_warnings(absl::StrCat(
-          "NVML is not available (",
-          probe.nvml().reason().empty() ? "no reason given"
-                                        : SafeForLog(probe.nvml().reason(), 200),
-          "): the GPU list comes from sysfs, which shows the whole node (", nvidia_in_sysfs,
-          " NVIDIA GPUs); ", view, "; names, UUIDs, memory and NVLinks are unknown"));
     }
   }
 

@@ -1,5 +1,7 @@
 #include "topology/probe.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <chrono>
 #include <string>
@@ -84,27 +86,81 @@ TEST(ProbeNode, NvmlInAContainer_OnlyItsGpusAndANote) {
   EXPECT_THAT(probe.visibility_note(), HasSubstr("6 more NVIDIA GPUs on the node"));
 }
 
-TEST(ProbeNode, WithoutNvml_TheContainerToolkitsViewNarrowsTheList) {
+TEST(ProbeNode, WithoutNvml_TheDriversProcfsGivesTheContainersGpus) {
   FixtureTree tree;
   DgxOptions dgx;
-  dgx.container_gpus = {"0000:9a:00.0", "0000:ab:00.0"};
+  dgx.container_gpus = {"0000:ab:00.0", "0000:9a:00.0"};  // Listed out of bus order.
   BuildDgxH100(tree.builder(), dgx);
   ProbeOptions options = tree.Options();
-  v1::NodeProbe probe = ProbeNode(options);  // NVML not asked.
-  EXPECT_EQ(probe.nvml().status(), v1::Source::SKIPPED);
-  ASSERT_EQ(probe.gpus_size(), 8);
+  options.read_nvml = AbsentNvml();
+  v1::NodeProbe probe = ProbeNode(options);
+  EXPECT_EQ(probe.nvml().status(), v1::Source::ABSENT);
+  EXPECT_EQ(probe.nvidia_procfs().status(), v1::Source::OK);
+  EXPECT_EQ(probe.nvidia_procfs().version(), "550.54.15");
+  // Only the container's GPUs, in bus order (NVML's index order), completed
+  // from sysfs: NUMA node, PCI path, link, cpumap.
+  ASSERT_EQ(probe.gpus_size(), 2);
+  EXPECT_EQ(probe.gpus(0).pci_bus_id(), "0000:9a:00.0");
+  EXPECT_EQ(probe.gpus(1).pci_bus_id(), "0000:ab:00.0");
+  EXPECT_EQ(probe.gpus(0).index(), 0);
+  EXPECT_EQ(probe.gpus(1).index(), 1);
+  EXPECT_EQ(probe.gpus(0).uuid(), "GPU-00000000-0000-0000-0000-000000000004");
+  EXPECT_EQ(probe.gpus(0).name(), "NVIDIA H100 80GB HBM3");
+  EXPECT_EQ(probe.gpus(0).minor_number(), 4);
+  EXPECT_EQ(probe.gpus(0).source(), "procfs+sysfs");
+  EXPECT_EQ(probe.gpus(0).numa_node(), 1);
+  EXPECT_EQ(probe.gpus(0).vendor_id(), "0x10de");
+  EXPECT_EQ(probe.gpus(0).link_width(), 16);
+  EXPECT_FALSE(probe.gpus(0).root_complex().empty());
+  EXPECT_FALSE(probe.gpus(0).cpu_affinity().empty());
+  EXPECT_TRUE(probe.gpus(0).nvlinks().empty());  // NVML only.
   EXPECT_EQ(probe.visible_gpu_count(), 2);
-  EXPECT_TRUE(probe.gpus(4).visible());
-  EXPECT_EQ(probe.gpus(4).visible_ordinal(), 0);
-  EXPECT_EQ(probe.gpus(5).visible_ordinal(), 1);
-  EXPECT_FALSE(probe.gpus(0).visible());
-  EXPECT_THAT(Stable(probe).warnings(0), HasSubstr("2 of them are this container's"));
-  // CUDA ordinals count within the container's GPUs.
+  EXPECT_EQ(probe.gpus(0).visible_ordinal(), 0);
+  EXPECT_EQ(probe.gpus(1).visible_ordinal(), 1);
+  EXPECT_THAT(probe.visibility_note(), HasSubstr("6 more NVIDIA GPUs on the node"));
+  EXPECT_THAT(Stable(probe).warnings(0), HasSubstr("GPUs come from the NVIDIA driver's procfs"));
+  // CUDA_VISIBLE_DEVICES by ordinal and by UUID, within the container's GPUs.
   options.env = {{"CUDA_VISIBLE_DEVICES", "1"}};
   probe = ProbeNode(options);
   EXPECT_EQ(probe.visible_gpu_count(), 1);
-  EXPECT_TRUE(probe.gpus(5).visible());
-  EXPECT_EQ(probe.gpus(5).visible_ordinal(), 0);
+  EXPECT_TRUE(probe.gpus(1).visible());
+  EXPECT_EQ(probe.gpus(1).visible_ordinal(), 0);
+  options.env = {{"CUDA_VISIBLE_DEVICES", "GPU-00000000-0000-0000-0000-000000000005"}};
+  probe = ProbeNode(options);
+  EXPECT_EQ(probe.visible_gpu_count(), 1);
+  EXPECT_EQ(probe.gpus(1).visible_ordinal(), 0);
+  // NVIDIA_VISIBLE_DEVICES naming one of a larger view (a privileged pod).
+  options.env = {{"NVIDIA_VISIBLE_DEVICES", "GPU-00000000-0000-0000-0000-000000000004"}};
+  probe = ProbeNode(options);
+  EXPECT_EQ(probe.visible_gpu_count(), 1);
+  EXPECT_EQ(probe.gpus(0).visible_ordinal(), 0);
+}
+
+TEST(ProbeNode, WithNvml_TheDriversProcfsIsNotRead) {
+  FixtureTree tree;
+  DgxOptions dgx;
+  dgx.container_gpus = {"0000:9a:00.0"};
+  BuildDgxH100(tree.builder(), dgx);
+  ProbeOptions options = tree.Options();
+  options.read_nvml = FakeH100Nvml({"0000:9a:00.0"});
+  v1::NodeProbe probe = ProbeNode(options);
+  EXPECT_EQ(probe.nvidia_procfs().status(), v1::Source::SKIPPED);
+  ASSERT_EQ(probe.gpus_size(), 1);
+  EXPECT_EQ(probe.gpus(0).source(), "nvml+sysfs");
+}
+
+TEST(ProbeNode, WithoutNvml_ProcfsGpusWithoutDeviceNodesAreAnotherPods) {
+  FixtureTree tree;
+  DgxOptions dgx;
+  dgx.container_gpus = {"0000:18:00.0", "0000:2a:00.0"};
+  BuildDgxH100(tree.builder(), dgx);
+  // A pod without GPUs that still sees the host's procfs: no device nodes.
+  ASSERT_EQ(unlink((tree.builder().dev() + "/nvidia0").c_str()), 0);
+  ASSERT_EQ(unlink((tree.builder().dev() + "/nvidia1").c_str()), 0);
+  v1::NodeProbe probe = ProbeNode(tree.Options());
+  EXPECT_EQ(probe.nvidia_procfs().status(), v1::Source::OK);
+  EXPECT_EQ(probe.gpus_size(), 0);
+  EXPECT_EQ(probe.visible_gpu_count(), 0);
 }
 
 TEST(ProbeNode, WithoutNvmlOrProcView_DeviceNodesAreCounted) {

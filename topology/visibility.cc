@@ -30,7 +30,8 @@ const std::string* FindEnv(const std::map<std::string, std::string>& env, const 
 }
 
 bool IsNvidia(const v1::Gpu& gpu) {
-  return gpu.vendor_id() == "0x10de" || absl::StartsWith(gpu.source(), "nvml");
+  return gpu.vendor_id() == "0x10de" || absl::StartsWith(gpu.source(), "nvml") ||
+         absl::StartsWith(gpu.source(), "procfs");
 }
 
 // The number an entry starts with, read as strtoul does ("1gpu" -> 1); -1

@@ -19,10 +19,10 @@ namespace trainlet::topology {
 // visible_ordinal and the probe's visible_gpu_count and visibility_note.
 //
 // On entry, Gpu.visible says whether the GPU is in this container's view (all
-// of NVML's GPUs; for a sysfs-only list, those the container toolkit's
-// /proc/driver/nvidia/gpus shows); only NVIDIA GPUs (vendor 0x10de or an
-// NVML source) can be visible. Then, in the order of the list (PCI bus order,
-// which is CUDA's with CUDA_DEVICE_ORDER=PCI_BUS_ID):
+// of NVML's GPUs or, without NVML, all of the driver procfs's; for a
+// sysfs-only list, every NVIDIA GPU); only NVIDIA GPUs (vendor 0x10de, or an
+// NVML or procfs source) can be visible. Then, in the order of the list (PCI
+// bus order, which is CUDA's with CUDA_DEVICE_ORDER=PCI_BUS_ID):
 //  - CUDA_VISIBLE_DEVICES, when set, as the CUDA runtime reads it, over the
 //    whole view (CUDA never reads NVIDIA_VISIBLE_DEVICES): ordinals, or
 //    GPU-/MIG- UUIDs (a GPU- entry matches a UUID prefix, as CUDA accepts);

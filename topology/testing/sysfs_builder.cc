@@ -7,6 +7,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <fstream>
 
@@ -141,10 +142,25 @@ void SysfsBuilder::AddHost(const std::string& boot_id, const std::string& vendor
   if (symlink("ipc:[4026531839]", (root_ + "/proc/self/ns/ipc").c_str()) != 0) Die("symlink ipc");
 }
 
-void SysfsBuilder::AddContainerGpu(const std::string& bus_id, int minor) {
+void SysfsBuilder::AddContainerGpu(const std::string& bus_id, int minor, const std::string& uuid,
+                                   bool excluded) {
+  // The layout of the 5xx drivers' information file.
   Write("/proc/driver/nvidia/gpus/" + bus_id + "/information",
-        absl::StrCat("Model: \t\t NVIDIA H100 80GB HBM3\nIRQ:   \t\t 0\nDevice Minor: \t ", minor,
-                     "\nBus Location: \t ", bus_id, "\n"));
+        absl::StrCat("Model: \t\t NVIDIA H100 80GB HBM3\nIRQ:   \t\t 0\n",
+                     uuid.empty() ? "" : absl::StrCat("GPU UUID: \t ", uuid, "\n"),
+                     "Video BIOS: \t 96.00.74.00.01\nBus Type: \t PCIe\nDMA Size: \t 52 bits\n"
+                     "DMA Mask: \t 0xfffffffffffff\nBus Location: \t ",
+                     bus_id, "\nDevice Minor: \t ", minor,
+                     "\nGPU Firmware: \t 550.54.15\nGPU Excluded:\t ", excluded ? "Yes" : "No",
+                     "\n"));
+  Write(absl::StrCat("/dev/nvidia", minor), "");
+}
+
+void SysfsBuilder::AddDriverVersion(const std::string& version) {
+  Write("/proc/driver/nvidia/version",
+        absl::StrCat("NVRM version: NVIDIA UNIX x86_64 Kernel Module  ", version,
+                     "  Tue Mar  5 22:23:56 UTC 2024\nGCC version:  gcc version 12.2.0 "
+                     "(Debian 12.2.0-14)\n"));
 }
 
 std::string CpuMap(int first, int last, int total) {
@@ -222,8 +238,13 @@ void BuildDgxH100(SysfsBuilder& b, const DgxOptions& options) {
   b.AddNuma(0, "0-55", CpuMap(0, 55, 112));
   b.AddNuma(1, "56-111", CpuMap(56, 111, 112));
   b.AddHost("3f2504e0-4f89-41d3-9a0c-0305e82c3301", "GenuineIntel", 6, 143);
-  for (size_t i = 0; i < options.container_gpus.size(); ++i) {
-    b.AddContainerGpu(options.container_gpus[i], static_cast<int>(i));
+  for (const std::string& bus_id : options.container_gpus) {
+    const auto& all = DgxGpuBusIds();
+    const int index = static_cast<int>(std::find(all.begin(), all.end(), bus_id) - all.begin());
+    b.AddContainerGpu(bus_id, index, absl::StrFormat("GPU-00000000-0000-0000-0000-%012x", index));
+  }
+  if (!options.container_gpus.empty()) {
+    b.AddDriverVersion("550.54.15");
   }
 }
 

@@ -81,8 +81,12 @@ class SysfsBuilder {
   // /proc facts: boot_id, cpuinfo's first block, /proc/self/ns/ipc.
   void AddHost(const std::string& boot_id, const std::string& vendor, int family, int model);
   // /proc/driver/nvidia/gpus/<bus id>/information, as the container toolkit
-  // leaves it for the allocated GPUs.
-  void AddContainerGpu(const std::string& bus_id, int minor);
+  // leaves it for the allocated GPUs (with "GPU UUID" when `uuid` is not
+  // empty), and the GPU's device node /dev/nvidia<minor>.
+  void AddContainerGpu(const std::string& bus_id, int minor, const std::string& uuid = "",
+                       bool excluded = false);
+  // /proc/driver/nvidia/version for driver `version` ("550.54.15").
+  void AddDriverVersion(const std::string& version);
 
  private:
   std::string root_;
@@ -100,7 +104,9 @@ const std::vector<std::string>& DgxGpuBusIds();
 struct DgxOptions {
   int degraded_gpu = -1;  // this GPU runs at x8 of x16.
   int down_nic = -1;      // mlx5_<n>'s port is DOWN.
-  // When non-empty, /proc/driver/nvidia/gpus lists only these (a container).
+  // When non-empty, /proc/driver/nvidia/gpus lists only these (a container),
+  // with their /dev/nvidia<minor> (minor = NVML index) and UUIDs as
+  // FakeH100Nvml names them, and /proc/driver/nvidia/version 550.54.15.
   std::vector<std::string> container_gpus;
 };
 // 8 H100 (0x10de:0x2330, class 0x030200) on 2 NUMA nodes of 56 CPUs each,
