@@ -91,8 +91,16 @@ std::vector<WorkerPlacement> PlanPlacement(const v1::NodeProbe& probe, const Pla
   // Without NVML or the driver's procfs the GPU list is sysfs's, the whole
   // node's: which of them this container has is a guess, so GPUs are placed
   // only on the word of a source that shows the container's view.
+  // MIG slices are not in the probe's GPU list (it lists whole GPUs): with
+  // MIG devices visible, placing workers by whole GPU would point several
+  // ranks at ordinals CUDA numbers differently, so GPUs are left alone.
+  auto names_mig = [&](const char* name) {
+    auto it = in.env.find(name);
+    return it != in.env.end() && absl::StrContains(it->second, "MIG-");
+  };
+  const bool mig = names_mig("CUDA_VISIBLE_DEVICES") || names_mig("NVIDIA_VISIBLE_DEVICES");
   const std::vector<const v1::Gpu*> gpus =
-      HasContainerGpuView(probe) ? VisibleInOrder(probe) : std::vector<const v1::Gpu*>{};
+      HasContainerGpuView(probe) && !mig ? VisibleInOrder(probe) : std::vector<const v1::Gpu*>{};
   const int n = static_cast<int>(gpus.size());
   auto cvd = in.env.find("CUDA_VISIBLE_DEVICES");
   const bool user_cvd = cvd != in.env.end();

@@ -53,6 +53,24 @@ TEST(GpuPlacement, ListModeSetsTheWholeListOnlyWhenTheUserSetNone) {
   EXPECT_FALSE(out[0].cuda_visible_devices.has_value()) << "the user's list is never changed";
 }
 
+TEST(GpuPlacement, MigDevicesVisible_NoGpuPlacement) {
+  // The probe lists whole GPUs; MIG slices would be numbered differently by
+  // CUDA, so ranks must not be pointed at whole-GPU ordinals.
+  for (const char* var : {"NVIDIA_VISIBLE_DEVICES", "CUDA_VISIBLE_DEVICES"}) {
+    PlacementInput in;
+    in.local_world_size = 2;
+    in.gpu_binding = GpuBinding::kSingle;
+    in.env[var] =
+        "MIG-4f2e8a0b-6c3d-5e1f-9a7b-0c1d2e3f4a5b,MIG-5f2e8a0b-6c3d-5e1f-9a7b-0c1d2e3f4a5b";
+    auto out = PlanPlacement(EightGpus(), in);
+    ASSERT_EQ(out.size(), 2u) << var;
+    for (const auto& w : out) {
+      EXPECT_FALSE(w.cuda_visible_devices.has_value()) << var;
+      EXPECT_LT(w.gpu_ordinal, 0) << var;
+    }
+  }
+}
+
 TEST(GpuPlacement, ListModeNamesTheGpusWhenTheAgentNarrowedTheSet) {
   // NVIDIA_VISIBLE_DEVICES=GPU-5,GPU-6 in a privileged pod that sees all 8:
   // CUDA would see 8, so the workers are told which two.

@@ -4,6 +4,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -78,6 +79,8 @@ absl::StatusOr<int> PickUnusedPortWithoutSocket() {
   std::set<int> used;
   for (const char* table : {"/proc/net/tcp", "/proc/net/tcp6"}) {
     FILE* f = std::fopen(table, "re");
+    // No tcp6 table: a kernel without IPv6 (ipv6.disable=1) holds no IPv6 socket.
+    if (f == nullptr && errno == ENOENT && std::strcmp(table, "/proc/net/tcp6") == 0) continue;
     if (f == nullptr) return PickFreePort();
     // A large buffer: each read(2) of these files walks the kernel's whole
     // TCP hash table again, and stdio's default for /proc is 1 KiB, which on
@@ -257,13 +260,15 @@ int RunAgent(const RunConfig& config, const std::map<std::string, std::string>& 
   }
   Agent agent(config, base_env, std::move(round_options), seams);
   const int exit_code = agent.Run();
-  // The client's callbacks refer to the agent: stop them first.
-  client.reset();
   if (local_core) {
-    // The only member heard the verdict already: nobody to wait for.
-    local_core->Shutdown("the agent is exiting");
+    // The only member heard the verdict already: nobody to wait for. The
+    // in-process core's stored callbacks refer to the client, so it goes
+    // (with its ticker) before the client.
     local_ticker.reset();
+    local_core->Shutdown("the agent is exiting");
   }
+  // The client's callbacks refer to the agent: stop them before it goes.
+  client.reset();
 
   if (host) {
     const rendezvous::Phase phase = host->core().GetSnapshot().phase;
