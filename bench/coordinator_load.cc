@@ -110,6 +110,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "bench/flags.h"
 #include "rendezvous/coordinator_service.h"
 #include "rendezvous/protocol_version.h"
 #include "trainlet/v1/rendezvous_service.grpc.pb.h"
@@ -1420,12 +1421,7 @@ void PrintResults(const Config& c, double load_before, double load_after) {
   printf("%s\n", json.c_str());
 }
 
-bool Flag(const char* arg, const char* name, std::string* value) {
-  size_t len = strlen(name);
-  if (strncmp(arg, name, len) != 0 || arg[len] != '=') return false;
-  *value = arg + len + 1;
-  return true;
-}
+using trainlet::bench::Flag;
 
 }  // namespace
 

@@ -56,6 +56,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "bench/flags.h"
 #include "common/deadlock_detection.h"
 #include "common/descriptors.h"
 #include "common/logging.h"
@@ -273,12 +274,7 @@ Result RunOnce(int n, bool last_pattern, int wave, int join_timeout_s) {
   return res;
 }
 
-bool Flag(const char* arg, const char* name, std::string* value) {
-  size_t len = strlen(name);
-  if (strncmp(arg, name, len) != 0 || arg[len] != '=') return false;
-  *value = arg + len + 1;
-  return true;
-}
+using trainlet::bench::Flag;
 
 }  // namespace
 

@@ -26,6 +26,7 @@
 #include <string>
 #include <vector>
 
+#include "bench/flags.h"
 #include "common/logging.h"
 #include "topology/probe.h"
 #include "topology/testing/fake_read_nvml.h"
@@ -33,12 +34,7 @@
 
 namespace {
 
-bool Flag(const char* arg, const char* name, std::string* value) {
-  size_t len = strlen(name);
-  if (strncmp(arg, name, len) != 0 || arg[len] != '=') return false;
-  *value = arg + len + 1;
-  return true;
-}
+using trainlet::bench::Flag;
 
 }  // namespace
 
