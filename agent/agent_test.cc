@@ -79,6 +79,26 @@ class AgentTest : public ::testing::Test {
     };
   }
 
+  // The coordinator goes silent once the workers run: every heartbeat times
+  // out and the directive stream breaks. Runs the agent; returns its exit
+  // code and, in *silent_for, how long after the break it gave up.
+  int RunWithCoordinatorSilent(absl::Duration* silent_for) {
+    client_.report_status = [](const v1::ReportRequest&) {
+      return absl::DeadlineExceededError("Deadline Exceeded");
+    };
+    absl::Time broke;
+    workers_.on_start = [&](const auto&) {
+      WhenIdle([&] {
+        broke = clock_.Now();
+        client_.EndStream(absl::UnavailableError("Socket closed"));
+      });
+    };
+    const int code = Run();
+    *silent_for = clock_.Now() - broke;
+    workers_.on_start = nullptr;  // it refers to `broke`
+    return code;
+  }
+
   v1::Directive JobFinished(uint64_t round) {
     v1::Directive d = MakeDirective(round);
     d.mutable_job_finished();
@@ -486,20 +506,11 @@ TEST_F(AgentTest, StreamBreak_IsReopenedNotALoss) {
 
 TEST_F(AgentTest, CoordinatorSilentPastTheTimeout_StaticJobExits69) {
   JoinAnswers({MakeAssignment(1, 1, 2, 2, kHeartbeat)});
-  client_.report_status = [](const v1::ReportRequest&) {
-    return absl::DeadlineExceededError("Deadline Exceeded");
-  };
-  absl::Time broke;
-  workers_.on_start = [&](const auto&) {
-    WhenIdle([&] {
-      broke = clock_.Now();
-      client_.EndStream(absl::UnavailableError("Socket closed"));
-    });
-  };
-  EXPECT_EQ(Run(), kExitUnavailable);
+  absl::Duration silent_for;
+  EXPECT_EQ(RunWithCoordinatorSilent(&silent_for), kExitUnavailable);
   // Lost at the heartbeat timeout (5 s) plus half an interval, not at once.
-  EXPECT_GE(clock_.Now() - broke, absl::Seconds(5));
-  EXPECT_LE(clock_.Now() - broke, absl::Seconds(6));
+  EXPECT_GE(silent_for, absl::Seconds(5));
+  EXPECT_LE(silent_for, absl::Seconds(6));
   EXPECT_THAT(workers_.signals_sent, ElementsAre(SIGTERM));
 }
 
@@ -510,19 +521,10 @@ TEST_F(AgentTest, WatchLiveness_HeartbeatsEveryHalfTimeout_CoordinatorLostAfterT
   v1::Assignment a = MakeAssignment(1, 1, 2, 2, absl::Milliseconds(2500));
   a.set_heartbeat_timeout_ms(5000);
   JoinAnswers({a});
-  client_.report_status = [](const v1::ReportRequest&) {
-    return absl::DeadlineExceededError("Deadline Exceeded");
-  };
-  absl::Time broke;
-  workers_.on_start = [&](const auto&) {
-    WhenIdle([&] {
-      broke = clock_.Now();
-      client_.EndStream(absl::UnavailableError("Socket closed"));
-    });
-  };
-  EXPECT_EQ(Run(), kExitUnavailable);
-  EXPECT_GE(clock_.Now() - broke, absl::Milliseconds(7250));
-  EXPECT_LE(clock_.Now() - broke, absl::Milliseconds(8250));
+  absl::Duration silent_for;
+  EXPECT_EQ(RunWithCoordinatorSilent(&silent_for), kExitUnavailable);
+  EXPECT_GE(silent_for, absl::Milliseconds(7250));
+  EXPECT_LE(silent_for, absl::Milliseconds(8250));
   ASSERT_FALSE(client_.joins().empty());
   EXPECT_TRUE(client_.joins()[0].watch_liveness()) << "the agent asks for it";
 }
