@@ -826,6 +826,14 @@ std::vector<int64_t> Ints(const std::string& s) {
   return v;
 }
 
+// Copies the coordinator's log to stderr, indented, after `why`.
+void PrintServerLog(const std::string& why, const std::string& path) {
+  fprintf(stderr, "%s; its log (%s):\n", why.c_str(), path.c_str());
+  std::ifstream f(path);
+  std::string line;
+  while (std::getline(f, line)) fprintf(stderr, "  %s\n", line.c_str());
+}
+
 // The server's watchdog: a coordinator that exits during a phase (a job it
 // declared failed, a crash) would leave the simulated agents retrying their
 // joins until --join-timeout; the watchdog prints its log and ends the run.
@@ -843,11 +851,9 @@ void WatchServer() {
         continue;
       }
       if (g_watched_server.load() != pid) continue;  // StopServer is taking it down.
-      fprintf(stderr, "the coordinator exited during the phase (status %d); its log (%s):\n",
-              info.si_status, g_watched_log.c_str());
-      std::ifstream f(g_watched_log);
-      std::string line;
-      while (std::getline(f, line)) fprintf(stderr, "  %s\n", line.c_str());
+      PrintServerLog(
+          absl::StrCat("the coordinator exited during the phase (status ", info.si_status, ")"),
+          g_watched_log);
       for (pid_t p : g_pids) {
         if (p > 0) kill(p, SIGKILL);
       }
@@ -930,10 +936,7 @@ Server StartServer(const Config& c, const std::string& nnodes, int max_restarts,
   while (!PortOpen(s.port)) {
     int st;
     if (waitpid(s.pid, &st, WNOHANG) == s.pid || MonoNs() > until) {
-      fprintf(stderr, "the coordinator did not start; its log (%s):\n", s.log_path.c_str());
-      std::ifstream f(s.log_path);
-      std::string line;
-      while (std::getline(f, line)) fprintf(stderr, "  %s\n", line.c_str());
+      PrintServerLog("the coordinator did not start", s.log_path);
       KillAll();
       exit(1);
     }
