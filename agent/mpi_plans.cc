@@ -486,15 +486,14 @@ absl::StatusOr<std::unique_ptr<MpiWorkerPlan>> MpiWorkerPlan::Create(
   options->ssh.set_host_public_key(host_key->public_line);
   options->ssh.set_port(config.ssh_port);
   options->local_processes = 0;  // ranks arrive through sshd.
-  options->want_nodes = true;    // the launcher's job key is in its entry.
+  // The launcher's job key comes in Assignment.mpi_launcher_client_key: the
+  // worker needs no member list.
+  options->want_nodes = false;
   return plan;
 }
 
 void MpiWorkerPlan::Prepare(const v1::Assignment& assignment, Ready ready) {
-  std::string key;
-  for (const auto& n : assignment.nodes()) {
-    if (n.role() == v1::ROLE_MPI_LAUNCHER) key = n.ssh().client_public_key();
-  }
+  const std::string& key = assignment.mpi_launcher_client_key();
   if (key.empty()) {
     ready(absl::InvalidArgumentError(
         "the round has no MPI launcher with a job key: is the job's launcher running "

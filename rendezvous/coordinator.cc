@@ -706,8 +706,11 @@ void Coordinator::CloseRoundLocked(Actions* actions) {
   const absl::Time now = clock_->Now();
   previous_rank_.clear();
   launcher_in_round_ = false;
+  std::string launcher_key;
   for (int r = 0; r < n; ++r) {
-    launcher_in_round_ |= by_rank[r]->join.role() == v1::ROLE_MPI_LAUNCHER;
+    if (by_rank[r]->join.role() != v1::ROLE_MPI_LAUNCHER) continue;
+    launcher_in_round_ = true;
+    launcher_key = by_rank[r]->join.ssh().client_public_key();
   }
   unfinished_ = 0;
   for (int r = 0; r < n; ++r) {
@@ -716,6 +719,8 @@ void Coordinator::CloseRoundLocked(Actions* actions) {
     previous_rank_[m.join.member().node_id()] = r;
     m.assignment = common;
     m.assignment.set_node_rank(r);
+    if (m.join.role() == v1::ROLE_MPI_WORKER)
+      m.assignment.set_mpi_launcher_client_key(launcher_key);
     if (m.watch_liveness) m.assignment.set_heartbeat_interval_ms(watch_liveness_interval_ms);
     *m.assignment.mutable_self() = std::move(nodes[r]);
     SetTicketLocked(m, 0);

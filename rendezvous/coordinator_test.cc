@@ -1066,6 +1066,30 @@ TEST_F(MpiCoordinatorTest, LauncherWithoutSlotsJoins_EveryNodeSeesRolesAndKeys) 
   EXPECT_EQ(launchers, 1);
 }
 
+// A worker asks for no member list: the launcher's job key comes in its own
+// assignment, so an MPI round sends the list once, not once per worker.
+TEST_F(MpiCoordinatorTest, WorkersGetTheLauncherKeyWithoutTheMemberList) {
+  Make(3, 3);
+  v1::JoinRequest l = Req("launcher", 1, -1, 0);
+  l.set_role(v1::ROLE_MPI_LAUNCHER);
+  l.set_want_nodes(true);
+  l.mutable_ssh()->set_client_public_key("ssh-ed25519 AAAAjobkey");
+  v1::JoinRequest w0 = Req("w0", 2, 0, 2), w1 = Req("w1", 3, 1, 2);
+  w0.set_role(v1::ROLE_MPI_WORKER);
+  w1.set_role(v1::ROLE_MPI_WORKER);
+  auto jl = Join(l), j0 = Join(w0), j1 = Join(w1);
+  clock_.Advance(absl::Seconds(1));
+  core_->Tick();
+  for (const auto& j : {j0, j1}) {
+    ASSERT_TRUE(j->done() && j->status().ok()) << j->status();
+    EXPECT_EQ(j->assignment().mpi_launcher_client_key(), "ssh-ed25519 AAAAjobkey");
+    EXPECT_EQ(j->assignment().nodes_size(), 0);
+  }
+  ASSERT_TRUE(jl->done() && jl->status().ok()) << jl->status();
+  EXPECT_EQ(jl->assignment().nodes_size(), 3);
+  EXPECT_EQ(jl->assignment().mpi_launcher_client_key(), "");
+}
+
 TEST_F(MpiCoordinatorTest, ZeroSlotsOnlyForTheLauncher) {
   Make(2, 2);
   auto plain = Join(Req("a", 1, -1, 0));
