@@ -286,3 +286,36 @@ TEST(GrpcServerTest, HealthCheck_ReflectsServingState) {
 
 }  // namespace
 }  // namespace trainlet::rendezvous
+
+namespace trainlet::rendezvous {
+namespace {
+
+TEST(RoundAnswerTrackerTest, ReportsOnceWhenTheRoundsLastAnswerIsSent) {
+  SimulatedClock clock;
+  RoundAnswerTracker t(&clock);
+  t.Answered(1, 3);
+  t.Answered(1, 3);
+  t.Answered(1, 3);
+  clock.Advance(absl::Milliseconds(4));
+  EXPECT_EQ(t.Sent(1), std::nullopt);
+  EXPECT_EQ(t.Sent(1), std::nullopt);
+  clock.Advance(absl::Milliseconds(3));
+  EXPECT_EQ(t.Sent(1), absl::Milliseconds(7));
+  EXPECT_EQ(t.Sent(1), std::nullopt);  // a straggler: no second line.
+}
+
+TEST(RoundAnswerTrackerTest, ANewRoundStartsOverAndLateSendsOfTheOldOneAreIgnored) {
+  SimulatedClock clock;
+  RoundAnswerTracker t(&clock);
+  t.Answered(1, 2);
+  t.Answered(1, 2);
+  EXPECT_EQ(t.Sent(1), std::nullopt);
+  clock.Advance(absl::Seconds(1));
+  t.Answered(2, 1);
+  EXPECT_EQ(t.Sent(1), std::nullopt);  // round 1's last, after round 2 began.
+  clock.Advance(absl::Milliseconds(2));
+  EXPECT_EQ(t.Sent(2), absl::Milliseconds(2));
+}
+
+}  // namespace
+}  // namespace trainlet::rendezvous

@@ -6,6 +6,7 @@
 #include <memory>
 #include <utility>
 
+#include "absl/strings/str_format.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "common/logging.h"
@@ -13,6 +14,31 @@
 #include "rendezvous/token.h"
 
 namespace trainlet::rendezvous {
+
+void RoundAnswerTracker::Answered(uint64_t round, int nnodes) {
+  absl::MutexLock lock(&mu_);
+  if (round != round_) {
+    round_ = round;
+    expected_ = nnodes;
+    sent_ = 0;
+    first_answer_ = clock_->Now();
+  }
+}
+
+std::optional<absl::Duration> RoundAnswerTracker::Sent(uint64_t round) {
+  absl::Duration took;
+  int n = 0;
+  {
+    absl::MutexLock lock(&mu_);
+    if (round != round_ || ++sent_ != expected_) return std::nullopt;
+    took = clock_->Now() - first_answer_;
+    n = expected_;
+  }
+  TLOG(kInfo) << "round " << round << ": all " << n << " answers sent "
+              << absl::StrFormat("%.1f", absl::ToDoubleMilliseconds(took)) << " ms after the first";
+  return took;
+}
+
 namespace {
 
 // A parked Join. The core calls `done` exactly once, possibly from another
@@ -20,12 +46,16 @@ namespace {
 // withdraws the join so a dead agent never counts toward a round.
 class JoinReactor : public grpc::ServerUnaryReactor {
  public:
-  JoinReactor(Coordinator* core, const v1::JoinRequest& request, v1::JoinResponse* response,
-              const std::string& peer, absl::Time deadline)
-      : core_(core), response_(response) {
+  JoinReactor(Coordinator* core, RoundAnswerTracker* answers, const v1::JoinRequest& request,
+              v1::JoinResponse* response, const std::string& peer, absl::Time deadline)
+      : core_(core), answers_(answers), response_(response) {
     uint64_t ticket =
         core_->Join(request, peer, deadline, [this](absl::StatusOr<v1::Assignment> result) {
-          if (result.ok()) *response_->mutable_assignment() = std::move(*result);
+          if (result.ok()) {
+            answered_round_ = result->round();
+            answers_->Answered(result->round(), result->nnodes());
+            *response_->mutable_assignment() = std::move(*result);
+          }
           Finish(ToGrpcStatus(result.status()));
         });
     absl::MutexLock lock(&mu_);
@@ -40,11 +70,19 @@ class JoinReactor : public grpc::ServerUnaryReactor {
     }
     core_->CancelJoin(ticket);
   }
-  void OnDone() override { delete this; }
+  // After Finish: the answer has been handed to the transport (or the call
+  // failed). answered_round_ was written before Finish, which happens before
+  // OnDone.
+  void OnDone() override {
+    if (answered_round_ != 0) answers_->Sent(answered_round_);
+    delete this;
+  }
 
  private:
   Coordinator* const core_;
+  RoundAnswerTracker* const answers_;
   v1::JoinResponse* const response_;
+  uint64_t answered_round_ = 0;
   absl::Mutex mu_;
   uint64_t ticket_ ABSL_GUARDED_BY(mu_) = 0;
 };
@@ -303,7 +341,8 @@ grpc::ServerUnaryReactor* CoordinatorService::Join(grpc::CallbackServerContext* 
                                                    const v1::JoinRequest* request,
                                                    v1::JoinResponse* response) {
   if (absl::Status s = CheckCaller(ctx, "Join"); !s.ok()) return Immediate(ctx, s);
-  return new JoinReactor(core_, *request, response, HostFromPeer(ctx->peer()), DeadlineOf(ctx));
+  return new JoinReactor(core_, &answers_, *request, response, HostFromPeer(ctx->peer()),
+                         DeadlineOf(ctx));
 }
 
 grpc::ServerWriteReactor<v1::Directive>* CoordinatorService::Watch(
