@@ -11,6 +11,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "agent/gpu_placement.h"
 #include "agent/hang_evidence.h"
@@ -382,6 +383,14 @@ void Agent::Execute(const std::vector<RoundAction>& actions) {
           if constexpr (std::is_same_v<T, StartJoin>) {
             if (round_started_) plan_->EndRound();  // a re-join: the old round is over.
             round_started_ = false;
+            // A worker that failed or hung may have taken its GPU down with
+            // it: an unhealthy node leaves instead of joining again.
+            if (a.after_local_failure && seams_.node_health) {
+              const std::vector<std::string> fatal = seams_.node_health();
+              for (const std::string& reason : fatal) TLOG(kError) << "GPU health: " << reason;
+              if (!fatal.empty()) Feed(NodeUnhealthy{absl::StrJoin(fatal, "; ")});
+              if (machine_.done()) return;
+            }
             seams_.client->Join(a.request, a.timeout, [this](absl::StatusOr<v1::Assignment> r) {
               Post(JoinAnswered{std::move(r)});
             });

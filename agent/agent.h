@@ -58,6 +58,10 @@ struct AgentSeams {
   ProgressDir* progress = nullptr;
   // Where /proc is (hang evidence); tests may point elsewhere.
   std::string proc_root = "/proc";
+  // Re-checks this node's GPU health (bounded in time) before an elastic
+  // re-join after a local failure: the reasons it is fatal, or none. May be
+  // empty (no check).
+  std::function<std::vector<std::string>()> node_health;
 };
 
 // The round's options from the run configuration. `master_port` is the one

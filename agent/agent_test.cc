@@ -66,6 +66,7 @@ class AgentTest : public ::testing::Test {
     seams.set_serving = [this](bool on) { serving_.push_back(on); };
     seams.progress = progress_;
     seams.proc_root = "/nonexistent/proc";  // the fake's pids are not this host's
+    seams.node_health = node_health_;
     agent_ = std::make_unique<Agent>(config_, std::map<std::string, std::string>{{"PATH", "/bin"}},
                                      Options(), seams);
     return agent_->Run();
@@ -130,6 +131,7 @@ class AgentTest : public ::testing::Test {
   size_t next_answer_ = 0;
   std::vector<std::function<void()>> pending_;
   ProgressDir* progress_ = nullptr;
+  std::function<std::vector<std::string>()> node_health_;
 };
 
 TEST_F(AgentTest, Success_ReportsAndWaitsForTheVerdict) {
@@ -397,6 +399,28 @@ TEST_F(AgentTest, HungWorker_EvidenceInStatus_ReportedFailedWithCode80) {
   EXPECT_THAT(e.output_tail, ElementsAre("loading batch 7"));
   EXPECT_THAT(e.traceback_note, HasSubstr("did not create TRAINLET_TRACEBACK_FILE"));
   EXPECT_THAT(e.ToText(), HasSubstr("| loading batch 7"));
+}
+
+TEST_F(AgentTest, ElasticRejoinAfterALocalFailure_ChecksGpuHealth_AndLeavesWith81) {
+  config_.policy.max_restarts = 3;
+  JoinAnswers({MakeAssignment(1, 1, 2, 2, kHeartbeat)});
+  workers_.on_start = [&](const auto&) { workers_.Exit(0, 3); };
+  client_.on_report = [&](const v1::ReportRequest& r) {
+    if (r.state() == v1::ReportRequest::FAILED) {
+      WhenIdle([&] { client_.SendDirective(Rejoin(1, "worker rank 2 exited with code 3")); });
+    }
+  };
+  int checks = 0;
+  node_health_ = [&]() -> std::vector<std::string> {
+    ++checks;
+    return {"GPU 0 (0000:3b:00.0): NVML's recovery action asks for a node reboot"};
+  };
+  EXPECT_EQ(Run(), kExitNodeUnhealthy);
+  EXPECT_EQ(checks, 1);
+  EXPECT_EQ(client_.joins().size(), 1u) << "no second join";
+  ASSERT_EQ(client_.leaves().size(), 1u);
+  EXPECT_THAT(client_.leaves()[0].reason(), HasSubstr("node reboot"));
+  EXPECT_THAT(agent_->status().last_failure, HasSubstr("node unhealthy"));
 }
 
 TEST_F(AgentTest, OtherNodeFailed_ExitsWithPeerFailedNotTheStoppedWorkersCode) {

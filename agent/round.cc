@@ -53,6 +53,7 @@ const std::vector<ExitRule>& ExitPolicy() {
       {Ending::kNoVerdict, {Source::kRunningFailure, Source::kUnavailable}},
       {Ending::kJoinFailed, {Source::kGiven}},
       {Ending::kSpawnFailed, {Source::kGiven}},
+      {Ending::kNodeUnhealthy, {Source::kGiven}},
   };
   return *kPolicy;
 }
@@ -85,6 +86,8 @@ absl::string_view EndingName(Ending ending) {
       return "rendezvous failed";
     case Ending::kSpawnFailed:
       return "cannot start COMMAND";
+    case Ending::kNodeUnhealthy:
+      return "node unhealthy";
   }
   return "unknown";
 }
@@ -173,6 +176,8 @@ std::vector<RoundAction> RoundMachine::Handle(const RoundEvent& event) {
           OnProgress(e);
         } else if constexpr (std::is_same_v<T, TracebackRequested>) {
           OnTracebackRequested(e, &out);
+        } else if constexpr (std::is_same_v<T, NodeUnhealthy>) {
+          OnNodeUnhealthy(e, &out);
         } else {
           static_assert(std::is_same_v<T, Tick>);
           OnTick(&out);
@@ -213,6 +218,7 @@ absl::Time RoundMachine::NextDeadline() const {
 
 void RoundMachine::Join(Actions* out) {
   SetState(RoundState::kJoining);
+  const bool after_local_failure = running_failure_ != 0;
   // A new round: a failure of the previous one no longer decides the code
   // (a signal while re-joining exits 128+N).
   running_failure_ = any_failure_ = 0;
@@ -236,7 +242,7 @@ void RoundMachine::Join(Actions* out) {
   r.set_protocol_version(rendezvous::kProtocolVersion);
   *r.mutable_ssh() = options_.ssh;
   *r.mutable_topology() = options_.topology;
-  out->push_back(StartJoin{std::move(r), options_.join_timeout});
+  out->push_back(StartJoin{std::move(r), options_.join_timeout, after_local_failure});
 }
 
 void RoundMachine::OnJoinAnswered(const JoinAnswered& e, Actions* out) {
@@ -518,6 +524,24 @@ void RoundMachine::CheckHang(absl::Time now, Actions* out) {
 void RoundMachine::OnTracebackRequested(const TracebackRequested& e, Actions* out) {
   if (state_ != RoundState::kRunning || e.local_rank != hung_rank_) return;
   if (!e.sent) FailHung(out);
+}
+
+void RoundMachine::OnNodeUnhealthy(const NodeUnhealthy& e, Actions* out) {
+  // Only before a join is under way (the executor checks instead of joining).
+  if (state_ != RoundState::kJoining || !options_.elastic || signal_ != 0) return;
+  TLOG(kError) << "this node's GPU health is fatal (" << Quoted(e.why)
+               << "); leaving the elastic job so that the pod is rescheduled on another node";
+  status_.last_failure = absl::StrCat("node unhealthy: ", e.why.substr(0, 512));
+  v1::LeaveRequest leave;
+  *leave.mutable_member() = options_.me;
+  leave.set_job_id(options_.job_id);
+  leave.set_reason(absl::StrCat("node unhealthy: ", e.why.substr(0, 512)));
+  out->push_back(SendLeave{std::move(leave)});
+  outcome_ = Outcome::kExit;
+  facts_ = EndingFacts{};
+  facts_.ending = Ending::kNodeUnhealthy;
+  facts_.given_code = kExitNodeUnhealthy;
+  FinishWith(out);
 }
 
 void RoundMachine::FailHung(Actions* out) {

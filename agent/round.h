@@ -104,6 +104,7 @@ enum class Ending {
   kNoVerdict,                    // no verdict within the verdict timeout after a stop.
   kJoinFailed,                   // the rendezvous failed (code decided by the error).
   kSpawnFailed,                  // COMMAND could not be started (126/127/71...).
+  kNodeUnhealthy,                // elastic: this node's GPU health is fatal (81).
 };
 absl::string_view EndingName(Ending ending);
 
@@ -173,16 +174,25 @@ struct TracebackRequested {
   int local_rank = 0;
   bool sent = false;
 };
+// The executor found this node's GPU health fatal (node_probe.h's
+// FatalGpuHealth) before a re-join: an elastic agent leaves with 81.
+struct NodeUnhealthy {
+  std::string why;
+};
 
-using RoundEvent = std::variant<JoinAnswered, WorkersStarted, WorkerExited, WorkersGone,
-                                SignalReceived, DirectiveReceived, StreamEnded, ReportAnswered,
-                                Tick, LocalFailure, ProgressReported, TracebackRequested>;
+using RoundEvent =
+    std::variant<JoinAnswered, WorkersStarted, WorkerExited, WorkersGone, SignalReceived,
+                 DirectiveReceived, StreamEnded, ReportAnswered, Tick, LocalFailure,
+                 ProgressReported, TracebackRequested, NodeUnhealthy>;
 
 // ---- Actions it asks the executor to perform.
 
 struct StartJoin {
   v1::JoinRequest request;
   absl::Duration timeout;
+  // A re-join after a local failure (a worker failed or hung): the executor
+  // re-checks the node's health first (NodeUnhealthy instead of joining).
+  bool after_local_failure = false;
 };
 struct CancelJoin {};
 // Open the directive stream of `round` (closing any older one); its events
@@ -332,6 +342,7 @@ class RoundMachine {
   void OnLocalFailure(const LocalFailure& e, Actions* out);
   void OnProgress(const ProgressReported& e);
   void OnTracebackRequested(const TracebackRequested& e, Actions* out);
+  void OnNodeUnhealthy(const NodeUnhealthy& e, Actions* out);
   // The earliest point a running worker would be declared hung, or when the
   // hung worker's stacks are due; InfiniteFuture when none.
   absl::Time HangDeadline() const;

@@ -61,9 +61,10 @@ TEST(ExitPolicy, FollowsTheContract) {
 }
 
 TEST(ExitPolicy, EveryEndingHasARule) {
-  for (Ending e : {Ending::kJobFinished, Ending::kJobFailed, Ending::kSignal, Ending::kFenced,
-                   Ending::kCoordinatorLost, Ending::kCoordinatorLostAfterSuccess,
-                   Ending::kNoVerdict, Ending::kJoinFailed, Ending::kSpawnFailed}) {
+  for (Ending e :
+       {Ending::kJobFinished, Ending::kJobFailed, Ending::kSignal, Ending::kFenced,
+        Ending::kCoordinatorLost, Ending::kCoordinatorLostAfterSuccess, Ending::kNoVerdict,
+        Ending::kJoinFailed, Ending::kSpawnFailed, Ending::kNodeUnhealthy}) {
     EndingFacts f = Facts(e);
     f.signal = SIGTERM;  // a signal ending always has one
     EXPECT_NE(ExitCodeFor(f), kExitInternal) << EndingName(e);
@@ -268,6 +269,44 @@ TEST_F(HangTest, AWorkerThatExitedIsNotHung_AndARestartStartsAfresh) {
   machine_->Handle(WorkersStarted{absl::OkStatus()});
   EXPECT_TRUE(machine_->status().progress.empty());
   EXPECT_EQ(Find<RequestTraceback>(AdvanceAndTick(absl::Minutes(1))), nullptr);
+}
+
+TEST_F(HangTest, AnUnhealthyNodeLeavesAnElasticJobInsteadOfRejoining_With81) {
+  StartRound(/*elastic=*/true);
+  machine_->Handle(ProgressReported{0, "step=1"});
+  ASSERT_NE(Find<RequestTraceback>(AdvanceAndTick(kHangTimeout)), nullptr);
+  machine_->Handle(TracebackRequested{0, false});
+  for (int l : {0, 1}) {
+    launcher::ProcessExit x;
+    x.local_rank = l;
+    x.exit_code = 128 + SIGTERM;
+    machine_->Handle(WorkerExited{x});
+  }
+  machine_->Handle(WorkersGone{});
+  v1::Directive d = rendezvous::testing::MakeDirective(1);
+  d.mutable_rejoin()->set_next_round(2);
+  std::vector<RoundAction> actions = machine_->Handle(DirectiveReceived{watch_id_, d});
+  const StartJoin* join = Find<StartJoin>(actions);
+  ASSERT_NE(join, nullptr);
+  EXPECT_TRUE(join->after_local_failure) << "this node's worker hung: check its health";
+  actions = machine_->Handle(NodeUnhealthy{"GPU 0: 2 uncorrectable ECC error(s)"});
+  ASSERT_NE(Find<SendLeave>(actions), nullptr);
+  EXPECT_THAT(Find<SendLeave>(actions)->request.reason(), ::testing::HasSubstr("ECC"));
+  ASSERT_NE(Find<Finish>(actions), nullptr);
+  EXPECT_EQ(Find<Finish>(actions)->exit_code, kExitNodeUnhealthy);
+  EXPECT_TRUE(machine_->done());
+}
+
+TEST_F(HangTest, ARejoinForAnotherReasonIsNotALocalFailure_AndStaticJobsIgnoreHealth) {
+  StartRound(/*elastic=*/false);
+  v1::Directive d = rendezvous::testing::MakeDirective(1);
+  d.mutable_rejoin()->set_next_round(2);
+  machine_->Handle(DirectiveReceived{watch_id_, d});
+  std::vector<RoundAction> actions = machine_->Handle(WorkersGone{});
+  ASSERT_NE(Find<StartJoin>(actions), nullptr);
+  EXPECT_FALSE(Find<StartJoin>(actions)->after_local_failure);
+  EXPECT_TRUE(machine_->Handle(NodeUnhealthy{"GPU 0"}).empty()) << "not elastic";
+  EXPECT_EQ(machine_->state(), RoundState::kJoining);
 }
 
 TEST(ExitPolicy, AHungWorkerIsThisNodesRunningFailure) {

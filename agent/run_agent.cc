@@ -261,6 +261,19 @@ int RunAgent(const RunConfig& config, const std::map<std::string, std::string>& 
   AgentSeams seams;
   seams.workers = supervisor->get();
   seams.progress = progress.get();
+  if (config.node_probe != nullptr && config.policy.max_restarts > 0 &&
+      config.probe_timeout > absl::ZeroDuration()) {
+    seams.node_health = [&config, &base_env]() -> std::vector<std::string> {
+      std::string note;
+      std::shared_ptr<const v1::NodeProbe> probe =
+          ProbeNodeBounded(AgentProbeOptions(base_env), config.probe_timeout, &note);
+      if (probe == nullptr) {
+        TLOG(kWarning) << "GPU health re-check: " << note << "; re-joining regardless";
+        return {};
+      }
+      return FatalGpuHealth(*probe);
+    };
+  }
   seams.client = client.get();
   seams.clock = Clock::Monotonic();
   seams.stdin_is_terminal = launcher::StdinIsForegroundTerminal();
