@@ -284,7 +284,7 @@ absl::string_view RoundStateName(RoundState state);
 struct WorkerProgress {
   int local_rank = 0;
   int global_rank = 0;
-  std::string line;  // the last progress line (validated, <= ~1.3 KiB); "" for touches only.
+  std::string line;  // the last progress line (validated, < 1.6 KiB); "" for touches only.
   // When it last reported, on the agent's clock (AgentSeams::clock): its
   // age is clock->Now() - updated.
   absl::Time updated = absl::InfinitePast();
