@@ -1,13 +1,20 @@
 #include "agent/agent.h"
 
 #include <signal.h>
+#include <sys/types.h>
 
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
 #include <utility>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
 #include "agent/gpu_placement.h"
+#include "agent/hang_evidence.h"
 #include "agent/worker_env.h"
 #include "common/exit_codes.h"
 #include "common/logging.h"
@@ -25,6 +32,8 @@ constexpr int kMaxNodesForMemberList = 256;
 constexpr absl::Duration kMaxWait = absl::Seconds(1);
 // How long Run() waits for the last reports and the leave to go out.
 constexpr absl::Duration kFlushTimeout = absl::Seconds(2);
+// Progress files are read at most this often.
+constexpr absl::Duration kProgressMinInterval = absl::Milliseconds(100);
 
 }  // namespace
 
@@ -41,6 +50,7 @@ RoundOptions RoundOptionsFrom(const RunConfig& config, uint64_t incarnation, int
   o.elastic = config.policy.max_restarts > 0;
   o.grace_period = config.grace_period;
   o.join_timeout = config.join_timeout;
+  o.hang_timeout = config.hang_timeout;
   if (config.node_probe != nullptr) o.topology = JoinTopology(*config.node_probe);
   return o;
 }
@@ -188,7 +198,15 @@ int Agent::Run() {
   Execute(machine_.Start());
   PublishStatus();
   while (!machine_.done()) {
-    const absl::Time next = machine_.NextDeadline();
+    absl::Time next = machine_.NextDeadline();
+    if (seams_.progress != nullptr && seams_.progress->fd() >= 0) {
+      const bool quiet = seams_.clock->Now() < progress_quiet_until_;
+      if (quiet) next = std::min(next, progress_quiet_until_);
+      if (quiet == progress_fd_watched_) {
+        progress_fd_watched_ = !quiet;
+        seams_.workers->WatchFd(quiet ? -1 : seams_.progress->fd());
+      }
+    }
     const absl::Duration timeout =
         std::clamp(next - seams_.clock->Now(), absl::ZeroDuration(), kMaxWait);
     launcher::WorkerGroup::Event ev = seams_.workers->Wait(timeout);
@@ -205,9 +223,15 @@ int Agent::Run() {
       case Type::kSignal:
         Feed(SignalReceived{ev.signal});
         break;
+      case Type::kFdReady:  // the progress directory (inotify).
       case Type::kWakeup:
       case Type::kTimeout:
         break;
+    }
+    // Each turn, unless read just now: cheap with inotify (a non-blocking
+    // read that finds nothing), a stat() per worker without it.
+    if (seams_.progress != nullptr && seams_.clock->Now() >= progress_quiet_until_) {
+      CollectProgress();
     }
     DrainInbox();
     Feed(Tick{});
@@ -219,6 +243,7 @@ int Agent::Run() {
     PublishStatus();
   }
   if (round_started_) plan_->EndRound();
+  if (progress_fd_watched_) seams_.workers->WatchFd(-1);
   watch_.reset();
   if (!seams_.client->Flush(kFlushTimeout)) {
     TLOG(kDebug) << "some reports did not reach the coordinator before exit";
@@ -271,7 +296,83 @@ void Agent::StartPrepared() {
     Feed(WorkersStarted{prepared->specs.status(), ExitCodeForPlanError(prepared->specs.status())});
     return;
   }
-  Feed(WorkersStarted{seams_.workers->Start(*prepared->specs)});
+  std::vector<launcher::ProcessSpec>& specs = *prepared->specs;
+  if (seams_.progress != nullptr) {
+    int ranks = 0;
+    for (launcher::ProcessSpec& spec : specs) {
+      if (spec.role != launcher::ProcessRole::kWorker) continue;
+      ranks = std::max(ranks, spec.local_rank + 1);
+      SetEnvVar(&spec.env, "TRAINLET_PROGRESS_FILE", seams_.progress->ProgressFile(spec.local_rank),
+                /*overwrite=*/true);
+      SetEnvVar(&spec.env, "TRAINLET_TRACEBACK_FILE",
+                seams_.progress->TracebackFile(spec.local_rank), /*overwrite=*/true);
+    }
+    seams_.progress->Reset(ranks);
+    progress_pids_.clear();
+  }
+  Feed(WorkersStarted{seams_.workers->Start(specs)});
+}
+
+void Agent::CollectProgress() {
+  std::vector<ProgressUpdate> updates = seams_.progress->Collect();
+  if (!updates.empty()) progress_quiet_until_ = seams_.clock->Now() + kProgressMinInterval;
+  for (ProgressUpdate& u : updates) {
+    std::string text;
+    if (u.line.has_value()) {
+      text = u.line->Text();
+      int pid = 0;
+      if (const std::string* p = u.line->Find("pid"); p != nullptr && absl::SimpleAtoi(*p, &pid)) {
+        progress_pids_[u.local_rank] = pid;
+      }
+    }
+    Feed(ProgressReported{u.local_rank, std::move(text)});
+  }
+}
+
+void Agent::RequestTracebackOf(int local_rank) {
+  const pid_t leader = seams_.workers->worker_pid(local_rank);
+  std::string note;
+  bool sent = false;
+  if (seams_.progress == nullptr || !seams_.progress->TracebackOptedIn(local_rank)) {
+    note = "not requested: the worker did not create TRAINLET_TRACEBACK_FILE (docs/progress.md)";
+  } else if (leader <= 0) {
+    note = "not requested: the worker is gone";
+  } else {
+    // The process that reported (pid=N) if it is one of the worker's own
+    // process group (a shell's python child), else the worker itself.
+    pid_t target = leader;
+    auto reported = progress_pids_.find(local_rank);
+    if (reported != progress_pids_.end() && reported->second > 0 &&
+        ProcessGroupOf(reported->second, seams_.proc_root) == leader) {
+      target = reported->second;
+    }
+    if (kill(target, SIGUSR1) == 0) {
+      sent = true;
+      note = absl::StrCat("sent SIGUSR1 to pid ", target);
+      TLOG(kInfo) << "asking worker local rank " << local_rank << " (pid " << target
+                  << ") for its Python stacks (SIGUSR1)";
+    } else {
+      note = absl::StrCat("SIGUSR1 to pid ", target, " failed: ", strerror(errno));
+    }
+  }
+  traceback_notes_[local_rank] = note;
+  Feed(TracebackRequested{local_rank, sent});
+}
+
+void Agent::SaveHangEvidence(HangEvidence e) {
+  e.pid = seams_.workers->worker_pid(e.local_rank);
+  e.processes = ReadProcessGroup(e.pid, &e.processes_total, seams_.proc_root);
+  e.output_relayed = config_.prefix_output;
+  e.output_tail = seams_.workers->OutputTail(e.local_rank);
+  e.traceback_note = traceback_notes_[e.local_rank];
+  traceback_notes_.erase(e.local_rank);
+  if (seams_.progress != nullptr) e.traceback = seams_.progress->ReadTraceback(e.local_rank);
+  // One log line per evidence line, each escaped (ToText does).
+  for (absl::string_view line : absl::StrSplit(e.ToText(), '\n', absl::SkipEmpty())) {
+    TLOG(kError) << "hang evidence: " << line;
+  }
+  absl::MutexLock lock(&status_mu_);
+  last_hang_ = std::make_shared<const HangEvidence>(std::move(e));
 }
 
 void Agent::Execute(const std::vector<RoundAction>& actions) {
@@ -282,6 +383,14 @@ void Agent::Execute(const std::vector<RoundAction>& actions) {
           if constexpr (std::is_same_v<T, StartJoin>) {
             if (round_started_) plan_->EndRound();  // a re-join: the old round is over.
             round_started_ = false;
+            // A worker that failed or hung may have taken its GPU down with
+            // it: an unhealthy node leaves instead of joining again.
+            if (a.after_local_failure && seams_.node_health) {
+              const std::vector<std::string> fatal = seams_.node_health();
+              for (const std::string& reason : fatal) TLOG(kError) << "GPU health: " << reason;
+              if (!fatal.empty()) Feed(NodeUnhealthy{absl::StrJoin(fatal, "; ")});
+              if (machine_.done()) return;
+            }
             seams_.client->Join(a.request, a.timeout, [this](absl::StatusOr<v1::Assignment> r) {
               Post(JoinAnswered{std::move(r)});
             });
@@ -332,6 +441,10 @@ void Agent::Execute(const std::vector<RoundAction>& actions) {
             seams_.client->Leave(a.request, nullptr);
           } else if constexpr (std::is_same_v<T, SetServing>) {
             if (seams_.set_serving) seams_.set_serving(a.serving);
+          } else if constexpr (std::is_same_v<T, RequestTraceback>) {
+            RequestTracebackOf(a.local_rank);
+          } else if constexpr (std::is_same_v<T, CollectHangEvidence>) {
+            SaveHangEvidence(a.evidence);
           } else {
             static_assert(std::is_same_v<T, Finish>);
             if (preparing_round_ != 0) {
@@ -349,6 +462,7 @@ void Agent::PublishStatus() {
   const AgentStatus& s = machine_.status();
   absl::MutexLock lock(&status_mu_);
   status_ = s;
+  status_.last_hang = last_hang_;
 }
 
 AgentStatus Agent::status() const {

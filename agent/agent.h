@@ -6,6 +6,13 @@
 // joins, reports and leaves run on the client's threads and come back as
 // events through an inbox.
 //
+// With a ProgressDir (AgentSeams::progress) it gives each worker
+// TRAINLET_PROGRESS_FILE and TRAINLET_TRACEBACK_FILE, watches the directory
+// through the worker group's poll (WatchFd) and feeds ProgressReported
+// events; on RequestTraceback it sends SIGUSR1 to a worker that opted in; on
+// CollectHangEvidence it reads /proc and the worker's output tail, logs the
+// evidence and keeps it for status() (docs/progress.md).
+//
 // Threading: Run() owns the calling thread, which must outlive the workers
 // (PDEATHSIG is tied to the forking thread). Client callbacks run on other
 // threads; they only queue events in the inbox and Wake() the worker group.
@@ -25,6 +32,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
 #include "agent/launch_plan.h"
+#include "agent/progress.h"
 #include "agent/round.h"
 #include "agent/run_config.h"
 #include "common/clock.h"
@@ -45,6 +53,15 @@ struct AgentSeams {
   // What the round's local processes are; null: `run`'s workers
   // (TorchrunPlan).
   LaunchPlan* plan = nullptr;
+  // The workers' progress files; null: none (no progress, no hang
+  // detection).
+  ProgressDir* progress = nullptr;
+  // Where /proc is (hang evidence); tests may point elsewhere.
+  std::string proc_root = "/proc";
+  // Re-checks this node's GPU health (bounded in time) before an elastic
+  // re-join after a local failure: the reasons it is fatal, or none. May be
+  // empty (no check).
+  std::function<std::vector<std::string>()> node_health;
 };
 
 // The round's options from the run configuration. `master_port` is the one
@@ -76,6 +93,10 @@ class Agent {
   // reports and leaves are flushed (bounded) before it returns.
   int Run();
 
+  // The round's state, each local worker's latest progress (age:
+  // seams.clock->Now() - WorkerProgress::updated) and the latest hung
+  // worker's evidence. Any thread; a copy, refreshed on every turn of Run()'s
+  // loop (at least once a second).
   AgentStatus status() const;
 
  private:
@@ -88,6 +109,10 @@ class Agent {
   void PostPrepared(uint64_t round, absl::StatusOr<std::vector<launcher::ProcessSpec>> specs);
   // Starts the prepared processes of the current round, if they are ready.
   void StartPrepared();
+  // Feeds what changed in the progress directory.
+  void CollectProgress();
+  void RequestTracebackOf(int local_rank);
+  void SaveHangEvidence(HangEvidence evidence);
 
   const RunConfig& config_;
   const std::map<std::string, std::string> base_env_;
@@ -100,6 +125,16 @@ class Agent {
   bool round_started_ = false;  // a round's processes were asked for.
   // The round whose Prepare() is in flight (0: none).
   uint64_t preparing_round_ = 0;
+  // The pid each worker's progress lines name (pid=N), by local rank: where
+  // SIGUSR1 goes when it is in the worker's process group.
+  std::map<int, int> progress_pids_;
+  // What RequestTraceback did, by local rank, for the evidence.
+  std::map<int, std::string> traceback_notes_;
+  // Progress is read at most every kProgressMinInterval: until then the
+  // inotify fd is not watched (a worker writing in a tight loop costs the
+  // agent at most 10 reads a second).
+  absl::Time progress_quiet_until_ = absl::InfinitePast();
+  bool progress_fd_watched_ = false;
 
   absl::Mutex inbox_mu_;
   std::deque<RoundEvent> inbox_ ABSL_GUARDED_BY(inbox_mu_);
@@ -111,6 +146,7 @@ class Agent {
 
   mutable absl::Mutex status_mu_;
   AgentStatus status_ ABSL_GUARDED_BY(status_mu_);
+  std::shared_ptr<const HangEvidence> last_hang_ ABSL_GUARDED_BY(status_mu_);
 };
 
 }  // namespace trainlet::agent

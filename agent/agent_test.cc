@@ -7,6 +7,7 @@
 #include <signal.h>
 
 #include <algorithm>
+#include <fstream>
 #include <string>
 #include <vector>
 
@@ -63,6 +64,9 @@ class AgentTest : public ::testing::Test {
     seams.client = &client_;
     seams.clock = &clock_;
     seams.set_serving = [this](bool on) { serving_.push_back(on); };
+    seams.progress = progress_;
+    seams.proc_root = "/nonexistent/proc";  // the fake's pids are not this host's
+    seams.node_health = node_health_;
     agent_ = std::make_unique<Agent>(config_, std::map<std::string, std::string>{{"PATH", "/bin"}},
                                      Options(), seams);
     return agent_->Run();
@@ -126,6 +130,8 @@ class AgentTest : public ::testing::Test {
   std::vector<v1::Assignment> answers_;
   size_t next_answer_ = 0;
   std::vector<std::function<void()>> pending_;
+  ProgressDir* progress_ = nullptr;
+  std::function<std::vector<std::string>()> node_health_;
 };
 
 TEST_F(AgentTest, Success_ReportsAndWaitsForTheVerdict) {
@@ -332,6 +338,89 @@ TEST_F(AgentTest, WorkerFailure_ReportsStopsTheOthersAndExitsWithItsCode) {
   EXPECT_THAT(failed->message(), HasSubstr("rank 3"));
   EXPECT_THAT(workers_.signals_sent, ElementsAre(SIGTERM));
   EXPECT_THAT(agent_->status().last_failure, HasSubstr("worker rank 3"));
+}
+
+// The executor's part of hang detection: the workers' environment, progress
+// read from the real files, the evidence kept for status().
+TEST_F(AgentTest, HungWorker_EvidenceInStatus_ReportedFailedWithCode80) {
+  auto dir = ProgressDir::Create({}, {});
+  ASSERT_TRUE(dir.ok()) << dir.status();
+  progress_ = dir->get();
+  config_.hang_timeout = absl::Seconds(10);
+  config_.prefix_output = true;
+  workers_.output_tail = {"loading batch 7"};
+  JoinAnswers({MakeAssignment(1, 1, 2, 2, kHeartbeat)});
+  absl::Time reported_at;
+  workers_.on_start = [&](const std::vector<launcher::ProcessSpec>& specs) {
+    ASSERT_EQ(specs.size(), 2u);
+    for (const launcher::ProcessSpec& spec : specs) {
+      EXPECT_THAT(spec.env,
+                  ::testing::Contains(absl::StrCat("TRAINLET_PROGRESS_FILE=",
+                                                   progress_->ProgressFile(spec.local_rank))));
+      EXPECT_THAT(spec.env,
+                  ::testing::Contains(absl::StrCat("TRAINLET_TRACEBACK_FILE=",
+                                                   progress_->TracebackFile(spec.local_rank))));
+    }
+    WhenIdle([&] {
+      std::ofstream(progress_->ProgressFile(1)) << "step=41\nstep=42 loss=0.25\n";
+      reported_at = clock_.Now();
+    });
+  };
+  absl::Time failed_at;
+  client_.on_report = [&](const v1::ReportRequest& r) {
+    if (r.state() == v1::ReportRequest::FAILED) {
+      if (failed_at == absl::Time()) failed_at = clock_.Now();
+      WhenIdle([&] { client_.SendDirective(JobFailed(1)); });
+    }
+  };
+  EXPECT_EQ(Run(), kExitWorkerHung);
+  // Read on the next turn of the loop after the write, declared 10 s later
+  // (the fake advances time by whole waits: at most one heartbeat late).
+  EXPECT_GE(failed_at - reported_at, absl::Seconds(10));
+  EXPECT_LE(failed_at - reported_at, absl::Seconds(10) + kHeartbeat);
+  const auto reports = client_.reports();
+  auto failed = std::find_if(reports.begin(), reports.end(),
+                             [](const auto& r) { return r.state() == v1::ReportRequest::FAILED; });
+  ASSERT_NE(failed, reports.end());
+  EXPECT_EQ(failed->exit_code(), kExitWorkerHung);
+  EXPECT_EQ(failed->failed_local_rank(), 1);
+  EXPECT_THAT(failed->message(), HasSubstr("rank 3 hung"));
+
+  const AgentStatus status = agent_->status();
+  EXPECT_EQ(status.hangs, 1);
+  ASSERT_EQ(status.progress.size(), 1u);
+  EXPECT_EQ(status.progress[0].global_rank, 3);
+  EXPECT_EQ(status.progress[0].line, "step=42 loss=0.25");
+  ASSERT_NE(status.last_hang, nullptr);
+  const HangEvidence& e = *status.last_hang;
+  EXPECT_EQ(e.global_rank, 3);
+  EXPECT_EQ(e.last_progress, "step=42 loss=0.25");
+  EXPECT_EQ(e.pid, 4001);  // the fake's pid of local rank 1
+  EXPECT_THAT(e.output_tail, ElementsAre("loading batch 7"));
+  EXPECT_THAT(e.traceback_note, HasSubstr("did not create TRAINLET_TRACEBACK_FILE"));
+  EXPECT_THAT(e.ToText(), HasSubstr("| loading batch 7"));
+}
+
+TEST_F(AgentTest, ElasticRejoinAfterALocalFailure_ChecksGpuHealth_AndLeavesWith81) {
+  config_.policy.max_restarts = 3;
+  JoinAnswers({MakeAssignment(1, 1, 2, 2, kHeartbeat)});
+  workers_.on_start = [&](const auto&) { workers_.Exit(0, 3); };
+  client_.on_report = [&](const v1::ReportRequest& r) {
+    if (r.state() == v1::ReportRequest::FAILED) {
+      WhenIdle([&] { client_.SendDirective(Rejoin(1, "worker rank 2 exited with code 3")); });
+    }
+  };
+  int checks = 0;
+  node_health_ = [&]() -> std::vector<std::string> {
+    ++checks;
+    return {"GPU 0 (0000:3b:00.0): NVML's recovery action asks for a node reboot"};
+  };
+  EXPECT_EQ(Run(), kExitNodeUnhealthy);
+  EXPECT_EQ(checks, 1);
+  EXPECT_EQ(client_.joins().size(), 1u) << "no second join";
+  ASSERT_EQ(client_.leaves().size(), 1u);
+  EXPECT_THAT(client_.leaves()[0].reason(), HasSubstr("node reboot"));
+  EXPECT_THAT(agent_->status().last_failure, HasSubstr("node unhealthy"));
 }
 
 TEST_F(AgentTest, OtherNodeFailed_ExitsWithPeerFailedNotTheStoppedWorkersCode) {

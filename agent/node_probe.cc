@@ -102,4 +102,31 @@ std::string ProbeSummaryLine(const v1::NodeProbe& probe) {
       static_cast<double>(probe.probe_micros()) / 1000.0);
 }
 
+std::vector<std::string> FatalGpuHealth(const v1::NodeProbe& probe) {
+  std::vector<std::string> reasons;
+  for (const v1::Gpu& g : probe.gpus()) {
+    if (!g.visible()) continue;  // another pod's GPU on this machine
+    const v1::GpuHealth& h = g.health();
+    const std::string who =
+        absl::StrFormat("GPU %d (%s)", g.index(), SafeForLog(g.pci_bus_id(), 32));
+    if (h.recovery_action_known() && h.recovery_action() >= 1 && h.recovery_action() <= 4) {
+      static constexpr const char* kActions[] = {"", "a GPU reset", "a node reboot",
+                                                 "draining P2P traffic and a reset",
+                                                 "draining and a reset"};
+      reasons.push_back(
+          absl::StrCat(who, ": NVML's recovery action asks for ", kActions[h.recovery_action()]));
+    }
+    if (h.ecc_known() && h.ecc_dbe_volatile() > 0) {
+      reasons.push_back(absl::StrCat(who, ": ", h.ecc_dbe_volatile(),
+                                     " uncorrectable ECC error(s) since the driver loaded"));
+    }
+    if (h.remap_known() && h.remap_failure()) {
+      reasons.push_back(absl::StrCat(who, ": a row remap failed"));
+    } else if (h.remap_known() && h.remap_pending()) {
+      reasons.push_back(absl::StrCat(who, ": a row remap waits for a GPU reset"));
+    }
+  }
+  return reasons;
+}
+
 }  // namespace trainlet::agent

@@ -21,6 +21,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/time/time.h"
 #include "topology/probe.h"
@@ -43,6 +44,15 @@ std::shared_ptr<const v1::NodeProbe> ProbeNodeBounded(const topology::ProbeOptio
 // NVML OK 550.54.15), 9 NICs (8 InfiniBand), 2 NUMA nodes, /dev/shm 64 GiB,
 // in 3.1 ms". Values from the machine are escaped and bounded.
 std::string ProbeSummaryLine(const v1::NodeProbe& probe);
+
+// Why this node's GPUs cannot be trusted with a job, one reason per GPU
+// problem; empty when nothing is fatal (unknown counters are not). Fatal:
+// NVML's recovery action asks for a GPU reset or a node reboot (1, 2, 4);
+// uncorrectable (double-bit) ECC errors since the driver loaded; a row
+// remap that failed or waits for a reset; a GPU NVML lost (Xid 79, "fallen
+// off the bus": the sysfs device is there, NVML does not answer for it).
+// An elastic agent leaves the job with exit 81 on it (docs/exit-codes.md).
+std::vector<std::string> FatalGpuHealth(const v1::NodeProbe& probe);
 
 }  // namespace trainlet::agent
 

@@ -118,5 +118,43 @@ TEST(ProbeSummaryLine, SaysWhatTheNodeHasAndEscapes) {
   EXPECT_EQ(line.find('\x1b'), std::string::npos);
 }
 
+TEST(FatalGpuHealth, NamesEachFatalProblemOfAVisibleGpu_AndNothingUnknown) {
+  v1::NodeProbe probe;
+  v1::Gpu* healthy = probe.add_gpus();
+  healthy->set_index(0);
+  healthy->set_visible(true);
+  healthy->mutable_health()->set_ecc_known(true);
+  healthy->mutable_health()->set_ecc_sbe_volatile(12);  // correctable: not fatal
+  healthy->mutable_health()->set_recovery_action_known(true);
+  healthy->mutable_health()->set_recovery_action(0);
+  v1::Gpu* unknown = probe.add_gpus();  // nothing known: not fatal either
+  unknown->set_index(1);
+  unknown->set_visible(true);
+  unknown->mutable_health()->set_ecc_dbe_volatile(3);  // without ecc_known
+  EXPECT_TRUE(FatalGpuHealth(probe).empty());
+
+  v1::Gpu* bad = probe.add_gpus();
+  bad->set_index(2);
+  bad->set_pci_bus_id("0000:3b:00.0");
+  bad->set_visible(true);
+  bad->mutable_health()->set_ecc_known(true);
+  bad->mutable_health()->set_ecc_dbe_volatile(2);
+  bad->mutable_health()->set_recovery_action_known(true);
+  bad->mutable_health()->set_recovery_action(2);
+  bad->mutable_health()->set_remap_known(true);
+  bad->mutable_health()->set_remap_pending(true);
+  v1::Gpu* others = probe.add_gpus();  // another pod's GPU
+  others->set_index(3);
+  others->set_visible(false);
+  others->mutable_health()->set_recovery_action_known(true);
+  others->mutable_health()->set_recovery_action(1);
+  std::vector<std::string> reasons = FatalGpuHealth(probe);
+  ASSERT_EQ(reasons.size(), 3u);
+  EXPECT_EQ(reasons[0], "GPU 2 (0000:3b:00.0): NVML's recovery action asks for a node reboot");
+  EXPECT_EQ(reasons[1],
+            "GPU 2 (0000:3b:00.0): 2 uncorrectable ECC error(s) since the driver loaded");
+  EXPECT_EQ(reasons[2], "GPU 2 (0000:3b:00.0): a row remap waits for a GPU reset");
+}
+
 }  // namespace
 }  // namespace trainlet::agent

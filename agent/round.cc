@@ -53,6 +53,7 @@ const std::vector<ExitRule>& ExitPolicy() {
       {Ending::kNoVerdict, {Source::kRunningFailure, Source::kUnavailable}},
       {Ending::kJoinFailed, {Source::kGiven}},
       {Ending::kSpawnFailed, {Source::kGiven}},
+      {Ending::kNodeUnhealthy, {Source::kGiven}},
   };
   return *kPolicy;
 }
@@ -85,6 +86,8 @@ absl::string_view EndingName(Ending ending) {
       return "rendezvous failed";
     case Ending::kSpawnFailed:
       return "cannot start COMMAND";
+    case Ending::kNodeUnhealthy:
+      return "node unhealthy";
   }
   return "unknown";
 }
@@ -169,6 +172,12 @@ std::vector<RoundAction> RoundMachine::Handle(const RoundEvent& event) {
           OnReportAnswered(e, &out);
         } else if constexpr (std::is_same_v<T, LocalFailure>) {
           OnLocalFailure(e, &out);
+        } else if constexpr (std::is_same_v<T, ProgressReported>) {
+          OnProgress(e);
+        } else if constexpr (std::is_same_v<T, TracebackRequested>) {
+          OnTracebackRequested(e, &out);
+        } else if constexpr (std::is_same_v<T, NodeUnhealthy>) {
+          OnNodeUnhealthy(e, &out);
         } else {
           static_assert(std::is_same_v<T, Tick>);
           OnTick(&out);
@@ -197,6 +206,7 @@ absl::Time RoundMachine::NextDeadline() const {
         next = std::min(next, kill_at_);
         if (!workers_gone_) next = std::min(next, give_up_at_);
       }
+      if (state_ == RoundState::kRunning) next = std::min(next, HangDeadline());
       break;
     case RoundState::kDone:
       break;
@@ -208,6 +218,7 @@ absl::Time RoundMachine::NextDeadline() const {
 
 void RoundMachine::Join(Actions* out) {
   SetState(RoundState::kJoining);
+  const bool after_local_failure = running_failure_ != 0;
   // A new round: a failure of the previous one no longer decides the code
   // (a signal while re-joining exits 128+N).
   running_failure_ = any_failure_ = 0;
@@ -231,7 +242,7 @@ void RoundMachine::Join(Actions* out) {
   r.set_protocol_version(rendezvous::kProtocolVersion);
   *r.mutable_ssh() = options_.ssh;
   *r.mutable_topology() = options_.topology;
-  out->push_back(StartJoin{std::move(r), options_.join_timeout});
+  out->push_back(StartJoin{std::move(r), options_.join_timeout, after_local_failure});
 }
 
 void RoundMachine::OnJoinAnswered(const JoinAnswered& e, Actions* out) {
@@ -288,6 +299,10 @@ void RoundMachine::OnJoinAnswered(const JoinAnswered& e, Actions* out) {
   facts_ = EndingFacts{};
   kill_at_ = give_up_at_ = verdict_deadline_ = absl::InfiniteFuture();
   last_report_error_.clear();
+  watched_.assign(static_cast<size_t>(std::max(0, workers_running_)), Watched{});
+  hung_rank_ = -1;
+  hang_due_ = absl::InfiniteFuture();
+  status_.progress.clear();
 
   status_.round = a.round();
   status_.node_rank = a.node_rank();
@@ -367,6 +382,14 @@ void RoundMachine::OnWorkerExited(const WorkerExited& e, Actions* out) {
   if (state_ == RoundState::kJoining) return;
   workers_running_ = std::max(0, workers_running_ - 1);
   status_.workers_running = workers_running_;
+  if (x.local_rank >= 0 && x.local_rank < static_cast<int>(watched_.size())) {
+    watched_[x.local_rank].running = false;
+  }
+  // A hung worker that exits while its stacks are awaited: its exit decides.
+  if (x.local_rank == hung_rank_) {
+    hung_rank_ = -1;
+    hang_due_ = absl::InfiniteFuture();
+  }
   const int code = x.exit_code;
   if (code != 0 && any_failure_ == 0) any_failure_ = code;
   const std::string how = code > kExitSignalBase
@@ -417,6 +440,131 @@ void RoundMachine::OnLocalFailure(const LocalFailure& e, Actions* out) {
   out->push_back(SendReport{std::move(r)});
   verdict_deadline_ = clock_->Now() + options_.verdict_timeout;
   BeginStop("the launch plan failed", 0, out);
+}
+
+// ---- Progress and hangs.
+
+void RoundMachine::OnProgress(const ProgressReported& e) {
+  if (state_ != RoundState::kRunning && state_ != RoundState::kAwaitingVerdict) return;
+  if (e.local_rank < 0 || e.local_rank >= static_cast<int>(watched_.size())) return;
+  Watched& w = watched_[e.local_rank];
+  const absl::Time now = clock_->Now();
+  if (w.last == absl::InfiniteFuture() && options_.hang_timeout > absl::ZeroDuration()) {
+    TLOG(kInfo) << "worker rank " << assignment_.self().first_global_rank() + e.local_rank
+                << " reported progress: watching it for hangs (--hang-timeout="
+                << absl::FormatDuration(options_.hang_timeout) << ")";
+  }
+  w.last = now;
+  if (!e.line.empty()) w.line = e.line;
+  auto it = std::find_if(status_.progress.begin(), status_.progress.end(),
+                         [&](const WorkerProgress& p) { return p.local_rank == e.local_rank; });
+  if (it == status_.progress.end()) {
+    WorkerProgress p;
+    p.local_rank = e.local_rank;
+    p.global_rank = assignment_.self().first_global_rank() + e.local_rank;
+    it = status_.progress.insert(
+        std::upper_bound(status_.progress.begin(), status_.progress.end(), p,
+                         [](const WorkerProgress& a, const WorkerProgress& b) {
+                           return a.local_rank < b.local_rank;
+                         }),
+        p);
+  }
+  it->line = w.line;
+  it->updated = now;
+  ++it->updates;
+}
+
+absl::Time RoundMachine::HangDeadline() const {
+  if (options_.hang_timeout <= absl::ZeroDuration()) return absl::InfiniteFuture();
+  if (hung_rank_ >= 0) return hang_due_;
+  absl::Time next = absl::InfiniteFuture();
+  for (const Watched& w : watched_) {
+    if (w.running && w.last != absl::InfiniteFuture()) {
+      next = std::min(next, w.last + options_.hang_timeout);
+    }
+  }
+  return next;
+}
+
+void RoundMachine::CheckHang(absl::Time now, Actions* out) {
+  if (state_ != RoundState::kRunning || options_.hang_timeout <= absl::ZeroDuration()) return;
+  if (hung_rank_ >= 0) {
+    if (now >= hang_due_) FailHung(out);
+    return;
+  }
+  for (size_t l = 0; l < watched_.size(); ++l) {
+    const Watched& w = watched_[l];
+    if (!w.running || w.last == absl::InfiniteFuture() || now - w.last < options_.hang_timeout) {
+      continue;
+    }
+    hung_rank_ = static_cast<int>(l);
+    hang_ = HangEvidence{};
+    hang_.round = assignment_.round();
+    hang_.local_rank = hung_rank_;
+    hang_.global_rank = assignment_.self().first_global_rank() + hung_rank_;
+    hang_.declared_at = now;
+    hang_.silence = now - w.last;
+    hang_.hang_timeout = options_.hang_timeout;
+    hang_.last_progress = w.line;
+    ++status_.hangs;
+    TLOG(kError) << "worker rank " << hang_.global_rank << " (local rank " << hung_rank_
+                 << ") is hung: no progress for "
+                 << absl::FormatDuration(absl::Trunc(hang_.silence, absl::Milliseconds(1)))
+                 << " (--hang-timeout=" << absl::FormatDuration(options_.hang_timeout)
+                 << "); last progress: "
+                 << (w.line.empty() ? std::string("(a touch)") : Quoted(w.line))
+                 << "; saving evidence before stopping it";
+    // Until the executor answers; it does at once (TracebackRequested).
+    hang_due_ = now + options_.traceback_wait;
+    out->push_back(RequestTraceback{hung_rank_});
+    return;
+  }
+}
+
+void RoundMachine::OnTracebackRequested(const TracebackRequested& e, Actions* out) {
+  if (state_ != RoundState::kRunning || e.local_rank != hung_rank_) return;
+  if (!e.sent) FailHung(out);
+}
+
+void RoundMachine::OnNodeUnhealthy(const NodeUnhealthy& e, Actions* out) {
+  // Only before a join is under way (the executor checks instead of joining).
+  if (state_ != RoundState::kJoining || !options_.elastic || signal_ != 0) return;
+  TLOG(kError) << "this node's GPU health is fatal (" << Quoted(e.why)
+               << "); leaving the elastic job so that the pod is rescheduled on another node";
+  status_.last_failure = absl::StrCat("node unhealthy: ", e.why.substr(0, 512));
+  v1::LeaveRequest leave;
+  *leave.mutable_member() = options_.me;
+  leave.set_job_id(options_.job_id);
+  leave.set_reason(absl::StrCat("node unhealthy: ", e.why.substr(0, 512)));
+  out->push_back(SendLeave{std::move(leave)});
+  outcome_ = Outcome::kExit;
+  facts_ = EndingFacts{};
+  facts_.ending = Ending::kNodeUnhealthy;
+  facts_.given_code = kExitNodeUnhealthy;
+  FinishWith(out);
+}
+
+void RoundMachine::FailHung(Actions* out) {
+  const int local_rank = hung_rank_;
+  hung_rank_ = -1;
+  hang_due_ = absl::InfiniteFuture();
+  out->push_back(CollectHangEvidence{hang_});
+  const std::string what = absl::StrCat(
+      "worker rank ", hang_.global_rank, " (local rank ", local_rank, ") hung: no progress for ",
+      absl::FormatDuration(absl::Trunc(hang_.silence, absl::Seconds(1))));
+  running_failure_ = kExitWorkerHung;
+  if (any_failure_ == 0) any_failure_ = kExitWorkerHung;
+  status_.last_failure = what;
+  v1::ReportRequest r = NewReport(v1::ReportRequest::FAILED);
+  r.set_exit_code(kExitWorkerHung);
+  r.set_failed_local_rank(local_rank);
+  r.set_message(absl::StrCat("rank ", hang_.global_rank, " hung: no progress for ",
+                             absl::FormatDuration(absl::Trunc(hang_.silence, absl::Seconds(1))),
+                             " (--hang-timeout)"));
+  failure_report_ = r;
+  out->push_back(SendReport{std::move(r)});
+  verdict_deadline_ = clock_->Now() + options_.verdict_timeout;
+  BeginStop(absl::StrCat("worker rank ", hang_.global_rank, " hung"), 0, out);
 }
 
 void RoundMachine::OnWorkersGone(Actions* out) {
@@ -710,6 +858,7 @@ void RoundMachine::OnTick(Actions* out) {
       facts_.ending = Ending::kNoVerdict;
     }
   }
+  CheckHang(now, out);
   if (state_ == RoundState::kStopping) {
     if (now >= kill_at_) {
       TLOG(kWarning) << "grace period of " << absl::FormatDuration(options_.grace_period)

@@ -51,11 +51,28 @@
 // report), so a terminal report that got lost is repeated; once the verdict
 // is out, the coordinator answers heartbeats with it.
 //
+// Hang detection (--hang-timeout, docs/progress.md): while RUNNING, a local
+// worker that reported progress (ProgressReported) and then stays silent
+// for the hang timeout is declared hung at that deadline. The machine asks
+// for its Python stacks (RequestTraceback; when the executor sent the
+// signal it waits traceback_wait), then for the evidence
+// (CollectHangEvidence), then fails the round as a failed worker with exit
+// code 80 (kExitWorkerHung): reported FAILED, stopped, the coordinator's
+// verdict decides between a restart and the end of the job.
+//
+//   RUNNING --silence >= hang_timeout--> RequestTraceback
+//      ^                                   | TracebackRequested (sent: wait
+//      |                                   | traceback_wait; not sent: at once)
+//      |                                   v
+//      |                            CollectHangEvidence, Report(FAILED, 80)
+//      +-- progress resets the timer  --> STOPPING (as a worker failure)
+//
 // Threading: not thread-safe; the executor drives it from one thread.
 #ifndef TRAINLET_AGENT_ROUND_H_
 #define TRAINLET_AGENT_ROUND_H_
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <variant>
@@ -65,6 +82,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
+#include "agent/hang_evidence.h"
 #include "common/clock.h"
 #include "launcher/worker.h"
 #include "trainlet/v1/rendezvous.pb.h"
@@ -86,6 +104,7 @@ enum class Ending {
   kNoVerdict,                    // no verdict within the verdict timeout after a stop.
   kJoinFailed,                   // the rendezvous failed (code decided by the error).
   kSpawnFailed,                  // COMMAND could not be started (126/127/71...).
+  kNodeUnhealthy,                // elastic: this node's GPU health is fatal (81).
 };
 absl::string_view EndingName(Ending ending);
 
@@ -143,15 +162,37 @@ struct LocalFailure {
   std::string message;
 };
 
+// A local worker's progress file changed (agent/progress.h). `line`: its
+// validated last line; empty for a touch.
+struct ProgressReported {
+  int local_rank = 0;
+  std::string line;
+};
+// The executor's answer to RequestTraceback: whether it signalled the
+// worker (it opted in), so that the machine waits for the stacks.
+struct TracebackRequested {
+  int local_rank = 0;
+  bool sent = false;
+};
+// The executor found this node's GPU health fatal (node_probe.h's
+// FatalGpuHealth) before a re-join: an elastic agent leaves with 81.
+struct NodeUnhealthy {
+  std::string why;
+};
+
 using RoundEvent =
     std::variant<JoinAnswered, WorkersStarted, WorkerExited, WorkersGone, SignalReceived,
-                 DirectiveReceived, StreamEnded, ReportAnswered, Tick, LocalFailure>;
+                 DirectiveReceived, StreamEnded, ReportAnswered, Tick, LocalFailure,
+                 ProgressReported, TracebackRequested, NodeUnhealthy>;
 
 // ---- Actions it asks the executor to perform.
 
 struct StartJoin {
   v1::JoinRequest request;
   absl::Duration timeout;
+  // A re-join after a local failure (a worker failed or hung): the executor
+  // re-checks the node's health first (NodeUnhealthy instead of joining).
+  bool after_local_failure = false;
 };
 struct CancelJoin {};
 // Open the directive stream of `round` (closing any older one); its events
@@ -180,8 +221,21 @@ struct Finish {
   int exit_code = 0;
 };
 
-using RoundAction = std::variant<StartJoin, CancelJoin, OpenWatch, CloseWatch, StartWorkers,
-                                 SignalWorkers, SendReport, SendLeave, SetServing, Finish>;
+// A local worker was declared hung: if it opted in (docs/progress.md), send
+// it SIGUSR1 for its Python stacks; answer with TracebackRequested.
+struct RequestTraceback {
+  int local_rank = 0;
+};
+// Save the hung worker's evidence (hang_evidence.h) now, before it is
+// stopped; `evidence` holds what the machine knows (rank, round, silence,
+// last progress); the executor adds the rest.
+struct CollectHangEvidence {
+  HangEvidence evidence;
+};
+
+using RoundAction =
+    std::variant<StartJoin, CancelJoin, OpenWatch, CloseWatch, StartWorkers, SignalWorkers,
+                 SendReport, SendLeave, SetServing, Finish, RequestTraceback, CollectHangEvidence>;
 
 // ---- The machine.
 
@@ -217,10 +271,25 @@ struct RoundOptions {
   absl::Duration reopen_max_backoff = absl::Seconds(1);
   // At most one "still waiting" line per this while joining.
   absl::Duration progress_log_interval = absl::Seconds(10);
+  // --hang-timeout: zero is off.
+  absl::Duration hang_timeout = absl::ZeroDuration();
+  // How long to wait for a hung worker's Python stacks after SIGUSR1.
+  absl::Duration traceback_wait = absl::Seconds(2);
 };
 
 enum class RoundState { kJoining, kRunning, kAwaitingVerdict, kStopping, kDone };
 absl::string_view RoundStateName(RoundState state);
+
+// A local worker's latest progress in the current round.
+struct WorkerProgress {
+  int local_rank = 0;
+  int global_rank = 0;
+  std::string line;  // the last progress line (validated, < 1.6 KiB); "" for touches only.
+  // When it last reported, on the agent's clock (AgentSeams::clock): its
+  // age is clock->Now() - updated.
+  absl::Time updated = absl::InfinitePast();
+  int64_t updates = 0;  // reports this round.
+};
 
 // What the agent is doing, for logs, health and later reports.
 struct AgentStatus {
@@ -233,6 +302,12 @@ struct AgentStatus {
   int restart_count = 0;
   std::string last_failure;  // human-readable; empty when none.
   int exit_code = -1;        // once kDone.
+  // This round's local workers that reported progress, by local rank.
+  std::vector<WorkerProgress> progress;
+  int hangs = 0;  // workers declared hung since the agent started.
+  // The evidence of the latest hung worker (Agent::status() fills it in;
+  // the machine's own status leaves it empty).
+  std::shared_ptr<const HangEvidence> last_hang;
 };
 
 class RoundMachine {
@@ -265,6 +340,15 @@ class RoundMachine {
   void OnReportAnswered(const ReportAnswered& e, Actions* out);
   void OnTick(Actions* out);
   void OnLocalFailure(const LocalFailure& e, Actions* out);
+  void OnProgress(const ProgressReported& e);
+  void OnTracebackRequested(const TracebackRequested& e, Actions* out);
+  void OnNodeUnhealthy(const NodeUnhealthy& e, Actions* out);
+  // The earliest point a running worker would be declared hung, or when the
+  // hung worker's stacks are due; InfiniteFuture when none.
+  absl::Time HangDeadline() const;
+  // RUNNING: declares a silent worker hung, or fails the round for it.
+  void CheckHang(absl::Time now, Actions* out);
+  void FailHung(Actions* out);
 
   void Join(Actions* out);
   // Leaves RUNNING/AWAITING for STOPPING: signals the workers (SIGTERM, or
@@ -328,6 +412,18 @@ class RoundMachine {
   // heartbeat_interval_ x 10 from an older coordinator).
   absl::Duration heartbeat_timeout_ = absl::ZeroDuration();
   std::string last_report_error_;
+
+  // Progress of this round's local workers, by local rank.
+  struct Watched {
+    absl::Time last = absl::InfiniteFuture();  // never reported
+    bool running = true;
+    std::string line;
+  };
+  std::vector<Watched> watched_;
+  // The worker declared hung, waiting for its stacks until hang_due_.
+  int hung_rank_ = -1;
+  absl::Time hang_due_ = absl::InfiniteFuture();
+  HangEvidence hang_;
 
   // Stopping.
   Outcome outcome_ = Outcome::kUndecided;

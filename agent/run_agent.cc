@@ -133,6 +133,19 @@ int RunAgent(const RunConfig& config, const std::map<std::string, std::string>& 
       TLOG(kWarning) << "node probe: " << SafeForLog(w, 400);
     }
   }
+  // An elastic job can go on without this node: a node whose GPUs need a
+  // reset or a reboot leaves it at once, with a code a podFailurePolicy can
+  // match to reschedule the pod elsewhere (docs/exit-codes.md).
+  if (config.node_probe != nullptr && config.policy.max_restarts > 0) {
+    const std::vector<std::string> fatal = FatalGpuHealth(*config.node_probe);
+    if (!fatal.empty()) {
+      for (const std::string& reason : fatal) TLOG(kError) << "GPU health: " << reason;
+      TLOG(kError) << "this node's GPU health is fatal; leaving the elastic job so that the pod "
+                      "is rescheduled on another node: exiting with code "
+                   << kExitNodeUnhealthy;
+      return kExitNodeUnhealthy;
+    }
+  }
   if (config.bind_numa && !launcher::MemoryPolicyAvailable()) {
     TLOG(kWarning) << "--bind-numa: this pod may not set memory policies (set_mempolicy is "
                       "refused; container seccomp profiles allow it only with CAP_SYS_NICE): "
@@ -234,8 +247,33 @@ int RunAgent(const RunConfig& config, const std::map<std::string, std::string>& 
                       : "")
               << "; command: " << SafeForLog(absl::StrJoin(config.command, " "), 512);
 
+  // Progress files (docs/progress.md); without them no hang detection.
+  std::unique_ptr<ProgressDir> progress;
+  if (absl::StatusOr<std::unique_ptr<ProgressDir>> dir = ProgressDir::Create({}, base_env);
+      dir.ok()) {
+    progress = std::move(*dir);
+  } else if (config.hang_timeout > absl::ZeroDuration()) {
+    TLOG(kWarning) << dir.status().message() << "; --hang-timeout is off";
+  } else {
+    TLOG(kDebug) << dir.status().message();
+  }
+
   AgentSeams seams;
   seams.workers = supervisor->get();
+  seams.progress = progress.get();
+  if (config.node_probe != nullptr && config.policy.max_restarts > 0 &&
+      config.probe_timeout > absl::ZeroDuration()) {
+    seams.node_health = [&config, &base_env]() -> std::vector<std::string> {
+      std::string note;
+      std::shared_ptr<const v1::NodeProbe> probe =
+          ProbeNodeBounded(AgentProbeOptions(base_env), config.probe_timeout, &note);
+      if (probe == nullptr) {
+        TLOG(kWarning) << "GPU health re-check: " << note << "; re-joining regardless";
+        return {};
+      }
+      return FatalGpuHealth(*probe);
+    };
+  }
   seams.client = client.get();
   seams.clock = Clock::Monotonic();
   seams.stdin_is_terminal = launcher::StdinIsForegroundTerminal();

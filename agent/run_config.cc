@@ -365,6 +365,11 @@ const std::vector<OptionSpec>& RunOptionTable() {
          "do)."},
         {"join-timeout", OptionKind::kDuration, "DURATION", "10m",
          "Give up (exit 69) when no round has closed after this long."},
+        {"hang-timeout", OptionKind::kDuration, "DURATION", "0",
+         "0: off. Declare a local worker hung once it has reported progress "
+         "(TRAINLET_PROGRESS_FILE) "
+         "and then stays silent this long: save evidence, stop it, fail the round (exit 80 "
+         "when the job gives up on it); docs/progress.md."},
         {"node-id", OptionKind::kString, "ID", "the hostname",
          "Stable name of this node, unique in the job."},
         {"advertise-addr", OptionKind::kString, "ADDR",
@@ -788,6 +793,7 @@ absl::StatusOr<RunConfig> RunConfigFromOptions(const ParsedOptions& parsed,
                                {
                                    {"grace-period", absl::ZeroDuration(), &c.grace_period},
                                    {"join-timeout", absl::Milliseconds(1), &c.join_timeout},
+                                   {"hang-timeout", absl::ZeroDuration(), &c.hang_timeout},
                                });
       !s.ok()) {
     return s;

@@ -101,7 +101,10 @@ struct RunConfig {
   // the kubelet's (docs/kubernetes.md).
   absl::Duration grace_period = absl::Seconds(25);
   absl::Duration join_timeout = absl::Minutes(10);  // --join-timeout
-  std::string node_id;                              // --node-id, default hostname.
+  // --hang-timeout: a worker that reported progress and then stays silent
+  // this long is declared hung (docs/progress.md); zero: off.
+  absl::Duration hang_timeout = absl::ZeroDuration();
+  std::string node_id;  // --node-id, default hostname.
   // The address every peer can reach this node at; MASTER_ADDR and the other
   // address variables when this node is rank 0. --advertise-addr, else, on a
   // node that may host the coordinator (host_coordinator != kNo): the

@@ -2,8 +2,10 @@
 //
 // Codes 64-79 are trainlet's own verdicts, chosen from sysexits(3) so that a
 // Kubernetes podFailurePolicy can tell a configuration error (never retry)
-// from a worker failure (maybe retry). Every other non-zero code is the
-// failing worker's: its exit status, or 128+signal when a signal killed it.
+// from a worker failure (maybe retry); 80 and 81 are trainlet's too (a hung
+// worker, an unhealthy node), beyond sysexits' range. Every other non-zero
+// code is the failing worker's: its exit status, or 128+signal when a signal
+// killed it.
 #ifndef TRAINLET_COMMON_EXIT_CODES_H_
 #define TRAINLET_COMMON_EXIT_CODES_H_
 
@@ -22,6 +24,10 @@ enum ExitCode : int {
   kExitConfig = 78,             // inconsistent job: rank hint >= nnodes, duplicate
                                 // node id or rank, round full, unreadable token file.
   kExitRestartsExhausted = 79,  // elastic: restart budget spent or too few nodes.
+  kExitWorkerHung = 80,         // a local worker stopped reporting progress
+                                // (--hang-timeout) and the job gave up on it.
+  kExitNodeUnhealthy = 81,      // elastic: this node's GPU health is fatal;
+                                // reschedule the pod on another node.
   kExitNotExecutable = 126,     // COMMAND exists but cannot be executed.
   kExitNotFound = 127,          // COMMAND not found.
   kExitSignalBase = 128,        // 128+N: killed by signal N.

@@ -221,6 +221,46 @@ class PlacementTest(E2ETestCase):
         self.assert_no_leftovers()
 
 
+@NEEDS_NVML
+class NodeHealthTest(E2ETestCase):
+    """A node whose GPU health is fatal leaves an elastic job with 81
+    (docs/progress.md); a static job, which has no other node, runs."""
+
+    def run_agent(self, *flags):
+        if not os.path.exists(FAKE_NVML):
+            self.skipTest("the fake NVML is built with the tests: %s" % FAKE_NVML)
+        sysfs = topology_fixture.two_gpu_node(self.path("root"))
+        nvml = topology_fixture.nvml_json(self.path("nvml.json"))
+        with open(nvml) as f:
+            fixture = json.load(f)
+        # GPU 1: two uncorrectable ECC errors since the driver loaded.
+        fixture["devices"][1]["ecc"] = {"current": True, "pending": True, "sbeVolatile": 5,
+                                        "dbeVolatile": 2}
+        with open(nvml, "w") as f:
+            json.dump(fixture, f)
+        env = self.base_env(TRAINLET_SYSFS_ROOT=sysfs, TRAINLET_NVML_LIBRARY=FAKE_NVML,
+                            FAKE_NVML_FIXTURE=nvml)
+        agent = self.start_agent(["--standalone", "--nproc-per-node=1"] + list(flags),
+                                 ["sh", "-c", "touch \"$E2E_DIR/ran\""], env=env)
+        agent.wait(60)
+        return agent
+
+    def test_elastic_agent_exits_81_before_joining(self):
+        agent = self.run_agent("--max-restarts=2")
+        self.assertEqual(agent.popen.returncode, 81, agent.describe())
+        self.assertRegex(agent.stderr, r"GPU health: GPU 1 \(0000:[0-9a-f:.]+\): 2 uncorrectable "
+                                       r"ECC error\(s\) since the driver loaded")
+        self.assertIn("exiting with code 81", agent.stderr)
+        self.assertFalse(os.path.exists(self.path("ran")), "no worker started")
+        self.assert_no_leftovers()
+
+    def test_static_job_runs_anyway(self):
+        agent = self.run_agent()
+        self.assertEqual(agent.popen.returncode, 0, agent.describe())
+        self.assertTrue(os.path.exists(self.path("ran")))
+        self.assert_no_leftovers()
+
+
 class ColocationTest(E2ETestCase):
 
     def test_pods_on_one_machine_get_one_nccl_hostid(self):

@@ -211,6 +211,11 @@ absl::Status Supervisor::Spawn(const ProcessSpec& spec, Process* process) {
     process->err.fd = spawned->stderr_pipe;
     process->err.writer = Writer(STDERR_FILENO);
     process->err.prefixer = std::make_unique<OutputPrefixer>(prefix, process->err.writer);
+    if (spec.role == ProcessRole::kWorker) {
+      process->out.tail = process->err.tail = std::make_shared<LineTail>();
+      process->out.tail_stream = 0;
+      process->err.tail_stream = 1;
+    }
   }
   if (spec.foreground_tty) {
     process->has_terminal = tcgetpgrp(STDIN_FILENO) == spawned->pid;
@@ -335,9 +340,21 @@ int Supervisor::running_workers() const {
 
 pid_t Supervisor::worker_pid(int local_rank) const {
   for (const Process& w : workers_) {
-    if (w.spec.local_rank == local_rank) return w.pid;
+    if (w.spec.local_rank == local_rank) return w.reaped ? -1 : w.pid;
   }
   return -1;
+}
+
+std::vector<std::string> Supervisor::OutputTail(int local_rank) const {
+  for (const Process& w : workers_) {
+    if (w.spec.local_rank == local_rank && w.out.tail != nullptr) return w.out.tail->Lines();
+  }
+  return {};
+}
+
+void Supervisor::WatchFd(int fd) {
+  watched_fd_ = fd;
+  watched_fd_ready_ = false;
 }
 
 pid_t Supervisor::helper_pid(const std::string& name) const {
@@ -481,7 +498,9 @@ void Supervisor::PollOnce(absl::Duration timeout) {
   fds.push_back({signal_fd_, POLLIN, 0});
   fds.push_back({wake_fd_, POLLIN, 0});
   fds.push_back({*room_fd_, POLLIN, 0});
-  constexpr size_t kStreamsFrom = 3;
+  // The watched fd: polled only while its last readiness was collected.
+  fds.push_back({watched_fd_ >= 0 && !watched_fd_ready_ ? watched_fd_ : -1, POLLIN, 0});
+  constexpr size_t kStreamsFrom = 4;
   bool paused = false;
   auto add_stream = [&](Stream* s) {
     if (s->fd < 0) return;
@@ -512,6 +531,7 @@ void Supervisor::PollOnce(absl::Duration timeout) {
     ssize_t ignored = read(*room_fd_, &count, sizeof(count));
     (void)ignored;
   }
+  if (fds[3].fd >= 0 && fds[3].revents != 0) watched_fd_ready_ = true;
   for (size_t i = 0; i < streams.size(); ++i) {
     if (fds[i + kStreamsFrom].revents != 0) ReadStream(streams[i], /*until_drained=*/false);
   }
@@ -539,7 +559,9 @@ void Supervisor::ReadStream(Stream* stream, bool until_drained, bool force) {
     if (budget == 0) return;
     ssize_t n = read(stream->fd, read_buffer_.data(), budget);
     if (n > 0) {
-      stream->prefixer->Append(absl::string_view(read_buffer_.data(), static_cast<size_t>(n)));
+      const absl::string_view bytes(read_buffer_.data(), static_cast<size_t>(n));
+      stream->prefixer->Append(bytes);
+      if (stream->tail != nullptr) stream->tail->Append(stream->tail_stream, bytes);
       ++reads;
       continue;
     }
@@ -711,6 +733,11 @@ std::optional<Supervisor::Event> Supervisor::TakeQueuedEvent() {
     event.type = EventType::kSignal;
     event.signal = pending_signals_.front();
     pending_signals_.pop_front();
+    return event;
+  }
+  if (watched_fd_ready_) {
+    watched_fd_ready_ = false;
+    event.type = EventType::kFdReady;
     return event;
   }
   if (wake_pending_) {

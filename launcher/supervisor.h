@@ -8,7 +8,9 @@
 // output through OutputWriters that never block it: while a writer's reader
 // is slow it leaves the lines in the processes' pipes (they wait, nothing is
 // lost); once the reader has stalled for 1 s it reads on and the writer
-// drops whole lines, counted (docs/pid1.md). No gRPC in here.
+// drops whole lines, counted (docs/pid1.md). It keeps each prefixed worker's
+// last lines (LineTail) for diagnostics, and polls one more fd for its
+// caller (WatchFd: the agent's inotify fd). No gRPC in here.
 //
 //   Start(workers) --> running --Wait()--> kWorkerExited (one per worker)
 //        ^                |                     |  every leader reaped
@@ -65,6 +67,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "launcher/line_tail.h"
 #include "launcher/output_prefixer.h"
 #include "launcher/output_writer.h"
 #include "launcher/restart_backoff.h"
@@ -126,12 +129,13 @@ class Supervisor : public WorkerGroup {
   void Wake() override;
   void SignalWorkers(int sig) override;
   int running_workers() const override;
+  void WatchFd(int fd) override;
+  pid_t worker_pid(int local_rank) const override;
+  // Workers with prefix_output: the last LineTail::kMaxLines lines.
+  std::vector<std::string> OutputTail(int local_rank) const override;
 
   // --- Queries for tests and diagnostics. ---
 
-  // The pid (= process group id) of the worker with `local_rank` from the
-  // latest Start(), or -1.
-  pid_t worker_pid(int local_rank) const;
   // The pid of the helper named `name` while it runs, or -1.
   pid_t helper_pid(const std::string& name) const;
 
@@ -141,6 +145,10 @@ class Supervisor : public WorkerGroup {
     OutputWriter* writer = nullptr;  // where the prefixer's lines go
     size_t prefix_size = 0;
     std::unique_ptr<OutputPrefixer> prefixer;
+    // Workers: their last lines (shared by stdout and stderr), and which
+    // of the tail's streams this is.
+    std::shared_ptr<LineTail> tail;
+    int tail_stream = 0;
   };
   struct Process {
     ProcessSpec spec;
@@ -221,6 +229,8 @@ class Supervisor : public WorkerGroup {
   std::deque<ProcessExit> pending_helper_exits_;
   std::deque<int> pending_signals_;
   bool wake_pending_ = false;
+  int watched_fd_ = -1;  // WatchFd(); not owned.
+  bool watched_fd_ready_ = false;
   GonePhase gone_phase_ = GonePhase::kIdle;
   absl::Time orphan_deadline_ = absl::InfiniteFuture();
   std::set<pid_t> orphans_seen_;  // logged already

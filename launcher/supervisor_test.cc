@@ -4,6 +4,7 @@
 #include <sched.h>
 #include <signal.h>
 #include <stdlib.h>
+#include <sys/inotify.h>
 #include <sys/wait.h>
 #include <termios.h>
 #include <unistd.h>
@@ -905,6 +906,63 @@ TEST(SupervisorTerminal, StdinIsForegroundTerminal_FalseForNonTerminal) {
   int status = 0;
   ASSERT_EQ(waitpid(child, &status, 0), child);
   EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "status " << status;
+}
+
+TEST_F(SupervisorTest, WatchedInotifyFd_EndsWaitWhenAWorkerWritesAFile_UntilUnwatched) {
+  const int fd = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
+  ASSERT_GE(fd, 0);
+  ASSERT_GE(inotify_add_watch(fd, dir_.path().c_str(), IN_CLOSE_WRITE | IN_MODIFY | IN_ATTRIB), 0);
+  supervisor_->WatchFd(fd);
+  // The worker writes after a while; Wait() sleeps in poll() until then.
+  ASSERT_TRUE(supervisor_
+                  ->Start({ShellWorker(
+                      "sleep 0.3; echo step=1 > \"$DIR/progress.0\"; exec sleep 30", dir_.path())})
+                  .ok());
+  const absl::Time start = absl::Now();
+  Supervisor::Event event = supervisor_->Wait(kTimeout);
+  EXPECT_EQ(event.type, EventType::kFdReady);
+  EXPECT_GE(absl::Now() - start, absl::Milliseconds(250));
+  EXPECT_LT(absl::Now() - start, absl::Seconds(5));
+  // Not read yet: reported again at once, not polled hot meanwhile.
+  EXPECT_EQ(supervisor_->Wait(absl::ZeroDuration()).type, EventType::kFdReady);
+  // Once the writer closed the file (its last event) and the fd is read,
+  // Wait() sleeps again.
+  ASSERT_TRUE(WaitFor([&] { return ReadFile(dir_.File("progress.0")) == "step=1\n"; }, kTimeout));
+  usleep(50 * 1000);
+  char buffer[4096];
+  while (read(fd, buffer, sizeof(buffer)) > 0) {
+  }
+  EXPECT_EQ(supervisor_->Wait(absl::Milliseconds(50)).type, EventType::kTimeout);
+  // Unwatched: a change no longer ends Wait().
+  supervisor_->WatchFd(-1);
+  WriteFile(dir_.File("progress.0"), "step=2\n", 0644);
+  EXPECT_EQ(supervisor_->Wait(absl::Milliseconds(50)).type, EventType::kTimeout);
+  close(fd);
+}
+
+TEST_F(SupervisorTest, OutputTail_KeepsAPrefixedWorkersLastLines) {
+  ProcessSpec spec = ShellWorker(
+      "i=0; while [ $i -lt 100 ]; do echo out$i; i=$((i+1)); done; echo err-last >&2; "
+      "printf partial; exec sleep 30",
+      dir_.path());
+  spec.prefix_output = true;
+  ASSERT_TRUE(supervisor_->Start({spec}).ok());
+  std::vector<std::string> tail;
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        supervisor_->Wait(absl::Milliseconds(10));
+        tail = supervisor_->OutputTail(0);
+        return !tail.empty() && tail.back() == "partial";
+      },
+      kTimeout));
+  ASSERT_EQ(tail.size(), LineTail::kMaxLines);
+  EXPECT_EQ(tail[tail.size() - 2], "err-last");
+  EXPECT_EQ(tail[tail.size() - 3], "out99");
+  EXPECT_EQ(supervisor_->OutputTail(1), std::vector<std::string>{});
+  const pid_t pid = supervisor_->worker_pid(0);
+  supervisor_->SignalWorkers(SIGKILL);
+  EXPECT_EQ(NextExit().pid, pid);
+  EXPECT_EQ(supervisor_->worker_pid(0), -1) << "a reaped leader's pid may be reused";
 }
 
 }  // namespace

@@ -7,14 +7,17 @@
 // group reports kWorkersGone once every worker process group is empty.
 //
 // Events, in the order Wait() returns them when several are ready: worker
-// exits, helper exits, kWorkersGone, signals, wakeups; kTimeout when the
-// timeout passed with none.
+// exits, helper exits, kWorkersGone, signals, a readable watched fd,
+// wakeups; kTimeout when the timeout passed with none.
 //
 // Threading: one owning thread calls everything except Wake(), which any
 // thread may call (to interrupt Wait()).
 #ifndef TRAINLET_LAUNCHER_WORKER_GROUP_H_
 #define TRAINLET_LAUNCHER_WORKER_GROUP_H_
 
+#include <sys/types.h>
+
+#include <string>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -32,6 +35,8 @@ class WorkerGroup {
     kWorkersGone,   // once per Start(), after the last worker exit, when every
                     // worker process group is empty (grandchildren included).
     kSignal,        // signal: one of ForwardedSignals(); NOT relayed.
+    kFdReady,       // the fd given to WatchFd() is readable; the caller
+                    // reads it (until then Wait() returns this at once).
     kWakeup,        // Wake() was called.
     kTimeout,
   };
@@ -69,6 +74,25 @@ class WorkerGroup {
 
   // Workers of the latest Start() whose leader has not been reaped yet.
   virtual int running_workers() const = 0;
+
+  // Also wait for `fd` (e.g. an inotify fd) to become readable: Wait()
+  // returns kFdReady while it is. -1 stops watching. Not owned. The default
+  // ignores it (the caller then polls on its timeouts).
+  virtual void WatchFd(int fd) { (void)fd; }
+
+  // The pid (= process group id) of the worker with `local_rank` of the
+  // latest Start(), or -1; -1 too once its leader has been reaped (the pid
+  // may then be reused).
+  virtual pid_t worker_pid(int local_rank) const = 0;
+
+  // The last lines (stdout and stderr, in the order read; bounded, see
+  // Supervisor) the worker with `local_rank` of the latest Start() wrote,
+  // when its output goes through the group (ProcessSpec::prefix_output);
+  // empty otherwise.
+  virtual std::vector<std::string> OutputTail(int local_rank) const {
+    (void)local_rank;
+    return {};
+  }
 };
 
 }  // namespace launcher

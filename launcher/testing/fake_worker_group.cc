@@ -93,6 +93,13 @@ int FakeWorkerGroup::running_workers() const {
       std::count_if(workers_.begin(), workers_.end(), [](const Worker& w) { return w.running; }));
 }
 
+pid_t FakeWorkerGroup::worker_pid(int local_rank) const {
+  for (const Worker& w : workers_) {
+    if (w.spec.local_rank == local_rank && w.running) return 4000 + local_rank;
+  }
+  return -1;
+}
+
 void FakeWorkerGroup::Exit(int local_rank, int code) {
   for (Worker& w : workers_) {
     if (w.spec.local_rank == local_rank) QueueExit(w, code);

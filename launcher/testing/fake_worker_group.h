@@ -22,6 +22,7 @@
 #include <atomic>
 #include <deque>
 #include <functional>
+#include <string>
 #include <vector>
 
 #include "common/clock.h"
@@ -42,6 +43,9 @@ class FakeWorkerGroup : public WorkerGroup {
   void Wake() override { wake_.store(true); }
   void SignalWorkers(int sig) override;
   int running_workers() const override;
+  // A made-up pid (4000 + local_rank) while the worker runs.
+  pid_t worker_pid(int local_rank) const override;
+  std::vector<std::string> OutputTail(int local_rank) const override { return output_tail; }
 
   // ---- Test controls.
   // The worker with `local_rank` of the latest Start() exits with `code`.
@@ -59,6 +63,8 @@ class FakeWorkerGroup : public WorkerGroup {
   absl::Status start_error;
   // Workers do not exit on SIGTERM/SIGINT/... (only SIGKILL kills them).
   bool ignore_terminate = false;
+  // What OutputTail() answers for every worker.
+  std::vector<std::string> output_tail;
 
   // What the agent did.
   std::vector<std::vector<ProcessSpec>> starts;

@@ -1,0 +1,88 @@
+"""End-to-end: hang detection (--hang-timeout, docs/progress.md). A real Python
+worker reports progress through TRAINLET_PROGRESS_FILE, then stops and hangs:
+the agent declares it hung within --hang-timeout +-10%, logs its evidence
+(output tail, /proc threads with wchan, the faulthandler stacks it asked for
+with SIGUSR1), then fails the round: exit 80 without restarts, a new round
+with them."""
+
+import datetime
+import os
+import re
+import unittest
+
+import harness
+from harness import E2ETestCase
+
+EXIT_WORKER_HUNG = 80
+HANG_TIMEOUT = 3.0
+# The log line that declares it (agent/round.cc), with its timestamp.
+DECLARED = re.compile(r"^(\S+Z) E .*worker rank (\d+) \(local rank \d+\) is hung: no progress "
+                      r"for ([0-9.]+)s", re.M)
+
+
+def log_time(stamp):
+    """Seconds since the epoch of a log timestamp "2026-11-23T22:42:07.478Z"."""
+    return datetime.datetime.strptime(stamp, "%Y-%m-%dT%H:%M:%S.%fZ").replace(
+        tzinfo=datetime.timezone.utc).timestamp()
+
+
+class HangTest(E2ETestCase):
+
+    def start_single_node(self, extra_args=()):
+        return self.start_job(1, 1, [harness.PY, harness.worker("progress_hang.py"), "5", "0.2"],
+                              extra_args=["--hang-timeout=%gs" % HANG_TIMEOUT,
+                                          "--prefix-output", "--grace-period=5s"]
+                              + list(extra_args))[0]
+
+    def check_declared_in_time(self, agent, rank=0):
+        match = DECLARED.search(agent.stderr)
+        self.assertIsNotNone(match, agent.describe())
+        self.assertEqual(match.group(2), str(rank))
+        with open(self.path("last-progress-%d-0" % rank)) as f:  # the first round's
+            last_progress = float(f.read())
+        # From the worker's last progress line to the declaration (both wall
+        # clocks of this host; the log has ms).
+        took = log_time(match.group(1)) - last_progress
+        self.assertGreaterEqual(took, HANG_TIMEOUT * 0.9, agent.describe())
+        self.assertLessEqual(took, HANG_TIMEOUT * 1.1, agent.describe())
+
+    def test_hung_worker_without_restarts_exits_80_with_evidence(self):
+        agent = self.start_single_node()
+        code = agent.wait(60)
+        self.assertEqual(code, EXIT_WORKER_HUNG, agent.describe())
+        self.check_declared_in_time(agent)
+        err = agent.stderr
+        # Its last progress, threads from /proc and its last output.
+        self.assertRegex(err, r"hang evidence: last progress: step=4 loss=0\.200 restart=0 pid=\d+")
+        self.assertRegex(err, r"hang evidence: +pid \d+ \(python3\) state S, \d+ thread\(s\)")
+        self.assertRegex(err, r"hang evidence: +tid \d+ \(python3\) S wchan=")
+        self.assertIn("hang evidence:   | about to hang in the data loader", err)
+        # The Python stacks: the worker opted in (it created its traceback file).
+        self.assertRegex(err, r"hang evidence: python traceback: sent SIGUSR1 to pid \d+")
+        self.assertRegex(err, r"hang evidence:   \|   File \".*progress_hang\.py\", line \d+ in "
+                              r"hang_forever")
+        self.assertIn("exiting with code 80", err)
+        self.assert_no_leftovers()
+
+    def test_hung_worker_with_restarts_gets_a_new_round(self):
+        agent = self.start_single_node(["--max-restarts=1"])
+        code = agent.wait(60)
+        self.assertEqual(code, 0, agent.describe())
+        self.check_declared_in_time(agent)
+        err = agent.stderr
+        self.assertIn("hang evidence:", err)
+        self.assertRegex(err, r"round 2: node rank 0 of 1")
+        self.assertIn("[rank 0] finished after the restart", agent.stdout)
+        self.assert_no_leftovers()
+
+    def test_worker_that_never_reports_is_not_watched(self):
+        # Progress off (no report at all): a long quiet worker is fine.
+        agent = self.start_job(1, 1, ["sh", "-c", "sleep 4.5; echo quiet-done"],
+                               extra_args=["--hang-timeout=1s", "--prefix-output"])[0]
+        self.assertEqual(agent.wait(60), 0, agent.describe())
+        self.assertNotIn("is hung", agent.stderr)
+        self.assertIn("quiet-done", agent.stdout)
+
+
+if __name__ == "__main__":
+    unittest.main()
