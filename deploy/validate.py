@@ -21,7 +21,7 @@ Exit 0 when every document passes, 1 with one line per problem otherwise.
    - podFailurePolicy only with restartPolicy: Never, every rule naming a real
      container, and its exit codes within the contract of common/exit_codes.h
      (docs/exit-codes.md): FailJob only on codes retrying cannot fix, and on
-     at least usage, rejected and config; Ignore only on "another node failed";
+     at least usage, rejected and config; Ignore only on "another node failed" and "node unhealthy";
      a JobSet whose Jobs can FailJob ends on PodFailurePolicy instead of
      restarting; Volcano's exit-code policies likewise;
    - the init-container pattern: the training container runs trainlet from an
@@ -92,8 +92,9 @@ class Contract:
                             c["kExitRestartsExhausted"], c["kExitNotExecutable"], c["kExitNotFound"]}
         # A policy that ends the job on configuration errors must name these.
         self.must_fail = {c["kExitUsage"], c["kExitRejected"], c["kExitConfig"]}
-        # Not this pod's fault: another node failed and this one was stopped.
-        self.ignorable = {c["kExitPeerFailed"]}
+        # Not this pod's fault: another node failed and this one was stopped;
+        # or this node's GPUs are unusable and a pod elsewhere should replace it.
+        self.ignorable = {c["kExitPeerFailed"], c["kExitNodeUnhealthy"]}
         # A standalone coordinator's exit ends the job: 0 it succeeded, 75 it
         # failed, 79 restarts exhausted (agent/standalone_coordinator.cc). A
         # new one would remember nothing, so its Job must not retry these.
@@ -682,7 +683,7 @@ class Validator:
                 bad = values - self.contract.ignorable
                 if bad:
                     self.err(rw, f"Ignore on {sorted(bad)}: only {sorted(self.contract.ignorable)} "
-                             "(another node failed) is not this pod's failure")
+                             "(another node failed, node unhealthy) is not this pod's failure")
         if is_trainlet_job:
             missing = self.contract.must_fail - failed
             if missing:

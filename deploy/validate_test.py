@@ -122,7 +122,7 @@ class ContractTest(unittest.TestCase):
     def test_contract_read_from_the_sources(self):
         c = validate.Contract()
         self.assertEqual(c.never_retry, {64, 77, 78, 79, 126, 127})
-        self.assertEqual(c.ignorable, {75})
+        self.assertEqual(c.ignorable, {75, 81})
         self.assertNotIn(69, c.never_retry)  # lost / unreachable: a restart may help
 
     def test_default_grace_period_leaves_room_in_kubernetes_default(self):
