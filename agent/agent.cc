@@ -205,8 +205,13 @@ int Agent::Run() {
       case Type::kSignal:
         Feed(SignalReceived{ev.signal});
         break;
-      case Type::kWakeup:
       case Type::kTimeout:
+        if (idle_hook_ == IdleHook::kDue) {
+          idle_hook_ = IdleHook::kDone;
+          if (seams_.idle_with_workers) seams_.idle_with_workers();
+        }
+        break;
+      case Type::kWakeup:
         break;
     }
     DrainInbox();
@@ -271,7 +276,9 @@ void Agent::StartPrepared() {
     Feed(WorkersStarted{prepared->specs.status(), ExitCodeForPlanError(prepared->specs.status())});
     return;
   }
-  Feed(WorkersStarted{seams_.workers->Start(*prepared->specs)});
+  absl::Status started = seams_.workers->Start(*prepared->specs);
+  if (started.ok() && idle_hook_ == IdleHook::kNotYet) idle_hook_ = IdleHook::kDue;
+  Feed(WorkersStarted{std::move(started)});
 }
 
 void Agent::Execute(const std::vector<RoundAction>& actions) {

@@ -45,6 +45,12 @@ struct AgentSeams {
   // What the round's local processes are; null: `run`'s workers
   // (TorchrunPlan).
   LaunchPlan* plan = nullptr;
+  // Called once, on the agent's thread, the first time it waits out a whole
+  // wait with nothing to do after a round's local processes started:
+  // start-up is over, and a job that ends at once never gets here
+  // (run_agent.cc drops the start-up code pages, common/code_pages.h). May
+  // be empty.
+  std::function<void()> idle_with_workers;
 };
 
 // The round's options from the run configuration. `master_port` is the one
@@ -98,6 +104,8 @@ class Agent {
   std::unique_ptr<rendezvous::WatchStream> watch_;
   int exit_code_ = -1;
   bool round_started_ = false;  // a round's processes were asked for.
+  // seams_.idle_with_workers: before any start, due, called.
+  enum class IdleHook { kNotYet, kDue, kDone } idle_hook_ = IdleHook::kNotYet;
   // The round whose Prepare() is in flight (0: none).
   uint64_t preparing_round_ = 0;
 

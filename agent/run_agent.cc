@@ -15,6 +15,7 @@
 #include "agent/master_port.h"
 #include "agent/node_probe.h"
 #include "agent/options.h"
+#include "common/code_pages.h"
 #include "common/descriptors.h"
 #include "common/exit_codes.h"
 #include "common/logging.h"
@@ -201,6 +202,12 @@ int RunAgent(const RunConfig& config, const std::map<std::string, std::string>& 
   seams.set_serving = [health_server, coordinator_host](bool on) {
     if (health_server != nullptr) health_server->SetServing(on);
     if (coordinator_host != nullptr) coordinator_host->SetServing(on);
+  };
+  // Once the workers run and the agent is idle, the code of start-up (static
+  // initialisers, options, probe, join) is not run again: its pages leave
+  // the resident set.
+  seams.idle_with_workers = [] {
+    if (absl::Status s = DropCodePages(); !s.ok()) TLOG(kDebug) << s.message();
   };
   RoundOptions round_options = RoundOptionsFrom(config, incarnation, master_port);
   if (setup) {
