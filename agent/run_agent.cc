@@ -141,10 +141,11 @@ int RunAgent(const RunConfig& config, const std::map<std::string, std::string>& 
   std::unique_ptr<rendezvous::Coordinator> local_core;
   std::unique_ptr<PeriodicThread> local_ticker;
   if (in_process) {
+    // Its ticker starts with the workers' first idle wait (below): a single
+    // member's round closes when it joins and its verdicts come with its
+    // reports, so until then there is nothing to time out, and a job that
+    // ends at once never pays for the thread.
     local_core = std::make_unique<rendezvous::Coordinator>(CoordinatorOptionsFrom(config));
-    rendezvous::Coordinator* core = local_core.get();
-    local_ticker = std::make_unique<PeriodicThread>(rendezvous::kCoordinatorTickEvery,
-                                                    [core] { core->Tick(); });
   } else if (config.host_coordinator != HostCoordinator::kNo) {
     rendezvous::CoordinatorHostOptions o;
     o.core = CoordinatorOptionsFrom(config);
@@ -203,10 +204,14 @@ int RunAgent(const RunConfig& config, const std::map<std::string, std::string>& 
     if (health_server != nullptr) health_server->SetServing(on);
     if (coordinator_host != nullptr) coordinator_host->SetServing(on);
   };
-  // Once the workers run and the agent is idle, the code of start-up (static
-  // initialisers, options, probe, join) is not run again: its pages leave
-  // the resident set.
-  seams.idle_with_workers = [] {
+  // Once the workers run and the agent is idle: the in-process coordinator's
+  // ticker starts, and the code of start-up (static initialisers, options,
+  // probe, join), which does not run again, leaves the resident set.
+  seams.idle_with_workers = [&local_ticker, core = local_core.get()] {
+    if (core != nullptr) {
+      local_ticker = std::make_unique<PeriodicThread>(rendezvous::kCoordinatorTickEvery,
+                                                      [core] { core->Tick(); });
+    }
     if (absl::Status s = DropCodePages(); !s.ok()) TLOG(kDebug) << s.message();
   };
   RoundOptions round_options = RoundOptionsFrom(config, incarnation, master_port);
