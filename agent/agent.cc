@@ -223,9 +223,14 @@ int Agent::Run() {
       case Type::kSignal:
         Feed(SignalReceived{ev.signal});
         break;
+      case Type::kTimeout:
+        if (idle_hook_ == IdleHook::kDue) {
+          idle_hook_ = IdleHook::kDone;
+          if (seams_.idle_with_workers) seams_.idle_with_workers();
+        }
+        break;
       case Type::kFdReady:  // the progress directory (inotify).
       case Type::kWakeup:
-      case Type::kTimeout:
         break;
     }
     // Each turn, unless read just now: cheap with inotify (a non-blocking
@@ -310,7 +315,9 @@ void Agent::StartPrepared() {
     seams_.progress->Reset(ranks);
     progress_pids_.clear();
   }
-  Feed(WorkersStarted{seams_.workers->Start(specs)});
+  absl::Status started = seams_.workers->Start(specs);
+  if (started.ok() && idle_hook_ == IdleHook::kNotYet) idle_hook_ = IdleHook::kDue;
+  Feed(WorkersStarted{std::move(started)});
 }
 
 void Agent::CollectProgress() {

@@ -62,6 +62,12 @@ struct AgentSeams {
   // re-join after a local failure: the reasons it is fatal, or none. May be
   // empty (no check).
   std::function<std::vector<std::string>()> node_health;
+  // Called once, on the agent's thread, the first time it waits out a whole
+  // wait with nothing to do after a round's local processes started:
+  // start-up is over, and a job that ends at once never gets here
+  // (run_agent.cc drops the start-up code pages, common/code_pages.h). May
+  // be empty.
+  std::function<void()> idle_with_workers;
 };
 
 // The round's options from the run configuration. `master_port` is the one
@@ -123,6 +129,8 @@ class Agent {
   std::unique_ptr<rendezvous::WatchStream> watch_;
   int exit_code_ = -1;
   bool round_started_ = false;  // a round's processes were asked for.
+  // seams_.idle_with_workers: before any start, due, called.
+  enum class IdleHook { kNotYet, kDue, kDone } idle_hook_ = IdleHook::kNotYet;
   // The round whose Prepare() is in flight (0: none).
   uint64_t preparing_round_ = 0;
   // The pid each worker's progress lines name (pid=N), by local rank: where

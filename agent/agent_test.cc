@@ -67,6 +67,7 @@ class AgentTest : public ::testing::Test {
     seams.progress = progress_;
     seams.proc_root = "/nonexistent/proc";  // the fake's pids are not this host's
     seams.node_health = node_health_;
+    seams.idle_with_workers = [this] { idle_with_workers_at_.push_back(workers_.starts.size()); };
     agent_ = std::make_unique<Agent>(config_, std::map<std::string, std::string>{{"PATH", "/bin"}},
                                      Options(), seams);
     return agent_->Run();
@@ -132,6 +133,8 @@ class AgentTest : public ::testing::Test {
   std::vector<std::function<void()>> pending_;
   ProgressDir* progress_ = nullptr;
   std::function<std::vector<std::string>()> node_health_;
+  // How many starts the workers had seen at each idle_with_workers call.
+  std::vector<size_t> idle_with_workers_at_;
 };
 
 TEST_F(AgentTest, Success_ReportsAndWaitsForTheVerdict) {
@@ -685,6 +688,33 @@ TEST_F(AgentTest, SpawnFailure_ReportsAndExits127) {
   workers_.start_error = absl::NotFoundError("trainlet: cannot execute COMMAND 'train'");
   EXPECT_EQ(Run(), kExitNotFound);
   EXPECT_EQ(client_.CountReports(v1::ReportRequest::FAILED), 1);
+  EXPECT_TRUE(idle_with_workers_at_.empty());  // no start: start-up is not over
+}
+
+TEST_F(AgentTest, IdleWithWorkers_OnceAtTheFirstIdleWaitAfterAStart) {
+  JoinAnswers({MakeAssignment(1, 1, 3, 2, kHeartbeat), MakeAssignment(2, 0, 2, 2, kHeartbeat, 1)});
+  workers_.on_start = [&](const auto&) {
+    if (workers_.starts.size() == 1) {
+      // A whole wait with nothing to do: the hook runs; then a rejoin and a
+      // second start.
+      WhenIdle([] {});
+      WhenIdle([&] { client_.SendDirective(Rejoin(1, "lost node node-0")); });
+    } else {
+      workers_.ExitAll(0);
+      WhenIdle([&] { client_.SendDirective(JobFinished(2)); });
+    }
+  };
+  EXPECT_EQ(Run(), 0);
+  ASSERT_EQ(workers_.starts.size(), 2u);
+  EXPECT_THAT(idle_with_workers_at_, ElementsAre(1u));  // after the first start only
+}
+
+TEST_F(AgentTest, IdleWithWorkers_NotCalledWhenTheJobEndsAtOnce) {
+  JoinAnswers({MakeAssignment(1, 1, 2, 2, kHeartbeat)});
+  workers_.on_start = [&](const auto&) { workers_.ExitAll(0); };
+  WhenIdle([&] { EXPECT_TRUE(client_.SendDirective(JobFinished(1))); });
+  EXPECT_EQ(Run(), 0);
+  EXPECT_TRUE(idle_with_workers_at_.empty());
 }
 
 TEST_F(AgentTest, Heartbeats_OnePerInterval) {

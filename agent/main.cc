@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <iostream>
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -92,12 +93,20 @@ std::map<std::string, std::string> CurrentEnvironment() {
   return env;
 }
 
-// What every agent command probes at start (SystemInfo::probe_node).
+// What every agent command probes at start (SystemInfo::probe_node). A node
+// probe that cannot load NVML starts first, on its own thread, and reads
+// sysfs and netlink while this thread reads the system and the options; its
+// result is dropped when the options turn the probe off. One that loads NVML
+// starts only when the options ask for it (agent/node_probe.h).
 trainlet::agent::SystemInfo ProbeMachine(const std::map<std::string, std::string>& env) {
+  const trainlet::topology::ProbeOptions options = trainlet::agent::AgentProbeOptions(env);
+  std::shared_ptr<trainlet::agent::NodeProbeRun> early;
+  if (!trainlet::agent::ProbeLoadsNvml(options)) early = trainlet::agent::StartNodeProbe(options);
   trainlet::agent::SystemInfo sys = trainlet::agent::ProbeSystem(env);
-  sys.probe_node = [env](absl::Duration timeout, std::string* note) {
-    return trainlet::agent::ProbeNodeBounded(trainlet::agent::AgentProbeOptions(env), timeout,
-                                             note);
+  sys.probe_node = [options, early](absl::Duration timeout, std::string* note) {
+    std::shared_ptr<trainlet::agent::NodeProbeRun> run =
+        early != nullptr ? early : trainlet::agent::StartNodeProbe(options);
+    return trainlet::agent::AwaitNodeProbe(*run, timeout, note);
   };
   return sys;
 }

@@ -12,15 +12,13 @@
 #include "common/logging.h"
 
 namespace trainlet::agent {
-namespace {
 
-struct ProbeState {
+class NodeProbeRun {
+ public:
   absl::Notification done;
   absl::Mutex mu;
   std::shared_ptr<const v1::NodeProbe> result ABSL_GUARDED_BY(mu);
 };
-
-}  // namespace
 
 topology::ProbeOptions AgentProbeOptions(const std::map<std::string, std::string>& env) {
   topology::ProbeOptions o;
@@ -47,24 +45,38 @@ topology::ProbeOptions AgentProbeOptions(const std::map<std::string, std::string
   return o;
 }
 
-std::shared_ptr<const v1::NodeProbe> ProbeNodeBounded(const topology::ProbeOptions& options,
-                                                      absl::Duration timeout, std::string* note) {
-  auto state = std::make_shared<ProbeState>();
-  std::thread([state, options] {
+bool ProbeLoadsNvml(const topology::ProbeOptions& options) {
+  return !options.nvml.library.empty() && options.nvml.absent_reason.empty();
+}
+
+std::shared_ptr<NodeProbeRun> StartNodeProbe(const topology::ProbeOptions& options) {
+  auto run = std::make_shared<NodeProbeRun>();
+  std::thread([run, options] {
     auto probe = std::make_shared<const v1::NodeProbe>(topology::ProbeNode(options));
     {
-      absl::MutexLock lock(&state->mu);
-      state->result = std::move(probe);
+      absl::MutexLock lock(&run->mu);
+      run->result = std::move(probe);
     }
-    state->done.Notify();
+    run->done.Notify();
   }).detach();
-  if (!state->done.WaitForNotificationWithTimeout(timeout)) {
+  return run;
+}
+
+std::shared_ptr<const v1::NodeProbe> AwaitNodeProbe(NodeProbeRun& run, absl::Duration timeout,
+                                                    std::string* note) {
+  if (!run.done.WaitForNotificationWithTimeout(timeout)) {
     *note = absl::StrCat("did not finish within ", absl::FormatDuration(timeout),
                          " (a slow or hung GPU driver?)");
     return nullptr;
   }
-  absl::MutexLock lock(&state->mu);
-  return state->result;
+  absl::MutexLock lock(&run.mu);
+  return run.result;
+}
+
+std::shared_ptr<const v1::NodeProbe> ProbeNodeBounded(const topology::ProbeOptions& options,
+                                                      absl::Duration timeout, std::string* note) {
+  std::shared_ptr<NodeProbeRun> run = StartNodeProbe(options);
+  return AwaitNodeProbe(*run, timeout, note);
 }
 
 std::string ProbeSummaryLine(const v1::NodeProbe& probe) {

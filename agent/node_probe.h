@@ -12,9 +12,13 @@
 // of /sys, /proc and /dev; for fixtures and captured trees) and
 // TRAINLET_SYSFS_ROOT (a tree standing in for /sys, over the former).
 //
-// Thread-safe. ProbeNodeBounded() starts one detached thread per call; a
-// probe still running at the deadline finishes (or hangs) on it, owning its
-// own state.
+// Thread-safe. StartNodeProbe() (and ProbeNodeBounded()) starts one detached
+// thread per call; a probe still running at the deadline finishes (or hangs)
+// on it, owning its own state. The agent starts a probe that cannot load
+// NVML at once, before it reads its options, so that the probe's sysfs and
+// netlink reads run beside the main thread's; one that loads NVML starts only
+// when the options ask for a probe (--probe-timeout=0 keeps a hung driver
+// away).
 #ifndef TRAINLET_AGENT_NODE_PROBE_H_
 #define TRAINLET_AGENT_NODE_PROBE_H_
 
@@ -35,8 +39,21 @@ namespace trainlet::agent {
 // no NCCL, `env` for the *_VISIBLE_DEVICES variables.
 topology::ProbeOptions AgentProbeOptions(const std::map<std::string, std::string>& env);
 
-// Runs topology::ProbeNode(options), waiting at most `timeout`; null when it
-// did not finish in time, with `*note` saying so.
+// Whether a probe with these options dlopens NVML (which a hung driver can
+// hang); otherwise it reads only sysfs, procfs and netlink.
+bool ProbeLoadsNvml(const topology::ProbeOptions& options);
+
+// topology::ProbeNode(options) running on a thread of its own.
+class NodeProbeRun;
+std::shared_ptr<NodeProbeRun> StartNodeProbe(const topology::ProbeOptions& options);
+
+// Waits at most `timeout` (from now) for a started probe; null when it did
+// not finish in time, with `*note` saying so. May be called again.
+std::shared_ptr<const v1::NodeProbe> AwaitNodeProbe(NodeProbeRun& run, absl::Duration timeout,
+                                                    std::string* note);
+
+// Both at once: runs topology::ProbeNode(options), waiting at most
+// `timeout`.
 std::shared_ptr<const v1::NodeProbe> ProbeNodeBounded(const topology::ProbeOptions& options,
                                                       absl::Duration timeout, std::string* note);
 

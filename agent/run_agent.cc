@@ -4,13 +4,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include <cerrno>
-#include <cstdio>
-#include <cstdlib>
-#include <cstring>
 #include <memory>
-#include <random>
-#include <set>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -18,8 +12,10 @@
 #include "absl/strings/str_join.h"
 #include "agent/agent.h"
 #include "agent/coordinator_options.h"
+#include "agent/master_port.h"
 #include "agent/node_probe.h"
 #include "agent/options.h"
+#include "common/code_pages.h"
 #include "common/descriptors.h"
 #include "common/exit_codes.h"
 #include "common/logging.h"
@@ -61,52 +57,14 @@ absl::StatusOr<int> PickFreePort() {
   return port;
 }
 
-// A port nothing on this host uses, for MASTER_PORT, found without a socket
-// (a single-node run opens none): a random port of the kernel's ephemeral
-// range that no TCP socket in /proc/net/tcp{,6} holds. Rank 0's store binds
-// it shortly after, like a port PickFreePort released. Falls back to
-// PickFreePort when /proc cannot tell.
+// MASTER_PORT for a single-node run, found without a socket (such a run
+// opens none; agent/master_port.h); a port the kernel picks when /proc and
+// netlink cannot tell.
 absl::StatusOr<int> PickUnusedPortWithoutSocket() {
-  int low = 32768, high = 60999;
-  if (FILE* f = std::fopen("/proc/sys/net/ipv4/ip_local_port_range", "re")) {
-    int a = 0, b = 0;
-    if (std::fscanf(f, "%d %d", &a, &b) == 2 && a > 0 && b > a && b <= 65535) {
-      low = a;
-      high = b;
-    }
-    std::fclose(f);
-  }
-  std::set<int> used;
-  for (const char* table : {"/proc/net/tcp", "/proc/net/tcp6"}) {
-    FILE* f = std::fopen(table, "re");
-    // No tcp6 table: a kernel without IPv6 (ipv6.disable=1) holds no IPv6 socket.
-    if (f == nullptr && errno == ENOENT && std::strcmp(table, "/proc/net/tcp6") == 0) continue;
-    if (f == nullptr) return PickFreePort();
-    // A large buffer: each read(2) of these files walks the kernel's whole
-    // TCP hash table again, and stdio's default for /proc is 1 KiB, which on
-    // a host with thousands of sockets made the scan take tens of ms.
-    char buffer[64 * 1024];
-    std::setvbuf(f, buffer, _IOFBF, sizeof(buffer));
-    char line[512];
-    bool header = true;
-    while (std::fgets(line, sizeof(line), f) != nullptr) {
-      if (header) {
-        header = false;
-        continue;
-      }
-      // "  0: 0100007F:A2F1 00000000:0000 0A ...": the local port in hex.
-      const char* colon = std::strchr(line, ':');
-      if (colon != nullptr) colon = std::strchr(colon + 1, ':');
-      if (colon != nullptr) used.insert(static_cast<int>(std::strtol(colon + 1, nullptr, 16)));
-    }
-    std::fclose(f);
-  }
-  std::mt19937 random(std::random_device{}());
-  std::uniform_int_distribution<int> pick(low, high);
-  for (int attempt = 0; attempt < 64; ++attempt) {
-    const int port = pick(random);
-    if (used.count(port) == 0) return port;
-  }
+  absl::StatusOr<int> port = PickMasterPort(RealPortPickSeams());
+  if (port.ok()) return port;
+  TLOG(kDebug) << "MASTER_PORT without a socket: " << port.status().message()
+               << "; binding port 0 instead";
   return PickFreePort();
 }
 
@@ -196,10 +154,11 @@ int RunAgent(const RunConfig& config, const std::map<std::string, std::string>& 
   std::unique_ptr<rendezvous::Coordinator> local_core;
   std::unique_ptr<PeriodicThread> local_ticker;
   if (in_process) {
+    // Its ticker starts with the workers' first idle wait (below): a single
+    // member's round closes when it joins and its verdicts come with its
+    // reports, so until then there is nothing to time out, and a job that
+    // ends at once never pays for the thread.
     local_core = std::make_unique<rendezvous::Coordinator>(CoordinatorOptionsFrom(config));
-    rendezvous::Coordinator* core = local_core.get();
-    local_ticker = std::make_unique<PeriodicThread>(rendezvous::kCoordinatorTickEvery,
-                                                    [core] { core->Tick(); });
   } else if (config.host_coordinator != HostCoordinator::kNo) {
     rendezvous::CoordinatorHostOptions o;
     o.core = CoordinatorOptionsFrom(config);
@@ -282,6 +241,16 @@ int RunAgent(const RunConfig& config, const std::map<std::string, std::string>& 
   seams.set_serving = [health_server, coordinator_host](bool on) {
     if (health_server != nullptr) health_server->SetServing(on);
     if (coordinator_host != nullptr) coordinator_host->SetServing(on);
+  };
+  // Once the workers run and the agent is idle: the in-process coordinator's
+  // ticker starts, and the code of start-up (static initialisers, options,
+  // probe, join), which does not run again, leaves the resident set.
+  seams.idle_with_workers = [&local_ticker, core = local_core.get()] {
+    if (core != nullptr) {
+      local_ticker = std::make_unique<PeriodicThread>(rendezvous::kCoordinatorTickEvery,
+                                                      [core] { core->Tick(); });
+    }
+    if (absl::Status s = DropCodePages(); !s.ok()) TLOG(kDebug) << s.message();
   };
   RoundOptions round_options = RoundOptionsFrom(config, incarnation, master_port);
   if (setup) {

@@ -198,8 +198,9 @@ class StaticGpuPlacementTest(E2ETestCase):
 class SingleNodeNoNetworkTest(E2ETestCase):
     """A single-node run (nothing configured) runs its coordinator inside the
     agent: no gRPC server or client, no IP or Unix socket at all. (The node
-    probe's NIC listing reads the kernel over netlink, which is not a network
-    socket.)"""
+    probe's NIC listing and the MASTER_PORT pick, a sock_diag dump of the
+    listening TCP sockets, read the kernel over netlink, which is not a
+    network socket.)"""
 
     def run_traced(self, args, command):
         trace = self.path("strace.txt")
