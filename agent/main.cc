@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "agent/controller_command.h"
 #include "agent/coordinator_config.h"
 #include "agent/health_probe.h"
 #include "agent/install_command.h"
@@ -49,6 +50,9 @@ constexpr char kUsage[] =
     "  coordinator [options]\n"
     "        Run the rendezvous coordinator on its own (normally node rank 0's\n"
     "        agent hosts it).\n"
+    "  controller [options]\n"
+    "        Run the thin controller agents report health and progress to\n"
+    "        (--controller=HOST:PORT); keeps each job's history (docs/controller.md).\n"
     "  health [HOST:]PORT\n"
     "        Probe an agent's readiness (grpc.health.v1).\n"
     "  probe [options]\n"
@@ -228,6 +232,16 @@ int main(int argc, char** argv) {
     }
     trainlet::SetLogLevel(config->log_level);
     return trainlet::agent::RunStandaloneCoordinator(*config);
+  }
+  if (command == "controller") {
+    auto config = trainlet::agent::ParseControllerConfig(args, env);
+    if (!config.ok()) return ConfigError("controller", config.status());
+    if (config->help_requested) {
+      std::cout << trainlet::agent::ControllerHelpText();
+      return trainlet::kExitSuccess;
+    }
+    trainlet::SetLogLevel(config->log_level);
+    return trainlet::agent::RunController(*config);
   }
   std::cerr << "trainlet: unknown command \"" << command << "\"\n\n" << kUsage;
   return trainlet::kExitUsage;

@@ -15,13 +15,11 @@
 
 #include "common/logging.h"
 #include "rendezvous/coordinator.h"
+#include "rendezvous/grpc_auth.h"
 #include "rendezvous/tls_files.h"
 #include "trainlet/v1/rendezvous_service.grpc.pb.h"
 
 namespace trainlet::rendezvous {
-
-// The metadata key that carries the job token.
-inline constexpr char kTokenMetadataKey[] = "x-trainlet-token";
 
 class CoordinatorService final : public v1::Rendezvous::CallbackService {
  public:
