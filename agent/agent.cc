@@ -347,8 +347,11 @@ void Agent::Execute(const std::vector<RoundAction>& actions) {
 
 void Agent::PublishStatus() {
   const AgentStatus& s = machine_.status();
-  absl::MutexLock lock(&status_mu_);
-  status_ = s;
+  {
+    absl::MutexLock lock(&status_mu_);
+    status_ = s;
+  }
+  if (seams_.reporter != nullptr) seams_.reporter->Update(s);
 }
 
 AgentStatus Agent::status() const {

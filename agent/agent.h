@@ -25,6 +25,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
 #include "agent/launch_plan.h"
+#include "agent/reporter.h"
 #include "agent/round.h"
 #include "agent/run_config.h"
 #include "common/clock.h"
@@ -45,6 +46,9 @@ struct AgentSeams {
   // What the round's local processes are; null: `run`'s workers
   // (TorchrunPlan).
   LaunchPlan* plan = nullptr;
+  // Health reports to the controller (reporter.h): every new status is
+  // handed to it, which never blocks. Null: no reports.
+  StatusReporter* reporter = nullptr;
 };
 
 // The round's options from the run configuration. `master_port` is the one
