@@ -69,10 +69,9 @@ void Reporter::Update(const AgentStatus& status) {
   const uint64_t previous_round = status_.has_value() ? status_->round : 0;
   const bool was_done = status_.has_value() && status_->state == RoundState::kDone;
   if (status.round > previous_round && previous_round > 0) {
-    AddEventLocked(v1::ReportEvent::RESTART, status.round,
-                   status.last_failure.empty()
-                       ? absl::StrCat("round ", status.round, " after round ", previous_round)
-                       : status.last_failure);
+    // No cause when this node's workers were fine: the controller takes the
+    // failing node's.
+    AddEventLocked(v1::ReportEvent::RESTART, status.round, status.last_failure);
   }
   if (status.state == RoundState::kDone && !was_done) {
     AddEventLocked(v1::ReportEvent::FINISHED, status.round,

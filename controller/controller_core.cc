@@ -26,7 +26,8 @@ v1::HistoryEntry Entry(v1::HistoryEntry::Kind kind, absl::Time at, uint64_t roun
 }
 
 // Why the job went to `round`, from what this report knows: the agent's
-// RESTART event for it, the coordinator's reason, or the agent's last failure.
+// RESTART event for it, the coordinator's reason, or the agent's last
+// failure. Empty when it knows nothing specific.
 std::string RestartCause(const v1::HealthReport& r, uint64_t round) {
   for (const v1::ReportEvent& e : r.events()) {
     if (e.kind() == v1::ReportEvent::RESTART && e.round() == round && !e.cause().empty()) {
@@ -36,8 +37,12 @@ std::string RestartCause(const v1::HealthReport& r, uint64_t round) {
   for (const v1::RestartReason& rr : r.coordinator().restarts()) {
     if (rr.round() == round && !rr.reason().empty()) return rr.reason();
   }
-  if (!r.last_failure().empty()) return r.last_failure();
-  return absl::StrCat("round ", round, " opened (no cause reported)");
+  if (r.round() == round && !r.last_failure().empty()) return r.last_failure();
+  return "";
+}
+
+std::string UnknownCause(uint64_t round) {
+  return absl::StrCat("round ", round, " opened (no node reported a cause)");
 }
 
 bool IsDone(const v1::HealthReport& r) { return r.state() == v1::HealthReport::DONE; }
@@ -108,6 +113,42 @@ void ControllerCore::AddHistoryLocked(const std::string& job_id, Job* job, v1::H
       it->set_evidence("(in the history database: trainlet controller --db)");
     }
   }
+}
+
+void ControllerCore::NoteRestartLocked(const std::string& job_id, Job* job, uint64_t round,
+                                       const std::string& node_id, absl::Time at, std::string cause,
+                                       std::vector<HistoryRecord>* out) {
+  const bool pending_here =
+      job->pending_restart.has_value() && job->pending_restart->round == round;
+  if (round <= job->last_restart_round && !pending_here) return;  // recorded already.
+  if (round > job->last_restart_round) {
+    FlushPendingRestartLocked(job_id, job, out);
+    job->last_restart_round = round;
+    ++job->restarts;
+    if (cause.empty()) {
+      // The node that failed usually knows why; wait a little for its report.
+      job->pending_restart = PendingRestart{round, node_id, at, clock_->Now()};
+      return;
+    }
+  } else if (cause.empty()) {
+    return;  // still pending.
+  }
+  if (pending_here) at = job->pending_restart->at;
+  job->pending_restart.reset();
+  TLOG(kInfo) << "controller: job " << SafeForLog(job_id, 64) << " restarted (round " << round
+              << "): " << SafeForLog(cause);
+  AddHistoryLocked(job_id, job,
+                   Entry(v1::HistoryEntry::RESTART, at, round, node_id, std::move(cause)), out);
+}
+
+void ControllerCore::FlushPendingRestartLocked(const std::string& job_id, Job* job,
+                                               std::vector<HistoryRecord>* out) {
+  if (!job->pending_restart.has_value()) return;
+  const PendingRestart p = *job->pending_restart;
+  job->pending_restart.reset();
+  AddHistoryLocked(
+      job_id, job,
+      Entry(v1::HistoryEntry::RESTART, p.at, p.round, p.node_id, UnknownCause(p.round)), out);
 }
 
 absl::Status ControllerCore::Report(const v1::HealthReport& report) {
@@ -190,14 +231,8 @@ absl::Status ControllerCore::ReportLocked(const v1::HealthReport& report,
     absl::Time at = e.at_unix_ms() > 0 ? absl::FromUnixMillis(e.at_unix_ms()) : now;
     switch (e.kind()) {
       case v1::ReportEvent::RESTART:
-        if (e.round() > job->last_restart_round) {
-          job->last_restart_round = e.round();
-          ++job->restarts;
-          AddHistoryLocked(job_id, job,
-                           Entry(v1::HistoryEntry::RESTART, at, e.round(), node_id,
-                                 e.cause().empty() ? RestartCause(report, e.round()) : e.cause()),
-                           out);
-        }
+        NoteRestartLocked(job_id, job, e.round(), node_id, at,
+                          e.cause().empty() ? RestartCause(report, e.round()) : e.cause(), out);
         break;
       case v1::ReportEvent::HANG: {
         ++job->hangs;
@@ -219,13 +254,9 @@ absl::Status ControllerCore::ReportLocked(const v1::HealthReport& report,
   }
   // A round the job had not reached: a restart unless it is the first.
   if (report.round() > job->round) {
-    if (job->round > 0 && report.round() > job->last_restart_round) {
-      job->last_restart_round = report.round();
-      ++job->restarts;
-      AddHistoryLocked(job_id, job,
-                       Entry(v1::HistoryEntry::RESTART, now, report.round(), node_id,
-                             RestartCause(report, report.round())),
-                       out);
+    if (job->round > 0 || report.restart_count() > 0) {
+      NoteRestartLocked(job_id, job, report.round(), node_id, now,
+                        RestartCause(report, report.round()), out);
     }
     job->round = report.round();
     AddHistoryLocked(job_id, job,
@@ -235,6 +266,14 @@ absl::Status ControllerCore::ReportLocked(const v1::HealthReport& report,
                      out);
     TLOG(kInfo) << "controller: job " << SafeForLog(job_id, 64) << " is in round "
                 << report.round();
+  }
+
+  // A restart waiting for its cause: any node of that round may know it.
+  if (job->pending_restart.has_value() && job->pending_restart->round == report.round()) {
+    std::string cause = RestartCause(report, report.round());
+    if (!cause.empty()) {
+      NoteRestartLocked(job_id, job, report.round(), node_id, now, std::move(cause), out);
+    }
   }
 
   node.latest = report;
@@ -254,6 +293,10 @@ void ControllerCore::Sweep() {
     absl::MutexLock lock(&mu_);
     const absl::Time now = clock_->Now();
     for (auto& [job_id, job] : jobs_) {
+      if (job.pending_restart.has_value() &&
+          now - job.pending_restart->noted >= kRestartCauseWait) {
+        FlushPendingRestartLocked(job_id, &job, &records);
+      }
       for (auto it = job.nodes.begin(); it != job.nodes.end();) {
         Node& node = it->second;
         const absl::Duration silent = now - node.last_report;

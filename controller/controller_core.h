@@ -40,6 +40,7 @@
 #include <deque>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -77,6 +78,11 @@ struct ControllerOptions {
   absl::Duration stale_after = absl::Seconds(15);
   absl::Duration forget_after = absl::Hours(1);
 };
+
+// How long a restart whose first reports name no cause (a node whose own
+// workers were fine) waits for one that does (the failing node's), before it
+// is recorded as "no node reported a cause".
+inline constexpr absl::Duration kRestartCauseWait = absl::Seconds(5);
 
 // History entries of a job that keep their hang evidence in memory (the
 // store keeps all of it).
@@ -125,11 +131,19 @@ class ControllerCore {
     uint64_t last_event_id = 0;
     std::vector<uint64_t> fenced;  // earlier incarnations, the newest last (at most 4).
   };
+  struct PendingRestart {
+    uint64_t round = 0;
+    std::string node_id;  // the first node that reported the round.
+    absl::Time at;        // when it happened.
+    absl::Time noted;     // when the core learnt of it (clock_).
+  };
   struct Job {
     std::map<std::string, Node> nodes;
     std::deque<v1::HistoryEntry> history;
     uint64_t round = 0;
     uint64_t last_restart_round = 0;
+    // A restart whose cause no report has given yet (kRestartCauseWait).
+    std::optional<PendingRestart> pending_restart;
     int64_t restarts = 0;
     int64_t hangs = 0;
     absl::Time last_heard = absl::InfinitePast();
@@ -139,6 +153,14 @@ class ControllerCore {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Finds or makes room for `job_id`; null when every job is active.
   Job* JobForLocked(const std::string& job_id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // A restart into `round` learnt from `node_id`: recorded at once with a
+  // cause, else held (pending) until a node gives one or kRestartCauseWait.
+  void NoteRestartLocked(const std::string& job_id, Job* job, uint64_t round,
+                         const std::string& node_id, absl::Time at, std::string cause,
+                         std::vector<HistoryRecord>* out) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void FlushPendingRestartLocked(const std::string& job_id, Job* job,
+                                 std::vector<HistoryRecord>* out)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void AddHistoryLocked(const std::string& job_id, Job* job, v1::HistoryEntry entry,
                         std::vector<HistoryRecord>* out) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   v1::JobSummary SummaryLocked(const std::string& job_id, const Job& job, absl::Time now) const

@@ -116,6 +116,47 @@ TEST_F(ControllerCoreTest, Report_NewRoundWithoutEvent_TakesCoordinatorReasonThe
   EXPECT_EQ(status->history(3).cause(), "local worker 0 exited with code 1");
 }
 
+TEST_F(ControllerCoreTest, Restart_WithoutCause_WaitsForTheNodeThatKnowsIt) {
+  ASSERT_TRUE(core_->Report(MakeReport("job", "pod-0", 1, 1, 1)).ok());
+  ASSERT_TRUE(core_->Report(MakeReport("job", "pod-1", 2, 1, 1)).ok());
+  // pod-0's workers were fine: its RESTART event has no cause.
+  v1::HealthReport r = MakeReport("job", "pod-0", 1, 2, 2);
+  v1::ReportEvent* e = r.add_events();
+  e->set_kind(v1::ReportEvent::RESTART);
+  e->set_round(2);
+  e->set_id(1);
+  ASSERT_TRUE(core_->Report(r).ok());
+  EXPECT_EQ(core_->GetStatus("job")->summary().restarts(), 1);
+  EXPECT_THAT(Kinds(*core_->GetStatus("job")),
+              ::testing::ElementsAre(v1::HistoryEntry::ROUND, v1::HistoryEntry::ROUND));
+  // pod-1, whose worker failed, reports the same round with its failure.
+  v1::HealthReport failed = MakeReport("job", "pod-1", 2, 2, 2);
+  failed.set_last_failure("worker rank 1 exited with code 3");
+  ASSERT_TRUE(core_->Report(failed).ok());
+  auto status = core_->GetStatus("job");
+  ASSERT_TRUE(status.ok());
+  EXPECT_EQ(status->summary().restarts(), 1);
+  ASSERT_EQ(status->history_size(), 3);
+  EXPECT_EQ(status->history(2).kind(), v1::HistoryEntry::RESTART);
+  EXPECT_EQ(status->history(2).cause(), "worker rank 1 exited with code 3");
+  EXPECT_EQ(status->history(2).node_id(), "pod-1");
+}
+
+TEST_F(ControllerCoreTest, Restart_NobodyKnowsTheCause_IsRecordedAfterTheWait) {
+  ASSERT_TRUE(core_->Report(MakeReport("job", "pod-0", 1, 1, 1)).ok());
+  ASSERT_TRUE(core_->Report(MakeReport("job", "pod-0", 1, 2, 2)).ok());
+  clock_.Advance(kRestartCauseWait - absl::Milliseconds(1));
+  core_->Sweep();
+  EXPECT_EQ(core_->GetStatus("job")->history_size(), 2);
+  clock_.Advance(absl::Milliseconds(1));
+  core_->Sweep();
+  auto status = core_->GetStatus("job");
+  ASSERT_EQ(status->history_size(), 3);
+  EXPECT_EQ(status->history(2).kind(), v1::HistoryEntry::RESTART);
+  EXPECT_THAT(status->history(2).cause(), HasSubstr("no node reported a cause"));
+  EXPECT_EQ(sink_.records.size(), 3u);
+}
+
 TEST_F(ControllerCoreTest, Report_HangEvent_RecordsEvidenceAndVerdictOnce) {
   v1::HealthReport r = MakeReport("job", "pod-0", 1, 1, 1);
   r.set_hang_evidence("thread 12 wchan futex_wait_queue\nlast line: step=1200");
@@ -257,7 +298,9 @@ TEST_F(ControllerCoreTest, SinkFailure_KeepsTheEntryInMemory) {
 
 TEST_F(ControllerCoreTest, Restore_PutsHistoryBackAndDoesNotRepeatTheRound) {
   ASSERT_TRUE(core_->Report(MakeReport("job", "pod-0", 1, 1, 1)).ok());
-  ASSERT_TRUE(core_->Report(MakeReport("job", "pod-0", 1, 2, 2)).ok());
+  v1::HealthReport second = MakeReport("job", "pod-0", 1, 2, 2);
+  second.set_last_failure("worker 0 exited with code 1");
+  ASSERT_TRUE(core_->Report(second).ok());
   std::vector<HistoryRecord> saved = sink_.records;
   ASSERT_THAT(saved, SizeIs(3));
 
@@ -317,7 +360,9 @@ TEST_F(ControllerCoreLimitsTest, Jobs_AreCappedAndTheOldestSilentOneMakesRoom) {
 
 TEST_F(ControllerCoreLimitsTest, HistoryInMemory_KeepsTheNewest) {
   for (uint64_t round = 1; round <= 5; ++round) {
-    ASSERT_TRUE(core_->Report(MakeReport("a", "n0", 1, round, round)).ok());
+    v1::HealthReport r = MakeReport("a", "n0", 1, round, round);
+    r.set_last_failure("worker 0 failed");
+    ASSERT_TRUE(core_->Report(r).ok());
   }
   auto status = core_->GetStatus("a");
   ASSERT_TRUE(status.ok());
