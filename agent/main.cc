@@ -21,6 +21,7 @@
 #include "agent/run_config.h"
 #include "agent/run_mpi.h"
 #include "agent/standalone_coordinator.h"
+#include "agent/status_command.h"
 #include "agent/system_probe.h"
 #include "common/deadlock_detection.h"
 #include "common/descriptors.h"
@@ -53,6 +54,8 @@ constexpr char kUsage[] =
     "  controller [options]\n"
     "        Run the thin controller agents report health and progress to\n"
     "        (--controller=HOST:PORT); keeps each job's history (docs/controller.md).\n"
+    "  status [--controller=HOST:PORT] [JOB] [--json]\n"
+    "        Print what the controller knows: every job, or one job's nodes and history.\n"
     "  health [HOST:]PORT\n"
     "        Probe an agent's readiness (grpc.health.v1).\n"
     "  probe [options]\n"
@@ -232,6 +235,9 @@ int main(int argc, char** argv) {
     }
     trainlet::SetLogLevel(config->log_level);
     return trainlet::agent::RunStandaloneCoordinator(*config);
+  }
+  if (command == "status") {
+    return trainlet::agent::RunStatusCommand(args, env, std::cout, std::cerr);
   }
   if (command == "controller") {
     auto config = trainlet::agent::ParseControllerConfig(args, env);

@@ -3,6 +3,7 @@ history it keeps in SQLite (--db) is read back with Python's sqlite3 after the
 controller stopped, and after it was killed and restarted; a controller that
 is down changes nothing for the job."""
 
+import json
 import os
 import signal
 import sqlite3
@@ -64,6 +65,21 @@ class ControllerTest(E2ETestCase):
         agents = self.run_job(port, "jobA", [PY, "-c", script],
                               ["--max-restarts=2", "--nproc-per-node=1"])
         self.assertEqual(self.wait_all(agents, 90), [0, 0], self.describe_all())
+        status = subprocess.run(
+            [harness.TRAINLET, "status", "--controller=127.0.0.1:%d" % port,
+             "--token-file=" + self.token, "jobA"], stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE, timeout=20)
+        self.assertEqual(status.returncode, 0, status.stderr.decode())
+        text = status.stdout.decode()
+        self.assertIn("job jobA: SUCCEEDED, round 2", text)
+        self.assertIn("RESTART", text)
+        self.assertIn("exited with code 3", text)
+        listing = subprocess.run(
+            [harness.TRAINLET, "status", "--controller=127.0.0.1:%d" % port, "--json"],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=20,
+            env=dict(os.environ, TRAINLET_TOKEN_FILE=self.token))
+        self.assertEqual(listing.returncode, 0, listing.stderr.decode())
+        self.assertEqual(json.loads(listing.stdout)["jobs"][0]["job_id"], "jobA")
         ctl.signal(signal.SIGKILL)
         ctl.wait(10)
         rows = self.history(db)
