@@ -41,11 +41,15 @@ const std::vector<OptionSpec>& StatusOptionTable() {
   return *table;
 }
 
+// "4s ago", "<1s ago".
+std::string AgeText(absl::Duration age) {
+  if (age < absl::Seconds(1)) return "<1s ago";
+  return absl::StrCat(absl::FormatDuration(absl::Trunc(age, absl::Seconds(1))), " ago");
+}
+
 std::string Ago(int64_t unix_ms, absl::Time now) {
   if (unix_ms <= 0) return "-";
-  return absl::StrCat(
-      absl::FormatDuration(absl::Trunc(now - absl::FromUnixMillis(unix_ms), absl::Seconds(1))),
-      " ago");
+  return AgeText(now - absl::FromUnixMillis(unix_ms));
 }
 
 std::string Clean(const std::string& text, size_t max = 200) { return SafeForLog(text, max); }
@@ -136,9 +140,7 @@ std::string FormatJobStatus(const v1::GetStatusResponse& status) {
         r.progress().known() ? absl::StrCat(r.progress().step()) : std::string("-"),
         r.progress().known() ? absl::FormatDuration(absl::Milliseconds(r.progress().age_ms()))
                              : std::string("-"),
-        absl::StrCat(absl::FormatDuration(
-                         absl::Trunc(absl::Milliseconds(n.report_age_ms()), absl::Seconds(1))),
-                     " ago"),
+        AgeText(absl::Milliseconds(n.report_age_ms())),
         absl::StrCat(r.agent_rss_bytes() >> 20, "M"),
         r.gpus().empty()
             ? std::string("-")
