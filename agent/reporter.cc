@@ -139,6 +139,8 @@ void Reporter::SendAndRecord(v1::HealthReport report, absl::Duration timeout) {
   uint64_t last_id = 0;
   for (const v1::ReportEvent& e : report.events()) last_id = std::max(last_id, e.id());
   absl::MutexLock lock(&mu_);
+  // Cut short by Stop: says nothing about the controller.
+  if (stop_ && s.code() == absl::StatusCode::kCancelled) return;
   last_ok_ = s.ok();
   if (s.ok()) {
     ++stats_.sent;

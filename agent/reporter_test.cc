@@ -1,5 +1,6 @@
 #include "agent/reporter.h"
 
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -16,8 +17,10 @@ class FakeTransport : public ReportTransport {
  public:
   absl::Status Send(const v1::HealthReport& report, absl::Duration timeout) override {
     sent.push_back(report);
+    if (on_send) on_send();
     return next;
   }
+  std::function<void()> on_send;
   std::vector<v1::HealthReport> sent;
   absl::Status next = absl::OkStatus();
 };
@@ -181,6 +184,20 @@ TEST_F(ReporterTest, Stop_DoesNotWaitForAControllerThatIsAway) {
   reporter_.Update(done);
   reporter_.Stop(absl::Milliseconds(500));
   EXPECT_EQ(transport_.sent.size(), 1u);
+}
+
+TEST_F(ReporterTest, SendCancelledByStop_IsNotAFailure) {
+  reporter_.Update(Running(1));
+  reporter_.Step();
+  reporter_.Update(Running(1, 1));
+  // The agent stops while a report is in flight; the transport answers
+  // CANCELLED.
+  transport_.next = absl::CancelledError("cancelled");
+  transport_.on_send = [this] { reporter_.Stop(absl::ZeroDuration()); };
+  clock_.Advance(kMinReportGap);
+  reporter_.Step();
+  EXPECT_EQ(transport_.sent.size(), 2u);
+  EXPECT_EQ(reporter_.stats().failed, 0);
 }
 
 TEST(GpuReports, FatalWhenNvmlSaysSo) {
