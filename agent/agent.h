@@ -47,7 +47,8 @@ struct AgentSeams {
   // (TorchrunPlan).
   LaunchPlan* plan = nullptr;
   // Health reports to the controller (reporter.h): every new status is
-  // handed to it, which never blocks. Null: no reports.
+  // handed to it (Update), and events such as a hang with its evidence
+  // (AddEvent); neither blocks. Null: no reports.
   StatusReporter* reporter = nullptr;
 };
 

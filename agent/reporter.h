@@ -49,6 +49,10 @@ class StatusReporter {
   virtual ~StatusReporter() = default;
   // The agent's status now. Never blocks.
   virtual void Update(const AgentStatus& status) = 0;
+  // An event for the next report: a hang (kind HANG, its cause, and the
+  // evidence text that goes with it, kept up to kMaxHangEvidenceLength from
+  // its end). Never blocks.
+  virtual void AddEvent(v1::ReportEvent::Kind kind, std::string cause, std::string evidence) = 0;
 };
 
 // Sends one report; called only on the reporter's thread (Cancel from any).
@@ -89,9 +93,7 @@ class Reporter : public StatusReporter {
   Reporter& operator=(const Reporter&) = delete;
 
   void Update(const AgentStatus& status) override;
-  // An event for the next report (a hang: kind HANG, its cause, and the
-  // evidence text that goes with it). Never blocks.
-  void AddEvent(v1::ReportEvent::Kind kind, std::string cause, std::string evidence = "");
+  void AddEvent(v1::ReportEvent::Kind kind, std::string cause, std::string evidence) override;
 
   // Starts the sender thread.
   void Start();
