@@ -213,6 +213,12 @@ int Agent::Run() {
     using Type = launcher::WorkerGroup::EventType;
     switch (ev.type) {
       case Type::kWorkerExited:
+        if (auto w = workers_.find(ev.exit.local_rank);
+            ev.exit.role == launcher::ProcessRole::kWorker && w != workers_.end()) {
+          w->second.pid = 0;
+          w->second.exited = true;
+          w->second.exit_code = ev.exit.exit_code;
+        }
         Feed(WorkerExited{ev.exit});
         break;
       case Type::kHelperExited:
@@ -317,6 +323,16 @@ void Agent::StartPrepared() {
   }
   absl::Status started = seams_.workers->Start(specs);
   if (started.ok() && idle_hook_ == IdleHook::kNotYet) idle_hook_ = IdleHook::kDue;
+  workers_.clear();
+  if (started.ok()) {
+    for (const launcher::ProcessSpec& spec : specs) {
+      if (spec.role != launcher::ProcessRole::kWorker) continue;
+      WorkerStatus& w = workers_[spec.local_rank];
+      w.local_rank = spec.local_rank;
+      w.global_rank = spec.global_rank;
+      w.pid = seams_.workers->worker_pid(spec.local_rank);
+    }
+  }
   Feed(WorkersStarted{std::move(started)});
 }
 
@@ -377,6 +393,13 @@ void Agent::SaveHangEvidence(HangEvidence e) {
   // One log line per evidence line, each escaped (ToText does).
   for (absl::string_view line : absl::StrSplit(e.ToText(), '\n', absl::SkipEmpty())) {
     TLOG(kError) << "hang evidence: " << line;
+  }
+  if (seams_.reporter != nullptr) {
+    seams_.reporter->AddEvent(v1::ReportEvent::HANG,
+                              absl::StrCat("rank ", e.global_rank, " (local rank ", e.local_rank,
+                                           ") hung: no progress for ",
+                                           absl::FormatDuration(e.silence), " (--hang-timeout)"),
+                              e.ToText());
   }
   absl::MutexLock lock(&status_mu_);
   last_hang_ = std::make_shared<const HangEvidence>(std::move(e));
@@ -466,10 +489,15 @@ void Agent::Execute(const std::vector<RoundAction>& actions) {
 }
 
 void Agent::PublishStatus() {
-  const AgentStatus& s = machine_.status();
-  absl::MutexLock lock(&status_mu_);
-  status_ = s;
-  status_.last_hang = last_hang_;
+  AgentStatus s = machine_.status();
+  s.workers.reserve(workers_.size());
+  for (const auto& [local_rank, w] : workers_) s.workers.push_back(w);
+  {
+    absl::MutexLock lock(&status_mu_);
+    s.last_hang = last_hang_;
+    status_ = s;
+  }
+  if (seams_.reporter != nullptr) seams_.reporter->Update(s);
 }
 
 AgentStatus Agent::status() const {

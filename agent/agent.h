@@ -33,6 +33,7 @@
 #include "absl/synchronization/mutex.h"
 #include "agent/launch_plan.h"
 #include "agent/progress.h"
+#include "agent/reporter.h"
 #include "agent/round.h"
 #include "agent/run_config.h"
 #include "common/clock.h"
@@ -68,6 +69,10 @@ struct AgentSeams {
   // (run_agent.cc drops the start-up code pages, common/code_pages.h). May
   // be empty.
   std::function<void()> idle_with_workers;
+  // Health reports to the controller (reporter.h): every new status is
+  // handed to it (Update), and events such as a hang with its evidence
+  // (AddEvent); neither blocks. Null: no reports.
+  StatusReporter* reporter = nullptr;
 };
 
 // The round's options from the run configuration. `master_port` is the one
@@ -136,6 +141,8 @@ class Agent {
   // The pid each worker's progress lines name (pid=N), by local rank: where
   // SIGUSR1 goes when it is in the worker's process group.
   std::map<int, int> progress_pids_;
+  // This round's local workers, by local rank (for status()).
+  std::map<int, WorkerStatus> workers_;
   // What RequestTraceback did, by local rank, for the evidence.
   std::map<int, std::string> traceback_notes_;
   // Progress is read at most every kProgressMinInterval: until then the

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "agent/controller_command.h"
 #include "agent/coordinator_config.h"
 #include "agent/health_probe.h"
 #include "agent/install_command.h"
@@ -21,6 +22,7 @@
 #include "agent/run_config.h"
 #include "agent/run_mpi.h"
 #include "agent/standalone_coordinator.h"
+#include "agent/status_command.h"
 #include "agent/system_probe.h"
 #include "common/deadlock_detection.h"
 #include "common/descriptors.h"
@@ -50,6 +52,11 @@ constexpr char kUsage[] =
     "  coordinator [options]\n"
     "        Run the rendezvous coordinator on its own (normally node rank 0's\n"
     "        agent hosts it).\n"
+    "  controller [options]\n"
+    "        Run the thin controller agents report health and progress to\n"
+    "        (--controller=HOST:PORT); keeps each job's history (docs/controller.md).\n"
+    "  status [--controller=HOST:PORT] [JOB] [--json]\n"
+    "        Print what the controller knows: every job, or one job's nodes and history.\n"
     "  health [HOST:]PORT\n"
     "        Probe an agent's readiness (grpc.health.v1).\n"
     "  probe [options]\n"
@@ -237,6 +244,19 @@ int main(int argc, char** argv) {
     }
     trainlet::SetLogLevel(config->log_level);
     return trainlet::agent::RunStandaloneCoordinator(*config);
+  }
+  if (command == "status") {
+    return trainlet::agent::RunStatusCommand(args, env, std::cout, std::cerr);
+  }
+  if (command == "controller") {
+    auto config = trainlet::agent::ParseControllerConfig(args, env);
+    if (!config.ok()) return ConfigError("controller", config.status());
+    if (config->help_requested) {
+      std::cout << trainlet::agent::ControllerHelpText();
+      return trainlet::kExitSuccess;
+    }
+    trainlet::SetLogLevel(config->log_level);
+    return trainlet::agent::RunController(*config);
   }
   std::cerr << "trainlet: unknown command \"" << command << "\"\n\n" << kUsage;
   return trainlet::kExitUsage;

@@ -71,6 +71,8 @@
 #ifndef TRAINLET_AGENT_ROUND_H_
 #define TRAINLET_AGENT_ROUND_H_
 
+#include <sys/types.h>
+
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -291,6 +293,16 @@ struct WorkerProgress {
   int64_t updates = 0;  // reports this round.
 };
 
+// One of this round's local workers, as the executor last saw it (for the
+// controller's reports; Agent::status() fills these in).
+struct WorkerStatus {
+  int local_rank = 0;
+  int global_rank = -1;
+  pid_t pid = 0;  // 0 once it exited.
+  bool exited = false;
+  int exit_code = 0;  // once exited: shell style (128+N for signal N).
+};
+
 // What the agent is doing, for logs, health and later reports.
 struct AgentStatus {
   RoundState state = RoundState::kJoining;
@@ -308,6 +320,8 @@ struct AgentStatus {
   // The evidence of the latest hung worker (Agent::status() fills it in;
   // the machine's own status leaves it empty).
   std::shared_ptr<const HangEvidence> last_hang;
+  // This round's local workers (Agent::status() fills them in).
+  std::vector<WorkerStatus> workers;
 };
 
 class RoundMachine {

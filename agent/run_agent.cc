@@ -4,6 +4,11 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
 #include <memory>
 #include <utility>
 
@@ -16,6 +21,8 @@
 #include "agent/node_probe.h"
 #include "agent/options.h"
 #include "common/code_pages.h"
+#include "agent/reporter.h"
+#include "agent/reporter_grpc.h"
 #include "common/descriptors.h"
 #include "common/exit_codes.h"
 #include "common/logging.h"
@@ -252,11 +259,45 @@ int RunAgent(const RunConfig& config, const std::map<std::string, std::string>& 
     }
     if (absl::Status s = DropCodePages(); !s.ok()) TLOG(kDebug) << s.message();
   };
+  // Health reports to the controller (docs/controller.md): a thread of
+  // their own; nothing the controller does reaches the job.
+  std::unique_ptr<GrpcReportTransport> report_transport;
+  std::unique_ptr<Reporter> reporter;
+  if (!config.controller.empty()) {
+    rendezvous::TlsConfig controller_tls = config.tls;
+    controller_tls.server_name.clear();  // --tls-server-name names the coordinator.
+    report_transport = std::make_unique<GrpcReportTransport>(
+        config.controller, config.token, controller_tls, config.report_interval);
+    ReporterOptions ro;
+    ro.job_id = config.job_id;
+    ro.node_id = config.node_id;
+    ro.incarnation = incarnation;
+    ro.interval = config.report_interval;
+    ro.send_timeout = std::min(absl::Seconds(2), config.report_interval);
+    std::shared_ptr<const v1::NodeProbe> probe = config.node_probe;
+    rendezvous::Coordinator* coordinator = host ? &host->core() : local_core.get();
+    ro.enrich = [probe, coordinator](v1::HealthReport* r) {
+      r->set_agent_rss_bytes(AgentRssBytes());
+      if (probe) AddGpuReports(*probe, r);
+      if (coordinator != nullptr) {
+        const rendezvous::Coordinator::Snapshot snap = coordinator->GetSnapshot();
+        r->mutable_coordinator()->set_members(snap.members);
+        r->mutable_coordinator()->set_rounds(snap.round);
+      }
+    };
+    reporter =
+        std::make_unique<Reporter>(std::move(ro), report_transport.get(), Clock::Monotonic());
+    reporter->Start();
+    seams.reporter = reporter.get();
+    TLOG(kInfo) << "health reports to the controller at " << SafeForLog(config.controller)
+                << " every " << absl::FormatDuration(config.report_interval);
+  }
   RoundOptions round_options = RoundOptionsFrom(config, incarnation, master_port);
   if (setup) {
     absl::StatusOr<LaunchPlan*> plan = setup(supervisor->get(), &round_options);
     if (!plan.ok()) {
       TLOG(kError) << plan.status().message();
+      reporter.reset();
       client.reset();
       if (host) host->Shutdown(absl::Milliseconds(100));
       if (health) health->Shutdown();
@@ -267,6 +308,9 @@ int RunAgent(const RunConfig& config, const std::map<std::string, std::string>& 
   }
   Agent agent(config, base_env, std::move(round_options), seams);
   const int exit_code = agent.Run();
+  // The final state goes out once more (at most 500 ms, and only when the
+  // controller answered the last report); the exit code is already decided.
+  if (reporter) reporter->Stop(absl::Milliseconds(500));
   if (local_core) {
     // The only member heard the verdict already: nobody to wait for. The
     // in-process core's stored callbacks refer to the client, so it goes

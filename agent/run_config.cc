@@ -379,6 +379,12 @@ const std::vector<OptionSpec>& RunOptionTable() {
          "nodes none: the address its join came from."},
         {"health-port", OptionKind::kInt, "PORT", "29401 in Kubernetes, else 0 (none)",
          "gRPC health port (grpc.health.v1, for kubelet probes); 0 disables it."},
+        {"controller", OptionKind::kString, "HOST[:PORT]", "none (no reports)",
+         "Thin controller to send health reports to (`trainlet controller`), port 29600 unless "
+         "given; reporting never blocks the job or changes its exit code."},
+        {"report-interval", OptionKind::kDuration, "DURATION", "5s",
+         "At most one health report per interval to --controller, and one at once on a state "
+         "change; 100ms..1h."},
         {"host-coordinator", OptionKind::kString, "auto|yes|no", "auto",
          "Whether this agent runs the coordinator: auto = with node rank hint 0, or when "
          "--coordinator is an address of this host (with no rank hint and several nodes: the "
@@ -767,6 +773,21 @@ absl::StatusOr<RunConfig> RunConfigFromOptions(const ParsedOptions& parsed,
   } else {
     // The health server is for kubelet probes.
     c.health_port = k8s.in_kubernetes ? 29401 : 0;
+  }
+  if (const OptionValue* controller = parsed.Find("controller")) {
+    absl::StatusOr<HostPort> hp = ParseHostPortValue(*controller, 29600);
+    if (!hp.ok()) return hp.status();
+    c.controller = JoinHostPort(hp->host, hp->port);
+  }
+  if (absl::Status s = ParseDurationOptions(
+          parsed, table, {{"report-interval", absl::Milliseconds(100), &c.report_interval}});
+      !s.ok()) {
+    return s;
+  }
+  if (c.report_interval > absl::Hours(1)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(ValueOrDefault(parsed, table, "report-interval").origin, ": at most 1h, got ",
+                     absl::FormatDuration(c.report_interval)));
   }
   const bool may_host = c.host_coordinator != HostCoordinator::kNo;
   if (absl::Status s =

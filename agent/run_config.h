@@ -121,6 +121,10 @@ struct RunConfig {
   std::string coordinator_dialled_name;
   // --health-port; 0 = no health server. Default 29401 in Kubernetes, else 0.
   int health_port = 0;
+  // --controller as "host:port" (port 29600 unless given); empty: no
+  // health reports (agent/reporter.h).
+  std::string controller;
+  absl::Duration report_interval = absl::Seconds(5);  // --report-interval, 100ms..1h.
   // A single-node run with no coordinator configured (or --standalone): the
   // coordinator runs inside this agent and is called directly, with no
   // server, client or socket (docs/configuration.md, "A single-node run").

@@ -1,6 +1,6 @@
 # TRAINLET_STATIC: the release binary `trainlet` linked fully static from
 # Debian 12's archives (glibc, libstdc++, gRPC with TLS, protobuf, abseil,
-# OpenSSL, c-ares, re2, zlib, libssh), so it runs in any training image.
+# OpenSSL, c-ares, re2, zlib, libssh, SQLite), so it runs in any training image.
 #
 # How: every imported library target the tree uses is pointed at the `.a`
 # beside its `.so` (an archive that is missing is a configure error that
@@ -59,6 +59,11 @@ function(trainlet_use_static_archives)
     add_library(trainlet_no_gssapi STATIC ${CMAKE_SOURCE_DIR}/cmake/no_gssapi.c)
     set_property(TARGET ssh APPEND PROPERTY INTERFACE_LINK_LIBRARIES
                  trainlet_no_gssapi OpenSSL::Crypto ZLIB::ZLIB)
+  endif()
+  # libsqlite3.a (the controller's history) calls libm and libdl.
+  if(TARGET SQLite::SQLite3)
+    set_property(TARGET SQLite::SQLite3 APPEND PROPERTY INTERFACE_LINK_LIBRARIES
+                 m ${CMAKE_DL_LIBS} Threads::Threads)
   endif()
   message(STATUS "TRAINLET_STATIC: ${_swapped} imported libraries linked from their .a archives")
 endfunction()

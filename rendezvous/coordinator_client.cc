@@ -113,19 +113,7 @@ void CoordinatorClient::NewChannel() {
   // One connection per client, even when several share a process (the
   // benchmarks simulate many agents in one process).
   args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
-  std::shared_ptr<grpc::ChannelCredentials> credentials = grpc::InsecureChannelCredentials();
-  if (options_.tls.enabled()) {
-    grpc::SslCredentialsOptions ssl;
-    ssl.pem_root_certs = options_.tls.ca_pem;
-    ssl.pem_private_key = options_.tls.key_pem;
-    ssl.pem_cert_chain = options_.tls.cert_pem;
-    credentials = grpc::SslCredentials(ssl);
-    // The name the coordinator's certificate must carry, when it is not the
-    // host dialled (an IP address, or node 0 dialling itself on loopback).
-    if (!options_.tls.server_name.empty()) {
-      args.SetSslTargetNameOverride(options_.tls.server_name);
-    }
-  }
+  std::shared_ptr<grpc::ChannelCredentials> credentials = ClientCredentials(options_.tls, &args);
   auto channel = grpc::CreateCustomChannel(options_.target, credentials, args);
   std::shared_ptr<v1::Rendezvous::Stub> stub = v1::Rendezvous::NewStub(channel);
   absl::MutexLock lock(&mu_);

@@ -1,7 +1,5 @@
 #include "rendezvous/coordinator_service.h"
 
-#include <grpc/grpc_security_constants.h>
-
 #include <deque>
 #include <memory>
 #include <utility>
@@ -10,8 +8,8 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "common/logging.h"
+#include "rendezvous/grpc_auth.h"
 #include "rendezvous/grpc_status.h"
-#include "rendezvous/token.h"
 
 namespace trainlet::rendezvous {
 
@@ -291,44 +289,9 @@ std::string HostFromPeer(const std::string& peer) {
 CoordinatorService::CoordinatorService(Coordinator* core, std::string token, PeerVerifier* peers)
     : core_(core), token_(std::move(token)), peers_(peers), reject_log_(5, absl::Seconds(10)) {}
 
-namespace {
-
-// The peer's PEM certificate and the rest of the chain it sent, from the
-// TLS handshake (empty without TLS or without a client certificate).
-void PeerCertificates(const grpc::CallbackServerContext& ctx, std::string* leaf,
-                      std::string* intermediates) {
-  std::shared_ptr<const grpc::AuthContext> auth = ctx.auth_context();
-  if (auth == nullptr) return;
-  for (const grpc::string_ref& v : auth->FindPropertyValues(GRPC_X509_PEM_CERT_PROPERTY_NAME)) {
-    leaf->assign(v.data(), v.size());
-  }
-  for (const grpc::string_ref& v :
-       auth->FindPropertyValues(GRPC_X509_PEM_CERT_CHAIN_PROPERTY_NAME)) {
-    intermediates->append(v.data(), v.size());
-  }
-}
-
-}  // namespace
-
 absl::Status CoordinatorService::CheckCaller(grpc::CallbackServerContext* ctx,
                                              absl::string_view rpc) {
-  absl::Status s;
-  if (peers_ != nullptr) {
-    std::string leaf, intermediates;
-    PeerCertificates(*ctx, &leaf, &intermediates);
-    s = peers_->Verify(leaf, intermediates);
-  }
-  const auto& md = ctx->client_metadata();
-  auto it = md.find(kTokenMetadataKey);
-  if (!s.ok() || token_.empty()) {
-    // Refused by its certificate, or no token to check.
-  } else if (it == md.end()) {
-    s = absl::UnauthenticatedError(
-        "no job token: this coordinator requires one; give every agent the same --token-file");
-  } else if (!ConstantTimeEquals(absl::string_view(it->second.data(), it->second.size()), token_)) {
-    s = absl::UnauthenticatedError(
-        "wrong job token: check that every agent reads the same --token-file");
-  }
+  absl::Status s = rendezvous::CheckCaller(*ctx, token_, peers_, "coordinator");
   int64_t suppressed = 0;
   if (!s.ok() && reject_log_.Allow(&suppressed)) {
     TLOG(kWarning) << "rejected " << rpc << " from " << SafeForLog(ctx->peer(), 64) << ": "

@@ -19,6 +19,7 @@
 #include "common/clock.h"
 #include "common/logging.h"
 #include "rendezvous/coordinator.h"
+#include "rendezvous/grpc_auth.h"
 #include "rendezvous/tls_files.h"
 #include "trainlet/v1/rendezvous_service.grpc.pb.h"
 
@@ -47,9 +48,6 @@ class RoundAnswerTracker {
   int sent_ ABSL_GUARDED_BY(mu_) = 0;
   absl::Time first_answer_ ABSL_GUARDED_BY(mu_);
 };
-
-// The metadata key that carries the job token.
-inline constexpr char kTokenMetadataKey[] = "x-trainlet-token";
 
 class CoordinatorService final : public v1::Rendezvous::CallbackService {
  public:

@@ -18,6 +18,7 @@ PACKAGES=(
   tini strace                           # bench/startup.py (against tini); e2e_static (no socket)
   libssh-dev openssh-server openssh-client   # MPI: job keys, sshd on workers, readiness
   openmpi-bin libopenmpi-dev mpich libmpich-dev  # MPI: the real-client e2e tests
+  libsqlite3-dev                        # the controller's history (--db)
 )
 missing=()
 for p in "${PACKAGES[@]}"; do

@@ -1,0 +1,58 @@
+// `trainlet controller [OPTIONS]`: the thin controller (docs/controller.md)
+// as its own process. Agents started with --controller=HOST:PORT report to
+// it; it keeps jobs, nodes, rounds, restarts with their causes and hang
+// verdicts, with history in SQLite (--db) that survives its restarts. It is
+// on no job's critical path: a job runs the same with it down.
+//
+// Values come from flags, then TRAINLET_* variables, then defaults, as for
+// `trainlet coordinator`. Errors: InvalidArgument (exit 64) for malformed
+// input, FailedPrecondition (exit 78) for an unreadable token file or TLS
+// options given in part.
+//
+// ParseControllerConfig: pure except for reading the token and TLS files.
+// RunController: owns the calling thread until SIGTERM/SIGINT.
+#ifndef TRAINLET_AGENT_CONTROLLER_COMMAND_H_
+#define TRAINLET_AGENT_CONTROLLER_COMMAND_H_
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "agent/options.h"
+#include "common/logging.h"
+#include "rendezvous/tls_files.h"
+
+namespace trainlet::agent {
+
+struct ControllerConfig {
+  bool help_requested = false;
+  std::string listen_host = "0.0.0.0";  // --listen=[ADDR]:PORT
+  int listen_port = 29600;
+  // --http=[ADDR]:PORT: the status page and /metrics. Parsed and checked
+  // but not served yet (docs/controller.md says so).
+  std::string http_host = "0.0.0.0";
+  int http_port = 29680;
+  std::string db_path;                                    // --db; empty: history in memory only.
+  int history_retention = 1000;                           // --history-retention: entries per job.
+  absl::Duration history_max_age = absl::Hours(24 * 30);  // --history-max-age; 0: none.
+  absl::Duration stale_after = absl::Seconds(15);         // --stale-after
+  std::string token;          // from --token-file; empty: no authentication.
+  rendezvous::TlsConfig tls;  // --tls-*
+  std::vector<std::string> warnings;
+  LogLevel log_level = LogLevel::kInfo;
+};
+
+absl::StatusOr<ControllerConfig> ParseControllerConfig(
+    const std::vector<std::string>& args, const std::map<std::string, std::string>& env);
+const std::vector<OptionSpec>& ControllerOptionTable();
+std::string ControllerHelpText();
+
+// Exit code: 128+N on signal N (its normal end), 71 when it cannot listen,
+// 78 when the history database cannot be opened.
+int RunController(const ControllerConfig& config);
+
+}  // namespace trainlet::agent
+
+#endif  // TRAINLET_AGENT_CONTROLLER_COMMAND_H_

@@ -1,0 +1,159 @@
+// The agent's health reports to the thin controller (docs/controller.md):
+// the executor hands the reporter each new AgentStatus (Update); a sender
+// thread of the reporter's own turns the latest one into a
+// trainlet.v1.HealthReport and sends it through a ReportTransport (gRPC in
+// production: reporter_grpc.h; a fake in tests).
+//
+// When: every `interval` (--report-interval, 5 s), and at once when the
+// state changes (agent state, round, restart count, workers running, a new
+// event), but never more than one report per kMinReportGap.
+//
+// Thin: Update and AddEvent never block on the network (a copy under a lock
+// and a wake-up); nothing the controller answers reaches the agent, so a
+// controller that is slow, refuses or is down changes nothing in the job
+// and no exit code. Memory is bounded while the controller is away: only
+// the latest status is kept, plus at most kMaxPendingEvents events (the
+// oldest dropped first, counted) and one hang evidence text
+// (kMaxHangEvidenceLength).
+//
+// Threading: Update and AddEvent from any thread; Start and Stop from the
+// owner's. Step is the sender thread's body, public for tests that drive it
+// with a SimulatedClock and no thread.
+#ifndef TRAINLET_AGENT_REPORTER_H_
+#define TRAINLET_AGENT_REPORTER_H_
+
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <thread>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "agent/round.h"
+#include "common/clock.h"
+#include "common/logging.h"
+#include "controller/report_limits.h"
+#include "trainlet/v1/controller.pb.h"
+#include "trainlet/v1/topology.pb.h"
+
+namespace trainlet::agent {
+
+// The seam the executor reports through (AgentSeams::reporter).
+class StatusReporter {
+ public:
+  virtual ~StatusReporter() = default;
+  // The agent's status now. Never blocks.
+  virtual void Update(const AgentStatus& status) = 0;
+  // An event for the next report: a hang (kind HANG, its cause, and the
+  // evidence text that goes with it, kept up to kMaxHangEvidenceLength from
+  // its end). Never blocks.
+  virtual void AddEvent(v1::ReportEvent::Kind kind, std::string cause, std::string evidence) = 0;
+};
+
+// Sends one report; called only on the reporter's thread (Cancel from any).
+class ReportTransport {
+ public:
+  virtual ~ReportTransport() = default;
+  virtual absl::Status Send(const v1::HealthReport& report, absl::Duration timeout) = 0;
+  // Ends the Send in flight, if any, early (the agent is exiting); later
+  // Sends are not affected.
+  virtual void Cancel() {}
+};
+
+inline constexpr absl::Duration kMinReportGap = absl::Seconds(1);
+// The events a report carries besides the one that says why it was sent.
+inline constexpr int kMaxPendingEvents = controller::kMaxEvents - 1;
+
+struct ReporterOptions {
+  std::string job_id;
+  std::string node_id;
+  uint64_t incarnation = 0;
+  absl::Duration interval = absl::Seconds(5);
+  // One send's deadline: below the interval, so a black-holed controller
+  // delays only its own reports.
+  absl::Duration send_timeout = absl::Seconds(2);
+  // Adds, on the sender thread, what AgentStatus does not hold: the
+  // agent's RSS, GPU health, the coordinator's view. May be empty.
+  std::function<void(v1::HealthReport*)> enrich;
+};
+
+class Reporter : public StatusReporter {
+ public:
+  // `clock` (monotonic: when to send) and `wall` (the times in reports)
+  // and `transport` must outlive the reporter.
+  Reporter(ReporterOptions options, ReportTransport* transport, Clock* clock,
+           Clock* wall = Clock::Real());
+  ~Reporter() override;
+  Reporter(const Reporter&) = delete;
+  Reporter& operator=(const Reporter&) = delete;
+
+  void Update(const AgentStatus& status) override;
+  void AddEvent(v1::ReportEvent::Kind kind, std::string cause, std::string evidence) override;
+
+  // Starts the sender thread.
+  void Start();
+  // Stops it: cancels a send in flight, then, when the last send worked
+  // and something is unsent (the agent's final state), sends once more
+  // within `flush`. Idempotent.
+  void Stop(absl::Duration flush = absl::Milliseconds(500));
+
+  // Sends a report when one is due; returns when the next one is due
+  // (InfiniteFuture before the first Update).
+  absl::Time Step();
+
+  struct Stats {
+    int64_t sent = 0;
+    int64_t failed = 0;
+    int64_t events_dropped = 0;
+    int pending_events = 0;
+  };
+  Stats stats() const;
+
+ private:
+  void AddEventLocked(v1::ReportEvent::Kind kind, uint64_t round, std::string cause)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Builds the next report (under the lock); Send happens outside it.
+  std::optional<v1::HealthReport> BuildLocked(absl::Time now, bool force)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::Time NextDueLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void SendAndRecord(v1::HealthReport report, absl::Duration timeout);
+  void Loop();
+
+  const ReporterOptions options_;
+  ReportTransport* const transport_;
+  Clock* const clock_;
+  Clock* const wall_;
+  LogLimiter fail_log_;
+
+  mutable absl::Mutex mu_;
+  std::optional<AgentStatus> status_ ABSL_GUARDED_BY(mu_);
+  std::deque<v1::ReportEvent> events_ ABSL_GUARDED_BY(mu_);
+  std::string evidence_ ABSL_GUARDED_BY(mu_);
+  bool changed_ ABSL_GUARDED_BY(mu_) = false;  // a state change not yet reported.
+  absl::Time last_attempt_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
+  bool last_ok_ ABSL_GUARDED_BY(mu_) = true;
+  uint64_t sequence_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t next_event_id_ ABSL_GUARDED_BY(mu_) = 1;
+  bool stop_ ABSL_GUARDED_BY(mu_) = false;
+  bool wake_ ABSL_GUARDED_BY(mu_) = false;
+  Stats stats_ ABSL_GUARDED_BY(mu_);
+  std::thread thread_;
+  bool stopped_ = false;
+};
+
+// The agent's resident set size from /proc/self/statm; 0 when unreadable.
+uint64_t AgentRssBytes();
+
+// The probe's GPUs as reports, each judged fatal when NVML says it needs a
+// reset or a reboot, has uncorrectable (double-bit) ECC errors, or failed
+// a row remap.
+void AddGpuReports(const v1::NodeProbe& probe, v1::HealthReport* report);
+
+}  // namespace trainlet::agent
+
+#endif  // TRAINLET_AGENT_REPORTER_H_

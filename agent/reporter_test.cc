@@ -1,0 +1,229 @@
+#include "agent/reporter.h"
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "common/clock.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace trainlet::agent {
+namespace {
+
+using ::testing::HasSubstr;
+
+class FakeTransport : public ReportTransport {
+ public:
+  absl::Status Send(const v1::HealthReport& report, absl::Duration timeout) override {
+    sent.push_back(report);
+    if (on_send) on_send();
+    return next;
+  }
+  std::function<void()> on_send;
+  std::vector<v1::HealthReport> sent;
+  absl::Status next = absl::OkStatus();
+};
+
+AgentStatus Running(uint64_t round, int workers = 2) {
+  AgentStatus s;
+  s.state = RoundState::kRunning;
+  s.round = round;
+  s.node_rank = 1;
+  s.nnodes = 2;
+  s.world_size = 4;
+  s.workers_running = workers;
+  return s;
+}
+
+std::vector<v1::ReportEvent::Kind> Kinds(const v1::HealthReport& r) {
+  std::vector<v1::ReportEvent::Kind> k;
+  for (const auto& e : r.events()) k.push_back(e.kind());
+  return k;
+}
+
+class ReporterTest : public ::testing::Test {
+ protected:
+  ReporterTest() : reporter_(Options(), &transport_, &clock_, &clock_) {}
+  static ReporterOptions Options() {
+    ReporterOptions o;
+    o.job_id = "job";
+    o.node_id = "pod-1";
+    o.incarnation = 7;
+    o.interval = absl::Seconds(5);
+    o.enrich = [](v1::HealthReport* r) { r->set_agent_rss_bytes(12345); };
+    return o;
+  }
+  SimulatedClock clock_;
+  FakeTransport transport_;
+  Reporter reporter_;
+};
+
+TEST_F(ReporterTest, NothingIsSentBeforeTheFirstStatus) {
+  EXPECT_EQ(reporter_.Step(), absl::InfiniteFuture());
+  EXPECT_TRUE(transport_.sent.empty());
+}
+
+TEST_F(ReporterTest, StatusChange_IsSentAtOnceThenPeriodically) {
+  reporter_.Update(Running(1));
+  EXPECT_EQ(reporter_.Step(), clock_.Now() + absl::Seconds(5));
+  ASSERT_EQ(transport_.sent.size(), 1u);
+  const v1::HealthReport& first = transport_.sent[0];
+  EXPECT_EQ(first.job_id(), "job");
+  EXPECT_EQ(first.node_id(), "pod-1");
+  EXPECT_EQ(first.incarnation(), 7u);
+  EXPECT_EQ(first.sequence(), 1u);
+  EXPECT_EQ(first.round(), 1u);
+  EXPECT_EQ(first.node_rank(), 1);
+  EXPECT_EQ(first.state(), v1::HealthReport::RUNNING);
+  EXPECT_EQ(first.agent_rss_bytes(), 12345u);
+  EXPECT_EQ(first.report_interval_ms(), 5000);
+  EXPECT_THAT(Kinds(first), ::testing::ElementsAre(v1::ReportEvent::STATE_CHANGE));
+
+  // The same status again: not a change, no report before the interval.
+  reporter_.Update(Running(1));
+  clock_.Advance(absl::Seconds(4));
+  reporter_.Step();
+  EXPECT_EQ(transport_.sent.size(), 1u);
+  clock_.Advance(absl::Seconds(1));
+  reporter_.Step();
+  ASSERT_EQ(transport_.sent.size(), 2u);
+  EXPECT_EQ(transport_.sent[1].sequence(), 2u);
+  EXPECT_THAT(Kinds(transport_.sent[1]), ::testing::ElementsAre(v1::ReportEvent::PERIODIC));
+}
+
+TEST_F(ReporterTest, Changes_AreRateLimitedToOnePerMinGap) {
+  reporter_.Update(Running(1, 2));
+  reporter_.Step();
+  reporter_.Update(Running(1, 1));
+  EXPECT_EQ(reporter_.Step(), clock_.Now() + kMinReportGap);
+  EXPECT_EQ(transport_.sent.size(), 1u);
+  clock_.Advance(kMinReportGap);
+  reporter_.Step();
+  ASSERT_EQ(transport_.sent.size(), 2u);
+  EXPECT_EQ(transport_.sent[1].events(0).kind(), v1::ReportEvent::STATE_CHANGE);
+}
+
+TEST_F(ReporterTest, NewRound_IsARestartEventWithTheCause) {
+  reporter_.Update(Running(1));
+  reporter_.Step();
+  AgentStatus next = Running(2);
+  next.restart_count = 1;
+  next.last_failure = "local worker 0 was killed by signal 9";
+  reporter_.Update(next);
+  clock_.Advance(kMinReportGap);
+  reporter_.Step();
+  ASSERT_EQ(transport_.sent.size(), 2u);
+  const v1::HealthReport& r = transport_.sent[1];
+  ASSERT_THAT(Kinds(r),
+              ::testing::ElementsAre(v1::ReportEvent::STATE_CHANGE, v1::ReportEvent::RESTART));
+  EXPECT_EQ(r.events(1).round(), 2u);
+  EXPECT_EQ(r.events(1).cause(), "local worker 0 was killed by signal 9");
+  EXPECT_EQ(r.events(1).id(), 1u);
+  // Delivered: not sent again.
+  clock_.Advance(absl::Seconds(5));
+  reporter_.Step();
+  EXPECT_THAT(Kinds(transport_.sent[2]), ::testing::ElementsAre(v1::ReportEvent::PERIODIC));
+}
+
+TEST_F(ReporterTest, ControllerAway_KeepsOnlyTheLatestStateAndBoundedEvents) {
+  transport_.next = absl::UnavailableError("connection refused");
+  reporter_.Update(Running(1));
+  reporter_.Step();
+  for (int i = 0; i < 40; ++i) {
+    reporter_.AddEvent(v1::ReportEvent::HANG, "hang " + std::to_string(i),
+                       std::string(100000, 'e'));
+  }
+  clock_.Advance(kMinReportGap);
+  reporter_.Step();
+  Reporter::Stats stats = reporter_.stats();
+  EXPECT_EQ(stats.failed, 2);
+  EXPECT_EQ(stats.pending_events, kMaxPendingEvents);
+  EXPECT_EQ(stats.events_dropped, 40 - kMaxPendingEvents);
+  const v1::HealthReport& r = transport_.sent.back();
+  EXPECT_EQ(r.events_size(), controller::kMaxEvents);
+  EXPECT_EQ(r.events(controller::kMaxEvents - 1).cause(), "hang 39");
+  EXPECT_LE(r.hang_evidence().size(), controller::kMaxHangEvidenceLength);
+  EXPECT_TRUE(controller::ValidateHealthReport(r).ok()) << controller::ValidateHealthReport(r);
+
+  // Back: the pending events go once, then are forgotten.
+  transport_.next = absl::OkStatus();
+  clock_.Advance(absl::Seconds(5));
+  reporter_.Step();
+  EXPECT_EQ(reporter_.stats().pending_events, 0);
+  EXPECT_EQ(transport_.sent.back().events_size(), controller::kMaxEvents);
+  clock_.Advance(absl::Seconds(5));
+  reporter_.Step();
+  EXPECT_EQ(transport_.sent.back().events_size(), 1);
+  EXPECT_TRUE(transport_.sent.back().hang_evidence().empty());
+}
+
+TEST_F(ReporterTest, Stop_SendsTheFinalStateOnceWhenTheControllerAnswers) {
+  reporter_.Update(Running(1));
+  reporter_.Step();
+  AgentStatus done = Running(1, 0);
+  done.state = RoundState::kDone;
+  done.exit_code = 3;
+  reporter_.Update(done);
+  reporter_.Stop(absl::Milliseconds(500));
+  ASSERT_EQ(transport_.sent.size(), 2u);
+  const v1::HealthReport& r = transport_.sent[1];
+  EXPECT_EQ(r.state(), v1::HealthReport::DONE);
+  EXPECT_EQ(r.exit_code(), 3);
+  ASSERT_EQ(r.events_size(), 2);
+  EXPECT_EQ(r.events(1).kind(), v1::ReportEvent::FINISHED);
+  EXPECT_THAT(r.events(1).cause(), HasSubstr("code 3"));
+}
+
+TEST_F(ReporterTest, Stop_DoesNotWaitForAControllerThatIsAway) {
+  transport_.next = absl::DeadlineExceededError("deadline");
+  reporter_.Update(Running(1));
+  reporter_.Step();
+  AgentStatus done = Running(1, 0);
+  done.state = RoundState::kDone;
+  reporter_.Update(done);
+  reporter_.Stop(absl::Milliseconds(500));
+  EXPECT_EQ(transport_.sent.size(), 1u);
+}
+
+TEST_F(ReporterTest, SendCancelledByStop_IsNotAFailure) {
+  reporter_.Update(Running(1));
+  reporter_.Step();
+  reporter_.Update(Running(1, 1));
+  // The agent stops while a report is in flight; the transport answers
+  // CANCELLED.
+  transport_.next = absl::CancelledError("cancelled");
+  transport_.on_send = [this] { reporter_.Stop(absl::ZeroDuration()); };
+  clock_.Advance(kMinReportGap);
+  reporter_.Step();
+  EXPECT_EQ(transport_.sent.size(), 2u);
+  EXPECT_EQ(reporter_.stats().failed, 0);
+}
+
+TEST(GpuReports, FatalWhenNvmlSaysSo) {
+  v1::NodeProbe probe;
+  v1::Gpu* ok = probe.add_gpus();
+  ok->set_index(0);
+  ok->mutable_health()->set_ecc_known(true);
+  v1::Gpu* reset = probe.add_gpus();
+  reset->set_index(1);
+  reset->mutable_health()->set_recovery_action_known(true);
+  reset->mutable_health()->set_recovery_action(2);
+  v1::Gpu* dbe = probe.add_gpus();
+  dbe->set_index(2);
+  dbe->mutable_health()->set_ecc_known(true);
+  dbe->mutable_health()->set_ecc_dbe_volatile(4);
+  v1::HealthReport r;
+  AddGpuReports(probe, &r);
+  ASSERT_EQ(r.gpus_size(), 3);
+  EXPECT_FALSE(r.gpus(0).fatal());
+  EXPECT_TRUE(r.gpus(1).fatal());
+  EXPECT_THAT(r.gpus(1).reason(), HasSubstr("recovery action 2"));
+  EXPECT_TRUE(r.gpus(2).fatal());
+  EXPECT_THAT(r.gpus(2).reason(), HasSubstr("uncorrectable"));
+}
+
+TEST(AgentRss, IsReadFromProc) { EXPECT_GT(AgentRssBytes(), 1u << 20); }
+
+}  // namespace
+}  // namespace trainlet::agent

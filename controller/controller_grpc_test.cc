@@ -1,0 +1,173 @@
+// The controller over real gRPC on 127.0.0.1: N agents as threads.
+#include <grpcpp/grpcpp.h>
+
+#include <atomic>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "common/testing/temp_root.h"
+#include "controller/controller_host.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "rendezvous/grpc_auth.h"
+#include "trainlet/v1/controller_service.grpc.pb.h"
+
+namespace trainlet::controller {
+namespace {
+
+using ::testing::HasSubstr;
+
+constexpr char kToken[] = "s3cret";
+
+class ControllerGrpcTest : public ::testing::Test {
+ protected:
+  void StartHost() {
+    ControllerHostOptions o;
+    o.token = kToken;
+    o.listen = {"127.0.0.1", 0};
+    o.history.path = root_.path() + "/history.db";
+    auto host = ControllerHost::Start(o);
+    ASSERT_TRUE(host.ok()) << host.status();
+    host_ = std::move(*host);
+  }
+  std::unique_ptr<v1::Controller::Stub> Stub() const {
+    return v1::Controller::NewStub(grpc::CreateChannel(absl::StrCat("127.0.0.1:", host_->port()),
+                                                       grpc::InsecureChannelCredentials()));
+  }
+  static grpc::Status Call(v1::Controller::Stub* stub, const v1::HealthReport& r,
+                           const std::string& token = kToken) {
+    grpc::ClientContext ctx;
+    if (!token.empty()) ctx.AddMetadata(rendezvous::kTokenMetadataKey, token);
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+    v1::HealthReportResponse response;
+    return stub->Report(&ctx, r, &response);
+  }
+  static v1::HealthReport Report(const std::string& node, uint64_t inc, uint64_t seq,
+                                 uint64_t round) {
+    v1::HealthReport r;
+    r.set_job_id("job");
+    r.set_node_id(node);
+    r.set_incarnation(inc);
+    r.set_sequence(seq);
+    r.set_round(round);
+    r.set_state(v1::HealthReport::RUNNING);
+    r.set_report_interval_ms(5000);
+    return r;
+  }
+  v1::GetStatusResponse Status(v1::Controller::Stub* stub, grpc::Status* status) const {
+    grpc::ClientContext ctx;
+    ctx.AddMetadata(rendezvous::kTokenMetadataKey, kToken);
+    v1::GetStatusRequest request;
+    request.set_job_id("job");
+    v1::GetStatusResponse response;
+    *status = stub->GetStatus(&ctx, request, &response);
+    return response;
+  }
+
+  testing::TempRoot root_;
+  std::unique_ptr<ControllerHost> host_;
+};
+
+TEST_F(ControllerGrpcTest, ManyAgentsAsThreads_AreAllTracked) {
+  StartHost();
+  constexpr int kAgents = 32;
+  constexpr int kReports = 10;
+  std::atomic<int> failures{0};
+  std::vector<std::thread> agents;
+  for (int i = 0; i < kAgents; ++i) {
+    agents.emplace_back([&, i] {
+      auto stub = Stub();
+      for (int seq = 1; seq <= kReports; ++seq) {
+        v1::HealthReport r = Report(absl::StrCat("pod-", i), 100 + i, seq, seq <= 5 ? 1 : 2);
+        r.set_node_rank(i);
+        r.mutable_progress()->set_known(true);
+        r.mutable_progress()->set_step(seq * 10);
+        if (seq == 6) {
+          v1::ReportEvent* e = r.add_events();
+          e->set_kind(v1::ReportEvent::RESTART);
+          e->set_id(1);
+          e->set_round(2);
+          e->set_cause("worker 0 on pod-3 killed by signal 9");
+        }
+        if (!Call(stub.get(), r).ok()) ++failures;
+      }
+    });
+  }
+  for (std::thread& t : agents) t.join();
+  EXPECT_EQ(failures.load(), 0);
+  auto stub = Stub();
+  grpc::Status s;
+  v1::GetStatusResponse status = Status(stub.get(), &s);
+  ASSERT_TRUE(s.ok()) << s.error_message();
+  EXPECT_EQ(status.summary().nodes(), kAgents);
+  EXPECT_EQ(status.summary().nodes_fresh(), kAgents);
+  EXPECT_EQ(status.summary().round(), 2u);
+  EXPECT_EQ(status.summary().restarts(), 1);
+  EXPECT_EQ(status.summary().progress_step(), kReports * 10);
+  ASSERT_EQ(status.nodes_size(), kAgents);
+  EXPECT_EQ(status.nodes(0).report().node_id(), "pod-0");
+  EXPECT_EQ(status.nodes(kAgents - 1).report().node_rank(), kAgents - 1);
+  EXPECT_EQ(host_->core().stats().reports, kAgents * kReports);
+}
+
+TEST_F(ControllerGrpcTest, WrongOrMissingToken_IsUnauthenticated) {
+  StartHost();
+  auto stub = Stub();
+  grpc::Status s = Call(stub.get(), Report("pod-0", 1, 1, 1), "wrong");
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::UNAUTHENTICATED);
+  EXPECT_THAT(s.error_message(), HasSubstr("wrong job token"));
+  s = Call(stub.get(), Report("pod-0", 1, 1, 1), "");
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::UNAUTHENTICATED);
+  EXPECT_THAT(s.error_message(), HasSubstr("this controller requires one"));
+  EXPECT_EQ(host_->core().stats().jobs, 0);
+}
+
+TEST_F(ControllerGrpcTest, InvalidReport_IsInvalidArgumentAndUnknownJobNotFound) {
+  StartHost();
+  auto stub = Stub();
+  v1::HealthReport r = Report("pod-0", 1, 1, 1);
+  r.set_incarnation(0);
+  grpc::Status s = Call(stub.get(), r);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(s.error_message(), HasSubstr("incarnation"));
+  // Larger than the server reads at all.
+  r = Report("pod-0", 1, 1, 1);
+  r.set_hang_evidence(std::string(100 * 1024, 'x'));
+  EXPECT_EQ(Call(stub.get(), r).error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+  Status(stub.get(), &s);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::NOT_FOUND);
+}
+
+TEST_F(ControllerGrpcTest, ControllerRestart_KeepsHistory) {
+  StartHost();
+  {
+    auto stub = Stub();
+    ASSERT_TRUE(Call(stub.get(), Report("pod-0", 1, 1, 1)).ok());
+    v1::HealthReport r = Report("pod-0", 1, 2, 2);
+    r.set_last_failure("local worker 1 exited with code 3");
+    ASSERT_TRUE(Call(stub.get(), r).ok());
+  }
+  host_.reset();
+  StartHost();
+  auto stub = Stub();
+  grpc::Status s;
+  v1::GetStatusResponse status = Status(stub.get(), &s);
+  ASSERT_TRUE(s.ok()) << s.error_message();
+  EXPECT_EQ(status.summary().state(), v1::JobSummary::STALE);
+  EXPECT_EQ(status.summary().restarts(), 1);
+  ASSERT_EQ(status.history_size(), 3);
+  EXPECT_EQ(status.history(1).cause(), "local worker 1 exited with code 3");
+
+  grpc::ClientContext ctx;
+  ctx.AddMetadata(rendezvous::kTokenMetadataKey, kToken);
+  v1::ListJobsResponse jobs;
+  ASSERT_TRUE(stub->ListJobs(&ctx, v1::ListJobsRequest(), &jobs).ok());
+  ASSERT_EQ(jobs.jobs_size(), 1);
+  EXPECT_EQ(jobs.jobs(0).job_id(), "job");
+}
+
+}  // namespace
+}  // namespace trainlet::controller

@@ -1,0 +1,72 @@
+#include "controller/controller_host.h"
+
+#include <grpcpp/grpcpp.h>
+
+#include <utility>
+
+#include "common/logging.h"
+#include "controller/controller_service.h"
+#include "rendezvous/grpc_server.h"
+
+namespace trainlet::controller {
+
+absl::StatusOr<std::unique_ptr<ControllerHost>> ControllerHost::Start(
+    ControllerHostOptions options) {
+  std::unique_ptr<ControllerHost> host(new ControllerHost());
+  std::vector<HistoryRecord> restored;
+  if (!options.history.path.empty()) {
+    absl::StatusOr<std::unique_ptr<HistoryStore>> store =
+        HistoryStore::Open(options.history, options.clock);
+    if (!store.ok()) return store.status();
+    host->store_ = std::move(*store);
+    absl::StatusOr<std::vector<HistoryRecord>> loaded =
+        host->store_->Load(options.core.max_history_per_job);
+    if (!loaded.ok()) return loaded.status();
+    restored = *std::move(loaded);
+  }
+  host->core_ = std::make_unique<ControllerCore>(options.core, options.clock, host->store_.get());
+  host->core_->Restore(restored);
+  if (options.tls.enabled()) {
+    auto peers = rendezvous::PeerVerifier::Create(options.tls.ca_pem);
+    if (!peers.ok()) return peers.status();
+    host->peers_ = std::move(*peers);
+  }
+  host->service_ =
+      std::make_unique<ControllerService>(host->core_.get(), options.token, host->peers_.get());
+  rendezvous::GrpcServerOptions so;
+  so.listen.push_back(options.listen);
+  so.name = "controller";
+  so.tls = options.tls;
+  // A controller has no heartbeats; its clients' keepalive is the default.
+  so.heartbeat_timeout = absl::Seconds(10);
+  auto server = rendezvous::GrpcServer::Start(so, {host->service_.get()});
+  if (!server.ok()) return server.status();
+  host->server_ = std::move(*server);
+  host->server_->SetServing(true);
+  ControllerCore* core = host->core_.get();
+  host->sweeper_ = std::make_unique<PeriodicThread>(kSweepEvery, [core] { core->Sweep(); });
+  const ControllerCore::Stats stats = core->stats();
+  TLOG(kInfo) << "controller listening on "
+              << rendezvous::FormatHostPort(options.listen.host, host->port()) << " ("
+              << (options.history.path.empty()
+                      ? std::string("no --db: history in memory only")
+                      : "history in " + SafeForLog(options.history.path, 256) + ", " +
+                            std::to_string(stats.history_entries) + " entries of " +
+                            std::to_string(stats.jobs) + " jobs reloaded")
+              << (options.token.empty() ? ", no token" : "")
+              << (options.tls.enabled() ? ", mutual TLS" : ", plaintext") << ")";
+  return host;
+}
+
+ControllerHost::~ControllerHost() { Shutdown(absl::ZeroDuration()); }
+
+int ControllerHost::port() const { return server_->port(0); }
+
+void ControllerHost::Shutdown(absl::Duration grace) {
+  if (shut_down_) return;
+  shut_down_ = true;
+  if (server_) server_->Shutdown(grace);
+  sweeper_.reset();
+}
+
+}  // namespace trainlet::controller

@@ -1,0 +1,75 @@
+// ControllerHost: everything `trainlet controller` serves, built and torn
+// down in one place (and by the tests, which run it in-process):
+//
+//   HistoryStore (SQLite, --db; none: history in memory only)
+//     -> ControllerCore (restored from the store at start)
+//     <- ControllerService (gRPC adapter, token and TLS check)
+//     <- GrpcServer on listen (our own listener; grpc.health.v1 on the port)
+//   + a sweeper thread calling ControllerCore::Sweep every second.
+//
+// Threading: Start/Shutdown from the owner's thread; core() is thread-safe.
+// Shutdown (idempotent; the destructor runs it) stops the server (waiting
+// up to `grace` for calls), then the sweeper; the store closes last.
+#ifndef TRAINLET_CONTROLLER_CONTROLLER_HOST_H_
+#define TRAINLET_CONTROLLER_CONTROLLER_HOST_H_
+
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "common/clock.h"
+#include "common/periodic.h"
+#include "controller/controller_core.h"
+#include "controller/history_store.h"
+#include "rendezvous/tcp_listener.h"
+#include "rendezvous/tls_files.h"
+
+namespace trainlet::rendezvous {
+class GrpcServer;
+}  // namespace trainlet::rendezvous
+
+namespace trainlet::controller {
+
+class ControllerService;
+
+inline constexpr absl::Duration kSweepEvery = absl::Seconds(1);
+
+struct ControllerHostOptions {
+  ControllerOptions core;
+  HistoryStoreOptions history;                         // history.path empty: no database.
+  std::string token;                                   // empty: every caller is accepted.
+  rendezvous::ListenAddress listen{"0.0.0.0", 29600};  // port 0 = any free port.
+  rendezvous::TlsConfig tls;
+  Clock* clock = Clock::Real();  // wall time; tests pass a SimulatedClock.
+};
+
+class ControllerHost {
+ public:
+  // Opens and loads the history, then binds. Errors: the store's
+  // (FailedPrecondition naming the file), the bind's (IsAddressInUse).
+  static absl::StatusOr<std::unique_ptr<ControllerHost>> Start(ControllerHostOptions options);
+  ~ControllerHost();
+  ControllerHost(const ControllerHost&) = delete;
+  ControllerHost& operator=(const ControllerHost&) = delete;
+
+  int port() const;
+  ControllerCore& core() { return *core_; }
+  void Shutdown(absl::Duration grace);
+
+ private:
+  ControllerHost() = default;
+
+  // Destroyed in reverse: server and sweeper before the core, the store last.
+  std::unique_ptr<HistoryStore> store_;
+  std::unique_ptr<ControllerCore> core_;
+  std::unique_ptr<rendezvous::PeerVerifier> peers_;
+  std::unique_ptr<ControllerService> service_;
+  std::unique_ptr<rendezvous::GrpcServer> server_;
+  std::unique_ptr<PeriodicThread> sweeper_;
+  bool shut_down_ = false;
+};
+
+}  // namespace trainlet::controller
+
+#endif  // TRAINLET_CONTROLLER_CONTROLLER_HOST_H_

@@ -1,0 +1,58 @@
+#include "controller/controller_service.h"
+
+#include <utility>
+
+#include "rendezvous/grpc_auth.h"
+#include "rendezvous/grpc_status.h"
+
+namespace trainlet::controller {
+namespace {
+
+grpc::ServerUnaryReactor* Immediate(grpc::CallbackServerContext* ctx, const absl::Status& s) {
+  grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
+  reactor->Finish(rendezvous::ToGrpcStatus(s));
+  return reactor;
+}
+
+}  // namespace
+
+ControllerService::ControllerService(ControllerCore* core, std::string token,
+                                     rendezvous::PeerVerifier* peers)
+    : core_(core), token_(std::move(token)), peers_(peers), reject_log_(5, absl::Seconds(10)) {}
+
+absl::Status ControllerService::CheckCaller(grpc::CallbackServerContext* ctx,
+                                            absl::string_view rpc) {
+  absl::Status s = rendezvous::CheckCaller(*ctx, token_, peers_, "controller");
+  int64_t suppressed = 0;
+  if (!s.ok() && reject_log_.Allow(&suppressed)) {
+    TLOG(kWarning) << "controller: rejected " << rpc << " from " << SafeForLog(ctx->peer(), 64)
+                   << ": " << s.message() << SuppressedNote(suppressed);
+  }
+  return s;
+}
+
+grpc::ServerUnaryReactor* ControllerService::Report(grpc::CallbackServerContext* ctx,
+                                                    const v1::HealthReport* request,
+                                                    v1::HealthReportResponse* response) {
+  if (absl::Status s = CheckCaller(ctx, "Report"); !s.ok()) return Immediate(ctx, s);
+  return Immediate(ctx, core_->Report(*request));
+}
+
+grpc::ServerUnaryReactor* ControllerService::ListJobs(grpc::CallbackServerContext* ctx,
+                                                      const v1::ListJobsRequest* request,
+                                                      v1::ListJobsResponse* response) {
+  if (absl::Status s = CheckCaller(ctx, "ListJobs"); !s.ok()) return Immediate(ctx, s);
+  *response = core_->ListJobs();
+  return Immediate(ctx, absl::OkStatus());
+}
+
+grpc::ServerUnaryReactor* ControllerService::GetStatus(grpc::CallbackServerContext* ctx,
+                                                       const v1::GetStatusRequest* request,
+                                                       v1::GetStatusResponse* response) {
+  if (absl::Status s = CheckCaller(ctx, "GetStatus"); !s.ok()) return Immediate(ctx, s);
+  absl::StatusOr<v1::GetStatusResponse> status = core_->GetStatus(request->job_id());
+  if (status.ok()) *response = *std::move(status);
+  return Immediate(ctx, status.status());
+}
+
+}  // namespace trainlet::controller

@@ -1,0 +1,48 @@
+// gRPC adapter for the controller's core (controller_core.h): maps
+// trainlet.v1.Controller calls onto it after checking the caller (mutual
+// TLS client certificate when configured, then the token; rendezvous/
+// grpc_auth.h), and answers at once: nothing is parked, nothing streams.
+// Rejections are logged, rate-limited. Holds no controller logic.
+//
+// Threading: every call runs on a gRPC callback thread; the core is
+// thread-safe. The service owns neither the core nor the verifier.
+#ifndef TRAINLET_CONTROLLER_CONTROLLER_SERVICE_H_
+#define TRAINLET_CONTROLLER_CONTROLLER_SERVICE_H_
+
+#include <string>
+
+#include "common/logging.h"
+#include "controller/controller_core.h"
+#include "rendezvous/tls_files.h"
+#include "trainlet/v1/controller_service.grpc.pb.h"
+
+namespace trainlet::controller {
+
+class ControllerService final : public v1::Controller::CallbackService {
+ public:
+  // An empty token accepts every caller; `peers` may be null (plaintext).
+  ControllerService(ControllerCore* core, std::string token,
+                    rendezvous::PeerVerifier* peers = nullptr);
+
+  grpc::ServerUnaryReactor* Report(grpc::CallbackServerContext* ctx,
+                                   const v1::HealthReport* request,
+                                   v1::HealthReportResponse* response) override;
+  grpc::ServerUnaryReactor* ListJobs(grpc::CallbackServerContext* ctx,
+                                     const v1::ListJobsRequest* request,
+                                     v1::ListJobsResponse* response) override;
+  grpc::ServerUnaryReactor* GetStatus(grpc::CallbackServerContext* ctx,
+                                      const v1::GetStatusRequest* request,
+                                      v1::GetStatusResponse* response) override;
+
+ private:
+  absl::Status CheckCaller(grpc::CallbackServerContext* ctx, absl::string_view rpc);
+
+  ControllerCore* const core_;
+  const std::string token_;
+  rendezvous::PeerVerifier* const peers_;
+  LogLimiter reject_log_;
+};
+
+}  // namespace trainlet::controller
+
+#endif  // TRAINLET_CONTROLLER_CONTROLLER_SERVICE_H_

@@ -1,0 +1,238 @@
+#include "controller/report_limits.h"
+
+#include <string>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/str_format.h"
+
+namespace trainlet::controller {
+namespace {
+
+absl::Status TooLong(absl::string_view field, size_t max, size_t got) {
+  return absl::InvalidArgumentError(
+      absl::StrFormat("%s: at most %d bytes, got %d", field, max, got));
+}
+
+absl::Status TooMany(absl::string_view field, int max, int got) {
+  return absl::InvalidArgumentError(
+      absl::StrFormat("%s: at most %d entries, got %d", field, max, got));
+}
+
+absl::Status CheckText(absl::string_view field, const std::string& text, size_t max) {
+  if (text.size() > max) return TooLong(field, max, text.size());
+  return absl::OkStatus();
+}
+
+bool IsPrintableNoSpace(absl::string_view s) {
+  for (char c : s) {
+    if (c <= ' ' || c > '~') return false;
+  }
+  return true;
+}
+
+bool IsProgressKey(absl::string_view key) {
+  if (key.empty() || key.size() > kMaxProgressKeyLength) return false;
+  for (char c : key) {
+    if (!absl::ascii_isalnum(static_cast<unsigned char>(c)) && c != '_' && c != '.' && c != '-') {
+      return false;
+    }
+  }
+  return true;
+}
+
+// Length of the valid UTF-8 sequence at s[i], 0 when it is not one.
+size_t Utf8SequenceLength(const std::string& s, size_t i) {
+  const unsigned char c = s[i];
+  size_t n;
+  if (c < 0x80) return 1;
+  if (c >= 0xc2 && c <= 0xdf) {
+    n = 2;
+  } else if (c >= 0xe0 && c <= 0xef) {
+    n = 3;
+  } else if (c >= 0xf0 && c <= 0xf4) {
+    n = 4;
+  } else {
+    return 0;
+  }
+  if (i + n > s.size()) return 0;
+  for (size_t k = 1; k < n; ++k) {
+    if ((static_cast<unsigned char>(s[i + k]) & 0xc0) != 0x80) return 0;
+  }
+  const unsigned char c1 = s[i + 1];
+  if ((c == 0xe0 && c1 < 0xa0) || (c == 0xed && c1 > 0x9f) || (c == 0xf0 && c1 < 0x90) ||
+      (c == 0xf4 && c1 > 0x8f)) {
+    return 0;  // overlong, surrogate or above U+10FFFF.
+  }
+  return n;
+}
+
+// Valid UTF-8 (protobuf refuses to send a string that is not), invalid bytes
+// as '?', at most `max` bytes, cut on a character boundary.
+void FitText(std::string* text, size_t max) {
+  std::string out;
+  out.reserve(std::min(text->size(), max));
+  for (size_t i = 0; i < text->size();) {
+    size_t n = Utf8SequenceLength(*text, i);
+    if (out.size() + std::max<size_t>(n, 1) > max) break;
+    if (n == 0) {
+      out.push_back('?');
+      ++i;
+    } else {
+      out.append(*text, i, n);
+      i += n;
+    }
+  }
+  *text = std::move(out);
+}
+
+}  // namespace
+
+bool IsValidJobId(absl::string_view job_id) {
+  if (job_id.empty() || job_id.size() > kMaxJobIdLength) return false;
+  for (char c : job_id) {
+    if (!absl::ascii_isalnum(static_cast<unsigned char>(c)) && c != '.' && c != '_' && c != '-') {
+      return false;
+    }
+  }
+  return true;
+}
+
+absl::Status ValidateHealthReport(const v1::HealthReport& r) {
+  if (r.ByteSizeLong() > kMaxReportBytes)
+    return TooLong("report", kMaxReportBytes, r.ByteSizeLong());
+  if (!IsValidJobId(r.job_id())) {
+    return absl::InvalidArgumentError(
+        "job_id: expected [A-Za-z0-9._-]{1,128} (the job's --job-id)");
+  }
+  if (r.node_id().empty() || r.node_id().size() > kMaxNodeIdLength ||
+      !IsPrintableNoSpace(r.node_id())) {
+    return absl::InvalidArgumentError(
+        "node_id: expected 1..253 bytes of printable ASCII without spaces (the pod's host name)");
+  }
+  if (r.incarnation() == 0) return absl::InvalidArgumentError("incarnation: must not be zero");
+  if (r.sequence() == 0) return absl::InvalidArgumentError("sequence: must start at 1");
+  if (r.round() > kMaxRound) return absl::InvalidArgumentError("round: out of range");
+  if (r.node_rank() < -1 || r.node_rank() >= kMaxRank || r.nnodes() < 0 || r.nnodes() > kMaxRank ||
+      r.world_size() < 0 || r.world_size() > kMaxRank) {
+    return absl::InvalidArgumentError("node_rank, nnodes or world_size: out of range");
+  }
+  if (r.restart_count() < 0 || r.restart_count() > kMaxRank) {
+    return absl::InvalidArgumentError("restart_count: out of range");
+  }
+  if (absl::Status s = CheckText("last_failure", r.last_failure(), kMaxTextLength); !s.ok()) {
+    return s;
+  }
+  if (r.workers_size() > kMaxWorkers) return TooMany("workers", kMaxWorkers, r.workers_size());
+  for (const v1::WorkerHealth& w : r.workers()) {
+    if (w.local_rank() < 0 || w.local_rank() >= kMaxWorkers || w.rank() < -1 ||
+        w.rank() >= kMaxRank || w.pid() < 0 || w.restarts() < 0) {
+      return absl::InvalidArgumentError(
+          absl::StrFormat("workers[local_rank=%d]: local_rank, rank, pid or restarts out of range",
+                          w.local_rank()));
+    }
+  }
+  const v1::Progress& p = r.progress();
+  if (p.fields_size() > kMaxProgressFields) {
+    return TooMany("progress.fields", kMaxProgressFields, p.fields_size());
+  }
+  for (const v1::ProgressField& f : p.fields()) {
+    if (!IsProgressKey(f.key())) {
+      return absl::InvalidArgumentError("progress.fields.key: expected [A-Za-z0-9_.-]{1,64}");
+    }
+    if (absl::Status s = CheckText("progress.fields.value", f.value(), kMaxProgressValueLength);
+        !s.ok()) {
+      return s;
+    }
+  }
+  if (p.age_ms() < 0) return absl::InvalidArgumentError("progress.age_ms: must not be negative");
+  if (r.gpus_size() > kMaxGpus) return TooMany("gpus", kMaxGpus, r.gpus_size());
+  for (const v1::GpuReport& g : r.gpus()) {
+    if (absl::Status s = CheckText("gpus.uuid", g.uuid(), kMaxGpuUuidLength); !s.ok()) return s;
+    if (absl::Status s = CheckText("gpus.reason", g.reason(), kMaxGpuReasonLength); !s.ok()) {
+      return s;
+    }
+  }
+  const v1::CoordinatorView& c = r.coordinator();
+  if (c.members() < 0 || c.members() > kMaxRank) {
+    return absl::InvalidArgumentError("coordinator.members: out of range");
+  }
+  if (c.lost_nodes_size() > kMaxLostNodes) {
+    return TooMany("coordinator.lost_nodes", kMaxLostNodes, c.lost_nodes_size());
+  }
+  for (const std::string& n : c.lost_nodes()) {
+    if (absl::Status s = CheckText("coordinator.lost_nodes", n, kMaxNodeIdLength); !s.ok()) {
+      return s;
+    }
+  }
+  if (c.restarts_size() > kMaxRestartReasons) {
+    return TooMany("coordinator.restarts", kMaxRestartReasons, c.restarts_size());
+  }
+  for (const v1::RestartReason& rr : c.restarts()) {
+    if (absl::Status s = CheckText("coordinator.restarts.reason", rr.reason(), kMaxTextLength);
+        !s.ok()) {
+      return s;
+    }
+  }
+  if (absl::Status s = CheckText("hang_evidence", r.hang_evidence(), kMaxHangEvidenceLength);
+      !s.ok()) {
+    return s;
+  }
+  if (r.events_size() > kMaxEvents) return TooMany("events", kMaxEvents, r.events_size());
+  for (const v1::ReportEvent& e : r.events()) {
+    if (absl::Status s = CheckText("events.cause", e.cause(), kMaxTextLength); !s.ok()) return s;
+    if (e.round() > kMaxRound) return absl::InvalidArgumentError("events.round: out of range");
+  }
+  if (r.report_interval_ms() != 0 &&
+      (r.report_interval_ms() < absl::ToInt64Milliseconds(kMinReportInterval) ||
+       r.report_interval_ms() > absl::ToInt64Milliseconds(kMaxReportInterval))) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("report_interval_ms: expected 0 or %d..%d, got %d",
+                        absl::ToInt64Milliseconds(kMinReportInterval),
+                        absl::ToInt64Milliseconds(kMaxReportInterval), r.report_interval_ms()));
+  }
+  return absl::OkStatus();
+}
+
+void TrimToLimits(v1::HealthReport* r) {
+  FitText(r->mutable_last_failure(), kMaxTextLength);
+  if (r->workers_size() > kMaxWorkers) {
+    r->mutable_workers()->DeleteSubrange(kMaxWorkers, r->workers_size() - kMaxWorkers);
+  }
+  v1::Progress* p = r->mutable_progress();
+  if (p->fields_size() > kMaxProgressFields) {
+    p->mutable_fields()->DeleteSubrange(kMaxProgressFields, p->fields_size() - kMaxProgressFields);
+  }
+  for (v1::ProgressField& f : *p->mutable_fields()) {
+    if (!IsProgressKey(f.key())) f.set_key("invalid_key");
+    FitText(f.mutable_value(), kMaxProgressValueLength);
+  }
+  if (r->gpus_size() > kMaxGpus)
+    r->mutable_gpus()->DeleteSubrange(kMaxGpus, r->gpus_size() - kMaxGpus);
+  for (v1::GpuReport& g : *r->mutable_gpus()) {
+    FitText(g.mutable_uuid(), kMaxGpuUuidLength);
+    FitText(g.mutable_reason(), kMaxGpuReasonLength);
+  }
+  v1::CoordinatorView* c = r->mutable_coordinator();
+  if (c->lost_nodes_size() > kMaxLostNodes) {
+    c->mutable_lost_nodes()->DeleteSubrange(kMaxLostNodes, c->lost_nodes_size() - kMaxLostNodes);
+  }
+  for (std::string& n : *c->mutable_lost_nodes()) FitText(&n, kMaxNodeIdLength);
+  if (c->restarts_size() > kMaxRestartReasons) {
+    // The latest are the last: drop the oldest.
+    c->mutable_restarts()->DeleteSubrange(0, c->restarts_size() - kMaxRestartReasons);
+  }
+  for (v1::RestartReason& rr : *c->mutable_restarts()) FitText(rr.mutable_reason(), kMaxTextLength);
+  FitText(r->mutable_hang_evidence(), kMaxHangEvidenceLength);
+  if (r->events_size() > kMaxEvents) {
+    r->mutable_events()->DeleteSubrange(0, r->events_size() - kMaxEvents);
+  }
+  for (v1::ReportEvent& e : *r->mutable_events()) FitText(e.mutable_cause(), kMaxTextLength);
+  // Still too large (1,024 workers with long texts): the evidence goes
+  // first, then workers from the highest local rank.
+  if (r->ByteSizeLong() > kMaxReportBytes) r->clear_hang_evidence();
+  while (r->ByteSizeLong() > kMaxReportBytes && r->workers_size() > 0) {
+    r->mutable_workers()->RemoveLast();
+  }
+}
+
+}  // namespace trainlet::controller

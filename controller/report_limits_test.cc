@@ -1,0 +1,101 @@
+#include "controller/report_limits.h"
+
+#include <string>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace trainlet::controller {
+namespace {
+
+using ::testing::HasSubstr;
+
+v1::HealthReport Valid() {
+  v1::HealthReport r;
+  r.set_job_id("job-1");
+  r.set_node_id("pod-0.svc");
+  r.set_incarnation(42);
+  r.set_sequence(1);
+  return r;
+}
+
+TEST(ReportLimitsTest, Valid_IsAccepted) { EXPECT_TRUE(ValidateHealthReport(Valid()).ok()); }
+
+TEST(ReportLimitsTest, Identity_IsRequired) {
+  v1::HealthReport r = Valid();
+  r.set_job_id("job 1");
+  EXPECT_THAT(ValidateHealthReport(r).message(), HasSubstr("job_id"));
+  r = Valid();
+  r.set_node_id("");
+  EXPECT_THAT(ValidateHealthReport(r).message(), HasSubstr("node_id"));
+  r = Valid();
+  r.set_node_id("pod\n0");
+  EXPECT_THAT(ValidateHealthReport(r).message(), HasSubstr("node_id"));
+  r = Valid();
+  r.set_incarnation(0);
+  EXPECT_THAT(ValidateHealthReport(r).message(), HasSubstr("incarnation"));
+  r = Valid();
+  r.set_sequence(0);
+  EXPECT_THAT(ValidateHealthReport(r).message(), HasSubstr("sequence"));
+}
+
+TEST(ReportLimitsTest, EachListAndText_IsBounded) {
+  v1::HealthReport r = Valid();
+  for (int i = 0; i <= kMaxProgressFields; ++i) r.mutable_progress()->add_fields()->set_key("k");
+  EXPECT_THAT(ValidateHealthReport(r).message(), HasSubstr("progress.fields"));
+  r = Valid();
+  r.mutable_progress()->add_fields()->set_key("bad key");
+  EXPECT_THAT(ValidateHealthReport(r).message(), HasSubstr("progress.fields.key"));
+  r = Valid();
+  for (int i = 0; i <= kMaxEvents; ++i) r.add_events();
+  EXPECT_THAT(ValidateHealthReport(r).message(), HasSubstr("events"));
+  r = Valid();
+  for (int i = 0; i <= kMaxGpus; ++i) r.add_gpus();
+  EXPECT_THAT(ValidateHealthReport(r).message(), HasSubstr("gpus"));
+  r = Valid();
+  for (int i = 0; i <= kMaxLostNodes; ++i) r.mutable_coordinator()->add_lost_nodes("n");
+  EXPECT_THAT(ValidateHealthReport(r).message(), HasSubstr("lost_nodes"));
+  r = Valid();
+  r.set_last_failure(std::string(kMaxTextLength + 1, 'x'));
+  EXPECT_THAT(ValidateHealthReport(r).message(), HasSubstr("last_failure"));
+  r = Valid();
+  r.add_workers()->set_local_rank(kMaxWorkers);
+  EXPECT_THAT(ValidateHealthReport(r).message(), HasSubstr("workers"));
+  r = Valid();
+  r.set_report_interval_ms(5);
+  EXPECT_THAT(ValidateHealthReport(r).message(), HasSubstr("report_interval_ms"));
+}
+
+TEST(ReportLimitsTest, TrimToLimits_MakesAnOversizedReportValid) {
+  v1::HealthReport r = Valid();
+  r.set_last_failure(std::string(5000, 'x'));
+  r.set_hang_evidence(std::string(100000, 'y'));
+  for (int i = 0; i < 40; ++i) {
+    v1::ReportEvent* e = r.add_events();
+    e->set_id(i + 1);
+    e->set_cause(std::string(3000, 'z'));
+  }
+  for (int i = 0; i < 30; ++i) r.mutable_progress()->add_fields()->set_key("loss");
+  for (int i = 0; i < 1200; ++i) r.add_workers()->set_local_rank(i % kMaxWorkers);
+  TrimToLimits(&r);
+  EXPECT_TRUE(ValidateHealthReport(r).ok()) << ValidateHealthReport(r);
+  EXPECT_EQ(r.events_size(), kMaxEvents);
+  EXPECT_EQ(r.events(kMaxEvents - 1).id(), 40u);  // the newest kept.
+  EXPECT_LE(r.ByteSizeLong(), kMaxReportBytes);
+}
+
+TEST(ReportLimitsTest, TrimToLimits_CutsOnCharacterBoundariesAndReplacesInvalidUtf8) {
+  v1::HealthReport r = Valid();
+  std::string text(kMaxTextLength - 1, 'a');
+  text += "\xc3\xa9";  // "é" straddles the limit.
+  r.set_last_failure(text);
+  r.set_hang_evidence("ok \xff\xfe end");
+  TrimToLimits(&r);
+  EXPECT_EQ(r.last_failure(), std::string(kMaxTextLength - 1, 'a'));
+  EXPECT_EQ(r.hang_evidence(), "ok ?? end");
+  std::string wire;
+  EXPECT_TRUE(r.SerializeToString(&wire));
+}
+
+}  // namespace
+}  // namespace trainlet::controller

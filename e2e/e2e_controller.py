@@ -1,0 +1,113 @@
+"""End-to-end: agents reporting to a real `trainlet controller` process. The
+history it keeps in SQLite (--db) is read back with Python's sqlite3 after the
+controller stopped, and after it was killed and restarted; a controller that
+is down changes nothing for the job."""
+
+import json
+import os
+import signal
+import sqlite3
+import subprocess
+import unittest
+
+import harness
+from harness import E2ETestCase, PY
+
+# HistoryEntry.Kind numbers (proto/trainlet/v1/controller.proto).
+ROUND, RESTART, HANG, NODE_STALE, FINISHED = 1, 2, 3, 4, 5
+
+
+class ControllerTest(E2ETestCase):
+
+    def start_controller(self, port, db, name="controller"):
+        ctl = self.start(name, [harness.TRAINLET, "controller", "--listen=127.0.0.1:%d" % port,
+                                "--http=127.0.0.1:%d" % harness.free_port(), "--db=" + db,
+                                "--token-file=" + self.token])
+        harness.poll_until(lambda: subprocess.run(
+            [harness.TRAINLET, "health", "127.0.0.1:%d" % port, "--timeout-ms=500"],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+            timeout=10).returncode == 0 or not ctl.running(), 20, interval=0.1,
+            what="the controller to serve")
+        self.assertTrue(ctl.running(), ctl.describe())
+        return ctl
+
+    def history(self, db):
+        with sqlite3.connect(db) as conn:
+            return conn.execute(
+                "select job_id, kind, round, node_id, cause from history order by id").fetchall()
+
+    def setUp(self):
+        super().setUp()
+        self.token = self.path("token")
+        with open(self.token, "w") as f:
+            f.write("e2e-secret\n")
+
+    def run_job(self, controller_port, job, command, extra=()):
+        coord, mp = harness.free_ports(2)
+        agents = [self.start_agent(
+            ["--nnodes=2", "--node-rank=%d" % i, "--node-id=%s-n%d" % (job, i),
+             "--coordinator=127.0.0.1:%d" % coord, "--master-port=%d" % mp, "--job-id=" + job,
+             "--token-file=" + self.token, "--join-timeout=60s",
+             "--controller=127.0.0.1:%d" % controller_port, "--report-interval=200ms"]
+            + list(extra), command, name="%s-n%d" % (job, i)) for i in range(2)]
+        return agents
+
+    def test_job_rounds_restart_cause_and_history_survive_a_restart(self):
+        port = harness.free_port()
+        db = self.path("history.db")
+        ctl = self.start_controller(port, db)
+        # Round 1: rank 1 fails once (marker file), the elastic job restarts;
+        # round 2 succeeds.
+        script = ("import os,sys\n"
+                  "m=os.path.join(%r,'failed-once')\n"
+                  "if os.environ['RANK']=='1' and not os.path.exists(m):\n"
+                  "  open(m,'w').close(); sys.exit(3)\n" % self.path())
+        agents = self.run_job(port, "jobA", [PY, "-c", script],
+                              ["--max-restarts=2", "--nproc-per-node=1"])
+        self.assertEqual(self.wait_all(agents, 90), [0, 0], self.describe_all())
+        status = subprocess.run(
+            [harness.TRAINLET, "status", "--controller=127.0.0.1:%d" % port,
+             "--token-file=" + self.token, "jobA"], stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE, timeout=20)
+        self.assertEqual(status.returncode, 0, status.stderr.decode())
+        text = status.stdout.decode()
+        self.assertIn("job jobA: SUCCEEDED, round 2", text)
+        self.assertIn("RESTART", text)
+        self.assertIn("exited with code 3", text)
+        listing = subprocess.run(
+            [harness.TRAINLET, "status", "--controller=127.0.0.1:%d" % port, "--json"],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=20,
+            env=dict(os.environ, TRAINLET_TOKEN_FILE=self.token))
+        self.assertEqual(listing.returncode, 0, listing.stderr.decode())
+        self.assertEqual(json.loads(listing.stdout)["jobs"][0]["job_id"], "jobA")
+        ctl.signal(signal.SIGKILL)
+        ctl.wait(10)
+        rows = self.history(db)
+        kinds = [r[1] for r in rows if r[0] == "jobA"]
+        self.assertIn(ROUND, kinds, rows)
+        restarts = [r for r in rows if r[1] == RESTART]
+        self.assertEqual(len(restarts), 1, rows)
+        self.assertEqual(restarts[0][2], 2, rows)
+        self.assertTrue(restarts[0][4], rows)  # a cause
+        self.assertGreaterEqual(kinds.count(FINISHED), 1, rows)
+        self.assertIn("exited with code 3", restarts[0][4], rows)
+
+        # Restarted on the same file: the history is there and not repeated.
+        ctl2 = self.start_controller(port, db, name="controller2")
+        ctl2.signal(signal.SIGTERM)
+        self.assertEqual(ctl2.wait(10), 128 + signal.SIGTERM, ctl2.describe())
+        self.assertEqual(self.history(db), rows)
+        self.assertIn("entries of 1 jobs reloaded", ctl2.stderr)
+
+    def test_controller_down_changes_nothing(self):
+        port = harness.free_port()  # nobody listens there
+        agents = self.run_job(port, "jobB", [PY, "-c", "import sys; sys.exit(0)"])
+        self.assertEqual(self.wait_all(agents, 60), [0, 0], self.describe_all())
+        failing = self.run_job(port, "jobC", [PY, "-c", "import sys; sys.exit(5)"])
+        codes = self.wait_all(failing, 60)
+        self.assertIn(5, codes, self.describe_all())
+        self.assert_no_leftovers()
+
+
+if __name__ == "__main__":
+    unittest.main()
