@@ -35,6 +35,14 @@ if(TARGET controller_views_test)
     TRAINLET_CONTROLLER_TESTDATA="${CMAKE_CURRENT_SOURCE_DIR}/testdata")
 endif()
 
+# The HTTP adapter: the page, /api/jobs, /metrics, /healthz.
+add_library(trainlet_controller_http STATIC http_server.cc status_page.cc)
+target_link_libraries(trainlet_controller_http PUBLIC trainlet_controller_views
+  PRIVATE trainlet_httplib)
+
+trainlet_test(controller_http_test SRCS http_server_test.cc
+  LIBS trainlet_controller_http trainlet_controller_views_testing trainlet_httplib)
+
 if(TRAINLET_BUILD_TESTS)
   # The sample snapshot the views' tests and the fake controller share.
   add_library(trainlet_controller_views_testing STATIC EXCLUDE_FROM_ALL
