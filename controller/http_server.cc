@@ -102,7 +102,7 @@ absl::StatusOr<std::unique_ptr<HttpServer>> HttpServer::Start(const HttpServerOp
     setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof(yes));
   });
 
-  server.Get("/", [snapshot](const httplib::Request&, httplib::Response& res) {
+  server.Get("/", [](const httplib::Request&, httplib::Response& res) {
     CommonHeaders(res);
     // The page's own script and style only; it fetches /api/jobs, nothing else.
     res.set_header("Content-Security-Policy",

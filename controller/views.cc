@@ -817,6 +817,8 @@ std::string RenderPrometheus(const ControllerSnapshot& snapshot) {
   m.Family("trainlet_controller_jobs", "gauge", "Jobs the controller knows.");
   m.Sample("trainlet_controller_jobs", {}, absl::StrCat(snapshot.jobs.size()));
 
+  // Labels job_id and node_id, not job and node: Prometheus sets `job` (the
+  // scrape job) on every series, and Kubernetes discovery often `node`.
   std::vector<JobTotals> totals;
   for (const JobView& job : snapshot.jobs) totals.push_back(TotalsOf(job));
   // One family at a time (the format wants a family's samples together).
@@ -826,13 +828,14 @@ std::string RenderPrometheus(const ControllerSnapshot& snapshot) {
     for (size_t i = 0; i < snapshot.jobs.size(); ++i) {
       std::string value;
       if (value_of(snapshot.jobs[i], totals[i], &value)) {
-        m.Sample(name, {{"job", snapshot.jobs[i].job_id}}, value);
+        m.Sample(name, {{"job_id", snapshot.jobs[i].job_id}}, value);
       }
     }
   };
   m.Family("trainlet_job_info", "gauge", "1 per job; the label state is the job's state.");
   for (const JobView& job : snapshot.jobs) {
-    m.Sample("trainlet_job_info", {{"job", job.job_id}, {"state", JobStateName(job.state)}}, "1");
+    m.Sample("trainlet_job_info", {{"job_id", job.job_id}, {"state", JobStateName(job.state)}},
+             "1");
   }
   per_job("trainlet_job_nodes", "gauge", "Nodes the controller knows in the job.",
           [](const JobView&, const JobTotals& t, std::string* v) {
@@ -911,7 +914,7 @@ std::string RenderPrometheus(const ControllerSnapshot& snapshot) {
   m.Family("trainlet_node_up", "gauge", "1 when the node reported within its staleness window.");
   for (const JobView& job : snapshot.jobs) {
     for (const NodeView& node : job.nodes) {
-      m.Sample("trainlet_node_up", {{"job", job.job_id}, {"node", node.node_id}},
+      m.Sample("trainlet_node_up", {{"job_id", job.job_id}, {"node_id", node.node_id}},
                node.up ? "1" : "0");
     }
   }
@@ -919,15 +922,15 @@ std::string RenderPrometheus(const ControllerSnapshot& snapshot) {
   for (const JobView& job : snapshot.jobs) {
     for (const NodeView& node : job.nodes) {
       if (node.report_age_ms < 0) continue;
-      m.Sample("trainlet_node_report_age_seconds", {{"job", job.job_id}, {"node", node.node_id}},
-               Seconds(node.report_age_ms));
+      m.Sample("trainlet_node_report_age_seconds",
+               {{"job_id", job.job_id}, {"node_id", node.node_id}}, Seconds(node.report_age_ms));
     }
   }
   m.Family("trainlet_node_progress_step", "gauge", "The node's latest progress step.");
   for (const JobView& job : snapshot.jobs) {
     for (const NodeView& node : job.nodes) {
       if (!node.progress.known || node.progress.step < 0) continue;
-      m.Sample("trainlet_node_progress_step", {{"job", job.job_id}, {"node", node.node_id}},
+      m.Sample("trainlet_node_progress_step", {{"job_id", job.job_id}, {"node_id", node.node_id}},
                absl::StrCat(node.progress.step));
     }
   }

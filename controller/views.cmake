@@ -23,11 +23,11 @@ target_compile_definitions(trainlet_httplib INTERFACE
 target_link_libraries(trainlet_httplib INTERFACE Threads::Threads)
 
 # The view model and its renderers: pure functions, no HTTP.
-add_library(trainlet_controller_views STATIC views.cc)
+add_library(trainlet_controller_views STATIC views.cc step_rate.cc)
 target_link_libraries(trainlet_controller_views PUBLIC trainlet_common trainlet_proto
-  absl::status absl::statusor absl::strings absl::str_format absl::time)
+  absl::status absl::statusor absl::strings absl::str_format absl::time absl::synchronization)
 
-trainlet_test(controller_views_test SRCS views_test.cc
+trainlet_test(controller_views_test SRCS views_test.cc step_rate_test.cc
   LIBS trainlet_controller_views trainlet_controller_views_testing trainlet_common_testing)
 if(TARGET controller_views_test)
   # TRAINLET_UPDATE_GOLDEN=1 rewrites the golden files.
@@ -48,4 +48,9 @@ if(TRAINLET_BUILD_TESTS)
   add_library(trainlet_controller_views_testing STATIC EXCLUDE_FROM_ALL
     testing/sample_snapshot.cc)
   target_link_libraries(trainlet_controller_views_testing PUBLIC trainlet_controller_views)
+  # The real HTTP server on the sample snapshot, changing every second
+  # (e2e_controller_views: the page in headless Chromium, promtool, Prometheus).
+  add_executable(fake_controller_http testing/fake_controller_http.cc)
+  target_link_libraries(fake_controller_http PRIVATE trainlet_controller_http
+    trainlet_controller_views_testing)
 endif()

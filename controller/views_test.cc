@@ -76,7 +76,7 @@ TEST(RenderPrometheus, UnknownProgress_IsAbsentNotZero) {
   const std::string metrics = RenderPrometheus(s);
   EXPECT_THAT(metrics, Not(HasSubstr("trainlet_job_progress_step{")));
   EXPECT_THAT(metrics, Not(HasSubstr("trainlet_job_progress_age_seconds{")));
-  EXPECT_THAT(metrics, HasSubstr("trainlet_job_nodes_up{job=\"j\"} 0\n"));
+  EXPECT_THAT(metrics, HasSubstr("trainlet_job_nodes_up{job_id=\"j\"} 0\n"));
   EXPECT_THAT(metrics, HasSubstr("# TYPE trainlet_job_restarts_total counter\n"));
 }
 
