@@ -20,6 +20,7 @@
 #include "agent/run_config.h"
 #include "agent/run_mpi.h"
 #include "agent/standalone_coordinator.h"
+#include "agent/status_command.h"
 #include "agent/system_probe.h"
 #include "common/deadlock_detection.h"
 #include "common/descriptors.h"
@@ -54,6 +55,9 @@ constexpr char kUsage[] =
     "  probe [options]\n"
     "        Print what this node has (GPUs, NICs, NUMA, /dev/shm, NVML, NCCL) as\n"
     "        JSON, an NCCL topology file, or NCCL environment advice.\n"
+    "  status [--controller=HOST:PORT] [--json] [JOB]\n"
+    "        Show the jobs the trainlet controller sees (its HTTP port, default\n"
+    "        127.0.0.1:29680): nodes, workers, progress, restarts, hangs, GPUs.\n"
     "  install DEST\n"
     "        Copy this binary to DEST (the init-container pattern: an image\n"
     "        without a shell puts trainlet into a shared volume).\n"
@@ -172,6 +176,8 @@ int main(int argc, char** argv) {
   const std::map<std::string, std::string> env = CurrentEnvironment();
   ForceAresResolver(env);
   if (command == "health") return trainlet::agent::RunHealthProbe(args);
+  if (command == "status")
+    return trainlet::agent::RunStatusCommand(args, env, std::cout, std::cerr);
   if (command == "probe") {
     // A probe past its timeout may still be inside NVML on its thread.
     Leave(trainlet::agent::RunProbeCommand(args, env, std::cout, std::cerr));
