@@ -46,7 +46,8 @@ const std::string& StatusPageHtml() {
   th, td { text-align: left; padding: 3px 8px; border-bottom: 1px solid var(--line);
            vertical-align: top; white-space: nowrap; }
   th { color: var(--muted); font-weight: 500; }
-  td.workers, td.gpus { white-space: normal; }
+  .worker { display: block; white-space: nowrap; }
+  td.gpus .badge { display: inline-block; margin: 0 4px 2px 0; white-space: nowrap; }
   tr.stale td { color: var(--muted); }
   .mono { font-family: ui-monospace, Menlo, Consolas, monospace; font-size: 12px; }
   h3 { font-size: 13px; margin: 10px 0 4px; color: var(--muted); font-weight: 600; }
