@@ -106,6 +106,16 @@ TEST_F(HttpServerTest, OverlongRequestLineOrHeaderOrBody_IsRefused) {
   // The server drops a request whose header line is over the limit.
   EXPECT_TRUE(!header || header->status == 400);
 
+  httplib::Headers many;
+  for (int i = 0; i < 80; ++i) many.emplace("X-H" + std::to_string(i), "v");
+  auto count = client_->Get("/healthz", many);
+  EXPECT_TRUE(!count || count->status == 400);
+  httplib::Headers some;
+  for (int i = 0; i < 40; ++i) some.emplace("X-H" + std::to_string(i), "v");
+  auto fine = client_->Get("/healthz", some);
+  ASSERT_TRUE(fine);
+  EXPECT_EQ(fine->status, 200);
+
   auto body = client_->Post("/api/jobs", std::string(4096, 'c'), "text/plain");
   ASSERT_TRUE(body);
   EXPECT_EQ(body->status, 413);

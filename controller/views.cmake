@@ -10,6 +10,13 @@ if(NOT EXISTS ${TRAINLET_HTTPLIB_DIR}/httplib.h)
   message(FATAL_ERROR "third_party/cpp-httplib/httplib.h is missing: run scripts/fetch_httplib.sh "
     "(scripts/setup.sh runs it) to fetch it from Debian's cpp-httplib source package")
 endif()
+file(STRINGS ${TRAINLET_HTTPLIB_DIR}/httplib.h _httplib_count_cap REGEX "CPPHTTPLIB_HEADER_MAX_COUNT")
+if(NOT _httplib_count_cap)
+  message(FATAL_ERROR "third_party/cpp-httplib/httplib.h lacks third_party/patches/: re-run "
+    "scripts/fetch_httplib.sh")
+endif()
+# Re-configure when the fetched header changes.
+set_property(DIRECTORY APPEND PROPERTY CMAKE_CONFIGURE_DEPENDS ${TRAINLET_HTTPLIB_DIR}/VERSION)
 add_library(trainlet_httplib INTERFACE)
 target_include_directories(trainlet_httplib SYSTEM INTERFACE ${TRAINLET_HTTPLIB_DIR})
 # The same bounds in every translation unit that includes httplib.h (one
@@ -17,6 +24,7 @@ target_include_directories(trainlet_httplib SYSTEM INTERFACE ${TRAINLET_HTTPLIB_
 target_compile_definitions(trainlet_httplib INTERFACE
   CPPHTTPLIB_REQUEST_URI_MAX_LENGTH=2048
   CPPHTTPLIB_HEADER_MAX_LENGTH=4096
+  CPPHTTPLIB_HEADER_MAX_COUNT=64
   CPPHTTPLIB_THREAD_POOL_COUNT=4
   CPPHTTPLIB_KEEPALIVE_MAX_COUNT=100
   CPPHTTPLIB_LISTEN_BACKLOG=64)

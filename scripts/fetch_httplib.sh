@@ -12,6 +12,9 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 VERSION=0.11.4+ds-1+deb12u1
+# Debian's version plus our own patches (third_party/patches/: a cap on the
+# number of header lines, which 0.11.4 lacks); a change re-fetches.
+STAMP=$VERSION+trainlet1
 MIRROR=${DEBIAN_MIRROR:-http://deb.debian.org/debian}
 POOL=$MIRROR/pool/main/c/cpp-httplib
 DSC=cpp-httplib_${VERSION}.dsc
@@ -19,10 +22,10 @@ DSC=cpp-httplib_${VERSION}.dsc
 DSC_SHA256=a4dde747bbde7cc9fa62cdf50d61140a0eaefb7f1383497ef2d48daf3bf5f9ec
 DEST=third_party/cpp-httplib
 
-if [[ -f $DEST/httplib.h && -f $DEST/VERSION ]] && grep -qx "$VERSION" "$DEST/VERSION"; then
+if [[ -f $DEST/httplib.h && -f $DEST/VERSION ]] && grep -qx "$STAMP" "$DEST/VERSION"; then
   exit 0
 fi
-for tool in curl dpkg-source sha256sum; do
+for tool in curl dpkg-source sha256sum patch; do
   command -v "$tool" >/dev/null || { echo "fetch_httplib: $tool is missing (apt-get install curl dpkg-dev)" >&2; exit 1; }
 done
 
@@ -53,9 +56,12 @@ if ! grep -qi 'CVE-2023-26130\|crlf' "$work/src/debian/patches/series" "$work"/s
 fi
 # ... and applied: the patch adds detail::has_crlf to the header setters.
 grep -q 'has_crlf(' "$work/src/httplib.h" || { echo "fetch_httplib: the CVE-2023-26130 patch is not applied to httplib.h" >&2; exit 1; }
+for p in third_party/patches/cpp-httplib-*.patch; do
+  patch --quiet -p1 -d "$work/src" < "$p" || { echo "fetch_httplib: $p does not apply" >&2; exit 1; }
+done
 mkdir -p "$DEST"
 cp "$work/src/httplib.h" "$DEST/httplib.h"
 cp "$work/src/LICENSE" "$DEST/LICENSE"
 cp "$work/src/debian/patches/series" "$DEST/debian-patches-series"
-echo "$VERSION" > "$DEST/VERSION"
-echo "fetch_httplib: $DEST/httplib.h ($VERSION)"
+echo "$STAMP" > "$DEST/VERSION"
+echo "fetch_httplib: $DEST/httplib.h ($STAMP)"
