@@ -20,6 +20,22 @@ constexpr int kDefaultPort = 29680;
 // The largest /api/jobs answer read (a 4,096-node job is about 4 MiB).
 constexpr size_t kMaxAnswerBytes = 64 << 20;
 
+// httplib's error, as a person reads it.
+std::string Describe(httplib::Error error) {
+  switch (error) {
+    case httplib::Error::Connection:
+      return "connection refused or failed";
+    case httplib::Error::ConnectionTimeout:
+      return "no connection within --timeout";
+    case httplib::Error::Read:
+      return "no answer within --timeout, or the connection broke";
+    case httplib::Error::Write:
+      return "the request could not be sent";
+    default:
+      return httplib::to_string(error);
+  }
+}
+
 }  // namespace
 
 absl::Status ParseHttpAddress(absl::string_view text, std::string* host, int* port) {
@@ -189,7 +205,7 @@ int RunStatusCommand(const std::vector<std::string>& args,
   }
   if (!res) {
     err << "trainlet status: cannot reach the controller at http://" << where << "/api/jobs ("
-        << httplib::to_string(res.error())
+        << Describe(res.error())
         << "); is `trainlet controller` running with --http there? (--controller or "
            "TRAINLET_CONTROLLER_HTTP set the address)\n";
     return kExitUnavailable;
