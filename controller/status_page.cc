@@ -47,6 +47,8 @@ const std::string& StatusPageHtml() {
            vertical-align: top; white-space: nowrap; }
   th { color: var(--muted); font-weight: 500; }
   .worker { display: block; white-space: nowrap; }
+  td.last-failure, td.progress { white-space: normal; min-width: 10em; overflow-wrap: anywhere; }
+  .scroll { overflow-x: auto; }
   td.gpus .badge { display: inline-block; margin: 0 4px 2px 0; white-space: nowrap; }
   tr.stale td { color: var(--muted); }
   .mono { font-family: ui-monospace, Menlo, Consolas, monospace; font-size: 12px; }
@@ -191,7 +193,9 @@ const std::string& StatusPageHtml() {
       cell(tr, "last-failure", n.last_failure || "");
       table.appendChild(tr);
     });
-    sec.appendChild(table);
+    var scroll = el("div", "scroll");
+    scroll.appendChild(table);
+    sec.appendChild(scroll);
     if (job.restarts.length) {
       sec.appendChild(el("h3", null, "Restarts (" + job.restarts_total + ")"));
       var ul = el("ul", "events restarts");

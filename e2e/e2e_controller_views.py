@@ -204,7 +204,7 @@ class ControllerViewsTest(unittest.TestCase):
             "--disable-dev-shm-usage", "--no-first-run", "--no-default-browser-check",
             "--disable-extensions", "--disable-background-networking",
             "--remote-debugging-address=127.0.0.1", "--remote-debugging-port=0",
-            "--user-data-dir=" + profile, "--window-size=1500,1000", "about:blank"])
+            "--user-data-dir=" + profile, "--window-size=1800,900", "about:blank"])
         port_file = os.path.join(profile, "DevToolsActivePort")
         def read(path):
             with open(path, errors="replace") as f:
