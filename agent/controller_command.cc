@@ -148,8 +148,6 @@ int RunController(const ControllerConfig& config) {
     return kExitOsError;
   }
   for (const std::string& warning : config.warnings) TLOG(kWarning) << warning;
-  TLOG(kWarning) << "--http " << rendezvous::FormatHostPort(config.http_host, config.http_port)
-                 << ": the status page and /metrics are not served by this version";
   controller::ControllerHostOptions options;
   options.core.stale_after = config.stale_after;
   options.history.path = config.db_path;
@@ -157,6 +155,8 @@ int RunController(const ControllerConfig& config) {
   options.history.max_age = config.history_max_age;
   options.token = config.token;
   options.listen = {config.listen_host, config.listen_port};
+  options.http = {config.http_host, config.http_port};
+  options.version = config.version;
   options.tls = config.tls;
   auto host = controller::ControllerHost::Start(std::move(options));
   if (!host.ok()) {

@@ -30,8 +30,7 @@ struct ControllerConfig {
   bool help_requested = false;
   std::string listen_host = "0.0.0.0";  // --listen=[ADDR]:PORT
   int listen_port = 29600;
-  // --http=[ADDR]:PORT: the status page and /metrics. Parsed and checked
-  // but not served yet (docs/controller.md says so).
+  // --http=[ADDR]:PORT: the views (the status page, /api/jobs, /metrics).
   std::string http_host = "0.0.0.0";
   int http_port = 29680;
   std::string db_path;                                    // --db; empty: history in memory only.
@@ -42,6 +41,7 @@ struct ControllerConfig {
   rendezvous::TlsConfig tls;  // --tls-*
   std::vector<std::string> warnings;
   LogLevel log_level = LogLevel::kInfo;
+  std::string version;  // trainlet's, for the views (main.cc sets it).
 };
 
 absl::StatusOr<ControllerConfig> ParseControllerConfig(

@@ -62,6 +62,9 @@ constexpr char kUsage[] =
     "  probe [options]\n"
     "        Print what this node has (GPUs, NICs, NUMA, /dev/shm, NVML, NCCL) as\n"
     "        JSON, an NCCL topology file, or NCCL environment advice.\n"
+    "  status [--controller=HOST:PORT] [--json] [JOB]\n"
+    "        Show the jobs the trainlet controller sees (its HTTP port, default\n"
+    "        127.0.0.1:29680): nodes, workers, progress, restarts, hangs, GPUs.\n"
     "  install DEST\n"
     "        Copy this binary to DEST (the init-container pattern: an image\n"
     "        without a shell puts trainlet into a shared volume).\n"
@@ -188,6 +191,8 @@ int main(int argc, char** argv) {
   const std::map<std::string, std::string> env = CurrentEnvironment();
   ForceAresResolver(env);
   if (command == "health") return trainlet::agent::RunHealthProbe(args);
+  if (command == "status")
+    return trainlet::agent::RunStatusCommand(args, env, std::cout, std::cerr);
   if (command == "probe") {
     // A probe past its timeout may still be inside NVML on its thread.
     Leave(trainlet::agent::RunProbeCommand(args, env, std::cout, std::cerr));
@@ -245,9 +250,6 @@ int main(int argc, char** argv) {
     trainlet::SetLogLevel(config->log_level);
     return trainlet::agent::RunStandaloneCoordinator(*config);
   }
-  if (command == "status") {
-    return trainlet::agent::RunStatusCommand(args, env, std::cout, std::cerr);
-  }
   if (command == "controller") {
     auto config = trainlet::agent::ParseControllerConfig(args, env);
     if (!config.ok()) return ConfigError("controller", config.status());
@@ -256,6 +258,7 @@ int main(int argc, char** argv) {
       return trainlet::kExitSuccess;
     }
     trainlet::SetLogLevel(config->log_level);
+    config->version = TRAINLET_VERSION;
     return trainlet::agent::RunController(*config);
   }
   std::cerr << "trainlet: unknown command \"" << command << "\"\n\n" << kUsage;

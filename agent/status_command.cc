@@ -1,249 +1,244 @@
 #include "agent/status_command.h"
 
-#include <google/protobuf/util/json_util.h>
-#include <grpcpp/grpcpp.h>
+#include <ostream>
 
-#include <algorithm>
-#include <utility>
-
+#include "absl/status/status.h"
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_format.h"
-#include "agent/options.h"
+#include "absl/time/time.h"
 #include "common/exit_codes.h"
+#include "common/host_names.h"
 #include "common/logging.h"
-#include "rendezvous/grpc_auth.h"
-#include "trainlet/v1/controller_service.grpc.pb.h"
+#include "controller/views.h"
+#include "httplib.h"
 
 namespace trainlet::agent {
 namespace {
 
-constexpr absl::string_view kStatusUsage = "trainlet status [OPTIONS] [JOB]";
-constexpr absl::string_view kStatusDescription =
-    "Prints what the thin controller knows: every job, or one JOB's nodes and\n"
-    "history (rounds, restarts with their causes, hangs). See docs/controller.md.";
-// A job of 4,096 nodes with large reports.
-constexpr int kMaxStatusResponseBytes = 256 << 20;
+constexpr int kDefaultPort = 29680;
+// The largest /api/jobs answer read (a 4,096-node job is about 4 MiB).
+constexpr size_t kMaxAnswerBytes = 64 << 20;
 
-const std::vector<OptionSpec>& StatusOptionTable() {
-  static const std::vector<OptionSpec>* table = [] {
-    auto* t = new std::vector<OptionSpec>{
-        {"controller", OptionKind::kString, "HOST[:PORT]", "127.0.0.1:29600",
-         "The controller to ask; port 29600 unless given."},
-        {"token-file", OptionKind::kString, "PATH", "", "File holding the controller's token."},
-        {"json", OptionKind::kBool, "", "false",
-         "Print the controller's answer as JSON (proto3 JSON mapping).", false, true},
-        {"timeout", OptionKind::kDuration, "DURATION", "5s", "How long to wait for the answer.",
-         false, true},
-    };
-    for (OptionSpec& spec : TlsOptionSpecs(/*client=*/true)) t->push_back(std::move(spec));
-    return t;
-  }();
-  return *table;
-}
-
-// "4s ago", "<1s ago".
-std::string AgeText(absl::Duration age) {
-  if (age < absl::Seconds(1)) return "<1s ago";
-  return absl::StrCat(absl::FormatDuration(absl::Trunc(age, absl::Seconds(1))), " ago");
-}
-
-std::string Ago(int64_t unix_ms, absl::Time now) {
-  if (unix_ms <= 0) return "-";
-  return AgeText(now - absl::FromUnixMillis(unix_ms));
-}
-
-std::string Clean(const std::string& text, size_t max = 200) { return SafeForLog(text, max); }
-
-absl::string_view JobState(v1::JobSummary::State s) {
-  switch (s) {
-    case v1::JobSummary::ACTIVE:
-      return "ACTIVE";
-    case v1::JobSummary::STALE:
-      return "STALE";
-    case v1::JobSummary::SUCCEEDED:
-      return "SUCCEEDED";
-    case v1::JobSummary::FAILED:
-      return "FAILED";
+// httplib's error, as a person reads it.
+std::string Describe(httplib::Error error) {
+  switch (error) {
+    case httplib::Error::Connection:
+      return "connection refused or failed";
+    case httplib::Error::ConnectionTimeout:
+      return "no connection within --timeout";
+    case httplib::Error::Read:
+      return "no answer within --timeout, or the connection broke";
+    case httplib::Error::Write:
+      return "the request could not be sent";
     default:
-      return "?";
+      return httplib::to_string(error);
   }
-}
-
-int ExitFor(const grpc::Status& s) {
-  switch (s.error_code()) {
-    case grpc::StatusCode::NOT_FOUND:
-      return 1;
-    case grpc::StatusCode::UNAUTHENTICATED:
-      return kExitRejected;
-    default:
-      return kExitUnavailable;
-  }
-}
-
-// The one positional word (JOB) out of `args`; a flag's separate value
-// ("--controller HOST") is not one.
-absl::Status SplitJob(const std::vector<std::string>& args, std::vector<std::string>* flags,
-                      std::string* job) {
-  for (size_t i = 0; i < args.size(); ++i) {
-    const std::string& a = args[i];
-    if (a.rfind("-", 0) == 0) {
-      flags->push_back(a);
-      const bool takes_value =
-          a.find('=') == std::string::npos && a != "--json" && a != "-h" && a != "--help";
-      if (takes_value && i + 1 < args.size()) flags->push_back(args[++i]);
-      continue;
-    }
-    if (!job->empty()) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "one JOB at most, got \"", SafeForLog(*job, 64), "\" and \"", SafeForLog(a, 64), "\""));
-    }
-    *job = a;
-  }
-  return absl::OkStatus();
 }
 
 }  // namespace
 
-std::string FormatJobs(const v1::ListJobsResponse& jobs, absl::Time now) {
-  std::string out = absl::StrFormat("%-32s %-9s %6s %7s %8s %5s %10s  %s\n", "JOB", "STATE",
-                                    "ROUND", "NODES", "RESTARTS", "HANGS", "STEP", "LAST REPORT");
-  for (const v1::JobSummary& j : jobs.jobs()) {
-    absl::StrAppendFormat(
-        &out, "%-32s %-9s %6d %7s %8d %5d %10s  %s\n", Clean(j.job_id(), 64), JobState(j.state()),
-        j.round(), absl::StrCat(j.nodes_fresh(), "/", j.nodes()), j.restarts(), j.hangs(),
-        j.progress_step() < 0 ? std::string("-") : absl::StrCat(j.progress_step()),
-        Ago(j.last_report_unix_ms(), now));
+absl::Status ParseHttpAddress(absl::string_view text, std::string* host, int* port) {
+  const std::string shown = SafeForLog(text, 64);
+  absl::string_view h = text;
+  absl::string_view p;
+  if (absl::StartsWith(text, "[")) {
+    const size_t close = text.find(']');
+    if (close == absl::string_view::npos) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("controller address '", shown, "': '[' without ']' (use [IPV6]:PORT)"));
+    }
+    h = text.substr(1, close - 1);
+    absl::string_view rest = text.substr(close + 1);
+    if (!rest.empty()) {
+      if (rest[0] != ':') {
+        return absl::InvalidArgumentError(
+            absl::StrCat("controller address '", shown, "': expected :PORT after ']'"));
+      }
+      p = rest.substr(1);
+    }
+  } else if (const size_t colon = text.rfind(':'); colon != absl::string_view::npos) {
+    if (text.find(':') != colon) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "controller address '", shown, "': an IPv6 address needs brackets: [IPV6]:PORT"));
+    }
+    h = text.substr(0, colon);
+    p = text.substr(colon + 1);
   }
-  if (jobs.jobs().empty()) out += "(no jobs have reported)\n";
-  return out;
-}
-
-std::string FormatJobStatus(const v1::GetStatusResponse& status) {
-  const v1::JobSummary& j = status.summary();
-  std::string out =
-      absl::StrFormat("job %s: %s, round %d, %d/%d nodes reporting, %d restarts, %d hangs\n\n",
-                      Clean(j.job_id(), 64), JobState(j.state()), j.round(), j.nodes_fresh(),
-                      j.nodes(), j.restarts(), j.hangs());
-  absl::StrAppendFormat(&out, "%-5s %-32s %-17s %6s %8s %10s %12s %10s %6s  %s\n", "RANK", "NODE",
-                        "STATE", "ROUND", "RESTARTS", "STEP", "STEP AGE", "REPORTED", "RSS",
-                        "GPUS");
-  for (const v1::NodeStatus& n : status.nodes()) {
-    const v1::HealthReport& r = n.report();
-    int fatal = 0;
-    for (const v1::GpuReport& g : r.gpus()) fatal += g.fatal() ? 1 : 0;
-    const std::string state =
-        absl::StrCat(v1::HealthReport::AgentState_Name(r.state()), n.stale() ? " (stale)" : "");
-    absl::StrAppendFormat(
-        &out, "%-5s %-32s %-17s %6d %8d %10s %12s %10s %6s  %s\n",
-        r.node_rank() < 0 ? std::string("-") : absl::StrCat(r.node_rank()), Clean(r.node_id(), 64),
-        state, r.round(), r.restart_count(),
-        r.progress().known() ? absl::StrCat(r.progress().step()) : std::string("-"),
-        r.progress().known() ? absl::FormatDuration(absl::Milliseconds(r.progress().age_ms()))
-                             : std::string("-"),
-        AgeText(absl::Milliseconds(n.report_age_ms())),
-        absl::StrCat(r.agent_rss_bytes() >> 20, "M"),
-        r.gpus().empty()
-            ? std::string("-")
-            : absl::StrCat(r.gpus_size(),
-                           fatal > 0 ? absl::StrCat(", ", fatal, " fatal") : std::string(" ok")));
+  if (!IsValidHost(h)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("controller address '", shown, "': not a host name or IP address"));
   }
-  if (status.history().empty()) return out;
-  out += "\nHISTORY\n";
-  for (const v1::HistoryEntry& e : status.history()) {
-    absl::StrAppendFormat(
-        &out, "%s  %-10s round %-4d %-24s %s\n",
-        absl::FormatTime("%Y-%m-%dT%H:%M:%SZ", absl::FromUnixMillis(e.at_unix_ms()),
-                         absl::UTCTimeZone()),
-        v1::HistoryEntry::Kind_Name(e.kind()), e.round(), Clean(e.node_id(), 64), Clean(e.cause()));
-    if (!e.verdict().empty()) absl::StrAppend(&out, "      verdict: ", Clean(e.verdict()), "\n");
-    if (!e.evidence().empty()) {
-      absl::StrAppend(&out, "      evidence: ", Clean(e.evidence(), 4096), "\n");
+  int value = kDefaultPort;
+  if (!p.empty() || text.back() == ':') {
+    if (!absl::SimpleAtoi(p, &value) || value < 1 || value > 65535) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("controller address '", shown, "': the port must be 1-65535"));
     }
   }
-  return out;
+  *host = std::string(h);
+  *port = value;
+  return absl::OkStatus();
+}
+
+absl::StatusOr<StatusOptions> ParseStatusOptions(const std::vector<std::string>& args,
+                                                 const std::map<std::string, std::string>& env) {
+  StatusOptions options;
+  std::string address = "127.0.0.1:29680";
+  std::string address_source = "the default";
+  if (auto it = env.find("TRAINLET_CONTROLLER_HTTP"); it != env.end() && !it->second.empty()) {
+    address = it->second;
+    address_source = "TRAINLET_CONTROLLER_HTTP";
+  }
+  for (size_t i = 0; i < args.size(); ++i) {
+    const std::string& arg = args[i];
+    auto value_of = [&](absl::string_view flag, std::string* value) -> absl::StatusOr<bool> {
+      if (arg == flag) {
+        if (i + 1 >= args.size()) {
+          return absl::InvalidArgumentError(absl::StrCat(flag, " needs a value"));
+        }
+        *value = args[++i];
+        return true;
+      }
+      if (absl::StartsWith(arg, absl::StrCat(flag, "="))) {
+        *value = arg.substr(flag.size() + 1);
+        return true;
+      }
+      return false;
+    };
+    std::string value;
+    if (arg == "-h" || arg == "--help") {
+      options.help = true;
+      return options;
+    }
+    if (arg == "--json") {
+      options.json = true;
+      continue;
+    }
+    auto controller = value_of("--controller", &value);
+    if (!controller.ok()) return controller.status();
+    if (*controller) {
+      address = value;
+      address_source = "--controller";
+      continue;
+    }
+    auto timeout = value_of("--timeout", &value);
+    if (!timeout.ok()) return timeout.status();
+    if (*timeout) {
+      absl::Duration d;
+      if (!absl::ParseDuration(value, &d) || d <= absl::ZeroDuration() || d > absl::Minutes(5)) {
+        return absl::InvalidArgumentError(absl::StrCat("--timeout=", SafeForLog(value, 32),
+                                                       ": expected a duration up to 5m, like 5s"));
+      }
+      options.timeout_seconds = absl::ToDoubleSeconds(d);
+      continue;
+    }
+    if (absl::StartsWith(arg, "-")) {
+      return absl::InvalidArgumentError(absl::StrCat("unknown flag ", SafeForLog(arg, 64)));
+    }
+    if (!options.job.empty()) {
+      return absl::InvalidArgumentError(absl::StrCat("one JOB at most (got '",
+                                                     SafeForLog(options.job, 64), "' and '",
+                                                     SafeForLog(arg, 64), "')"));
+    }
+    options.job = arg;
+  }
+  if (absl::Status s = ParseHttpAddress(address, &options.host, &options.port); !s.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat(s.message(), " (from ", address_source, ")"));
+  }
+  return options;
+}
+
+std::string StatusHelpText() {
+  return "Usage: trainlet status [--controller=HOST:PORT] [--json] [--timeout=DUR] [JOB]\n"
+         "\n"
+         "Prints what the trainlet controller knows of its jobs: nodes, ranks, workers,\n"
+         "progress, restarts and their causes, hangs, GPU health (docs/controller-views.md).\n"
+         "\n"
+         "  --controller=HOST:PORT  the controller's HTTP address (its --http);\n"
+         "                          default TRAINLET_CONTROLLER_HTTP, else 127.0.0.1:29680\n"
+         "  --json                  the controller's /api/jobs JSON instead of a table\n"
+         "  --timeout=DUR           give up after DUR (default 5s)\n"
+         "  JOB                     that job only, in full\n"
+         "\n"
+         "Exit codes: 0; 1 JOB unknown to the controller; 64 usage; 69 the controller\n"
+         "is unreachable or did not answer as one.\n";
 }
 
 int RunStatusCommand(const std::vector<std::string>& args,
                      const std::map<std::string, std::string>& env, std::ostream& out,
                      std::ostream& err) {
-  const std::vector<OptionSpec>& table = StatusOptionTable();
-  std::vector<std::string> flags;
-  std::string job;
-  auto usage_error = [&err](const absl::Status& s) {
-    err << "trainlet status: " << s.message() << "\nRun 'trainlet status --help' for usage.\n";
-    return ExitCodeForConfigError(s);
-  };
-  if (absl::Status s = SplitJob(args, &flags, &job); !s.ok()) return usage_error(s);
-  absl::StatusOr<ParsedOptions> parsed = ParseOptions(table, flags, env, kStatusUsage);
-  if (!parsed.ok()) return usage_error(parsed.status());
-  if (parsed->help_requested) {
-    out << HelpText(kStatusUsage, kStatusDescription, table, false);
+  auto options = ParseStatusOptions(args, env);
+  if (!options.ok()) {
+    err << "trainlet status: " << options.status().message() << "\n"
+        << "Run 'trainlet status --help' for usage.\n";
+    return kExitUsage;
+  }
+  if (options->help) {
+    out << StatusHelpText();
     return kExitSuccess;
   }
-  absl::StatusOr<HostPort> target =
-      ParseHostPortValue(ValueOrDefault(*parsed, table, "controller"), 29600);
-  if (!target.ok()) return usage_error(target.status());
-  std::string token;
-  if (const OptionValue* token_file = parsed->Find("token-file")) {
-    absl::StatusOr<std::string> t = ReadTokenFile(*token_file);
-    if (!t.ok()) return usage_error(t.status());
-    token = *std::move(t);
-  }
-  absl::StatusOr<bool> json = ParseBoolValue(ValueOrDefault(*parsed, table, "json"));
-  if (!json.ok()) return usage_error(json.status());
-  absl::Duration timeout;
-  if (absl::Status s =
-          ParseDurationOptions(*parsed, table, {{"timeout", absl::Milliseconds(1), &timeout}});
-      !s.ok()) {
-    return usage_error(s);
-  }
-  std::vector<std::string> warnings;
-  absl::StatusOr<rendezvous::TlsConfig> tls = ParseTlsOptions(*parsed, &warnings);
-  if (!tls.ok()) return usage_error(tls.status());
-
-  const std::string address = JoinHostPort(target->host, target->port);
-  grpc::ChannelArguments channel_args;
-  channel_args.SetMaxReceiveMessageSize(kMaxStatusResponseBytes);
-  auto credentials = rendezvous::ClientCredentials(*tls, &channel_args);
-  auto stub =
-      v1::Controller::NewStub(grpc::CreateCustomChannel(address, credentials, channel_args));
-  grpc::ClientContext ctx;
-  if (!token.empty()) ctx.AddMetadata(rendezvous::kTokenMetadataKey, token);
-  ctx.set_deadline(absl::ToChronoTime(absl::Now() + timeout));
-  google::protobuf::util::JsonPrintOptions json_options;
-  json_options.add_whitespace = true;
-  json_options.preserve_proto_field_names = true;
-  std::string text;
-  grpc::Status s;
-  if (job.empty()) {
-    v1::ListJobsResponse jobs;
-    s = stub->ListJobs(&ctx, v1::ListJobsRequest(), &jobs);
-    if (s.ok()) {
-      if (*json) {
-        (void)google::protobuf::util::MessageToJsonString(jobs, &text, json_options);
-      } else {
-        text = FormatJobs(jobs, absl::Now());
-      }
+  const std::string where =
+      absl::StrCat(absl::StrContains(options->host, ':') ? "[" : "", options->host,
+                   absl::StrContains(options->host, ':') ? "]" : "", ":", options->port);
+  httplib::Client client(options->host, options->port);
+  const auto seconds = static_cast<time_t>(options->timeout_seconds);
+  const auto micros =
+      static_cast<time_t>((options->timeout_seconds - static_cast<double>(seconds)) * 1e6);
+  client.set_connection_timeout(seconds, micros);
+  client.set_read_timeout(seconds, micros);
+  client.set_write_timeout(seconds, micros);
+  std::string body;
+  bool too_big = false;
+  auto res = client.Get("/api/jobs", [&](const char* data, size_t length) {
+    if (body.size() + length > kMaxAnswerBytes) {
+      too_big = true;
+      return false;
     }
+    body.append(data, length);
+    return true;
+  });
+  if (too_big) {
+    err << "trainlet status: the controller at " << where << " answered over "
+        << (kMaxAnswerBytes >> 20) << " MiB; ask for one JOB\n";
+    return kExitUnavailable;
+  }
+  if (!res) {
+    err << "trainlet status: cannot reach the controller at http://" << where << "/api/jobs ("
+        << Describe(res.error())
+        << "); is `trainlet controller` running with --http there? (--controller or "
+           "TRAINLET_CONTROLLER_HTTP set the address)\n";
+    return kExitUnavailable;
+  }
+  if (res->status != 200) {
+    err << "trainlet status: the controller at " << where << " answered HTTP " << res->status
+        << " for /api/jobs; is that address a trainlet controller's --http port?\n";
+    return kExitUnavailable;
+  }
+  auto snapshot = controller::ParseSnapshotJson(body, kMaxAnswerBytes);
+  if (!snapshot.ok()) {
+    err << "trainlet status: " << where << ": " << snapshot.status().message() << "\n";
+    return kExitUnavailable;
+  }
+  bool found = options->job.empty();
+  if (!options->job.empty()) {
+    std::vector<controller::JobView> kept;
+    for (controller::JobView& job : snapshot->jobs) {
+      if (job.job_id == options->job) kept.push_back(std::move(job));
+    }
+    found = !kept.empty();
+    snapshot->jobs = std::move(kept);
+  }
+  if (options->json) {
+    out << controller::RenderJson(*snapshot);
   } else {
-    v1::GetStatusRequest request;
-    request.set_job_id(job);
-    v1::GetStatusResponse status;
-    s = stub->GetStatus(&ctx, request, &status);
-    if (s.ok()) {
-      if (*json) {
-        (void)google::protobuf::util::MessageToJsonString(status, &text, json_options);
-      } else {
-        text = FormatJobStatus(status);
-      }
-    }
+    out << controller::RenderStatusTable(*snapshot, options->job);
   }
-  if (!s.ok()) {
-    err << "trainlet status: controller " << SafeForLog(address) << ": "
-        << SafeForLog(s.error_message(), 512) << "\n";
-    return ExitFor(s);
+  if (!found) {
+    err << "trainlet status: the controller at " << where << " knows no job '"
+        << SafeForLog(options->job, 128) << "'\n";
+    return kExitStatusJobUnknown;
   }
-  out << text;
   return kExitSuccess;
 }
 

@@ -1,36 +1,56 @@
-// `trainlet status [--controller=HOST:PORT] [JOB] [--json]`: what the thin
-// controller knows (docs/controller.md). Without JOB, one line per job;
-// with JOB, the job's nodes and its history. --json prints the controller's
-// answer (ListJobsResponse or GetStatusResponse) in the proto3 JSON mapping.
+// `trainlet status [--controller=HOST:PORT] [--json] [--timeout=DUR] [JOB]`:
+// fetches the controller's /api/jobs over HTTP (cpp-httplib's client) and
+// prints the jobs as a table (controller/views.h RenderStatusTable), or as
+// the same JSON with --json. With JOB, that job only, in full (workers,
+// GPUs, every restart and hang kept).
 //
-// Every text that came from the network is escaped (SafeForLog) before it
-// reaches the terminal.
+// The address: --controller, else TRAINLET_CONTROLLER_HTTP, else
+// 127.0.0.1:29680 (the controller's --http default). A HOST without a port
+// gets 29680.
 //
-// Exit code: 0; 1 when the job is unknown; 64 usage; 69 controller
-// unreachable; 77 refused (token or certificate).
+// Exit codes: 0; 1 JOB is not known to the controller; 64 usage; 69 the
+// controller is unreachable, did not answer within --timeout, or answered
+// something that is not a trainlet controller's /api/jobs.
 //
-// Threading: RunStatusCommand owns the calling thread; the formatters are
-// pure functions.
+// Single-threaded.
 #ifndef TRAINLET_AGENT_STATUS_COMMAND_H_
 #define TRAINLET_AGENT_STATUS_COMMAND_H_
 
+#include <iosfwd>
 #include <map>
-#include <ostream>
 #include <string>
 #include <vector>
 
-#include "absl/time/time.h"
-#include "trainlet/v1/controller.pb.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 
 namespace trainlet::agent {
 
+inline constexpr int kExitStatusJobUnknown = 1;
+
+struct StatusOptions {
+  std::string host = "127.0.0.1";
+  int port = 29680;
+  bool json = false;
+  double timeout_seconds = 5;
+  std::string job;  // empty: every job.
+  bool help = false;
+};
+
+// Parses the words after "status". InvalidArgument naming the flag.
+absl::StatusOr<StatusOptions> ParseStatusOptions(const std::vector<std::string>& args,
+                                                 const std::map<std::string, std::string>& env);
+
+// HOST, HOST:PORT, [IPV6] or [IPV6]:PORT; a missing port is 29680.
+absl::Status ParseHttpAddress(absl::string_view text, std::string* host, int* port);
+
+// Runs the command; writes the result to `out`, errors to `err`; returns
+// the exit code.
 int RunStatusCommand(const std::vector<std::string>& args,
                      const std::map<std::string, std::string>& env, std::ostream& out,
                      std::ostream& err);
 
-// The tables `trainlet status` prints; `now` (wall time) for ages.
-std::string FormatJobs(const v1::ListJobsResponse& jobs, absl::Time now);
-std::string FormatJobStatus(const v1::GetStatusResponse& status);
+std::string StatusHelpText();
 
 }  // namespace trainlet::agent
 

@@ -6,6 +6,7 @@
 
 #include "common/logging.h"
 #include "controller/controller_service.h"
+#include "controller/snapshot.h"
 #include "rendezvous/grpc_server.h"
 
 namespace trainlet::controller {
@@ -42,8 +43,19 @@ absl::StatusOr<std::unique_ptr<ControllerHost>> ControllerHost::Start(
   auto server = rendezvous::GrpcServer::Start(so, {host->service_.get()});
   if (!server.ok()) return server.status();
   host->server_ = std::move(*server);
-  host->server_->SetServing(true);
   ControllerCore* core = host->core_.get();
+  host->rates_ = std::make_unique<StepRateTracker>();
+  HttpServerOptions ho;
+  ho.address = options.http.host.empty() ? "0.0.0.0" : options.http.host;
+  ho.port = options.http.port;
+  const absl::Time started = options.clock->Now();
+  auto http = HttpServer::Start(ho, [core, rates = host->rates_.get(), clock = options.clock,
+                                     started, version = options.version] {
+    return SnapshotOf(*core, rates, clock->Now(), started, version);
+  });
+  if (!http.ok()) return http.status();
+  host->http_ = std::move(*http);
+  host->server_->SetServing(true);
   host->sweeper_ = std::make_unique<PeriodicThread>(kSweepEvery, [core] { core->Sweep(); });
   const ControllerCore::Stats stats = core->stats();
   TLOG(kInfo) << "controller listening on "
@@ -54,7 +66,8 @@ absl::StatusOr<std::unique_ptr<ControllerHost>> ControllerHost::Start(
                             std::to_string(stats.history_entries) + " entries of " +
                             std::to_string(stats.jobs) + " jobs reloaded")
               << (options.token.empty() ? ", no token" : "")
-              << (options.tls.enabled() ? ", mutual TLS" : ", plaintext") << ")";
+              << (options.tls.enabled() ? ", mutual TLS" : ", plaintext") << "); views on http://"
+              << rendezvous::FormatHostPort(ho.address, host->http_port()) << "/";
   return host;
 }
 
@@ -62,9 +75,12 @@ ControllerHost::~ControllerHost() { Shutdown(absl::ZeroDuration()); }
 
 int ControllerHost::port() const { return server_->port(0); }
 
+int ControllerHost::http_port() const { return http_ ? http_->port() : 0; }
+
 void ControllerHost::Shutdown(absl::Duration grace) {
   if (shut_down_) return;
   shut_down_ = true;
+  if (http_) http_->Stop();
   if (server_) server_->Shutdown(grace);
   sweeper_.reset();
 }

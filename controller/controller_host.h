@@ -5,6 +5,8 @@
 //     -> ControllerCore (restored from the store at start)
 //     <- ControllerService (gRPC adapter, token and TLS check)
 //     <- GrpcServer on listen (our own listener; grpc.health.v1 on the port)
+//     <- HttpServer on http (the views: `/`, `/api/jobs`, `/metrics`,
+//        `/healthz`; snapshot.h adapts the core to them)
 //   + a sweeper thread calling ControllerCore::Sweep every second.
 //
 // Threading: Start/Shutdown from the owner's thread; core() is thread-safe.
@@ -22,6 +24,8 @@
 #include "common/periodic.h"
 #include "controller/controller_core.h"
 #include "controller/history_store.h"
+#include "controller/http_server.h"
+#include "controller/step_rate.h"
 #include "rendezvous/tcp_listener.h"
 #include "rendezvous/tls_files.h"
 
@@ -41,6 +45,10 @@ struct ControllerHostOptions {
   std::string token;                                   // empty: every caller is accepted.
   rendezvous::ListenAddress listen{"0.0.0.0", 29600};  // port 0 = any free port.
   rendezvous::TlsConfig tls;
+  // The views; port 0 = any free port. Plain HTTP and read-only (no token):
+  // docs/security.md.
+  rendezvous::ListenAddress http{"0.0.0.0", 29680};
+  std::string version;           // shown by the views.
   Clock* clock = Clock::Real();  // wall time; tests pass a SimulatedClock.
 };
 
@@ -54,6 +62,7 @@ class ControllerHost {
   ControllerHost& operator=(const ControllerHost&) = delete;
 
   int port() const;
+  int http_port() const;
   ControllerCore& core() { return *core_; }
   void Shutdown(absl::Duration grace);
 
@@ -66,6 +75,8 @@ class ControllerHost {
   std::unique_ptr<rendezvous::PeerVerifier> peers_;
   std::unique_ptr<ControllerService> service_;
   std::unique_ptr<rendezvous::GrpcServer> server_;
+  std::unique_ptr<StepRateTracker> rates_;
+  std::unique_ptr<HttpServer> http_;
   std::unique_ptr<PeriodicThread> sweeper_;
   bool shut_down_ = false;
 };

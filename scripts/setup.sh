@@ -19,6 +19,8 @@ PACKAGES=(
   libssh-dev openssh-server openssh-client   # MPI: job keys, sshd on workers, readiness
   openmpi-bin libopenmpi-dev mpich libmpich-dev  # MPI: the real-client e2e tests
   libsqlite3-dev                        # the controller's history (--db)
+  curl dpkg-dev                         # scripts/fetch_httplib.sh: cpp-httplib from Debian's source package
+  chromium prometheus                   # e2e_controller_views: the page in a real browser, promtool on /metrics
 )
 missing=()
 for p in "${PACKAGES[@]}"; do
@@ -33,6 +35,10 @@ if ((${#missing[@]})); then
   apt-get update -qq
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
+
+# The controller's HTTP views: header-only cpp-httplib from Debian's source
+# package (the binary package ships only a shared library).
+scripts/fetch_httplib.sh
 
 BUILD_DIR=${TRAINLET_BUILD_DIR:-build}
 TESTS=OFF

@@ -1,0 +1,186 @@
+#include "controller/snapshot.h"
+
+#include <algorithm>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+
+namespace trainlet::controller {
+namespace {
+
+JobState JobStateOf(v1::JobSummary::State s) {
+  switch (s) {
+    case v1::JobSummary::ACTIVE:
+      return JobState::kActive;
+    case v1::JobSummary::STALE:
+      return JobState::kStale;
+    case v1::JobSummary::SUCCEEDED:
+      return JobState::kSucceeded;
+    case v1::JobSummary::FAILED:
+      return JobState::kFailed;
+    default:
+      return JobState::kUnknown;
+  }
+}
+
+AgentState AgentStateOf(v1::HealthReport::AgentState s) {
+  switch (s) {
+    case v1::HealthReport::JOINING:
+      return AgentState::kJoining;
+    case v1::HealthReport::RUNNING:
+      return AgentState::kRunning;
+    case v1::HealthReport::AWAITING_VERDICT:
+      return AgentState::kAwaitingVerdict;
+    case v1::HealthReport::STOPPING:
+      return AgentState::kStopping;
+    case v1::HealthReport::DONE:
+      return AgentState::kDone;
+    default:
+      return AgentState::kUnknown;
+  }
+}
+
+WorkerState WorkerStateOf(v1::WorkerHealth::State s) {
+  switch (s) {
+    case v1::WorkerHealth::RUNNING:
+      return WorkerState::kRunning;
+    case v1::WorkerHealth::SUCCEEDED:
+      return WorkerState::kSucceeded;
+    case v1::WorkerHealth::FAILED:
+      return WorkerState::kFailed;
+    case v1::WorkerHealth::HUNG:
+      return WorkerState::kHung;
+    case v1::WorkerHealth::STOPPED:
+      return WorkerState::kStopped;
+    default:
+      return WorkerState::kUnknown;
+  }
+}
+
+GpuStatus GpuStatusOf(const v1::GpuReport& g) {
+  if (g.fatal()) return GpuStatus::kFatal;
+  const v1::GpuHealth& h = g.health();
+  const bool degraded =
+      (h.ecc_known() && (h.ecc_sbe_volatile() > 0 || h.ecc_dbe_volatile() > 0)) ||
+      (h.remap_known() && (h.remap_pending() || h.remapped_rows_correctable() > 0 ||
+                           h.remapped_rows_uncorrectable() > 0));
+  if (degraded) return GpuStatus::kDegraded;
+  return g.has_health() ? GpuStatus::kHealthy : GpuStatus::kUnknown;
+}
+
+NodeView NodeViewOf(const std::string& job_id, const v1::NodeStatus& n, StepRateTracker* rates,
+                    int64_t now_unix_ms) {
+  const v1::HealthReport& r = n.report();
+  NodeView v;
+  v.node_id = r.node_id();
+  v.node_rank = r.node_rank();
+  v.incarnation = r.incarnation();
+  v.up = !n.stale();
+  v.report_age_ms = n.report_age_ms();
+  // Received (now - age) minus sent, across two clocks: rough; never negative.
+  if (r.sent_unix_ms() > 0 && n.report_age_ms() >= 0) {
+    v.report_lag_ms = std::max<int64_t>(0, now_unix_ms - n.report_age_ms() - r.sent_unix_ms());
+  }
+  v.agent_state = AgentStateOf(r.state());
+  v.round = r.round();
+  v.restart_count = r.restart_count();
+  v.last_failure = r.last_failure();
+  v.exit_code = r.exit_code();
+  v.agent_rss_bytes = r.agent_rss_bytes();
+  for (const v1::WorkerHealth& w : r.workers()) {
+    WorkerView wv;
+    wv.local_rank = w.local_rank();
+    wv.rank = w.rank();
+    wv.pid = w.pid();
+    wv.state = WorkerStateOf(w.state());
+    wv.exit_code = w.exit_code();
+    wv.restarts = w.restarts();
+    v.workers.push_back(wv);
+  }
+  const v1::Progress& p = r.progress();
+  v.progress.known = p.known();
+  if (p.known()) {
+    v.progress.step = p.step();
+    // The age at the report's sending, plus how old the report is now.
+    v.progress.age_ms = p.age_ms() + std::max<int64_t>(0, n.report_age_ms());
+    for (const v1::ProgressField& f : p.fields())
+      v.progress.fields.emplace_back(f.key(), f.value());
+    if (rates != nullptr && p.step() >= 0) {
+      v.progress.steps_per_second =
+          rates->Update(absl::StrCat(job_id, "/", r.node_id(), "/", r.incarnation()), p.step(),
+                        r.sent_unix_ms() - p.age_ms());
+    }
+  }
+  for (const v1::GpuReport& g : r.gpus()) {
+    GpuView gv;
+    gv.index = g.index();
+    gv.uuid = g.uuid();
+    gv.status = GpuStatusOf(g);
+    gv.reason = g.reason();
+    v.gpus.push_back(std::move(gv));
+  }
+  return v;
+}
+
+}  // namespace
+
+JobView JobViewOf(const v1::GetStatusResponse& status, StepRateTracker* rates,
+                  int64_t now_unix_ms) {
+  const v1::JobSummary& s = status.summary();
+  JobView j;
+  j.job_id = s.job_id();
+  j.state = JobStateOf(s.state());
+  j.round = s.round();
+  j.last_report_unix_ms = s.last_report_unix_ms();
+  j.restarts_total = s.restarts();
+  j.hangs_total = s.hangs();
+  // Each restart ended a round on a failure (a worker's, a hang, a lost
+  // node); a failed job adds its last one.
+  j.failures_total = s.restarts() + (s.state() == v1::JobSummary::FAILED ? 1 : 0);
+  j.rounds = static_cast<int64_t>(s.round());
+  for (const v1::NodeStatus& n : status.nodes()) {
+    j.nodes.push_back(NodeViewOf(s.job_id(), n, rates, now_unix_ms));
+    const v1::HealthReport& r = n.report();
+    if (r.nnodes() > 0) j.nnodes = r.nnodes();
+    if (r.world_size() > 0) j.world_size = r.world_size();
+    if (r.has_coordinator() && r.coordinator().rounds() > 0) {
+      j.rounds = std::max<int64_t>(j.rounds, static_cast<int64_t>(r.coordinator().rounds()));
+    }
+  }
+  for (const v1::HistoryEntry& e : status.history()) {
+    if (e.kind() == v1::HistoryEntry::RESTART) {
+      j.restarts.push_back({e.round(), e.at_unix_ms(), e.node_id(), e.cause()});
+    } else if (e.kind() == v1::HistoryEntry::HANG) {
+      HangView h;
+      h.round = e.round();
+      h.at_unix_ms = e.at_unix_ms();
+      h.node_id = e.node_id();
+      h.verdict = e.verdict().empty() ? e.cause() : e.verdict();
+      h.evidence_summary = e.evidence().substr(0, kEvidenceSummaryLength);
+      j.hangs.push_back(std::move(h));
+    }
+  }
+  return j;
+}
+
+ControllerSnapshot SnapshotOf(const ControllerCore& core, StepRateTracker* rates, absl::Time now,
+                              absl::Time started, const std::string& version) {
+  ControllerSnapshot snap;
+  snap.now_unix_ms = absl::ToUnixMillis(now);
+  snap.uptime_ms = absl::ToInt64Milliseconds(now - started);
+  const ControllerCore::Stats stats = core.stats();
+  snap.reports_received = stats.reports;
+  snap.reports_rejected = stats.reports_rejected;
+  snap.version = version;
+  const v1::ListJobsResponse jobs = core.ListJobs();
+  for (const v1::JobSummary& s : jobs.jobs()) {
+    absl::StatusOr<v1::GetStatusResponse> status = core.GetStatus(s.job_id());
+    if (!status.ok()) continue;  // forgotten since ListJobs.
+    snap.jobs.push_back(JobViewOf(*status, rates, snap.now_unix_ms));
+  }
+  std::sort(snap.jobs.begin(), snap.jobs.end(),
+            [](const JobView& a, const JobView& b) { return a.job_id < b.job_id; });
+  return snap;
+}
+
+}  // namespace trainlet::controller

@@ -1,0 +1,366 @@
+"""The controller's views in real clients (docs/controller-views.md).
+
+A test-only server (controller/testing/fake_controller_http.cc: the real
+HttpServer over a sample snapshot that changes every second) is:
+  - loaded in headless Chromium (Debian's `chromium`), driven over the DevTools
+    protocol: the rendered DOM shows the jobs, the node rows, the workers, the
+    restarts with their causes, GPU health; a value changes after the page's
+    own poll, in the same document (no reload); strings from the network stay
+    text; a screenshot is saved (E2E_UPDATE_SCREENSHOT=1 writes
+    docs/controller-page.png);
+  - scraped for `promtool check metrics`, and by a real `prometheus`, whose
+    query API then answers with the series;
+  - asked by `trainlet status` (TRAINLET_BIN), table and JSON.
+Each part skips, saying why, when its program is missing.
+"""
+
+import base64
+import json
+import os
+import shutil
+import socket
+import struct
+import subprocess
+import tempfile
+import time
+import unittest
+import urllib.parse
+import urllib.request
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+FAKE = os.environ.get("E2E_FAKE_CONTROLLER_HTTP") or os.path.join(
+    ROOT, "build", "controller", "fake_controller_http")
+TRAINLET = os.environ.get("TRAINLET_BIN") or os.path.join(ROOT, "build", "trainlet")
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+PROMTOOL = shutil.which("promtool")
+PROMETHEUS = shutil.which("prometheus")
+
+
+def get(url, timeout=5):
+    with urllib.request.urlopen(url, timeout=timeout) as r:
+        return r.status, r.headers, r.read()
+
+
+def poll_until(predicate, timeout, what):
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError("timed out after %.0fs waiting for %s" % (timeout, what))
+        time.sleep(0.1)
+
+
+class FakeController:
+    """fake_controller_http on a free port; stopped by pid."""
+
+    def __init__(self):
+        self.proc = subprocess.Popen([FAKE], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                     text=True)
+        line = self.proc.stdout.readline()
+        if not line.startswith("port "):
+            # No port line: it exited (stdout closed), so stderr can be read.
+            err = self.proc.stderr.read() if self.proc.wait(10) is not None else ""
+            self.stop()
+            raise AssertionError("fake_controller_http did not start: %r %s" % (line, err))
+        self.port = int(line.split()[1])
+        self.url = "http://127.0.0.1:%d" % self.port
+
+    def stop(self):
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        self.proc.stdout.close()
+        self.proc.stderr.close()
+
+
+class DevTools:
+    """The DevTools protocol over a minimal WebSocket client (RFC 6455, text
+    frames; Debian's python3 has no websocket module)."""
+
+    def __init__(self, ws_url):
+        u = urllib.parse.urlparse(ws_url)
+        self.sock = socket.create_connection((u.hostname, u.port), timeout=30)
+        key = base64.b64encode(os.urandom(16)).decode()
+        self.sock.sendall((
+            "GET %s HTTP/1.1\r\nHost: %s:%d\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+            "Sec-WebSocket-Key: %s\r\nSec-WebSocket-Version: 13\r\n\r\n" %
+            (u.path, u.hostname, u.port, key)).encode())
+        head = b""
+        while b"\r\n\r\n" not in head:
+            chunk = self.sock.recv(1)
+            if not chunk:
+                raise AssertionError("DevTools closed the WebSocket handshake")
+            head += chunk
+        if b" 101 " not in head.split(b"\r\n")[0]:
+            raise AssertionError("DevTools refused the WebSocket: %r" % head)
+        self.next_id = 0
+
+    def close(self):
+        self.sock.close()
+
+    def _recv_exact(self, n):
+        data = b""
+        while len(data) < n:
+            chunk = self.sock.recv(n - len(data))
+            if not chunk:
+                raise AssertionError("DevTools closed the WebSocket")
+            data += chunk
+        return data
+
+    def _send(self, text):
+        payload = text.encode()
+        header = bytes([0x81])
+        n = len(payload)
+        if n < 126:
+            header += bytes([0x80 | n])
+        elif n < 65536:
+            header += bytes([0x80 | 126]) + struct.pack(">H", n)
+        else:
+            header += bytes([0x80 | 127]) + struct.pack(">Q", n)
+        mask = os.urandom(4)
+        masked = bytes(b ^ mask[i % 4] for i, b in enumerate(payload))
+        self.sock.sendall(header + mask + masked)
+
+    def _recv_message(self):
+        message = b""
+        while True:
+            b0, b1 = self._recv_exact(2)
+            n = b1 & 0x7F
+            if n == 126:
+                n = struct.unpack(">H", self._recv_exact(2))[0]
+            elif n == 127:
+                n = struct.unpack(">Q", self._recv_exact(8))[0]
+            payload = self._recv_exact(n)
+            opcode = b0 & 0x0F
+            if opcode == 0x8:
+                raise AssertionError("DevTools closed the WebSocket")
+            if opcode in (0x9, 0xA):  # ping/pong: ignore
+                continue
+            message += payload
+            if b0 & 0x80:
+                return message.decode()
+
+    def call(self, method, **params):
+        self.next_id += 1
+        self._send(json.dumps({"id": self.next_id, "method": method, "params": params}))
+        while True:
+            msg = json.loads(self._recv_message())
+            if msg.get("id") == self.next_id:
+                if "error" in msg:
+                    raise AssertionError("%s: %s" % (method, msg["error"]))
+                return msg["result"]
+
+    def eval(self, expression):
+        result = self.call("Runtime.evaluate", expression=expression, returnByValue=True)
+        if "exceptionDetails" in result:
+            raise AssertionError("page script failed: %s" % result["exceptionDetails"])
+        return result["result"].get("value")
+
+
+@unittest.skipUnless(os.path.exists(FAKE), "no fake_controller_http at %s (ninja fake_controller_http)"
+                     % FAKE)
+class ControllerViewsTest(unittest.TestCase):
+
+    def setUp(self):
+        self.fake = FakeController()
+        self.addCleanup(self.fake.stop)
+        self.tmp = tempfile.mkdtemp(prefix="e2e_views_")
+        self.addCleanup(shutil.rmtree, self.tmp, True)
+
+    def start_process(self, args):
+        """Starts `args` with its output in a log file (a pipe nobody reads
+        could fill and stall it); stopped by pid at cleanup."""
+        log_path = os.path.join(self.tmp, os.path.basename(args[0]) + ".log")
+        log = open(log_path, "wb")
+        proc = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT)
+        proc.log_path = log_path
+
+        def stop():
+            if proc.poll() is None:
+                proc.terminate()
+                try:
+                    proc.wait(10)
+                except subprocess.TimeoutExpired:
+                    proc.kill()
+                    proc.wait()
+            log.close()
+        self.addCleanup(stop)
+        return proc
+
+    # ---- The page, in a real browser.
+
+    @unittest.skipUnless(CHROMIUM, "chromium is not installed (apt-get install chromium)")
+    def test_page_in_headless_chromium_updates_live(self):
+        profile = os.path.join(self.tmp, "chromium")
+        browser = self.start_process([
+            CHROMIUM, "--headless=new", "--no-sandbox", "--disable-gpu",
+            "--disable-dev-shm-usage", "--no-first-run", "--no-default-browser-check",
+            "--disable-extensions", "--disable-background-networking",
+            "--remote-debugging-address=127.0.0.1", "--remote-debugging-port=0",
+            "--user-data-dir=" + profile, "--window-size=1800,900", "about:blank"])
+        port_file = os.path.join(profile, "DevToolsActivePort")
+        def read(path):
+            with open(path, errors="replace") as f:
+                return f.read()
+        poll_until(lambda: (os.path.exists(port_file) and "\n" in read(port_file))
+                   or browser.poll() is not None, 60, "chromium's DevToolsActivePort")
+        if browser.poll() is not None:
+            self.fail("chromium exited: %s" % read(browser.log_path)[-2000:])
+        devtools_port = int(read(port_file).split("\n")[0])
+        _, _, body = get("http://127.0.0.1:%d/json/list" % devtools_port)
+        page = [t for t in json.loads(body) if t["type"] == "page"][0]
+        cdp = DevTools(page["webSocketDebuggerUrl"])
+        self.addCleanup(cdp.close)
+
+        cdp.call("Page.enable")
+        cdp.call("Page.navigate", url=self.fake.url + "/")
+        poll_until(lambda: (cdp.eval("document.getElementById('polls') ? "
+                                     "Number(document.getElementById('polls').textContent) : 0")
+                            or 0) >= 1, 20, "the page's first poll of /api/jobs")
+        # A mark in this document: a reload would lose it.
+        cdp.eval("window.__e2eMark = 'same-document'; 1")
+
+        jobs = cdp.eval("Array.from(document.querySelectorAll('section[data-job]'))"
+                        ".map(s => s.getAttribute('data-job'))")
+        self.assertEqual(jobs, ["demo", "odd\"job\\<b>&\n"])
+        nodes = cdp.eval("Array.from(document.querySelectorAll('section[data-job=\"demo\"] "
+                         "tr[data-node]')).map(r => [r.getAttribute('data-node'), "
+                         "r.querySelector('.node-rank').textContent, "
+                         "r.querySelector('.up').textContent, "
+                         "r.querySelector('.ranks').textContent])")
+        self.assertEqual(nodes, [["demo-node-0", "0", "up", "0-1"],
+                                 ["demo-node-1", "1", "up", "2-3"],
+                                 ["demo-node-2", "2", "stale", "4-5"]])
+        text = cdp.eval("document.querySelector('section[data-job=\"demo\"]').innerText")
+        for expected in ["r0 pid 4100", "hung", "exit 1", "worker 0 (rank 4) exited with code 1",
+                         "hung: no progress for 60s", "1: fatal", "loss=0.31", "5.00/s",
+                         "thread 5201 state D"]:
+            self.assertIn(expected, text)
+        gpu_title = cdp.eval("Array.from(document.querySelectorAll('section[data-job=\"demo\"] "
+                             ".gpus .badge.fatal')).map(b => b.title)")
+        self.assertEqual(gpu_title, ["GPU-2 - uncorrectable ECC error (Xid 48)"])
+        # A node id with markup in it stays text: no element was made of it.
+        self.assertEqual(cdp.eval("document.querySelectorAll('script').length"), 1)
+        self.assertIn("<script>alert(1)</script>",
+                      cdp.eval("document.querySelector('section:nth-of-type(2) .node-id')"
+                               ".textContent"))
+
+        step_js = ("document.querySelector('tr[data-node=\"demo-node-0\"] .step').textContent")
+        first = int(cdp.eval(step_js))
+        polls = int(cdp.eval("document.getElementById('polls').textContent"))
+        later = poll_until(lambda: (lambda v: v if v > first else None)(int(cdp.eval(step_js))),
+                           10, "the step of demo-node-0 to move past %d" % first)
+        self.assertGreater(later, first)
+        self.assertGreater(int(cdp.eval("document.getElementById('polls').textContent")), polls)
+        self.assertEqual(cdp.eval("window.__e2eMark"), "same-document",
+                         "the page reloaded instead of updating its DOM")
+        self.assertEqual(cdp.eval("document.getElementById('conn').textContent"), "live")
+
+        shot = base64.b64decode(cdp.call("Page.captureScreenshot", format="png")["data"])
+        self.assertEqual(shot[:8], b"\x89PNG\r\n\x1a\n")
+        with open(os.path.join(self.tmp, "controller-page.png"), "wb") as f:
+            f.write(shot)
+        if os.environ.get("E2E_UPDATE_SCREENSHOT"):
+            with open(os.path.join(ROOT, "docs", "controller-page.png"), "wb") as f:
+                f.write(shot)
+
+        # The controller goes away: the page says so and keeps what it showed.
+        self.fake.stop()
+        poll_until(lambda: "unreachable" in cdp.eval(
+            "document.getElementById('conn').textContent"), 10, "the page to notice")
+        self.assertEqual(cdp.eval("document.querySelectorAll('section[data-job]').length"), 2)
+
+    # ---- /metrics, checked by Prometheus's own tools.
+
+    @unittest.skipUnless(PROMTOOL, "promtool is not installed (apt-get install prometheus)")
+    def test_metrics_pass_promtool_check(self):
+        status, headers, body = get(self.fake.url + "/metrics")
+        self.assertEqual(status, 200)
+        self.assertEqual(headers["Content-Type"], "text/plain; version=0.0.4; charset=utf-8")
+        check = subprocess.run([PROMTOOL, "check", "metrics"], input=body,
+                               capture_output=True, timeout=60)
+        self.assertEqual(check.returncode, 0, (check.stdout + check.stderr).decode())
+        self.assertIn(b'trainlet_job_nodes_up{job_id="demo"} 2\n', body)
+
+    def test_grafana_panels_use_metrics_the_controller_serves(self):
+        import re
+        with open(os.path.join(ROOT, "docs", "grafana-trainlet.json")) as f:
+            dashboard = json.load(f)
+        _, _, body = get(self.fake.url + "/metrics")
+        served = set(re.findall(r"^# TYPE (\S+) ", body.decode(), re.M))
+        titles = [p["title"] for p in dashboard["panels"]]
+        self.assertEqual(len(titles), 4, titles)
+        for panel in dashboard["panels"]:
+            for target in panel["targets"]:
+                names = re.findall(r"trainlet_[a-z_]+", target["expr"])
+                self.assertTrue(names, target["expr"])
+                for name in names:
+                    self.assertIn(name, served, "%s in panel %r" % (name, panel["title"]))
+
+    @unittest.skipUnless(PROMETHEUS, "prometheus is not installed (apt-get install prometheus)")
+    def test_real_prometheus_scrapes_and_answers_queries(self):
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            prom_port = s.getsockname()[1]
+        config = os.path.join(self.tmp, "prometheus.yml")
+        with open(config, "w") as f:
+            f.write("global:\n  scrape_interval: 1s\n  scrape_timeout: 1s\n"
+                    "scrape_configs:\n  - job_name: trainlet-controller\n"
+                    "    static_configs:\n      - targets: ['127.0.0.1:%d']\n" % self.fake.port)
+        prom = self.start_process([
+            PROMETHEUS, "--config.file=" + config,
+            "--storage.tsdb.path=" + os.path.join(self.tmp, "tsdb"),
+            "--web.listen-address=127.0.0.1:%d" % prom_port, "--log.level=warn"])
+        api = "http://127.0.0.1:%d/api/v1/" % prom_port
+
+        def query(q):
+            try:
+                _, _, body = get(api + "query?" + urllib.parse.urlencode({"query": q}))
+            except OSError:
+                return None
+            return json.loads(body)["data"]["result"]
+
+        result = poll_until(lambda: query('trainlet_job_nodes_up{job_id="demo"}'), 60,
+                            "prometheus to scrape the controller (log: %s)" % prom.log_path)
+        self.assertEqual(result[0]["metric"]["job"], "trainlet-controller")
+        self.assertEqual(result[0]["value"][1], "2")
+        up = query('up{job="trainlet-controller"}')
+        self.assertEqual(up[0]["value"][1], "1")
+        escaped = query('trainlet_job_info{state="stale"}')
+        self.assertEqual(escaped[0]["metric"]["job_id"], "odd\"job\\<b>&\n")
+        # Two scrapes a second apart: the step moved, so rate() has a value.
+        poll_until(lambda: query('rate(trainlet_job_progress_step{job_id="demo"}[10s]) > 0'), 30,
+                   "a positive step rate in prometheus")
+
+    # ---- trainlet status against the same server.
+
+    @unittest.skipUnless(os.path.exists(TRAINLET), "no trainlet at %s" % TRAINLET)
+    def test_trainlet_status_table_and_json(self):
+        env = dict(os.environ, TRAINLET_CONTROLLER_HTTP="127.0.0.1:%d" % self.fake.port)
+        table = subprocess.run([TRAINLET, "status"], env=env, capture_output=True, text=True,
+                               timeout=30)
+        self.assertEqual(table.returncode, 0, table.stderr)
+        self.assertIn("demo-node-2  2     ffffffffffffffff  stale", table.stdout)
+        js = subprocess.run([TRAINLET, "status", "--json", "demo"], env=env, capture_output=True,
+                            text=True, timeout=30)
+        self.assertEqual(js.returncode, 0, js.stderr)
+        doc = json.loads(js.stdout)
+        self.assertEqual([j["job_id"] for j in doc["jobs"]], ["demo"])
+        self.assertEqual(doc["jobs"][0]["totals"]["nodes_up"], 2)
+        port = self.fake.port
+        self.fake.stop()
+        down = subprocess.run([TRAINLET, "status", "--controller=127.0.0.1:%d" % port,
+                               "--timeout=2s"], capture_output=True, text=True, timeout=30)
+        self.assertEqual(down.returncode, 69)
+        self.assertIn("cannot reach the controller", down.stderr)
+
+
+if __name__ == "__main__":
+    unittest.main()
