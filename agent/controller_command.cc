@@ -58,7 +58,7 @@ const std::vector<OptionSpec>& ControllerOptionTable() {
         {"listen", OptionKind::kString, "[ADDR]:PORT", ":29600",
          "gRPC address agents report to (and `trainlet status` reads)."},
         {"http", OptionKind::kString, "[ADDR]:PORT", ":29680",
-         "Status page and /metrics address (not served yet: checked, then ignored)."},
+         "The views: status page /, /api/jobs, /metrics, /healthz (read-only, no token)."},
         {"db", OptionKind::kString, "PATH", "",
          "SQLite file for the history (rounds, restarts, hangs); none: memory only, lost at "
          "restart."},

@@ -45,9 +45,10 @@ struct ControllerHostOptions {
   std::string token;                                   // empty: every caller is accepted.
   rendezvous::ListenAddress listen{"0.0.0.0", 29600};  // port 0 = any free port.
   rendezvous::TlsConfig tls;
-  // The views; port 0 = any free port. Plain HTTP and read-only (no token):
-  // docs/security.md.
-  rendezvous::ListenAddress http{"0.0.0.0", 29680};
+  // The views; port 0 = any free port (the default here, for tests;
+  // `trainlet controller` passes --http, default :29680). Plain HTTP and
+  // read-only (no token): docs/security.md.
+  rendezvous::ListenAddress http{"127.0.0.1", 0};
   std::string version;           // shown by the views.
   Clock* clock = Clock::Real();  // wall time; tests pass a SimulatedClock.
 };

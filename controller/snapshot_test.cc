@@ -65,6 +65,9 @@ TEST_F(SnapshotTest, NodesWorkersProgressGpusRestartsAndHangsReachTheViews) {
   clock_.Advance(absl::Seconds(10));
   v1::HealthReport b = Report("pod-0", 2, 2, NowMs() - 40);  // arrives 40 ms late.
   *b.mutable_progress() = a.progress();
+  *b.mutable_workers() = a.workers();
+  *b.mutable_gpus() = a.gpus();
+  *b.mutable_coordinator() = a.coordinator();
   b.mutable_progress()->set_step(150);
   v1::ReportEvent* e = b.add_events();
   e->set_kind(v1::ReportEvent::RESTART);

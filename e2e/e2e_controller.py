@@ -19,9 +19,10 @@ ROUND, RESTART, HANG, NODE_STALE, FINISHED = 1, 2, 3, 4, 5
 
 class ControllerTest(E2ETestCase):
 
-    def start_controller(self, port, db, name="controller"):
+    def start_controller(self, port, db, name="controller", http_port=None):
+        self.http_port = http_port or harness.free_port()
         ctl = self.start(name, [harness.TRAINLET, "controller", "--listen=127.0.0.1:%d" % port,
-                                "--http=127.0.0.1:%d" % harness.free_port(), "--db=" + db,
+                                "--http=127.0.0.1:%d" % self.http_port, "--db=" + db,
                                 "--token-file=" + self.token])
         harness.poll_until(lambda: subprocess.run(
             [harness.TRAINLET, "health", "127.0.0.1:%d" % port, "--timeout-ms=500"],
@@ -65,21 +66,30 @@ class ControllerTest(E2ETestCase):
         agents = self.run_job(port, "jobA", [PY, "-c", script],
                               ["--max-restarts=2", "--nproc-per-node=1"])
         self.assertEqual(self.wait_all(agents, 90), [0, 0], self.describe_all())
+        # `trainlet status` reads the controller's views (--http).
         status = subprocess.run(
-            [harness.TRAINLET, "status", "--controller=127.0.0.1:%d" % port,
-             "--token-file=" + self.token, "jobA"], stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE, timeout=20)
+            [harness.TRAINLET, "status", "--controller=127.0.0.1:%d" % self.http_port, "jobA"],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=20)
         self.assertEqual(status.returncode, 0, status.stderr.decode())
         text = status.stdout.decode()
-        self.assertIn("job jobA: SUCCEEDED, round 2", text)
-        self.assertIn("RESTART", text)
+        self.assertIn("JOB jobA: succeeded, round 2", text)
+        self.assertIn("restarts: 1", text)
         self.assertIn("exited with code 3", text)
         listing = subprocess.run(
-            [harness.TRAINLET, "status", "--controller=127.0.0.1:%d" % port, "--json"],
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=20,
-            env=dict(os.environ, TRAINLET_TOKEN_FILE=self.token))
+            [harness.TRAINLET, "status", "--json"], stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE, timeout=20,
+            env=dict(os.environ, TRAINLET_CONTROLLER_HTTP="127.0.0.1:%d" % self.http_port))
         self.assertEqual(listing.returncode, 0, listing.stderr.decode())
-        self.assertEqual(json.loads(listing.stdout)["jobs"][0]["job_id"], "jobA")
+        jobs = json.loads(listing.stdout)["jobs"]
+        self.assertEqual(jobs[0]["job_id"], "jobA")
+        # Both agents' workers, with their exit codes, as the page shows them.
+        workers = [w for n in jobs[0]["nodes"] for w in n["workers"]]
+        self.assertEqual(len(workers), 2, jobs[0])
+        self.assertTrue(all(w["state"] == "succeeded" for w in workers), jobs[0])
+        unknown = subprocess.run(
+            [harness.TRAINLET, "status", "--controller=127.0.0.1:%d" % self.http_port, "nope"],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=20)
+        self.assertEqual(unknown.returncode, 1, unknown.stderr.decode())
         ctl.signal(signal.SIGKILL)
         ctl.wait(10)
         rows = self.history(db)
@@ -98,6 +108,37 @@ class ControllerTest(E2ETestCase):
         self.assertEqual(ctl2.wait(10), 128 + signal.SIGTERM, ctl2.describe())
         self.assertEqual(self.history(db), rows)
         self.assertIn("entries of 1 jobs reloaded", ctl2.stderr)
+
+    def test_hung_worker_is_recorded_with_its_evidence_and_the_restart(self):
+        port = harness.free_port()
+        db = self.path("history.db")
+        ctl = self.start_controller(port, db)
+        # Round 1: the worker reports progress, then hangs; --hang-timeout
+        # declares it, the elastic job restarts, round 2 finishes.
+        agents = self.run_job(port, "jobH",
+                              [PY, harness.worker("progress_hang.py"), "5", "0.2"],
+                              ["--max-restarts=1", "--nproc-per-node=1", "--hang-timeout=3s",
+                               "--prefix-output", "--grace-period=5s"])
+        self.assertEqual(self.wait_all(agents, 90), [0, 0], self.describe_all())
+        status = subprocess.run(
+            [harness.TRAINLET, "status", "--controller=127.0.0.1:%d" % self.http_port, "--json",
+             "jobH"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=20)
+        self.assertEqual(status.returncode, 0, status.stderr.decode())
+        job = json.loads(status.stdout)["jobs"][0]
+        self.assertGreaterEqual(job["hangs_total"], 1, job)
+        self.assertEqual(job["restarts_total"], 1, job)
+        ctl.signal(signal.SIGTERM)
+        ctl.wait(10)
+        with sqlite3.connect(db) as conn:
+            hangs = conn.execute("select node_id, cause, evidence from history "
+                                 "where job_id = 'jobH' and kind = ?", (HANG,)).fetchall()
+        self.assertGreaterEqual(len(hangs), 1, hangs)
+        node, cause, evidence = hangs[0]
+        self.assertIn("no progress for", cause)
+        # The evidence the agent collected: its last progress line and its
+        # threads from /proc.
+        self.assertIn("last progress: step=", evidence)
+        self.assertIn("wchan=", evidence)
 
     def test_controller_down_changes_nothing(self):
         port = harness.free_port()  # nobody listens there
