@@ -73,9 +73,6 @@ struct GrpcServerOptions {
   int reserved_descriptors = kBaseDescriptors;
   // Keepalive derives from it (KeepaliveFor).
   absl::Duration heartbeat_timeout = absl::Seconds(5);
-  // The coordinator's server: ping every connection for watch liveness
-  // (WatchLivenessKeepalive) when the heartbeat timeout allows it.
-  bool watch_liveness = false;
   // Names the server in log lines.
   std::string name = "server";
   // TLS when enabled(): clients must present a certificate (its chain is
