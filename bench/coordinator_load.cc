@@ -1586,7 +1586,7 @@ int main(int argc, char** argv) {
             "    [--phases=last,steady,burst,wave,loss1,loss10] [--wave=100] [--steady=SECONDS]\n"
             "    [--heartbeat-timeout=SECONDS (5)] [--heartbeat-interval=SECONDS (0: the "
             "coordinator's)]\n"
-            "    [--watch-liveness=true|false (true: the agent's default)]\n"
+            "    [--udp-liveness=true|false (true: the agent's default; false: Reports only)]\n"
             "    [--join-timeout=SECONDS (600)] [--loss-mode=close|silent] "
             "[--loss-last-call=SECONDS (1)]\n"
             "    [--server-arg=ARG]... [--server-env=NAME=VALUE]...\n",

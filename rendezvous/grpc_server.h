@@ -7,8 +7,8 @@
 //
 // Every connection gets the same limits: requests up to kMaxRequestBytes,
 // kMaxStreamsPerConnection concurrent streams, kHandshakeTimeout to speak
-// HTTP/2, keepalive derived from the heartbeat timeout (keepalive.h: the
-// coordinator's server pings for watch liveness), and one
+// HTTP/2, keepalive derived from the heartbeat timeout (keepalive.h: only
+// for half-open connections), and one
 // gRPC memory quota of kMemoryQuotaBytes for the whole server.
 //
 // With GrpcServerOptions::tls set, every connection is TLS with a client
