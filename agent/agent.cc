@@ -190,8 +190,12 @@ Agent::Agent(const RunConfig& config, std::map<std::string, std::string> base_en
     default_plan_ = std::make_unique<TorchrunPlan>(config_, base_env_, seams_.stdin_is_terminal);
   }
   plan_ = seams_.plan != nullptr ? seams_.plan : default_plan_.get();
+  // The handler runs before the same Report's callback, on the same thread.
   seams_.client->SetReportResponseHandler(
-      [plan = plan_](const v1::ReportResponse& r) { plan->OnReportResponse(r); });
+      [plan = plan_, heard = udp_heard_](const v1::ReportResponse& r) {
+        heard->store(r.udp_heard());
+        plan->OnReportResponse(r);
+      });
 }
 
 int Agent::Run() {
@@ -465,8 +469,10 @@ void Agent::Execute(const std::vector<RoundAction>& actions) {
             v1::ReportRequest report = a.request;
             plan_->DecorateReport(&report);
             seams_.client->Report(report, [this, round, state](const absl::Status& s) {
-              Post(ReportAnswered{round, state, s});
+              Post(ReportAnswered{round, state, s, s.ok() && udp_heard_->load()});
             });
+          } else if constexpr (std::is_same_v<T, SendLiveness>) {
+            seams_.client->SendLivenessDatagram(a.datagram);
           } else if constexpr (std::is_same_v<T, SendLeave>) {
             seams_.client->Leave(a.request, nullptr);
           } else if constexpr (std::is_same_v<T, SetServing>) {

@@ -20,6 +20,7 @@
 #ifndef TRAINLET_AGENT_AGENT_H_
 #define TRAINLET_AGENT_AGENT_H_
 
+#include <atomic>
 #include <cstdint>
 #include <deque>
 #include <functional>
@@ -159,6 +160,9 @@ class Agent {
   };
   std::optional<Prepared> prepared_ ABSL_GUARDED_BY(inbox_mu_);
 
+  // ReportResponse.udp_heard of the last answered Report: written by the
+  // response handler, read by the same Report's callback (same thread).
+  std::shared_ptr<std::atomic<bool>> udp_heard_ = std::make_shared<std::atomic<bool>>(false);
   mutable absl::Mutex status_mu_;
   AgentStatus status_ ABSL_GUARDED_BY(status_mu_);
   std::shared_ptr<const HangEvidence> last_hang_ ABSL_GUARDED_BY(status_mu_);

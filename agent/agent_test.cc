@@ -17,6 +17,7 @@
 #include "gtest/gtest.h"
 #include "launcher/testing/fake_worker_group.h"
 #include "rendezvous/error_reason.h"
+#include "rendezvous/liveness_datagram.h"
 #include "rendezvous/testing/fake_rendezvous_client.h"
 
 namespace trainlet::agent {
@@ -606,19 +607,84 @@ TEST_F(AgentTest, CoordinatorSilentPastTheTimeout_StaticJobExits69) {
   EXPECT_THAT(workers_.signals_sent, ElementsAre(SIGTERM));
 }
 
-TEST_F(AgentTest, WatchLiveness_HeartbeatsEveryHalfTimeout_CoordinatorLostAfterTheLongerLimit) {
-  // A coordinator that serves watch liveness (rendezvous/keepalive.h): 5 s
-  // timeout, a heartbeat every 2.5 s. An answer is due every interval, so
-  // the coordinator is lost after 1.05 x 5 s + (2.5 s - 0.5 s) = 7.25 s.
-  v1::Assignment a = MakeAssignment(1, 1, 2, 2, absl::Milliseconds(2500));
+TEST_F(AgentTest, UdpLiveness_DatagramEveryInterval_ReportsEveryTimeoutOnlyWhileHeard) {
+  // The coordinator offers UDP liveness: a datagram every 470 ms (signed,
+  // seq increasing); Reports every 470 ms until an answer says udp_heard,
+  // then every 5 s - 470 ms, and every 470 ms again once it says otherwise.
+  const absl::Duration interval = absl::Milliseconds(470);
+  v1::Assignment a = MakeAssignment(1, 1, 2, 2, interval);
   a.set_heartbeat_timeout_ms(5000);
+  a.set_liveness_udp_port(29400);
+  a.set_liveness_slot(3);
+  const std::string key = "0123456789abcdef";
+  a.set_liveness_key(key);
   JoinAnswers({a});
-  absl::Duration silent_for;
-  EXPECT_EQ(RunWithCoordinatorSilent(&silent_for), kExitUnavailable);
-  EXPECT_GE(silent_for, absl::Milliseconds(7250));
-  EXPECT_LE(silent_for, absl::Milliseconds(8250));
+  const absl::Time start = clock_.Now();
+  std::vector<absl::Time> reports;
+  bool finishing = false;
+  client_.report_response = [&](const v1::ReportRequest&) {
+    v1::ReportResponse r;
+    r.set_udp_heard(clock_.Now() - start < absl::Seconds(20));
+    return r;
+  };
+  client_.on_report = [&](const v1::ReportRequest& r) {
+    if (r.state() != v1::ReportRequest::RUNNING) return;
+    reports.push_back(clock_.Now());
+    if (clock_.Now() - start >= absl::Seconds(30) && !finishing) {
+      finishing = true;
+      WhenIdle([&] {
+        workers_.ExitAll(0);
+        WhenIdle([&] { client_.SendDirective(JobFinished(1)); });
+      });
+    }
+  };
+  EXPECT_EQ(Run(), 0);
   ASSERT_FALSE(client_.joins().empty());
-  EXPECT_TRUE(client_.joins()[0].watch_liveness()) << "the agent asks for it";
+  EXPECT_TRUE(client_.joins()[0].udp_liveness()) << "the agent offers it";
+
+  const std::vector<rendezvous::LivenessBytes> datagrams = client_.datagrams();
+  EXPECT_GE(datagrams.size(), 60u);  // ~30 s / 470 ms
+  uint64_t last_seq = 0;
+  for (const rendezvous::LivenessBytes& b : datagrams) {
+    std::optional<rendezvous::LivenessDatagram> d =
+        rendezvous::ParseLivenessDatagram(b.data(), b.size());
+    ASSERT_TRUE(d.has_value());
+    EXPECT_EQ(d->slot, 3u);
+    EXPECT_EQ(d->incarnation, 0x1234u);
+    EXPECT_EQ(d->round, 1u);
+    EXPECT_GT(d->seq, last_seq);
+    last_seq = d->seq;
+    EXPECT_TRUE(d->MacValid(*rendezvous::LivenessKeyFromBytes(key)));
+  }
+  // While heard (after the first answer, before 20 s): Reports 4.53 s apart.
+  int slow = 0, fast = 0;
+  for (size_t i = 1; i < reports.size(); ++i) {
+    const absl::Duration gap = reports[i] - reports[i - 1];
+    const absl::Duration at = reports[i] - start;
+    if (at > absl::Seconds(2) && at < absl::Seconds(20)) {
+      EXPECT_GE(gap, absl::Milliseconds(4500)) << "at " << at;
+      ++slow;
+    }
+    if (at > absl::Milliseconds(25000) && at < absl::Seconds(30)) {
+      EXPECT_LE(gap, interval + absl::Milliseconds(10)) << "at " << at;
+      ++fast;
+    }
+  }
+  EXPECT_GE(slow, 3);
+  EXPECT_GE(fast, 5);
+}
+
+TEST_F(AgentTest, UdpLiveness_NotOffered_NoDatagramsAndReportsEveryInterval) {
+  JoinAnswers({MakeAssignment(1, 1, 2, 2, kHeartbeat)});
+  workers_.on_start = [&](const auto&) {
+    WhenIdle([&] {
+      clock_.Advance(absl::Seconds(3));
+      workers_.ExitAll(0);
+      WhenIdle([&] { client_.SendDirective(JobFinished(1)); });
+    });
+  };
+  EXPECT_EQ(Run(), 0);
+  EXPECT_TRUE(client_.datagrams().empty());
 }
 
 TEST_F(AgentTest, CoordinatorLost_ElasticAgentRejoins) {

@@ -197,7 +197,7 @@ absl::Time RoundMachine::NextDeadline() const {
     case RoundState::kAwaitingVerdict:
     case RoundState::kStopping:
       if (OutcomePending()) {
-        next = std::min({next, next_heartbeat_, reopen_at_, verdict_deadline_});
+        next = std::min({next, next_heartbeat_, next_datagram_, reopen_at_, verdict_deadline_});
         if (heartbeat_interval_ > absl::ZeroDuration()) {
           next = std::min(next, last_contact_ + SilenceLimit());
         }
@@ -237,7 +237,7 @@ void RoundMachine::Join(Actions* out) {
   r.set_last_round(last_round_);
   r.set_restart_count(last_restart_count_);
   r.set_want_nodes(options_.want_nodes);
-  r.set_watch_liveness(options_.watch_liveness);
+  r.set_udp_liveness(options_.udp_liveness);
   r.set_role(options_.role);
   r.set_protocol_version(rendezvous::kProtocolVersion);
   *r.mutable_ssh() = options_.ssh;
@@ -285,6 +285,20 @@ void RoundMachine::OnJoinAnswered(const JoinAnswered& e, Actions* out) {
   const absl::Time now = clock_->Now();
   next_heartbeat_ = heartbeat_interval_ > absl::ZeroDuration() ? now + heartbeat_interval_
                                                                : absl::InfiniteFuture();
+  // UDP liveness when the coordinator offers it (and the key is sound):
+  // the first datagram at once, so that the first Report's answer can
+  // already say it was heard.
+  udp_heard_.reset();
+  udp_port_ = 0;
+  next_datagram_ = absl::InfiniteFuture();
+  std::optional<rendezvous::LivenessKey> key = rendezvous::LivenessKeyFromBytes(a.liveness_key());
+  if (options_.udp_liveness && a.liveness_udp_port() > 0 && a.liveness_udp_port() <= 65535 &&
+      key.has_value() && heartbeat_interval_ > absl::ZeroDuration()) {
+    udp_port_ = static_cast<int>(a.liveness_udp_port());
+    liveness_slot_ = a.liveness_slot();
+    liveness_key_ = *key;
+    next_datagram_ = now;
+  }
   next_progress_log_ = absl::InfiniteFuture();
 
   // A fresh round: nothing of the previous one counts.
@@ -764,6 +778,19 @@ void RoundMachine::OnStreamEnded(const StreamEnded& e, Actions* out) {
 void RoundMachine::OnReportAnswered(const ReportAnswered& e, Actions* out) {
   if (e.status.ok()) {
     NoteContact();
+    if (udp_port_ != 0 && e.round == assignment_.round() && udp_heard_ != e.udp_heard) {
+      udp_heard_ = e.udp_heard;
+      if (e.udp_heard) {
+        TLOG(kDebug) << "the coordinator hears this node's liveness datagrams; reporting every "
+                     << absl::FormatDuration(ReportInterval());
+      } else {
+        TLOG(kInfo) << "the coordinator does not hear this node's UDP liveness datagrams; "
+                       "reporting every "
+                    << absl::FormatDuration(heartbeat_interval_)
+                    << " instead (check that UDP to the coordinator port is allowed)";
+        next_heartbeat_ = std::min(next_heartbeat_, clock_->Now() + heartbeat_interval_);
+      }
+    }
     if (!last_report_error_.empty()) {
       TLOG(kInfo) << "reports reach the coordinator again";
       last_report_error_.clear();
@@ -806,14 +833,20 @@ void RoundMachine::CoordinatorLost(absl::string_view why, Actions* out) {
 
 // ---- Time.
 
+absl::Duration RoundMachine::ReportInterval() const {
+  if (!udp_heard_.value_or(false)) return heartbeat_interval_;
+  return std::max(heartbeat_interval_, heartbeat_timeout_ - heartbeat_interval_);
+}
+
 absl::Duration RoundMachine::SilenceLimit() const {
   if (heartbeat_interval_ <= absl::ZeroDuration()) return absl::InfiniteDuration();
-  // An answer comes at least every interval; with watch liveness that is
-  // more than the timeout/10 the coordinator's own silence limit assumes.
+  // An answer comes at least every Report interval; while the coordinator
+  // hears this node over UDP that is more than the timeout/10 a 1.05 x
+  // timeout limit assumes.
   const absl::Duration extra =
       std::max(absl::ZeroDuration(),
-               heartbeat_interval_ - heartbeat_timeout_ / rendezvous::kHeartbeatsPerTimeout);
-  return rendezvous::SilenceLimit(heartbeat_timeout_) + extra;
+               ReportInterval() - heartbeat_timeout_ / rendezvous::kHeartbeatsPerTimeout);
+  return heartbeat_timeout_ + heartbeat_timeout_ / (2 * rendezvous::kHeartbeatsPerTimeout) + extra;
 }
 
 void RoundMachine::OnTick(Actions* out) {
@@ -834,8 +867,15 @@ void RoundMachine::OnTick(Actions* out) {
                                 : reported_success_ ? NewReport(v1::ReportRequest::SUCCEEDED)
                                                     : NewReport(v1::ReportRequest::RUNNING)});
       // After a stall, the next one an interval from now (not at once).
-      next_heartbeat_ += heartbeat_interval_;
-      if (next_heartbeat_ <= now) next_heartbeat_ = now + heartbeat_interval_;
+      next_heartbeat_ += ReportInterval();
+      if (next_heartbeat_ <= now) next_heartbeat_ = now + ReportInterval();
+    }
+    if (now >= next_datagram_) {
+      out->push_back(SendLiveness{
+          rendezvous::EncodeLivenessDatagram(liveness_slot_, options_.me.incarnation(),
+                                             assignment_.round(), ++liveness_seq_, liveness_key_)});
+      next_datagram_ += heartbeat_interval_;
+      if (next_datagram_ <= now) next_datagram_ = now + heartbeat_interval_;
     }
     if (!watch_open_ && now >= reopen_at_) {
       v1::WatchRequest w;
@@ -899,7 +939,7 @@ void RoundMachine::MaybeComplete(Actions* out) {
   if (state_ != RoundState::kStopping || !workers_gone_ || outcome_ == Outcome::kUndecided) {
     return;
   }
-  next_heartbeat_ = reopen_at_ = absl::InfiniteFuture();
+  next_heartbeat_ = next_datagram_ = reopen_at_ = absl::InfiniteFuture();
   if (watch_open_) {
     out->push_back(CloseWatch{});
     watch_open_ = false;

@@ -36,11 +36,19 @@
 // heartbeating and listening; a terminating signal makes the outcome "exit
 // with the signal's code" and a second one kills the workers at once.
 //
+// Liveness (docs/protocol.md): when the Assignment offers UDP liveness, the
+// machine asks for a liveness datagram (SendLiveness, signed with the
+// member's key, seq strictly increasing) every heartbeat interval from its
+// tick, so that an agent whose loop hangs stops proving it is alive. Its
+// Report heartbeat goes every interval until an answer says the coordinator
+// hears the datagrams (udp_heard), then every timeout - interval (it still
+// tells the agent the coordinator is alive and repeats its state), and back
+// to every interval as soon as an answer says it does not: a network that
+// drops UDP costs more Reports, not a false loss.
+//
 // The coordinator is "lost" when nothing it answered (join, directive,
-// heartbeat answer) has arrived for the heartbeat timeout plus half a
-// timeout/10 interval (the coordinator's own silence limit), plus the part of
-// the heartbeat interval above timeout/10 (watch liveness: timeout/2), not
-// when a stream breaks:
+// heartbeat answer) has arrived for 1.05 heartbeat timeouts plus the part of
+// the Report interval above timeout/10, not when a stream breaks:
 // a broken Watch stream is re-opened with backoff while heartbeats go on
 // (the coordinator waits kStreamLossGrace for it before counting the node as
 // lost). A lost coordinator ends a static job with 69 and makes an elastic
@@ -87,6 +95,7 @@
 #include "agent/hang_evidence.h"
 #include "common/clock.h"
 #include "launcher/worker.h"
+#include "rendezvous/liveness_datagram.h"
 #include "trainlet/v1/rendezvous.pb.h"
 
 namespace trainlet::agent {
@@ -154,6 +163,7 @@ struct ReportAnswered {
   uint64_t round = 0;
   v1::ReportRequest::State state = v1::ReportRequest::STATE_UNSPECIFIED;
   absl::Status status;
+  bool udp_heard = false;  // ReportResponse.udp_heard of a successful answer.
 };
 struct Tick {};  // time passed; the machine reads the clock.
 // The launch plan found the round cannot go on (the MPI launcher's
@@ -216,6 +226,10 @@ struct SendReport {
 struct SendLeave {
   v1::LeaveRequest request;
 };
+// One UDP liveness datagram to the coordinator (best effort, never blocks).
+struct SendLiveness {
+  rendezvous::LivenessBytes datagram;
+};
 struct SetServing {
   bool serving = false;
 };
@@ -237,7 +251,8 @@ struct CollectHangEvidence {
 
 using RoundAction =
     std::variant<StartJoin, CancelJoin, OpenWatch, CloseWatch, StartWorkers, SignalWorkers,
-                 SendReport, SendLeave, SetServing, Finish, RequestTraceback, CollectHangEvidence>;
+                 SendReport, SendLeave, SendLiveness, SetServing, Finish, RequestTraceback,
+                 CollectHangEvidence>;
 
 // ---- The machine.
 
@@ -249,9 +264,8 @@ struct RoundOptions {
   int local_world_size = 1;
   int master_port = 29500;
   bool want_nodes = true;  // ask for the member list (TF_CONFIG).
-  // Ask that the Watch stream's connection carry this node's liveness
-  // (JoinRequest.watch_liveness): heartbeats every timeout / 2.
-  bool watch_liveness = true;
+  // Offer UDP liveness datagrams (JoinRequest.udp_liveness).
+  bool udp_liveness = true;
   v1::Role role = v1::ROLE_NODE;
   v1::SshInfo ssh;        // MPI: this node's sshd, or the launcher's job key.
   v1::Topology topology;  // what this node has (its probe's summary), sent in every join.
@@ -378,6 +392,9 @@ class RoundMachine {
   void MaybeComplete(Actions* out);
   void FinishWith(Actions* out);
   void Heartbeat(Actions* out);
+  // The Report interval now: the heartbeat interval, or timeout - interval
+  // while the coordinator hears this node's datagrams.
+  absl::Duration ReportInterval() const;
   void NoteContact();
   int LocalProcesses() const;
   bool OutcomePending() const;
@@ -426,6 +443,15 @@ class RoundMachine {
   // heartbeat_interval_ x 10 from an older coordinator).
   absl::Duration heartbeat_timeout_ = absl::ZeroDuration();
   std::string last_report_error_;
+  // UDP liveness (from the Assignment; udp_port_ 0: none).
+  int udp_port_ = 0;
+  uint32_t liveness_slot_ = 0;
+  rendezvous::LivenessKey liveness_key_{};
+  absl::Time next_datagram_ = absl::InfiniteFuture();
+  // Strictly increasing for this incarnation (the machine's lifetime).
+  uint64_t liveness_seq_ = 0;
+  // What the last Report answer said (nullopt: no answer yet this round).
+  std::optional<bool> udp_heard_;
 
   // Progress of this round's local workers, by local rank.
   struct Watched {

@@ -7,10 +7,15 @@
 // product's client), and speaks the real protocol with the job token in the
 // metadata: Join (long-poll, deadline = now + --join-timeout, retried on
 // UNAVAILABLE/ABORTED with the client's 10..100 ms backoff; the coordinator's
-// DEADLINE_EXCEEDED answer is final), then the Watch stream, heartbeats
-// (Report RUNNING every Assignment.heartbeat_interval_ms, or
-// --heartbeat-interval), a Rejoin directive or an ABORTED heartbeat answer
-// makes it join the next round, and Leave at the end.
+// DEADLINE_EXCEEDED answer is final), then the Watch stream, liveness as the
+// agent does it (agent/round.h): a UDP liveness datagram every
+// Assignment.heartbeat_interval_ms (signed with the member's key from the
+// Assignment; sendmmsg, one batch per generator wake-up) and a Report RUNNING
+// every interval until an answer says udp_heard, then every timeout -
+// interval (--udp-liveness=false: no datagrams, Reports every interval, the
+// fallback of a network that drops UDP; --heartbeat-interval overrides the
+// interval), a Rejoin directive or an ABORTED heartbeat answer makes it join
+// the next round, and Leave at the end.
 //
 // Nothing costs a thread per agent: each generator process has --cqs
 // completion queues with one thread each, one heartbeat thread, and one
@@ -69,7 +74,7 @@
 //   build-rel/bench/bench_coordinator_load --trainlet=build-rel/trainlet
 //       [--agents=1000] [--procs=2] [--cqs=2] [--phases=last,steady,burst,wave,loss1,loss10]
 //       [--wave=100] [--steady=10] [--heartbeat-timeout=5] [--heartbeat-interval=0]
-//       [--watch-liveness=true] [--join-timeout=120] [--loss-mode=close|silent]
+//       [--udp-liveness=true] [--join-timeout=120] [--loss-mode=close|silent]
 //       [--loss-last-call=1]
 // ctest runs a short version (coordinator_load_short): 2,000 agents, `last`.
 #include <fcntl.h>
@@ -94,6 +99,7 @@
 #include <filesystem>
 #include <fstream>
 #include <memory>
+#include <optional>
 #include <random>
 #include <sstream>
 #include <string>
@@ -112,6 +118,7 @@
 #include "absl/time/time.h"
 #include "bench/flags.h"
 #include "rendezvous/coordinator_service.h"
+#include "rendezvous/liveness_datagram.h"
 #include "rendezvous/protocol_version.h"
 #include "trainlet/v1/rendezvous_service.grpc.pb.h"
 
@@ -141,7 +148,7 @@ struct Config {
   int steady_s = 10;
   double heartbeat_timeout_s = 5;
   double heartbeat_interval_s = 0;  // 0: the Assignment's.
-  bool watch_liveness = true;       // JoinRequest.watch_liveness, as the agent sends it.
+  bool udp_liveness = true;         // JoinRequest.udp_liveness, as the agent sends it.
   int join_timeout_s = 600;         // the agent's --join-timeout default (10m)
   std::string loss_mode = "close";
   double loss_last_call_s = 1;
@@ -185,6 +192,14 @@ struct Agent {
   int64_t rejoin_ns ABSL_GUARDED_BY(mu) = 0;   // told to re-join (since the last mark).
   int64_t interval_ns ABSL_GUARDED_BY(mu) = 0;
   int64_t next_beat_ns ABSL_GUARDED_BY(mu) = 0;
+  // UDP liveness (Assignment.liveness_*; udp_port 0: none).
+  int udp_port ABSL_GUARDED_BY(mu) = 0;
+  uint32_t slot ABSL_GUARDED_BY(mu) = 0;
+  trainlet::rendezvous::LivenessKey key ABSL_GUARDED_BY(mu){};
+  uint64_t seq ABSL_GUARDED_BY(mu) = 0;
+  int64_t next_dgram_ns ABSL_GUARDED_BY(mu) = 0;
+  bool udp_heard ABSL_GUARDED_BY(mu) = false;
+  int64_t timeout_ns ABSL_GUARDED_BY(mu) = 0;
   grpc::ClientContext* watch_ctx ABSL_GUARDED_BY(mu) = nullptr;
   bool connected ABSL_GUARDED_BY(mu) = false;
 };
@@ -225,11 +240,11 @@ class Generator {
                   const v1::JoinResponse& resp);
   void OnDirective(Agent* a, const v1::Directive& d, uint64_t watch_round);
   void OnWatchEnd(Agent* a, const grpc::Status& status);
-  void OnReportDone(Agent* a, uint64_t round, const grpc::Status& status);
+  void OnReportDone(Agent* a, uint64_t round, const grpc::Status& status, bool udp_heard);
   void RetryJoin(Agent* a);
 
   std::atomic<int64_t> hb_sent{0}, hb_ok{0}, hb_err{0}, watch_err{0}, leaves_ok{0}, leaves_err{0},
-      leaves_pending{0}, connects_pending{0};
+      leaves_pending{0}, connects_pending{0}, dgram_sent{0}, dgram_err{0}, hb_heard{0};
 
  private:
   uint64_t NewRandom() {
@@ -242,6 +257,8 @@ class Generator {
   void OpenWatchLocked(Agent* a) ABSL_EXCLUSIVE_LOCKS_REQUIRED(a->mu);
   void HeartbeatLoop();
   void SendHeartbeat(Agent* a, uint64_t round);
+  // One sendmmsg per batch of due datagrams, on one unconnected socket.
+  void SendDatagrams(const std::vector<std::pair<int, trainlet::rendezvous::LivenessBytes>>& batch);
   std::string WaitJoins(uint64_t min_round, int timeout_s);
 
   const Config config_;
@@ -250,6 +267,7 @@ class Generator {
   std::vector<std::unique_ptr<Agent>> agents_;
   std::vector<std::thread> threads_;
   std::atomic<bool> stop_{false};
+  int udp_fd_ = -1;  // the generator's liveness socket (heartbeat thread only).
 };
 
 std::shared_ptr<grpc::Channel> Generator::NewChannel() const {
@@ -333,7 +351,7 @@ struct ReportCall : Op {
   grpc::Status status;
   std::unique_ptr<grpc::ClientAsyncResponseReader<v1::ReportResponse>> rpc;
   void Done(bool) override {
-    agent->gen->OnReportDone(agent, round, status);
+    agent->gen->OnReportDone(agent, round, status, resp.udp_heard());
     delete this;
   }
 };
@@ -393,7 +411,7 @@ void Generator::StartJoinLocked(Agent* a, bool first_attempt) {
   r.mutable_member()->set_incarnation(a->incarnation);
   r.set_job_id(kJobId);
   r.set_protocol_version(trainlet::rendezvous::kProtocolVersion);
-  r.set_watch_liveness(config_.watch_liveness);
+  r.set_udp_liveness(config_.udp_liveness);
   r.set_rank_hint(-1);
   r.set_local_world_size(8);
   r.set_master_port(29500);
@@ -442,6 +460,17 @@ void Generator::OnJoinDone(Agent* a, const v1::JoinRequest& req, const grpc::Sta
                          : as.heartbeat_interval_ms() * 1000000;
     a->next_beat_ns = now + a->interval_ns;
     a->heartbeating = a->interval_ns > 0;
+    a->timeout_ns = as.heartbeat_timeout_ms() * 1000000;
+    a->udp_heard = false;
+    a->udp_port = 0;
+    std::optional<trainlet::rendezvous::LivenessKey> key =
+        trainlet::rendezvous::LivenessKeyFromBytes(as.liveness_key());
+    if (config_.udp_liveness && as.liveness_udp_port() != 0 && key.has_value()) {
+      a->udp_port = static_cast<int>(as.liveness_udp_port());
+      a->slot = as.liveness_slot();
+      a->key = *key;
+      a->next_dgram_ns = now;  // the first one at once, as the agent
+    }
     OpenWatchLocked(a);
     return;
   }
@@ -528,34 +557,94 @@ void Generator::SendHeartbeat(Agent* a, uint64_t round) {
   call->rpc->Finish(&call->resp, &call->status, call);
 }
 
+void Generator::SendDatagrams(
+    const std::vector<std::pair<int, trainlet::rendezvous::LivenessBytes>>& batch) {
+  if (batch.empty()) return;
+  if (udp_fd_ < 0) udp_fd_ = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+  constexpr size_t kChunk = 256;
+  std::vector<mmsghdr> msgs(std::min(batch.size(), kChunk));
+  std::vector<iovec> iov(msgs.size());
+  std::vector<sockaddr_in> to(msgs.size());
+  for (size_t off = 0; off < batch.size(); off += kChunk) {
+    const size_t n = std::min(kChunk, batch.size() - off);
+    for (size_t i = 0; i < n; ++i) {
+      const auto& [port, bytes] = batch[off + i];
+      to[i] = {};
+      to[i].sin_family = AF_INET;
+      to[i].sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+      to[i].sin_port = htons(port);
+      iov[i] = {const_cast<uint8_t*>(bytes.data()), bytes.size()};
+      msgs[i] = {};
+      msgs[i].msg_hdr.msg_name = &to[i];
+      msgs[i].msg_hdr.msg_namelen = sizeof(to[i]);
+      msgs[i].msg_hdr.msg_iov = &iov[i];
+      msgs[i].msg_hdr.msg_iovlen = 1;
+    }
+    size_t sent = 0;
+    while (sent < n) {
+      const int k = sendmmsg(udp_fd_, msgs.data() + sent, n - sent, 0);
+      if (k <= 0) {
+        dgram_err.fetch_add(static_cast<int64_t>(n - sent));
+        break;
+      }
+      sent += k;
+    }
+    dgram_sent.fetch_add(static_cast<int64_t>(sent));
+  }
+}
+
 void Generator::HeartbeatLoop() {
+  std::vector<std::pair<int, trainlet::rendezvous::LivenessBytes>> datagrams;
   while (!stop_.load()) {
     int64_t now = MonoNs();
     int64_t next = now + 50000000;  // rescan at least every 50 ms
+    datagrams.clear();
     for (auto& a : agents_) {
       uint64_t round = 0;
       {
         absl::MutexLock lock(&a->mu);
         if (!a->heartbeating || a->killed) continue;
+        if (a->udp_port != 0) {
+          if (a->next_dgram_ns <= now) {
+            datagrams.emplace_back(a->udp_port,
+                                   trainlet::rendezvous::EncodeLivenessDatagram(
+                                       a->slot, a->incarnation, a->round, ++a->seq, a->key));
+            a->next_dgram_ns += a->interval_ns;
+            if (a->next_dgram_ns <= now) a->next_dgram_ns = now + a->interval_ns;
+          }
+          next = std::min(next, a->next_dgram_ns);
+        }
         if (a->next_beat_ns > now) {
           next = std::min(next, a->next_beat_ns);
           continue;
         }
-        a->next_beat_ns += a->interval_ns;
-        if (a->next_beat_ns <= now) a->next_beat_ns = now + a->interval_ns;
+        // As the agent: every interval until the coordinator hears the
+        // datagrams, then every timeout - interval.
+        const int64_t report_every = a->udp_heard && a->timeout_ns > 2 * a->interval_ns
+                                         ? a->timeout_ns - a->interval_ns
+                                         : a->interval_ns;
+        a->next_beat_ns += report_every;
+        if (a->next_beat_ns <= now) a->next_beat_ns = now + report_every;
         next = std::min(next, a->next_beat_ns);
         round = a->round;
       }
       SendHeartbeat(a.get(), round);
     }
+    SendDatagrams(datagrams);
     now = MonoNs();
     if (next > now) absl::SleepFor(absl::Nanoseconds(next - now));
   }
 }
 
-void Generator::OnReportDone(Agent* a, uint64_t round, const grpc::Status& status) {
+void Generator::OnReportDone(Agent* a, uint64_t round, const grpc::Status& status, bool udp_heard) {
   if (status.ok()) {
     hb_ok.fetch_add(1);
+    hb_heard.fetch_add(udp_heard ? 1 : 0);
+    absl::MutexLock lock(&a->mu);
+    if (a->round == round && a->udp_port != 0 && a->udp_heard != udp_heard) {
+      a->udp_heard = udp_heard;
+      if (!udp_heard) a->next_beat_ns = std::min(a->next_beat_ns, MonoNs() + a->interval_ns);
+    }
     return;
   }
   hb_err.fetch_add(1);
@@ -681,7 +770,8 @@ void Generator::Serve(FILE* in, FILE* out) {
       const int64_t cpu_us = int64_t{ru.ru_utime.tv_sec} * 1000000 + ru.ru_utime.tv_usec +
                              int64_t{ru.ru_stime.tv_sec} * 1000000 + ru.ru_stime.tv_usec;
       answer = absl::StrCat(cpu_us, " ", hb_sent.load(), " ", hb_ok.load(), " ", hb_err.load(), " ",
-                            watch_err.load(), " ", ru.ru_maxrss);
+                            watch_err.load(), " ", ru.ru_maxrss, " ", dgram_sent.load(), " ",
+                            dgram_err.load(), " ", hb_heard.load());
     } else if (cmd == "leave") {
       int count = 0;
       for (auto& a : agents_) {
@@ -1104,6 +1194,7 @@ Joined WaitAll(const std::vector<Child>& children, uint64_t min_round, int timeo
 
 struct ClientStats {
   int64_t cpu_ms = 0, hb_sent = 0, hb_ok = 0, hb_err = 0, watch_err = 0, maxrss_kb = 0;
+  int64_t dgram_sent = 0, dgram_err = 0, hb_heard = 0;
 };
 
 ClientStats Stats(const std::vector<Child>& children) {
@@ -1117,6 +1208,11 @@ ClientStats Stats(const std::vector<Child>& children) {
     s.hb_err += v[3];
     s.watch_err += v[4];
     s.maxrss_kb += v[5];
+    if (v.size() >= 9) {
+      s.dgram_sent += v[6];
+      s.dgram_err += v[7];
+      s.hb_heard += v[8];
+    }
   }
   return s;
 }
@@ -1236,6 +1332,10 @@ void RunClosingPattern(const Config& c, const std::string& phase, int final_coun
     st.Set("server_runqueue_wait_ms", static_cast<double>(w1 - w0));
     st.Set("heartbeats_per_s", (b.hb_sent - a.hb_sent) / secs);
     st.Set("heartbeat_errors", static_cast<double>(b.hb_err - a.hb_err));
+    st.Set("datagrams_per_s", (b.dgram_sent - a.dgram_sent) / secs);
+    st.Set("datagram_errors", static_cast<double>(b.dgram_err - a.dgram_err));
+    // Reports whose answer said the coordinator hears the datagrams.
+    st.Set("reports_udp_heard", static_cast<double>(b.hb_heard - a.hb_heard));
     st.Set("watch_errors", static_cast<double>(b.watch_err - a.watch_err));
     st.Set("client_cpu_pct_of_one_core", 100.0 * (b.cpu_ms - a.cpu_ms) / 1000.0 / secs);
     if (b.hb_err > a.hb_err) st.Fail(absl::StrCat(b.hb_err - a.hb_err, " heartbeats failed"));
@@ -1451,9 +1551,9 @@ int main(int argc, char** argv) {
       num(&c.heartbeat_timeout_s);
     } else if (Flag(argv[i], "--heartbeat-interval", &v)) {
       num(&c.heartbeat_interval_s);
-    } else if (Flag(argv[i], "--watch-liveness", &v)) {
+    } else if (Flag(argv[i], "--udp-liveness", &v)) {
       bad = bad || (v != "true" && v != "false");
-      c.watch_liveness = v == "true";
+      c.udp_liveness = v == "true";
     } else if (Flag(argv[i], "--join-timeout", &v)) {
       inum(&c.join_timeout_s);
     } else if (Flag(argv[i], "--loss-mode", &v)) {
@@ -1486,7 +1586,7 @@ int main(int argc, char** argv) {
             "    [--phases=last,steady,burst,wave,loss1,loss10] [--wave=100] [--steady=SECONDS]\n"
             "    [--heartbeat-timeout=SECONDS (5)] [--heartbeat-interval=SECONDS (0: the "
             "coordinator's)]\n"
-            "    [--watch-liveness=true|false (true: the agent's default)]\n"
+            "    [--udp-liveness=true|false (true: the agent's default; false: Reports only)]\n"
             "    [--join-timeout=SECONDS (600)] [--loss-mode=close|silent] "
             "[--loss-last-call=SECONDS (1)]\n"
             "    [--server-arg=ARG]... [--server-env=NAME=VALUE]...\n",

@@ -928,6 +928,14 @@ class Validator:
                 ports = [sp.get("port") for sp in (svc.obj.get("spec") or {}).get("ports") or []]
                 if int(port or 29400) not in ports:
                     self.err(cw, f"--coordinator {target}: Service {host} has no port {port or 29400}")
+                # The agents' UDP liveness datagrams go to the same port number
+                # (docs/protocol.md, "Liveness"); without it they fall back to
+                # a Report every interval, which costs the coordinator ~5x more.
+                udp = [sp.get("port") for sp in (svc.obj.get("spec") or {}).get("ports") or []
+                       if sp.get("protocol") == "UDP"]
+                if int(port or 29400) not in udp:
+                    self.err(cw, f"--coordinator {target}: Service {host} has no UDP port "
+                                 f"{port or 29400} for the agents' liveness datagrams")
                 if str(option(c, argv, "host-coordinator")) != "no":
                     self.err(cw, "an agent of a standalone coordinator needs TRAINLET_HOST_COORDINATOR=no")
                 sel = (svc.obj.get("spec") or {}).get("selector") or {}

@@ -368,6 +368,13 @@ class MutationTest(ValidatorTestBase):
                 "trainlet-coordinator:29999")
         self.assert_error(docs, r"Service trainlet-coordinator has no port 29999")
 
+    def test_coordinator_service_needs_the_udp_liveness_port(self):
+        docs = self.folder("coordinator")
+        svc = find(docs, "Service")
+        svc.obj["spec"]["ports"] = [p for p in svc.obj["spec"]["ports"]
+                                    if p.get("protocol") != "UDP"]
+        self.assert_error(docs, r"Service trainlet-coordinator has no UDP port 29400")
+
     def test_coordinator_in_a_deployment(self):
         # The old example: a Deployment restarts the coordinator after the job
         # ended, and the new one remembers nothing.

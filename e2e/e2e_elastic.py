@@ -29,7 +29,7 @@ class ElasticTest(E2ETestCase):
 
     def start_elastic(self, count, nnodes, command=WORKER, extra_args=(), env=None, ranks=None):
         """Agents n0..n<count-1> (node rank hint = index) of an elastic job."""
-        self.coordinator_port = free_port()
+        self.coordinator_port = getattr(self, "fixed_coordinator_port", None) or free_port()
         self.master_port = free_ports(2)[1]
         self.job_id = "e2e-el-" + self.tag[:8]
         self.common_args = ["--nnodes=%s" % nnodes,
@@ -44,7 +44,8 @@ class ElasticTest(E2ETestCase):
     def start_node(self, i, name=None):
         args = ["--node-rank=%d" % i, "--node-id=n%d" % i] + self.common_args
         return self.start_agent(args, self.command, name=name or "n%d" % i,
-                                env=self.base_env(E2E_NODE="n%d" % i, **self.extra_env))
+                                env=self.base_env(E2E_NODE="n%d" % i, **self.extra_env),
+                                prefix=getattr(self, "node_prefix", ()))
 
     def starts(self, restart, count, timeout=20):
         """The `count` worker start records of restart `restart`, by rank."""
@@ -111,9 +112,9 @@ class ElasticTest(E2ETestCase):
         second = self.starts(1, 2, timeout=10)
         took = time.monotonic() - stopped_at
         self.assert_ranks(second, ["n0", "n1"])
-        # Watch liveness: the coordinator's pings go unanswered (or, for an
-        # agent without it, its heartbeats stop).
-        self.assertRegex(agents[0].stderr, "no heartbeat|stopped answering the coordinator's pings")
+        # Its UDP liveness datagrams and its Reports stop (docs/protocol.md,
+        # "Liveness").
+        self.assertIn("no heartbeat or liveness datagram", agents[0].stderr)
         print("\n[measure] SIGSTOP -> survivors' workers restarted, heartbeat timeout 1s: %.3fs"
               % took)
         self.assertGreaterEqual(took, 0.9)
@@ -130,8 +131,8 @@ class ElasticTest(E2ETestCase):
         # Issue 7, D4: gRPC keepalive (2 s + 2 s) used to close a frozen
         # agent's streams long before --heartbeat-timeout, and a closed stream
         # counted as a lost node. The timeout must mean what it says (+-5%).
-        # Issue 13: the coordinator's pings now decide (watch liveness,
-        # rendezvous/keepalive.h), tuned to the same window.
+        # Protocol 3: the agents' UDP liveness datagrams decide, within the
+        # same window (rendezvous/coordinator.h, the +-5% budget).
         agents = self.start_elastic(3, "2:3", extra_args=["--heartbeat-timeout=8s"])
         self.assert_ranks(self.starts(0, 3), ["n0", "n1", "n2"])
         stopped_at = time.monotonic()
@@ -141,12 +142,55 @@ class ElasticTest(E2ETestCase):
         print("\n[measure] SIGSTOP -> survivors restarted, heartbeat timeout 8s: %.3fs" % took)
         self.assertGreaterEqual(took, 8 * 0.95, self.describe_all())
         self.assertLessEqual(took, 8 * 1.05 + 0.5, self.describe_all())
-        self.assertRegex(agents[0].stderr, "no heartbeat|stopped answering the coordinator's pings")
+        self.assertIn("no heartbeat or liveness datagram", agents[0].stderr)
         os.kill(agents[2].pid, signal.SIGCONT)
         self.assertEqual(agents[2].wait(20), harness.EXIT_UNAVAILABLE, agents[2].describe())
         self.release()
         self.assert_codes(agents[:2], [0, 0], timeout=20)
         self.assert_no_leftovers()
+
+    def test_udp_to_the_coordinator_dropped_reports_keep_members_alive_freeze_still_caught(self):
+        # A network that drops UDP (a NetworkPolicy without the UDP port):
+        # the agents hear udp_heard=false and send a Report every interval
+        # instead; nobody is lost for it, and a frozen agent is still lost
+        # within +-5% of the timeout. The job runs in a network namespace of
+        # its own, whose firewall (nft) drops UDP to the coordinator port.
+        import netns
+        cluster = netns.Cluster.create(self, ["h0"])
+        host = cluster.hosts[0]
+        self.node_prefix = cluster.prefix(host)
+        port = free_port()
+        for rule in (["nft", "add", "table", "inet", "e2e"],
+                     ["nft", "add", "chain", "inet", "e2e", "in",
+                      "{ type filter hook input priority 0 ; }"],
+                     ["nft", "add", "rule", "inet", "e2e", "in", "udp", "dport", str(port),
+                      "counter", "drop"]):
+            r = cluster.run(host, rule)
+            if r.returncode != 0:
+                self.skipTest("nft in a network namespace: %s" % r.stderr.strip())
+        timeout = 2.0
+        self.fixed_coordinator_port = port
+        agents = self.start_elastic(3, "2:3", extra_args=["--heartbeat-timeout=2s"])
+        self.assert_ranks(self.starts(0, 3), ["n0", "n1", "n2"])
+        poll_until(lambda: "does not hear this node's UDP liveness datagrams" in agents[1].stderr,
+                   10, what="n1 noticing its datagrams are not heard\n" + self.describe_all())
+        time.sleep(3 * timeout)  # 30 Report intervals: nobody is lost for the dropped UDP
+        self.assertFalse(glob.glob(self.path("starts", "r1-*")), self.describe_all())
+        dropped = cluster.run(host, ["nft", "list", "chain", "inet", "e2e", "in"]).stdout
+        self.assertRegex(dropped, r"counter packets [1-9]", "datagrams were sent and dropped")
+        stopped_at = time.monotonic()
+        os.kill(agents[2].pid, signal.SIGSTOP)
+        self.starts(1, 2, timeout=20)
+        took = time.monotonic() - stopped_at
+        print("\n[measure] UDP dropped, SIGSTOP -> survivors restarted, heartbeat timeout 2s: "
+              "%.3fs" % took)
+        self.assertGreaterEqual(took, timeout * 0.95, self.describe_all())
+        self.assertLessEqual(took, timeout * 1.05 + 0.5, self.describe_all())
+        self.assertIn("no heartbeat or liveness datagram", agents[0].stderr)
+        os.kill(agents[2].pid, signal.SIGCONT)
+        self.assertEqual(agents[2].wait(20), harness.EXIT_UNAVAILABLE, agents[2].describe())
+        self.release()
+        self.assert_codes(agents[:2], [0, 0], timeout=20)
 
     def test_freeze_shorter_than_the_heartbeat_timeout_is_not_a_loss(self):
         # Issue 7, D4: with the default 5 s, a 4.6 s freeze was declared lost

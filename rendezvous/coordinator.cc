@@ -160,8 +160,20 @@ absl::string_view PhaseName(Phase phase) {
   return "unknown";
 }
 
+absl::Duration HeartbeatInterval(absl::Duration heartbeat_timeout) {
+  return std::max(heartbeat_timeout / kHeartbeatsPerTimeout - kMaxTickDelay - kLivenessCoalesce,
+                  heartbeat_timeout / (2 * kHeartbeatsPerTimeout));
+}
+
 absl::Duration SilenceLimit(absl::Duration heartbeat_timeout) {
-  return heartbeat_timeout + heartbeat_timeout / (2 * kHeartbeatsPerTimeout);
+  // (The budget is in coordinator.h.) Never below the interval itself.
+  return std::max(heartbeat_timeout + heartbeat_timeout / (2 * kHeartbeatsPerTimeout) -
+                      kMaxTickDelay - kLivenessCoalesce,
+                  2 * HeartbeatInterval(heartbeat_timeout));
+}
+
+absl::Duration UdpHeardWithin(absl::Duration heartbeat_timeout) {
+  return 2 * HeartbeatInterval(heartbeat_timeout) + kLivenessCoalesce;
 }
 
 uint64_t NewIncarnation() {
@@ -331,6 +343,26 @@ bool Coordinator::MustSucceedLocked(const Member& m) const {
   return m.in_round && !(m.join.role() == v1::ROLE_MPI_WORKER && launcher_in_round_);
 }
 
+void Coordinator::AllocateSlotLocked(Member& m) {
+  if (free_slots_.empty()) {
+    m.slot = static_cast<uint32_t>(slots_.size());
+    slots_.emplace_back();
+  } else {
+    m.slot = free_slots_.back();
+    free_slots_.pop_back();
+  }
+  Slot& s = slots_[m.slot];
+  s = Slot{};
+  s.member = &m;
+  s.incarnation = m.join.member().incarnation();
+  s.key = NewLivenessKey();
+  s.last_heard = clock_->Now();
+}
+
+void Coordinator::UpdateMustStayAliveLocked(Member& m) {
+  SlotOf(m).must_stay_alive = m.in_round && m.state != v1::ReportRequest::SUCCEEDED;
+}
+
 void Coordinator::SetInRoundLocked(Member& m, bool in_round) {
   if (m.in_round == in_round) return;
   if (!in_round) {
@@ -340,12 +372,14 @@ void Coordinator::SetInRoundLocked(Member& m, bool in_round) {
     ++in_round_;
   }
   m.in_round = in_round;
+  UpdateMustStayAliveLocked(m);
 }
 
 void Coordinator::SetSucceededLocked(Member& m) {
   if (m.state == v1::ReportRequest::SUCCEEDED) return;
   unfinished_ -= MustSucceedLocked(m);
   m.state = v1::ReportRequest::SUCCEEDED;
+  UpdateMustStayAliveLocked(m);
 }
 
 void Coordinator::SetSinkLocked(Member& m, std::shared_ptr<DirectiveSink> sink, uint64_t watch_id) {
@@ -365,6 +399,8 @@ void Coordinator::EraseMemberLocked(std::map<std::string, Member>::iterator it) 
   SetTicketLocked(it->second, 0);
   SetInRoundLocked(it->second, false);
   SetSinkLocked(it->second, nullptr, 0);
+  slots_[it->second.slot] = Slot{};
+  free_slots_.push_back(it->second.slot);
   members_.erase(it);
 }
 
@@ -402,7 +438,7 @@ uint64_t Coordinator::Join(const v1::JoinRequest& request, absl::string_view pee
       if (old.join.member().incarnation() == request.member().incarnation()) {
         if (old.in_round && phase_ == Phase::kRunning) {
           // A retried join whose answer was lost: same assignment again.
-          old.last_seen = clock_->Now();
+          SlotOf(old).last_heard = clock_->Now();
           actions.push_back(
               [done, a = old.assignment, nodes = old.join.want_nodes() ? round_nodes_ : nullptr] {
                 done(WithNodes(a, nodes));
@@ -477,17 +513,17 @@ uint64_t Coordinator::Join(const v1::JoinRequest& request, absl::string_view pee
     }
     if (error.ok() && done) {
       const absl::Time now = clock_->Now();
-      Member& m = members_[node_id];
+      auto [mit, inserted] = members_.try_emplace(node_id);
+      Member& m = mit->second;
       m.join = request;
+      if (inserted) AllocateSlotLocked(m);
       m.addr = request.advertise_addr().empty() ? std::string(peer_addr) : request.advertise_addr();
-      m.watch_liveness =
-          request.watch_liveness() && WatchLivenessUsable(options_.heartbeat_timeout);
       ticket = next_id_++;
       SetTicketLocked(m, ticket);
       if (!elastic_ && request.rank_hint() >= 0) hint_holder_[request.rank_hint()] = node_id;
       if (request.role() == v1::ROLE_MPI_LAUNCHER) launcher_node_ = node_id;
       m.done = std::move(done);
-      m.last_seen = now;
+      SlotOf(m).last_heard = now;
       m.answer_by = deadline == absl::InfiniteFuture()
                         ? absl::InfiniteFuture()
                         : deadline - std::min(kJoinAnswerMargin,
@@ -690,11 +726,9 @@ void Coordinator::CloseRoundLocked(Actions* actions) {
   common.set_max_restarts(options_.max_restarts);
   common.set_job_id(options_.job_id);
   common.set_heartbeat_interval_ms(std::max<int64_t>(
-      1, absl::ToInt64Milliseconds(options_.heartbeat_timeout / kHeartbeatsPerTimeout)));
+      1, absl::ToInt64Milliseconds(HeartbeatInterval(options_.heartbeat_timeout))));
   common.set_heartbeat_timeout_ms(
       std::max<int64_t>(1, absl::ToInt64Milliseconds(options_.heartbeat_timeout)));
-  const int64_t watch_liveness_interval_ms = std::max<int64_t>(
-      1, absl::ToInt64Milliseconds(WatchLivenessReportInterval(options_.heartbeat_timeout)));
   // One copy of the list for the round; each member that asked for it gets
   // it added to its answer outside the lock.
   if (any_wants_nodes) {
@@ -721,14 +755,21 @@ void Coordinator::CloseRoundLocked(Actions* actions) {
     m.assignment.set_node_rank(r);
     if (m.join.role() == v1::ROLE_MPI_WORKER)
       m.assignment.set_mpi_launcher_client_key(launcher_key);
-    if (m.watch_liveness) m.assignment.set_heartbeat_interval_ms(watch_liveness_interval_ms);
+    if (udp_port_ != 0 && m.join.udp_liveness()) {
+      const Slot& slot = SlotOf(m);
+      m.assignment.set_liveness_udp_port(static_cast<uint32_t>(udp_port_));
+      m.assignment.set_liveness_slot(m.slot);
+      m.assignment.set_liveness_key(
+          std::string(reinterpret_cast<const char*>(slot.key.data()), slot.key.size()));
+    }
     *m.assignment.mutable_self() = std::move(nodes[r]);
     SetTicketLocked(m, 0);
     m.state = v1::ReportRequest::STATE_UNSPECIFIED;
     SetInRoundLocked(m, true);
+    UpdateMustStayAliveLocked(m);
     unfinished_ += MustSucceedLocked(m);
-    m.last_seen = now;
-    m.stream_lost_at = absl::InfiniteFuture();
+    SlotOf(m).last_heard = now;
+    SlotOf(m).stream_lost_at = absl::InfiniteFuture();
     actions->push_back(
         [d = std::move(m.done), a = m.assignment,
          list = m.join.want_nodes() ? round_nodes_ : nullptr] { d(WithNodes(a, list)); });
@@ -814,8 +855,8 @@ absl::StatusOr<uint64_t> Coordinator::Watch(const v1::WatchRequest& request,
     id = next_id_++;
     replaced = member.sink;
     SetSinkLocked(member, std::move(sink), id);
-    member.last_seen = clock_->Now();
-    member.stream_lost_at = absl::InfiniteFuture();  // re-opened in time
+    SlotOf(member).last_heard = clock_->Now();
+    SlotOf(member).stream_lost_at = absl::InfiniteFuture();  // re-opened in time
     if (terminal) {
       verdict = verdict_directive_;
       send_verdict = true;
@@ -847,7 +888,7 @@ void Coordinator::WatchClosed(uint64_t watch_id) {
       if (phase_ == Phase::kRunning && m.in_round && m.state != v1::ReportRequest::SUCCEEDED) {
         // Lost unless its agent re-opens the stream or heartbeats within
         // kStreamLossGrace (Tick decides).
-        m.stream_lost_at = clock_->Now();
+        SlotOf(m).stream_lost_at = clock_->Now();
         TLOG(kDebug) << "the stream of node " << SafeForLog(it->first) << " closed";
       }
     }
@@ -867,8 +908,14 @@ absl::Status Coordinator::Report(const v1::ReportRequest& request, v1::ReportRes
           "report for round %d, but the current round is %d; re-join", request.round(), round_));
     }
     if (absl::Status s = ValidateReportLocked(request, member); !s.ok()) return s;
-    member.last_seen = clock_->Now();
-    member.stream_lost_at = absl::InfiniteFuture();  // its agent is alive
+    const absl::Time now = clock_->Now();
+    Slot& slot = SlotOf(member);
+    slot.last_heard = now;
+    slot.stream_lost_at = absl::InfiniteFuture();  // its agent is alive
+    if (response != nullptr) {
+      response->set_udp_heard(now - slot.last_datagram <=
+                              UdpHeardWithin(options_.heartbeat_timeout));
+    }
     member.mpi_sessions = std::max(member.mpi_sessions, request.mpi_sessions());
     if (response != nullptr && member.join.role() == v1::ROLE_MPI_LAUNCHER) {
       UnplacedWorkersLocked(response);
@@ -985,7 +1032,7 @@ void Coordinator::ReopenLocked(const std::string& reason, Actions* actions) {
     if (!m.in_round) continue;
     expected_.insert(id);
     SetInRoundLocked(m, false);
-    m.last_seen = clock_->Now();
+    SlotOf(m).last_heard = clock_->Now();
     if (m.sink) {
       m.sink->Send(d, /*last=*/true);
       SetSinkLocked(m, nullptr, 0);
@@ -1062,54 +1109,76 @@ void Coordinator::Tick() {
         TLOG(kInfo) << "round " << NextRoundLocked() << ": " << GatheringStatusLocked();
       }
     } else if (phase_ == Phase::kRunning) {
-      std::string disconnected;
-      for (const auto& [id, m] : members_) {
-        if (m.in_round && m.sink == nullptr && now - m.stream_lost_at >= kStreamLossGrace) {
-          disconnected = id;
-          break;
+      // One pass over the flat slot array; a member is looked at only when
+      // one of its deadlines passed.
+      const absl::Duration limit = SilenceLimit(options_.heartbeat_timeout);
+      std::string disconnected, silent;
+      for (const Slot& slot : slots_) {
+        if (slot.member == nullptr) continue;
+        if (disconnected.empty() && now - slot.stream_lost_at >= kStreamLossGrace &&
+            slot.member->in_round && slot.member->sink == nullptr) {
+          disconnected = slot.member->join.member().node_id();
         }
+        if (silent.empty() && slot.must_stay_alive && now - slot.last_heard >= limit) {
+          silent = slot.member->join.member().node_id();
+        }
+        if (!disconnected.empty() && !silent.empty()) break;
       }
       if (!disconnected.empty()) {
         HandleFailureLocked(disconnected,
                             absl::StrCat("node ", disconnected,
-                                         " lost: its agent disconnected or stopped answering the "
-                                         "coordinator's pings (watch stream closed)"),
+                                         " lost: its agent disconnected (watch stream closed)"),
                             0, true, &actions);
       }
-    }
-    if (phase_ == Phase::kRunning) {
-      // A watch-liveness member is lost through its stream (keepalive.h);
-      // its rarer reports only catch a hung agent.
-      const absl::Duration limit = SilenceLimit(options_.heartbeat_timeout);
-      const absl::Duration report_limit = WatchLivenessReportLimit(options_.heartbeat_timeout);
-      // (A closed stream is the stream check's above; a stream not opened
-      // yet after the join is caught here, at the report limit.)
-      std::string silent;
-      bool watched = false, hung = false;
-      for (const auto& [id, m] : members_) {
-        watched = m.watch_liveness;
-        hung = m.watch_liveness && m.sink != nullptr;
-        if (m.in_round && m.state != v1::ReportRequest::SUCCEEDED &&
-            now - m.last_seen >= (watched ? report_limit : limit)) {
-          silent = id;
-          break;
-        }
-      }
-      if (!silent.empty()) {
+      // (The first failure may have re-opened the round or ended the job.)
+      auto it = silent.empty() ? members_.end() : members_.find(silent);
+      if (phase_ == Phase::kRunning && it != members_.end() && SlotOf(it->second).must_stay_alive) {
         HandleFailureLocked(
             silent,
-            watched ? absl::StrCat("node ", silent, " lost: no heartbeat for ",
-                                   absl::FormatDuration(report_limit),
-                                   hung ? " while its connection answers pings (is its agent hung?)"
-                                        : " and no directive stream")
-                    : absl::StrCat("node ", silent, " lost: no heartbeat for ",
-                                   absl::FormatDuration(options_.heartbeat_timeout),
-                                   " (--heartbeat-timeout)"),
+            absl::StrCat("node ", silent, " lost: no heartbeat or liveness datagram for ",
+                         absl::FormatDuration(options_.heartbeat_timeout),
+                         " (--heartbeat-timeout)"),
             0, true, &actions);
       }
     }
   }
   for (auto& a : actions) a();
+}
+
+void Coordinator::EnableUdpLiveness(int udp_port) {
+  absl::MutexLock lock(&mu_);
+  udp_port_ = udp_port;
+}
+
+LivenessBatchStats Coordinator::NoteLivenessBatch(absl::Span<const LivenessDatagram> batch) {
+  LivenessBatchStats stats;
+  absl::MutexLock lock(&mu_);
+  const absl::Time now = clock_->Now();
+  for (const LivenessDatagram& d : batch) {
+    if (udp_port_ == 0 || d.slot >= slots_.size() || slots_[d.slot].member == nullptr ||
+        !slots_[d.slot].member->join.udp_liveness()) {
+      ++stats.unknown_slot;
+      continue;
+    }
+    Slot& slot = slots_[d.slot];
+    if (!d.MacValid(slot.key)) {
+      ++stats.bad_mac;
+      continue;
+    }
+    if (d.incarnation != slot.incarnation) {
+      ++stats.wrong_incarnation;
+      continue;
+    }
+    if (d.seq <= slot.last_seq) {
+      ++stats.stale_seq;
+      continue;
+    }
+    slot.last_seq = d.seq;
+    slot.last_heard = now;
+    slot.last_datagram = now;
+    ++stats.accepted;
+  }
+  return stats;
 }
 
 void Coordinator::Shutdown(absl::string_view reason) {

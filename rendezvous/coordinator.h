@@ -50,8 +50,9 @@
 // are O(log n) in the number of members (counters and indexes kept as members
 // change, no walk over the member map); closing or re-opening a round is
 // O(n log n) (rank order), plus O(n) per member that asked for the member
-// list (want_nodes: its answer carries n entries). Tick walks the members of
-// a running round once per call (silence and stream checks).
+// list (want_nodes: its answer carries n entries). A liveness datagram is
+// O(1) (a flat slot array). Tick scans that flat array once per call
+// (silence and stream deadlines), touching a member only when one is due.
 //
 // Threading: every public method is thread-safe. Callbacks (JoinDone,
 // DirectiveSink) run on the calling thread after the lock is released, so
@@ -74,22 +75,44 @@
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "absl/types/span.h"
 #include "common/clock.h"
 #include "common/logging.h"
 #include "rendezvous/keepalive.h"
+#include "rendezvous/liveness_datagram.h"
 #include "trainlet/v1/rendezvous.pb.h"
 
 namespace trainlet::rendezvous {
 
 namespace v1 = ::trainlet::v1;
 
-// Agents send a heartbeat every heartbeat_timeout / kHeartbeatsPerTimeout.
-// A member is lost after heartbeat_timeout plus half an interval without a
-// heartbeat: its last one came up to an interval before it went silent, so
-// it is declared lost 0.95 to 1.05 timeouts after it actually went silent,
-// centred on the configured timeout.
+// Liveness and its +-5% budget. An agent proves it is alive every
+// HeartbeatInterval(T) (a UDP liveness datagram, or a Report where UDP does
+// not get through); whatever arrives sets the member's last_heard to the
+// coordinator's clock when the core applies it. A member is lost once
+// now - last_heard >= SilenceLimit(T), checked by Tick.
+//
+// From the moment a node falls silent, detection takes
+//   SilenceLimit - a + c + k
+// where a in [0, interval] is how long before falling silent it sent its
+// last datagram, c in [0, kLivenessCoalesce] is the liveness thread's
+// coalescing wait before it applies a batch (coordinator_host.h), and k in
+// [0, kMaxTickDelay] is how late the 20 ms tick notices. With
+//   interval = T/10 - kMaxTickDelay - kLivenessCoalesce
+//   SilenceLimit = T + T/20 - kMaxTickDelay - kLivenessCoalesce
+// that is 0.95 T to 1.05 T (network latency, a few hundred microseconds in a
+// cluster, adds to c). Below T = 500 ms the interval is floored at T/20
+// and the lower bound loosens to T - 30 ms.
 inline constexpr int kHeartbeatsPerTimeout = 10;
+// The coordinator's tick period (coordinator_host.h kCoordinatorTickEvery).
+inline constexpr absl::Duration kMaxTickDelay = absl::Milliseconds(20);
+// How long the liveness thread lets datagrams gather after a wake-up.
+inline constexpr absl::Duration kLivenessCoalesce = absl::Milliseconds(10);
+absl::Duration HeartbeatInterval(absl::Duration heartbeat_timeout);
 absl::Duration SilenceLimit(absl::Duration heartbeat_timeout);
+// A member whose datagrams the core accepted within this is "heard over
+// UDP" (ReportResponse.udp_heard): two intervals plus the coalescing wait.
+absl::Duration UdpHeardWithin(absl::Duration heartbeat_timeout);
 
 // kStreamLossGrace (keepalive.h): how long a member whose directive stream
 // closed while the job runs has to re-open it before it is lost.
@@ -148,6 +171,16 @@ absl::string_view PhaseName(Phase phase);
 // A non-zero random 64-bit number for incarnations.
 uint64_t NewIncarnation();
 
+// What NoteLivenessBatch did with each datagram of a batch.
+struct LivenessBatchStats {
+  int accepted = 0;
+  int unknown_slot = 0;       // no member holds the slot (or UDP liveness is off).
+  int bad_mac = 0;            // not signed with the slot's key (forged, or an old key).
+  int wrong_incarnation = 0;  // a MAC-valid datagram of another incarnation.
+  int stale_seq = 0;          // seq not above the last accepted one (replayed, reordered).
+  int rejected() const { return unknown_slot + bad_mac + wrong_incarnation + stale_seq; }
+};
+
 class Coordinator {
  public:
   using JoinDone = std::function<void(absl::StatusOr<v1::Assignment>)>;
@@ -185,6 +218,15 @@ class Coordinator {
   // logs gathering progress.
   void Tick();
 
+  // UDP liveness: the host has a UDP socket on `udp_port`; members that
+  // offer udp_liveness get a slot and key for it in their Assignment. Call
+  // before the first round closes (0: off, the default).
+  void EnableUdpLiveness(int udp_port);
+  // Applies a batch of parsed datagrams under one lock: each is checked
+  // (slot held, MAC under the slot's key, incarnation, seq above the last)
+  // and, if good, sets its member's last_heard to now. O(1) per datagram.
+  LivenessBatchStats NoteLivenessBatch(absl::Span<const LivenessDatagram> batch);
+
   // Fails pending joins and ends every stream with UNAVAILABLE.
   void Shutdown(absl::string_view reason);
 
@@ -220,14 +262,10 @@ class Coordinator {
     v1::Assignment assignment;
     uint64_t watch_id = 0;
     std::shared_ptr<DirectiveSink> sink;
-    absl::Time last_seen;
-    // When its stream closed while it ran (InfiniteFuture: it did not, or it
-    // re-opened it or heartbeated since); lost at + kStreamLossGrace.
-    absl::Time stream_lost_at = absl::InfiniteFuture();
+    // Its entry in slots_ (liveness, last heard, stream loss); every member
+    // holds one from its first join until it is erased.
+    uint32_t slot = 0;
     v1::ReportRequest::State state = v1::ReportRequest::STATE_UNSPECIFIED;
-    // Its Watch stream's connection carries its liveness (keepalive.h):
-    // asked for in its join, and the heartbeat timeout allows it.
-    bool watch_liveness = false;
     int mpi_sessions = 0;  // the most an MPI worker reported this round.
   };
   using Actions = std::vector<std::function<void()>>;
@@ -293,6 +331,27 @@ class Coordinator {
     std::string why;
   };
 
+  // One per member, in a flat array indexed by Member::slot, so that a
+  // datagram finds its member in O(1) and Tick scans deadlines without
+  // walking the member map. A slot is reused once its member is erased.
+  struct Slot {
+    Member* member = nullptr;  // null: free. std::map nodes do not move.
+    uint64_t incarnation = 0;
+    LivenessKey key{};
+    uint64_t last_seq = 0;  // the highest seq accepted from this incarnation.
+    absl::Time last_heard;  // datagram, Report, join, watch: anything from it.
+    absl::Time last_datagram = absl::InfinitePast();
+    // When its stream closed while it ran (InfiniteFuture: it did not, or it
+    // re-opened it or reported since); lost at + kStreamLossGrace.
+    absl::Time stream_lost_at = absl::InfiniteFuture();
+    // Copies of the member's fields Tick needs (kept by the Set*Locked
+    // helpers): in the round and not SUCCEEDED yet.
+    bool must_stay_alive = false;
+  };
+  Slot& SlotOf(const Member& m) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return slots_[m.slot]; }
+  void AllocateSlotLocked(Member& m) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void UpdateMustStayAliveLocked(Member& m) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
   const CoordinatorOptions options_;
   Clock* const clock_;
   const bool elastic_;
@@ -335,6 +394,9 @@ class Coordinator {
   std::map<int, std::string> hint_holder_ ABSL_GUARDED_BY(mu_);
   // The node that last joined as the MPI launcher (checked on lookup).
   std::string launcher_node_ ABSL_GUARDED_BY(mu_);
+  std::vector<Slot> slots_ ABSL_GUARDED_BY(mu_);
+  std::vector<uint32_t> free_slots_ ABSL_GUARDED_BY(mu_);
+  int udp_port_ ABSL_GUARDED_BY(mu_) = 0;  // 0: UDP liveness off.
   // The closed round's member list, once (members that asked for it get a
   // copy in their answer; no member holds its own copy).
   std::shared_ptr<const std::vector<v1::NodeAssignment>> round_nodes_ ABSL_GUARDED_BY(mu_);

@@ -337,11 +337,40 @@ void GrpcRendezvousClient::Join(const v1::JoinRequest& request, absl::Duration t
   if (join_thread_.joinable()) join_thread_.join();
   client_.ResetJoinCancel();
   join_thread_ = std::thread([this, request, timeout, done = std::move(done)] {
-    done(client_.Join(request, absl::Now() + timeout));
+    absl::StatusOr<v1::Assignment> result = client_.Join(request, absl::Now() + timeout);
+    if (result.ok()) ConnectLiveness(result->liveness_udp_port());
+    done(std::move(result));
   });
 }
 
 void GrpcRendezvousClient::CancelJoin() { client_.CancelJoin(); }
+
+void GrpcRendezvousClient::ConnectLiveness(uint32_t udp_port) {
+  {
+    absl::MutexLock lock(&mu_);
+    if (udp_port == 0) {
+      liveness_ = nullptr;
+      return;
+    }
+    if (liveness_ != nullptr && liveness_->udp_port() == static_cast<int>(udp_port)) return;
+  }
+  absl::StatusOr<std::unique_ptr<LivenessSender>> sender =
+      LivenessSender::Connect(options_.target, static_cast<int>(udp_port));
+  if (!sender.ok()) {
+    TLOG(kWarning) << sender.status().message() << "; sending Report heartbeats instead";
+  }
+  absl::MutexLock lock(&mu_);
+  liveness_ = sender.ok() ? std::shared_ptr<LivenessSender>(std::move(*sender)) : nullptr;
+}
+
+void GrpcRendezvousClient::SendLivenessDatagram(const LivenessBytes& datagram) {
+  std::shared_ptr<LivenessSender> sender;
+  {
+    absl::MutexLock lock(&mu_);
+    sender = liveness_;
+  }
+  if (sender != nullptr) sender->Send(datagram);
+}
 
 std::unique_ptr<WatchStream> GrpcRendezvousClient::Watch(const v1::WatchRequest& request,
                                                          OnDirective on_directive,

@@ -26,6 +26,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "rendezvous/liveness_sender.h"
 #include "rendezvous/rendezvous_client.h"
 #include "rendezvous/tls_files.h"
 #include "trainlet/v1/rendezvous_service.grpc.pb.h"
@@ -140,6 +141,8 @@ class GrpcRendezvousClient : public RendezvousClient {
     response_handler_ = std::move(handler);
   }
   void Leave(const v1::LeaveRequest& request, Done done) override;
+  // Through a LivenessSender connected when a Join's answer offers a port.
+  void SendLivenessDatagram(const LivenessBytes& datagram) override;
   bool Flush(absl::Duration timeout) override;
 
  private:
@@ -150,6 +153,8 @@ class GrpcRendezvousClient : public RendezvousClient {
   };
   void Enqueue(Call call);
   void SenderLoop();
+  // On the join thread: a sender for the port the answer offers (0: none).
+  void ConnectLiveness(uint32_t udp_port);
   bool IdleLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return queue_.empty() && !busy_; }
 
   const ClientOptions options_;
@@ -161,6 +166,8 @@ class GrpcRendezvousClient : public RendezvousClient {
   bool busy_ ABSL_GUARDED_BY(mu_) = false;
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   ReportResponseHandler response_handler_ ABSL_GUARDED_BY(mu_);
+  // Connected on the join thread (DNS), used by the agent's loop.
+  std::shared_ptr<LivenessSender> liveness_ ABSL_GUARDED_BY(mu_);
   std::thread sender_;
 };
 

@@ -8,6 +8,7 @@
 #include "common/logging.h"
 #include "rendezvous/coordinator_service.h"
 #include "rendezvous/grpc_server.h"
+#include "rendezvous/liveness_receiver.h"
 
 namespace trainlet::rendezvous {
 
@@ -31,7 +32,6 @@ absl::StatusOr<std::unique_ptr<CoordinatorHost>> CoordinatorHost::Start(
   so.max_connections = options.max_connections;
   so.reserved_descriptors = options.reserved_descriptors;
   so.heartbeat_timeout = heartbeat_timeout;
-  so.watch_liveness = true;
   so.name = "coordinator";
   so.tls = options.tls;
   absl::StatusOr<std::unique_ptr<GrpcServer>> server =
@@ -39,6 +39,16 @@ absl::StatusOr<std::unique_ptr<CoordinatorHost>> CoordinatorHost::Start(
   if (!server.ok()) return server.status();
   host->server_ = std::move(*server);
   Coordinator* core = host->core_.get();
+  absl::StatusOr<std::unique_ptr<LivenessReceiver>> liveness =
+      LivenessReceiver::Start(options.bind_addr, host->port(), core);
+  if (liveness.ok()) {
+    host->liveness_ = std::move(*liveness);
+    core->EnableUdpLiveness(host->liveness_->port());
+  } else {
+    TLOG(kWarning) << "no UDP liveness (" << liveness.status().message()
+                   << "): agents will send Report heartbeats every interval instead, which costs "
+                      "the coordinator more CPU";
+  }
   host->ticker_ = std::make_unique<PeriodicThread>(kCoordinatorTickEvery, [core] { core->Tick(); });
   TLOG(kInfo) << "coordinator for job " << SafeForLog(job_id) << " listening on "
               << FormatHostPort(options.bind_addr, host->port()) << " ("
@@ -46,13 +56,16 @@ absl::StatusOr<std::unique_ptr<CoordinatorHost>> CoordinatorHost::Start(
                                          : absl::StrCat(min_nodes, "..", max_nodes))
               << " nodes, at most " << host->server_->max_connections() << " connections"
               << (options.token.empty() ? ", no token" : "")
-              << (options.tls.enabled() ? ", mutual TLS" : ", plaintext") << ")";
+              << (options.tls.enabled() ? ", mutual TLS" : ", plaintext")
+              << (host->liveness_ ? ", UDP liveness" : "") << ")";
   return host;
 }
 
 CoordinatorHost::~CoordinatorHost() { Shutdown(absl::ZeroDuration()); }
 
 int CoordinatorHost::port() const { return server_->port(0); }
+
+int CoordinatorHost::liveness_port() const { return liveness_ ? liveness_->port() : 0; }
 
 void CoordinatorHost::SetServing(bool serving) { server_->SetServing(serving); }
 
@@ -63,6 +76,7 @@ void CoordinatorHost::Shutdown(absl::Duration grace) {
   shut_down_ = true;
   if (core_) core_->Shutdown("the coordinator is shutting down");
   if (server_) server_->Shutdown(grace);
+  liveness_.reset();
   ticker_.reset();
 }
 

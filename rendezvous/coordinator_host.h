@@ -8,6 +8,10 @@
 //        exhaustion, caps connections; grpc.health.v1 on the same port;
 //        mutual TLS on every connection when options.tls is set)
 //   + a ticker thread calling Coordinator::Tick every 20 ms (timeouts).
+//   + a LivenessReceiver (liveness_receiver.h) on UDP bind_addr:port, the
+//     same number as the gRPC port: the members' liveness datagrams. When
+//     the UDP port cannot be bound, a warning says so and the members fall
+//     back to Report heartbeats.
 //
 // Start binds the port first, so a taken port fails before anything else is
 // built: IsAddressInUse(status) tells it apart (the agent then joins the
@@ -20,7 +24,7 @@
 // Threading: Start/SetServing/Shutdown from the owner's thread; core() is
 // thread-safe (see coordinator.h). Shutdown (idempotent; the destructor runs
 // it) ends every Join and Watch with UNAVAILABLE, stops the server (waiting up
-// to `grace` for calls to finish), then the ticker.
+// to `grace` for calls to finish), then the liveness thread and the ticker.
 #ifndef TRAINLET_RENDEZVOUS_COORDINATOR_HOST_H_
 #define TRAINLET_RENDEZVOUS_COORDINATOR_HOST_H_
 
@@ -40,9 +44,11 @@ namespace trainlet::rendezvous {
 // How often the coordinator's timeouts are applied (Coordinator::Tick), here
 // and in a single-node run's in-process coordinator.
 inline constexpr absl::Duration kCoordinatorTickEvery = absl::Milliseconds(20);
+static_assert(kCoordinatorTickEvery <= kMaxTickDelay, "the +-5% budget assumes it (coordinator.h)");
 
 class CoordinatorService;
 class GrpcServer;
+class LivenessReceiver;
 
 struct CoordinatorHostOptions {
   CoordinatorOptions core;  // keepalive derives from core.heartbeat_timeout.
@@ -68,6 +74,8 @@ class CoordinatorHost {
   CoordinatorHost& operator=(const CoordinatorHost&) = delete;
 
   int port() const;
+  // The UDP liveness port (port()), or 0 when it could not be bound.
+  int liveness_port() const;
   Coordinator& core() { return *core_; }
   // grpc.health.v1 on the coordinator port.
   void SetServing(bool serving);
@@ -84,6 +92,7 @@ class CoordinatorHost {
   std::unique_ptr<CoordinatorService> service_;
   std::unique_ptr<GrpcServer> server_;
   std::unique_ptr<PeriodicThread> ticker_;
+  std::unique_ptr<LivenessReceiver> liveness_;
   bool shut_down_ = false;
 };
 

@@ -16,6 +16,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "rendezvous/error_reason.h"
+#include "rendezvous/liveness_datagram.h"
 #include "rendezvous/protocol_version.h"
 
 namespace trainlet::rendezvous {
@@ -435,78 +436,228 @@ TEST_F(CoordinatorTest, SilentNode_LostAfterHeartbeatTimeout) {
   EXPECT_EQ(sa->directives[0].job_failed().failed_node_id(), "b");
 }
 
-// Watch liveness (keepalive.h): the stream's connection says the node is
-// alive; heartbeats every timeout/2 only catch an agent that hung while gRPC
-// answers the pings.
-TEST_F(CoordinatorTest, WatchLiveness_AsksForTheLongerIntervalAndSaysTheTimeout) {
-  Make(2, 2);
-  auto ra = Req("a", 1, 0), rb = Req("b", 2, 1);
-  ra.set_watch_liveness(true);
+// UDP liveness: datagrams (liveness_datagram.h) keep a member alive in O(1)
+// each; Reports still count; bad datagrams are ignored.
+class UdpLivenessTest : public CoordinatorTest {
+ protected:
+  static v1::JoinRequest UdpReq(const std::string& node, uint64_t inc, int hint) {
+    v1::JoinRequest r = Req(node, inc, hint);
+    r.set_udp_liveness(true);
+    return r;
+  }
+  // A datagram as the member with `a` sends it (or with the fields changed).
+  static LivenessDatagram Datagram(const v1::Assignment& a, uint64_t incarnation, uint64_t seq,
+                                   std::optional<uint32_t> slot = std::nullopt,
+                                   std::optional<LivenessKey> key = std::nullopt) {
+    const LivenessBytes b =
+        EncodeLivenessDatagram(slot.value_or(a.liveness_slot()), incarnation, a.round(), seq,
+                               key.value_or(*LivenessKeyFromBytes(a.liveness_key())));
+    return *ParseLivenessDatagram(b.data(), b.size());
+  }
+  LivenessBatchStats Send(const LivenessDatagram& d) { return core_->NoteLivenessBatch({d}); }
+  // A static pair (a, b) with UDP liveness, running round 1, both watching.
+  void StartUdpPair() {
+    Make(2, 2);
+    core_->EnableUdpLiveness(29400);
+    ra_ = UdpReq("a", 1, 0);
+    rb_ = UdpReq("b", 2, 1);
+    auto ja = Join(ra_);
+    auto jb = Join(rb_);
+    ASSERT_TRUE(ja->done() && jb->done());
+    a_ = ja->assignment();
+    b_ = jb->assignment();
+    sa_ = Watch(ra_, 1);
+    Watch(rb_, 1);
+  }
+  // Advances in 20 ms ticks until the job leaves RUNNING (or `max`); returns
+  // the time that took.
+  absl::Duration TickUntilLost(absl::Duration max, uint64_t* a_seq) {
+    const absl::Time start = clock_.Now();
+    absl::Time next_a = start;
+    while (clock_.Now() - start < max && core_->GetSnapshot().phase == Phase::kRunning) {
+      if (clock_.Now() >= next_a) {  // a stays alive over UDP.
+        EXPECT_EQ(Send(Datagram(a_, 1, ++*a_seq)).accepted, 1);
+        next_a += HeartbeatInterval(absl::Seconds(5));
+      }
+      clock_.Advance(kMaxTickDelay);
+      core_->Tick();
+    }
+    return clock_.Now() - start;
+  }
+  v1::JoinRequest ra_, rb_;
+  v1::Assignment a_, b_;
+  std::shared_ptr<RecordingSink> sa_;
+};
+
+TEST_F(UdpLivenessTest, Assignment_CarriesPortSlotAndKey_OnlyWhenOfferedAndEnabled) {
+  Make(3, 3);
+  core_->EnableUdpLiveness(29400);
+  auto ja = Join(UdpReq("a", 1, 0));
+  auto jb = Join(UdpReq("b", 2, 1));
+  auto jc = Join(Req("c", 3, 2));  // an agent that does not offer it
+  ASSERT_TRUE(ja->done() && jb->done() && jc->done());
+  EXPECT_EQ(ja->assignment().liveness_udp_port(), 29400u);
+  EXPECT_EQ(ja->assignment().liveness_key().size(), 16u);
+  EXPECT_NE(ja->assignment().liveness_slot(), jb->assignment().liveness_slot());
+  EXPECT_NE(ja->assignment().liveness_key(), jb->assignment().liveness_key());
+  EXPECT_EQ(jc->assignment().liveness_udp_port(), 0u);
+  EXPECT_TRUE(jc->assignment().liveness_key().empty());
+  // T/10 less the tick and the coalescing wait; the timeout as configured.
+  EXPECT_EQ(ja->assignment().heartbeat_interval_ms(), 470);
+  EXPECT_EQ(ja->assignment().heartbeat_timeout_ms(), 5000);
+
+  Make(1, 1);  // a coordinator without a UDP socket offers nothing
+  auto j = Join(UdpReq("a", 1, 0));
+  ASSERT_TRUE(j->done());
+  EXPECT_EQ(j->assignment().liveness_udp_port(), 0u);
+  EXPECT_TRUE(j->assignment().liveness_key().empty());
+}
+
+TEST_F(UdpLivenessTest, Datagrams_KeepAMemberAliveWithoutReports) {
+  StartUdpPair();
+  uint64_t a_seq = 0, b_seq = 0;
+  for (int i = 0; i < 60; ++i) {  // ~28 s of datagrams only
+    clock_.Advance(HeartbeatInterval(absl::Seconds(5)));
+    EXPECT_EQ(Send(Datagram(a_, 1, ++a_seq)).accepted, 1);
+    EXPECT_EQ(Send(Datagram(b_, 2, ++b_seq)).accepted, 1);
+    core_->Tick();
+  }
+  EXPECT_EQ(core_->GetSnapshot().phase, Phase::kRunning);
+  EXPECT_TRUE(sa_->directives.empty());
+}
+
+TEST_F(UdpLivenessTest, SilentMember_LostWithinFivePercentOfTheTimeoutAfterFallingSilent) {
+  StartUdpPair();
+  const absl::Duration timeout = absl::Seconds(5);
+  const absl::Duration interval = HeartbeatInterval(timeout);
+  uint64_t a_seq = 0, b_seq = 0;
+  for (int i = 0; i < 5; ++i) {
+    clock_.Advance(interval);
+    Send(Datagram(a_, 1, ++a_seq));
+    Send(Datagram(b_, 2, ++b_seq));
+    core_->Tick();
+  }
+  // b's last datagram is now. It fell silent between now (its next one
+  // was due `interval` later) and `interval` from now; either way the loss
+  // must come 0.95 to 1.05 timeouts after it fell silent, with the liveness
+  // thread's coalescing wait on top of the simulated delivery.
+  clock_.Advance(kLivenessCoalesce);
+  const absl::Duration took = TickUntilLost(2 * timeout, &a_seq) + kLivenessCoalesce;
+  ASSERT_EQ(sa_->directives.size(), 1u);
+  EXPECT_THAT(sa_->directives[0].job_failed().reason(), HasSubstr("no heartbeat"));
+  EXPECT_EQ(sa_->directives[0].job_failed().failed_node_id(), "b");
+  EXPECT_LE(took, timeout * 1.05) << "fell silent right after its last datagram";
+  EXPECT_GE(took - interval, timeout * 0.95) << "fell silent just before its next one";
+}
+
+TEST_F(UdpLivenessTest, BadDatagrams_AreIgnored_AndTheMemberIsLostAsIfSilent) {
+  StartUdpPair();
+  uint64_t a_seq = 0;
+  ASSERT_EQ(Send(Datagram(b_, 2, 10)).accepted, 1);
+  LivenessKey wrong_key = *LivenessKeyFromBytes(b_.liveness_key());
+  wrong_key[0] ^= 1;
+  const absl::Time start = clock_.Now();
+  // Every interval, one of each kind of bad datagram for b's slot.
+  LivenessBatchStats total;
+  while (core_->GetSnapshot().phase == Phase::kRunning && clock_.Now() - start < absl::Seconds(8)) {
+    Send(Datagram(a_, 1, ++a_seq));
+    std::vector<LivenessDatagram> bad = {
+        Datagram(b_, 2, 100 + a_seq, std::nullopt, wrong_key),  // forged: wrong MAC
+        Datagram(b_, 2, 10),                                    // replayed: old seq
+        Datagram(b_, 2, 5),                                     // reordered: lower seq
+        Datagram(b_, 99, 200 + a_seq),                          // another incarnation
+        Datagram(b_, 2, 300 + a_seq, 1000),                     // no such slot
+    };
+    LivenessBatchStats s = core_->NoteLivenessBatch(bad);
+    EXPECT_EQ(s.accepted, 0);
+    total.bad_mac += s.bad_mac;
+    total.stale_seq += s.stale_seq;
+    total.wrong_incarnation += s.wrong_incarnation;
+    total.unknown_slot += s.unknown_slot;
+    clock_.Advance(HeartbeatInterval(absl::Seconds(5)));
+    core_->Tick();
+  }
+  EXPECT_EQ(core_->GetSnapshot().phase, Phase::kFailed);
+  EXPECT_EQ(sa_->directives.size(), 1u);
+  EXPECT_LE(clock_.Now() - start,
+            SilenceLimit(absl::Seconds(5)) + HeartbeatInterval(absl::Seconds(5)));
+  EXPECT_GT(total.bad_mac, 5);
+  EXPECT_EQ(total.stale_seq, 2 * total.bad_mac);
+  EXPECT_EQ(total.wrong_incarnation, total.bad_mac) << "signed with b's key, another incarnation";
+  EXPECT_EQ(total.unknown_slot, total.bad_mac);
+}
+
+TEST_F(UdpLivenessTest, WithoutUdpOrWithoutTheOffer_DatagramsCountForNothing) {
+  Make(1, 1);  // UDP liveness not enabled
+  auto j = Join(UdpReq("a", 1, 0));
+  ASSERT_TRUE(j->done());
+  v1::Assignment fake = j->assignment();
+  fake.set_liveness_key(std::string(16, 'k'));
+  EXPECT_EQ(Send(Datagram(fake, 1, 1)).unknown_slot, 1);
+}
+
+TEST_F(UdpLivenessTest, ReportsStillCount_AndSayWhetherDatagramsAreHeard) {
+  StartUdpPair();
+  auto report = [&](const v1::JoinRequest& r) {
+    v1::ReportRequest rep;
+    *rep.mutable_member() = r.member();
+    rep.set_job_id("job");
+    rep.set_round(1);
+    rep.set_state(v1::ReportRequest::RUNNING);
+    v1::ReportResponse resp;
+    EXPECT_TRUE(core_->Report(rep, &resp).ok());
+    return resp.udp_heard();
+  };
+  EXPECT_FALSE(report(rb_)) << "no datagram yet";
+  Send(Datagram(b_, 2, 1));
+  clock_.Advance(absl::Milliseconds(300));
+  EXPECT_TRUE(report(rb_));
+  clock_.Advance(UdpHeardWithin(absl::Seconds(5)));
+  EXPECT_FALSE(report(rb_)) << "datagrams stopped: the agent goes back to frequent Reports";
+  // Fallback: Reports every interval keep b alive with no datagram at all.
+  uint64_t a_seq = 0;
+  for (int i = 0; i < 40; ++i) {
+    clock_.Advance(HeartbeatInterval(absl::Seconds(5)));
+    Send(Datagram(a_, 1, ++a_seq));
+    report(rb_);
+    core_->Tick();
+  }
+  EXPECT_EQ(core_->GetSnapshot().phase, Phase::kRunning);
+  // ... and b is lost at the silence limit after its last Report.
+  const absl::Duration took = TickUntilLost(absl::Seconds(10), &a_seq);
+  EXPECT_EQ(core_->GetSnapshot().phase, Phase::kFailed);
+  EXPECT_GE(took, SilenceLimit(absl::Seconds(5)));
+  EXPECT_LE(took, SilenceLimit(absl::Seconds(5)) + kMaxTickDelay);
+}
+
+TEST_F(UdpLivenessTest, SlotOfAGoneMember_IsReusedWithANewKey) {
+  Make(2, 2, /*max_restarts=*/1);
+  core_->EnableUdpLiveness(29400);
+  auto ra = UdpReq("a", 1, 0), rb = UdpReq("b", 2, 1);
   auto ja = Join(ra);
   auto jb = Join(rb);
   ASSERT_TRUE(ja->done() && jb->done());
-  EXPECT_EQ(ja->assignment().heartbeat_interval_ms(), 2500);
-  EXPECT_EQ(ja->assignment().heartbeat_timeout_ms(), 5000);
-  EXPECT_EQ(jb->assignment().heartbeat_interval_ms(), 500) << "an agent that did not ask";
-  EXPECT_EQ(jb->assignment().heartbeat_timeout_ms(), 5000);
-}
-
-TEST_F(CoordinatorTest, WatchLiveness_OpenStream_HungAgentLostAtTheReportLimit) {
-  Make(2, 2);
-  auto ra = Req("a", 1, 0), rb = Req("b", 2, 1);
-  rb.set_watch_liveness(true);
-  Join(ra);
-  Join(rb);
-  auto sa = Watch(ra, 1);
-  Watch(rb, 1);
-  for (int i = 0; i < 14; ++i) {  // 7 s: a heartbeats, b's connection answers pings only.
-    clock_.Advance(absl::Milliseconds(500));
-    ASSERT_TRUE(Report(ra, 1, v1::ReportRequest::RUNNING).ok());
-    core_->Tick();
-  }
-  EXPECT_TRUE(sa->directives.empty()) << "no loss at 1.05 timeouts with the stream open";
-  clock_.Advance(absl::Milliseconds(500));  // b silent for 7.5 s = timeout + timeout/2.
-  ASSERT_TRUE(Report(ra, 1, v1::ReportRequest::RUNNING).ok());
-  core_->Tick();
-  ASSERT_EQ(sa->directives.size(), 1u);
-  EXPECT_THAT(sa->directives[0].job_failed().reason(), HasSubstr("is its agent hung"));
-  EXPECT_EQ(sa->directives[0].job_failed().failed_node_id(), "b");
-}
-
-TEST_F(CoordinatorTest, WatchLiveness_StreamClosedByUnansweredPings_LostAfterTheGrace) {
-  Make(2, 2);
-  auto ra = Req("a", 1, 0), rb = Req("b", 2, 1);
-  rb.set_watch_liveness(true);
-  Join(ra);
-  Join(rb);
-  auto sa = Watch(ra, 1);
-  uint64_t b_watch = 0;
-  Watch(rb, 1, &b_watch);
-  clock_.Advance(absl::Seconds(1));
-  ASSERT_TRUE(Report(ra, 1, v1::ReportRequest::RUNNING).ok());
-  LoseStream(b_watch);  // the server closed b's connection: its pings went unanswered.
-  ASSERT_EQ(sa->directives.size(), 1u);
-  EXPECT_THAT(sa->directives[0].job_failed().reason(),
-              HasSubstr("stopped answering the coordinator's pings"));
-}
-
-TEST_F(CoordinatorTest, WatchLiveness_TimeoutBelowOneSecond_HeartbeatsDecideAsBefore) {
-  CoordinatorOptions o;
-  o.job_id = "job";
-  o.min_nodes = o.max_nodes = 1;
-  o.heartbeat_timeout = absl::Milliseconds(500);
-  o.incarnation = 0xC0;
-  o.clock = &clock_;
-  core_ = std::make_unique<Coordinator>(o);
-  auto ra = Req("a", 1, 0);
-  ra.set_watch_liveness(true);
-  auto ja = Join(ra);
-  ASSERT_TRUE(ja->done());
-  EXPECT_EQ(ja->assignment().heartbeat_interval_ms(), 50);
-  Watch(ra, 1);
-  clock_.Advance(absl::Milliseconds(525));  // SilenceLimit(500 ms)
-  core_->Tick();
-  EXPECT_EQ(core_->GetSnapshot().phase, Phase::kFailed);
+  const v1::Assignment a = ja->assignment();
+  v1::LeaveRequest leave;
+  *leave.mutable_member() = ra.member();
+  leave.set_job_id("job");
+  leave.set_reason("test");
+  ASSERT_TRUE(core_->Leave(leave).ok());  // a is gone: round 2 opens
+  auto rc = UdpReq("c", 3, 0);
+  auto jc = Join(rc);
+  auto jb2 = Join(rb);
+  ASSERT_TRUE(jc->done() && jb2->done()) << jc->status();
+  const v1::Assignment c = jc->assignment();
+  EXPECT_EQ(c.liveness_slot(), a.liveness_slot()) << "the freed slot is taken again";
+  EXPECT_NE(c.liveness_key(), a.liveness_key());
+  EXPECT_EQ(jb2->assignment().liveness_slot(), jb->assignment().liveness_slot())
+      << "a member keeps its slot and key across rounds";
+  EXPECT_EQ(jb2->assignment().liveness_key(), jb->assignment().liveness_key());
+  // a's datagrams (its old key, its incarnation) do not keep c alive.
+  LivenessDatagram from_a = Datagram(a, 1, 50);
+  from_a.header[24] = static_cast<uint8_t>(c.round());  // even for the new round
+  EXPECT_EQ(Send(from_a).accepted, 0);
+  EXPECT_EQ(Send(Datagram(c, 3, 1)).accepted, 1);
 }
 
 TEST_F(CoordinatorTest, Report_StaleRoundOrFencedIncarnation_IsRejected) {

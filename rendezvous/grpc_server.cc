@@ -82,15 +82,10 @@ absl::StatusOr<std::unique_ptr<GrpcServer>> GrpcServer::Start(
   builder.AddChannelArgument(GRPC_ARG_MAX_CONCURRENT_STREAMS, kMaxStreamsPerConnection);
   builder.AddChannelArgument(GRPC_ARG_SERVER_HANDSHAKE_TIMEOUT_MS, Ms(kHandshakeTimeout));
   builder.AddChannelArgument(GRPC_ARG_MAX_CONNECTION_IDLE_MS, Ms(kMaxConnectionIdle));
-  // The coordinator's pings detect a silent node on its Watch stream's
-  // connection (watch liveness); otherwise keepalive is a fallback for
-  // half-open connections and heartbeats detect a silent node (keepalive.h).
-  // The server keeps pinging a connection whose Watch stream carries no data
-  // for a long time.
-  const KeepaliveSettings keepalive =
-      options.watch_liveness && WatchLivenessUsable(options.heartbeat_timeout)
-          ? WatchLivenessKeepalive(options.heartbeat_timeout)
-          : KeepaliveFor(options.heartbeat_timeout);
+  // Keepalive is a fallback for half-open connections; liveness datagrams
+  // and heartbeats detect a silent node (keepalive.h). The server keeps
+  // pinging a connection whose Watch stream carries no data for a long time.
+  const KeepaliveSettings keepalive = KeepaliveFor(options.heartbeat_timeout);
   builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIME_MS, Ms(keepalive.time));
   builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, Ms(keepalive.timeout));
   builder.AddChannelArgument(GRPC_ARG_HTTP2_MAX_PINGS_WITHOUT_DATA, 0);

@@ -7,8 +7,8 @@
 //
 // Every connection gets the same limits: requests up to kMaxRequestBytes,
 // kMaxStreamsPerConnection concurrent streams, kHandshakeTimeout to speak
-// HTTP/2, keepalive derived from the heartbeat timeout (keepalive.h: the
-// coordinator's server pings for watch liveness), and one
+// HTTP/2, keepalive derived from the heartbeat timeout (keepalive.h: only
+// for half-open connections), and one
 // gRPC memory quota of kMemoryQuotaBytes for the whole server.
 //
 // With GrpcServerOptions::tls set, every connection is TLS with a client
@@ -73,9 +73,6 @@ struct GrpcServerOptions {
   int reserved_descriptors = kBaseDescriptors;
   // Keepalive derives from it (KeepaliveFor).
   absl::Duration heartbeat_timeout = absl::Seconds(5);
-  // The coordinator's server: ping every connection for watch liveness
-  // (WatchLivenessKeepalive) when the heartbeat timeout allows it.
-  bool watch_liveness = false;
   // Names the server in log lines.
   std::string name = "server";
   // TLS when enabled(): clients must present a certificate (its chain is

@@ -38,6 +38,9 @@ class InProcessRendezvousClient : public RendezvousClient {
   void Report(const v1::ReportRequest& request, Done done) override;
   void SetReportResponseHandler(ReportResponseHandler handler) override;
   void Leave(const v1::LeaveRequest& request, Done done) override;
+  // The in-process coordinator offers no UDP liveness (its agent's Reports
+  // are plain calls): nothing to send.
+  void SendLivenessDatagram(const LivenessBytes&) override {}
   // Nothing is ever queued.
   bool Flush(absl::Duration timeout) override { return true; }
 

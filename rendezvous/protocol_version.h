@@ -12,8 +12,9 @@
 namespace trainlet::rendezvous {
 
 // 1 was the protocol before JoinRequest carried a version (such an agent
-// sends 0).
-inline constexpr uint32_t kProtocolVersion = 2;
+// sends 0). 2 added watch liveness (HTTP/2 pings); 3 replaced it with UDP
+// liveness datagrams (JoinRequest.udp_liveness).
+inline constexpr uint32_t kProtocolVersion = 3;
 
 }  // namespace trainlet::rendezvous
 

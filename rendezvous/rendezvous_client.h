@@ -20,6 +20,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "rendezvous/liveness_datagram.h"
 #include "trainlet/v1/rendezvous.pb.h"
 
 namespace trainlet::rendezvous {
@@ -64,6 +65,12 @@ class RendezvousClient {
   using ReportResponseHandler = std::function<void(const v1::ReportResponse&)>;
   virtual void SetReportResponseHandler(ReportResponseHandler handler) = 0;
   virtual void Leave(const v1::LeaveRequest& request, Done done) = 0;
+
+  // Sends one UDP liveness datagram to the liveness port of the coordinator
+  // (Assignment.liveness_udp_port of the last successful Join, on the host
+  // this client dials) and returns at once, never blocking: dropped when
+  // there is no such port or the kernel cannot take it now.
+  virtual void SendLivenessDatagram(const LivenessBytes& datagram) = 0;
 
   // Waits up to `timeout` for the queued Report/Leave calls to go out (the
   // agent calls it once before it exits). True when the queue is empty.

@@ -130,6 +130,16 @@ void FakeRendezvousClient::Report(const v1::ReportRequest& request, Done done) {
   if (done) done(s);
 }
 
+void FakeRendezvousClient::SendLivenessDatagram(const LivenessBytes& datagram) {
+  absl::MutexLock lock(&mu_);
+  datagrams_.push_back(datagram);
+}
+
+std::vector<LivenessBytes> FakeRendezvousClient::datagrams() const {
+  absl::MutexLock lock(&mu_);
+  return datagrams_;
+}
+
 void FakeRendezvousClient::SetReportResponseHandler(ReportResponseHandler handler) {
   absl::MutexLock lock(&mu_);
   response_handler_ = std::move(handler);

@@ -41,6 +41,7 @@ class FakeRendezvousClient : public RendezvousClient {
   std::function<v1::ReportResponse(const v1::ReportRequest&)> report_response;
   void Leave(const v1::LeaveRequest& request, Done done) override;
   bool Flush(absl::Duration timeout) override { return true; }
+  void SendLivenessDatagram(const LivenessBytes& datagram) override;
 
   // ---- Test controls.
   // Answers the next Join at once when set; nullopt leaves it pending.
@@ -62,6 +63,7 @@ class FakeRendezvousClient : public RendezvousClient {
   std::vector<v1::WatchRequest> watches() const;
   std::vector<v1::ReportRequest> reports() const;
   std::vector<v1::LeaveRequest> leaves() const;
+  std::vector<LivenessBytes> datagrams() const;
   int cancel_joins() const;
   // Reports with `state` (heartbeats are RUNNING).
   int CountReports(v1::ReportRequest::State state) const;
@@ -82,6 +84,7 @@ class FakeRendezvousClient : public RendezvousClient {
   std::vector<v1::ReportRequest> reports_ ABSL_GUARDED_BY(mu_);
   ReportResponseHandler response_handler_ ABSL_GUARDED_BY(mu_);
   std::vector<v1::LeaveRequest> leaves_ ABSL_GUARDED_BY(mu_);
+  std::vector<LivenessBytes> datagrams_ ABSL_GUARDED_BY(mu_);
   int cancel_joins_ ABSL_GUARDED_BY(mu_) = 0;
   std::shared_ptr<Stream> current_ ABSL_GUARDED_BY(mu_);
 };

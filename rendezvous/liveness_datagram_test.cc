@@ -1,0 +1,77 @@
+#include "rendezvous/liveness_datagram.h"
+
+#include <cstring>
+
+#include "gtest/gtest.h"
+
+namespace trainlet::rendezvous {
+namespace {
+
+LivenessKey Key(uint8_t fill) {
+  LivenessKey k;
+  k.fill(fill);
+  return k;
+}
+
+TEST(LivenessDatagram, RoundTrip_FieldsAndMac) {
+  const LivenessBytes b = EncodeLivenessDatagram(7, 0x1122334455667788ULL, 3, 42, Key(9));
+  std::optional<LivenessDatagram> d = ParseLivenessDatagram(b.data(), b.size());
+  ASSERT_TRUE(d.has_value());
+  EXPECT_EQ(d->slot, 7u);
+  EXPECT_EQ(d->incarnation, 0x1122334455667788ULL);
+  EXPECT_EQ(d->round, 3u);
+  EXPECT_EQ(d->seq, 42u);
+  EXPECT_TRUE(d->MacValid(Key(9)));
+  EXPECT_FALSE(d->MacValid(Key(8)));
+}
+
+TEST(LivenessDatagram, LayoutIsLittleEndianAtTheDocumentedOffsets) {
+  const LivenessBytes b = EncodeLivenessDatagram(0x01020304, 5, 6, 7, Key(1));
+  EXPECT_EQ(std::memcmp(b.data(), "TLVD", 4), 0);
+  EXPECT_EQ(b[4], kLivenessDatagramVersion);
+  EXPECT_EQ(b[8], 0x04);
+  EXPECT_EQ(b[11], 0x01);
+  EXPECT_EQ(b[16], 5);
+  EXPECT_EQ(b[24], 6);
+  EXPECT_EQ(b[32], 7);
+  EXPECT_EQ(SipHash24(Key(1), b.data(), kLivenessMacOffset) & 0xff, b[40]);
+}
+
+TEST(LivenessDatagram, WrongSizeMagicVersionOrPadding_Rejected) {
+  const LivenessBytes good = EncodeLivenessDatagram(1, 2, 3, 4, Key(5));
+  EXPECT_FALSE(ParseLivenessDatagram(good.data(), good.size() - 1).has_value());
+  EXPECT_FALSE(ParseLivenessDatagram(nullptr, 0).has_value());
+  uint8_t longer[kLivenessDatagramBytes + 1] = {};
+  std::memcpy(longer, good.data(), good.size());
+  EXPECT_FALSE(ParseLivenessDatagram(longer, sizeof(longer)).has_value());
+  for (size_t i : {0, 3, 4, 5, 7, 12, 15}) {
+    LivenessBytes b = good;
+    b[i] ^= 0x40;
+    EXPECT_FALSE(ParseLivenessDatagram(b.data(), b.size()).has_value()) << "byte " << i;
+  }
+}
+
+TEST(LivenessDatagram, AnyFlippedBitOfTheHeaderOrMac_FailsTheMac) {
+  const LivenessBytes good = EncodeLivenessDatagram(1, 2, 3, 4, Key(5));
+  for (size_t i : {8, 16, 24, 32, 39, 40, 47}) {
+    LivenessBytes b = good;
+    b[i] ^= 1;
+    std::optional<LivenessDatagram> d = ParseLivenessDatagram(b.data(), b.size());
+    ASSERT_TRUE(d.has_value()) << i;
+    EXPECT_FALSE(d->MacValid(Key(5))) << "byte " << i;
+  }
+}
+
+TEST(LivenessDatagram, KeyFromBytes_ExactlySixteen) {
+  EXPECT_FALSE(LivenessKeyFromBytes("").has_value());
+  EXPECT_FALSE(LivenessKeyFromBytes(std::string(15, 'a')).has_value());
+  EXPECT_FALSE(LivenessKeyFromBytes(std::string(17, 'a')).has_value());
+  std::optional<LivenessKey> k = LivenessKeyFromBytes(std::string(16, 'a'));
+  ASSERT_TRUE(k.has_value());
+  EXPECT_EQ((*k)[15], 'a');
+}
+
+TEST(LivenessDatagram, NewKeysDiffer) { EXPECT_NE(NewLivenessKey(), NewLivenessKey()); }
+
+}  // namespace
+}  // namespace trainlet::rendezvous

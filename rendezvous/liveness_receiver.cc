@@ -1,0 +1,223 @@
+#include "rendezvous/liveness_receiver.h"
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "common/logging.h"
+#include "rendezvous/tcp_listener.h"
+
+namespace trainlet::rendezvous {
+namespace {
+
+// At most this many datagrams go to the core under one lock.
+constexpr int kMaxCallsPerBatch = 16;
+// Receive buffer asked for (the kernel caps it at net.core.rmem_max): a
+// 10,000-node job sends ~200 datagrams per coalescing wait.
+constexpr int kReceiveBufferBytes = 4 << 20;
+
+bool IsWildcard(const std::string& host) {
+  return host.empty() || host == "0.0.0.0" || host == "::" || host == "*";
+}
+
+// A bound non-blocking UDP socket; -errno on failure.
+int BindUdp(const sockaddr* addr, socklen_t len, bool dual_stack) {
+  int fd = socket(addr->sa_family, SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+  if (fd < 0) return -errno;
+  if (addr->sa_family == AF_INET6) {
+    const int v6only = dual_stack ? 0 : 1;
+    setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &v6only, sizeof(v6only));
+  }
+  const int rcvbuf = kReceiveBufferBytes;
+  setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &rcvbuf, sizeof(rcvbuf));
+  if (bind(fd, addr, len) != 0) {
+    const int err = errno;
+    close(fd);
+    return -err;
+  }
+  return fd;
+}
+
+int BoundPort(int fd) {
+  sockaddr_storage ss = {};
+  socklen_t len = sizeof(ss);
+  if (getsockname(fd, reinterpret_cast<sockaddr*>(&ss), &len) != 0) return 0;
+  if (ss.ss_family == AF_INET) return ntohs(reinterpret_cast<sockaddr_in*>(&ss)->sin_port);
+  return ntohs(reinterpret_cast<sockaddr_in6*>(&ss)->sin6_port);
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<LivenessReceiver>> LivenessReceiver::Start(const std::string& host,
+                                                                          int port,
+                                                                          Coordinator* core) {
+  std::unique_ptr<LivenessReceiver> r(new LivenessReceiver(core));
+  const std::string where = absl::StrCat("UDP ", FormatHostPort(SafeForLog(host, 64), port));
+  if (port < 0 || port > 65535) {
+    return absl::InvalidArgumentError(absl::StrCat("cannot bind ", where, ": bad port"));
+  }
+  if (IsWildcard(host)) {
+    sockaddr_in6 a6{};
+    a6.sin6_family = AF_INET6;
+    a6.sin6_addr = in6addr_any;
+    a6.sin6_port = htons(port);
+    int fd = BindUdp(reinterpret_cast<sockaddr*>(&a6), sizeof(a6), /*dual_stack=*/true);
+    if (fd == -EAFNOSUPPORT) {
+      sockaddr_in a4{};
+      a4.sin_family = AF_INET;
+      a4.sin_addr.s_addr = htonl(INADDR_ANY);
+      a4.sin_port = htons(port);
+      fd = BindUdp(reinterpret_cast<sockaddr*>(&a4), sizeof(a4), false);
+    }
+    if (fd < 0) {
+      return absl::UnavailableError(absl::StrCat("cannot bind ", where, ": ", strerror(-fd)));
+    }
+    r->fds_.push_back(fd);
+  } else {
+    addrinfo hints = {};
+    hints.ai_family = AF_UNSPEC;
+    hints.ai_socktype = SOCK_DGRAM;
+    hints.ai_flags = AI_PASSIVE;
+    addrinfo* res = nullptr;
+    const int rc = getaddrinfo(host.c_str(), nullptr, &hints, &res);
+    if (rc != 0) {
+      return absl::InvalidArgumentError(absl::StrCat("cannot bind ", where, ": ", SafeForLog(host),
+                                                     " does not resolve (", gai_strerror(rc), ")"));
+    }
+    std::string error;
+    for (addrinfo* ai = res; ai != nullptr; ai = ai->ai_next) {
+      if (ai->ai_family != AF_INET && ai->ai_family != AF_INET6) continue;
+      sockaddr_storage ss = {};
+      if (ai->ai_addrlen > sizeof(ss)) continue;
+      std::memcpy(&ss, ai->ai_addr, ai->ai_addrlen);
+      if (ss.ss_family == AF_INET) reinterpret_cast<sockaddr_in*>(&ss)->sin_port = htons(port);
+      if (ss.ss_family == AF_INET6) reinterpret_cast<sockaddr_in6*>(&ss)->sin6_port = htons(port);
+      const int fd = BindUdp(reinterpret_cast<sockaddr*>(&ss), ai->ai_addrlen, false);
+      if (fd < 0) {
+        error = strerror(-fd);
+        continue;
+      }
+      r->fds_.push_back(fd);
+    }
+    freeaddrinfo(res);
+    if (r->fds_.empty()) {
+      return absl::UnavailableError(absl::StrCat(
+          "cannot bind ", where, ": ", error.empty() ? "no IPv4 or IPv6 address for it" : error));
+    }
+  }
+  r->port_ = BoundPort(r->fds_[0]);
+  if (pipe2(r->wake_, O_CLOEXEC | O_NONBLOCK) != 0) {
+    return absl::InternalError(absl::StrCat("liveness receiver: pipe: ", strerror(errno)));
+  }
+  r->thread_ = std::thread([p = r.get()] { p->Loop(); });
+  return r;
+}
+
+LivenessReceiver::~LivenessReceiver() {
+  if (thread_.joinable()) {
+    const ssize_t n = write(wake_[1], "x", 1);
+    (void)n;
+    thread_.join();
+  }
+  for (int fd : fds_) close(fd);
+  for (int fd : wake_) {
+    if (fd >= 0) close(fd);
+  }
+}
+
+LivenessReceiverStats LivenessReceiver::stats() const {
+  LivenessReceiverStats s;
+  s.received = received_.load();
+  s.accepted = accepted_.load();
+  s.malformed = malformed_.load();
+  s.rejected = rejected_.load();
+  s.batches = batches_.load();
+  return s;
+}
+
+void LivenessReceiver::Drain(int fd, std::vector<LivenessDatagram>* batch, int64_t* received,
+                             int64_t* malformed) {
+  // One byte more than a datagram, so that a longer one is seen as such
+  // (MSG_TRUNC in msg_flags) and rejected.
+  static thread_local uint8_t bufs[kLivenessBatch][kLivenessDatagramBytes + 1];
+  mmsghdr msgs[kLivenessBatch];
+  iovec iov[kLivenessBatch];
+  for (int calls = 0; calls < kMaxCallsPerBatch; ++calls) {
+    for (int i = 0; i < kLivenessBatch; ++i) {
+      iov[i] = {bufs[i], sizeof(bufs[i])};
+      msgs[i] = {};
+      msgs[i].msg_hdr.msg_iov = &iov[i];
+      msgs[i].msg_hdr.msg_iovlen = 1;
+    }
+    const int n = recvmmsg(fd, msgs, kLivenessBatch, MSG_DONTWAIT, nullptr);
+    if (n <= 0) return;  // EAGAIN: drained; anything else: try at the next wake-up.
+    *received += n;
+    for (int i = 0; i < n; ++i) {
+      const bool truncated = (msgs[i].msg_hdr.msg_flags & MSG_TRUNC) != 0;
+      std::optional<LivenessDatagram> d =
+          truncated ? std::nullopt : ParseLivenessDatagram(bufs[i], msgs[i].msg_len);
+      if (d.has_value()) {
+        batch->push_back(*d);
+      } else {
+        ++*malformed;
+      }
+    }
+    if (n < kLivenessBatch) return;
+  }
+}
+
+void LivenessReceiver::Loop() {
+  std::vector<pollfd> polls;
+  for (int fd : fds_) polls.push_back({fd, POLLIN, 0});
+  polls.push_back({wake_[0], POLLIN, 0});
+  std::vector<LivenessDatagram> batch;
+  batch.reserve(kLivenessBatch * kMaxCallsPerBatch);
+  while (true) {
+    for (pollfd& p : polls) p.revents = 0;
+    const int rc = poll(polls.data(), polls.size(), -1);
+    if (rc < 0 && errno != EINTR) {
+      TLOG(kError) << "liveness receiver: poll: " << strerror(errno) << "; UDP liveness stops";
+      return;
+    }
+    if (polls.back().revents != 0) return;
+    // Let the datagrams of this moment gather: one wake-up, one lock, many
+    // members (the delay is in the +-5% budget, coordinator.h).
+    absl::SleepFor(kLivenessCoalesce);
+    int64_t received = 0, malformed = 0;
+    for (size_t i = 0; i + 1 < polls.size(); ++i) {
+      batch.clear();
+      Drain(polls[i].fd, &batch, &received, &malformed);
+      LivenessBatchStats s;
+      if (!batch.empty()) {
+        s = core_->NoteLivenessBatch(batch);
+        batches_.fetch_add(1, std::memory_order_relaxed);
+      }
+      accepted_.fetch_add(s.accepted, std::memory_order_relaxed);
+      rejected_.fetch_add(s.rejected(), std::memory_order_relaxed);
+      if (s.rejected() > 0 || malformed > 0) {
+        int64_t suppressed = 0;
+        if (log_.Allow(&suppressed)) {
+          TLOG(kWarning) << "liveness: ignored " << malformed << " malformed datagram(s), "
+                         << s.unknown_slot << " for an unknown slot, " << s.bad_mac
+                         << " with a bad MAC, " << s.wrong_incarnation
+                         << " of another incarnation, " << s.stale_seq << " replayed or reordered"
+                         << SuppressedNote(suppressed);
+        }
+      }
+      malformed_.fetch_add(malformed, std::memory_order_relaxed);
+      malformed = 0;
+    }
+    received_.fetch_add(received, std::memory_order_relaxed);
+  }
+}
+
+}  // namespace trainlet::rendezvous

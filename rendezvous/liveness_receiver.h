@@ -1,0 +1,78 @@
+// LivenessReceiver: the coordinator's UDP liveness plane (docs/protocol.md,
+// "Liveness"). It binds a UDP socket on the coordinator's address and the
+// same port number as its gRPC listener (TCP and UDP ports are separate),
+// and one "liveness" thread receives the members' datagrams
+// (liveness_datagram.h) and hands them to the core in batches:
+//
+//   poll (sleeps until a datagram arrives)
+//     -> wait kLivenessCoalesce (coordinator.h), so that one wake-up
+//        carries many datagrams
+//     -> drain with recvmmsg (non-blocking, up to kLivenessBatch at a time)
+//     -> parse each (size, magic, version), drop the malformed
+//     -> Coordinator::NoteLivenessBatch (one lock per batch: slot, MAC,
+//        incarnation, seq)
+//
+// Everything received is bounded (a fixed-size buffer per datagram; a
+// longer one is truncated and rejected); rejected datagrams are counted and
+// logged at most a few times per 10 s, never acted on.
+//
+// Threading: Start and the destructor from the owner's thread; stats() from
+// any thread. The core must outlive the receiver.
+#ifndef TRAINLET_RENDEZVOUS_LIVENESS_RECEIVER_H_
+#define TRAINLET_RENDEZVOUS_LIVENESS_RECEIVER_H_
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "rendezvous/coordinator.h"
+
+namespace trainlet::rendezvous {
+
+// Datagrams received per recvmmsg call (and at most 16 calls per batch).
+inline constexpr int kLivenessBatch = 64;
+
+struct LivenessReceiverStats {
+  int64_t received = 0;
+  int64_t accepted = 0;
+  int64_t malformed = 0;  // wrong size, magic or version.
+  int64_t rejected = 0;   // well-formed, but the core refused it (slot, MAC, incarnation, seq).
+  int64_t batches = 0;    // core lock acquisitions.
+};
+
+class LivenessReceiver {
+ public:
+  // Binds UDP `host`:`port` (host as for ListenAddress: "", "0.0.0.0",
+  // "::" and "*" mean every address, dual stack where IPv6 exists) and
+  // starts the thread. The error names the address and the reason.
+  static absl::StatusOr<std::unique_ptr<LivenessReceiver>> Start(const std::string& host, int port,
+                                                                 Coordinator* core);
+  ~LivenessReceiver();
+  LivenessReceiver(const LivenessReceiver&) = delete;
+  LivenessReceiver& operator=(const LivenessReceiver&) = delete;
+
+  int port() const { return port_; }
+  LivenessReceiverStats stats() const;
+
+ private:
+  LivenessReceiver(Coordinator* core) : core_(core) {}
+  void Loop();
+  // Receives what is queued on `fd` (bounded); false when nothing was.
+  void Drain(int fd, std::vector<LivenessDatagram>* batch, int64_t* received, int64_t* malformed);
+
+  Coordinator* const core_;
+  std::vector<int> fds_;
+  int wake_[2] = {-1, -1};
+  int port_ = 0;
+  std::atomic<int64_t> received_{0}, accepted_{0}, malformed_{0}, rejected_{0}, batches_{0};
+  LogLimiter log_{5, absl::Seconds(10)};
+  std::thread thread_;
+};
+
+}  // namespace trainlet::rendezvous
+
+#endif  // TRAINLET_RENDEZVOUS_LIVENESS_RECEIVER_H_

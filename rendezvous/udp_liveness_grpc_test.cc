@@ -1,0 +1,251 @@
+// UDP liveness over real sockets on 127.0.0.1 (liveness_receiver.h,
+// liveness_sender.h): members that join over gRPC get a slot and key on the
+// coordinator's UDP port (the same number as its gRPC port); their
+// datagrams keep them alive without Reports; one that falls silent is lost
+// within +-5% of --heartbeat-timeout; garbage on the port is counted and
+// ignored; and a member whose datagrams never arrive lives on Reports.
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <iostream>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "rendezvous/coordinator_client.h"
+#include "rendezvous/coordinator_host.h"
+#include "rendezvous/liveness_receiver.h"
+#include "rendezvous/liveness_sender.h"
+#include "rendezvous/protocol_version.h"
+
+namespace trainlet::rendezvous {
+namespace {
+
+using ::testing::HasSubstr;
+
+v1::JoinRequest Req(const std::string& node, int hint) {
+  v1::JoinRequest r;
+  r.mutable_member()->set_node_id(node);
+  r.mutable_member()->set_incarnation(NewIncarnation());
+  r.set_job_id("job");
+  r.set_protocol_version(kProtocolVersion);
+  r.set_rank_hint(hint);
+  r.set_local_world_size(1);
+  r.set_master_port(29500);
+  r.set_udp_liveness(true);
+  return r;
+}
+
+// A member sending datagrams every interval from its own thread, as an
+// agent's loop does, until Stop(); LastSent() is when the last one left.
+class DatagramLoop {
+ public:
+  DatagramLoop(const std::string& target, const v1::JoinRequest& r, const v1::Assignment& a)
+      : incarnation_(r.member().incarnation()), a_(a) {
+    absl::StatusOr<std::unique_ptr<LivenessSender>> s =
+        LivenessSender::Connect(target, static_cast<int>(a.liveness_udp_port()));
+    EXPECT_TRUE(s.ok()) << s.status();
+    if (s.ok()) sender_ = std::move(*s);
+    thread_ = std::thread([this] {
+      const LivenessKey key = *LivenessKeyFromBytes(a_.liveness_key());
+      const absl::Duration interval = absl::Milliseconds(a_.heartbeat_interval_ms());
+      uint64_t seq = 0;
+      absl::Time next = absl::Now();
+      while (!stop_) {
+        if (sender_) {
+          sender_->Send(
+              EncodeLivenessDatagram(a_.liveness_slot(), incarnation_, a_.round(), ++seq, key));
+        }
+        last_sent_ns_ = absl::ToUnixNanos(absl::Now());
+        next += interval;
+        absl::SleepFor(next - absl::Now());
+      }
+    });
+  }
+  ~DatagramLoop() { Stop(); }
+  void Stop() {
+    stop_ = true;
+    if (thread_.joinable()) thread_.join();
+  }
+  absl::Time LastSent() const { return absl::FromUnixNanos(last_sent_ns_.load()); }
+
+ private:
+  const uint64_t incarnation_;
+  const v1::Assignment a_;
+  std::unique_ptr<LivenessSender> sender_;
+  std::atomic<bool> stop_{false};
+  std::atomic<int64_t> last_sent_ns_{0};
+  std::thread thread_;
+};
+
+class UdpLivenessGrpcTest : public ::testing::Test {
+ protected:
+  void Start(absl::Duration timeout) {
+    timeout_ = timeout;
+    CoordinatorHostOptions o;
+    o.core.job_id = "job";
+    o.core.min_nodes = o.core.max_nodes = 2;
+    o.core.heartbeat_timeout = timeout;
+    o.core.incarnation = NewIncarnation();
+    o.token = "tok";
+    o.bind_addr = "127.0.0.1";
+    o.port = 0;
+    absl::StatusOr<std::unique_ptr<CoordinatorHost>> host = CoordinatorHost::Start(std::move(o));
+    ASSERT_TRUE(host.ok()) << host.status();
+    host_ = std::move(*host);
+    ASSERT_EQ(host_->liveness_port(), host_->port()) << "the same number as the gRPC port";
+    target_ = absl::StrCat("127.0.0.1:", host_->port());
+    ClientOptions c;
+    c.target = target_;
+    c.token = "tok";
+    client_ = std::make_unique<CoordinatorClient>(c);
+    a_ = Req("node-a", 0);
+    b_ = Req("node-b", 1);
+    absl::StatusOr<v1::Assignment> assigned_b;
+    std::thread join_b([&] { assigned_b = client_->Join(b_, absl::Now() + absl::Seconds(10)); });
+    absl::StatusOr<v1::Assignment> assigned_a = client_->Join(a_, absl::Now() + absl::Seconds(10));
+    join_b.join();
+    ASSERT_TRUE(assigned_a.ok()) << assigned_a.status();
+    ASSERT_TRUE(assigned_b.ok()) << assigned_b.status();
+    assigned_a_ = *assigned_a;
+    assigned_b_ = *assigned_b;
+    wa_ = Watch(a_);
+    wb_ = Watch(b_);
+    const absl::Time opened = absl::Now();
+    while (host_->core().GetSnapshot().watching < 2 && absl::Now() < opened + absl::Seconds(5)) {
+      absl::SleepFor(absl::Milliseconds(5));
+    }
+    ASSERT_EQ(host_->core().GetSnapshot().watching, 2);
+  }
+  void TearDown() override {
+    wa_.reset();
+    wb_.reset();
+    if (host_) host_->Shutdown(absl::ZeroDuration());
+  }
+  std::unique_ptr<WatchStream> Watch(const v1::JoinRequest& r) {
+    v1::WatchRequest w;
+    *w.mutable_member() = r.member();
+    w.set_job_id("job");
+    w.set_round(assigned_a_.round());
+    return client_->Watch(
+        w, [](const v1::Directive&) {}, [](const absl::Status&) {});
+  }
+  absl::StatusOr<bool> Report(const v1::JoinRequest& r) {
+    v1::ReportRequest rep;
+    *rep.mutable_member() = r.member();
+    rep.set_job_id("job");
+    rep.set_round(assigned_a_.round());
+    rep.set_state(v1::ReportRequest::RUNNING);
+    v1::ReportResponse resp;
+    absl::Status s = client_->Report(rep, absl::Seconds(2), &resp);
+    if (!s.ok()) return s;
+    return resp.udp_heard();
+  }
+
+  absl::Duration timeout_;
+  std::unique_ptr<CoordinatorHost> host_;
+  std::string target_;
+  std::unique_ptr<CoordinatorClient> client_;
+  v1::JoinRequest a_, b_;
+  v1::Assignment assigned_a_, assigned_b_;
+  std::unique_ptr<WatchStream> wa_, wb_;
+};
+
+TEST_F(UdpLivenessGrpcTest, SilentMember_LostWithinFivePercentOfTheTimeout_DatagramsAlone) {
+  Start(absl::Seconds(2));
+  EXPECT_EQ(assigned_a_.liveness_udp_port(), static_cast<uint32_t>(host_->port()));
+  EXPECT_EQ(assigned_a_.liveness_key().size(), 16u);
+  EXPECT_EQ(assigned_a_.heartbeat_interval_ms(),
+            absl::ToInt64Milliseconds(HeartbeatInterval(timeout_)));
+  DatagramLoop la(target_, a_, assigned_a_), lb(target_, b_, assigned_b_);
+  // Two timeouts on datagrams alone: no loss; the Report answers say heard.
+  absl::SleepFor(absl::Milliseconds(300));
+  EXPECT_EQ(Report(b_).value_or(false), true);
+  absl::SleepFor(2 * timeout_);
+  ASSERT_EQ(host_->core().GetSnapshot().phase, Phase::kRunning)
+      << host_->core().GetSnapshot().verdict;
+
+  lb.Stop();  // b falls silent right after its last datagram
+  const absl::Time last = lb.LastSent();
+  while (host_->core().GetSnapshot().phase == Phase::kRunning &&
+         absl::Now() < last + 3 * timeout_) {
+    absl::SleepFor(absl::Milliseconds(1));
+  }
+  const absl::Duration took = absl::Now() - last;
+  const Coordinator::Snapshot s = host_->core().GetSnapshot();
+  ASSERT_EQ(s.phase, Phase::kFailed);
+  EXPECT_THAT(s.verdict, HasSubstr("node-b lost"));
+  std::cerr << "[measure] last datagram -> node lost: " << took << " (heartbeat timeout "
+            << timeout_ << ", interval " << HeartbeatInterval(timeout_) << ")\n";
+  // Fell silent right after the last datagram: at most 1.05 timeouts (plus
+  // this thread's polling); just before the next one: at least 0.95.
+  EXPECT_LE(took, timeout_ * 1.05 + absl::Milliseconds(5));
+  EXPECT_GE(took - HeartbeatInterval(timeout_), timeout_ * 0.95);
+}
+
+TEST_F(UdpLivenessGrpcTest, UdpDropped_ReportsEveryIntervalKeepTheMemberAlive) {
+  Start(absl::Seconds(1));
+  // b's datagrams never arrive (none sent): its Report answers say so, and
+  // Reports every interval keep it alive; a lives on datagrams.
+  DatagramLoop la(target_, a_, assigned_a_);
+  const absl::Duration interval = absl::Milliseconds(assigned_b_.heartbeat_interval_ms());
+  const absl::Time start = absl::Now();
+  while (absl::Now() < start + 3 * timeout_) {
+    absl::StatusOr<bool> heard = Report(b_);
+    ASSERT_TRUE(heard.ok()) << heard.status();
+    EXPECT_FALSE(*heard);
+    absl::SleepFor(interval);
+  }
+  EXPECT_EQ(host_->core().GetSnapshot().phase, Phase::kRunning)
+      << host_->core().GetSnapshot().verdict;
+  // Reports stop: lost at the same limit.
+  const absl::Time last = absl::Now();
+  while (host_->core().GetSnapshot().phase == Phase::kRunning &&
+         absl::Now() < last + 3 * timeout_) {
+    absl::SleepFor(absl::Milliseconds(1));
+  }
+  EXPECT_EQ(host_->core().GetSnapshot().phase, Phase::kFailed);
+  EXPECT_THAT(host_->core().GetSnapshot().verdict, HasSubstr("node-b lost"));
+  EXPECT_LE(absl::Now() - last, timeout_ * 1.05 + absl::Milliseconds(5));
+}
+
+TEST_F(UdpLivenessGrpcTest, GarbageAndForgeriesOnThePort_AreIgnored) {
+  Start(absl::Seconds(1));
+  int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+  ASSERT_GE(fd, 0);
+  sockaddr_in to{};
+  to.sin_family = AF_INET;
+  to.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  to.sin_port = htons(host_->port());
+  auto send = [&](const void* p, size_t n) {
+    sendto(fd, p, n, 0, reinterpret_cast<sockaddr*>(&to), sizeof(to));
+  };
+  const std::string big(9000, 'x');
+  send(big.data(), big.size());
+  send("", 0);
+  LivenessKey guess{};
+  const absl::Time start = absl::Now();
+  uint64_t seq = 1000;
+  while (absl::Now() < start + 2 * timeout_) {
+    // Forged datagrams for b's slot: b must still be lost on time.
+    const LivenessBytes forged = EncodeLivenessDatagram(assigned_b_.liveness_slot(),
+                                                        b_.member().incarnation(), 1, ++seq, guess);
+    send(forged.data(), forged.size());
+    send(forged.data(), 47);
+    absl::SleepFor(absl::Milliseconds(20));
+  }
+  close(fd);
+  const Coordinator::Snapshot s = host_->core().GetSnapshot();
+  EXPECT_EQ(s.phase, Phase::kFailed) << "forgeries did not keep anyone alive";
+  EXPECT_THAT(s.verdict, HasSubstr("lost"));
+}
+
+}  // namespace
+}  // namespace trainlet::rendezvous
