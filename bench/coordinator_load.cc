@@ -1304,6 +1304,11 @@ void RunClosingPattern(const Config& c, const std::string& phase, int final_coun
   std::vector<int64_t> closed = LogTimes(s.log_path, "round 1 closed");
   if (!closed.empty())
     f.Set("server_round_closed_after_last_join_ms", (closed[0] - last_sent) / 1e6);
+  // The server's own "every response sent": its log line when the last Join
+  // answer of the round was handed to the transport (RoundAnswerTracker).
+  std::vector<int64_t> sent_all = LogTimes(s.log_path, "round 1: all ");
+  if (!sent_all.empty())
+    f.Set("server_all_answers_sent_after_last_join_ms", (sent_all[0] - last_sent) / 1e6);
   f.Set("server_cpu_ms", static_cast<double>(cpu1 - cpu0));
   f.Set("client_cpu_ms", static_cast<double>(cs1.cpu_ms - cs0.cpu_ms));
   f.Set("window_ms", (last_recv - last_sent) / 1e6);
