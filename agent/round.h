@@ -249,10 +249,9 @@ struct CollectHangEvidence {
   HangEvidence evidence;
 };
 
-using RoundAction =
-    std::variant<StartJoin, CancelJoin, OpenWatch, CloseWatch, StartWorkers, SignalWorkers,
-                 SendReport, SendLeave, SendLiveness, SetServing, Finish, RequestTraceback,
-                 CollectHangEvidence>;
+using RoundAction = std::variant<StartJoin, CancelJoin, OpenWatch, CloseWatch, StartWorkers,
+                                 SignalWorkers, SendReport, SendLeave, SendLiveness, SetServing,
+                                 Finish, RequestTraceback, CollectHangEvidence>;
 
 // ---- The machine.
 

@@ -117,7 +117,7 @@ TEST_F(SnapshotTest, NodesWorkersProgressGpusRestartsAndHangsReachTheViews) {
   EXPECT_EQ(n.workers[0].state, WorkerState::kRunning);
   EXPECT_TRUE(n.progress.known);
   EXPECT_EQ(n.progress.step, 150);
-  EXPECT_DOUBLE_EQ(n.progress.steps_per_second, 5.0);  // 50 steps in 10 s.
+  EXPECT_NEAR(n.progress.steps_per_second, 5.0, 0.05);  // 50 steps in ~10 s.
   ASSERT_EQ(n.progress.fields.size(), 1u);
   EXPECT_EQ(n.progress.fields[0].first, "loss");
   ASSERT_EQ(n.gpus.size(), 1u);

@@ -872,7 +872,8 @@ std::string RenderPrometheus(const ControllerSnapshot& snapshot) {
             *v = absl::StrCat(j.hangs_total);
             return true;
           });
-  per_job("trainlet_job_failures_total", "counter", "Failures that ended a round (each restart, and the job's own failure).",
+  per_job("trainlet_job_failures_total", "counter",
+          "Failures that ended a round (each restart, and the job's own failure).",
           [](const JobView& j, const JobTotals&, std::string* v) {
             *v = absl::StrCat(j.failures_total);
             return true;
