@@ -30,4 +30,12 @@ std::vector<InterfaceAddress> ListInterfaceAddresses() {
   return out;
 }
 
+int BoundPort(int fd) {
+  sockaddr_storage ss = {};
+  socklen_t len = sizeof(ss);
+  if (getsockname(fd, reinterpret_cast<sockaddr*>(&ss), &len) != 0) return 0;
+  if (ss.ss_family == AF_INET) return ntohs(reinterpret_cast<sockaddr_in*>(&ss)->sin_port);
+  return ntohs(reinterpret_cast<sockaddr_in6*>(&ss)->sin6_port);
+}
+
 }  // namespace trainlet

@@ -14,6 +14,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "common/logging.h"
+#include "common/net_interfaces.h"
 #include "rendezvous/tcp_listener.h"
 
 namespace trainlet::rendezvous {
@@ -45,14 +46,6 @@ int BindUdp(const sockaddr* addr, socklen_t len, bool dual_stack) {
     return -err;
   }
   return fd;
-}
-
-int BoundPort(int fd) {
-  sockaddr_storage ss = {};
-  socklen_t len = sizeof(ss);
-  if (getsockname(fd, reinterpret_cast<sockaddr*>(&ss), &len) != 0) return 0;
-  if (ss.ss_family == AF_INET) return ntohs(reinterpret_cast<sockaddr_in*>(&ss)->sin_port);
-  return ntohs(reinterpret_cast<sockaddr_in6*>(&ss)->sin6_port);
 }
 
 }  // namespace

@@ -20,6 +20,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/clock.h"
 #include "common/descriptors.h"
+#include "common/net_interfaces.h"
 
 namespace trainlet::rendezvous {
 namespace {
@@ -159,14 +160,6 @@ int Listen(Address a, bool dual_stack) {
     return -err;
   }
   return fd;
-}
-
-int BoundPort(int fd) {
-  sockaddr_storage ss = {};
-  socklen_t len = sizeof(ss);
-  if (getsockname(fd, reinterpret_cast<sockaddr*>(&ss), &len) != 0) return 0;
-  if (ss.ss_family == AF_INET) return ntohs(reinterpret_cast<sockaddr_in*>(&ss)->sin_port);
-  return ntohs(reinterpret_cast<sockaddr_in6*>(&ss)->sin6_port);
 }
 
 }  // namespace
