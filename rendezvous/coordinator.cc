@@ -1,6 +1,9 @@
 #include "rendezvous/coordinator.h"
 
+#include <sys/random.h>
+
 #include <algorithm>
+#include <iterator>
 #include <random>
 #include <utility>
 
@@ -178,8 +181,14 @@ absl::Duration UdpHeardWithin(absl::Duration heartbeat_timeout) {
 
 uint64_t NewIncarnation() {
   static std::mt19937_64* rng = [] {
-    std::random_device rd;
-    std::seed_seq seq{rd(), rd(), rd(), rd()};
+    // getrandom(2) rather than std::random_device, whose set-up runs CPUID:
+    // a trap to the hypervisor in a VM, on every agent's start-up path.
+    uint32_t seed[4] = {};
+    if (getrandom(seed, sizeof(seed), 0) != static_cast<ssize_t>(sizeof(seed))) {
+      std::random_device rd;
+      for (uint32_t& s : seed) s = rd();
+    }
+    std::seed_seq seq(std::begin(seed), std::end(seed));
     return new std::mt19937_64(seq);
   }();
   static absl::Mutex mu;
@@ -564,6 +573,16 @@ void Coordinator::CancelJoin(uint64_t ticket) {
     }
   }
   if (done) done(absl::CancelledError("join cancelled by the caller"));
+}
+
+void Coordinator::AnswerSent(const v1::Member& who, uint64_t round) {
+  absl::MutexLock lock(&mu_);
+  auto it = members_.find(who.node_id());
+  if (it == members_.end()) return;
+  Member& m = it->second;
+  if (!m.in_round || round != round_ || m.join.member().incarnation() != who.incarnation()) return;
+  Slot& slot = SlotOf(m);
+  slot.last_heard = std::max(slot.last_heard, clock_->Now());
 }
 
 uint64_t Coordinator::NextRoundLocked() const {

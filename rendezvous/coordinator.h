@@ -201,6 +201,13 @@ class Coordinator {
                 JoinDone done);
   // The joiner went away before its round closed: drop it from the round.
   void CancelJoin(uint64_t ticket);
+  // `who`'s answer for `round` has been handed to the transport: its
+  // liveness clock starts again now. A member cannot send a heartbeat or a
+  // datagram before it holds its assignment, and at 10,000 nodes the last
+  // answers leave seconds after the round closed; without this they would
+  // have that much less of --heartbeat-timeout. Stale calls (another round or
+  // incarnation, a member gone) do nothing. O(log n).
+  void AnswerSent(const v1::Member& who, uint64_t round);
 
   // Attaches the member's directive stream; returns a watch id for
   // WatchClosed. A stream that breaks while the job runs means the agent is

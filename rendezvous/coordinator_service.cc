@@ -46,7 +46,7 @@ class JoinReactor : public grpc::ServerUnaryReactor {
  public:
   JoinReactor(Coordinator* core, RoundAnswerTracker* answers, const v1::JoinRequest& request,
               v1::JoinResponse* response, const std::string& peer, absl::Time deadline)
-      : core_(core), answers_(answers), response_(response) {
+      : core_(core), answers_(answers), response_(response), member_(request.member()) {
     uint64_t ticket =
         core_->Join(request, peer, deadline, [this](absl::StatusOr<v1::Assignment> result) {
           if (result.ok()) {
@@ -72,7 +72,10 @@ class JoinReactor : public grpc::ServerUnaryReactor {
   // failed). answered_round_ was written before Finish, which happens before
   // OnDone.
   void OnDone() override {
-    if (answered_round_ != 0) answers_->Sent(answered_round_);
+    if (answered_round_ != 0) {
+      core_->AnswerSent(member_, answered_round_);
+      answers_->Sent(answered_round_);
+    }
     delete this;
   }
 
@@ -80,6 +83,7 @@ class JoinReactor : public grpc::ServerUnaryReactor {
   Coordinator* const core_;
   RoundAnswerTracker* const answers_;
   v1::JoinResponse* const response_;
+  const v1::Member member_;
   uint64_t answered_round_ = 0;
   absl::Mutex mu_;
   uint64_t ticket_ ABSL_GUARDED_BY(mu_) = 0;

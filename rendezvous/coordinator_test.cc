@@ -436,6 +436,35 @@ TEST_F(CoordinatorTest, SilentNode_LostAfterHeartbeatTimeout) {
   EXPECT_EQ(sa->directives[0].job_failed().failed_node_id(), "b");
 }
 
+TEST_F(CoordinatorTest, AnswerSentLate_TheMemberGetsTheWholeTimeoutFromThen) {
+  // At 10,000 nodes the last answers leave seconds after the round closed.
+  Make(2, 2);
+  auto ra = Req("a", 1, 0), rb = Req("b", 2, 1);
+  Join(ra);
+  Join(rb);  // round 1 closes now
+  clock_.Advance(absl::Seconds(3));
+  core_->AnswerSent(ra.member(), 1);
+  core_->AnswerSent(rb.member(), 1);
+  // Stale calls change nothing: another round, another incarnation, a stranger.
+  v1::Member other = rb.member();
+  other.set_incarnation(99);
+  clock_.Advance(absl::Seconds(1));
+  core_->AnswerSent(other, 1);
+  core_->AnswerSent(rb.member(), 2);
+  v1::Member stranger = rb.member();
+  stranger.set_node_id("zz");
+  core_->AnswerSent(stranger, 1);
+  auto sa = Watch(ra, 1);
+  clock_.Advance(absl::Seconds(3));  // b: 7 s after the close, 4 s after its answer.
+  ASSERT_TRUE(Report(ra, 1, v1::ReportRequest::RUNNING).ok());
+  core_->Tick();
+  EXPECT_TRUE(sa->directives.empty()) << "b's clock started when its answer left";
+  clock_.Advance(absl::Milliseconds(1250));  // 5.25 s after b's answer.
+  core_->Tick();
+  ASSERT_EQ(sa->directives.size(), 1u);
+  EXPECT_EQ(sa->directives[0].job_failed().failed_node_id(), "b");
+}
+
 // UDP liveness: datagrams (liveness_datagram.h) keep a member alive in O(1)
 // each; Reports still count; bad datagrams are ignored.
 class UdpLivenessTest : public CoordinatorTest {
