@@ -212,7 +212,8 @@ bool IsOwnAddress(absl::string_view addr, const SystemInfo& sys) {
   std::optional<in6_addr> a = AddressBytes(addr);
   if (!a.has_value()) return false;
   if (IsLoopbackHost(addr) || IsUnspecified(addr)) return true;
-  for (const std::string& own : sys.local_addrs) {
+  if (!sys.local_addrs) return false;
+  for (const std::string& own : sys.local_addrs()) {
     std::optional<in6_addr> b = AddressBytes(own);
     if (b.has_value() && std::memcmp(&*a, &*b, sizeof(in6_addr)) == 0) return true;
   }

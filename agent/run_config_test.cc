@@ -831,7 +831,9 @@ struct Resolver {
 SystemInfo LanMachine(Resolver* resolver) {
   SystemInfo sys = Machine();
   sys.fqdn = "workstation.lab.example";
-  sys.local_addrs = {"127.0.0.1", "192.168.1.20", "::1", "fe80::1"};
+  sys.local_addrs = [] {
+    return std::vector<std::string>{"127.0.0.1", "192.168.1.20", "::1", "fe80::1"};
+  };
   sys.resolve = [resolver](const std::string& host) -> std::optional<ResolvedHost> {
     ++resolver->calls;
     auto it = resolver->names.find(host);
@@ -861,6 +863,25 @@ TEST(ParseRunConfig, LocalCoordinator_SingleNode_IsHosted) {
   }
   // Only "alias" needed the resolver.
   EXPECT_EQ(r.calls, 1);
+}
+
+TEST(ParseRunConfig, InterfaceAddresses_ListedOnlyToPlaceTheCoordinator) {
+  // Listing them is a netlink dump on the start-up path (issue 10): a run
+  // without a coordinator address, or with a name of this host, never asks.
+  Resolver r;
+  SystemInfo sys = LanMachine(&r);
+  int listed = 0;
+  sys.local_addrs = [&listed] {
+    ++listed;
+    return std::vector<std::string>{"127.0.0.1", "192.168.1.20"};
+  };
+  ASSERT_TRUE(ParseFlags({"--nnodes=1"}, {}, sys).ok());
+  ASSERT_TRUE(ParseFlags({"--nnodes=2", "--coordinator=workstation:29411"}, {}, sys).ok());
+  EXPECT_EQ(listed, 0);
+  auto c = ParseFlags({"--nnodes=1", "--coordinator=192.168.1.20:29411"}, {}, sys);
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->host_coordinator, HostCoordinator::kYes);
+  EXPECT_EQ(listed, 1);
 }
 
 TEST(ParseRunConfig, RemoteCoordinator_IsJoined) {

@@ -14,6 +14,7 @@
 #include <climits>
 #include <fstream>
 #include <memory>
+#include <mutex>
 #include <set>
 #include <sstream>
 #include <thread>
@@ -234,6 +235,13 @@ std::optional<ResolvedHost> ResolveHostBounded(const std::string& host, absl::Du
   return pending->result;
 }
 
+namespace {
+struct CachedAddresses {
+  std::once_flag once;
+  std::vector<std::string> addrs;
+};
+}  // namespace
+
 SystemInfo ProbeSystem(const std::map<std::string, std::string>& env, const std::string& root) {
   SystemInfo info;
   info.root = root;
@@ -252,7 +260,10 @@ SystemInfo ProbeSystem(const std::map<std::string, std::string>& env, const std:
   GpuVisibility gpus = VisibleGpus(info.gpu_devices, env);
   info.gpu_count = gpus.count;
   info.gpu_note = std::move(gpus.note);
-  info.local_addrs = LocalInterfaceAddresses();
+  info.local_addrs = [cached = std::make_shared<CachedAddresses>()] {
+    std::call_once(cached->once, [&] { cached->addrs = LocalInterfaceAddresses(); });
+    return cached->addrs;
+  };
   info.resolve = [](const std::string& host) { return ResolveHostBounded(host, kResolveTimeout); };
   return info;
 }

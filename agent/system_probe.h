@@ -44,8 +44,10 @@ struct SystemInfo {
   std::string hostname;  // gethostname(2); empty if that failed.
   std::string fqdn;      // "<hostname>.<subdomain>.<ns>.svc.cluster.local" or empty.
   // This host's interface addresses (getifaddrs(3)), numeric, without zone;
-  // loopback ones included.
-  std::vector<std::string> local_addrs;
+  // loopback ones included. Listed on the first call (a netlink dump: only
+  // an agent deciding whether it hosts the coordinator asks, never a
+  // single-node run); ProbeSystem's caches the answer. Empty: no addresses.
+  std::function<std::vector<std::string>()> local_addrs;
   // Resolves names (the real one: getaddrinfo, bounded to
   // kResolveTimeout). Empty: nothing resolves.
   HostResolver resolve;

@@ -193,7 +193,9 @@ TEST(ProbeSystem, ReadsEverythingUnderRoot) {
   EXPECT_EQ(info.gpu_devices, 4);
   EXPECT_EQ(info.gpu_count, 4);
   EXPECT_EQ(info.cpu_count, std::min(2, AffinityCpuCount()));
-  EXPECT_THAT(info.local_addrs, Contains("127.0.0.1"));
+  ASSERT_TRUE(info.local_addrs != nullptr);
+  EXPECT_THAT(info.local_addrs(), Contains("127.0.0.1"));
+  EXPECT_EQ(info.local_addrs(), info.local_addrs());  // cached
   EXPECT_TRUE(info.resolve != nullptr);
 
   root.Write("sys/fs/cgroup/cpu.max", "50000 100000\n");
