@@ -76,11 +76,20 @@
 //       [--wave=100] [--steady=10] [--heartbeat-timeout=5] [--heartbeat-interval=0]
 //       [--udp-liveness=true] [--join-timeout=120] [--loss-mode=close|silent]
 //       [--loss-last-call=1]
+//       [--generators-sched=normal|idle]
+//
+// --generators-sched=idle runs the generator processes under SCHED_IDLE: they
+// get a CPU only when the coordinator (and everything else) has none to use,
+// as the agents of a real job, which run on other machines, take none of
+// node 0's CPUs. The server-side figures then say what the coordinator itself
+// needs; the client-side ones include the generators' wait for a CPU.
+//
 // ctest runs a short version (coordinator_load_short): 2,000 agents, `last`.
 #include <fcntl.h>
 #include <grpcpp/alarm.h>
 #include <grpcpp/grpcpp.h>
 #include <netinet/in.h>
+#include <sched.h>
 #include <signal.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
@@ -153,8 +162,9 @@ struct Config {
   std::string loss_mode = "close";
   double loss_last_call_s = 1;
   std::string trainlet;
-  std::vector<std::string> server_args;  // --server-arg, appended to the coordinator's.
-  std::vector<std::string> server_env;   // --server-env=NAME=VALUE, for the coordinator only.
+  std::vector<std::string> server_args;     // --server-arg, appended to the coordinator's.
+  std::vector<std::string> server_env;      // --server-env=NAME=VALUE, for the coordinator only.
+  std::string generators_sched = "normal";  // normal | idle: the generators' CPU policy.
 };
 
 // ---------------------------------------------------------------------------
@@ -850,6 +860,11 @@ std::vector<Child> StartGenerators(const Config& c) {
     pid_t pid = fork();
     if (pid == 0) {
       prctl(PR_SET_PDEATHSIG, SIGKILL);
+      if (c.generators_sched == "idle") {
+        // Before any thread: every thread of the generator inherits it.
+        sched_param none{};
+        if (sched_setscheduler(0, SCHED_IDLE, &none) != 0) perror("sched_setscheduler(SCHED_IDLE)");
+      }
       close(down[1]);
       close(up[0]);
       for (const Child& other : children) {
@@ -1500,19 +1515,20 @@ void RunLoss(const Config& c, bool one, bool ten) {
 
 void PrintResults(const Config& c, double load_before, double load_after) {
   printf(
-      "\n%d agents, %d generator process(es) x %d CQ thread(s), %u CPUs, load average %.2f -> "
-      "%.2f\n",
-      c.agents, c.procs, c.cqs, std::thread::hardware_concurrency(), load_before, load_after);
+      "\n%d agents, %d generator process(es) x %d CQ thread(s) (CPU policy %s), %u CPUs, load "
+      "average %.2f -> %.2f\n",
+      c.agents, c.procs, c.cqs, c.generators_sched.c_str(), std::thread::hardware_concurrency(),
+      load_before, load_after);
   for (const Figures& f : g_results) {
     printf("%-8s %s\n", f.phase.c_str(), f.ok ? "ok" : absl::StrCat("FAILED: ", f.error).c_str());
     for (const auto& [k, v] : f.values) printf("    %-45s %12.1f\n", k.c_str(), v);
   }
   std::string json = absl::StrFormat(
       "{\"bench\":\"coordinator_load\",\"agents\":%d,\"procs\":%d,\"cqs\":%d,\"cpus\":%u,"
-      "\"heartbeat_timeout_s\":%g,\"loss_mode\":\"%s\",\"load_before\":%.2f,\"load_after\":%.2f,"
-      "\"phases\":{",
+      "\"heartbeat_timeout_s\":%g,\"loss_mode\":\"%s\",\"generators_sched\":\"%s\","
+      "\"load_before\":%.2f,\"load_after\":%.2f,\"phases\":{",
       c.agents, c.procs, c.cqs, std::thread::hardware_concurrency(), c.heartbeat_timeout_s,
-      c.loss_mode, load_before, load_after);
+      c.loss_mode, c.generators_sched, load_before, load_after);
   bool first = true;
   for (const Figures& f : g_results) {
     std::string err = f.error;
@@ -1570,6 +1586,9 @@ int main(int argc, char** argv) {
     } else if (Flag(argv[i], "--server-env", &v)) {
       bad |= v.find('=') == std::string::npos;
       c.server_env.push_back(v);
+    } else if (Flag(argv[i], "--generators-sched", &v)) {
+      bad = bad || (v != "normal" && v != "idle");
+      c.generators_sched = v;
     } else if (Flag(argv[i], "--trainlet", &v)) {
       c.trainlet = v;
     } else {
@@ -1594,7 +1613,8 @@ int main(int argc, char** argv) {
             "    [--udp-liveness=true|false (true: the agent's default; false: Reports only)]\n"
             "    [--join-timeout=SECONDS (600)] [--loss-mode=close|silent] "
             "[--loss-last-call=SECONDS (1)]\n"
-            "    [--server-arg=ARG]... [--server-env=NAME=VALUE]...\n",
+            "    [--server-arg=ARG]... [--server-env=NAME=VALUE]...\n"
+            "    [--generators-sched=normal|idle]\n",
             argv[0]);
     return 64;
   }
