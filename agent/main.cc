@@ -4,7 +4,6 @@
 
 #include <cstdio>
 #include <cstdlib>
-#include <cstring>
 #include <iostream>
 #include <map>
 #include <memory>
@@ -25,7 +24,6 @@
 #include "agent/standalone_coordinator.h"
 #include "agent/status_command.h"
 #include "agent/system_probe.h"
-#include "common/code_pages.h"
 #include "common/deadlock_detection.h"
 #include "common/descriptors.h"
 #include "common/exit_codes.h"
@@ -154,17 +152,6 @@ void ForceAresResolver(const std::map<std::string, std::string>& env) {
   setenv("GRPC_DNS_RESOLVER", "ares", 1);
 #endif
 }
-
-// `trainlet run` maps its whole text before the static initialisers run
-// (.preinit_array comes first): one madvise instead of ~50 page faults on
-// the start-up path, undone by DropCodePages once the workers run
-// (common/code_pages.h). Other commands keep the pages they touch: the
-// coordinator and the controller never drop them.
-void PrefaultForRun(int argc, char** argv, char** /*envp*/) {
-  if (argc > 1 && std::strcmp(argv[1], "run") == 0) trainlet::PrefaultCodePages();
-}
-__attribute__((section(".preinit_array"),
-               used)) void (*const kPrefaultForRun)(int, char**, char**) = PrefaultForRun;
 
 }  // namespace
 

@@ -29,15 +29,4 @@ absl::Status DropCodePages() {
   return absl::OkStatus();
 }
 
-bool PrefaultCodePages() noexcept {
-#ifndef MADV_POPULATE_READ
-  constexpr int MADV_POPULATE_READ = 22;  // Linux 5.14; older headers lack it.
-#endif
-  const uintptr_t page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
-  const uintptr_t start = reinterpret_cast<uintptr_t>(__executable_start) & ~(page - 1);
-  const uintptr_t end = reinterpret_cast<uintptr_t>(etext) & ~(page - 1);
-  if (end <= start) return false;
-  return madvise(reinterpret_cast<void*>(start), end - start, MADV_POPULATE_READ) == 0;
-}
-
 }  // namespace trainlet

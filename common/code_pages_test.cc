@@ -5,9 +5,6 @@
 
 #include "gtest/gtest.h"
 
-extern "C" char __executable_start[];
-extern "C" char etext[];
-
 namespace trainlet {
 namespace {
 
@@ -34,20 +31,6 @@ TEST(DropCodePages, UnmapsTheTextAndCodeStillRuns) {
   EXPECT_LT(after, before);
   EXPECT_EQ(Fibonacci(12), 144);
   EXPECT_TRUE(DropCodePages().ok());  // again: harmless
-}
-
-TEST(PrefaultCodePages, MapsTheWholeTextAtOnce) {
-  ASSERT_TRUE(DropCodePages().ok());
-  const long dropped = RssFileKb();
-  if (!PrefaultCodePages()) GTEST_SKIP() << "MADV_POPULATE_READ needs Linux 5.14";
-  const long populated = RssFileKb();
-  // All of the test binary's text, not only the pages this code runs (a
-  // few of which came back after the drop).
-  const long text_kb = static_cast<long>(etext - __executable_start) / 1024;
-  EXPECT_GE(populated - dropped, text_kb * 3 / 4)
-      << "text " << text_kb << " kB; dropped " << dropped << " kB, populated " << populated;
-  EXPECT_EQ(Fibonacci(12), 144);
-  EXPECT_TRUE(PrefaultCodePages());  // again: harmless
 }
 
 }  // namespace
