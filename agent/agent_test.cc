@@ -674,6 +674,48 @@ TEST_F(AgentTest, UdpLiveness_DatagramEveryInterval_ReportsEveryTimeoutOnlyWhile
   EXPECT_GE(fast, 5);
 }
 
+TEST_F(AgentTest, UdpLiveness_LargeRound_FirstReportSpreadAndHeardReportsAtTheRoundsInterval) {
+  // Issue 13: a 10,000-node round tells each member when to send its first
+  // Report (spread over T/2) and how often to report while heard (20 s).
+  const absl::Duration interval = absl::Milliseconds(470);
+  v1::Assignment a = MakeAssignment(1, 1, 2, 2, interval);
+  a.set_heartbeat_timeout_ms(5000);
+  a.set_liveness_udp_port(29400);
+  a.set_liveness_slot(3);
+  a.set_liveness_key("0123456789abcdef");
+  a.set_first_report_delay_ms(1900);
+  a.set_report_interval_ms(20000);
+  JoinAnswers({a});
+  const absl::Time start = clock_.Now();
+  std::vector<absl::Time> reports;
+  bool finishing = false;
+  client_.report_response = [&](const v1::ReportRequest&) {
+    v1::ReportResponse r;
+    r.set_udp_heard(true);
+    return r;
+  };
+  client_.on_report = [&](const v1::ReportRequest& r) {
+    if (r.state() != v1::ReportRequest::RUNNING) return;
+    reports.push_back(clock_.Now());
+    if (clock_.Now() - start >= absl::Seconds(60) && !finishing) {
+      finishing = true;
+      WhenIdle([&] {
+        workers_.ExitAll(0);
+        WhenIdle([&] { client_.SendDirective(JobFinished(1)); });
+      });
+    }
+  };
+  EXPECT_EQ(Run(), 0) << "a 20 s Report interval is not a lost coordinator";
+  ASSERT_GE(reports.size(), 4u);
+  EXPECT_GE(reports[0] - start, absl::Milliseconds(1900));
+  EXPECT_LE(reports[0] - start, absl::Milliseconds(1900) + interval);
+  for (size_t i = 1; i < reports.size(); ++i) {
+    EXPECT_GE(reports[i] - reports[i - 1], absl::Seconds(20)) << i;
+    EXPECT_LE(reports[i] - reports[i - 1], absl::Seconds(20) + interval) << i;
+  }
+  EXPECT_GE(client_.datagrams().size(), 120u);  // datagrams still every 470 ms
+}
+
 TEST_F(AgentTest, UdpLiveness_NotOffered_NoDatagramsAndReportsEveryInterval) {
   JoinAnswers({MakeAssignment(1, 1, 2, 2, kHeartbeat)});
   workers_.on_start = [&](const auto&) {

@@ -40,9 +40,12 @@
 // machine asks for a liveness datagram (SendLiveness, signed with the
 // member's key, seq strictly increasing) every heartbeat interval from its
 // tick, so that an agent whose loop hangs stops proving it is alive. Its
-// Report heartbeat goes every interval until an answer says the coordinator
-// hears the datagrams (udp_heard), then every timeout - interval (it still
-// tells the agent the coordinator is alive and repeats its state), and back
+// Report heartbeat goes every interval (the first after the Assignment's
+// first_report_delay_ms, which spreads a large round's first Reports) until
+// an answer says the coordinator hears the datagrams (udp_heard), then every
+// Assignment.report_interval_ms (timeout - interval, longer in rounds of more
+// than ~2,000 nodes; it still tells the agent the coordinator is alive and
+// repeats its state), and back
 // to every interval as soon as an answer says it does not: a network that
 // drops UDP costs more Reports, not a false loss.
 //
@@ -101,6 +104,11 @@
 namespace trainlet::agent {
 
 namespace v1 = ::trainlet::v1;
+
+// The longest Report interval the agent takes from an Assignment
+// (report_interval_ms, which grows with the round: 20 s at 10,000 nodes);
+// a larger value is clamped, so a bad answer cannot silence the agent.
+inline constexpr absl::Duration kMaxHeardReportInterval = absl::Minutes(5);
 
 // ---- Exit policy: one table from how the agent's run ended to its exit code
 // (docs/exit-codes.md is the user copy).

@@ -11,8 +11,9 @@
 // agent does it (agent/round.h): a UDP liveness datagram every
 // Assignment.heartbeat_interval_ms (signed with the member's key from the
 // Assignment; sendmmsg, one batch per generator wake-up) and a Report RUNNING
-// every interval until an answer says udp_heard, then every timeout -
-// interval (--udp-liveness=false: no datagrams, Reports every interval, the
+// every interval (the first after Assignment.first_report_delay_ms) until an
+// answer says udp_heard, then every Assignment.report_interval_ms
+// (--udp-liveness=false: no datagrams, Reports every interval, the
 // fallback of a network that drops UDP; --heartbeat-interval overrides the
 // interval), a Rejoin directive or an ABORTED heartbeat answer makes it join
 // the next round, and Leave at the end.
@@ -210,6 +211,8 @@ struct Agent {
   int64_t next_dgram_ns ABSL_GUARDED_BY(mu) = 0;
   bool udp_heard ABSL_GUARDED_BY(mu) = false;
   int64_t timeout_ns ABSL_GUARDED_BY(mu) = 0;
+  int64_t heard_report_ns ABSL_GUARDED_BY(mu) =
+      0;  // Assignment.report_interval_ms (0: T - interval)
   grpc::ClientContext* watch_ctx ABSL_GUARDED_BY(mu) = nullptr;
   bool connected ABSL_GUARDED_BY(mu) = false;
 };
@@ -472,6 +475,7 @@ void Generator::OnJoinDone(Agent* a, const v1::JoinRequest& req, const grpc::Sta
     a->heartbeating = a->interval_ns > 0;
     a->timeout_ns = as.heartbeat_timeout_ms() * 1000000;
     a->udp_heard = false;
+    a->heard_report_ns = as.report_interval_ms() * 1000000;
     a->udp_port = 0;
     std::optional<trainlet::rendezvous::LivenessKey> key =
         trainlet::rendezvous::LivenessKeyFromBytes(as.liveness_key());
@@ -480,6 +484,11 @@ void Generator::OnJoinDone(Agent* a, const v1::JoinRequest& req, const grpc::Sta
       a->slot = as.liveness_slot();
       a->key = *key;
       a->next_dgram_ns = now;  // the first one at once, as the agent
+      // As the agent: the first Report when the coordinator says.
+      if (as.first_report_delay_ms() > 0 && a->timeout_ns > 0) {
+        a->next_beat_ns =
+            now + std::min<int64_t>(as.first_report_delay_ms() * 1000000, a->timeout_ns / 2);
+      }
     }
     OpenWatchLocked(a);
     return;
@@ -603,6 +612,15 @@ void Generator::SendDatagrams(
   }
 }
 
+// The agent's Report interval (agent/round.cc ReportInterval): every
+// interval until heard, then the Assignment's report_interval_ms (or timeout -
+// interval from an older coordinator).
+int64_t HeardOrNotReportNs(const Agent& a) ABSL_EXCLUSIVE_LOCKS_REQUIRED(a.mu) {
+  if (!a.udp_heard) return a.interval_ns;
+  if (a.heard_report_ns > 0) return std::max(a.interval_ns, a.heard_report_ns);
+  return a.timeout_ns > 2 * a.interval_ns ? a.timeout_ns - a.interval_ns : a.interval_ns;
+}
+
 void Generator::HeartbeatLoop() {
   std::vector<std::pair<int, trainlet::rendezvous::LivenessBytes>> datagrams;
   while (!stop_.load()) {
@@ -630,9 +648,7 @@ void Generator::HeartbeatLoop() {
         }
         // As the agent: every interval until the coordinator hears the
         // datagrams, then every timeout - interval.
-        const int64_t report_every = a->udp_heard && a->timeout_ns > 2 * a->interval_ns
-                                         ? a->timeout_ns - a->interval_ns
-                                         : a->interval_ns;
+        const int64_t report_every = HeardOrNotReportNs(*a);
         a->next_beat_ns += report_every;
         if (a->next_beat_ns <= now) a->next_beat_ns = now + report_every;
         next = std::min(next, a->next_beat_ns);
@@ -654,6 +670,8 @@ void Generator::OnReportDone(Agent* a, uint64_t round, const grpc::Status& statu
     if (a->round == round && a->udp_port != 0 && a->udp_heard != udp_heard) {
       a->udp_heard = udp_heard;
       if (!udp_heard) a->next_beat_ns = std::min(a->next_beat_ns, MonoNs() + a->interval_ns);
+      // As the agent: once heard, the next Report a whole heard interval on.
+      if (udp_heard) a->next_beat_ns = std::max(a->next_beat_ns, MonoNs() + HeardOrNotReportNs(*a));
     }
     return;
   }

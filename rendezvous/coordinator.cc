@@ -3,6 +3,7 @@
 #include <sys/random.h>
 
 #include <algorithm>
+#include <cmath>
 #include <iterator>
 #include <random>
 #include <utility>
@@ -161,6 +162,24 @@ absl::string_view PhaseName(Phase phase) {
       return "failed";
   }
   return "unknown";
+}
+
+absl::Duration HeardReportInterval(absl::Duration heartbeat_timeout, int nnodes) {
+  const absl::Duration interval = HeartbeatInterval(heartbeat_timeout);
+  return std::max({interval, heartbeat_timeout - interval,
+                   absl::Seconds(std::max(nnodes, 0)) / kMaxHeardReportsPerSecond});
+}
+
+absl::Duration FirstReportDelay(absl::Duration heartbeat_timeout, int nnodes, int node_rank) {
+  const absl::Duration interval = HeartbeatInterval(heartbeat_timeout);
+  const absl::Duration needed = absl::Seconds(std::max(nnodes, 0)) / kMaxHeardReportsPerSecond;
+  const absl::Duration window = std::min(heartbeat_timeout / 2 - interval, needed);
+  if (needed <= interval || window <= absl::ZeroDuration()) return interval;
+  // The fractional part of rank x (golden ratio - 1): a low-discrepancy
+  // sequence, so consecutive ranks land far apart in the window.
+  const double step = 0.6180339887498949 * static_cast<double>(std::max(node_rank, 0));
+  const double fraction = step - std::floor(step);
+  return interval + window * fraction;
 }
 
 absl::Duration HeartbeatInterval(absl::Duration heartbeat_timeout) {
@@ -748,6 +767,8 @@ void Coordinator::CloseRoundLocked(Actions* actions) {
       1, absl::ToInt64Milliseconds(HeartbeatInterval(options_.heartbeat_timeout))));
   common.set_heartbeat_timeout_ms(
       std::max<int64_t>(1, absl::ToInt64Milliseconds(options_.heartbeat_timeout)));
+  common.set_report_interval_ms(std::max<int64_t>(
+      1, absl::ToInt64Milliseconds(HeardReportInterval(options_.heartbeat_timeout, n))));
   // One copy of the list for the round; each member that asked for it gets
   // it added to its answer outside the lock.
   if (any_wants_nodes) {
@@ -776,6 +797,8 @@ void Coordinator::CloseRoundLocked(Actions* actions) {
       m.assignment.set_mpi_launcher_client_key(launcher_key);
     if (udp_port_ != 0 && m.join.udp_liveness()) {
       const Slot& slot = SlotOf(m);
+      m.assignment.set_first_report_delay_ms(std::max<int64_t>(
+          1, absl::ToInt64Milliseconds(FirstReportDelay(options_.heartbeat_timeout, n, r))));
       m.assignment.set_liveness_udp_port(static_cast<uint32_t>(udp_port_));
       m.assignment.set_liveness_slot(m.slot);
       m.assignment.set_liveness_key(

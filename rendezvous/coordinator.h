@@ -114,6 +114,25 @@ absl::Duration SilenceLimit(absl::Duration heartbeat_timeout);
 // UDP" (ReportResponse.udp_heard): two intervals plus the coalescing wait.
 absl::Duration UdpHeardWithin(absl::Duration heartbeat_timeout);
 
+// Reports at scale. A member the coordinator hears over UDP still sends a
+// Report now and then (it repeats its state and tells the agent the
+// coordinator lives); each costs the coordinator about 115 us of CPU, against
+// a few us for a datagram (docs/benchmarks.md section 7). So the Report
+// interval of such a member grows with the round, keeping them at most
+// kMaxHeardReportsPerSecond: max(T - interval, n / 500 s), 4.53 s at 5 s up
+// to 2,265 nodes, 20 s at 10,000 (Assignment.report_interval_ms).
+inline constexpr int kMaxHeardReportsPerSecond = 500;
+absl::Duration HeardReportInterval(absl::Duration heartbeat_timeout, int nnodes);
+// When member `node_rank` of a round of `nnodes` sends its first Report
+// (Assignment.first_report_delay_ms; it learns from the answer whether its
+// datagrams are heard): one interval for a round whose first Reports fit in
+// kMaxHeardReportsPerSecond over one interval; otherwise spread by rank
+// (golden-ratio steps, so any n ranks cover the window evenly) over
+// [interval, interval + min(T/2 - interval, n / 500 s)]. A member whose
+// datagrams never arrive still reports before T/2 (from the moment its
+// answer left: Coordinator::AnswerSent), well within its T.
+absl::Duration FirstReportDelay(absl::Duration heartbeat_timeout, int nnodes, int node_rank);
+
 // kStreamLossGrace (keepalive.h): how long a member whose directive stream
 // closed while the job runs has to re-open it before it is lost.
 

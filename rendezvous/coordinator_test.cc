@@ -436,6 +436,31 @@ TEST_F(CoordinatorTest, SilentNode_LostAfterHeartbeatTimeout) {
   EXPECT_EQ(sa->directives[0].job_failed().failed_node_id(), "b");
 }
 
+TEST(ReportsAtScale, HeardReportIntervalGrowsWithTheRound_FirstReportsSpreadWithinHalfT) {
+  const absl::Duration t = absl::Seconds(5);
+  const absl::Duration interval = HeartbeatInterval(t);  // 470 ms
+  EXPECT_EQ(HeardReportInterval(t, 2), t - interval);
+  EXPECT_EQ(HeardReportInterval(t, 1000), t - interval);
+  EXPECT_EQ(HeardReportInterval(t, 10000), absl::Seconds(20));
+  // At most kMaxHeardReportsPerSecond Reports a second from heard members.
+  for (int n : {100, 2265, 2266, 5000, 10000, 50000}) {
+    EXPECT_LE(n / absl::ToDoubleSeconds(HeardReportInterval(t, n)), kMaxHeardReportsPerSecond + 1)
+        << n;
+  }
+  // Small rounds: the first Report one interval after the answer, as before.
+  for (int r = 0; r < 200; ++r) EXPECT_EQ(FirstReportDelay(t, 200, r), interval);
+  // 10,000 nodes: spread over [interval, T/2], evenly (no tenth of the
+  // window holds more than 12% of the ranks).
+  std::vector<int> tenths(10, 0);
+  for (int r = 0; r < 10000; ++r) {
+    const absl::Duration d = FirstReportDelay(t, 10000, r);
+    ASSERT_GE(d, interval) << r;
+    ASSERT_LT(d, t / 2) << r;
+    ++tenths[std::min(9, static_cast<int>((d - interval) / ((t / 2 - interval) / 10)))];
+  }
+  for (int count : tenths) EXPECT_LE(count, 1200);
+}
+
 TEST_F(CoordinatorTest, AnswerSentLate_TheMemberGetsTheWholeTimeoutFromThen) {
   // At 10,000 nodes the last answers leave seconds after the round closed.
   Make(2, 2);
@@ -553,6 +578,13 @@ TEST_F(UdpLivenessTest, Datagrams_KeepAMemberAliveWithoutReports) {
   }
   EXPECT_EQ(core_->GetSnapshot().phase, Phase::kRunning);
   EXPECT_TRUE(sa_->directives.empty());
+}
+
+TEST_F(UdpLivenessTest, Assignment_CarriesTheReportIntervalAndFirstReportDelay) {
+  StartUdpPair();
+  EXPECT_EQ(a_.report_interval_ms(), 4530);  // T - interval: a small round
+  EXPECT_EQ(a_.first_report_delay_ms(), 470);
+  EXPECT_EQ(b_.first_report_delay_ms(), 470);
 }
 
 TEST_F(UdpLivenessTest, SilentMember_LostWithinFivePercentOfTheTimeoutAfterFallingSilent) {
