@@ -364,6 +364,7 @@ void Coordinator::SetTicketLocked(Member& m, uint64_t ticket) {
     gathering_mpi_ += m.join.role() != v1::ROLE_NODE;
     gathering_launchers_ += m.join.role() == v1::ROLE_MPI_LAUNCHER;
     expected_back_ += expected;
+    if (expected) expected_joined_at_ = clock_->Now();
   }
 }
 
@@ -695,10 +696,13 @@ void Coordinator::MaybeCloseRoundLocked(Actions* actions) {
   // is nobody to wait for, so the restart does not pay the last call.
   const bool survivors_back =
       !expected_.empty() && expected_back_ == static_cast<int>(expected_.size());
-  if (n >= options_.max_nodes || survivors_back ||
-      clock_->Now() - min_reached_at_ >= options_.last_call) {
-    CloseRoundLocked(actions);
-  }
+  // The last call: from the minimum, or (a restart) from the last survivor
+  // that came back, so that a wave of survivors is not cut in two; bounded.
+  const absl::Time now = clock_->Now();
+  const absl::Time quiet_since = std::max(min_reached_at_, expected_joined_at_);
+  const bool last_call_over = now - quiet_since >= options_.last_call ||
+                              now - min_reached_at_ >= kMaxLastCalls * options_.last_call;
+  if (n >= options_.max_nodes || survivors_back || last_call_over) CloseRoundLocked(actions);
 }
 
 void Coordinator::CloseRoundLocked(Actions* actions) {
@@ -820,6 +824,7 @@ void Coordinator::CloseRoundLocked(Actions* actions) {
   phase_ = Phase::kRunning;
   min_reached_at_ = absl::InfiniteFuture();
   expected_.clear();
+  expected_joined_at_ = absl::InfinitePast();
   TLOG(kInfo) << "round " << round_ << " closed: " << n << " nodes, world size " << world_size
               << ", master " << common.master_addr() << ":" << common.master_port()
               << ", restart count " << restart_count_;
@@ -1090,6 +1095,7 @@ void Coordinator::ReopenLocked(const std::string& reason, Actions* actions) {
   phase_ = Phase::kGathering;
   gathering_since_ = clock_->Now();
   min_reached_at_ = absl::InfiniteFuture();
+  expected_joined_at_ = absl::InfinitePast();
   TLOG(kInfo) << "opening round " << next_round << ": " << reason;
   // Joins already parked (a scale-up joiner) may complete the round at once.
   MaybeCloseRoundLocked(actions);

@@ -157,6 +157,10 @@ inline constexpr absl::Duration kJoinAnswerMargin = absl::Milliseconds(250);
 // Gathering progress at INFO, at most this often.
 inline constexpr absl::Duration kProgressLogEvery = absl::Seconds(10);
 
+// The last call of a restart is re-armed by each survivor that comes back,
+// up to this many last calls after min_nodes were back (CoordinatorOptions).
+inline constexpr int kMaxLastCalls = 10;
+
 struct CoordinatorOptions {
   std::string job_id;
   int min_nodes = 1;
@@ -164,6 +168,9 @@ struct CoordinatorOptions {
   // Worker failures or lost nodes tolerated before the job fails.
   int max_restarts = 0;
   // Once min_nodes have joined, wait this long for more (until max_nodes).
+  // After a restart it counts from the last survivor that came back, so that
+  // survivors still arriving (thousands of them at once) are not left for a
+  // scale-up restart of their own; at most kMaxLastCalls of it in all.
   absl::Duration last_call = absl::Milliseconds(500);
   // A member that sends nothing for this long is lost.
   absl::Duration heartbeat_timeout = absl::Seconds(5);
@@ -410,9 +417,11 @@ class Coordinator {
   int gathering_mpi_ ABSL_GUARDED_BY(mu_) = 0;        // ... of role MPI launcher or worker,
   int gathering_launchers_ ABSL_GUARDED_BY(mu_) = 0;  // ... of role MPI launcher.
   int expected_back_ ABSL_GUARDED_BY(mu_) = 0;        // ... that are in expected_.
-  int in_round_ ABSL_GUARDED_BY(mu_) = 0;             // members of the current round.
-  int watching_ ABSL_GUARDED_BY(mu_) = 0;             // members with a Watch open.
-  int unfinished_ ABSL_GUARDED_BY(mu_) = 0;           // MustSucceedLocked and not SUCCEEDED yet.
+  // When the latest member of expected_ parked its Join (re-arms the last call).
+  absl::Time expected_joined_at_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
+  int in_round_ ABSL_GUARDED_BY(mu_) = 0;    // members of the current round.
+  int watching_ ABSL_GUARDED_BY(mu_) = 0;    // members with a Watch open.
+  int unfinished_ ABSL_GUARDED_BY(mu_) = 0;  // MustSucceedLocked and not SUCCEEDED yet.
   std::map<uint64_t, std::string> by_ticket_ ABSL_GUARDED_BY(mu_);  // parked Join -> node.
   std::map<uint64_t, std::string> by_watch_ ABSL_GUARDED_BY(mu_);   // open Watch -> node.
   // Static jobs: rank hint -> the node that last claimed it (stale entries

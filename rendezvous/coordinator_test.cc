@@ -785,6 +785,62 @@ TEST_F(CoordinatorTest, Elastic_LostNode_ReopensRoundWithSurvivorsInOrder) {
   EXPECT_EQ(res[0]->assignment().node_rank(), 2);  // n-3
 }
 
+// After a loss at scale the survivors come back over seconds, not all within
+// one last call; a round cut in two would make the rest a scale-up restart.
+class SurvivorsWaveTest : public CoordinatorTest {
+ protected:
+  // A running elastic job of `n` nodes (min 2, last call 500 ms) that lost
+  // its last node: every other node was told to re-join round 2.
+  void StartAndLoseLast(int n) {
+    Make(2, n, /*max_restarts=*/3);
+    for (int i = 0; i < n; ++i) reqs_.push_back(Req(absl::StrCat("n-", i), 10 + i, i));
+    for (auto& r : reqs_) Join(r);
+    std::vector<uint64_t> ids(n);
+    for (int i = 0; i < n; ++i) Watch(reqs_[i], 1, &ids[i]);
+    LoseStream(ids[n - 1]);
+  }
+  std::shared_ptr<JoinResult> Rejoin(int i) {
+    auto r = reqs_[i];
+    r.set_last_round(1);
+    return Join(r);
+  }
+  // Advances `d` in 20 ms ticks.
+  void Pass(absl::Duration d) {
+    for (absl::Duration t; t < d; t += absl::Milliseconds(20)) {
+      clock_.Advance(absl::Milliseconds(20));
+      core_->Tick();
+    }
+  }
+  std::vector<v1::JoinRequest> reqs_;
+};
+
+TEST_F(SurvivorsWaveTest, EachReturningSurvivorReArmsTheLastCall) {
+  StartAndLoseLast(6);                  // survivors n-0..n-4
+  auto r0 = Rejoin(0), r1 = Rejoin(1);  // the minimum: the last call starts
+  Pass(absl::Milliseconds(400));
+  auto r2 = Rejoin(2);
+  Pass(absl::Milliseconds(400));
+  auto r3 = Rejoin(3);  // 800 ms after the minimum: one last call would be over
+  Pass(absl::Milliseconds(400));
+  EXPECT_FALSE(r0->done()) << "closed while survivors were still coming back";
+  Pass(absl::Milliseconds(200));  // 500 ms after the last survivor (n-4 never comes)
+  ASSERT_TRUE(r3->done());
+  EXPECT_EQ(r3->assignment().nnodes(), 4);
+  EXPECT_EQ(core_->GetSnapshot().round, 2u);
+}
+
+TEST_F(SurvivorsWaveTest, AtMostTenLastCallsInAll) {
+  StartAndLoseLast(40);  // 39 survivors, one every 300 ms
+  std::vector<std::shared_ptr<JoinResult>> back = {Rejoin(0), Rejoin(1)};
+  for (int i = 2; i < 39 && !back[0]->done(); ++i) {
+    Pass(absl::Milliseconds(300));
+    if (!back[0]->done()) back.push_back(Rejoin(i));
+  }
+  ASSERT_TRUE(back[0]->done());
+  // 10 x 500 ms after the minimum: 2 + 5 s / 300 ms survivors.
+  EXPECT_EQ(back[0]->assignment().nnodes(), 18);
+}
+
 TEST_F(CoordinatorTest, RestartBudgetExhausted_FailsJob) {
   Make(1, 2, /*max_restarts=*/1);
   auto ra = Req("a", 1, 0);
