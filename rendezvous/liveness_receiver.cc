@@ -26,10 +26,6 @@ constexpr int kMaxCallsPerBatch = 16;
 // 10,000-node job sends ~200 datagrams per coalescing wait.
 constexpr int kReceiveBufferBytes = 4 << 20;
 
-bool IsWildcard(const std::string& host) {
-  return host.empty() || host == "0.0.0.0" || host == "::" || host == "*";
-}
-
 // A bound non-blocking UDP socket; -errno on failure.
 int BindUdp(const sockaddr* addr, socklen_t len, bool dual_stack) {
   int fd = socket(addr->sa_family, SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
@@ -58,54 +54,27 @@ absl::StatusOr<std::unique_ptr<LivenessReceiver>> LivenessReceiver::Start(const 
   if (port < 0 || port > 65535) {
     return absl::InvalidArgumentError(absl::StrCat("cannot bind ", where, ": bad port"));
   }
-  if (IsWildcard(host)) {
-    sockaddr_in6 a6{};
-    a6.sin6_family = AF_INET6;
-    a6.sin6_addr = in6addr_any;
-    a6.sin6_port = htons(port);
-    int fd = BindUdp(reinterpret_cast<sockaddr*>(&a6), sizeof(a6), /*dual_stack=*/true);
-    if (fd == -EAFNOSUPPORT) {
-      sockaddr_in a4{};
-      a4.sin_family = AF_INET;
-      a4.sin_addr.s_addr = htonl(INADDR_ANY);
-      a4.sin_port = htons(port);
-      fd = BindUdp(reinterpret_cast<sockaddr*>(&a4), sizeof(a4), false);
+  absl::StatusOr<std::vector<BindAddress>> resolved =
+      ResolveBindAddresses(host, SOCK_DGRAM, absl::StrCat("cannot bind ", where));
+  if (!resolved.ok()) return resolved.status();
+  const bool wildcard = IsWildcardHost(host);
+  std::string error;
+  for (BindAddress a : *resolved) {
+    a.SetPort(port);
+    int fd = BindUdp(reinterpret_cast<const sockaddr*>(&a.addr), a.len, /*dual_stack=*/wildcard);
+    if (fd == -EAFNOSUPPORT && wildcard) {
+      BindAddress v4 = WildcardAddress(AF_INET);
+      v4.SetPort(port);
+      fd = BindUdp(reinterpret_cast<const sockaddr*>(&v4.addr), v4.len, false);
     }
     if (fd < 0) {
-      return absl::UnavailableError(absl::StrCat("cannot bind ", where, ": ", strerror(-fd)));
+      error = strerror(-fd);
+      continue;
     }
     r->fds_.push_back(fd);
-  } else {
-    addrinfo hints = {};
-    hints.ai_family = AF_UNSPEC;
-    hints.ai_socktype = SOCK_DGRAM;
-    hints.ai_flags = AI_PASSIVE;
-    addrinfo* res = nullptr;
-    const int rc = getaddrinfo(host.c_str(), nullptr, &hints, &res);
-    if (rc != 0) {
-      return absl::InvalidArgumentError(absl::StrCat("cannot bind ", where, ": ", SafeForLog(host),
-                                                     " does not resolve (", gai_strerror(rc), ")"));
-    }
-    std::string error;
-    for (addrinfo* ai = res; ai != nullptr; ai = ai->ai_next) {
-      if (ai->ai_family != AF_INET && ai->ai_family != AF_INET6) continue;
-      sockaddr_storage ss = {};
-      if (ai->ai_addrlen > sizeof(ss)) continue;
-      std::memcpy(&ss, ai->ai_addr, ai->ai_addrlen);
-      if (ss.ss_family == AF_INET) reinterpret_cast<sockaddr_in*>(&ss)->sin_port = htons(port);
-      if (ss.ss_family == AF_INET6) reinterpret_cast<sockaddr_in6*>(&ss)->sin6_port = htons(port);
-      const int fd = BindUdp(reinterpret_cast<sockaddr*>(&ss), ai->ai_addrlen, false);
-      if (fd < 0) {
-        error = strerror(-fd);
-        continue;
-      }
-      r->fds_.push_back(fd);
-    }
-    freeaddrinfo(res);
-    if (r->fds_.empty()) {
-      return absl::UnavailableError(absl::StrCat(
-          "cannot bind ", where, ": ", error.empty() ? "no IPv4 or IPv6 address for it" : error));
-    }
+  }
+  if (r->fds_.empty()) {
+    return absl::UnavailableError(absl::StrCat("cannot bind ", where, ": ", error));
   }
   r->port_ = BoundPort(r->fds_[0]);
   if (pipe2(r->wake_, O_CLOEXEC | O_NONBLOCK) != 0) {

@@ -75,77 +75,7 @@ absl::Status BindError(int err, const std::string& where) {
   return s;
 }
 
-bool IsWildcard(absl::string_view host) {
-  return host.empty() || host == "0.0.0.0" || host == "::" || host == "*";
-}
-
-struct Address {
-  sockaddr_storage addr = {};
-  socklen_t len = 0;
-  int family() const { return addr.ss_family; }
-  void SetPort(int port) {
-    if (family() == AF_INET) {
-      reinterpret_cast<sockaddr_in*>(&addr)->sin_port = htons(static_cast<uint16_t>(port));
-    } else {
-      reinterpret_cast<sockaddr_in6*>(&addr)->sin6_port = htons(static_cast<uint16_t>(port));
-    }
-  }
-};
-
-Address AnyAddress(int family) {
-  Address a;
-  if (family == AF_INET6) {
-    auto* in6 = reinterpret_cast<sockaddr_in6*>(&a.addr);
-    in6->sin6_family = AF_INET6;
-    in6->sin6_addr = in6addr_any;
-    a.len = sizeof(sockaddr_in6);
-  } else {
-    auto* in4 = reinterpret_cast<sockaddr_in*>(&a.addr);
-    in4->sin_family = AF_INET;
-    in4->sin_addr.s_addr = htonl(INADDR_ANY);
-    a.len = sizeof(sockaddr_in);
-  }
-  return a;
-}
-
-absl::StatusOr<std::vector<Address>> Resolve(const std::string& host, const std::string& where) {
-  std::vector<Address> out;
-  if (IsWildcard(host)) {
-    out.push_back(AnyAddress(AF_INET6));  // dual stack; IPv4 if IPv6 is missing.
-    return out;
-  }
-  addrinfo hints = {};
-  hints.ai_family = AF_UNSPEC;
-  hints.ai_socktype = SOCK_STREAM;
-  hints.ai_flags = AI_PASSIVE;
-  addrinfo* res = nullptr;
-  const int rc = getaddrinfo(host.c_str(), nullptr, &hints, &res);
-  if (rc != 0) {
-    return absl::InvalidArgumentError(absl::StrCat("cannot listen on ", where, ": ",
-                                                   SafeForLog(host), " does not resolve (",
-                                                   gai_strerror(rc), ")"));
-  }
-  for (addrinfo* ai = res; ai != nullptr; ai = ai->ai_next) {
-    if (ai->ai_family != AF_INET && ai->ai_family != AF_INET6) continue;
-    if (ai->ai_addrlen > sizeof(sockaddr_storage)) continue;
-    Address a;
-    memcpy(&a.addr, ai->ai_addr, ai->ai_addrlen);
-    a.len = ai->ai_addrlen;
-    bool dup = false;
-    for (const Address& b : out)
-      dup = dup || (b.len == a.len && memcmp(&b.addr, &a.addr, a.len) == 0);
-    if (!dup) out.push_back(a);
-  }
-  freeaddrinfo(res);
-  if (out.empty()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("cannot listen on ", where, ": no IPv4 or IPv6 address for it"));
-  }
-  return out;
-}
-
-// A listening socket on `a`; -errno on failure.
-int Listen(Address a, bool dual_stack) {
+int Listen(BindAddress a, bool dual_stack) {
   int fd = socket(a.family(), SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
   if (fd < 0) return -errno;
   const int one = 1;
@@ -164,6 +94,69 @@ int Listen(Address a, bool dual_stack) {
 
 }  // namespace
 
+bool IsWildcardHost(absl::string_view host) {
+  return host.empty() || host == "0.0.0.0" || host == "::" || host == "*";
+}
+
+void BindAddress::SetPort(int port) {
+  if (family() == AF_INET) {
+    reinterpret_cast<sockaddr_in*>(&addr)->sin_port = htons(static_cast<uint16_t>(port));
+  } else {
+    reinterpret_cast<sockaddr_in6*>(&addr)->sin6_port = htons(static_cast<uint16_t>(port));
+  }
+}
+
+BindAddress WildcardAddress(int family) {
+  BindAddress a;
+  if (family == AF_INET6) {
+    auto* in6 = reinterpret_cast<sockaddr_in6*>(&a.addr);
+    in6->sin6_family = AF_INET6;
+    in6->sin6_addr = in6addr_any;
+    a.len = sizeof(sockaddr_in6);
+  } else {
+    auto* in4 = reinterpret_cast<sockaddr_in*>(&a.addr);
+    in4->sin_family = AF_INET;
+    in4->sin_addr.s_addr = htonl(INADDR_ANY);
+    a.len = sizeof(sockaddr_in);
+  }
+  return a;
+}
+
+absl::StatusOr<std::vector<BindAddress>> ResolveBindAddresses(const std::string& host, int socktype,
+                                                              absl::string_view action) {
+  std::vector<BindAddress> out;
+  if (IsWildcardHost(host)) {
+    out.push_back(WildcardAddress(AF_INET6));  // dual stack; IPv4 if IPv6 is missing.
+    return out;
+  }
+  addrinfo hints = {};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = socktype;
+  hints.ai_flags = AI_PASSIVE;
+  addrinfo* res = nullptr;
+  const int rc = getaddrinfo(host.c_str(), nullptr, &hints, &res);
+  if (rc != 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(action, ": ", SafeForLog(host), " does not resolve (", gai_strerror(rc), ")"));
+  }
+  for (addrinfo* ai = res; ai != nullptr; ai = ai->ai_next) {
+    if (ai->ai_family != AF_INET && ai->ai_family != AF_INET6) continue;
+    if (ai->ai_addrlen > sizeof(sockaddr_storage)) continue;
+    BindAddress a;
+    memcpy(&a.addr, ai->ai_addr, ai->ai_addrlen);
+    a.len = ai->ai_addrlen;
+    bool dup = false;
+    for (const BindAddress& b : out)
+      dup = dup || (b.len == a.len && memcmp(&b.addr, &a.addr, a.len) == 0);
+    if (!dup) out.push_back(a);
+  }
+  freeaddrinfo(res);
+  if (out.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat(action, ": no IPv4 or IPv6 address for it"));
+  }
+  return out;
+}
+
 std::string FormatHostPort(absl::string_view host, int port) {
   if (absl::StrContains(host, ":")) return absl::StrCat("[", host, "]:", port);
   return absl::StrCat(host, ":", port);
@@ -181,17 +174,18 @@ absl::StatusOr<std::unique_ptr<TcpListener>> TcpListener::Bind(
     if (la.port < 0 || la.port > 65535) {
       return absl::InvalidArgumentError(absl::StrCat("cannot listen on ", where, ": bad port"));
     }
-    absl::StatusOr<std::vector<Address>> resolved = Resolve(la.host, where);
+    absl::StatusOr<std::vector<BindAddress>> resolved =
+        ResolveBindAddresses(la.host, SOCK_STREAM, absl::StrCat("cannot listen on ", where));
     if (!resolved.ok()) return resolved.status();
     int port = la.port;
     absl::Status first_error;
     bool bound_any = false;
-    for (Address a : *resolved) {
+    for (BindAddress a : *resolved) {
       a.SetPort(port);
-      const bool wildcard = IsWildcard(la.host);
+      const bool wildcard = IsWildcardHost(la.host);
       int fd = Listen(a, /*dual_stack=*/wildcard);
       if (fd == -EAFNOSUPPORT && wildcard) {
-        Address v4 = AnyAddress(AF_INET);
+        BindAddress v4 = WildcardAddress(AF_INET);
         v4.SetPort(port);
         fd = Listen(v4, false);
       }

@@ -34,6 +34,7 @@
 #ifndef TRAINLET_RENDEZVOUS_TCP_LISTENER_H_
 #define TRAINLET_RENDEZVOUS_TCP_LISTENER_H_
 
+#include <sys/socket.h>
 #include <sys/types.h>
 
 #include <atomic>
@@ -66,6 +67,29 @@ struct ListenAddress {
 
 // "host:port", "[v6]:port".
 std::string FormatHostPort(absl::string_view host, int port);
+
+// Where a socket of the coordinator binds; shared by the TCP listener and the
+// UDP liveness receiver (liveness_receiver.h), so that both read a host the
+// same way.
+struct BindAddress {
+  sockaddr_storage addr = {};
+  socklen_t len = 0;
+  int family() const { return addr.ss_family; }
+  void SetPort(int port);
+};
+// "", "0.0.0.0", "::" and "*": every address.
+bool IsWildcardHost(absl::string_view host);
+// The IPv6 or IPv4 "any" address, port 0.
+BindAddress WildcardAddress(int family);
+// What `host` binds as, for sockets of `socktype` (SOCK_STREAM, SOCK_DGRAM):
+// a wildcard host gives the IPv6 any address alone (bind it dual stack, and
+// WildcardAddress(AF_INET) where IPv6 is missing: EAFNOSUPPORT); any other
+// host gives every IPv4 and IPv6 address it resolves to, once each. Ports are
+// 0. The error (InvalidArgument) starts with `action` ("cannot listen on
+// 10.0.0.1:29400") and says why: the name does not resolve, or to no IPv4 or
+// IPv6 address.
+absl::StatusOr<std::vector<BindAddress>> ResolveBindAddresses(const std::string& host, int socktype,
+                                                              absl::string_view action);
 
 // True when `status` (from TcpListener::Bind, or anything built on it) failed
 // because the port is taken: the agent then joins the agent that holds it, as

@@ -93,6 +93,37 @@ struct Handed {
   }
 };
 
+TEST(ResolveBindAddresses, WildcardIsTheIpv6AnyAddressAlone) {
+  for (const char* host : {"", "0.0.0.0", "::", "*"}) {
+    auto r = ResolveBindAddresses(host, SOCK_DGRAM, "cannot bind UDP x");
+    ASSERT_TRUE(r.ok()) << host << ": " << r.status();
+    ASSERT_EQ(r->size(), 1u) << host;
+    EXPECT_EQ((*r)[0].family(), AF_INET6) << host;
+    EXPECT_TRUE(IsWildcardHost(host));
+  }
+  EXPECT_FALSE(IsWildcardHost("127.0.0.1"));
+}
+
+TEST(ResolveBindAddresses, LiteralsAndNames_OnceEach_ErrorsStartWithTheAction) {
+  auto v4 = ResolveBindAddresses("127.0.0.1", SOCK_STREAM, "cannot listen on 127.0.0.1:1");
+  ASSERT_TRUE(v4.ok()) << v4.status();
+  ASSERT_EQ(v4->size(), 1u);
+  EXPECT_EQ((*v4)[0].family(), AF_INET);
+  BindAddress a = (*v4)[0];
+  a.SetPort(29400);
+  EXPECT_EQ(ntohs(reinterpret_cast<const sockaddr_in*>(&a.addr)->sin_port), 29400);
+  // "localhost" may resolve to 127.0.0.1 and ::1, each once (never twice
+  // for the two socket types getaddrinfo would otherwise list).
+  auto local = ResolveBindAddresses("localhost", SOCK_DGRAM, "cannot bind UDP localhost:1");
+  ASSERT_TRUE(local.ok()) << local.status();
+  EXPECT_GE(local->size(), 1u);
+  EXPECT_LE(local->size(), 2u);
+  auto bad = ResolveBindAddresses("no-such-host.invalid", SOCK_DGRAM, "cannot bind UDP h:1");
+  EXPECT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(bad.status().message(), HasSubstr("cannot bind UDP h:1: no-such-host.invalid"));
+  EXPECT_THAT(bad.status().message(), HasSubstr("does not resolve"));
+}
+
 TEST(TcpListenerBind, PortInUse_NamesTheAddressAndIsAddressInUse) {
   auto first = TcpListener::Bind({{"127.0.0.1", 0}});
   ASSERT_TRUE(first.ok()) << first.status();

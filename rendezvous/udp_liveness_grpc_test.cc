@@ -247,5 +247,37 @@ TEST_F(UdpLivenessGrpcTest, GarbageAndForgeriesOnThePort_AreIgnored) {
   EXPECT_THAT(s.verdict, HasSubstr("lost"));
 }
 
+// The receiver binds a host as the gRPC listener does (tcp_listener.h
+// ResolveBindAddresses): a wildcard is one dual-stack socket, a name its
+// addresses, and an error names the address.
+TEST(LivenessReceiverBind, WildcardTakesIpv4_NamesBind_BadNamesAreNamed) {
+  CoordinatorOptions o;
+  o.job_id = "job";
+  o.incarnation = NewIncarnation();
+  Coordinator core(o);
+  auto bad = LivenessReceiver::Start("no-such-host.invalid", 0, &core);
+  EXPECT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(bad.status().message(), HasSubstr("cannot bind UDP no-such-host.invalid:0"));
+  auto named = LivenessReceiver::Start("localhost", 0, &core);
+  ASSERT_TRUE(named.ok()) << named.status();
+  EXPECT_GT((*named)->port(), 0);
+  auto any = LivenessReceiver::Start("*", 0, &core);
+  ASSERT_TRUE(any.ok()) << any.status();
+  int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+  ASSERT_GE(fd, 0);
+  sockaddr_in to{};
+  to.sin_family = AF_INET;
+  to.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  to.sin_port = htons((*any)->port());
+  ASSERT_EQ(sendto(fd, "x", 1, 0, reinterpret_cast<sockaddr*>(&to), sizeof(to)), 1);
+  close(fd);
+  const absl::Time until = absl::Now() + absl::Seconds(5);
+  while ((*any)->stats().received == 0 && absl::Now() < until) {
+    absl::SleepFor(absl::Milliseconds(5));
+  }
+  EXPECT_EQ((*any)->stats().received, 1) << "an IPv4 datagram reaches the wildcard socket";
+  EXPECT_EQ((*any)->stats().malformed, 1);
+}
+
 }  // namespace
 }  // namespace trainlet::rendezvous
