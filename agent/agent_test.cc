@@ -73,6 +73,45 @@ class AgentTest : public ::testing::Test {
                                      Options(), seams);
     return agent_->Run();
   }
+  // A UDP liveness assignment: T = 5 s, slot 3, key kUdpKey.
+  static constexpr char kUdpKey[] = "0123456789abcdef";
+  static v1::Assignment UdpAssignment(absl::Duration interval) {
+    v1::Assignment a = MakeAssignment(1, 1, 2, 2, interval);
+    a.set_heartbeat_timeout_ms(5000);
+    a.set_liveness_udp_port(29400);
+    a.set_liveness_slot(3);
+    a.set_liveness_key(kUdpKey);
+    return a;
+  }
+  // Runs the agent on `a` until about `run_for` of simulated time, answering
+  // every Report with udp_heard = heard(time since the start); returns when
+  // each RUNNING Report went (from the start) and the exit code in *code.
+  std::vector<absl::Duration> RunRecordingReports(const v1::Assignment& a, absl::Duration run_for,
+                                                  std::function<bool(absl::Duration)> heard,
+                                                  int* code) {
+    JoinAnswers({a});
+    const absl::Time start = clock_.Now();
+    std::vector<absl::Duration> reports;
+    bool finishing = false;
+    client_.report_response = [&](const v1::ReportRequest&) {
+      v1::ReportResponse r;
+      r.set_udp_heard(heard(clock_.Now() - start));
+      return r;
+    };
+    client_.on_report = [&](const v1::ReportRequest& r) {
+      if (r.state() != v1::ReportRequest::RUNNING) return;
+      reports.push_back(clock_.Now() - start);
+      if (clock_.Now() - start >= run_for && !finishing) {
+        finishing = true;
+        WhenIdle([&] {
+          workers_.ExitAll(0);
+          WhenIdle([&] { client_.SendDirective(JobFinished(1)); });
+        });
+      }
+    };
+    *code = Run();
+    return reports;
+  }
 
   // Runs `fn` the next time the agent is idle (one per idle wait, in order).
   void WhenIdle(std::function<void()> fn) {
@@ -612,33 +651,12 @@ TEST_F(AgentTest, UdpLiveness_DatagramEveryInterval_ReportsEveryTimeoutOnlyWhile
   // seq increasing); Reports every 470 ms until an answer says udp_heard,
   // then every 5 s - 470 ms, and every 470 ms again once it says otherwise.
   const absl::Duration interval = absl::Milliseconds(470);
-  v1::Assignment a = MakeAssignment(1, 1, 2, 2, interval);
-  a.set_heartbeat_timeout_ms(5000);
-  a.set_liveness_udp_port(29400);
-  a.set_liveness_slot(3);
-  const std::string key = "0123456789abcdef";
-  a.set_liveness_key(key);
-  JoinAnswers({a});
-  const absl::Time start = clock_.Now();
-  std::vector<absl::Time> reports;
-  bool finishing = false;
-  client_.report_response = [&](const v1::ReportRequest&) {
-    v1::ReportResponse r;
-    r.set_udp_heard(clock_.Now() - start < absl::Seconds(20));
-    return r;
-  };
-  client_.on_report = [&](const v1::ReportRequest& r) {
-    if (r.state() != v1::ReportRequest::RUNNING) return;
-    reports.push_back(clock_.Now());
-    if (clock_.Now() - start >= absl::Seconds(30) && !finishing) {
-      finishing = true;
-      WhenIdle([&] {
-        workers_.ExitAll(0);
-        WhenIdle([&] { client_.SendDirective(JobFinished(1)); });
-      });
-    }
-  };
-  EXPECT_EQ(Run(), 0);
+  const std::string key = kUdpKey;
+  int code = -1;
+  const std::vector<absl::Duration> reports = RunRecordingReports(
+      UdpAssignment(interval), absl::Seconds(30),
+      [](absl::Duration since) { return since < absl::Seconds(20); }, &code);
+  EXPECT_EQ(code, 0);
   ASSERT_FALSE(client_.joins().empty());
   EXPECT_TRUE(client_.joins()[0].udp_liveness()) << "the agent offers it";
 
@@ -660,7 +678,7 @@ TEST_F(AgentTest, UdpLiveness_DatagramEveryInterval_ReportsEveryTimeoutOnlyWhile
   int slow = 0, fast = 0;
   for (size_t i = 1; i < reports.size(); ++i) {
     const absl::Duration gap = reports[i] - reports[i - 1];
-    const absl::Duration at = reports[i] - start;
+    const absl::Duration at = reports[i];
     if (at > absl::Seconds(2) && at < absl::Seconds(20)) {
       EXPECT_GE(gap, absl::Milliseconds(4500)) << "at " << at;
       ++slow;
@@ -678,37 +696,16 @@ TEST_F(AgentTest, UdpLiveness_LargeRound_FirstReportSpreadAndHeardReportsAtTheRo
   // Issue 13: a 10,000-node round tells each member when to send its first
   // Report (spread over T/2) and how often to report while heard (20 s).
   const absl::Duration interval = absl::Milliseconds(470);
-  v1::Assignment a = MakeAssignment(1, 1, 2, 2, interval);
-  a.set_heartbeat_timeout_ms(5000);
-  a.set_liveness_udp_port(29400);
-  a.set_liveness_slot(3);
-  a.set_liveness_key("0123456789abcdef");
+  v1::Assignment a = UdpAssignment(interval);
   a.set_first_report_delay_ms(1900);
   a.set_report_interval_ms(20000);
-  JoinAnswers({a});
-  const absl::Time start = clock_.Now();
-  std::vector<absl::Time> reports;
-  bool finishing = false;
-  client_.report_response = [&](const v1::ReportRequest&) {
-    v1::ReportResponse r;
-    r.set_udp_heard(true);
-    return r;
-  };
-  client_.on_report = [&](const v1::ReportRequest& r) {
-    if (r.state() != v1::ReportRequest::RUNNING) return;
-    reports.push_back(clock_.Now());
-    if (clock_.Now() - start >= absl::Seconds(60) && !finishing) {
-      finishing = true;
-      WhenIdle([&] {
-        workers_.ExitAll(0);
-        WhenIdle([&] { client_.SendDirective(JobFinished(1)); });
-      });
-    }
-  };
-  EXPECT_EQ(Run(), 0) << "a 20 s Report interval is not a lost coordinator";
+  int code = -1;
+  const std::vector<absl::Duration> reports = RunRecordingReports(
+      a, absl::Seconds(60), [](absl::Duration) { return true; }, &code);
+  EXPECT_EQ(code, 0) << "a 20 s Report interval is not a lost coordinator";
   ASSERT_GE(reports.size(), 4u);
-  EXPECT_GE(reports[0] - start, absl::Milliseconds(1900));
-  EXPECT_LE(reports[0] - start, absl::Milliseconds(1900) + interval);
+  EXPECT_GE(reports[0], absl::Milliseconds(1900));
+  EXPECT_LE(reports[0], absl::Milliseconds(1900) + interval);
   for (size_t i = 1; i < reports.size(); ++i) {
     EXPECT_GE(reports[i] - reports[i - 1], absl::Seconds(20)) << i;
     EXPECT_LE(reports[i] - reports[i - 1], absl::Seconds(20) + interval) << i;
