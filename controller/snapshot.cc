@@ -139,12 +139,13 @@ JobView JobViewOf(const v1::GetStatusResponse& status, StepRateTracker* rates,
   j.failures_total = s.restarts() + (s.state() == v1::JobSummary::FAILED ? 1 : 0);
   j.rounds = static_cast<int64_t>(s.round());
   // The coordinator's view of the newest report that has one (the agent
-  // that hosts the coordinator; after a move, the newest host).
+  // that hosts the coordinator; after a move, the newest host). A view
+  // with no round yet says nothing.
   const v1::HealthReport* coordinator_report = nullptr;
   for (const v1::NodeStatus& n : status.nodes()) {
     j.nodes.push_back(NodeViewOf(s.job_id(), n, rates, now_unix_ms));
     const v1::HealthReport& r = n.report();
-    if (r.has_coordinator() &&
+    if (r.has_coordinator() && r.coordinator().rounds() > 0 &&
         (coordinator_report == nullptr ||
          std::make_pair(r.round(), r.sent_unix_ms()) >
              std::make_pair(coordinator_report->round(), coordinator_report->sent_unix_ms()))) {

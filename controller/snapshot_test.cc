@@ -155,7 +155,11 @@ TEST_F(SnapshotTest, CoordinatorsLostNodes_FromTheNewestReportThatHasAView) {
   rr->set_round(2);
   rr->set_reason("node pod-7 lost: no heartbeat for 5s (restart 1 of 3)");
   ASSERT_TRUE(core_.Report(a).ok());
-  ASSERT_TRUE(core_.Report(Report("pod-1", 1, 2, NowMs())).ok());
+  // pod-1 hosts no coordinator; a later report with an empty view (as
+  // agents sent before TrimToLimits stopped adding one) does not hide pod-0's.
+  v1::HealthReport b = Report("pod-1", 1, 2, NowMs() + 100);
+  b.mutable_coordinator();
+  ASSERT_TRUE(core_.Report(b).ok());
   ASSERT_EQ(core_.GetStatus("job")->summary().restarts(), 1);
   ControllerSnapshot snap = SnapshotOf(core_, &rates_, clock_.Now(), clock_.Now(), "v");
   ASSERT_EQ(snap.jobs.size(), 1u);
