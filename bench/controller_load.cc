@@ -9,7 +9,7 @@
 // incarnation), its own gRPC channel and HTTP/2 connection (a local subchannel
 // pool, as each pod has its own), the product client's channel settings
 // (agent/reporter_grpc.cc), the job token in the metadata and the product's
-// 2 s deadline, and sends what `trainlet run` sends (agent/reporter.cc):
+// 2 s deadline (--deadline; 0: none), and sends what `trainlet run` sends (agent/reporter.cc):
 // identity, sequence, round 1, rank, RUNNING, 8 workers, the latest progress
 // line (`step=... loss=... lr=... tokens_per_s=...`, the step growing 2 a
 // second) and its age, 8 GPU reports with their health, the agent's RSS, the
@@ -109,8 +109,6 @@ namespace v1 = ::trainlet::v1;
 constexpr char kToken[] = "controller-load-bench-token";
 constexpr int kWorkersPerNode = 8;
 constexpr int kGpusPerNode = 8;
-// The product's send deadline (ReporterOptions::send_timeout).
-constexpr int64_t kSendTimeoutNs = 2000000000;
 
 int64_t MonoNs() {
   timespec ts;
@@ -128,6 +126,7 @@ struct Config {
   int cqs = 2;
   int http_requests = 50;
   double views_s = 25;
+  double deadline_s = 2;  // each report's; the product's send_timeout. 0: none.
   std::string trainlet;
   std::vector<std::string> server_args;
 };
@@ -312,8 +311,11 @@ void Generator::Send(Agent* a, int64_t now_ns, int64_t t0_ns) {
     }
   }
   call->ctx.AddMetadata(trainlet::rendezvous::kTokenMetadataKey, kToken);
-  call->ctx.set_deadline(std::chrono::system_clock::now() +
-                         std::chrono::nanoseconds(kSendTimeoutNs));
+  if (config_.deadline_s > 0) {
+    call->ctx.set_deadline(
+        std::chrono::system_clock::now() +
+        std::chrono::nanoseconds(static_cast<int64_t>(config_.deadline_s * 1e9)));
+  }
   call->sent_ns = MonoNs();
   pending_.fetch_add(1);
   sent_.fetch_add(1);
@@ -938,6 +940,8 @@ int main(int argc, char** argv) {
       inum(&c.cqs);
     } else if (Flag(argv[i], "--http-requests", &v)) {
       inum(&c.http_requests);
+    } else if (Flag(argv[i], "--deadline", &v)) {
+      num(&c.deadline_s);
     } else if (Flag(argv[i], "--views", &v)) {
       num(&c.views_s);
     } else if (Flag(argv[i], "--server-arg", &v)) {
@@ -951,13 +955,15 @@ int main(int argc, char** argv) {
   // The controller's caps: 256 jobs, 4,096 nodes per job, 8,192 in all.
   if (bad || c.agents < 1 || c.agents > 8192 || c.jobs < 1 || c.jobs > 256 || c.jobs > c.agents ||
       (c.agents + c.jobs - 1) / c.jobs > 4096 || c.interval_s < 0.1 || c.interval_s > 3600 ||
-      c.steady_s < 1 || c.views_s <= 0 || c.procs < 1 || c.procs > 64 || c.cqs < 1 ||
-      c.http_requests < 0 || c.trainlet.empty() || access(c.trainlet.c_str(), X_OK) != 0) {
+      c.steady_s < 1 || c.views_s <= 0 || c.deadline_s < 0 || c.procs < 1 || c.procs > 64 ||
+      c.cqs < 1 || c.http_requests < 0 || c.trainlet.empty() ||
+      access(c.trainlet.c_str(), X_OK) != 0) {
     fprintf(stderr,
             "usage: %s --trainlet=PATH [--agents=1000 (1..8192)] [--jobs=50 (1..256)]\n"
             "    [--interval=SECONDS (5)] [--steady=SECONDS (60)] [--warmup=SECONDS "
             "(interval+2)]\n"
             "    [--procs=1] [--cqs=2] [--http-requests=50] [--views=SECONDS (25)]\n"
+            "    [--deadline=SECONDS (2, the agent's; 0: none)]\n"
             "    [--server-arg=ARG]...\n",
             argv[0]);
     return 64;
