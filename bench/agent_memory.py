@@ -30,6 +30,7 @@ Usage (repository root, after building build-bench/trainlet):
 
 import argparse
 import os
+import shutil
 import socket
 import subprocess
 import sys
@@ -94,9 +95,11 @@ def measure(system, args, extra=()):
                 raise RuntimeError(f'{system}: workers did not start; logs in {d}')
             time.sleep(0.05)
         time.sleep(args.settle)  # workers are running; agents settled
-        return [read_status(p.pid) for p in procs]
+        figures = [read_status(p.pid) for p in procs]
     finally:
         benchlib.kill_groups(procs)
+    shutil.rmtree(d, ignore_errors=True)  # kept (logs) only when the run failed
+    return figures
 
 
 def start_controller(trainlet, d):
@@ -148,6 +151,7 @@ def main_reporting(args):
         after = reports_received(http)
     finally:
         benchlib.kill_groups([ctl])
+    shutil.rmtree(d, ignore_errors=True)
     print(f'{args.repeat} run(s) each, measured {args.settle:g} s after the workers started; '
           f'the controller received {after - before} reports (1 s interval)')
     print(f'{"agent":12s} ' + ' '.join(f'{k + " off":>12s} {k + " on":>12s} {"diff":>7s}'
