@@ -360,6 +360,7 @@ void Agent::RequestTracebackOf(int local_rank) {
   const pid_t leader = seams_.workers->worker_pid(local_rank);
   std::string note;
   bool sent = false;
+  int64_t before = -1;  // the traceback file's size before the signal.
   if (seams_.progress == nullptr || !seams_.progress->TracebackOptedIn(local_rank)) {
     note = "not requested: the worker did not create TRAINLET_TRACEBACK_FILE (docs/progress.md)";
   } else if (leader <= 0) {
@@ -373,6 +374,7 @@ void Agent::RequestTracebackOf(int local_rank) {
         ProcessGroupOf(reported->second, seams_.proc_root) == leader) {
       target = reported->second;
     }
+    before = seams_.progress->TracebackBytes(local_rank);
     if (kill(target, SIGUSR1) == 0) {
       sent = true;
       note = absl::StrCat("sent SIGUSR1 to pid ", target);
@@ -383,7 +385,7 @@ void Agent::RequestTracebackOf(int local_rank) {
     }
   }
   traceback_notes_[local_rank] = note;
-  Feed(TracebackRequested{local_rank, sent});
+  Feed(TracebackRequested{local_rank, sent, before});
 }
 
 void Agent::SaveHangEvidence(HangEvidence e) {
@@ -481,6 +483,10 @@ void Agent::Execute(const std::vector<RoundAction>& actions) {
             RequestTracebackOf(a.local_rank);
           } else if constexpr (std::is_same_v<T, CollectHangEvidence>) {
             SaveHangEvidence(a.evidence);
+          } else if constexpr (std::is_same_v<T, CheckTraceback>) {
+            Feed(TracebackSize{a.local_rank, seams_.progress != nullptr
+                                                 ? seams_.progress->TracebackBytes(a.local_rank)
+                                                 : -1});
           } else {
             static_assert(std::is_same_v<T, Finish>);
             if (preparing_round_ != 0) {

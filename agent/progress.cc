@@ -275,6 +275,12 @@ bool ProgressDir::TracebackOptedIn(int local_rank) const {
   return lstat(TracebackFile(local_rank).c_str(), &st) == 0 && S_ISREG(st.st_mode);
 }
 
+int64_t ProgressDir::TracebackBytes(int local_rank) const {
+  struct stat st;
+  if (lstat(TracebackFile(local_rank).c_str(), &st) != 0 || !S_ISREG(st.st_mode)) return -1;
+  return static_cast<int64_t>(st.st_size);
+}
+
 std::string ProgressDir::ReadTraceback(int local_rank) const {
   bool from_start = false;
   return ReadTail(TracebackFile(local_rank), kMaxTracebackBytes, &from_start).value_or("");

@@ -101,6 +101,8 @@ class ProgressDir {
 
   // The worker created its traceback file (opted in to SIGUSR1).
   bool TracebackOptedIn(int local_rank) const;
+  // The traceback file's size; -1 when it is not a regular file.
+  int64_t TracebackBytes(int local_rank) const;
   // The traceback file's last kMaxTracebackBytes, raw; empty when none.
   std::string ReadTraceback(int local_rank) const;
 

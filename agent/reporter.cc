@@ -302,4 +302,25 @@ void AddGpuReports(const v1::NodeProbe& probe, v1::HealthReport* report) {
   }
 }
 
+void AddCoordinatorView(const rendezvous::Coordinator::Snapshot& snapshot,
+                        v1::HealthReport* report) {
+  v1::CoordinatorView* view = report->mutable_coordinator();
+  view->set_members(snapshot.members);
+  view->set_rounds(snapshot.round);
+  // Both lists are oldest first: keep the newest within the bounds.
+  const size_t lost_from = snapshot.lost_nodes.size() -
+                           std::min<size_t>(snapshot.lost_nodes.size(), controller::kMaxLostNodes);
+  for (size_t i = lost_from; i < snapshot.lost_nodes.size(); ++i) {
+    view->add_lost_nodes(snapshot.lost_nodes[i]);
+  }
+  const size_t restarts_from =
+      snapshot.restarts.size() -
+      std::min<size_t>(snapshot.restarts.size(), controller::kMaxRestartReasons);
+  for (size_t i = restarts_from; i < snapshot.restarts.size(); ++i) {
+    v1::RestartReason* r = view->add_restarts();
+    r->set_round(snapshot.restarts[i].round);
+    r->set_reason(snapshot.restarts[i].reason);
+  }
+}
+
 }  // namespace trainlet::agent

@@ -38,6 +38,7 @@
 #include "common/clock.h"
 #include "common/logging.h"
 #include "controller/report_limits.h"
+#include "rendezvous/coordinator.h"
 #include "trainlet/v1/controller.pb.h"
 #include "trainlet/v1/topology.pb.h"
 
@@ -153,6 +154,12 @@ uint64_t AgentRssBytes();
 // reset or a reboot, has uncorrectable (double-bit) ECC errors, or failed
 // a row remap.
 void AddGpuReports(const v1::NodeProbe& probe, v1::HealthReport* report);
+
+// The coordinator's view, for the agent that hosts it: members of the
+// current round, rounds opened, the nodes lost and not back, the latest
+// restarts with their reasons (within the report's bounds).
+void AddCoordinatorView(const rendezvous::Coordinator::Snapshot& snapshot,
+                        v1::HealthReport* report);
 
 }  // namespace trainlet::agent
 

@@ -24,6 +24,9 @@ GrpcReportTransport::GrpcReportTransport(const std::string& target, std::string 
   args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS,
               static_cast<int>(std::max<int64_t>(1000, absl::ToInt64Milliseconds(interval))));
   args.SetInt(GRPC_ARG_DNS_MIN_TIME_BETWEEN_RESOLUTIONS_MS, 1000);
+  // One small report every few seconds: no flow-control window to size, and
+  // each BDP ping would cost the controller a wake-up (docs/benchmarks.md).
+  args.SetInt(GRPC_ARG_HTTP2_BDP_PROBE, 0);
   std::shared_ptr<grpc::ChannelCredentials> credentials = rendezvous::ClientCredentials(tls, &args);
   stub_->stub = v1::Controller::NewStub(grpc::CreateCustomChannel(target, credentials, args));
 }

@@ -4,6 +4,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "common/clock.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -221,6 +222,44 @@ TEST(GpuReports, FatalWhenNvmlSaysSo) {
   EXPECT_THAT(r.gpus(1).reason(), HasSubstr("recovery action 2"));
   EXPECT_TRUE(r.gpus(2).fatal());
   EXPECT_THAT(r.gpus(2).reason(), HasSubstr("uncorrectable"));
+}
+
+TEST(CoordinatorView, MembersRoundsLostNodesAndRestartsWithinTheBounds) {
+  rendezvous::Coordinator::Snapshot snap;
+  snap.members = 3;
+  snap.round = 25;
+  for (int i = 0; i < 70; ++i) snap.lost_nodes.push_back(absl::StrCat("pod-", i));
+  for (int i = 0; i < 20; ++i) {
+    snap.restarts.push_back({static_cast<uint64_t>(i + 2), absl::StrCat("node pod-", i, " lost")});
+  }
+  snap.restarts.back().reason = std::string(3000, 'x');  // past the report's 1 KiB.
+  v1::HealthReport r;
+  r.set_job_id("job");
+  r.set_node_id("pod-0");
+  r.set_incarnation(1);
+  r.set_sequence(1);
+  AddCoordinatorView(snap, &r);
+  controller::TrimToLimits(&r);
+  ASSERT_TRUE(controller::ValidateHealthReport(r).ok()) << controller::ValidateHealthReport(r);
+  const v1::CoordinatorView& v = r.coordinator();
+  EXPECT_EQ(v.members(), 3);
+  EXPECT_EQ(v.rounds(), 25u);
+  // The newest of each, oldest first.
+  ASSERT_EQ(v.lost_nodes_size(), controller::kMaxLostNodes);
+  EXPECT_EQ(v.lost_nodes(0), "pod-6");
+  EXPECT_EQ(v.lost_nodes(controller::kMaxLostNodes - 1), "pod-69");
+  ASSERT_EQ(v.restarts_size(), controller::kMaxRestartReasons);
+  EXPECT_EQ(v.restarts(0).round(), 6u);
+  EXPECT_EQ(v.restarts(0).reason(), "node pod-4 lost");
+  EXPECT_EQ(v.restarts(controller::kMaxRestartReasons - 1).round(), 21u);
+  EXPECT_LE(v.restarts(controller::kMaxRestartReasons - 1).reason().size(),
+            controller::kMaxTextLength);
+
+  v1::HealthReport empty;
+  AddCoordinatorView(rendezvous::Coordinator::Snapshot{}, &empty);
+  EXPECT_TRUE(empty.has_coordinator());
+  EXPECT_EQ(empty.coordinator().lost_nodes_size(), 0);
+  EXPECT_EQ(empty.coordinator().restarts_size(), 0);
 }
 
 TEST(AgentRss, IsReadFromProc) { EXPECT_GT(AgentRssBytes(), 1u << 20); }

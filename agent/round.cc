@@ -176,6 +176,8 @@ std::vector<RoundAction> RoundMachine::Handle(const RoundEvent& event) {
           OnProgress(e);
         } else if constexpr (std::is_same_v<T, TracebackRequested>) {
           OnTracebackRequested(e, &out);
+        } else if constexpr (std::is_same_v<T, TracebackSize>) {
+          OnTracebackSize(e, &out);
         } else if constexpr (std::is_same_v<T, NodeUnhealthy>) {
           OnNodeUnhealthy(e, &out);
         } else {
@@ -322,6 +324,7 @@ void RoundMachine::OnJoinAnswered(const JoinAnswered& e, Actions* out) {
   watched_.assign(static_cast<size_t>(std::max(0, workers_running_)), Watched{});
   hung_rank_ = -1;
   hang_due_ = absl::InfiniteFuture();
+  traceback_check_at_ = absl::InfiniteFuture();
   status_.progress.clear();
 
   status_.round = a.round();
@@ -409,6 +412,7 @@ void RoundMachine::OnWorkerExited(const WorkerExited& e, Actions* out) {
   if (x.local_rank == hung_rank_) {
     hung_rank_ = -1;
     hang_due_ = absl::InfiniteFuture();
+    traceback_check_at_ = absl::InfiniteFuture();
   }
   const int code = x.exit_code;
   if (code != 0 && any_failure_ == 0) any_failure_ = code;
@@ -496,7 +500,7 @@ void RoundMachine::OnProgress(const ProgressReported& e) {
 
 absl::Time RoundMachine::HangDeadline() const {
   if (options_.hang_timeout <= absl::ZeroDuration()) return absl::InfiniteFuture();
-  if (hung_rank_ >= 0) return hang_due_;
+  if (hung_rank_ >= 0) return std::min(hang_due_, traceback_check_at_);
   absl::Time next = absl::InfiniteFuture();
   for (const Watched& w : watched_) {
     if (w.running && w.last != absl::InfiniteFuture()) {
@@ -509,7 +513,12 @@ absl::Time RoundMachine::HangDeadline() const {
 void RoundMachine::CheckHang(absl::Time now, Actions* out) {
   if (state_ != RoundState::kRunning || options_.hang_timeout <= absl::ZeroDuration()) return;
   if (hung_rank_ >= 0) {
-    if (now >= hang_due_) FailHung(out);
+    if (now >= hang_due_) {
+      FailHung(out);
+    } else if (now >= traceback_check_at_) {
+      traceback_check_at_ = absl::InfiniteFuture();  // until TracebackSize answers.
+      out->push_back(CheckTraceback{hung_rank_});
+    }
     return;
   }
   for (size_t l = 0; l < watched_.size(); ++l) {
@@ -543,7 +552,30 @@ void RoundMachine::CheckHang(absl::Time now, Actions* out) {
 
 void RoundMachine::OnTracebackRequested(const TracebackRequested& e, Actions* out) {
   if (state_ != RoundState::kRunning || e.local_rank != hung_rank_) return;
-  if (!e.sent) FailHung(out);
+  if (!e.sent) {
+    FailHung(out);
+    return;
+  }
+  traceback_before_ = traceback_bytes_ = e.bytes;
+  traceback_since_ = clock_->Now();
+  traceback_check_at_ = clock_->Now() + options_.traceback_poll;
+}
+
+void RoundMachine::OnTracebackSize(const TracebackSize& e, Actions* out) {
+  if (state_ != RoundState::kRunning || e.local_rank != hung_rank_) return;
+  const absl::Time now = clock_->Now();
+  if (e.bytes != traceback_bytes_) {
+    traceback_bytes_ = e.bytes;
+    traceback_since_ = now;
+  }
+  // Written since the signal, then quiet: faulthandler is done (it writes
+  // every thread's stack from its signal handler, at once).
+  if (traceback_bytes_ > std::max<int64_t>(0, traceback_before_) &&
+      now - traceback_since_ >= options_.traceback_quiet) {
+    FailHung(out);
+    return;
+  }
+  traceback_check_at_ = now + options_.traceback_poll;
 }
 
 void RoundMachine::OnNodeUnhealthy(const NodeUnhealthy& e, Actions* out) {
@@ -568,6 +600,7 @@ void RoundMachine::FailHung(Actions* out) {
   const int local_rank = hung_rank_;
   hung_rank_ = -1;
   hang_due_ = absl::InfiniteFuture();
+  traceback_check_at_ = absl::InfiniteFuture();
   out->push_back(CollectHangEvidence{hang_});
   const std::string what = absl::StrCat(
       "worker rank ", hang_.global_rank, " (local rank ", local_rank, ") hung: no progress for ",

@@ -66,14 +66,17 @@
 // worker that reported progress (ProgressReported) and then stays silent
 // for the hang timeout is declared hung at that deadline. The machine asks
 // for its Python stacks (RequestTraceback; when the executor sent the
-// signal it waits traceback_wait), then for the evidence
+// signal it waits for them: until the traceback file, once it grew, has not
+// grown for traceback_quiet, checked every traceback_poll through
+// CheckTraceback, and at most traceback_wait), then for the evidence
 // (CollectHangEvidence), then fails the round as a failed worker with exit
 // code 80 (kExitWorkerHung): reported FAILED, stopped, the coordinator's
 // verdict decides between a restart and the end of the job.
 //
 //   RUNNING --silence >= hang_timeout--> RequestTraceback
-//      ^                                   | TracebackRequested (sent: wait
-//      |                                   | traceback_wait; not sent: at once)
+//      ^                                   | TracebackRequested (sent: wait for
+//      |                                   | the file to grow and settle, at
+//      |                                   | most traceback_wait; not sent: at once)
 //      |                                   v
 //      |                            CollectHangEvidence, Report(FAILED, 80)
 //      +-- progress resets the timer  --> STOPPING (as a worker failure)
@@ -193,6 +196,15 @@ struct ProgressReported {
 struct TracebackRequested {
   int local_rank = 0;
   bool sent = false;
+  // The traceback file's size just before the signal (-1: none), so that
+  // only what the worker writes after it counts.
+  int64_t bytes = -1;
+};
+// The executor's answer to CheckTraceback: the traceback file's size now
+// (-1: none).
+struct TracebackSize {
+  int local_rank = 0;
+  int64_t bytes = -1;
 };
 // The executor found this node's GPU health fatal (node_probe.h's
 // FatalGpuHealth) before a re-join: an elastic agent leaves with 81.
@@ -203,7 +215,7 @@ struct NodeUnhealthy {
 using RoundEvent =
     std::variant<JoinAnswered, WorkersStarted, WorkerExited, WorkersGone, SignalReceived,
                  DirectiveReceived, StreamEnded, ReportAnswered, Tick, LocalFailure,
-                 ProgressReported, TracebackRequested, NodeUnhealthy>;
+                 ProgressReported, TracebackRequested, NodeUnhealthy, TracebackSize>;
 
 // ---- Actions it asks the executor to perform.
 
@@ -250,6 +262,10 @@ struct Finish {
 struct RequestTraceback {
   int local_rank = 0;
 };
+// While the stacks are awaited: answer with TracebackSize (a stat()).
+struct CheckTraceback {
+  int local_rank = 0;
+};
 // Save the hung worker's evidence (hang_evidence.h) now, before it is
 // stopped; `evidence` holds what the machine knows (rank, round, silence,
 // last progress); the executor adds the rest.
@@ -259,7 +275,7 @@ struct CollectHangEvidence {
 
 using RoundAction = std::variant<StartJoin, CancelJoin, OpenWatch, CloseWatch, StartWorkers,
                                  SignalWorkers, SendReport, SendLeave, SendLiveness, SetServing,
-                                 Finish, RequestTraceback, CollectHangEvidence>;
+                                 Finish, RequestTraceback, CollectHangEvidence, CheckTraceback>;
 
 // ---- The machine.
 
@@ -296,8 +312,13 @@ struct RoundOptions {
   absl::Duration progress_log_interval = absl::Seconds(10);
   // --hang-timeout: zero is off.
   absl::Duration hang_timeout = absl::ZeroDuration();
-  // How long to wait for a hung worker's Python stacks after SIGUSR1.
+  // How long to wait at most for a hung worker's Python stacks after
+  // SIGUSR1; the wait ends earlier once the traceback file grew and then
+  // did not grow for traceback_quiet (faulthandler has written every
+  // thread), checked every traceback_poll.
   absl::Duration traceback_wait = absl::Seconds(2);
+  absl::Duration traceback_quiet = absl::Milliseconds(100);
+  absl::Duration traceback_poll = absl::Milliseconds(20);
 };
 
 enum class RoundState { kJoining, kRunning, kAwaitingVerdict, kStopping, kDone };
@@ -377,6 +398,7 @@ class RoundMachine {
   void OnLocalFailure(const LocalFailure& e, Actions* out);
   void OnProgress(const ProgressReported& e);
   void OnTracebackRequested(const TracebackRequested& e, Actions* out);
+  void OnTracebackSize(const TracebackSize& e, Actions* out);
   void OnNodeUnhealthy(const NodeUnhealthy& e, Actions* out);
   // The earliest point a running worker would be declared hung, or when the
   // hung worker's stacks are due; InfiniteFuture when none.
@@ -471,6 +493,13 @@ class RoundMachine {
   int hung_rank_ = -1;
   absl::Time hang_due_ = absl::InfiniteFuture();
   HangEvidence hang_;
+  // The traceback file while the stacks are awaited: its size before the
+  // signal, its latest size and when that was first seen, and when to ask
+  // for it next (InfiniteFuture: not waiting, or a CheckTraceback pending).
+  int64_t traceback_before_ = -1;
+  int64_t traceback_bytes_ = -1;
+  absl::Time traceback_since_ = absl::InfinitePast();
+  absl::Time traceback_check_at_ = absl::InfiniteFuture();
 
   // Stopping.
   Outcome outcome_ = Outcome::kUndecided;

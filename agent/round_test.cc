@@ -4,6 +4,10 @@
 
 #include <signal.h>
 
+#include <cstdint>
+#include <functional>
+#include <vector>
+
 #include "common/exit_codes.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -234,18 +238,84 @@ TEST_F(HangTest, ProgressResetsTheTimer_PerWorker) {
   EXPECT_EQ(Find<RequestTraceback>(actions)->local_rank, 0);
 }
 
-TEST_F(HangTest, WaitsForTheStacksWhenTheSignalWasSent) {
+// Drives the wait for a hung worker's stacks the way the executor does:
+// at each deadline a Tick; each CheckTraceback answered with
+// `size(elapsed)`. Returns how long after the signal the evidence was
+// collected (and its SendReport checked), or InfiniteDuration.
+absl::Duration AwaitEvidence(RoundMachine* machine, SimulatedClock* clock,
+                             const std::function<int64_t(absl::Duration)>& size) {
+  const absl::Time signalled = clock->Now();
+  for (int i = 0; i < 1000; ++i) {
+    const absl::Time next = machine->NextDeadline();
+    if (next == absl::InfiniteFuture()) return absl::InfiniteDuration();
+    clock->Advance(next - clock->Now());
+    std::vector<RoundAction> actions = machine->Handle(Tick{});
+    if (const CheckTraceback* check = Find<CheckTraceback>(actions)) {
+      EXPECT_EQ(check->local_rank, 0);
+      actions = machine->Handle(TracebackSize{check->local_rank, size(clock->Now() - signalled)});
+    }
+    if (Find<CollectHangEvidence>(actions) != nullptr) {
+      EXPECT_EQ(Find<CollectHangEvidence>(actions)->evidence.local_rank, 0);
+      EXPECT_NE(Find<SendReport>(actions), nullptr);
+      if (Find<SendReport>(actions) != nullptr) {
+        EXPECT_EQ(Find<SendReport>(actions)->request.exit_code(), kExitWorkerHung);
+      }
+      return clock->Now() - signalled;
+    }
+  }
+  return absl::InfiniteDuration();
+}
+
+TEST_F(HangTest, SignalSentButNothingWritten_WaitsTheWholeTracebackWait) {
   StartRound();
   machine_->Handle(ProgressReported{0, "step=1"});
   ASSERT_NE(Find<RequestTraceback>(AdvanceAndTick(kHangTimeout)), nullptr);
-  EXPECT_TRUE(machine_->Handle(TracebackRequested{0, true}).empty());
-  EXPECT_EQ(machine_->NextDeadline(), clock_.Now() + absl::Seconds(2));
-  EXPECT_TRUE(AdvanceAndTick(absl::Milliseconds(1999)).empty());
-  std::vector<RoundAction> actions = AdvanceAndTick(absl::Milliseconds(1));
-  ASSERT_NE(Find<CollectHangEvidence>(actions), nullptr);
-  EXPECT_EQ(Find<CollectHangEvidence>(actions)->evidence.silence, kHangTimeout);
-  ASSERT_NE(Find<SendReport>(actions), nullptr);
-  EXPECT_EQ(Find<SendReport>(actions)->request.exit_code(), kExitWorkerHung);
+  EXPECT_TRUE(machine_->Handle(TracebackRequested{0, true, 0}).empty());
+  // The file is checked every traceback_poll, not slept on.
+  EXPECT_EQ(machine_->NextDeadline(), clock_.Now() + absl::Milliseconds(20));
+  EXPECT_EQ(AwaitEvidence(machine_.get(), &clock_, [](absl::Duration) { return 0; }),
+            absl::Seconds(2));
+}
+
+TEST_F(HangTest, StacksWritten_TheWaitEndsOnceTheFileStopsGrowing) {
+  StartRound();
+  machine_->Handle(ProgressReported{0, "step=1"});
+  ASSERT_NE(Find<RequestTraceback>(AdvanceAndTick(kHangTimeout)), nullptr);
+  EXPECT_TRUE(machine_->Handle(TracebackRequested{0, true, 0}).empty());
+  // Empty for 30 ms, 3,000 bytes at 40 ms, 5,000 from 60 ms on: complete
+  // 100 ms after it last grew.
+  const absl::Duration waited =
+      AwaitEvidence(machine_.get(), &clock_, [](absl::Duration t) -> int64_t {
+        if (t < absl::Milliseconds(40)) return 0;
+        return t < absl::Milliseconds(60) ? 3000 : 5000;
+      });
+  EXPECT_EQ(waited, absl::Milliseconds(160));
+}
+
+TEST_F(HangTest, TracebackFileAlreadyWritten_OnlyWhatFollowsTheSignalCounts) {
+  StartRound();
+  machine_->Handle(ProgressReported{0, "step=1"});
+  ASSERT_NE(Find<RequestTraceback>(AdvanceAndTick(kHangTimeout)), nullptr);
+  // 700 bytes from an earlier SIGUSR1 (one the user sent the agent, which
+  // forwarded it); the new stacks land at 500 ms.
+  EXPECT_TRUE(machine_->Handle(TracebackRequested{0, true, 700}).empty());
+  EXPECT_EQ(AwaitEvidence(machine_.get(), &clock_,
+                          [](absl::Duration t) -> int64_t {
+                            return t < absl::Milliseconds(500) ? 700 : 2100;
+                          }),
+            absl::Milliseconds(600));
+}
+
+TEST_F(HangTest, StacksStillGrowingAtTheLimit_TheWaitEndsAtTracebackWait) {
+  StartRound();
+  machine_->Handle(ProgressReported{0, "step=1"});
+  ASSERT_NE(Find<RequestTraceback>(AdvanceAndTick(kHangTimeout)), nullptr);
+  EXPECT_TRUE(machine_->Handle(TracebackRequested{0, true, 0}).empty());
+  EXPECT_EQ(AwaitEvidence(machine_.get(), &clock_,
+                          [](absl::Duration t) {
+                            return 100 + absl::ToInt64Milliseconds(t);  // never settles
+                          }),
+            absl::Seconds(2));
 }
 
 TEST_F(HangTest, AWorkerThatExitedIsNotHung_AndARestartStartsAfresh) {

@@ -279,11 +279,7 @@ int RunAgent(const RunConfig& config, const std::map<std::string, std::string>& 
     ro.enrich = [probe, coordinator](v1::HealthReport* r) {
       r->set_agent_rss_bytes(AgentRssBytes());
       if (probe) AddGpuReports(*probe, r);
-      if (coordinator != nullptr) {
-        const rendezvous::Coordinator::Snapshot snap = coordinator->GetSnapshot();
-        r->mutable_coordinator()->set_members(snap.members);
-        r->mutable_coordinator()->set_rounds(snap.round);
-      }
+      if (coordinator != nullptr) AddCoordinatorView(coordinator->GetSnapshot(), r);
     };
     reporter =
         std::make_unique<Reporter>(std::move(ro), report_transport.get(), Clock::Monotonic());

@@ -40,6 +40,8 @@ absl::StatusOr<std::unique_ptr<ControllerHost>> ControllerHost::Start(
   so.tls = options.tls;
   // A controller has no heartbeats; its clients' keepalive is the default.
   so.heartbeat_timeout = absl::Seconds(10);
+  // A report is one small message every few seconds per connection.
+  so.bdp_probe = false;
   auto server = rendezvous::GrpcServer::Start(so, {host->service_.get()});
   if (!server.ok()) return server.status();
   host->server_ = std::move(*server);

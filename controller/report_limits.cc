@@ -212,16 +212,22 @@ void TrimToLimits(v1::HealthReport* r) {
     FitText(g.mutable_uuid(), kMaxGpuUuidLength);
     FitText(g.mutable_reason(), kMaxGpuReasonLength);
   }
-  v1::CoordinatorView* c = r->mutable_coordinator();
-  if (c->lost_nodes_size() > kMaxLostNodes) {
-    c->mutable_lost_nodes()->DeleteSubrange(kMaxLostNodes, c->lost_nodes_size() - kMaxLostNodes);
+  // Only the agent that hosts the coordinator sends a view (mutable_ would
+  // give every report an empty one).
+  if (r->has_coordinator()) {
+    v1::CoordinatorView* c = r->mutable_coordinator();
+    // The latest are the last in both lists: drop the oldest.
+    if (c->lost_nodes_size() > kMaxLostNodes) {
+      c->mutable_lost_nodes()->DeleteSubrange(0, c->lost_nodes_size() - kMaxLostNodes);
+    }
+    for (std::string& n : *c->mutable_lost_nodes()) FitText(&n, kMaxNodeIdLength);
+    if (c->restarts_size() > kMaxRestartReasons) {
+      c->mutable_restarts()->DeleteSubrange(0, c->restarts_size() - kMaxRestartReasons);
+    }
+    for (v1::RestartReason& rr : *c->mutable_restarts()) {
+      FitText(rr.mutable_reason(), kMaxTextLength);
+    }
   }
-  for (std::string& n : *c->mutable_lost_nodes()) FitText(&n, kMaxNodeIdLength);
-  if (c->restarts_size() > kMaxRestartReasons) {
-    // The latest are the last: drop the oldest.
-    c->mutable_restarts()->DeleteSubrange(0, c->restarts_size() - kMaxRestartReasons);
-  }
-  for (v1::RestartReason& rr : *c->mutable_restarts()) FitText(rr.mutable_reason(), kMaxTextLength);
   FitText(r->mutable_hang_evidence(), kMaxHangEvidenceLength);
   if (r->events_size() > kMaxEvents) {
     r->mutable_events()->DeleteSubrange(0, r->events_size() - kMaxEvents);

@@ -2,6 +2,7 @@
 
 #include <string>
 
+#include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -82,6 +83,22 @@ TEST(ReportLimitsTest, TrimToLimits_MakesAnOversizedReportValid) {
   EXPECT_EQ(r.events_size(), kMaxEvents);
   EXPECT_EQ(r.events(kMaxEvents - 1).id(), 40u);  // the newest kept.
   EXPECT_LE(r.ByteSizeLong(), kMaxReportBytes);
+}
+
+TEST(ReportLimitsTest, TrimToLimits_AddsNoCoordinatorView_AndKeepsTheNewestLostNodes) {
+  v1::HealthReport plain = Valid();
+  TrimToLimits(&plain);
+  EXPECT_FALSE(plain.has_coordinator()) << "only the agent hosting the coordinator sends one";
+
+  v1::HealthReport r = Valid();
+  for (int i = 0; i < kMaxLostNodes + 6; ++i) {
+    r.mutable_coordinator()->add_lost_nodes(absl::StrCat("n", i));
+  }
+  TrimToLimits(&r);
+  EXPECT_TRUE(ValidateHealthReport(r).ok()) << ValidateHealthReport(r);
+  ASSERT_EQ(r.coordinator().lost_nodes_size(), kMaxLostNodes);
+  EXPECT_EQ(r.coordinator().lost_nodes(0), "n6");
+  EXPECT_EQ(r.coordinator().lost_nodes(kMaxLostNodes - 1), absl::StrCat("n", kMaxLostNodes + 5));
 }
 
 TEST(ReportLimitsTest, TrimToLimits_CutsOnCharacterBoundariesAndReplacesInvalidUtf8) {

@@ -138,13 +138,28 @@ JobView JobViewOf(const v1::GetStatusResponse& status, StepRateTracker* rates,
   // node); a failed job adds its last one.
   j.failures_total = s.restarts() + (s.state() == v1::JobSummary::FAILED ? 1 : 0);
   j.rounds = static_cast<int64_t>(s.round());
+  // The coordinator's view of the newest report that has one (the agent
+  // that hosts the coordinator; after a move, the newest host). A view
+  // with no round yet says nothing.
+  const v1::HealthReport* coordinator_report = nullptr;
   for (const v1::NodeStatus& n : status.nodes()) {
     j.nodes.push_back(NodeViewOf(s.job_id(), n, rates, now_unix_ms));
     const v1::HealthReport& r = n.report();
+    if (r.has_coordinator() && r.coordinator().rounds() > 0 &&
+        (coordinator_report == nullptr ||
+         std::make_pair(r.round(), r.sent_unix_ms()) >
+             std::make_pair(coordinator_report->round(), coordinator_report->sent_unix_ms()))) {
+      coordinator_report = &r;
+    }
     if (r.nnodes() > 0) j.nnodes = r.nnodes();
     if (r.world_size() > 0) j.world_size = r.world_size();
     if (r.has_coordinator() && r.coordinator().rounds() > 0) {
       j.rounds = std::max<int64_t>(j.rounds, static_cast<int64_t>(r.coordinator().rounds()));
+    }
+  }
+  if (coordinator_report != nullptr) {
+    for (const std::string& node : coordinator_report->coordinator().lost_nodes()) {
+      j.lost_nodes.push_back(node);
     }
   }
   for (const v1::HistoryEntry& e : status.history()) {

@@ -143,5 +143,42 @@ TEST_F(SnapshotTest, ANodeThatStoppedReportingIsShownDown) {
   EXPECT_EQ(snap.jobs[0].state, JobState::kStale);
 }
 
+TEST_F(SnapshotTest, CoordinatorsLostNodes_FromTheNewestReportThatHasAView) {
+  ASSERT_TRUE(core_.Report(Report("pod-0", 1, 1, NowMs())).ok());
+  clock_.Advance(absl::Seconds(5));
+  v1::HealthReport a = Report("pod-0", 2, 2, NowMs());
+  a.mutable_coordinator()->set_members(2);
+  a.mutable_coordinator()->set_rounds(2);
+  a.mutable_coordinator()->add_lost_nodes("pod-7");
+  a.mutable_coordinator()->add_lost_nodes("pod-9");
+  v1::RestartReason* rr = a.mutable_coordinator()->add_restarts();
+  rr->set_round(2);
+  rr->set_reason("node pod-7 lost: no heartbeat for 5s (restart 1 of 3)");
+  ASSERT_TRUE(core_.Report(a).ok());
+  // pod-1 hosts no coordinator; a later report with an empty view (as
+  // agents sent before TrimToLimits stopped adding one) does not hide pod-0's.
+  v1::HealthReport b = Report("pod-1", 1, 2, NowMs() + 100);
+  b.mutable_coordinator();
+  ASSERT_TRUE(core_.Report(b).ok());
+  ASSERT_EQ(core_.GetStatus("job")->summary().restarts(), 1);
+  ControllerSnapshot snap = SnapshotOf(core_, &rates_, clock_.Now(), clock_.Now(), "v");
+  ASSERT_EQ(snap.jobs.size(), 1u);
+  EXPECT_THAT(snap.jobs[0].lost_nodes, ::testing::ElementsAre("pod-7", "pod-9"));
+  // The restart's cause is the coordinator's reason (no node's event gave one).
+  ASSERT_EQ(snap.jobs[0].restarts.size(), 1u);
+  EXPECT_THAT(snap.jobs[0].restarts[0].cause, HasSubstr("node pod-7 lost"));
+  EXPECT_THAT(RenderJson(snap), HasSubstr("\"lost_nodes\":[\"pod-7\",\"pod-9\"]"));
+  EXPECT_THAT(RenderStatusTable(snap, "job"), HasSubstr("lost nodes (not back): pod-7, pod-9"));
+
+  // pod-7 came back: node 0's next report no longer names it.
+  clock_.Advance(absl::Seconds(5));
+  a.set_sequence(3);
+  a.set_sent_unix_ms(NowMs());
+  a.mutable_coordinator()->mutable_lost_nodes()->DeleteSubrange(0, 1);
+  ASSERT_TRUE(core_.Report(a).ok());
+  snap = SnapshotOf(core_, &rates_, clock_.Now(), clock_.Now(), "v");
+  EXPECT_THAT(snap.jobs[0].lost_nodes, ::testing::ElementsAre("pod-9"));
+}
+
 }  // namespace
 }  // namespace trainlet::controller

@@ -196,6 +196,11 @@ const std::string& StatusPageHtml() {
     var scroll = el("div", "scroll");
     scroll.appendChild(table);
     sec.appendChild(scroll);
+    if (job.lost_nodes && job.lost_nodes.length) {
+      var lost = el("div", "lost-nodes", "lost nodes (not back): ");
+      lost.appendChild(el("b", null, job.lost_nodes.join(", ")));
+      sec.appendChild(lost);
+    }
     if (job.restarts.length) {
       sec.appendChild(el("h3", null, "Restarts (" + job.restarts_total + ")"));
       var ul = el("ul", "events restarts");

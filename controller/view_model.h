@@ -114,6 +114,9 @@ struct JobView {
   int64_t failures_total = 0;         // worker failures recorded.
   std::vector<RestartView> restarts;  // the latest, oldest first.
   std::vector<HangView> hangs;        // the latest, oldest first.
+  // The coordinator's view (from the agent that hosts it): nodes declared
+  // lost and not back, oldest first (at most 64).
+  std::vector<std::string> lost_nodes;
 };
 
 struct ControllerSnapshot {

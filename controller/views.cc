@@ -275,6 +275,10 @@ void WriteJob(JsonWriter& w, const JobView& job) {
   w.Int(job.hangs_total);
   w.Key("failures_total");
   w.Int(job.failures_total);
+  w.Key("lost_nodes");
+  w.Open('[');
+  for (const std::string& node : job.lost_nodes) w.String(node, kMaxId);
+  w.Close(']');
   w.Key("totals");
   w.Open('{');
   w.Key("nodes");
@@ -473,6 +477,11 @@ void AppendJobDetail(std::string& out, const JobView& job, bool full) {
          node.progress.known ? Duration(node.progress.age_ms) : "-", GpuSummary(node.gpus)});
   }
   out += Table(rows, "  ");
+  if (!job.lost_nodes.empty()) {
+    std::vector<std::string> lost;
+    for (const std::string& n : job.lost_nodes) lost.push_back(Cell(n));
+    absl::StrAppend(&out, "  lost nodes (not back): ", absl::StrJoin(lost, ", "), "\n");
+  }
   if (full) {
     std::vector<std::vector<std::string>> workers = {
         {"NODE", "LOCAL", "RANK", "PID", "STATE", "EXIT", "RESTARTS"}};
@@ -525,6 +534,9 @@ void AppendJobDetail(std::string& out, const JobView& job, bool full) {
 }
 
 // ---- JSON back into a snapshot.
+
+// As the report's bound (controller/report_limits.h's kMaxLostNodes).
+constexpr size_t kMaxLostNodesShown = 64;
 
 using google::protobuf::Value;
 
@@ -638,6 +650,11 @@ JobView ParseJob(const Value& v) {
   job.restarts_total = IntField(v, "restarts_total");
   job.hangs_total = IntField(v, "hangs_total");
   job.failures_total = IntField(v, "failures_total");
+  for (const Value* n : ListField(v, "lost_nodes")) {
+    if (n->kind_case() == Value::kStringValue && job.lost_nodes.size() < kMaxLostNodesShown) {
+      job.lost_nodes.push_back(n->string_value());
+    }
+  }
   for (const Value* n : ListField(v, "nodes")) job.nodes.push_back(ParseNode(*n));
   for (const Value* r : ListField(v, "restarts")) {
     job.restarts.push_back({static_cast<uint64_t>(IntField(*r, "round")),

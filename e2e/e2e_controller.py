@@ -140,6 +140,52 @@ class ControllerTest(E2ETestCase):
         self.assertIn("last progress: step=", evidence)
         self.assertIn("wchan=", evidence)
 
+    def status_json(self, job):
+        """`trainlet status --json JOB`'s job, or None while it is unknown."""
+        out = subprocess.run(
+            [harness.TRAINLET, "status", "--controller=127.0.0.1:%d" % self.http_port, "--json",
+             job], stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=20)
+        return json.loads(out.stdout)["jobs"][0] if out.returncode == 0 else None
+
+    def test_lost_node_named_by_node_0_and_in_the_restart_cause(self):
+        port = harness.free_port()
+        db = self.path("history.db")
+        ctl = self.start_controller(port, db)
+        done = self.path("done")
+        script = "import os,time\nwhile not os.path.exists(%r): time.sleep(0.1)\n" % done
+        coord, mp = harness.free_ports(2)
+        agents = [self.start_agent(
+            ["--nnodes=2:3", "--node-rank=%d" % i, "--node-id=jobL-n%d" % i,
+             "--coordinator=127.0.0.1:%d" % coord, "--master-port=%d" % mp, "--job-id=jobL",
+             "--token-file=" + self.token, "--join-timeout=60s", "--max-restarts=2",
+             "--nproc-per-node=1", "--grace-period=5s",
+             "--controller=127.0.0.1:%d" % port, "--report-interval=200ms"],
+            [PY, "-c", script], name="jobL-n%d" % i) for i in range(3)]
+        harness.poll_until(lambda: (self.status_json("jobL") or {}).get("nodes", []) and
+                           len(self.status_json("jobL")["nodes"]) == 3, 30,
+                           what="3 nodes reporting\n" + self.describe_all())
+        os.kill(agents[2].pid, signal.SIGKILL)
+        # The survivors restart without it; node 0's coordinator view names it.
+        harness.poll_until(lambda: (self.status_json("jobL") or {}).get("lost_nodes") ==
+                           ["jobL-n2"] and self.status_json("jobL")["round"] == 2, 30,
+                           what="jobL-n2 shown lost in round 2\n" + self.describe_all())
+        job = self.status_json("jobL")
+        self.assertEqual(job["restarts_total"], 1, job)
+        self.assertIn("jobL-n2", job["restarts"][0]["cause"], job)
+        table = subprocess.run(
+            [harness.TRAINLET, "status", "--controller=127.0.0.1:%d" % self.http_port, "jobL"],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=20).stdout.decode()
+        self.assertIn("lost nodes (not back): jobL-n2", table)
+        with open(done, "w"):
+            pass
+        self.assertEqual(self.wait_all(agents[:2], 60), [0, 0], self.describe_all())
+        self.assertEqual(agents[2].wait(5), -signal.SIGKILL)
+        ctl.signal(signal.SIGTERM)
+        ctl.wait(10)
+        restarts = [r for r in self.history(db) if r[0] == "jobL" and r[1] == RESTART]
+        self.assertEqual(len(restarts), 1, restarts)
+        self.assertIn("jobL-n2", restarts[0][4], restarts)
+
     def test_controller_down_changes_nothing(self):
         port = harness.free_port()  # nobody listens there
         agents = self.run_job(port, "jobB", [PY, "-c", "import sys; sys.exit(0)"])

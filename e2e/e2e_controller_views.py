@@ -243,6 +243,8 @@ class ControllerViewsTest(unittest.TestCase):
                          "hung: no progress for 60s", "1: fatal", "loss=0.31", "5.00/s",
                          "thread 5201 state D"]:
             self.assertIn(expected, text)
+        self.assertEqual(cdp.eval("document.querySelector('section[data-job=\"demo\"] "
+                                  ".lost-nodes b').textContent"), "demo-node-3")
         gpu_title = cdp.eval("Array.from(document.querySelectorAll('section[data-job=\"demo\"] "
                              ".gpus .badge.fatal')).map(b => b.title)")
         self.assertEqual(gpu_title, ["GPU-2 - uncorrectable ECC error (Xid 48)"])

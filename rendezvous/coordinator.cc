@@ -1041,6 +1041,11 @@ void Coordinator::HandleFailureLocked(const std::string& node_id, const std::str
                                       int exit_code, bool remove_node, Actions* actions) {
   TLOG(kWarning) << "round " << round_ << ": " << reason;
   if (remove_node) {
+    // Each node once, the newest last (std::find: at most 64 entries).
+    recent_lost_.erase(std::remove(recent_lost_.begin(), recent_lost_.end(), node_id),
+                       recent_lost_.end());
+    recent_lost_.push_back(node_id);
+    while (static_cast<int>(recent_lost_.size()) > kSnapshotLostNodes) recent_lost_.pop_front();
     auto it = members_.find(node_id);
     if (it != members_.end()) {
       fenced_[node_id] = {it->second.join.member().incarnation(),
@@ -1071,6 +1076,10 @@ void Coordinator::HandleFailureLocked(const std::string& node_id, const std::str
 void Coordinator::ReopenLocked(const std::string& reason, Actions* actions) {
   ++restart_count_;
   const uint64_t next_round = round_ + 1;
+  recent_restarts_.push_back({next_round, reason.substr(0, kMaxMessageLength)});
+  while (static_cast<int>(recent_restarts_.size()) > kSnapshotRestarts) {
+    recent_restarts_.pop_front();
+  }
   v1::Directive d = NewDirectiveLocked();
   d.mutable_rejoin()->set_next_round(next_round);
   d.mutable_rejoin()->set_reason(reason);
@@ -1265,6 +1274,10 @@ Coordinator::Snapshot Coordinator::GetSnapshot() const {
   s.restart_count = restart_count_;
   s.verdict = verdict_;
   s.restarts_exhausted = verdict_exhausted_;
+  for (const std::string& node : recent_lost_) {
+    if (members_.find(node) == members_.end()) s.lost_nodes.push_back(node);
+  }
+  s.restarts.assign(recent_restarts_.begin(), recent_restarts_.end());
   return s;
 }
 

@@ -62,6 +62,7 @@
 #define TRAINLET_RENDEZVOUS_COORDINATOR_H_
 
 #include <cstdint>
+#include <deque>
 #include <functional>
 #include <map>
 #include <memory>
@@ -156,6 +157,10 @@ inline constexpr size_t kMaxMessageLength = 1024;
 inline constexpr absl::Duration kJoinAnswerMargin = absl::Milliseconds(250);
 // Gathering progress at INFO, at most this often.
 inline constexpr absl::Duration kProgressLogEvery = absl::Seconds(10);
+// What GetSnapshot keeps of the job's past (the controller's CoordinatorView
+// has the same bounds: controller/report_limits.h).
+inline constexpr int kSnapshotLostNodes = 64;
+inline constexpr int kSnapshotRestarts = 16;
 
 // The last call of a restart is re-armed by each survivor that comes back,
 // up to this many last calls after min_nodes were back (CoordinatorOptions).
@@ -272,6 +277,16 @@ class Coordinator {
     int restart_count = 0;
     std::string verdict;              // why the job failed, when it did.
     bool restarts_exhausted = false;  // it failed for lack of restarts or nodes.
+    // Nodes declared lost (stream broken, heartbeat timeout, left while
+    // running, replaced by a new incarnation) that have not joined again
+    // since: the latest kSnapshotLostNodes, oldest first.
+    std::vector<std::string> lost_nodes;
+    struct Restart {
+      uint64_t round = 0;  // the round the restart opened.
+      std::string reason;  // at most kMaxMessageLength bytes.
+    };
+    // The latest kSnapshotRestarts restarts (re-opened rounds), oldest first.
+    std::vector<Restart> restarts;
   };
   Snapshot GetSnapshot() const;
 
@@ -411,6 +426,10 @@ class Coordinator {
   bool launcher_in_round_ ABSL_GUARDED_BY(mu_) = false;
   // The last incarnation of each node declared lost (one entry per node id).
   std::map<std::string, Fenced> fenced_ ABSL_GUARDED_BY(mu_);
+  // For GetSnapshot: nodes declared lost, the newest last (each once, at
+  // most kSnapshotLostNodes), and the latest kSnapshotRestarts restarts.
+  std::deque<std::string> recent_lost_ ABSL_GUARDED_BY(mu_);
+  std::deque<Snapshot::Restart> recent_restarts_ ABSL_GUARDED_BY(mu_);
 
   // Kept in step by the Set*Locked helpers (so no call walks members_):
   int gathering_ ABSL_GUARDED_BY(mu_) = 0;            // members with a parked Join.

@@ -839,6 +839,91 @@ TEST_F(SurvivorsWaveTest, AtMostTenLastCallsInAll) {
   ASSERT_TRUE(back[0]->done());
   // 10 x 500 ms after the minimum: 2 + 5 s / 300 ms survivors.
   EXPECT_EQ(back[0]->assignment().nnodes(), 18);
+
+// --- GetSnapshot's lost nodes and restarts (the controller's CoordinatorView) ---
+
+TEST_F(CoordinatorTest, Snapshot_NamesTheLostNodeAndTheRestart_UntilTheNodeJoinsAgain) {
+  Make(2, 3, /*max_restarts=*/3);
+  std::vector<v1::JoinRequest> reqs;
+  for (int i = 0; i < 3; ++i) reqs.push_back(Req(absl::StrCat("n-", i), 10 + i, i));
+  for (auto& r : reqs) Join(r);
+  std::vector<uint64_t> ids(3);
+  for (int i = 0; i < 3; ++i) Watch(reqs[i], 1, &ids[i]);
+  Coordinator::Snapshot s = core_->GetSnapshot();
+  EXPECT_TRUE(s.lost_nodes.empty());
+  EXPECT_TRUE(s.restarts.empty());
+
+  LoseStream(ids[1]);  // n-1 dies: round 2 opens without it.
+  s = core_->GetSnapshot();
+  EXPECT_THAT(s.lost_nodes, ::testing::ElementsAre("n-1"));
+  ASSERT_EQ(s.restarts.size(), 1u);
+  EXPECT_EQ(s.restarts[0].round, 2u);
+  EXPECT_THAT(s.restarts[0].reason, HasSubstr("n-1"));
+  EXPECT_THAT(s.restarts[0].reason, HasSubstr("restart 1 of 3"));
+
+  // A worker failure on a survivor restarts too, and loses no node.
+  for (int i : {0, 2}) {
+    auto r = reqs[i];
+    r.set_last_round(1);
+    Join(r);
+  }
+  clock_.Advance(absl::Milliseconds(500));
+  core_->Tick();
+  ASSERT_EQ(core_->GetSnapshot().round, 2u);
+  ASSERT_TRUE(Report(reqs[2], 2, v1::ReportRequest::FAILED, 3).ok());
+  s = core_->GetSnapshot();
+  EXPECT_THAT(s.lost_nodes, ::testing::ElementsAre("n-1"));
+  ASSERT_EQ(s.restarts.size(), 2u);
+  EXPECT_EQ(s.restarts[1].round, 3u);
+  EXPECT_THAT(s.restarts[1].reason, HasSubstr("restart 2 of 3"));
+
+  // n-1 comes back as a new incarnation: no longer lost; the restarts stay.
+  auto back = Req("n-1", 99, 1);
+  back.set_last_round(2);
+  Join(back);
+  s = core_->GetSnapshot();
+  EXPECT_TRUE(s.lost_nodes.empty());
+  EXPECT_EQ(s.restarts.size(), 2u);
+}
+
+TEST_F(CoordinatorTest, Snapshot_KeepsTheLatest64LostNodesAndTheLatest16Restarts) {
+  // Elastic 1..2 nodes: "keep" runs throughout; each x-i joins (a scale-up
+  // restart), then is lost (a second restart).
+  Make(1, 2, /*max_restarts=*/1000);
+  auto keep = Req("keep", 1);
+  Join(keep);
+  clock_.Advance(absl::Milliseconds(500));
+  core_->Tick();
+  uint64_t round = 1;
+  ASSERT_EQ(core_->GetSnapshot().round, round);
+  Watch(keep, round);
+  constexpr int kLosses = 70;
+  for (int i = 0; i < kLosses; ++i) {
+    auto x = Req(absl::StrCat("x-", i), 100 + i);
+    Join(x);  // scale-up: keep is told to re-join.
+    keep.set_last_round(round);
+    Join(keep);  // 2 of 2: the round closes at once.
+    ASSERT_EQ(core_->GetSnapshot().round, ++round) << "x-" << i;
+    uint64_t x_watch = 0;
+    Watch(x, round, &x_watch);
+    Watch(keep, round);
+    LoseStream(x_watch);
+    keep.set_last_round(round);
+    Join(keep);
+    clock_.Advance(absl::Milliseconds(500));
+    core_->Tick();
+    ASSERT_EQ(core_->GetSnapshot().round, ++round) << "x-" << i;
+    Watch(keep, round);
+  }
+  const Coordinator::Snapshot s = core_->GetSnapshot();
+  ASSERT_EQ(s.lost_nodes.size(), static_cast<size_t>(kSnapshotLostNodes));
+  EXPECT_EQ(s.lost_nodes.front(), absl::StrCat("x-", kLosses - kSnapshotLostNodes));
+  EXPECT_EQ(s.lost_nodes.back(), absl::StrCat("x-", kLosses - 1));
+  ASSERT_EQ(s.restarts.size(), static_cast<size_t>(kSnapshotRestarts));
+  EXPECT_EQ(s.restarts.back().round, round);
+  EXPECT_THAT(s.restarts.back().reason, HasSubstr(absl::StrCat("x-", kLosses - 1)));
+  EXPECT_EQ(s.restarts.front().round, round - kSnapshotRestarts + 1);
+  EXPECT_THAT(s.restarts[kSnapshotRestarts - 2].reason, HasSubstr("scale-up"));
 }
 
 TEST_F(CoordinatorTest, RestartBudgetExhausted_FailsJob) {

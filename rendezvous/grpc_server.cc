@@ -80,6 +80,7 @@ absl::StatusOr<std::unique_ptr<GrpcServer>> GrpcServer::Start(
       CredentialsFor(options.tls));
   builder.SetMaxReceiveMessageSize(kMaxRequestBytes);
   builder.AddChannelArgument(GRPC_ARG_MAX_CONCURRENT_STREAMS, kMaxStreamsPerConnection);
+  if (!options.bdp_probe) builder.AddChannelArgument(GRPC_ARG_HTTP2_BDP_PROBE, 0);
   builder.AddChannelArgument(GRPC_ARG_SERVER_HANDSHAKE_TIMEOUT_MS, Ms(kHandshakeTimeout));
   builder.AddChannelArgument(GRPC_ARG_MAX_CONNECTION_IDLE_MS, Ms(kMaxConnectionIdle));
   // Keepalive is a fallback for half-open connections; liveness datagrams

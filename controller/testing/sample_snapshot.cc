@@ -74,6 +74,7 @@ ControllerSnapshot SampleSnapshot(int64_t tick) {
       {3, 1795435150000, "demo-node-1", "worker 1 (rank 3) hung: no progress for 60s"}};
   demo.hangs = {{3, 1795435150000, "demo-node-1", "hung: no progress for 60s",
                  "thread 5201 state D wchan futex_wait_queue; last line: step=1100"}};
+  demo.lost_nodes = {"demo-node-3"};
 
   // Names from the network, with every character that needs escaping.
   JobView odd;
