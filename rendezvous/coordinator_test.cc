@@ -839,6 +839,7 @@ TEST_F(SurvivorsWaveTest, AtMostTenLastCallsInAll) {
   ASSERT_TRUE(back[0]->done());
   // 10 x 500 ms after the minimum: 2 + 5 s / 300 ms survivors.
   EXPECT_EQ(back[0]->assignment().nnodes(), 18);
+}
 
 // --- GetSnapshot's lost nodes and restarts (the controller's CoordinatorView) ---
 
