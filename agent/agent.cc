@@ -131,7 +131,9 @@ std::vector<launcher::ProcessSpec> WorkerSpecsFor(
     advice = topology::AdviseEnv(*config.node_probe, context);
   }
   if (notes != nullptr) {
-    for (const WorkerPlacement& p : placement) notes->push_back(p.note);
+    for (const WorkerPlacement& p : placement) {
+      if (!p.note.empty()) notes->push_back(p.note);
+    }
     for (const topology::EnvVar& v : advice.vars) {
       notes->push_back(absl::StrCat("NCCL advice: ", v.name, "=", SafeForLog(v.value, 200)));
     }

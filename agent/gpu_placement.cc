@@ -128,6 +128,8 @@ std::vector<WorkerPlacement> PlanPlacement(const v1::NodeProbe& probe, const Pla
   }
   for (int l = 0; l < lws; ++l) {
     WorkerPlacement& p = out[l];
+    // No GPU and no --bind-numa: nothing is placed, and nothing is logged.
+    if (n == 0 && !in.bind_numa) continue;
     p.note = absl::StrCat("local rank ", l);
     if (n > 0) {
       const v1::Gpu& g = *gpus[l % n];

@@ -48,7 +48,7 @@ struct WorkerPlacement {
   std::optional<std::string> cuda_visible_devices;
   std::vector<int> cpus;  // CPU affinity; empty: inherit the agent's.
   int numa_node = -1;     // preferred memory node; -1: none.
-  std::string note;       // one line for the startup log.
+  std::string note;       // one line for the startup log; empty when nothing was placed.
 };
 
 struct PlacementInput {

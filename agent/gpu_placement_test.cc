@@ -53,6 +53,19 @@ TEST(GpuPlacement, ListModeSetsTheWholeListOnlyWhenTheUserSetNone) {
   EXPECT_FALSE(out[0].cuda_visible_devices.has_value()) << "the user's list is never changed";
 }
 
+TEST(GpuPlacement, NoGpuNoBinding_NothingPlacedAndNothingToLog) {
+  PlacementInput in;
+  in.local_world_size = 2;
+  auto out = PlanPlacement(v1::NodeProbe(), in);
+  ASSERT_EQ(out.size(), 2u);
+  for (const auto& w : out) {
+    EXPECT_EQ(w.note, "") << "a bare \"local rank N\" line says nothing";
+    EXPECT_LT(w.gpu_ordinal, 0);
+    EXPECT_FALSE(w.cuda_visible_devices.has_value());
+    EXPECT_TRUE(w.cpus.empty());
+  }
+}
+
 TEST(GpuPlacement, MigDevicesVisible_NoGpuPlacement) {
   // The probe lists whole GPUs; MIG slices would be numbered differently by
   // CUDA, so ranks must not be pointed at whole-GPU ordinals.

@@ -974,9 +974,13 @@ void RoundMachine::BeginStop(absl::string_view why, int forward_signal, Actions*
     SetState(RoundState::kStopping);
     if (!workers_gone_) {
       const int sig = forward_signal != 0 ? forward_signal : SIGTERM;
-      TLOG(kInfo) << "stopping " << workers_running_ << " worker(s) (" << why
-                  << "): " << (forward_signal != 0 ? SignalText(sig) : std::string("SIGTERM"))
-                  << ", then SIGKILL after " << absl::FormatDuration(options_.grace_period);
+      // (Workers that all exited leave nothing to stop worth a line; their
+      // process group is still signalled, for anything they left behind.)
+      if (workers_running_ > 0) {
+        TLOG(kInfo) << "stopping " << workers_running_ << " worker(s) (" << why
+                    << "): " << (forward_signal != 0 ? SignalText(sig) : std::string("SIGTERM"))
+                    << ", then SIGKILL after " << absl::FormatDuration(options_.grace_period);
+      }
       out->push_back(SignalWorkers{sig});
       kill_at_ = clock_->Now() + options_.grace_period;
     }
