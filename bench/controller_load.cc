@@ -97,11 +97,13 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "bench/flags.h"
+#include "bench/load_harness.h"
 #include "controller/report_limits.h"
 #include "httplib.h"
 #include "rendezvous/grpc_auth.h"
 #include "trainlet/v1/controller_service.grpc.pb.h"
 
+namespace trainlet::bench {
 namespace {
 
 namespace v1 = ::trainlet::v1;
@@ -109,12 +111,6 @@ namespace v1 = ::trainlet::v1;
 constexpr char kToken[] = "controller-load-bench-token";
 constexpr int kWorkersPerNode = 8;
 constexpr int kGpusPerNode = 8;
-
-int64_t MonoNs() {
-  timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return int64_t{ts.tv_sec} * 1000000000 + ts.tv_nsec;
-}
 
 struct Config {
   int agents = 1000;
@@ -423,99 +419,14 @@ void Generator::Serve(FILE* in, FILE* out) {
 // ---------------------------------------------------------------------------
 // Parent: the controller process, the generator processes, the HTTP prober.
 
-struct Child {
-  pid_t pid = -1;
-  FILE* to = nullptr;
-  FILE* from = nullptr;
-};
-
-std::vector<pid_t> g_pids;  // killed on exit (controller, generators)
 std::string g_tmpdir;
 
-void KillAll() {
-  for (pid_t p : g_pids) {
-    if (p > 0) kill(p, SIGKILL);
-  }
-  for (pid_t p : g_pids) {
-    if (p > 0) waitpid(p, nullptr, 0);
-  }
-  g_pids.clear();
-}
-
-void OnSignal(int sig) {
-  for (pid_t p : g_pids) {
-    if (p > 0) kill(p, SIGKILL);
-  }
-  _exit(128 + sig);
-}
-
 std::vector<Child> StartGenerators(const Config& c) {
-  std::vector<Child> children;
-  for (int k = 0; k < c.procs; ++k) {
-    int down[2], up[2];
-    if (pipe(down) != 0 || pipe(up) != 0) {
-      perror("pipe");
-      exit(1);
-    }
-    fflush(stdout);
-    fflush(stderr);
-    pid_t pid = fork();
-    if (pid == 0) {
-      prctl(PR_SET_PDEATHSIG, SIGKILL);
-      close(down[1]);
-      close(up[0]);
-      for (const Child& other : children) {
-        fclose(other.to);
-        fclose(other.from);
-      }
-      FILE* in = fdopen(down[0], "r");
-      FILE* out = fdopen(up[1], "w");
-      Generator gen(c, k, c.procs);
-      gen.Serve(in, out);
-      _exit(0);
-    }
-    close(down[0]);
-    close(up[1]);
-    g_pids.push_back(pid);
-    children.push_back({pid, fdopen(down[1], "w"), fdopen(up[0], "r")});
-  }
-  return children;
-}
-
-// Sends `cmd` to every generator at once; returns their answers.
-std::vector<std::string> Broadcast(const std::vector<Child>& children, const std::string& cmd) {
-  for (const Child& ch : children) {
-    fprintf(ch.to, "%s\n", cmd.c_str());
-    fflush(ch.to);
-  }
-  std::vector<std::string> answers;
-  for (const Child& ch : children) {
-    std::string line;
-    char buf[65536];
-    while (fgets(buf, sizeof(buf), ch.from) != nullptr) {
-      line += buf;
-      if (!line.empty() && line.back() == '\n') break;
-    }
-    if (line.empty()) {
-      fprintf(stderr, "generator %d died\n", ch.pid);
-      KillAll();
-      exit(1);
-    }
-    line.pop_back();
-    answers.push_back(line);
-  }
-  return answers;
-}
-
-void StopGenerators(std::vector<Child>* children) {
-  Broadcast(*children, "quit");
-  for (Child& ch : *children) {
-    fclose(ch.to);
-    fclose(ch.from);
-    waitpid(ch.pid, nullptr, 0);
-    g_pids.erase(std::remove(g_pids.begin(), g_pids.end(), ch.pid), g_pids.end());
-  }
-  children->clear();
+  return trainlet::bench::StartGenerators(c.procs, /*sched_idle=*/false,
+                                          [&c](int k, FILE* in, FILE* out) {
+                                            Generator gen(c, k, c.procs);
+                                            gen.Serve(in, out);
+                                          });
 }
 
 struct ClientStats {
@@ -542,40 +453,6 @@ ClientStats ParseStats(const std::vector<std::string>& answers) {
     if (s.first_error.empty() && w[8] != "-") s.first_error = w[8];
   }
   return s;
-}
-
-int FreePort() {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof(a);
-  if (bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) != 0 ||
-      getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) != 0) {
-    perror("bind");
-    exit(1);
-  }
-  close(fd);
-  return ntohs(a.sin_port);
-}
-
-bool PortOpen(int port) {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  a.sin_port = htons(port);
-  bool ok = connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) == 0;
-  close(fd);
-  return ok;
-}
-
-void PrintServerLog(const std::string& why, const std::string& path) {
-  fprintf(stderr, "%s; its log (%s):\n", why.c_str(), path.c_str());
-  std::ifstream f(path);
-  std::string line;
-  int n = 0;
-  while (std::getline(f, line) && n++ < 200) fprintf(stderr, "  %s\n", line.c_str());
 }
 
 struct Server {
@@ -618,12 +495,12 @@ Server StartServer(const Config& c) {
     perror("execv");
     _exit(127);
   }
-  g_pids.push_back(s.pid);
+  TrackPid(s.pid);
   const int64_t until = MonoNs() + 30000000000;
   while (!PortOpen(s.port) || !PortOpen(s.http_port)) {
     int st;
     if (waitpid(s.pid, &st, WNOHANG) == s.pid || MonoNs() > until) {
-      PrintServerLog("the controller did not start", s.log_path);
+      PrintServerLog("the controller did not start", s.log_path, 200);
       KillAll();
       exit(1);
     }
@@ -649,65 +526,14 @@ int StopServer(Server* s) {
     kill(s->pid, SIGKILL);
     waitpid(s->pid, &status, 0);
   }
-  g_pids.erase(std::remove(g_pids.begin(), g_pids.end(), s->pid), g_pids.end());
+  UntrackPid(s->pid);
   s->pid = -1;
   return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-}
-
-// utime + stime of a process, in ms.
-int64_t ProcCpuMs(pid_t pid) {
-  std::ifstream f(absl::StrCat("/proc/", pid, "/stat"));
-  std::string all((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
-  size_t p = all.rfind(')');
-  if (p == std::string::npos) return 0;
-  std::vector<std::string> w = absl::StrSplit(all.substr(p + 2), ' ');
-  int64_t ut = 0, st = 0;
-  if (w.size() > 13) {
-    (void)absl::SimpleAtoi(w[11], &ut);
-    (void)absl::SimpleAtoi(w[12], &st);
-  }
-  return (ut + st) * 1000 / sysconf(_SC_CLK_TCK);
-}
-
-int64_t ProcStatusKb(pid_t pid, const char* key) {
-  std::ifstream f(absl::StrCat("/proc/", pid, "/status"));
-  std::string line;
-  while (std::getline(f, line)) {
-    if (line.rfind(key, 0) == 0) return strtoll(line.c_str() + strlen(key), nullptr, 10);
-  }
-  return 0;
-}
-
-// Time the server's threads spent runnable but waiting for a CPU, in ms.
-int64_t ProcRunQueueWaitMs(pid_t pid) {
-  int64_t total_ns = 0;
-  std::error_code ec;
-  for (const auto& e :
-       std::filesystem::directory_iterator(absl::StrCat("/proc/", pid, "/task"), ec)) {
-    std::ifstream f(e.path() / "schedstat");
-    int64_t run = 0, wait = 0;
-    if (f >> run >> wait) total_ns += wait;
-  }
-  return total_ns / 1000000;
-}
-
-double LoadAvg() {
-  std::ifstream f("/proc/loadavg");
-  double l = 0;
-  f >> l;
-  return l;
 }
 
 int64_t FileSize(const std::string& path) {
   struct stat st {};
   return stat(path.c_str(), &st) == 0 ? static_cast<int64_t>(st.st_size) : 0;
-}
-
-double Percentile(std::vector<double> v, double p) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  size_t i = static_cast<size_t>(p / 100.0 * (v.size() - 1) + 0.5);
-  return v[std::min(i, v.size() - 1)];
 }
 
 // Figures in print order.
@@ -909,7 +735,7 @@ int Run(const Config& c) {
   for (const auto& [k, v] : f.values) absl::StrAppendFormat(&json, ",\"%s\":%.3f", k, v);
   absl::StrAppend(&json, "}");
   printf("%s\n", json.c_str());
-  if (!f.errors.empty()) PrintServerLog("the run failed", s.log_path);
+  if (!f.errors.empty()) PrintServerLog("the run failed", s.log_path, 200);
   return f.errors.empty() ? 0 : 1;
 }
 
@@ -917,7 +743,7 @@ using trainlet::bench::Flag;
 
 }  // namespace
 
-int main(int argc, char** argv) {
+int Main(int argc, char** argv) {
   Config c;
   std::string v;
   bool bad = false;
@@ -978,9 +804,7 @@ int main(int argc, char** argv) {
             static_cast<unsigned long long>(rl.rlim_cur), c.agents);
     return 1;
   }
-  signal(SIGINT, OnSignal);
-  signal(SIGTERM, OnSignal);
-  signal(SIGPIPE, SIG_IGN);
+  InstallSignalHandlers();
   char tmpl[] = "/tmp/controller_load.XXXXXX";
   if (mkdtemp(tmpl) == nullptr) {
     perror("mkdtemp");
@@ -1004,3 +828,7 @@ int main(int argc, char** argv) {
   }
   return rc;
 }
+
+}  // namespace trainlet::bench
+
+int main(int argc, char** argv) { return trainlet::bench::Main(argc, argv); }

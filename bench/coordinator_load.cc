@@ -127,11 +127,13 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "bench/flags.h"
+#include "bench/load_harness.h"
 #include "rendezvous/coordinator_service.h"
 #include "rendezvous/liveness_datagram.h"
 #include "rendezvous/protocol_version.h"
 #include "trainlet/v1/rendezvous_service.grpc.pb.h"
 
+namespace trainlet::bench {
 namespace {
 
 namespace v1 = ::trainlet::v1;
@@ -142,12 +144,6 @@ std::string g_target;
 constexpr char kToken[] = "coordinator-load-bench-token";
 // As the agent: the full member list only for small jobs.
 constexpr int kMaxNodesForMemberList = 256;
-
-int64_t MonoNs() {
-  timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return int64_t{ts.tv_sec} * 1000000000 + ts.tv_nsec;
-}
 
 struct Config {
   int agents = 1000;
@@ -840,103 +836,12 @@ void Generator::Serve(FILE* in, FILE* out) {
 // ---------------------------------------------------------------------------
 // Parent: the server process, the generator processes, the phases.
 
-struct Child {
-  pid_t pid = -1;
-  FILE* to = nullptr;
-  FILE* from = nullptr;
-};
-
-std::vector<pid_t> g_pids;  // killed on exit (server, generators)
-
-void KillAll() {
-  for (pid_t p : g_pids) {
-    if (p > 0) kill(p, SIGKILL);
-  }
-  for (pid_t p : g_pids) {
-    if (p > 0) waitpid(p, nullptr, 0);
-  }
-  g_pids.clear();
-}
-
-void OnSignal(int sig) {
-  for (pid_t p : g_pids) {
-    if (p > 0) kill(p, SIGKILL);
-  }
-  _exit(128 + sig);
-}
-
 std::vector<Child> StartGenerators(const Config& c) {
-  std::vector<Child> children;
-  for (int k = 0; k < c.procs; ++k) {
-    int down[2], up[2];
-    if (pipe(down) != 0 || pipe(up) != 0) {
-      perror("pipe");
-      exit(1);
-    }
-    fflush(stdout);
-    fflush(stderr);
-    pid_t pid = fork();
-    if (pid == 0) {
-      prctl(PR_SET_PDEATHSIG, SIGKILL);
-      if (c.generators_sched == "idle") {
-        // Before any thread: every thread of the generator inherits it.
-        sched_param none{};
-        if (sched_setscheduler(0, SCHED_IDLE, &none) != 0) perror("sched_setscheduler(SCHED_IDLE)");
-      }
-      close(down[1]);
-      close(up[0]);
-      for (const Child& other : children) {
-        fclose(other.to);
-        fclose(other.from);
-      }
-      FILE* in = fdopen(down[0], "r");
-      FILE* out = fdopen(up[1], "w");
-      Generator gen(c, k, c.procs);
-      gen.Serve(in, out);
-      _exit(0);
-    }
-    close(down[0]);
-    close(up[1]);
-    g_pids.push_back(pid);
-    children.push_back({pid, fdopen(down[1], "w"), fdopen(up[0], "r")});
-  }
-  return children;
-}
-
-// Sends `cmd` to every generator at once; returns their answers.
-std::vector<std::string> Broadcast(const std::vector<Child>& children, const std::string& cmd) {
-  for (const Child& ch : children) {
-    fprintf(ch.to, "%s\n", cmd.c_str());
-    fflush(ch.to);
-  }
-  std::vector<std::string> answers;
-  for (const Child& ch : children) {
-    std::string line;
-    char buf[65536];
-    while (fgets(buf, sizeof(buf), ch.from) != nullptr) {
-      line += buf;
-      if (!line.empty() && line.back() == '\n') break;
-    }
-    if (line.empty()) {
-      fprintf(stderr, "generator %d died\n", ch.pid);
-      KillAll();
-      exit(1);
-    }
-    line.pop_back();
-    answers.push_back(line);
-  }
-  return answers;
-}
-
-void StopGenerators(std::vector<Child>* children) {
-  Broadcast(*children, "quit");
-  for (Child& ch : *children) {
-    fclose(ch.to);
-    fclose(ch.from);
-    waitpid(ch.pid, nullptr, 0);
-    g_pids.erase(std::remove(g_pids.begin(), g_pids.end(), ch.pid), g_pids.end());
-  }
-  children->clear();
+  return trainlet::bench::StartGenerators(c.procs, c.generators_sched == "idle",
+                                          [&c](int k, FILE* in, FILE* out) {
+                                            Generator gen(c, k, c.procs);
+                                            gen.Serve(in, out);
+                                          });
 }
 
 std::vector<int64_t> Ints(const std::string& s) {
@@ -947,14 +852,6 @@ std::vector<int64_t> Ints(const std::string& s) {
     v.push_back(x);
   }
   return v;
-}
-
-// Copies the coordinator's log to stderr, indented, after `why`.
-void PrintServerLog(const std::string& why, const std::string& path) {
-  fprintf(stderr, "%s; its log (%s):\n", why.c_str(), path.c_str());
-  std::ifstream f(path);
-  std::string line;
-  while (std::getline(f, line)) fprintf(stderr, "  %s\n", line.c_str());
 }
 
 // The server's watchdog: a coordinator that exits during a phase (a job it
@@ -977,9 +874,7 @@ void WatchServer() {
       PrintServerLog(
           absl::StrCat("the coordinator exited during the phase (status ", info.si_status, ")"),
           g_watched_log);
-      for (pid_t p : g_pids) {
-        if (p > 0) kill(p, SIGKILL);
-      }
+      KillTracked();
       _exit(1);
     }
   }).detach();
@@ -990,32 +885,6 @@ struct Server {
   int port = 0;
   std::string log_path;
 };
-
-int FreePort() {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof(a);
-  if (bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) != 0 ||
-      getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) != 0) {
-    perror("bind");
-    exit(1);
-  }
-  close(fd);
-  return ntohs(a.sin_port);
-}
-
-bool PortOpen(int port) {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  a.sin_port = htons(port);
-  bool ok = connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) == 0;
-  close(fd);
-  return ok;
-}
 
 std::string g_tmpdir;
 
@@ -1054,7 +923,7 @@ Server StartServer(const Config& c, const std::string& nnodes, int max_restarts,
     perror("execv");
     _exit(127);
   }
-  g_pids.push_back(s.pid);
+  TrackPid(s.pid);
   const int64_t until = MonoNs() + 30000000000;
   while (!PortOpen(s.port)) {
     int st;
@@ -1085,54 +954,7 @@ void StopServer(Server* s) {
     kill(s->pid, SIGKILL);
     waitpid(s->pid, nullptr, 0);
   }
-  g_pids.erase(std::remove(g_pids.begin(), g_pids.end(), s->pid), g_pids.end());
-}
-
-// utime + stime of a process, in ms.
-int64_t ProcCpuMs(pid_t pid) {
-  std::ifstream f(absl::StrCat("/proc/", pid, "/stat"));
-  std::string all((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
-  size_t p = all.rfind(')');
-  if (p == std::string::npos) return 0;
-  std::vector<std::string> w = absl::StrSplit(all.substr(p + 2), ' ');
-  // After ")": state(3) ... utime is field 14, stime 15 (1-based overall).
-  int64_t ut = 0, st = 0;
-  if (w.size() > 13) {
-    (void)absl::SimpleAtoi(w[11], &ut);
-    (void)absl::SimpleAtoi(w[12], &st);
-  }
-  return (ut + st) * 1000 / sysconf(_SC_CLK_TCK);
-}
-
-int64_t ProcStatusKb(pid_t pid, const char* key) {
-  std::ifstream f(absl::StrCat("/proc/", pid, "/status"));
-  std::string line;
-  while (std::getline(f, line)) {
-    if (line.rfind(key, 0) == 0) return strtoll(line.c_str() + strlen(key), nullptr, 10);
-  }
-  return 0;
-}
-
-// Time the server's threads spent runnable but waiting for a CPU, in ms (sum
-// of /proc/PID/task/*/schedstat's second field): what other work on the
-// machine cost the server in a phase.
-int64_t ProcRunQueueWaitMs(pid_t pid) {
-  int64_t total_ns = 0;
-  std::error_code ec;
-  for (const auto& e :
-       std::filesystem::directory_iterator(absl::StrCat("/proc/", pid, "/task"), ec)) {
-    std::ifstream f(e.path() / "schedstat");
-    int64_t run = 0, wait = 0;
-    if (f >> run >> wait) total_ns += wait;
-  }
-  return total_ns / 1000000;
-}
-
-double LoadAvg() {
-  std::ifstream f("/proc/loadavg");
-  double l = 0;
-  f >> l;
-  return l;
+  UntrackPid(s->pid);
 }
 
 // The server's CPU in ms per 100 ms while nothing but keepalive pings and
@@ -1173,13 +995,6 @@ std::vector<int64_t> LogTimes(const std::string& path, const std::string& needle
     out.push_back(absl::ToUnixNanos(t) - offset);
   }
   return out;
-}
-
-double Percentile(std::vector<double> v, double p) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  size_t i = static_cast<size_t>(p / 100.0 * (v.size() - 1) + 0.5);
-  return v[std::min(i, v.size() - 1)];
 }
 
 struct Joined {
@@ -1567,7 +1382,7 @@ using trainlet::bench::Flag;
 
 }  // namespace
 
-int main(int argc, char** argv) {
+int Main(int argc, char** argv) {
   Config c;
   std::string v;
   bool bad = false;
@@ -1650,9 +1465,7 @@ int main(int argc, char** argv) {
             static_cast<unsigned long long>(rl.rlim_cur), c.agents);
     return 1;
   }
-  signal(SIGINT, OnSignal);
-  signal(SIGTERM, OnSignal);
-  signal(SIGPIPE, SIG_IGN);
+  InstallSignalHandlers();
   WatchServer();
   char tmpl[] = "/tmp/coordinator_load.XXXXXX";
   if (mkdtemp(tmpl) == nullptr) {
@@ -1689,3 +1502,7 @@ int main(int argc, char** argv) {
   }
   return all_ok ? 0 : 1;
 }
+
+}  // namespace trainlet::bench
+
+int main(int argc, char** argv) { return trainlet::bench::Main(argc, argv); }
