@@ -739,8 +739,6 @@ int Run(const Config& c) {
   return f.errors.empty() ? 0 : 1;
 }
 
-using trainlet::bench::Flag;
-
 }  // namespace
 
 int Main(int argc, char** argv) {

@@ -1378,8 +1378,6 @@ void PrintResults(const Config& c, double load_before, double load_after) {
   printf("%s\n", json.c_str());
 }
 
-using trainlet::bench::Flag;
-
 }  // namespace
 
 int Main(int argc, char** argv) {
