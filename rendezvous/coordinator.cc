@@ -164,15 +164,22 @@ absl::string_view PhaseName(Phase phase) {
   return "unknown";
 }
 
+namespace {
+// How long one Report from each of `nnodes` members takes at
+// kMaxHeardReportsPerSecond.
+absl::Duration ReportsAtTheCap(int nnodes) {
+  return absl::Seconds(std::max(nnodes, 0)) / kMaxHeardReportsPerSecond;
+}
+}  // namespace
+
 absl::Duration HeardReportInterval(absl::Duration heartbeat_timeout, int nnodes) {
   const absl::Duration interval = HeartbeatInterval(heartbeat_timeout);
-  return std::max({interval, heartbeat_timeout - interval,
-                   absl::Seconds(std::max(nnodes, 0)) / kMaxHeardReportsPerSecond});
+  return std::max({interval, heartbeat_timeout - interval, ReportsAtTheCap(nnodes)});
 }
 
 absl::Duration FirstReportDelay(absl::Duration heartbeat_timeout, int nnodes, int node_rank) {
   const absl::Duration interval = HeartbeatInterval(heartbeat_timeout);
-  const absl::Duration needed = absl::Seconds(std::max(nnodes, 0)) / kMaxHeardReportsPerSecond;
+  const absl::Duration needed = ReportsAtTheCap(nnodes);
   const absl::Duration window = std::min(heartbeat_timeout / 2 - interval, needed);
   if (needed <= interval || window <= absl::ZeroDuration()) return interval;
   // The fractional part of rank x (golden ratio - 1): a low-discrepancy
