@@ -253,15 +253,32 @@ void Reporter::Stop(absl::Duration flush) {
   }
   transport_->Cancel();
   if (thread_.joinable()) thread_.join();
-  if (flush <= absl::ZeroDuration()) return;
+  if (flush <= absl::ZeroDuration()) {
+    (void)transport_->Close(absl::ZeroDuration());
+    return;
+  }
+  const absl::Time deadline = clock_->Now() + flush;
   std::optional<v1::HealthReport> report;
   {
     absl::MutexLock lock(&mu_);
     // The controller was away at the last attempt: do not wait for it now.
-    if (!last_ok_ || (!changed_ && events_.empty())) return;
-    report = BuildLocked(clock_->Now(), /*force=*/true);
+    if (last_ok_ && (changed_ || !events_.empty())) {
+      report = BuildLocked(clock_->Now(), /*force=*/true);
+    }
   }
   if (report.has_value()) SendAndRecord(*std::move(report), flush);
+  bool ok;
+  {
+    absl::MutexLock lock(&mu_);
+    ok = last_ok_;
+  }
+  const absl::Status closed = transport_->Close(
+      ok ? std::max(deadline - clock_->Now(), absl::ZeroDuration()) : absl::ZeroDuration());
+  if (!closed.ok()) {
+    TLOG(kInfo) << "health reports to the controller: the last ones may not have arrived (the job "
+                   "is not affected): "
+                << SafeForLog(closed.message(), 256);
+  }
 }
 
 Reporter::Stats Reporter::stats() const {

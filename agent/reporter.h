@@ -64,6 +64,10 @@ class ReportTransport {
   // Ends the Send in flight, if any, early (the agent is exiting); later
   // Sends are not affected.
   virtual void Cancel() {}
+  // The agent is done reporting: makes sure, within `timeout`, that what
+  // was sent has reached the controller (a stream's end answered), then
+  // lets go of the connection's state. Sends after it start afresh.
+  virtual absl::Status Close(absl::Duration timeout) { return absl::OkStatus(); }
 };
 
 inline constexpr absl::Duration kMinReportGap = absl::Seconds(1);
@@ -99,8 +103,8 @@ class Reporter : public StatusReporter {
   // Starts the sender thread.
   void Start();
   // Stops it: cancels a send in flight, then, when the last send worked
-  // and something is unsent (the agent's final state), sends once more
-  // within `flush`. Idempotent.
+  // and something is unsent (the agent's final state), sends once more,
+  // and closes the transport, all within `flush`. Idempotent.
   void Stop(absl::Duration flush = absl::Milliseconds(500));
 
   // Sends a report when one is due; returns when the next one is due

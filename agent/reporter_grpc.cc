@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <utility>
 
+#include "absl/strings/str_cat.h"
 #include "rendezvous/grpc_auth.h"
 #include "rendezvous/grpc_status.h"
 #include "trainlet/v1/controller_service.grpc.pb.h"
@@ -13,6 +14,59 @@ namespace trainlet::agent {
 
 struct GrpcReportTransport::Stub {
   std::unique_ptr<v1::Controller::Stub> stub;
+};
+
+// What outlives the reactor: the call's context (so that it can be cancelled
+// at any time) and what the reactor reported.
+struct GrpcReportTransport::StreamState {
+  grpc::ClientContext ctx;
+  v1::HealthReportResponse response;
+  absl::Mutex mu;
+  bool write_done ABSL_GUARDED_BY(mu) = false;
+  bool write_ok ABSL_GUARDED_BY(mu) = false;
+  bool done ABSL_GUARDED_BY(mu) = false;
+  grpc::Status status ABSL_GUARDED_BY(mu);
+};
+
+// The stream's reactor. Holds the stream open (a hold) until Release; deletes
+// itself when gRPC is done with it, which is after Release.
+class GrpcReportTransport::Stream final : public grpc::ClientWriteReactor<v1::HealthReport> {
+ public:
+  Stream(v1::Controller::Stub* stub, std::shared_ptr<StreamState> state)
+      : state_(std::move(state)) {
+    stub->async()->ReportStream(&state_->ctx, &state_->response, this);
+    AddHold();
+    StartCall();
+  }
+
+  void Write(const v1::HealthReport& report) {
+    report_ = report;
+    {
+      absl::MutexLock lock(&state_->mu);
+      state_->write_done = false;
+    }
+    StartWrite(&report_);
+  }
+  void HalfClose() { StartWritesDone(); }
+  void Release() { RemoveHold(); }
+
+  void OnWriteDone(bool ok) override {
+    absl::MutexLock lock(&state_->mu);
+    state_->write_done = true;
+    state_->write_ok = ok;
+  }
+  void OnDone(const grpc::Status& status) override {
+    {
+      absl::MutexLock lock(&state_->mu);
+      state_->done = true;
+      state_->status = status;
+    }
+    delete this;
+  }
+
+ private:
+  const std::shared_ptr<StreamState> state_;
+  v1::HealthReport report_;  // the write in flight.
 };
 
 GrpcReportTransport::GrpcReportTransport(const std::string& target, std::string token,
@@ -31,26 +85,117 @@ GrpcReportTransport::GrpcReportTransport(const std::string& target, std::string 
   stub_->stub = v1::Controller::NewStub(grpc::CreateCustomChannel(target, credentials, args));
 }
 
-GrpcReportTransport::~GrpcReportTransport() = default;
+GrpcReportTransport::~GrpcReportTransport() {
+  absl::MutexLock lock(&mu_);
+  if (current_ != nullptr) EndLocked(/*cancel=*/true);
+}
+
+std::shared_ptr<GrpcReportTransport::StreamState> GrpcReportTransport::EndLocked(bool cancel) {
+  std::shared_ptr<StreamState> state = std::move(current_->state);
+  if (cancel) state->ctx.TryCancel();
+  current_->stream->Release();
+  current_.reset();
+  return state;
+}
+
+namespace {
+
+// Waits until `state` is done or `deadline`; the stream's status, or
+// UNAVAILABLE when it did not end in time or ended without an error (the
+// controller shut down).
+template <typename State>
+absl::Status EndStatus(State* state, absl::Time deadline) {
+  absl::MutexLock lock(&state->mu);
+  state->mu.AwaitWithDeadline(absl::Condition(&state->done), deadline);
+  if (!state->done) return absl::UnavailableError("the report stream did not end in time");
+  if (state->status.ok()) {
+    return absl::UnavailableError("the controller ended the report stream (shutting down?)");
+  }
+  return rendezvous::FromGrpcStatus(state->status);
+}
+
+}  // namespace
 
 absl::Status GrpcReportTransport::Send(const v1::HealthReport& report, absl::Duration timeout) {
-  grpc::ClientContext ctx;
-  if (!token_.empty()) ctx.AddMetadata(rendezvous::kTokenMetadataKey, token_);
-  ctx.set_deadline(absl::ToChronoTime(absl::Now() + timeout));
+  const absl::Time deadline = absl::Now() + timeout;
+  std::shared_ptr<StreamState> state;
   {
     absl::MutexLock lock(&mu_);
-    in_flight_ = &ctx;
+    // A stream Cancel hit is not reused, even when its write got through.
+    if (current_ != nullptr && current_->cancelled) EndLocked(/*cancel=*/false);
+    if (current_ == nullptr) {
+      current_ = std::make_unique<Current>();
+      current_->state = std::make_shared<StreamState>();
+      if (!token_.empty()) {
+        current_->state->ctx.AddMetadata(rendezvous::kTokenMetadataKey, token_);
+      }
+      current_->stream = new Stream(stub_->stub.get(), current_->state);
+      ++streams_opened_;
+    }
+    current_->writing = true;
+    state = current_->state;
+    current_->stream->Write(report);
   }
-  v1::HealthReportResponse response;
-  grpc::Status s = stub_->stub->Report(&ctx, report, &response);
-  absl::MutexLock lock(&mu_);
-  in_flight_ = nullptr;
-  return rendezvous::FromGrpcStatus(s);
+  bool written = false;
+  bool ok = false;
+  {
+    absl::MutexLock lock(&state->mu);
+    state->mu.AwaitWithDeadline(absl::Condition(&state->write_done), deadline);
+    written = state->write_done;
+    ok = state->write_ok;
+  }
+  {
+    // Only this thread replaces the current stream: it is still `state`'s.
+    absl::MutexLock lock(&mu_);
+    current_->writing = false;
+    if (written && ok) return absl::OkStatus();
+    EndLocked(/*cancel=*/!written);
+  }
+  if (!written) {
+    return absl::DeadlineExceededError(absl::StrCat(
+        "the controller did not take the report within ", absl::FormatDuration(timeout)));
+  }
+  // The stream had ended: its status says why (a refused report, the
+  // controller gone, Cancel).
+  return EndStatus(state.get(), std::max(deadline, absl::Now() + absl::Milliseconds(100)));
+}
+
+absl::Status GrpcReportTransport::Close(absl::Duration timeout) {
+  const absl::Time deadline = absl::Now() + timeout;
+  std::shared_ptr<StreamState> state;
+  {
+    absl::MutexLock lock(&mu_);
+    if (current_ == nullptr) return absl::OkStatus();
+    state = current_->state;
+    if (timeout <= absl::ZeroDuration()) {
+      EndLocked(/*cancel=*/true);
+      return absl::OkStatus();
+    }
+    current_->stream->HalfClose();
+    EndLocked(/*cancel=*/false);
+  }
+  absl::MutexLock lock(&state->mu);
+  state->mu.AwaitWithDeadline(absl::Condition(&state->done), deadline);
+  if (!state->done) {
+    state->ctx.TryCancel();
+    return absl::DeadlineExceededError(
+        absl::StrCat("the controller did not answer the report stream's end within ",
+                     absl::FormatDuration(timeout)));
+  }
+  return rendezvous::FromGrpcStatus(state->status);
 }
 
 void GrpcReportTransport::Cancel() {
   absl::MutexLock lock(&mu_);
-  if (in_flight_ != nullptr) in_flight_->TryCancel();
+  if (current_ != nullptr && current_->writing) {
+    current_->cancelled = true;
+    current_->state->ctx.TryCancel();
+  }
+}
+
+int GrpcReportTransport::streams_opened() const {
+  absl::MutexLock lock(&mu_);
+  return streams_opened_;
 }
 
 }  // namespace trainlet::agent

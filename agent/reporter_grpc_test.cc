@@ -2,8 +2,13 @@
 // sender thread.
 #include "agent/reporter_grpc.h"
 
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
 #include <memory>
 #include <string>
+#include <thread>
 
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/notification.h"
@@ -118,6 +123,131 @@ TEST(ReporterGrpcTest, ControllerDown_NeverBlocksUpdateAndStopIsQuick) {
   const absl::Time stop = absl::Now();
   reporter.Stop();
   EXPECT_LT(absl::Now() - stop, absl::Seconds(1));
+}
+
+v1::HealthReport Report(const std::string& node, uint64_t incarnation, uint64_t sequence) {
+  v1::HealthReport r;
+  r.set_job_id("job");
+  r.set_node_id(node);
+  r.set_incarnation(incarnation);
+  r.set_sequence(sequence);
+  r.set_round(1);
+  r.set_state(v1::HealthReport::RUNNING);
+  r.set_report_interval_ms(200);
+  return r;
+}
+
+// A TCP port that accepts connections (the kernel's backlog) and never
+// speaks: a black-holed controller. Closed on destruction.
+class SilentPort {
+ public:
+  SilentPort() {
+    fd_ = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t len = sizeof(a);
+    EXPECT_EQ(bind(fd_, reinterpret_cast<sockaddr*>(&a), len), 0);
+    EXPECT_EQ(listen(fd_, 16), 0);
+    EXPECT_EQ(getsockname(fd_, reinterpret_cast<sockaddr*>(&a), &len), 0);
+    port_ = ntohs(a.sin_port);
+  }
+  ~SilentPort() { close(fd_); }
+  int port() const { return port_; }
+
+ private:
+  int fd_ = -1;
+  int port_ = 0;
+};
+
+TEST(ReportStreamTest, ManyReports_OneStream_AllProcessedOnceClosed) {
+  auto host = StartController("tok");
+  ASSERT_NE(host, nullptr);
+  GrpcReportTransport transport(absl::StrCat("127.0.0.1:", host->port()), "tok", {},
+                                absl::Milliseconds(200));
+  for (uint64_t seq = 1; seq <= 30; ++seq) {
+    ASSERT_TRUE(transport.Send(Report("pod-0", 5, seq), absl::Seconds(5)).ok()) << seq;
+  }
+  // Close returns once the controller answered the stream's end: every
+  // report is in its core, not only written.
+  ASSERT_TRUE(transport.Close(absl::Seconds(5)).ok());
+  EXPECT_EQ(host->core().stats().reports, 30);
+  EXPECT_EQ(transport.streams_opened(), 1);
+  // A Send after Close opens a new stream.
+  ASSERT_TRUE(transport.Send(Report("pod-0", 5, 31), absl::Seconds(5)).ok());
+  ASSERT_TRUE(transport.Close(absl::Seconds(5)).ok());
+  EXPECT_EQ(host->core().stats().reports, 31);
+  EXPECT_EQ(transport.streams_opened(), 2);
+}
+
+TEST(ReportStreamTest, RefusedReport_IsTheNextSendsErrorOnce_ThenANewStreamWorks) {
+  auto host = StartController("tok");
+  ASSERT_NE(host, nullptr);
+  GrpcReportTransport transport(absl::StrCat("127.0.0.1:", host->port()), "tok", {},
+                                absl::Milliseconds(200));
+  ASSERT_TRUE(transport.Send(Report("pod-0", 5, 1), absl::Seconds(5)).ok());
+  // Invalid (no incarnation): written, then refused by the controller,
+  // which ends the stream.
+  ASSERT_TRUE(transport.Send(Report("pod-0", 0, 2), absl::Seconds(5)).ok());
+  ASSERT_TRUE(Eventually([&] { return host->core().stats().reports >= 1; }));
+  absl::Status s;
+  ASSERT_TRUE(Eventually([&] {
+    s = transport.Send(Report("pod-0", 5, 3), absl::Seconds(5));
+    return !s.ok();
+  }));
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
+  EXPECT_THAT(s.message(), ::testing::HasSubstr("incarnation"));
+  ASSERT_TRUE(transport.Send(Report("pod-0", 5, 4), absl::Seconds(5)).ok());
+  ASSERT_TRUE(transport.Close(absl::Seconds(5)).ok());
+  EXPECT_EQ(transport.streams_opened(), 2);
+}
+
+TEST(ReportStreamTest, ControllerRestarted_OneSendFails_ThenReportsReachTheNewOne) {
+  auto host = StartController("tok");
+  ASSERT_NE(host, nullptr);
+  const int port = host->port();
+  GrpcReportTransport transport(absl::StrCat("127.0.0.1:", port), "tok", {},
+                                absl::Milliseconds(200));
+  ASSERT_TRUE(transport.Send(Report("pod-0", 5, 1), absl::Seconds(5)).ok());
+  host.reset();
+  controller::ControllerHostOptions o;
+  o.token = "tok";
+  o.listen = {"127.0.0.1", port};
+  auto again = controller::ControllerHost::Start(o);
+  ASSERT_TRUE(again.ok()) << again.status();
+  uint64_t seq = 2;
+  ASSERT_TRUE(Eventually([&] {
+    return transport.Send(Report("pod-0", 5, seq++), absl::Milliseconds(500)).ok() &&
+           transport.Close(absl::Seconds(5)).ok();
+  }));
+  EXPECT_GE((*again)->core().stats().reports, 1);
+  EXPECT_GE(transport.streams_opened(), 2);
+}
+
+TEST(ReportStreamTest, BlackHoledController_SendTimesOut_AndCancelEndsAWaitingSend) {
+  SilentPort silent;
+  GrpcReportTransport transport(absl::StrCat("127.0.0.1:", silent.port()), "tok", {},
+                                absl::Milliseconds(200));
+  absl::Time start = absl::Now();
+  absl::Status s = transport.Send(Report("pod-0", 5, 1), absl::Milliseconds(300));
+  EXPECT_EQ(s.code(), absl::StatusCode::kDeadlineExceeded) << s;
+  EXPECT_LT(absl::Now() - start, absl::Seconds(2));
+
+  absl::Status waited;
+  std::thread sender([&] { waited = transport.Send(Report("pod-0", 5, 2), absl::Seconds(30)); });
+  absl::SleepFor(absl::Milliseconds(200));
+  start = absl::Now();
+  transport.Cancel();
+  sender.join();
+  EXPECT_EQ(waited.code(), absl::StatusCode::kCancelled) << waited;
+  EXPECT_LT(absl::Now() - start, absl::Seconds(2));
+  // A Send that timed out cancelled its stream: Close has nothing to wait for.
+  EXPECT_EQ(transport.Send(Report("pod-0", 5, 3), absl::Milliseconds(50)).code(),
+            absl::StatusCode::kDeadlineExceeded);
+  start = absl::Now();
+  EXPECT_TRUE(transport.Close(absl::Seconds(5)).ok());
+  EXPECT_LT(absl::Now() - start, absl::Milliseconds(500));
+  EXPECT_EQ(transport.streams_opened(), 3);
 }
 
 }  // namespace

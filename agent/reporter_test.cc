@@ -21,7 +21,12 @@ class FakeTransport : public ReportTransport {
     if (on_send) on_send();
     return next;
   }
+  absl::Status Close(absl::Duration timeout) override {
+    closes.push_back(timeout);
+    return absl::OkStatus();
+  }
   std::function<void()> on_send;
+  std::vector<absl::Duration> closes;  // each Close's timeout.
   std::vector<v1::HealthReport> sent;
   absl::Status next = absl::OkStatus();
 };
@@ -174,6 +179,10 @@ TEST_F(ReporterTest, Stop_SendsTheFinalStateOnceWhenTheControllerAnswers) {
   ASSERT_EQ(r.events_size(), 2);
   EXPECT_EQ(r.events(1).kind(), v1::ReportEvent::FINISHED);
   EXPECT_THAT(r.events(1).cause(), HasSubstr("code 3"));
+  // Then the transport is closed within what is left of the 500 ms (the
+  // simulated clock did not move), so that the final report is processed.
+  ASSERT_EQ(transport_.closes.size(), 1u);
+  EXPECT_EQ(transport_.closes[0], absl::Milliseconds(500));
 }
 
 TEST_F(ReporterTest, Stop_DoesNotWaitForAControllerThatIsAway) {
@@ -185,6 +194,9 @@ TEST_F(ReporterTest, Stop_DoesNotWaitForAControllerThatIsAway) {
   reporter_.Update(done);
   reporter_.Stop(absl::Milliseconds(500));
   EXPECT_EQ(transport_.sent.size(), 1u);
+  // Nothing worth waiting for: the transport is closed without waiting.
+  ASSERT_EQ(transport_.closes.size(), 1u);
+  EXPECT_EQ(transport_.closes[0], absl::ZeroDuration());
 }
 
 TEST_F(ReporterTest, SendCancelledByStop_IsNotAFailure) {

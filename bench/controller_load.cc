@@ -8,8 +8,11 @@
 // here). Each simulated agent has its own identity (job, node id, random
 // incarnation), its own gRPC channel and HTTP/2 connection (a local subchannel
 // pool, as each pod has its own), the product client's channel settings
-// (agent/reporter_grpc.cc), the job token in the metadata and the product's
-// 2 s deadline (--deadline; 0: none), and sends what `trainlet run` sends (agent/reporter.cc):
+// (agent/reporter_grpc.cc) and the job token in the metadata. With
+// --rpc=stream (the default, what `trainlet run` does) each agent keeps one
+// ReportStream open and writes each report on it; with --rpc=unary each
+// report is a Report call with the product's old 2 s deadline (--deadline;
+// 0: none). Each agent sends what `trainlet run` sends (agent/reporter.cc):
 // identity, sequence, round 1, rank, RUNNING, 8 workers, the latest progress
 // line (`step=... loss=... lr=... tokens_per_s=...`, the step growing 2 a
 // second) and its age, 8 GPU reports with their health, the agent's RSS, the
@@ -43,7 +46,9 @@
 //     and `/metrics`, interleaved and spread over the window, each on a new
 //     connection (cpp-httplib's blocking client): p50/p99/max latency, the
 //     size of each answer, and the controller's CPU in that window.
-// At the end: the controller's VmRSS, VmHWM, RssAnon and threads
+// At the end: every stream is half-closed and its answer (the reports the
+// controller accepted on it) checked against the reports written; the controller's VmRSS, VmHWM,
+// RssAnon and threads
 // (/proc/PID/status), the SQLite file sizes (c.db and c.db-wal); then
 // /metrics' trainlet_controller_reports_received_total is compared with the
 // reports the agents saw accepted.
@@ -59,6 +64,7 @@
 //   build-bench/bench/bench_controller_load --trainlet=build-bench/trainlet
 //       [--agents=1000] [--jobs=50] [--interval=5] [--steady=60] [--warmup=SECONDS]
 //       [--procs=1] [--cqs=2] [--http-requests=50] [--views=25] [--server-arg=ARG]...
+//       [--rpc=stream|unary] [--deadline=2 (unary only)]
 // ctest runs a short version (controller_load_short): 200 agents, 5 s.
 #include <fcntl.h>
 #include <grpcpp/grpcpp.h>
@@ -122,7 +128,8 @@ struct Config {
   int cqs = 2;
   int http_requests = 50;
   double views_s = 25;
-  double deadline_s = 2;  // each report's; the product's send_timeout. 0: none.
+  double deadline_s = 2;  // each unary report's. 0: none.
+  bool stream = true;     // --rpc=stream (ReportStream) or unary (Report).
   std::string trainlet;
   std::vector<std::string> server_args;
 };
@@ -134,6 +141,22 @@ std::string g_target;
 // Generator process: the simulated agents.
 
 class Generator;
+
+// A completion-queue tag.
+struct Op {
+  virtual ~Op() = default;
+  virtual void Done(bool ok) = 0;
+};
+
+struct Agent;
+
+// One step of an agent's ReportStream; the agent owns one of each.
+struct StreamOp : Op {
+  enum Kind { kStart, kWrite, kWritesDone, kFinish };
+  Agent* agent = nullptr;
+  Kind kind = kStart;
+  void Done(bool ok) override;
+};
 
 struct Agent {
   int index = 0;
@@ -148,9 +171,19 @@ struct Agent {
   uint64_t sequence = 0;  // sending thread only.
   int64_t offset_ns = 0;  // its place in the interval.
   std::atomic<bool> in_flight{false};
+  // --rpc=stream: the agent's stream, opened with its first report.
+  std::unique_ptr<grpc::ClientContext> stream_ctx;
+  std::unique_ptr<grpc::ClientAsyncWriter<v1::HealthReport>> writer;
+  v1::HealthReportResponse stream_resp;
+  grpc::Status stream_status;
+  v1::HealthReport pending;  // the report being written.
+  int64_t write_ns = 0;
+  int64_t written = 0;  // reports written on the stream.
+  bool broken = false;  // a write failed: no more reports.
+  StreamOp start_op, write_op, writes_done_op, finish_op;
 };
 
-struct ReportCall {
+struct ReportCall : Op {
   Agent* agent = nullptr;
   int64_t sent_ns = 0;
   grpc::ClientContext ctx;
@@ -158,6 +191,7 @@ struct ReportCall {
   v1::HealthReportResponse resp;
   grpc::Status status;
   std::unique_ptr<grpc::ClientAsyncResponseReader<v1::HealthReportResponse>> rpc;
+  void Done(bool ok) override;
 };
 
 class Generator {
@@ -171,7 +205,12 @@ class Generator {
   void SendLoop(int64_t t0_ns);
   void Send(Agent* a, int64_t now_ns, int64_t t0_ns);
   void OnDone(ReportCall* call);
+  void OnStream(Agent* a, StreamOp::Kind kind, bool ok);
+  void Record(Agent* a, int64_t lat_us, const grpc::Status& status);
+  void CloseStreams();
   std::string Stats();
+  friend struct ReportCall;
+  friend struct StreamOp;
 
   const Config config_;
   const int64_t interval_ns_;
@@ -181,6 +220,7 @@ class Generator {
   std::thread sender_;
   std::atomic<bool> stop_{false};
   std::atomic<int64_t> sent_{0}, ok_{0}, err_{0}, skipped_{0}, invalid_{0}, pending_{0};
+  std::atomic<int64_t> open_streams_{0};
   absl::Mutex mu_;
   std::vector<int64_t> latencies_us_ ABSL_GUARDED_BY(mu_);
   std::string first_error_ ABSL_GUARDED_BY(mu_);
@@ -198,6 +238,13 @@ Generator::Generator(const Config& c, int proc, int procs)
     a->nnodes = c.agents / c.jobs + (a->job < c.agents % c.jobs ? 1 : 0);
     while (a->incarnation == 0) a->incarnation = rng();
     a->gen = this;
+    for (StreamOp* op : {&a->start_op, &a->write_op, &a->writes_done_op, &a->finish_op}) {
+      op->agent = a.get();
+    }
+    a->start_op.kind = StreamOp::kStart;
+    a->write_op.kind = StreamOp::kWrite;
+    a->writes_done_op.kind = StreamOp::kWritesDone;
+    a->finish_op.kind = StreamOp::kFinish;
     a->cq = cqs_[agents_.size() % cqs_.size()].get();
     a->offset_ns = static_cast<int64_t>(static_cast<double>(i) * interval_ns_ / c.agents);
     // The product client's settings (agent/reporter_grpc.cc), and one
@@ -217,7 +264,7 @@ Generator::Generator(const Config& c, int proc, int procs)
     cq_threads_.emplace_back([this, q = cq.get()] {
       void* tag;
       bool ok;
-      while (q->Next(&tag, &ok)) OnDone(static_cast<ReportCall*>(tag));
+      while (q->Next(&tag, &ok)) static_cast<Op*>(tag)->Done(ok);
     });
   }
 }
@@ -306,6 +353,29 @@ void Generator::Send(Agent* a, int64_t now_ns, int64_t t0_ns) {
       if (first_error_.empty()) first_error_ = absl::StrCat("invalid report: ", s.message());
     }
   }
+  if (config_.stream) {
+    if (a->broken) {
+      delete call;
+      a->in_flight.store(false);
+      skipped_.fetch_add(1);
+      return;
+    }
+    a->pending = std::move(call->req);
+    delete call;
+    a->write_ns = MonoNs();
+    pending_.fetch_add(1);
+    sent_.fetch_add(1);
+    if (a->writer == nullptr) {  // the first report opens the stream.
+      a->stream_ctx = std::make_unique<grpc::ClientContext>();
+      a->stream_ctx->AddMetadata(trainlet::rendezvous::kTokenMetadataKey, kToken);
+      a->writer = a->stub->PrepareAsyncReportStream(a->stream_ctx.get(), &a->stream_resp, a->cq);
+      open_streams_.fetch_add(1);
+      a->writer->StartCall(&a->start_op);
+    } else {
+      a->writer->Write(a->pending, &a->write_op);
+    }
+    return;
+  }
   call->ctx.AddMetadata(trainlet::rendezvous::kTokenMetadataKey, kToken);
   if (config_.deadline_s > 0) {
     call->ctx.set_deadline(
@@ -320,25 +390,84 @@ void Generator::Send(Agent* a, int64_t now_ns, int64_t t0_ns) {
   call->rpc->Finish(&call->resp, &call->status, call);
 }
 
-void Generator::OnDone(ReportCall* call) {
-  const int64_t lat_us = (MonoNs() - call->sent_ns) / 1000;
-  if (call->status.ok()) {
+void ReportCall::Done(bool) { agent->gen->OnDone(this); }
+void StreamOp::Done(bool ok) { agent->gen->OnStream(agent, kind, ok); }
+
+void Generator::Record(Agent* a, int64_t lat_us, const grpc::Status& status) {
+  if (status.ok()) {
     ok_.fetch_add(1);
   } else {
     err_.fetch_add(1);
   }
-  {
-    absl::MutexLock lock(&mu_);
-    latencies_us_.push_back(lat_us);
-    if (!call->status.ok() && first_error_.empty()) {
-      first_error_ = absl::StrCat(call->agent->base.node_id(), ": ",
-                                  static_cast<int>(call->status.error_code()), " ",
-                                  call->status.error_message().substr(0, 200));
-    }
+  absl::MutexLock lock(&mu_);
+  if (lat_us >= 0) latencies_us_.push_back(lat_us);
+  if (!status.ok() && first_error_.empty()) {
+    first_error_ = absl::StrCat(a->base.node_id(), ": ", static_cast<int>(status.error_code()), " ",
+                                status.error_message().substr(0, 200));
   }
+}
+
+void Generator::OnDone(ReportCall* call) {
+  Record(call->agent, (MonoNs() - call->sent_ns) / 1000, call->status);
   call->agent->in_flight.store(false);
   pending_.fetch_sub(1);
   delete call;
+}
+
+// A stream step completed (on the agent's completion-queue thread).
+void Generator::OnStream(Agent* a, StreamOp::Kind kind, bool ok) {
+  switch (kind) {
+    case StreamOp::kStart:
+      if (ok) {
+        a->writer->Write(a->pending, &a->write_op);
+        return;
+      }
+      [[fallthrough]];
+    case StreamOp::kWrite:
+      if (ok) {
+        ++a->written;
+        Record(a, (MonoNs() - a->write_ns) / 1000, grpc::Status::OK);
+      } else {
+        // The stream is over (the controller refused a report or went
+        // away); Finish says why.
+        a->broken = true;
+        a->writer->Finish(&a->stream_status, &a->finish_op);
+      }
+      a->in_flight.store(false);
+      pending_.fetch_sub(1);
+      return;
+    case StreamOp::kWritesDone:
+      a->writer->Finish(&a->stream_status, &a->finish_op);
+      return;
+    case StreamOp::kFinish: {
+      grpc::Status s = a->stream_status;
+      if (s.ok() && a->stream_resp.accepted() != static_cast<uint64_t>(a->written)) {
+        s = grpc::Status(grpc::StatusCode::INTERNAL,
+                         absl::StrCat("the controller accepted ", a->stream_resp.accepted(),
+                                      " of the ", a->written, " reports written on the stream"));
+      }
+      if (!s.ok()) Record(a, -1, s);
+      open_streams_.fetch_sub(1);
+      return;
+    }
+  }
+}
+
+// Half-closes every stream and waits (up to 5 s) for the controller's
+// answers.
+void Generator::CloseStreams() {
+  for (auto& a : agents_) {
+    if (a->writer != nullptr && !a->broken) a->writer->WritesDone(&a->writes_done_op);
+  }
+  const int64_t until = MonoNs() + 5000000000;
+  while (open_streams_.load() > 0 && MonoNs() < until) absl::SleepFor(absl::Milliseconds(5));
+  if (open_streams_.load() > 0) {
+    err_.fetch_add(open_streams_.load());
+    absl::MutexLock lock(&mu_);
+    if (first_error_.empty()) {
+      first_error_ = absl::StrCat(open_streams_.load(), " streams not answered within 5 s");
+    }
+  }
 }
 
 void Generator::SendLoop(int64_t t0_ns) {
@@ -401,6 +530,7 @@ void Generator::Serve(FILE* in, FILE* out) {
       if (sender_.joinable()) sender_.join();
       const int64_t until = MonoNs() + 5000000000;
       while (pending_.load() > 0 && MonoNs() < until) absl::SleepFor(absl::Milliseconds(5));
+      if (config_.stream) CloseStreams();
       answer = Stats();
     } else if (cmd == "quit") {
       fprintf(out, "bye\n");
@@ -720,18 +850,20 @@ int Run(const Config& c) {
   const double load_after = LoadAvg();
 
   printf(
-      "\n%d agents in %d jobs, a report every %.1f s each, %d generator process(es) x %d CQ "
-      "thread(s), %u CPUs, load average %.2f -> %.2f\n",
-      c.agents, c.jobs, c.interval_s, c.procs, c.cqs, std::thread::hardware_concurrency(),
-      load_before, load_after);
+      "\n%d agents in %d jobs, a report every %.1f s each (%s), %d generator process(es) x %d "
+      "CQ thread(s), %u CPUs, load average %.2f -> %.2f\n",
+      c.agents, c.jobs, c.interval_s, c.stream ? "ReportStream" : "unary Report", c.procs, c.cqs,
+      std::thread::hardware_concurrency(), load_before, load_after);
   printf("%s\n", f.errors.empty() ? "ok" : "FAILED:");
   for (const std::string& e : f.errors) printf("    %s\n", e.c_str());
   for (const auto& [k, v] : f.values) printf("    %-45s %12.1f\n", k.c_str(), v);
   std::string json = absl::StrFormat(
       "{\"bench\":\"controller_load\",\"agents\":%d,\"jobs\":%d,\"interval_s\":%g,\"procs\":%d,"
-      "\"cqs\":%d,\"cpus\":%u,\"load_before\":%.2f,\"load_after\":%.2f,\"ok\":%s",
-      c.agents, c.jobs, c.interval_s, c.procs, c.cqs, std::thread::hardware_concurrency(),
-      load_before, load_after, f.errors.empty() ? "true" : "false");
+      "\"cqs\":%d,\"rpc\":\"%s\",\"cpus\":%u,\"load_before\":%.2f,\"load_after\":%.2f,"
+      "\"ok\":%s",
+      c.agents, c.jobs, c.interval_s, c.procs, c.cqs, c.stream ? "stream" : "unary",
+      std::thread::hardware_concurrency(), load_before, load_after,
+      f.errors.empty() ? "true" : "false");
   for (const auto& [k, v] : f.values) absl::StrAppendFormat(&json, ",\"%s\":%.3f", k, v);
   absl::StrAppend(&json, "}");
   printf("%s\n", json.c_str());
@@ -766,6 +898,9 @@ int Main(int argc, char** argv) {
       inum(&c.http_requests);
     } else if (Flag(argv[i], "--deadline", &v)) {
       num(&c.deadline_s);
+    } else if (Flag(argv[i], "--rpc", &v)) {
+      if (v != "stream" && v != "unary") bad = true;
+      c.stream = v == "stream";
     } else if (Flag(argv[i], "--views", &v)) {
       num(&c.views_s);
     } else if (Flag(argv[i], "--server-arg", &v)) {
@@ -787,7 +922,8 @@ int Main(int argc, char** argv) {
             "    [--interval=SECONDS (5)] [--steady=SECONDS (60)] [--warmup=SECONDS "
             "(interval+2)]\n"
             "    [--procs=1] [--cqs=2] [--http-requests=50] [--views=SECONDS (25)]\n"
-            "    [--deadline=SECONDS (2, the agent's; 0: none)]\n"
+            "    [--rpc=stream|unary (stream: what trainlet run does)]\n"
+            "    [--deadline=SECONDS (--rpc=unary only: 2; 0: none)]\n"
             "    [--server-arg=ARG]...\n",
             argv[0]);
     return 64;

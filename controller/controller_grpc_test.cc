@@ -141,6 +141,68 @@ TEST_F(ControllerGrpcTest, InvalidReport_IsInvalidArgumentAndUnknownJobNotFound)
   EXPECT_EQ(s.error_code(), grpc::StatusCode::NOT_FOUND);
 }
 
+// Writes `reports` on one ReportStream, half-closes it, and returns the
+// stream's status and the count the controller says it accepted.
+grpc::Status Stream(v1::Controller::Stub* stub, const std::vector<v1::HealthReport>& reports,
+                    const std::string& token, uint64_t* accepted) {
+  grpc::ClientContext ctx;
+  if (!token.empty()) ctx.AddMetadata(rendezvous::kTokenMetadataKey, token);
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+  v1::HealthReportResponse response;
+  std::unique_ptr<grpc::ClientWriter<v1::HealthReport>> writer =
+      stub->ReportStream(&ctx, &response);
+  for (const v1::HealthReport& r : reports) {
+    if (!writer->Write(r)) break;  // the controller ended the stream.
+  }
+  writer->WritesDone();
+  grpc::Status s = writer->Finish();
+  *accepted = response.accepted();
+  return s;
+}
+
+TEST_F(ControllerGrpcTest, ReportStream_EveryReportCountedAndTheAnswerSaysHowMany) {
+  StartHost();
+  auto stub = Stub();
+  std::vector<v1::HealthReport> reports;
+  for (int seq = 1; seq <= 20; ++seq) reports.push_back(Report("pod-0", 7, seq, 1));
+  uint64_t accepted = 0;
+  grpc::Status s = Stream(stub.get(), reports, kToken, &accepted);
+  ASSERT_TRUE(s.ok()) << s.error_message();
+  EXPECT_EQ(accepted, 20u);
+  EXPECT_EQ(host_->core().stats().reports, 20);
+}
+
+TEST_F(ControllerGrpcTest, ReportStream_WrongToken_EndsItUnauthenticatedBeforeAnyReport) {
+  StartHost();
+  auto stub = Stub();
+  uint64_t accepted = 0;
+  grpc::Status s = Stream(stub.get(), {Report("pod-0", 7, 1, 1)}, "wrong", &accepted);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::UNAUTHENTICATED);
+  EXPECT_THAT(s.error_message(), HasSubstr("wrong job token"));
+  EXPECT_EQ(host_->core().stats().jobs, 0);
+}
+
+TEST_F(ControllerGrpcTest, ReportStream_ARefusedReportEndsTheStreamWithItsStatus) {
+  StartHost();
+  auto stub = Stub();
+  std::vector<v1::HealthReport> reports;
+  for (int seq = 1; seq <= 3; ++seq) reports.push_back(Report("pod-0", 7, seq, 1));
+  reports[2].set_incarnation(0);  // invalid: refused.
+  for (int seq = 4; seq <= 6; ++seq) reports.push_back(Report("pod-0", 7, seq, 1));
+  uint64_t accepted = 0;
+  grpc::Status s = Stream(stub.get(), reports, kToken, &accepted);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(s.error_message(), HasSubstr("incarnation"));
+  // The two before it were accepted; nothing after it was read.
+  EXPECT_EQ(host_->core().stats().reports, 2);
+  // A report larger than the server reads ends the stream too.
+  reports = {Report("pod-0", 7, 7, 1)};
+  reports[0].set_hang_evidence(std::string(100 * 1024, 'x'));
+  s = Stream(stub.get(), reports, kToken, &accepted);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+  EXPECT_EQ(host_->core().stats().reports, 2);
+}
+
 TEST_F(ControllerGrpcTest, ControllerRestart_KeepsHistory) {
   StartHost();
   {

@@ -14,6 +14,45 @@ grpc::ServerUnaryReactor* Immediate(grpc::CallbackServerContext* ctx, const absl
   return reactor;
 }
 
+// One agent's report stream: read, hand to the core, read again; a refused
+// report ends the stream with the core's status. Deletes itself when gRPC
+// is done with it.
+class ReportStreamReactor final : public grpc::ServerReadReactor<v1::HealthReport> {
+ public:
+  // `refused`: the caller check failed; finish at once with it.
+  ReportStreamReactor(ControllerCore* core, v1::HealthReportResponse* response,
+                      const absl::Status& refused)
+      : core_(core), response_(response) {
+    if (!refused.ok()) {
+      Finish(rendezvous::ToGrpcStatus(refused));
+      return;
+    }
+    StartRead(&report_);
+  }
+
+  void OnReadDone(bool ok) override {
+    if (!ok) {  // the agent half-closed, or the stream is cancelled.
+      response_->set_accepted(accepted_);
+      Finish(grpc::Status::OK);
+      return;
+    }
+    if (absl::Status s = core_->Report(report_); !s.ok()) {
+      Finish(rendezvous::ToGrpcStatus(s));
+      return;
+    }
+    ++accepted_;
+    StartRead(&report_);
+  }
+
+  void OnDone() override { delete this; }
+
+ private:
+  ControllerCore* const core_;
+  v1::HealthReportResponse* const response_;
+  v1::HealthReport report_;
+  uint64_t accepted_ = 0;
+};
+
 }  // namespace
 
 ControllerService::ControllerService(ControllerCore* core, std::string token,
@@ -36,6 +75,11 @@ grpc::ServerUnaryReactor* ControllerService::Report(grpc::CallbackServerContext*
                                                     v1::HealthReportResponse* response) {
   if (absl::Status s = CheckCaller(ctx, "Report"); !s.ok()) return Immediate(ctx, s);
   return Immediate(ctx, core_->Report(*request));
+}
+
+grpc::ServerReadReactor<v1::HealthReport>* ControllerService::ReportStream(
+    grpc::CallbackServerContext* ctx, v1::HealthReportResponse* response) {
+  return new ReportStreamReactor(core_, response, CheckCaller(ctx, "ReportStream"));
 }
 
 grpc::ServerUnaryReactor* ControllerService::ListJobs(grpc::CallbackServerContext* ctx,

@@ -1,11 +1,14 @@
 // gRPC adapter for the controller's core (controller_core.h): maps
 // trainlet.v1.Controller calls onto it after checking the caller (mutual
 // TLS client certificate when configured, then the token; rendezvous/
-// grpc_auth.h), and answers at once: nothing is parked, nothing streams.
-// Rejections are logged, rate-limited. Holds no controller logic.
+// grpc_auth.h), and answers at once: nothing is parked. An agent's report
+// stream (ReportStream) holds only a reactor and the message it reads into;
+// the caller is checked once, when the stream starts. Rejections are logged,
+// rate-limited. Holds no controller logic.
 //
-// Threading: every call runs on a gRPC callback thread; the core is
-// thread-safe. The service owns neither the core nor the verifier.
+// Threading: every call and every stream's reads run on gRPC callback
+// threads; the core is thread-safe. The service owns neither the core nor
+// the verifier.
 #ifndef TRAINLET_CONTROLLER_CONTROLLER_SERVICE_H_
 #define TRAINLET_CONTROLLER_CONTROLLER_SERVICE_H_
 
@@ -27,6 +30,8 @@ class ControllerService final : public v1::Controller::CallbackService {
   grpc::ServerUnaryReactor* Report(grpc::CallbackServerContext* ctx,
                                    const v1::HealthReport* request,
                                    v1::HealthReportResponse* response) override;
+  grpc::ServerReadReactor<v1::HealthReport>* ReportStream(
+      grpc::CallbackServerContext* ctx, v1::HealthReportResponse* response) override;
   grpc::ServerUnaryReactor* ListJobs(grpc::CallbackServerContext* ctx,
                                      const v1::ListJobsRequest* request,
                                      v1::ListJobsResponse* response) override;
