@@ -118,6 +118,17 @@ trainlet::agent::SystemInfo ProbeMachine(const std::map<std::string, std::string
         early != nullptr ? early : trainlet::agent::StartNodeProbe(options);
     return trainlet::agent::AwaitNodeProbe(*run, timeout, note);
   };
+  // Only a probe that reads this machine and no GPU driver may go unwaited.
+  auto overridden = [&env](const char* name) {
+    auto it = env.find(name);
+    return it != env.end() && !it->second.empty();
+  };
+  if (early != nullptr && !overridden("TRAINLET_PROBE_ROOT") &&
+      !overridden("TRAINLET_SYSFS_ROOT")) {
+    sys.when_node_probed = [early](trainlet::agent::NodeProbeCallback done) {
+      trainlet::agent::WhenNodeProbeDone(*early, std::move(done));
+    };
+  }
   return sys;
 }
 

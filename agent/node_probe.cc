@@ -18,6 +18,7 @@ class NodeProbeRun {
   absl::Notification done;
   absl::Mutex mu;
   std::shared_ptr<const v1::NodeProbe> result ABSL_GUARDED_BY(mu);
+  std::vector<NodeProbeCallback> waiting ABSL_GUARDED_BY(mu);
 };
 
 topology::ProbeOptions AgentProbeOptions(const std::map<std::string, std::string>& env) {
@@ -53,13 +54,29 @@ std::shared_ptr<NodeProbeRun> StartNodeProbe(const topology::ProbeOptions& optio
   auto run = std::make_shared<NodeProbeRun>();
   std::thread([run, options] {
     auto probe = std::make_shared<const v1::NodeProbe>(topology::ProbeNode(options));
+    std::vector<NodeProbeCallback> waiting;
     {
       absl::MutexLock lock(&run->mu);
-      run->result = std::move(probe);
+      run->result = probe;
+      waiting.swap(run->waiting);
     }
     run->done.Notify();
+    for (NodeProbeCallback& done : waiting) done(probe);
   }).detach();
   return run;
+}
+
+void WhenNodeProbeDone(NodeProbeRun& run, NodeProbeCallback done) {
+  std::shared_ptr<const v1::NodeProbe> result;
+  {
+    absl::MutexLock lock(&run.mu);
+    if (run.result == nullptr) {
+      run.waiting.push_back(std::move(done));
+      return;
+    }
+    result = run.result;
+  }
+  done(std::move(result));
 }
 
 std::shared_ptr<const v1::NodeProbe> AwaitNodeProbe(NodeProbeRun& run, absl::Duration timeout,

@@ -28,6 +28,7 @@
 #include <vector>
 
 #include "absl/time/time.h"
+#include "agent/system_probe.h"
 #include "topology/probe.h"
 #include "trainlet/v1/topology.pb.h"
 
@@ -46,6 +47,10 @@ bool ProbeLoadsNvml(const topology::ProbeOptions& options);
 // topology::ProbeNode(options) running on a thread of its own.
 class NodeProbeRun;
 std::shared_ptr<NodeProbeRun> StartNodeProbe(const topology::ProbeOptions& options);
+
+// Hands the probe's result to `done` once it has finished: on the probe's
+// thread, or at once on the caller's when it has. Never waits.
+void WhenNodeProbeDone(NodeProbeRun& run, NodeProbeCallback done);
 
 // Waits at most `timeout` (from now) for a started probe; null when it did
 // not finish in time, with `*note` saying so. May be called again.

@@ -99,6 +99,48 @@ TEST(ProbeNodeBounded, AHungDriverCostsOnlyTheTimeout) {
   EXPECT_TRUE(finished->WaitForNotificationWithTimeout(absl::Seconds(30)));
 }
 
+TEST(WhenNodeProbeDone, CalledOnceTheProbeEnds_OrAtOnceAfterIt) {
+  auto release = std::make_shared<absl::Notification>();
+  topology::ProbeOptions o;
+  o.sysfs_root = "/nonexistent";
+  o.nccl_library.clear();
+  o.read_nvml = [release](const topology::NvmlOptions&, v1::NodeProbe* probe,
+                          std::vector<v1::Gpu>*) {
+    release->WaitForNotification();
+    probe->mutable_nvml()->set_status(v1::Source::OK);
+  };
+  std::shared_ptr<NodeProbeRun> run = StartNodeProbe(o);
+  absl::Mutex mu;
+  std::vector<std::shared_ptr<const v1::NodeProbe>> got;
+  auto record = [&](std::shared_ptr<const v1::NodeProbe> p) {
+    absl::MutexLock lock(&mu);
+    got.push_back(std::move(p));
+  };
+  // Registering never waits for a probe still running.
+  const absl::Time start = absl::Now();
+  WhenNodeProbeDone(*run, record);
+  EXPECT_LT(absl::Now() - start, absl::Seconds(1));
+  {
+    absl::MutexLock lock(&mu);
+    EXPECT_TRUE(got.empty());
+  }
+  release->Notify();
+  std::string note;
+  ASSERT_NE(AwaitNodeProbe(*run, absl::Seconds(30), &note), nullptr);
+  {
+    // The probe's thread calls it right after the result is published.
+    absl::MutexLock lock(&mu);
+    auto one = [&got] { return got.size() == 1; };
+    ASSERT_TRUE(mu.AwaitWithTimeout(absl::Condition(&one), absl::Seconds(30)));
+    EXPECT_EQ(got[0]->nvml().status(), v1::Source::OK);
+  }
+  // After the end: at once, on this thread.
+  WhenNodeProbeDone(*run, record);
+  absl::MutexLock lock(&mu);
+  ASSERT_EQ(got.size(), 2u);
+  EXPECT_EQ(got[1], got[0]);
+}
+
 TEST(ProbeSummaryLine, SaysWhatTheNodeHasAndEscapes) {
   v1::NodeProbe p;
   p.set_visible_gpu_count(1);

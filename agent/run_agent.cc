@@ -83,6 +83,14 @@ std::string DialAddressFor(const std::string& bind_addr) {
   return bind_addr;
 }
 
+void LogNodeProbe(std::shared_ptr<const v1::NodeProbe> probe) {
+  if (probe == nullptr) return;
+  TLOG(kInfo) << "node probe: " << ProbeSummaryLine(*probe);
+  for (const std::string& w : probe->warnings()) {
+    TLOG(kWarning) << "node probe: " << SafeForLog(w, 400);
+  }
+}
+
 }  // namespace
 
 int RunAgent(const RunConfig& config, const std::map<std::string, std::string>& base_env,
@@ -92,12 +100,9 @@ int RunAgent(const RunConfig& config, const std::map<std::string, std::string>& 
                                static_cast<uint32_t>(incarnation >> 32)));
   for (const std::string& note : config.discovery_notes) TLOG(kInfo) << "discovered " << note;
   for (const std::string& warning : config.warnings) TLOG(kWarning) << warning;
-  if (config.node_probe != nullptr) {
-    TLOG(kInfo) << "node probe: " << ProbeSummaryLine(*config.node_probe);
-    for (const std::string& w : config.node_probe->warnings()) {
-      TLOG(kWarning) << "node probe: " << SafeForLog(w, 400);
-    }
-  }
+  if (config.node_probe != nullptr) LogNodeProbe(config.node_probe);
+  // Not waited for (its answer changes nothing here): logged when it ends.
+  if (config.node_probe_later) config.node_probe_later(&LogNodeProbe);
   // An elastic job can go on without this node: a node whose GPUs need a
   // reset or a reboot leaves it at once, with a code a podFailurePolicy can
   // match to reschedule the pod elsewhere (docs/exit-codes.md).

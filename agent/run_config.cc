@@ -551,7 +551,14 @@ absl::StatusOr<RunConfig> RunConfigFromOptions(const ParsedOptions& parsed,
   }
   c.allowed_cpus = sys.allowed_cpus;
   SystemInfo probed = sys;
-  if (sys.probe_node && c.probe_timeout > absl::ZeroDuration()) {
+  absl::StatusOr<bool> bind_numa = ParseBoolValue(ValueOrDefault(parsed, table, "bind-numa"));
+  if (!bind_numa.ok()) return bind_numa.status();
+  c.bind_numa = *bind_numa;
+  const bool probe_changes_nothing = sys.when_node_probed && !multi_node && !c.bind_numa &&
+                                     sys.gpu_devices == 0 && sys.gpu_count == 0;
+  if (probe_changes_nothing && c.probe_timeout > absl::ZeroDuration()) {
+    c.node_probe_later = sys.when_node_probed;
+  } else if (sys.probe_node && c.probe_timeout > absl::ZeroDuration()) {
     std::string note;
     c.node_probe = sys.probe_node(c.probe_timeout, &note);
     if (c.node_probe == nullptr) {
@@ -566,9 +573,6 @@ absl::StatusOr<RunConfig> RunConfigFromOptions(const ParsedOptions& parsed,
     // What NCCL's own config files set counts as the user's: advice leaves it.
     if (c.node_probe != nullptr) c.nccl_conf_vars = topology::NcclConfFileVars(env, sys.root);
   }
-  absl::StatusOr<bool> bind_numa = ParseBoolValue(ValueOrDefault(parsed, table, "bind-numa"));
-  if (!bind_numa.ok()) return bind_numa.status();
-  c.bind_numa = *bind_numa;
   const OptionValue binding = ValueOrDefault(parsed, table, "gpu-binding");
   absl::StatusOr<GpuBinding> gpu_binding = ParseGpuBinding(binding.text, binding.origin);
   if (!gpu_binding.ok()) return gpu_binding.status();

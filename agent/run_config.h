@@ -137,6 +137,13 @@ struct RunConfig {
   // unavailable or too slow. Placement, NCCL advice and the join's topology
   // come from it.
   std::shared_ptr<const v1::NodeProbe> node_probe;
+  // Set instead of node_probe when the probe's answer could change no
+  // worker's environment, so the agent did not wait for it: a single-node
+  // run (no NCCL socket or HCA advice), no /dev/nvidia* device and no NVML
+  // (no GPU to place, count, check or advise on), no --bind-numa. RunAgent
+  // logs the probe's summary and warnings (a small /dev/shm, say) whenever
+  // it finishes; a job that ends first goes without them.
+  std::function<void(NodeProbeCallback done)> node_probe_later;
   std::vector<int> allowed_cpus;  // SystemInfo's, for --bind-numa.
   // The variables NCCL's own config files set (topology::NcclConfFileVars),
   // read once at start with the probe: NCCL advice never overrides them.

@@ -748,6 +748,48 @@ TEST(ParseRunConfig, ProbeTooSlowIsAWarningAndZeroTimeoutTurnsItOff) {
   EXPECT_EQ(timeout, absl::Milliseconds(250));
 }
 
+TEST(ParseRunConfig, ProbeThatCanChangeNoWorkersEnv_IsNotWaitedFor) {
+  // A probe that reads no GPU driver (main sets when_node_probed): a
+  // single-node run without GPUs and without --bind-numa does not wait.
+  auto probe = std::make_shared<v1::NodeProbe>();
+  int calls = 0;
+  auto machine = [&](int gpu_devices) {
+    SystemInfo sys = ProbedMachine(probe, &calls);
+    sys.gpu_devices = gpu_devices;
+    sys.when_node_probed = [](NodeProbeCallback) {};
+    return sys;
+  };
+  auto single = ParseFlags({}, {}, machine(0));
+  ASSERT_TRUE(single.ok()) << single.status();
+  EXPECT_EQ(calls, 0);
+  EXPECT_EQ(single->node_probe, nullptr);
+  EXPECT_TRUE(single->node_probe_later);
+  EXPECT_TRUE(single->warnings.empty());
+  // Anything its answer can change: waited for, as before.
+  for (const auto& [flags, gpu_devices] : std::vector<std::pair<std::vector<std::string>, int>>{
+           {{"--nnodes=2", "--coordinator=head"}, 0},
+           {{"--nnodes=1:2", "--coordinator=head"}, 0},
+           {{"--bind-numa"}, 0},
+           {{}, 1}}) {
+    calls = 0;
+    auto c = ParseFlags(flags, {}, machine(gpu_devices));
+    ASSERT_TRUE(c.ok()) << absl::StrJoin(flags, " ") << ": " << c.status();
+    EXPECT_EQ(calls, 1) << absl::StrJoin(flags, " ");
+    EXPECT_EQ(c->node_probe, probe) << absl::StrJoin(flags, " ");
+    EXPECT_FALSE(c->node_probe_later) << absl::StrJoin(flags, " ");
+  }
+  // --probe-timeout=0: no probe at all.
+  auto off = ParseFlags({"--probe-timeout=0"}, {}, machine(0));
+  ASSERT_TRUE(off.ok());
+  EXPECT_FALSE(off->node_probe_later);
+  // Without when_node_probed (a probe that loads NVML or reads a fixture
+  // tree), it is waited for.
+  calls = 0;
+  auto nvml = ParseFlags({}, {}, ProbedMachine(probe, &calls));
+  ASSERT_TRUE(nvml.ok());
+  EXPECT_EQ(calls, 1);
+}
+
 TEST(ParseRunConfig, GpuBindingAndBindNuma) {
   auto def = ParseFlags({});
   ASSERT_TRUE(def.ok());

@@ -36,6 +36,9 @@ struct ResolvedHost {
 // Resolves a host name; nullopt when it does not resolve (in time).
 using HostResolver = std::function<std::optional<ResolvedHost>(const std::string& host)>;
 
+// Called with the node probe's result once it has finished.
+using NodeProbeCallback = std::function<void(std::shared_ptr<const v1::NodeProbe>)>;
+
 struct SystemInfo {
   // Prefix of every file the agent reads about the machine ("/" in
   // production): ProbeSystem() reads below it, and so does ParseRunConfig()
@@ -65,6 +68,13 @@ struct SystemInfo {
   // probe. When NVML answered, its visible GPUs replace gpu_count.
   std::function<std::shared_ptr<const v1::NodeProbe>(absl::Duration timeout, std::string* note)>
       probe_node;
+  // Set by main only where the probe reads no GPU driver (it does not load
+  // NVML) and the machine's own /sys, /proc and /dev (no fixture tree):
+  // hands the probe's result to `done` once it has finished, on the probe's
+  // thread (at once when it has), and never waits. ParseRunConfig uses it
+  // instead of probe_node where the answer can change no worker's
+  // environment (run_config.h, node_probe_later).
+  std::function<void(NodeProbeCallback done)> when_node_probed;
 };
 
 inline constexpr absl::Duration kResolveTimeout = absl::Seconds(2);
