@@ -30,9 +30,9 @@ struct GrpcReportTransport::StreamState {
 
 // The stream's reactor. Holds the stream open (a hold) until Release; deletes
 // itself when gRPC is done with it, which is after Release.
-class GrpcReportTransport::Stream final : public grpc::ClientWriteReactor<v1::HealthReport> {
+class GrpcReportTransport::StreamReactor final : public grpc::ClientWriteReactor<v1::HealthReport> {
  public:
-  Stream(v1::Controller::Stub* stub, std::shared_ptr<StreamState> state)
+  StreamReactor(v1::Controller::Stub* stub, std::shared_ptr<StreamState> state)
       : state_(std::move(state)) {
     stub->async()->ReportStream(&state_->ctx, &state_->response, this);
     AddHold();
@@ -81,6 +81,15 @@ GrpcReportTransport::GrpcReportTransport(const std::string& target, std::string 
   // One small report every few seconds: no flow-control window to size, and
   // each BDP ping would cost the controller a wake-up (docs/benchmarks.md).
   args.SetInt(GRPC_ARG_HTTP2_BDP_PROBE, 0);
+  // A controller whose node vanished (no FIN, no RST) is noticed by a ping
+  // after kReportKeepaliveTime without a byte from it (its flow-control
+  // updates for the streamed reports count), not by TCP minutes later.
+  args.SetInt(GRPC_ARG_KEEPALIVE_TIME_MS,
+              static_cast<int>(absl::ToInt64Milliseconds(kReportKeepaliveTime)));
+  args.SetInt(GRPC_ARG_KEEPALIVE_TIMEOUT_MS,
+              static_cast<int>(absl::ToInt64Milliseconds(kReportKeepaliveTimeout)));
+  args.SetInt(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
+  args.SetInt(GRPC_ARG_HTTP2_MAX_PINGS_WITHOUT_DATA, 0);
   std::shared_ptr<grpc::ChannelCredentials> credentials = rendezvous::ClientCredentials(tls, &args);
   stub_->stub = v1::Controller::NewStub(grpc::CreateCustomChannel(target, credentials, args));
 }
@@ -116,12 +125,42 @@ absl::Status EndStatus(State* state, absl::Time deadline) {
 
 }  // namespace
 
+bool NeedsAcknowledgement(const v1::HealthReport& report) {
+  if (!report.hang_evidence().empty()) return true;
+  for (const v1::ReportEvent& e : report.events()) {
+    if (e.kind() != v1::ReportEvent::PERIODIC) return true;
+  }
+  return false;
+}
+
 absl::Status GrpcReportTransport::Send(const v1::HealthReport& report, absl::Duration timeout) {
+  return NeedsAcknowledgement(report) ? SendUnary(report, timeout) : SendOnStream(report, timeout);
+}
+
+absl::Status GrpcReportTransport::SendUnary(const v1::HealthReport& report,
+                                            absl::Duration timeout) {
+  grpc::ClientContext ctx;
+  if (!token_.empty()) ctx.AddMetadata(rendezvous::kTokenMetadataKey, token_);
+  ctx.set_deadline(absl::ToChronoTime(absl::Now() + timeout));
+  {
+    absl::MutexLock lock(&mu_);
+    unary_in_flight_ = &ctx;
+  }
+  v1::HealthReportResponse response;
+  grpc::Status s = stub_->stub->Report(&ctx, report, &response);
+  absl::MutexLock lock(&mu_);
+  unary_in_flight_ = nullptr;
+  ++unary_sent_;
+  return rendezvous::FromGrpcStatus(s);
+}
+
+absl::Status GrpcReportTransport::SendOnStream(const v1::HealthReport& report,
+                                               absl::Duration timeout) {
   const absl::Time deadline = absl::Now() + timeout;
   std::shared_ptr<StreamState> state;
   {
     absl::MutexLock lock(&mu_);
-    // A stream Cancel hit is not reused, even when its write got through.
+    // A stream Cancel hit is not reused.
     if (current_ != nullptr && current_->cancelled) EndLocked(/*cancel=*/false);
     if (current_ == nullptr) {
       current_ = std::make_unique<Current>();
@@ -129,7 +168,7 @@ absl::Status GrpcReportTransport::Send(const v1::HealthReport& report, absl::Dur
       if (!token_.empty()) {
         current_->state->ctx.AddMetadata(rendezvous::kTokenMetadataKey, token_);
       }
-      current_->stream = new Stream(stub_->stub.get(), current_->state);
+      current_->stream = new StreamReactor(stub_->stub.get(), current_->state);
       ++streams_opened_;
     }
     current_->writing = true;
@@ -174,23 +213,39 @@ absl::Status GrpcReportTransport::Close(absl::Duration timeout) {
     current_->stream->HalfClose();
     EndLocked(/*cancel=*/false);
   }
-  absl::MutexLock lock(&state->mu);
-  state->mu.AwaitWithDeadline(absl::Condition(&state->done), deadline);
-  if (!state->done) {
+  bool done;
+  grpc::Status status;
+  {
+    absl::MutexLock lock(&state->mu);
+    state->mu.AwaitWithDeadline(absl::Condition(&state->done), deadline);
+    done = state->done;
+    status = state->status;
+  }
+  if (!done) {
     state->ctx.TryCancel();
     return absl::DeadlineExceededError(
         absl::StrCat("the controller did not answer the report stream's end within ",
                      absl::FormatDuration(timeout)));
   }
-  return rendezvous::FromGrpcStatus(state->status);
+  return rendezvous::FromGrpcStatus(status);
 }
 
 void GrpcReportTransport::Cancel() {
   absl::MutexLock lock(&mu_);
-  if (current_ != nullptr && current_->writing) {
-    current_->cancelled = true;
-    current_->state->ctx.TryCancel();
+  if (unary_in_flight_ != nullptr) unary_in_flight_->TryCancel();
+  if (current_ == nullptr || !current_->writing) return;
+  {
+    // A write already through is left alone: its Send returns OK.
+    absl::MutexLock state_lock(&current_->state->mu);
+    if (current_->state->write_done) return;
   }
+  current_->cancelled = true;
+  current_->state->ctx.TryCancel();
+}
+
+int GrpcReportTransport::unary_sent() const {
+  absl::MutexLock lock(&mu_);
+  return unary_sent_;
 }
 
 int GrpcReportTransport::streams_opened() const {

@@ -1,19 +1,24 @@
-// The reporter's gRPC transport: the agent's reports go to the controller at
-// `target` on one long-lived trainlet.v1.Controller/ReportStream, with the
-// job token and, when configured, mutual TLS (the same material as the
+// The reporter's gRPC transport to the controller at `target`, with the job
+// token and, when configured, mutual TLS (the same material as the
 // rendezvous). The channel re-dials at most every report interval while the
-// controller is away.
+// controller is away, and pings a controller silent for
+// kReportKeepaliveTime.
 //
-// One stream at a time, opened by the first Send after the previous one
-// ended:
-//   - Send writes one report and returns when gRPC has taken it (OK), when
-//     the stream has ended (the controller refused an earlier report, went
-//     away or restarted: the stream's status; this report is not sent), or
-//     after `timeout` (DEADLINE_EXCEEDED; the stream is cancelled). A report
-//     the controller refuses therefore shows as the next Send's error, once.
-//   - Close half-closes the stream and waits, within its timeout, for the
-//     controller's answer, so that the last report is processed, not only
-//     written, before the agent exits.
+// Two ways, by what the report carries (NeedsAcknowledgement):
+//   - A report with an event besides PERIODIC (a state change, a restart, a
+//     hang and its evidence, the final state) is a unary
+//     trainlet.v1.Controller/Report: OK means the controller checked and
+//     took it, so the reporter forgets its events only then.
+//   - A periodic report, which the next one supersedes, is written on one
+//     long-lived ReportStream: a read in the controller instead of a whole
+//     call (docs/controller.md, "Why a stream"). OK means gRPC took it. One
+//     stream at a time, opened by the first such Send after the previous one
+//     ended. A report the controller refuses ends the stream with its
+//     status, which the next periodic Send returns (that report is not
+//     sent); the one after opens a new stream. A write not taken within
+//     `timeout` is DEADLINE_EXCEEDED and cancels the stream.
+// Close half-closes the stream and waits, within its timeout, for the
+// controller's answer.
 //
 // Threading: Send and Close from one thread at a time (the reporter's);
 // Cancel from any.
@@ -28,7 +33,20 @@
 #include "agent/reporter.h"
 #include "rendezvous/tls_files.h"
 
+namespace grpc {
+class ClientContext;
+}  // namespace grpc
+
 namespace trainlet::agent {
+
+// Idle time after which the report channel pings the controller, and how
+// long it waits for the answer before it closes the connection.
+inline constexpr absl::Duration kReportKeepaliveTime = absl::Seconds(30);
+inline constexpr absl::Duration kReportKeepaliveTimeout = absl::Seconds(10);
+
+// Whether `report` must be acknowledged (a unary Report), not only streamed:
+// it carries an event other than PERIODIC, or hang evidence.
+bool NeedsAcknowledgement(const v1::HealthReport& report);
 
 class GrpcReportTransport : public ReportTransport {
  public:
@@ -42,15 +60,16 @@ class GrpcReportTransport : public ReportTransport {
   void Cancel() override;
   absl::Status Close(absl::Duration timeout) override;
 
-  // Streams opened so far (tests).
+  // Streams opened and unary reports sent so far (tests).
   int streams_opened() const;
+  int unary_sent() const;
 
  private:
   struct Stub;
   struct StreamState;
-  class Stream;
+  class StreamReactor;
   struct Current {
-    Stream* stream = nullptr;  // valid until Release.
+    StreamReactor* stream = nullptr;  // valid until Release.
     std::shared_ptr<StreamState> state;
     bool writing = false;    // a Send is waiting for its write.
     bool cancelled = false;  // Cancel hit it.
@@ -58,12 +77,16 @@ class GrpcReportTransport : public ReportTransport {
   // Ends the current stream: cancels it when `cancel`, releases it; the
   // stream's state stays readable through the returned pointer.
   std::shared_ptr<StreamState> EndLocked(bool cancel) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::Status SendUnary(const v1::HealthReport& report, absl::Duration timeout);
+  absl::Status SendOnStream(const v1::HealthReport& report, absl::Duration timeout);
 
   const std::string token_;
   std::unique_ptr<Stub> stub_;
   mutable absl::Mutex mu_;
   std::unique_ptr<Current> current_ ABSL_GUARDED_BY(mu_);
+  grpc::ClientContext* unary_in_flight_ ABSL_GUARDED_BY(mu_) = nullptr;
   int streams_opened_ ABSL_GUARDED_BY(mu_) = 0;
+  int unary_sent_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
 }  // namespace trainlet::agent

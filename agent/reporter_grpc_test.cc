@@ -160,6 +160,45 @@ class SilentPort {
   int port_ = 0;
 };
 
+TEST(ReportStreamTest, ReportsWithEvents_AreAcknowledgedCalls_PeriodicOnesStreamed) {
+  auto host = StartController("tok");
+  ASSERT_NE(host, nullptr);
+  GrpcReportTransport transport(absl::StrCat("127.0.0.1:", host->port()), "tok", {},
+                                absl::Milliseconds(200));
+  auto with_event = [](v1::HealthReport r, v1::ReportEvent::Kind kind) {
+    v1::ReportEvent* e = r.add_events();
+    e->set_kind(kind);
+    e->set_id(r.sequence());
+    e->set_round(1);
+    return r;
+  };
+  v1::HealthReport first = with_event(Report("pod-0", 5, 1), v1::ReportEvent::STATE_CHANGE);
+  EXPECT_TRUE(NeedsAcknowledgement(first));
+  ASSERT_TRUE(transport.Send(first, absl::Seconds(5)).ok());
+  // Acknowledged: in the controller's core when Send returns.
+  EXPECT_EQ(host->core().stats().reports, 1);
+  EXPECT_EQ(transport.unary_sent(), 1);
+  EXPECT_EQ(transport.streams_opened(), 0);
+  v1::HealthReport periodic = with_event(Report("pod-0", 5, 2), v1::ReportEvent::PERIODIC);
+  EXPECT_FALSE(NeedsAcknowledgement(periodic));
+  ASSERT_TRUE(transport.Send(periodic, absl::Seconds(5)).ok());
+  EXPECT_EQ(transport.unary_sent(), 1);
+  EXPECT_EQ(transport.streams_opened(), 1);
+  // Hang evidence, or a pending event beside PERIODIC: acknowledged.
+  v1::HealthReport hang = with_event(Report("pod-0", 5, 3), v1::ReportEvent::PERIODIC);
+  hang.set_hang_evidence("worker 0: no progress for 10m");
+  EXPECT_TRUE(NeedsAcknowledgement(hang));
+  v1::HealthReport restart = with_event(periodic, v1::ReportEvent::RESTART);
+  EXPECT_TRUE(NeedsAcknowledgement(restart));
+  // A refused acknowledged report fails its own Send, at once.
+  v1::HealthReport invalid = first;
+  invalid.set_incarnation(0);
+  absl::Status s = transport.Send(invalid, absl::Seconds(5));
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
+  ASSERT_TRUE(transport.Close(absl::Seconds(5)).ok());
+  EXPECT_EQ(host->core().stats().reports, 2);
+}
+
 TEST(ReportStreamTest, ManyReports_OneStream_AllProcessedOnceClosed) {
   auto host = StartController("tok");
   ASSERT_NE(host, nullptr);
@@ -234,13 +273,17 @@ TEST(ReportStreamTest, BlackHoledController_SendTimesOut_AndCancelEndsAWaitingSe
   EXPECT_LT(absl::Now() - start, absl::Seconds(2));
 
   absl::Status waited;
-  std::thread sender([&] { waited = transport.Send(Report("pod-0", 5, 2), absl::Seconds(30)); });
-  absl::SleepFor(absl::Milliseconds(200));
+  absl::Notification sent;
+  std::thread sender([&] {
+    waited = transport.Send(Report("pod-0", 5, 2), absl::Seconds(30));
+    sent.Notify();
+  });
+  // Until the Send is waiting, Cancel has nothing to end: repeat it.
   start = absl::Now();
-  transport.Cancel();
+  while (!sent.WaitForNotificationWithTimeout(absl::Milliseconds(50))) transport.Cancel();
   sender.join();
   EXPECT_EQ(waited.code(), absl::StatusCode::kCancelled) << waited;
-  EXPECT_LT(absl::Now() - start, absl::Seconds(2));
+  EXPECT_LT(absl::Now() - start, absl::Seconds(5));
   // A Send that timed out cancelled its stream: Close has nothing to wait for.
   EXPECT_EQ(transport.Send(Report("pod-0", 5, 3), absl::Milliseconds(50)).code(),
             absl::StatusCode::kDeadlineExceeded);

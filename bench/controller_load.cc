@@ -9,11 +9,12 @@
 // incarnation), its own gRPC channel and HTTP/2 connection (a local subchannel
 // pool, as each pod has its own), the product client's channel settings
 // (agent/reporter_grpc.cc) and the job token in the metadata. With
-// --rpc=stream (the default, what `trainlet run` does) each agent keeps one
-// ReportStream open and writes each report on it; with --rpc=unary each
-// report is a Report call with the product's old 2 s deadline (--deadline;
-// 0: none). Each agent sends what `trainlet run` sends (agent/reporter.cc):
-// identity, sequence, round 1, rank, RUNNING, 8 workers, the latest progress
+// --rpc=stream (the default, what `trainlet run` does) each agent sends its
+// first report (a STATE_CHANGE) as an acknowledged Report call with the
+// product's 2 s deadline (--deadline; 0: none), then keeps one ReportStream
+// open and writes each periodic report on it; with --rpc=unary every report
+// is a Report call (the product before the stream). Each agent sends what `trainlet run` sends
+// (agent/reporter.cc): identity, sequence, round 1, rank, RUNNING, 8 workers, the latest progress
 // line (`step=... loss=... lr=... tokens_per_s=...`, the step growing 2 a
 // second) and its age, 8 GPU reports with their health, the agent's RSS, the
 // report interval, the event that says why (STATE_CHANGE for the first report,
@@ -64,7 +65,10 @@
 //   build-bench/bench/bench_controller_load --trainlet=build-bench/trainlet
 //       [--agents=1000] [--jobs=50] [--interval=5] [--steady=60] [--warmup=SECONDS]
 //       [--procs=1] [--cqs=2] [--http-requests=50] [--views=25] [--server-arg=ARG]...
-//       [--rpc=stream|unary] [--deadline=2 (unary only)]
+//       [--rpc=stream|unary] [--deadline=2] [--generators-sched=normal|idle]
+// --generators-sched=idle runs the generator processes under SCHED_IDLE, as
+// in bench/coordinator_load.cc: the agents of a real job run on other
+// machines and take none of the controller's CPUs.
 // ctest runs a short version (controller_load_short): 200 agents, 5 s.
 #include <fcntl.h>
 #include <grpcpp/grpcpp.h>
@@ -128,8 +132,9 @@ struct Config {
   int cqs = 2;
   int http_requests = 50;
   double views_s = 25;
-  double deadline_s = 2;  // each unary report's. 0: none.
-  bool stream = true;     // --rpc=stream (ReportStream) or unary (Report).
+  double deadline_s = 2;         // each unary report's. 0: none.
+  bool stream = true;            // --rpc=stream (ReportStream) or unary (Report).
+  bool generators_idle = false;  // --generators-sched=idle
   std::string trainlet;
   std::vector<std::string> server_args;
 };
@@ -254,6 +259,10 @@ Generator::Generator(const Config& c, int proc, int procs)
                 static_cast<int>(std::max<int64_t>(1000, interval_ns_ / 1000000)));
     args.SetInt(GRPC_ARG_DNS_MIN_TIME_BETWEEN_RESOLUTIONS_MS, 1000);
     args.SetInt(GRPC_ARG_HTTP2_BDP_PROBE, 0);
+    args.SetInt(GRPC_ARG_KEEPALIVE_TIME_MS, 30000);
+    args.SetInt(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, 10000);
+    args.SetInt(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
+    args.SetInt(GRPC_ARG_HTTP2_MAX_PINGS_WITHOUT_DATA, 0);
     args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
     a->stub = v1::Controller::NewStub(
         grpc::CreateCustomChannel(g_target, grpc::InsecureChannelCredentials(), args));
@@ -353,7 +362,10 @@ void Generator::Send(Agent* a, int64_t now_ns, int64_t t0_ns) {
       if (first_error_.empty()) first_error_ = absl::StrCat("invalid report: ", s.message());
     }
   }
-  if (config_.stream) {
+  // As the product's transport (agent/reporter_grpc.h): the first report
+  // (STATE_CHANGE) is an acknowledged unary call, periodic ones go on the
+  // stream.
+  if (config_.stream && a->sequence > 1) {
     if (a->broken) {
       delete call;
       a->in_flight.store(false);
@@ -552,7 +564,7 @@ void Generator::Serve(FILE* in, FILE* out) {
 std::string g_tmpdir;
 
 std::vector<Child> StartGenerators(const Config& c) {
-  return trainlet::bench::StartGenerators(c.procs, /*sched_idle=*/false,
+  return trainlet::bench::StartGenerators(c.procs, c.generators_idle,
                                           [&c](int k, FILE* in, FILE* out) {
                                             Generator gen(c, k, c.procs);
                                             gen.Serve(in, out);
@@ -859,10 +871,11 @@ int Run(const Config& c) {
   for (const auto& [k, v] : f.values) printf("    %-45s %12.1f\n", k.c_str(), v);
   std::string json = absl::StrFormat(
       "{\"bench\":\"controller_load\",\"agents\":%d,\"jobs\":%d,\"interval_s\":%g,\"procs\":%d,"
-      "\"cqs\":%d,\"rpc\":\"%s\",\"cpus\":%u,\"load_before\":%.2f,\"load_after\":%.2f,"
+      "\"cqs\":%d,\"generators_sched\":\"%s\",\"rpc\":\"%s\",\"cpus\":%u,\"load_before\":%.2f,"
+      "\"load_after\":%.2f,"
       "\"ok\":%s",
-      c.agents, c.jobs, c.interval_s, c.procs, c.cqs, c.stream ? "stream" : "unary",
-      std::thread::hardware_concurrency(), load_before, load_after,
+      c.agents, c.jobs, c.interval_s, c.procs, c.cqs, c.generators_idle ? "idle" : "normal",
+      c.stream ? "stream" : "unary", std::thread::hardware_concurrency(), load_before, load_after,
       f.errors.empty() ? "true" : "false");
   for (const auto& [k, v] : f.values) absl::StrAppendFormat(&json, ",\"%s\":%.3f", k, v);
   absl::StrAppend(&json, "}");
@@ -898,6 +911,9 @@ int Main(int argc, char** argv) {
       inum(&c.http_requests);
     } else if (Flag(argv[i], "--deadline", &v)) {
       num(&c.deadline_s);
+    } else if (Flag(argv[i], "--generators-sched", &v)) {
+      bad = bad || (v != "normal" && v != "idle");
+      c.generators_idle = v == "idle";
     } else if (Flag(argv[i], "--rpc", &v)) {
       if (v != "stream" && v != "unary") bad = true;
       c.stream = v == "stream";
@@ -923,7 +939,8 @@ int Main(int argc, char** argv) {
             "(interval+2)]\n"
             "    [--procs=1] [--cqs=2] [--http-requests=50] [--views=SECONDS (25)]\n"
             "    [--rpc=stream|unary (stream: what trainlet run does)]\n"
-            "    [--deadline=SECONDS (--rpc=unary only: 2; 0: none)]\n"
+            "    [--deadline=SECONDS (each Report call's: 2; 0: none)]\n"
+            "    [--generators-sched=normal|idle]\n"
             "    [--server-arg=ARG]...\n",
             argv[0]);
     return 64;

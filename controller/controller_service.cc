@@ -41,6 +41,9 @@ class ReportStreamReactor final : public grpc::ServerReadReactor<v1::HealthRepor
       return;
     }
     ++accepted_;
+    // A fresh message for the next read: a reused one keeps the capacity of
+    // the largest report this stream ever carried, for the stream's life.
+    v1::HealthReport().Swap(&report_);
     StartRead(&report_);
   }
 

@@ -1,10 +1,12 @@
 // gRPC adapter for the controller's core (controller_core.h): maps
 // trainlet.v1.Controller calls onto it after checking the caller (mutual
 // TLS client certificate when configured, then the token; rendezvous/
-// grpc_auth.h), and answers at once: nothing is parked. An agent's report
-// stream (ReportStream) holds only a reactor and the message it reads into;
-// the caller is checked once, when the stream starts. Rejections are logged,
-// rate-limited. Holds no controller logic.
+// grpc_auth.h). Unary calls are answered at once. An agent's report stream
+// (ReportStream, its periodic reports) stays open for the agent's life and
+// holds a reactor and the message it reads into; its caller is checked once,
+// when the stream starts, so a token or certificate revoked later is noticed
+// when the agent reconnects. Rejections are logged, rate-limited. Holds no
+// controller logic.
 //
 // Threading: every call and every stream's reads run on gRPC callback
 // threads; the core is thread-safe. The service owns neither the core nor
