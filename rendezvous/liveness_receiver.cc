@@ -26,24 +26,6 @@ constexpr int kMaxCallsPerBatch = 16;
 // 10,000-node job sends ~200 datagrams per coalescing wait.
 constexpr int kReceiveBufferBytes = 4 << 20;
 
-// A bound non-blocking UDP socket; -errno on failure.
-int BindUdp(const sockaddr* addr, socklen_t len, bool dual_stack) {
-  int fd = socket(addr->sa_family, SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-  if (fd < 0) return -errno;
-  if (addr->sa_family == AF_INET6) {
-    const int v6only = dual_stack ? 0 : 1;
-    setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &v6only, sizeof(v6only));
-  }
-  const int rcvbuf = kReceiveBufferBytes;
-  setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &rcvbuf, sizeof(rcvbuf));
-  if (bind(fd, addr, len) != 0) {
-    const int err = errno;
-    close(fd);
-    return -err;
-  }
-  return fd;
-}
-
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<LivenessReceiver>> LivenessReceiver::Start(const std::string& host,
@@ -59,14 +41,11 @@ absl::StatusOr<std::unique_ptr<LivenessReceiver>> LivenessReceiver::Start(const 
   if (!resolved.ok()) return resolved.status();
   const bool wildcard = IsWildcardHost(host);
   std::string error;
-  for (BindAddress a : *resolved) {
-    a.SetPort(port);
-    int fd = BindUdp(reinterpret_cast<const sockaddr*>(&a.addr), a.len, /*dual_stack=*/wildcard);
-    if (fd == -EAFNOSUPPORT && wildcard) {
-      BindAddress v4 = WildcardAddress(AF_INET);
-      v4.SetPort(port);
-      fd = BindUdp(reinterpret_cast<const sockaddr*>(&v4.addr), v4.len, false);
-    }
+  for (const BindAddress& a : *resolved) {
+    const int fd = BindSocket(a, port, SOCK_DGRAM, wildcard, [](int fd) {
+      const int rcvbuf = kReceiveBufferBytes;
+      setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &rcvbuf, sizeof(rcvbuf));
+    });
     if (fd < 0) {
       error = strerror(-fd);
       continue;

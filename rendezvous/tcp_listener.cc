@@ -75,16 +75,17 @@ absl::Status BindError(int err, const std::string& where) {
   return s;
 }
 
-int Listen(BindAddress a, bool dual_stack) {
-  int fd = socket(a.family(), SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+// One socket of BindSocket: bound, not yet listening or read.
+int BindOne(const BindAddress& a, int socktype, bool dual_stack,
+            const std::function<void(int fd)>& configure) {
+  int fd = socket(a.family(), socktype | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
   if (fd < 0) return -errno;
-  const int one = 1;
-  setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+  configure(fd);
   if (a.family() == AF_INET6) {
     const int v6only = dual_stack ? 0 : 1;
     setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &v6only, sizeof(v6only));
   }
-  if (bind(fd, reinterpret_cast<sockaddr*>(&a.addr), a.len) != 0 || listen(fd, kBacklog) != 0) {
+  if (bind(fd, reinterpret_cast<const sockaddr*>(&a.addr), a.len) != 0) {
     const int err = errno;
     close(fd);
     return -err;
@@ -120,6 +121,18 @@ BindAddress WildcardAddress(int family) {
     a.len = sizeof(sockaddr_in);
   }
   return a;
+}
+
+int BindSocket(BindAddress a, int port, int socktype, bool wildcard,
+               const std::function<void(int fd)>& configure) {
+  a.SetPort(port);
+  int fd = BindOne(a, socktype, /*dual_stack=*/wildcard, configure);
+  if (fd == -EAFNOSUPPORT && wildcard) {
+    BindAddress v4 = WildcardAddress(AF_INET);
+    v4.SetPort(port);
+    fd = BindOne(v4, socktype, /*dual_stack=*/false, configure);
+  }
+  return fd;
 }
 
 absl::StatusOr<std::vector<BindAddress>> ResolveBindAddresses(const std::string& host, int socktype,
@@ -180,14 +193,16 @@ absl::StatusOr<std::unique_ptr<TcpListener>> TcpListener::Bind(
     int port = la.port;
     absl::Status first_error;
     bool bound_any = false;
-    for (BindAddress a : *resolved) {
-      a.SetPort(port);
-      const bool wildcard = IsWildcardHost(la.host);
-      int fd = Listen(a, /*dual_stack=*/wildcard);
-      if (fd == -EAFNOSUPPORT && wildcard) {
-        BindAddress v4 = WildcardAddress(AF_INET);
-        v4.SetPort(port);
-        fd = Listen(v4, false);
+    const bool wildcard = IsWildcardHost(la.host);
+    for (const BindAddress& a : *resolved) {
+      int fd = BindSocket(a, port, SOCK_STREAM, wildcard, [](int fd) {
+        const int one = 1;
+        setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+      });
+      if (fd >= 0 && listen(fd, kBacklog) != 0) {
+        const int err = errno;
+        close(fd);
+        fd = -err;
       }
       if (fd < 0) {
         // A name may resolve to an address this host cannot use (::1 with

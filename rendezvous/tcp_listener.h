@@ -90,6 +90,12 @@ BindAddress WildcardAddress(int family);
 // IPv6 address.
 absl::StatusOr<std::vector<BindAddress>> ResolveBindAddresses(const std::string& host, int socktype,
                                                               absl::string_view action);
+// A non-blocking, close-on-exec socket of `socktype` bound to `a` at `port`,
+// after `configure(fd)` has set its options; -errno on failure. The address
+// of a `wildcard` host is bound dual stack, and where IPv6 is missing
+// (EAFNOSUPPORT) IPv4's any address is bound instead.
+int BindSocket(BindAddress a, int port, int socktype, bool wildcard,
+               const std::function<void(int fd)>& configure);
 
 // True when `status` (from TcpListener::Bind, or anything built on it) failed
 // because the port is taken: the agent then joins the agent that holds it, as
