@@ -89,7 +89,6 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <map>
 #include <memory>
 #include <random>
@@ -945,28 +944,10 @@ int Main(int argc, char** argv) {
             argv[0]);
     return 64;
   }
-  rlimit rl{};
-  getrlimit(RLIMIT_NOFILE, &rl);
-  rl.rlim_cur = rl.rlim_max;
-  setrlimit(RLIMIT_NOFILE, &rl);
-  if (rl.rlim_cur < static_cast<rlim_t>(c.agents + 64)) {
-    fprintf(stderr,
-            "RLIMIT_NOFILE %llu is too low for %d agents: raise the hard limit (ulimit -Hn)\n",
-            static_cast<unsigned long long>(rl.rlim_cur), c.agents);
-    return 1;
-  }
+  if (!RaiseDescriptorLimitFor(c.agents)) return 1;
   InstallSignalHandlers();
-  char tmpl[] = "/tmp/controller_load.XXXXXX";
-  if (mkdtemp(tmpl) == nullptr) {
-    perror("mkdtemp");
-    return 1;
-  }
-  g_tmpdir = tmpl;
-  {
-    std::ofstream t(g_tmpdir + "/token");
-    t << kToken << "\n";
-  }
-  chmod((g_tmpdir + "/token").c_str(), 0600);
+  g_tmpdir = MakeRunDir("controller_load", kToken);
+  if (g_tmpdir.empty()) return 1;
   const int64_t t0 = MonoNs();
   const int rc = Run(c);
   printf("total %.1f s\n", (MonoNs() - t0) / 1e9);

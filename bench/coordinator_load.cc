@@ -95,7 +95,6 @@
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
-#include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -1449,33 +1448,14 @@ int Main(int argc, char** argv) {
             argv[0]);
     return 64;
   }
-  // Descriptors: one connection per agent here, one per agent in the server
-  // (which raises its own limit and checks its budget).
-  rlimit rl{};
-  getrlimit(RLIMIT_NOFILE, &rl);
-  rl.rlim_cur = rl.rlim_max;
-  setrlimit(RLIMIT_NOFILE, &rl);
-  const int per_proc = (c.agents + c.procs - 1) / c.procs;
-  if (rl.rlim_cur < static_cast<rlim_t>(per_proc + 64) ||
-      rl.rlim_cur < static_cast<rlim_t>(c.agents + 64)) {
-    fprintf(stderr,
-            "RLIMIT_NOFILE %llu is too low for %d agents: raise the hard limit (ulimit -Hn)\n",
-            static_cast<unsigned long long>(rl.rlim_cur), c.agents);
-    return 1;
-  }
+  // Descriptors: one connection per agent in the generators (a process holds
+  // at most all of them), one per agent in the server (which raises its own
+  // limit and checks its budget).
+  if (!RaiseDescriptorLimitFor(c.agents)) return 1;
   InstallSignalHandlers();
   WatchServer();
-  char tmpl[] = "/tmp/coordinator_load.XXXXXX";
-  if (mkdtemp(tmpl) == nullptr) {
-    perror("mkdtemp");
-    return 1;
-  }
-  g_tmpdir = tmpl;
-  {
-    std::ofstream t(g_tmpdir + "/token");
-    t << kToken << "\n";
-  }
-  chmod((g_tmpdir + "/token").c_str(), 0600);
+  g_tmpdir = MakeRunDir("coordinator_load", kToken);
+  if (g_tmpdir.empty()) return 1;
   auto has = [&](const char* p) {
     return std::find(c.phases.begin(), c.phases.end(), p) != c.phases.end();
   };

@@ -5,7 +5,9 @@
 #include <sched.h>
 #include <signal.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -225,6 +227,35 @@ int64_t ProcRunQueueWaitMs(pid_t pid) {
     if (f >> run >> wait) total_ns += wait;
   }
   return total_ns / 1000000;
+}
+
+bool RaiseDescriptorLimitFor(int agents) {
+  rlimit rl{};
+  getrlimit(RLIMIT_NOFILE, &rl);
+  rl.rlim_cur = rl.rlim_max;
+  setrlimit(RLIMIT_NOFILE, &rl);
+  if (rl.rlim_cur < static_cast<rlim_t>(agents) + 64) {
+    fprintf(stderr,
+            "RLIMIT_NOFILE %llu is too low for %d agents: raise the hard limit (ulimit -Hn)\n",
+            static_cast<unsigned long long>(rl.rlim_cur), agents);
+    return false;
+  }
+  return true;
+}
+
+std::string MakeRunDir(const std::string& prefix, const std::string& token) {
+  std::string tmpl = "/tmp/" + prefix + ".XXXXXX";
+  if (mkdtemp(tmpl.data()) == nullptr) {
+    perror("mkdtemp");
+    return "";
+  }
+  const std::string path = tmpl + "/token";
+  {
+    std::ofstream t(path);
+    t << token << "\n";
+  }
+  chmod(path.c_str(), 0600);
+  return tmpl;
 }
 
 double LoadAvg() {

@@ -52,6 +52,14 @@ std::vector<std::string> Broadcast(const std::vector<Child>& children, const std
 // Sends "quit", then reaps them.
 void StopGenerators(std::vector<Child>* children);
 
+// Raises the soft open-file limit to the hard one; false (with a message
+// on stderr) when that leaves fewer than `agents` + 64 descriptors: one
+// connection per simulated agent, and some to spare.
+bool RaiseDescriptorLimitFor(int agents);
+// A fresh directory "/tmp/PREFIX.XXXXXX" holding `token` in a file "token"
+// (mode 0600); empty (with a message on stderr) when it cannot be made.
+std::string MakeRunDir(const std::string& prefix, const std::string& token);
+
 // A free TCP port on 127.0.0.1 (bound, then released), and whether something
 // listens there.
 int FreePort();
