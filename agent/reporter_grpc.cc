@@ -26,6 +26,15 @@ struct GrpcReportTransport::StreamState {
   bool write_ok ABSL_GUARDED_BY(mu) = false;
   bool done ABSL_GUARDED_BY(mu) = false;
   grpc::Status status ABSL_GUARDED_BY(mu);
+
+  // Waits until the stream is done or `deadline`; whether it is, with its
+  // status in *out.
+  bool AwaitDone(absl::Time deadline, grpc::Status* out) {
+    absl::MutexLock lock(&mu);
+    mu.AwaitWithDeadline(absl::Condition(&done), deadline);
+    *out = status;
+    return done;
+  }
 };
 
 // The stream's reactor. Holds the stream open (a hold) until Release; deletes
@@ -107,24 +116,6 @@ std::shared_ptr<GrpcReportTransport::StreamState> GrpcReportTransport::EndLocked
   return state;
 }
 
-namespace {
-
-// Waits until `state` is done or `deadline`; the stream's status, or
-// UNAVAILABLE when it did not end in time or ended without an error (the
-// controller shut down).
-template <typename State>
-absl::Status EndStatus(State* state, absl::Time deadline) {
-  absl::MutexLock lock(&state->mu);
-  state->mu.AwaitWithDeadline(absl::Condition(&state->done), deadline);
-  if (!state->done) return absl::UnavailableError("the report stream did not end in time");
-  if (state->status.ok()) {
-    return absl::UnavailableError("the controller ended the report stream (shutting down?)");
-  }
-  return rendezvous::FromGrpcStatus(state->status);
-}
-
-}  // namespace
-
 bool NeedsAcknowledgement(const v1::HealthReport& report) {
   if (!report.hang_evidence().empty()) return true;
   for (const v1::ReportEvent& e : report.events()) {
@@ -195,8 +186,16 @@ absl::Status GrpcReportTransport::SendOnStream(const v1::HealthReport& report,
         "the controller did not take the report within ", absl::FormatDuration(timeout)));
   }
   // The stream had ended: its status says why (a refused report, the
-  // controller gone, Cancel).
-  return EndStatus(state.get(), std::max(deadline, absl::Now() + absl::Milliseconds(100)));
+  // controller gone, Cancel); one that ended without an error means the
+  // controller is shutting down.
+  grpc::Status status;
+  if (!state->AwaitDone(std::max(deadline, absl::Now() + absl::Milliseconds(100)), &status)) {
+    return absl::UnavailableError("the report stream did not end in time");
+  }
+  if (status.ok()) {
+    return absl::UnavailableError("the controller ended the report stream (shutting down?)");
+  }
+  return rendezvous::FromGrpcStatus(status);
 }
 
 absl::Status GrpcReportTransport::Close(absl::Duration timeout) {
@@ -213,15 +212,8 @@ absl::Status GrpcReportTransport::Close(absl::Duration timeout) {
     current_->stream->HalfClose();
     EndLocked(/*cancel=*/false);
   }
-  bool done;
   grpc::Status status;
-  {
-    absl::MutexLock lock(&state->mu);
-    state->mu.AwaitWithDeadline(absl::Condition(&state->done), deadline);
-    done = state->done;
-    status = state->status;
-  }
-  if (!done) {
+  if (!state->AwaitDone(deadline, &status)) {
     state->ctx.TryCancel();
     return absl::DeadlineExceededError(
         absl::StrCat("the controller did not answer the report stream's end within ",
