@@ -119,12 +119,7 @@ trainlet::agent::SystemInfo ProbeMachine(const std::map<std::string, std::string
     return trainlet::agent::AwaitNodeProbe(*run, timeout, note);
   };
   // Only a probe that reads this machine and no GPU driver may go unwaited.
-  auto overridden = [&env](const char* name) {
-    auto it = env.find(name);
-    return it != env.end() && !it->second.empty();
-  };
-  if (early != nullptr && !overridden("TRAINLET_PROBE_ROOT") &&
-      !overridden("TRAINLET_SYSFS_ROOT")) {
+  if (early != nullptr && trainlet::agent::ProbeReadsThisMachine(options)) {
     sys.when_node_probed = [early](trainlet::agent::NodeProbeCallback done) {
       trainlet::agent::WhenNodeProbeDone(*early, std::move(done));
     };

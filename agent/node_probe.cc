@@ -50,6 +50,12 @@ bool ProbeLoadsNvml(const topology::ProbeOptions& options) {
   return !options.nvml.library.empty() && options.nvml.absent_reason.empty();
 }
 
+bool ProbeReadsThisMachine(const topology::ProbeOptions& options) {
+  const topology::ProbeOptions machine;
+  return options.sysfs_root == machine.sysfs_root && options.proc_root == machine.proc_root &&
+         options.dev_root == machine.dev_root;
+}
+
 std::shared_ptr<NodeProbeRun> StartNodeProbe(const topology::ProbeOptions& options) {
   auto run = std::make_shared<NodeProbeRun>();
   std::thread([run, options] {

@@ -44,6 +44,11 @@ topology::ProbeOptions AgentProbeOptions(const std::map<std::string, std::string
 // hang); otherwise it reads only sysfs, procfs and netlink.
 bool ProbeLoadsNvml(const topology::ProbeOptions& options);
 
+// Whether a probe with these options reads this machine's /sys, /proc and
+// /dev, not a tree standing in for them (TRAINLET_PROBE_ROOT,
+// TRAINLET_SYSFS_ROOT).
+bool ProbeReadsThisMachine(const topology::ProbeOptions& options);
+
 // topology::ProbeNode(options) running on a thread of its own.
 class NodeProbeRun;
 std::shared_ptr<NodeProbeRun> StartNodeProbe(const topology::ProbeOptions& options);

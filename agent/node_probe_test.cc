@@ -39,6 +39,13 @@ TEST(AgentProbeOptions, ProbeRootStandsInForSysProcAndDev) {
   EXPECT_EQ(o.proc_root, "/nonexistent/root/proc");
 }
 
+TEST(ProbeReadsThisMachine, OnlyWithoutATreeStandingIn) {
+  EXPECT_TRUE(ProbeReadsThisMachine(AgentProbeOptions({})));
+  EXPECT_TRUE(ProbeReadsThisMachine(AgentProbeOptions({{"TRAINLET_PROBE_ROOT", ""}})));
+  EXPECT_FALSE(ProbeReadsThisMachine(AgentProbeOptions({{"TRAINLET_PROBE_ROOT", "/fixture"}})));
+  EXPECT_FALSE(ProbeReadsThisMachine(AgentProbeOptions({{"TRAINLET_SYSFS_ROOT", "/fixture/sys"}})));
+}
+
 TEST(ProbeSummaryLine, SaysWhenGpusCameFromTheDriversProcfs) {
   v1::NodeProbe p;
   p.mutable_nvml()->set_status(v1::Source::ABSENT);

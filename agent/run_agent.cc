@@ -100,7 +100,7 @@ int RunAgent(const RunConfig& config, const std::map<std::string, std::string>& 
                                static_cast<uint32_t>(incarnation >> 32)));
   for (const std::string& note : config.discovery_notes) TLOG(kInfo) << "discovered " << note;
   for (const std::string& warning : config.warnings) TLOG(kWarning) << warning;
-  if (config.node_probe != nullptr) LogNodeProbe(config.node_probe);
+  LogNodeProbe(config.node_probe);
   // Not waited for (its answer changes nothing here): logged when it ends.
   if (config.node_probe_later) config.node_probe_later(&LogNodeProbe);
   // An elastic job can go on without this node: a node whose GPUs need a
