@@ -324,19 +324,12 @@ void AddCoordinatorView(const rendezvous::Coordinator::Snapshot& snapshot,
   v1::CoordinatorView* view = report->mutable_coordinator();
   view->set_members(snapshot.members);
   view->set_rounds(snapshot.round);
-  // Both lists are oldest first: keep the newest within the bounds.
-  const size_t lost_from = snapshot.lost_nodes.size() -
-                           std::min<size_t>(snapshot.lost_nodes.size(), controller::kMaxLostNodes);
-  for (size_t i = lost_from; i < snapshot.lost_nodes.size(); ++i) {
-    view->add_lost_nodes(snapshot.lost_nodes[i]);
-  }
-  const size_t restarts_from =
-      snapshot.restarts.size() -
-      std::min<size_t>(snapshot.restarts.size(), controller::kMaxRestartReasons);
-  for (size_t i = restarts_from; i < snapshot.restarts.size(); ++i) {
+  // Both lists are oldest first; TrimToLimits keeps the newest of each.
+  for (const std::string& node : snapshot.lost_nodes) view->add_lost_nodes(node);
+  for (const rendezvous::Coordinator::Snapshot::Restart& restart : snapshot.restarts) {
     v1::RestartReason* r = view->add_restarts();
-    r->set_round(snapshot.restarts[i].round);
-    r->set_reason(snapshot.restarts[i].reason);
+    r->set_round(restart.round);
+    r->set_reason(restart.reason);
   }
 }
 

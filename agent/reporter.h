@@ -161,7 +161,8 @@ void AddGpuReports(const v1::NodeProbe& probe, v1::HealthReport* report);
 
 // The coordinator's view, for the agent that hosts it: members of the
 // current round, rounds opened, the nodes lost and not back, the latest
-// restarts with their reasons (within the report's bounds).
+// restarts with their reasons (controller::TrimToLimits, which every report
+// goes through, keeps the newest within the report's bounds).
 void AddCoordinatorView(const rendezvous::Coordinator::Snapshot& snapshot,
                         v1::HealthReport* report);
 
