@@ -161,9 +161,14 @@ class ControllerTest(E2ETestCase):
              "--nproc-per-node=1", "--grace-period=5s",
              "--controller=127.0.0.1:%d" % port, "--report-interval=200ms"],
             [PY, "-c", script], name="jobL-n%d" % i) for i in range(3)]
-        harness.poll_until(lambda: (self.status_json("jobL") or {}).get("nodes", []) and
-                           len(self.status_json("jobL")["nodes"]) == 3, 30,
-                           what="3 nodes reporting\n" + self.describe_all())
+        # All three running round 1 (a node reports while it still joins, and
+        # one killed then is no member of a running round: no restart).
+        def running_round_1():
+            nodes = (self.status_json("jobL") or {}).get("nodes", [])
+            return len(nodes) == 3 and all(
+                n["agent_state"] == "running" and n["round"] == 1 for n in nodes)
+        harness.poll_until(running_round_1, 30,
+                           what="3 nodes running round 1\n" + self.describe_all())
         os.kill(agents[2].pid, signal.SIGKILL)
         # The survivors restart without it; node 0's coordinator view names it.
         harness.poll_until(lambda: (self.status_json("jobL") or {}).get("lost_nodes") ==
