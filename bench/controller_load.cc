@@ -516,9 +516,7 @@ std::string Generator::Stats() {
 }
 
 void Generator::Serve(FILE* in, FILE* out) {
-  char buf[256];
-  while (fgets(buf, sizeof(buf), in) != nullptr) {
-    std::vector<std::string> w = absl::StrSplit(absl::StripAsciiWhitespace(buf), ' ');
+  ServeCommands(in, out, [&](const std::vector<std::string>& w) -> std::optional<std::string> {
     std::string answer;
     const std::string& cmd = w[0];
     if (cmd == "start" && w.size() == 2) {  // start T0_NS
@@ -543,18 +541,11 @@ void Generator::Serve(FILE* in, FILE* out) {
       while (pending_.load() > 0 && MonoNs() < until) absl::SleepFor(absl::Milliseconds(5));
       if (config_.stream) CloseStreams();
       answer = Stats();
-    } else if (cmd == "quit") {
-      fprintf(out, "bye\n");
-      fflush(out);
-      // Tearing down the channels measures nothing; the kernel closes them.
-      _exit(0);
     } else {
-      answer = "unknown-command";
+      return std::nullopt;
     }
-    fprintf(out, "%s\n", answer.c_str());
-    fflush(out);
-  }
-  _exit(0);
+    return answer;
+  });
 }
 
 // ---------------------------------------------------------------------------

@@ -726,9 +726,7 @@ std::string Generator::WaitJoins(uint64_t min_round, int timeout_s) {
 }
 
 void Generator::Serve(FILE* in, FILE* out) {
-  char buf[256];
-  while (fgets(buf, sizeof(buf), in) != nullptr) {
-    std::vector<std::string> w = absl::StrSplit(absl::StripAsciiWhitespace(buf), ' ');
+  ServeCommands(in, out, [&](const std::vector<std::string>& w) -> std::optional<std::string> {
     std::string answer;
     const std::string& cmd = w[0];
     auto arg = [&](size_t i) {
@@ -817,19 +815,11 @@ void Generator::Serve(FILE* in, FILE* out) {
       }
       while (leaves_pending.load() > 0) absl::SleepFor(absl::Milliseconds(5));
       answer = absl::StrCat(count, " ", leaves_ok.load(), " ", leaves_err.load(), " ", MonoNs());
-    } else if (cmd == "quit") {
-      fprintf(out, "bye\n");
-      fflush(out);
-      // Tearing down thousands of channels takes long and measures nothing;
-      // the kernel closes the sockets.
-      _exit(0);
     } else {
-      answer = "unknown-command";
+      return std::nullopt;
     }
-    fprintf(out, "%s\n", answer.c_str());
-    fflush(out);
-  }
-  _exit(0);
+    return answer;
+  });
 }
 
 // ---------------------------------------------------------------------------

@@ -19,6 +19,7 @@
 #include <fstream>
 #include <iterator>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
@@ -256,6 +257,25 @@ std::string MakeRunDir(const std::string& prefix, const std::string& token) {
   }
   chmod(path.c_str(), 0600);
   return tmpl;
+}
+
+void ServeCommands(
+    FILE* in, FILE* out,
+    const std::function<std::optional<std::string>(const std::vector<std::string>& words)>&
+        handle) {
+  char buf[256];
+  while (fgets(buf, sizeof(buf), in) != nullptr) {
+    const std::vector<std::string> words = absl::StrSplit(absl::StripAsciiWhitespace(buf), ' ');
+    if (words[0] == "quit") {
+      fprintf(out, "bye\n");
+      fflush(out);
+      _exit(0);
+    }
+    const std::optional<std::string> answer = handle(words);
+    fprintf(out, "%s\n", answer.has_value() ? answer->c_str() : "unknown-command");
+    fflush(out);
+  }
+  _exit(0);
 }
 
 double LoadAvg() {

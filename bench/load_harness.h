@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -49,6 +50,14 @@ std::vector<Child> StartGenerators(int procs, bool sched_idle,
 // Sends `cmd` (one line) to every generator at once; returns their one-line
 // answers. A generator that died ends the run (exit 1).
 std::vector<std::string> Broadcast(const std::vector<Child>& children, const std::string& cmd);
+// The generator's side: reads one command a line from `in`, split on spaces
+// (never empty), and answers what `handle` returns on one line of `out`
+// ("unknown-command" for nullopt). "quit" is answered "bye" and the process
+// exits at once (tearing down thousands of channels takes long and measures
+// nothing; the kernel closes the sockets), as it does when `in` closes.
+[[noreturn]] void ServeCommands(
+    FILE* in, FILE* out,
+    const std::function<std::optional<std::string>(const std::vector<std::string>& words)>& handle);
 // Sends "quit", then reaps them.
 void StopGenerators(std::vector<Child>* children);
 
