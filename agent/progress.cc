@@ -152,7 +152,10 @@ ProgressDir::ProgressDir(std::string path, int inotify_fd)
     : path_(std::move(path)), inotify_fd_(inotify_fd) {}
 
 ProgressDir::~ProgressDir() {
+  // Closed before Reset, which then has no queued events to drop: a read of
+  // the closed descriptor could be another thread's new file by then.
   if (inotify_fd_ >= 0) close(inotify_fd_);
+  inotify_fd_ = -1;
   Reset(0);
   if (rmdir(path_.c_str()) != 0) {
     TLOG(kDebug) << "cannot remove " << path_ << ": " << strerror(errno);

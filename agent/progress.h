@@ -123,7 +123,7 @@ class ProgressDir {
   std::optional<ProgressLine> ReadLine(int local_rank) const;
 
   const std::string path_;
-  const int inotify_fd_;
+  int inotify_fd_;  // -1 once closed (the destructor)
   int local_ranks_ = 0;
   std::vector<Seen> seen_;
 };
