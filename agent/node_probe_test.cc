@@ -2,12 +2,16 @@
 
 #include <unistd.h>
 
+#include <atomic>
 #include <memory>
 #include <string>
+#include <thread>
+#include <vector>
 
 #include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
 #include "gmock/gmock.h"
+#include "google/protobuf/descriptor.h"
 #include "gtest/gtest.h"
 
 namespace trainlet::agent {
@@ -56,6 +60,22 @@ TEST(ProbeSummaryLine, SaysWhenGpusCameFromTheDriversProcfs) {
   EXPECT_THAT(ProbeSummaryLine(p),
               HasSubstr("NVML unavailable: static build; GPUs from the NVIDIA driver's procfs, "
                         "driver 550.54.15\\x1b"));
+}
+
+// The summary spells NVML's status without the proto's reflection (which would build the
+// descriptors on every run's path), so check it against the proto for every value.
+TEST(ProbeSummaryLine, NamesEveryNvmlStatusAsTheProtoDoes) {
+  const google::protobuf::EnumDescriptor* statuses = v1::Source::Status_descriptor();
+  ASSERT_GT(statuses->value_count(), 1);
+  for (int i = 0; i < statuses->value_count(); ++i) {
+    v1::NodeProbe p;
+    p.mutable_nvml()->set_status(static_cast<v1::Source::Status>(statuses->value(i)->number()));
+    EXPECT_THAT(ProbeSummaryLine(p), HasSubstr("(NVML " + statuses->value(i)->name()))
+        << statuses->value(i)->name();
+  }
+  v1::NodeProbe unknown;
+  unknown.mutable_nvml()->set_status(static_cast<v1::Source::Status>(99));
+  EXPECT_THAT(ProbeSummaryLine(unknown), HasSubstr("(NVML UNKNOWN"));
 }
 
 TEST(AgentProbeOptions, WithoutTheDriversDeviceNvmlIsNotTried) {
