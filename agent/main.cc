@@ -104,25 +104,22 @@ std::map<std::string, std::string> CurrentEnvironment() {
   return env;
 }
 
-// What every agent command probes at start (SystemInfo::probe_node). A node
-// probe that cannot load NVML starts first, on its own thread, and reads
-// sysfs and netlink while this thread reads the system and the options; its
-// result is dropped when the options turn the probe off. One that loads NVML
-// starts only when the options ask for it (agent/node_probe.h).
+// What every agent command probes at start (SystemInfo::probe_node): the
+// node probe starts on its own thread when the options first ask for it
+// (agent/node_probe.h). Where it reads no GPU driver and this machine's own
+// /sys, /proc and /dev, it may also be left unwaited (when_node_probed): a
+// single-node run without GPUs starts it once its workers run.
 trainlet::agent::SystemInfo ProbeMachine(const std::map<std::string, std::string>& env) {
   const trainlet::topology::ProbeOptions options = trainlet::agent::AgentProbeOptions(env);
-  std::shared_ptr<trainlet::agent::NodeProbeRun> early;
-  if (!trainlet::agent::ProbeLoadsNvml(options)) early = trainlet::agent::StartNodeProbe(options);
+  auto probe = std::make_shared<trainlet::agent::LazyNodeProbe>(options);
   trainlet::agent::SystemInfo sys = trainlet::agent::ProbeSystem(env);
-  sys.probe_node = [options, early](absl::Duration timeout, std::string* note) {
-    std::shared_ptr<trainlet::agent::NodeProbeRun> run =
-        early != nullptr ? early : trainlet::agent::StartNodeProbe(options);
-    return trainlet::agent::AwaitNodeProbe(*run, timeout, note);
+  sys.probe_node = [probe](absl::Duration timeout, std::string* note) {
+    return trainlet::agent::AwaitNodeProbe(probe->Run(), timeout, note);
   };
-  // Only a probe that reads this machine and no GPU driver may go unwaited.
-  if (early != nullptr && trainlet::agent::ProbeReadsThisMachine(options)) {
-    sys.when_node_probed = [early](trainlet::agent::NodeProbeCallback done) {
-      trainlet::agent::WhenNodeProbeDone(*early, std::move(done));
+  if (!trainlet::agent::ProbeLoadsNvml(options) &&
+      trainlet::agent::ProbeReadsThisMachine(options)) {
+    sys.when_node_probed = [probe](trainlet::agent::NodeProbeCallback done) {
+      trainlet::agent::WhenNodeProbeDone(probe->Run(), std::move(done));
     };
   }
   return sys;

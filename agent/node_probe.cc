@@ -72,6 +72,17 @@ std::shared_ptr<NodeProbeRun> StartNodeProbe(const topology::ProbeOptions& optio
   return run;
 }
 
+NodeProbeRun& LazyNodeProbe::Run() {
+  absl::MutexLock lock(&mu_);
+  if (run_ == nullptr) run_ = StartNodeProbe(options_);
+  return *run_;
+}
+
+bool LazyNodeProbe::started() const {
+  absl::MutexLock lock(&mu_);
+  return run_ != nullptr;
+}
+
 void WhenNodeProbeDone(NodeProbeRun& run, NodeProbeCallback done) {
   std::shared_ptr<const v1::NodeProbe> result;
   {

@@ -14,11 +14,11 @@
 //
 // Thread-safe. StartNodeProbe() (and ProbeNodeBounded()) starts one detached
 // thread per call; a probe still running at the deadline finishes (or hangs)
-// on it, owning its own state. The agent starts a probe that cannot load
-// NVML at once, before it reads its options, so that the probe's sysfs and
-// netlink reads run beside the main thread's; one that loads NVML starts only
-// when the options ask for a probe (--probe-timeout=0 keeps a hung driver
-// away).
+// on it, owning its own state. The agent's probe is a LazyNodeProbe: it
+// starts when the options ask for it (--probe-timeout=0 keeps a hung driver
+// away), and where its answer changes no worker's environment (a single-node
+// run without GPUs) only once the workers run and the agent first idles, so
+// that it never delays their start or competes with it for a CPU.
 #ifndef TRAINLET_AGENT_NODE_PROBE_H_
 #define TRAINLET_AGENT_NODE_PROBE_H_
 
@@ -27,6 +27,8 @@
 #include <string>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "agent/system_probe.h"
 #include "topology/probe.h"
@@ -56,6 +58,23 @@ std::shared_ptr<NodeProbeRun> StartNodeProbe(const topology::ProbeOptions& optio
 // Hands the probe's result to `done` once it has finished: on the probe's
 // thread, or at once on the caller's when it has. Never waits.
 void WhenNodeProbeDone(NodeProbeRun& run, NodeProbeCallback done);
+
+// A probe that starts when first asked for: Run() starts it once, on the
+// first call from any thread, and returns that run to every call.
+class LazyNodeProbe {
+ public:
+  explicit LazyNodeProbe(topology::ProbeOptions options) : options_(std::move(options)) {}
+  LazyNodeProbe(const LazyNodeProbe&) = delete;
+  LazyNodeProbe& operator=(const LazyNodeProbe&) = delete;
+
+  NodeProbeRun& Run();
+  bool started() const;
+
+ private:
+  const topology::ProbeOptions options_;
+  mutable absl::Mutex mu_;
+  std::shared_ptr<NodeProbeRun> run_ ABSL_GUARDED_BY(mu_);  // set once
+};
 
 // Waits at most `timeout` (from now) for a started probe; null when it did
 // not finish in time, with `*note` saying so. May be called again.

@@ -168,6 +168,36 @@ TEST(WhenNodeProbeDone, CalledOnceTheProbeEnds_OrAtOnceAfterIt) {
   EXPECT_EQ(got[1], got[0]);
 }
 
+TEST(LazyNodeProbe, StartsOnTheFirstRunOnly_AndEveryCallerGetsThatRun) {
+  std::atomic<int> probes{0};
+  topology::ProbeOptions o;
+  o.sysfs_root = "/nonexistent";
+  o.nccl_library.clear();
+  o.read_nvml = [&probes](const topology::NvmlOptions&, v1::NodeProbe* probe,
+                          std::vector<v1::Gpu>*) {
+    probes.fetch_add(1);
+    probe->mutable_nvml()->set_status(v1::Source::OK);
+  };
+  LazyNodeProbe lazy(o);
+  EXPECT_FALSE(lazy.started());
+  absl::SleepFor(absl::Milliseconds(50));
+  EXPECT_EQ(probes.load(), 0);  // nothing runs until asked
+
+  std::vector<NodeProbeRun*> runs(4, nullptr);
+  std::vector<std::thread> callers;
+  for (size_t i = 0; i < runs.size(); ++i) {
+    callers.emplace_back([&lazy, &runs, i] { runs[i] = &lazy.Run(); });
+  }
+  for (std::thread& t : callers) t.join();
+  EXPECT_TRUE(lazy.started());
+  for (NodeProbeRun* run : runs) EXPECT_EQ(run, runs[0]);
+  std::string note;
+  std::shared_ptr<const v1::NodeProbe> probe = AwaitNodeProbe(lazy.Run(), absl::Seconds(30), &note);
+  ASSERT_NE(probe, nullptr) << note;
+  EXPECT_EQ(probe->nvml().status(), v1::Source::OK);
+  EXPECT_EQ(probes.load(), 1);
+}
+
 TEST(ProbeSummaryLine, SaysWhatTheNodeHasAndEscapes) {
   v1::NodeProbe p;
   p.set_visible_gpu_count(1);

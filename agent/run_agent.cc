@@ -101,8 +101,6 @@ int RunAgent(const RunConfig& config, const std::map<std::string, std::string>& 
   for (const std::string& note : config.discovery_notes) TLOG(kInfo) << "discovered " << note;
   for (const std::string& warning : config.warnings) TLOG(kWarning) << warning;
   LogNodeProbe(config.node_probe);
-  // Not waited for (its answer changes nothing here): logged when it ends.
-  if (config.node_probe_later) config.node_probe_later(&LogNodeProbe);
   // An elastic job can go on without this node: a node whose GPUs need a
   // reset or a reboot leaves it at once, with a code a podFailurePolicy can
   // match to reschedule the pod elsewhere (docs/exit-codes.md).
@@ -255,9 +253,11 @@ int RunAgent(const RunConfig& config, const std::map<std::string, std::string>& 
     if (coordinator_host != nullptr) coordinator_host->SetServing(on);
   };
   // Once the workers run and the agent is idle: the in-process coordinator's
-  // ticker starts, and the code of start-up (static initialisers, options,
+  // ticker starts, a node probe that changes nothing here starts (logged
+  // when it ends), and the code of start-up (static initialisers, options,
   // probe, join), which does not run again, leaves the resident set.
-  seams.idle_with_workers = [&local_ticker, core = local_core.get()] {
+  seams.idle_with_workers = [&local_ticker, core = local_core.get(), &config] {
+    if (config.node_probe_later) config.node_probe_later(&LogNodeProbe);
     if (core != nullptr) {
       local_ticker = std::make_unique<PeriodicThread>(rendezvous::kCoordinatorTickEvery,
                                                       [core] { core->Tick(); });

@@ -141,8 +141,10 @@ struct RunConfig {
   // worker's environment, so the agent did not wait for it: a single-node
   // run (no NCCL socket or HCA advice), no /dev/nvidia* device and no NVML
   // (no GPU to place, count, check or advise on), no --bind-numa. RunAgent
-  // logs the probe's summary and warnings (a small /dev/shm, say) whenever
-  // it finishes; a job that ends first goes without them.
+  // calls it (which starts the probe) once the workers run and the agent
+  // first idles, and logs the probe's summary and warnings (a small
+  // /dev/shm, say) when it finishes; a job that ends first goes without
+  // them, and never pays for the probe.
   std::function<void(NodeProbeCallback done)> node_probe_later;
   std::vector<int> allowed_cpus;  // SystemInfo's, for --bind-numa.
   // The variables NCCL's own config files set (topology::NcclConfFileVars),

@@ -70,8 +70,9 @@ struct SystemInfo {
       probe_node;
   // Set by main only where the probe reads no GPU driver (it does not load
   // NVML) and the machine's own /sys, /proc and /dev (no fixture tree):
-  // hands the probe's result to `done` once it has finished, on the probe's
-  // thread (at once when it has), and never waits. ParseRunConfig uses it
+  // starts the probe unless it has started, and hands its result to `done`
+  // once it has finished, on the probe's thread (at once when it has); never
+  // waits. ParseRunConfig uses it
   // instead of probe_node where the answer can change no worker's
   // environment (run_config.h, node_probe_later).
   std::function<void(NodeProbeCallback done)> when_node_probed;

@@ -233,5 +233,42 @@ class SingleNodeNoNetworkTest(E2ETestCase):
         self.assertRegex(trace, r"socket\(AF_INET6?, SOCK_STREAM", p.describe())
 
 
+@unittest.skipUnless(shutil.which("strace"), "needs strace")
+@unittest.skipIf(any(n.startswith("nvidia") for n in os.listdir("/dev")),
+                 "this machine has NVIDIA devices: its probe is waited for")
+class SingleNodeProbeLaterTest(E2ETestCase):
+    """In a single-node run on a node without GPUs the node probe's answer
+    changes no worker's environment, so it starts only once the workers run
+    and the agent first idles: it never delays their start or competes with
+    it for a CPU, and a job that ends at once never probes. Its NIC listing
+    (an RTM_GETLINK dump on a NETLINK_ROUTE socket) marks it in the trace."""
+
+    def run_traced(self, command):
+        trace = self.path("strace-%d.txt" % len(self.procs))
+        p = self.start("traced", ["strace", "-f", "-qq", "-e", "trace=execve,socket", "-o", trace,
+                                  harness.TRAINLET, "run", "--"] + command)
+        rc = p.wait(60)
+        with open(trace) as f:
+            return rc, p, f.read().splitlines()
+
+    def test_a_job_that_ends_at_once_never_probes(self):
+        rc, p, trace = self.run_traced(["true"])
+        self.assertEqual(rc, 0, p.describe())
+        self.assertEqual([line for line in trace if "NETLINK_ROUTE" in line], [],
+                         "\n".join(trace))
+        self.assertNotIn("node probe:", p.stderr, p.describe())
+
+    def test_the_probe_starts_after_the_worker_and_is_logged(self):
+        rc, p, trace = self.run_traced(["sleep", "2"])
+        self.assertEqual(rc, 0, p.describe())
+        worker = [i for i, line in enumerate(trace) if re.search(r'execve\("[^"]*/sleep"', line)]
+        probe = [i for i, line in enumerate(trace) if "NETLINK_ROUTE" in line]
+        self.assertTrue(worker and probe, "\n".join(trace))
+        self.assertGreater(probe[0], worker[0], "\n".join(trace))
+        log = p.stderr
+        self.assertIn("node probe: ", log, p.describe())
+        self.assertGreater(log.index("node probe: "), log.index("started worker"), p.describe())
+
+
 if __name__ == "__main__":
     unittest.main()
