@@ -250,6 +250,11 @@ int Agent::Run() {
     if (seams_.progress != nullptr && seams_.clock->Now() >= progress_quiet_until_) {
       CollectProgress();
     }
+    // The coordinator's acks of this node's liveness datagrams: a turn
+    // comes at least every datagram interval, so none waits long.
+    acks_.clear();
+    seams_.client->TakeLivenessAcks(&acks_);
+    for (const rendezvous::LivenessBytes& ack : acks_) Feed(LivenessAcked{ack});
     DrainInbox();
     Feed(Tick{});
     if (!machine_.done()) {

@@ -152,6 +152,7 @@ class Agent {
   absl::Time progress_quiet_until_ = absl::InfinitePast();
   bool progress_fd_watched_ = false;
 
+  std::vector<rendezvous::LivenessBytes> acks_;  // the main thread's, reused each turn.
   absl::Mutex inbox_mu_;
   std::deque<RoundEvent> inbox_ ABSL_GUARDED_BY(inbox_mu_);
   struct Prepared {

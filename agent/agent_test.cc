@@ -31,6 +31,7 @@ using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 
 constexpr absl::Duration kHeartbeat = absl::Milliseconds(500);  // timeout 5 s.
+constexpr const char* AgentTest_kUdpKey = "0123456789abcdef";   // UdpAssignment's key
 
 class AgentTest : public ::testing::Test {
  protected:
@@ -74,7 +75,7 @@ class AgentTest : public ::testing::Test {
     return agent_->Run();
   }
   // A UDP liveness assignment: T = 5 s, slot 3, key kUdpKey.
-  static constexpr char kUdpKey[] = "0123456789abcdef";
+  static constexpr const char* kUdpKey = AgentTest_kUdpKey;
   static v1::Assignment UdpAssignment(absl::Duration interval) {
     v1::Assignment a = MakeAssignment(1, 1, 2, 2, interval);
     a.set_heartbeat_timeout_ms(5000);
@@ -690,6 +691,115 @@ TEST_F(AgentTest, UdpLiveness_DatagramEveryInterval_ReportsEveryTimeoutOnlyWhile
   }
   EXPECT_GE(slow, 3);
   EXPECT_GE(fast, 5);
+}
+
+// The coordinator's acks (rendezvous::AckInterval): for each datagram while
+// `acking(time since start)`, at most one per T/4, of that datagram's seq,
+// mutated by `tamper` (to test what the agent refuses).
+void AckLikeTheCoordinator(FakeRendezvousClient* client, SimulatedClock* clock,
+                           std::function<bool(absl::Duration)> acking,
+                           std::function<void(rendezvous::LivenessBytes*)> tamper = nullptr) {
+  const absl::Time start = clock->Now();
+  auto last_ack = std::make_shared<absl::Time>(absl::InfinitePast());
+  client->on_datagram =
+      [=](const rendezvous::LivenessBytes& b) -> std::optional<rendezvous::LivenessBytes> {
+    const absl::Time now = clock->Now();
+    if (!acking(now - start) || now - *last_ack < absl::Milliseconds(1250)) return std::nullopt;
+    *last_ack = now;
+    std::optional<rendezvous::LivenessDatagram> d =
+        rendezvous::ParseLivenessDatagram(b.data(), b.size());
+    rendezvous::LivenessBytes ack = rendezvous::EncodeLivenessDatagram(
+        d->slot, d->incarnation, d->round, d->seq,
+        *rendezvous::LivenessKeyFromBytes(AgentTest_kUdpKey), rendezvous::LivenessKind::kAck);
+    if (tamper) tamper(&ack);
+    return ack;
+  };
+}
+
+TEST_F(AgentTest, UdpLiveness_Acked_NoRunningReports_UntilTheAcksStop) {
+  // Acks for the first 20 s: the Reports due (the first after one interval,
+  // then every T - interval while heard) wait for kAckedReportInterval; once
+  // the acks stop, within 0.6 T the node reports every interval again, and
+  // nothing is lost meanwhile.
+  const absl::Duration interval = absl::Milliseconds(470);
+  AckLikeTheCoordinator(&client_, &clock_,
+                        [](absl::Duration since) { return since < absl::Seconds(20); });
+  int code = -1;
+  const std::vector<absl::Duration> reports = RunRecordingReports(
+      UdpAssignment(interval), absl::Seconds(30), [](absl::Duration) { return false; }, &code);
+  EXPECT_EQ(code, 0) << "acks are contact: the coordinator is not silent";
+  std::vector<absl::Duration> acked, after;
+  for (absl::Duration at : reports) (at < absl::Seconds(20) ? acked : after).push_back(at);
+  EXPECT_THAT(acked, ::testing::IsEmpty());
+  ASSERT_FALSE(after.empty());
+  // The last ack came at most ~1.7 s before 20 s; 0.6 x 5 s later, reports.
+  EXPECT_LE(after[0], absl::Seconds(20) + absl::Seconds(3) + interval);
+  EXPECT_GE(after.size(), 8u) << "every interval once the acks stopped";
+}
+
+// Each ack is spoiled in one way; the node keeps reporting every interval
+// (the answers say nothing is heard).
+rendezvous::LivenessBytes Reencoded(const rendezvous::LivenessBytes& ack, uint64_t round_delta,
+                                    uint64_t seq_delta, rendezvous::LivenessKind kind) {
+  std::optional<rendezvous::LivenessDatagram> d =
+      rendezvous::ParseLivenessDatagram(ack.data(), ack.size(), rendezvous::LivenessKind::kAck);
+  return rendezvous::EncodeLivenessDatagram(
+      d->slot, d->incarnation, d->round + round_delta, d->seq + seq_delta,
+      *rendezvous::LivenessKeyFromBytes(AgentTest_kUdpKey), kind);
+}
+
+class SpoiledAckTest : public AgentTest, public ::testing::WithParamInterface<int> {};
+
+TEST_P(SpoiledAckTest, IsIgnored) {
+  const std::function<void(rendezvous::LivenessBytes*)> spoil[] = {
+      [](rendezvous::LivenessBytes* b) { (*b)[8] ^= 1; },   // another slot (MAC too)
+      [](rendezvous::LivenessBytes* b) { (*b)[41] ^= 1; },  // the MAC
+      [](rendezvous::LivenessBytes* b) {                    // an alive datagram echoed back
+        *b = Reencoded(*b, 0, 0, rendezvous::LivenessKind::kAlive);
+      },
+      [](rendezvous::LivenessBytes* b) {  // another round, correctly signed
+        *b = Reencoded(*b, 1, 0, rendezvous::LivenessKind::kAck);
+      },
+      [](rendezvous::LivenessBytes* b) {  // a seq this node has not sent yet
+        *b = Reencoded(*b, 0, 1000, rendezvous::LivenessKind::kAck);
+      },
+  };
+  const absl::Duration interval = absl::Milliseconds(470);
+  AckLikeTheCoordinator(
+      &client_, &clock_, [](absl::Duration) { return true; }, spoil[GetParam()]);
+  int code = -1;
+  const std::vector<absl::Duration> reports = RunRecordingReports(
+      UdpAssignment(interval), absl::Seconds(5), [](absl::Duration) { return false; }, &code);
+  EXPECT_EQ(code, 0);
+  EXPECT_GE(reports.size(), 9u) << "still every interval";
+}
+
+INSTANTIATE_TEST_SUITE_P(AgentTest, SpoiledAckTest, ::testing::Range(0, 5));
+
+TEST_F(AgentTest, UdpLiveness_AckedThenEverythingStops_CoordinatorLostAtTheTimeout) {
+  // Acked for 10 s, then the coordinator dies: no ack, every Report fails,
+  // the stream ends. Lost about 1.05 T after the last ack, as without acks
+  // (not after the 5 min Report interval of an acked node).
+  const absl::Duration interval = absl::Milliseconds(470);
+  JoinAnswers({UdpAssignment(interval)});
+  bool dead = false;
+  absl::Time died;
+  AckLikeTheCoordinator(&client_, &clock_, [&](absl::Duration since) {
+    if (!dead && since >= absl::Seconds(10)) {
+      dead = true;
+      died = clock_.Now();
+    }
+    return !dead;
+  });
+  client_.report_status = [&dead](const v1::ReportRequest&) {
+    return dead ? absl::DeadlineExceededError("Deadline Exceeded") : absl::OkStatus();
+  };
+  EXPECT_EQ(Run(), kExitUnavailable);
+  ASSERT_TRUE(dead);
+  EXPECT_EQ(client_.CountReports(v1::ReportRequest::RUNNING) > 0, true);
+  const absl::Duration silent_for = clock_.Now() - died;
+  EXPECT_LE(silent_for, absl::Seconds(6)) << "not minutes: the acks set the silence limit";
+  EXPECT_GE(silent_for, absl::Seconds(3));
 }
 
 TEST_F(AgentTest, UdpLiveness_LargeRound_FirstReportSpreadAndHeardReportsAtTheRoundsInterval) {

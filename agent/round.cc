@@ -170,6 +170,8 @@ std::vector<RoundAction> RoundMachine::Handle(const RoundEvent& event) {
           OnStreamEnded(e, &out);
         } else if constexpr (std::is_same_v<T, ReportAnswered>) {
           OnReportAnswered(e, &out);
+        } else if constexpr (std::is_same_v<T, LivenessAcked>) {
+          OnLivenessAcked(e);
         } else if constexpr (std::is_same_v<T, LocalFailure>) {
           OnLocalFailure(e, &out);
         } else if constexpr (std::is_same_v<T, ProgressReported>) {
@@ -203,6 +205,7 @@ absl::Time RoundMachine::NextDeadline() const {
         if (heartbeat_interval_ > absl::ZeroDuration()) {
           next = std::min(next, last_contact_ + SilenceLimit());
         }
+        if (acks_flowing_) next = std::min(next, last_ack_ + AckSilence());
       }
       if (state_ == RoundState::kStopping) {
         next = std::min(next, kill_at_);
@@ -291,6 +294,9 @@ void RoundMachine::OnJoinAnswered(const JoinAnswered& e, Actions* out) {
   // the first datagram at once, so that the first Report's answer can
   // already say it was heard.
   udp_heard_.reset();
+  acks_flowing_ = false;
+  last_ack_ = absl::InfinitePast();
+  last_acked_seq_ = 0;
   udp_port_ = 0;
   next_datagram_ = absl::InfiniteFuture();
   std::optional<rendezvous::LivenessKey> key = rendezvous::LivenessKeyFromBytes(a.liveness_key());
@@ -855,6 +861,35 @@ void RoundMachine::OnReportAnswered(const ReportAnswered& e, Actions* out) {
   last_report_error_ = message;
 }
 
+void RoundMachine::OnLivenessAcked(const LivenessAcked& e) {
+  if (udp_port_ == 0 || !OutcomePending()) return;
+  std::optional<rendezvous::LivenessDatagram> d = rendezvous::ParseLivenessDatagram(
+      e.bytes.data(), e.bytes.size(), rendezvous::LivenessKind::kAck);
+  // Only an ack of one of this round's datagrams, newer than the last one
+  // taken and of one this node has sent, under this round's key.
+  if (!d.has_value() || d->slot != liveness_slot_ || d->incarnation != options_.me.incarnation() ||
+      d->round != assignment_.round() || d->seq <= last_acked_seq_ || d->seq > liveness_seq_ ||
+      !d->MacValid(liveness_key_)) {
+    if (ignored_acks_++ == 0) TLOG(kDebug) << "ignoring a liveness ack that is not this node's";
+    return;
+  }
+  last_acked_seq_ = d->seq;
+  last_ack_ = clock_->Now();
+  NoteContact();
+  if (!acks_flowing_) {
+    acks_flowing_ = true;
+    TLOG(kDebug) << "the coordinator acknowledges this node's liveness datagrams; reporting every "
+                 << absl::FormatDuration(ReportInterval()) << " while it does";
+    // The Report due soon (the first of the round, or the short interval)
+    // waits for the longer one: the ack said all it would have asked.
+    next_heartbeat_ = std::max(next_heartbeat_, last_ack_ + ReportInterval());
+  }
+}
+
+absl::Duration RoundMachine::AckSilence() const {
+  return absl::Milliseconds(absl::ToDoubleMilliseconds(heartbeat_timeout_) * kAckSilenceFraction);
+}
+
 void RoundMachine::CoordinatorLost(absl::string_view why, Actions* out) {
   if (state_ == RoundState::kAwaitingVerdict) {
     TLOG(kWarning) << "lost the coordinator (" << why
@@ -877,6 +912,11 @@ void RoundMachine::CoordinatorLost(absl::string_view why, Actions* out) {
 // ---- Time.
 
 absl::Duration RoundMachine::ReportInterval() const {
+  // Acked and nothing to repeat (a failure or success not yet confirmed, a
+  // Report that failed): the acks say everything a RUNNING Report would.
+  if (acks_flowing_ && !failure_report_ && !reported_success_ && last_report_error_.empty()) {
+    return std::max(heartbeat_interval_, kAckedReportInterval);
+  }
   if (!udp_heard_.value_or(false)) return heartbeat_interval_;
   // The coordinator's interval for heard members (it grows with the round);
   // an older coordinator sends none.
@@ -891,10 +931,13 @@ absl::Duration RoundMachine::SilenceLimit() const {
   if (heartbeat_interval_ <= absl::ZeroDuration()) return absl::InfiniteDuration();
   // An answer comes at least every Report interval; while the coordinator
   // hears this node over UDP that is more than the timeout/10 a 1.05 x
-  // timeout limit assumes.
+  // timeout limit assumes. Acks come every timeout/4 (at most 0.6 x the
+  // timeout apart before they count as stopped): no extra.
   const absl::Duration extra =
-      std::max(absl::ZeroDuration(),
-               ReportInterval() - heartbeat_timeout_ / rendezvous::kHeartbeatsPerTimeout);
+      acks_flowing_
+          ? absl::ZeroDuration()
+          : std::max(absl::ZeroDuration(),
+                     ReportInterval() - heartbeat_timeout_ / rendezvous::kHeartbeatsPerTimeout);
   return heartbeat_timeout_ + heartbeat_timeout_ / (2 * rendezvous::kHeartbeatsPerTimeout) + extra;
 }
 
@@ -911,6 +954,22 @@ void RoundMachine::OnTick(Actions* out) {
     return;
   }
   if (OutcomePending()) {
+    if (acks_flowing_ && now - last_ack_ >= AckSilence()) {
+      // Lost on the way, or the coordinator is gone: the Reports say which.
+      acks_flowing_ = false;
+      udp_heard_.reset();
+      // Once at INFO; a lossy network can flap (acks stop, resume, stop).
+      const std::string line =
+          absl::StrCat("no liveness ack from the coordinator for ",
+                       absl::FormatDuration(absl::Trunc(now - last_ack_, absl::Milliseconds(1))),
+                       "; reporting every ", absl::FormatDuration(heartbeat_interval_), " again");
+      if (acks_stopped_++ == 0) {
+        TLOG(kInfo) << line;
+      } else {
+        TLOG(kDebug) << line;
+      }
+      next_heartbeat_ = std::min(next_heartbeat_, now);
+    }
     if (now >= next_heartbeat_) {
       out->push_back(SendReport{failure_report_     ? *failure_report_
                                 : reported_success_ ? NewReport(v1::ReportRequest::SUCCEEDED)

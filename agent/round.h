@@ -47,11 +47,15 @@
 // than ~2,000 nodes; it still tells the agent the coordinator is alive and
 // repeats its state), and back
 // to every interval as soon as an answer says it does not: a network that
-// drops UDP costs more Reports, not a false loss.
+// drops UDP costs more Reports, not a false loss. While the coordinator acks
+// the datagrams (LivenessAcked, every timeout/4: it lives and hears this
+// node), a running node reports only every kAckedReportInterval; acks that
+// stop for 0.6 timeouts put it back on the Reports above at once.
 //
 // The coordinator is "lost" when nothing it answered (join, directive,
-// heartbeat answer) has arrived for 1.05 heartbeat timeouts plus the part of
-// the Report interval above timeout/10, not when a stream breaks:
+// heartbeat answer, ack) has arrived for 1.05 heartbeat timeouts plus, while
+// no acks come, the part of the Report interval above timeout/10, not when a
+// stream breaks:
 // a broken Watch stream is re-opened with backoff while heartbeats go on
 // (the coordinator waits kStreamLossGrace for it before counting the node as
 // lost). A lost coordinator ends a static job with 69 and makes an elastic
@@ -112,6 +116,14 @@ namespace v1 = ::trainlet::v1;
 // (report_interval_ms, which grows with the round: 20 s at 10,000 nodes);
 // a larger value is clamped, so a bad answer cannot silence the agent.
 inline constexpr absl::Duration kMaxHeardReportInterval = absl::Minutes(5);
+// While the coordinator acknowledges this node's liveness datagrams
+// (rendezvous::AckInterval: every timeout/4), the acks prove both that it
+// lives and that it hears the node, so a running node with nothing new to
+// say reports only this often (state changes still go at once). Acks that
+// stop for kAckSilenceFraction of the timeout put the node back on the
+// Report interval of the Assignment.
+inline constexpr absl::Duration kAckedReportInterval = absl::Minutes(5);
+inline constexpr double kAckSilenceFraction = 0.6;
 
 // ---- Exit policy: one table from how the agent's run ended to its exit code
 // (docs/exit-codes.md is the user copy).
@@ -176,6 +188,11 @@ struct ReportAnswered {
   absl::Status status;
   bool udp_heard = false;  // ReportResponse.udp_heard of a successful answer.
 };
+// A datagram that came back on the liveness socket: an ack of the
+// coordinator's, not yet checked (kind, slot, incarnation, round, seq, MAC).
+struct LivenessAcked {
+  rendezvous::LivenessBytes bytes{};
+};
 struct Tick {};  // time passed; the machine reads the clock.
 // The launch plan found the round cannot go on (the MPI launcher's
 // placement check with --require-placement): handled like a failed local
@@ -214,7 +231,7 @@ struct NodeUnhealthy {
 
 using RoundEvent =
     std::variant<JoinAnswered, WorkersStarted, WorkerExited, WorkersGone, SignalReceived,
-                 DirectiveReceived, StreamEnded, ReportAnswered, Tick, LocalFailure,
+                 DirectiveReceived, StreamEnded, ReportAnswered, LivenessAcked, Tick, LocalFailure,
                  ProgressReported, TracebackRequested, NodeUnhealthy, TracebackSize>;
 
 // ---- Actions it asks the executor to perform.
@@ -394,6 +411,8 @@ class RoundMachine {
   void OnDirective(const DirectiveReceived& e, Actions* out);
   void OnStreamEnded(const StreamEnded& e, Actions* out);
   void OnReportAnswered(const ReportAnswered& e, Actions* out);
+  void OnLivenessAcked(const LivenessAcked& e);
+  absl::Duration AckSilence() const;
   void OnTick(Actions* out);
   void OnLocalFailure(const LocalFailure& e, Actions* out);
   void OnProgress(const ProgressReported& e);
@@ -481,6 +500,12 @@ class RoundMachine {
   uint64_t liveness_seq_ = 0;
   // What the last Report answer said (nullopt: no answer yet this round).
   std::optional<bool> udp_heard_;
+  // The coordinator's acks of this round's datagrams.
+  bool acks_flowing_ = false;
+  absl::Time last_ack_ = absl::InfinitePast();
+  uint64_t last_acked_seq_ = 0;
+  int64_t ignored_acks_ = 0;
+  int64_t acks_stopped_ = 0;  // times the acks stopped (logged at INFO once).
 
   // Progress of this round's local workers, by local rank.
   struct Watched {

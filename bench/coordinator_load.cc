@@ -12,7 +12,10 @@
 // Assignment.heartbeat_interval_ms (signed with the member's key from the
 // Assignment; sendmmsg, one batch per generator wake-up) and a Report RUNNING
 // every interval (the first after Assignment.first_report_delay_ms) until an
-// answer says udp_heard, then every Assignment.report_interval_ms
+// answer says udp_heard, then every Assignment.report_interval_ms; while the
+// coordinator acks its datagrams (every T/4), a Report only every
+// kAckedReportInterval, and every interval again once the acks stop for
+// 0.6 T (--acks=false ignores the acks: the agent before them)
 // (--udp-liveness=false: no datagrams, Reports every interval, the
 // fallback of a network that drops UDP; --heartbeat-interval overrides the
 // interval), a Rejoin directive or an ABORTED heartbeat answer makes it join
@@ -113,6 +116,7 @@
 #include <sstream>
 #include <string>
 #include <thread>
+#include <unordered_map>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
@@ -125,6 +129,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "agent/round.h"
 #include "bench/flags.h"
 #include "bench/load_harness.h"
 #include "rendezvous/coordinator_service.h"
@@ -154,6 +159,7 @@ struct Config {
   double heartbeat_timeout_s = 5;
   double heartbeat_interval_s = 0;  // 0: the Assignment's.
   bool udp_liveness = true;         // JoinRequest.udp_liveness, as the agent sends it.
+  bool acks = true;                 // take the coordinator's liveness acks, as the agent does.
   int join_timeout_s = 600;         // the agent's --join-timeout default (10m)
   std::string loss_mode = "close";
   double loss_last_call_s = 1;
@@ -205,6 +211,9 @@ struct Agent {
   uint64_t seq ABSL_GUARDED_BY(mu) = 0;
   int64_t next_dgram_ns ABSL_GUARDED_BY(mu) = 0;
   bool udp_heard ABSL_GUARDED_BY(mu) = false;
+  bool acked ABSL_GUARDED_BY(mu) = false;  // the coordinator's acks flow.
+  int64_t last_ack_ns ABSL_GUARDED_BY(mu) = 0;
+  uint64_t last_acked_seq ABSL_GUARDED_BY(mu) = 0;
   int64_t timeout_ns ABSL_GUARDED_BY(mu) = 0;
   int64_t heard_report_ns ABSL_GUARDED_BY(mu) =
       0;  // Assignment.report_interval_ms (0: T - interval)
@@ -252,7 +261,8 @@ class Generator {
   void RetryJoin(Agent* a);
 
   std::atomic<int64_t> hb_sent{0}, hb_ok{0}, hb_err{0}, watch_err{0}, leaves_ok{0}, leaves_err{0},
-      leaves_pending{0}, connects_pending{0}, dgram_sent{0}, dgram_err{0}, hb_heard{0};
+      leaves_pending{0}, connects_pending{0}, dgram_sent{0}, dgram_err{0}, hb_heard{0},
+      acks_received{0};
 
  private:
   uint64_t NewRandom() {
@@ -267,6 +277,9 @@ class Generator {
   void SendHeartbeat(Agent* a, uint64_t round);
   // One sendmmsg per batch of due datagrams, on one unconnected socket.
   void SendDatagrams(const std::vector<std::pair<int, trainlet::rendezvous::LivenessBytes>>& batch);
+  // Reads the acks queued on the liveness socket and applies them as the
+  // agent does (RoundMachine::OnLivenessAcked).
+  void TakeAcks();
   std::string WaitJoins(uint64_t min_round, int timeout_s);
 
   const Config config_;
@@ -276,6 +289,8 @@ class Generator {
   std::vector<std::thread> threads_;
   std::atomic<bool> stop_{false};
   int udp_fd_ = -1;  // the generator's liveness socket (heartbeat thread only).
+  absl::Mutex slots_mu_;
+  std::unordered_map<uint32_t, Agent*> by_slot_ ABSL_GUARDED_BY(slots_mu_);
 };
 
 std::shared_ptr<grpc::Channel> Generator::NewChannel() const {
@@ -470,6 +485,8 @@ void Generator::OnJoinDone(Agent* a, const v1::JoinRequest& req, const grpc::Sta
     a->heartbeating = a->interval_ns > 0;
     a->timeout_ns = as.heartbeat_timeout_ms() * 1000000;
     a->udp_heard = false;
+    a->acked = false;
+    a->last_acked_seq = 0;
     a->heard_report_ns = as.report_interval_ms() * 1000000;
     a->udp_port = 0;
     std::optional<trainlet::rendezvous::LivenessKey> key =
@@ -478,6 +495,10 @@ void Generator::OnJoinDone(Agent* a, const v1::JoinRequest& req, const grpc::Sta
       a->udp_port = static_cast<int>(as.liveness_udp_port());
       a->slot = as.liveness_slot();
       a->key = *key;
+      {
+        absl::MutexLock slots(&slots_mu_);
+        by_slot_[a->slot] = a;
+      }
       a->next_dgram_ns = now;  // the first one at once, as the agent
       // As the agent: the first Report when the coordinator says.
       if (as.first_report_delay_ms() > 0 && a->timeout_ns > 0) {
@@ -607,10 +628,62 @@ void Generator::SendDatagrams(
   }
 }
 
+int64_t HeardOrNotReportNs(const Agent& a) ABSL_EXCLUSIVE_LOCKS_REQUIRED(a.mu);
+
+void Generator::TakeAcks() {
+  if (udp_fd_ < 0) return;
+  constexpr int kBatch = 64;
+  uint8_t bufs[kBatch][trainlet::rendezvous::kLivenessDatagramBytes + 1];
+  mmsghdr msgs[kBatch];
+  iovec iov[kBatch];
+  while (true) {
+    for (int i = 0; i < kBatch; ++i) {
+      iov[i] = {bufs[i], sizeof(bufs[i])};
+      msgs[i] = {};
+      msgs[i].msg_hdr.msg_iov = &iov[i];
+      msgs[i].msg_hdr.msg_iovlen = 1;
+    }
+    const int n = recvmmsg(udp_fd_, msgs, kBatch, MSG_DONTWAIT, nullptr);
+    if (n <= 0) return;
+    const int64_t now = MonoNs();
+    for (int i = 0; i < n; ++i) {
+      acks_received.fetch_add(1);
+      if (!config_.acks) continue;
+      std::optional<trainlet::rendezvous::LivenessDatagram> d =
+          trainlet::rendezvous::ParseLivenessDatagram(bufs[i], msgs[i].msg_len,
+                                                      trainlet::rendezvous::LivenessKind::kAck);
+      if (!d.has_value()) continue;
+      Agent* a = nullptr;
+      {
+        absl::MutexLock slots(&slots_mu_);
+        auto it = by_slot_.find(d->slot);
+        if (it != by_slot_.end()) a = it->second;
+      }
+      if (a == nullptr) continue;
+      absl::MutexLock lock(&a->mu);
+      if (a->udp_port == 0 || a->slot != d->slot || a->incarnation != d->incarnation ||
+          a->round != d->round || d->seq <= a->last_acked_seq || d->seq > a->seq ||
+          !d->MacValid(a->key)) {
+        continue;
+      }
+      a->last_acked_seq = d->seq;
+      a->last_ack_ns = now;
+      if (!a->acked) {
+        a->acked = true;
+        a->next_beat_ns = std::max(a->next_beat_ns, now + HeardOrNotReportNs(*a));
+      }
+    }
+    if (n < kBatch) return;
+  }
+}
+
 // The agent's Report interval (agent/round.cc ReportInterval): every
 // interval until heard, then the Assignment's report_interval_ms (or timeout -
 // interval from an older coordinator).
 int64_t HeardOrNotReportNs(const Agent& a) ABSL_EXCLUSIVE_LOCKS_REQUIRED(a.mu) {
+  if (a.acked) {
+    return std::max(a.interval_ns, absl::ToInt64Nanoseconds(trainlet::agent::kAckedReportInterval));
+  }
   if (!a.udp_heard) return a.interval_ns;
   if (a.heard_report_ns > 0) return std::max(a.interval_ns, a.heard_report_ns);
   return a.timeout_ns > 2 * a.interval_ns ? a.timeout_ns - a.interval_ns : a.interval_ns;
@@ -628,6 +701,14 @@ void Generator::HeartbeatLoop() {
         absl::MutexLock lock(&a->mu);
         if (!a->heartbeating || a->killed) continue;
         if (a->udp_port != 0) {
+          // As the agent: acks that stop for 0.6 T put it back on Reports.
+          if (a->acked &&
+              now - a->last_ack_ns >=
+                  static_cast<int64_t>(a->timeout_ns * trainlet::agent::kAckSilenceFraction)) {
+            a->acked = false;
+            a->udp_heard = false;
+            a->next_beat_ns = std::min(a->next_beat_ns, now);
+          }
           if (a->next_dgram_ns <= now) {
             datagrams.emplace_back(a->udp_port,
                                    trainlet::rendezvous::EncodeLivenessDatagram(
@@ -652,6 +733,7 @@ void Generator::HeartbeatLoop() {
       SendHeartbeat(a.get(), round);
     }
     SendDatagrams(datagrams);
+    TakeAcks();
     now = MonoNs();
     if (next > now) absl::SleepFor(absl::Nanoseconds(next - now));
   }
@@ -792,7 +874,7 @@ void Generator::Serve(FILE* in, FILE* out) {
                              int64_t{ru.ru_stime.tv_sec} * 1000000 + ru.ru_stime.tv_usec;
       answer = absl::StrCat(cpu_us, " ", hb_sent.load(), " ", hb_ok.load(), " ", hb_err.load(), " ",
                             watch_err.load(), " ", ru.ru_maxrss, " ", dgram_sent.load(), " ",
-                            dgram_err.load(), " ", hb_heard.load());
+                            dgram_err.load(), " ", hb_heard.load(), " ", acks_received.load());
     } else if (cmd == "leave") {
       int count = 0;
       for (auto& a : agents_) {
@@ -1031,7 +1113,7 @@ Joined WaitAll(const std::vector<Child>& children, uint64_t min_round, int timeo
 
 struct ClientStats {
   int64_t cpu_ms = 0, hb_sent = 0, hb_ok = 0, hb_err = 0, watch_err = 0, maxrss_kb = 0;
-  int64_t dgram_sent = 0, dgram_err = 0, hb_heard = 0;
+  int64_t dgram_sent = 0, dgram_err = 0, hb_heard = 0, acks = 0;
 };
 
 ClientStats Stats(const std::vector<Child>& children) {
@@ -1050,6 +1132,7 @@ ClientStats Stats(const std::vector<Child>& children) {
       s.dgram_err += v[7];
       s.hb_heard += v[8];
     }
+    if (v.size() >= 10) s.acks += v[9];
   }
   return s;
 }
@@ -1178,10 +1261,13 @@ void RunClosingPattern(const Config& c, const std::string& phase, int final_coun
     st.Set("datagram_errors", static_cast<double>(b.dgram_err - a.dgram_err));
     // Reports whose answer said the coordinator hears the datagrams.
     st.Set("reports_udp_heard", static_cast<double>(b.hb_heard - a.hb_heard));
+    st.Set("acks_per_s", (b.acks - a.acks) / secs);
     st.Set("watch_errors", static_cast<double>(b.watch_err - a.watch_err));
     st.Set("client_cpu_pct_of_one_core", 100.0 * (b.cpu_ms - a.cpu_ms) / 1000.0 / secs);
     if (b.hb_err > a.hb_err) st.Fail(absl::StrCat(b.hb_err - a.hb_err, " heartbeats failed"));
-    if (b.hb_sent == a.hb_sent) st.Fail("no heartbeat was sent");
+    if (b.hb_sent == a.hb_sent && b.dgram_sent == a.dgram_sent) {
+      st.Fail("no heartbeat (Report or datagram) was sent");
+    }
     AddServerFigures(&st, s.pid);
     // Leave: every agent departs (the first Leave of a running static job
     // fails it; the others are answered), and the coordinator then exits.
@@ -1392,6 +1478,9 @@ int Main(int argc, char** argv) {
       num(&c.heartbeat_timeout_s);
     } else if (Flag(argv[i], "--heartbeat-interval", &v)) {
       num(&c.heartbeat_interval_s);
+    } else if (Flag(argv[i], "--acks", &v)) {
+      bad = bad || (v != "true" && v != "false");
+      c.acks = v == "true";
     } else if (Flag(argv[i], "--udp-liveness", &v)) {
       bad = bad || (v != "true" && v != "false");
       c.udp_liveness = v == "true";
@@ -1431,6 +1520,8 @@ int Main(int argc, char** argv) {
             "    [--heartbeat-timeout=SECONDS (5)] [--heartbeat-interval=SECONDS (0: the "
             "coordinator's)]\n"
             "    [--udp-liveness=true|false (true: the agent's default; false: Reports only)]\n"
+            "    [--acks=true|false (true: take the coordinator's liveness acks, as the agent\n"
+            "     does; false: ignore them, as the agent before them)]\n"
             "    [--join-timeout=SECONDS (600)] [--loss-mode=close|silent] "
             "[--loss-last-call=SECONDS (1)]\n"
             "    [--server-arg=ARG]... [--server-env=NAME=VALUE]...\n"

@@ -112,6 +112,35 @@ class FailFastTest(E2ETestCase):
         self.assertLess(max(a.ended for a in agents) - killed_at, 10, self.describe_all())
         self.assert_no_leftovers()
 
+    def test_acked_agents_lose_a_frozen_coordinator_at_the_timeout(self):
+        # The coordinator acks the agents' liveness datagrams (docs/protocol.md,
+        # "Acks"): they stop their periodic Reports. When its host freezes
+        # (SIGSTOP: its connections stay open, so only silence tells), the
+        # acks stop, the agents go back to Reports, which time out, and they
+        # lose it about 1.05 heartbeat timeouts after the last ack.
+        agents = self.start_sleeping_job(extra_args=["--heartbeat-timeout=2s",
+                                                     "--log-level=debug"])
+        for a in agents[1:]:
+            harness.poll_until(lambda a=a: "acknowledges this node's liveness datagrams"
+                               in a.stderr, 10, what="acks at " + a.name)
+        agents[0].signal(signal.SIGSTOP)
+        stopped_at = time.monotonic()
+        try:
+            codes = self.wait_all(agents[1:], 30)
+        finally:
+            agents[0].signal(signal.SIGKILL)
+        took = max(a.ended for a in agents[1:]) - stopped_at
+        print("\n[measure] coordinator frozen -> every agent lost it: %.2fs (timeout 2s)" % took)
+        self.assertEqual(codes, [harness.EXIT_UNAVAILABLE] * (NNODES - 1), self.describe_all())
+        for a in agents[1:]:
+            self.assertIn("no liveness ack from the coordinator", a.stderr, a.describe())
+        # 2.1 s after the last ack (at most 0.5 s + a loop turn before the
+        # stop), then stopping the workers and a Leave nobody answers (4.1 s
+        # in all here); not the 5 min Report interval of an acked agent.
+        self.assertLess(took, 8, self.describe_all())
+        agents[0].wait(10)
+        self.assert_no_leftovers()
+
     def test_all_workers_succeed(self):
         agents = self.start_job(NNODES, NPROC, ["sh", "-c", "sleep 0.2"])
         self.assert_codes(agents, [0] * NNODES, timeout=60)

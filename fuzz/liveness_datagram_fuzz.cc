@@ -5,7 +5,8 @@
 // the whole input, cut into 48-byte datagrams, goes through
 // Coordinator::NoteLivenessBatch of a running two-member job: nothing
 // crashes, every datagram is counted once, and none without the members'
-// keys is accepted.
+// keys is accepted or acked. The same bytes as an ack parse as one kind at
+// most.
 #include <cstring>
 #include <memory>
 #include <vector>
@@ -28,6 +29,20 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       const rdv::LivenessBytes again =
           rdv::EncodeLivenessDatagram(d->slot, d->incarnation, d->round, d->seq, zero);
       FUZZ_CHECK(std::memcmp(again.data(), data, size) == 0, "re-encoding differs");
+    }
+  }
+  // The same bytes as an ack (what an agent's liveness socket receives):
+  // never both kinds at once.
+  std::optional<rdv::LivenessDatagram> ack =
+      rdv::ParseLivenessDatagram(data, size, rdv::LivenessKind::kAck);
+  FUZZ_CHECK(!(ack.has_value() && d.has_value()), "parsed as both kinds");
+  if (ack.has_value()) {
+    FUZZ_CHECK(ack->kind == rdv::LivenessKind::kAck, "an ack of another kind");
+    rdv::LivenessKey zero{};
+    if (ack->MacValid(zero)) {
+      const rdv::LivenessBytes again = rdv::EncodeLivenessDatagram(
+          ack->slot, ack->incarnation, ack->round, ack->seq, zero, rdv::LivenessKind::kAck);
+      FUZZ_CHECK(std::memcmp(again.data(), data, size) == 0, "re-encoding an ack differs");
     }
   }
 
@@ -59,9 +74,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         rdv::ParseLivenessDatagram(data + off, rdv::kLivenessDatagramBytes);
     if (p.has_value()) batch.push_back(*p);
   }
-  const rdv::LivenessBatchStats s = core.NoteLivenessBatch(batch);
+  std::vector<rdv::LivenessAck> acks;
+  const rdv::LivenessBatchStats s = core.NoteLivenessBatch(batch, &acks);
   FUZZ_CHECK(s.accepted + s.rejected() == static_cast<int>(batch.size()), "a datagram miscounted");
   FUZZ_CHECK(s.accepted == 0, "accepted a datagram without the member's random key");
+  FUZZ_CHECK(acks.empty(), "acked a datagram it did not accept");
   FUZZ_CHECK(batch.size() <= cut, "more datagrams than pieces");
   core.Tick();
   return 0;

@@ -189,6 +189,8 @@ absl::Duration FirstReportDelay(absl::Duration heartbeat_timeout, int nnodes, in
   return interval + window * fraction;
 }
 
+absl::Duration AckInterval(absl::Duration heartbeat_timeout) { return heartbeat_timeout / 4; }
+
 absl::Duration HeartbeatInterval(absl::Duration heartbeat_timeout) {
   return std::max(heartbeat_timeout / kHeartbeatsPerTimeout - kMaxTickDelay - kLivenessCoalesce,
                   heartbeat_timeout / (2 * kHeartbeatsPerTimeout));
@@ -1214,11 +1216,14 @@ void Coordinator::EnableUdpLiveness(int udp_port) {
   udp_port_ = udp_port;
 }
 
-LivenessBatchStats Coordinator::NoteLivenessBatch(absl::Span<const LivenessDatagram> batch) {
+LivenessBatchStats Coordinator::NoteLivenessBatch(absl::Span<const LivenessDatagram> batch,
+                                                  std::vector<LivenessAck>* acks) {
   LivenessBatchStats stats;
   absl::MutexLock lock(&mu_);
   const absl::Time now = clock_->Now();
-  for (const LivenessDatagram& d : batch) {
+  const absl::Duration ack_every = AckInterval(options_.heartbeat_timeout);
+  for (size_t i = 0; i < batch.size(); ++i) {
+    const LivenessDatagram& d = batch[i];
     if (udp_port_ == 0 || d.slot >= slots_.size() || slots_[d.slot].member == nullptr ||
         !slots_[d.slot].member->join.udp_liveness()) {
       ++stats.unknown_slot;
@@ -1241,6 +1246,12 @@ LivenessBatchStats Coordinator::NoteLivenessBatch(absl::Span<const LivenessDatag
     slot.last_heard = now;
     slot.last_datagram = now;
     ++stats.accepted;
+    if (acks != nullptr && now - slot.last_ack >= ack_every) {
+      slot.last_ack = now;
+      acks->push_back({i, EncodeLivenessDatagram(d.slot, d.incarnation, d.round, d.seq, slot.key,
+                                                 LivenessKind::kAck)});
+      ++stats.acks;
+    }
   }
   return stats;
 }

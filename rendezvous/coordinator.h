@@ -134,6 +134,14 @@ absl::Duration HeardReportInterval(absl::Duration heartbeat_timeout, int nnodes)
 // answer left: Coordinator::AnswerSent), well within its T.
 absl::Duration FirstReportDelay(absl::Duration heartbeat_timeout, int nnodes, int node_rank);
 
+// Acknowledgements: the coordinator answers an accepted datagram with an ack
+// (liveness_datagram.h) when it has not acked that member within
+// AckInterval (T/4): the agent's proof that the coordinator lives and hears
+// it, which lets it stop its periodic Reports (agent/round.h). A few us of
+// CPU each, sent in one sendmmsg per batch; an agent older than the acks
+// never reads them.
+absl::Duration AckInterval(absl::Duration heartbeat_timeout);
+
 // kStreamLossGrace (keepalive.h): how long a member whose directive stream
 // closed while the job runs has to re-open it before it is lost.
 
@@ -203,8 +211,15 @@ absl::string_view PhaseName(Phase phase);
 uint64_t NewIncarnation();
 
 // What NoteLivenessBatch did with each datagram of a batch.
+// An ack to send: for batch[index], to the address it came from.
+struct LivenessAck {
+  size_t index = 0;
+  LivenessBytes bytes{};
+};
+
 struct LivenessBatchStats {
   int accepted = 0;
+  int acks = 0;               // acks added (NoteLivenessBatch's `acks`).
   int unknown_slot = 0;       // no member holds the slot (or UDP liveness is off).
   int bad_mac = 0;            // not signed with the slot's key (forged, or an old key).
   int wrong_incarnation = 0;  // a MAC-valid datagram of another incarnation.
@@ -263,7 +278,10 @@ class Coordinator {
   // Applies a batch of parsed datagrams under one lock: each is checked
   // (slot held, MAC under the slot's key, incarnation, seq above the last)
   // and, if good, sets its member's last_heard to now. O(1) per datagram.
-  LivenessBatchStats NoteLivenessBatch(absl::Span<const LivenessDatagram> batch);
+  // With `acks`, appends an ack for each accepted datagram whose member was
+  // last acked AckInterval or more ago.
+  LivenessBatchStats NoteLivenessBatch(absl::Span<const LivenessDatagram> batch,
+                                       std::vector<LivenessAck>* acks = nullptr);
 
   // Fails pending joins and ends every stream with UNAVAILABLE.
   void Shutdown(absl::string_view reason);
@@ -389,6 +407,7 @@ class Coordinator {
     uint64_t last_seq = 0;  // the highest seq accepted from this incarnation.
     absl::Time last_heard;  // datagram, Report, join, watch: anything from it.
     absl::Time last_datagram = absl::InfinitePast();
+    absl::Time last_ack = absl::InfinitePast();  // the last ack made for it.
     // When its stream closed while it ran (InfiniteFuture: it did not, or it
     // re-opened it or reported since); lost at + kStreamLossGrace.
     absl::Time stream_lost_at = absl::InfiniteFuture();

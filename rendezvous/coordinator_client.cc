@@ -372,6 +372,15 @@ void GrpcRendezvousClient::SendLivenessDatagram(const LivenessBytes& datagram) {
   if (sender != nullptr) sender->Send(datagram);
 }
 
+void GrpcRendezvousClient::TakeLivenessAcks(std::vector<LivenessBytes>* acks) {
+  std::shared_ptr<LivenessSender> sender;
+  {
+    absl::MutexLock lock(&mu_);
+    sender = liveness_;
+  }
+  if (sender != nullptr) sender->Receive(acks, kMaxAcksPerTake);
+}
+
 std::unique_ptr<WatchStream> GrpcRendezvousClient::Watch(const v1::WatchRequest& request,
                                                          OnDirective on_directive,
                                                          OnStreamEnd on_end) {

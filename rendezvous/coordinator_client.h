@@ -143,6 +143,7 @@ class GrpcRendezvousClient : public RendezvousClient {
   void Leave(const v1::LeaveRequest& request, Done done) override;
   // Through a LivenessSender connected when a Join's answer offers a port.
   void SendLivenessDatagram(const LivenessBytes& datagram) override;
+  void TakeLivenessAcks(std::vector<LivenessBytes>* acks) override;
   bool Flush(absl::Duration timeout) override;
 
  private:

@@ -67,6 +67,10 @@ int CoordinatorHost::port() const { return server_->port(0); }
 
 int CoordinatorHost::liveness_port() const { return liveness_ ? liveness_->port() : 0; }
 
+LivenessReceiverStats CoordinatorHost::liveness_stats() const {
+  return liveness_ ? liveness_->stats() : LivenessReceiverStats{};
+}
+
 void CoordinatorHost::SetServing(bool serving) { server_->SetServing(serving); }
 
 bool CoordinatorHost::accepting() const { return server_->accepting(); }

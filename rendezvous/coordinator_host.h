@@ -36,6 +36,7 @@
 #include "common/descriptors.h"
 #include "common/periodic.h"
 #include "rendezvous/coordinator.h"
+#include "rendezvous/liveness_receiver.h"
 #include "rendezvous/tcp_listener.h"
 #include "rendezvous/tls_files.h"
 
@@ -48,7 +49,6 @@ static_assert(kCoordinatorTickEvery <= kMaxTickDelay, "the +-5% budget assumes i
 
 class CoordinatorService;
 class GrpcServer;
-class LivenessReceiver;
 
 struct CoordinatorHostOptions {
   CoordinatorOptions core;  // keepalive derives from core.heartbeat_timeout.
@@ -76,6 +76,8 @@ class CoordinatorHost {
   int port() const;
   // The UDP liveness port (port()), or 0 when it could not be bound.
   int liveness_port() const;
+  // The liveness thread's counters (all zero without it).
+  LivenessReceiverStats liveness_stats() const;
   Coordinator& core() { return *core_; }
   // grpc.health.v1 on the coordinator port.
   void SetServing(bool serving);

@@ -567,6 +567,46 @@ TEST_F(UdpLivenessTest, Assignment_CarriesPortSlotAndKey_OnlyWhenOfferedAndEnabl
   EXPECT_TRUE(j->assignment().liveness_key().empty());
 }
 
+TEST_F(UdpLivenessTest, Acks_OnePerMemberPerQuarterTimeout_ForTheDatagramItAcks) {
+  StartUdpPair();
+  std::vector<LivenessAck> acks;
+  uint64_t a_seq = 0, b_seq = 0;
+  int a_acks = 0;
+  // 5 s (one timeout) of datagrams every 470 ms from both: acks at 0,
+  // >= 1.25 s, ... for each: 4 per member.
+  const absl::Time start = clock_.Now();
+  while (clock_.Now() - start < absl::Seconds(5)) {
+    acks.clear();
+    const std::vector<LivenessDatagram> batch = {Datagram(a_, 1, ++a_seq),
+                                                 Datagram(b_, 2, ++b_seq)};
+    const LivenessBatchStats st = core_->NoteLivenessBatch(batch, &acks);
+    EXPECT_EQ(st.accepted, 2);
+    EXPECT_EQ(st.acks, static_cast<int>(acks.size()));
+    for (const LivenessAck& ack : acks) {
+      const v1::Assignment& mine = ack.index == 0 ? a_ : b_;
+      std::optional<LivenessDatagram> d =
+          ParseLivenessDatagram(ack.bytes.data(), ack.bytes.size(), LivenessKind::kAck);
+      ASSERT_TRUE(d.has_value());
+      EXPECT_EQ(d->slot, mine.liveness_slot());
+      EXPECT_EQ(d->incarnation, ack.index == 0 ? 1u : 2u);
+      EXPECT_EQ(d->round, mine.round());
+      EXPECT_EQ(d->seq, batch[ack.index].seq);
+      EXPECT_TRUE(d->MacValid(*LivenessKeyFromBytes(mine.liveness_key())));
+      a_acks += ack.index == 0;
+    }
+    clock_.Advance(absl::Milliseconds(470));
+  }
+  EXPECT_EQ(a_acks, 4);
+  // Without a place to put them, none are made (and none are owed).
+  EXPECT_EQ(core_->NoteLivenessBatch({Datagram(a_, 1, ++a_seq)}).acks, 0);
+  // A refused datagram gets no ack.
+  acks.clear();
+  clock_.Advance(absl::Seconds(2));
+  const LivenessBatchStats st = core_->NoteLivenessBatch({Datagram(a_, 1, a_seq)}, &acks);
+  EXPECT_EQ(st.stale_seq, 1);
+  EXPECT_TRUE(acks.empty());
+}
+
 TEST_F(UdpLivenessTest, Datagrams_KeepAMemberAliveWithoutReports) {
   StartUdpPair();
   uint64_t a_seq = 0, b_seq = 0;

@@ -35,10 +35,11 @@ bool LivenessDatagram::MacValid(const LivenessKey& key) const {
 }
 
 LivenessBytes EncodeLivenessDatagram(uint32_t slot, uint64_t incarnation, uint64_t round,
-                                     uint64_t seq, const LivenessKey& key) {
+                                     uint64_t seq, const LivenessKey& key, LivenessKind kind) {
   LivenessBytes b{};
   std::memcpy(b.data(), kLivenessMagic.data(), kLivenessMagic.size());
   b[4] = kLivenessDatagramVersion;
+  b[5] = static_cast<uint8_t>(kind);
   PutLe32(b.data() + 8, slot);
   PutLe64(b.data() + 16, incarnation);
   PutLe64(b.data() + 24, round);
@@ -47,12 +48,15 @@ LivenessBytes EncodeLivenessDatagram(uint32_t slot, uint64_t incarnation, uint64
   return b;
 }
 
-std::optional<LivenessDatagram> ParseLivenessDatagram(const uint8_t* data, size_t size) {
+std::optional<LivenessDatagram> ParseLivenessDatagram(const uint8_t* data, size_t size,
+                                                      LivenessKind kind) {
   if (data == nullptr || size != kLivenessDatagramBytes) return std::nullopt;
   if (std::memcmp(data, kLivenessMagic.data(), kLivenessMagic.size()) != 0) return std::nullopt;
   if (data[4] != kLivenessDatagramVersion) return std::nullopt;
-  if (data[5] != 0 || data[6] != 0 || data[7] != 0 || GetLe32(data + 12) != 0) return std::nullopt;
+  if (data[5] != static_cast<uint8_t>(kind)) return std::nullopt;
+  if (data[6] != 0 || data[7] != 0 || GetLe32(data + 12) != 0) return std::nullopt;
   LivenessDatagram d;
+  d.kind = kind;
   d.slot = GetLe32(data + 8);
   d.incarnation = GetLe64(data + 16);
   d.round = GetLe64(data + 24);

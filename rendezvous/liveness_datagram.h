@@ -1,17 +1,26 @@
 // The UDP liveness datagram (docs/protocol.md, "Liveness"): what an agent
 // sends the coordinator every liveness interval to say "this member is
-// alive", instead of a unary Report. Fixed size, little-endian:
+// alive", instead of a unary Report, and the acknowledgement the coordinator
+// sends back (at most every timeout/4 per member) to say "heard you, and I
+// am alive". Fixed size, little-endian:
 //
 //   offset size  field
 //        0    4  magic "TLVD"
 //        4    1  version (kLivenessDatagramVersion)
-//        5    3  zero
+//        5    1  kind: 0 alive (agent -> coordinator), 1 ack (coordinator -> agent)
+//        6    2  zero
 //        8    4  slot         Assignment.liveness_slot
 //       12    4  zero
 //       16    8  incarnation  the member's incarnation
 //       24    8  round        the round the agent is in (0: none yet)
-//       32    8  seq          strictly increasing per incarnation (from 1)
+//       32    8  seq          alive: strictly increasing per incarnation (from 1);
+//                             ack: the seq of the alive datagram it acknowledges
 //       40    8  mac          SipHash-2-4(Assignment.liveness_key, bytes 0..39)
+//
+// The MAC covers the kind, so an ack cannot pass for an alive datagram or
+// the other way round. An ack carries the member's slot, incarnation and
+// round: the agent takes it only for its own, with a seq above the last ack
+// it took and no higher than the last it sent (RoundMachine).
 //
 // The key is drawn per member incarnation by the coordinator (a CSPRNG) and
 // travels only in the Assignment, on the authenticated (TLS when configured)
@@ -19,9 +28,9 @@
 // takes a seq only above the last one it accepted, so a replayed datagram
 // is ignored.
 //
-// Parsing checks the size, magic, version and the zero bytes only; the
-// slot, incarnation, round, seq and MAC are the coordinator core's to check
-// (Coordinator::NoteLivenessBatch), since it holds the keys.
+// Parsing checks the size, magic, version, kind and the zero bytes only;
+// the slot, incarnation, round, seq and MAC are the receiver's to check
+// (Coordinator::NoteLivenessBatch, RoundMachine), since it holds the key.
 //
 // Pure functions; thread-safe.
 #ifndef TRAINLET_RENDEZVOUS_LIVENESS_DATAGRAM_H_
@@ -42,10 +51,13 @@ inline constexpr size_t kLivenessMacOffset = 40;  // the MAC covers bytes [0, 40
 inline constexpr uint8_t kLivenessDatagramVersion = 1;
 inline constexpr std::array<uint8_t, 4> kLivenessMagic = {'T', 'L', 'V', 'D'};
 
+enum class LivenessKind : uint8_t { kAlive = 0, kAck = 1 };
+
 using LivenessKey = SipHashKey;
 using LivenessBytes = std::array<uint8_t, kLivenessDatagramBytes>;
 
 struct LivenessDatagram {
+  LivenessKind kind = LivenessKind::kAlive;
   uint32_t slot = 0;
   uint64_t incarnation = 0;
   uint64_t round = 0;
@@ -59,11 +71,13 @@ struct LivenessDatagram {
 
 // The datagram for these fields, with its MAC under `key`.
 LivenessBytes EncodeLivenessDatagram(uint32_t slot, uint64_t incarnation, uint64_t round,
-                                     uint64_t seq, const LivenessKey& key);
+                                     uint64_t seq, const LivenessKey& key,
+                                     LivenessKind kind = LivenessKind::kAlive);
 
-// nullopt unless `size` is kLivenessDatagramBytes and the magic, version and
-// zero bytes are right. Never reads past `size`.
-std::optional<LivenessDatagram> ParseLivenessDatagram(const uint8_t* data, size_t size);
+// nullopt unless `size` is kLivenessDatagramBytes, the magic, version and
+// zero bytes are right and the kind is `kind`. Never reads past `size`.
+std::optional<LivenessDatagram> ParseLivenessDatagram(const uint8_t* data, size_t size,
+                                                      LivenessKind kind = LivenessKind::kAlive);
 
 // The key from Assignment.liveness_key (exactly 16 bytes), else nullopt.
 std::optional<LivenessKey> LivenessKeyFromBytes(const std::string& bytes);

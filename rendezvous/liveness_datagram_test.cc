@@ -62,6 +62,33 @@ TEST(LivenessDatagram, AnyFlippedBitOfTheHeaderOrMac_FailsTheMac) {
   }
 }
 
+TEST(LivenessDatagram, AnAckIsItsOwnKind_UnderTheSameMac) {
+  const LivenessBytes ack = EncodeLivenessDatagram(7, 8, 9, 10, Key(3), LivenessKind::kAck);
+  EXPECT_EQ(ack[5], 1);
+  // Neither parses as the other kind.
+  EXPECT_FALSE(ParseLivenessDatagram(ack.data(), ack.size()).has_value());
+  std::optional<LivenessDatagram> a =
+      ParseLivenessDatagram(ack.data(), ack.size(), LivenessKind::kAck);
+  ASSERT_TRUE(a.has_value());
+  EXPECT_EQ(a->kind, LivenessKind::kAck);
+  EXPECT_EQ(a->slot, 7u);
+  EXPECT_EQ(a->seq, 10u);
+  EXPECT_TRUE(a->MacValid(Key(3)));
+  const LivenessBytes alive = EncodeLivenessDatagram(7, 8, 9, 10, Key(3));
+  EXPECT_FALSE(ParseLivenessDatagram(alive.data(), alive.size(), LivenessKind::kAck).has_value());
+  // The kind is under the MAC: an ack relabelled as alive fails it.
+  LivenessBytes relabelled = ack;
+  relabelled[5] = 0;
+  std::optional<LivenessDatagram> r = ParseLivenessDatagram(relabelled.data(), relabelled.size());
+  ASSERT_TRUE(r.has_value());
+  EXPECT_FALSE(r->MacValid(Key(3)));
+  // Another kind byte is rejected by both.
+  LivenessBytes other = ack;
+  other[5] = 2;
+  EXPECT_FALSE(ParseLivenessDatagram(other.data(), other.size()).has_value());
+  EXPECT_FALSE(ParseLivenessDatagram(other.data(), other.size(), LivenessKind::kAck).has_value());
+}
+
 TEST(LivenessDatagram, KeyFromBytes_ExactlySixteen) {
   EXPECT_FALSE(LivenessKeyFromBytes("").has_value());
   EXPECT_FALSE(LivenessKeyFromBytes(std::string(15, 'a')).has_value());

@@ -8,6 +8,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 
@@ -82,14 +83,17 @@ LivenessReceiverStats LivenessReceiver::stats() const {
   s.malformed = malformed_.load();
   s.rejected = rejected_.load();
   s.batches = batches_.load();
+  s.acks_sent = acks_sent_.load();
   return s;
 }
 
-void LivenessReceiver::Drain(int fd, std::vector<LivenessDatagram>* batch, int64_t* received,
+void LivenessReceiver::Drain(int fd, std::vector<LivenessDatagram>* batch,
+                             std::vector<sockaddr_storage>* from, int64_t* received,
                              int64_t* malformed) {
   // One byte more than a datagram, so that a longer one is seen as such
   // (MSG_TRUNC in msg_flags) and rejected.
   static thread_local uint8_t bufs[kLivenessBatch][kLivenessDatagramBytes + 1];
+  static thread_local sockaddr_storage addrs[kLivenessBatch];
   mmsghdr msgs[kLivenessBatch];
   iovec iov[kLivenessBatch];
   for (int calls = 0; calls < kMaxCallsPerBatch; ++calls) {
@@ -98,6 +102,8 @@ void LivenessReceiver::Drain(int fd, std::vector<LivenessDatagram>* batch, int64
       msgs[i] = {};
       msgs[i].msg_hdr.msg_iov = &iov[i];
       msgs[i].msg_hdr.msg_iovlen = 1;
+      msgs[i].msg_hdr.msg_name = &addrs[i];
+      msgs[i].msg_hdr.msg_namelen = sizeof(addrs[i]);
     }
     const int n = recvmmsg(fd, msgs, kLivenessBatch, MSG_DONTWAIT, nullptr);
     if (n <= 0) return;  // EAGAIN: drained; anything else: try at the next wake-up.
@@ -108,6 +114,7 @@ void LivenessReceiver::Drain(int fd, std::vector<LivenessDatagram>* batch, int64
           truncated ? std::nullopt : ParseLivenessDatagram(bufs[i], msgs[i].msg_len);
       if (d.has_value()) {
         batch->push_back(*d);
+        from->push_back(addrs[i]);
       } else {
         ++*malformed;
       }
@@ -116,12 +123,41 @@ void LivenessReceiver::Drain(int fd, std::vector<LivenessDatagram>* batch, int64
   }
 }
 
+int LivenessReceiver::SendAcks(int fd, const std::vector<LivenessAck>& acks,
+                               const std::vector<sockaddr_storage>& from) {
+  int sent = 0;
+  mmsghdr msgs[kLivenessBatch];
+  iovec iov[kLivenessBatch];
+  for (size_t start = 0; start < acks.size(); start += kLivenessBatch) {
+    const size_t n = std::min(acks.size() - start, static_cast<size_t>(kLivenessBatch));
+    for (size_t i = 0; i < n; ++i) {
+      const LivenessAck& a = acks[start + i];
+      const sockaddr_storage& to = from[a.index];
+      iov[i] = {const_cast<uint8_t*>(a.bytes.data()), a.bytes.size()};
+      msgs[i] = {};
+      msgs[i].msg_hdr.msg_iov = &iov[i];
+      msgs[i].msg_hdr.msg_iovlen = 1;
+      msgs[i].msg_hdr.msg_name = const_cast<sockaddr_storage*>(&to);
+      msgs[i].msg_hdr.msg_namelen =
+          to.ss_family == AF_INET6 ? sizeof(sockaddr_in6) : sizeof(sockaddr_in);
+    }
+    const int rc = sendmmsg(fd, msgs, static_cast<unsigned>(n), MSG_DONTWAIT);
+    if (rc <= 0) break;  // buffer full, or an error: the rest wait for the next ones.
+    sent += rc;
+    if (static_cast<size_t>(rc) < n) break;
+  }
+  return sent;
+}
+
 void LivenessReceiver::Loop() {
   std::vector<pollfd> polls;
   for (int fd : fds_) polls.push_back({fd, POLLIN, 0});
   polls.push_back({wake_[0], POLLIN, 0});
   std::vector<LivenessDatagram> batch;
+  std::vector<sockaddr_storage> from;
+  std::vector<LivenessAck> acks;
   batch.reserve(kLivenessBatch * kMaxCallsPerBatch);
+  from.reserve(kLivenessBatch * kMaxCallsPerBatch);
   while (true) {
     for (pollfd& p : polls) p.revents = 0;
     const int rc = poll(polls.data(), polls.size(), -1);
@@ -136,11 +172,16 @@ void LivenessReceiver::Loop() {
     int64_t received = 0, malformed = 0;
     for (size_t i = 0; i + 1 < polls.size(); ++i) {
       batch.clear();
-      Drain(polls[i].fd, &batch, &received, &malformed);
+      from.clear();
+      acks.clear();
+      Drain(polls[i].fd, &batch, &from, &received, &malformed);
       LivenessBatchStats s;
       if (!batch.empty()) {
-        s = core_->NoteLivenessBatch(batch);
+        s = core_->NoteLivenessBatch(batch, &acks);
         batches_.fetch_add(1, std::memory_order_relaxed);
+      }
+      if (!acks.empty()) {
+        acks_sent_.fetch_add(SendAcks(polls[i].fd, acks, from), std::memory_order_relaxed);
       }
       accepted_.fetch_add(s.accepted, std::memory_order_relaxed);
       rejected_.fetch_add(s.rejected(), std::memory_order_relaxed);

@@ -10,7 +10,11 @@
 //     -> drain with recvmmsg (non-blocking, up to kLivenessBatch at a time)
 //     -> parse each (size, magic, version), drop the malformed
 //     -> Coordinator::NoteLivenessBatch (one lock per batch: slot, MAC,
-//        incarnation, seq)
+//        incarnation, seq), which also makes the acks due (one per member
+//        per AckInterval)
+//     -> sendmmsg the acks, each to the address its datagram came from
+//        (non-blocking: an ack the kernel cannot take is dropped; the
+//        agent falls back to Reports when acks stop)
 //
 // Everything received is bounded (a fixed-size buffer per datagram; a
 // longer one is truncated and rejected); rejected datagrams are counted and
@@ -20,6 +24,8 @@
 // any thread. The core must outlive the receiver.
 #ifndef TRAINLET_RENDEZVOUS_LIVENESS_RECEIVER_H_
 #define TRAINLET_RENDEZVOUS_LIVENESS_RECEIVER_H_
+
+#include <sys/socket.h>
 
 #include <atomic>
 #include <cstdint>
@@ -42,6 +48,7 @@ struct LivenessReceiverStats {
   int64_t malformed = 0;  // wrong size, magic or version.
   int64_t rejected = 0;   // well-formed, but the core refused it (slot, MAC, incarnation, seq).
   int64_t batches = 0;    // core lock acquisitions.
+  int64_t acks_sent = 0;  // acks the kernel took.
 };
 
 class LivenessReceiver {
@@ -62,13 +69,19 @@ class LivenessReceiver {
   LivenessReceiver(Coordinator* core) : core_(core) {}
   void Loop();
   // Receives what is queued on `fd` (bounded); false when nothing was.
-  void Drain(int fd, std::vector<LivenessDatagram>* batch, int64_t* received, int64_t* malformed);
+  // `from` gets each datagram's source address, index for index.
+  void Drain(int fd, std::vector<LivenessDatagram>* batch, std::vector<sockaddr_storage>* from,
+             int64_t* received, int64_t* malformed);
+  // Sends `acks` on `fd`, each to from[ack.index]; returns how many went.
+  static int SendAcks(int fd, const std::vector<LivenessAck>& acks,
+                      const std::vector<sockaddr_storage>& from);
 
   Coordinator* const core_;
   std::vector<int> fds_;
   int wake_[2] = {-1, -1};
   int port_ = 0;
-  std::atomic<int64_t> received_{0}, accepted_{0}, malformed_{0}, rejected_{0}, batches_{0};
+  std::atomic<int64_t> received_{0}, accepted_{0}, malformed_{0}, rejected_{0}, batches_{0},
+      acks_sent_{0};
   LogLimiter log_{5, absl::Seconds(10)};
   std::thread thread_;
 };

@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
@@ -33,6 +34,10 @@ class LivenessSender {
   int udp_port() const { return udp_port_; }
   // False when the kernel refused it (buffer full, no route, ICMP refused).
   bool Send(const LivenessBytes& datagram);
+  // Appends up to `max` datagrams queued on the socket (from the
+  // coordinator's address only: the socket is connected), each exactly
+  // kLivenessDatagramBytes long (others are dropped); never blocks.
+  void Receive(std::vector<LivenessBytes>* out, int max);
   int64_t sent() const { return sent_.load(); }
 
  private:

@@ -16,6 +16,7 @@
 
 #include <functional>
 #include <memory>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -71,6 +72,11 @@ class RendezvousClient {
   // this client dials) and returns at once, never blocking: dropped when
   // there is no such port or the kernel cannot take it now.
   virtual void SendLivenessDatagram(const LivenessBytes& datagram) = 0;
+  // Appends what came back on that port (the coordinator's acks, unchecked:
+  // the round machine checks them), at most kMaxAcksPerTake; never blocks.
+  // A client without UDP liveness has none.
+  static constexpr int kMaxAcksPerTake = 16;
+  virtual void TakeLivenessAcks(std::vector<LivenessBytes>* acks) { (void)acks; }
 
   // Waits up to `timeout` for the queued Report/Leave calls to go out (the
   // agent calls it once before it exits). True when the queue is empty.

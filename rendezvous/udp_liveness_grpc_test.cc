@@ -62,6 +62,10 @@ class DatagramLoop {
         if (sender_) {
           sender_->Send(
               EncodeLivenessDatagram(a_.liveness_slot(), incarnation_, a_.round(), ++seq, key));
+          std::vector<LivenessBytes> acks;
+          sender_->Receive(&acks, 16);
+          absl::MutexLock lock(&mu_);
+          for (const LivenessBytes& b : acks) acks_.push_back({absl::Now(), b});
         }
         last_sent_ns_ = absl::ToUnixNanos(absl::Now());
         next += interval;
@@ -75,8 +79,15 @@ class DatagramLoop {
     if (thread_.joinable()) thread_.join();
   }
   absl::Time LastSent() const { return absl::FromUnixNanos(last_sent_ns_.load()); }
+  // What came back (the coordinator's acks), with when it was read.
+  std::vector<std::pair<absl::Time, LivenessBytes>> Acks() const {
+    absl::MutexLock lock(&mu_);
+    return acks_;
+  }
 
  private:
+  mutable absl::Mutex mu_;
+  std::vector<std::pair<absl::Time, LivenessBytes>> acks_ ABSL_GUARDED_BY(mu_);
   const uint64_t incarnation_;
   const v1::Assignment a_;
   std::unique_ptr<LivenessSender> sender_;
@@ -188,6 +199,33 @@ TEST_F(UdpLivenessGrpcTest, SilentMember_LostWithinFivePercentOfTheTimeout_Datag
   // this thread's polling); just before the next one: at least 0.95.
   EXPECT_LE(took, timeout_ * 1.05 + absl::Milliseconds(5));
   EXPECT_GE(took - HeartbeatInterval(timeout_), timeout_ * 0.95);
+}
+
+TEST_F(UdpLivenessGrpcTest, Acks_ComeBackOverUdp_AtMostOnePerQuarterTimeout_SignedForTheMember) {
+  Start(absl::Seconds(2));
+  DatagramLoop la(target_, a_, assigned_a_), lb(target_, b_, assigned_b_);
+  absl::SleepFor(absl::Seconds(3));
+  la.Stop();
+  const std::vector<std::pair<absl::Time, LivenessBytes>> acks = la.Acks();
+  // 3 s of datagrams every ~170 ms, acked at most every 500 ms: 5-7 acks.
+  EXPECT_GE(acks.size(), 4u);
+  EXPECT_LE(acks.size(), 7u);
+  const LivenessKey key = *LivenessKeyFromBytes(assigned_a_.liveness_key());
+  uint64_t last_seq = 0;
+  for (const auto& [at, bytes] : acks) {
+    std::optional<LivenessDatagram> d =
+        ParseLivenessDatagram(bytes.data(), bytes.size(), LivenessKind::kAck);
+    ASSERT_TRUE(d.has_value());
+    EXPECT_EQ(d->slot, assigned_a_.liveness_slot());
+    EXPECT_EQ(d->incarnation, a_.member().incarnation());
+    EXPECT_EQ(d->round, assigned_a_.round());
+    EXPECT_GT(d->seq, last_seq);
+    last_seq = d->seq;
+    EXPECT_TRUE(d->MacValid(key));
+    // b's key does not sign a's acks.
+    EXPECT_FALSE(d->MacValid(*LivenessKeyFromBytes(assigned_b_.liveness_key())));
+  }
+  EXPECT_GE(host_->liveness_stats().acks_sent, static_cast<int64_t>(acks.size()));
 }
 
 TEST_F(UdpLivenessGrpcTest, UdpDropped_ReportsEveryIntervalKeepTheMemberAlive) {

@@ -131,8 +131,16 @@ void FakeRendezvousClient::Report(const v1::ReportRequest& request, Done done) {
 }
 
 void FakeRendezvousClient::SendLivenessDatagram(const LivenessBytes& datagram) {
+  std::optional<LivenessBytes> ack = on_datagram ? on_datagram(datagram) : std::nullopt;
   absl::MutexLock lock(&mu_);
   datagrams_.push_back(datagram);
+  if (ack.has_value()) acks_.push_back(*ack);
+}
+
+void FakeRendezvousClient::TakeLivenessAcks(std::vector<LivenessBytes>* acks) {
+  absl::MutexLock lock(&mu_);
+  for (const LivenessBytes& a : acks_) acks->push_back(a);
+  acks_.clear();
 }
 
 std::vector<LivenessBytes> FakeRendezvousClient::datagrams() const {

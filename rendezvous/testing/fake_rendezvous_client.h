@@ -42,8 +42,12 @@ class FakeRendezvousClient : public RendezvousClient {
   void Leave(const v1::LeaveRequest& request, Done done) override;
   bool Flush(absl::Duration timeout) override { return true; }
   void SendLivenessDatagram(const LivenessBytes& datagram) override;
+  void TakeLivenessAcks(std::vector<LivenessBytes>* acks) override;
 
   // ---- Test controls.
+  // Called for each datagram sent; what it returns comes back on the next
+  // TakeLivenessAcks (as the coordinator's ack would).
+  std::function<std::optional<LivenessBytes>(const LivenessBytes&)> on_datagram;
   // Answers the next Join at once when set; nullopt leaves it pending.
   std::function<std::optional<absl::StatusOr<v1::Assignment>>(const v1::JoinRequest&)> on_join;
   std::function<absl::Status(const v1::ReportRequest&)> report_status;
@@ -85,6 +89,7 @@ class FakeRendezvousClient : public RendezvousClient {
   ReportResponseHandler response_handler_ ABSL_GUARDED_BY(mu_);
   std::vector<v1::LeaveRequest> leaves_ ABSL_GUARDED_BY(mu_);
   std::vector<LivenessBytes> datagrams_ ABSL_GUARDED_BY(mu_);
+  std::vector<LivenessBytes> acks_ ABSL_GUARDED_BY(mu_);
   int cancel_joins_ ABSL_GUARDED_BY(mu_) = 0;
   std::shared_ptr<Stream> current_ ABSL_GUARDED_BY(mu_);
 };
