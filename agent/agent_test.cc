@@ -47,8 +47,10 @@ class AgentTest : public ::testing::Test {
   RoundOptions Options() {
     RoundOptions o = RoundOptionsFrom(config_, /*incarnation=*/0x1234, /*master_port=*/29500);
     o.verdict_timeout = absl::Seconds(10);
+    o.quiet_when_acked = quiet_when_acked_;
     return o;
   }
+  bool quiet_when_acked_ = true;
 
   // Answers every join with round `round` of a 2-node job, this node rank 1.
   void JoinAnswers(std::vector<v1::Assignment> answers) {
@@ -764,6 +766,7 @@ TEST_P(SpoiledAckTest, IsIgnored) {
         *b = Reencoded(*b, 0, 1000, rendezvous::LivenessKind::kAck);
       },
   };
+  static_assert(sizeof(spoil) / sizeof(spoil[0]) == 5);
   const absl::Duration interval = absl::Milliseconds(470);
   AckLikeTheCoordinator(
       &client_, &clock_, [](absl::Duration) { return true; }, spoil[GetParam()]);
@@ -775,6 +778,48 @@ TEST_P(SpoiledAckTest, IsIgnored) {
 }
 
 INSTANTIATE_TEST_SUITE_P(AgentTest, SpoiledAckTest, ::testing::Range(0, 5));
+
+TEST_F(AgentTest, UdpLiveness_Acked_AFailedSucceededReportIsRepeatedWithinAnInterval) {
+  // Acked all along; the workers succeed at ~10 s and the first SUCCEEDED
+  // Report fails: the next goes an interval later (not after the acked 5 min
+  // interval), and its answer brings the verdict.
+  const absl::Duration interval = absl::Milliseconds(470);
+  JoinAnswers({UdpAssignment(interval)});
+  AckLikeTheCoordinator(&client_, &clock_, [](absl::Duration) { return true; });
+  const absl::Time start = clock_.Now();
+  std::vector<absl::Time> succeeded;
+  int datagrams = 0;
+  auto acker = client_.on_datagram;
+  client_.on_datagram = [&](const rendezvous::LivenessBytes& b) {
+    if (++datagrams == 21) workers_.ExitAll(0);  // ~10 s in
+    return acker(b);
+  };
+  client_.report_status = [&](const v1::ReportRequest& r) {
+    if (r.state() != v1::ReportRequest::SUCCEEDED) return absl::OkStatus();
+    succeeded.push_back(clock_.Now());
+    if (succeeded.size() == 1) return absl::UnavailableError("connection reset");
+    WhenIdle([&] { client_.SendDirective(JobFinished(1)); });
+    return absl::OkStatus();
+  };
+  EXPECT_EQ(Run(), 0);
+  ASSERT_GE(succeeded.size(), 2u);
+  EXPECT_GE(succeeded[0] - start, absl::Seconds(9));
+  EXPECT_LE(succeeded[1] - succeeded[0], interval + absl::Milliseconds(50));
+  EXPECT_EQ(client_.CountReports(v1::ReportRequest::RUNNING), 0);
+}
+
+TEST_F(AgentTest, UdpLiveness_Acked_APlanThatNeedsReportsKeepsThem) {
+  // The MPI plans (quiet_when_acked = false): the acks are contact, but the
+  // Reports keep their interval (the placement check rides on them).
+  quiet_when_acked_ = false;
+  const absl::Duration interval = absl::Milliseconds(470);
+  AckLikeTheCoordinator(&client_, &clock_, [](absl::Duration) { return true; });
+  int code = -1;
+  const std::vector<absl::Duration> reports = RunRecordingReports(
+      UdpAssignment(interval), absl::Seconds(10), [](absl::Duration) { return false; }, &code);
+  EXPECT_EQ(code, 0);
+  EXPECT_GE(reports.size(), 18u) << "every interval, acks or not";
+}
 
 TEST_F(AgentTest, UdpLiveness_AckedThenEverythingStops_CoordinatorLostAtTheTimeout) {
   // Acked for 10 s, then the coordinator dies: no ack, every Report fails,

@@ -433,6 +433,7 @@ void RoundMachine::OnWorkerExited(const WorkerExited& e, Actions* out) {
     ++workers_ok_;
     if (workers_ok_ == LocalProcesses()) {
       reported_success_ = true;
+      ReportSoon();
       TLOG(kInfo) << "all " << workers_ok_
                   << " local worker(s) exited 0; waiting for the job's verdict";
       out->push_back(SendReport{NewReport(v1::ReportRequest::SUCCEEDED)});
@@ -449,6 +450,7 @@ void RoundMachine::OnWorkerExited(const WorkerExited& e, Actions* out) {
   r.set_failed_local_rank(x.local_rank);
   r.set_message(absl::StrCat("rank ", x.global_rank, " ", how));
   failure_report_ = r;
+  ReportSoon();
   out->push_back(SendReport{std::move(r)});
   // Fail fast: stop the other local workers now; the coordinator decides
   // (and tells every other node) whether the job fails or restarts.
@@ -467,6 +469,7 @@ void RoundMachine::OnLocalFailure(const LocalFailure& e, Actions* out) {
   r.set_failed_local_rank(0);
   r.set_message(e.message.substr(0, 1024));
   failure_report_ = r;
+  ReportSoon();
   out->push_back(SendReport{std::move(r)});
   verdict_deadline_ = clock_->Now() + options_.verdict_timeout;
   BeginStop("the launch plan failed", 0, out);
@@ -621,6 +624,7 @@ void RoundMachine::FailHung(Actions* out) {
                              absl::FormatDuration(absl::Trunc(hang_.silence, absl::Seconds(1))),
                              " (--hang-timeout)"));
   failure_report_ = r;
+  ReportSoon();
   out->push_back(SendReport{std::move(r)});
   verdict_deadline_ = clock_->Now() + options_.verdict_timeout;
   BeginStop(absl::StrCat("worker rank ", hang_.global_rank, " hung"), 0, out);
@@ -859,6 +863,7 @@ void RoundMachine::OnReportAnswered(const ReportAnswered& e, Actions* out) {
     TLOG(kDebug) << "report to the coordinator failed: " << Quoted(message);
   }
   last_report_error_ = message;
+  ReportSoon();
 }
 
 void RoundMachine::OnLivenessAcked(const LivenessAcked& e) {
@@ -866,10 +871,14 @@ void RoundMachine::OnLivenessAcked(const LivenessAcked& e) {
   std::optional<rendezvous::LivenessDatagram> d = rendezvous::ParseLivenessDatagram(
       e.bytes.data(), e.bytes.size(), rendezvous::LivenessKind::kAck);
   // Only an ack of one of this round's datagrams, newer than the last one
-  // taken and of one this node has sent, under this round's key.
+  // taken, of one this node has sent within the ack silence (an ack held up
+  // on the way proves nothing about now), under this round's key.
+  absl::Duration rest;
+  const uint64_t recent = static_cast<uint64_t>(
+      std::max<int64_t>(1, absl::IDivDuration(AckSilence(), heartbeat_interval_, &rest)));
   if (!d.has_value() || d->slot != liveness_slot_ || d->incarnation != options_.me.incarnation() ||
       d->round != assignment_.round() || d->seq <= last_acked_seq_ || d->seq > liveness_seq_ ||
-      !d->MacValid(liveness_key_)) {
+      d->seq + recent < liveness_seq_ || !d->MacValid(liveness_key_)) {
     if (ignored_acks_++ == 0) TLOG(kDebug) << "ignoring a liveness ack that is not this node's";
     return;
   }
@@ -884,6 +893,11 @@ void RoundMachine::OnLivenessAcked(const LivenessAcked& e) {
     // waits for the longer one: the ack said all it would have asked.
     next_heartbeat_ = std::max(next_heartbeat_, last_ack_ + ReportInterval());
   }
+}
+
+void RoundMachine::ReportSoon() {
+  if (heartbeat_interval_ <= absl::ZeroDuration()) return;
+  next_heartbeat_ = std::min(next_heartbeat_, clock_->Now() + heartbeat_interval_);
 }
 
 absl::Duration RoundMachine::AckSilence() const {
@@ -914,7 +928,8 @@ void RoundMachine::CoordinatorLost(absl::string_view why, Actions* out) {
 absl::Duration RoundMachine::ReportInterval() const {
   // Acked and nothing to repeat (a failure or success not yet confirmed, a
   // Report that failed): the acks say everything a RUNNING Report would.
-  if (acks_flowing_ && !failure_report_ && !reported_success_ && last_report_error_.empty()) {
+  if (acks_flowing_ && options_.quiet_when_acked && !failure_report_ && !reported_success_ &&
+      last_report_error_.empty()) {
     return std::max(heartbeat_interval_, kAckedReportInterval);
   }
   if (!udp_heard_.value_or(false)) return heartbeat_interval_;

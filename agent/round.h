@@ -306,6 +306,12 @@ struct RoundOptions {
   bool want_nodes = true;  // ask for the member list (TF_CONFIG).
   // Offer UDP liveness datagrams (JoinRequest.udp_liveness).
   bool udp_liveness = true;
+  // While the coordinator acks the datagrams, report only on a change and
+  // every kAckedReportInterval. False where the plan's state rides on the
+  // periodic Reports (the MPI launcher's placement check: each worker's
+  // session count goes up in its Reports, the unplaced list comes down in
+  // the launcher's answers).
+  bool quiet_when_acked = true;
   v1::Role role = v1::ROLE_NODE;
   v1::SshInfo ssh;        // MPI: this node's sshd, or the launcher's job key.
   v1::Topology topology;  // what this node has (its probe's summary), sent in every join.
@@ -412,6 +418,9 @@ class RoundMachine {
   void OnStreamEnded(const StreamEnded& e, Actions* out);
   void OnReportAnswered(const ReportAnswered& e, Actions* out);
   void OnLivenessAcked(const LivenessAcked& e);
+  // A Report that must get through (a state change, or after a failed one):
+  // the next one at most an interval from now, whatever the acks allowed.
+  void ReportSoon();
   absl::Duration AckSilence() const;
   void OnTick(Actions* out);
   void OnLocalFailure(const LocalFailure& e, Actions* out);

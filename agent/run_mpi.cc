@@ -23,6 +23,8 @@ int RunMpi(const MpiConfig& config, const std::map<std::string, std::string>& en
   std::unique_ptr<LaunchPlan> plan;
   PlanSetup setup = [&](launcher::Supervisor* supervisor,
                         RoundOptions* options) -> absl::StatusOr<LaunchPlan*> {
+    // The placement check rides on the periodic Reports (round.h).
+    options->quiet_when_acked = false;
     if (config.role == MpiRole::kLauncher) {
       auto p = MpiLauncherPlan::Create(config, env, *state_dir, Clock::Monotonic(),
                                        launcher::StdinIsForegroundTerminal(), options);

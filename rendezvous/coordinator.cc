@@ -1156,6 +1156,7 @@ void Coordinator::Tick() {
   {
     absl::MutexLock lock(&mu_);
     const absl::Time now = clock_->Now();
+    last_tick_ = now;
     if (phase_ == Phase::kGathering) {
       MaybeCloseRoundLocked(&actions);
     }
@@ -1222,6 +1223,12 @@ LivenessBatchStats Coordinator::NoteLivenessBatch(absl::Span<const LivenessDatag
   absl::MutexLock lock(&mu_);
   const absl::Time now = clock_->Now();
   const absl::Duration ack_every = AckInterval(options_.heartbeat_timeout);
+  // An ack says the coordinator lives and the member belongs: none outside
+  // a running round (the member's Reports then get ABORTED or the verdict),
+  // and none while the ticker, which applies every timeout and restart, has
+  // stalled (the liveness thread alone is no proof of that).
+  const bool may_ack = acks != nullptr && phase_ == Phase::kRunning &&
+                       now - last_tick_ <= 2 * AckInterval(options_.heartbeat_timeout);
   for (size_t i = 0; i < batch.size(); ++i) {
     const LivenessDatagram& d = batch[i];
     if (udp_port_ == 0 || d.slot >= slots_.size() || slots_[d.slot].member == nullptr ||
@@ -1246,7 +1253,7 @@ LivenessBatchStats Coordinator::NoteLivenessBatch(absl::Span<const LivenessDatag
     slot.last_heard = now;
     slot.last_datagram = now;
     ++stats.accepted;
-    if (acks != nullptr && now - slot.last_ack >= ack_every) {
+    if (may_ack && slot.member->in_round && now - slot.last_ack >= ack_every) {
       slot.last_ack = now;
       acks->push_back({i, EncodeLivenessDatagram(d.slot, d.incarnation, d.round, d.seq, slot.key,
                                                  LivenessKind::kAck)});

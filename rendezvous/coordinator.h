@@ -279,7 +279,8 @@ class Coordinator {
   // (slot held, MAC under the slot's key, incarnation, seq above the last)
   // and, if good, sets its member's last_heard to now. O(1) per datagram.
   // With `acks`, appends an ack for each accepted datagram whose member was
-  // last acked AckInterval or more ago.
+  // last acked AckInterval or more ago, while the round runs, the member is
+  // in it, and Tick ran within 2 x AckInterval.
   LivenessBatchStats NoteLivenessBatch(absl::Span<const LivenessDatagram> batch,
                                        std::vector<LivenessAck>* acks = nullptr);
 
@@ -426,6 +427,7 @@ class Coordinator {
 
   mutable absl::Mutex mu_;
   Phase phase_ ABSL_GUARDED_BY(mu_) = Phase::kGathering;
+  absl::Time last_tick_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();  // Tick's last run.
   uint64_t round_ ABSL_GUARDED_BY(mu_) = 0;
   int restart_count_ ABSL_GUARDED_BY(mu_) = 0;
   int failures_ ABSL_GUARDED_BY(mu_) = 0;

@@ -575,6 +575,7 @@ TEST_F(UdpLivenessTest, Acks_OnePerMemberPerQuarterTimeout_ForTheDatagramItAcks)
   // 5 s (one timeout) of datagrams every 470 ms from both: acks at 0,
   // >= 1.25 s, ... for each: 4 per member.
   const absl::Time start = clock_.Now();
+  core_->Tick();
   while (clock_.Now() - start < absl::Seconds(5)) {
     acks.clear();
     const std::vector<LivenessDatagram> batch = {Datagram(a_, 1, ++a_seq),
@@ -595,15 +596,39 @@ TEST_F(UdpLivenessTest, Acks_OnePerMemberPerQuarterTimeout_ForTheDatagramItAcks)
       a_acks += ack.index == 0;
     }
     clock_.Advance(absl::Milliseconds(470));
+    core_->Tick();
   }
   EXPECT_EQ(a_acks, 4);
   // Without a place to put them, none are made (and none are owed).
   EXPECT_EQ(core_->NoteLivenessBatch({Datagram(a_, 1, ++a_seq)}).acks, 0);
   // A refused datagram gets no ack.
   acks.clear();
-  clock_.Advance(absl::Seconds(2));
+  clock_.Advance(absl::Milliseconds(300));
   const LivenessBatchStats st = core_->NoteLivenessBatch({Datagram(a_, 1, a_seq)}, &acks);
   EXPECT_EQ(st.stale_seq, 1);
+  EXPECT_TRUE(acks.empty());
+  // A stalled ticker: the liveness thread alone proves nothing; no ack
+  // (the datagram still counts).
+  clock_.Advance(absl::Milliseconds(2500));  // 2.8 s since the last Tick (b: 3.1 s silent)
+  const LivenessBatchStats stalled =
+      core_->NoteLivenessBatch({Datagram(a_, 1, ++a_seq), Datagram(b_, 2, ++b_seq)}, &acks);
+  EXPECT_EQ(stalled.accepted, 2);
+  EXPECT_TRUE(acks.empty());
+  core_->Tick();  // the ticker runs again: so do the acks
+  ASSERT_EQ(core_->GetSnapshot().phase, Phase::kRunning);
+  EXPECT_EQ(core_->NoteLivenessBatch({Datagram(a_, 1, ++a_seq)}, &acks).acks, 1);
+}
+
+TEST_F(UdpLivenessTest, Acks_NoneOnceTheRoundIsOver) {
+  // After the verdict the members' datagrams still count, but get no ack:
+  // their Reports then bring the verdict.
+  StartUdpPair();
+  core_->Tick();
+  Report(ra_, 1, v1::ReportRequest::FAILED, 3);
+  ASSERT_NE(core_->GetSnapshot().phase, Phase::kRunning);
+  std::vector<LivenessAck> acks;
+  core_->Tick();
+  core_->NoteLivenessBatch({Datagram(b_, 2, 1)}, &acks);
   EXPECT_TRUE(acks.empty());
 }
 

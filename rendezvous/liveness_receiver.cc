@@ -141,10 +141,20 @@ int LivenessReceiver::SendAcks(int fd, const std::vector<LivenessAck>& acks,
       msgs[i].msg_hdr.msg_namelen =
           to.ss_family == AF_INET6 ? sizeof(sockaddr_in6) : sizeof(sockaddr_in);
     }
-    const int rc = sendmmsg(fd, msgs, static_cast<unsigned>(n), MSG_DONTWAIT);
-    if (rc <= 0) break;  // buffer full, or an error: the rest wait for the next ones.
-    sent += rc;
-    if (static_cast<size_t>(rc) < n) break;
+    size_t done = 0;
+    while (done < n) {
+      const int rc = sendmmsg(fd, msgs + done, static_cast<unsigned>(n - done), MSG_DONTWAIT);
+      if (rc > 0) {
+        sent += rc;
+        done += static_cast<size_t>(rc);
+        continue;
+      }
+      // The buffer is full: the rest wait for their members' next
+      // datagrams. Any other error is this destination's (unreachable,
+      // refused by a firewall): skip it, not the members after it.
+      if (rc < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == ENOBUFS)) return sent;
+      ++done;
+    }
   }
   return sent;
 }
