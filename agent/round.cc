@@ -433,7 +433,6 @@ void RoundMachine::OnWorkerExited(const WorkerExited& e, Actions* out) {
     ++workers_ok_;
     if (workers_ok_ == LocalProcesses()) {
       reported_success_ = true;
-      ReportSoon();
       TLOG(kInfo) << "all " << workers_ok_
                   << " local worker(s) exited 0; waiting for the job's verdict";
       out->push_back(SendReport{NewReport(v1::ReportRequest::SUCCEEDED)});
@@ -450,7 +449,6 @@ void RoundMachine::OnWorkerExited(const WorkerExited& e, Actions* out) {
   r.set_failed_local_rank(x.local_rank);
   r.set_message(absl::StrCat("rank ", x.global_rank, " ", how));
   failure_report_ = r;
-  ReportSoon();
   out->push_back(SendReport{std::move(r)});
   // Fail fast: stop the other local workers now; the coordinator decides
   // (and tells every other node) whether the job fails or restarts.
@@ -469,7 +467,6 @@ void RoundMachine::OnLocalFailure(const LocalFailure& e, Actions* out) {
   r.set_failed_local_rank(0);
   r.set_message(e.message.substr(0, 1024));
   failure_report_ = r;
-  ReportSoon();
   out->push_back(SendReport{std::move(r)});
   verdict_deadline_ = clock_->Now() + options_.verdict_timeout;
   BeginStop("the launch plan failed", 0, out);
@@ -624,7 +621,6 @@ void RoundMachine::FailHung(Actions* out) {
                              absl::FormatDuration(absl::Trunc(hang_.silence, absl::Seconds(1))),
                              " (--hang-timeout)"));
   failure_report_ = r;
-  ReportSoon();
   out->push_back(SendReport{std::move(r)});
   verdict_deadline_ = clock_->Now() + options_.verdict_timeout;
   BeginStop(absl::StrCat("worker rank ", hang_.global_rank, " hung"), 0, out);

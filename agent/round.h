@@ -418,8 +418,8 @@ class RoundMachine {
   void OnStreamEnded(const StreamEnded& e, Actions* out);
   void OnReportAnswered(const ReportAnswered& e, Actions* out);
   void OnLivenessAcked(const LivenessAcked& e);
-  // A Report that must get through (a state change, or after a failed one):
-  // the next one at most an interval from now, whatever the acks allowed.
+  // After a Report failed (a state change among them): the next one at
+  // most an interval from now, whatever the acks allowed.
   void ReportSoon();
   absl::Duration AckSilence() const;
   void OnTick(Actions* out);
