@@ -870,11 +870,16 @@ void RoundMachine::OnLivenessAcked(const LivenessAcked& e) {
   // taken, of one this node has sent within the ack silence (an ack held up
   // on the way proves nothing about now), under this round's key.
   absl::Duration rest;
-  const uint64_t recent = static_cast<uint64_t>(
+  rendezvous::AckExpectation expected;
+  expected.slot = liveness_slot_;
+  expected.incarnation = options_.me.incarnation();
+  expected.round = assignment_.round();
+  expected.last_acked_seq = last_acked_seq_;
+  expected.last_sent_seq = liveness_seq_;
+  expected.window = static_cast<uint64_t>(
       std::max<int64_t>(1, absl::IDivDuration(AckSilence(), heartbeat_interval_, &rest)));
-  if (!d.has_value() || d->slot != liveness_slot_ || d->incarnation != options_.me.incarnation() ||
-      d->round != assignment_.round() || d->seq <= last_acked_seq_ || d->seq > liveness_seq_ ||
-      d->seq + recent < liveness_seq_ || !d->MacValid(liveness_key_)) {
+  expected.key = liveness_key_;
+  if (!d.has_value() || !rendezvous::IsOwnRecentAck(*d, expected)) {
     if (ignored_acks_++ == 0) TLOG(kDebug) << "ignoring a liveness ack that is not this node's";
     return;
   }

@@ -661,11 +661,19 @@ void Generator::TakeAcks() {
       }
       if (a == nullptr) continue;
       absl::MutexLock lock(&a->mu);
-      if (a->udp_port == 0 || a->slot != d->slot || a->incarnation != d->incarnation ||
-          a->round != d->round || d->seq <= a->last_acked_seq || d->seq > a->seq ||
-          !d->MacValid(a->key)) {
-        continue;
-      }
+      if (a->udp_port == 0 || a->interval_ns <= 0) continue;
+      // As the agent (RoundMachine::OnLivenessAcked): the same check.
+      trainlet::rendezvous::AckExpectation expected;
+      expected.slot = a->slot;
+      expected.incarnation = a->incarnation;
+      expected.round = a->round;
+      expected.last_acked_seq = a->last_acked_seq;
+      expected.last_sent_seq = a->seq;
+      expected.window = static_cast<uint64_t>(std::max<int64_t>(
+          1, static_cast<int64_t>(a->timeout_ns * trainlet::agent::kAckSilenceFraction) /
+                 a->interval_ns));
+      expected.key = a->key;
+      if (!trainlet::rendezvous::IsOwnRecentAck(*d, expected)) continue;
       a->last_acked_seq = d->seq;
       a->last_ack_ns = now;
       if (!a->acked) {

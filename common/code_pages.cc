@@ -107,7 +107,7 @@ void ReleaseStartupHeap() {
 }
 
 absl::Status DropCodePages() {
-  const uintptr_t page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
+  const uintptr_t page = PageSize();
   // Whole pages only: the page holding etext may also hold what follows it.
   const uintptr_t start = reinterpret_cast<uintptr_t>(__executable_start) & ~(page - 1);
   const uintptr_t end = reinterpret_cast<uintptr_t>(etext) & ~(page - 1);

@@ -1227,8 +1227,8 @@ LivenessBatchStats Coordinator::NoteLivenessBatch(absl::Span<const LivenessDatag
   // a running round (the member's Reports then get ABORTED or the verdict),
   // and none while the ticker, which applies every timeout and restart, has
   // stalled (the liveness thread alone is no proof of that).
-  const bool may_ack = acks != nullptr && phase_ == Phase::kRunning &&
-                       now - last_tick_ <= 2 * AckInterval(options_.heartbeat_timeout);
+  const bool may_ack =
+      acks != nullptr && phase_ == Phase::kRunning && now - last_tick_ <= 2 * ack_every;
   for (size_t i = 0; i < batch.size(); ++i) {
     const LivenessDatagram& d = batch[i];
     if (udp_port_ == 0 || d.slot >= slots_.size() || slots_[d.slot].member == nullptr ||

@@ -624,7 +624,7 @@ TEST_F(UdpLivenessTest, Acks_NoneOnceTheRoundIsOver) {
   // their Reports then bring the verdict.
   StartUdpPair();
   core_->Tick();
-  Report(ra_, 1, v1::ReportRequest::FAILED, 3);
+  ASSERT_TRUE(Report(ra_, 1, v1::ReportRequest::FAILED, 3).ok());
   ASSERT_NE(core_->GetSnapshot().phase, Phase::kRunning);
   std::vector<LivenessAck> acks;
   core_->Tick();

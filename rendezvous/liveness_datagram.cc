@@ -66,6 +66,12 @@ std::optional<LivenessDatagram> ParseLivenessDatagram(const uint8_t* data, size_
   return d;
 }
 
+bool IsOwnRecentAck(const LivenessDatagram& ack, const AckExpectation& e) {
+  return ack.kind == LivenessKind::kAck && ack.slot == e.slot && ack.incarnation == e.incarnation &&
+         ack.round == e.round && ack.seq > e.last_acked_seq && ack.seq <= e.last_sent_seq &&
+         ack.seq + e.window >= e.last_sent_seq && ack.MacValid(e.key);
+}
+
 std::optional<LivenessKey> LivenessKeyFromBytes(const std::string& bytes) {
   LivenessKey k;
   if (bytes.size() != k.size()) return std::nullopt;

@@ -79,6 +79,24 @@ LivenessBytes EncodeLivenessDatagram(uint32_t slot, uint64_t incarnation, uint64
 std::optional<LivenessDatagram> ParseLivenessDatagram(const uint8_t* data, size_t size,
                                                       LivenessKind kind = LivenessKind::kAlive);
 
+// What a member expects of an ack (the agent's RoundMachine, and the load
+// benchmark's simulated agents, which must behave alike).
+struct AckExpectation {
+  uint32_t slot = 0;
+  uint64_t incarnation = 0;
+  uint64_t round = 0;
+  uint64_t last_acked_seq = 0;  // the seq of the last ack taken (0: none yet)
+  uint64_t last_sent_seq = 0;   // the seq of the last datagram sent
+  uint64_t window = 1;          // how many of the last datagrams an ack may be for
+  LivenessKey key{};
+};
+
+// Whether `ack` (parsed as LivenessKind::kAck) is this member's own: its
+// slot, incarnation and round, a seq above the last ack taken, not above the
+// last datagram sent and among the last `window` sent (an ack held up on the
+// way proves nothing about now), and a MAC under its key.
+bool IsOwnRecentAck(const LivenessDatagram& ack, const AckExpectation& expected);
+
 // The key from Assignment.liveness_key (exactly 16 bytes), else nullopt.
 std::optional<LivenessKey> LivenessKeyFromBytes(const std::string& bytes);
 // 16 bytes from the kernel's CSPRNG (getrandom).
