@@ -36,6 +36,19 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   std::optional<rdv::LivenessDatagram> ack =
       rdv::ParseLivenessDatagram(data, size, rdv::LivenessKind::kAck);
   FUZZ_CHECK(!(ack.has_value() && d.has_value()), "parsed as both kinds");
+  // What the coordinator's liveness thread takes: alive or ready, never an ack.
+  std::optional<rdv::LivenessDatagram> agent = rdv::ParseAgentDatagram(data, size);
+  FUZZ_CHECK(!(agent.has_value() && ack.has_value()), "an ack taken from an agent");
+  const bool agent_alive = agent.has_value() && agent->kind == rdv::LivenessKind::kAlive;
+  FUZZ_CHECK(agent_alive == d.has_value(), "an alive datagram parsed differently");
+  if (agent.has_value()) {
+    rdv::LivenessKey zero{};
+    if (agent->MacValid(zero)) {
+      const rdv::LivenessBytes again = rdv::EncodeLivenessDatagram(
+          agent->slot, agent->incarnation, agent->round, agent->seq, zero, agent->kind);
+      FUZZ_CHECK(std::memcmp(again.data(), data, size) == 0, "re-encoding differs");
+    }
+  }
   if (ack.has_value()) {
     FUZZ_CHECK(ack->kind == rdv::LivenessKind::kAck, "an ack of another kind");
     rdv::LivenessKey zero{};
@@ -71,7 +84,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
        off += rdv::kLivenessDatagramBytes) {
     ++cut;
     std::optional<rdv::LivenessDatagram> p =
-        rdv::ParseLivenessDatagram(data + off, rdv::kLivenessDatagramBytes);
+        rdv::ParseAgentDatagram(data + off, rdv::kLivenessDatagramBytes);
     if (p.has_value()) batch.push_back(*p);
   }
   std::vector<rdv::LivenessAck> acks;

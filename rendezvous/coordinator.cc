@@ -367,6 +367,7 @@ void Coordinator::SetTicketLocked(Member& m, uint64_t ticket) {
     expected_back_ -= expected;
   }
   m.ticket = ticket;
+  m.ready_join = false;
   if (ticket != 0) {
     ++gathering_;
     by_ticket_[ticket] = m.join.member().node_id();
@@ -911,6 +912,7 @@ absl::StatusOr<uint64_t> Coordinator::Watch(const v1::WatchRequest& request,
     id = next_id_++;
     replaced = member.sink;
     SetSinkLocked(member, std::move(sink), id);
+    member.accepts_assignment = request.accepts_assignment();
     SlotOf(member).last_heard = clock_->Now();
     SlotOf(member).stream_lost_at = absl::InfiniteFuture();  // re-opened in time
     if (terminal) {
@@ -941,7 +943,14 @@ void Coordinator::WatchClosed(uint64_t watch_id) {
     if (it != members_.end() && it->second.watch_id == watch_id) {
       Member& m = it->second;
       SetSinkLocked(m, nullptr, 0);
-      if (phase_ == Phase::kRunning && m.in_round && m.state != v1::ReportRequest::SUCCEEDED) {
+      if (m.ready_join) {
+        // Its answer had no way back: it re-joins with a Join, or not at all.
+        TLOG(kDebug) << "the stream of node " << SafeForLog(it->first)
+                     << " closed before its round closed; its re-join is withdrawn";
+        m.done = nullptr;
+        WithdrawJoinLocked(it);
+      } else if (phase_ == Phase::kRunning && m.in_round &&
+                 m.state != v1::ReportRequest::SUCCEEDED) {
         // Lost unless its agent re-opens the stream or heartbeats within
         // kStreamLossGrace (Tick decides).
         SlotOf(m).stream_lost_at = clock_->Now();
@@ -1092,13 +1101,19 @@ void Coordinator::ReopenLocked(const std::string& reason, Actions* actions) {
   v1::Directive d = NewDirectiveLocked();
   d.mutable_rejoin()->set_next_round(next_round);
   d.mutable_rejoin()->set_reason(reason);
+  // Members whose stream takes an assignment keep it and may re-join with a
+  // READY datagram: no Join, no new stream (docs/protocol.md).
+  v1::Directive by_datagram = d;
+  by_datagram.mutable_rejoin()->set_ready_by_datagram(true);
   expected_.clear();
   for (auto& [id, m] : members_) {
     if (!m.in_round) continue;
     expected_.insert(id);
     SetInRoundLocked(m, false);
     SlotOf(m).last_heard = clock_->Now();
-    if (m.sink) {
+    if (m.sink && MayRejoinByDatagramLocked(m)) {
+      m.sink->Send(by_datagram, /*last=*/false);
+    } else if (m.sink) {
       m.sink->Send(d, /*last=*/true);
       SetSinkLocked(m, nullptr, 0);
     }
@@ -1217,49 +1232,91 @@ void Coordinator::EnableUdpLiveness(int udp_port) {
   udp_port_ = udp_port;
 }
 
+bool Coordinator::MayRejoinByDatagramLocked(const Member& m) const {
+  return m.accepts_assignment && udp_port_ != 0 && m.join.udp_liveness();
+}
+
+void Coordinator::ReadyJoinLocked(Member& m, uint64_t round, Actions* actions) {
+  // Anything else (a repeat, a READY after the round closed, a stale round,
+  // a member that was not told it may) is a plain liveness datagram.
+  if (phase_ != Phase::kGathering || shut_down_ || m.ticket != 0 || m.in_round ||
+      m.sink == nullptr || !MayRejoinByDatagramLocked(m) || round != round_ + 1 ||
+      expected_.count(m.join.member().node_id()) == 0 ||
+      GatheringCountLocked() >= options_.max_nodes) {
+    return;
+  }
+  SetTicketLocked(m, next_id_++);
+  m.ready_join = true;
+  m.answer_by = absl::InfiniteFuture();
+  m.done = [sink = m.sink, incarnation = options_.incarnation](absl::StatusOr<v1::Assignment> a) {
+    // Errors need no answer here: a verdict goes down the stream anyway,
+    // and a superseding Join or a Leave answers for itself.
+    if (!a.ok()) return;
+    v1::Directive d;
+    d.set_coordinator_incarnation(incarnation);
+    d.set_round(a->round());
+    *d.mutable_assignment() = *std::move(a);
+    sink->Send(d, /*last=*/false);
+  };
+  TLOG(kDebug) << "re-join of " << Who(m.join.member()) << " by datagram ("
+               << GatheringCountLocked() << "/" << options_.min_nodes << ".." << options_.max_nodes
+               << ")";
+  MaybeCloseRoundLocked(actions);
+}
+
 LivenessBatchStats Coordinator::NoteLivenessBatch(absl::Span<const LivenessDatagram> batch,
                                                   std::vector<LivenessAck>* acks) {
   LivenessBatchStats stats;
-  absl::MutexLock lock(&mu_);
-  const absl::Time now = clock_->Now();
-  const absl::Duration ack_every = AckInterval(options_.heartbeat_timeout);
-  // An ack says the coordinator lives and the member belongs: none outside
-  // a running round (the member's Reports then get ABORTED or the verdict),
-  // and none while the ticker, which applies every timeout and restart, has
-  // stalled (the liveness thread alone is no proof of that).
-  const bool may_ack =
-      acks != nullptr && phase_ == Phase::kRunning && now - last_tick_ <= 2 * ack_every;
-  for (size_t i = 0; i < batch.size(); ++i) {
-    const LivenessDatagram& d = batch[i];
-    if (udp_port_ == 0 || d.slot >= slots_.size() || slots_[d.slot].member == nullptr ||
-        !slots_[d.slot].member->join.udp_liveness()) {
-      ++stats.unknown_slot;
-      continue;
-    }
-    Slot& slot = slots_[d.slot];
-    if (!d.MacValid(slot.key)) {
-      ++stats.bad_mac;
-      continue;
-    }
-    if (d.incarnation != slot.incarnation) {
-      ++stats.wrong_incarnation;
-      continue;
-    }
-    if (d.seq <= slot.last_seq) {
-      ++stats.stale_seq;
-      continue;
-    }
-    slot.last_seq = d.seq;
-    slot.last_heard = now;
-    slot.last_datagram = now;
-    ++stats.accepted;
-    if (may_ack && slot.member->in_round && now - slot.last_ack >= ack_every) {
-      slot.last_ack = now;
-      acks->push_back({i, EncodeLivenessDatagram(d.slot, d.incarnation, d.round, d.seq, slot.key,
-                                                 LivenessKind::kAck)});
-      ++stats.acks;
+  Actions actions;
+  {
+    absl::MutexLock lock(&mu_);
+    const absl::Time now = clock_->Now();
+    const absl::Duration ack_every = AckInterval(options_.heartbeat_timeout);
+    // An ack says the coordinator lives and the member belongs: none outside
+    // a running round (the member's Reports then get ABORTED or the verdict),
+    // and none while the ticker, which applies every timeout and restart, has
+    // stalled (the liveness thread alone is no proof of that).
+    const bool may_ack =
+        acks != nullptr && phase_ == Phase::kRunning && now - last_tick_ <= 2 * ack_every;
+    for (size_t i = 0; i < batch.size(); ++i) {
+      const LivenessDatagram& d = batch[i];
+      if (udp_port_ == 0 || d.slot >= slots_.size() || slots_[d.slot].member == nullptr ||
+          !slots_[d.slot].member->join.udp_liveness()) {
+        ++stats.unknown_slot;
+        continue;
+      }
+      Slot& slot = slots_[d.slot];
+      if (!d.MacValid(slot.key)) {
+        ++stats.bad_mac;
+        continue;
+      }
+      if (d.incarnation != slot.incarnation) {
+        ++stats.wrong_incarnation;
+        continue;
+      }
+      if (d.seq <= slot.last_seq) {
+        ++stats.stale_seq;
+        continue;
+      }
+      slot.last_seq = d.seq;
+      slot.last_heard = now;
+      slot.last_datagram = now;
+      ++stats.accepted;
+      if (d.kind == LivenessKind::kReady) {
+        ++stats.ready;
+        ReadyJoinLocked(*slot.member, d.round, &actions);
+        continue;  // no ack: the answer is the assignment on its stream.
+      }
+      if (may_ack && slot.member->in_round && now - slot.last_ack >= ack_every) {
+        slot.last_ack = now;
+        acks->push_back({i, EncodeLivenessDatagram(d.slot, d.incarnation, d.round, d.seq, slot.key,
+                                                   LivenessKind::kAck)});
+        ++stats.acks;
+      }
     }
   }
+  // (A READY that completed the round: the answers go out here, unlocked.)
+  for (auto& a : actions) a();
   return stats;
 }
 

@@ -30,6 +30,13 @@
 // Rounds are numbered above every round a joiner reports, so a restarted
 // coordinator never reuses a number.
 //
+// A survivor re-joins with a Join call, or, when its stream accepts an
+// assignment and it holds a UDP liveness slot, with a READY datagram
+// (NoteLivenessBatch; its Rejoin says ready_by_datagram and its stream stays
+// open): a parked join like any other, whose answer goes down the stream as
+// a Directive carrying the Assignment (docs/protocol.md, "Re-join on the
+// stream"). Its stream closing before the round does withdraws it.
+//
 // When a round closes (GATHERING -> RUNNING): at MAX joiners; or, after a
 // restart, as soon as every survivor told to re-join is back (and at least
 // MIN joined), since nobody else is known to be coming; otherwise once MIN
@@ -220,6 +227,7 @@ struct LivenessAck {
 struct LivenessBatchStats {
   int accepted = 0;
   int acks = 0;               // acks added (NoteLivenessBatch's `acks`).
+  int ready = 0;              // READY datagrams among the accepted.
   int unknown_slot = 0;       // no member holds the slot (or UDP liveness is off).
   int bad_mac = 0;            // not signed with the slot's key (forged, or an old key).
   int wrong_incarnation = 0;  // a MAC-valid datagram of another incarnation.
@@ -334,6 +342,13 @@ class Coordinator {
     uint32_t slot = 0;
     v1::ReportRequest::State state = v1::ReportRequest::STATE_UNSPECIFIED;
     int mpi_sessions = 0;  // the most an MPI worker reported this round.
+    // Its stream takes the next round's assignment (WatchRequest.
+    // accepts_assignment): a restart keeps the stream and lets it re-join
+    // with a READY datagram.
+    bool accepts_assignment = false;
+    // The parked join (ticket) came from a READY datagram; `done` pushes the
+    // assignment down `sink`. Reset whenever the ticket is.
+    bool ready_join = false;
   };
   using Actions = std::vector<std::function<void()>>;
 
@@ -376,6 +391,13 @@ class Coordinator {
   bool DrainedLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The round's MPI workers with slots and no SSH session yet (rank order).
   void UnplacedWorkersLocked(v1::ReportResponse* response) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // A member re-joins with a READY datagram for `round` (NoteLivenessBatch):
+  // parks a join whose answer goes down its stream, if it was told to
+  // (Rejoin.ready_by_datagram) and the round still gathers.
+  void ReadyJoinLocked(Member& m, uint64_t round, Actions* actions)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Told at the restart that it may re-join by datagram.
+  bool MayRejoinByDatagramLocked(const Member& m) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The only places that change Member::ticket, in_round, sink and state of
   // a round member, or remove a member: they keep the counters and indexes
   // below in step.

@@ -95,7 +95,9 @@ class WatchReactor;
 // hold it); once the reactor is gone every call is a no-op.
 class StreamSink : public DirectiveSink {
  public:
-  explicit StreamSink(WatchReactor* reactor) : reactor_(reactor) {}
+  // `answers` counts the assignments it delivers (a re-join by datagram).
+  StreamSink(WatchReactor* reactor, RoundAnswerTracker* answers)
+      : answers_(answers), reactor_(reactor) {}
   void Send(const v1::Directive& directive, bool last) override;
   void Close(const absl::Status& status) override;
   // Called by the reactor: its constructor has returned (writes may start).
@@ -117,6 +119,7 @@ class StreamSink : public DirectiveSink {
   };
   NextOp NextLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
+  RoundAnswerTracker* const answers_;
   absl::Mutex mu_;
   WatchReactor* reactor_ ABSL_GUARDED_BY(mu_);
   bool active_ ABSL_GUARDED_BY(mu_) = false;
@@ -130,8 +133,8 @@ class StreamSink : public DirectiveSink {
 
 class WatchReactor : public grpc::ServerWriteReactor<v1::Directive> {
  public:
-  WatchReactor(Coordinator* core, const v1::WatchRequest& request)
-      : core_(core), sink_(std::make_shared<StreamSink>(this)) {
+  WatchReactor(Coordinator* core, RoundAnswerTracker* answers, const v1::WatchRequest& request)
+      : core_(core), sink_(std::make_shared<StreamSink>(this, answers)) {
     absl::StatusOr<uint64_t> id = core_->Watch(request, sink_);
     if (!id.ok()) {
       sink_->Close(id.status());
@@ -156,6 +159,9 @@ class WatchReactor : public grpc::ServerWriteReactor<v1::Directive> {
 };
 
 void StreamSink::Send(const v1::Directive& directive, bool last) {
+  if (directive.has_assignment()) {
+    answers_->Answered(directive.assignment().round(), directive.assignment().nnodes());
+  }
   NextOp op;
   {
     absl::MutexLock lock(&mu_);
@@ -225,9 +231,11 @@ void StreamSink::NextOp::Run() {
 
 void StreamSink::OnWriteDone(bool ok) {
   NextOp op;
+  uint64_t answered_round = 0;
   {
     absl::MutexLock lock(&mu_);
     writing_ = false;
+    if (ok && in_flight_.has_assignment()) answered_round = in_flight_.assignment().round();
     if (!ok) {
       // The stream is broken; nothing more can be delivered.
       queue_.clear();
@@ -238,6 +246,7 @@ void StreamSink::OnWriteDone(bool ok) {
     }
     op = NextLocked();
   }
+  if (answered_round != 0) answers_->Sent(answered_round);
   op.Run();
 }
 
@@ -322,7 +331,7 @@ grpc::ServerWriteReactor<v1::Directive>* CoordinatorService::Watch(
     };
     return new Rejected(s);
   }
-  return new WatchReactor(core_, *request);
+  return new WatchReactor(core_, &answers_, *request);
 }
 
 grpc::ServerUnaryReactor* CoordinatorService::Report(grpc::CallbackServerContext* ctx,

@@ -33,7 +33,8 @@ namespace trainlet::rendezvous {
 class RoundAnswerTracker {
  public:
   explicit RoundAnswerTracker(Clock* clock = Clock::Monotonic()) : clock_(clock) {}
-  // A Join of `round` (of `nnodes` members) was answered successfully.
+  // A Join of `round` (of `nnodes` members) was answered successfully, or an
+  // assignment of it was queued on a stream (a re-join by datagram).
   void Answered(uint64_t round, int nnodes);
   // That answer's call is done. Returns how long after the round's first
   // answer its last one was sent, once, when this was the last; nullopt

@@ -8,6 +8,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -643,6 +644,198 @@ TEST_F(UdpLivenessTest, Datagrams_KeepAMemberAliveWithoutReports) {
   }
   EXPECT_EQ(core_->GetSnapshot().phase, Phase::kRunning);
   EXPECT_TRUE(sa_->directives.empty());
+}
+
+// Re-join by datagram (docs/protocol.md, "Re-join on the stream"): a
+// restart keeps the streams that take an assignment, a READY datagram is the
+// member's re-join, and its assignment goes down its stream.
+class ReadyRejoinTest : public UdpLivenessTest {
+ protected:
+  // An elastic job (2..3 nodes, 2 restarts) with a, b, c running round 1,
+  // each watching with accepts_assignment = `accepts` (per member).
+  void StartTrio(std::vector<bool> accepts = {true, true, true}) {
+    Make(2, 3, /*max_restarts=*/2);
+    core_->EnableUdpLiveness(29400);
+    reqs_ = {UdpReq("a", 1, -1), UdpReq("b", 2, -1), UdpReq("c", 3, -1)};
+    std::vector<std::shared_ptr<JoinResult>> joins;
+    for (const v1::JoinRequest& r : reqs_) joins.push_back(Join(r));
+    for (size_t i = 0; i < 3; ++i) {
+      ASSERT_TRUE(joins[i]->done());
+      as_.push_back(joins[i]->assignment());
+      auto sink = std::make_shared<RecordingSink>();
+      v1::WatchRequest w;
+      *w.mutable_member() = reqs_[i].member();
+      w.set_job_id("job");
+      w.set_round(1);
+      w.set_accepts_assignment(accepts[i]);
+      absl::StatusOr<uint64_t> id = core_->Watch(w, sink);
+      ASSERT_TRUE(id.ok()) << id.status();
+      sinks_.push_back(sink);
+      watch_ids_.push_back(*id);
+    }
+    ASSERT_EQ(core_->GetSnapshot().round, 1u);
+  }
+  // b's worker failed: the round re-opens as round 2 for all three.
+  void FailB() {
+    ASSERT_TRUE(Report(reqs_[1], 1, v1::ReportRequest::FAILED, 3).ok());
+    ASSERT_EQ(core_->GetSnapshot().phase, Phase::kGathering);
+  }
+  LivenessBatchStats Ready(size_t i, uint64_t round) {
+    const v1::Assignment& a = as_[i];
+    const LivenessBytes b =
+        EncodeLivenessDatagram(a.liveness_slot(), reqs_[i].member().incarnation(), round, ++seq_[i],
+                               *LivenessKeyFromBytes(a.liveness_key()), LivenessKind::kReady);
+    std::optional<LivenessDatagram> d = ParseAgentDatagram(b.data(), b.size());
+    EXPECT_TRUE(d.has_value());
+    std::vector<LivenessAck> acks;
+    LivenessBatchStats st = core_->NoteLivenessBatch({*d}, &acks);
+    EXPECT_TRUE(acks.empty()) << "a READY is answered by the assignment, not an ack";
+    return st;
+  }
+  // The assignments pushed down member i's stream so far.
+  std::vector<v1::Assignment> Pushed(size_t i) const {
+    std::vector<v1::Assignment> out;
+    for (const v1::Directive& d : sinks_[i]->directives) {
+      if (d.has_assignment()) out.push_back(d.assignment());
+    }
+    return out;
+  }
+  std::vector<v1::JoinRequest> reqs_;
+  std::vector<v1::Assignment> as_;
+  std::vector<std::shared_ptr<RecordingSink>> sinks_;
+  std::vector<uint64_t> watch_ids_;
+  uint64_t seq_[3] = {0, 0, 0};
+};
+
+TEST_F(ReadyRejoinTest, SurvivorsReadyByDatagram_RoundClosesAndEachAssignmentGoesDownItsStream) {
+  StartTrio();
+  FailB();
+  for (size_t i = 0; i < 3; ++i) {
+    ASSERT_FALSE(sinks_[i]->directives.empty());
+    const v1::Directive& rejoin = sinks_[i]->directives.back();
+    ASSERT_TRUE(rejoin.has_rejoin());
+    EXPECT_EQ(rejoin.rejoin().next_round(), 2u);
+    EXPECT_TRUE(rejoin.rejoin().ready_by_datagram());
+    EXPECT_FALSE(sinks_[i]->closed) << "the stream stays open for the assignment";
+  }
+  EXPECT_EQ(Ready(0, 2).ready, 1);
+  EXPECT_EQ(Ready(0, 2).ready, 1);     // a repeat (its first was lost, for all it knows)
+  EXPECT_EQ(Ready(1, 3).accepted, 1);  // another round: liveness only
+  EXPECT_EQ(core_->GetSnapshot().gathering, 1);
+  Ready(1, 2);
+  EXPECT_EQ(core_->GetSnapshot().phase, Phase::kGathering) << "c is a survivor not back yet";
+  EXPECT_TRUE(Pushed(0).empty());
+  Ready(2, 2);  // every survivor back: the round closes at once
+  const Coordinator::Snapshot snap = core_->GetSnapshot();
+  EXPECT_EQ(snap.phase, Phase::kRunning);
+  EXPECT_EQ(snap.round, 2u);
+  EXPECT_EQ(snap.watching, 3);
+  std::set<int> ranks;
+  for (size_t i = 0; i < 3; ++i) {
+    const std::vector<v1::Assignment> pushed = Pushed(i);
+    ASSERT_EQ(pushed.size(), 1u) << "member " << i;
+    EXPECT_EQ(sinks_[i]->directives.back().round(), 2u);
+    EXPECT_EQ(sinks_[i]->directives.back().coordinator_incarnation(), 0xC0u);
+    EXPECT_EQ(pushed[0].round(), 2u);
+    EXPECT_EQ(pushed[0].nnodes(), 3);
+    EXPECT_EQ(pushed[0].restart_count(), 1);
+    EXPECT_EQ(pushed[0].liveness_slot(), as_[i].liveness_slot());
+    EXPECT_EQ(pushed[0].liveness_key(), as_[i].liveness_key());
+    ranks.insert(pushed[0].node_rank());
+    EXPECT_FALSE(sinks_[i]->closed);
+    // The same stream serves round 2: a Report of round 2 is in the round.
+    EXPECT_TRUE(Report(reqs_[i], 2, v1::ReportRequest::RUNNING).ok());
+  }
+  EXPECT_EQ(ranks, (std::set<int>{0, 1, 2}));
+  // A late repeat of a READY is a liveness datagram of the running round.
+  EXPECT_EQ(Ready(0, 2).accepted, 1);
+  EXPECT_EQ(Pushed(0).size(), 1u);
+  // The kept stream still carries the round's directives: the next failure
+  // re-opens round 3 on it.
+  ASSERT_TRUE(Report(reqs_[0], 2, v1::ReportRequest::FAILED, 1).ok());
+  ASSERT_TRUE(sinks_[2]->directives.back().has_rejoin());
+  EXPECT_EQ(sinks_[2]->directives.back().rejoin().next_round(), 3u);
+}
+
+TEST_F(ReadyRejoinTest, AStreamThatDoesNotAcceptIt_GetsTheRejoinOfBefore_AndItsReadyIsNoJoin) {
+  StartTrio({true, true, false});
+  FailB();
+  const v1::Directive& rejoin = sinks_[2]->directives.back();
+  ASSERT_TRUE(rejoin.has_rejoin());
+  EXPECT_FALSE(rejoin.rejoin().ready_by_datagram());
+  EXPECT_TRUE(sinks_[2]->closed) << "the stream of before ends with the Rejoin";
+  Ready(0, 2);
+  Ready(1, 2);
+  EXPECT_EQ(Ready(2, 2).accepted, 1);
+  EXPECT_EQ(core_->GetSnapshot().gathering, 2) << "c's READY is not a join";
+  EXPECT_EQ(core_->GetSnapshot().phase, Phase::kGathering);
+  v1::JoinRequest c = reqs_[2];
+  c.set_last_round(1);
+  auto jc = Join(c);  // c re-joins with a Join call, as before
+  ASSERT_TRUE(jc->done());
+  EXPECT_EQ(jc->assignment().round(), 2u);
+  EXPECT_EQ(Pushed(0).size(), 1u);
+  EXPECT_TRUE(Pushed(2).empty());
+}
+
+TEST_F(ReadyRejoinTest, StreamClosedBeforeTheRoundCloses_WithdrawsTheRejoin_AJoinCallStillWorks) {
+  StartTrio();
+  FailB();
+  Ready(0, 2);
+  Ready(1, 2);
+  EXPECT_EQ(core_->GetSnapshot().gathering, 2);
+  core_->WatchClosed(watch_ids_[0]);  // a's stream broke: its answer has no way back
+  EXPECT_EQ(core_->GetSnapshot().gathering, 1);
+  Ready(2, 2);
+  EXPECT_EQ(core_->GetSnapshot().phase, Phase::kGathering) << "a is not back";
+  v1::JoinRequest a = reqs_[0];
+  a.set_last_round(1);
+  auto ja = Join(a);
+  ASSERT_TRUE(ja->done()) << "every survivor is back";
+  EXPECT_EQ(ja->assignment().round(), 2u);
+  EXPECT_TRUE(Pushed(0).empty());
+  EXPECT_EQ(Pushed(1).size(), 1u);
+  EXPECT_EQ(Pushed(2).size(), 1u);
+}
+
+TEST_F(ReadyRejoinTest, AJoinCallSupersedesTheReady_AndALeaveWithdrawsIt) {
+  StartTrio();
+  FailB();
+  Ready(0, 2);
+  v1::JoinRequest a = reqs_[0];
+  a.set_last_round(1);
+  auto ja = Join(a);  // the agent fell back to a Join call: that call is answered
+  EXPECT_FALSE(ja->done());
+  EXPECT_EQ(core_->GetSnapshot().gathering, 1);
+  Ready(1, 2);
+  v1::LeaveRequest leave;
+  *leave.mutable_member() = reqs_[1].member();
+  leave.set_job_id("job");
+  ASSERT_TRUE(core_->Leave(leave).ok());  // b got a signal while re-joining
+  EXPECT_EQ(core_->GetSnapshot().gathering, 1);
+  Ready(2, 2);
+  clock_.Advance(absl::Milliseconds(600));  // b will not come back: the last call
+  core_->Tick();
+  ASSERT_TRUE(ja->done());
+  EXPECT_EQ(ja->assignment().nnodes(), 2);
+  EXPECT_TRUE(Pushed(0).empty());
+  EXPECT_TRUE(Pushed(1).empty());
+  ASSERT_EQ(Pushed(2).size(), 1u);
+  EXPECT_EQ(Pushed(2)[0].nnodes(), 2);
+}
+
+TEST_F(ReadyRejoinTest, TheJobFailsWhileGathering_TheVerdictGoesDownTheKeptStreams) {
+  StartTrio();
+  FailB();
+  Ready(0, 2);
+  clock_.Advance(absl::Seconds(61));  // --min-nodes-timeout (60 s) with 1 of 2 back
+  core_->Tick();
+  ASSERT_EQ(core_->GetSnapshot().phase, Phase::kFailed);
+  for (size_t i = 0; i < 3; ++i) {
+    EXPECT_TRUE(sinks_[i]->directives.back().has_job_failed()) << i;
+    EXPECT_TRUE(sinks_[i]->closed) << i;
+    EXPECT_TRUE(Pushed(i).empty());
+  }
 }
 
 TEST_F(UdpLivenessTest, Assignment_CarriesTheReportIntervalAndFirstReportDelay) {

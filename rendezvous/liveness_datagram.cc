@@ -48,21 +48,38 @@ LivenessBytes EncodeLivenessDatagram(uint32_t slot, uint64_t incarnation, uint64
   return b;
 }
 
-std::optional<LivenessDatagram> ParseLivenessDatagram(const uint8_t* data, size_t size,
-                                                      LivenessKind kind) {
+namespace {
+
+// Every check but the kind's.
+std::optional<LivenessDatagram> ParseAnyKind(const uint8_t* data, size_t size) {
   if (data == nullptr || size != kLivenessDatagramBytes) return std::nullopt;
   if (std::memcmp(data, kLivenessMagic.data(), kLivenessMagic.size()) != 0) return std::nullopt;
   if (data[4] != kLivenessDatagramVersion) return std::nullopt;
-  if (data[5] != static_cast<uint8_t>(kind)) return std::nullopt;
+  if (data[5] > static_cast<uint8_t>(LivenessKind::kReady)) return std::nullopt;
   if (data[6] != 0 || data[7] != 0 || GetLe32(data + 12) != 0) return std::nullopt;
   LivenessDatagram d;
-  d.kind = kind;
+  d.kind = static_cast<LivenessKind>(data[5]);
   d.slot = GetLe32(data + 8);
   d.incarnation = GetLe64(data + 16);
   d.round = GetLe64(data + 24);
   d.seq = GetLe64(data + 32);
   d.mac = GetLe64(data + kLivenessMacOffset);
   std::memcpy(d.header.data(), data, kLivenessMacOffset);
+  return d;
+}
+
+}  // namespace
+
+std::optional<LivenessDatagram> ParseLivenessDatagram(const uint8_t* data, size_t size,
+                                                      LivenessKind kind) {
+  std::optional<LivenessDatagram> d = ParseAnyKind(data, size);
+  if (!d.has_value() || d->kind != kind) return std::nullopt;
+  return d;
+}
+
+std::optional<LivenessDatagram> ParseAgentDatagram(const uint8_t* data, size_t size) {
+  std::optional<LivenessDatagram> d = ParseAnyKind(data, size);
+  if (!d.has_value() || d->kind == LivenessKind::kAck) return std::nullopt;
   return d;
 }
 

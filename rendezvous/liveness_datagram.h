@@ -7,12 +7,16 @@
 //   offset size  field
 //        0    4  magic "TLVD"
 //        4    1  version (kLivenessDatagramVersion)
-//        5    1  kind: 0 alive (agent -> coordinator), 1 ack (coordinator -> agent)
+//        5    1  kind: 0 alive (agent -> coordinator), 1 ack (coordinator -> agent),
+//                      2 ready (agent -> coordinator: alive, and its workers have
+//                        stopped; it re-joins `round` without a Join call:
+//                        docs/protocol.md, "Re-join on the stream")
 //        6    2  zero
 //        8    4  slot         Assignment.liveness_slot
 //       12    4  zero
 //       16    8  incarnation  the member's incarnation
-//       24    8  round        the round the agent is in (0: none yet)
+//       24    8  round        the round the agent is in (0: none yet); ready: the
+//                             round it is ready for (Rejoin.next_round)
 //       32    8  seq          alive: strictly increasing per incarnation (from 1);
 //                             ack: the seq of the alive datagram it acknowledges
 //       40    8  mac          SipHash-2-4(Assignment.liveness_key, bytes 0..39)
@@ -51,7 +55,7 @@ inline constexpr size_t kLivenessMacOffset = 40;  // the MAC covers bytes [0, 40
 inline constexpr uint8_t kLivenessDatagramVersion = 1;
 inline constexpr std::array<uint8_t, 4> kLivenessMagic = {'T', 'L', 'V', 'D'};
 
-enum class LivenessKind : uint8_t { kAlive = 0, kAck = 1 };
+enum class LivenessKind : uint8_t { kAlive = 0, kAck = 1, kReady = 2 };
 
 using LivenessKey = SipHashKey;
 using LivenessBytes = std::array<uint8_t, kLivenessDatagramBytes>;
@@ -78,6 +82,8 @@ LivenessBytes EncodeLivenessDatagram(uint32_t slot, uint64_t incarnation, uint64
 // zero bytes are right and the kind is `kind`. Never reads past `size`.
 std::optional<LivenessDatagram> ParseLivenessDatagram(const uint8_t* data, size_t size,
                                                       LivenessKind kind = LivenessKind::kAlive);
+// What the coordinator takes from an agent: alive or ready (`kind` says which).
+std::optional<LivenessDatagram> ParseAgentDatagram(const uint8_t* data, size_t size);
 
 // What a member expects of an ack (the agent's RoundMachine, and the load
 // benchmark's simulated agents, which must behave alike).

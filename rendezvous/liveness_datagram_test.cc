@@ -89,6 +89,32 @@ TEST(LivenessDatagram, AnAckIsItsOwnKind_UnderTheSameMac) {
   EXPECT_FALSE(ParseLivenessDatagram(other.data(), other.size(), LivenessKind::kAck).has_value());
 }
 
+TEST(LivenessDatagram, ReadyIsItsOwnKind_TheCoordinatorTakesAliveAndReadyButNoAck) {
+  const LivenessBytes ready = EncodeLivenessDatagram(7, 8, 9, 10, Key(3), LivenessKind::kReady);
+  EXPECT_EQ(ready[5], 2);
+  std::optional<LivenessDatagram> r = ParseAgentDatagram(ready.data(), ready.size());
+  ASSERT_TRUE(r.has_value());
+  EXPECT_EQ(r->kind, LivenessKind::kReady);
+  EXPECT_EQ(r->round, 9u);
+  EXPECT_TRUE(r->MacValid(Key(3)));
+  EXPECT_FALSE(ParseLivenessDatagram(ready.data(), ready.size()).has_value())
+      << "not an alive datagram";
+  const LivenessBytes alive = EncodeLivenessDatagram(7, 8, 9, 10, Key(3));
+  ASSERT_TRUE(ParseAgentDatagram(alive.data(), alive.size()).has_value());
+  EXPECT_EQ(ParseAgentDatagram(alive.data(), alive.size())->kind, LivenessKind::kAlive);
+  const LivenessBytes ack = EncodeLivenessDatagram(7, 8, 9, 10, Key(3), LivenessKind::kAck);
+  EXPECT_FALSE(ParseAgentDatagram(ack.data(), ack.size()).has_value());
+  // The kind is under the MAC: a ready datagram made from an alive one fails it.
+  LivenessBytes forged = alive;
+  forged[5] = 2;
+  std::optional<LivenessDatagram> f = ParseAgentDatagram(forged.data(), forged.size());
+  ASSERT_TRUE(f.has_value());
+  EXPECT_FALSE(f->MacValid(Key(3)));
+  LivenessBytes unknown = alive;
+  unknown[5] = 3;  // no such kind
+  EXPECT_FALSE(ParseAgentDatagram(unknown.data(), unknown.size()).has_value());
+}
+
 TEST(LivenessDatagram, KeyFromBytes_ExactlySixteen) {
   EXPECT_FALSE(LivenessKeyFromBytes("").has_value());
   EXPECT_FALSE(LivenessKeyFromBytes(std::string(15, 'a')).has_value());

@@ -111,7 +111,7 @@ void LivenessReceiver::Drain(int fd, std::vector<LivenessDatagram>* batch,
     for (int i = 0; i < n; ++i) {
       const bool truncated = (msgs[i].msg_hdr.msg_flags & MSG_TRUNC) != 0;
       std::optional<LivenessDatagram> d =
-          truncated ? std::nullopt : ParseLivenessDatagram(bufs[i], msgs[i].msg_len);
+          truncated ? std::nullopt : ParseAgentDatagram(bufs[i], msgs[i].msg_len);
       if (d.has_value()) {
         batch->push_back(*d);
         from->push_back(addrs[i]);

@@ -11,6 +11,7 @@
 #include <atomic>
 #include <iostream>
 #include <memory>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -315,6 +316,132 @@ TEST(LivenessReceiverBind, WildcardTakesIpv4_NamesBind_BadNamesAreNamed) {
   }
   EXPECT_EQ((*any)->stats().received, 1) << "an IPv4 datagram reaches the wildcard socket";
   EXPECT_EQ((*any)->stats().malformed, 1);
+}
+
+// Re-join by datagram over real gRPC and real UDP (docs/protocol.md,
+// "Re-join on the stream"): after a restart, each survivor's READY datagram
+// is its re-join, and its next assignment comes down the stream it kept.
+TEST(ReadyRejoinGrpcTest, ReadyDatagramsRejoin_TheAssignmentComesDownTheKeptStream) {
+  CoordinatorHostOptions o;
+  o.core.job_id = "job";
+  o.core.min_nodes = o.core.max_nodes = 2;
+  o.core.max_restarts = 1;
+  o.core.heartbeat_timeout = absl::Seconds(5);
+  o.core.incarnation = NewIncarnation();
+  o.token = "tok";
+  o.bind_addr = "127.0.0.1";
+  o.port = 0;
+  absl::StatusOr<std::unique_ptr<CoordinatorHost>> host = CoordinatorHost::Start(std::move(o));
+  ASSERT_TRUE(host.ok()) << host.status();
+  const std::string target = absl::StrCat("127.0.0.1:", (*host)->port());
+  ClientOptions c;
+  c.target = target;
+  c.token = "tok";
+  CoordinatorClient client(c);
+  const v1::JoinRequest reqs[2] = {Req("node-a", 0), Req("node-b", 1)};
+  absl::StatusOr<v1::Assignment> assigned[2];
+  std::thread join_b([&] { assigned[1] = client.Join(reqs[1], absl::Now() + absl::Seconds(10)); });
+  assigned[0] = client.Join(reqs[0], absl::Now() + absl::Seconds(10));
+  join_b.join();
+  ASSERT_TRUE(assigned[0].ok() && assigned[1].ok());
+
+  absl::Mutex mu;
+  std::vector<v1::Directive> got[2];
+  std::unique_ptr<WatchStream> streams[2];
+  for (int i = 0; i < 2; ++i) {
+    v1::WatchRequest w;
+    *w.mutable_member() = reqs[i].member();
+    w.set_job_id("job");
+    w.set_round(1);
+    w.set_accepts_assignment(true);
+    streams[i] = client.Watch(
+        w,
+        [&, i](const v1::Directive& d) {
+          absl::MutexLock lock(&mu);
+          got[i].push_back(d);
+        },
+        [](const absl::Status&) {});
+  }
+  auto wait_for = [&](auto pred) {
+    const absl::Time until = absl::Now() + absl::Seconds(10);
+    while (absl::Now() < until) {
+      {
+        absl::MutexLock lock(&mu);
+        if (pred()) return true;
+      }
+      absl::SleepFor(absl::Milliseconds(5));
+    }
+    return false;
+  };
+  ASSERT_TRUE(wait_for([&] { return (*host)->core().GetSnapshot().watching == 2; }));
+
+  v1::ReportRequest failed;
+  *failed.mutable_member() = reqs[1].member();
+  failed.set_job_id("job");
+  failed.set_round(1);
+  failed.set_state(v1::ReportRequest::FAILED);
+  failed.set_exit_code(3);
+  ASSERT_TRUE(client.Report(failed, absl::Seconds(2)).ok());
+  ASSERT_TRUE(wait_for([&] {
+    return !got[0].empty() && !got[1].empty() && got[0].back().rejoin().ready_by_datagram() &&
+           got[1].back().rejoin().ready_by_datagram();
+  }));
+
+  // READY from both, repeated until the assignment is there (as the agent).
+  std::unique_ptr<LivenessSender> senders[2];
+  for (int i = 0; i < 2; ++i) {
+    absl::StatusOr<std::unique_ptr<LivenessSender>> s =
+        LivenessSender::Connect(target, static_cast<int>(assigned[i]->liveness_udp_port()));
+    ASSERT_TRUE(s.ok()) << s.status();
+    senders[i] = std::move(*s);
+  }
+  auto pushed = [&](int i) {
+    for (const v1::Directive& d : got[i]) {
+      if (d.has_assignment()) return true;
+    }
+    return false;
+  };
+  uint64_t seq = 0;
+  const absl::Time until = absl::Now() + absl::Seconds(10);
+  bool both = false;
+  while (!both && absl::Now() < until) {
+    ++seq;
+    for (int i = 0; i < 2; ++i) {
+      senders[i]->Send(EncodeLivenessDatagram(
+          assigned[i]->liveness_slot(), reqs[i].member().incarnation(), 2, seq,
+          *LivenessKeyFromBytes(assigned[i]->liveness_key()), LivenessKind::kReady));
+    }
+    absl::SleepFor(absl::Milliseconds(50));
+    absl::MutexLock lock(&mu);
+    both = pushed(0) && pushed(1);
+  }
+  ASSERT_TRUE(both);
+  {
+    absl::MutexLock lock(&mu);
+    std::set<int> ranks;
+    for (int i = 0; i < 2; ++i) {
+      const v1::Directive& d = got[i].back();
+      ASSERT_TRUE(d.has_assignment());
+      EXPECT_EQ(d.round(), 2u);
+      EXPECT_EQ(d.assignment().round(), 2u);
+      EXPECT_EQ(d.assignment().restart_count(), 1);
+      EXPECT_EQ(d.assignment().liveness_key(), assigned[i]->liveness_key());
+      ranks.insert(d.assignment().node_rank());
+    }
+    EXPECT_EQ(ranks, (std::set<int>{0, 1}));
+  }
+  const Coordinator::Snapshot snap = (*host)->core().GetSnapshot();
+  EXPECT_EQ(snap.phase, Phase::kRunning);
+  EXPECT_EQ(snap.round, 2u);
+  EXPECT_EQ(snap.watching, 2) << "both streams serve round 2";
+  // The kept stream is round 2's: a Report of round 2 is in the round.
+  v1::ReportRequest running = failed;
+  running.set_round(2);
+  running.set_state(v1::ReportRequest::RUNNING);
+  EXPECT_TRUE(client.Report(running, absl::Seconds(2)).ok());
+  streams[0].reset();
+  streams[1].reset();
+  (*host)->Shutdown(absl::ZeroDuration());
 }
 
 }  // namespace
