@@ -434,6 +434,7 @@ void Agent::Execute(const std::vector<RoundAction>& actions) {
               if (!fatal.empty()) Feed(NodeUnhealthy{absl::StrJoin(fatal, "; ")});
               if (machine_.done()) return;
             }
+            if (a.on_stream) return;  // a re-join by datagram: no Join call.
             seams_.client->Join(a.request, a.timeout, [this](absl::StatusOr<v1::Assignment> r) {
               Post(JoinAnswered{std::move(r)});
             });

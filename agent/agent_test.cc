@@ -366,6 +366,153 @@ TEST_F(AgentTest, Rejoin_StopsWorkersThenStartsTheNewRoundWithItsEnvironment) {
   EXPECT_EQ(watches[1].round(), 2u);
 }
 
+// Re-join by datagram (docs/protocol.md, "Re-join on the stream"): a Rejoin
+// that allows it keeps the stream; once the workers stopped, READY datagrams
+// for the next round go out (every interval) instead of a Join call, and the
+// assignment comes down the same stream.
+class RejoinByDatagramTest : public AgentTest {
+ protected:
+  v1::Directive ReadyRejoin(uint64_t round) {
+    v1::Directive d = Rejoin(round, "node node-0 lost");
+    d.mutable_rejoin()->set_ready_by_datagram(true);
+    return d;
+  }
+  static v1::Assignment Round2() {
+    v1::Assignment a = UdpAssignment(absl::Milliseconds(470));
+    a.set_round(2);
+    a.set_node_rank(0);
+    a.set_nnodes(2);
+    a.set_world_size(4);
+    a.set_restart_count(1);
+    return a;
+  }
+  static v1::Directive Pushed(const v1::Assignment& a) {
+    v1::Directive d = MakeDirective(a.round());
+    *d.mutable_assignment() = a;
+    return d;
+  }
+  // The READY datagrams the agent sent.
+  std::vector<rendezvous::LivenessDatagram> Readies() const {
+    std::vector<rendezvous::LivenessDatagram> out;
+    for (const rendezvous::LivenessBytes& b : client_.datagrams()) {
+      std::optional<rendezvous::LivenessDatagram> d =
+          rendezvous::ParseLivenessDatagram(b.data(), b.size(), rendezvous::LivenessKind::kReady);
+      if (d.has_value()) out.push_back(*d);
+    }
+    return out;
+  }
+};
+
+TEST_F(RejoinByDatagramTest, KeepsTheStream_SendsReady_TakesTheAssignmentFromTheStream) {
+  JoinAnswers({UdpAssignment(absl::Milliseconds(470))});
+  workers_.on_start = [&](const auto&) {
+    if (workers_.starts.size() == 1) {
+      WhenIdle([&] { client_.SendDirective(ReadyRejoin(1)); });
+    } else {
+      workers_.ExitAll(0);
+      WhenIdle([&] { client_.SendDirective(JobFinished(2)); });
+    }
+  };
+  // The coordinator answers the second READY (the first was "lost").
+  int readies = 0;
+  client_.on_datagram =
+      [&](const rendezvous::LivenessBytes& b) -> std::optional<rendezvous::LivenessBytes> {
+    if (rendezvous::ParseLivenessDatagram(b.data(), b.size(), rendezvous::LivenessKind::kReady) &&
+        ++readies == 2) {
+      WhenIdle([&] { client_.SendDirective(Pushed(Round2())); });
+    }
+    return std::nullopt;
+  };
+  EXPECT_EQ(Run(), 0);
+  ASSERT_EQ(workers_.starts.size(), 2u);
+  EXPECT_THAT(workers_.starts[1][0].env, ::testing::Contains("WORLD_SIZE=4"));
+  EXPECT_THAT(workers_.starts[1][0].env, ::testing::Contains("TORCHELASTIC_RESTART_COUNT=1"));
+  EXPECT_EQ(agent_->status().round, 2u);
+  EXPECT_EQ(client_.joins().size(), 1u) << "no Join call for round 2";
+  EXPECT_EQ(client_.watches().size(), 1u) << "the stream of round 1 served round 2";
+  EXPECT_TRUE(client_.watches()[0].accepts_assignment());
+  const std::vector<rendezvous::LivenessDatagram> ready = Readies();
+  ASSERT_EQ(ready.size(), 2u);
+  EXPECT_EQ(ready[0].round, 2u);
+  EXPECT_EQ(ready[0].slot, 3u);
+  EXPECT_EQ(ready[0].incarnation, 0x1234u);
+  EXPECT_GT(ready[1].seq, ready[0].seq);
+  EXPECT_TRUE(ready[0].MacValid(*rendezvous::LivenessKeyFromBytes(kUdpKey)));
+  // Round 2's liveness datagrams follow, of round 2.
+  std::optional<rendezvous::LivenessDatagram> last = rendezvous::ParseLivenessDatagram(
+      client_.datagrams().back().data(), client_.datagrams().back().size());
+  ASSERT_TRUE(last.has_value());
+  EXPECT_EQ(last->round, 2u);
+  EXPECT_GT(last->seq, ready[1].seq);
+}
+
+TEST_F(RejoinByDatagramTest, TheStreamEndsBeforeTheAssignment_FallsBackToAJoinCall) {
+  JoinAnswers({UdpAssignment(absl::Milliseconds(470)), Round2()});
+  workers_.on_start = [&](const auto&) {
+    if (workers_.starts.size() == 1) {
+      WhenIdle([&] { client_.SendDirective(ReadyRejoin(1)); });
+    } else {
+      workers_.ExitAll(0);
+      WhenIdle([&] { client_.SendDirective(JobFinished(2)); });
+    }
+  };
+  client_.on_datagram =
+      [&](const rendezvous::LivenessBytes& b) -> std::optional<rendezvous::LivenessBytes> {
+    if (rendezvous::ParseLivenessDatagram(b.data(), b.size(), rendezvous::LivenessKind::kReady)) {
+      WhenIdle([&] { client_.EndStream(absl::UnavailableError("Socket closed")); });
+    }
+    return std::nullopt;
+  };
+  EXPECT_EQ(Run(), 0);
+  ASSERT_EQ(workers_.starts.size(), 2u);
+  ASSERT_EQ(client_.joins().size(), 2u);
+  EXPECT_EQ(client_.joins()[1].last_round(), 1u);
+  ASSERT_EQ(client_.watches().size(), 2u) << "a new stream for the round the Join answered";
+  EXPECT_EQ(client_.watches()[1].round(), 2u);
+  EXPECT_EQ(Readies().size(), 1u);
+}
+
+TEST_F(RejoinByDatagramTest, AVerdictInsteadOfTheAssignment_TheJoinCallSaysWhatItIs) {
+  JoinAnswers({UdpAssignment(absl::Milliseconds(470))});
+  workers_.on_start = [&](const auto&) {
+    WhenIdle([&] { client_.SendDirective(ReadyRejoin(1)); });
+  };
+  client_.on_datagram =
+      [&](const rendezvous::LivenessBytes& b) -> std::optional<rendezvous::LivenessBytes> {
+    if (rendezvous::ParseLivenessDatagram(b.data(), b.size(), rendezvous::LivenessKind::kReady)) {
+      WhenIdle([&] {
+        client_.on_join =
+            [](const v1::JoinRequest&) -> std::optional<absl::StatusOr<v1::Assignment>> {
+          return rendezvous::WithReason(
+              absl::FailedPreconditionError("the job failed (restarts exhausted): ..."),
+              v1::ErrorInfo::RESTARTS_EXHAUSTED);
+        };
+        client_.SendDirective(JobFailed(1, /*exhausted=*/true));
+      });
+    }
+    return std::nullopt;
+  };
+  EXPECT_EQ(Run(), kExitRestartsExhausted);
+  EXPECT_EQ(client_.joins().size(), 2u);
+}
+
+TEST_F(RejoinByDatagramTest, ASignalWhileReady_LeavesAndExits128PlusN) {
+  JoinAnswers({UdpAssignment(absl::Milliseconds(470))});
+  workers_.on_start = [&](const auto&) {
+    WhenIdle([&] { client_.SendDirective(ReadyRejoin(1)); });
+  };
+  client_.on_datagram =
+      [&](const rendezvous::LivenessBytes& b) -> std::optional<rendezvous::LivenessBytes> {
+    if (rendezvous::ParseLivenessDatagram(b.data(), b.size(), rendezvous::LivenessKind::kReady)) {
+      WhenIdle([&] { workers_.Signal(SIGTERM); });
+    }
+    return std::nullopt;
+  };
+  EXPECT_EQ(Run(), 128 + SIGTERM);
+  ASSERT_EQ(client_.leaves().size(), 1u);
+  EXPECT_EQ(client_.joins().size(), 1u);
+}
+
 TEST_F(AgentTest, WorkerFailure_ReportsStopsTheOthersAndExitsWithItsCode) {
   JoinAnswers({MakeAssignment(1, 1, 2, 2, kHeartbeat)});
   workers_.on_start = [&](const auto&) { workers_.Exit(1, 3); };

@@ -195,7 +195,7 @@ absl::Time RoundMachine::NextDeadline() const {
   absl::Time next = absl::InfiniteFuture();
   switch (state_) {
     case RoundState::kJoining:
-      next = next_progress_log_;
+      next = std::min({next_progress_log_, next_ready_, join_deadline_});
       break;
     case RoundState::kRunning:
     case RoundState::kAwaitingVerdict:
@@ -221,7 +221,7 @@ absl::Time RoundMachine::NextDeadline() const {
 
 // ---- Joining.
 
-void RoundMachine::Join(Actions* out) {
+bool RoundMachine::BeginJoining() {
   SetState(RoundState::kJoining);
   const bool after_local_failure = running_failure_ != 0;
   // A new round: a failure of the previous one no longer decides the code
@@ -232,6 +232,13 @@ void RoundMachine::Join(Actions* out) {
   join_started_ = now;
   next_progress_log_ = now + options_.progress_log_interval;
   join_cancelled_ = false;
+  ready_join_ = false;
+  next_ready_ = join_deadline_ = absl::InfiniteFuture();
+  return after_local_failure;
+}
+
+void RoundMachine::Join(Actions* out) {
+  const bool after_local_failure = BeginJoining();
   v1::JoinRequest r;
   *r.mutable_member() = options_.me;
   r.set_job_id(options_.job_id);
@@ -250,8 +257,61 @@ void RoundMachine::Join(Actions* out) {
   out->push_back(StartJoin{std::move(r), options_.join_timeout, after_local_failure});
 }
 
-void RoundMachine::OnJoinAnswered(const JoinAnswered& e, Actions* out) {
+void RoundMachine::JoinByDatagram(Actions* out) {
+  const bool after_local_failure = BeginJoining();
+  TLOG(kInfo) << "workers stopped; re-joining round " << rejoin_round_
+              << " by datagram, the assignment to come down the open stream";
+  ready_join_ = true;
+  // The first READY from the next tick, so that an executor that finds the
+  // node unhealthy (StartJoin) ends the machine before any goes out.
+  const absl::Time now = clock_->Now();
+  next_ready_ = now;
+  join_deadline_ = now + options_.join_timeout;
+  out->push_back(StartJoin{v1::JoinRequest{}, options_.join_timeout, after_local_failure,
+                           /*on_stream=*/true});
+}
+
+void RoundMachine::FallBackToJoin(absl::string_view why, Actions* out) {
+  TLOG(kInfo) << "re-joining round " << rejoin_round_ << " with a Join call: " << why;
+  if (watch_open_) {
+    out->push_back(CloseWatch{});
+    watch_open_ = false;
+  }
+  rejoin_by_datagram_ = false;
+  Join(out);
+}
+
+void RoundMachine::OnDirectiveWhileReady(const DirectiveReceived& e, Actions* out) {
+  const v1::Directive& d = e.directive;
+  if (d.has_assignment() && d.round() == rejoin_round_ && d.assignment().round() == d.round() &&
+      d.coordinator_incarnation() == assignment_.coordinator_incarnation() &&
+      d.assignment().coordinator_incarnation() == d.coordinator_incarnation()) {
+    ready_join_ = false;
+    next_ready_ = join_deadline_ = absl::InfiniteFuture();
+    OnJoinAnswered(JoinAnswered{d.assignment()}, out, /*stream_open=*/true);
+    return;
+  }
+  // A verdict (the job failed while the round gathered) or anything
+  // unexpected: the Join's answer says what it is.
+  FallBackToJoin(d.has_job_failed()     ? "the job failed while the round gathered"
+                 : d.has_job_finished() ? "the job finished while the round gathered"
+                                        : "an unexpected directive on the stream",
+                 out);
+}
+
+v1::WatchRequest RoundMachine::NewWatchRequest(uint64_t round) const {
+  v1::WatchRequest w;
+  *w.mutable_member() = options_.me;
+  w.set_job_id(options_.job_id);
+  w.set_round(round);
+  // With UDP liveness this agent can re-join by datagram (JoinByDatagram).
+  w.set_accepts_assignment(options_.udp_liveness);
+  return w;
+}
+
+void RoundMachine::OnJoinAnswered(const JoinAnswered& e, Actions* out, bool stream_open) {
   if (state_ != RoundState::kJoining) return;
+  rejoin_by_datagram_ = false;
   if (signal_ != 0) {
     // Stopped by a signal while joining. A round that closed at the same
     // moment counted us in: tell the coordinator we are gone.
@@ -360,12 +420,9 @@ void RoundMachine::OnJoinAnswered(const JoinAnswered& e, Actions* out) {
         a.self().first_global_rank() + a.self().local_world_size() - 1);
   }
 
-  // The stream first, so that no directive about this round is missed.
-  v1::WatchRequest w;
-  *w.mutable_member() = options_.me;
-  w.set_job_id(options_.job_id);
-  w.set_round(a.round());
-  out->push_back(OpenWatch{std::move(w), ++watch_id_});
+  // The stream first, so that no directive about this round is missed (a
+  // re-join by datagram kept it open: it serves this round now).
+  if (!stream_open) out->push_back(OpenWatch{NewWatchRequest(a.round()), ++watch_id_});
   watch_open_ = true;
   reopen_at_ = absl::InfiniteFuture();
   reopen_backoff_ = options_.reopen_min_backoff;
@@ -655,6 +712,17 @@ void RoundMachine::OnSignal(int sig, Actions* out) {
   };
   switch (state_) {
     case RoundState::kJoining:
+      if (ready_join_) {
+        // No Join call to cancel: the Leave withdraws the re-join.
+        TLOG(kWarning) << "received " << SignalText(sig) << " during the rendezvous; leaving";
+        leave();
+        ready_join_ = false;
+        outcome_ = Outcome::kExit;
+        facts_ = EndingFacts{};
+        facts_.ending = Ending::kSignal;
+        FinishWith(out);
+        return;
+      }
       if (!join_cancelled_) {
         TLOG(kWarning) << "received " << SignalText(sig) << " during the rendezvous; leaving";
         join_cancelled_ = true;
@@ -709,7 +777,11 @@ bool RoundMachine::OutcomePending() const {
 }
 
 void RoundMachine::OnDirective(const DirectiveReceived& e, Actions* out) {
-  if (e.watch_id != watch_id_ || state_ == RoundState::kJoining) return;
+  if (e.watch_id != watch_id_) return;
+  if (state_ == RoundState::kJoining) {
+    if (ready_join_) OnDirectiveWhileReady(e, out);
+    return;
+  }
   const v1::Directive& d = e.directive;
   if (d.round() != assignment_.round() ||
       d.coordinator_incarnation() != assignment_.coordinator_incarnation()) {
@@ -735,6 +807,8 @@ void RoundMachine::OnDirective(const DirectiveReceived& e, Actions* out) {
     TLOG(kInfo) << "restart: " << Quoted(d.rejoin().reason()) << "; re-joining for round "
                 << d.rejoin().next_round();
     outcome_ = Outcome::kRejoin;
+    rejoin_by_datagram_ = d.rejoin().ready_by_datagram();
+    rejoin_round_ = d.rejoin().next_round();
     BeginStop("restart", 0, out);
   } else if (d.has_stop_workers()) {
     TLOG(kInfo) << "the coordinator asks to stop the workers: "
@@ -805,6 +879,10 @@ bool RoundMachine::HandleFinalError(const absl::Status& status, Actions* out) {
 void RoundMachine::OnStreamEnded(const StreamEnded& e, Actions* out) {
   if (e.watch_id != watch_id_) return;  // an older stream, replaced or closed by us.
   watch_open_ = false;
+  if (state_ == RoundState::kJoining && ready_join_) {
+    FallBackToJoin(absl::StrCat("the stream ended (", Quoted(e.status.message()), ")"), out);
+    return;
+  }
   if (!OutcomePending()) return;
   if (HandleFinalError(e.status, out)) return;
   // A transient break (network, proxy, keepalive): re-open it while the
@@ -967,6 +1045,25 @@ void RoundMachine::OnTick(Actions* out) {
                   << ")";
       next_progress_log_ = now + options_.progress_log_interval;
     }
+    if (ready_join_ && now >= join_deadline_) {
+      ready_join_ = false;
+      next_ready_ = join_deadline_ = absl::InfiniteFuture();
+      if (watch_open_) {
+        out->push_back(CloseWatch{});
+        watch_open_ = false;
+      }
+      OnJoinAnswered(JoinAnswered{absl::DeadlineExceededError(absl::StrCat(
+                         "round ", rejoin_round_, " did not close within the join timeout (",
+                         absl::FormatDuration(options_.join_timeout), ")"))},
+                     out);
+    } else if (ready_join_ && now >= next_ready_) {
+      // Repeated until the assignment comes: a datagram may be lost, and
+      // they prove this node alive until then.
+      out->push_back(SendLiveness{rendezvous::EncodeLivenessDatagram(
+          liveness_slot_, options_.me.incarnation(), rejoin_round_, ++liveness_seq_, liveness_key_,
+          rendezvous::LivenessKind::kReady)});
+      next_ready_ = now + heartbeat_interval_;
+    }
     return;
   }
   if (OutcomePending()) {
@@ -1002,11 +1099,7 @@ void RoundMachine::OnTick(Actions* out) {
       if (next_datagram_ <= now) next_datagram_ = now + heartbeat_interval_;
     }
     if (!watch_open_ && now >= reopen_at_) {
-      v1::WatchRequest w;
-      *w.mutable_member() = options_.me;
-      w.set_job_id(options_.job_id);
-      w.set_round(assignment_.round());
-      out->push_back(OpenWatch{std::move(w), ++watch_id_});
+      out->push_back(OpenWatch{NewWatchRequest(assignment_.round()), ++watch_id_});
       watch_open_ = true;
       reopen_at_ = absl::InfiniteFuture();
     }
@@ -1068,6 +1161,10 @@ void RoundMachine::MaybeComplete(Actions* out) {
     return;
   }
   next_heartbeat_ = next_datagram_ = reopen_at_ = absl::InfiniteFuture();
+  if (outcome_ == Outcome::kRejoin && rejoin_by_datagram_ && watch_open_ && udp_port_ != 0) {
+    JoinByDatagram(out);
+    return;
+  }
   if (watch_open_) {
     out->push_back(CloseWatch{});
     watch_open_ = false;

@@ -31,6 +31,14 @@
 //   +-- Rejoin -----+                                                 v  v
 //                   +-- exit code (ExitCodeFor) ------------------->  DONE
 //
+// A Rejoin that allows it (ready_by_datagram; docs/protocol.md, "Re-join on
+// the stream") keeps the stream open through STOPPING: back in JOINING the
+// machine sends READY datagrams for the next round every heartbeat interval
+// instead of a Join call (StartJoin.on_stream), and takes the assignment
+// that comes down the same stream, which then serves the new round. The
+// stream ending, or bringing anything else (a verdict), falls back to the
+// Join call; a signal leaves (Leave) at once.
+//
 // There is one STOPPING state for every cause. While its outcome is not
 // known yet (a local failure waits for the coordinator's verdict) it keeps
 // heartbeating and listening; a terminating signal makes the outcome "exit
@@ -242,6 +250,9 @@ struct StartJoin {
   // A re-join after a local failure (a worker failed or hung): the executor
   // re-checks the node's health first (NodeUnhealthy instead of joining).
   bool after_local_failure = false;
+  // A re-join by datagram (RoundMachine: the machine sends READY datagrams
+  // and takes the assignment from the open stream): no Join call.
+  bool on_stream = false;
 };
 struct CancelJoin {};
 // Open the directive stream of `round` (closing any older one); its events
@@ -409,7 +420,9 @@ class RoundMachine {
   enum class Outcome { kUndecided, kExit, kRejoin };
   using Actions = std::vector<RoundAction>;
 
-  void OnJoinAnswered(const JoinAnswered& e, Actions* out);
+  // `stream_open`: the assignment came down the open stream (a re-join by
+  // datagram), which stays open for the new round.
+  void OnJoinAnswered(const JoinAnswered& e, Actions* out, bool stream_open = false);
   void OnWorkersStarted(const WorkersStarted& e, Actions* out);
   void OnWorkerExited(const WorkerExited& e, Actions* out);
   void OnWorkersGone(Actions* out);
@@ -436,6 +449,17 @@ class RoundMachine {
   void FailHung(Actions* out);
 
   void Join(Actions* out);
+  // The part of a join that both ways share; true after a local failure.
+  bool BeginJoining();
+  // Re-joins with READY datagrams, keeping the stream (Rejoin.
+  // ready_by_datagram): no Join call, the assignment comes down the stream.
+  void JoinByDatagram(Actions* out);
+  // A re-join by datagram that cannot finish (its stream ended, or brought
+  // something other than the assignment): the Join call instead.
+  void FallBackToJoin(absl::string_view why, Actions* out);
+  // A directive on the stream while re-joining by datagram.
+  void OnDirectiveWhileReady(const DirectiveReceived& e, Actions* out);
+  v1::WatchRequest NewWatchRequest(uint64_t round) const;
   // Leaves RUNNING/AWAITING for STOPPING: signals the workers (SIGTERM, or
   // `forward_signal`) unless they are all gone already.
   void BeginStop(absl::string_view why, int forward_signal, Actions* out);
@@ -475,6 +499,15 @@ class RoundMachine {
   absl::Time join_started_;
   absl::Time next_progress_log_ = absl::InfiniteFuture();
   bool join_cancelled_ = false;
+  // The last Rejoin said this node may re-join round rejoin_round_ by
+  // datagram (cleared by every assignment).
+  bool rejoin_by_datagram_ = false;
+  uint64_t rejoin_round_ = 0;
+  // Re-joining by datagram now: READY every heartbeat interval until the
+  // assignment comes down the stream, or the join timeout.
+  bool ready_join_ = false;
+  absl::Time next_ready_ = absl::InfiniteFuture();
+  absl::Time join_deadline_ = absl::InfiniteFuture();
 
   // Workers of the round.
   int workers_running_ = 0;

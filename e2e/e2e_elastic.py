@@ -79,6 +79,11 @@ class ElasticTest(E2ETestCase):
         self.assert_ranks(second, ["n0", "n1", "n3"])
         self.assertEqual({r["restart"] for r in second}, {1})
         print("\n[measure] kill -9 of 1 of 4 agents -> survivors' workers restarted: %.3fs" % took)
+        # Re-joined with a READY datagram, the assignment on the kept stream
+        # (docs/protocol.md, "Re-join on the stream"), not a Join call.
+        for a in (agents[0], agents[1], agents[3]):
+            self.assertIn("re-joining round 2 by datagram", a.stderr, a.name)
+            self.assertNotIn("with a Join call", a.stderr, a.name)
         self.release()
         self.assert_codes([agents[0], agents[1], agents[3]], [0, 0, 0], timeout=20)
         self.assertEqual(agents[2].wait(5), -signal.SIGKILL)
