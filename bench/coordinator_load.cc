@@ -160,7 +160,10 @@ struct Config {
   double heartbeat_interval_s = 0;  // 0: the Assignment's.
   bool udp_liveness = true;         // JoinRequest.udp_liveness, as the agent sends it.
   bool acks = true;                 // take the coordinator's liveness acks, as the agent does.
-  int join_timeout_s = 600;         // the agent's --join-timeout default (10m)
+  // After a Rejoin that allows it, re-join with READY datagrams and take the
+  // assignment from the open stream, as the agent does (false: a Join call).
+  bool rejoin_by_datagram = true;
+  int join_timeout_s = 600;  // the agent's --join-timeout default (10m)
   std::string loss_mode = "close";
   double loss_last_call_s = 1;
   std::string trainlet;
@@ -219,6 +222,10 @@ struct Agent {
       0;  // Assignment.report_interval_ms (0: T - interval)
   grpc::ClientContext* watch_ctx ABSL_GUARDED_BY(mu) = nullptr;
   bool connected ABSL_GUARDED_BY(mu) = false;
+  // Re-joining round ready_round by datagram (joining is set too).
+  bool ready ABSL_GUARDED_BY(mu) = false;
+  uint64_t ready_round ABSL_GUARDED_BY(mu) = 0;
+  int64_t next_ready_ns ABSL_GUARDED_BY(mu) = 0;
 };
 
 class Generator {
@@ -255,7 +262,9 @@ class Generator {
   // Completion handlers (CQ threads).
   void OnJoinDone(Agent* a, const v1::JoinRequest& req, const grpc::Status& status,
                   const v1::JoinResponse& resp);
-  void OnDirective(Agent* a, const v1::Directive& d, uint64_t watch_round);
+  // `watch_round`: the round the stream serves (a re-join by datagram moves
+  // it to the new round).
+  void OnDirective(Agent* a, const v1::Directive& d, uint64_t* watch_round);
   void OnWatchEnd(Agent* a, const grpc::Status& status);
   void OnReportDone(Agent* a, uint64_t round, const grpc::Status& status, bool udp_heard);
   void RetryJoin(Agent* a);
@@ -272,6 +281,9 @@ class Generator {
   }
   std::shared_ptr<grpc::Channel> NewChannel() const;
   void StartJoinLocked(Agent* a, bool first_attempt) ABSL_EXCLUSIVE_LOCKS_REQUIRED(a->mu);
+  // A join's answer (a Join call's, or one pushed down the stream).
+  void ApplyAssignmentLocked(Agent* a, const v1::Assignment& as, int64_t now)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(a->mu);
   void OpenWatchLocked(Agent* a) ABSL_EXCLUSIVE_LOCKS_REQUIRED(a->mu);
   void HeartbeatLoop();
   void SendHeartbeat(Agent* a, uint64_t round);
@@ -344,7 +356,7 @@ struct WatchCall : Op {
     switch (step) {
       case Step::kStart:
       case Step::kRead:
-        if (step == Step::kRead && ok) agent->gen->OnDirective(agent, directive, round);
+        if (step == Step::kRead && ok) agent->gen->OnDirective(agent, directive, &round);
         if (ok) {
           step = Step::kRead;
           reader->Read(&directive, this);
@@ -471,41 +483,7 @@ void Generator::OnJoinDone(Agent* a, const v1::JoinRequest& req, const grpc::Sta
     return;
   }
   if (status.ok()) {
-    const v1::Assignment& as = resp.assignment();
-    a->joining = false;
-    a->join_recv_ns = now;
-    a->join_error.clear();
-    a->round = as.round();
-    a->restart_count = as.restart_count();
-    a->nnodes = as.nnodes();
-    a->interval_ns = config_.heartbeat_interval_s > 0
-                         ? static_cast<int64_t>(config_.heartbeat_interval_s * 1e9)
-                         : as.heartbeat_interval_ms() * 1000000;
-    a->next_beat_ns = now + a->interval_ns;
-    a->heartbeating = a->interval_ns > 0;
-    a->timeout_ns = as.heartbeat_timeout_ms() * 1000000;
-    a->udp_heard = false;
-    a->acked = false;
-    a->last_acked_seq = 0;
-    a->heard_report_ns = as.report_interval_ms() * 1000000;
-    a->udp_port = 0;
-    std::optional<trainlet::rendezvous::LivenessKey> key =
-        trainlet::rendezvous::LivenessKeyFromBytes(as.liveness_key());
-    if (config_.udp_liveness && as.liveness_udp_port() != 0 && key.has_value()) {
-      a->udp_port = static_cast<int>(as.liveness_udp_port());
-      a->slot = as.liveness_slot();
-      a->key = *key;
-      {
-        absl::MutexLock slots(&slots_mu_);
-        by_slot_[a->slot] = a;
-      }
-      a->next_dgram_ns = now;  // the first one at once, as the agent
-      // As the agent: the first Report when the coordinator says.
-      if (as.first_report_delay_ms() > 0 && a->timeout_ns > 0) {
-        a->next_beat_ns =
-            now + std::min<int64_t>(as.first_report_delay_ms() * 1000000, a->timeout_ns / 2);
-      }
-    }
+    ApplyAssignmentLocked(a, resp.assignment(), now);
     OpenWatchLocked(a);
     return;
   }
@@ -530,6 +508,44 @@ void Generator::OnJoinDone(Agent* a, const v1::JoinRequest& req, const grpc::Sta
   (void)req;
 }
 
+void Generator::ApplyAssignmentLocked(Agent* a, const v1::Assignment& as, int64_t now) {
+  a->joining = false;
+  a->ready = false;
+  a->join_recv_ns = now;
+  a->join_error.clear();
+  a->round = as.round();
+  a->restart_count = as.restart_count();
+  a->nnodes = as.nnodes();
+  a->interval_ns = config_.heartbeat_interval_s > 0
+                       ? static_cast<int64_t>(config_.heartbeat_interval_s * 1e9)
+                       : as.heartbeat_interval_ms() * 1000000;
+  a->next_beat_ns = now + a->interval_ns;
+  a->heartbeating = a->interval_ns > 0;
+  a->timeout_ns = as.heartbeat_timeout_ms() * 1000000;
+  a->udp_heard = false;
+  a->acked = false;
+  a->last_acked_seq = 0;
+  a->heard_report_ns = as.report_interval_ms() * 1000000;
+  a->udp_port = 0;
+  std::optional<trainlet::rendezvous::LivenessKey> key =
+      trainlet::rendezvous::LivenessKeyFromBytes(as.liveness_key());
+  if (config_.udp_liveness && as.liveness_udp_port() != 0 && key.has_value()) {
+    a->udp_port = static_cast<int>(as.liveness_udp_port());
+    a->slot = as.liveness_slot();
+    a->key = *key;
+    {
+      absl::MutexLock slots(&slots_mu_);
+      by_slot_[a->slot] = a;
+    }
+    a->next_dgram_ns = now;  // the first one at once, as the agent
+    // As the agent: the first Report when the coordinator says.
+    if (as.first_report_delay_ms() > 0 && a->timeout_ns > 0) {
+      a->next_beat_ns =
+          now + std::min<int64_t>(as.first_report_delay_ms() * 1000000, a->timeout_ns / 2);
+    }
+  }
+}
+
 void Generator::OpenWatchLocked(Agent* a) {
   auto* w = new WatchCall;
   w->agent = a;
@@ -539,17 +555,43 @@ void Generator::OpenWatchLocked(Agent* a) {
   w->req.mutable_member()->set_incarnation(a->incarnation);
   w->req.set_job_id(kJobId);
   w->req.set_round(a->round);
+  w->req.set_accepts_assignment(config_.rejoin_by_datagram && config_.udp_liveness);
   a->watch_ctx = &w->ctx;
   w->reader = a->stub->PrepareAsyncWatch(&w->ctx, w->req, a->cq);
   w->reader->StartCall(w);
 }
 
-void Generator::OnDirective(Agent* a, const v1::Directive& d, uint64_t watch_round) {
+void Generator::OnDirective(Agent* a, const v1::Directive& d, uint64_t* watch_round) {
   absl::MutexLock lock(&a->mu);
-  if (a->killed || d.round() != a->round || watch_round != a->round || a->joining) return;
+  if (a->killed) return;
+  if (a->ready) {
+    // As the agent (RoundMachine::OnDirectiveWhileReady): the assignment of
+    // the round it is ready for; anything else sends it to the Join call.
+    if (d.has_assignment() && d.round() == a->ready_round && d.assignment().round() == d.round()) {
+      ApplyAssignmentLocked(a, d.assignment(), MonoNs());
+      *watch_round = a->round;
+    } else {
+      a->ready = false;
+      if (a->watch_ctx != nullptr) a->watch_ctx->TryCancel();
+      StartJoinLocked(a, /*first_attempt=*/true);
+    }
+    return;
+  }
+  if (d.round() != a->round || *watch_round != a->round || a->joining) return;
   if (d.has_rejoin()) {
-    if (a->rejoin_ns == 0) a->rejoin_ns = MonoNs();
+    const int64_t now = MonoNs();
+    if (a->rejoin_ns == 0) a->rejoin_ns = now;
     a->heartbeating = false;
+    if (config_.rejoin_by_datagram && d.rejoin().ready_by_datagram() && a->udp_port != 0) {
+      // Nothing to stop here: READY at once, from the heartbeat thread.
+      a->ready = true;
+      a->ready_round = d.rejoin().next_round();
+      a->joining = true;
+      a->join_sent_ns = now;
+      a->join_deadline_ns = now + int64_t{config_.join_timeout_s} * 1000000000;
+      a->next_ready_ns = now;
+      return;
+    }
     StartJoinLocked(a, /*first_attempt=*/true);
   } else if (d.has_job_failed() || d.has_job_finished()) {
     a->heartbeating = false;
@@ -562,6 +604,12 @@ void Generator::OnWatchEnd(Agent* a, const grpc::Status& status) {
     // A killed pod's connection goes away with it.
     a->stub.reset();
     a->channel.reset();
+    return;
+  }
+  if (a->ready) {
+    // As the agent: the stream that was to bring the assignment ended.
+    a->ready = false;
+    StartJoinLocked(a, /*first_attempt=*/true);
     return;
   }
   if (!status.ok() && status.error_code() != grpc::StatusCode::CANCELLED && a->heartbeating) {
@@ -707,6 +755,18 @@ void Generator::HeartbeatLoop() {
       uint64_t round = 0;
       {
         absl::MutexLock lock(&a->mu);
+        if (a->ready && !a->killed) {
+          // As the agent: READY every interval until the assignment comes.
+          if (a->next_ready_ns <= now) {
+            datagrams.emplace_back(a->udp_port,
+                                   trainlet::rendezvous::EncodeLivenessDatagram(
+                                       a->slot, a->incarnation, a->ready_round, ++a->seq, a->key,
+                                       trainlet::rendezvous::LivenessKind::kReady));
+            a->next_ready_ns = now + a->interval_ns;
+          }
+          next = std::min(next, a->next_ready_ns);
+          continue;
+        }
         if (!a->heartbeating || a->killed) continue;
         if (a->udp_port != 0) {
           // As the agent: acks that stop for 0.6 T put it back on Reports.
@@ -1489,6 +1549,9 @@ int Main(int argc, char** argv) {
     } else if (Flag(argv[i], "--acks", &v)) {
       bad = bad || (v != "true" && v != "false");
       c.acks = v == "true";
+    } else if (Flag(argv[i], "--rejoin-by-datagram", &v)) {
+      bad = bad || (v != "true" && v != "false");
+      c.rejoin_by_datagram = v == "true";
     } else if (Flag(argv[i], "--udp-liveness", &v)) {
       bad = bad || (v != "true" && v != "false");
       c.udp_liveness = v == "true";
@@ -1530,6 +1593,8 @@ int Main(int argc, char** argv) {
             "    [--udp-liveness=true|false (true: the agent's default; false: Reports only)]\n"
             "    [--acks=true|false (true: take the coordinator's liveness acks, as the agent\n"
             "     does; false: ignore them, as the agent before them)]\n"
+            "    [--rejoin-by-datagram=true|false (true: after a Rejoin that allows it, READY\n"
+            "     datagrams and the assignment on the stream, as the agent; false: a Join call)]\n"
             "    [--join-timeout=SECONDS (600)] [--loss-mode=close|silent] "
             "[--loss-last-call=SECONDS (1)]\n"
             "    [--server-arg=ARG]... [--server-env=NAME=VALUE]...\n"
