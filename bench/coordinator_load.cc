@@ -170,6 +170,7 @@ struct Config {
   std::vector<std::string> server_args;     // --server-arg, appended to the coordinator's.
   std::vector<std::string> server_env;      // --server-env=NAME=VALUE, for the coordinator only.
   std::string generators_sched = "normal";  // normal | idle: the generators' CPU policy.
+  bool keep_logs = false;                   // keep the server logs of a run that passed too.
 };
 
 // ---------------------------------------------------------------------------
@@ -1441,6 +1442,14 @@ void LossEvent(const Config& c, const Server& s, const std::vector<Child>& ch,
   AddLatencies(&f, "survivor_assigned_after_loss", j.recv, lost_at);
   std::vector<int64_t> closed = LogTimes(s.log_path, absl::StrCat("round ", round, " closed"));
   if (!closed.empty()) f.Set("server_round_closed_after_loss_ms", (closed[0] - lost_at) / 1e6);
+  // The re-round itself: from the restart (the server's "opening round") to
+  // its last answer handed to the transport (a Join answered, or an
+  // assignment written to a kept stream).
+  std::vector<int64_t> sent_all = LogTimes(s.log_path, absl::StrCat("round ", round, ": all "));
+  if (!sent_all.empty() && opened.size() > open_before) {
+    f.Set("server_every_answer_sent_after_restart_ms",
+          (sent_all[0] - opened[open_before]) / 1e6);
+  }
   f.Set("server_cpu_ms", static_cast<double>(cpu1 - cpu0));
   f.Set("client_cpu_ms", static_cast<double>(cs1.cpu_ms - cs0.cpu_ms));
   AddServerFigures(&f, s.pid);
@@ -1549,6 +1558,9 @@ int Main(int argc, char** argv) {
     } else if (Flag(argv[i], "--acks", &v)) {
       bad = bad || (v != "true" && v != "false");
       c.acks = v == "true";
+    } else if (Flag(argv[i], "--keep-logs", &v)) {
+      bad = bad || (v != "true" && v != "false");
+      c.keep_logs = v == "true";
     } else if (Flag(argv[i], "--rejoin-by-datagram", &v)) {
       bad = bad || (v != "true" && v != "false");
       c.rejoin_by_datagram = v == "true";
@@ -1598,7 +1610,7 @@ int Main(int argc, char** argv) {
             "    [--join-timeout=SECONDS (600)] [--loss-mode=close|silent] "
             "[--loss-last-call=SECONDS (1)]\n"
             "    [--server-arg=ARG]... [--server-env=NAME=VALUE]...\n"
-            "    [--generators-sched=normal|idle]\n",
+            "    [--generators-sched=normal|idle] [--keep-logs=false|true]\n",
             argv[0]);
     return 64;
   }
@@ -1625,8 +1637,8 @@ int Main(int argc, char** argv) {
   bool all_ok = true;
   for (const Figures& f : g_results) all_ok &= f.ok;
   KillAll();
-  // Keep the server logs of a failed run.
-  if (all_ok) {
+  // Keep the server logs of a failed run (or when asked).
+  if (all_ok && !c.keep_logs) {
     std::error_code ec;
     std::filesystem::remove_all(g_tmpdir, ec);
   } else {
