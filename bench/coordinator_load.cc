@@ -171,7 +171,24 @@ struct Config {
   std::vector<std::string> server_env;      // --server-env=NAME=VALUE, for the coordinator only.
   std::string generators_sched = "normal";  // normal | idle: the generators' CPU policy.
   bool keep_logs = false;                   // keep the server logs of a run that passed too.
+  // >= 0: the coordinator runs on this CPU alone and the generators on the
+  // others (as on a cluster, where the agents are other machines).
+  int server_cpu = -1;
 };
+
+// Pins the calling process (and the threads it starts later) to `cpu`, or
+// with `except` to every CPU but it. Best effort: a failure is printed.
+void PinCpu(int cpu, bool except) {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  const int n = static_cast<int>(std::thread::hardware_concurrency());
+  for (int i = 0; i < n; ++i) {
+    if ((i == cpu) != except) CPU_SET(i, &set);
+  }
+  if (CPU_COUNT(&set) == 0 || sched_setaffinity(0, sizeof(set), &set) != 0) {
+    perror("sched_setaffinity");
+  }
+}
 
 // ---------------------------------------------------------------------------
 // Generator process: the simulated agents.
@@ -979,6 +996,7 @@ void Generator::Serve(FILE* in, FILE* out) {
 std::vector<Child> StartGenerators(const Config& c) {
   return trainlet::bench::StartGenerators(c.procs, c.generators_sched == "idle",
                                           [&c](int k, FILE* in, FILE* out) {
+                                            if (c.server_cpu >= 0) PinCpu(c.server_cpu, true);
                                             Generator gen(c, k, c.procs);
                                             gen.Serve(in, out);
                                           });
@@ -1052,6 +1070,7 @@ Server StartServer(const Config& c, const std::string& nnodes, int max_restarts,
   s.pid = fork();
   if (s.pid == 0) {
     prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (c.server_cpu >= 0) PinCpu(c.server_cpu, false);
     for (const std::string& e : c.server_env) putenv(strdup(e.c_str()));
     int fd = open(s.log_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
     dup2(fd, 2);
@@ -1500,9 +1519,12 @@ void RunLoss(const Config& c, bool one, bool ten) {
 
 void PrintResults(const Config& c, double load_before, double load_after) {
   printf(
-      "\n%d agents, %d generator process(es) x %d CQ thread(s) (CPU policy %s), %u CPUs, load "
+      "\n%d agents, %d generator process(es) x %d CQ thread(s) (CPU policy %s), %u CPUs%s, load "
       "average %.2f -> %.2f\n",
       c.agents, c.procs, c.cqs, c.generators_sched.c_str(), std::thread::hardware_concurrency(),
+      c.server_cpu >= 0
+          ? absl::StrFormat(" (coordinator alone on CPU %d)", c.server_cpu).c_str()
+          : "",
       load_before, load_after);
   for (const Figures& f : g_results) {
     printf("%-8s %s\n", f.phase.c_str(), f.ok ? "ok" : absl::StrCat("FAILED: ", f.error).c_str());
@@ -1511,9 +1533,9 @@ void PrintResults(const Config& c, double load_before, double load_after) {
   std::string json = absl::StrFormat(
       "{\"bench\":\"coordinator_load\",\"agents\":%d,\"procs\":%d,\"cqs\":%d,\"cpus\":%u,"
       "\"heartbeat_timeout_s\":%g,\"loss_mode\":\"%s\",\"generators_sched\":\"%s\","
-      "\"load_before\":%.2f,\"load_after\":%.2f,\"phases\":{",
+      "\"server_cpu\":%d,\"load_before\":%.2f,\"load_after\":%.2f,\"phases\":{",
       c.agents, c.procs, c.cqs, std::thread::hardware_concurrency(), c.heartbeat_timeout_s,
-      c.loss_mode, c.generators_sched, load_before, load_after);
+      c.loss_mode, c.generators_sched, c.server_cpu, load_before, load_after);
   bool first = true;
   for (const Figures& f : g_results) {
     std::string err = f.error;
@@ -1558,6 +1580,10 @@ int Main(int argc, char** argv) {
     } else if (Flag(argv[i], "--acks", &v)) {
       bad = bad || (v != "true" && v != "false");
       c.acks = v == "true";
+    } else if (Flag(argv[i], "--server-cpu", &v)) {
+      inum(&c.server_cpu);
+      bad = bad || c.server_cpu >= static_cast<int>(std::thread::hardware_concurrency()) ||
+            std::thread::hardware_concurrency() < 2;
     } else if (Flag(argv[i], "--keep-logs", &v)) {
       bad = bad || (v != "true" && v != "false");
       c.keep_logs = v == "true";
@@ -1610,7 +1636,8 @@ int Main(int argc, char** argv) {
             "    [--join-timeout=SECONDS (600)] [--loss-mode=close|silent] "
             "[--loss-last-call=SECONDS (1)]\n"
             "    [--server-arg=ARG]... [--server-env=NAME=VALUE]...\n"
-            "    [--generators-sched=normal|idle] [--keep-logs=false|true]\n",
+            "    [--generators-sched=normal|idle] [--keep-logs=false|true]\n"
+            "    [--server-cpu=N (the coordinator alone on CPU N, the generators on the others)]\n",
             argv[0]);
     return 64;
   }
