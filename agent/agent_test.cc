@@ -472,7 +472,9 @@ TEST_F(RejoinByDatagramTest, TheStreamEndsBeforeTheAssignment_FallsBackToAJoinCa
   EXPECT_EQ(Readies().size(), 1u);
 }
 
-TEST_F(RejoinByDatagramTest, AVerdictInsteadOfTheAssignment_TheJoinCallSaysWhatItIs) {
+TEST_F(RejoinByDatagramTest, AVerdictInsteadOfTheAssignment_IsTakenInPlace_NoJoinCall) {
+  // The job failed while the round gathered: the verdict on the kept stream
+  // ends the agent with its code (a Join could find the coordinator gone).
   JoinAnswers({UdpAssignment(absl::Milliseconds(470))});
   workers_.on_start = [&](const auto&) {
     WhenIdle([&] { client_.SendDirective(ReadyRejoin(1)); });
@@ -480,20 +482,114 @@ TEST_F(RejoinByDatagramTest, AVerdictInsteadOfTheAssignment_TheJoinCallSaysWhatI
   client_.on_datagram =
       [&](const rendezvous::LivenessBytes& b) -> std::optional<rendezvous::LivenessBytes> {
     if (rendezvous::ParseLivenessDatagram(b.data(), b.size(), rendezvous::LivenessKind::kReady)) {
-      WhenIdle([&] {
-        client_.on_join =
-            [](const v1::JoinRequest&) -> std::optional<absl::StatusOr<v1::Assignment>> {
-          return rendezvous::WithReason(
-              absl::FailedPreconditionError("the job failed (restarts exhausted): ..."),
-              v1::ErrorInfo::RESTARTS_EXHAUSTED);
-        };
-        client_.SendDirective(JobFailed(1, /*exhausted=*/true));
-      });
+      WhenIdle([&] { client_.SendDirective(JobFailed(1, /*exhausted=*/true)); });
     }
     return std::nullopt;
   };
   EXPECT_EQ(Run(), kExitRestartsExhausted);
+  EXPECT_EQ(client_.joins().size(), 1u);
+}
+
+TEST_F(RejoinByDatagramTest, TheVerdictWhileStillStopping_ReplacesTheRejoin) {
+  JoinAnswers({UdpAssignment(absl::Milliseconds(470))});
+  workers_.ignore_terminate = true;  // the workers take their time to stop
+  workers_.on_start = [&](const auto&) {
+    WhenIdle([&] {
+      client_.SendDirective(ReadyRejoin(1));
+      WhenIdle([&] {
+        client_.SendDirective(JobFailed(1));
+        WhenIdle([&] { workers_.ExitAll(143); });
+      });
+    });
+  };
+  EXPECT_EQ(Run(), kExitPeerFailed);
+  EXPECT_EQ(client_.joins().size(), 1u);
+  EXPECT_TRUE(Readies().empty());
+}
+
+TEST_F(RejoinByDatagramTest, ReadiesNotAcked_FallBackToAJoinCall_AckedOnesWait) {
+  // Unacked: after kReadiesBeforeJoin READYs (UDP does not get through) the
+  // Join call of before.
+  JoinAnswers({UdpAssignment(absl::Milliseconds(470)), Round2()});
+  workers_.on_start = [&](const auto&) {
+    if (workers_.starts.size() == 1) {
+      WhenIdle([&] { client_.SendDirective(ReadyRejoin(1)); });
+    } else {
+      workers_.ExitAll(0);
+      WhenIdle([&] { client_.SendDirective(JobFinished(2)); });
+    }
+  };
+  EXPECT_EQ(Run(), 0);
   EXPECT_EQ(client_.joins().size(), 2u);
+  EXPECT_EQ(Readies().size(), static_cast<size_t>(kReadiesBeforeJoin));
+}
+
+TEST_F(RejoinByDatagramTest, AnAckedReady_WaitsForTheAssignmentWithoutAJoinCall) {
+  JoinAnswers({UdpAssignment(absl::Milliseconds(470))});
+  workers_.on_start = [&](const auto&) {
+    if (workers_.starts.size() == 1) {
+      WhenIdle([&] { client_.SendDirective(ReadyRejoin(1)); });
+    } else {
+      workers_.ExitAll(0);
+      WhenIdle([&] { client_.SendDirective(JobFinished(2)); });
+    }
+  };
+  // The coordinator acks every READY; the round closes after the tenth (a
+  // slow survivor elsewhere).
+  int readies = 0;
+  client_.on_datagram =
+      [&](const rendezvous::LivenessBytes& b) -> std::optional<rendezvous::LivenessBytes> {
+    std::optional<rendezvous::LivenessDatagram> d =
+        rendezvous::ParseLivenessDatagram(b.data(), b.size(), rendezvous::LivenessKind::kReady);
+    if (!d.has_value()) return std::nullopt;
+    if (++readies == 10) WhenIdle([&] { client_.SendDirective(Pushed(Round2())); });
+    return rendezvous::EncodeLivenessDatagram(d->slot, d->incarnation, d->round, d->seq,
+                                              *rendezvous::LivenessKeyFromBytes(kUdpKey),
+                                              rendezvous::LivenessKind::kAck);
+  };
+  EXPECT_EQ(Run(), 0);
+  EXPECT_EQ(client_.joins().size(), 1u);
+  EXPECT_EQ(Readies().size(), 10u);
+  EXPECT_EQ(agent_->status().round, 2u);
+}
+
+TEST_F(RejoinByDatagramTest, ARestartBeforeTheAssignmentCame_ReJoinsTheNewerRound) {
+  // Round 2 closed with this node and failed again before its assignment
+  // was written: Rejoin(next 3) first, then the stale assignment of round 2.
+  v1::Assignment round3 = Round2();
+  round3.set_round(3);
+  round3.set_restart_count(2);
+  JoinAnswers({UdpAssignment(absl::Milliseconds(470))});
+  workers_.on_start = [&](const auto&) {
+    if (workers_.starts.size() == 1) {
+      WhenIdle([&] { client_.SendDirective(ReadyRejoin(1)); });
+    } else {
+      workers_.ExitAll(0);
+      WhenIdle([&] { client_.SendDirective(JobFinished(3)); });
+    }
+  };
+  int readies = 0;
+  client_.on_datagram =
+      [&](const rendezvous::LivenessBytes& b) -> std::optional<rendezvous::LivenessBytes> {
+    std::optional<rendezvous::LivenessDatagram> d =
+        rendezvous::ParseLivenessDatagram(b.data(), b.size(), rendezvous::LivenessKind::kReady);
+    if (!d.has_value()) return std::nullopt;
+    ++readies;
+    if (d->round == 2 && readies == 1) {
+      WhenIdle([&] {
+        client_.SendDirective(ReadyRejoin(2));  // Rejoin(next 3), of round 2
+        client_.SendDirective(Pushed(Round2()));
+      });
+    } else if (d->round == 3) {
+      WhenIdle([&] { client_.SendDirective(Pushed(round3)); });
+    }
+    return std::nullopt;
+  };
+  EXPECT_EQ(Run(), 0);
+  EXPECT_EQ(client_.joins().size(), 1u);
+  ASSERT_EQ(workers_.starts.size(), 2u);
+  EXPECT_EQ(agent_->status().round, 3u);
+  EXPECT_EQ(Readies().back().round, 3u);
 }
 
 TEST_F(RejoinByDatagramTest, ASignalWhileReady_LeavesAndExits128PlusN) {

@@ -234,6 +234,8 @@ bool RoundMachine::BeginJoining() {
   join_cancelled_ = false;
   ready_join_ = false;
   next_ready_ = join_deadline_ = absl::InfiniteFuture();
+  readies_sent_ = 0;
+  ready_acked_ = false;
   return after_local_failure;
 }
 
@@ -273,30 +275,58 @@ void RoundMachine::JoinByDatagram(Actions* out) {
 
 void RoundMachine::FallBackToJoin(absl::string_view why, Actions* out) {
   TLOG(kInfo) << "re-joining round " << rejoin_round_ << " with a Join call: " << why;
-  if (watch_open_) {
-    out->push_back(CloseWatch{});
-    watch_open_ = false;
-  }
+  // The stream stays open until the answer's new one replaces it: the round
+  // may have closed with this node already, and a stream that closes while
+  // it runs is a lost node unless re-opened within kStreamLossGrace.
   rejoin_by_datagram_ = false;
   Join(out);
 }
 
 void RoundMachine::OnDirectiveWhileReady(const DirectiveReceived& e, Actions* out) {
   const v1::Directive& d = e.directive;
-  if (d.has_assignment() && d.round() == rejoin_round_ && d.assignment().round() == d.round() &&
-      d.coordinator_incarnation() == assignment_.coordinator_incarnation() &&
-      d.assignment().coordinator_incarnation() == d.coordinator_incarnation()) {
-    ready_join_ = false;
-    next_ready_ = join_deadline_ = absl::InfiniteFuture();
-    OnJoinAnswered(JoinAnswered{d.assignment()}, out, /*stream_open=*/true);
+  if (d.coordinator_incarnation() != assignment_.coordinator_incarnation()) {
+    FallBackToJoin("a directive from another coordinator", out);
     return;
   }
-  // A verdict (the job failed while the round gathered) or anything
-  // unexpected: the Join's answer says what it is.
-  FallBackToJoin(d.has_job_failed()     ? "the job failed while the round gathered"
-                 : d.has_job_finished() ? "the job finished while the round gathered"
-                                        : "an unexpected directive on the stream",
-                 out);
+  if (d.has_assignment()) {
+    if (d.round() < rejoin_round_) return;  // overtaken by a newer restart
+    if (d.round() == rejoin_round_ && d.assignment().round() == d.round() &&
+        d.assignment().coordinator_incarnation() == d.coordinator_incarnation()) {
+      ready_join_ = false;
+      next_ready_ = join_deadline_ = absl::InfiniteFuture();
+      OnJoinAnswered(JoinAnswered{d.assignment()}, out, /*stream_open=*/true);
+      return;
+    }
+  } else if (d.has_rejoin() && d.rejoin().ready_by_datagram() &&
+             d.rejoin().next_round() > rejoin_round_) {
+    // The round closed with this node and restarted again before its
+    // assignment came (the coordinator writes the Rejoin first): re-join the
+    // newer round the same way.
+    TLOG(kInfo) << "restart: " << Quoted(d.rejoin().reason()) << "; re-joining round "
+                << d.rejoin().next_round() << " instead";
+    rejoin_round_ = d.rejoin().next_round();
+    readies_sent_ = 0;
+    ready_acked_ = false;
+    next_ready_ = clock_->Now();
+    return;
+  } else if (d.has_job_failed() || d.has_job_finished()) {
+    // The verdict, in place: the coordinator may be gone by the time a Join
+    // call would ask (it stops once every stream has ended).
+    outcome_ = Outcome::kExit;
+    facts_ = EndingFacts{};
+    if (d.has_job_failed()) {
+      TLOG(kError) << "job failed while the round gathered: " << Quoted(d.job_failed().reason());
+      facts_.ending = Ending::kJobFailed;
+      facts_.restarts_exhausted = d.job_failed().restarts_exhausted();
+    } else {
+      TLOG(kInfo) << "job finished: every worker on every node exited 0";
+      facts_.ending = Ending::kJobFinished;
+    }
+    ready_join_ = false;
+    FinishWith(out);
+    return;
+  }
+  FallBackToJoin("an unexpected directive on the stream", out);
 }
 
 v1::WatchRequest RoundMachine::NewWatchRequest(uint64_t round) const {
@@ -790,6 +820,12 @@ void RoundMachine::OnDirective(const DirectiveReceived& e, Actions* out) {
     return;
   }
   NoteContact();
+  if (outcome_ == Outcome::kRejoin && rejoin_by_datagram_ &&
+      (d.has_job_failed() || d.has_job_finished())) {
+    // Stopping for a re-join by datagram on the kept stream, and the job
+    // ended meanwhile: the verdict replaces the re-join.
+    outcome_ = Outcome::kUndecided;
+  }
   if (!OutcomePending()) return;
   if (d.has_job_finished()) {
     TLOG(kInfo) << "job finished: every worker on every node exited 0";
@@ -940,8 +976,7 @@ void RoundMachine::OnReportAnswered(const ReportAnswered& e, Actions* out) {
   ReportSoon();
 }
 
-void RoundMachine::OnLivenessAcked(const LivenessAcked& e) {
-  if (udp_port_ == 0 || !OutcomePending()) return;
+bool RoundMachine::TakeOwnAck(const LivenessAcked& e, uint64_t round) {
   std::optional<rendezvous::LivenessDatagram> d = rendezvous::ParseLivenessDatagram(
       e.bytes.data(), e.bytes.size(), rendezvous::LivenessKind::kAck);
   // Only an ack of one of this round's datagrams, newer than the last one
@@ -951,7 +986,7 @@ void RoundMachine::OnLivenessAcked(const LivenessAcked& e) {
   rendezvous::AckExpectation expected;
   expected.slot = liveness_slot_;
   expected.incarnation = options_.me.incarnation();
-  expected.round = assignment_.round();
+  expected.round = round;
   expected.last_acked_seq = last_acked_seq_;
   expected.last_sent_seq = liveness_seq_;
   expected.window = static_cast<uint64_t>(
@@ -959,9 +994,24 @@ void RoundMachine::OnLivenessAcked(const LivenessAcked& e) {
   expected.key = liveness_key_;
   if (!d.has_value() || !rendezvous::IsOwnRecentAck(*d, expected)) {
     if (ignored_acks_++ == 0) TLOG(kDebug) << "ignoring a liveness ack that is not this node's";
-    return;
+    return false;
   }
   last_acked_seq_ = d->seq;
+  return true;
+}
+
+void RoundMachine::OnLivenessAcked(const LivenessAcked& e) {
+  if (udp_port_ == 0) return;
+  if (state_ == RoundState::kJoining && ready_join_) {
+    // An ack of a READY: the coordinator holds this node's re-join.
+    if (TakeOwnAck(e, rejoin_round_) && !ready_acked_) {
+      ready_acked_ = true;
+      NoteContact();
+      TLOG(kDebug) << "the coordinator holds this node's re-join of round " << rejoin_round_;
+    }
+    return;
+  }
+  if (!OutcomePending() || !TakeOwnAck(e, assignment_.round())) return;
   last_ack_ = clock_->Now();
   NoteContact();
   if (!acks_flowing_) {
@@ -1056,12 +1106,18 @@ void RoundMachine::OnTick(Actions* out) {
                          "round ", rejoin_round_, " did not close within the join timeout (",
                          absl::FormatDuration(options_.join_timeout), ")"))},
                      out);
+    } else if (ready_join_ && now >= next_ready_ && !ready_acked_ &&
+               readies_sent_ >= kReadiesBeforeJoin) {
+      FallBackToJoin(absl::StrCat("no ack for ", readies_sent_,
+                                  " READY datagrams (is UDP to the coordinator's port blocked?)"),
+                     out);
     } else if (ready_join_ && now >= next_ready_) {
       // Repeated until the assignment comes: a datagram may be lost, and
       // they prove this node alive until then.
       out->push_back(SendLiveness{rendezvous::EncodeLivenessDatagram(
           liveness_slot_, options_.me.incarnation(), rejoin_round_, ++liveness_seq_, liveness_key_,
           rendezvous::LivenessKind::kReady)});
+      ++readies_sent_;
       next_ready_ = now + heartbeat_interval_;
     }
     return;

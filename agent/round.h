@@ -124,6 +124,10 @@ namespace v1 = ::trainlet::v1;
 // (report_interval_ms, which grows with the round: 20 s at 10,000 nodes);
 // a larger value is clamped, so a bad answer cannot silence the agent.
 inline constexpr absl::Duration kMaxHeardReportInterval = absl::Minutes(5);
+// A re-join by datagram falls back to the Join call when this many READY
+// datagrams (one per heartbeat interval: half the heartbeat timeout) got no
+// ack: UDP to or from the coordinator does not get through.
+inline constexpr int kReadiesBeforeJoin = 5;
 // While the coordinator acknowledges this node's liveness datagrams
 // (rendezvous::AckInterval: every timeout/4), the acks prove both that it
 // lives and that it hears the node, so a running node with nothing new to
@@ -460,6 +464,9 @@ class RoundMachine {
   // A directive on the stream while re-joining by datagram.
   void OnDirectiveWhileReady(const DirectiveReceived& e, Actions* out);
   v1::WatchRequest NewWatchRequest(uint64_t round) const;
+  // An ack of one of this node's recent datagrams of `round`, under its key
+  // (and newer than the last one taken, which it then becomes).
+  bool TakeOwnAck(const LivenessAcked& e, uint64_t round);
   // Leaves RUNNING/AWAITING for STOPPING: signals the workers (SIGTERM, or
   // `forward_signal`) unless they are all gone already.
   void BeginStop(absl::string_view why, int forward_signal, Actions* out);
@@ -508,6 +515,8 @@ class RoundMachine {
   bool ready_join_ = false;
   absl::Time next_ready_ = absl::InfiniteFuture();
   absl::Time join_deadline_ = absl::InfiniteFuture();
+  int readies_sent_ = 0;
+  bool ready_acked_ = false;  // the coordinator acked a READY: it holds the re-join.
 
   // Workers of the round.
   int workers_running_ = 0;

@@ -17,6 +17,10 @@ int ExitCodeForJoinError(const absl::Status& status) {
       return kExitPeerFailed;
     case v1::ErrorInfo::RESTARTS_EXHAUSTED:
       return kExitRestartsExhausted;
+    case v1::ErrorInfo::JOB_SUCCEEDED:
+      // Too late to take part, but there is nothing left to do: the job
+      // succeeded (a pod restarted after the end, a left-out survivor).
+      return 0;
     default:
       return ExitCodeForRendezvousError(status);
   }

@@ -14,6 +14,7 @@ TEST(ExitCodeForJoinError, VerdictsAreNotConfigErrors) {
   absl::Status pre = absl::FailedPreconditionError("x");
   EXPECT_EQ(ExitCodeForJoinError(WithReason(pre, v1::ErrorInfo::FENCED)), kExitUnavailable);
   EXPECT_EQ(ExitCodeForJoinError(WithReason(pre, v1::ErrorInfo::JOB_FAILED)), kExitPeerFailed);
+  EXPECT_EQ(ExitCodeForJoinError(WithReason(pre, v1::ErrorInfo::JOB_SUCCEEDED)), 0);
   EXPECT_EQ(ExitCodeForJoinError(WithReason(pre, v1::ErrorInfo::RESTARTS_EXHAUSTED)),
             kExitRestartsExhausted);
   // Without a reason: the generic mapping.

@@ -244,6 +244,8 @@ struct Agent {
   bool ready ABSL_GUARDED_BY(mu) = false;
   uint64_t ready_round ABSL_GUARDED_BY(mu) = 0;
   int64_t next_ready_ns ABSL_GUARDED_BY(mu) = 0;
+  int readies_sent ABSL_GUARDED_BY(mu) = 0;
+  bool ready_acked ABSL_GUARDED_BY(mu) = false;
 };
 
 class Generator {
@@ -289,7 +291,7 @@ class Generator {
 
   std::atomic<int64_t> hb_sent{0}, hb_ok{0}, hb_err{0}, watch_err{0}, leaves_ok{0}, leaves_err{0},
       leaves_pending{0}, connects_pending{0}, dgram_sent{0}, dgram_err{0}, hb_heard{0},
-      acks_received{0};
+      acks_received{0}, ready_fallbacks{0};
 
  private:
   uint64_t NewRandom() {
@@ -590,7 +592,6 @@ void Generator::OnDirective(Agent* a, const v1::Directive& d, uint64_t* watch_ro
       *watch_round = a->round;
     } else {
       a->ready = false;
-      if (a->watch_ctx != nullptr) a->watch_ctx->TryCancel();
       StartJoinLocked(a, /*first_attempt=*/true);
     }
     return;
@@ -604,6 +605,8 @@ void Generator::OnDirective(Agent* a, const v1::Directive& d, uint64_t* watch_ro
       // Nothing to stop here: READY at once, from the heartbeat thread.
       a->ready = true;
       a->ready_round = d.rejoin().next_round();
+      a->readies_sent = 0;
+      a->ready_acked = false;
       a->joining = true;
       a->join_sent_ns = now;
       a->join_deadline_ns = now + int64_t{config_.join_timeout_s} * 1000000000;
@@ -661,7 +664,16 @@ void Generator::SendHeartbeat(Agent* a, uint64_t round) {
 void Generator::SendDatagrams(
     const std::vector<std::pair<int, trainlet::rendezvous::LivenessBytes>>& batch) {
   if (batch.empty()) return;
-  if (udp_fd_ < 0) udp_fd_ = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+  if (udp_fd_ < 0) {
+    udp_fd_ = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    // One socket takes the acks of thousands of agents (each real agent has
+    // its own): room for a whole interval's worth, beyond net.core.rmem_max
+    // when run as root, so that the kernel does not drop them.
+    const int rcvbuf = 32 << 20;
+    if (setsockopt(udp_fd_, SOL_SOCKET, SO_RCVBUFFORCE, &rcvbuf, sizeof(rcvbuf)) != 0) {
+      setsockopt(udp_fd_, SOL_SOCKET, SO_RCVBUF, &rcvbuf, sizeof(rcvbuf));
+    }
+  }
   constexpr size_t kChunk = 256;
   std::vector<mmsghdr> msgs(std::min(batch.size(), kChunk));
   std::vector<iovec> iov(msgs.size());
@@ -732,7 +744,7 @@ void Generator::TakeAcks() {
       trainlet::rendezvous::AckExpectation expected;
       expected.slot = a->slot;
       expected.incarnation = a->incarnation;
-      expected.round = a->round;
+      expected.round = a->ready ? a->ready_round : a->round;
       expected.last_acked_seq = a->last_acked_seq;
       expected.last_sent_seq = a->seq;
       expected.window = static_cast<uint64_t>(std::max<int64_t>(
@@ -741,6 +753,10 @@ void Generator::TakeAcks() {
       expected.key = a->key;
       if (!trainlet::rendezvous::IsOwnRecentAck(*d, expected)) continue;
       a->last_acked_seq = d->seq;
+      if (a->ready) {
+        a->ready_acked = true;  // the coordinator holds the re-join
+        continue;
+      }
       a->last_ack_ns = now;
       if (!a->acked) {
         a->acked = true;
@@ -773,9 +789,19 @@ void Generator::HeartbeatLoop() {
       uint64_t round = 0;
       {
         absl::MutexLock lock(&a->mu);
+        if (a->ready && !a->killed && a->next_ready_ns <= now && !a->ready_acked &&
+            a->readies_sent >= trainlet::agent::kReadiesBeforeJoin) {
+          // As the agent: READYs nobody acked, the Join call instead.
+          // (Its stream stays open until the answer's new one replaces it.)
+          a->ready = false;
+          ready_fallbacks.fetch_add(1);
+          StartJoinLocked(a.get(), /*first_attempt=*/true);
+          continue;
+        }
         if (a->ready && !a->killed) {
           // As the agent: READY every interval until the assignment comes.
           if (a->next_ready_ns <= now) {
+            ++a->readies_sent;
             datagrams.emplace_back(a->udp_port,
                                    trainlet::rendezvous::EncodeLivenessDatagram(
                                        a->slot, a->incarnation, a->ready_round, ++a->seq, a->key,
@@ -960,7 +986,8 @@ void Generator::Serve(FILE* in, FILE* out) {
                              int64_t{ru.ru_stime.tv_sec} * 1000000 + ru.ru_stime.tv_usec;
       answer = absl::StrCat(cpu_us, " ", hb_sent.load(), " ", hb_ok.load(), " ", hb_err.load(), " ",
                             watch_err.load(), " ", ru.ru_maxrss, " ", dgram_sent.load(), " ",
-                            dgram_err.load(), " ", hb_heard.load(), " ", acks_received.load());
+                            dgram_err.load(), " ", hb_heard.load(), " ", acks_received.load(), " ",
+                            ready_fallbacks.load());
     } else if (cmd == "leave") {
       int count = 0;
       for (auto& a : agents_) {
@@ -1201,7 +1228,7 @@ Joined WaitAll(const std::vector<Child>& children, uint64_t min_round, int timeo
 
 struct ClientStats {
   int64_t cpu_ms = 0, hb_sent = 0, hb_ok = 0, hb_err = 0, watch_err = 0, maxrss_kb = 0;
-  int64_t dgram_sent = 0, dgram_err = 0, hb_heard = 0, acks = 0;
+  int64_t dgram_sent = 0, dgram_err = 0, hb_heard = 0, acks = 0, ready_fallbacks = 0;
 };
 
 ClientStats Stats(const std::vector<Child>& children) {
@@ -1221,6 +1248,7 @@ ClientStats Stats(const std::vector<Child>& children) {
       s.hb_heard += v[8];
     }
     if (v.size() >= 10) s.acks += v[9];
+    if (v.size() >= 11) s.ready_fallbacks += v[10];
   }
   return s;
 }
@@ -1466,11 +1494,12 @@ void LossEvent(const Config& c, const Server& s, const std::vector<Child>& ch,
   // assignment written to a kept stream).
   std::vector<int64_t> sent_all = LogTimes(s.log_path, absl::StrCat("round ", round, ": all "));
   if (!sent_all.empty() && opened.size() > open_before) {
-    f.Set("server_every_answer_sent_after_restart_ms",
-          (sent_all[0] - opened[open_before]) / 1e6);
+    f.Set("server_every_answer_sent_after_restart_ms", (sent_all[0] - opened[open_before]) / 1e6);
   }
   f.Set("server_cpu_ms", static_cast<double>(cpu1 - cpu0));
   f.Set("client_cpu_ms", static_cast<double>(cs1.cpu_ms - cs0.cpu_ms));
+  // Survivors whose READYs got no ack in time and re-joined with a Join call.
+  f.Set("client_ready_fallbacks", static_cast<double>(cs1.ready_fallbacks - cs0.ready_fallbacks));
   AddServerFigures(&f, s.pid);
   Report(f);
 }
@@ -1522,9 +1551,8 @@ void PrintResults(const Config& c, double load_before, double load_after) {
       "\n%d agents, %d generator process(es) x %d CQ thread(s) (CPU policy %s), %u CPUs%s, load "
       "average %.2f -> %.2f\n",
       c.agents, c.procs, c.cqs, c.generators_sched.c_str(), std::thread::hardware_concurrency(),
-      c.server_cpu >= 0
-          ? absl::StrFormat(" (coordinator alone on CPU %d)", c.server_cpu).c_str()
-          : "",
+      c.server_cpu >= 0 ? absl::StrFormat(" (coordinator alone on CPU %d)", c.server_cpu).c_str()
+                        : "",
       load_before, load_after);
   for (const Figures& f : g_results) {
     printf("%-8s %s\n", f.phase.c_str(), f.ok ? "ok" : absl::StrCat("FAILED: ", f.error).c_str());

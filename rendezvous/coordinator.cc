@@ -490,6 +490,14 @@ uint64_t Coordinator::Join(const v1::JoinRequest& request, absl::string_view pee
           });
           SetTicketLocked(old, 0);
         }
+      } else if (IsLiveLocked(old) && !old.in_round && old.ticket == 0) {
+        // Live only through a stream kept across a restart: the old agent may
+        // be re-joining, or dead with a connection not yet closed. Retried
+        // (UNAVAILABLE) until that stream ends or the old agent re-joins.
+        error = absl::UnavailableError(absl::StrFormat(
+            "node id \"%s\": the previous incarnation's stream is still open after a restart; "
+            "waiting for it to re-join or close",
+            node_id));
       } else if (IsLiveLocked(old)) {
         // Neither incarnation is named: the caller may be the impostor.
         error = absl::AlreadyExistsError(absl::StrFormat(
@@ -725,6 +733,14 @@ void Coordinator::CloseRoundLocked(Actions* actions) {
   for (auto& [id, m] : members_) {
     if (m.ticket == 0) {
       SetInRoundLocked(m, false);
+      if (m.sink != nullptr) {
+        // A survivor whose stream was kept for its re-join but that did not
+        // make the round (still stopping its workers): its stream ends, and
+        // its agent's Join call makes it a newcomer (a scale-up) as before.
+        m.sink->Close(absl::AbortedError(
+            absl::StrCat("round ", round_ + 1, " closed without this node; re-join")));
+        SetSinkLocked(m, nullptr, 0);
+      }
       continue;
     }
     joined.push_back(&m);
@@ -1048,6 +1064,7 @@ absl::Status Coordinator::Leave(const v1::LeaveRequest& request) {
         member.state != v1::ReportRequest::SUCCEEDED) {
       HandleFailureLocked(node, reason, 0, true, &actions);
     } else if (!member.in_round) {
+      if (member.sink) member.sink->Close(absl::CancelledError("left the job"));
       EraseMemberLocked(members_.find(node));
     }
   }
@@ -1233,17 +1250,26 @@ void Coordinator::EnableUdpLiveness(int udp_port) {
 }
 
 bool Coordinator::MayRejoinByDatagramLocked(const Member& m) const {
-  return m.accepts_assignment && udp_port_ != 0 && m.join.udp_liveness();
+  // Only for a member whose datagrams get here: one living on Reports (UDP
+  // blocked on its way) would send READYs nobody hears.
+  return m.accepts_assignment && udp_port_ != 0 && m.join.udp_liveness() &&
+         clock_->Now() - slots_[m.slot].last_datagram <= UdpHeardWithin(options_.heartbeat_timeout);
 }
 
-void Coordinator::ReadyJoinLocked(Member& m, uint64_t round, Actions* actions) {
-  // Anything else (a repeat, a READY after the round closed, a stale round,
-  // a member that was not told it may) is a plain liveness datagram.
+bool Coordinator::ReadyJoinLocked(Member& m, uint64_t round, Actions* actions) {
+  if (phase_ == Phase::kGathering && m.ready_join && m.ticket != 0 && round == round_ + 1) {
+    return true;  // a repeat: held already
+  }
+  if (phase_ == Phase::kRunning && m.in_round && round == round_) {
+    return true;  // the round closed with it: its assignment is on the way
+  }
+  // Anything else (a stale round, a member that was not told it may) is a
+  // plain liveness datagram.
   if (phase_ != Phase::kGathering || shut_down_ || m.ticket != 0 || m.in_round ||
-      m.sink == nullptr || !MayRejoinByDatagramLocked(m) || round != round_ + 1 ||
+      m.sink == nullptr || !m.accepts_assignment || udp_port_ == 0 || round != round_ + 1 ||
       expected_.count(m.join.member().node_id()) == 0 ||
       GatheringCountLocked() >= options_.max_nodes) {
-    return;
+    return false;
   }
   SetTicketLocked(m, next_id_++);
   m.ready_join = true;
@@ -1262,10 +1288,12 @@ void Coordinator::ReadyJoinLocked(Member& m, uint64_t round, Actions* actions) {
                << GatheringCountLocked() << "/" << options_.min_nodes << ".." << options_.max_nodes
                << ")";
   MaybeCloseRoundLocked(actions);
+  return true;
 }
 
 LivenessBatchStats Coordinator::NoteLivenessBatch(absl::Span<const LivenessDatagram> batch,
-                                                  std::vector<LivenessAck>* acks) {
+                                                  std::vector<LivenessAck>* acks,
+                                                  std::vector<std::function<void()>>* deferred) {
   LivenessBatchStats stats;
   Actions actions;
   {
@@ -1304,8 +1332,14 @@ LivenessBatchStats Coordinator::NoteLivenessBatch(absl::Span<const LivenessDatag
       ++stats.accepted;
       if (d.kind == LivenessKind::kReady) {
         ++stats.ready;
-        ReadyJoinLocked(*slot.member, d.round, &actions);
-        continue;  // no ack: the answer is the assignment on its stream.
+        // Acked when held (each one: they come every interval at most), so
+        // that an agent whose READYs do not get here falls back to a Join.
+        if (ReadyJoinLocked(*slot.member, d.round, &actions) && acks != nullptr) {
+          acks->push_back({i, EncodeLivenessDatagram(d.slot, d.incarnation, d.round, d.seq,
+                                                     slot.key, LivenessKind::kAck)});
+          ++stats.acks;
+        }
+        continue;
       }
       if (may_ack && slot.member->in_round && now - slot.last_ack >= ack_every) {
         slot.last_ack = now;
@@ -1315,8 +1349,12 @@ LivenessBatchStats Coordinator::NoteLivenessBatch(absl::Span<const LivenessDatag
       }
     }
   }
-  // (A READY that completed the round: the answers go out here, unlocked.)
-  for (auto& a : actions) a();
+  // (A READY that completed the round: its answers, unlocked.)
+  if (deferred != nullptr) {
+    for (auto& a : actions) deferred->push_back(std::move(a));
+  } else {
+    for (auto& a : actions) a();
+  }
   return stats;
 }
 

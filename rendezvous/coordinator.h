@@ -289,8 +289,13 @@ class Coordinator {
   // With `acks`, appends an ack for each accepted datagram whose member was
   // last acked AckInterval or more ago, while the round runs, the member is
   // in it, and Tick ran within 2 x AckInterval.
+  // A READY that completes a round sets off its answers (a Join's answer,
+  // a stream write per member: thousands at scale); with `deferred` they are
+  // appended there for the caller to run, after it sent the acks (the
+  // liveness thread), else they run before this returns.
   LivenessBatchStats NoteLivenessBatch(absl::Span<const LivenessDatagram> batch,
-                                       std::vector<LivenessAck>* acks = nullptr);
+                                       std::vector<LivenessAck>* acks = nullptr,
+                                       std::vector<std::function<void()>>* deferred = nullptr);
 
   // Fails pending joins and ends every stream with UNAVAILABLE.
   void Shutdown(absl::string_view reason);
@@ -392,11 +397,14 @@ class Coordinator {
   // The round's MPI workers with slots and no SSH session yet (rank order).
   void UnplacedWorkersLocked(v1::ReportResponse* response) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // A member re-joins with a READY datagram for `round` (NoteLivenessBatch):
-  // parks a join whose answer goes down its stream, if it was told to
-  // (Rejoin.ready_by_datagram) and the round still gathers.
-  void ReadyJoinLocked(Member& m, uint64_t round, Actions* actions)
+  // parks a join whose answer goes down its stream, if its stream accepts
+  // it, it is a survivor of the restart and the round still gathers. True
+  // when the coordinator holds the re-join (parked now or before, or the
+  // round closed with it): the READY is then acked.
+  bool ReadyJoinLocked(Member& m, uint64_t round, Actions* actions)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Told at the restart that it may re-join by datagram.
+  // At a restart: whether to tell the member it may re-join by datagram
+  // (its stream accepts an assignment and its datagrams were heard lately).
   bool MayRejoinByDatagramLocked(const Member& m) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The only places that change Member::ticket, in_round, sink and state of
   // a round member, or remove a member: they keep the counters and indexes

@@ -3,6 +3,7 @@
 #include <deque>
 #include <memory>
 #include <utility>
+#include <vector>
 
 #include "absl/strings/str_format.h"
 #include "absl/synchronization/mutex.h"
@@ -118,6 +119,9 @@ class StreamSink : public DirectiveSink {
     void Run();
   };
   NextOp NextLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Empties the queue; appends the round of each assignment in it.
+  void DropQueueLocked(std::vector<uint64_t>* dropped_assignments)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   RoundAnswerTracker* const answers_;
   absl::Mutex mu_;
@@ -159,13 +163,14 @@ class WatchReactor : public grpc::ServerWriteReactor<v1::Directive> {
 };
 
 void StreamSink::Send(const v1::Directive& directive, bool last) {
-  if (directive.has_assignment()) {
-    answers_->Answered(directive.assignment().round(), directive.assignment().nnodes());
-  }
   NextOp op;
   {
     absl::MutexLock lock(&mu_);
     if (reactor_ == nullptr || closing_) return;
+    // Counted before its write can start (the tracker's lock is a leaf).
+    if (directive.has_assignment()) {
+      answers_->Answered(directive.assignment().round(), directive.assignment().nnodes());
+    }
     queue_.push_back(directive);
     if (last) {
       closing_ = true;
@@ -231,14 +236,15 @@ void StreamSink::NextOp::Run() {
 
 void StreamSink::OnWriteDone(bool ok) {
   NextOp op;
-  uint64_t answered_round = 0;
+  // Assignments done with (written, or never to be): like a Join's OnDone.
+  std::vector<uint64_t> done;
   {
     absl::MutexLock lock(&mu_);
     writing_ = false;
-    if (ok && in_flight_.has_assignment()) answered_round = in_flight_.assignment().round();
+    if (in_flight_.has_assignment()) done.push_back(in_flight_.assignment().round());
     if (!ok) {
       // The stream is broken; nothing more can be delivered.
-      queue_.clear();
+      DropQueueLocked(&done);
       if (!closing_) {
         closing_ = true;
         close_status_ = grpc::Status(grpc::StatusCode::UNAVAILABLE, "stream broken");
@@ -246,21 +252,30 @@ void StreamSink::OnWriteDone(bool ok) {
     }
     op = NextLocked();
   }
-  if (answered_round != 0) answers_->Sent(answered_round);
+  for (uint64_t round : done) answers_->Sent(round);
   op.Run();
+}
+
+void StreamSink::DropQueueLocked(std::vector<uint64_t>* dropped_assignments) {
+  for (const v1::Directive& d : queue_) {
+    if (d.has_assignment()) dropped_assignments->push_back(d.assignment().round());
+  }
+  queue_.clear();
 }
 
 void StreamSink::OnCancel() {
   NextOp op;
+  std::vector<uint64_t> dropped;
   {
     absl::MutexLock lock(&mu_);
-    queue_.clear();
+    DropQueueLocked(&dropped);
     if (!closing_) {
       closing_ = true;
       close_status_ = grpc::Status::CANCELLED;
     }
     op = NextLocked();
   }
+  for (uint64_t round : dropped) answers_->Sent(round);
   op.Run();
 }
 

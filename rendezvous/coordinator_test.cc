@@ -672,15 +672,21 @@ class ReadyRejoinTest : public UdpLivenessTest {
       ASSERT_TRUE(id.ok()) << id.status();
       sinks_.push_back(sink);
       watch_ids_.push_back(*id);
+      Alive(i);  // heard over UDP: a READY would get here
     }
     ASSERT_EQ(core_->GetSnapshot().round, 1u);
+  }
+  void Alive(size_t i) {
+    ASSERT_EQ(Send(Datagram(as_[i], reqs_[i].member().incarnation(), ++seq_[i])).accepted, 1);
   }
   // b's worker failed: the round re-opens as round 2 for all three.
   void FailB() {
     ASSERT_TRUE(Report(reqs_[1], 1, v1::ReportRequest::FAILED, 3).ok());
     ASSERT_EQ(core_->GetSnapshot().phase, Phase::kGathering);
   }
-  LivenessBatchStats Ready(size_t i, uint64_t round) {
+  // A READY of member i for `round`; *acked: whether the coordinator acked
+  // it (it holds the re-join), checked to be an ack of that READY.
+  LivenessBatchStats Ready(size_t i, uint64_t round, bool* acked = nullptr) {
     const v1::Assignment& a = as_[i];
     const LivenessBytes b =
         EncodeLivenessDatagram(a.liveness_slot(), reqs_[i].member().incarnation(), round, ++seq_[i],
@@ -689,7 +695,18 @@ class ReadyRejoinTest : public UdpLivenessTest {
     EXPECT_TRUE(d.has_value());
     std::vector<LivenessAck> acks;
     LivenessBatchStats st = core_->NoteLivenessBatch({*d}, &acks);
-    EXPECT_TRUE(acks.empty()) << "a READY is answered by the assignment, not an ack";
+    EXPECT_LE(acks.size(), 1u);
+    if (!acks.empty()) {
+      std::optional<LivenessDatagram> ack =
+          ParseLivenessDatagram(acks[0].bytes.data(), acks[0].bytes.size(), LivenessKind::kAck);
+      EXPECT_TRUE(ack.has_value());
+      if (ack.has_value()) {
+        EXPECT_EQ(ack->round, round);
+        EXPECT_EQ(ack->seq, seq_[i]);
+        EXPECT_TRUE(ack->MacValid(*LivenessKeyFromBytes(a.liveness_key())));
+      }
+    }
+    if (acked != nullptr) *acked = !acks.empty();
     return st;
   }
   // The assignments pushed down member i's stream so far.
@@ -718,9 +735,13 @@ TEST_F(ReadyRejoinTest, SurvivorsReadyByDatagram_RoundClosesAndEachAssignmentGoe
     EXPECT_TRUE(rejoin.rejoin().ready_by_datagram());
     EXPECT_FALSE(sinks_[i]->closed) << "the stream stays open for the assignment";
   }
-  EXPECT_EQ(Ready(0, 2).ready, 1);
-  EXPECT_EQ(Ready(0, 2).ready, 1);     // a repeat (its first was lost, for all it knows)
-  EXPECT_EQ(Ready(1, 3).accepted, 1);  // another round: liveness only
+  bool acked = false;
+  EXPECT_EQ(Ready(0, 2, &acked).ready, 1);
+  EXPECT_TRUE(acked) << "held: acked";
+  EXPECT_EQ(Ready(0, 2, &acked).ready, 1);  // a repeat (its ack was lost, for all it knows)
+  EXPECT_TRUE(acked) << "a repeat is acked too";
+  EXPECT_EQ(Ready(1, 3, &acked).accepted, 1);  // another round: liveness only
+  EXPECT_FALSE(acked);
   EXPECT_EQ(core_->GetSnapshot().gathering, 1);
   Ready(1, 2);
   EXPECT_EQ(core_->GetSnapshot().phase, Phase::kGathering) << "c is a survivor not back yet";
@@ -747,8 +768,10 @@ TEST_F(ReadyRejoinTest, SurvivorsReadyByDatagram_RoundClosesAndEachAssignmentGoe
     EXPECT_TRUE(Report(reqs_[i], 2, v1::ReportRequest::RUNNING).ok());
   }
   EXPECT_EQ(ranks, (std::set<int>{0, 1, 2}));
-  // A late repeat of a READY is a liveness datagram of the running round.
-  EXPECT_EQ(Ready(0, 2).accepted, 1);
+  // A late repeat of a READY is a liveness datagram of the running round
+  // (acked: the round closed with it, its assignment is on the way).
+  EXPECT_EQ(Ready(0, 2, &acked).accepted, 1);
+  EXPECT_TRUE(acked);
   EXPECT_EQ(Pushed(0).size(), 1u);
   // The kept stream still carries the round's directives: the next failure
   // re-opens round 3 on it.
@@ -766,7 +789,9 @@ TEST_F(ReadyRejoinTest, AStreamThatDoesNotAcceptIt_GetsTheRejoinOfBefore_AndItsR
   EXPECT_TRUE(sinks_[2]->closed) << "the stream of before ends with the Rejoin";
   Ready(0, 2);
   Ready(1, 2);
-  EXPECT_EQ(Ready(2, 2).accepted, 1);
+  bool acked = true;
+  EXPECT_EQ(Ready(2, 2, &acked).accepted, 1);
+  EXPECT_FALSE(acked) << "not held: its agent falls back to a Join call";
   EXPECT_EQ(core_->GetSnapshot().gathering, 2) << "c's READY is not a join";
   EXPECT_EQ(core_->GetSnapshot().phase, Phase::kGathering);
   v1::JoinRequest c = reqs_[2];
@@ -822,6 +847,84 @@ TEST_F(ReadyRejoinTest, AJoinCallSupersedesTheReady_AndALeaveWithdrawsIt) {
   EXPECT_TRUE(Pushed(1).empty());
   ASSERT_EQ(Pushed(2).size(), 1u);
   EXPECT_EQ(Pushed(2)[0].nnodes(), 2);
+}
+
+TEST_F(ReadyRejoinTest, AMemberNotHeardOverUdpLately_GetsTheRejoinOfBefore) {
+  StartTrio();
+  clock_.Advance(absl::Seconds(2));  // c's datagrams stop; a and b go on
+  Alive(0);
+  Alive(1);
+  FailB();
+  EXPECT_TRUE(sinks_[0]->directives.back().rejoin().ready_by_datagram());
+  EXPECT_FALSE(sinks_[2]->directives.back().rejoin().ready_by_datagram())
+      << "its READYs might never get here";
+  EXPECT_TRUE(sinks_[2]->closed);
+}
+
+TEST_F(ReadyRejoinTest, ASurvivorLeftOutOfTheRound_ItsKeptStreamEnds_ItsJoinIsAScaleUp) {
+  StartTrio();
+  FailB();
+  Ready(0, 2);
+  Ready(1, 2);
+  clock_.Advance(absl::Milliseconds(600));  // c still stopping: the last call closes the round
+  core_->Tick();
+  ASSERT_EQ(core_->GetSnapshot().round, 2u);
+  EXPECT_EQ(core_->GetSnapshot().members, 2);
+  EXPECT_TRUE(sinks_[2]->closed) << "its stream would wait for nothing";
+  EXPECT_TRUE(absl::IsAborted(sinks_[2]->close_status)) << sinks_[2]->close_status;
+  EXPECT_TRUE(Pushed(2).empty());
+  bool acked = true;
+  Ready(2, 2, &acked);  // too late
+  EXPECT_FALSE(acked);
+  v1::JoinRequest c = reqs_[2];
+  c.set_last_round(1);
+  auto jc = Join(c);  // its fallback: a newcomer while running, below max
+  EXPECT_FALSE(jc->done());
+  EXPECT_EQ(core_->GetSnapshot().phase, Phase::kGathering) << "a scale-up restart, as before";
+}
+
+TEST_F(ReadyRejoinTest, ANewIncarnationWhileTheOldKeepsItsStream_IsToldToRetry_NotRefused) {
+  StartTrio();
+  FailB();
+  v1::JoinRequest c2 = reqs_[2];
+  c2.mutable_member()->set_incarnation(33);  // c's pod restarted; the old stream is still open
+  auto j = Join(c2);
+  ASSERT_TRUE(j->done());
+  EXPECT_TRUE(absl::IsUnavailable(j->status())) << j->status() << " (retried by the client)";
+  core_->WatchClosed(watch_ids_[2]);  // the old connection goes
+  auto again = Join(c2);
+  EXPECT_FALSE(again->done()) << "parked: the new incarnation replaced the dead one";
+}
+
+TEST_F(ReadyRejoinTest, ALeaveWhileGathering_EndsTheKeptStream) {
+  StartTrio();
+  FailB();
+  v1::LeaveRequest leave;
+  *leave.mutable_member() = reqs_[2].member();
+  leave.set_job_id("job");
+  ASSERT_TRUE(core_->Leave(leave).ok());
+  EXPECT_TRUE(sinks_[2]->closed);
+}
+
+TEST_F(ReadyRejoinTest, TheRoundsAnswersRunAfterTheBatch_WhenTheCallerDefersThem) {
+  StartTrio();
+  FailB();
+  Ready(0, 2);
+  Ready(1, 2);
+  const v1::Assignment& a = as_[2];
+  const LivenessBytes b =
+      EncodeLivenessDatagram(a.liveness_slot(), 3, 2, ++seq_[2],
+                             *LivenessKeyFromBytes(a.liveness_key()), LivenessKind::kReady);
+  std::vector<LivenessAck> acks;
+  std::vector<std::function<void()>> deferred;
+  core_->NoteLivenessBatch({*ParseAgentDatagram(b.data(), b.size())}, &acks, &deferred);
+  EXPECT_EQ(acks.size(), 1u);
+  EXPECT_EQ(core_->GetSnapshot().phase, Phase::kRunning);
+  EXPECT_TRUE(Pushed(2).empty()) << "not before the caller sent the acks";
+  EXPECT_EQ(deferred.size(), 3u);
+  for (auto& work : deferred) work();
+  EXPECT_EQ(Pushed(0).size(), 1u);
+  EXPECT_EQ(Pushed(2).size(), 1u);
 }
 
 TEST_F(ReadyRejoinTest, TheJobFailsWhileGathering_TheVerdictGoesDownTheKeptStreams) {

@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <functional>
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
@@ -166,6 +167,7 @@ void LivenessReceiver::Loop() {
   std::vector<LivenessDatagram> batch;
   std::vector<sockaddr_storage> from;
   std::vector<LivenessAck> acks;
+  std::vector<std::function<void()>> deferred;
   batch.reserve(kLivenessBatch * kMaxCallsPerBatch);
   from.reserve(kLivenessBatch * kMaxCallsPerBatch);
   while (true) {
@@ -187,12 +189,15 @@ void LivenessReceiver::Loop() {
       Drain(polls[i].fd, &batch, &from, &received, &malformed);
       LivenessBatchStats s;
       if (!batch.empty()) {
-        s = core_->NoteLivenessBatch(batch, &acks);
+        s = core_->NoteLivenessBatch(batch, &acks, &deferred);
         batches_.fetch_add(1, std::memory_order_relaxed);
       }
       if (!acks.empty()) {
         acks_sent_.fetch_add(SendAcks(polls[i].fd, acks, from), std::memory_order_relaxed);
       }
+      // A round a READY closed: its answers, after this batch's acks.
+      for (auto& work : deferred) work();
+      deferred.clear();
       accepted_.fetch_add(s.accepted, std::memory_order_relaxed);
       rejected_.fetch_add(s.rejected(), std::memory_order_relaxed);
       if (s.rejected() > 0 || malformed > 0) {

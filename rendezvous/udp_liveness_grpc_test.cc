@@ -374,6 +374,20 @@ TEST(ReadyRejoinGrpcTest, ReadyDatagramsRejoin_TheAssignmentComesDownTheKeptStre
     return false;
   };
   ASSERT_TRUE(wait_for([&] { return (*host)->core().GetSnapshot().watching == 2; }));
+  // Both heard over UDP (a READY can get there), then b's worker fails.
+  std::unique_ptr<LivenessSender> senders[2];
+  uint64_t seq = 0;
+  ++seq;
+  for (int i = 0; i < 2; ++i) {
+    absl::StatusOr<std::unique_ptr<LivenessSender>> s =
+        LivenessSender::Connect(target, static_cast<int>(assigned[i]->liveness_udp_port()));
+    ASSERT_TRUE(s.ok()) << s.status();
+    senders[i] = std::move(*s);
+    senders[i]->Send(EncodeLivenessDatagram(assigned[i]->liveness_slot(),
+                                            reqs[i].member().incarnation(), 1, seq,
+                                            *LivenessKeyFromBytes(assigned[i]->liveness_key())));
+  }
+  ASSERT_TRUE(wait_for([&] { return (*host)->liveness_stats().accepted >= 2; }));
 
   v1::ReportRequest failed;
   *failed.mutable_member() = reqs[1].member();
@@ -388,20 +402,12 @@ TEST(ReadyRejoinGrpcTest, ReadyDatagramsRejoin_TheAssignmentComesDownTheKeptStre
   }));
 
   // READY from both, repeated until the assignment is there (as the agent).
-  std::unique_ptr<LivenessSender> senders[2];
-  for (int i = 0; i < 2; ++i) {
-    absl::StatusOr<std::unique_ptr<LivenessSender>> s =
-        LivenessSender::Connect(target, static_cast<int>(assigned[i]->liveness_udp_port()));
-    ASSERT_TRUE(s.ok()) << s.status();
-    senders[i] = std::move(*s);
-  }
   auto pushed = [&](int i) {
     for (const v1::Directive& d : got[i]) {
       if (d.has_assignment()) return true;
     }
     return false;
   };
-  uint64_t seq = 0;
   const absl::Time until = absl::Now() + absl::Seconds(10);
   bool both = false;
   while (!both && absl::Now() < until) {
@@ -416,6 +422,24 @@ TEST(ReadyRejoinGrpcTest, ReadyDatagramsRejoin_TheAssignmentComesDownTheKeptStre
     both = pushed(0) && pushed(1);
   }
   ASSERT_TRUE(both);
+  // Each READY held was acked, over UDP, back to its sender (after the ack
+  // of its round-1 datagram).
+  for (int i = 0; i < 2; ++i) {
+    bool ready_acked = false;
+    for (int tries = 0; tries < 100 && !ready_acked; ++tries) {
+      std::vector<LivenessBytes> acks;
+      senders[i]->Receive(&acks, 16);
+      for (const LivenessBytes& b : acks) {
+        std::optional<LivenessDatagram> ack =
+            ParseLivenessDatagram(b.data(), b.size(), LivenessKind::kAck);
+        ASSERT_TRUE(ack.has_value());
+        EXPECT_TRUE(ack->MacValid(*LivenessKeyFromBytes(assigned[i]->liveness_key())));
+        ready_acked |= ack->round == 2;
+      }
+      if (!ready_acked) absl::SleepFor(absl::Milliseconds(10));
+    }
+    EXPECT_TRUE(ready_acked) << "member " << i;
+  }
   {
     absl::MutexLock lock(&mu);
     std::set<int> ranks;
