@@ -377,19 +377,55 @@ class RejoinByDatagramTest : public AgentTest {
     d.mutable_rejoin()->set_ready_by_datagram(true);
     return d;
   }
-  static v1::Assignment Round2() {
+  static v1::Assignment Round(uint64_t round) {
     v1::Assignment a = UdpAssignment(absl::Milliseconds(470));
-    a.set_round(2);
+    a.set_round(round);
     a.set_node_rank(0);
     a.set_nnodes(2);
     a.set_world_size(4);
-    a.set_restart_count(1);
+    a.set_restart_count(static_cast<int>(round) - 1);
     return a;
   }
   static v1::Directive Pushed(const v1::Assignment& a) {
     v1::Directive d = MakeDirective(a.round());
     *d.mutable_assignment() = a;
     return d;
+  }
+  // Round 1 runs until the coordinator restarts it with ReadyRejoin(1);
+  // the next round's workers exit 0 and the job finishes in `final_round`.
+  void RestartThenFinishIn(uint64_t final_round) {
+    workers_.on_start = [this, final_round](const auto&) {
+      if (workers_.starts.size() == 1) {
+        WhenIdle([this] { client_.SendDirective(ReadyRejoin(1)); });
+      } else {
+        workers_.ExitAll(0);
+        WhenIdle([this, final_round] { client_.SendDirective(JobFinished(final_round)); });
+      }
+    };
+  }
+  // Round 1 runs until ReadyRejoin(1), and nothing runs after it.
+  void RestartOnce() {
+    workers_.on_start = [this](const auto&) {
+      WhenIdle([this] { client_.SendDirective(ReadyRejoin(1)); });
+    };
+  }
+  // `fn` sees each READY the agent sends; what it returns comes back to the
+  // agent (an ack, or nothing).
+  using ReadyFn =
+      std::function<std::optional<rendezvous::LivenessBytes>(const rendezvous::LivenessDatagram&)>;
+  void OnReady(ReadyFn fn) {
+    client_.on_datagram =
+        [fn](const rendezvous::LivenessBytes& b) -> std::optional<rendezvous::LivenessBytes> {
+      std::optional<rendezvous::LivenessDatagram> d =
+          rendezvous::ParseLivenessDatagram(b.data(), b.size(), rendezvous::LivenessKind::kReady);
+      if (!d.has_value()) return std::nullopt;
+      return fn(*d);
+    };
+  }
+  static rendezvous::LivenessBytes AckOf(const rendezvous::LivenessDatagram& d) {
+    return rendezvous::EncodeLivenessDatagram(d.slot, d.incarnation, d.round, d.seq,
+                                              *rendezvous::LivenessKeyFromBytes(kUdpKey),
+                                              rendezvous::LivenessKind::kAck);
   }
   // The READY datagrams the agent sent.
   std::vector<rendezvous::LivenessDatagram> Readies() const {
@@ -405,24 +441,13 @@ class RejoinByDatagramTest : public AgentTest {
 
 TEST_F(RejoinByDatagramTest, KeepsTheStream_SendsReady_TakesTheAssignmentFromTheStream) {
   JoinAnswers({UdpAssignment(absl::Milliseconds(470))});
-  workers_.on_start = [&](const auto&) {
-    if (workers_.starts.size() == 1) {
-      WhenIdle([&] { client_.SendDirective(ReadyRejoin(1)); });
-    } else {
-      workers_.ExitAll(0);
-      WhenIdle([&] { client_.SendDirective(JobFinished(2)); });
-    }
-  };
+  RestartThenFinishIn(2);
   // The coordinator answers the second READY (the first was "lost").
   int readies = 0;
-  client_.on_datagram =
-      [&](const rendezvous::LivenessBytes& b) -> std::optional<rendezvous::LivenessBytes> {
-    if (rendezvous::ParseLivenessDatagram(b.data(), b.size(), rendezvous::LivenessKind::kReady) &&
-        ++readies == 2) {
-      WhenIdle([&] { client_.SendDirective(Pushed(Round2())); });
-    }
+  OnReady([&](const rendezvous::LivenessDatagram&) -> std::optional<rendezvous::LivenessBytes> {
+    if (++readies == 2) WhenIdle([&] { client_.SendDirective(Pushed(Round(2))); });
     return std::nullopt;
-  };
+  });
   EXPECT_EQ(Run(), 0);
   ASSERT_EQ(workers_.starts.size(), 2u);
   EXPECT_THAT(workers_.starts[1][0].env, ::testing::Contains("WORLD_SIZE=4"));
@@ -447,22 +472,12 @@ TEST_F(RejoinByDatagramTest, KeepsTheStream_SendsReady_TakesTheAssignmentFromThe
 }
 
 TEST_F(RejoinByDatagramTest, TheStreamEndsBeforeTheAssignment_FallsBackToAJoinCall) {
-  JoinAnswers({UdpAssignment(absl::Milliseconds(470)), Round2()});
-  workers_.on_start = [&](const auto&) {
-    if (workers_.starts.size() == 1) {
-      WhenIdle([&] { client_.SendDirective(ReadyRejoin(1)); });
-    } else {
-      workers_.ExitAll(0);
-      WhenIdle([&] { client_.SendDirective(JobFinished(2)); });
-    }
-  };
-  client_.on_datagram =
-      [&](const rendezvous::LivenessBytes& b) -> std::optional<rendezvous::LivenessBytes> {
-    if (rendezvous::ParseLivenessDatagram(b.data(), b.size(), rendezvous::LivenessKind::kReady)) {
-      WhenIdle([&] { client_.EndStream(absl::UnavailableError("Socket closed")); });
-    }
+  JoinAnswers({UdpAssignment(absl::Milliseconds(470)), Round(2)});
+  RestartThenFinishIn(2);
+  OnReady([&](const rendezvous::LivenessDatagram&) -> std::optional<rendezvous::LivenessBytes> {
+    WhenIdle([&] { client_.EndStream(absl::UnavailableError("Socket closed")); });
     return std::nullopt;
-  };
+  });
   EXPECT_EQ(Run(), 0);
   ASSERT_EQ(workers_.starts.size(), 2u);
   ASSERT_EQ(client_.joins().size(), 2u);
@@ -476,16 +491,11 @@ TEST_F(RejoinByDatagramTest, AVerdictInsteadOfTheAssignment_IsTakenInPlace_NoJoi
   // The job failed while the round gathered: the verdict on the kept stream
   // ends the agent with its code (a Join could find the coordinator gone).
   JoinAnswers({UdpAssignment(absl::Milliseconds(470))});
-  workers_.on_start = [&](const auto&) {
-    WhenIdle([&] { client_.SendDirective(ReadyRejoin(1)); });
-  };
-  client_.on_datagram =
-      [&](const rendezvous::LivenessBytes& b) -> std::optional<rendezvous::LivenessBytes> {
-    if (rendezvous::ParseLivenessDatagram(b.data(), b.size(), rendezvous::LivenessKind::kReady)) {
-      WhenIdle([&] { client_.SendDirective(JobFailed(1, /*exhausted=*/true)); });
-    }
+  RestartOnce();
+  OnReady([&](const rendezvous::LivenessDatagram&) -> std::optional<rendezvous::LivenessBytes> {
+    WhenIdle([&] { client_.SendDirective(JobFailed(1, /*exhausted=*/true)); });
     return std::nullopt;
-  };
+  });
   EXPECT_EQ(Run(), kExitRestartsExhausted);
   EXPECT_EQ(client_.joins().size(), 1u);
 }
@@ -507,46 +517,28 @@ TEST_F(RejoinByDatagramTest, TheVerdictWhileStillStopping_ReplacesTheRejoin) {
   EXPECT_TRUE(Readies().empty());
 }
 
-TEST_F(RejoinByDatagramTest, ReadiesNotAcked_FallBackToAJoinCall_AckedOnesWait) {
+TEST_F(RejoinByDatagramTest, ReadiesNotAcked_FallBackToAJoinCall_TheStreamKeptUntilItsAnswer) {
   // Unacked: after kReadiesBeforeJoin READYs (UDP does not get through) the
-  // Join call of before.
-  JoinAnswers({UdpAssignment(absl::Milliseconds(470)), Round2()});
-  workers_.on_start = [&](const auto&) {
-    if (workers_.starts.size() == 1) {
-      WhenIdle([&] { client_.SendDirective(ReadyRejoin(1)); });
-    } else {
-      workers_.ExitAll(0);
-      WhenIdle([&] { client_.SendDirective(JobFinished(2)); });
-    }
-  };
+  // Join call of before; the stream stays open until the answer's new one.
+  JoinAnswers({UdpAssignment(absl::Milliseconds(470)), Round(2)});
+  RestartThenFinishIn(2);
   EXPECT_EQ(Run(), 0);
   EXPECT_EQ(client_.joins().size(), 2u);
   EXPECT_EQ(Readies().size(), static_cast<size_t>(kReadiesBeforeJoin));
+  ASSERT_EQ(client_.watches().size(), 2u);
+  EXPECT_EQ(client_.watches()[1].round(), 2u);
 }
 
 TEST_F(RejoinByDatagramTest, AnAckedReady_WaitsForTheAssignmentWithoutAJoinCall) {
   JoinAnswers({UdpAssignment(absl::Milliseconds(470))});
-  workers_.on_start = [&](const auto&) {
-    if (workers_.starts.size() == 1) {
-      WhenIdle([&] { client_.SendDirective(ReadyRejoin(1)); });
-    } else {
-      workers_.ExitAll(0);
-      WhenIdle([&] { client_.SendDirective(JobFinished(2)); });
-    }
-  };
+  RestartThenFinishIn(2);
   // The coordinator acks every READY; the round closes after the tenth (a
   // slow survivor elsewhere).
   int readies = 0;
-  client_.on_datagram =
-      [&](const rendezvous::LivenessBytes& b) -> std::optional<rendezvous::LivenessBytes> {
-    std::optional<rendezvous::LivenessDatagram> d =
-        rendezvous::ParseLivenessDatagram(b.data(), b.size(), rendezvous::LivenessKind::kReady);
-    if (!d.has_value()) return std::nullopt;
-    if (++readies == 10) WhenIdle([&] { client_.SendDirective(Pushed(Round2())); });
-    return rendezvous::EncodeLivenessDatagram(d->slot, d->incarnation, d->round, d->seq,
-                                              *rendezvous::LivenessKeyFromBytes(kUdpKey),
-                                              rendezvous::LivenessKind::kAck);
-  };
+  OnReady([&](const rendezvous::LivenessDatagram& d) -> std::optional<rendezvous::LivenessBytes> {
+    if (++readies == 10) WhenIdle([&] { client_.SendDirective(Pushed(Round(2))); });
+    return AckOf(d);
+  });
   EXPECT_EQ(Run(), 0);
   EXPECT_EQ(client_.joins().size(), 1u);
   EXPECT_EQ(Readies().size(), 10u);
@@ -556,35 +548,21 @@ TEST_F(RejoinByDatagramTest, AnAckedReady_WaitsForTheAssignmentWithoutAJoinCall)
 TEST_F(RejoinByDatagramTest, ARestartBeforeTheAssignmentCame_ReJoinsTheNewerRound) {
   // Round 2 closed with this node and failed again before its assignment
   // was written: Rejoin(next 3) first, then the stale assignment of round 2.
-  v1::Assignment round3 = Round2();
-  round3.set_round(3);
-  round3.set_restart_count(2);
   JoinAnswers({UdpAssignment(absl::Milliseconds(470))});
-  workers_.on_start = [&](const auto&) {
-    if (workers_.starts.size() == 1) {
-      WhenIdle([&] { client_.SendDirective(ReadyRejoin(1)); });
-    } else {
-      workers_.ExitAll(0);
-      WhenIdle([&] { client_.SendDirective(JobFinished(3)); });
-    }
-  };
+  RestartThenFinishIn(3);
   int readies = 0;
-  client_.on_datagram =
-      [&](const rendezvous::LivenessBytes& b) -> std::optional<rendezvous::LivenessBytes> {
-    std::optional<rendezvous::LivenessDatagram> d =
-        rendezvous::ParseLivenessDatagram(b.data(), b.size(), rendezvous::LivenessKind::kReady);
-    if (!d.has_value()) return std::nullopt;
+  OnReady([&](const rendezvous::LivenessDatagram& d) -> std::optional<rendezvous::LivenessBytes> {
     ++readies;
-    if (d->round == 2 && readies == 1) {
+    if (d.round == 2 && readies == 1) {
       WhenIdle([&] {
         client_.SendDirective(ReadyRejoin(2));  // Rejoin(next 3), of round 2
-        client_.SendDirective(Pushed(Round2()));
+        client_.SendDirective(Pushed(Round(2)));
       });
-    } else if (d->round == 3) {
-      WhenIdle([&] { client_.SendDirective(Pushed(round3)); });
+    } else if (d.round == 3) {
+      WhenIdle([&] { client_.SendDirective(Pushed(Round(3))); });
     }
     return std::nullopt;
-  };
+  });
   EXPECT_EQ(Run(), 0);
   EXPECT_EQ(client_.joins().size(), 1u);
   ASSERT_EQ(workers_.starts.size(), 2u);
@@ -594,16 +572,11 @@ TEST_F(RejoinByDatagramTest, ARestartBeforeTheAssignmentCame_ReJoinsTheNewerRoun
 
 TEST_F(RejoinByDatagramTest, ASignalWhileReady_LeavesAndExits128PlusN) {
   JoinAnswers({UdpAssignment(absl::Milliseconds(470))});
-  workers_.on_start = [&](const auto&) {
-    WhenIdle([&] { client_.SendDirective(ReadyRejoin(1)); });
-  };
-  client_.on_datagram =
-      [&](const rendezvous::LivenessBytes& b) -> std::optional<rendezvous::LivenessBytes> {
-    if (rendezvous::ParseLivenessDatagram(b.data(), b.size(), rendezvous::LivenessKind::kReady)) {
-      WhenIdle([&] { workers_.Signal(SIGTERM); });
-    }
+  RestartOnce();
+  OnReady([&](const rendezvous::LivenessDatagram&) -> std::optional<rendezvous::LivenessBytes> {
+    WhenIdle([&] { workers_.Signal(SIGTERM); });
     return std::nullopt;
-  };
+  });
   EXPECT_EQ(Run(), 128 + SIGTERM);
   ASSERT_EQ(client_.leaves().size(), 1u);
   EXPECT_EQ(client_.joins().size(), 1u);

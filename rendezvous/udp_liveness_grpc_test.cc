@@ -97,19 +97,26 @@ class DatagramLoop {
   std::thread thread_;
 };
 
+// A static 2-node job on 127.0.0.1 (an ephemeral port, token "tok").
+CoordinatorHostOptions PairHostOptions(absl::Duration timeout, int max_restarts = 0) {
+  CoordinatorHostOptions o;
+  o.core.job_id = "job";
+  o.core.min_nodes = o.core.max_nodes = 2;
+  o.core.max_restarts = max_restarts;
+  o.core.heartbeat_timeout = timeout;
+  o.core.incarnation = NewIncarnation();
+  o.token = "tok";
+  o.bind_addr = "127.0.0.1";
+  o.port = 0;
+  return o;
+}
+
 class UdpLivenessGrpcTest : public ::testing::Test {
  protected:
   void Start(absl::Duration timeout) {
     timeout_ = timeout;
-    CoordinatorHostOptions o;
-    o.core.job_id = "job";
-    o.core.min_nodes = o.core.max_nodes = 2;
-    o.core.heartbeat_timeout = timeout;
-    o.core.incarnation = NewIncarnation();
-    o.token = "tok";
-    o.bind_addr = "127.0.0.1";
-    o.port = 0;
-    absl::StatusOr<std::unique_ptr<CoordinatorHost>> host = CoordinatorHost::Start(std::move(o));
+    absl::StatusOr<std::unique_ptr<CoordinatorHost>> host =
+        CoordinatorHost::Start(PairHostOptions(timeout));
     ASSERT_TRUE(host.ok()) << host.status();
     host_ = std::move(*host);
     ASSERT_EQ(host_->liveness_port(), host_->port()) << "the same number as the gRPC port";
@@ -322,16 +329,8 @@ TEST(LivenessReceiverBind, WildcardTakesIpv4_NamesBind_BadNamesAreNamed) {
 // "Re-join on the stream"): after a restart, each survivor's READY datagram
 // is its re-join, and its next assignment comes down the stream it kept.
 TEST(ReadyRejoinGrpcTest, ReadyDatagramsRejoin_TheAssignmentComesDownTheKeptStream) {
-  CoordinatorHostOptions o;
-  o.core.job_id = "job";
-  o.core.min_nodes = o.core.max_nodes = 2;
-  o.core.max_restarts = 1;
-  o.core.heartbeat_timeout = absl::Seconds(5);
-  o.core.incarnation = NewIncarnation();
-  o.token = "tok";
-  o.bind_addr = "127.0.0.1";
-  o.port = 0;
-  absl::StatusOr<std::unique_ptr<CoordinatorHost>> host = CoordinatorHost::Start(std::move(o));
+  absl::StatusOr<std::unique_ptr<CoordinatorHost>> host =
+      CoordinatorHost::Start(PairHostOptions(absl::Seconds(5), /*max_restarts=*/1));
   ASSERT_TRUE(host.ok()) << host.status();
   const std::string target = absl::StrCat("127.0.0.1:", (*host)->port());
   ClientOptions c;
