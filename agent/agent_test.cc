@@ -529,6 +529,37 @@ TEST_F(RejoinByDatagramTest, ReadiesNotAcked_FallBackToAJoinCall_TheStreamKeptUn
   EXPECT_EQ(client_.watches()[1].round(), 2u);
 }
 
+TEST_F(RejoinByDatagramTest, AcksThatStop_FallBackToAJoinCall) {
+  // The coordinator acked the first READY, then went quiet (its host gone
+  // without closing the stream): after kReadiesBeforeJoin more, a Join call.
+  JoinAnswers({UdpAssignment(absl::Milliseconds(470)), Round(2)});
+  RestartThenFinishIn(2);
+  int readies = 0;
+  OnReady([&](const rendezvous::LivenessDatagram& d) -> std::optional<rendezvous::LivenessBytes> {
+    if (++readies == 1) return AckOf(d);
+    return std::nullopt;
+  });
+  EXPECT_EQ(Run(), 0);
+  EXPECT_EQ(client_.joins().size(), 2u);
+  EXPECT_EQ(Readies().size(), static_cast<size_t>(1 + kReadiesBeforeJoin));
+}
+
+TEST_F(RejoinByDatagramTest, AVerdictOnTheKeptStreamWhileTheFallbackJoinWaits_EndsIt) {
+  // UDP does not get through: the Join call; before it is answered the job
+  // fails and the verdict comes down the stream still open. The agent takes
+  // it (the coordinator may be gone before the Join gets there).
+  RestartOnce();
+  int joins = 0;
+  client_.on_join = [&](const v1::JoinRequest&) -> std::optional<absl::StatusOr<v1::Assignment>> {
+    if (++joins == 1) return UdpAssignment(absl::Milliseconds(470));
+    WhenIdle([&] { client_.SendDirective(JobFailed(1, /*exhausted=*/true)); });
+    return std::nullopt;  // the fallback Join stays pending
+  };
+  EXPECT_EQ(Run(), kExitRestartsExhausted);
+  EXPECT_EQ(client_.joins().size(), 2u);
+  EXPECT_EQ(client_.cancel_joins(), 1);
+}
+
 TEST_F(RejoinByDatagramTest, AnAckedReady_WaitsForTheAssignmentWithoutAJoinCall) {
   JoinAnswers({UdpAssignment(absl::Milliseconds(470))});
   RestartThenFinishIn(2);

@@ -234,8 +234,9 @@ bool RoundMachine::BeginJoining() {
   join_cancelled_ = false;
   ready_join_ = false;
   next_ready_ = join_deadline_ = absl::InfiniteFuture();
-  readies_sent_ = 0;
+  readies_unacked_ = 0;
   ready_acked_ = false;
+  join_verdict_.reset();
   return after_local_failure;
 }
 
@@ -305,7 +306,7 @@ void RoundMachine::OnDirectiveWhileReady(const DirectiveReceived& e, Actions* ou
     TLOG(kInfo) << "restart: " << Quoted(d.rejoin().reason()) << "; re-joining round "
                 << d.rejoin().next_round() << " instead";
     rejoin_round_ = d.rejoin().next_round();
-    readies_sent_ = 0;
+    readies_unacked_ = 0;
     ready_acked_ = false;
     next_ready_ = clock_->Now();
     return;
@@ -358,6 +359,22 @@ void RoundMachine::OnJoinAnswered(const JoinAnswered& e, Actions* out, bool stre
     FinishWith(out);
     return;
   }
+  if (join_verdict_.has_value()) {
+    TLOG(kInfo) << "the job ended while this node re-joined (" << EndingName(join_verdict_->ending)
+                << ")";
+    outcome_ = Outcome::kExit;
+    facts_ = *join_verdict_;
+    FinishWith(out);
+    return;
+  }
+  if (!e.result.ok() && rendezvous::ReasonOf(e.result.status()) == v1::ErrorInfo::JOB_SUCCEEDED) {
+    TLOG(kInfo) << "the job already succeeded; nothing left to do";
+    outcome_ = Outcome::kExit;
+    facts_ = EndingFacts{};
+    facts_.ending = Ending::kJobFinished;
+    FinishWith(out);
+    return;
+  }
   if (!e.result.ok()) {
     const int code = ExitCodeForJoinError(e.result.status());
     TLOG(kError) << "rendezvous failed: " << Quoted(e.result.status().message());
@@ -386,7 +403,9 @@ void RoundMachine::OnJoinAnswered(const JoinAnswered& e, Actions* out, bool stre
   udp_heard_.reset();
   acks_flowing_ = false;
   last_ack_ = absl::InfinitePast();
-  last_acked_seq_ = 0;
+  // Only acks of datagrams sent from now on (a late ack of a READY is no
+  // proof of this round).
+  last_acked_seq_ = liveness_seq_;
   udp_port_ = 0;
   next_datagram_ = absl::InfiniteFuture();
   std::optional<rendezvous::LivenessKey> key = rendezvous::LivenessKeyFromBytes(a.liveness_key());
@@ -809,7 +828,24 @@ bool RoundMachine::OutcomePending() const {
 void RoundMachine::OnDirective(const DirectiveReceived& e, Actions* out) {
   if (e.watch_id != watch_id_) return;
   if (state_ == RoundState::kJoining) {
-    if (ready_join_) OnDirectiveWhileReady(e, out);
+    if (ready_join_) {
+      OnDirectiveWhileReady(e, out);
+      return;
+    }
+    // A fallback Join in flight, the kept stream still open: a verdict on it
+    // ends the wait (the coordinator may stop before the Join gets there).
+    const v1::Directive& d = e.directive;
+    if (watch_open_ && !join_verdict_.has_value() && (d.has_job_failed() || d.has_job_finished()) &&
+        d.coordinator_incarnation() == assignment_.coordinator_incarnation()) {
+      EndingFacts f;
+      f.ending = d.has_job_failed() ? Ending::kJobFailed : Ending::kJobFinished;
+      f.restarts_exhausted = d.has_job_failed() && d.job_failed().restarts_exhausted();
+      join_verdict_ = f;
+      if (!join_cancelled_) {
+        join_cancelled_ = true;
+        out->push_back(CancelJoin{});
+      }
+    }
     return;
   }
   const v1::Directive& d = e.directive;
@@ -1004,9 +1040,11 @@ void RoundMachine::OnLivenessAcked(const LivenessAcked& e) {
   if (udp_port_ == 0) return;
   if (state_ == RoundState::kJoining && ready_join_) {
     // An ack of a READY: the coordinator holds this node's re-join.
-    if (TakeOwnAck(e, rejoin_round_) && !ready_acked_) {
+    if (!TakeOwnAck(e, rejoin_round_)) return;
+    readies_unacked_ = 0;
+    NoteContact();
+    if (!ready_acked_) {
       ready_acked_ = true;
-      NoteContact();
       TLOG(kDebug) << "the coordinator holds this node's re-join of round " << rejoin_round_;
     }
     return;
@@ -1106,10 +1144,11 @@ void RoundMachine::OnTick(Actions* out) {
                          "round ", rejoin_round_, " did not close within the join timeout (",
                          absl::FormatDuration(options_.join_timeout), ")"))},
                      out);
-    } else if (ready_join_ && now >= next_ready_ && !ready_acked_ &&
-               readies_sent_ >= kReadiesBeforeJoin) {
-      FallBackToJoin(absl::StrCat("no ack for ", readies_sent_,
-                                  " READY datagrams (is UDP to the coordinator's port blocked?)"),
+    } else if (ready_join_ && now >= next_ready_ && readies_unacked_ >= kReadiesBeforeJoin) {
+      FallBackToJoin(absl::StrCat("no ack for the last ", readies_unacked_, " READY datagrams (",
+                                  ready_acked_ ? "the coordinator went quiet"
+                                               : "is UDP to the coordinator's port blocked?",
+                                  ")"),
                      out);
     } else if (ready_join_ && now >= next_ready_) {
       // Repeated until the assignment comes: a datagram may be lost, and
@@ -1117,7 +1156,7 @@ void RoundMachine::OnTick(Actions* out) {
       out->push_back(SendLiveness{rendezvous::EncodeLivenessDatagram(
           liveness_slot_, options_.me.incarnation(), rejoin_round_, ++liveness_seq_, liveness_key_,
           rendezvous::LivenessKind::kReady)});
-      ++readies_sent_;
+      ++readies_unacked_;
       next_ready_ = now + heartbeat_interval_;
     }
     return;

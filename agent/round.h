@@ -125,8 +125,9 @@ namespace v1 = ::trainlet::v1;
 // a larger value is clamped, so a bad answer cannot silence the agent.
 inline constexpr absl::Duration kMaxHeardReportInterval = absl::Minutes(5);
 // A re-join by datagram falls back to the Join call when this many READY
-// datagrams (one per heartbeat interval: half the heartbeat timeout) got no
-// ack: UDP to or from the coordinator does not get through.
+// datagrams in a row (one per heartbeat interval: half the heartbeat
+// timeout) got no ack: UDP to or from the coordinator does not get through,
+// or the coordinator is gone without closing the stream.
 inline constexpr int kReadiesBeforeJoin = 5;
 // While the coordinator acknowledges this node's liveness datagrams
 // (rendezvous::AckInterval: every timeout/4), the acks prove both that it
@@ -515,8 +516,13 @@ class RoundMachine {
   bool ready_join_ = false;
   absl::Time next_ready_ = absl::InfiniteFuture();
   absl::Time join_deadline_ = absl::InfiniteFuture();
-  int readies_sent_ = 0;
+  // READYs sent since the last ack of one (the coordinator acks each it
+  // holds): kReadiesBeforeJoin of them and the Join call takes over.
+  int readies_unacked_ = 0;
   bool ready_acked_ = false;  // the coordinator acked a READY: it holds the re-join.
+  // A verdict on the kept stream while a fallback Join was in flight: the
+  // Join is cancelled and its answer ends the agent with this.
+  std::optional<EndingFacts> join_verdict_;
 
   // Workers of the round.
   int workers_running_ = 0;

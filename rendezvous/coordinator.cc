@@ -490,10 +490,12 @@ uint64_t Coordinator::Join(const v1::JoinRequest& request, absl::string_view pee
           });
           SetTicketLocked(old, 0);
         }
-      } else if (IsLiveLocked(old) && !old.in_round && old.ticket == 0) {
-        // Live only through a stream kept across a restart: the old agent may
-        // be re-joining, or dead with a connection not yet closed. Retried
-        // (UNAVAILABLE) until that stream ends or the old agent re-joins.
+      } else if (IsLiveLocked(old) && !old.in_round && (old.ticket == 0 || old.ready_join)) {
+        // Live only through a stream kept across a restart (and maybe a
+        // READY parked on it): the old agent may be re-joining, or dead with
+        // a connection not yet closed. Retried (UNAVAILABLE) until that
+        // stream ends (which withdraws a parked READY) or the round closes
+        // with the old incarnation in it (then ALREADY_EXISTS).
         error = absl::UnavailableError(absl::StrFormat(
             "node id \"%s\": the previous incarnation's stream is still open after a restart; "
             "waiting for it to re-join or close",
@@ -730,17 +732,11 @@ void Coordinator::CloseRoundLocked(Actions* actions) {
   int carried_restarts = -1;
   std::vector<Member*> joined;
   std::vector<RankCandidate> candidates;
+  std::vector<Member*> left_out;
   for (auto& [id, m] : members_) {
     if (m.ticket == 0) {
       SetInRoundLocked(m, false);
-      if (m.sink != nullptr) {
-        // A survivor whose stream was kept for its re-join but that did not
-        // make the round (still stopping its workers): its stream ends, and
-        // its agent's Join call makes it a newcomer (a scale-up) as before.
-        m.sink->Close(absl::AbortedError(
-            absl::StrCat("round ", round_ + 1, " closed without this node; re-join")));
-        SetSinkLocked(m, nullptr, 0);
-      }
+      if (m.sink != nullptr) left_out.push_back(&m);
       continue;
     }
     joined.push_back(&m);
@@ -753,6 +749,14 @@ void Coordinator::CloseRoundLocked(Actions* actions) {
   }
   if (round_ == 0 && carried_restarts >= 0) restart_count_ = carried_restarts + 1;
   round_ = last_round + 1;
+  // Survivors whose stream was kept for a re-join by datagram but that did
+  // not make the round (still stopping their workers): their streams end, and
+  // each agent's Join call makes it a newcomer (a scale-up) as before.
+  for (Member* m : left_out) {
+    m->sink->Close(
+        absl::AbortedError(absl::StrCat("round ", round_, " closed without this node; re-join")));
+    SetSinkLocked(*m, nullptr, 0);
+  }
 
   std::vector<int> ranks = AssignRanks(candidates, /*honor_hints=*/!elastic_);
   const int n = static_cast<int>(joined.size());

@@ -891,7 +891,11 @@ TEST_F(ReadyRejoinTest, ANewIncarnationWhileTheOldKeepsItsStream_IsToldToRetry_N
   auto j = Join(c2);
   ASSERT_TRUE(j->done());
   EXPECT_TRUE(absl::IsUnavailable(j->status())) << j->status() << " (retried by the client)";
-  core_->WatchClosed(watch_ids_[2]);  // the old connection goes
+  Ready(2, 2);  // the old one's READY parked on its stream: the same
+  auto j2 = Join(c2);
+  ASSERT_TRUE(j2->done());
+  EXPECT_TRUE(absl::IsUnavailable(j2->status())) << j2->status();
+  core_->WatchClosed(watch_ids_[2]);  // the old connection goes (its READY withdrawn)
   auto again = Join(c2);
   EXPECT_FALSE(again->done()) << "parked: the new incarnation replaced the dead one";
 }
