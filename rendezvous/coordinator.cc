@@ -1334,22 +1334,22 @@ LivenessBatchStats Coordinator::NoteLivenessBatch(absl::Span<const LivenessDatag
       slot.last_heard = now;
       slot.last_datagram = now;
       ++stats.accepted;
+      // The ack of this datagram: its slot, incarnation, round and seq.
+      auto ack = [&] {
+        acks->push_back({i, EncodeLivenessDatagram(d.slot, d.incarnation, d.round, d.seq, slot.key,
+                                                   LivenessKind::kAck)});
+        ++stats.acks;
+      };
       if (d.kind == LivenessKind::kReady) {
         ++stats.ready;
         // Acked when held (each one: they come every interval at most), so
         // that an agent whose READYs do not get here falls back to a Join.
-        if (ReadyJoinLocked(*slot.member, d.round, &actions) && acks != nullptr) {
-          acks->push_back({i, EncodeLivenessDatagram(d.slot, d.incarnation, d.round, d.seq,
-                                                     slot.key, LivenessKind::kAck)});
-          ++stats.acks;
-        }
+        if (ReadyJoinLocked(*slot.member, d.round, &actions) && acks != nullptr) ack();
         continue;
       }
       if (may_ack && slot.member->in_round && now - slot.last_ack >= ack_every) {
         slot.last_ack = now;
-        acks->push_back({i, EncodeLivenessDatagram(d.slot, d.incarnation, d.round, d.seq, slot.key,
-                                                   LivenessKind::kAck)});
-        ++stats.acks;
+        ack();
       }
     }
   }
