@@ -18,6 +18,13 @@ struct GrpcReportTransport::Stub {
 
 // What outlives the reactor: the call's context (so that it can be cancelled
 // at any time) and what the reactor reported.
+// The report streams gRPC has not finished with (OnDone not run yet).
+struct GrpcReportTransport::Outstanding {
+  absl::Mutex mu;
+  int streams ABSL_GUARDED_BY(mu) = 0;
+  bool Idle() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) { return streams == 0; }
+};
+
 struct GrpcReportTransport::StreamState {
   grpc::ClientContext ctx;
   v1::HealthReportResponse response;
@@ -41,8 +48,13 @@ struct GrpcReportTransport::StreamState {
 // itself when gRPC is done with it, which is after Release.
 class GrpcReportTransport::StreamReactor final : public grpc::ClientWriteReactor<v1::HealthReport> {
  public:
-  StreamReactor(v1::Controller::Stub* stub, std::shared_ptr<StreamState> state)
-      : state_(std::move(state)) {
+  StreamReactor(v1::Controller::Stub* stub, std::shared_ptr<StreamState> state,
+                std::shared_ptr<Outstanding> outstanding)
+      : state_(std::move(state)), outstanding_(std::move(outstanding)) {
+    {
+      absl::MutexLock lock(&outstanding_->mu);
+      ++outstanding_->streams;
+    }
     stub->async()->ReportStream(&state_->ctx, &state_->response, this);
     AddHold();
     StartCall();
@@ -70,17 +82,23 @@ class GrpcReportTransport::StreamReactor final : public grpc::ClientWriteReactor
       state_->done = true;
       state_->status = status;
     }
+    std::shared_ptr<Outstanding> outstanding = outstanding_;
     delete this;
+    absl::MutexLock lock(&outstanding->mu);
+    --outstanding->streams;
   }
 
  private:
   const std::shared_ptr<StreamState> state_;
+  const std::shared_ptr<Outstanding> outstanding_;
   v1::HealthReport report_;  // the write in flight.
 };
 
 GrpcReportTransport::GrpcReportTransport(const std::string& target, std::string token,
                                          const rendezvous::TlsConfig& tls, absl::Duration interval)
-    : token_(std::move(token)), stub_(std::make_unique<Stub>()) {
+    : token_(std::move(token)),
+      stub_(std::make_unique<Stub>()),
+      outstanding_(std::make_shared<Outstanding>()) {
   grpc::ChannelArguments args;
   // gRPC's reconnect backoff grows to two minutes; a controller back up is
   // dialled again within one report interval.
@@ -104,8 +122,16 @@ GrpcReportTransport::GrpcReportTransport(const std::string& target, std::string 
 }
 
 GrpcReportTransport::~GrpcReportTransport() {
-  absl::MutexLock lock(&mu_);
-  if (current_ != nullptr) EndLocked(/*cancel=*/true);
+  {
+    absl::MutexLock lock(&mu_);
+    if (current_ != nullptr) EndLocked(/*cancel=*/true);
+  }
+  // Streams cancelled or ended are done only when gRPC says so: the channel
+  // (and, at exit, gRPC itself) must not go before (a crash in gRPC's
+  // threads after a test's last report stream was cancelled showed it).
+  absl::MutexLock lock(&outstanding_->mu);
+  outstanding_->mu.AwaitWithTimeout(absl::Condition(outstanding_.get(), &Outstanding::Idle),
+                                    kStreamDrainTimeout);
 }
 
 std::shared_ptr<GrpcReportTransport::StreamState> GrpcReportTransport::EndLocked(bool cancel) {
@@ -159,7 +185,7 @@ absl::Status GrpcReportTransport::SendOnStream(const v1::HealthReport& report,
       if (!token_.empty()) {
         current_->state->ctx.AddMetadata(rendezvous::kTokenMetadataKey, token_);
       }
-      current_->stream = new StreamReactor(stub_->stub.get(), current_->state);
+      current_->stream = new StreamReactor(stub_->stub.get(), current_->state, outstanding_);
       ++streams_opened_;
     }
     current_->writing = true;

@@ -30,6 +30,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
 #include "agent/reporter.h"
 #include "rendezvous/tls_files.h"
 
@@ -68,6 +69,9 @@ class GrpcReportTransport : public ReportTransport {
   struct Stub;
   struct StreamState;
   class StreamReactor;
+  struct Outstanding;
+  // How long the destructor waits for gRPC to finish with the streams.
+  static constexpr absl::Duration kStreamDrainTimeout = absl::Seconds(2);
   struct Current {
     StreamReactor* stream = nullptr;  // valid until Release.
     std::shared_ptr<StreamState> state;
@@ -82,6 +86,7 @@ class GrpcReportTransport : public ReportTransport {
 
   const std::string token_;
   std::unique_ptr<Stub> stub_;
+  const std::shared_ptr<Outstanding> outstanding_;
   mutable absl::Mutex mu_;
   std::unique_ptr<Current> current_ ABSL_GUARDED_BY(mu_);
   grpc::ClientContext* unary_in_flight_ ABSL_GUARDED_BY(mu_) = nullptr;
