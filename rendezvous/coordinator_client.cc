@@ -189,16 +189,19 @@ absl::StatusOr<v1::Assignment> CoordinatorClient::Join(const v1::JoinRequest& re
     tls_failures = IsTlsHandshakeError(s) ? tls_failures + 1 : 0;
     if (tls_failures >= kTlsFailuresBeforeGivingUp) return TlsRefusal(s);
     const absl::Time now = mono->Now();
-    if (absl::IsUnavailable(s) && now >= next_log) {
-      TLOG(kInfo) << "coordinator " << options_.target << " not reachable yet (" << s.message()
-                  << "); waiting for it until " << absl::FormatTime(wall(deadline));
-      next_log = now + absl::Seconds(30);
-    }
     // Not connected (the name does not resolve, or nothing listens yet):
     // wait for the channel to connect, then join at once. UNAVAILABLE over a
-    // live connection came from the coordinator itself (shutting down):
-    // back off like any other "try again".
+    // live connection came from the coordinator itself (shutting down, or
+    // this node's previous incarnation still holds its place): back off like
+    // any other "try again".
     const bool connected = Channel()->GetState(/*try_to_connect=*/false) == GRPC_CHANNEL_READY;
+    if (absl::IsUnavailable(s) && now >= next_log) {
+      TLOG(kInfo) << "coordinator " << options_.target
+                  << (connected ? " asks to try again (" : " not reachable yet (")
+                  << SafeForLog(s.message()) << "); " << (connected ? "retrying" : "waiting for it")
+                  << " until " << absl::FormatTime(wall(deadline));
+      next_log = now + absl::Seconds(30);
+    }
     if (absl::IsUnavailable(s) && !connected) {
       if (!Channel()->WaitForConnected(
               absl::ToChronoTime(wall(std::min(deadline, mono->Now() + kRedialPeriod))))) {
@@ -221,8 +224,12 @@ absl::StatusOr<v1::Assignment> CoordinatorClient::Join(const v1::JoinRequest& re
   // but the round did not close.
   const grpc_connectivity_state state = Channel()->GetState(/*try_to_connect=*/false);
   std::string why = state == GRPC_CHANNEL_READY
-                        ? "the coordinator answered, but the round did not close (are all "
-                          "--nnodes agents running?)"
+                        ? absl::StrCat(
+                              "the coordinator answered, but the round did not close (are all "
+                              "--nnodes agents running?)",
+                              last_error.ok() ? ""
+                                              : absl::StrCat("; its last answer: ",
+                                                             SafeForLog(last_error.message())))
                         : absl::StrCat("the coordinator never answered; last error: ",
                                        last_error.ok() ? "none (still connecting)"
                                                        : std::string(last_error.message()));
