@@ -232,8 +232,7 @@ bool RoundMachine::BeginJoining() {
   join_started_ = now;
   next_progress_log_ = now + options_.progress_log_interval;
   join_cancelled_ = false;
-  ready_join_ = false;
-  next_ready_ = join_deadline_ = absl::InfiniteFuture();
+  StopReadies();
   readies_unacked_ = 0;
   ready_acked_ = false;
   join_verdict_.reset();
@@ -293,8 +292,7 @@ void RoundMachine::OnDirectiveWhileReady(const DirectiveReceived& e, Actions* ou
     if (d.round() < rejoin_round_) return;  // overtaken by a newer restart
     if (d.round() == rejoin_round_ && d.assignment().round() == d.round() &&
         d.assignment().coordinator_incarnation() == d.coordinator_incarnation()) {
-      ready_join_ = false;
-      next_ready_ = join_deadline_ = absl::InfiniteFuture();
+      StopReadies();
       OnJoinAnswered(JoinAnswered{d.assignment()}, out, /*stream_open=*/true);
       return;
     }
@@ -313,21 +311,30 @@ void RoundMachine::OnDirectiveWhileReady(const DirectiveReceived& e, Actions* ou
   } else if (d.has_job_failed() || d.has_job_finished()) {
     // The verdict, in place: the coordinator may be gone by the time a Join
     // call would ask (it stops once every stream has ended).
-    outcome_ = Outcome::kExit;
-    facts_ = EndingFacts{};
     if (d.has_job_failed()) {
       TLOG(kError) << "job failed while the round gathered: " << Quoted(d.job_failed().reason());
-      facts_.ending = Ending::kJobFailed;
-      facts_.restarts_exhausted = d.job_failed().restarts_exhausted();
     } else {
       TLOG(kInfo) << "job finished: every worker on every node exited 0";
-      facts_.ending = Ending::kJobFinished;
     }
-    ready_join_ = false;
+    StopReadies();
+    outcome_ = Outcome::kExit;
+    facts_ = FactsOfVerdict(d);
     FinishWith(out);
     return;
   }
   FallBackToJoin("an unexpected directive on the stream", out);
+}
+
+void RoundMachine::StopReadies() {
+  ready_join_ = false;
+  next_ready_ = join_deadline_ = absl::InfiniteFuture();
+}
+
+EndingFacts RoundMachine::FactsOfVerdict(const v1::Directive& d) {
+  EndingFacts f;
+  f.ending = d.has_job_failed() ? Ending::kJobFailed : Ending::kJobFinished;
+  f.restarts_exhausted = d.has_job_failed() && d.job_failed().restarts_exhausted();
+  return f;
 }
 
 v1::WatchRequest RoundMachine::NewWatchRequest(uint64_t round) const {
@@ -765,7 +772,7 @@ void RoundMachine::OnSignal(int sig, Actions* out) {
         // No Join call to cancel: the Leave withdraws the re-join.
         TLOG(kWarning) << "received " << SignalText(sig) << " during the rendezvous; leaving";
         leave();
-        ready_join_ = false;
+        StopReadies();
         outcome_ = Outcome::kExit;
         facts_ = EndingFacts{};
         facts_.ending = Ending::kSignal;
@@ -837,10 +844,7 @@ void RoundMachine::OnDirective(const DirectiveReceived& e, Actions* out) {
     const v1::Directive& d = e.directive;
     if (watch_open_ && !join_verdict_.has_value() && (d.has_job_failed() || d.has_job_finished()) &&
         d.coordinator_incarnation() == assignment_.coordinator_incarnation()) {
-      EndingFacts f;
-      f.ending = d.has_job_failed() ? Ending::kJobFailed : Ending::kJobFinished;
-      f.restarts_exhausted = d.has_job_failed() && d.job_failed().restarts_exhausted();
-      join_verdict_ = f;
+      join_verdict_ = FactsOfVerdict(d);
       if (!join_cancelled_) {
         join_cancelled_ = true;
         out->push_back(CancelJoin{});
@@ -1134,8 +1138,7 @@ void RoundMachine::OnTick(Actions* out) {
       next_progress_log_ = now + options_.progress_log_interval;
     }
     if (ready_join_ && now >= join_deadline_) {
-      ready_join_ = false;
-      next_ready_ = join_deadline_ = absl::InfiniteFuture();
+      StopReadies();
       if (watch_open_) {
         out->push_back(CloseWatch{});
         watch_open_ = false;

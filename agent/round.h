@@ -464,6 +464,10 @@ class RoundMachine {
   void FallBackToJoin(absl::string_view why, Actions* out);
   // A directive on the stream while re-joining by datagram.
   void OnDirectiveWhileReady(const DirectiveReceived& e, Actions* out);
+  // No more READYs: the re-join by datagram is over (answered or not).
+  void StopReadies();
+  // How a job verdict (JobFailed, JobFinished) ends this agent.
+  static EndingFacts FactsOfVerdict(const v1::Directive& d);
   v1::WatchRequest NewWatchRequest(uint64_t round) const;
   // An ack of one of this node's recent datagrams of `round`, under its key
   // (and newer than the last one taken, which it then becomes).

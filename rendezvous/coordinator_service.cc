@@ -166,17 +166,14 @@ void StreamSink::Send(const v1::Directive& directive, bool last) {
   NextOp op;
   {
     absl::MutexLock lock(&mu_);
-    if (reactor_ == nullptr || closing_) {
-      // An answer that cannot go: done with, as a failed Join's is.
-      if (directive.has_assignment()) {
-        answers_->Answered(directive.assignment().round(), directive.assignment().nnodes());
-        answers_->Sent(directive.assignment().round());
-      }
-      return;
-    }
     // Counted before its write can start (the tracker's lock is a leaf).
     if (directive.has_assignment()) {
       answers_->Answered(directive.assignment().round(), directive.assignment().nnodes());
+    }
+    if (reactor_ == nullptr || closing_) {
+      // An answer that cannot go: done with, as a failed Join's is.
+      if (directive.has_assignment()) answers_->Sent(directive.assignment().round());
+      return;
     }
     queue_.push_back(directive);
     if (last) {
