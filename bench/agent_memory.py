@@ -31,7 +31,6 @@ Usage (repository root, after building build-bench/trainlet):
 import argparse
 import os
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
@@ -42,11 +41,6 @@ import benchlib
 
 FIELDS = ['VmRSS', 'RssAnon', 'RssFile', 'RssShmem', 'VmHWM', 'Threads']
 
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(('127.0.0.1', 0))
-        return s.getsockname()[1]
 
 
 def read_status(pid):
@@ -69,7 +63,7 @@ def read_status(pid):
 def measure(system, args, extra=()):
     """Each agent's figures; `extra`: more `trainlet run` flags."""
     d = tempfile.mkdtemp(prefix=f'trainlet-mem-{system}-')
-    port, master_port = free_port(), free_port()
+    port, master_port = benchlib.free_port(), benchlib.free_port()
     worker = ['/bin/sh', '-c', f'date +%s%N > "$BENCH_DIR/started.$RANK"; exec sleep {args.sleep}']
     env = dict(os.environ, BENCH_DIR=d)
     procs = []
@@ -104,7 +98,7 @@ def measure(system, args, extra=()):
 
 def start_controller(trainlet, d):
     """A `trainlet controller` on free ports; (Popen, grpc port, http port)."""
-    port, http = free_port(), free_port()
+    port, http = benchlib.free_port(), benchlib.free_port()
     with open(os.path.join(d, 'token'), 'w') as f:
         f.write('agent-memory-bench-token\n')
     os.chmod(os.path.join(d, 'token'), 0o600)

@@ -2,6 +2,11 @@
 
 import os
 import signal
+import socket
+
+# Ports handed out by free_port(): the kernel may offer a port again as soon as its probe socket
+# closes, and two calls in a row (coordinator port, master port) must not return the same one.
+_handed_out = set()
 
 
 def kill_groups(procs):
@@ -13,3 +18,14 @@ def kill_groups(procs):
         except ProcessLookupError:
             pass
         p.wait()
+
+
+def free_port():
+    """A free TCP port on 127.0.0.1, never one this process was handed before."""
+    while True:
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+            s.bind(('127.0.0.1', 0))
+            port = s.getsockname()[1]
+        if port not in _handed_out:
+            _handed_out.add(port)
+            return port

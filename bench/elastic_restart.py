@@ -56,7 +56,6 @@ import json
 import os
 import shutil
 import signal
-import socket
 import statistics
 import subprocess
 import sys
@@ -69,13 +68,6 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 WORKER = os.path.join(ROOT, "e2e", "workers", "elastic_worker.py")
 PY = "/usr/bin/python3"
 
-
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
 
 
 def wait_for(pred, timeout, what):
@@ -90,7 +82,7 @@ class Job:
     def __init__(self, trainlet, n, extra=()):
         self.dir = tempfile.mkdtemp(prefix="trainlet-bench-")
         self.n = n
-        port, mport = free_port(), free_port()
+        port, mport = benchlib.free_port(), benchlib.free_port()
         env = dict(os.environ, E2E_DIR=self.dir, PYTHONDONTWRITEBYTECODE="1")
         self.procs = []
         for i in range(n):
@@ -203,7 +195,7 @@ def measure_torchrun(n, tuned, keep_logs=None):
     script = os.path.join(d, "w.py")
     with open(script, "w") as f:
         f.write(TORCHRUN_WORKER)
-    port = free_port()
+    port = benchlib.free_port()
     env = dict(os.environ, E2E_DIR=d, OMP_NUM_THREADS="1")
     env.pop("LOGLEVEL", None)
     procs = []

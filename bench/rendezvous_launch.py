@@ -45,7 +45,6 @@ import argparse
 import os
 import shutil
 import signal
-import socket
 import statistics
 import subprocess
 import sys
@@ -53,17 +52,14 @@ import tempfile
 import threading
 import time
 
+import benchlib
+
 WORKER = ['/bin/sh', '-c', 'exec date +%s%N > "$BENCH_DIR/started.$RANK"']
 READY_MARKER = {
     'trainlet': 'joining job',
     'torchrun': "Rendezvous'ing worker group",
 }
 
-
-def free_port():
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(('127.0.0.1', 0))
-        return s.getsockname()[1]
 
 
 def agent_argv(system, args, n, rank, port, master_port):
@@ -109,7 +105,7 @@ class Agent:
 
 def run_once(system, args, n, at_once, run_dir):
     os.makedirs(run_dir)
-    port, master_port = free_port(), free_port()
+    port, master_port = benchlib.free_port(), benchlib.free_port()
     env = dict(os.environ, BENCH_DIR=run_dir, LOGLEVEL='INFO')
     agents = []
     t_last = None

@@ -49,8 +49,15 @@ def worker(name):
     return os.path.join(WORKERS, name)
 
 
+# Every port handed out by this test process. The kernel may offer a port again as soon as its
+# probe socket closes, so two separate free_port() calls (a coordinator port, then a master port)
+# could return the same number and the agent would rightly refuse to listen on it twice.
+_handed_out = set()
+
+
 def free_ports(n):
-    """n distinct free TCP ports (bound on 0.0.0.0 at the time of the call)."""
+    """n distinct free TCP ports (bound on 0.0.0.0 at the time of the call), none of them handed
+    out before by this process."""
     socks, ports = [], []
     try:
         while len(ports) < n:
@@ -59,11 +66,12 @@ def free_ports(n):
             port = s.getsockname()[1]
             socks.append(s)
             # TF_CONFIG uses MASTER_PORT+1..; keep a little room above each port.
-            if port not in ports and port < 65000:
+            if port not in ports and port not in _handed_out and port < 65000:
                 ports.append(port)
     finally:
         for s in socks:
             s.close()
+    _handed_out.update(ports)
     return ports
 
 
