@@ -30,6 +30,8 @@ namespace {
 constexpr int kMaxNodesForMemberList = 256;
 // The loop wakes at least this often, whatever the machine's deadlines.
 constexpr absl::Duration kMaxWait = absl::Seconds(1);
+// The worker group's WatchFd slots: 0 the progress directory, 1 the liveness socket.
+constexpr int kLivenessFdSlot = 1;
 // How long Run() waits for the last reports and the leave to go out.
 constexpr absl::Duration kFlushTimeout = absl::Seconds(2);
 // Progress files are read at most this often.
@@ -213,6 +215,10 @@ int Agent::Run() {
         seams_.workers->WatchFd(quiet ? -1 : seams_.progress->fd());
       }
     }
+    if (const int fd = seams_.client->liveness_fd(); fd != liveness_fd_watched_) {
+      liveness_fd_watched_ = fd;
+      seams_.workers->WatchFd(fd, kLivenessFdSlot);
+    }
     const absl::Duration timeout =
         std::clamp(next - seams_.clock->Now(), absl::ZeroDuration(), kMaxWait);
     launcher::WorkerGroup::Event ev = seams_.workers->Wait(timeout);
@@ -241,7 +247,7 @@ int Agent::Run() {
           if (seams_.idle_with_workers) seams_.idle_with_workers();
         }
         break;
-      case Type::kFdReady:  // the progress directory (inotify).
+      case Type::kFdReady:  // the progress directory (inotify), the liveness socket.
       case Type::kWakeup:
         break;
     }
@@ -253,8 +259,8 @@ int Agent::Run() {
     // The coordinator's acks of this node's liveness datagrams: a turn
     // comes at least every datagram interval, so none waits long.
     acks_.clear();
-    seams_.client->TakeLivenessAcks(&acks_);
-    for (const rendezvous::LivenessBytes& ack : acks_) Feed(LivenessAcked{ack});
+    seams_.client->TakeLivenessDatagrams(&acks_);
+    for (const rendezvous::LivenessBytes& ack : acks_) Feed(DatagramReceived{ack});
     DrainInbox();
     Feed(Tick{});
     if (!machine_.done()) {
@@ -266,6 +272,7 @@ int Agent::Run() {
   }
   if (round_started_) plan_->EndRound();
   if (progress_fd_watched_) seams_.workers->WatchFd(-1);
+  if (liveness_fd_watched_ >= 0) seams_.workers->WatchFd(-1, kLivenessFdSlot);
   watch_.reset();
   if (!seams_.client->Flush(kFlushTimeout)) {
     TLOG(kDebug) << "some reports did not reach the coordinator before exit";

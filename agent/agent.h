@@ -151,6 +151,9 @@ class Agent {
   // agent at most 10 reads a second).
   absl::Time progress_quiet_until_ = absl::InfinitePast();
   bool progress_fd_watched_ = false;
+  // The liveness socket in the worker group's poll (WatchFd slot
+  // kLivenessFdSlot), so that a REJOIN datagram wakes the loop at once.
+  int liveness_fd_watched_ = -1;
 
   std::vector<rendezvous::LivenessBytes> acks_;  // the main thread's, reused each turn.
   absl::Mutex inbox_mu_;

@@ -613,6 +613,94 @@ TEST_F(RejoinByDatagramTest, ASignalWhileReady_LeavesAndExits128PlusN) {
   EXPECT_EQ(client_.joins().size(), 1u);
 }
 
+// The Rejoin as a REJOIN datagram (docs/protocol.md, "Re-join on the
+// stream"): what the coordinator sends a member whose Watch accepts it.
+class RejoinDatagramTest : public RejoinByDatagramTest {
+ protected:
+  static rendezvous::LivenessBytes RejoinDatagram(uint64_t round, uint32_t slot = 3,
+                                                  uint64_t incarnation = 0x1234,
+                                                  const char* key = kUdpKey) {
+    return rendezvous::EncodeLivenessDatagram(slot, incarnation, round, 0,
+                                              *rendezvous::LivenessKeyFromBytes(key),
+                                              rendezvous::LivenessKind::kRejoin);
+  }
+};
+
+TEST_F(RejoinDatagramTest, IsTheRejoin_ReadyByDatagram_TheAssignmentFromTheKeptStream) {
+  client_.liveness_fd_value = 77;
+  JoinAnswers({UdpAssignment(absl::Milliseconds(470))});
+  workers_.on_start = [this](const auto&) {
+    if (workers_.starts.size() == 1) {
+      WhenIdle([this] { client_.DeliverDatagram(RejoinDatagram(2)); });
+    } else {
+      workers_.ExitAll(0);
+      WhenIdle([this] { client_.SendDirective(JobFinished(2)); });
+    }
+  };
+  OnReady([&](const rendezvous::LivenessDatagram& d) -> std::optional<rendezvous::LivenessBytes> {
+    if (d.round == 2) WhenIdle([&] { client_.SendDirective(Pushed(Round(2))); });
+    return std::nullopt;
+  });
+  EXPECT_EQ(Run(), 0);
+  ASSERT_EQ(workers_.starts.size(), 2u);
+  EXPECT_EQ(agent_->status().round, 2u);
+  EXPECT_EQ(client_.joins().size(), 1u) << "no Join call for round 2";
+  ASSERT_EQ(client_.watches().size(), 1u) << "the stream of round 1 served round 2";
+  EXPECT_TRUE(client_.watches()[0].accepts_rejoin_datagram());
+  ASSERT_FALSE(Readies().empty());
+  EXPECT_EQ(Readies()[0].round, 2u);
+  // The liveness socket is in the loop's poll (a REJOIN wakes it), and
+  // out of it at the end.
+  EXPECT_THAT(workers_.watched_fds, ::testing::Contains(std::make_pair(1, 77)));
+  EXPECT_EQ(workers_.watched_fds.back(), std::make_pair(1, -1));
+}
+
+TEST_F(RejoinDatagramTest, NotItsOwn_OrNotNewer_IsIgnored) {
+  JoinAnswers({UdpAssignment(absl::Milliseconds(470))});
+  workers_.on_start = [this](const auto&) {
+    WhenIdle([this] {
+      client_.DeliverDatagram(RejoinDatagram(2, /*slot=*/4));            // another slot
+      client_.DeliverDatagram(RejoinDatagram(2, 3, /*incarnation=*/7));  // another incarnation
+      client_.DeliverDatagram(RejoinDatagram(2, 3, 0x1234, "fedcba9876543210"));  // forged
+      client_.DeliverDatagram(RejoinDatagram(1));  // the round it is in (a replay)
+      rendezvous::LivenessBytes ack = RejoinDatagram(2);
+      ack[5] = static_cast<uint8_t>(rendezvous::LivenessKind::kAlive);  // not for an agent
+      client_.DeliverDatagram(ack);
+      WhenIdle([this] {
+        workers_.ExitAll(0);
+        WhenIdle([this] { client_.SendDirective(JobFinished(1)); });
+      });
+    });
+  };
+  EXPECT_EQ(Run(), 0);
+  EXPECT_EQ(workers_.starts.size(), 1u) << "never restarted";
+  EXPECT_TRUE(Readies().empty());
+  EXPECT_TRUE(workers_.signals_sent.empty()) << "never stopped";
+}
+
+TEST_F(RejoinDatagramTest, WhileReady_ANewerOne_RetargetsTheReadies) {
+  JoinAnswers({UdpAssignment(absl::Milliseconds(470))});
+  RestartThenFinishIn(3);  // the first restart on the stream
+  int readies = 0;
+  OnReady([&](const rendezvous::LivenessDatagram& d) -> std::optional<rendezvous::LivenessBytes> {
+    ++readies;
+    if (d.round == 2 && readies == 1) {
+      WhenIdle([&] {
+        client_.DeliverDatagram(RejoinDatagram(3));
+        client_.DeliverDatagram(RejoinDatagram(2));  // a repeat of an older one: nothing
+      });
+    } else if (d.round == 3) {
+      WhenIdle([&] { client_.SendDirective(Pushed(Round(3))); });
+    }
+    return std::nullopt;
+  });
+  EXPECT_EQ(Run(), 0);
+  EXPECT_EQ(client_.joins().size(), 1u);
+  ASSERT_EQ(workers_.starts.size(), 2u);
+  EXPECT_EQ(agent_->status().round, 3u);
+  EXPECT_EQ(Readies().back().round, 3u);
+}
+
 TEST_F(AgentTest, WorkerFailure_ReportsStopsTheOthersAndExitsWithItsCode) {
   JoinAnswers({MakeAssignment(1, 1, 2, 2, kHeartbeat)});
   workers_.on_start = [&](const auto&) { workers_.Exit(1, 3); };

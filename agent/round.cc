@@ -170,8 +170,8 @@ std::vector<RoundAction> RoundMachine::Handle(const RoundEvent& event) {
           OnStreamEnded(e, &out);
         } else if constexpr (std::is_same_v<T, ReportAnswered>) {
           OnReportAnswered(e, &out);
-        } else if constexpr (std::is_same_v<T, LivenessAcked>) {
-          OnLivenessAcked(e);
+        } else if constexpr (std::is_same_v<T, DatagramReceived>) {
+          OnDatagram(e, &out);
         } else if constexpr (std::is_same_v<T, LocalFailure>) {
           OnLocalFailure(e, &out);
         } else if constexpr (std::is_same_v<T, ProgressReported>) {
@@ -282,8 +282,7 @@ void RoundMachine::FallBackToJoin(absl::string_view why, Actions* out) {
   Join(out);
 }
 
-void RoundMachine::OnDirectiveWhileReady(const DirectiveReceived& e, Actions* out) {
-  const v1::Directive& d = e.directive;
+void RoundMachine::OnDirectiveWhileReady(const v1::Directive& d, Actions* out) {
   if (d.coordinator_incarnation() != assignment_.coordinator_incarnation()) {
     FallBackToJoin("a directive from another coordinator", out);
     return;
@@ -298,15 +297,8 @@ void RoundMachine::OnDirectiveWhileReady(const DirectiveReceived& e, Actions* ou
     }
   } else if (d.has_rejoin() && d.rejoin().ready_by_datagram() &&
              d.rejoin().next_round() > rejoin_round_) {
-    // The round closed with this node and restarted again before its
-    // assignment came (the coordinator writes the Rejoin first): re-join the
-    // newer round the same way.
-    TLOG(kInfo) << "restart: " << Quoted(d.rejoin().reason()) << "; re-joining round "
-                << d.rejoin().next_round() << " instead";
-    rejoin_round_ = d.rejoin().next_round();
-    readies_unacked_ = 0;
-    ready_acked_ = false;
-    next_ready_ = clock_->Now();
+    // (The coordinator writes the Rejoin before the assignment.)
+    RetargetReadies(d.rejoin().next_round(), Quoted(d.rejoin().reason()));
     return;
   } else if (d.has_job_failed() || d.has_job_finished()) {
     // The verdict, in place: the coordinator may be gone by the time a Join
@@ -323,6 +315,14 @@ void RoundMachine::OnDirectiveWhileReady(const DirectiveReceived& e, Actions* ou
     return;
   }
   FallBackToJoin("an unexpected directive on the stream", out);
+}
+
+void RoundMachine::RetargetReadies(uint64_t round, absl::string_view why) {
+  TLOG(kInfo) << "restart: " << why << "; re-joining round " << round << " instead";
+  rejoin_round_ = round;
+  readies_unacked_ = 0;
+  ready_acked_ = false;
+  next_ready_ = clock_->Now();
 }
 
 void RoundMachine::StopReadies() {
@@ -342,8 +342,10 @@ v1::WatchRequest RoundMachine::NewWatchRequest(uint64_t round) const {
   *w.mutable_member() = options_.me;
   w.set_job_id(options_.job_id);
   w.set_round(round);
-  // With UDP liveness this agent can re-join by datagram (JoinByDatagram).
+  // With UDP liveness this agent can re-join by datagram (JoinByDatagram),
+  // told so on the stream or by a REJOIN datagram.
   w.set_accepts_assignment(options_.udp_liveness);
+  w.set_accepts_rejoin_datagram(options_.udp_liveness);
   return w;
 }
 
@@ -834,14 +836,17 @@ bool RoundMachine::OutcomePending() const {
 
 void RoundMachine::OnDirective(const DirectiveReceived& e, Actions* out) {
   if (e.watch_id != watch_id_) return;
+  ApplyDirective(e.directive, out);
+}
+
+void RoundMachine::ApplyDirective(const v1::Directive& d, Actions* out) {
   if (state_ == RoundState::kJoining) {
     if (ready_join_) {
-      OnDirectiveWhileReady(e, out);
+      OnDirectiveWhileReady(d, out);
       return;
     }
     // A fallback Join in flight, the kept stream still open: a verdict on it
     // ends the wait (the coordinator may stop before the Join gets there).
-    const v1::Directive& d = e.directive;
     if (watch_open_ && !join_verdict_.has_value() && (d.has_job_failed() || d.has_job_finished()) &&
         d.coordinator_incarnation() == assignment_.coordinator_incarnation()) {
       join_verdict_ = FactsOfVerdict(d);
@@ -852,7 +857,6 @@ void RoundMachine::OnDirective(const DirectiveReceived& e, Actions* out) {
     }
     return;
   }
-  const v1::Directive& d = e.directive;
   if (d.round() != assignment_.round() ||
       d.coordinator_incarnation() != assignment_.coordinator_incarnation()) {
     TLOG(kDebug) << "ignoring a directive for round " << d.round() << " (current round "
@@ -1016,9 +1020,7 @@ void RoundMachine::OnReportAnswered(const ReportAnswered& e, Actions* out) {
   ReportSoon();
 }
 
-bool RoundMachine::TakeOwnAck(const LivenessAcked& e, uint64_t round) {
-  std::optional<rendezvous::LivenessDatagram> d = rendezvous::ParseLivenessDatagram(
-      e.bytes.data(), e.bytes.size(), rendezvous::LivenessKind::kAck);
+bool RoundMachine::TakeOwnAck(const rendezvous::LivenessDatagram& ack, uint64_t round) {
   // Only an ack of one of this round's datagrams, newer than the last one
   // taken, of one this node has sent within the ack silence (an ack held up
   // on the way proves nothing about now), under this round's key.
@@ -1032,16 +1034,58 @@ bool RoundMachine::TakeOwnAck(const LivenessAcked& e, uint64_t round) {
   expected.window = static_cast<uint64_t>(
       std::max<int64_t>(1, absl::IDivDuration(AckSilence(), heartbeat_interval_, &rest)));
   expected.key = liveness_key_;
-  if (!d.has_value() || !rendezvous::IsOwnRecentAck(*d, expected)) {
+  if (!rendezvous::IsOwnRecentAck(ack, expected)) {
     if (ignored_acks_++ == 0) TLOG(kDebug) << "ignoring a liveness ack that is not this node's";
     return false;
   }
-  last_acked_seq_ = d->seq;
+  last_acked_seq_ = ack.seq;
   return true;
 }
 
-void RoundMachine::OnLivenessAcked(const LivenessAcked& e) {
+void RoundMachine::OnDatagram(const DatagramReceived& e, Actions* out) {
   if (udp_port_ == 0) return;
+  std::optional<rendezvous::LivenessDatagram> d =
+      rendezvous::ParseCoordinatorDatagram(e.bytes.data(), e.bytes.size());
+  if (!d.has_value()) {
+    if (ignored_acks_++ == 0)
+      TLOG(kDebug) << "ignoring a malformed datagram on the liveness socket";
+    return;
+  }
+  if (d->kind == rendezvous::LivenessKind::kRejoin) {
+    OnRejoinDatagram(*d, out);
+  } else {
+    OnLivenessAcked(*d);
+  }
+}
+
+void RoundMachine::OnRejoinDatagram(const rendezvous::LivenessDatagram& rejoin, Actions* out) {
+  // Newer than the round this node is in, or re-joins by datagram; while a
+  // Join call is out (the first join, a fallback), none is.
+  const bool joining = state_ == RoundState::kJoining;
+  if (joining && !ready_join_) return;
+  const uint64_t current = joining ? rejoin_round_ : assignment_.round();
+  if (!rendezvous::IsOwnNewerRejoin(rejoin, liveness_slot_, options_.me.incarnation(), current,
+                                    liveness_key_)) {
+    if (ignored_acks_++ == 0) TLOG(kDebug) << "ignoring a REJOIN datagram that is not this node's";
+    return;
+  }
+  NoteContact();
+  if (joining) {
+    RetargetReadies(rejoin.round, "told by a REJOIN datagram");
+    return;
+  }
+  // Exactly the Rejoin the stream would have carried, but for its reason
+  // (the coordinator's log has it).
+  v1::Directive d;
+  d.set_coordinator_incarnation(assignment_.coordinator_incarnation());
+  d.set_round(assignment_.round());
+  d.mutable_rejoin()->set_next_round(rejoin.round);
+  d.mutable_rejoin()->set_ready_by_datagram(true);
+  d.mutable_rejoin()->set_reason("told by a REJOIN datagram (the coordinator's log says why)");
+  ApplyDirective(d, out);
+}
+
+void RoundMachine::OnLivenessAcked(const rendezvous::LivenessDatagram& e) {
   if (state_ == RoundState::kJoining && ready_join_) {
     // An ack of a READY: the coordinator holds this node's re-join.
     if (!TakeOwnAck(e, rejoin_round_)) return;

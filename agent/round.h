@@ -56,7 +56,7 @@
 // repeats its state), and back
 // to every interval as soon as an answer says it does not: a network that
 // drops UDP costs more Reports, not a false loss. While the coordinator acks
-// the datagrams (LivenessAcked, every timeout/4: it lives and hears this
+// the datagrams (DatagramReceived: an ack, every timeout/4: it lives and hears this
 // node), a running node reports only every kAckedReportInterval; acks that
 // stop for 0.6 timeouts put it back on the Reports above at once.
 //
@@ -201,9 +201,11 @@ struct ReportAnswered {
   absl::Status status;
   bool udp_heard = false;  // ReportResponse.udp_heard of a successful answer.
 };
-// A datagram that came back on the liveness socket: an ack of the
-// coordinator's, not yet checked (kind, slot, incarnation, round, seq, MAC).
-struct LivenessAcked {
+// A datagram that came in on the liveness socket (only the coordinator's
+// address reaches it: the socket is connected), not yet checked (kind,
+// slot, incarnation, round, seq, MAC): an ack of this node's datagrams, or
+// a REJOIN (the Rejoin directive, ready_by_datagram, as a datagram).
+struct DatagramReceived {
   rendezvous::LivenessBytes bytes{};
 };
 struct Tick {};  // time passed; the machine reads the clock.
@@ -244,8 +246,8 @@ struct NodeUnhealthy {
 
 using RoundEvent =
     std::variant<JoinAnswered, WorkersStarted, WorkerExited, WorkersGone, SignalReceived,
-                 DirectiveReceived, StreamEnded, ReportAnswered, LivenessAcked, Tick, LocalFailure,
-                 ProgressReported, TracebackRequested, NodeUnhealthy, TracebackSize>;
+                 DirectiveReceived, StreamEnded, ReportAnswered, DatagramReceived, Tick,
+                 LocalFailure, ProgressReported, TracebackRequested, NodeUnhealthy, TracebackSize>;
 
 // ---- Actions it asks the executor to perform.
 
@@ -433,9 +435,16 @@ class RoundMachine {
   void OnWorkersGone(Actions* out);
   void OnSignal(int sig, Actions* out);
   void OnDirective(const DirectiveReceived& e, Actions* out);
+  // A directive of this round's coordinator, from the stream or a datagram.
+  void ApplyDirective(const v1::Directive& d, Actions* out);
   void OnStreamEnded(const StreamEnded& e, Actions* out);
   void OnReportAnswered(const ReportAnswered& e, Actions* out);
-  void OnLivenessAcked(const LivenessAcked& e);
+  void OnDatagram(const DatagramReceived& e, Actions* out);
+  void OnLivenessAcked(const rendezvous::LivenessDatagram& ack);
+  // A REJOIN datagram: the Rejoin (ready_by_datagram) for round
+  // rejoin.round, taken as the stream's would be when it is this node's and
+  // for a round above its own.
+  void OnRejoinDatagram(const rendezvous::LivenessDatagram& rejoin, Actions* out);
   // After a Report failed (a state change among them): the next one at
   // most an interval from now, whatever the acks allowed.
   void ReportSoon();
@@ -463,7 +472,10 @@ class RoundMachine {
   // something other than the assignment): the Join call instead.
   void FallBackToJoin(absl::string_view why, Actions* out);
   // A directive on the stream while re-joining by datagram.
-  void OnDirectiveWhileReady(const DirectiveReceived& e, Actions* out);
+  void OnDirectiveWhileReady(const v1::Directive& d, Actions* out);
+  // The round closed with this node and restarted again before its
+  // assignment came: READYs for `round` from now on.
+  void RetargetReadies(uint64_t round, absl::string_view why);
   // No more READYs: the re-join by datagram is over (answered or not).
   void StopReadies();
   // How a job verdict (JobFailed, JobFinished) ends this agent.
@@ -471,7 +483,7 @@ class RoundMachine {
   v1::WatchRequest NewWatchRequest(uint64_t round) const;
   // An ack of one of this node's recent datagrams of `round`, under its key
   // (and newer than the last one taken, which it then becomes).
-  bool TakeOwnAck(const LivenessAcked& e, uint64_t round);
+  bool TakeOwnAck(const rendezvous::LivenessDatagram& ack, uint64_t round);
   // Leaves RUNNING/AWAITING for STOPPING: signals the workers (SIGTERM, or
   // `forward_signal`) unless they are all gone already.
   void BeginStop(absl::string_view why, int forward_signal, Actions* out);

@@ -93,6 +93,7 @@
 #include <grpcpp/alarm.h>
 #include <grpcpp/grpcpp.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <sched.h>
 #include <signal.h>
 #include <sys/prctl.h>
@@ -163,6 +164,9 @@ struct Config {
   // After a Rejoin that allows it, re-join with READY datagrams and take the
   // assignment from the open stream, as the agent does (false: a Join call).
   bool rejoin_by_datagram = true;
+  // ... and take the Rejoin as a REJOIN datagram when the coordinator sends
+  // one, as the agent does (false: only from the stream).
+  bool rejoin_datagram = true;
   int join_timeout_s = 600;  // the agent's --join-timeout default (10m)
   std::string loss_mode = "close";
   double loss_last_call_s = 1;
@@ -291,7 +295,7 @@ class Generator {
 
   std::atomic<int64_t> hb_sent{0}, hb_ok{0}, hb_err{0}, watch_err{0}, leaves_ok{0}, leaves_err{0},
       leaves_pending{0}, connects_pending{0}, dgram_sent{0}, dgram_err{0}, hb_heard{0},
-      acks_received{0}, ready_fallbacks{0};
+      acks_received{0}, ready_fallbacks{0}, rejoins_received{0};
 
  private:
   uint64_t NewRandom() {
@@ -305,12 +309,16 @@ class Generator {
   void ApplyAssignmentLocked(Agent* a, const v1::Assignment& as, int64_t now)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(a->mu);
   void OpenWatchLocked(Agent* a) ABSL_EXCLUSIVE_LOCKS_REQUIRED(a->mu);
+  // Told to re-join `round` by datagram (a Rejoin on the stream that allows
+  // it, or a REJOIN datagram): READYs from now on.
+  void BeginReadyLocked(Agent* a, uint64_t round, int64_t now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(a->mu);
   void HeartbeatLoop();
   void SendHeartbeat(Agent* a, uint64_t round);
   // One sendmmsg per batch of due datagrams, on one unconnected socket.
   void SendDatagrams(const std::vector<std::pair<int, trainlet::rendezvous::LivenessBytes>>& batch);
-  // Reads the acks queued on the liveness socket and applies them as the
-  // agent does (RoundMachine::OnLivenessAcked).
+  // Reads the acks and REJOINs queued on the liveness socket and applies
+  // them as the agent does (RoundMachine::OnDatagram); a REJOIN's first
+  // READY goes at once.
   void TakeAcks();
   std::string WaitJoins(uint64_t min_round, int timeout_s);
 
@@ -576,6 +584,8 @@ void Generator::OpenWatchLocked(Agent* a) {
   w->req.set_job_id(kJobId);
   w->req.set_round(a->round);
   w->req.set_accepts_assignment(config_.rejoin_by_datagram && config_.udp_liveness);
+  w->req.set_accepts_rejoin_datagram(config_.rejoin_by_datagram && config_.udp_liveness &&
+                                     config_.rejoin_datagram);
   a->watch_ctx = &w->ctx;
   w->reader = a->stub->PrepareAsyncWatch(&w->ctx, w->req, a->cq);
   w->reader->StartCall(w);
@@ -603,20 +613,25 @@ void Generator::OnDirective(Agent* a, const v1::Directive& d, uint64_t* watch_ro
     a->heartbeating = false;
     if (config_.rejoin_by_datagram && d.rejoin().ready_by_datagram() && a->udp_port != 0) {
       // Nothing to stop here: READY at once, from the heartbeat thread.
-      a->ready = true;
-      a->ready_round = d.rejoin().next_round();
-      a->readies_sent = 0;
-      a->ready_acked = false;
-      a->joining = true;
-      a->join_sent_ns = now;
-      a->join_deadline_ns = now + int64_t{config_.join_timeout_s} * 1000000000;
-      a->next_ready_ns = now;
+      BeginReadyLocked(a, d.rejoin().next_round(), now);
       return;
     }
     StartJoinLocked(a, /*first_attempt=*/true);
   } else if (d.has_job_failed() || d.has_job_finished()) {
     a->heartbeating = false;
   }
+}
+
+void Generator::BeginReadyLocked(Agent* a, uint64_t round, int64_t now) {
+  a->heartbeating = false;
+  a->ready = true;
+  a->ready_round = round;
+  a->readies_sent = 0;
+  a->ready_acked = false;
+  a->joining = true;
+  a->join_sent_ns = now;
+  a->join_deadline_ns = now + int64_t{config_.join_timeout_s} * 1000000000;
+  a->next_ready_ns = now;
 }
 
 void Generator::OnWatchEnd(Agent* a, const grpc::Status& status) {
@@ -714,6 +729,11 @@ void Generator::TakeAcks() {
   uint8_t bufs[kBatch][trainlet::rendezvous::kLivenessDatagramBytes + 1];
   mmsghdr msgs[kBatch];
   iovec iov[kBatch];
+  std::vector<std::pair<int, trainlet::rendezvous::LivenessBytes>> readies;
+  auto send_readies = [&] {
+    SendDatagrams(readies);
+    readies.clear();
+  };
   while (true) {
     for (int i = 0; i < kBatch; ++i) {
       iov[i] = {bufs[i], sizeof(bufs[i])};
@@ -722,15 +742,14 @@ void Generator::TakeAcks() {
       msgs[i].msg_hdr.msg_iovlen = 1;
     }
     const int n = recvmmsg(udp_fd_, msgs, kBatch, MSG_DONTWAIT, nullptr);
-    if (n <= 0) return;
+    if (n <= 0) return send_readies();
     const int64_t now = MonoNs();
     for (int i = 0; i < n; ++i) {
-      acks_received.fetch_add(1);
-      if (!config_.acks) continue;
       std::optional<trainlet::rendezvous::LivenessDatagram> d =
-          trainlet::rendezvous::ParseLivenessDatagram(bufs[i], msgs[i].msg_len,
-                                                      trainlet::rendezvous::LivenessKind::kAck);
-      if (!d.has_value()) continue;
+          trainlet::rendezvous::ParseCoordinatorDatagram(bufs[i], msgs[i].msg_len);
+      const bool rejoin = d.has_value() && d->kind == trainlet::rendezvous::LivenessKind::kRejoin;
+      (rejoin ? rejoins_received : acks_received).fetch_add(1);
+      if (!d.has_value() || (!rejoin && !config_.acks)) continue;
       Agent* a = nullptr;
       {
         absl::MutexLock slots(&slots_mu_);
@@ -740,7 +759,37 @@ void Generator::TakeAcks() {
       if (a == nullptr) continue;
       absl::MutexLock lock(&a->mu);
       if (a->udp_port == 0 || a->interval_ns <= 0) continue;
-      // As the agent (RoundMachine::OnLivenessAcked): the same check.
+      if (rejoin) {
+        // As the agent (RoundMachine::OnRejoinDatagram): the Rejoin of the
+        // stream, for a round above its own; while READY, a newer round
+        // re-targets the READYs.
+        if (a->killed || !config_.rejoin_by_datagram || !config_.rejoin_datagram) continue;
+        if (a->ready) {
+          if (trainlet::rendezvous::IsOwnNewerRejoin(*d, a->slot, a->incarnation, a->ready_round,
+                                                     a->key)) {
+            a->ready_round = d->round;
+            a->readies_sent = 0;
+            a->ready_acked = false;
+            a->next_ready_ns = now;
+          }
+          continue;
+        }
+        if (a->joining || !a->heartbeating ||
+            !trainlet::rendezvous::IsOwnNewerRejoin(*d, a->slot, a->incarnation, a->round,
+                                                    a->key)) {
+          continue;
+        }
+        if (a->rejoin_ns == 0) a->rejoin_ns = now;
+        BeginReadyLocked(a, d->round, now);
+        // Nothing to stop here: the first READY at once.
+        ++a->readies_sent;
+        readies.emplace_back(a->udp_port, trainlet::rendezvous::EncodeLivenessDatagram(
+                                              a->slot, a->incarnation, a->ready_round, ++a->seq,
+                                              a->key, trainlet::rendezvous::LivenessKind::kReady));
+        a->next_ready_ns = now + a->interval_ns;
+        continue;
+      }
+      // As the agent (RoundMachine::OnDatagram): the same check.
       trainlet::rendezvous::AckExpectation expected;
       expected.slot = a->slot;
       expected.incarnation = a->incarnation;
@@ -763,7 +812,7 @@ void Generator::TakeAcks() {
         a->next_beat_ns = std::max(a->next_beat_ns, now + HeardOrNotReportNs(*a));
       }
     }
-    if (n < kBatch) return;
+    if (n < kBatch) return send_readies();
   }
 }
 
@@ -845,9 +894,16 @@ void Generator::HeartbeatLoop() {
       SendHeartbeat(a.get(), round);
     }
     SendDatagrams(datagrams);
-    TakeAcks();
-    now = MonoNs();
-    if (next > now) absl::SleepFor(absl::Nanoseconds(next - now));
+    // Until the next one is due, take what comes on the liveness socket as
+    // it comes (a real agent's loop wakes for it: a REJOIN must not wait).
+    while (!stop_.load()) {
+      TakeAcks();
+      now = MonoNs();
+      if (next <= now) break;
+      pollfd p = {udp_fd_, POLLIN, 0};
+      poll(&p, udp_fd_ >= 0 ? 1 : 0,
+           static_cast<int>(std::min<int64_t>((next - now + 999999) / 1000000, 50)));
+    }
   }
 }
 
@@ -987,7 +1043,7 @@ void Generator::Serve(FILE* in, FILE* out) {
       answer = absl::StrCat(cpu_us, " ", hb_sent.load(), " ", hb_ok.load(), " ", hb_err.load(), " ",
                             watch_err.load(), " ", ru.ru_maxrss, " ", dgram_sent.load(), " ",
                             dgram_err.load(), " ", hb_heard.load(), " ", acks_received.load(), " ",
-                            ready_fallbacks.load());
+                            ready_fallbacks.load(), " ", rejoins_received.load());
     } else if (cmd == "leave") {
       int count = 0;
       for (auto& a : agents_) {
@@ -1228,7 +1284,7 @@ Joined WaitAll(const std::vector<Child>& children, uint64_t min_round, int timeo
 
 struct ClientStats {
   int64_t cpu_ms = 0, hb_sent = 0, hb_ok = 0, hb_err = 0, watch_err = 0, maxrss_kb = 0;
-  int64_t dgram_sent = 0, dgram_err = 0, hb_heard = 0, acks = 0, ready_fallbacks = 0;
+  int64_t dgram_sent = 0, dgram_err = 0, hb_heard = 0, acks = 0, ready_fallbacks = 0, rejoins = 0;
 };
 
 ClientStats Stats(const std::vector<Child>& children) {
@@ -1249,6 +1305,7 @@ ClientStats Stats(const std::vector<Child>& children) {
     }
     if (v.size() >= 10) s.acks += v[9];
     if (v.size() >= 11) s.ready_fallbacks += v[10];
+    if (v.size() >= 12) s.rejoins += v[11];
   }
   return s;
 }
@@ -1500,6 +1557,8 @@ void LossEvent(const Config& c, const Server& s, const std::vector<Child>& ch,
   f.Set("client_cpu_ms", static_cast<double>(cs1.cpu_ms - cs0.cpu_ms));
   // Survivors whose READYs got no ack in time and re-joined with a Join call.
   f.Set("client_ready_fallbacks", static_cast<double>(cs1.ready_fallbacks - cs0.ready_fallbacks));
+  // REJOIN datagrams the survivors received (repeats included).
+  f.Set("client_rejoin_datagrams", static_cast<double>(cs1.rejoins - cs0.rejoins));
   AddServerFigures(&f, s.pid);
   Report(f);
 }
@@ -1618,6 +1677,9 @@ int Main(int argc, char** argv) {
     } else if (Flag(argv[i], "--rejoin-by-datagram", &v)) {
       bad = bad || (v != "true" && v != "false");
       c.rejoin_by_datagram = v == "true";
+    } else if (Flag(argv[i], "--rejoin-datagram", &v)) {
+      bad = bad || (v != "true" && v != "false");
+      c.rejoin_datagram = v == "true";
     } else if (Flag(argv[i], "--udp-liveness", &v)) {
       bad = bad || (v != "true" && v != "false");
       c.udp_liveness = v == "true";
@@ -1661,6 +1723,8 @@ int Main(int argc, char** argv) {
             "     does; false: ignore them, as the agent before them)]\n"
             "    [--rejoin-by-datagram=true|false (true: after a Rejoin that allows it, READY\n"
             "     datagrams and the assignment on the stream, as the agent; false: a Join call)]\n"
+            "    [--rejoin-datagram=true|false (true: take the Rejoin as a REJOIN datagram when\n"
+            "     the coordinator sends one, as the agent; false: only from the stream)]\n"
             "    [--join-timeout=SECONDS (600)] [--loss-mode=close|silent] "
             "[--loss-last-call=SECONDS (1)]\n"
             "    [--server-arg=ARG]... [--server-env=NAME=VALUE]...\n"

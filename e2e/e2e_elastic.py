@@ -84,6 +84,9 @@ class ElasticTest(E2ETestCase):
         for a in (agents[0], agents[1], agents[3]):
             self.assertIn("re-joining round 2 by datagram", a.stderr, a.name)
             self.assertNotIn("with a Join call", a.stderr, a.name)
+            # ... told so by a REJOIN datagram, which woke its loop: no
+            # stream write for the Rejoin either.
+            self.assertIn("restart: told by a REJOIN datagram", a.stderr, a.name)
         self.release()
         self.assert_codes([agents[0], agents[1], agents[3]], [0, 0, 0], timeout=20)
         self.assertEqual(agents[2].wait(5), -signal.SIGKILL)

@@ -49,6 +49,23 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       FUZZ_CHECK(std::memcmp(again.data(), data, size) == 0, "re-encoding differs");
     }
   }
+  // What an agent's liveness socket takes: ack or rejoin, never an agent's.
+  std::optional<rdv::LivenessDatagram> from_coordinator = rdv::ParseCoordinatorDatagram(data, size);
+  FUZZ_CHECK(!(from_coordinator.has_value() && agent.has_value()),
+             "parsed as both an agent's and the coordinator's");
+  FUZZ_CHECK(ack.has_value() == (from_coordinator.has_value() &&
+                                 from_coordinator->kind == rdv::LivenessKind::kAck),
+             "an ack parsed differently");
+  if (from_coordinator.has_value() && from_coordinator->kind == rdv::LivenessKind::kRejoin) {
+    rdv::LivenessKey zero{};
+    const rdv::LivenessDatagram& r = *from_coordinator;
+    if (rdv::IsOwnNewerRejoin(r, r.slot, r.incarnation, r.round - 1, zero)) {
+      FUZZ_CHECK(r.round > 0, "a REJOIN for a round not above 0 taken");
+      const rdv::LivenessBytes again = rdv::EncodeLivenessDatagram(
+          r.slot, r.incarnation, r.round, r.seq, zero, rdv::LivenessKind::kRejoin);
+      FUZZ_CHECK(std::memcmp(again.data(), data, size) == 0, "re-encoding a REJOIN differs");
+    }
+  }
   if (ack.has_value()) {
     FUZZ_CHECK(ack->kind == rdv::LivenessKind::kAck, "an ack of another kind");
     rdv::LivenessKey zero{};

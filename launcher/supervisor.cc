@@ -352,9 +352,10 @@ std::vector<std::string> Supervisor::OutputTail(int local_rank) const {
   return {};
 }
 
-void Supervisor::WatchFd(int fd) {
-  watched_fd_ = fd;
-  watched_fd_ready_ = false;
+void Supervisor::WatchFd(int fd, int slot) {
+  if (slot < 0 || slot >= kWatchedFdSlots) return;
+  watched_fd_[slot] = fd;
+  watched_fd_ready_[slot] = false;
 }
 
 pid_t Supervisor::helper_pid(const std::string& name) const {
@@ -498,9 +499,12 @@ void Supervisor::PollOnce(absl::Duration timeout) {
   fds.push_back({signal_fd_, POLLIN, 0});
   fds.push_back({wake_fd_, POLLIN, 0});
   fds.push_back({*room_fd_, POLLIN, 0});
-  // The watched fd: polled only while its last readiness was collected.
-  fds.push_back({watched_fd_ >= 0 && !watched_fd_ready_ ? watched_fd_ : -1, POLLIN, 0});
-  constexpr size_t kStreamsFrom = 4;
+  // The watched fds: each polled only while its last readiness was collected.
+  constexpr size_t kWatchedFrom = 3;
+  for (int i = 0; i < kWatchedFdSlots; ++i) {
+    fds.push_back({watched_fd_[i] >= 0 && !watched_fd_ready_[i] ? watched_fd_[i] : -1, POLLIN, 0});
+  }
+  constexpr size_t kStreamsFrom = kWatchedFrom + kWatchedFdSlots;
   bool paused = false;
   auto add_stream = [&](Stream* s) {
     if (s->fd < 0) return;
@@ -531,7 +535,10 @@ void Supervisor::PollOnce(absl::Duration timeout) {
     ssize_t ignored = read(*room_fd_, &count, sizeof(count));
     (void)ignored;
   }
-  if (fds[3].fd >= 0 && fds[3].revents != 0) watched_fd_ready_ = true;
+  for (int i = 0; i < kWatchedFdSlots; ++i) {
+    const pollfd& p = fds[kWatchedFrom + static_cast<size_t>(i)];
+    if (p.fd >= 0 && p.revents != 0) watched_fd_ready_[i] = true;
+  }
   for (size_t i = 0; i < streams.size(); ++i) {
     if (fds[i + kStreamsFrom].revents != 0) ReadStream(streams[i], /*until_drained=*/false);
   }
@@ -735,10 +742,12 @@ std::optional<Supervisor::Event> Supervisor::TakeQueuedEvent() {
     pending_signals_.pop_front();
     return event;
   }
-  if (watched_fd_ready_) {
-    watched_fd_ready_ = false;
-    event.type = EventType::kFdReady;
-    return event;
+  for (bool& ready : watched_fd_ready_) {
+    if (ready) {
+      ready = false;
+      event.type = EventType::kFdReady;
+      return event;
+    }
   }
   if (wake_pending_) {
     wake_pending_ = false;

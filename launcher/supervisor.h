@@ -129,7 +129,7 @@ class Supervisor : public WorkerGroup {
   void Wake() override;
   void SignalWorkers(int sig) override;
   int running_workers() const override;
-  void WatchFd(int fd) override;
+  void WatchFd(int fd, int slot = 0) override;
   pid_t worker_pid(int local_rank) const override;
   // Workers with prefix_output: the last LineTail::kMaxLines lines.
   std::vector<std::string> OutputTail(int local_rank) const override;
@@ -229,8 +229,8 @@ class Supervisor : public WorkerGroup {
   std::deque<ProcessExit> pending_helper_exits_;
   std::deque<int> pending_signals_;
   bool wake_pending_ = false;
-  int watched_fd_ = -1;  // WatchFd(); not owned.
-  bool watched_fd_ready_ = false;
+  int watched_fd_[kWatchedFdSlots] = {-1, -1};  // WatchFd(); not owned.
+  bool watched_fd_ready_[kWatchedFdSlots] = {false, false};
   GonePhase gone_phase_ = GonePhase::kIdle;
   absl::Time orphan_deadline_ = absl::InfiniteFuture();
   std::set<pid_t> orphans_seen_;  // logged already

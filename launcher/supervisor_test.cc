@@ -940,6 +940,35 @@ TEST_F(SupervisorTest, WatchedInotifyFd_EndsWaitWhenAWorkerWritesAFile_UntilUnwa
   close(fd);
 }
 
+TEST_F(SupervisorTest, TwoWatchedFds_EitherEndsWait_EachSlotOnItsOwn) {
+  int a[2], b[2];
+  ASSERT_EQ(pipe2(a, O_CLOEXEC | O_NONBLOCK), 0);
+  ASSERT_EQ(pipe2(b, O_CLOEXEC | O_NONBLOCK), 0);
+  supervisor_->WatchFd(a[0], 0);
+  supervisor_->WatchFd(b[0], 1);
+  EXPECT_EQ(supervisor_->Wait(absl::Milliseconds(20)).type, EventType::kTimeout);
+  // The second slot (the agent's liveness socket) wakes Wait() as the first does.
+  std::thread writer([&] {
+    usleep(100 * 1000);
+    ASSERT_EQ(write(b[1], "x", 1), 1);
+  });
+  const absl::Time start = absl::Now();
+  EXPECT_EQ(supervisor_->Wait(kTimeout).type, EventType::kFdReady);
+  EXPECT_LT(absl::Now() - start, absl::Seconds(5));
+  writer.join();
+  char c;
+  ASSERT_EQ(read(b[0], &c, 1), 1);
+  EXPECT_EQ(supervisor_->Wait(absl::Milliseconds(20)).type, EventType::kTimeout);
+  // Unwatching slot 1 leaves slot 0 watched.
+  supervisor_->WatchFd(-1, 1);
+  ASSERT_EQ(write(b[1], "x", 1), 1);
+  EXPECT_EQ(supervisor_->Wait(absl::Milliseconds(20)).type, EventType::kTimeout);
+  ASSERT_EQ(write(a[1], "x", 1), 1);
+  EXPECT_EQ(supervisor_->Wait(absl::Milliseconds(20)).type, EventType::kFdReady);
+  supervisor_->WatchFd(-1, 0);
+  for (int fd : {a[0], a[1], b[0], b[1]}) close(fd);
+}
+
 TEST_F(SupervisorTest, OutputTail_KeepsAPrefixedWorkersLastLines) {
   ProcessSpec spec = ShellWorker(
       "i=0; while [ $i -lt 100 ]; do echo out$i; i=$((i+1)); done; echo err-last >&2; "

@@ -35,7 +35,7 @@ class WorkerGroup {
     kWorkersGone,   // once per Start(), after the last worker exit, when every
                     // worker process group is empty (grandchildren included).
     kSignal,        // signal: one of ForwardedSignals(); NOT relayed.
-    kFdReady,       // the fd given to WatchFd() is readable; the caller
+    kFdReady,       // an fd given to WatchFd() is readable; the caller
                     // reads it (until then Wait() returns this at once).
     kWakeup,        // Wake() was called.
     kTimeout,
@@ -75,10 +75,15 @@ class WorkerGroup {
   // Workers of the latest Start() whose leader has not been reaped yet.
   virtual int running_workers() const = 0;
 
-  // Also wait for `fd` (e.g. an inotify fd) to become readable: Wait()
-  // returns kFdReady while it is. -1 stops watching. Not owned. The default
-  // ignores it (the caller then polls on its timeouts).
-  virtual void WatchFd(int fd) { (void)fd; }
+  // Also wait for `fd` (e.g. an inotify fd, a UDP socket) to become
+  // readable: Wait() returns kFdReady while it is. Each of the
+  // kWatchedFdSlots slots watches one fd; -1 stops watching. Not owned. The
+  // default ignores it (the caller then polls on its timeouts).
+  static constexpr int kWatchedFdSlots = 2;
+  virtual void WatchFd(int fd, int slot = 0) {
+    (void)fd;
+    (void)slot;
+  }
 
   // The pid (= process group id) of the worker with `local_rank` of the
   // latest Start(), or -1; -1 too once its leader has been reaped (the pid

@@ -933,6 +933,8 @@ absl::StatusOr<uint64_t> Coordinator::Watch(const v1::WatchRequest& request,
     replaced = member.sink;
     SetSinkLocked(member, std::move(sink), id);
     member.accepts_assignment = request.accepts_assignment();
+    member.accepts_rejoin_datagram =
+        request.accepts_assignment() && request.accepts_rejoin_datagram();
     SlotOf(member).last_heard = clock_->Now();
     SlotOf(member).stream_lost_at = absl::InfiniteFuture();  // re-opened in time
     if (terminal) {
@@ -1123,21 +1125,38 @@ void Coordinator::ReopenLocked(const std::string& reason, Actions* actions) {
   d.mutable_rejoin()->set_next_round(next_round);
   d.mutable_rejoin()->set_reason(reason);
   // Members whose stream takes an assignment keep it and may re-join with a
-  // READY datagram: no Join, no new stream (docs/protocol.md).
-  v1::Directive by_datagram = d;
-  by_datagram.mutable_rejoin()->set_ready_by_datagram(true);
+  // READY datagram: no Join, no new stream (docs/protocol.md). Those that
+  // take it by datagram get the Rejoin as a REJOIN datagram: no stream write.
+  rejoin_by_datagram_ = d;
+  rejoin_by_datagram_.mutable_rejoin()->set_ready_by_datagram(true);
+  std::vector<OutgoingDatagram> rejoins;
   expected_.clear();
   for (auto& [id, m] : members_) {
     if (!m.in_round) continue;
     expected_.insert(id);
     SetInRoundLocked(m, false);
-    SlotOf(m).last_heard = clock_->Now();
+    Slot& slot = SlotOf(m);
+    slot.last_heard = clock_->Now();
+    slot.rejoin_round = 0;
     if (m.sink && MayRejoinByDatagramLocked(m)) {
-      m.sink->Send(by_datagram, /*last=*/false);
+      if (m.accepts_rejoin_datagram && datagram_sender_ != nullptr && slot.socket >= 0) {
+        slot.rejoin_round = next_round;
+        slot.rejoin_repeats = 0;
+        rejoins.push_back({slot.socket, slot.from,
+                           EncodeLivenessDatagram(m.slot, slot.incarnation, next_round, 0, slot.key,
+                                                  LivenessKind::kRejoin)});
+      } else {
+        m.sink->Send(rejoin_by_datagram_, /*last=*/false);
+      }
     } else if (m.sink) {
       m.sink->Send(d, /*last=*/true);
       SetSinkLocked(m, nullptr, 0);
     }
+  }
+  if (!rejoins.empty()) {
+    actions->push_back([sender = datagram_sender_, r = std::move(rejoins)]() mutable {
+      sender->Send(std::move(r));
+    });
   }
   // Survivors whose re-join is already parked (none, unless they joined
   // again before their round was re-opened).
@@ -1248,9 +1267,10 @@ void Coordinator::Tick() {
   for (auto& a : actions) a();
 }
 
-void Coordinator::EnableUdpLiveness(int udp_port) {
+void Coordinator::EnableUdpLiveness(int udp_port, DatagramSender* sender) {
   absl::MutexLock lock(&mu_);
   udp_port_ = udp_port;
+  datagram_sender_ = sender;
 }
 
 bool Coordinator::MayRejoinByDatagramLocked(const Member& m) const {
@@ -1297,7 +1317,8 @@ bool Coordinator::ReadyJoinLocked(Member& m, uint64_t round, Actions* actions) {
 
 LivenessBatchStats Coordinator::NoteLivenessBatch(absl::Span<const LivenessDatagram> batch,
                                                   std::vector<LivenessAck>* acks,
-                                                  std::vector<std::function<void()>>* deferred) {
+                                                  std::vector<std::function<void()>>* deferred,
+                                                  const LivenessOrigin* origin) {
   LivenessBatchStats stats;
   Actions actions;
   {
@@ -1333,6 +1354,10 @@ LivenessBatchStats Coordinator::NoteLivenessBatch(absl::Span<const LivenessDatag
       slot.last_seq = d.seq;
       slot.last_heard = now;
       slot.last_datagram = now;
+      if (origin != nullptr && i < origin->from.size()) {
+        slot.socket = origin->socket;
+        slot.from = origin->from[i];
+      }
       ++stats.accepted;
       // The ack of this datagram: its slot, incarnation, round and seq.
       auto ack = [&] {
@@ -1345,6 +1370,25 @@ LivenessBatchStats Coordinator::NoteLivenessBatch(absl::Span<const LivenessDatag
         // Acked when held (each one: they come every interval at most), so
         // that an agent whose READYs do not get here falls back to a Join.
         if (ReadyJoinLocked(*slot.member, d.round, &actions) && acks != nullptr) ack();
+        continue;
+      }
+      Member& m = *slot.member;
+      if (slot.rejoin_round != 0 && slot.rejoin_round == round_ + 1 &&
+          d.round < slot.rejoin_round && phase_ == Phase::kGathering && !shut_down_ &&
+          m.ticket == 0 && !m.in_round && m.sink) {
+        // Told to re-join by datagram, and still in the old round: the
+        // REJOIN was lost (again), or UDP from here does not reach it.
+        if (acks != nullptr && slot.rejoin_repeats < kRejoinDatagramTries) {
+          ++slot.rejoin_repeats;
+          acks->push_back({i, EncodeLivenessDatagram(d.slot, d.incarnation, slot.rejoin_round, 0,
+                                                     slot.key, LivenessKind::kRejoin)});
+          ++stats.rejoins;
+        } else {
+          TLOG(kDebug) << Who(m.join.member()) << " did not take the REJOIN datagram for round "
+                       << slot.rejoin_round << "; sending the Rejoin down its stream";
+          slot.rejoin_round = 0;
+          m.sink->Send(rejoin_by_datagram_, /*last=*/false);
+        }
         continue;
       }
       if (may_ack && slot.member->in_round && now - slot.last_ack >= ack_every) {

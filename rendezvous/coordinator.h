@@ -35,7 +35,15 @@
 // (NoteLivenessBatch; its Rejoin says ready_by_datagram and its stream stays
 // open): a parked join like any other, whose answer goes down the stream as
 // a Directive carrying the Assignment (docs/protocol.md, "Re-join on the
-// stream"). Its stream closing before the round does withdraws it.
+// stream"). Its stream closing before the round does withdraws it. Where
+// the member's Watch accepts it and its datagrams' address is known, that
+// Rejoin itself goes as a REJOIN datagram (DatagramSender) instead of a
+// stream write, again in answer to each alive datagram that shows it was
+// not heeded, and down the stream after kRejoinDatagramTries of those:
+//
+//   restart --REJOIN datagram--> (alive, old round: REJOIN again, at most
+//      kRejoinDatagramTries times, then the Rejoin on the stream)
+//          --READY--> parked re-join --round closes--> assignment on the stream
 //
 // When a round closes (GATHERING -> RUNNING): at MAX joiners; or, after a
 // restart, as soon as every survivor told to re-join is back (and at least
@@ -67,6 +75,8 @@
 // which the owner calls periodically (the service runs a ticker thread).
 #ifndef TRAINLET_RENDEZVOUS_COORDINATOR_H_
 #define TRAINLET_RENDEZVOUS_COORDINATOR_H_
+
+#include <sys/socket.h>
 
 #include <cstdint>
 #include <deque>
@@ -224,10 +234,43 @@ struct LivenessAck {
   LivenessBytes bytes{};
 };
 
+// Where a batch of datagrams came from: which of the liveness receiver's
+// sockets, and each datagram's source address, index for index.
+struct LivenessOrigin {
+  int socket = 0;
+  absl::Span<const sockaddr_storage> from;
+};
+
+// A datagram the coordinator sends unasked (a REJOIN): on the receiver's
+// socket `socket`, to `to`.
+struct OutgoingDatagram {
+  int socket = 0;
+  sockaddr_storage to{};
+  LivenessBytes bytes{};
+};
+
+// Sends the coordinator's own datagrams from the liveness sockets (the
+// LivenessReceiver; a recording fake in tests). Called without the
+// coordinator's lock, from whichever thread made them; must not block for
+// long (a datagram the kernel cannot take is dropped: the member's next
+// alive datagram brings another).
+class DatagramSender {
+ public:
+  virtual ~DatagramSender() = default;
+  virtual void Send(std::vector<OutgoingDatagram> datagrams) = 0;
+};
+
+// A REJOIN datagram is repeated in answer to this many alive datagrams that
+// show the member did not take it (still in the old round); the next one
+// sends the Rejoin down the member's stream instead (UDP from the
+// coordinator does not get through).
+inline constexpr int kRejoinDatagramTries = 2;
+
 struct LivenessBatchStats {
   int accepted = 0;
   int acks = 0;               // acks added (NoteLivenessBatch's `acks`).
   int ready = 0;              // READY datagrams among the accepted.
+  int rejoins = 0;            // REJOINs added to `acks` (a member still in the old round).
   int unknown_slot = 0;       // no member holds the slot (or UDP liveness is off).
   int bad_mac = 0;            // not signed with the slot's key (forged, or an old key).
   int wrong_incarnation = 0;  // a MAC-valid datagram of another incarnation.
@@ -281,21 +324,28 @@ class Coordinator {
 
   // UDP liveness: the host has a UDP socket on `udp_port`; members that
   // offer udp_liveness get a slot and key for it in their Assignment. Call
-  // before the first round closes (0: off, the default).
-  void EnableUdpLiveness(int udp_port);
+  // before the first round closes (0: off, the default). With `sender`
+  // (which must outlive every call into the coordinator), a restart tells
+  // the members that accept it by REJOIN datagram.
+  void EnableUdpLiveness(int udp_port, DatagramSender* sender = nullptr);
   // Applies a batch of parsed datagrams under one lock: each is checked
   // (slot held, MAC under the slot's key, incarnation, seq above the last)
   // and, if good, sets its member's last_heard to now. O(1) per datagram.
   // With `acks`, appends an ack for each accepted datagram whose member was
   // last acked AckInterval or more ago, while the round runs, the member is
-  // in it, and Tick ran within 2 x AckInterval.
+  // in it, and Tick ran within 2 x AckInterval; and, while a round gathers,
+  // the REJOIN again for an alive datagram of a member told by datagram to
+  // re-join that is still in the old round (or, after kRejoinDatagramTries,
+  // the Rejoin down its stream). `origin` (may be null: then no REJOIN
+  // datagram can be sent to these members) says where the batch came from.
   // A READY that completes a round sets off its answers (a Join's answer,
   // a stream write per member: thousands at scale); with `deferred` they are
   // appended there for the caller to run, after it sent the acks (the
   // liveness thread), else they run before this returns.
   LivenessBatchStats NoteLivenessBatch(absl::Span<const LivenessDatagram> batch,
                                        std::vector<LivenessAck>* acks = nullptr,
-                                       std::vector<std::function<void()>>* deferred = nullptr);
+                                       std::vector<std::function<void()>>* deferred = nullptr,
+                                       const LivenessOrigin* origin = nullptr);
 
   // Fails pending joins and ends every stream with UNAVAILABLE.
   void Shutdown(absl::string_view reason);
@@ -351,6 +401,9 @@ class Coordinator {
     // accepts_assignment): a restart keeps the stream and lets it re-join
     // with a READY datagram.
     bool accepts_assignment = false;
+    // ... and takes the Rejoin as a REJOIN datagram
+    // (WatchRequest.accepts_rejoin_datagram).
+    bool accepts_rejoin_datagram = false;
     // The parked join (ticket) came from a READY datagram; `done` pushes the
     // assignment down `sink`. Reset whenever the ticket is.
     bool ready_join = false;
@@ -442,6 +495,13 @@ class Coordinator {
     // When its stream closed while it ran (InfiniteFuture: it did not, or it
     // re-opened it or reported since); lost at + kStreamLossGrace.
     absl::Time stream_lost_at = absl::InfiniteFuture();
+    // Where its last accepted datagram came from (socket -1: none yet).
+    int socket = -1;
+    sockaddr_storage from{};
+    // The round a REJOIN datagram asked it to re-join (0: none), and how
+    // many times it was repeated for alive datagrams of the old round.
+    uint64_t rejoin_round = 0;
+    int rejoin_repeats = 0;
     // Copies of the member's fields Tick needs (kept by the Set*Locked
     // helpers): in the round and not SUCCEEDED yet.
     bool must_stay_alive = false;
@@ -502,6 +562,11 @@ class Coordinator {
   std::vector<Slot> slots_ ABSL_GUARDED_BY(mu_);
   std::vector<uint32_t> free_slots_ ABSL_GUARDED_BY(mu_);
   int udp_port_ ABSL_GUARDED_BY(mu_) = 0;  // 0: UDP liveness off.
+  DatagramSender* datagram_sender_ ABSL_GUARDED_BY(mu_) = nullptr;
+  // The latest restart's Rejoin for members that may re-join by datagram
+  // (what a REJOIN datagram stands for, and what goes down the stream when
+  // it does not get through).
+  v1::Directive rejoin_by_datagram_ ABSL_GUARDED_BY(mu_);
   // The closed round's member list, once (members that asked for it get a
   // copy in their answer; no member holds its own copy).
   std::shared_ptr<const std::vector<v1::NodeAssignment>> round_nodes_ ABSL_GUARDED_BY(mu_);

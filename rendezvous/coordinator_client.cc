@@ -379,13 +379,18 @@ void GrpcRendezvousClient::SendLivenessDatagram(const LivenessBytes& datagram) {
   if (sender != nullptr) sender->Send(datagram);
 }
 
-void GrpcRendezvousClient::TakeLivenessAcks(std::vector<LivenessBytes>* acks) {
+void GrpcRendezvousClient::TakeLivenessDatagrams(std::vector<LivenessBytes>* acks) {
   std::shared_ptr<LivenessSender> sender;
   {
     absl::MutexLock lock(&mu_);
     sender = liveness_;
   }
   if (sender != nullptr) sender->Receive(acks, kMaxAcksPerTake);
+}
+
+int GrpcRendezvousClient::liveness_fd() const {
+  absl::MutexLock lock(&mu_);
+  return liveness_ != nullptr ? liveness_->fd() : -1;
 }
 
 std::unique_ptr<WatchStream> GrpcRendezvousClient::Watch(const v1::WatchRequest& request,

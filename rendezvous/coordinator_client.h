@@ -143,7 +143,8 @@ class GrpcRendezvousClient : public RendezvousClient {
   void Leave(const v1::LeaveRequest& request, Done done) override;
   // Through a LivenessSender connected when a Join's answer offers a port.
   void SendLivenessDatagram(const LivenessBytes& datagram) override;
-  void TakeLivenessAcks(std::vector<LivenessBytes>* acks) override;
+  void TakeLivenessDatagrams(std::vector<LivenessBytes>* acks) override;
+  int liveness_fd() const override;
   bool Flush(absl::Duration timeout) override;
 
  private:
@@ -162,7 +163,7 @@ class GrpcRendezvousClient : public RendezvousClient {
   CoordinatorClient client_;
   std::thread join_thread_;  // the loop thread only.
 
-  absl::Mutex mu_;
+  mutable absl::Mutex mu_;
   std::deque<Call> queue_ ABSL_GUARDED_BY(mu_);
   bool busy_ ABSL_GUARDED_BY(mu_) = false;
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;

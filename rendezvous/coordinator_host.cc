@@ -43,7 +43,7 @@ absl::StatusOr<std::unique_ptr<CoordinatorHost>> CoordinatorHost::Start(
       LivenessReceiver::Start(options.bind_addr, host->port(), core);
   if (liveness.ok()) {
     host->liveness_ = std::move(*liveness);
-    core->EnableUdpLiveness(host->liveness_->port());
+    core->EnableUdpLiveness(host->liveness_->port(), host->liveness_.get());
   } else {
     TLOG(kWarning) << "no UDP liveness (" << liveness.status().message()
                    << "): agents will send Report heartbeats every interval instead, which costs "
@@ -80,8 +80,10 @@ void CoordinatorHost::Shutdown(absl::Duration grace) {
   shut_down_ = true;
   if (core_) core_->Shutdown("the coordinator is shutting down");
   if (server_) server_->Shutdown(grace);
-  liveness_.reset();
+  // The ticker before the receiver: a restart it makes sends REJOINs
+  // through the receiver.
   ticker_.reset();
+  liveness_.reset();
 }
 
 }  // namespace trainlet::rendezvous

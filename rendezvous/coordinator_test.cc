@@ -2,6 +2,9 @@
 // clock: every timeout is exercised by advancing time, never by sleeping.
 #include "rendezvous/coordinator.h"
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+
 #include <algorithm>
 #include <cstdint>
 #include <functional>
@@ -19,6 +22,7 @@
 #include "rendezvous/error_reason.h"
 #include "rendezvous/liveness_datagram.h"
 #include "rendezvous/protocol_version.h"
+#include "rendezvous/testing/recording_datagram_sender.h"
 
 namespace trainlet::rendezvous {
 namespace {
@@ -652,10 +656,15 @@ TEST_F(UdpLivenessTest, Datagrams_KeepAMemberAliveWithoutReports) {
 class ReadyRejoinTest : public UdpLivenessTest {
  protected:
   // An elastic job (2..3 nodes, 2 restarts) with a, b, c running round 1,
-  // each watching with accepts_assignment = `accepts` (per member).
-  void StartTrio(std::vector<bool> accepts = {true, true, true}) {
+  // each watching with accepts_assignment = `accepts` (per member) and
+  // accepts_rejoin_datagram = `rejoin_datagram` (per member; with any of
+  // them, the coordinator has a DatagramSender).
+  void StartTrio(std::vector<bool> accepts = {true, true, true},
+                 std::vector<bool> rejoin_datagram = {false, false, false}) {
     Make(2, 3, /*max_restarts=*/2);
-    core_->EnableUdpLiveness(29400);
+    const bool sender =
+        std::find(rejoin_datagram.begin(), rejoin_datagram.end(), true) != rejoin_datagram.end();
+    core_->EnableUdpLiveness(29400, sender ? &sender_ : nullptr);
     reqs_ = {UdpReq("a", 1, -1), UdpReq("b", 2, -1), UdpReq("c", 3, -1)};
     std::vector<std::shared_ptr<JoinResult>> joins;
     for (const v1::JoinRequest& r : reqs_) joins.push_back(Join(r));
@@ -668,6 +677,7 @@ class ReadyRejoinTest : public UdpLivenessTest {
       w.set_job_id("job");
       w.set_round(1);
       w.set_accepts_assignment(accepts[i]);
+      w.set_accepts_rejoin_datagram(rejoin_datagram[i]);
       absl::StatusOr<uint64_t> id = core_->Watch(w, sink);
       ASSERT_TRUE(id.ok()) << id.status();
       sinks_.push_back(sink);
@@ -677,7 +687,36 @@ class ReadyRejoinTest : public UdpLivenessTest {
     ASSERT_EQ(core_->GetSnapshot().round, 1u);
   }
   void Alive(size_t i) {
-    ASSERT_EQ(Send(Datagram(as_[i], reqs_[i].member().incarnation(), ++seq_[i])).accepted, 1);
+    std::vector<LivenessAck> acks;
+    ASSERT_EQ(AliveFrom(i, &acks).accepted, 1);
+  }
+  bool with_origin_ = true;  // whether AliveFrom says where a datagram came from
+  // Member i's address as the liveness receiver would see it: 127.0.0.1,
+  // port 41000 + i.
+  static sockaddr_storage AddressOf(size_t i) {
+    sockaddr_storage ss{};
+    auto* in = reinterpret_cast<sockaddr_in*>(&ss);
+    in->sin_family = AF_INET;
+    in->sin_port = htons(static_cast<uint16_t>(41000 + i));
+    in->sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    return ss;
+  }
+  // An alive datagram of member i (of the round it was assigned), from its
+  // address on the receiver's socket 0; `acks` gets what answers it.
+  LivenessBatchStats AliveFrom(size_t i, std::vector<LivenessAck>* acks) {
+    const sockaddr_storage from[1] = {AddressOf(i)};
+    const LivenessOrigin origin{0, from};
+    return core_->NoteLivenessBatch({Datagram(as_[i], reqs_[i].member().incarnation(), ++seq_[i])},
+                                    acks, nullptr, with_origin_ ? &origin : nullptr);
+  }
+  // Checks that `bytes` is member i's REJOIN for `round`, under its key.
+  void ExpectRejoinOf(size_t i, const LivenessBytes& bytes, uint64_t round) {
+    std::optional<LivenessDatagram> d = ParseCoordinatorDatagram(bytes.data(), bytes.size());
+    ASSERT_TRUE(d.has_value());
+    EXPECT_EQ(d->kind, LivenessKind::kRejoin);
+    EXPECT_TRUE(IsOwnNewerRejoin(*d, as_[i].liveness_slot(), reqs_[i].member().incarnation(),
+                                 round - 1, *LivenessKeyFromBytes(as_[i].liveness_key())));
+    EXPECT_EQ(d->round, round);
   }
   // b's worker failed: the round re-opens as round 2 for all three.
   void FailB() {
@@ -722,7 +761,104 @@ class ReadyRejoinTest : public UdpLivenessTest {
   std::vector<std::shared_ptr<RecordingSink>> sinks_;
   std::vector<uint64_t> watch_ids_;
   uint64_t seq_[3] = {0, 0, 0};
+  RecordingDatagramSender sender_;
 };
+
+TEST_F(ReadyRejoinTest, RejoinByDatagram_NoStreamWrite_EachSurvivorGetsItsRejoinDatagram) {
+  StartTrio({true, true, true}, {true, true, true});
+  FailB();
+  const std::vector<OutgoingDatagram> sent = sender_.sent();
+  ASSERT_EQ(sent.size(), 3u);
+  for (size_t i = 0; i < 3; ++i) {
+    EXPECT_TRUE(sinks_[i]->directives.empty()) << i << ": no stream write for the Rejoin";
+    EXPECT_FALSE(sinks_[i]->closed) << i;
+    const OutgoingDatagram& d = sent[i];  // members in node-id order: a, b, c
+    EXPECT_EQ(d.socket, 0);
+    EXPECT_EQ(reinterpret_cast<const sockaddr_in&>(d.to).sin_port,
+              htons(static_cast<uint16_t>(41000 + i)))
+        << "sent to where its datagrams come from";
+    ExpectRejoinOf(i, d.bytes, 2);
+  }
+  // The rest is the re-join by datagram of before: READYs, the assignment
+  // down each kept stream.
+  bool acked = false;
+  for (size_t i = 0; i < 3; ++i) {
+    EXPECT_EQ(Ready(i, 2, &acked).ready, 1);
+    EXPECT_TRUE(acked) << i;
+  }
+  ASSERT_EQ(core_->GetSnapshot().phase, Phase::kRunning);
+  for (size_t i = 0; i < 3; ++i) {
+    ASSERT_EQ(Pushed(i).size(), 1u) << i;
+    EXPECT_EQ(Pushed(i)[0].round(), 2u);
+  }
+  EXPECT_EQ(sender_.sent().size(), 3u) << "nothing more went by datagram";
+}
+
+TEST_F(ReadyRejoinTest, AnAliveOfTheOldRound_GetsTheRejoinAgain_ThenTheStreamCarriesIt) {
+  StartTrio({true, true, true}, {true, true, true});
+  FailB();
+  ASSERT_EQ(sender_.sent().size(), 3u);
+  // a still sends alive datagrams of round 1: it did not get the REJOIN.
+  for (int repeat = 0; repeat < kRejoinDatagramTries; ++repeat) {
+    std::vector<LivenessAck> acks;
+    LivenessBatchStats st = AliveFrom(0, &acks);
+    EXPECT_EQ(st.accepted, 1);
+    EXPECT_EQ(st.rejoins, 1) << repeat;
+    ASSERT_EQ(acks.size(), 1u) << repeat;
+    ExpectRejoinOf(0, acks[0].bytes, 2);
+    EXPECT_TRUE(sinks_[0]->directives.empty()) << repeat;
+  }
+  // Once more: UDP from the coordinator does not reach it; the stream does.
+  std::vector<LivenessAck> acks;
+  EXPECT_EQ(AliveFrom(0, &acks).rejoins, 0);
+  EXPECT_TRUE(acks.empty());
+  ASSERT_EQ(sinks_[0]->directives.size(), 1u);
+  const v1::Directive& rejoin = sinks_[0]->directives[0];
+  ASSERT_TRUE(rejoin.has_rejoin());
+  EXPECT_EQ(rejoin.rejoin().next_round(), 2u);
+  EXPECT_TRUE(rejoin.rejoin().ready_by_datagram());
+  EXPECT_FALSE(sinks_[0]->closed);
+  AliveFrom(0, &acks);
+  EXPECT_TRUE(acks.empty()) << "told once on the stream: nothing more";
+  EXPECT_EQ(sinks_[0]->directives.size(), 1u);
+  // b took it: its READY is held, and an alive datagram in flight from
+  // before it stopped gets nothing.
+  Ready(1, 2);
+  acks.clear();
+  EXPECT_EQ(AliveFrom(1, &acks).rejoins, 0);
+  EXPECT_TRUE(acks.empty());
+  EXPECT_TRUE(sinks_[1]->directives.empty());
+}
+
+TEST_F(ReadyRejoinTest, RejoinByDatagram_OnlyForWatchesThatAcceptIt) {
+  StartTrio({true, true, false}, {false, true, true});
+  FailB();
+  // a: accepts an assignment but not the REJOIN datagram: the Rejoin on
+  // the stream. b: both: a datagram. c: no assignment on the stream (so no
+  // REJOIN datagram either): the Rejoin of before, which ends its stream.
+  const std::vector<OutgoingDatagram> sent = sender_.sent();
+  ASSERT_EQ(sent.size(), 1u);
+  ExpectRejoinOf(1, sent[0].bytes, 2);
+  ASSERT_EQ(sinks_[0]->directives.size(), 1u);
+  EXPECT_TRUE(sinks_[0]->directives[0].rejoin().ready_by_datagram());
+  EXPECT_TRUE(sinks_[1]->directives.empty());
+  ASSERT_EQ(sinks_[2]->directives.size(), 1u);
+  EXPECT_FALSE(sinks_[2]->directives[0].rejoin().ready_by_datagram());
+  EXPECT_TRUE(sinks_[2]->closed);
+}
+
+TEST_F(ReadyRejoinTest, RejoinByDatagram_NeedsTheMembersAddress) {
+  // The datagrams of round 1 came without an origin (a caller that does not
+  // say where from): no address to send a REJOIN to.
+  with_origin_ = false;
+  StartTrio({true, true, true}, {true, true, true});
+  FailB();
+  EXPECT_TRUE(sender_.sent().empty());
+  for (size_t i = 0; i < 3; ++i) {
+    ASSERT_EQ(sinks_[i]->directives.size(), 1u) << i;
+    EXPECT_TRUE(sinks_[i]->directives[0].rejoin().ready_by_datagram()) << i;
+  }
+}
 
 TEST_F(ReadyRejoinTest, SurvivorsReadyByDatagram_RoundClosesAndEachAssignmentGoesDownItsStream) {
   StartTrio();

@@ -55,7 +55,7 @@ std::optional<LivenessDatagram> ParseAnyKind(const uint8_t* data, size_t size) {
   if (data == nullptr || size != kLivenessDatagramBytes) return std::nullopt;
   if (std::memcmp(data, kLivenessMagic.data(), kLivenessMagic.size()) != 0) return std::nullopt;
   if (data[4] != kLivenessDatagramVersion) return std::nullopt;
-  if (data[5] > static_cast<uint8_t>(LivenessKind::kReady)) return std::nullopt;
+  if (data[5] > static_cast<uint8_t>(LivenessKind::kRejoin)) return std::nullopt;
   if (data[6] != 0 || data[7] != 0 || GetLe32(data + 12) != 0) return std::nullopt;
   LivenessDatagram d;
   d.kind = static_cast<LivenessKind>(data[5]);
@@ -79,8 +79,24 @@ std::optional<LivenessDatagram> ParseLivenessDatagram(const uint8_t* data, size_
 
 std::optional<LivenessDatagram> ParseAgentDatagram(const uint8_t* data, size_t size) {
   std::optional<LivenessDatagram> d = ParseAnyKind(data, size);
-  if (!d.has_value() || d->kind == LivenessKind::kAck) return std::nullopt;
+  if (!d.has_value() || (d->kind != LivenessKind::kAlive && d->kind != LivenessKind::kReady)) {
+    return std::nullopt;
+  }
   return d;
+}
+
+std::optional<LivenessDatagram> ParseCoordinatorDatagram(const uint8_t* data, size_t size) {
+  std::optional<LivenessDatagram> d = ParseAnyKind(data, size);
+  if (!d.has_value() || (d->kind != LivenessKind::kAck && d->kind != LivenessKind::kRejoin)) {
+    return std::nullopt;
+  }
+  return d;
+}
+
+bool IsOwnNewerRejoin(const LivenessDatagram& rejoin, uint32_t slot, uint64_t incarnation,
+                      uint64_t current_round, const LivenessKey& key) {
+  return rejoin.kind == LivenessKind::kRejoin && rejoin.slot == slot &&
+         rejoin.incarnation == incarnation && rejoin.round > current_round && rejoin.MacValid(key);
 }
 
 bool IsOwnRecentAck(const LivenessDatagram& ack, const AckExpectation& e) {

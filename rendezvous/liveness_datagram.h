@@ -10,15 +10,22 @@
 //        5    1  kind: 0 alive (agent -> coordinator), 1 ack (coordinator -> agent),
 //                      2 ready (agent -> coordinator: alive, and its workers have
 //                        stopped; it re-joins `round` without a Join call:
-//                        docs/protocol.md, "Re-join on the stream")
+//                        docs/protocol.md, "Re-join on the stream"),
+//                      3 rejoin (coordinator -> agent: the Rejoin directive,
+//                        ready_by_datagram, for round `round`; sent at a
+//                        restart to members whose Watch accepts it, and again
+//                        in answer to their alive datagrams until heeded)
 //        6    2  zero
 //        8    4  slot         Assignment.liveness_slot
 //       12    4  zero
 //       16    8  incarnation  the member's incarnation
 //       24    8  round        the round the agent is in (0: none yet); ready: the
-//                             round it is ready for (Rejoin.next_round)
+//                             round it is ready for (Rejoin.next_round); rejoin:
+//                             the round to re-join (Rejoin.next_round)
 //       32    8  seq          alive: strictly increasing per incarnation (from 1);
-//                             ack: the seq of the alive datagram it acknowledges
+//                             ack: the seq of the alive datagram it acknowledges;
+//                             rejoin: 0 (a replay is harmless: the agent takes a
+//                             rejoin only for a round above its own)
 //       40    8  mac          SipHash-2-4(Assignment.liveness_key, bytes 0..39)
 //
 // The MAC covers the kind, so an ack cannot pass for an alive datagram or
@@ -55,7 +62,7 @@ inline constexpr size_t kLivenessMacOffset = 40;  // the MAC covers bytes [0, 40
 inline constexpr uint8_t kLivenessDatagramVersion = 1;
 inline constexpr std::array<uint8_t, 4> kLivenessMagic = {'T', 'L', 'V', 'D'};
 
-enum class LivenessKind : uint8_t { kAlive = 0, kAck = 1, kReady = 2 };
+enum class LivenessKind : uint8_t { kAlive = 0, kAck = 1, kReady = 2, kRejoin = 3 };
 
 using LivenessKey = SipHashKey;
 using LivenessBytes = std::array<uint8_t, kLivenessDatagramBytes>;
@@ -84,6 +91,14 @@ std::optional<LivenessDatagram> ParseLivenessDatagram(const uint8_t* data, size_
                                                       LivenessKind kind = LivenessKind::kAlive);
 // What the coordinator takes from an agent: alive or ready (`kind` says which).
 std::optional<LivenessDatagram> ParseAgentDatagram(const uint8_t* data, size_t size);
+// What an agent takes from the coordinator: ack or rejoin.
+std::optional<LivenessDatagram> ParseCoordinatorDatagram(const uint8_t* data, size_t size);
+
+// Whether `rejoin` (kind kRejoin) is this member's own (slot, incarnation,
+// a MAC under its key) and asks for a round above `current_round`: an older
+// or replayed one says nothing new.
+bool IsOwnNewerRejoin(const LivenessDatagram& rejoin, uint32_t slot, uint64_t incarnation,
+                      uint64_t current_round, const LivenessKey& key);
 
 // What a member expects of an ack (the agent's RoundMachine, and the load
 // benchmark's simulated agents, which must behave alike).

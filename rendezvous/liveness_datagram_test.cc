@@ -111,8 +111,41 @@ TEST(LivenessDatagram, ReadyIsItsOwnKind_TheCoordinatorTakesAliveAndReadyButNoAc
   ASSERT_TRUE(f.has_value());
   EXPECT_FALSE(f->MacValid(Key(3)));
   LivenessBytes unknown = alive;
-  unknown[5] = 3;  // no such kind
+  unknown[5] = 4;  // no such kind
   EXPECT_FALSE(ParseAgentDatagram(unknown.data(), unknown.size()).has_value());
+  EXPECT_FALSE(ParseCoordinatorDatagram(unknown.data(), unknown.size()).has_value());
+}
+
+TEST(LivenessDatagram, RejoinIsTheCoordinatorsKind_TakenOnlyForThisMemberAndANewerRound) {
+  const LivenessBytes rejoin = EncodeLivenessDatagram(7, 8, 9, 0, Key(3), LivenessKind::kRejoin);
+  EXPECT_EQ(rejoin[5], 3);
+  std::optional<LivenessDatagram> r = ParseCoordinatorDatagram(rejoin.data(), rejoin.size());
+  ASSERT_TRUE(r.has_value());
+  EXPECT_EQ(r->kind, LivenessKind::kRejoin);
+  EXPECT_EQ(r->round, 9u);
+  EXPECT_FALSE(ParseAgentDatagram(rejoin.data(), rejoin.size()).has_value())
+      << "the coordinator takes no REJOIN";
+  const LivenessBytes ack = EncodeLivenessDatagram(7, 8, 9, 10, Key(3), LivenessKind::kAck);
+  ASSERT_TRUE(ParseCoordinatorDatagram(ack.data(), ack.size()).has_value());
+  EXPECT_EQ(ParseCoordinatorDatagram(ack.data(), ack.size())->kind, LivenessKind::kAck);
+  for (LivenessKind agent_kind : {LivenessKind::kAlive, LivenessKind::kReady}) {
+    const LivenessBytes b = EncodeLivenessDatagram(7, 8, 9, 10, Key(3), agent_kind);
+    EXPECT_FALSE(ParseCoordinatorDatagram(b.data(), b.size()).has_value()) << "no agent's kind";
+  }
+  EXPECT_TRUE(IsOwnNewerRejoin(*r, 7, 8, 8, Key(3)));
+  EXPECT_FALSE(IsOwnNewerRejoin(*r, 7, 8, 9, Key(3))) << "the round it is in: a replay";
+  EXPECT_FALSE(IsOwnNewerRejoin(*r, 7, 8, 10, Key(3))) << "an older round";
+  EXPECT_FALSE(IsOwnNewerRejoin(*r, 6, 8, 8, Key(3))) << "another slot";
+  EXPECT_FALSE(IsOwnNewerRejoin(*r, 7, 9, 8, Key(3))) << "another incarnation";
+  EXPECT_FALSE(IsOwnNewerRejoin(*r, 7, 8, 8, Key(4))) << "another key";
+  // An ack with the same fields is no REJOIN (the kind is under the MAC).
+  LivenessBytes forged = ack;
+  forged[5] = 3;
+  std::optional<LivenessDatagram> f = ParseCoordinatorDatagram(forged.data(), forged.size());
+  ASSERT_TRUE(f.has_value());
+  EXPECT_FALSE(IsOwnNewerRejoin(*f, 7, 8, 8, Key(3)));
+  std::optional<LivenessDatagram> as_ack = ParseCoordinatorDatagram(ack.data(), ack.size());
+  EXPECT_FALSE(IsOwnNewerRejoin(*as_ack, 7, 8, 8, Key(3))) << "an ack is no REJOIN";
 }
 
 TEST(LivenessDatagram, KeyFromBytes_ExactlySixteen) {

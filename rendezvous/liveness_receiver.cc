@@ -27,6 +27,12 @@ constexpr int kMaxCallsPerBatch = 16;
 // Receive buffer asked for (the kernel caps it at net.core.rmem_max): a
 // 10,000-node job sends ~200 datagrams per coalescing wait.
 constexpr int kReceiveBufferBytes = 4 << 20;
+// Send buffer asked for (capped at net.core.wmem_max): a restart of a
+// 10,000-node job sends 10,000 REJOINs at once.
+constexpr int kSendBufferBytes = 4 << 20;
+// How long Send waits for room in a full send buffer before it drops the
+// rest (they come again with the members' next alive datagrams).
+constexpr int kSendWaitMs = 50;
 
 }  // namespace
 
@@ -47,6 +53,8 @@ absl::StatusOr<std::unique_ptr<LivenessReceiver>> LivenessReceiver::Start(const 
     const int fd = BindSocket(a, port, SOCK_DGRAM, wildcard, [](int fd) {
       const int rcvbuf = kReceiveBufferBytes;
       setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &rcvbuf, sizeof(rcvbuf));
+      const int sndbuf = kSendBufferBytes;
+      setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &sndbuf, sizeof(sndbuf));
     });
     if (fd < 0) {
       error = strerror(-fd);
@@ -85,7 +93,53 @@ LivenessReceiverStats LivenessReceiver::stats() const {
   s.rejected = rejected_.load();
   s.batches = batches_.load();
   s.acks_sent = acks_sent_.load();
+  s.sent = sent_.load();
   return s;
+}
+
+void LivenessReceiver::Send(std::vector<OutgoingDatagram> datagrams) {
+  mmsghdr msgs[kLivenessBatch];
+  iovec iov[kLivenessBatch];
+  int64_t sent = 0;
+  size_t start = 0;
+  while (start < datagrams.size()) {
+    // A run of datagrams for the same socket, at most kLivenessBatch long.
+    const int socket = datagrams[start].socket;
+    size_t n = 0;
+    while (start + n < datagrams.size() && n < static_cast<size_t>(kLivenessBatch) &&
+           datagrams[start + n].socket == socket) {
+      OutgoingDatagram& d = datagrams[start + n];
+      iov[n] = {d.bytes.data(), d.bytes.size()};
+      msgs[n] = {};
+      msgs[n].msg_hdr.msg_iov = &iov[n];
+      msgs[n].msg_hdr.msg_iovlen = 1;
+      msgs[n].msg_hdr.msg_name = &d.to;
+      msgs[n].msg_hdr.msg_namelen =
+          d.to.ss_family == AF_INET6 ? sizeof(sockaddr_in6) : sizeof(sockaddr_in);
+      ++n;
+    }
+    start += n;
+    if (socket < 0 || socket >= static_cast<int>(fds_.size())) continue;
+    const int fd = fds_[static_cast<size_t>(socket)];
+    size_t done = 0;
+    while (done < n) {
+      const int rc = sendmmsg(fd, msgs + done, static_cast<unsigned>(n - done), MSG_DONTWAIT);
+      if (rc > 0) {
+        sent += rc;
+        done += static_cast<size_t>(rc);
+        continue;
+      }
+      if (rc < 0 && errno == EINTR) continue;
+      if (rc < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == ENOBUFS)) {
+        pollfd p = {fd, POLLOUT, 0};
+        if (poll(&p, 1, kSendWaitMs) > 0) continue;
+        sent_.fetch_add(sent, std::memory_order_relaxed);
+        return;  // still full: the rest come with the members' next datagrams.
+      }
+      ++done;  // this destination's error (unreachable): skip it.
+    }
+  }
+  sent_.fetch_add(sent, std::memory_order_relaxed);
 }
 
 void LivenessReceiver::Drain(int fd, std::vector<LivenessDatagram>* batch,
@@ -189,7 +243,8 @@ void LivenessReceiver::Loop() {
       Drain(polls[i].fd, &batch, &from, &received, &malformed);
       LivenessBatchStats s;
       if (!batch.empty()) {
-        s = core_->NoteLivenessBatch(batch, &acks, &deferred);
+        const LivenessOrigin origin{static_cast<int>(i), from};
+        s = core_->NoteLivenessBatch(batch, &acks, &deferred, &origin);
         batches_.fetch_add(1, std::memory_order_relaxed);
       }
       if (!acks.empty()) {

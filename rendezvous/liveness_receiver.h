@@ -16,6 +16,11 @@
 //        (non-blocking: an ack the kernel cannot take is dropped; the
 //        agent falls back to Reports when acks stop)
 //
+// It is also the core's DatagramSender: a restart's REJOIN datagrams go out
+// from the socket each member's datagrams came in on, from the thread that
+// made the restart (sendmmsg; a full buffer is waited on briefly, then the
+// rest is dropped and the members' next alive datagrams bring them again).
+//
 // Everything received is bounded (a fixed-size buffer per datagram; a
 // longer one is truncated and rejected); rejected datagrams are counted and
 // logged at most a few times per 10 s, never acted on.
@@ -49,21 +54,24 @@ struct LivenessReceiverStats {
   int64_t rejected = 0;   // well-formed, but the core refused it (slot, MAC, incarnation, seq).
   int64_t batches = 0;    // core lock acquisitions.
   int64_t acks_sent = 0;  // acks the kernel took.
+  int64_t sent = 0;       // REJOINs sent unasked (DatagramSender) the kernel took.
 };
 
-class LivenessReceiver {
+class LivenessReceiver : public DatagramSender {
  public:
   // Binds UDP `host`:`port` (host as for ListenAddress: "", "0.0.0.0",
   // "::" and "*" mean every address, dual stack where IPv6 exists) and
   // starts the thread. The error names the address and the reason.
   static absl::StatusOr<std::unique_ptr<LivenessReceiver>> Start(const std::string& host, int port,
                                                                  Coordinator* core);
-  ~LivenessReceiver();
+  ~LivenessReceiver() override;
   LivenessReceiver(const LivenessReceiver&) = delete;
   LivenessReceiver& operator=(const LivenessReceiver&) = delete;
 
   int port() const { return port_; }
   LivenessReceiverStats stats() const;
+  // DatagramSender.
+  void Send(std::vector<OutgoingDatagram> datagrams) override;
 
  private:
   LivenessReceiver(Coordinator* core) : core_(core) {}
@@ -81,7 +89,7 @@ class LivenessReceiver {
   int wake_[2] = {-1, -1};
   int port_ = 0;
   std::atomic<int64_t> received_{0}, accepted_{0}, malformed_{0}, rejected_{0}, batches_{0},
-      acks_sent_{0};
+      acks_sent_{0}, sent_{0};
   LogLimiter log_{5, absl::Seconds(10)};
   std::thread thread_;
 };

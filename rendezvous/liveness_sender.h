@@ -32,6 +32,8 @@ class LivenessSender {
   LivenessSender& operator=(const LivenessSender&) = delete;
 
   int udp_port() const { return udp_port_; }
+  // The connected socket (for a poll: readable when Receive has something).
+  int fd() const { return fd_; }
   // False when the kernel refused it (buffer full, no route, ICMP refused).
   bool Send(const LivenessBytes& datagram);
   // Appends up to `max` datagrams queued on the socket (from the

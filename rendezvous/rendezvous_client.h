@@ -72,11 +72,15 @@ class RendezvousClient {
   // this client dials) and returns at once, never blocking: dropped when
   // there is no such port or the kernel cannot take it now.
   virtual void SendLivenessDatagram(const LivenessBytes& datagram) = 0;
-  // Appends what came back on that port (the coordinator's acks, unchecked:
-  // the round machine checks them), at most kMaxAcksPerTake; never blocks.
-  // A client without UDP liveness has none.
+  // Appends what came back on that port (the coordinator's acks and
+  // REJOINs, unchecked: the round machine checks them), at most
+  // kMaxAcksPerTake; never blocks. A client without UDP liveness has none.
   static constexpr int kMaxAcksPerTake = 16;
-  virtual void TakeLivenessAcks(std::vector<LivenessBytes>* acks) { (void)acks; }
+  virtual void TakeLivenessDatagrams(std::vector<LivenessBytes>* acks) { (void)acks; }
+  // The socket those come in on, for the caller's poll (readable: call
+  // TakeLivenessDatagrams); -1 while there is none. It may change after a
+  // Join's answer. Not owned.
+  virtual int liveness_fd() const { return -1; }
 
   // Waits up to `timeout` for the queued Report/Leave calls to go out (the
   // agent calls it once before it exits). True when the queue is empty.

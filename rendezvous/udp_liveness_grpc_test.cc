@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <functional>
 #include <iostream>
 #include <memory>
 #include <set>
@@ -328,143 +329,194 @@ TEST(LivenessReceiverBind, WildcardTakesIpv4_NamesBind_BadNamesAreNamed) {
 // Re-join by datagram over real gRPC and real UDP (docs/protocol.md,
 // "Re-join on the stream"): after a restart, each survivor's READY datagram
 // is its re-join, and its next assignment comes down the stream it kept.
-TEST(ReadyRejoinGrpcTest, ReadyDatagramsRejoin_TheAssignmentComesDownTheKeptStream) {
-  absl::StatusOr<std::unique_ptr<CoordinatorHost>> host =
-      CoordinatorHost::Start(PairHostOptions(absl::Seconds(5), /*max_restarts=*/1));
-  ASSERT_TRUE(host.ok()) << host.status();
-  const std::string target = absl::StrCat("127.0.0.1:", (*host)->port());
-  ClientOptions c;
-  c.target = target;
-  c.token = "tok";
-  CoordinatorClient client(c);
-  const v1::JoinRequest reqs[2] = {Req("node-a", 0), Req("node-b", 1)};
-  absl::StatusOr<v1::Assignment> assigned[2];
-  std::thread join_b([&] { assigned[1] = client.Join(reqs[1], absl::Now() + absl::Seconds(10)); });
-  assigned[0] = client.Join(reqs[0], absl::Now() + absl::Seconds(10));
-  join_b.join();
-  ASSERT_TRUE(assigned[0].ok() && assigned[1].ok());
-
-  absl::Mutex mu;
-  std::vector<v1::Directive> got[2];
-  std::unique_ptr<WatchStream> streams[2];
-  for (int i = 0; i < 2; ++i) {
-    v1::WatchRequest w;
-    *w.mutable_member() = reqs[i].member();
-    w.set_job_id("job");
-    w.set_round(1);
-    w.set_accepts_assignment(true);
-    streams[i] = client.Watch(
-        w,
-        [&, i](const v1::Directive& d) {
-          absl::MutexLock lock(&mu);
-          got[i].push_back(d);
-        },
-        [](const absl::Status&) {});
+class ReadyRejoinGrpcTest : public ::testing::Test {
+ protected:
+  // Two members run round 1, watching with accepts_assignment (and
+  // accepts_rejoin_datagram = `rejoin_datagram`), heard over UDP; then b's
+  // worker fails and the round re-opens as round 2.
+  void StartAndFail(bool rejoin_datagram) {
+    absl::StatusOr<std::unique_ptr<CoordinatorHost>> host =
+        CoordinatorHost::Start(PairHostOptions(absl::Seconds(5), /*max_restarts=*/1));
+    ASSERT_TRUE(host.ok()) << host.status();
+    host_ = std::move(*host);
+    target_ = absl::StrCat("127.0.0.1:", host_->port());
+    ClientOptions c;
+    c.target = target_;
+    c.token = "tok";
+    client_ = std::make_unique<CoordinatorClient>(c);
+    std::thread join_b(
+        [&] { assigned_[1] = client_->Join(reqs_[1], absl::Now() + absl::Seconds(10)); });
+    assigned_[0] = client_->Join(reqs_[0], absl::Now() + absl::Seconds(10));
+    join_b.join();
+    ASSERT_TRUE(assigned_[0].ok() && assigned_[1].ok());
+    for (int i = 0; i < 2; ++i) {
+      v1::WatchRequest w;
+      *w.mutable_member() = reqs_[i].member();
+      w.set_job_id("job");
+      w.set_round(1);
+      w.set_accepts_assignment(true);
+      w.set_accepts_rejoin_datagram(rejoin_datagram);
+      streams_[i] = client_->Watch(
+          w,
+          [this, i](const v1::Directive& d) {
+            absl::MutexLock lock(&mu_);
+            got_[i].push_back(d);
+          },
+          [](const absl::Status&) {});
+    }
+    ASSERT_TRUE(WaitFor([&] { return host_->core().GetSnapshot().watching == 2; }));
+    // Both heard over UDP (a READY can get there), then b's worker fails.
+    ++seq_;
+    for (int i = 0; i < 2; ++i) {
+      absl::StatusOr<std::unique_ptr<LivenessSender>> s =
+          LivenessSender::Connect(target_, static_cast<int>(assigned_[i]->liveness_udp_port()));
+      ASSERT_TRUE(s.ok()) << s.status();
+      senders_[i] = std::move(*s);
+      senders_[i]->Send(EncodeLivenessDatagram(assigned_[i]->liveness_slot(),
+                                               reqs_[i].member().incarnation(), 1, seq_, Key(i)));
+    }
+    ASSERT_TRUE(WaitFor([&] { return host_->liveness_stats().accepted >= 2; }));
+    failed_ = v1::ReportRequest();
+    *failed_.mutable_member() = reqs_[1].member();
+    failed_.set_job_id("job");
+    failed_.set_round(1);
+    failed_.set_state(v1::ReportRequest::FAILED);
+    failed_.set_exit_code(3);
+    ASSERT_TRUE(client_->Report(failed_, absl::Seconds(2)).ok());
   }
-  auto wait_for = [&](auto pred) {
+  void TearDown() override {
+    streams_[0].reset();
+    streams_[1].reset();
+    if (host_) host_->Shutdown(absl::ZeroDuration());
+  }
+  LivenessKey Key(int i) const { return *LivenessKeyFromBytes(assigned_[i]->liveness_key()); }
+  bool WaitFor(const std::function<bool()>& pred) {
     const absl::Time until = absl::Now() + absl::Seconds(10);
     while (absl::Now() < until) {
       {
-        absl::MutexLock lock(&mu);
+        absl::MutexLock lock(&mu_);
         if (pred()) return true;
       }
       absl::SleepFor(absl::Milliseconds(5));
     }
     return false;
-  };
-  ASSERT_TRUE(wait_for([&] { return (*host)->core().GetSnapshot().watching == 2; }));
-  // Both heard over UDP (a READY can get there), then b's worker fails.
-  std::unique_ptr<LivenessSender> senders[2];
-  uint64_t seq = 0;
-  ++seq;
-  for (int i = 0; i < 2; ++i) {
-    absl::StatusOr<std::unique_ptr<LivenessSender>> s =
-        LivenessSender::Connect(target, static_cast<int>(assigned[i]->liveness_udp_port()));
-    ASSERT_TRUE(s.ok()) << s.status();
-    senders[i] = std::move(*s);
-    senders[i]->Send(EncodeLivenessDatagram(assigned[i]->liveness_slot(),
-                                            reqs[i].member().incarnation(), 1, seq,
-                                            *LivenessKeyFromBytes(assigned[i]->liveness_key())));
   }
-  ASSERT_TRUE(wait_for([&] { return (*host)->liveness_stats().accepted >= 2; }));
-
-  v1::ReportRequest failed;
-  *failed.mutable_member() = reqs[1].member();
-  failed.set_job_id("job");
-  failed.set_round(1);
-  failed.set_state(v1::ReportRequest::FAILED);
-  failed.set_exit_code(3);
-  ASSERT_TRUE(client.Report(failed, absl::Seconds(2)).ok());
-  ASSERT_TRUE(wait_for([&] {
-    return !got[0].empty() && !got[1].empty() && got[0].back().rejoin().ready_by_datagram() &&
-           got[1].back().rejoin().ready_by_datagram();
-  }));
-
-  // READY from both, repeated until the assignment is there (as the agent).
-  auto pushed = [&](int i) {
-    for (const v1::Directive& d : got[i]) {
+  bool Pushed(int i) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    for (const v1::Directive& d : got_[i]) {
       if (d.has_assignment()) return true;
     }
     return false;
-  };
-  const absl::Time until = absl::Now() + absl::Seconds(10);
-  bool both = false;
-  while (!both && absl::Now() < until) {
-    ++seq;
-    for (int i = 0; i < 2; ++i) {
-      senders[i]->Send(EncodeLivenessDatagram(
-          assigned[i]->liveness_slot(), reqs[i].member().incarnation(), 2, seq,
-          *LivenessKeyFromBytes(assigned[i]->liveness_key()), LivenessKind::kReady));
-    }
-    absl::SleepFor(absl::Milliseconds(50));
-    absl::MutexLock lock(&mu);
-    both = pushed(0) && pushed(1);
   }
-  ASSERT_TRUE(both);
-  // Each READY held was acked, over UDP, back to its sender (after the ack
-  // of its round-1 datagram).
-  for (int i = 0; i < 2; ++i) {
-    bool ready_acked = false;
-    for (int tries = 0; tries < 100 && !ready_acked; ++tries) {
-      std::vector<LivenessBytes> acks;
-      senders[i]->Receive(&acks, 16);
-      for (const LivenessBytes& b : acks) {
-        std::optional<LivenessDatagram> ack =
-            ParseLivenessDatagram(b.data(), b.size(), LivenessKind::kAck);
-        ASSERT_TRUE(ack.has_value());
-        EXPECT_TRUE(ack->MacValid(*LivenessKeyFromBytes(assigned[i]->liveness_key())));
-        ready_acked |= ack->round == 2;
+  // READY from both, repeated until the assignment is there (as the
+  // agent); then checks each READY held was acked over UDP, back to its
+  // sender, and that the kept streams serve round 2.
+  void ReadyUntilAssigned() {
+    const absl::Time until = absl::Now() + absl::Seconds(10);
+    bool both = false;
+    while (!both && absl::Now() < until) {
+      ++seq_;
+      for (int i = 0; i < 2; ++i) {
+        senders_[i]->Send(EncodeLivenessDatagram(assigned_[i]->liveness_slot(),
+                                                 reqs_[i].member().incarnation(), 2, seq_, Key(i),
+                                                 LivenessKind::kReady));
       }
-      if (!ready_acked) absl::SleepFor(absl::Milliseconds(10));
+      absl::SleepFor(absl::Milliseconds(50));
+      absl::MutexLock lock(&mu_);
+      both = Pushed(0) && Pushed(1);
     }
-    EXPECT_TRUE(ready_acked) << "member " << i;
-  }
-  {
-    absl::MutexLock lock(&mu);
-    std::set<int> ranks;
+    ASSERT_TRUE(both);
     for (int i = 0; i < 2; ++i) {
-      const v1::Directive& d = got[i].back();
-      ASSERT_TRUE(d.has_assignment());
-      EXPECT_EQ(d.round(), 2u);
-      EXPECT_EQ(d.assignment().round(), 2u);
-      EXPECT_EQ(d.assignment().restart_count(), 1);
-      EXPECT_EQ(d.assignment().liveness_key(), assigned[i]->liveness_key());
-      ranks.insert(d.assignment().node_rank());
+      bool ready_acked = false;
+      for (int tries = 0; tries < 100 && !ready_acked; ++tries) {
+        std::vector<LivenessBytes> acks;
+        senders_[i]->Receive(&acks, 16);
+        for (const LivenessBytes& b : acks) {
+          std::optional<LivenessDatagram> ack =
+              ParseLivenessDatagram(b.data(), b.size(), LivenessKind::kAck);
+          if (!ack.has_value()) continue;  // a REJOIN repeated for a datagram of round 1
+          EXPECT_TRUE(ack->MacValid(Key(i)));
+          ready_acked |= ack->round == 2;
+        }
+        if (!ready_acked) absl::SleepFor(absl::Milliseconds(10));
+      }
+      EXPECT_TRUE(ready_acked) << "member " << i;
     }
-    EXPECT_EQ(ranks, (std::set<int>{0, 1}));
+    {
+      absl::MutexLock lock(&mu_);
+      std::set<int> ranks;
+      for (int i = 0; i < 2; ++i) {
+        const v1::Directive& d = got_[i].back();
+        ASSERT_TRUE(d.has_assignment());
+        EXPECT_EQ(d.round(), 2u);
+        EXPECT_EQ(d.assignment().round(), 2u);
+        EXPECT_EQ(d.assignment().restart_count(), 1);
+        EXPECT_EQ(d.assignment().liveness_key(), assigned_[i]->liveness_key());
+        ranks.insert(d.assignment().node_rank());
+      }
+      EXPECT_EQ(ranks, (std::set<int>{0, 1}));
+    }
+    const Coordinator::Snapshot snap = host_->core().GetSnapshot();
+    EXPECT_EQ(snap.phase, Phase::kRunning);
+    EXPECT_EQ(snap.round, 2u);
+    EXPECT_EQ(snap.watching, 2) << "both streams serve round 2";
+    // The kept stream is round 2's: a Report of round 2 is in the round.
+    v1::ReportRequest running = failed_;
+    running.set_round(2);
+    running.set_state(v1::ReportRequest::RUNNING);
+    EXPECT_TRUE(client_->Report(running, absl::Seconds(2)).ok());
   }
-  const Coordinator::Snapshot snap = (*host)->core().GetSnapshot();
-  EXPECT_EQ(snap.phase, Phase::kRunning);
-  EXPECT_EQ(snap.round, 2u);
-  EXPECT_EQ(snap.watching, 2) << "both streams serve round 2";
-  // The kept stream is round 2's: a Report of round 2 is in the round.
-  v1::ReportRequest running = failed;
-  running.set_round(2);
-  running.set_state(v1::ReportRequest::RUNNING);
-  EXPECT_TRUE(client.Report(running, absl::Seconds(2)).ok());
-  streams[0].reset();
-  streams[1].reset();
-  (*host)->Shutdown(absl::ZeroDuration());
+
+  const v1::JoinRequest reqs_[2] = {Req("node-a", 0), Req("node-b", 1)};
+  std::unique_ptr<CoordinatorHost> host_;
+  std::string target_;
+  std::unique_ptr<CoordinatorClient> client_;
+  absl::StatusOr<v1::Assignment> assigned_[2];
+  std::unique_ptr<LivenessSender> senders_[2];
+  std::unique_ptr<WatchStream> streams_[2];
+  uint64_t seq_ = 0;
+  v1::ReportRequest failed_;
+  absl::Mutex mu_;
+  std::vector<v1::Directive> got_[2] ABSL_GUARDED_BY(mu_);
+};
+
+TEST_F(ReadyRejoinGrpcTest, ReadyDatagramsRejoin_TheAssignmentComesDownTheKeptStream) {
+  StartAndFail(/*rejoin_datagram=*/false);
+  ASSERT_TRUE(WaitFor([&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return !got_[0].empty() && !got_[1].empty() && got_[0].back().rejoin().ready_by_datagram() &&
+           got_[1].back().rejoin().ready_by_datagram();
+  }));
+  ReadyUntilAssigned();
+}
+
+// The Rejoin itself by datagram: each member's REJOIN comes over UDP, from
+// the coordinator's liveness port to the member's connected socket, and
+// nothing comes down the streams until the assignments.
+TEST_F(ReadyRejoinGrpcTest, RejoinDatagrams_ReachEachMembersSocket_NoStreamWrite) {
+  StartAndFail(/*rejoin_datagram=*/true);
+  for (int i = 0; i < 2; ++i) {
+    bool rejoin = false;
+    for (int tries = 0; tries < 500 && !rejoin; ++tries) {
+      std::vector<LivenessBytes> in;
+      senders_[i]->Receive(&in, 16);
+      for (const LivenessBytes& b : in) {
+        std::optional<LivenessDatagram> d = ParseCoordinatorDatagram(b.data(), b.size());
+        ASSERT_TRUE(d.has_value());
+        if (d->kind != LivenessKind::kRejoin) continue;
+        EXPECT_TRUE(IsOwnNewerRejoin(*d, assigned_[i]->liveness_slot(),
+                                     reqs_[i].member().incarnation(), 1, Key(i)));
+        EXPECT_EQ(d->round, 2u);
+        rejoin = true;
+      }
+      if (!rejoin) absl::SleepFor(absl::Milliseconds(10));
+    }
+    EXPECT_TRUE(rejoin) << "member " << i;
+  }
+  EXPECT_GE(host_->liveness_stats().sent, 2);
+  {
+    absl::MutexLock lock(&mu_);
+    EXPECT_TRUE(got_[0].empty() && got_[1].empty()) << "no Rejoin down the streams";
+  }
+  ReadyUntilAssigned();
 }
 
 }  // namespace

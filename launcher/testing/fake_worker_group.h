@@ -23,6 +23,7 @@
 #include <deque>
 #include <functional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "common/clock.h"
@@ -41,6 +42,7 @@ class FakeWorkerGroup : public WorkerGroup {
   absl::Status StartHelper(const ProcessSpec& helper) override;
   Event Wait(absl::Duration timeout) override;
   void Wake() override { wake_.store(true); }
+  void WatchFd(int fd, int slot) override { watched_fds.emplace_back(slot, fd); }
   void SignalWorkers(int sig) override;
   int running_workers() const override;
   // A made-up pid (4000 + local_rank) while the worker runs.
@@ -70,6 +72,7 @@ class FakeWorkerGroup : public WorkerGroup {
   std::vector<std::vector<ProcessSpec>> starts;
   std::vector<int> signals_sent;
   int wait_calls = 0;
+  std::vector<std::pair<int, int>> watched_fds;  // (slot, fd) of each WatchFd call
 
  private:
   struct Worker {

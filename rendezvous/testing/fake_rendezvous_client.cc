@@ -137,7 +137,12 @@ void FakeRendezvousClient::SendLivenessDatagram(const LivenessBytes& datagram) {
   if (ack.has_value()) acks_.push_back(*ack);
 }
 
-void FakeRendezvousClient::TakeLivenessAcks(std::vector<LivenessBytes>* acks) {
+void FakeRendezvousClient::DeliverDatagram(const LivenessBytes& datagram) {
+  absl::MutexLock lock(&mu_);
+  acks_.push_back(datagram);
+}
+
+void FakeRendezvousClient::TakeLivenessDatagrams(std::vector<LivenessBytes>* acks) {
   absl::MutexLock lock(&mu_);
   for (const LivenessBytes& a : acks_) acks->push_back(a);
   acks_.clear();

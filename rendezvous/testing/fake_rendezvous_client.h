@@ -42,11 +42,16 @@ class FakeRendezvousClient : public RendezvousClient {
   void Leave(const v1::LeaveRequest& request, Done done) override;
   bool Flush(absl::Duration timeout) override { return true; }
   void SendLivenessDatagram(const LivenessBytes& datagram) override;
-  void TakeLivenessAcks(std::vector<LivenessBytes>* acks) override;
+  void TakeLivenessDatagrams(std::vector<LivenessBytes>* acks) override;
+  int liveness_fd() const override { return liveness_fd_value; }
 
   // ---- Test controls.
+  // What liveness_fd() says (no real socket behind it).
+  int liveness_fd_value = -1;
+  // Comes back on the next TakeLivenessDatagrams, unasked (a REJOIN).
+  void DeliverDatagram(const LivenessBytes& datagram);
   // Called for each datagram sent; what it returns comes back on the next
-  // TakeLivenessAcks (as the coordinator's ack would).
+  // TakeLivenessDatagrams (as the coordinator's ack would).
   std::function<std::optional<LivenessBytes>(const LivenessBytes&)> on_datagram;
   // Answers the next Join at once when set; nullopt leaves it pending.
   std::function<std::optional<absl::StatusOr<v1::Assignment>>(const v1::JoinRequest&)> on_join;
