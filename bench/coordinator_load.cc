@@ -901,8 +901,13 @@ void Generator::HeartbeatLoop() {
       now = MonoNs();
       if (next <= now) break;
       pollfd p = {udp_fd_, POLLIN, 0};
-      poll(&p, udp_fd_ >= 0 ? 1 : 0,
-           static_cast<int>(std::min<int64_t>((next - now + 999999) / 1000000, 50)));
+      if (poll(&p, udp_fd_ >= 0 ? 1 : 0,
+               static_cast<int>(std::min<int64_t>((next - now + 999999) / 1000000, 50))) > 0) {
+        // One thread stands for thousands of agents: let a moment's
+        // datagrams gather, as the coordinator's liveness thread does (a
+        // REJOIN waits at most this long).
+        absl::SleepFor(trainlet::rendezvous::kLivenessCoalesce);
+      }
     }
   }
 }
