@@ -649,6 +649,17 @@ TEST_F(RejoinDatagramTest, IsTheRejoin_ReadyByDatagram_TheAssignmentFromTheKeptS
   EXPECT_TRUE(client_.watches()[0].accepts_rejoin_datagram());
   ASSERT_FALSE(Readies().empty());
   EXPECT_EQ(Readies()[0].round, 2u);
+  // Confirmed at once with an alive datagram of round 2, before any READY
+  // (the workers still stop), so that the coordinator sends it no more.
+  bool confirmed = false;
+  for (const rendezvous::LivenessBytes& b : client_.datagrams()) {
+    std::optional<rendezvous::LivenessDatagram> d =
+        rendezvous::ParseAgentDatagram(b.data(), b.size());
+    ASSERT_TRUE(d.has_value());
+    if (d->kind == rendezvous::LivenessKind::kReady) break;
+    confirmed |= d->round == 2;
+  }
+  EXPECT_TRUE(confirmed);
   // The liveness socket is in the loop's poll (a REJOIN wakes it), and
   // out of it at the end.
   EXPECT_THAT(workers_.watched_fds, ::testing::Contains(std::make_pair(1, 77)));
@@ -676,6 +687,33 @@ TEST_F(RejoinDatagramTest, NotItsOwn_OrNotNewer_IsIgnored) {
   EXPECT_EQ(workers_.starts.size(), 1u) << "never restarted";
   EXPECT_TRUE(Readies().empty());
   EXPECT_TRUE(workers_.signals_sent.empty()) << "never stopped";
+}
+
+TEST_F(RejoinDatagramTest, TheStreamsCopyOfTheRejoin_WhileReady_ChangesNothing) {
+  // The confirmation was late: the coordinator also wrote the Rejoin down
+  // the stream. The agent, READY already, keeps on; no Join call.
+  JoinAnswers({UdpAssignment(absl::Milliseconds(470))});
+  workers_.on_start = [this](const auto&) {
+    if (workers_.starts.size() == 1) {
+      WhenIdle([this] { client_.DeliverDatagram(RejoinDatagram(2)); });
+    } else {
+      workers_.ExitAll(0);
+      WhenIdle([this] { client_.SendDirective(JobFinished(2)); });
+    }
+  };
+  int readies = 0;
+  OnReady([&](const rendezvous::LivenessDatagram& d) -> std::optional<rendezvous::LivenessBytes> {
+    if (d.round != 2) return std::nullopt;
+    if (++readies == 1) {
+      WhenIdle([&] { client_.SendDirective(ReadyRejoin(1)); });
+    } else if (readies == 2) {
+      WhenIdle([&] { client_.SendDirective(Pushed(Round(2))); });
+    }
+    return std::nullopt;
+  });
+  EXPECT_EQ(Run(), 0);
+  EXPECT_EQ(client_.joins().size(), 1u) << "no Join call";
+  EXPECT_EQ(agent_->status().round, 2u);
 }
 
 TEST_F(RejoinDatagramTest, WhileReady_ANewerOne_RetargetsTheReadies) {

@@ -300,6 +300,11 @@ void RoundMachine::OnDirectiveWhileReady(const v1::Directive& d, Actions* out) {
     // (The coordinator writes the Rejoin before the assignment.)
     RetargetReadies(d.rejoin().next_round(), Quoted(d.rejoin().reason()));
     return;
+  } else if (d.has_rejoin() && d.rejoin().ready_by_datagram() &&
+             d.rejoin().next_round() <= rejoin_round_) {
+    // The stream's copy of a Rejoin this node took by datagram (the
+    // coordinator wrote it when the confirmation was late), or an older one.
+    return;
   } else if (d.has_job_failed() || d.has_job_finished()) {
     // The verdict, in place: the coordinator may be gone by the time a Join
     // call would ask (it stops once every stream has ended).
@@ -1083,6 +1088,13 @@ void RoundMachine::OnRejoinDatagram(const rendezvous::LivenessDatagram& rejoin, 
   d.mutable_rejoin()->set_ready_by_datagram(true);
   d.mutable_rejoin()->set_reason("told by a REJOIN datagram (the coordinator's log says why)");
   ApplyDirective(d, out);
+  if (outcome_ == Outcome::kRejoin && rejoin_round_ == rejoin.round) {
+    // Taken (now, or before: then this is a repeat, and the confirmation
+    // was lost): an alive datagram of the new round confirms it, so that the
+    // coordinator neither sends it again nor writes it down the stream.
+    out->push_back(SendLiveness{rendezvous::EncodeLivenessDatagram(
+        liveness_slot_, options_.me.incarnation(), rejoin.round, ++liveness_seq_, liveness_key_)});
+  }
 }
 
 void RoundMachine::OnLivenessAcked(const rendezvous::LivenessDatagram& e) {

@@ -295,7 +295,7 @@ class Generator {
 
   std::atomic<int64_t> hb_sent{0}, hb_ok{0}, hb_err{0}, watch_err{0}, leaves_ok{0}, leaves_err{0},
       leaves_pending{0}, connects_pending{0}, dgram_sent{0}, dgram_err{0}, hb_heard{0},
-      acks_received{0}, ready_fallbacks{0}, rejoins_received{0};
+      acks_received{0}, ready_fallbacks{0}, rejoins_received{0}, stream_rejoins{0};
 
  private:
   uint64_t NewRandom() {
@@ -594,12 +594,24 @@ void Generator::OpenWatchLocked(Agent* a) {
 void Generator::OnDirective(Agent* a, const v1::Directive& d, uint64_t* watch_round) {
   absl::MutexLock lock(&a->mu);
   if (a->killed) return;
+  if (d.has_rejoin()) stream_rejoins.fetch_add(1);
   if (a->ready) {
     // As the agent (RoundMachine::OnDirectiveWhileReady): the assignment of
     // the round it is ready for; anything else sends it to the Join call.
     if (d.has_assignment() && d.round() == a->ready_round && d.assignment().round() == d.round()) {
       ApplyAssignmentLocked(a, d.assignment(), MonoNs());
       *watch_round = a->round;
+    } else if (d.has_rejoin() && d.rejoin().ready_by_datagram()) {
+      // A newer restart re-targets the READYs; the stream's copy of the
+      // Rejoin taken by datagram (or an older one) changes nothing.
+      if (d.rejoin().next_round() > a->ready_round) {
+        a->ready_round = d.rejoin().next_round();
+        a->readies_sent = 0;
+        a->ready_acked = false;
+        a->next_ready_ns = MonoNs();
+      }
+    } else if (d.has_assignment() && d.round() < a->ready_round) {
+      // The late assignment of a round restarted since: ignored.
     } else {
       a->ready = false;
       StartJoinLocked(a, /*first_attempt=*/true);
@@ -1048,7 +1060,8 @@ void Generator::Serve(FILE* in, FILE* out) {
       answer = absl::StrCat(cpu_us, " ", hb_sent.load(), " ", hb_ok.load(), " ", hb_err.load(), " ",
                             watch_err.load(), " ", ru.ru_maxrss, " ", dgram_sent.load(), " ",
                             dgram_err.load(), " ", hb_heard.load(), " ", acks_received.load(), " ",
-                            ready_fallbacks.load(), " ", rejoins_received.load());
+                            ready_fallbacks.load(), " ", rejoins_received.load(), " ",
+                            stream_rejoins.load());
     } else if (cmd == "leave") {
       int count = 0;
       for (auto& a : agents_) {
@@ -1289,7 +1302,8 @@ Joined WaitAll(const std::vector<Child>& children, uint64_t min_round, int timeo
 
 struct ClientStats {
   int64_t cpu_ms = 0, hb_sent = 0, hb_ok = 0, hb_err = 0, watch_err = 0, maxrss_kb = 0;
-  int64_t dgram_sent = 0, dgram_err = 0, hb_heard = 0, acks = 0, ready_fallbacks = 0, rejoins = 0;
+  int64_t dgram_sent = 0, dgram_err = 0, hb_heard = 0, acks = 0, ready_fallbacks = 0, rejoins = 0,
+          stream_rejoins = 0;
 };
 
 ClientStats Stats(const std::vector<Child>& children) {
@@ -1311,6 +1325,7 @@ ClientStats Stats(const std::vector<Child>& children) {
     if (v.size() >= 10) s.acks += v[9];
     if (v.size() >= 11) s.ready_fallbacks += v[10];
     if (v.size() >= 12) s.rejoins += v[11];
+    if (v.size() >= 13) s.stream_rejoins += v[12];
   }
   return s;
 }
@@ -1564,6 +1579,9 @@ void LossEvent(const Config& c, const Server& s, const std::vector<Child>& ch,
   f.Set("client_ready_fallbacks", static_cast<double>(cs1.ready_fallbacks - cs0.ready_fallbacks));
   // REJOIN datagrams the survivors received (repeats included).
   f.Set("client_rejoin_datagrams", static_cast<double>(cs1.rejoins - cs0.rejoins));
+  // Rejoins that came down the streams (all of them with
+  // --rejoin-datagram=false; else those the datagrams did not settle in time).
+  f.Set("client_stream_rejoins", static_cast<double>(cs1.stream_rejoins - cs0.stream_rejoins));
   AddServerFigures(&f, s.pid);
   Report(f);
 }

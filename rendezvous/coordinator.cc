@@ -1127,9 +1127,13 @@ void Coordinator::ReopenLocked(const std::string& reason, Actions* actions) {
   // Members whose stream takes an assignment keep it and may re-join with a
   // READY datagram: no Join, no new stream (docs/protocol.md). Those that
   // take it by datagram get the Rejoin as a REJOIN datagram: no stream write.
+  // Logged before the Rejoins go out (thousands of stream writes or
+  // datagrams at scale): the restart's start, for whoever times it.
+  TLOG(kInfo) << "opening round " << next_round << ": " << reason;
   rejoin_by_datagram_ = d;
   rejoin_by_datagram_.mutable_rejoin()->set_ready_by_datagram(true);
   std::vector<OutgoingDatagram> rejoins;
+  rejoin_checks_.clear();
   expected_.clear();
   for (auto& [id, m] : members_) {
     if (!m.in_round) continue;
@@ -1139,12 +1143,12 @@ void Coordinator::ReopenLocked(const std::string& reason, Actions* actions) {
     slot.last_heard = clock_->Now();
     slot.rejoin_round = 0;
     if (m.sink && MayRejoinByDatagramLocked(m)) {
-      if (m.accepts_rejoin_datagram && datagram_sender_ != nullptr && slot.socket >= 0) {
+      if (m.accepts_rejoin_datagram && datagram_sender_ != nullptr && !shut_down_ &&
+          slot.socket >= 0) {
         slot.rejoin_round = next_round;
         slot.rejoin_repeats = 0;
-        rejoins.push_back({slot.socket, slot.from,
-                           EncodeLivenessDatagram(m.slot, slot.incarnation, next_round, 0, slot.key,
-                                                  LivenessKind::kRejoin)});
+        ExpectRejoinConfirmedLocked(slot);
+        rejoins.push_back(RejoinDatagramLocked(slot));
       } else {
         m.sink->Send(rejoin_by_datagram_, /*last=*/false);
       }
@@ -1169,7 +1173,6 @@ void Coordinator::ReopenLocked(const std::string& reason, Actions* actions) {
   gathering_since_ = clock_->Now();
   min_reached_at_ = absl::InfiniteFuture();
   expected_joined_at_ = absl::InfinitePast();
-  TLOG(kInfo) << "opening round " << next_round << ": " << reason;
   // Joins already parked (a scale-up joiner) may complete the round at once.
   MaybeCloseRoundLocked(actions);
 }
@@ -1212,6 +1215,22 @@ void Coordinator::Tick() {
     absl::MutexLock lock(&mu_);
     const absl::Time now = clock_->Now();
     last_tick_ = now;
+    // REJOIN datagrams nobody confirmed in time: again, or down the stream.
+    std::vector<OutgoingDatagram> again;
+    while (!rejoin_checks_.empty() && rejoin_checks_.front().due <= now) {
+      const RejoinCheck check = rejoin_checks_.front();
+      rejoin_checks_.pop_front();
+      Slot& s = slots_[check.slot];
+      if (s.rejoin_round == check.round && now >= s.rejoin_due && RejoinUnconfirmedLocked(s) &&
+          RepeatRejoinLocked(s)) {
+        again.push_back(RejoinDatagramLocked(s));
+      }
+    }
+    if (!again.empty() && datagram_sender_ != nullptr) {
+      actions.push_back([sender = datagram_sender_, r = std::move(again)]() mutable {
+        sender->Send(std::move(r));
+      });
+    }
     if (phase_ == Phase::kGathering) {
       MaybeCloseRoundLocked(&actions);
     }
@@ -1271,6 +1290,41 @@ void Coordinator::EnableUdpLiveness(int udp_port, DatagramSender* sender) {
   absl::MutexLock lock(&mu_);
   udp_port_ = udp_port;
   datagram_sender_ = sender;
+}
+
+bool Coordinator::RejoinUnconfirmedLocked(const Slot& s) const {
+  if (s.member == nullptr || s.rejoin_round == 0 || s.rejoin_round != round_ + 1 ||
+      phase_ != Phase::kGathering || shut_down_) {
+    return false;
+  }
+  const Member& m = *s.member;
+  return m.ticket == 0 && !m.in_round && m.sink != nullptr;
+}
+
+void Coordinator::ExpectRejoinConfirmedLocked(Slot& s) {
+  s.rejoin_due = clock_->Now() + kRejoinConfirmWithin;
+  rejoin_checks_.push_back({s.rejoin_due, s.member->slot, s.rejoin_round});
+}
+
+bool Coordinator::RepeatRejoinLocked(Slot& s) {
+  if (s.rejoin_repeats < kRejoinDatagramTries) {
+    ++s.rejoin_repeats;
+    ExpectRejoinConfirmedLocked(s);
+    return true;
+  }
+  Member& m = *s.member;
+  TLOG(kDebug) << Who(m.join.member()) << " did not confirm the REJOIN datagram for round "
+               << s.rejoin_round << "; sending the Rejoin down its stream";
+  s.rejoin_round = 0;
+  s.rejoin_due = absl::InfiniteFuture();
+  m.sink->Send(rejoin_by_datagram_, /*last=*/false);
+  return false;
+}
+
+OutgoingDatagram Coordinator::RejoinDatagramLocked(const Slot& s) const {
+  return {s.socket, s.from,
+          EncodeLivenessDatagram(s.member->slot, s.incarnation, s.rejoin_round, 0, s.key,
+                                 LivenessKind::kRejoin)};
 }
 
 bool Coordinator::MayRejoinByDatagramLocked(const Member& m) const {
@@ -1372,22 +1426,18 @@ LivenessBatchStats Coordinator::NoteLivenessBatch(absl::Span<const LivenessDatag
         if (ReadyJoinLocked(*slot.member, d.round, &actions) && acks != nullptr) ack();
         continue;
       }
-      Member& m = *slot.member;
-      if (slot.rejoin_round != 0 && slot.rejoin_round == round_ + 1 &&
-          d.round < slot.rejoin_round && phase_ == Phase::kGathering && !shut_down_ &&
-          m.ticket == 0 && !m.in_round && m.sink) {
+      if (slot.rejoin_round != 0 && d.round >= slot.rejoin_round) {
+        // The agent took its REJOIN: this confirms it.
+        slot.rejoin_round = 0;
+        slot.rejoin_due = absl::InfiniteFuture();
+        continue;
+      }
+      if (acks != nullptr && RejoinUnconfirmedLocked(slot)) {
         // Told to re-join by datagram, and still in the old round: the
         // REJOIN was lost (again), or UDP from here does not reach it.
-        if (acks != nullptr && slot.rejoin_repeats < kRejoinDatagramTries) {
-          ++slot.rejoin_repeats;
-          acks->push_back({i, EncodeLivenessDatagram(d.slot, d.incarnation, slot.rejoin_round, 0,
-                                                     slot.key, LivenessKind::kRejoin)});
+        if (RepeatRejoinLocked(slot)) {
+          acks->push_back({i, RejoinDatagramLocked(slot).bytes});
           ++stats.rejoins;
-        } else {
-          TLOG(kDebug) << Who(m.join.member()) << " did not take the REJOIN datagram for round "
-                       << slot.rejoin_round << "; sending the Rejoin down its stream";
-          slot.rejoin_round = 0;
-          m.sink->Send(rejoin_by_datagram_, /*last=*/false);
         }
         continue;
       }
@@ -1412,6 +1462,8 @@ void Coordinator::Shutdown(absl::string_view reason) {
     absl::MutexLock lock(&mu_);
     if (shut_down_) return;
     shut_down_ = true;
+    datagram_sender_ = nullptr;  // the host destroys it after this
+    rejoin_checks_.clear();
     std::string why(reason);
     for (auto& [id, m] : members_) {
       if (m.ticket != 0) {

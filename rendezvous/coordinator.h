@@ -38,12 +38,18 @@
 // stream"). Its stream closing before the round does withdraws it. Where
 // the member's Watch accepts it and its datagrams' address is known, that
 // Rejoin itself goes as a REJOIN datagram (DatagramSender) instead of a
-// stream write, again in answer to each alive datagram that shows it was
-// not heeded, and down the stream after kRejoinDatagramTries of those:
+// stream write. The agent confirms it at once with an alive datagram of the
+// new round (it sends no other while it stops its workers); unconfirmed, it
+// goes again, kRejoinConfirmWithin later or at once for an alive datagram of
+// the old round (it was not taken), at most kRejoinDatagramTries times, and
+// then down the stream:
 //
-//   restart --REJOIN datagram--> (alive, old round: REJOIN again, at most
-//      kRejoinDatagramTries times, then the Rejoin on the stream)
-//          --READY--> parked re-join --round closes--> assignment on the stream
+//   restart --REJOIN--> confirmed (alive, new round) --READY--> parked
+//      |  not confirmed within kRejoinConfirmWithin,       re-join
+//      |  or an alive datagram of the old round:              |
+//      +--REJOIN again (x kRejoinDatagramTries), then the     | round closes
+//         Rejoin down the stream                              v
+//                                              assignment down the stream
 //
 // When a round closes (GATHERING -> RUNNING): at MAX joiners; or, after a
 // restart, as soon as every survivor told to re-join is back (and at least
@@ -260,11 +266,14 @@ class DatagramSender {
   virtual void Send(std::vector<OutgoingDatagram> datagrams) = 0;
 };
 
-// A REJOIN datagram is repeated in answer to this many alive datagrams that
-// show the member did not take it (still in the old round); the next one
-// sends the Rejoin down the member's stream instead (UDP from the
-// coordinator does not get through).
+// A REJOIN datagram not confirmed (an alive datagram of the new round, or
+// a READY) is sent again this many times, kRejoinConfirmWithin apart or at
+// once for an alive datagram of the old round (it was not taken); then the
+// Rejoin goes down the member's stream instead (UDP from the coordinator
+// does not get through). A lost REJOIN costs kRejoinConfirmWithin, not a
+// heartbeat interval.
 inline constexpr int kRejoinDatagramTries = 2;
+inline constexpr absl::Duration kRejoinConfirmWithin = absl::Milliseconds(500);
 
 struct LivenessBatchStats {
   int accepted = 0;
@@ -318,8 +327,8 @@ class Coordinator {
   absl::Status Report(const v1::ReportRequest& request, v1::ReportResponse* response = nullptr);
   absl::Status Leave(const v1::LeaveRequest& request);
 
-  // Applies timeouts: last call, heartbeats, min-nodes wait, join deadlines;
-  // logs gathering progress.
+  // Applies timeouts: last call, heartbeats, min-nodes wait, join deadlines,
+  // unconfirmed REJOIN datagrams; logs gathering progress.
   void Tick();
 
   // UDP liveness: the host has a UDP socket on `udp_port`; members that
@@ -498,10 +507,11 @@ class Coordinator {
     // Where its last accepted datagram came from (socket -1: none yet).
     int socket = -1;
     sockaddr_storage from{};
-    // The round a REJOIN datagram asked it to re-join (0: none), and how
-    // many times it was repeated for alive datagrams of the old round.
+    // The round a REJOIN datagram asked it to re-join (0: none, or
+    // confirmed), and how many times it was sent again.
     uint64_t rejoin_round = 0;
     int rejoin_repeats = 0;
+    absl::Time rejoin_due = absl::InfiniteFuture();  // unconfirmed by then: again
     // Copies of the member's fields Tick needs (kept by the Set*Locked
     // helpers): in the round and not SUCCEEDED yet.
     bool must_stay_alive = false;
@@ -509,6 +519,17 @@ class Coordinator {
   Slot& SlotOf(const Member& m) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return slots_[m.slot]; }
   void AllocateSlotLocked(Member& m) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void UpdateMustStayAliveLocked(Member& m) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Whether the REJOIN sent to `slot` still waits for its confirmation (the
+  // round it asked for gathers and the member has not re-joined yet).
+  bool RejoinUnconfirmedLocked(const Slot& slot) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // For an unconfirmed REJOIN: true when it is to be sent again (counted,
+  // its check re-armed); after kRejoinDatagramTries, false, and the Rejoin
+  // went down the member's stream instead.
+  bool RepeatRejoinLocked(Slot& slot) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Arms the confirmation check of the REJOIN just sent to `slot`.
+  void ExpectRejoinConfirmedLocked(Slot& slot) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The REJOIN datagram for `slot`'s member, to where its datagrams come from.
+  OutgoingDatagram RejoinDatagramLocked(const Slot& slot) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const CoordinatorOptions options_;
   Clock* const clock_;
@@ -567,6 +588,14 @@ class Coordinator {
   // (what a REJOIN datagram stands for, and what goes down the stream when
   // it does not get through).
   v1::Directive rejoin_by_datagram_ ABSL_GUARDED_BY(mu_);
+  // REJOINs awaiting confirmation, by deadline (in order: every entry gets
+  // now + kRejoinConfirmWithin): the slot and the round it was sent for.
+  struct RejoinCheck {
+    absl::Time due;
+    uint32_t slot = 0;
+    uint64_t round = 0;
+  };
+  std::deque<RejoinCheck> rejoin_checks_ ABSL_GUARDED_BY(mu_);
   // The closed round's member list, once (members that asked for it get a
   // copy in their answer; no member holds its own copy).
   std::shared_ptr<const std::vector<v1::NodeAssignment>> round_nodes_ ABSL_GUARDED_BY(mu_);

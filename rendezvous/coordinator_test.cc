@@ -703,11 +703,15 @@ class ReadyRejoinTest : public UdpLivenessTest {
   }
   // An alive datagram of member i (of the round it was assigned), from its
   // address on the receiver's socket 0; `acks` gets what answers it.
-  LivenessBatchStats AliveFrom(size_t i, std::vector<LivenessAck>* acks) {
+  // With `round`, one of that round (what an agent that took its REJOIN
+  // sends to confirm it).
+  LivenessBatchStats AliveFrom(size_t i, std::vector<LivenessAck>* acks, uint64_t round = 0) {
     const sockaddr_storage from[1] = {AddressOf(i)};
     const LivenessOrigin origin{0, from};
-    return core_->NoteLivenessBatch({Datagram(as_[i], reqs_[i].member().incarnation(), ++seq_[i])},
-                                    acks, nullptr, with_origin_ ? &origin : nullptr);
+    v1::Assignment a = as_[i];
+    if (round != 0) a.set_round(round);
+    return core_->NoteLivenessBatch({Datagram(a, reqs_[i].member().incarnation(), ++seq_[i])}, acks,
+                                    nullptr, with_origin_ ? &origin : nullptr);
   }
   // Checks that `bytes` is member i's REJOIN for `round`, under its key.
   void ExpectRejoinOf(size_t i, const LivenessBytes& bytes, uint64_t round) {
@@ -828,6 +832,69 @@ TEST_F(ReadyRejoinTest, AnAliveOfTheOldRound_GetsTheRejoinAgain_ThenTheStreamCar
   EXPECT_EQ(AliveFrom(1, &acks).rejoins, 0);
   EXPECT_TRUE(acks.empty());
   EXPECT_TRUE(sinks_[1]->directives.empty());
+}
+
+TEST_F(ReadyRejoinTest, AnUnconfirmedRejoin_IsSentAgainByTheTicker_ThenDownTheStream) {
+  StartTrio({true, true, true}, {true, true, true});
+  FailB();
+  ASSERT_EQ(sender_.sent().size(), 3u);
+  // a confirms (an alive datagram of round 2); b and c stay silent.
+  std::vector<LivenessAck> acks;
+  EXPECT_EQ(AliveFrom(0, &acks, /*round=*/2).accepted, 1);
+  EXPECT_TRUE(acks.empty());
+  clock_.Advance(kRejoinConfirmWithin - absl::Milliseconds(1));
+  core_->Tick();
+  EXPECT_EQ(sender_.sent().size(), 3u) << "not yet";
+  for (int repeat = 1; repeat <= kRejoinDatagramTries; ++repeat) {
+    clock_.Advance(kRejoinConfirmWithin);
+    core_->Tick();
+    const std::vector<OutgoingDatagram> sent = sender_.sent();
+    ASSERT_EQ(sent.size(), 3u + 2u * static_cast<size_t>(repeat)) << repeat;
+    ExpectRejoinOf(1, sent[sent.size() - 2].bytes, 2);
+    ExpectRejoinOf(2, sent[sent.size() - 1].bytes, 2);
+    EXPECT_EQ(reinterpret_cast<const sockaddr_in&>(sent.back().to).sin_port, htons(41002));
+  }
+  for (size_t i = 0; i < 3; ++i) EXPECT_TRUE(sinks_[i]->directives.empty()) << i;
+  // Still nothing: UDP from here does not reach them; the streams do.
+  clock_.Advance(kRejoinConfirmWithin);
+  core_->Tick();
+  EXPECT_EQ(sender_.sent().size(), 3u + 2u * kRejoinDatagramTries);
+  EXPECT_TRUE(sinks_[0]->directives.empty()) << "a confirmed";
+  for (size_t i = 1; i < 3; ++i) {
+    ASSERT_EQ(sinks_[i]->directives.size(), 1u) << i;
+    EXPECT_TRUE(sinks_[i]->directives[0].rejoin().ready_by_datagram()) << i;
+    EXPECT_EQ(sinks_[i]->directives[0].rejoin().next_round(), 2u);
+  }
+  clock_.Advance(10 * kRejoinConfirmWithin);
+  core_->Tick();
+  EXPECT_EQ(sender_.sent().size(), 3u + 2u * kRejoinDatagramTries) << "done with";
+  EXPECT_EQ(sinks_[1]->directives.size(), 1u);
+  // The round closes as before.
+  for (size_t i = 0; i < 3; ++i) Ready(i, 2);
+  EXPECT_EQ(core_->GetSnapshot().phase, Phase::kRunning);
+}
+
+TEST_F(ReadyRejoinTest, ARejoinConfirmedOrReadied_IsNotRepeated) {
+  StartTrio({true, true, true}, {true, true, true});
+  FailB();
+  std::vector<LivenessAck> acks;
+  AliveFrom(0, &acks, /*round=*/2);  // a confirms
+  Ready(1, 2);                       // b's workers stopped at once: its READY
+  for (int i = 0; i < 2 * kRejoinDatagramTries; ++i) {
+    clock_.Advance(kRejoinConfirmWithin);
+    core_->Tick();
+  }
+  // Only c (silent) got repeats, then the stream.
+  const std::vector<OutgoingDatagram> sent = sender_.sent();
+  ASSERT_EQ(sent.size(), 3u + kRejoinDatagramTries);
+  for (size_t k = 3; k < sent.size(); ++k) ExpectRejoinOf(2, sent[k].bytes, 2);
+  EXPECT_TRUE(sinks_[0]->directives.empty());
+  EXPECT_TRUE(sinks_[1]->directives.empty());
+  EXPECT_EQ(sinks_[2]->directives.size(), 1u);
+  // a's old-round datagram still in flight after its confirmation: nothing.
+  acks.clear();
+  EXPECT_EQ(AliveFrom(0, &acks).rejoins, 0);
+  EXPECT_TRUE(acks.empty());
 }
 
 TEST_F(ReadyRejoinTest, RejoinByDatagram_OnlyForWatchesThatAcceptIt) {

@@ -30,9 +30,11 @@ constexpr int kReceiveBufferBytes = 4 << 20;
 // Send buffer asked for (capped at net.core.wmem_max): a restart of a
 // 10,000-node job sends 10,000 REJOINs at once.
 constexpr int kSendBufferBytes = 4 << 20;
-// How long Send waits for room in a full send buffer before it drops the
-// rest (they come again with the members' next alive datagrams).
+// How long Send waits for room in a full send buffer, each time and in all,
+// before it drops the rest (the coordinator sends them again unless
+// confirmed, kRejoinConfirmWithin later).
 constexpr int kSendWaitMs = 50;
+constexpr absl::Duration kSendBudget = absl::Milliseconds(200);
 
 }  // namespace
 
@@ -102,6 +104,7 @@ void LivenessReceiver::Send(std::vector<OutgoingDatagram> datagrams) {
   iovec iov[kLivenessBatch];
   int64_t sent = 0;
   size_t start = 0;
+  const absl::Time give_up = absl::Now() + kSendBudget;
   while (start < datagrams.size()) {
     // A run of datagrams for the same socket, at most kLivenessBatch long.
     const int socket = datagrams[start].socket;
@@ -132,7 +135,7 @@ void LivenessReceiver::Send(std::vector<OutgoingDatagram> datagrams) {
       if (rc < 0 && errno == EINTR) continue;
       if (rc < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == ENOBUFS)) {
         pollfd p = {fd, POLLOUT, 0};
-        if (poll(&p, 1, kSendWaitMs) > 0) continue;
+        if (absl::Now() < give_up && poll(&p, 1, kSendWaitMs) > 0) continue;
         sent_.fetch_add(sent, std::memory_order_relaxed);
         return;  // still full: the rest come with the members' next datagrams.
       }

@@ -18,8 +18,9 @@
 //
 // It is also the core's DatagramSender: a restart's REJOIN datagrams go out
 // from the socket each member's datagrams came in on, from the thread that
-// made the restart (sendmmsg; a full buffer is waited on briefly, then the
-// rest is dropped and the members' next alive datagrams bring them again).
+// made the restart (sendmmsg; a full buffer is waited on briefly, at most
+// 200 ms in all, then the rest is dropped: the core sends again what is not
+// confirmed).
 //
 // Everything received is bounded (a fixed-size buffer per datagram; a
 // longer one is truncated and rejected); rejected datagrams are counted and
@@ -53,7 +54,7 @@ struct LivenessReceiverStats {
   int64_t malformed = 0;  // wrong size, magic or version.
   int64_t rejected = 0;   // well-formed, but the core refused it (slot, MAC, incarnation, seq).
   int64_t batches = 0;    // core lock acquisitions.
-  int64_t acks_sent = 0;  // acks the kernel took.
+  int64_t acks_sent = 0;  // acks the kernel took (and REJOINs repeated for an alive datagram).
   int64_t sent = 0;       // REJOINs sent unasked (DatagramSender) the kernel took.
 };
 
