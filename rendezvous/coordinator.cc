@@ -6,6 +6,8 @@
 #include <cmath>
 #include <iterator>
 #include <random>
+#include <system_error>
+#include <thread>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -588,7 +590,7 @@ uint64_t Coordinator::Join(const v1::JoinRequest& request, absl::string_view pee
     LogRejected("join", request.member(), error);
     done(error);
   }
-  for (auto& a : actions) a();
+  RunActions(&actions);
   return ticket;
 }
 
@@ -980,7 +982,7 @@ void Coordinator::WatchClosed(uint64_t watch_id) {
       }
     }
   }
-  for (auto& a : actions) a();
+  RunActions(&actions);
 }
 
 absl::Status Coordinator::Report(const v1::ReportRequest& request, v1::ReportResponse* response) {
@@ -1046,7 +1048,7 @@ absl::Status Coordinator::Report(const v1::ReportRequest& request, v1::ReportRes
         break;
     }
   }
-  for (auto& a : actions) a();
+  RunActions(&actions);
   return absl::OkStatus();
 }
 
@@ -1074,7 +1076,7 @@ absl::Status Coordinator::Leave(const v1::LeaveRequest& request) {
       EraseMemberLocked(members_.find(node));
     }
   }
-  for (auto& a : actions) a();
+  RunActions(&actions);
   return absl::OkStatus();
 }
 
@@ -1283,13 +1285,35 @@ void Coordinator::Tick() {
       }
     }
   }
-  for (auto& a : actions) a();
+  RunActions(&actions);
 }
 
 void Coordinator::EnableUdpLiveness(int udp_port, DatagramSender* sender) {
   absl::MutexLock lock(&mu_);
   udp_port_ = udp_port;
   datagram_sender_ = sender;
+}
+
+void RunActions(std::vector<std::function<void()>>* actions) {
+  // A round's answers at scale: thousands of gRPC writes, each with its
+  // sendmsg. They are independent (one member each), so a second thread
+  // on a second CPU halves the time to the last one.
+  const size_t n = actions->size();
+  std::thread other;
+  size_t mine = n;
+  if (n >= kSplitActionsFrom && std::thread::hardware_concurrency() >= 2) {
+    try {
+      other = std::thread([actions, n] {
+        for (size_t k = n / 2; k < n; ++k) (*actions)[k]();
+      });
+      mine = n / 2;
+    } catch (const std::system_error&) {
+      // No thread to be had (a process or memory limit): all of them here.
+    }
+  }
+  for (size_t k = 0; k < mine; ++k) (*actions)[k]();
+  if (other.joinable()) other.join();
+  actions->clear();
 }
 
 bool Coordinator::RejoinUnconfirmedLocked(const Slot& s) const {
@@ -1451,7 +1475,7 @@ LivenessBatchStats Coordinator::NoteLivenessBatch(absl::Span<const LivenessDatag
   if (deferred != nullptr) {
     for (auto& a : actions) deferred->push_back(std::move(a));
   } else {
-    for (auto& a : actions) a();
+    RunActions(&actions);
   }
   return stats;
 }
@@ -1480,7 +1504,7 @@ void Coordinator::Shutdown(absl::string_view reason) {
       }
     }
   }
-  for (auto& a : actions) a();
+  RunActions(&actions);
 }
 
 Coordinator::Snapshot Coordinator::GetSnapshot() const {

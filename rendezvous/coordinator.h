@@ -76,8 +76,10 @@
 // (silence and stream deadlines), touching a member only when one is due.
 //
 // Threading: every public method is thread-safe. Callbacks (JoinDone,
-// DirectiveSink) run on the calling thread after the lock is released, so
-// they may call back into the coordinator. Time only moves through Tick(),
+// DirectiveSink) run after the lock is released, so they may call back into
+// the coordinator: on the calling thread, except that a call that sets off
+// kSplitActionsFrom or more of them (a round's answers at scale) runs half
+// on a second thread (RunActions), so they must be thread-safe. Time only moves through Tick(),
 // which the owner calls periodically (the service runs a ticker thread).
 #ifndef TRAINLET_RENDEZVOUS_COORDINATOR_H_
 #define TRAINLET_RENDEZVOUS_COORDINATOR_H_
@@ -286,6 +288,13 @@ struct LivenessBatchStats {
   int stale_seq = 0;          // seq not above the last accepted one (replayed, reordered).
   int rejected() const { return unknown_slot + bad_mac + wrong_incarnation + stale_seq; }
 };
+
+// Runs callbacks the coordinator made (a round's answers: one per member),
+// in order, or, from kSplitActionsFrom of them on and with a second CPU,
+// half on a second thread; empties the vector. Each must be independent of
+// the others (they are: one member each).
+inline constexpr size_t kSplitActionsFrom = 1000;
+void RunActions(std::vector<std::function<void()>>* actions);
 
 class Coordinator {
  public:

@@ -254,8 +254,7 @@ void LivenessReceiver::Loop() {
         acks_sent_.fetch_add(SendAcks(polls[i].fd, acks, from), std::memory_order_relaxed);
       }
       // A round a READY closed: its answers, after this batch's acks.
-      for (auto& work : deferred) work();
-      deferred.clear();
+      RunActions(&deferred);
       accepted_.fetch_add(s.accepted, std::memory_order_relaxed);
       rejected_.fetch_add(s.rejected(), std::memory_order_relaxed);
       if (s.rejected() > 0 || malformed > 0) {
