@@ -53,7 +53,10 @@
 //           stops heartbeating, as a frozen one). Figures: detection = loss ->
 //           the coordinator's "opening round" log line (server) and -> the
 //           first Rejoin an agent receives (client); re-round = loss -> every
-//           survivor holds its next round's assignment (p50/p99/max).
+//           survivor holds its next round's assignment (p50/p99/max), and
+//           restart ("opening round", logged before the Rejoins go out) ->
+//           the server's "all N answers sent"; how the survivors were told
+//           (client_rejoin_datagrams, repeats included; client_stream_rejoins).
 //   loss10  on the same server, N/10 agents are lost at once; same figures.
 //           Today the survivors' round then closes only after MIN joined and
 //           --last-call passed (the lost agents were expected back).
@@ -79,7 +82,8 @@
 //       [--agents=1000] [--procs=2] [--cqs=2] [--phases=last,steady,burst,wave,loss1,loss10]
 //       [--wave=100] [--steady=10] [--heartbeat-timeout=5] [--heartbeat-interval=0]
 //       [--udp-liveness=true] [--join-timeout=120] [--loss-mode=close|silent]
-//       [--loss-last-call=1]
+//       [--loss-last-call=1] [--rejoin-by-datagram=true|false]
+//       [--rejoin-datagram=true|false] [--server-cpu=N] [--keep-logs=false|true]
 //       [--generators-sched=normal|idle]
 //
 // --generators-sched=idle runs the generator processes under SCHED_IDLE: they
