@@ -1135,7 +1135,7 @@ void Coordinator::ReopenLocked(const std::string& reason, Actions* actions) {
   rejoin_by_datagram_ = d;
   rejoin_by_datagram_.mutable_rejoin()->set_ready_by_datagram(true);
   std::vector<OutgoingDatagram> rejoins;
-  rejoin_checks_.clear();
+  rejoin_checks_ = {};
   expected_.clear();
   for (auto& [id, m] : members_) {
     if (!m.in_round) continue;
@@ -1219,9 +1219,9 @@ void Coordinator::Tick() {
     last_tick_ = now;
     // REJOIN datagrams nobody confirmed in time: again, or down the stream.
     std::vector<OutgoingDatagram> again;
-    while (!rejoin_checks_.empty() && rejoin_checks_.front().due <= now) {
-      const RejoinCheck check = rejoin_checks_.front();
-      rejoin_checks_.pop_front();
+    while (!rejoin_checks_.empty() && rejoin_checks_.top().due <= now) {
+      const RejoinCheck check = rejoin_checks_.top();
+      rejoin_checks_.pop();
       Slot& s = slots_[check.slot];
       if (s.rejoin_round == check.round && now >= s.rejoin_due && RejoinUnconfirmedLocked(s) &&
           RepeatRejoinLocked(s)) {
@@ -1326,8 +1326,11 @@ bool Coordinator::RejoinUnconfirmedLocked(const Slot& s) const {
 }
 
 void Coordinator::ExpectRejoinConfirmedLocked(Slot& s) {
-  s.rejoin_due = clock_->Now() + kRejoinConfirmWithin;
-  rejoin_checks_.push_back({s.rejoin_due, s.member->slot, s.rejoin_round});
+  const uint32_t slot = s.member->slot;
+  const int64_t spread_ms = absl::ToInt64Milliseconds(kRejoinRepeatSpread);
+  s.rejoin_due = clock_->Now() + kRejoinConfirmWithin +
+                 absl::Milliseconds((uint64_t{slot} * 7919) % static_cast<uint64_t>(spread_ms));
+  rejoin_checks_.push({s.rejoin_due, slot, s.rejoin_round});
 }
 
 bool Coordinator::RepeatRejoinLocked(Slot& s) {
@@ -1375,6 +1378,8 @@ bool Coordinator::ReadyJoinLocked(Member& m, uint64_t round, Actions* actions) {
   }
   SetTicketLocked(m, next_id_++);
   m.ready_join = true;
+  SlotOf(m).rejoin_round = 0;  // the READY confirms a REJOIN too
+  SlotOf(m).rejoin_due = absl::InfiniteFuture();
   m.answer_by = absl::InfiniteFuture();
   m.done = [sink = m.sink, incarnation = options_.incarnation](absl::StatusOr<v1::Assignment> a) {
     // Errors need no answer here: a verdict goes down the stream anyway,
@@ -1487,7 +1492,7 @@ void Coordinator::Shutdown(absl::string_view reason) {
     if (shut_down_) return;
     shut_down_ = true;
     datagram_sender_ = nullptr;  // the host destroys it after this
-    rejoin_checks_.clear();
+    rejoin_checks_ = {};
     std::string why(reason);
     for (auto& [id, m] : members_) {
       if (m.ticket != 0) {

@@ -91,6 +91,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <queue>
 #include <set>
 #include <string>
 #include <vector>
@@ -276,6 +277,10 @@ class DatagramSender {
 // heartbeat interval.
 inline constexpr int kRejoinDatagramTries = 2;
 inline constexpr absl::Duration kRejoinConfirmWithin = absl::Milliseconds(500);
+// ... plus up to this much, spread over the members by slot, so that the
+// repeats of a large restart (and their confirmations) do not come back as
+// one burst into a receive buffer the kernel may cap at ~200 datagrams.
+inline constexpr absl::Duration kRejoinRepeatSpread = absl::Milliseconds(250);
 
 struct LivenessBatchStats {
   int accepted = 0;
@@ -597,14 +602,16 @@ class Coordinator {
   // (what a REJOIN datagram stands for, and what goes down the stream when
   // it does not get through).
   v1::Directive rejoin_by_datagram_ ABSL_GUARDED_BY(mu_);
-  // REJOINs awaiting confirmation, by deadline (in order: every entry gets
-  // now + kRejoinConfirmWithin): the slot and the round it was sent for.
+  // REJOINs awaiting confirmation, earliest deadline on top: the slot and
+  // the round it was sent for.
   struct RejoinCheck {
     absl::Time due;
     uint32_t slot = 0;
     uint64_t round = 0;
+    bool operator>(const RejoinCheck& o) const { return due > o.due; }
   };
-  std::deque<RejoinCheck> rejoin_checks_ ABSL_GUARDED_BY(mu_);
+  std::priority_queue<RejoinCheck, std::vector<RejoinCheck>, std::greater<RejoinCheck>>
+      rejoin_checks_ ABSL_GUARDED_BY(mu_);
   // The closed round's member list, once (members that asked for it get a
   // copy in their answer; no member holds its own copy).
   std::shared_ptr<const std::vector<v1::NodeAssignment>> round_nodes_ ABSL_GUARDED_BY(mu_);

@@ -44,6 +44,19 @@ absl::StatusOr<std::unique_ptr<CoordinatorHost>> CoordinatorHost::Start(
   if (liveness.ok()) {
     host->liveness_ = std::move(*liveness);
     core->EnableUdpLiveness(host->liveness_->port(), host->liveness_.get());
+    // A restart brings every member's READY (and REJOIN confirmation) at
+    // about the same moment; each small datagram takes about 768 bytes of
+    // the receive buffer. Those that do not fit are repeated, but late.
+    constexpr int kBytesPerQueuedDatagram = 768;
+    const int fits = host->liveness_->receive_buffer_bytes() / kBytesPerQueuedDatagram;
+    if (fits < max_nodes) {
+      TLOG(kWarning) << "the UDP liveness socket's receive buffer holds about " << fits
+                     << " datagrams (" << host->liveness_->receive_buffer_bytes() / 1024
+                     << " KiB, capped by net.core.rmem_max), fewer than the job's " << max_nodes
+                     << " nodes: at a restart, datagrams beyond it are dropped and repeated, "
+                        "which slows the restart; on this node raise it with sysctl -w "
+                        "net.core.rmem_max=4194304 (the coordinator asks for 4 MiB)";
+    }
   } else {
     TLOG(kWarning) << "no UDP liveness (" << liveness.status().message()
                    << "): agents will send Report heartbeats every interval instead, which costs "

@@ -845,18 +845,27 @@ TEST_F(ReadyRejoinTest, AnUnconfirmedRejoin_IsSentAgainByTheTicker_ThenDownTheSt
   clock_.Advance(kRejoinConfirmWithin - absl::Milliseconds(1));
   core_->Tick();
   EXPECT_EQ(sender_.sent().size(), 3u) << "not yet";
+  // (Each member's repeats come kRejoinConfirmWithin plus its share of
+  // kRejoinRepeatSpread apart.)
+  const absl::Duration step = kRejoinConfirmWithin + kRejoinRepeatSpread;
   for (int repeat = 1; repeat <= kRejoinDatagramTries; ++repeat) {
-    clock_.Advance(kRejoinConfirmWithin);
+    clock_.Advance(step);
     core_->Tick();
     const std::vector<OutgoingDatagram> sent = sender_.sent();
     ASSERT_EQ(sent.size(), 3u + 2u * static_cast<size_t>(repeat)) << repeat;
-    ExpectRejoinOf(1, sent[sent.size() - 2].bytes, 2);
-    ExpectRejoinOf(2, sent[sent.size() - 1].bytes, 2);
-    EXPECT_EQ(reinterpret_cast<const sockaddr_in&>(sent.back().to).sin_port, htons(41002));
+    // b's and c's, in either order, each to its own address.
+    const size_t b =
+        reinterpret_cast<const sockaddr_in&>(sent[sent.size() - 2].to).sin_port == htons(41001)
+            ? sent.size() - 2
+            : sent.size() - 1;
+    const size_t c = b == sent.size() - 2 ? sent.size() - 1 : sent.size() - 2;
+    ExpectRejoinOf(1, sent[b].bytes, 2);
+    ExpectRejoinOf(2, sent[c].bytes, 2);
+    EXPECT_EQ(reinterpret_cast<const sockaddr_in&>(sent[c].to).sin_port, htons(41002));
   }
   for (size_t i = 0; i < 3; ++i) EXPECT_TRUE(sinks_[i]->directives.empty()) << i;
   // Still nothing: UDP from here does not reach them; the streams do.
-  clock_.Advance(kRejoinConfirmWithin);
+  clock_.Advance(step);
   core_->Tick();
   EXPECT_EQ(sender_.sent().size(), 3u + 2u * kRejoinDatagramTries);
   EXPECT_TRUE(sinks_[0]->directives.empty()) << "a confirmed";
@@ -880,8 +889,8 @@ TEST_F(ReadyRejoinTest, ARejoinConfirmedOrReadied_IsNotRepeated) {
   std::vector<LivenessAck> acks;
   AliveFrom(0, &acks, /*round=*/2);  // a confirms
   Ready(1, 2);                       // b's workers stopped at once: its READY
-  for (int i = 0; i < 2 * kRejoinDatagramTries; ++i) {
-    clock_.Advance(kRejoinConfirmWithin);
+  for (int i = 0; i <= kRejoinDatagramTries; ++i) {
+    clock_.Advance(kRejoinConfirmWithin + kRejoinRepeatSpread);
     core_->Tick();
   }
   // Only c (silent) got repeats, then the stream.

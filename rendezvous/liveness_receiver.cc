@@ -34,6 +34,9 @@ constexpr int kSendBufferBytes = 4 << 20;
 // before it drops the rest (the coordinator sends them again unless
 // confirmed, kRejoinConfirmWithin later).
 constexpr int kSendWaitMs = 50;
+// A wake-up that finds this many datagrams is a burst: no coalescing wait
+// before the next one.
+constexpr int64_t kBusyBatch = 4 * kLivenessBatch;
 constexpr absl::Duration kSendBudget = absl::Milliseconds(200);
 
 }  // namespace
@@ -68,6 +71,14 @@ absl::StatusOr<std::unique_ptr<LivenessReceiver>> LivenessReceiver::Start(const 
     return absl::UnavailableError(absl::StrCat("cannot bind ", where, ": ", error));
   }
   r->port_ = BoundPort(r->fds_[0]);
+  for (int fd : r->fds_) {
+    int got = 0;
+    socklen_t len = sizeof(got);
+    if (getsockopt(fd, SOL_SOCKET, SO_RCVBUF, &got, &len) == 0 &&
+        (r->receive_buffer_bytes_ == 0 || got < r->receive_buffer_bytes_)) {
+      r->receive_buffer_bytes_ = got;
+    }
+  }
   if (pipe2(r->wake_, O_CLOEXEC | O_NONBLOCK) != 0) {
     return absl::InternalError(absl::StrCat("liveness receiver: pipe: ", strerror(errno)));
   }
@@ -226,6 +237,7 @@ void LivenessReceiver::Loop() {
   std::vector<LivenessAck> acks;
   std::vector<std::function<void()>> deferred;
   batch.reserve(kLivenessBatch * kMaxCallsPerBatch);
+  bool busy = false;  // the last wake-up found a burst
   from.reserve(kLivenessBatch * kMaxCallsPerBatch);
   while (true) {
     for (pollfd& p : polls) p.revents = 0;
@@ -236,8 +248,11 @@ void LivenessReceiver::Loop() {
     }
     if (polls.back().revents != 0) return;
     // Let the datagrams of this moment gather: one wake-up, one lock, many
-    // members (the delay is in the +-5% budget, coordinator.h).
-    absl::SleepFor(kLivenessCoalesce);
+    // members (the delay is in the +-5% budget, coordinator.h). Not while
+    // a burst comes in (a restart's READYs and confirmations, thousands at
+    // once): then the socket's buffer, which the kernel may cap at a few
+    // hundred datagrams, is drained without a pause.
+    if (!busy) absl::SleepFor(kLivenessCoalesce);
     int64_t received = 0, malformed = 0;
     for (size_t i = 0; i + 1 < polls.size(); ++i) {
       batch.clear();
@@ -271,6 +286,7 @@ void LivenessReceiver::Loop() {
       malformed = 0;
     }
     received_.fetch_add(received, std::memory_order_relaxed);
+    busy = received >= kBusyBatch;
   }
 }
 

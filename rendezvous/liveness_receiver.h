@@ -71,6 +71,9 @@ class LivenessReceiver : public DatagramSender {
   LivenessReceiver& operator=(const LivenessReceiver&) = delete;
 
   int port() const { return port_; }
+  // The smallest receive buffer the kernel gave its sockets (bytes, as
+  // SO_RCVBUF reports it: net.core.rmem_max caps what was asked).
+  int receive_buffer_bytes() const { return receive_buffer_bytes_; }
   LivenessReceiverStats stats() const;
   // DatagramSender.
   void Send(std::vector<OutgoingDatagram> datagrams) override;
@@ -90,6 +93,7 @@ class LivenessReceiver : public DatagramSender {
   std::vector<int> fds_;
   int wake_[2] = {-1, -1};
   int port_ = 0;
+  int receive_buffer_bytes_ = 0;
   std::atomic<int64_t> received_{0}, accepted_{0}, malformed_{0}, rejected_{0}, batches_{0},
       acks_sent_{0}, sent_{0};
   LogLimiter log_{5, absl::Seconds(10)};
