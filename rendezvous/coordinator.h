@@ -279,7 +279,7 @@ inline constexpr int kRejoinDatagramTries = 2;
 inline constexpr absl::Duration kRejoinConfirmWithin = absl::Milliseconds(500);
 // ... plus up to this much, spread over the members by slot, so that the
 // repeats of a large restart (and their confirmations) do not come back as
-// one burst into a receive buffer the kernel may cap at ~200 datagrams.
+// one burst into a receive buffer the kernel may cap at ~550 datagrams.
 inline constexpr absl::Duration kRejoinRepeatSpread = absl::Milliseconds(250);
 
 struct LivenessBatchStats {
