@@ -4,6 +4,7 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <iostream>
 #include <map>
 #include <memory>
@@ -31,6 +32,7 @@
 #include "common/logging.h"
 #include "launcher/signals.h"
 #include "rendezvous/grpc_log.h"
+#include "rendezvous/grpc_memory.h"
 #include "rendezvous/protocol_version.h"
 
 extern char** environ;
@@ -160,7 +162,15 @@ void ForceAresResolver(const std::map<std::string, std::string>& env) {
 // Before the static initialisers (gRPC's, protobuf's, OpenSSL's...): the
 // pages they and the run write, mapped in one call each instead of one page
 // fault each (common/code_pages.h). Only an executable has .preinit_array.
-void PrefaultBeforeStaticInitialisers(int, char**, char**) { trainlet::PrefaultStartupMemory(); }
+// Not under LD_PRELOAD (a dynamic build only): a preloaded allocator or heap
+// profiler (heaptrack) must see the first malloc after its own start-up, and
+// the blocks held here would be its, not glibc's.
+void PrefaultBeforeStaticInitialisers(int, char**, char** envp) {
+  for (char** e = envp; e != nullptr && *e != nullptr; ++e) {
+    if (std::strncmp(*e, "LD_PRELOAD=", 11) == 0) return;
+  }
+  trainlet::PrefaultStartupMemory();
+}
 [[gnu::section(".preinit_array"),
   gnu::used]] void (*const prefault_entry)(int, char**, char**) = PrefaultBeforeStaticInitialisers;
 
@@ -204,6 +214,8 @@ int main(int argc, char** argv) {
   // the resolver is forced below.
   const std::map<std::string, std::string> env = CurrentEnvironment();
   ForceAresResolver(env);
+  // Small TCP read buffers for the gRPC servers (rendezvous/grpc_memory.h).
+  trainlet::rendezvous::DisableGrpcReadChunks();
   if (command == "health") return trainlet::agent::RunHealthProbe(args);
   if (command == "status")
     return trainlet::agent::RunStatusCommand(args, env, std::cout, std::cerr);

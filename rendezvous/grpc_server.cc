@@ -9,6 +9,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "common/logging.h"
+#include "rendezvous/grpc_memory.h"
 #include "rendezvous/health_service.h"
 #include "rendezvous/keepalive.h"
 
@@ -95,6 +96,11 @@ absl::StatusOr<std::unique_ptr<GrpcServer>> GrpcServer::Start(
   builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
   builder.AddChannelArgument(GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS,
                              Ms(MinPermittedPingInterval()));
+  // TCP reads sized by what arrives, not 8 KiB per idle connection, once
+  // DisableGrpcReadChunks turned gRPC's experiment off (grpc_memory.h).
+  builder.AddChannelArgument(GRPC_ARG_TCP_READ_CHUNK_SIZE, kReadChunkBytes);
+  builder.AddChannelArgument(GRPC_ARG_TCP_MIN_READ_CHUNK_SIZE, kMinReadChunkBytes);
+  builder.AddChannelArgument(GRPC_ARG_TCP_MAX_READ_CHUNK_SIZE, kMaxReadChunkBytes);
   grpc::ResourceQuota quota(absl::StrCat("trainlet ", options.name));
   quota.Resize(kMemoryQuotaBytes);
   builder.SetResourceQuota(quota);
