@@ -81,6 +81,11 @@ class WorkerEnvTest(E2ETestCase):
             self.assertEqual(tf["task"], {"type": "worker", "index": rank}, ctx)
             # Inherited environment passes through.
             self.assertEqual(e.get(harness.TAG_VAR), self.tag, ctx)
+            # trainlet's own gRPC settings (its resolver, its read buffers)
+            # stay in trainlet: a worker's gRPC (TensorFlow, say) runs as
+            # it would without it.
+            self.assertNotIn("GRPC_EXPERIMENTS", e, ctx)
+            self.assertNotIn("GRPC_DNS_RESOLVER", e, ctx)
 
     def test_rank_hints_out_of_launch_order(self):
         nnodes, nproc = 4, 2
