@@ -25,10 +25,8 @@ absl::StatusOr<std::unique_ptr<CoordinatorHost>> CoordinatorHost::Start(
     if (!peers.ok()) return peers.status();
     host->peers_ = std::move(*peers);
   }
-  host->trimmer_ =
-      std::make_unique<MemoryTrimmer>(Clock::Monotonic(), std::move(options.memory_trim));
-  host->service_ = std::make_unique<CoordinatorService>(host->core_.get(), options.token,
-                                                        host->peers_.get(), host->trimmer_.get());
+  host->service_ =
+      std::make_unique<CoordinatorService>(host->core_.get(), options.token, host->peers_.get());
   GrpcServerOptions so;
   so.listen.push_back({options.bind_addr, options.port});
   so.max_connections = options.max_connections;
@@ -64,11 +62,7 @@ absl::StatusOr<std::unique_ptr<CoordinatorHost>> CoordinatorHost::Start(
                    << "): agents will send Report heartbeats every interval instead, which costs "
                       "the coordinator more CPU";
   }
-  MemoryTrimmer* trimmer = host->trimmer_.get();
-  host->ticker_ = std::make_unique<PeriodicThread>(kCoordinatorTickEvery, [core, trimmer] {
-    core->Tick();
-    trimmer->MaybeTrim();
-  });
+  host->ticker_ = std::make_unique<PeriodicThread>(kCoordinatorTickEvery, [core] { core->Tick(); });
   TLOG(kInfo) << "coordinator for job " << SafeForLog(job_id) << " listening on "
               << FormatHostPort(options.bind_addr, host->port()) << " ("
               << (min_nodes == max_nodes ? absl::StrCat(max_nodes)

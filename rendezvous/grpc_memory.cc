@@ -1,17 +1,13 @@
 #include "rendezvous/grpc_memory.h"
 
-#include <malloc.h>
 #include <stdlib.h>
 
-#include <utility>
 #include <vector>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
-#include "absl/time/clock.h"
-#include "common/logging.h"
 
 namespace trainlet::rendezvous {
 namespace {
@@ -39,26 +35,6 @@ void DisableGrpcReadChunks() {
   const std::string value = GrpcExperimentsWithoutReadChunks(
       current == nullptr ? std::nullopt : std::optional<std::string>(current));
   setenv("GRPC_EXPERIMENTS", value.c_str(), 1);
-}
-
-MemoryTrimmer::MemoryTrimmer(Clock* clock, std::function<void()> trim)
-    : clock_(clock), trim_(trim ? std::move(trim) : [] { malloc_trim(0); }) {}
-
-bool MemoryTrimmer::MaybeTrim() {
-  if (!pending_.load(std::memory_order_relaxed)) return false;
-  {
-    absl::MutexLock lock(&mu_);
-    const absl::Time now = clock_->Now();
-    if (last_.has_value() && now - *last_ < kMinInterval) return false;
-    // A round answered from here on asks for the next trim.
-    if (!pending_.exchange(false, std::memory_order_relaxed)) return false;
-    last_ = now;
-  }
-  const absl::Time start = absl::Now();
-  trim_();
-  TLOG(kDebug) << "gave the heap's free pages back to the kernel (malloc_trim) in "
-               << absl::FormatDuration(absl::Now() - start);
-  return true;
 }
 
 }  // namespace trainlet::rendezvous

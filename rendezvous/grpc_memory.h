@@ -1,34 +1,25 @@
-// What a connection costs the coordinator's memory, and giving back what a
-// round leaves behind.
+// What a connection costs the coordinator's memory.
 //
 // At 10,000 agents the coordinator holds 10,000 gRPC connections, each with
 // an open Watch stream; gRPC 1.51's per-connection state is nearly all of
-// node 0's memory (docs/benchmarks.md, section 7). Two pieces of it are ours
-// to choose:
+// node 0's memory (docs/benchmarks.md, section 7). One piece of it is ours
+// to choose: the TCP read buffers. gRPC 1.51's default ("tcp_read_chunks",
+// an experiment that is on by default) reads into 8 KiB blocks, and every
+// idle connection keeps one: 80 MB at 10,000 connections whose traffic is a
+// keepalive ping now and then. With the experiment off, the server's channel
+// arguments size the reads (kReadChunkBytes, adapted between
+// kMinReadChunkBytes and kMaxReadChunkBytes by what arrives: gRPC's own
+// behaviour before 1.50). gRPC reads its experiments once, from
+// GRPC_EXPERIMENTS, at its first read; DisableGrpcReadChunks sets it.
 //
-// - TCP read buffers. gRPC 1.51's default ("tcp_read_chunks", an
-//   experiment that is on by default) reads into 8 KiB blocks, and every
-//   idle connection keeps one: 80 MB at 10,000 connections whose traffic is
-//   a keepalive ping a minute. With the experiment off, the server's channel
-//   arguments size the reads (kReadChunkBytes, adapted between
-//   kMinReadChunkBytes and kMaxReadChunkBytes by what arrives: gRPC's own
-//   behaviour before 1.50). gRPC reads its experiments once, from
-//   GRPC_EXPERIMENTS, at its first read; DisableGrpcReadChunks sets it.
-// - What a round frees. A round's Join calls (about 12 KiB of call arena
-//   each), requests and answers are freed when their answers are sent, but
-//   glibc keeps the pages; MemoryTrimmer gives them back (malloc_trim) once
-//   a round's answers are all sent.
+// Not done, measured (docs/benchmarks.md section 7): malloc_trim after a
+// round's answers gave back nothing at 10,000 agents and held the
+// allocator's locks for 1.7 s.
 #ifndef TRAINLET_RENDEZVOUS_GRPC_MEMORY_H_
 #define TRAINLET_RENDEZVOUS_GRPC_MEMORY_H_
 
-#include <atomic>
-#include <functional>
 #include <optional>
 #include <string>
-
-#include "absl/synchronization/mutex.h"
-#include "absl/time/time.h"
-#include "common/clock.h"
 
 namespace trainlet::rendezvous {
 
@@ -49,29 +40,6 @@ std::string GrpcExperimentsWithoutReadChunks(const std::optional<std::string>& u
 // of its current value). Call from main before any gRPC object exists, and
 // after the workers' environment was taken: workers do not inherit it.
 void DisableGrpcReadChunks();
-
-// Gives freed heap pages back to the kernel (malloc_trim) after a round's
-// answers are all sent, on the caller's thread (the coordinator's ticker),
-// at most once per kMinInterval. Thread-safe.
-class MemoryTrimmer {
- public:
-  static constexpr absl::Duration kMinInterval = absl::Seconds(5);
-  // `trim` defaults to malloc_trim(0); tests pass a counter.
-  explicit MemoryTrimmer(Clock* clock = Clock::Monotonic(), std::function<void()> trim = nullptr);
-
-  // A round's answers were all sent (any thread; cheap).
-  void RoundAnswered() { pending_.store(true, std::memory_order_relaxed); }
-  // From one thread (the ticker): trims if a round was answered since the
-  // last trim and kMinInterval has passed since it. True when it trimmed.
-  bool MaybeTrim();
-
- private:
-  Clock* const clock_;
-  const std::function<void()> trim_;
-  std::atomic<bool> pending_{false};
-  absl::Mutex mu_;
-  std::optional<absl::Time> last_ ABSL_GUARDED_BY(mu_);
-};
 
 }  // namespace trainlet::rendezvous
 

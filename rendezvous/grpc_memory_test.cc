@@ -27,33 +27,6 @@ TEST(GrpcExperiments, TheUsersWordOnReadChunksWins) {
   EXPECT_EQ(GrpcExperimentsWithoutReadChunks("-tcp_read_chunks"), "-tcp_read_chunks");
 }
 
-TEST(MemoryTrimmer, TrimsOnlyAfterARoundWasAnswered) {
-  SimulatedClock clock;
-  int trims = 0;
-  MemoryTrimmer trimmer(&clock, [&trims] { ++trims; });
-  EXPECT_FALSE(trimmer.MaybeTrim());
-  trimmer.RoundAnswered();
-  EXPECT_TRUE(trimmer.MaybeTrim());
-  EXPECT_FALSE(trimmer.MaybeTrim()) << "one trim per answered round";
-  EXPECT_EQ(trims, 1);
-}
-
-TEST(MemoryTrimmer, AtMostOncePerInterval_ARoundInItTrimsAtItsEnd) {
-  SimulatedClock clock;
-  int trims = 0;
-  MemoryTrimmer trimmer(&clock, [&trims] { ++trims; });
-  trimmer.RoundAnswered();
-  EXPECT_TRUE(trimmer.MaybeTrim());
-  clock.Advance(absl::Seconds(1));
-  trimmer.RoundAnswered();
-  EXPECT_FALSE(trimmer.MaybeTrim());
-  clock.Advance(MemoryTrimmer::kMinInterval - absl::Seconds(1) - absl::Milliseconds(1));
-  EXPECT_FALSE(trimmer.MaybeTrim());
-  clock.Advance(absl::Milliseconds(1));
-  EXPECT_TRUE(trimmer.MaybeTrim()) << "the round answered within the interval is not forgotten";
-  EXPECT_EQ(trims, 2);
-}
-
 #if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
 constexpr bool kSanitizer = true;
 #else
