@@ -25,8 +25,10 @@ absl::StatusOr<std::unique_ptr<CoordinatorHost>> CoordinatorHost::Start(
     if (!peers.ok()) return peers.status();
     host->peers_ = std::move(*peers);
   }
-  host->service_ =
-      std::make_unique<CoordinatorService>(host->core_.get(), options.token, host->peers_.get());
+  host->trimmer_ =
+      std::make_unique<MemoryTrimmer>(Clock::Monotonic(), std::move(options.memory_trim));
+  host->service_ = std::make_unique<CoordinatorService>(host->core_.get(), options.token,
+                                                        host->peers_.get(), host->trimmer_.get());
   GrpcServerOptions so;
   so.listen.push_back({options.bind_addr, options.port});
   so.max_connections = options.max_connections;
@@ -63,6 +65,9 @@ absl::StatusOr<std::unique_ptr<CoordinatorHost>> CoordinatorHost::Start(
                       "the coordinator more CPU";
   }
   host->ticker_ = std::make_unique<PeriodicThread>(kCoordinatorTickEvery, [core] { core->Tick(); });
+  MemoryTrimmer* trimmer = host->trimmer_.get();
+  host->memory_thread_ = std::make_unique<PeriodicThread>(MemoryTrimmer::kPollEvery,
+                                                          [trimmer] { trimmer->MaybeTrim(); });
   TLOG(kInfo) << "coordinator for job " << SafeForLog(job_id) << " listening on "
               << FormatHostPort(options.bind_addr, host->port()) << " ("
               << (min_nodes == max_nodes ? absl::StrCat(max_nodes)
@@ -97,6 +102,7 @@ void CoordinatorHost::Shutdown(absl::Duration grace) {
   // through the receiver.
   ticker_.reset();
   liveness_.reset();
+  memory_thread_.reset();
 }
 
 }  // namespace trainlet::rendezvous

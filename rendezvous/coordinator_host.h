@@ -8,6 +8,8 @@
 //        exhaustion, caps connections; grpc.health.v1 on the same port;
 //        mutual TLS on every connection when options.tls is set)
 //   + a ticker thread calling Coordinator::Tick every 20 ms (timeouts).
+//   + a memory thread giving the heap pages a round freed back to the
+//     kernel once its answers are all sent (MemoryTrimmer, grpc_memory.h).
 //   + a LivenessReceiver (liveness_receiver.h) on UDP bind_addr:port, the
 //     same number as the gRPC port: the members' liveness datagrams. When
 //     the UDP port cannot be bound, a warning says so and the members fall
@@ -28,6 +30,7 @@
 #ifndef TRAINLET_RENDEZVOUS_COORDINATOR_HOST_H_
 #define TRAINLET_RENDEZVOUS_COORDINATOR_HOST_H_
 
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -36,6 +39,7 @@
 #include "common/descriptors.h"
 #include "common/periodic.h"
 #include "rendezvous/coordinator.h"
+#include "rendezvous/grpc_memory.h"
 #include "rendezvous/liveness_receiver.h"
 #include "rendezvous/tcp_listener.h"
 #include "rendezvous/tls_files.h"
@@ -64,6 +68,9 @@ struct CoordinatorHostOptions {
   // Mutual TLS on the coordinator port when enabled() (tls_files.h); the
   // token is checked as well.
   TlsConfig tls;
+  // Gives freed heap back to the kernel after a round's answers are sent;
+  // null: malloc_trim(0) (grpc_memory.h). Tests count the calls.
+  std::function<void()> memory_trim;
 };
 
 class CoordinatorHost {
@@ -91,9 +98,12 @@ class CoordinatorHost {
   // Destroyed in reverse: the ticker and the server go before the core.
   std::unique_ptr<Coordinator> core_;
   std::unique_ptr<PeerVerifier> peers_;  // with TLS only.
+  // Gives a round's freed memory back, on memory_thread_ (grpc_memory.h).
+  std::unique_ptr<MemoryTrimmer> trimmer_;
   std::unique_ptr<CoordinatorService> service_;
   std::unique_ptr<GrpcServer> server_;
   std::unique_ptr<PeriodicThread> ticker_;
+  std::unique_ptr<PeriodicThread> memory_thread_;
   std::unique_ptr<LivenessReceiver> liveness_;
   bool shut_down_ = false;
 };

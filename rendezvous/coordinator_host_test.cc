@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <functional>
 #include <memory>
@@ -131,6 +132,31 @@ TEST(CoordinatorHost, ServesRendezvousAndHealthOnOnePort) {
   ASSERT_TRUE(s.ok()) << s.error_message();
   EXPECT_EQ(resp.assignment().nnodes(), 1);
   EXPECT_EQ((*host)->core().GetSnapshot().members, 1);
+}
+
+TEST(CoordinatorHost, GivesMemoryBackOnceARoundsAnswersAreSent) {
+  std::atomic<int> trims{0};
+  CoordinatorHostOptions options = HostOptions(2);
+  options.memory_trim = [&trims] { trims.fetch_add(1); };
+  auto host = CoordinatorHost::Start(std::move(options));
+  ASSERT_TRUE(host.ok()) << host.status();
+  auto stub = RendezvousStub((*host)->port());
+  grpc::ClientContext first_ctx;
+  first_ctx.AddMetadata(kTokenMetadataKey, "tok");
+  v1::JoinRequest first = Req("a", 1, 0);
+  v1::JoinResponse first_resp;
+  absl::Notification first_done;
+  stub->async()->Join(&first_ctx, &first, &first_resp, [&](grpc::Status) { first_done.Notify(); });
+  absl::SleepFor(absl::Milliseconds(200));
+  EXPECT_EQ(trims.load(), 0) << "nothing to give back while the round is open";
+  grpc::ClientContext ctx;
+  ctx.AddMetadata(kTokenMetadataKey, "tok");
+  v1::JoinResponse resp;
+  ASSERT_TRUE(stub->Join(&ctx, Req("b", 2, 1), &resp).ok());
+  first_done.WaitForNotification();
+  EXPECT_TRUE(WaitFor([&] { return trims.load() == 1; })) << trims.load();
+  absl::SleepFor(absl::Milliseconds(100));
+  EXPECT_EQ(trims.load(), 1) << "once per answered round";
 }
 
 TEST(CoordinatorHost, PortTaken_IsAddressInUse_NamingTheAddress) {

@@ -35,6 +35,7 @@ std::optional<absl::Duration> RoundAnswerTracker::Sent(uint64_t round) {
   }
   TLOG(kInfo) << "round " << round << ": all " << n << " answers sent "
               << absl::StrFormat("%.1f", absl::ToDoubleMilliseconds(took)) << " ms after the first";
+  if (trimmer_ != nullptr) trimmer_->RoundAnswered();
   return took;
 }
 
@@ -318,8 +319,13 @@ std::string HostFromPeer(const std::string& peer) {
   return rest;
 }
 
-CoordinatorService::CoordinatorService(Coordinator* core, std::string token, PeerVerifier* peers)
-    : core_(core), token_(std::move(token)), peers_(peers), reject_log_(5, absl::Seconds(10)) {}
+CoordinatorService::CoordinatorService(Coordinator* core, std::string token, PeerVerifier* peers,
+                                       MemoryTrimmer* trimmer)
+    : core_(core),
+      token_(std::move(token)),
+      peers_(peers),
+      reject_log_(5, absl::Seconds(10)),
+      answers_(Clock::Monotonic(), trimmer) {}
 
 absl::Status CoordinatorService::CheckCaller(grpc::CallbackServerContext* ctx,
                                              absl::string_view rpc) {

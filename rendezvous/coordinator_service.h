@@ -20,6 +20,7 @@
 #include "common/logging.h"
 #include "rendezvous/coordinator.h"
 #include "rendezvous/grpc_auth.h"
+#include "rendezvous/grpc_memory.h"
 #include "rendezvous/tls_files.h"
 #include "trainlet/v1/rendezvous_service.grpc.pb.h"
 
@@ -32,7 +33,9 @@ namespace trainlet::rendezvous {
 // only the latest round. Thread-safe.
 class RoundAnswerTracker {
  public:
-  explicit RoundAnswerTracker(Clock* clock = Clock::Monotonic()) : clock_(clock) {}
+  // `trimmer` (may be null) hears when a round's answers are all sent.
+  explicit RoundAnswerTracker(Clock* clock = Clock::Monotonic(), MemoryTrimmer* trimmer = nullptr)
+      : clock_(clock), trimmer_(trimmer) {}
   // A Join of `round` (of `nnodes` members) was answered successfully, or an
   // assignment of it was queued on a stream (a re-join by datagram).
   void Answered(uint64_t round, int nnodes);
@@ -43,6 +46,7 @@ class RoundAnswerTracker {
 
  private:
   Clock* const clock_;
+  MemoryTrimmer* const trimmer_;
   absl::Mutex mu_;
   uint64_t round_ ABSL_GUARDED_BY(mu_) = 0;
   int expected_ ABSL_GUARDED_BY(mu_) = 0;
@@ -54,8 +58,10 @@ class CoordinatorService final : public v1::Rendezvous::CallbackService {
  public:
   // An empty token accepts every caller. `peers` (may be null: plaintext, or
   // certificates verified by the handshake) checks the client certificate
-  // of every call; it must outlive the service.
-  CoordinatorService(Coordinator* core, std::string token, PeerVerifier* peers = nullptr);
+  // of every call; it must outlive the service. `trimmer` (may be null; must
+  // outlive the service) is told when a round's answers are all sent.
+  CoordinatorService(Coordinator* core, std::string token, PeerVerifier* peers = nullptr,
+                     MemoryTrimmer* trimmer = nullptr);
 
   grpc::ServerUnaryReactor* Join(grpc::CallbackServerContext* ctx, const v1::JoinRequest* request,
                                  v1::JoinResponse* response) override;

@@ -1,13 +1,17 @@
 #include "rendezvous/grpc_memory.h"
 
+#include <malloc.h>
 #include <stdlib.h>
 
+#include <utility>
 #include <vector>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "absl/time/clock.h"
+#include "common/logging.h"
 
 namespace trainlet::rendezvous {
 namespace {
@@ -35,6 +39,36 @@ void DisableGrpcReadChunks() {
   const std::string value = GrpcExperimentsWithoutReadChunks(
       current == nullptr ? std::nullopt : std::optional<std::string>(current));
   setenv("GRPC_EXPERIMENTS", value.c_str(), 1);
+}
+
+MemoryTrimmer::MemoryTrimmer(Clock* clock, std::function<void()> trim)
+    : clock_(clock), trim_(trim ? std::move(trim) : [] { malloc_trim(0); }) {}
+
+void MemoryTrimmer::RoundAnswered() {
+  absl::MutexLock lock(&mu_);
+  if (!answered_.has_value()) answered_ = clock_->Now();
+}
+
+bool MemoryTrimmer::MaybeTrim() {
+  {
+    absl::MutexLock lock(&mu_);
+    const absl::Time now = clock_->Now();
+    if (!answered_.has_value() || now - *answered_ < kSettle) return false;
+    if (last_trim_.has_value() && now - *last_trim_ < kMinInterval) return false;
+    // A round answered from here on asks for the next trim.
+    answered_.reset();
+    last_trim_ = now;
+  }
+  const absl::Time start = absl::Now();
+  trim_();
+  if (GetLogLevel() <= LogLevel::kDebug) {
+    const struct mallinfo2 heap = mallinfo2();
+    TLOG(kDebug) << "gave the heap's free pages back to the kernel (malloc_trim) in "
+                 << absl::FormatDuration(absl::Now() - start) << "; heap in use "
+                 << (heap.uordblks + heap.hblkhd) / 1024 << " KiB, free in it "
+                 << heap.fordblks / 1024 << " KiB";
+  }
+  return true;
 }
 
 }  // namespace trainlet::rendezvous

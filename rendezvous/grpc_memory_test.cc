@@ -27,6 +27,39 @@ TEST(GrpcExperiments, TheUsersWordOnReadChunksWins) {
   EXPECT_EQ(GrpcExperimentsWithoutReadChunks("-tcp_read_chunks"), "-tcp_read_chunks");
 }
 
+TEST(MemoryTrimmer, TrimsOnceARoundsAnswersSettled) {
+  SimulatedClock clock;
+  int trims = 0;
+  MemoryTrimmer trimmer(&clock, [&trims] { ++trims; });
+  EXPECT_FALSE(trimmer.MaybeTrim()) << "nothing answered yet";
+  trimmer.RoundAnswered();
+  EXPECT_FALSE(trimmer.MaybeTrim()) << "not while the answers settle";
+  clock.Advance(MemoryTrimmer::kSettle);
+  EXPECT_TRUE(trimmer.MaybeTrim());
+  clock.Advance(MemoryTrimmer::kMinInterval);
+  EXPECT_FALSE(trimmer.MaybeTrim()) << "one trim per answered round";
+  EXPECT_EQ(trims, 1);
+}
+
+TEST(MemoryTrimmer, AtMostOncePerInterval_ARoundInItTrimsAtItsEnd) {
+  SimulatedClock clock;
+  int trims = 0;
+  MemoryTrimmer trimmer(&clock, [&trims] { ++trims; });
+  trimmer.RoundAnswered();
+  clock.Advance(MemoryTrimmer::kSettle);
+  EXPECT_TRUE(trimmer.MaybeTrim());
+  clock.Advance(absl::Seconds(2));
+  trimmer.RoundAnswered();
+  clock.Advance(MemoryTrimmer::kSettle);
+  EXPECT_FALSE(trimmer.MaybeTrim());
+  clock.Advance(MemoryTrimmer::kMinInterval - absl::Seconds(2) - MemoryTrimmer::kSettle -
+                absl::Milliseconds(1));
+  EXPECT_FALSE(trimmer.MaybeTrim());
+  clock.Advance(absl::Milliseconds(1));
+  EXPECT_TRUE(trimmer.MaybeTrim()) << "the round answered within the interval is not forgotten";
+  EXPECT_EQ(trims, 2);
+}
+
 #if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
 constexpr bool kSanitizer = true;
 #else
