@@ -6,7 +6,7 @@
 // Coordinator::NoteLivenessBatch of a running two-member job: nothing
 // crashes, every datagram is counted once, and none without the members'
 // keys is accepted or acked. The same bytes as an ack parse as one kind at
-// most.
+// most, and as a directive datagram only when it is one.
 #include <cstring>
 #include <memory>
 #include <vector>
@@ -73,6 +73,27 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       const rdv::LivenessBytes again = rdv::EncodeLivenessDatagram(
           ack->slot, ack->incarnation, ack->round, ack->seq, zero, rdv::LivenessKind::kAck);
       FUZZ_CHECK(std::memcmp(again.data(), data, size) == 0, "re-encoding an ack differs");
+    }
+  }
+
+  // What an agent's liveness socket takes beyond 48 bytes: a directive
+  // datagram, exactly its declared length, never also a 48-byte kind; with a
+  // valid MAC it re-encodes to the same bytes.
+  std::optional<rdv::DirectiveDatagram> directive = rdv::ParseDirectiveDatagram(data, size);
+  if (directive.has_value()) {
+    FUZZ_CHECK(size > rdv::kLivenessDatagramBytes && size <= rdv::kMaxDirectiveDatagramBytes,
+               "a directive datagram of a size out of bounds");
+    FUZZ_CHECK(directive->payload.size() == size - rdv::kLivenessDatagramBytes,
+               "a payload of another length");
+    FUZZ_CHECK(!from_coordinator.has_value() && !agent.has_value(), "parsed as two kinds");
+    rdv::LivenessKey zero{};
+    const rdv::LivenessDatagram& h = directive->header;
+    if (rdv::IsOwnDirective(*directive, h.slot, h.incarnation, zero)) {
+      std::optional<std::string> again =
+          rdv::EncodeDirectiveDatagram(h.slot, h.incarnation, h.round, directive->payload, zero);
+      FUZZ_CHECK(again.has_value() && again->size() == size &&
+                     std::memcmp(again->data(), data, size) == 0,
+                 "re-encoding a directive datagram differs");
     }
   }
 

@@ -50,13 +50,8 @@ LivenessBytes EncodeLivenessDatagram(uint32_t slot, uint64_t incarnation, uint64
 
 namespace {
 
-// Every check but the kind's.
-std::optional<LivenessDatagram> ParseAnyKind(const uint8_t* data, size_t size) {
-  if (data == nullptr || size != kLivenessDatagramBytes) return std::nullopt;
-  if (std::memcmp(data, kLivenessMagic.data(), kLivenessMagic.size()) != 0) return std::nullopt;
-  if (data[4] != kLivenessDatagramVersion) return std::nullopt;
-  if (data[5] > static_cast<uint8_t>(LivenessKind::kRejoin)) return std::nullopt;
-  if (data[6] != 0 || data[7] != 0 || GetLe32(data + 12) != 0) return std::nullopt;
+// The 48-byte header's fields, given that `data` holds at least 48 bytes.
+LivenessDatagram HeaderFields(const uint8_t* data) {
   LivenessDatagram d;
   d.kind = static_cast<LivenessKind>(data[5]);
   d.slot = GetLe32(data + 8);
@@ -66,6 +61,31 @@ std::optional<LivenessDatagram> ParseAnyKind(const uint8_t* data, size_t size) {
   d.mac = GetLe64(data + kLivenessMacOffset);
   std::memcpy(d.header.data(), data, kLivenessMacOffset);
   return d;
+}
+
+bool HeaderLooksRight(const uint8_t* data) {
+  return std::memcmp(data, kLivenessMagic.data(), kLivenessMagic.size()) == 0 &&
+         data[4] == kLivenessDatagramVersion && GetLe32(data + 12) == 0;
+}
+
+// Every check of a 48-byte datagram but the kind's.
+std::optional<LivenessDatagram> ParseAnyKind(const uint8_t* data, size_t size) {
+  if (data == nullptr || size != kLivenessDatagramBytes || !HeaderLooksRight(data)) {
+    return std::nullopt;
+  }
+  if (data[5] > static_cast<uint8_t>(LivenessKind::kTaken) ||
+      data[5] == static_cast<uint8_t>(LivenessKind::kDirective)) {
+    return std::nullopt;
+  }
+  if (data[6] != 0 || data[7] != 0) return std::nullopt;
+  return HeaderFields(data);
+}
+
+uint64_t DirectiveMac(const LivenessKey& key, const uint8_t* header, const std::string& payload) {
+  uint8_t buf[kLivenessMacOffset + kMaxDirectivePayloadBytes];
+  std::memcpy(buf, header, kLivenessMacOffset);
+  std::memcpy(buf + kLivenessMacOffset, payload.data(), payload.size());
+  return SipHash24(key, buf, kLivenessMacOffset + payload.size());
 }
 
 }  // namespace
@@ -79,10 +99,49 @@ std::optional<LivenessDatagram> ParseLivenessDatagram(const uint8_t* data, size_
 
 std::optional<LivenessDatagram> ParseAgentDatagram(const uint8_t* data, size_t size) {
   std::optional<LivenessDatagram> d = ParseAnyKind(data, size);
-  if (!d.has_value() || (d->kind != LivenessKind::kAlive && d->kind != LivenessKind::kReady)) {
+  if (!d.has_value() || (d->kind != LivenessKind::kAlive && d->kind != LivenessKind::kReady &&
+                         d->kind != LivenessKind::kTaken)) {
     return std::nullopt;
   }
   return d;
+}
+
+bool DirectiveDatagram::MacValid(const LivenessKey& key) const {
+  return payload.size() <= kMaxDirectivePayloadBytes &&
+         DirectiveMac(key, header.header.data(), payload) == header.mac;
+}
+
+std::optional<std::string> EncodeDirectiveDatagram(uint32_t slot, uint64_t incarnation,
+                                                   uint64_t round, const std::string& payload,
+                                                   const LivenessKey& key) {
+  if (payload.empty() || payload.size() > kMaxDirectivePayloadBytes) return std::nullopt;
+  LivenessBytes head =
+      EncodeLivenessDatagram(slot, incarnation, round, 0, key, LivenessKind::kDirective);
+  head[6] = static_cast<uint8_t>(payload.size());
+  head[7] = static_cast<uint8_t>(payload.size() >> 8);
+  PutLe64(head.data() + kLivenessMacOffset, DirectiveMac(key, head.data(), payload));
+  std::string out(reinterpret_cast<const char*>(head.data()), head.size());
+  out += payload;
+  return out;
+}
+
+std::optional<DirectiveDatagram> ParseDirectiveDatagram(const uint8_t* data, size_t size) {
+  if (data == nullptr || size <= kLivenessDatagramBytes || size > kMaxDirectiveDatagramBytes ||
+      !HeaderLooksRight(data) || data[5] != static_cast<uint8_t>(LivenessKind::kDirective)) {
+    return std::nullopt;
+  }
+  const size_t length = static_cast<size_t>(data[6]) | (static_cast<size_t>(data[7]) << 8);
+  if (length != size - kLivenessDatagramBytes) return std::nullopt;
+  DirectiveDatagram d;
+  d.header = HeaderFields(data);
+  d.payload.assign(reinterpret_cast<const char*>(data + kLivenessDatagramBytes), length);
+  return d;
+}
+
+bool IsOwnDirective(const DirectiveDatagram& d, uint32_t slot, uint64_t incarnation,
+                    const LivenessKey& key) {
+  return d.header.kind == LivenessKind::kDirective && d.header.slot == slot &&
+         d.header.incarnation == incarnation && d.MacValid(key);
 }
 
 std::optional<LivenessDatagram> ParseCoordinatorDatagram(const uint8_t* data, size_t size) {

@@ -15,7 +15,13 @@
 //                        ready_by_datagram, for round `round`; sent at a
 //                        restart to members whose Watch accepts it, and again
 //                        in answer to their alive datagrams until heeded)
-//        6    2  zero
+//                      4 directive (coordinator -> agent, released members
+//                        only: a whole v1::Directive after these 48 bytes;
+//                        below)
+//                      5 taken (agent -> coordinator: alive, and it took the
+//                        job's verdict of round `round` from a directive
+//                        datagram; the coordinator stops repeating it)
+//        6    2  zero (directive: the payload's length, little-endian)
 //        8    4  slot         Assignment.liveness_slot
 //       12    4  zero
 //       16    8  incarnation  the member's incarnation
@@ -27,6 +33,13 @@
 //                             rejoin: 0 (a replay is harmless: the agent takes a
 //                             rejoin only for a round above its own)
 //       40    8  mac          SipHash-2-4(Assignment.liveness_key, bytes 0..39)
+//
+// A directive datagram (kind 4) is those 48 bytes, with seq 0 and `round`
+// the directive's round, followed by the payload: a serialized v1::Directive
+// of 1 to kMaxDirectivePayloadBytes bytes (the coordinator sends a member
+// whose directive does not fit its stream instead, or none: docs/protocol.md,
+// "Released streams"). Its MAC is SipHash-2-4 of bytes 0..39 followed by the
+// payload, so the payload cannot be changed or cut.
 //
 // The MAC covers the kind, so an ack cannot pass for an alive datagram or
 // the other way round. An ack carries the member's slot, incarnation and
@@ -62,7 +75,20 @@ inline constexpr size_t kLivenessMacOffset = 40;  // the MAC covers bytes [0, 40
 inline constexpr uint8_t kLivenessDatagramVersion = 1;
 inline constexpr std::array<uint8_t, 4> kLivenessMagic = {'T', 'L', 'V', 'D'};
 
-enum class LivenessKind : uint8_t { kAlive = 0, kAck = 1, kReady = 2, kRejoin = 3 };
+enum class LivenessKind : uint8_t {
+  kAlive = 0,
+  kAck = 1,
+  kReady = 2,
+  kRejoin = 3,
+  kDirective = 4,
+  kTaken = 5,
+};
+
+// The largest directive payload: a whole datagram of at most 1,232 bytes,
+// what fits IPv6's minimum MTU (1,280) after the IP and UDP headers, so it is
+// never fragmented.
+inline constexpr size_t kMaxDirectivePayloadBytes = 1232 - 48;
+inline constexpr size_t kMaxDirectiveDatagramBytes = 48 + kMaxDirectivePayloadBytes;
 
 using LivenessKey = SipHashKey;
 using LivenessBytes = std::array<uint8_t, kLivenessDatagramBytes>;
@@ -89,10 +115,33 @@ LivenessBytes EncodeLivenessDatagram(uint32_t slot, uint64_t incarnation, uint64
 // zero bytes are right and the kind is `kind`. Never reads past `size`.
 std::optional<LivenessDatagram> ParseLivenessDatagram(const uint8_t* data, size_t size,
                                                       LivenessKind kind = LivenessKind::kAlive);
-// What the coordinator takes from an agent: alive or ready (`kind` says which).
+// What the coordinator takes from an agent: alive, ready or taken (`kind`
+// says which).
 std::optional<LivenessDatagram> ParseAgentDatagram(const uint8_t* data, size_t size);
-// What an agent takes from the coordinator: ack or rejoin.
+// What an agent takes from the coordinator in 48 bytes: ack or rejoin
+// (a directive datagram: ParseDirectiveDatagram).
 std::optional<LivenessDatagram> ParseCoordinatorDatagram(const uint8_t* data, size_t size);
+
+// A directive datagram (kind 4): the header's fields and the payload, not
+// yet checked against a member (IsOwnDirective).
+struct DirectiveDatagram {
+  LivenessDatagram header;  // kind kDirective, seq 0; header.mac covers the payload too.
+  std::string payload;      // a serialized v1::Directive
+  bool MacValid(const LivenessKey& key) const;
+};
+// The datagram that carries `payload` (1..kMaxDirectivePayloadBytes bytes,
+// else nullopt) to this member, with its MAC under `key`.
+std::optional<std::string> EncodeDirectiveDatagram(uint32_t slot, uint64_t incarnation,
+                                                   uint64_t round, const std::string& payload,
+                                                   const LivenessKey& key);
+// nullopt unless the size is 49..kMaxDirectiveDatagramBytes, bytes 6-7 give
+// the payload's length exactly, and the magic, version, kind and zero bytes
+// are right. Never reads past `size`.
+std::optional<DirectiveDatagram> ParseDirectiveDatagram(const uint8_t* data, size_t size);
+// Whether `d` is this member's own: its slot and incarnation, a MAC under
+// its key. (Which directive it takes is the round machine's business.)
+bool IsOwnDirective(const DirectiveDatagram& d, uint32_t slot, uint64_t incarnation,
+                    const LivenessKey& key);
 
 // Whether `rejoin` (kind kRejoin) is this member's own (slot, incarnation,
 // a MAC under its key) and asks for a round above `current_round`: an older

@@ -148,6 +148,86 @@ TEST(LivenessDatagram, RejoinIsTheCoordinatorsKind_TakenOnlyForThisMemberAndANew
   EXPECT_FALSE(IsOwnNewerRejoin(*as_ack, 7, 8, 8, Key(3))) << "an ack is no REJOIN";
 }
 
+TEST(LivenessDatagram, TakenIsAnAgentsKind_NotTheCoordinators) {
+  const LivenessBytes taken = EncodeLivenessDatagram(7, 8, 9, 10, Key(3), LivenessKind::kTaken);
+  EXPECT_EQ(taken[5], 5);
+  std::optional<LivenessDatagram> t = ParseAgentDatagram(taken.data(), taken.size());
+  ASSERT_TRUE(t.has_value());
+  EXPECT_EQ(t->kind, LivenessKind::kTaken);
+  EXPECT_TRUE(t->MacValid(Key(3)));
+  EXPECT_FALSE(ParseCoordinatorDatagram(taken.data(), taken.size()).has_value());
+}
+
+TEST(DirectiveDatagram, RoundTrip_LengthAtBytesSixAndSeven_MacOverThePayload) {
+  const std::string payload = "a serialized directive, any bytes";
+  std::optional<std::string> bytes = EncodeDirectiveDatagram(7, 8, 9, payload, Key(3));
+  ASSERT_TRUE(bytes.has_value());
+  ASSERT_EQ(bytes->size(), kLivenessDatagramBytes + payload.size());
+  const auto* b = reinterpret_cast<const uint8_t*>(bytes->data());
+  EXPECT_EQ(b[5], 4);
+  EXPECT_EQ(b[6] | (b[7] << 8), static_cast<int>(payload.size()));
+  std::optional<DirectiveDatagram> d = ParseDirectiveDatagram(b, bytes->size());
+  ASSERT_TRUE(d.has_value());
+  EXPECT_EQ(d->payload, payload);
+  EXPECT_EQ(d->header.slot, 7u);
+  EXPECT_EQ(d->header.incarnation, 8u);
+  EXPECT_EQ(d->header.round, 9u);
+  EXPECT_TRUE(IsOwnDirective(*d, 7, 8, Key(3)));
+  EXPECT_FALSE(IsOwnDirective(*d, 6, 8, Key(3))) << "another slot";
+  EXPECT_FALSE(IsOwnDirective(*d, 7, 9, Key(3))) << "another incarnation";
+  EXPECT_FALSE(IsOwnDirective(*d, 7, 8, Key(4))) << "another key";
+  // Neither 48-byte parser takes it.
+  EXPECT_FALSE(ParseCoordinatorDatagram(b, bytes->size()).has_value());
+  EXPECT_FALSE(ParseAgentDatagram(b, bytes->size()).has_value());
+  EXPECT_FALSE(ParseCoordinatorDatagram(b, kLivenessDatagramBytes).has_value())
+      << "its header alone is no 48-byte kind";
+}
+
+TEST(DirectiveDatagram, AnyFlippedBitOfHeaderOrPayload_FailsTheMac) {
+  std::optional<std::string> bytes = EncodeDirectiveDatagram(7, 8, 9, "payload!", Key(3));
+  ASSERT_TRUE(bytes.has_value());
+  for (size_t i = 0; i < bytes->size(); ++i) {
+    if (i == 6 || i == 7) continue;  // the length: checked by the parser
+    for (int bit = 0; bit < 8; ++bit) {
+      std::string flipped = *bytes;
+      flipped[i] = static_cast<char>(flipped[i] ^ (1 << bit));
+      std::optional<DirectiveDatagram> d =
+          ParseDirectiveDatagram(reinterpret_cast<const uint8_t*>(flipped.data()), flipped.size());
+      if (d.has_value()) EXPECT_FALSE(IsOwnDirective(*d, 7, 8, Key(3))) << i << ":" << bit;
+    }
+  }
+}
+
+TEST(DirectiveDatagram, SizeBoundsAndTheLengthField) {
+  EXPECT_FALSE(EncodeDirectiveDatagram(7, 8, 9, "", Key(3)).has_value()) << "nothing to say";
+  EXPECT_FALSE(
+      EncodeDirectiveDatagram(7, 8, 9, std::string(kMaxDirectivePayloadBytes + 1, 'x'), Key(3))
+          .has_value());
+  std::optional<std::string> largest =
+      EncodeDirectiveDatagram(7, 8, 9, std::string(kMaxDirectivePayloadBytes, 'x'), Key(3));
+  ASSERT_TRUE(largest.has_value());
+  EXPECT_EQ(largest->size(), kMaxDirectiveDatagramBytes);
+  const auto* b = reinterpret_cast<const uint8_t*>(largest->data());
+  EXPECT_TRUE(ParseDirectiveDatagram(b, largest->size()).has_value());
+  EXPECT_FALSE(ParseDirectiveDatagram(b, largest->size() - 1).has_value()) << "cut short";
+  std::string longer = *largest + "y";
+  EXPECT_FALSE(
+      ParseDirectiveDatagram(reinterpret_cast<const uint8_t*>(longer.data()), longer.size())
+          .has_value())
+      << "over the limit";
+  std::optional<std::string> small = EncodeDirectiveDatagram(7, 8, 9, "abc", Key(3));
+  std::string lying = *small;
+  lying[6] = 4;  // says 4 bytes follow, 3 do
+  EXPECT_FALSE(ParseDirectiveDatagram(reinterpret_cast<const uint8_t*>(lying.data()), lying.size())
+                   .has_value());
+  std::string not_zero = *small;
+  not_zero[12] = 1;
+  EXPECT_FALSE(
+      ParseDirectiveDatagram(reinterpret_cast<const uint8_t*>(not_zero.data()), not_zero.size())
+          .has_value());
+  EXPECT_FALSE(ParseDirectiveDatagram(nullptr, 60).has_value());
+}
+
 TEST(LivenessDatagram, KeyFromBytes_ExactlySixteen) {
   EXPECT_FALSE(LivenessKeyFromBytes("").has_value());
   EXPECT_FALSE(LivenessKeyFromBytes(std::string(15, 'a')).has_value());
