@@ -436,10 +436,24 @@ void Coordinator::SetSinkLocked(Member& m, std::shared_ptr<DirectiveSink> sink, 
   }
 }
 
+void Coordinator::SetReleasedLocked(Member& m, bool released) {
+  if (m.released == released) return;
+  released_ += released ? 1 : -1;
+  m.released = released;
+}
+
+void Coordinator::SetVerdictPendingLocked(Member& m, bool pending) {
+  if (m.verdict_pending == pending) return;
+  verdict_pending_ += pending ? 1 : -1;
+  m.verdict_pending = pending;
+}
+
 void Coordinator::EraseMemberLocked(std::map<std::string, Member>::iterator it) {
   SetTicketLocked(it->second, 0);
   SetInRoundLocked(it->second, false);
   SetSinkLocked(it->second, nullptr, 0);
+  SetReleasedLocked(it->second, false);
+  SetVerdictPendingLocked(it->second, false);
   slots_[it->second.slot] = Slot{};
   free_slots_.push_back(it->second.slot);
   members_.erase(it);
@@ -455,6 +469,18 @@ v1::Assignment WithNodes(v1::Assignment a,
     for (const v1::NodeAssignment& na : *nodes) *a.add_nodes() = na;
   }
   return a;
+}
+
+// What a released member's re-join is answered with (a DIRECTIVE datagram):
+// its assignment, without the liveness key (the agent keeps the one it has;
+// a datagram is signed, not encrypted).
+v1::Directive AssignmentDirective(uint64_t coordinator_incarnation, v1::Assignment a) {
+  v1::Directive d;
+  d.set_coordinator_incarnation(coordinator_incarnation);
+  d.set_round(a.round());
+  a.clear_liveness_key();
+  *d.mutable_assignment() = std::move(a);
+  return d;
 }
 
 }  // namespace
@@ -937,6 +963,11 @@ absl::StatusOr<uint64_t> Coordinator::Watch(const v1::WatchRequest& request,
     member.accepts_assignment = request.accepts_assignment();
     member.accepts_rejoin_datagram =
         request.accepts_assignment() && request.accepts_rejoin_datagram();
+    member.accepts_release = member.accepts_rejoin_datagram && request.accepts_release();
+    // A released member that opens a Watch again (its acks stopped) is
+    // served on it from now on; a verdict goes down it.
+    SetReleasedLocked(member, false);
+    SetVerdictPendingLocked(member, false);
     SlotOf(member).last_heard = clock_->Now();
     SlotOf(member).stream_lost_at = absl::InfiniteFuture();  // re-opened in time
     if (terminal) {
@@ -1144,16 +1175,18 @@ void Coordinator::ReopenLocked(const std::string& reason, Actions* actions) {
     Slot& slot = SlotOf(m);
     slot.last_heard = clock_->Now();
     slot.rejoin_round = 0;
-    if (m.sink && MayRejoinByDatagramLocked(m)) {
+    if ((m.sink || m.released) && MayRejoinByDatagramLocked(m)) {
       if (m.accepts_rejoin_datagram && datagram_sender_ != nullptr && !shut_down_ &&
           slot.socket >= 0) {
         slot.rejoin_round = next_round;
         slot.rejoin_repeats = 0;
         ExpectRejoinConfirmedLocked(slot);
         rejoins.push_back(RejoinDatagramLocked(slot));
-      } else {
+      } else if (m.sink) {
         m.sink->Send(rejoin_by_datagram_, /*last=*/false);
       }
+      // (A released member that cannot be told: its acks stop, it opens its
+      // Watch again, is told ABORTED, and re-joins with a Join call.)
     } else if (m.sink) {
       m.sink->Send(d, /*last=*/true);
       SetSinkLocked(m, nullptr, 0);
@@ -1192,13 +1225,16 @@ void Coordinator::FailJobLocked(const std::string& reason, const std::string& no
   f->set_restarts_exhausted(restarts_exhausted);
   TLOG(kError) << "coordinator: the job failed: " << reason;
   const absl::Status over = JobOverErrorLocked();
+  std::vector<OutgoingDatagram> verdicts;
   for (auto& [id, m] : members_) {
     if (m.ticket != 0) {
       actions->push_back([d = std::move(m.done), over] { d(over); });
       SetTicketLocked(m, 0);
     }
     if (m.sink) m.sink->Send(verdict_directive_, /*last=*/true);
+    TellReleasedVerdictLocked(m, &verdicts);
   }
+  SendLocked(std::move(verdicts), actions);
 }
 
 void Coordinator::FinishJobLocked(Actions* actions) {
@@ -1206,9 +1242,29 @@ void Coordinator::FinishJobLocked(Actions* actions) {
   verdict_directive_ = NewDirectiveLocked();
   verdict_directive_.mutable_job_finished();
   TLOG(kInfo) << "coordinator: the job succeeded: every worker of round " << round_ << " exited 0";
+  std::vector<OutgoingDatagram> verdicts;
   for (auto& [id, m] : members_) {
     if (m.sink) m.sink->Send(verdict_directive_, /*last=*/true);
+    TellReleasedVerdictLocked(m, &verdicts);
   }
+  SendLocked(std::move(verdicts), actions);
+}
+
+void Coordinator::TellReleasedVerdictLocked(Member& m, std::vector<OutgoingDatagram>* out) {
+  if (!m.released) return;
+  // Again for each of its alive datagrams until it says TAKEN
+  // (NoteLivenessBatch); Drained waits for that, or its silence (Tick).
+  SetVerdictPendingLocked(m, true);
+  if (std::optional<OutgoingDatagram> v = VerdictDatagramLocked(m); v.has_value()) {
+    out->push_back(*std::move(v));
+  }
+}
+
+void Coordinator::SendLocked(std::vector<OutgoingDatagram> datagrams, Actions* actions) {
+  if (datagrams.empty() || datagram_sender_ == nullptr) return;
+  actions->push_back([sender = datagram_sender_, d = std::move(datagrams)]() mutable {
+    sender->Send(std::move(d));
+  });
 }
 
 void Coordinator::Tick() {
@@ -1250,6 +1306,18 @@ void Coordinator::Tick() {
                  now - last_progress_log_ >= kProgressLogEvery) {
         last_progress_log_ = now;
         TLOG(kInfo) << "round " << NextRoundLocked() << ": " << GatheringStatusLocked();
+      }
+    } else if (verdict_pending_ > 0 && !shut_down_) {
+      // After the verdict: a released member that went silent without
+      // saying TAKEN is gone (or cannot be reached): stop waiting for it.
+      const absl::Duration limit = SilenceLimit(options_.heartbeat_timeout);
+      for (Slot& slot : slots_) {
+        if (slot.member != nullptr && slot.member->verdict_pending &&
+            now - slot.last_heard >= limit) {
+          TLOG(kDebug) << "node " << SafeForLog(slot.member->join.member().node_id())
+                       << " went silent without confirming the verdict";
+          SetVerdictPendingLocked(*slot.member, false);
+        }
       }
     } else if (phase_ == Phase::kRunning) {
       // One pass over the flat slot array; a member is looked at only when
@@ -1294,6 +1362,11 @@ void Coordinator::EnableUdpLiveness(int udp_port, DatagramSender* sender) {
   datagram_sender_ = sender;
 }
 
+void Coordinator::SetAnswerObserver(std::function<void(uint64_t round, int nnodes)> observer) {
+  absl::MutexLock lock(&mu_);
+  answer_observer_ = std::move(observer);
+}
+
 void RunActions(std::vector<std::function<void()>>* actions) {
   // A round's answers at scale: thousands of gRPC writes, each with its
   // sendmsg. They are independent (one member each), so a second thread
@@ -1322,7 +1395,7 @@ bool Coordinator::RejoinUnconfirmedLocked(const Slot& s) const {
     return false;
   }
   const Member& m = *s.member;
-  return m.ticket == 0 && !m.in_round && m.sink != nullptr;
+  return m.ticket == 0 && !m.in_round && (m.sink != nullptr || m.released);
 }
 
 void Coordinator::ExpectRejoinConfirmedLocked(Slot& s) {
@@ -1340,6 +1413,13 @@ bool Coordinator::RepeatRejoinLocked(Slot& s) {
     return true;
   }
   Member& m = *s.member;
+  if (m.released) {
+    // No stream to fall back on: again for every alive datagram of the old
+    // round (NoteLivenessBatch), no more on the timer.
+    ++s.rejoin_repeats;
+    s.rejoin_due = absl::InfiniteFuture();
+    return true;
+  }
   TLOG(kDebug) << Who(m.join.member()) << " did not confirm the REJOIN datagram for round "
                << s.rejoin_round << "; sending the Rejoin down its stream";
   s.rejoin_round = 0;
@@ -1348,10 +1428,50 @@ bool Coordinator::RepeatRejoinLocked(Slot& s) {
   return false;
 }
 
+LivenessBytes Coordinator::RejoinBytesLocked(const Slot& s) const {
+  return EncodeLivenessDatagram(s.member->slot, s.incarnation, s.rejoin_round, 0, s.key,
+                                LivenessKind::kRejoin);
+}
+
 OutgoingDatagram Coordinator::RejoinDatagramLocked(const Slot& s) const {
-  return {s.socket, s.from,
-          EncodeLivenessDatagram(s.member->slot, s.incarnation, s.rejoin_round, 0, s.key,
-                                 LivenessKind::kRejoin)};
+  const LivenessBytes b = RejoinBytesLocked(s);
+  return {s.socket, s.from, std::string(reinterpret_cast<const char*>(b.data()), b.size())};
+}
+
+bool Coordinator::MayReleaseLocked(const Member& m) const {
+  if (options_.release_streams_from <= 0 || in_round_ < options_.release_streams_from ||
+      phase_ != Phase::kRunning || shut_down_ || !m.in_round || m.sink == nullptr || m.released ||
+      !m.accepts_release || datagram_sender_ == nullptr || m.join.want_nodes()) {
+    return false;
+  }
+  // Its next assignment must fit a datagram (the member list is not sent:
+  // want_nodes members keep their stream).
+  return slots_[m.slot].socket >= 0 &&
+         AssignmentDirective(options_.incarnation, m.assignment).ByteSizeLong() <=
+             kMaxReleasedAssignmentBytes;
+}
+
+void Coordinator::ReleaseLocked(Member& m, Actions* actions) {
+  v1::Directive d = NewDirectiveLocked();
+  d.mutable_release();
+  actions->push_back([sink = m.sink, d = std::move(d)] { sink->Send(d, /*last=*/true); });
+  SetSinkLocked(m, nullptr, 0);
+  SetReleasedLocked(m, true);
+}
+
+std::optional<OutgoingDatagram> Coordinator::DirectiveDatagramLocked(const Member& m,
+                                                                     const v1::Directive& d) const {
+  const Slot& s = slots_[m.slot];
+  if (s.socket < 0) return std::nullopt;
+  std::optional<std::string> bytes =
+      EncodeDirectiveDatagram(m.slot, s.incarnation, d.round(), d.SerializeAsString(), s.key);
+  if (!bytes.has_value()) return std::nullopt;
+  return OutgoingDatagram{s.socket, s.from, *std::move(bytes)};
+}
+
+std::optional<OutgoingDatagram> Coordinator::VerdictDatagramLocked(const Member& m) const {
+  if (!m.verdict_pending) return std::nullopt;
+  return DirectiveDatagramLocked(m, verdict_directive_);
 }
 
 bool Coordinator::MayRejoinByDatagramLocked(const Member& m) const {
@@ -1371,26 +1491,57 @@ bool Coordinator::ReadyJoinLocked(Member& m, uint64_t round, Actions* actions) {
   // Anything else (a stale round, a member that was not told it may) is a
   // plain liveness datagram.
   if (phase_ != Phase::kGathering || shut_down_ || m.ticket != 0 || m.in_round ||
-      m.sink == nullptr || !m.accepts_assignment || udp_port_ == 0 || round != round_ + 1 ||
-      expected_.count(m.join.member().node_id()) == 0 ||
+      (m.sink == nullptr && !m.released) || !m.accepts_assignment || udp_port_ == 0 ||
+      round != round_ + 1 || expected_.count(m.join.member().node_id()) == 0 ||
       GatheringCountLocked() >= options_.max_nodes) {
     return false;
+  }
+  const Slot& slot = SlotOf(m);
+  if (m.released && (datagram_sender_ == nullptr || slot.socket < 0 ||
+                     AssignmentDirective(options_.incarnation, m.assignment).ByteSizeLong() >
+                         kMaxReleasedAssignmentBytes)) {
+    return false;  // no way to answer by datagram: not held, the agent makes a Join call
   }
   SetTicketLocked(m, next_id_++);
   m.ready_join = true;
   SlotOf(m).rejoin_round = 0;  // the READY confirms a REJOIN too
   SlotOf(m).rejoin_due = absl::InfiniteFuture();
   m.answer_by = absl::InfiniteFuture();
-  m.done = [sink = m.sink, incarnation = options_.incarnation](absl::StatusOr<v1::Assignment> a) {
-    // Errors need no answer here: a verdict goes down the stream anyway,
-    // and a superseding Join or a Leave answers for itself.
-    if (!a.ok()) return;
-    v1::Directive d;
-    d.set_coordinator_incarnation(incarnation);
-    d.set_round(a->round());
-    *d.mutable_assignment() = *std::move(a);
-    sink->Send(d, /*last=*/false);
-  };
+  if (m.released) {
+    // The answer as a DIRECTIVE datagram (again for each READY of the closed
+    // round: NoteLivenessBatch), to where the READY came from.
+    m.done = [sender = datagram_sender_, observer = answer_observer_, socket = slot.socket,
+              to = slot.from, slot_index = m.slot, member_incarnation = slot.incarnation,
+              key = slot.key, incarnation = options_.incarnation,
+              node = m.join.member().node_id()](absl::StatusOr<v1::Assignment> a) {
+      if (!a.ok()) return;
+      const uint64_t round = a->round();
+      const int nnodes = a->nnodes();
+      const v1::Directive d = AssignmentDirective(incarnation, *std::move(a));
+      std::optional<std::string> bytes = EncodeDirectiveDatagram(slot_index, member_incarnation,
+                                                                 round, d.SerializeAsString(), key);
+      if (bytes.has_value()) {
+        sender->Send({OutgoingDatagram{socket, to, *std::move(bytes)}});
+      } else {
+        // (Checked when its READY was held; a much longer master address
+        // since.) Its READYs go unacked from now on: it makes a Join call.
+        TLOG(kWarning) << "the assignment of node " << SafeForLog(node)
+                       << " does not fit a datagram; it re-joins with a Join call";
+      }
+      if (observer) observer(round, nnodes);
+    };
+  } else {
+    m.done = [sink = m.sink, incarnation = options_.incarnation](absl::StatusOr<v1::Assignment> a) {
+      // Errors need no answer here: a verdict goes down the stream anyway,
+      // and a superseding Join or a Leave answers for itself.
+      if (!a.ok()) return;
+      v1::Directive d;
+      d.set_coordinator_incarnation(incarnation);
+      d.set_round(a->round());
+      *d.mutable_assignment() = *std::move(a);
+      sink->Send(d, /*last=*/false);
+    };
+  }
   TLOG(kDebug) << "re-join of " << Who(m.join.member()) << " by datagram ("
                << GatheringCountLocked() << "/" << options_.min_nodes << ".." << options_.max_nodes
                << ")";
@@ -1414,6 +1565,9 @@ LivenessBatchStats Coordinator::NoteLivenessBatch(absl::Span<const LivenessDatag
     // stalled (the liveness thread alone is no proof of that).
     const bool may_ack =
         acks != nullptr && phase_ == Phase::kRunning && now - last_tick_ <= 2 * ack_every;
+    // DIRECTIVE datagrams to released members (a lost assignment or
+    // verdict, again), sent after the acks.
+    std::vector<OutgoingDatagram> replies;
     for (size_t i = 0; i < batch.size(); ++i) {
       const LivenessDatagram& d = batch[i];
       if (udp_port_ == 0 || d.slot >= slots_.size() || slots_[d.slot].member == nullptr ||
@@ -1448,11 +1602,39 @@ LivenessBatchStats Coordinator::NoteLivenessBatch(absl::Span<const LivenessDatag
                                                    LivenessKind::kAck)});
         ++stats.acks;
       };
+      Member& member = *slot.member;
       if (d.kind == LivenessKind::kReady) {
         ++stats.ready;
+        // (Before: a READY that closes the round is answered by the close.)
+        const bool closed_with_it =
+            phase_ == Phase::kRunning && member.in_round && d.round == round_;
+        const bool held = ReadyJoinLocked(member, d.round, &actions);
+        if (held && member.released && closed_with_it) {
+          // The round closed with it and the datagram with its assignment
+          // was lost: again (unacked if it does not fit: a Join call then).
+          std::optional<OutgoingDatagram> again = DirectiveDatagramLocked(
+              member, AssignmentDirective(options_.incarnation, member.assignment));
+          if (!again.has_value()) continue;
+          replies.push_back(*std::move(again));
+          ++stats.directives;
+        }
         // Acked when held (each one: they come every interval at most), so
         // that an agent whose READYs do not get here falls back to a Join.
-        if (ReadyJoinLocked(*slot.member, d.round, &actions) && acks != nullptr) ack();
+        if (held && acks != nullptr) ack();
+        continue;
+      }
+      if (d.kind == LivenessKind::kTaken) {
+        // A released member has the verdict: nothing more to send it.
+        ++stats.taken;
+        SetVerdictPendingLocked(member, false);
+        continue;
+      }
+      if (member.verdict_pending) {
+        // Still alive after the verdict, not TAKEN: the datagram was lost.
+        if (std::optional<OutgoingDatagram> v = VerdictDatagramLocked(member); v.has_value()) {
+          replies.push_back(*std::move(v));
+          ++stats.directives;
+        }
         continue;
       }
       if (slot.rejoin_round != 0 && d.round >= slot.rejoin_round) {
@@ -1465,15 +1647,24 @@ LivenessBatchStats Coordinator::NoteLivenessBatch(absl::Span<const LivenessDatag
         // Told to re-join by datagram, and still in the old round: the
         // REJOIN was lost (again), or UDP from here does not reach it.
         if (RepeatRejoinLocked(slot)) {
-          acks->push_back({i, RejoinDatagramLocked(slot).bytes});
+          acks->push_back({i, RejoinBytesLocked(slot)});
           ++stats.rejoins;
         }
         continue;
       }
-      if (may_ack && slot.member->in_round && now - slot.last_ack >= ack_every) {
+      if (may_ack && member.in_round && now - slot.last_ack >= ack_every) {
+        // Acked before, so the agent has seen an ack: it may go without its
+        // stream now (it refuses the release if its acks do not arrive).
+        const bool acked_before = slot.last_ack != absl::InfinitePast();
         slot.last_ack = now;
         ack();
+        if (acked_before && MayReleaseLocked(member)) ReleaseLocked(member, &actions);
       }
+    }
+    if (!replies.empty() && datagram_sender_ != nullptr) {
+      actions.push_back([sender = datagram_sender_, r = std::move(replies)]() mutable {
+        sender->Send(std::move(r));
+      });
     }
   }
   // (A READY that completed the round: its answers, unlocked.)
@@ -1520,6 +1711,7 @@ Coordinator::Snapshot Coordinator::GetSnapshot() const {
   s.gathering = gathering_;
   s.members = in_round_;
   s.watching = watching_;
+  s.released = released_;
   s.restart_count = restart_count_;
   s.verdict = verdict_;
   s.restarts_exhausted = verdict_exhausted_;
@@ -1532,7 +1724,7 @@ Coordinator::Snapshot Coordinator::GetSnapshot() const {
 
 bool Coordinator::DrainedLocked() const {
   if (phase_ != Phase::kSucceeded && phase_ != Phase::kFailed) return false;
-  return watching_ == 0 && gathering_ == 0;
+  return watching_ == 0 && gathering_ == 0 && verdict_pending_ == 0;
 }
 
 void Coordinator::UnplacedWorkersLocked(v1::ReportResponse* response) const {

@@ -51,6 +51,25 @@
 //         Rejoin down the stream                              v
 //                                              assignment down the stream
 //
+// Released streams (docs/protocol.md): in a round of release_streams_from
+// members or more, a member whose Watch accepts_release and whose datagrams
+// the coordinator has acked at least twice gets a Release as its stream's
+// last directive; its stream then ends, its connection goes idle (and gRPC
+// closes it after kMaxConnectionIdle), and what the stream would have
+// carried goes as signed datagrams to where its datagrams come from: the
+// Rejoin as a REJOIN (repeated, without the stream to fall back on, for
+// every alive datagram of the old round), the assignment of a re-join by
+// READY as a DIRECTIVE datagram (again for every READY after the close), the
+// job's verdict as a DIRECTIVE datagram (again for every alive datagram,
+// until a TAKEN datagram says the agent has it). A released member is found
+// lost by its silence alone (heartbeat timeout), not by a stream closing;
+// one that opens a Watch again (its acks stopped) is served on it as
+// before. An assignment that does not fit a datagram keeps the stream.
+//
+//   RUNNING, acked twice, Watch accepts_release, round >= release_streams_from
+//      --Release, stream ends--> released --REJOIN / DIRECTIVE datagrams-->
+//      Watch again (acks stopped) --> served on the stream
+//
 // When a round closes (GATHERING -> RUNNING): at MAX joiners; or, after a
 // restart, as soon as every survivor told to re-join is back (and at least
 // MIN joined), since nobody else is known to be coming; otherwise once MIN
@@ -91,6 +110,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <queue>
 #include <set>
 #include <string>
@@ -217,6 +237,11 @@ struct CoordinatorOptions {
   absl::Duration min_nodes_timeout = absl::Minutes(5);
   // Random and non-zero; drawn by Create-ers (see NewIncarnation()).
   uint64_t incarnation = 0;
+  // Release the streams of a round's members once it has this many (0:
+  // never): see "Released streams" above. kReleaseStreamsFrom by default
+  // in `trainlet run` and `trainlet coordinator` (--release-streams-from),
+  // off with TLS (a DIRECTIVE datagram is signed, not encrypted).
+  int release_streams_from = 0;
   Clock* clock = nullptr;  // Clock::Real() when null.
 };
 
@@ -250,13 +275,22 @@ struct LivenessOrigin {
   absl::Span<const sockaddr_storage> from;
 };
 
-// A datagram the coordinator sends unasked (a REJOIN): on the receiver's
-// socket `socket`, to `to`.
+// A datagram the coordinator sends unasked (a REJOIN, a DIRECTIVE): on the
+// receiver's socket `socket`, to `to`.
 struct OutgoingDatagram {
   int socket = 0;
   sockaddr_storage to{};
-  LivenessBytes bytes{};
+  std::string bytes;
 };
+
+// The default of CoordinatorOptions::release_streams_from for the product
+// (a round this large holds about 400 MB of gRPC connection state on node 0
+// with its streams open; below it a killed agent is still found by its
+// stream closing, within kStreamLossGrace).
+inline constexpr int kReleaseStreamsFrom = 2000;
+// An assignment is sent by datagram only when its Directive is at most this
+// large: the next round's may be a little larger (a longer master address).
+inline constexpr size_t kMaxReleasedAssignmentBytes = kMaxDirectivePayloadBytes - 128;
 
 // Sends the coordinator's own datagrams from the liveness sockets (the
 // LivenessReceiver; a recording fake in tests). Called without the
@@ -291,6 +325,8 @@ struct LivenessBatchStats {
   int bad_mac = 0;            // not signed with the slot's key (forged, or an old key).
   int wrong_incarnation = 0;  // a MAC-valid datagram of another incarnation.
   int stale_seq = 0;          // seq not above the last accepted one (replayed, reordered).
+  int taken = 0;              // TAKEN datagrams among the accepted.
+  int directives = 0;         // DIRECTIVE datagrams sent again in answer (released members).
   int rejected() const { return unknown_slot + bad_mac + wrong_incarnation + stale_seq; }
 };
 
@@ -373,12 +409,19 @@ class Coordinator {
   // Fails pending joins and ends every stream with UNAVAILABLE.
   void Shutdown(absl::string_view reason);
 
+  // Called (from whichever thread sent it, without the lock) for each
+  // assignment sent by datagram to a released member, with its round and
+  // size: the service counts it as it counts a Join's answer. Set before
+  // the first round closes.
+  void SetAnswerObserver(std::function<void(uint64_t round, int nnodes)> observer);
+
   struct Snapshot {
     Phase phase = Phase::kGathering;
     uint64_t round = 0;  // last closed round (0 before the first).
     int gathering = 0;   // joiners waiting for the next round.
     int members = 0;     // members of the current round.
     int watching = 0;    // members with an open directive stream.
+    int released = 0;    // members whose stream was released (told by datagram).
     int restart_count = 0;
     std::string verdict;              // why the job failed, when it did.
     bool restarts_exhausted = false;  // it failed for lack of restarts or nodes.
@@ -428,8 +471,16 @@ class Coordinator {
     // (WatchRequest.accepts_rejoin_datagram).
     bool accepts_rejoin_datagram = false;
     // The parked join (ticket) came from a READY datagram; `done` pushes the
-    // assignment down `sink`. Reset whenever the ticket is.
+    // assignment down `sink`, or for a released member sends it by datagram.
+    // Reset whenever the ticket is.
     bool ready_join = false;
+    // Its Watch said accepts_release (kept while it has none).
+    bool accepts_release = false;
+    // Its stream was released: no sink, directives by datagram (SetReleasedLocked).
+    bool released = false;
+    // Released, the job has its verdict, and the member has not said TAKEN
+    // yet (SetVerdictPendingLocked): Drained waits for it.
+    bool verdict_pending = false;
   };
   using Actions = std::vector<std::function<void()>>;
 
@@ -454,6 +505,13 @@ class Coordinator {
   void FailJobLocked(const std::string& reason, const std::string& node_id, int exit_code,
                      bool restarts_exhausted, Actions* actions) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void FinishJobLocked(Actions* actions) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // At the verdict: a released member is told by datagram (appended to
+  // `out`), and Drained waits for its TAKEN.
+  void TellReleasedVerdictLocked(Member& m, std::vector<OutgoingDatagram>* out)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Sends `datagrams` (an action: after the lock).
+  void SendLocked(std::vector<OutgoingDatagram> datagrams, Actions* actions)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The round number the gathering round will get when it closes.
   uint64_t NextRoundLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // "2/3 joined; waiting for rank 2" (what the gathering round lacks).
@@ -482,6 +540,19 @@ class Coordinator {
   // At a restart: whether to tell the member it may re-join by datagram
   // (its stream accepts an assignment and its datagrams were heard lately).
   bool MayRejoinByDatagramLocked(const Member& m) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Whether to release the member's stream now (see "Released streams").
+  bool MayReleaseLocked(const Member& m) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Ends its stream with a Release (the write an action, after the lock).
+  void ReleaseLocked(Member& m, Actions* actions) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // `d` as a DIRECTIVE datagram to where the member's datagrams come from;
+  // nullopt when it does not fit or no address is known.
+  std::optional<OutgoingDatagram> DirectiveDatagramLocked(const Member& m,
+                                                          const v1::Directive& d) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The verdict as a DIRECTIVE datagram to a released member that has not
+  // said TAKEN yet; nullopt otherwise.
+  std::optional<OutgoingDatagram> VerdictDatagramLocked(const Member& m) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The only places that change Member::ticket, in_round, sink and state of
   // a round member, or remove a member: they keep the counters and indexes
   // below in step.
@@ -489,6 +560,8 @@ class Coordinator {
   void SetInRoundLocked(Member& m, bool in_round) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void SetSinkLocked(Member& m, std::shared_ptr<DirectiveSink> sink, uint64_t watch_id)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void SetReleasedLocked(Member& m, bool released) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void SetVerdictPendingLocked(Member& m, bool pending) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void SetSucceededLocked(Member& m) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void EraseMemberLocked(std::map<std::string, Member>::iterator it)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -544,6 +617,7 @@ class Coordinator {
   void ExpectRejoinConfirmedLocked(Slot& slot) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The REJOIN datagram for `slot`'s member, to where its datagrams come from.
   OutgoingDatagram RejoinDatagramLocked(const Slot& slot) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  LivenessBytes RejoinBytesLocked(const Slot& slot) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const CoordinatorOptions options_;
   Clock* const clock_;
@@ -584,8 +658,11 @@ class Coordinator {
   int expected_back_ ABSL_GUARDED_BY(mu_) = 0;        // ... that are in expected_.
   // When the latest member of expected_ parked its Join (re-arms the last call).
   absl::Time expected_joined_at_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
-  int in_round_ ABSL_GUARDED_BY(mu_) = 0;    // members of the current round.
-  int watching_ ABSL_GUARDED_BY(mu_) = 0;    // members with a Watch open.
+  int in_round_ ABSL_GUARDED_BY(mu_) = 0;  // members of the current round.
+  int watching_ ABSL_GUARDED_BY(mu_) = 0;  // members with a Watch open.
+  int released_ ABSL_GUARDED_BY(mu_) = 0;  // members whose stream was released.
+  // Released members that have not said TAKEN for the verdict (after it).
+  int verdict_pending_ ABSL_GUARDED_BY(mu_) = 0;
   int unfinished_ ABSL_GUARDED_BY(mu_) = 0;  // MustSucceedLocked and not SUCCEEDED yet.
   std::map<uint64_t, std::string> by_ticket_ ABSL_GUARDED_BY(mu_);  // parked Join -> node.
   std::map<uint64_t, std::string> by_watch_ ABSL_GUARDED_BY(mu_);   // open Watch -> node.
@@ -598,6 +675,7 @@ class Coordinator {
   std::vector<uint32_t> free_slots_ ABSL_GUARDED_BY(mu_);
   int udp_port_ ABSL_GUARDED_BY(mu_) = 0;  // 0: UDP liveness off.
   DatagramSender* datagram_sender_ ABSL_GUARDED_BY(mu_) = nullptr;
+  std::function<void(uint64_t, int)> answer_observer_ ABSL_GUARDED_BY(mu_);
   // The latest restart's Rejoin for members that may re-join by datagram
   // (what a REJOIN datagram stands for, and what goes down the stream when
   // it does not get through).

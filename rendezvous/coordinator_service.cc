@@ -325,7 +325,15 @@ CoordinatorService::CoordinatorService(Coordinator* core, std::string token, Pee
       token_(std::move(token)),
       peers_(peers),
       reject_log_(5, absl::Seconds(10)),
-      answers_(Clock::Monotonic(), trimmer) {}
+      answers_(Clock::Monotonic(), trimmer) {
+  // A released member's assignment goes by datagram: counted as a Join's.
+  core_->SetAnswerObserver([this](uint64_t round, int nnodes) {
+    answers_.Answered(round, nnodes);
+    answers_.Sent(round);
+  });
+}
+
+CoordinatorService::~CoordinatorService() { core_->SetAnswerObserver(nullptr); }
 
 absl::Status CoordinatorService::CheckCaller(grpc::CallbackServerContext* ctx,
                                              absl::string_view rpc) {

@@ -62,6 +62,7 @@ class CoordinatorService final : public v1::Rendezvous::CallbackService {
   // outlive the service) is told when a round's answers are all sent.
   CoordinatorService(Coordinator* core, std::string token, PeerVerifier* peers = nullptr,
                      MemoryTrimmer* trimmer = nullptr);
+  ~CoordinatorService() override;
 
   grpc::ServerUnaryReactor* Join(grpc::CallbackServerContext* ctx, const v1::JoinRequest* request,
                                  v1::JoinResponse* response) override;

@@ -55,6 +55,7 @@ struct JoinResult {
 
 class CoordinatorTest : public ::testing::Test {
  protected:
+  int release_streams_from_ = 0;  // CoordinatorOptions::release_streams_from for Make
   void Make(int min_nodes, int max_nodes, int max_restarts = 0) {
     CoordinatorOptions o;
     o.job_id = "job";
@@ -66,6 +67,7 @@ class CoordinatorTest : public ::testing::Test {
     o.min_nodes_timeout = absl::Seconds(60);
     o.incarnation = 0xC0;
     o.clock = &clock_;
+    o.release_streams_from = release_streams_from_;
     core_ = std::make_unique<Coordinator>(o);
   }
 
@@ -722,6 +724,12 @@ class ReadyRejoinTest : public UdpLivenessTest {
                                  round - 1, *LivenessKeyFromBytes(as_[i].liveness_key())));
     EXPECT_EQ(d->round, round);
   }
+  void ExpectRejoinOf(size_t i, const std::string& bytes, uint64_t round) {
+    ASSERT_EQ(bytes.size(), kLivenessDatagramBytes);
+    LivenessBytes b;
+    std::memcpy(b.data(), bytes.data(), b.size());
+    ExpectRejoinOf(i, b, round);
+  }
   // b's worker failed: the round re-opens as round 2 for all three.
   void FailB() {
     ASSERT_TRUE(Report(reqs_[1], 1, v1::ReportRequest::FAILED, 3).ok());
@@ -1155,6 +1163,251 @@ TEST_F(ReadyRejoinTest, TheJobFailsWhileGathering_TheVerdictGoesDownTheKeptStrea
     EXPECT_TRUE(sinks_[i]->closed) << i;
     EXPECT_TRUE(Pushed(i).empty());
   }
+}
+
+// Released streams (docs/protocol.md): in a round of release_streams_from
+// members or more, a member acked twice gets a Release as its stream's last
+// directive; then it is told by datagram.
+class ReleasedStreamTest : public ReadyRejoinTest {
+ protected:
+  // a, b, c running round 1 as in StartTrio, every Watch accepting a REJOIN
+  // datagram and a release (`release`), streams released from `from`
+  // members on; then two acks for each (T/4 apart).
+  void StartReleased(int from = 3, std::vector<bool> release = {true, true, true}) {
+    release_streams_from_ = from;
+    Make(2, 3, /*max_restarts=*/2);
+    core_->EnableUdpLiveness(29400, &sender_);
+    reqs_ = {UdpReq("a", 1, -1), UdpReq("b", 2, -1), UdpReq("c", 3, -1)};
+    std::vector<std::shared_ptr<JoinResult>> joins;
+    for (const v1::JoinRequest& r : reqs_) joins.push_back(Join(r));
+    for (size_t i = 0; i < 3; ++i) {
+      ASSERT_TRUE(joins[i]->done());
+      as_.push_back(joins[i]->assignment());
+      auto sink = std::make_shared<RecordingSink>();
+      v1::WatchRequest w;
+      *w.mutable_member() = reqs_[i].member();
+      w.set_job_id("job");
+      w.set_round(1);
+      w.set_accepts_assignment(true);
+      w.set_accepts_rejoin_datagram(true);
+      w.set_accepts_release(release[i]);
+      absl::StatusOr<uint64_t> id = core_->Watch(w, sink);
+      ASSERT_TRUE(id.ok()) << id.status();
+      sinks_.push_back(sink);
+      watch_ids_.push_back(*id);
+    }
+    core_->Tick();
+    for (int round = 0; round < 2; ++round) {
+      for (size_t i = 0; i < 3; ++i) Alive(i);
+      clock_.Advance(AckInterval(absl::Seconds(5)));
+      core_->Tick();
+    }
+  }
+  static bool Released(const RecordingSink& s) {
+    return s.closed && !s.directives.empty() && s.directives.back().has_release();
+  }
+  // The DIRECTIVE datagrams sent to member i so far, parsed and checked
+  // (its slot, incarnation, key), in order.
+  std::vector<v1::Directive> DirectivesTo(size_t i) {
+    std::vector<v1::Directive> out;
+    for (const OutgoingDatagram& d : sender_.sent()) {
+      std::optional<DirectiveDatagram> dd =
+          ParseDirectiveDatagram(reinterpret_cast<const uint8_t*>(d.bytes.data()), d.bytes.size());
+      if (!dd.has_value()) continue;
+      if (!IsOwnDirective(*dd, as_[i].liveness_slot(), reqs_[i].member().incarnation(),
+                          *LivenessKeyFromBytes(as_[i].liveness_key()))) {
+        continue;
+      }
+      v1::Directive directive;
+      EXPECT_TRUE(directive.ParseFromString(dd->payload));
+      EXPECT_EQ(dd->header.round, directive.round());
+      out.push_back(directive);
+    }
+    return out;
+  }
+  // A TAKEN datagram of member i (the verdict of `round`).
+  LivenessBatchStats Taken(size_t i, uint64_t round) {
+    const LivenessBytes b = EncodeLivenessDatagram(
+        as_[i].liveness_slot(), reqs_[i].member().incarnation(), round, ++seq_[i],
+        *LivenessKeyFromBytes(as_[i].liveness_key()), LivenessKind::kTaken);
+    std::vector<LivenessAck> acks;
+    return core_->NoteLivenessBatch({*ParseAgentDatagram(b.data(), b.size())}, &acks);
+  }
+};
+
+TEST_F(ReleasedStreamTest, ARoundThisLarge_ReleasesEveryStreamAfterTheSecondAck) {
+  StartReleased();
+  for (size_t i = 0; i < 3; ++i) {
+    EXPECT_TRUE(Released(*sinks_[i])) << i;
+    EXPECT_EQ(sinks_[i]->directives.size(), 1u) << "the Release is the stream's only directive";
+  }
+  const Coordinator::Snapshot s = core_->GetSnapshot();
+  EXPECT_EQ(s.released, 3);
+  EXPECT_EQ(s.watching, 0);
+  EXPECT_EQ(s.phase, Phase::kRunning);
+}
+
+TEST_F(ReleasedStreamTest, NotBelowTheSize_NorWithoutAcceptsRelease_NorBeforeASecondAck) {
+  StartReleased(/*from=*/4);
+  for (size_t i = 0; i < 3; ++i) EXPECT_FALSE(sinks_[i]->closed) << "a round of 3 < 4: " << i;
+  EXPECT_EQ(core_->GetSnapshot().released, 0);
+
+  sinks_.clear();
+  as_.clear();
+  watch_ids_.clear();
+  for (uint64_t& s : seq_) s = 0;
+  StartReleased(/*from=*/3, {true, false, true});
+  EXPECT_TRUE(Released(*sinks_[0]));
+  EXPECT_FALSE(sinks_[1]->closed) << "its Watch did not accept a release";
+  EXPECT_TRUE(Released(*sinks_[2]));
+}
+
+TEST_F(ReleasedStreamTest, FirstAckAlone_NoRelease_TheAgentMayNotHaveSeenAnAckYet) {
+  release_streams_from_ = 3;
+  StartTrio({true, true, true}, {true, true, true});  // one ack each (StartTrio's Alive)
+  EXPECT_EQ(core_->GetSnapshot().released, 0);
+}
+
+TEST_F(ReleasedStreamTest, AReleasedMembersStreamClosing_IsNoLoss_ItsSilenceIs) {
+  StartReleased();
+  // The stream ends (the Release was its last write): the reactor says so.
+  for (size_t i = 0; i < 3; ++i) core_->WatchClosed(watch_ids_[i]);
+  const absl::Duration interval = HeartbeatInterval(absl::Seconds(5));
+  for (int k = 0; k < 20; ++k) {  // 2 s of datagrams: no stream, no loss
+    clock_.Advance(interval);
+    for (size_t i = 0; i < 3; ++i) Alive(i);
+    core_->Tick();
+  }
+  EXPECT_EQ(core_->GetSnapshot().phase, Phase::kRunning);
+  EXPECT_EQ(core_->GetSnapshot().restart_count, 0);
+  // c falls silent: lost at the heartbeat timeout, as any member.
+  for (int k = 0; k < 9; ++k) {
+    clock_.Advance(interval);
+    Alive(0);
+    Alive(1);
+    core_->Tick();
+  }
+  EXPECT_EQ(core_->GetSnapshot().restart_count, 0) << "0.9 T: not yet";
+  for (int k = 0; k < 3; ++k) {
+    clock_.Advance(interval);
+    Alive(0);
+    Alive(1);
+    core_->Tick();
+  }
+  EXPECT_EQ(core_->GetSnapshot().restart_count, 1) << "lost at about T";
+}
+
+TEST_F(ReleasedStreamTest, Restart_RejoinByDatagram_AssignmentByDatagram_AgainForALateReady) {
+  StartReleased();
+  for (size_t i = 0; i < 3; ++i) Alive(i);  // heard lately: each may re-join by datagram
+  const size_t before = sender_.sent().size();
+  FailB();
+  // Each released member is told by a REJOIN datagram.
+  std::vector<OutgoingDatagram> sent = sender_.sent();
+  ASSERT_EQ(sent.size(), before + 3);
+  for (size_t i = 0; i < 3; ++i) ExpectRejoinOf(i, sent[before + i].bytes, 2);
+  // With no stream to fall back on, the REJOIN goes again for every alive
+  // datagram of the old round, past kRejoinDatagramTries.
+  for (int k = 0; k < kRejoinDatagramTries + 2; ++k) {
+    std::vector<LivenessAck> acks;
+    EXPECT_EQ(AliveFrom(0, &acks).rejoins, 1) << k;
+    ASSERT_EQ(acks.size(), 1u);
+    ExpectRejoinOf(0, acks[0].bytes, 2);
+  }
+  // READYs: held (acked), no stream needed.
+  bool acked = false;
+  Ready(0, 2, &acked);
+  EXPECT_TRUE(acked);
+  Ready(1, 2, &acked);
+  EXPECT_TRUE(acked);
+  Ready(2, 2, &acked);
+  EXPECT_TRUE(acked);
+  ASSERT_EQ(core_->GetSnapshot().round, 2u);
+  ASSERT_EQ(core_->GetSnapshot().phase, Phase::kRunning);
+  // Each got its assignment of round 2 as a DIRECTIVE datagram, without the
+  // liveness key (a datagram is not encrypted), and nothing on a stream.
+  for (size_t i = 0; i < 3; ++i) {
+    std::vector<v1::Directive> d = DirectivesTo(i);
+    ASSERT_EQ(d.size(), 1u) << i << ": " << (d.empty() ? "" : d[0].DebugString())
+                            << (d.size() > 1 ? d[1].DebugString() : "");
+    ASSERT_TRUE(d[0].has_assignment()) << i;
+    EXPECT_EQ(d[0].round(), 2u);
+    EXPECT_EQ(d[0].coordinator_incarnation(), 0xC0u);
+    EXPECT_EQ(d[0].assignment().round(), 2u);
+    EXPECT_EQ(d[0].assignment().nnodes(), 3);
+    EXPECT_TRUE(d[0].assignment().liveness_key().empty());
+    EXPECT_EQ(d[0].assignment().liveness_slot(), as_[i].liveness_slot());
+    EXPECT_TRUE(Pushed(i).empty());
+  }
+  EXPECT_EQ(core_->GetSnapshot().released, 3) << "still released in round 2";
+  // A READY of round 2 after the close: that datagram was lost; again.
+  const LivenessBatchStats st = Ready(1, 2, &acked);
+  EXPECT_TRUE(acked);
+  EXPECT_EQ(st.directives, 1);
+  EXPECT_EQ(DirectivesTo(1).size(), 2u);
+}
+
+TEST_F(ReleasedStreamTest, TheVerdict_ByDatagram_AgainUntilTaken_DrainedThen) {
+  StartReleased();
+  for (size_t i = 0; i < 3; ++i) {
+    ASSERT_TRUE(Report(reqs_[i], 1, v1::ReportRequest::SUCCEEDED).ok());
+  }
+  ASSERT_EQ(core_->GetSnapshot().phase, Phase::kSucceeded);
+  for (size_t i = 0; i < 3; ++i) {
+    std::vector<v1::Directive> d = DirectivesTo(i);
+    ASSERT_EQ(d.size(), 1u) << i;
+    EXPECT_TRUE(d[0].has_job_finished()) << i;
+  }
+  EXPECT_FALSE(core_->Drained()) << "until each says TAKEN";
+  // a says TAKEN; b is alive without it (lost datagram): told again.
+  EXPECT_EQ(Taken(0, 1).taken, 1);
+  std::vector<LivenessAck> acks;
+  EXPECT_EQ(AliveFrom(1, &acks).directives, 1);
+  EXPECT_EQ(DirectivesTo(1).size(), 2u);
+  EXPECT_TRUE(DirectivesTo(1).back().has_job_finished());
+  EXPECT_EQ(AliveFrom(0, &acks).directives, 0) << "a took it";
+  EXPECT_EQ(Taken(1, 1).taken, 1);
+  EXPECT_FALSE(core_->Drained()) << "c has not said it";
+  // c went silent: gone; nothing more to wait for.
+  clock_.Advance(SilenceLimit(absl::Seconds(5)));
+  core_->Tick();
+  EXPECT_TRUE(core_->Drained());
+}
+
+TEST_F(ReleasedStreamTest, WatchAgain_ServedOnTheStream_TheVerdictGoesDownIt) {
+  StartReleased();
+  // b's acks stopped: it opens its Watch again, refusing a release.
+  auto sink = std::make_shared<RecordingSink>();
+  v1::WatchRequest w;
+  *w.mutable_member() = reqs_[1].member();
+  w.set_job_id("job");
+  w.set_round(1);
+  w.set_accepts_assignment(true);
+  w.set_accepts_rejoin_datagram(true);
+  w.set_accepts_release(false);
+  absl::StatusOr<uint64_t> id = core_->Watch(w, sink);
+  ASSERT_TRUE(id.ok()) << id.status();
+  EXPECT_EQ(core_->GetSnapshot().released, 2);
+  EXPECT_EQ(core_->GetSnapshot().watching, 1);
+  clock_.Advance(AckInterval(absl::Seconds(5)));
+  core_->Tick();
+  Alive(1);
+  EXPECT_FALSE(sink->closed) << "not released again";
+  // The verdict: down b's stream, by datagram to a and c; Drained once a and
+  // c say TAKEN and b's stream ends.
+  for (size_t i = 0; i < 3; ++i) {
+    ASSERT_TRUE(Report(reqs_[i], 1, v1::ReportRequest::SUCCEEDED).ok());
+  }
+  ASSERT_FALSE(sink->directives.empty());
+  EXPECT_TRUE(sink->directives.back().has_job_finished());
+  EXPECT_TRUE(sink->closed);
+  EXPECT_TRUE(DirectivesTo(1).empty()) << "b is told on its stream only";
+  EXPECT_EQ(DirectivesTo(0).size(), 1u);
+  Taken(0, 1);
+  Taken(2, 1);
+  EXPECT_FALSE(core_->Drained()) << "b's stream has not ended yet";
+  core_->WatchClosed(*id);
+  EXPECT_TRUE(core_->Drained());
 }
 
 TEST_F(UdpLivenessTest, Assignment_CarriesTheReportIntervalAndFirstReportDelay) {
