@@ -259,8 +259,10 @@ int Agent::Run() {
     // The coordinator's acks of this node's liveness datagrams: a turn
     // comes at least every datagram interval, so none waits long.
     acks_.clear();
-    seams_.client->TakeLivenessDatagrams(&acks_);
+    directive_datagrams_.clear();
+    seams_.client->TakeLivenessDatagrams(&acks_, &directive_datagrams_);
     for (const rendezvous::LivenessBytes& ack : acks_) Feed(DatagramReceived{ack});
+    for (std::string& d : directive_datagrams_) Feed(DirectiveDatagramReceived{std::move(d)});
     DrainInbox();
     Feed(Tick{});
     if (!machine_.done()) {

@@ -155,7 +155,8 @@ class Agent {
   // kLivenessFdSlot), so that a REJOIN datagram wakes the loop at once.
   int liveness_fd_watched_ = -1;
 
-  std::vector<rendezvous::LivenessBytes> acks_;  // the main thread's, reused each turn.
+  std::vector<rendezvous::LivenessBytes> acks_;   // the main thread's, reused each turn.
+  std::vector<std::string> directive_datagrams_;  // likewise.
   absl::Mutex inbox_mu_;
   std::deque<RoundEvent> inbox_ ABSL_GUARDED_BY(inbox_mu_);
   struct Prepared {

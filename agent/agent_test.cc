@@ -1091,6 +1091,195 @@ void AckLikeTheCoordinator(FakeRendezvousClient* client, SimulatedClock* clock,
   };
 }
 
+// Released streams (docs/protocol.md): the coordinator of a large round
+// ends the stream with a Release once it acks the node's datagrams.
+class ReleasedStreamTest : public RejoinDatagramTest {
+ protected:
+  static v1::Directive Release(uint64_t round) {
+    v1::Directive d = MakeDirective(round);
+    d.mutable_release();
+    return d;
+  }
+  static std::string DirectiveDatagram(const v1::Directive& d, const char* key = kUdpKey) {
+    return *rendezvous::EncodeDirectiveDatagram(3, 0x1234, d.round(), d.SerializeAsString(),
+                                                *rendezvous::LivenessKeyFromBytes(key));
+  }
+  // Acks every alive and READY datagram (not at most one per T/4: enough
+  // for these tests) while `acking(time since start)`.
+  void AckAll(std::function<bool(absl::Duration)> acking) {
+    const absl::Time start = clock_.Now();
+    client_.on_datagram =
+        [this, start,
+         acking](const rendezvous::LivenessBytes& b) -> std::optional<rendezvous::LivenessBytes> {
+      std::optional<rendezvous::LivenessDatagram> d =
+          rendezvous::ParseAgentDatagram(b.data(), b.size());
+      if (!d.has_value() || d->kind == rendezvous::LivenessKind::kTaken ||
+          !acking(clock_.Now() - start)) {
+        return std::nullopt;
+      }
+      return AckOf(*d);
+    };
+  }
+  // The TAKEN datagrams the agent sent: their rounds.
+  std::vector<uint64_t> Taken() const {
+    std::vector<uint64_t> out;
+    for (const rendezvous::LivenessBytes& b : client_.datagrams()) {
+      std::optional<rendezvous::LivenessDatagram> d =
+          rendezvous::ParseAgentDatagram(b.data(), b.size());
+      if (d.has_value() && d->kind == rendezvous::LivenessKind::kTaken) out.push_back(d->round);
+    }
+    return out;
+  }
+  // Calls `fn(time since start)` at every idle wait of the agent.
+  void EveryIdle(std::function<void(absl::Duration)> fn) {
+    const absl::Time start = clock_.Now();
+    workers_.on_idle = [this, start, fn] { fn(clock_.Now() - start); };
+  }
+};
+
+TEST_F(ReleasedStreamTest, TakenWhileAcked_NoReopenNoReports_TheVerdictByDatagram_ConfirmedTaken) {
+  AckAll([](absl::Duration) { return true; });
+  JoinAnswers({UdpAssignment(absl::Milliseconds(470))});
+  int stage = 0;
+  EveryIdle([&](absl::Duration t) {
+    if (stage == 0 && t >= absl::Seconds(3)) {
+      stage = 1;
+      client_.SendDirective(Release(1));
+      client_.EndStream(absl::OkStatus());
+    } else if (stage == 1 && t >= absl::Seconds(20)) {
+      stage = 2;
+      client_.DeliverDirectiveDatagram(DirectiveDatagram(JobFinished(1)));
+    }
+  });
+  EXPECT_EQ(Run(), 0);
+  ASSERT_EQ(client_.watches().size(), 1u) << "no stream opened again";
+  EXPECT_TRUE(client_.watches()[0].accepts_release());
+  EXPECT_EQ(client_.CountReports(v1::ReportRequest::RUNNING), 0)
+      << "released and acked: not even the 5-minute Report";
+  EXPECT_THAT(Taken(), ::testing::ElementsAre(1u)) << "the verdict confirmed";
+  EXPECT_FALSE(workers_.signals_sent.empty()) << "the verdict stopped the workers";
+}
+
+TEST_F(ReleasedStreamTest, WithoutAcks_TheReleaseIsRefused_TheStreamOpensAgainWithoutIt) {
+  JoinAnswers({UdpAssignment(absl::Milliseconds(470))});
+  int stage = 0;
+  EveryIdle([&](absl::Duration t) {
+    if (stage == 0 && t >= absl::Seconds(2)) {
+      stage = 1;
+      client_.SendDirective(Release(1));
+      client_.EndStream(absl::OkStatus());
+    } else if (stage == 1 && client_.watches().size() == 2 && client_.stream_open()) {
+      stage = 2;
+      client_.SendDirective(JobFinished(1));
+    }
+  });
+  EXPECT_EQ(Run(), 0);
+  ASSERT_EQ(client_.watches().size(), 2u);
+  EXPECT_TRUE(client_.watches()[0].accepts_release());
+  EXPECT_FALSE(client_.watches()[1].accepts_release()) << "refused: never released again";
+}
+
+TEST_F(ReleasedStreamTest, AcksThatStop_BringTheStreamBack) {
+  AckAll([](absl::Duration since) { return since < absl::Seconds(8); });
+  JoinAnswers({UdpAssignment(absl::Milliseconds(470))});
+  int stage = 0;
+  absl::Duration reopened_at;
+  EveryIdle([&](absl::Duration t) {
+    if (stage == 0 && t >= absl::Seconds(3)) {
+      stage = 1;
+      client_.SendDirective(Release(1));
+      client_.EndStream(absl::OkStatus());
+    } else if (stage == 1 && client_.watches().size() == 2 && client_.stream_open()) {
+      stage = 2;
+      reopened_at = t;
+      client_.SendDirective(JobFinished(1));
+    }
+  });
+  EXPECT_EQ(Run(), 0);
+  ASSERT_EQ(client_.watches().size(), 2u);
+  EXPECT_FALSE(client_.watches()[1].accepts_release());
+  // The last ack came by 8 s; the stream again 0.6 T (3 s) after it.
+  EXPECT_GE(reopened_at, absl::Seconds(10));
+  EXPECT_LE(reopened_at, absl::Seconds(12));
+  EXPECT_GT(client_.CountReports(v1::ReportRequest::RUNNING), 0) << "and the Reports";
+}
+
+TEST_F(ReleasedStreamTest, Restart_RejoinDatagram_Ready_TheAssignmentByDatagram_NoJoinNoWatch) {
+  client_.liveness_fd_value = 77;
+  AckAll([](absl::Duration) { return true; });
+  JoinAnswers({UdpAssignment(absl::Milliseconds(470))});
+  int stage = 0;
+  EveryIdle([&](absl::Duration t) {
+    if (stage == 0 && t >= absl::Seconds(3)) {
+      stage = 1;
+      client_.SendDirective(Release(1));
+      client_.EndStream(absl::OkStatus());
+    } else if (stage == 1 && t >= absl::Seconds(5)) {
+      stage = 2;
+      client_.DeliverDatagram(RejoinDatagram(2));
+    } else if (stage == 2 && !Readies().empty()) {
+      stage = 3;
+      // The answer, without the key (the agent keeps its own); once lost,
+      // then again for the next READY.
+      v1::Assignment a = Round(2);
+      a.clear_liveness_key();
+      client_.DeliverDirectiveDatagram(DirectiveDatagram(Pushed(a)));
+    } else if (stage == 3 && workers_.starts.size() == 2) {
+      stage = 4;
+      workers_.ExitAll(0);
+    } else if (stage == 4 && t >= absl::Seconds(9)) {
+      stage = 5;
+      client_.DeliverDirectiveDatagram(DirectiveDatagram(JobFinished(2)));
+    }
+  });
+  EXPECT_EQ(Run(), 0);
+  ASSERT_EQ(workers_.starts.size(), 2u);
+  EXPECT_THAT(workers_.starts[1][0].env, ::testing::Contains("WORLD_SIZE=4"));
+  EXPECT_EQ(agent_->status().round, 2u);
+  EXPECT_EQ(client_.joins().size(), 1u) << "no Join call for round 2";
+  EXPECT_EQ(client_.watches().size(), 1u) << "no stream for round 2 either";
+  EXPECT_THAT(Taken(), ::testing::ElementsAre(2u));
+  // Round 2's datagrams are signed with the key of round 1 (the datagram
+  // brought none).
+  std::optional<rendezvous::LivenessDatagram> last;
+  for (const rendezvous::LivenessBytes& b : client_.datagrams()) {
+    std::optional<rendezvous::LivenessDatagram> d =
+        rendezvous::ParseLivenessDatagram(b.data(), b.size());
+    if (d.has_value()) last = d;
+  }
+  ASSERT_TRUE(last.has_value());
+  EXPECT_EQ(last->round, 2u);
+  EXPECT_TRUE(last->MacValid(*rendezvous::LivenessKeyFromBytes(kUdpKey)));
+}
+
+TEST_F(ReleasedStreamTest, ADirectiveDatagramNotItsOwn_IsIgnored) {
+  AckAll([](absl::Duration) { return true; });
+  JoinAnswers({UdpAssignment(absl::Milliseconds(470))});
+  int stage = 0;
+  EveryIdle([&](absl::Duration t) {
+    if (stage == 0 && t >= absl::Seconds(3)) {
+      stage = 1;
+      client_.SendDirective(Release(1));
+      client_.EndStream(absl::OkStatus());
+    } else if (stage == 1 && t >= absl::Seconds(4)) {
+      stage = 2;
+      client_.DeliverDirectiveDatagram(DirectiveDatagram(JobFinished(1), "fedcba9876543210"));
+      v1::Directive other = JobFinished(1);
+      other.set_coordinator_incarnation(other.coordinator_incarnation() + 1);
+      client_.DeliverDirectiveDatagram(DirectiveDatagram(other));
+      std::string cut = DirectiveDatagram(JobFinished(1));
+      cut.pop_back();
+      client_.DeliverDirectiveDatagram(cut);
+    } else if (stage == 2 && t >= absl::Seconds(8)) {
+      stage = 3;
+      EXPECT_TRUE(workers_.signals_sent.empty()) << "none of them stopped anything";
+      client_.DeliverDirectiveDatagram(DirectiveDatagram(JobFinished(1)));
+    }
+  });
+  EXPECT_EQ(Run(), 0);
+  EXPECT_THAT(Taken(), ::testing::ElementsAre(1u)) << "only the real one";
+}
+
 TEST_F(AgentTest, UdpLiveness_Acked_NoRunningReports_UntilTheAcksStop) {
   // Acks for the first 20 s: the Reports due (the first after one interval,
   // then every T - interval while heard) wait for kAckedReportInterval; once

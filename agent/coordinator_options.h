@@ -4,9 +4,13 @@
 #ifndef TRAINLET_AGENT_COORDINATOR_OPTIONS_H_
 #define TRAINLET_AGENT_COORDINATOR_OPTIONS_H_
 
+#include "agent/options.h"
 #include "rendezvous/coordinator.h"
 
 namespace trainlet::agent {
+
+static_assert(RoundPolicy{}.release_streams_from == rendezvous::kReleaseStreamsFrom,
+              "--release-streams-from's default is the coordinator's");
 
 template <typename Config>
 rendezvous::CoordinatorOptions CoordinatorOptionsFrom(const Config& config) {
@@ -18,6 +22,7 @@ rendezvous::CoordinatorOptions CoordinatorOptionsFrom(const Config& config) {
   o.last_call = config.policy.last_call;
   o.heartbeat_timeout = config.policy.heartbeat_timeout;
   o.min_nodes_timeout = config.policy.min_nodes_timeout;
+  o.release_streams_from = config.policy.release_streams_from;
   o.incarnation = rendezvous::NewIncarnation();
   return o;
 }

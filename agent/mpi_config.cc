@@ -36,7 +36,7 @@ bool HiddenFor(MpiRole role, const std::string& name) {
   if (role == MpiRole::kLauncher) return name == "node-rank";
   // A worker joins the launcher's coordinator, which owns the round policy.
   return name == "host-coordinator" || name == "nnodes" || name == "max-restarts" ||
-         name == "last-call" || name == "min-nodes-timeout";
+         name == "last-call" || name == "min-nodes-timeout" || name == "release-streams-from";
 }
 
 std::vector<OptionSpec> MpiTable(MpiRole role) {

@@ -163,6 +163,10 @@ struct RoundPolicy {
   absl::Duration last_call = absl::Milliseconds(500);   // --last-call
   absl::Duration heartbeat_timeout = absl::Seconds(5);  // --heartbeat-timeout
   absl::Duration min_nodes_timeout = absl::Minutes(5);  // --min-nodes-timeout
+  // --release-streams-from (rendezvous::CoordinatorOptions; 0: never); the
+  // default is rendezvous::kReleaseStreamsFrom (checked in
+  // coordinator_options.h).
+  int release_streams_from = 2000;
 };
 // Parses the RoundPolicyOptionSpecs() values from `parsed` (flag or env),
 // falling back to `discovered_max_restarts` (Kubernetes) and then the

@@ -172,6 +172,8 @@ std::vector<RoundAction> RoundMachine::Handle(const RoundEvent& event) {
           OnReportAnswered(e, &out);
         } else if constexpr (std::is_same_v<T, DatagramReceived>) {
           OnDatagram(e, &out);
+        } else if constexpr (std::is_same_v<T, DirectiveDatagramReceived>) {
+          OnDirectiveDatagram(e, &out);
         } else if constexpr (std::is_same_v<T, LocalFailure>) {
           OnLocalFailure(e, &out);
         } else if constexpr (std::is_same_v<T, ProgressReported>) {
@@ -206,6 +208,9 @@ absl::Time RoundMachine::NextDeadline() const {
           next = std::min(next, last_contact_ + SilenceLimit());
         }
         if (acks_flowing_) next = std::min(next, last_ack_ + AckSilence());
+        if (stream_released_ && !acks_flowing_) {
+          next = std::min(next, std::max(last_ack_, round_started_) + AckSilence());
+        }
       }
       if (state_ == RoundState::kStopping) {
         next = std::min(next, kill_at_);
@@ -283,6 +288,7 @@ void RoundMachine::FallBackToJoin(absl::string_view why, Actions* out) {
 }
 
 void RoundMachine::OnDirectiveWhileReady(const v1::Directive& d, Actions* out) {
+  if (d.has_release()) return;  // (not sent to a re-joining node)
   if (d.coordinator_incarnation() != assignment_.coordinator_incarnation()) {
     FallBackToJoin("a directive from another coordinator", out);
     return;
@@ -351,6 +357,10 @@ v1::WatchRequest RoundMachine::NewWatchRequest(uint64_t round) const {
   // told so on the stream or by a REJOIN datagram.
   w.set_accepts_assignment(options_.udp_liveness);
   w.set_accepts_rejoin_datagram(options_.udp_liveness);
+  // ... and run without the stream in a large round, where acks say all
+  // that its periodic Reports would (not the MPI launcher: its placement
+  // check rides on them).
+  w.set_accepts_release(options_.udp_liveness && options_.quiet_when_acked && !release_refused_);
   return w;
 }
 
@@ -484,9 +494,14 @@ void RoundMachine::OnJoinAnswered(const JoinAnswered& e, Actions* out, bool stre
   }
 
   // The stream first, so that no directive about this round is missed (a
-  // re-join by datagram kept it open: it serves this round now).
-  if (!stream_open) out->push_back(OpenWatch{NewWatchRequest(a.round()), ++watch_id_});
-  watch_open_ = true;
+  // re-join by datagram kept it open: it serves this round now; a released
+  // node has none, and its directives keep coming by datagram).
+  round_started_ = now;
+  if (!stream_open) {
+    out->push_back(OpenWatch{NewWatchRequest(a.round()), ++watch_id_});
+    stream_released_ = false;
+  }
+  watch_open_ = !stream_released_;
   reopen_at_ = absl::InfiniteFuture();
   reopen_backoff_ = options_.reopen_min_backoff;
   SetState(RoundState::kRunning);
@@ -869,6 +884,20 @@ void RoundMachine::ApplyDirective(const v1::Directive& d, Actions* out) {
     return;
   }
   NoteContact();
+  if (d.has_release()) {
+    if (acks_flowing_ && !release_refused_ && udp_port_ != 0) {
+      stream_released_ = true;
+      TLOG(kInfo) << "the coordinator released this node's directive stream: it tells this node "
+                     "by datagram from now on (a large round)";
+    } else {
+      // Its acks do not get here: the stream must stay. It ends now; the
+      // re-opened one refuses releases.
+      release_refused_ = true;
+      TLOG(kInfo) << "refusing the coordinator's release of the directive stream: no liveness "
+                     "acks arrive";
+    }
+    return;
+  }
   if (outcome_ == Outcome::kRejoin && rejoin_by_datagram_ &&
       (d.has_job_failed() || d.has_job_finished())) {
     // Stopping for a re-join by datagram on the kept stream, and the job
@@ -964,6 +993,7 @@ bool RoundMachine::HandleFinalError(const absl::Status& status, Actions* out) {
 void RoundMachine::OnStreamEnded(const StreamEnded& e, Actions* out) {
   if (e.watch_id != watch_id_) return;  // an older stream, replaced or closed by us.
   watch_open_ = false;
+  if (stream_released_ && e.status.ok()) return;  // the release's end: nothing to re-open
   if (state_ == RoundState::kJoining && ready_join_) {
     FallBackToJoin(absl::StrCat("the stream ended (", Quoted(e.status.message()), ")"), out);
     return;
@@ -1097,6 +1127,53 @@ void RoundMachine::OnRejoinDatagram(const rendezvous::LivenessDatagram& rejoin, 
   }
 }
 
+void RoundMachine::Unrelease(absl::string_view why) {
+  TLOG(kInfo) << why << "; opening the directive stream again";
+  stream_released_ = false;
+  release_refused_ = true;
+  reopen_at_ = clock_->Now();
+  reopen_backoff_ = options_.reopen_min_backoff;
+}
+
+void RoundMachine::OnDirectiveDatagram(const DirectiveDatagramReceived& e, Actions* out) {
+  if (udp_port_ == 0) return;
+  std::optional<rendezvous::DirectiveDatagram> dd = rendezvous::ParseDirectiveDatagram(
+      reinterpret_cast<const uint8_t*>(e.bytes.data()), e.bytes.size());
+  v1::Directive d;
+  if (!dd.has_value() ||
+      !rendezvous::IsOwnDirective(*dd, liveness_slot_, options_.me.incarnation(), liveness_key_) ||
+      !d.ParseFromString(dd->payload) || d.round() != dd->header.round ||
+      d.coordinator_incarnation() != assignment_.coordinator_incarnation()) {
+    if (ignored_acks_++ == 0)
+      TLOG(kDebug) << "ignoring a DIRECTIVE datagram that is not this node's";
+    return;
+  }
+  const bool ready = state_ == RoundState::kJoining && ready_join_;
+  if (d.has_assignment()) {
+    // The answer to this node's READY re-join (again for a later READY).
+    if (!ready) return;
+    // It comes without the key (a datagram is not encrypted): the one this
+    // node holds goes on.
+    d.mutable_assignment()->set_liveness_key(
+        std::string(reinterpret_cast<const char*>(liveness_key_.data()), liveness_key_.size()));
+    OnDirectiveWhileReady(d, out);
+    return;
+  }
+  if (d.has_job_failed() || d.has_job_finished()) {
+    // Confirmed at once (and for every repeat), so that the coordinator
+    // stops sending it and may exit.
+    out->push_back(SendLiveness{rendezvous::EncodeLivenessDatagram(
+        liveness_slot_, options_.me.incarnation(), d.round(), ++liveness_seq_, liveness_key_,
+        rendezvous::LivenessKind::kTaken)});
+    if (state_ == RoundState::kDone) return;
+    if (ready) {
+      OnDirectiveWhileReady(d, out);
+    } else {
+      ApplyDirective(d, out);
+    }
+  }
+}
+
 void RoundMachine::OnLivenessAcked(const rendezvous::LivenessDatagram& e) {
   if (state_ == RoundState::kJoining && ready_join_) {
     // An ack of a READY: the coordinator holds this node's re-join.
@@ -1157,6 +1234,9 @@ absl::Duration RoundMachine::ReportInterval() const {
   // Report that failed): the acks say everything a RUNNING Report would.
   if (acks_flowing_ && options_.quiet_when_acked && !failure_report_ && !reported_success_ &&
       last_report_error_.empty()) {
+    // Released: not even that (it would bring back a connection the
+    // coordinator closed for its memory); acks that stop bring the Reports.
+    if (stream_released_) return absl::InfiniteDuration();
     return std::max(heartbeat_interval_, kAckedReportInterval);
   }
   if (!udp_heard_.value_or(false)) return heartbeat_interval_;
@@ -1252,6 +1332,10 @@ void RoundMachine::OnTick(Actions* out) {
       next_datagram_ += heartbeat_interval_;
       if (next_datagram_ <= now) next_datagram_ = now + heartbeat_interval_;
     }
+    if (stream_released_ && !acks_flowing_ &&
+        now - std::max(last_ack_, round_started_) >= AckSilence()) {
+      Unrelease("no liveness ack from the coordinator");
+    }
     if (!watch_open_ && now >= reopen_at_) {
       out->push_back(OpenWatch{NewWatchRequest(assignment_.round()), ++watch_id_});
       watch_open_ = true;
@@ -1315,7 +1399,8 @@ void RoundMachine::MaybeComplete(Actions* out) {
     return;
   }
   next_heartbeat_ = next_datagram_ = reopen_at_ = absl::InfiniteFuture();
-  if (outcome_ == Outcome::kRejoin && rejoin_by_datagram_ && watch_open_ && udp_port_ != 0) {
+  if (outcome_ == Outcome::kRejoin && rejoin_by_datagram_ && (watch_open_ || stream_released_) &&
+      udp_port_ != 0) {
     JoinByDatagram(out);
     return;
   }

@@ -60,6 +60,18 @@
 // node), a running node reports only every kAckedReportInterval; acks that
 // stop for 0.6 timeouts put it back on the Reports above at once.
 //
+// Released streams (docs/protocol.md): in a large round the coordinator may
+// end this node's stream with a Release once it acks the datagrams. Taken
+// while acks flow (else refused: the stream is re-opened and never released
+// again), the node then runs without a stream: no re-open, no periodic
+// Report; a Rejoin comes as a REJOIN datagram, the next assignment and the
+// verdict as DIRECTIVE datagrams (a verdict is confirmed with a TAKEN
+// datagram), and acks that stop (or do not come within the ack silence of a
+// new round) bring the stream back:
+//
+//   RUNNING, acked --Release--> released --acks stop--> OpenWatch (refusing
+//   releases from then on)
+//
 // The coordinator is "lost" when nothing it answered (join, directive,
 // heartbeat answer, ack) has arrived for 1.05 heartbeat timeouts plus, while
 // no acks come, the part of the Report interval above timeout/10, not when a
@@ -208,6 +220,12 @@ struct ReportAnswered {
 struct DatagramReceived {
   rendezvous::LivenessBytes bytes{};
 };
+// A longer datagram on the liveness socket, not yet checked: a DIRECTIVE
+// datagram (rendezvous/liveness_datagram.h, kind 4) once this node's stream
+// was released.
+struct DirectiveDatagramReceived {
+  std::string bytes;
+};
 struct Tick {};  // time passed; the machine reads the clock.
 // The launch plan found the round cannot go on (the MPI launcher's
 // placement check with --require-placement): handled like a failed local
@@ -247,7 +265,8 @@ struct NodeUnhealthy {
 using RoundEvent =
     std::variant<JoinAnswered, WorkersStarted, WorkerExited, WorkersGone, SignalReceived,
                  DirectiveReceived, StreamEnded, ReportAnswered, DatagramReceived, Tick,
-                 LocalFailure, ProgressReported, TracebackRequested, NodeUnhealthy, TracebackSize>;
+                 LocalFailure, ProgressReported, TracebackRequested, NodeUnhealthy, TracebackSize,
+                 DirectiveDatagramReceived>;
 
 // ---- Actions it asks the executor to perform.
 
@@ -440,6 +459,12 @@ class RoundMachine {
   void OnStreamEnded(const StreamEnded& e, Actions* out);
   void OnReportAnswered(const ReportAnswered& e, Actions* out);
   void OnDatagram(const DatagramReceived& e, Actions* out);
+  // A DIRECTIVE datagram: taken (as the stream's directive) when it is this
+  // node's own and its coordinator's; a verdict is confirmed with TAKEN.
+  void OnDirectiveDatagram(const DirectiveDatagramReceived& e, Actions* out);
+  // The release is over (acks stopped, or never came): the stream again,
+  // and no release for the rest of this agent's life.
+  void Unrelease(absl::string_view why);
   void OnLivenessAcked(const rendezvous::LivenessDatagram& ack);
   // A REJOIN datagram: the Rejoin (ready_by_datagram) for round
   // rejoin.round, taken as the stream's would be when it is this node's and
@@ -555,6 +580,15 @@ class RoundMachine {
   // The directive stream and contact with the coordinator.
   uint64_t watch_id_ = 0;
   bool watch_open_ = false;
+  // The coordinator released the stream (a Release, taken while acked):
+  // directives come by datagram; no stream to re-open, no periodic Report.
+  bool stream_released_ = false;
+  // A release was refused or ended: the stream stays (WatchRequest.
+  // accepts_release off from now on).
+  bool release_refused_ = false;
+  // When the current round's assignment came (an ack is due within the
+  // ack silence of it while released).
+  absl::Time round_started_ = absl::InfinitePast();
   absl::Time reopen_at_ = absl::InfiniteFuture();
   absl::Duration reopen_backoff_;
   absl::Time last_contact_;

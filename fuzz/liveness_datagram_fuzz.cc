@@ -91,9 +91,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     if (rdv::IsOwnDirective(*directive, h.slot, h.incarnation, zero)) {
       std::optional<std::string> again =
           rdv::EncodeDirectiveDatagram(h.slot, h.incarnation, h.round, directive->payload, zero);
-      FUZZ_CHECK(again.has_value() && again->size() == size &&
-                     std::memcmp(again->data(), data, size) == 0,
-                 "re-encoding a directive datagram differs");
+      FUZZ_CHECK(
+          again.has_value() && again->size() == size && std::memcmp(again->data(), data, size) == 0,
+          "re-encoding a directive datagram differs");
     }
   }
 

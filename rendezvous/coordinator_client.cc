@@ -379,13 +379,14 @@ void GrpcRendezvousClient::SendLivenessDatagram(const LivenessBytes& datagram) {
   if (sender != nullptr) sender->Send(datagram);
 }
 
-void GrpcRendezvousClient::TakeLivenessDatagrams(std::vector<LivenessBytes>* acks) {
+void GrpcRendezvousClient::TakeLivenessDatagrams(std::vector<LivenessBytes>* acks,
+                                                 std::vector<std::string>* directives) {
   std::shared_ptr<LivenessSender> sender;
   {
     absl::MutexLock lock(&mu_);
     sender = liveness_;
   }
-  if (sender != nullptr) sender->Receive(acks, kMaxAcksPerTake);
+  if (sender != nullptr) sender->Receive(acks, kMaxAcksPerTake, directives);
 }
 
 int GrpcRendezvousClient::liveness_fd() const {

@@ -143,7 +143,8 @@ class GrpcRendezvousClient : public RendezvousClient {
   void Leave(const v1::LeaveRequest& request, Done done) override;
   // Through a LivenessSender connected when a Join's answer offers a port.
   void SendLivenessDatagram(const LivenessBytes& datagram) override;
-  void TakeLivenessDatagrams(std::vector<LivenessBytes>* acks) override;
+  void TakeLivenessDatagrams(std::vector<LivenessBytes>* acks,
+                             std::vector<std::string>* directives) override;
   int liveness_fd() const override;
   bool Flush(absl::Duration timeout) override;
 

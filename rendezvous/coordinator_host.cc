@@ -19,6 +19,9 @@ absl::StatusOr<std::unique_ptr<CoordinatorHost>> CoordinatorHost::Start(
   const std::string job_id = options.core.job_id;
   const int min_nodes = options.core.min_nodes;
   const int max_nodes = options.core.max_nodes;
+  // A released member's directives (its next assignment among them) go as
+  // signed, not encrypted, datagrams: not with TLS.
+  if (options.tls.enabled()) options.core.release_streams_from = 0;
   host->core_ = std::make_unique<Coordinator>(std::move(options.core));
   if (options.tls.enabled()) {
     absl::StatusOr<std::unique_ptr<PeerVerifier>> peers = PeerVerifier::Create(options.tls.ca_pem);

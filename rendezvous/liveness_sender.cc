@@ -68,16 +68,21 @@ bool LivenessSender::Send(const LivenessBytes& datagram) {
   return true;
 }
 
-void LivenessSender::Receive(std::vector<LivenessBytes>* out, int max) {
+void LivenessSender::Receive(std::vector<LivenessBytes>* out, int max,
+                             std::vector<std::string>* directives) {
   for (int i = 0; i < max; ++i) {
     // One byte more, so that a longer datagram shows as such and is dropped.
-    uint8_t buf[kLivenessDatagramBytes + 1];
+    uint8_t buf[kMaxDirectiveDatagramBytes + 1];
     const ssize_t n = recv(fd_, buf, sizeof(buf), MSG_DONTWAIT);
     if (n < 0) return;  // EAGAIN: nothing more; ECONNREFUSED (ICMP): nothing to read either.
-    if (n != static_cast<ssize_t>(kLivenessDatagramBytes)) continue;
-    LivenessBytes b;
-    std::memcpy(b.data(), buf, b.size());
-    out->push_back(b);
+    if (n == static_cast<ssize_t>(kLivenessDatagramBytes)) {
+      LivenessBytes b;
+      std::memcpy(b.data(), buf, b.size());
+      out->push_back(b);
+    } else if (directives != nullptr && n > static_cast<ssize_t>(kLivenessDatagramBytes) &&
+               n <= static_cast<ssize_t>(kMaxDirectiveDatagramBytes)) {
+      directives->emplace_back(reinterpret_cast<const char*>(buf), static_cast<size_t>(n));
+    }
   }
 }
 

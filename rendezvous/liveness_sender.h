@@ -37,9 +37,12 @@ class LivenessSender {
   // False when the kernel refused it (buffer full, no route, ICMP refused).
   bool Send(const LivenessBytes& datagram);
   // Appends up to `max` datagrams queued on the socket (from the
-  // coordinator's address only: the socket is connected), each exactly
-  // kLivenessDatagramBytes long (others are dropped); never blocks.
-  void Receive(std::vector<LivenessBytes>* out, int max);
+  // coordinator's address only: the socket is connected): those exactly
+  // kLivenessDatagramBytes long to `out`, longer ones up to
+  // kMaxDirectiveDatagramBytes to `directives` (may be null: dropped), any
+  // other dropped; never blocks.
+  void Receive(std::vector<LivenessBytes>* out, int max,
+               std::vector<std::string>* directives = nullptr);
   int64_t sent() const { return sent_.load(); }
 
  private:

@@ -72,11 +72,17 @@ class RendezvousClient {
   // this client dials) and returns at once, never blocking: dropped when
   // there is no such port or the kernel cannot take it now.
   virtual void SendLivenessDatagram(const LivenessBytes& datagram) = 0;
-  // Appends what came back on that port (the coordinator's acks and
-  // REJOINs, unchecked: the round machine checks them), at most
-  // kMaxAcksPerTake; never blocks. A client without UDP liveness has none.
+  // Appends what came back on that port, unchecked (the round machine
+  // checks them), at most kMaxAcksPerTake in all: the coordinator's acks and
+  // REJOINs (48 bytes) to `acks`, its DIRECTIVE datagrams (longer, up to
+  // kMaxDirectiveDatagramBytes) to `directives`; never blocks. A client
+  // without UDP liveness has none.
   static constexpr int kMaxAcksPerTake = 16;
-  virtual void TakeLivenessDatagrams(std::vector<LivenessBytes>* acks) { (void)acks; }
+  virtual void TakeLivenessDatagrams(std::vector<LivenessBytes>* acks,
+                                     std::vector<std::string>* directives) {
+    (void)acks;
+    (void)directives;
+  }
   // The socket those come in on, for the caller's poll (readable: call
   // TakeLivenessDatagrams); -1 while there is none. It may change after a
   // Join's answer. Not owned.

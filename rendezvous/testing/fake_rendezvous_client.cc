@@ -142,10 +142,20 @@ void FakeRendezvousClient::DeliverDatagram(const LivenessBytes& datagram) {
   acks_.push_back(datagram);
 }
 
-void FakeRendezvousClient::TakeLivenessDatagrams(std::vector<LivenessBytes>* acks) {
+void FakeRendezvousClient::DeliverDirectiveDatagram(const std::string& datagram) {
+  absl::MutexLock lock(&mu_);
+  directive_datagrams_.push_back(datagram);
+}
+
+void FakeRendezvousClient::TakeLivenessDatagrams(std::vector<LivenessBytes>* acks,
+                                                 std::vector<std::string>* directives) {
   absl::MutexLock lock(&mu_);
   for (const LivenessBytes& a : acks_) acks->push_back(a);
   acks_.clear();
+  if (directives != nullptr) {
+    for (std::string& d : directive_datagrams_) directives->push_back(std::move(d));
+  }
+  directive_datagrams_.clear();
 }
 
 std::vector<LivenessBytes> FakeRendezvousClient::datagrams() const {

@@ -42,7 +42,8 @@ class FakeRendezvousClient : public RendezvousClient {
   void Leave(const v1::LeaveRequest& request, Done done) override;
   bool Flush(absl::Duration timeout) override { return true; }
   void SendLivenessDatagram(const LivenessBytes& datagram) override;
-  void TakeLivenessDatagrams(std::vector<LivenessBytes>* acks) override;
+  void TakeLivenessDatagrams(std::vector<LivenessBytes>* acks,
+                             std::vector<std::string>* directives) override;
   int liveness_fd() const override { return liveness_fd_value; }
 
   // ---- Test controls.
@@ -50,6 +51,8 @@ class FakeRendezvousClient : public RendezvousClient {
   int liveness_fd_value = -1;
   // Comes back on the next TakeLivenessDatagrams, unasked (a REJOIN).
   void DeliverDatagram(const LivenessBytes& datagram);
+  // A DIRECTIVE datagram, on the next TakeLivenessDatagrams.
+  void DeliverDirectiveDatagram(const std::string& datagram);
   // Called for each datagram sent; what it returns comes back on the next
   // TakeLivenessDatagrams (as the coordinator's ack would).
   std::function<std::optional<LivenessBytes>(const LivenessBytes&)> on_datagram;
@@ -95,6 +98,7 @@ class FakeRendezvousClient : public RendezvousClient {
   std::vector<v1::LeaveRequest> leaves_ ABSL_GUARDED_BY(mu_);
   std::vector<LivenessBytes> datagrams_ ABSL_GUARDED_BY(mu_);
   std::vector<LivenessBytes> acks_ ABSL_GUARDED_BY(mu_);
+  std::vector<std::string> directive_datagrams_ ABSL_GUARDED_BY(mu_);
   int cancel_joins_ ABSL_GUARDED_BY(mu_) = 0;
   std::shared_ptr<Stream> current_ ABSL_GUARDED_BY(mu_);
 };
