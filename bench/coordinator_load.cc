@@ -83,7 +83,8 @@
 //       [--wave=100] [--steady=10] [--heartbeat-timeout=5] [--heartbeat-interval=0]
 //       [--udp-liveness=true] [--join-timeout=120] [--loss-mode=close|silent]
 //       [--loss-last-call=1] [--rejoin-by-datagram=true|false]
-//       [--rejoin-datagram=true|false] [--server-cpu=N] [--keep-logs=false|true]
+//       [--rejoin-datagram=true|false] [--release=true|false] [--server-cpu=N]
+//       [--keep-logs=false|true]
 //       [--generators-sched=normal|idle]
 //
 // --generators-sched=idle runs the generator processes under SCHED_IDLE: they
@@ -171,6 +172,9 @@ struct Config {
   // ... and take the Rejoin as a REJOIN datagram when the coordinator sends
   // one, as the agent does (false: only from the stream).
   bool rejoin_datagram = true;
+  // Accept the coordinator's release of the stream, as the agent (a round of
+  // --release-streams-from nodes or more: the server's option).
+  bool release = true;
   int join_timeout_s = 600;  // the agent's --join-timeout default (10m)
   std::string loss_mode = "close";
   double loss_last_call_s = 1;
@@ -254,6 +258,9 @@ struct Agent {
   int64_t next_ready_ns ABSL_GUARDED_BY(mu) = 0;
   int readies_sent ABSL_GUARDED_BY(mu) = 0;
   bool ready_acked ABSL_GUARDED_BY(mu) = false;
+  // The coordinator released its stream (directives by datagram).
+  bool released ABSL_GUARDED_BY(mu) = false;
+  bool release_refused ABSL_GUARDED_BY(mu) = false;
 };
 
 class Generator {
@@ -299,7 +306,8 @@ class Generator {
 
   std::atomic<int64_t> hb_sent{0}, hb_ok{0}, hb_err{0}, watch_err{0}, leaves_ok{0}, leaves_err{0},
       leaves_pending{0}, connects_pending{0}, dgram_sent{0}, dgram_err{0}, hb_heard{0},
-      acks_received{0}, ready_fallbacks{0}, rejoins_received{0}, stream_rejoins{0};
+      acks_received{0}, ready_fallbacks{0}, rejoins_received{0}, stream_rejoins{0}, released{0},
+      directive_datagrams{0};
 
  private:
   uint64_t NewRandom() {
@@ -324,6 +332,10 @@ class Generator {
   // them as the agent does (RoundMachine::OnDatagram); a REJOIN's first
   // READY goes at once.
   void TakeAcks();
+  // A DIRECTIVE datagram (a released agent's assignment or verdict), taken
+  // as the agent does; a verdict's TAKEN is appended to `out`.
+  void TakeDirectiveDatagram(const uint8_t* data, size_t size, int64_t now,
+                             std::vector<std::pair<int, trainlet::rendezvous::LivenessBytes>>* out);
   std::string WaitJoins(uint64_t min_round, int timeout_s);
 
   const Config config_;
@@ -516,6 +528,7 @@ void Generator::OnJoinDone(Agent* a, const v1::JoinRequest& req, const grpc::Sta
   }
   if (status.ok()) {
     ApplyAssignmentLocked(a, resp.assignment(), now);
+    a->released = false;
     OpenWatchLocked(a);
     return;
   }
@@ -590,6 +603,9 @@ void Generator::OpenWatchLocked(Agent* a) {
   w->req.set_accepts_assignment(config_.rejoin_by_datagram && config_.udp_liveness);
   w->req.set_accepts_rejoin_datagram(config_.rejoin_by_datagram && config_.udp_liveness &&
                                      config_.rejoin_datagram);
+  w->req.set_accepts_release(config_.release && config_.rejoin_by_datagram &&
+                             config_.udp_liveness && config_.rejoin_datagram && config_.acks &&
+                             !a->release_refused);
   a->watch_ctx = &w->ctx;
   w->reader = a->stub->PrepareAsyncWatch(&w->ctx, w->req, a->cq);
   w->reader->StartCall(w);
@@ -599,6 +615,17 @@ void Generator::OnDirective(Agent* a, const v1::Directive& d, uint64_t* watch_ro
   absl::MutexLock lock(&a->mu);
   if (a->killed) return;
   if (d.has_rejoin()) stream_rejoins.fetch_add(1);
+  if (d.has_release()) {
+    // As the agent: taken while acked (the stream then ends; not re-opened),
+    // else refused (the stream re-opened, never released again).
+    if (a->acked && !a->ready) {
+      a->released = true;
+      released.fetch_add(1);
+    } else {
+      a->release_refused = true;
+    }
+    return;
+  }
   if (a->ready) {
     // As the agent (RoundMachine::OnDirectiveWhileReady): the assignment of
     // the round it is ready for; anything else sends it to the Join call.
@@ -656,6 +683,11 @@ void Generator::OnWatchEnd(Agent* a, const grpc::Status& status) {
     // A killed pod's connection goes away with it.
     a->stub.reset();
     a->channel.reset();
+    return;
+  }
+  if (a->released && status.ok()) return;  // the release's end
+  if (a->release_refused && status.ok() && a->heartbeating && !a->ready) {
+    OpenWatchLocked(a);  // as the agent: the stream again, refusing releases
     return;
   }
   if (a->ready) {
@@ -742,7 +774,7 @@ int64_t HeardOrNotReportNs(const Agent& a) ABSL_EXCLUSIVE_LOCKS_REQUIRED(a.mu);
 void Generator::TakeAcks() {
   if (udp_fd_ < 0) return;
   constexpr int kBatch = 64;
-  uint8_t bufs[kBatch][trainlet::rendezvous::kLivenessDatagramBytes + 1];
+  static thread_local uint8_t bufs[kBatch][trainlet::rendezvous::kMaxDirectiveDatagramBytes + 1];
   mmsghdr msgs[kBatch];
   iovec iov[kBatch];
   std::vector<std::pair<int, trainlet::rendezvous::LivenessBytes>> readies;
@@ -761,6 +793,10 @@ void Generator::TakeAcks() {
     if (n <= 0) return send_readies();
     const int64_t now = MonoNs();
     for (int i = 0; i < n; ++i) {
+      if (msgs[i].msg_len > trainlet::rendezvous::kLivenessDatagramBytes) {
+        TakeDirectiveDatagram(bufs[i], msgs[i].msg_len, now, &readies);
+        continue;
+      }
       std::optional<trainlet::rendezvous::LivenessDatagram> d =
           trainlet::rendezvous::ParseCoordinatorDatagram(bufs[i], msgs[i].msg_len);
       const bool rejoin = d.has_value() && d->kind == trainlet::rendezvous::LivenessKind::kRejoin;
@@ -832,6 +868,41 @@ void Generator::TakeAcks() {
   }
 }
 
+void Generator::TakeDirectiveDatagram(
+    const uint8_t* data, size_t size, int64_t now,
+    std::vector<std::pair<int, trainlet::rendezvous::LivenessBytes>>* out) {
+  std::optional<trainlet::rendezvous::DirectiveDatagram> dd =
+      trainlet::rendezvous::ParseDirectiveDatagram(data, size);
+  if (!dd.has_value()) return;
+  directive_datagrams.fetch_add(1);
+  Agent* a = nullptr;
+  {
+    absl::MutexLock slots(&slots_mu_);
+    auto it = by_slot_.find(dd->header.slot);
+    if (it != by_slot_.end()) a = it->second;
+  }
+  if (a == nullptr) return;
+  absl::MutexLock lock(&a->mu);
+  v1::Directive d;
+  if (a->killed || a->udp_port == 0 ||
+      !trainlet::rendezvous::IsOwnDirective(*dd, a->slot, a->incarnation, a->key) ||
+      !d.ParseFromString(dd->payload) || d.round() != dd->header.round) {
+    return;
+  }
+  // As the agent (RoundMachine::OnDirectiveDatagram).
+  if (d.has_assignment()) {
+    if (!a->ready || d.round() != a->ready_round || d.assignment().round() != d.round()) return;
+    v1::Assignment as = d.assignment();
+    as.set_liveness_key(std::string(reinterpret_cast<const char*>(a->key.data()), a->key.size()));
+    ApplyAssignmentLocked(a, as, now);  // still released: no stream for the new round
+  } else if (d.has_job_failed() || d.has_job_finished()) {
+    a->heartbeating = false;
+    out->emplace_back(a->udp_port, trainlet::rendezvous::EncodeLivenessDatagram(
+                                       a->slot, a->incarnation, d.round(), ++a->seq, a->key,
+                                       trainlet::rendezvous::LivenessKind::kTaken));
+  }
+}
+
 // The agent's Report interval (agent/round.cc ReportInterval): every
 // interval until heard, then the Assignment's report_interval_ms (or timeout -
 // interval from an older coordinator).
@@ -885,6 +956,12 @@ void Generator::HeartbeatLoop() {
             a->acked = false;
             a->udp_heard = false;
             a->next_beat_ns = std::min(a->next_beat_ns, now);
+            if (a->released) {
+              // As the agent: the stream again, refusing releases from now on.
+              a->released = false;
+              a->release_refused = true;
+              OpenWatchLocked(a.get());
+            }
           }
           if (a->next_dgram_ns <= now) {
             datagrams.emplace_back(a->udp_port,
@@ -1061,11 +1138,11 @@ void Generator::Serve(FILE* in, FILE* out) {
       getrusage(RUSAGE_SELF, &ru);
       const int64_t cpu_us = int64_t{ru.ru_utime.tv_sec} * 1000000 + ru.ru_utime.tv_usec +
                              int64_t{ru.ru_stime.tv_sec} * 1000000 + ru.ru_stime.tv_usec;
-      answer = absl::StrCat(cpu_us, " ", hb_sent.load(), " ", hb_ok.load(), " ", hb_err.load(), " ",
-                            watch_err.load(), " ", ru.ru_maxrss, " ", dgram_sent.load(), " ",
-                            dgram_err.load(), " ", hb_heard.load(), " ", acks_received.load(), " ",
-                            ready_fallbacks.load(), " ", rejoins_received.load(), " ",
-                            stream_rejoins.load());
+      answer = absl::StrCat(
+          cpu_us, " ", hb_sent.load(), " ", hb_ok.load(), " ", hb_err.load(), " ", watch_err.load(),
+          " ", ru.ru_maxrss, " ", dgram_sent.load(), " ", dgram_err.load(), " ", hb_heard.load(),
+          " ", acks_received.load(), " ", ready_fallbacks.load(), " ", rejoins_received.load(), " ",
+          stream_rejoins.load(), " ", released.load(), " ", directive_datagrams.load());
     } else if (cmd == "leave") {
       int count = 0;
       for (auto& a : agents_) {
@@ -1307,7 +1384,7 @@ Joined WaitAll(const std::vector<Child>& children, uint64_t min_round, int timeo
 struct ClientStats {
   int64_t cpu_ms = 0, hb_sent = 0, hb_ok = 0, hb_err = 0, watch_err = 0, maxrss_kb = 0;
   int64_t dgram_sent = 0, dgram_err = 0, hb_heard = 0, acks = 0, ready_fallbacks = 0, rejoins = 0,
-          stream_rejoins = 0;
+          stream_rejoins = 0, released = 0, directive_datagrams = 0;
 };
 
 ClientStats Stats(const std::vector<Child>& children) {
@@ -1330,6 +1407,10 @@ ClientStats Stats(const std::vector<Child>& children) {
     if (v.size() >= 11) s.ready_fallbacks += v[10];
     if (v.size() >= 12) s.rejoins += v[11];
     if (v.size() >= 13) s.stream_rejoins += v[12];
+    if (v.size() >= 15) {
+      s.released += v[13];
+      s.directive_datagrams += v[14];
+    }
   }
   return s;
 }
@@ -1460,6 +1541,8 @@ void RunClosingPattern(const Config& c, const std::string& phase, int final_coun
     st.Set("reports_udp_heard", static_cast<double>(b.hb_heard - a.hb_heard));
     st.Set("acks_per_s", (b.acks - a.acks) / secs);
     st.Set("watch_errors", static_cast<double>(b.watch_err - a.watch_err));
+    // Agents whose stream the coordinator released (since the round began).
+    st.Set("client_released", static_cast<double>(b.released));
     st.Set("client_cpu_pct_of_one_core", 100.0 * (b.cpu_ms - a.cpu_ms) / 1000.0 / secs);
     if (b.hb_err > a.hb_err) st.Fail(absl::StrCat(b.hb_err - a.hb_err, " heartbeats failed"));
     if (b.hb_sent == a.hb_sent && b.dgram_sent == a.dgram_sent) {
@@ -1586,6 +1669,9 @@ void LossEvent(const Config& c, const Server& s, const std::vector<Child>& ch,
   // Rejoins that came down the streams (all of them with
   // --rejoin-datagram=false; else those the datagrams did not settle in time).
   f.Set("client_stream_rejoins", static_cast<double>(cs1.stream_rejoins - cs0.stream_rejoins));
+  // DIRECTIVE datagrams the released survivors received (their assignments).
+  f.Set("client_directive_datagrams",
+        static_cast<double>(cs1.directive_datagrams - cs0.directive_datagrams));
   AddServerFigures(&f, s.pid);
   Report(f);
 }
@@ -1704,6 +1790,9 @@ int Main(int argc, char** argv) {
     } else if (Flag(argv[i], "--rejoin-by-datagram", &v)) {
       bad = bad || (v != "true" && v != "false");
       c.rejoin_by_datagram = v == "true";
+    } else if (Flag(argv[i], "--release", &v)) {
+      bad |= v != "true" && v != "false";
+      c.release = v == "true";
     } else if (Flag(argv[i], "--rejoin-datagram", &v)) {
       bad = bad || (v != "true" && v != "false");
       c.rejoin_datagram = v == "true";
@@ -1752,6 +1841,8 @@ int Main(int argc, char** argv) {
             "     datagrams and the assignment on the stream, as the agent; false: a Join call)]\n"
             "    [--rejoin-datagram=true|false (true: take the Rejoin as a REJOIN datagram when\n"
             "     the coordinator sends one, as the agent; false: only from the stream)]\n"
+            "    [--release=true|false (true: take the coordinator's release of the stream in a\n"
+            "     round of its --release-streams-from nodes or more, as the agent)]\n"
             "    [--join-timeout=SECONDS (600)] [--loss-mode=close|silent] "
             "[--loss-last-call=SECONDS (1)]\n"
             "    [--server-arg=ARG]... [--server-env=NAME=VALUE]...\n"

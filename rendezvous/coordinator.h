@@ -55,7 +55,7 @@
 // members or more, a member whose Watch accepts_release and whose datagrams
 // the coordinator has acked at least twice gets a Release as its stream's
 // last directive; its stream then ends, its connection goes idle (and gRPC
-// closes it after kMaxConnectionIdle), and what the stream would have
+// closes it within kConnectionIdleClose), and what the stream would have
 // carried goes as signed datagrams to where its datagrams come from: the
 // Rejoin as a REJOIN (repeated, without the stream to fall back on, for
 // every alive datagram of the old round), the assignment of a re-join by

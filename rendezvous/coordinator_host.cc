@@ -69,8 +69,17 @@ absl::StatusOr<std::unique_ptr<CoordinatorHost>> CoordinatorHost::Start(
   }
   host->ticker_ = std::make_unique<PeriodicThread>(kCoordinatorTickEvery, [core] { core->Tick(); });
   MemoryTrimmer* trimmer = host->trimmer_.get();
-  host->memory_thread_ = std::make_unique<PeriodicThread>(MemoryTrimmer::kPollEvery,
-                                                          [trimmer] { trimmer->MaybeTrim(); });
+  host->memory_thread_ = std::make_unique<PeriodicThread>(
+      MemoryTrimmer::kPollEvery, [core, trimmer, released = 0]() mutable {
+        // Released streams free their calls now and their idle connections
+        // when the server closes them (kConnectionIdleClose).
+        const int now_released = core->GetSnapshot().released;
+        if (now_released > released) {
+          trimmer->StreamsReleased(kConnectionIdleClose + absl::Seconds(5));
+        }
+        released = now_released;
+        trimmer->MaybeTrim();
+      });
   TLOG(kInfo) << "coordinator for job " << SafeForLog(job_id) << " listening on "
               << FormatHostPort(options.bind_addr, host->port()) << " ("
               << (min_nodes == max_nodes ? absl::StrCat(max_nodes)

@@ -3,6 +3,7 @@
 #include <malloc.h>
 #include <stdlib.h>
 
+#include <algorithm>
 #include <utility>
 #include <vector>
 
@@ -46,17 +47,27 @@ MemoryTrimmer::MemoryTrimmer(Clock* clock, std::function<void()> trim)
 
 void MemoryTrimmer::RoundAnswered() {
   absl::MutexLock lock(&mu_);
-  if (!answered_.has_value()) answered_ = clock_->Now();
+  if (!soon_.has_value()) soon_ = clock_->Now() + kSettle;
+}
+
+void MemoryTrimmer::StreamsReleased(absl::Duration connections_close_after) {
+  absl::MutexLock lock(&mu_);
+  const absl::Time now = clock_->Now();
+  soon_ = std::max(soon_.value_or(absl::InfinitePast()), now + kSettle);
+  late_ = now + connections_close_after;
 }
 
 bool MemoryTrimmer::MaybeTrim() {
   {
     absl::MutexLock lock(&mu_);
     const absl::Time now = clock_->Now();
-    if (!answered_.has_value() || now - *answered_ < kSettle) return false;
+    const bool soon = soon_.has_value() && now >= *soon_;
+    const bool late = late_.has_value() && now >= *late_;
+    if (!soon && !late) return false;
     if (last_trim_.has_value() && now - *last_trim_ < kMinInterval) return false;
-    // A round answered from here on asks for the next trim.
-    answered_.reset();
+    // What is asked from here on asks for the next trim.
+    if (soon) soon_.reset();
+    if (late) late_.reset();
     last_trim_ = now;
   }
   const absl::Time start = absl::Now();

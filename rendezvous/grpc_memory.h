@@ -67,18 +67,25 @@ class MemoryTrimmer {
   // `trim` defaults to malloc_trim(0); tests pass a counter.
   explicit MemoryTrimmer(Clock* clock = Clock::Monotonic(), std::function<void()> trim = nullptr);
 
-  // A round's answers were all sent (any thread; cheap).
+  // A round's answers were all sent (any thread; cheap): a trim kSettle
+  // after the first such since the last trim.
   void RoundAnswered();
-  // From one thread (the host's memory thread): trims if a round was
-  // answered kSettle or more ago, and kMinInterval has passed since the
-  // last trim. True when it trimmed.
+  // Members' streams were released (coordinator.h): their calls are freed
+  // now, their idle connections once the server closes them
+  // (`connections_close_after`, its kConnectionIdleClose): a trim kSettle
+  // after the last release of a burst, and another once those connections
+  // are closed.
+  void StreamsReleased(absl::Duration connections_close_after);
+  // From one thread (the host's memory thread): trims if one is due and
+  // kMinInterval has passed since the last trim. True when it trimmed.
   bool MaybeTrim();
 
  private:
   Clock* const clock_;
   const std::function<void()> trim_;
   absl::Mutex mu_;
-  std::optional<absl::Time> answered_ ABSL_GUARDED_BY(mu_);  // the first since the last trim
+  std::optional<absl::Time> soon_ ABSL_GUARDED_BY(mu_);  // a trim due then (settled)
+  std::optional<absl::Time> late_ ABSL_GUARDED_BY(mu_);  // ... and then (connections closed)
   std::optional<absl::Time> last_trim_ ABSL_GUARDED_BY(mu_);
 };
 

@@ -60,6 +60,28 @@ TEST(MemoryTrimmer, AtMostOncePerInterval_ARoundInItTrimsAtItsEnd) {
   EXPECT_EQ(trims, 2);
 }
 
+TEST(MemoryTrimmer, ReleasedStreams_TrimAfterTheBurstSettled_AndAgainOnceTheirConnectionsClosed) {
+  SimulatedClock clock;
+  int trims = 0;
+  MemoryTrimmer trimmer(&clock, [&trims] { ++trims; });
+  const absl::Duration close_after = absl::Minutes(2);
+  // A burst of releases, 0.5 s apart: the trim waits for its end.
+  for (int i = 0; i < 4; ++i) {
+    trimmer.StreamsReleased(close_after);
+    clock.Advance(absl::Milliseconds(500));
+    EXPECT_FALSE(trimmer.MaybeTrim()) << i;
+  }
+  clock.Advance(MemoryTrimmer::kSettle);
+  EXPECT_TRUE(trimmer.MaybeTrim());
+  clock.Advance(absl::Minutes(1));
+  EXPECT_FALSE(trimmer.MaybeTrim());
+  clock.Advance(absl::Minutes(1));
+  EXPECT_TRUE(trimmer.MaybeTrim()) << "their idle connections are closed by now";
+  clock.Advance(absl::Minutes(5));
+  EXPECT_FALSE(trimmer.MaybeTrim());
+  EXPECT_EQ(trims, 2);
+}
+
 #if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
 constexpr bool kSanitizer = true;
 #else

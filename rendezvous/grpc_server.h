@@ -59,8 +59,13 @@ inline constexpr int kMaxStreamsPerConnection = 16;
 // A connection that has not spoken HTTP/2 by then is closed.
 inline constexpr absl::Duration kHandshakeTimeout = absl::Seconds(10);
 // A connection with no call for this long is closed (a client reconnects
-// transparently on its next call; an agent always has a Join or Watch open).
-inline constexpr absl::Duration kMaxConnectionIdle = absl::Minutes(2);
+// transparently on its next call). An agent has a Join or Watch open, unless
+// its stream was released (coordinator.h): its connection then goes, and
+// node 0 keeps none of its gRPC state. gRPC 1.51 closes such a connection
+// one to two of these after its last call (its idle timer skips a period
+// in which a call started): ConnectionIdleClose.
+inline constexpr absl::Duration kMaxConnectionIdle = absl::Seconds(30);
+inline constexpr absl::Duration kConnectionIdleClose = absl::Seconds(60);  // 2 x kMaxConnectionIdle
 // gRPC's buffers for every connection of one server, together.
 inline constexpr int64_t kMemoryQuotaBytes = 256LL << 20;
 
