@@ -1166,6 +1166,7 @@ void RoundMachine::OnDirectiveDatagram(const DirectiveDatagramReceived& e, Actio
         liveness_slot_, options_.me.incarnation(), d.round(), ++liveness_seq_, liveness_key_,
         rendezvous::LivenessKind::kTaken)});
     if (state_ == RoundState::kDone) return;
+    TLOG(kDebug) << "the job's verdict came by datagram (confirmed)";
     if (ready) {
       OnDirectiveWhileReady(d, out);
     } else {

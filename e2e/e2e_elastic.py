@@ -93,6 +93,43 @@ class ElasticTest(E2ETestCase):
         self.assertFalse(glob.glob(self.path("starts", "r2-*")), "exactly one restart")
         self.assert_no_leftovers()
 
+    def test_released_streams_restart_and_finish_by_datagram(self):
+        # Streams released from 2 nodes on (the product's default is 2000) in
+        # a job of up to 300 (above 256 no member list is asked for, which a
+        # datagram could not carry): every agent runs without its stream;
+        # a kill -9 is found at the heartbeat timeout (no stream to close),
+        # the survivors re-join and get their assignment by datagram, and
+        # the verdict comes by datagram, confirmed, so node 0 exits 0 too.
+        agents = self.start_elastic(
+            3, "2:300", extra_args=["--release-streams-from=2", "--heartbeat-timeout=2s",
+                                    "--last-call=1s", "--max-restarts=2", "--log-level=debug"])
+        self.assert_ranks(self.starts(0, 3), ["n0", "n1", "n2"])
+        poll_until(lambda: all("released this node's directive stream" in a.stderr
+                               for a in agents), 15,
+                   what="every stream released\n" + self.describe_all())
+        # Its connection idle, the coordinator closes it within a minute;
+        # what matters here is that nothing depends on it.
+        killed_at = time.monotonic()
+        os.kill(agents[2].pid, signal.SIGKILL)
+        second = self.starts(1, 2)
+        took = time.monotonic() - killed_at
+        self.assert_ranks(second, ["n0", "n1"])
+        # Found by its silence: about the heartbeat timeout, not the 150 ms a
+        # closed stream takes.
+        self.assertGreaterEqual(took, 1.8, self.describe_all())
+        print("\n[measure] released streams: kill -9 -> survivors restarted: %.3fs" % took)
+        for a in agents[:2]:
+            self.assertIn("restart: told by a REJOIN datagram", a.stderr, a.name)
+            self.assertIn("re-joining round 2 by datagram", a.stderr, a.name)
+            self.assertNotIn("with a Join call", a.stderr, a.name)
+            self.assertNotIn("opening the directive stream again", a.stderr, a.name)
+        self.release()
+        self.assert_codes(agents[:2], [0, 0], timeout=20)
+        for a in agents[:2]:
+            self.assertIn("the job's verdict came by datagram", a.stderr, a.name)
+        self.assertEqual(agents[2].wait(5), -signal.SIGKILL)
+        self.assert_no_leftovers()
+
     def test_node0_killed_and_restarted_job_continues(self):
         agents = self.start_elastic(3, "2:3")
         self.assert_ranks(self.starts(0, 3), ["n0", "n1", "n2"])
