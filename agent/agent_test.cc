@@ -1146,7 +1146,8 @@ TEST_F(ReleasedStreamTest, TakenWhileAcked_NoReopenNoReports_TheVerdictByDatagra
       stage = 1;
       client_.SendDirective(Release(1));
       client_.EndStream(absl::OkStatus());
-    } else if (stage == 1 && t >= absl::Seconds(20)) {
+    } else if (stage == 1 && t >= absl::Minutes(6)) {
+      // Past the acked node's 5-minute Report: it does not go either.
       stage = 2;
       client_.DeliverDirectiveDatagram(DirectiveDatagram(JobFinished(1)));
     }
@@ -1250,6 +1251,60 @@ TEST_F(ReleasedStreamTest, Restart_RejoinDatagram_Ready_TheAssignmentByDatagram_
   ASSERT_TRUE(last.has_value());
   EXPECT_EQ(last->round, 2u);
   EXPECT_TRUE(last->MacValid(*rendezvous::LivenessKeyFromBytes(kUdpKey)));
+}
+
+TEST_F(ReleasedStreamTest, AVerdictNotTaken_IsNotConfirmed) {
+  // A verdict of another round (a replay, or the job's verdict while this
+  // node is somewhere else) changes nothing here: no TAKEN, which would let
+  // node 0 exit without this agent knowing how the job ended.
+  AckAll([](absl::Duration) { return true; });
+  JoinAnswers({UdpAssignment(absl::Milliseconds(470))});
+  int stage = 0;
+  EveryIdle([&](absl::Duration t) {
+    if (stage == 0 && t >= absl::Seconds(3)) {
+      stage = 1;
+      client_.SendDirective(Release(1));
+      client_.EndStream(absl::OkStatus());
+    } else if (stage == 1 && t >= absl::Seconds(4)) {
+      stage = 2;
+      client_.DeliverDirectiveDatagram(DirectiveDatagram(JobFinished(7)));
+    } else if (stage == 2 && t >= absl::Seconds(6)) {
+      stage = 3;
+      EXPECT_TRUE(Taken().empty()) << "not taken, not confirmed";
+      EXPECT_TRUE(workers_.signals_sent.empty());
+      client_.DeliverDirectiveDatagram(DirectiveDatagram(JobFinished(1)));
+    }
+  });
+  EXPECT_EQ(Run(), 0);
+  EXPECT_THAT(Taken(), ::testing::ElementsAre(1u));
+}
+
+TEST_F(ReleasedStreamTest, AfterAcksStopped_AReleaseIsTakenAgainOnceTheyFlowForTwoMinutes) {
+  // Acks for 8 s, none until 12 s, then again: the stream comes back at
+  // ~11 s refusing releases, and kReleaseRetryAfter later a new stream
+  // accepts one again.
+  AckAll(
+      [](absl::Duration since) { return since < absl::Seconds(8) || since > absl::Seconds(12); });
+  JoinAnswers({UdpAssignment(absl::Milliseconds(470))});
+  int stage = 0;
+  absl::Duration third_at;
+  EveryIdle([&](absl::Duration t) {
+    if (stage == 0 && t >= absl::Seconds(3)) {
+      stage = 1;
+      client_.SendDirective(Release(1));
+      client_.EndStream(absl::OkStatus());
+    } else if (stage == 1 && client_.watches().size() == 3) {
+      stage = 2;
+      third_at = t;
+      client_.SendDirective(JobFinished(1));
+    }
+  });
+  EXPECT_EQ(Run(), 0);
+  ASSERT_EQ(client_.watches().size(), 3u);
+  EXPECT_FALSE(client_.watches()[1].accepts_release()) << "the stream again, refusing";
+  EXPECT_TRUE(client_.watches()[2].accepts_release()) << "two minutes of acks later";
+  EXPECT_GE(third_at, absl::Seconds(11) + kReleaseRetryAfter);
+  EXPECT_LE(third_at, absl::Seconds(13) + kReleaseRetryAfter);
 }
 
 TEST_F(ReleasedStreamTest, ADirectiveDatagramNotItsOwn_IsIgnored) {

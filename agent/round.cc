@@ -211,6 +211,9 @@ absl::Time RoundMachine::NextDeadline() const {
         if (stream_released_ && !acks_flowing_) {
           next = std::min(next, std::max(last_ack_, round_started_) + AckSilence());
         }
+        if (release_refused_ && acks_flowing_ && state_ == RoundState::kRunning) {
+          next = std::min(next, release_refused_at_ + kReleaseRetryAfter);
+        }
       }
       if (state_ == RoundState::kStopping) {
         next = std::min(next, kill_at_);
@@ -867,7 +870,8 @@ void RoundMachine::ApplyDirective(const v1::Directive& d, Actions* out) {
     }
     // A fallback Join in flight, the kept stream still open: a verdict on it
     // ends the wait (the coordinator may stop before the Join gets there).
-    if (watch_open_ && !join_verdict_.has_value() && (d.has_job_failed() || d.has_job_finished()) &&
+    if ((watch_open_ || stream_released_) && !join_verdict_.has_value() &&
+        (d.has_job_failed() || d.has_job_finished()) &&
         d.coordinator_incarnation() == assignment_.coordinator_incarnation()) {
       join_verdict_ = FactsOfVerdict(d);
       if (!join_cancelled_) {
@@ -887,12 +891,16 @@ void RoundMachine::ApplyDirective(const v1::Directive& d, Actions* out) {
   if (d.has_release()) {
     if (acks_flowing_ && !release_refused_ && udp_port_ != 0) {
       stream_released_ = true;
+      // Not even the acked node's 5-minute Report from now on (it was
+      // scheduled at the first ack): it would bring back the connection.
+      if (ReportInterval() == absl::InfiniteDuration()) next_heartbeat_ = absl::InfiniteFuture();
       TLOG(kInfo) << "the coordinator released this node's directive stream: it tells this node "
                      "by datagram from now on (a large round)";
     } else {
       // Its acks do not get here: the stream must stay. It ends now; the
-      // re-opened one refuses releases.
+      // re-opened one refuses releases (for kReleaseRetryAfter).
       release_refused_ = true;
+      release_refused_at_ = clock_->Now();
       TLOG(kInfo) << "refusing the coordinator's release of the directive stream: no liveness "
                      "acks arrive";
     }
@@ -1127,10 +1135,17 @@ void RoundMachine::OnRejoinDatagram(const rendezvous::LivenessDatagram& rejoin, 
   }
 }
 
+bool RoundMachine::ReleaseRetryDue(absl::Time now) const {
+  return release_refused_ && watch_open_ && acks_flowing_ && state_ == RoundState::kRunning &&
+         options_.udp_liveness && options_.quiet_when_acked &&
+         now >= release_refused_at_ + kReleaseRetryAfter;
+}
+
 void RoundMachine::Unrelease(absl::string_view why) {
   TLOG(kInfo) << why << "; opening the directive stream again";
   stream_released_ = false;
   release_refused_ = true;
+  release_refused_at_ = clock_->Now();
   reopen_at_ = clock_->Now();
   reopen_backoff_ = options_.reopen_min_backoff;
 }
@@ -1160,18 +1175,24 @@ void RoundMachine::OnDirectiveDatagram(const DirectiveDatagramReceived& e, Actio
     return;
   }
   if (d.has_job_failed() || d.has_job_finished()) {
-    // Confirmed at once (and for every repeat), so that the coordinator
-    // stops sending it and may exit.
+    if (state_ != RoundState::kDone) {
+      if (ready) {
+        OnDirectiveWhileReady(d, out);
+      } else {
+        ApplyDirective(d, out);
+      }
+    }
+    // Confirmed once taken (and for every repeat), so that the coordinator
+    // stops sending it and may exit; not while something else decides how
+    // this agent ends (then its Join, Report or stream tells it the verdict).
+    const Ending verdict = d.has_job_failed() ? Ending::kJobFailed : Ending::kJobFinished;
+    const bool taken = (outcome_ == Outcome::kExit && facts_.ending == verdict) ||
+                       (join_verdict_.has_value() && join_verdict_->ending == verdict);
+    if (!taken) return;
+    TLOG(kDebug) << "the job's verdict came by datagram (confirmed)";
     out->push_back(SendLiveness{rendezvous::EncodeLivenessDatagram(
         liveness_slot_, options_.me.incarnation(), d.round(), ++liveness_seq_, liveness_key_,
         rendezvous::LivenessKind::kTaken)});
-    if (state_ == RoundState::kDone) return;
-    TLOG(kDebug) << "the job's verdict came by datagram (confirmed)";
-    if (ready) {
-      OnDirectiveWhileReady(d, out);
-    } else {
-      ApplyDirective(d, out);
-    }
   }
 }
 
@@ -1336,6 +1357,14 @@ void RoundMachine::OnTick(Actions* out) {
     if (stream_released_ && !acks_flowing_ &&
         now - std::max(last_ack_, round_started_) >= AckSilence()) {
       Unrelease("no liveness ack from the coordinator");
+    }
+    if (ReleaseRetryDue(now)) {
+      // Acks have come steadily since: a new stream that accepts a release
+      // again replaces this one (a network blip, a stalled coordinator, must
+      // not cost node 0 its memory for the rest of the job).
+      release_refused_ = false;
+      out->push_back(OpenWatch{NewWatchRequest(assignment_.round()), ++watch_id_});
+      watch_open_ = true;
     }
     if (!watch_open_ && now >= reopen_at_) {
       out->push_back(OpenWatch{NewWatchRequest(assignment_.round()), ++watch_id_});

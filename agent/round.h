@@ -62,15 +62,16 @@
 //
 // Released streams (docs/protocol.md): in a large round the coordinator may
 // end this node's stream with a Release once it acks the datagrams. Taken
-// while acks flow (else refused: the stream is re-opened and never released
-// again), the node then runs without a stream: no re-open, no periodic
+// while acks flow (else refused: the stream is re-opened, and no release is
+// taken until acks have flowed for kReleaseRetryAfter), the node then runs
+// without a stream: no re-open, no periodic
 // Report; a Rejoin comes as a REJOIN datagram, the next assignment and the
 // verdict as DIRECTIVE datagrams (a verdict is confirmed with a TAKEN
 // datagram), and acks that stop (or do not come within the ack silence of a
 // new round) bring the stream back:
 //
 //   RUNNING, acked --Release--> released --acks stop--> OpenWatch (refusing
-//   releases from then on)
+//   releases) --acks for kReleaseRetryAfter--> OpenWatch accepting one again
 //
 // The coordinator is "lost" when nothing it answered (join, directive,
 // heartbeat answer, ack) has arrived for 1.05 heartbeat timeouts plus, while
@@ -149,6 +150,9 @@ inline constexpr int kReadiesBeforeJoin = 5;
 // Report interval of the Assignment.
 inline constexpr absl::Duration kAckedReportInterval = absl::Minutes(5);
 inline constexpr double kAckSilenceFraction = 0.6;
+// A node that refused a release (or ended one: its acks stopped) accepts one
+// again once acks have come this long since, with a new stream.
+inline constexpr absl::Duration kReleaseRetryAfter = absl::Minutes(2);
 
 // ---- Exit policy: one table from how the agent's run ended to its exit code
 // (docs/exit-codes.md is the user copy).
@@ -465,6 +469,8 @@ class RoundMachine {
   // The release is over (acks stopped, or never came): the stream again,
   // and no release for the rest of this agent's life.
   void Unrelease(absl::string_view why);
+  // Whether to open a stream that accepts a release again (see above).
+  bool ReleaseRetryDue(absl::Time now) const;
   void OnLivenessAcked(const rendezvous::LivenessDatagram& ack);
   // A REJOIN datagram: the Rejoin (ready_by_datagram) for round
   // rejoin.round, taken as the stream's would be when it is this node's and
@@ -584,8 +590,9 @@ class RoundMachine {
   // directives come by datagram; no stream to re-open, no periodic Report.
   bool stream_released_ = false;
   // A release was refused or ended: the stream stays (WatchRequest.
-  // accepts_release off from now on).
+  // accepts_release off) until kReleaseRetryAfter after that, if acks flow.
   bool release_refused_ = false;
+  absl::Time release_refused_at_ = absl::InfinitePast();
   // When the current round's assignment came (an ack is due within the
   // ack silence of it while released).
   absl::Time round_started_ = absl::InfinitePast();

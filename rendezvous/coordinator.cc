@@ -620,6 +620,31 @@ uint64_t Coordinator::Join(const v1::JoinRequest& request, absl::string_view pee
   return ticket;
 }
 
+void Coordinator::WithdrawSilentReadiesLocked(absl::Time now) {
+  // A released member re-joining by READY has no stream whose close would
+  // withdraw its re-join: its READYs (one every interval) are its life.
+  // Dead (killed, or it gave up at its join timeout), it must not count
+  // toward the round, nor keep its restarted pod's new incarnation out.
+  if (released_ == 0 || gathering_ == 0) return;
+  const absl::Duration limit = SilenceLimit(options_.heartbeat_timeout);
+  std::vector<std::string> silent;
+  for (const Slot& slot : slots_) {
+    if (slot.member == nullptr) continue;
+    const Member& m = *slot.member;
+    if (m.released && m.ready_join && m.ticket != 0 && now - slot.last_heard >= limit) {
+      silent.push_back(m.join.member().node_id());
+    }
+  }
+  for (const std::string& id : silent) {
+    auto it = members_.find(id);
+    if (it == members_.end()) continue;
+    TLOG(kInfo) << "node " << SafeForLog(id) << " went silent while re-joining round "
+                << NextRoundLocked() << " by datagram; its re-join is withdrawn";
+    it->second.done = nullptr;
+    WithdrawJoinLocked(it);
+  }
+}
+
 void Coordinator::WithdrawJoinLocked(std::map<std::string, Member>::iterator it) {
   SetTicketLocked(it->second, 0);
   it->second.answer_by = absl::InfiniteFuture();
@@ -870,6 +895,9 @@ void Coordinator::CloseRoundLocked(Actions* actions) {
     SetTicketLocked(m, 0);
     m.state = v1::ReportRequest::STATE_UNSPECIFIED;
     SetInRoundLocked(m, true);
+    // Its acks of this round count from its first (a release waits for the
+    // second: the agent has seen an ack of this round by then).
+    SlotOf(m).last_ack = absl::InfinitePast();
     UpdateMustStayAliveLocked(m);
     unfinished_ += MustSucceedLocked(m);
     SlotOf(m).last_heard = now;
@@ -1294,6 +1322,7 @@ void Coordinator::Tick() {
     }
     if (phase_ == Phase::kGathering && !shut_down_) {
       ExpireJoinsLocked(now, &actions);
+      WithdrawSilentReadiesLocked(now);
       if (round_ > 0 && now - gathering_since_ >= options_.min_nodes_timeout &&
           GatheringCountLocked() < options_.min_nodes) {
         FailJobLocked(absl::StrFormat("only %d of the %d nodes needed re-joined within %s "
@@ -1365,6 +1394,15 @@ void Coordinator::EnableUdpLiveness(int udp_port, DatagramSender* sender) {
 void Coordinator::SetAnswerObserver(std::function<void(uint64_t round, int nnodes)> observer) {
   absl::MutexLock lock(&mu_);
   answer_observer_ = std::move(observer);
+}
+
+void Coordinator::NotifyAnswerSent(uint64_t round, int nnodes) {
+  std::function<void(uint64_t, int)> observer;
+  {
+    absl::MutexLock lock(&mu_);
+    observer = answer_observer_;
+  }
+  if (observer) observer(round, nnodes);
 }
 
 void RunActions(std::vector<std::function<void()>>* actions) {
@@ -1471,7 +1509,19 @@ std::optional<OutgoingDatagram> Coordinator::DirectiveDatagramLocked(const Membe
 
 std::optional<OutgoingDatagram> Coordinator::VerdictDatagramLocked(const Member& m) const {
   if (!m.verdict_pending) return std::nullopt;
-  return DirectiveDatagramLocked(m, verdict_directive_);
+  std::optional<OutgoingDatagram> d = DirectiveDatagramLocked(m, verdict_directive_);
+  if (d.has_value() || !verdict_directive_.has_job_failed()) return d;
+  // A reason too long for a datagram (a Leave's 1 KiB reason, long node
+  // ids): cut, as a log line would be; the coordinator's log has it whole.
+  v1::Directive shorter = verdict_directive_;
+  std::string* reason = shorter.mutable_job_failed()->mutable_reason();
+  const size_t overhead = shorter.ByteSizeLong() - reason->size();
+  constexpr absl::string_view kCut = "...(cut: see the coordinator's log)";
+  const size_t room = kMaxDirectivePayloadBytes - std::min(kMaxDirectivePayloadBytes, overhead);
+  if (room <= kCut.size() + 8) return std::nullopt;
+  reason->resize(std::min(reason->size(), room - kCut.size() - 8));
+  reason->append(kCut.data(), kCut.size());
+  return DirectiveDatagramLocked(m, shorter);
 }
 
 bool Coordinator::MayRejoinByDatagramLocked(const Member& m) const {
@@ -1510,9 +1560,9 @@ bool Coordinator::ReadyJoinLocked(Member& m, uint64_t round, Actions* actions) {
   if (m.released) {
     // The answer as a DIRECTIVE datagram (again for each READY of the closed
     // round: NoteLivenessBatch), to where the READY came from.
-    m.done = [sender = datagram_sender_, observer = answer_observer_, socket = slot.socket,
-              to = slot.from, slot_index = m.slot, member_incarnation = slot.incarnation,
-              key = slot.key, incarnation = options_.incarnation,
+    m.done = [this, sender = datagram_sender_, socket = slot.socket, to = slot.from,
+              slot_index = m.slot, member_incarnation = slot.incarnation, key = slot.key,
+              incarnation = options_.incarnation,
               node = m.join.member().node_id()](absl::StatusOr<v1::Assignment> a) {
       if (!a.ok()) return;
       const uint64_t round = a->round();
@@ -1528,7 +1578,7 @@ bool Coordinator::ReadyJoinLocked(Member& m, uint64_t round, Actions* actions) {
         TLOG(kWarning) << "the assignment of node " << SafeForLog(node)
                        << " does not fit a datagram; it re-joins with a Join call";
       }
-      if (observer) observer(round, nnodes);
+      NotifyAnswerSent(round, nnodes);
     };
   } else {
     m.done = [sink = m.sink, incarnation = options_.incarnation](absl::StatusOr<v1::Assignment> a) {
@@ -1603,6 +1653,15 @@ LivenessBatchStats Coordinator::NoteLivenessBatch(absl::Span<const LivenessDatag
         ++stats.acks;
       };
       Member& member = *slot.member;
+      if (member.verdict_pending && d.kind != LivenessKind::kTaken) {
+        // Still alive after the verdict (stopping, or re-joining by READY),
+        // no TAKEN: the datagram was lost.
+        if (std::optional<OutgoingDatagram> v = VerdictDatagramLocked(member); v.has_value()) {
+          replies.push_back(*std::move(v));
+          ++stats.directives;
+        }
+        continue;
+      }
       if (d.kind == LivenessKind::kReady) {
         ++stats.ready;
         // (Before: a READY that closes the round is answered by the close.)
@@ -1627,14 +1686,6 @@ LivenessBatchStats Coordinator::NoteLivenessBatch(absl::Span<const LivenessDatag
         // A released member has the verdict: nothing more to send it.
         ++stats.taken;
         SetVerdictPendingLocked(member, false);
-        continue;
-      }
-      if (member.verdict_pending) {
-        // Still alive after the verdict, not TAKEN: the datagram was lost.
-        if (std::optional<OutgoingDatagram> v = VerdictDatagramLocked(member); v.has_value()) {
-          replies.push_back(*std::move(v));
-          ++stats.directives;
-        }
         continue;
       }
       if (slot.rejoin_round != 0 && d.round >= slot.rejoin_round) {

@@ -518,6 +518,12 @@ class Coordinator {
   std::string GatheringStatusLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Answers parked joins whose deadline is near with DEADLINE_EXCEEDED.
   void ExpireJoinsLocked(absl::Time now, Actions* actions) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // While a round gathers: withdraws the READY re-joins of released members
+  // silent for the silence limit (no stream would withdraw them).
+  void WithdrawSilentReadiesLocked(absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Calls the answer observer (without the lock): an assignment went by
+  // datagram.
+  void NotifyAnswerSent(uint64_t round, int nnodes) ABSL_LOCKS_EXCLUDED(mu_);
   // Drops a parked join (CancelJoin, deadline) from the round.
   void WithdrawJoinLocked(std::map<std::string, Member>::iterator it)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

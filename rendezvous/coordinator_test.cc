@@ -1173,9 +1173,10 @@ class ReleasedStreamTest : public ReadyRejoinTest {
   // a, b, c running round 1 as in StartTrio, every Watch accepting a REJOIN
   // datagram and a release (`release`), streams released from `from`
   // members on; then two acks for each (T/4 apart).
-  void StartReleased(int from = 3, std::vector<bool> release = {true, true, true}) {
+  void StartReleased(int from = 3, std::vector<bool> release = {true, true, true},
+                     int min_nodes = 2) {
     release_streams_from_ = from;
-    Make(2, 3, /*max_restarts=*/2);
+    Make(min_nodes, 3, /*max_restarts=*/2);
     core_->EnableUdpLiveness(29400, &sender_);
     reqs_ = {UdpReq("a", 1, -1), UdpReq("b", 2, -1), UdpReq("c", 3, -1)};
     std::vector<std::shared_ptr<JoinResult>> joins;
@@ -1408,6 +1409,129 @@ TEST_F(ReleasedStreamTest, WatchAgain_ServedOnTheStream_TheVerdictGoesDownIt) {
   EXPECT_FALSE(core_->Drained()) << "b's stream has not ended yet";
   core_->WatchClosed(*id);
   EXPECT_TRUE(core_->Drained());
+}
+
+TEST_F(ReleasedStreamTest, ASilentReleasedReJoiner_IsWithdrawn_ItsNewIncarnationJoins) {
+  // All three needed (MIN 3): the round waits for b while a and c hold.
+  StartReleased(3, {true, true, true}, /*min_nodes=*/3);
+  for (size_t i = 0; i < 3; ++i) Alive(i);
+  FailB();
+  bool acked = false;
+  Ready(0, 2, &acked);
+  ASSERT_TRUE(acked);
+  Ready(2, 2, &acked);
+  ASSERT_TRUE(acked);
+  EXPECT_EQ(core_->GetSnapshot().gathering, 2);
+  // c dies while it waits for its assignment (no stream to close): its
+  // re-join is withdrawn once it has been silent for the silence limit.
+  const absl::Duration interval = HeartbeatInterval(absl::Seconds(5));
+  for (int k = 0; k < 12; ++k) {
+    clock_.Advance(interval);
+    Ready(0, 2);
+    core_->Tick();
+  }
+  EXPECT_EQ(core_->GetSnapshot().gathering, 1) << "c's dead re-join no longer counts";
+  // Its pod restarted: the new incarnation is let in at once.
+  v1::JoinRequest again = UdpReq("c", 33, -1);
+  auto r = Join(again);
+  EXPECT_TRUE(!r->done() || r->status().ok()) << r->status();
+  EXPECT_EQ(core_->GetSnapshot().gathering, 2);
+}
+
+TEST_F(ReleasedStreamTest, AVerdictDatagramLost_ARepeatForAReady) {
+  StartReleased();
+  for (size_t i = 0; i < 3; ++i) Alive(i);
+  FailB();
+  // a re-joins by READY (one every interval); nobody else comes back:
+  // --min-nodes-timeout (60 s) with 1 of 2 back fails the job.
+  for (int k = 0; k < 140 && core_->GetSnapshot().phase != Phase::kFailed; ++k) {
+    clock_.Advance(HeartbeatInterval(absl::Seconds(5)));
+    Ready(0, 2);
+    core_->Tick();
+  }
+  ASSERT_EQ(core_->GetSnapshot().phase, Phase::kFailed);
+  ASSERT_EQ(DirectivesTo(0).size(), 1u);
+  // a re-joins by READY still (the verdict was lost): told again.
+  const LivenessBatchStats st = Ready(0, 2);
+  EXPECT_EQ(st.directives, 1);
+  ASSERT_EQ(DirectivesTo(0).size(), 2u);
+  EXPECT_TRUE(DirectivesTo(0).back().has_job_failed());
+}
+
+TEST_F(ReleasedStreamTest, AVerdictTooLongForADatagram_GoesWithItsReasonCut) {
+  // A static job of two released members; b leaves with the longest reason
+  // a Leave may carry, all of it escaped (4 KiB in the verdict's reason).
+  release_streams_from_ = 2;
+  Make(2, 2);
+  core_->EnableUdpLiveness(29400, &sender_);
+  reqs_ = {UdpReq("a", 1, 0), UdpReq("b", 2, 1)};
+  std::vector<std::shared_ptr<JoinResult>> joins;
+  for (const v1::JoinRequest& r : reqs_) joins.push_back(Join(r));
+  for (size_t i = 0; i < 2; ++i) {
+    ASSERT_TRUE(joins[i]->done());
+    as_.push_back(joins[i]->assignment());
+    auto sink = std::make_shared<RecordingSink>();
+    v1::WatchRequest w;
+    *w.mutable_member() = reqs_[i].member();
+    w.set_job_id("job");
+    w.set_round(1);
+    w.set_accepts_assignment(true);
+    w.set_accepts_rejoin_datagram(true);
+    w.set_accepts_release(true);
+    ASSERT_TRUE(core_->Watch(w, sink).ok());
+    sinks_.push_back(sink);
+  }
+  core_->Tick();
+  for (int k = 0; k < 2; ++k) {
+    Alive(0);
+    Alive(1);
+    clock_.Advance(AckInterval(absl::Seconds(5)));
+    core_->Tick();
+  }
+  ASSERT_EQ(core_->GetSnapshot().released, 2);
+  v1::LeaveRequest leave;
+  *leave.mutable_member() = reqs_[1].member();
+  leave.set_job_id("job");
+  leave.set_reason(std::string(kMaxMessageLength, '\x01'));
+  ASSERT_TRUE(core_->Leave(leave).ok());
+  ASSERT_EQ(core_->GetSnapshot().phase, Phase::kFailed);
+  ASSERT_GT(core_->GetSnapshot().verdict.size(), kMaxDirectivePayloadBytes);
+  std::vector<v1::Directive> d = DirectivesTo(0);
+  ASSERT_EQ(d.size(), 1u) << "sent, though the whole verdict would not fit";
+  ASSERT_TRUE(d[0].has_job_failed());
+  EXPECT_THAT(d[0].job_failed().reason(),
+              ::testing::EndsWith("...(cut: see the coordinator's log)"));
+  EXPECT_THAT(d[0].job_failed().reason(), ::testing::StartsWith("node b left: "));
+}
+
+TEST_F(ReleasedStreamTest, InALaterRound_TheFirstAckOfThatRound_IsNotASecondAck) {
+  // Round 1 without releases (its watches refuse them), two acks each.
+  StartReleased(/*from=*/3, {false, false, false});
+  ASSERT_EQ(core_->GetSnapshot().released, 0);
+  for (size_t i = 0; i < 3; ++i) Alive(i);
+  FailB();
+  for (size_t i = 0; i < 3; ++i) Ready(i, 2);
+  ASSERT_EQ(core_->GetSnapshot().round, 2u);
+  for (size_t i = 0; i < 3; ++i) as_[i] = Pushed(i).back();
+  // a opens a new Watch for round 2, accepting a release.
+  auto sink = std::make_shared<RecordingSink>();
+  v1::WatchRequest w;
+  *w.mutable_member() = reqs_[0].member();
+  w.set_job_id("job");
+  w.set_round(2);
+  w.set_accepts_assignment(true);
+  w.set_accepts_rejoin_datagram(true);
+  w.set_accepts_release(true);
+  ASSERT_TRUE(core_->Watch(w, sink).ok());
+  clock_.Advance(AckInterval(absl::Seconds(5)));  // past round 1's last ack
+  core_->Tick();
+  std::vector<LivenessAck> acks;
+  ASSERT_EQ(AliveFrom(0, &acks).acks, 1);  // the first ack of round 2
+  EXPECT_FALSE(sink->closed) << "released on its first ack of the round: the agent had none yet";
+  clock_.Advance(AckInterval(absl::Seconds(5)));
+  core_->Tick();
+  Alive(0);
+  EXPECT_TRUE(Released(*sink)) << "the second";
 }
 
 TEST_F(UdpLivenessTest, Assignment_CarriesTheReportIntervalAndFirstReportDelay) {
