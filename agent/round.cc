@@ -361,7 +361,7 @@ v1::WatchRequest RoundMachine::NewWatchRequest(uint64_t round) const {
   w.set_accepts_assignment(options_.udp_liveness);
   w.set_accepts_rejoin_datagram(options_.udp_liveness);
   // ... and run without the stream in a large round, where acks say all
-  // that its periodic Reports would (not the MPI launcher: its placement
+  // that its periodic Reports would (not the MPI commands: their placement
   // check rides on them).
   w.set_accepts_release(options_.udp_liveness && options_.quiet_when_acked && !release_refused_);
   return w;
