@@ -87,5 +87,43 @@ TEST(Colocation, NoBootIdMeansUnknownAndStaleValuesAreCleared) {
   EXPECT_EQ(nodes[1].colocated(), 0);
 }
 
+TEST(Colocation, ReadsTheTopologiesGiven_ManyMachinesAloneAndOnePairSharing) {
+  // The coordinator's form: each node's topology stays in its join request;
+  // the assignments carry none.
+  constexpr int kNodes = 1000;
+  std::vector<v1::Topology> topologies(kNodes);
+  for (int i = 0; i < kNodes; ++i) {
+    topologies[i].set_boot_id("boot-" + std::to_string(i));
+    topologies[i].set_ipc_namespace("ipc:[" + std::to_string(i) + "]");
+    topologies[i].add_gpu_uuids("GPU-" + std::to_string(i));
+    topologies[i].set_gpu_count(1);
+  }
+  // Nodes 10 and 500: one machine, one IPC namespace, both see both GPUs.
+  for (int i : {10, 500}) {
+    topologies[i].set_boot_id("boot-shared");
+    topologies[i].set_ipc_namespace("ipc:[7]");
+    topologies[i].clear_gpu_uuids();
+    topologies[i].add_gpu_uuids("GPU-a");
+    topologies[i].add_gpu_uuids("GPU-b");
+    topologies[i].set_gpu_count(2);
+  }
+  topologies[20].clear_boot_id();
+  std::vector<const v1::Topology*> views;
+  for (const v1::Topology& t : topologies) views.push_back(&t);
+  std::vector<v1::NodeAssignment> nodes(kNodes);
+  nodes[30].set_nccl_hostid("stale");
+  MarkColocated(views, absl::MakeSpan(nodes));
+  for (int i = 0; i < kNodes; ++i) {
+    EXPECT_FALSE(nodes[i].has_topology());
+    if (i == 10 || i == 500) {
+      EXPECT_EQ(nodes[i].colocated(), 2);
+      EXPECT_EQ(nodes[i].nccl_hostid(), "boot-shared");
+    } else {
+      EXPECT_EQ(nodes[i].colocated(), i == 20 ? 0 : 1) << i;
+      EXPECT_EQ(nodes[i].nccl_hostid(), "") << i;
+    }
+  }
+}
+
 }  // namespace
 }  // namespace trainlet::rendezvous

@@ -605,6 +605,7 @@ uint64_t Coordinator::Join(const v1::JoinRequest& request, absl::string_view pee
                         ? absl::InfiniteFuture()
                         : deadline - std::min(kJoinAnswerMargin,
                                               std::max(absl::ZeroDuration(), deadline - now) / 4);
+      next_join_expiry_ = std::min(next_join_expiry_, m.answer_by);
       TLOG(kDebug) << "join " << Who(request.member()) << " from " << SafeForLog(m.addr) << " ("
                    << GatheringCountLocked() << "/" << options_.min_nodes << ".."
                    << options_.max_nodes << ")";
@@ -737,13 +738,17 @@ std::string Coordinator::GatheringStatusLocked() const {
 }
 
 void Coordinator::ExpireJoinsLocked(absl::Time now, Actions* actions) {
+  if (now < next_join_expiry_) return;
   // What the round waits for, as it stood before any of these expired (once
   // per call: it walks the members).
   std::string msg;
+  next_join_expiry_ = absl::InfiniteFuture();
   for (auto it = members_.begin(); it != members_.end();) {
     auto next = std::next(it);
     Member& m = it->second;
-    if (m.ticket != 0 && now >= m.answer_by) {
+    if (m.ticket != 0 && now < m.answer_by) {
+      next_join_expiry_ = std::min(next_join_expiry_, m.answer_by);
+    } else if (m.ticket != 0) {
       if (msg.empty()) {
         msg = absl::StrCat("round ", NextRoundLocked(),
                            " did not close before the join's deadline: ", GatheringStatusLocked(),
@@ -816,7 +821,12 @@ void Coordinator::CloseRoundLocked(Actions* actions) {
   std::vector<Member*> by_rank(n);
   for (int i = 0; i < n; ++i) by_rank[ranks[i]] = joined[i];
 
+  // What each node has (its topology) stays with the coordinator: no agent
+  // reads another's, and at 10,000 nodes a member list carrying every node's
+  // GPU UUIDs would pass gRPC's 4 MB message limit. Nor is it copied: the
+  // colocation reads it where it is.
   std::vector<v1::NodeAssignment> nodes(n);
+  std::vector<const v1::Topology*> topologies(n);
   int world_size = 0;
   bool any_wants_nodes = false;
   for (int r = 0; r < n; ++r) {
@@ -827,18 +837,13 @@ void Coordinator::CloseRoundLocked(Actions* actions) {
     na.set_addr(m.addr);
     na.set_local_world_size(m.join.local_world_size());
     na.set_first_global_rank(world_size);
-    *na.mutable_topology() = m.join.topology();
-    *na.mutable_ssh() = m.join.ssh();
+    topologies[r] = &m.join.topology();
+    if (m.join.has_ssh()) *na.mutable_ssh() = m.join.ssh();
     na.set_role(m.join.role());
     world_size += m.join.local_world_size();
     any_wants_nodes |= m.join.want_nodes();
   }
-
-  MarkColocated(nodes);
-  // What each node has stays with the coordinator: no agent reads another's,
-  // and at 10,000 nodes a member list carrying every node's GPU UUIDs would
-  // pass gRPC's 4 MB message limit.
-  for (v1::NodeAssignment& na : nodes) na.clear_topology();
+  MarkColocated(topologies, absl::MakeSpan(nodes));
 
   v1::Assignment common;
   common.set_coordinator_incarnation(options_.incarnation);
@@ -902,9 +907,11 @@ void Coordinator::CloseRoundLocked(Actions* actions) {
     unfinished_ += MustSucceedLocked(m);
     SlotOf(m).last_heard = now;
     SlotOf(m).stream_lost_at = absl::InfiniteFuture();
-    actions->push_back(
-        [d = std::move(m.done), a = m.assignment,
-         list = m.join.want_nodes() ? round_nodes_ : nullptr] { d(WithNodes(a, list)); });
+    // The answer's one copy of the assignment (the member keeps its own).
+    actions->push_back([d = std::move(m.done), a = m.assignment,
+                        list = m.join.want_nodes() ? round_nodes_ : nullptr]() mutable {
+      d(WithNodes(std::move(a), list));
+    });
     m.done = nullptr;
   }
   phase_ = Phase::kRunning;

@@ -517,6 +517,7 @@ class Coordinator {
   // "2/3 joined; waiting for rank 2" (what the gathering round lacks).
   std::string GatheringStatusLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Answers parked joins whose deadline is near with DEADLINE_EXCEEDED.
+  // O(1) until the earliest of those deadlines (a walk of the members then).
   void ExpireJoinsLocked(absl::Time now, Actions* actions) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // While a round gathers: withdraws the READY re-joins of released members
   // silent for the silence limit (no stream would withdraw them).
@@ -633,6 +634,12 @@ class Coordinator {
   mutable absl::Mutex mu_;
   Phase phase_ ABSL_GUARDED_BY(mu_) = Phase::kGathering;
   absl::Time last_tick_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();  // Tick's last run.
+  // At or before the earliest answer_by of a parked Join: until then the
+  // ticker does not walk the members for expired joins (at 10,000 members
+  // that walk, 50 times a second, was a fifth of the coordinator's CPU while
+  // a round gathered). A join withdrawn or answered leaves it early, never
+  // late; the walk sets it exactly.
+  absl::Time next_join_expiry_ ABSL_GUARDED_BY(mu_) = absl::InfiniteFuture();
   uint64_t round_ ABSL_GUARDED_BY(mu_) = 0;
   int restart_count_ ABSL_GUARDED_BY(mu_) = 0;
   int failures_ ABSL_GUARDED_BY(mu_) = 0;

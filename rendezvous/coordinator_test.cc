@@ -2302,6 +2302,36 @@ TEST_F(CoordinatorTest, ParkedJoin_ShortDeadline_AnsweredAQuarterOfItsTimeEarly)
   EXPECT_THAT(a->status().message(), HasSubstr("waiting for 1 more node"));
 }
 
+TEST_F(CoordinatorTest, ParkedJoins_EachAnsweredAtItsOwnDeadline_AfterAnEarlierOneWentAway) {
+  // The ticker looks for expired joins only from the earliest deadline on:
+  // a join withdrawn before its deadline must not hide the later ones, and
+  // one that arrives with an earlier deadline than those parked is seen.
+  Make(4, 4);
+  const absl::Time t0 = clock_.Now();
+  auto a = Join(Req("a", 1, 0), "", t0 + absl::Seconds(10));
+  auto b = Join(Req("b", 2, 1), "", t0 + absl::Seconds(60));
+  auto c = Join(Req("c", 3, 2), "", t0 + absl::Seconds(30));
+  core_->CancelJoin(a->ticket);  // its caller went away
+  clock_.Advance(absl::Seconds(20));
+  core_->Tick();
+  EXPECT_FALSE(b->done());
+  EXPECT_FALSE(c->done());
+  auto d = Join(Req("d", 4, 3), "", clock_.Now() + absl::Seconds(4));
+  ASSERT_FALSE(d->done()) << "the round does not close: a withdrew";
+  clock_.Advance(absl::Seconds(4));
+  core_->Tick();
+  EXPECT_TRUE(d->done()) << "a later join with the earliest deadline";
+  EXPECT_FALSE(c->done());
+  clock_.Advance(absl::Seconds(6));  // t0 + 30 s: c's
+  core_->Tick();
+  EXPECT_TRUE(c->done());
+  EXPECT_FALSE(b->done());
+  clock_.Advance(absl::Seconds(30));
+  core_->Tick();
+  ASSERT_TRUE(b->done());
+  EXPECT_EQ(b->status().code(), absl::StatusCode::kDeadlineExceeded);
+}
+
 // ---- MPI jobs: one launcher (COMMAND = mpirun) and workers that host ranks
 // through their sshd.
 
