@@ -107,6 +107,7 @@
 #include "absl/time/time.h"
 #include "bench/flags.h"
 #include "bench/load_harness.h"
+#include "common/deadlock_detection.h"
 #include "controller/report_limits.h"
 #include "httplib.h"
 #include "rendezvous/grpc_auth.h"
@@ -877,6 +878,8 @@ int Run(const Config& c) {
 }  // namespace
 
 int Main(int argc, char** argv) {
+  // As `trainlet` does (common/deadlock_detection.h): off in release builds.
+  trainlet::ConfigureDeadlockDetection();
   Config c;
   std::string v;
   bool bad = false;

@@ -138,6 +138,7 @@
 #include "agent/round.h"
 #include "bench/flags.h"
 #include "bench/load_harness.h"
+#include "common/deadlock_detection.h"
 #include "rendezvous/coordinator_service.h"
 #include "rendezvous/liveness_datagram.h"
 #include "rendezvous/protocol_version.h"
@@ -1755,6 +1756,11 @@ void PrintResults(const Config& c, double load_before, double load_after) {
 }  // namespace
 
 int Main(int argc, char** argv) {
+  // As `trainlet` does (common/deadlock_detection.h): off in release builds.
+  // The generators hold one mutex per simulated agent; with the detection
+  // on (Debian's Abseil is built without NDEBUG) their heartbeat threads
+  // spent their time in its lock graph, on the coordinator's CPUs.
+  trainlet::ConfigureDeadlockDetection();
   Config c;
   std::string v;
   bool bad = false;
