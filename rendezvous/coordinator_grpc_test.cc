@@ -179,6 +179,32 @@ TEST_F(GrpcCoordinatorTest, AgentGoneWhileParked_IsDroppedFromTheRound) {
   EXPECT_TRUE(WaitFor([&] { return core_->GetSnapshot().gathering == 0; }));
 }
 
+TEST_F(GrpcCoordinatorTest, Join_AnsweredByTheCoordinatorBeforeTheCallersDeadline) {
+  // The server takes no timer of its own for a call's deadline (it would
+  // cost every parked Join one in gRPC's timer table): the coordinator reads
+  // the caller's deadline and answers before it, saying what the round lacks.
+  Start(2);
+  std::atomic<bool> stop{false};
+  std::thread ticker([&] {
+    while (!stop.load()) {
+      core_->Tick();
+      absl::SleepFor(absl::Milliseconds(20));
+    }
+  });
+  const absl::Time start = absl::Now();
+  auto res = Client()->Join(Req("a", 1, 0), start + absl::Seconds(2));
+  const absl::Duration took = absl::Now() - start;
+  stop = true;
+  ticker.join();
+  ASSERT_FALSE(res.ok());
+  EXPECT_EQ(res.status().code(), absl::StatusCode::kDeadlineExceeded);
+  EXPECT_THAT(
+      res.status().message(),
+      HasSubstr("did not close before the join's deadline: 1/2 joined; waiting for rank 1"));
+  EXPECT_LT(took, absl::Seconds(2));
+  EXPECT_EQ(core_->GetSnapshot().gathering, 0);
+}
+
 TEST_F(GrpcCoordinatorTest, Join_Unreachable_FailsAtDeadlineNamingTheAddress) {
   // A port nobody listens on: bind one and close it.
   Start(1);
