@@ -56,8 +56,9 @@ void MarkColocated(absl::Span<const trainlet::v1::Topology* const> topologies,
     auto [s, inserted] = shared.emplace(it->first, g.members > 1 && sees_all);
     if (!inserted) s->second = s->second && sees_all;
   }
-  for (size_t i = 0; i < n; ++i) {
-    const auto& t = *topologies[i];
+  // Every entry of `nodes` is set: one without a topology is unknown.
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    const auto& t = i < n ? *topologies[i] : trainlet::v1::Topology::default_instance();
     auto& na = nodes[i];
     na.clear_nccl_hostid();
     if (t.boot_id().empty()) {

@@ -25,7 +25,8 @@ namespace trainlet::rendezvous {
 // Sets colocated and nccl_hostid on every entry of `nodes` from
 // `topologies[i]` (the topology node i reported): its boot_id and
 // ipc_namespace (an entry without a boot_id gets colocated 0 and no host id).
-// The sizes must be equal. O(n) expected in the number of nodes; only the
+// The sizes should be equal; an entry of `nodes` past the topologies counts
+// as one without a boot_id. O(n) expected in the number of nodes; only the
 // machines with two or more members cost more (their GPU sets are compared),
 // so a round of 10,000 pods on 10,000 machines allocates one hash table.
 void MarkColocated(absl::Span<const trainlet::v1::Topology* const> topologies,

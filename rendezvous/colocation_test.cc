@@ -125,5 +125,18 @@ TEST(Colocation, ReadsTheTopologiesGiven_ManyMachinesAloneAndOnePairSharing) {
   }
 }
 
+TEST(Colocation, AnAssignmentPastTheTopologiesIsUnknown) {
+  v1::Topology t;
+  t.set_boot_id("boot-a");
+  std::vector<const v1::Topology*> views = {&t};
+  std::vector<v1::NodeAssignment> nodes(2);
+  nodes[1].set_colocated(3);
+  nodes[1].set_nccl_hostid("stale");
+  MarkColocated(views, absl::MakeSpan(nodes));
+  EXPECT_EQ(nodes[0].colocated(), 1);
+  EXPECT_EQ(nodes[1].colocated(), 0);
+  EXPECT_EQ(nodes[1].nccl_hostid(), "");
+}
+
 }  // namespace
 }  // namespace trainlet::rendezvous

@@ -92,6 +92,12 @@ absl::StatusOr<std::unique_ptr<GrpcServer>> GrpcServer::Start(
   // went out, and serialised them. Nothing is lost: the coordinator reads the
   // caller's deadline (ctx->deadline()) and answers before it, and a caller
   // whose deadline passes cancels the call itself (RST_STREAM: OnCancel).
+  // This holds for every server built here (coordinator, health, controller):
+  // Join is the only handler that waits, the others answer at once, and the
+  // streams (Watch, the controller's reports) are opened without a deadline.
+  // A peer that holds a call open and goes quiet could do so before by
+  // sending no deadline; it is bounded by the streams per connection, the
+  // connection cap, the memory quota and keepalive.
   builder.AddChannelArgument(GRPC_ARG_ENABLE_DEADLINE_CHECKS, 0);
   // Keepalive is a fallback for half-open connections; liveness datagrams
   // and heartbeats detect a silent node (keepalive.h). The server keeps
