@@ -1095,10 +1095,13 @@ void AckLikeTheCoordinator(FakeRendezvousClient* client, SimulatedClock* clock,
 // ends the stream with a Release once it acks the node's datagrams.
 class ReleasedStreamTest : public RejoinDatagramTest {
  protected:
-  static v1::Directive Release(uint64_t round) {
-    v1::Directive d = MakeDirective(round);
+  // The coordinator releases the stream of round 1: a Release as its last
+  // directive, then the stream's end.
+  void ReleaseStream() {
+    v1::Directive d = MakeDirective(1);
     d.mutable_release();
-    return d;
+    client_.SendDirective(d);
+    client_.EndStream(absl::OkStatus());
   }
   static std::string DirectiveDatagram(const v1::Directive& d, const char* key = kUdpKey) {
     return *rendezvous::EncodeDirectiveDatagram(3, 0x1234, d.round(), d.SerializeAsString(),
@@ -1144,8 +1147,7 @@ TEST_F(ReleasedStreamTest, TakenWhileAcked_NoReopenNoReports_TheVerdictByDatagra
   EveryIdle([&](absl::Duration t) {
     if (stage == 0 && t >= absl::Seconds(3)) {
       stage = 1;
-      client_.SendDirective(Release(1));
-      client_.EndStream(absl::OkStatus());
+      ReleaseStream();
     } else if (stage == 1 && t >= absl::Minutes(6)) {
       // Past the acked node's 5-minute Report: it does not go either.
       stage = 2;
@@ -1167,8 +1169,7 @@ TEST_F(ReleasedStreamTest, WithoutAcks_TheReleaseIsRefused_TheStreamOpensAgainWi
   EveryIdle([&](absl::Duration t) {
     if (stage == 0 && t >= absl::Seconds(2)) {
       stage = 1;
-      client_.SendDirective(Release(1));
-      client_.EndStream(absl::OkStatus());
+      ReleaseStream();
     } else if (stage == 1 && client_.watches().size() == 2 && client_.stream_open()) {
       stage = 2;
       client_.SendDirective(JobFinished(1));
@@ -1188,8 +1189,7 @@ TEST_F(ReleasedStreamTest, AcksThatStop_BringTheStreamBack) {
   EveryIdle([&](absl::Duration t) {
     if (stage == 0 && t >= absl::Seconds(3)) {
       stage = 1;
-      client_.SendDirective(Release(1));
-      client_.EndStream(absl::OkStatus());
+      ReleaseStream();
     } else if (stage == 1 && client_.watches().size() == 2 && client_.stream_open()) {
       stage = 2;
       reopened_at = t;
@@ -1213,8 +1213,7 @@ TEST_F(ReleasedStreamTest, Restart_RejoinDatagram_Ready_TheAssignmentByDatagram_
   EveryIdle([&](absl::Duration t) {
     if (stage == 0 && t >= absl::Seconds(3)) {
       stage = 1;
-      client_.SendDirective(Release(1));
-      client_.EndStream(absl::OkStatus());
+      ReleaseStream();
     } else if (stage == 1 && t >= absl::Seconds(5)) {
       stage = 2;
       client_.DeliverDatagram(RejoinDatagram(2));
@@ -1263,8 +1262,7 @@ TEST_F(ReleasedStreamTest, AVerdictNotTaken_IsNotConfirmed) {
   EveryIdle([&](absl::Duration t) {
     if (stage == 0 && t >= absl::Seconds(3)) {
       stage = 1;
-      client_.SendDirective(Release(1));
-      client_.EndStream(absl::OkStatus());
+      ReleaseStream();
     } else if (stage == 1 && t >= absl::Seconds(4)) {
       stage = 2;
       client_.DeliverDirectiveDatagram(DirectiveDatagram(JobFinished(7)));
@@ -1291,8 +1289,7 @@ TEST_F(ReleasedStreamTest, AfterAcksStopped_AReleaseIsTakenAgainOnceTheyFlowForT
   EveryIdle([&](absl::Duration t) {
     if (stage == 0 && t >= absl::Seconds(3)) {
       stage = 1;
-      client_.SendDirective(Release(1));
-      client_.EndStream(absl::OkStatus());
+      ReleaseStream();
     } else if (stage == 1 && client_.watches().size() == 3) {
       stage = 2;
       third_at = t;
@@ -1314,8 +1311,7 @@ TEST_F(ReleasedStreamTest, ADirectiveDatagramNotItsOwn_IsIgnored) {
   EveryIdle([&](absl::Duration t) {
     if (stage == 0 && t >= absl::Seconds(3)) {
       stage = 1;
-      client_.SendDirective(Release(1));
-      client_.EndStream(absl::OkStatus());
+      ReleaseStream();
     } else if (stage == 1 && t >= absl::Seconds(4)) {
       stage = 2;
       client_.DeliverDirectiveDatagram(DirectiveDatagram(JobFinished(1), "fedcba9876543210"));

@@ -53,6 +53,13 @@ struct JoinResult {
   absl::Status status() const { return result->status(); }
 };
 
+// What a test's Watch offers to take besides its stream's directives.
+struct Accepts {
+  bool assignment = false;       // an assignment down the stream
+  bool rejoin_datagram = false;  // a REJOIN datagram
+  bool release = false;          // a release of the stream
+};
+
 class CoordinatorTest : public ::testing::Test {
  protected:
   int release_streams_from_ = 0;  // CoordinatorOptions::release_streams_from for Make
@@ -96,12 +103,15 @@ class CoordinatorTest : public ::testing::Test {
   }
 
   std::shared_ptr<RecordingSink> Watch(const v1::JoinRequest& r, uint64_t round,
-                                       uint64_t* id = nullptr) {
+                                       uint64_t* id = nullptr, Accepts accepts = {}) {
     auto sink = std::make_shared<RecordingSink>();
     v1::WatchRequest w;
     *w.mutable_member() = r.member();
     w.set_job_id("job");
     w.set_round(round);
+    w.set_accepts_assignment(accepts.assignment);
+    w.set_accepts_rejoin_datagram(accepts.rejoin_datagram);
+    w.set_accepts_release(accepts.release);
     absl::StatusOr<uint64_t> wid = core_->Watch(w, sink);
     EXPECT_TRUE(wid.ok()) << wid.status();
     if (id && wid.ok()) *id = *wid;
@@ -673,17 +683,10 @@ class ReadyRejoinTest : public UdpLivenessTest {
     for (size_t i = 0; i < 3; ++i) {
       ASSERT_TRUE(joins[i]->done());
       as_.push_back(joins[i]->assignment());
-      auto sink = std::make_shared<RecordingSink>();
-      v1::WatchRequest w;
-      *w.mutable_member() = reqs_[i].member();
-      w.set_job_id("job");
-      w.set_round(1);
-      w.set_accepts_assignment(accepts[i]);
-      w.set_accepts_rejoin_datagram(rejoin_datagram[i]);
-      absl::StatusOr<uint64_t> id = core_->Watch(w, sink);
-      ASSERT_TRUE(id.ok()) << id.status();
-      sinks_.push_back(sink);
-      watch_ids_.push_back(*id);
+      uint64_t id = 0;
+      sinks_.push_back(Watch(reqs_[i], 1, &id, {accepts[i], rejoin_datagram[i]}));
+      ASSERT_NE(id, 0u);
+      watch_ids_.push_back(id);
       Alive(i);  // heard over UDP: a READY would get here
     }
     ASSERT_EQ(core_->GetSnapshot().round, 1u);
@@ -1175,31 +1178,29 @@ class ReleasedStreamTest : public ReadyRejoinTest {
   // members on; then two acks for each (T/4 apart).
   void StartReleased(int from = 3, std::vector<bool> release = {true, true, true},
                      int min_nodes = 2) {
+    StartReleasedJob({UdpReq("a", 1, -1), UdpReq("b", 2, -1), UdpReq("c", 3, -1)}, min_nodes,
+                     /*max_restarts=*/2, from, release);
+  }
+  // The same for a job of `reqs` (min_nodes..their number).
+  void StartReleasedJob(std::vector<v1::JoinRequest> reqs, int min_nodes, int max_restarts,
+                        int from, std::vector<bool> release) {
     release_streams_from_ = from;
-    Make(min_nodes, 3, /*max_restarts=*/2);
+    Make(min_nodes, static_cast<int>(reqs.size()), max_restarts);
     core_->EnableUdpLiveness(29400, &sender_);
-    reqs_ = {UdpReq("a", 1, -1), UdpReq("b", 2, -1), UdpReq("c", 3, -1)};
+    reqs_ = std::move(reqs);
     std::vector<std::shared_ptr<JoinResult>> joins;
     for (const v1::JoinRequest& r : reqs_) joins.push_back(Join(r));
-    for (size_t i = 0; i < 3; ++i) {
+    for (size_t i = 0; i < reqs_.size(); ++i) {
       ASSERT_TRUE(joins[i]->done());
       as_.push_back(joins[i]->assignment());
-      auto sink = std::make_shared<RecordingSink>();
-      v1::WatchRequest w;
-      *w.mutable_member() = reqs_[i].member();
-      w.set_job_id("job");
-      w.set_round(1);
-      w.set_accepts_assignment(true);
-      w.set_accepts_rejoin_datagram(true);
-      w.set_accepts_release(release[i]);
-      absl::StatusOr<uint64_t> id = core_->Watch(w, sink);
-      ASSERT_TRUE(id.ok()) << id.status();
-      sinks_.push_back(sink);
-      watch_ids_.push_back(*id);
+      uint64_t id = 0;
+      sinks_.push_back(Watch(reqs_[i], 1, &id, {true, true, release[i]}));
+      ASSERT_NE(id, 0u);
+      watch_ids_.push_back(id);
     }
     core_->Tick();
     for (int round = 0; round < 2; ++round) {
-      for (size_t i = 0; i < 3; ++i) Alive(i);
+      for (size_t i = 0; i < reqs_.size(); ++i) Alive(i);
       clock_.Advance(AckInterval(absl::Seconds(5)));
       core_->Tick();
     }
@@ -1378,16 +1379,9 @@ TEST_F(ReleasedStreamTest, TheVerdict_ByDatagram_AgainUntilTaken_DrainedThen) {
 TEST_F(ReleasedStreamTest, WatchAgain_ServedOnTheStream_TheVerdictGoesDownIt) {
   StartReleased();
   // b's acks stopped: it opens its Watch again, refusing a release.
-  auto sink = std::make_shared<RecordingSink>();
-  v1::WatchRequest w;
-  *w.mutable_member() = reqs_[1].member();
-  w.set_job_id("job");
-  w.set_round(1);
-  w.set_accepts_assignment(true);
-  w.set_accepts_rejoin_datagram(true);
-  w.set_accepts_release(false);
-  absl::StatusOr<uint64_t> id = core_->Watch(w, sink);
-  ASSERT_TRUE(id.ok()) << id.status();
+  uint64_t id = 0;
+  auto sink = Watch(reqs_[1], 1, &id, {true, true, false});
+  ASSERT_NE(id, 0u);
   EXPECT_EQ(core_->GetSnapshot().released, 2);
   EXPECT_EQ(core_->GetSnapshot().watching, 1);
   clock_.Advance(AckInterval(absl::Seconds(5)));
@@ -1407,7 +1401,7 @@ TEST_F(ReleasedStreamTest, WatchAgain_ServedOnTheStream_TheVerdictGoesDownIt) {
   Taken(0, 1);
   Taken(2, 1);
   EXPECT_FALSE(core_->Drained()) << "b's stream has not ended yet";
-  core_->WatchClosed(*id);
+  core_->WatchClosed(id);
   EXPECT_TRUE(core_->Drained());
 }
 
@@ -1461,33 +1455,8 @@ TEST_F(ReleasedStreamTest, AVerdictDatagramLost_ARepeatForAReady) {
 TEST_F(ReleasedStreamTest, AVerdictTooLongForADatagram_GoesWithItsReasonCut) {
   // A static job of two released members; b leaves with the longest reason
   // a Leave may carry, all of it escaped (4 KiB in the verdict's reason).
-  release_streams_from_ = 2;
-  Make(2, 2);
-  core_->EnableUdpLiveness(29400, &sender_);
-  reqs_ = {UdpReq("a", 1, 0), UdpReq("b", 2, 1)};
-  std::vector<std::shared_ptr<JoinResult>> joins;
-  for (const v1::JoinRequest& r : reqs_) joins.push_back(Join(r));
-  for (size_t i = 0; i < 2; ++i) {
-    ASSERT_TRUE(joins[i]->done());
-    as_.push_back(joins[i]->assignment());
-    auto sink = std::make_shared<RecordingSink>();
-    v1::WatchRequest w;
-    *w.mutable_member() = reqs_[i].member();
-    w.set_job_id("job");
-    w.set_round(1);
-    w.set_accepts_assignment(true);
-    w.set_accepts_rejoin_datagram(true);
-    w.set_accepts_release(true);
-    ASSERT_TRUE(core_->Watch(w, sink).ok());
-    sinks_.push_back(sink);
-  }
-  core_->Tick();
-  for (int k = 0; k < 2; ++k) {
-    Alive(0);
-    Alive(1);
-    clock_.Advance(AckInterval(absl::Seconds(5)));
-    core_->Tick();
-  }
+  StartReleasedJob({UdpReq("a", 1, 0), UdpReq("b", 2, 1)}, /*min_nodes=*/2, /*max_restarts=*/0,
+                   /*from=*/2, {true, true});
   ASSERT_EQ(core_->GetSnapshot().released, 2);
   v1::LeaveRequest leave;
   *leave.mutable_member() = reqs_[1].member();
@@ -1514,15 +1483,9 @@ TEST_F(ReleasedStreamTest, InALaterRound_TheFirstAckOfThatRound_IsNotASecondAck)
   ASSERT_EQ(core_->GetSnapshot().round, 2u);
   for (size_t i = 0; i < 3; ++i) as_[i] = Pushed(i).back();
   // a opens a new Watch for round 2, accepting a release.
-  auto sink = std::make_shared<RecordingSink>();
-  v1::WatchRequest w;
-  *w.mutable_member() = reqs_[0].member();
-  w.set_job_id("job");
-  w.set_round(2);
-  w.set_accepts_assignment(true);
-  w.set_accepts_rejoin_datagram(true);
-  w.set_accepts_release(true);
-  ASSERT_TRUE(core_->Watch(w, sink).ok());
+  uint64_t id = 0;
+  auto sink = Watch(reqs_[0], 2, &id, {true, true, true});
+  ASSERT_NE(id, 0u);
   clock_.Advance(AckInterval(absl::Seconds(5)));  // past round 1's last ack
   core_->Tick();
   std::vector<LivenessAck> acks;
