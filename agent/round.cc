@@ -1361,10 +1361,11 @@ void RoundMachine::OnTick(Actions* out) {
     if (ReleaseRetryDue(now)) {
       // Acks have come steadily since: a new stream that accepts a release
       // again replaces this one (a network blip, a stalled coordinator, must
-      // not cost node 0 its memory for the rest of the job).
+      // not cost node 0 its memory for the rest of the job). The re-open
+      // below opens it; the old stream's end is then an older stream's.
       release_refused_ = false;
-      out->push_back(OpenWatch{NewWatchRequest(assignment_.round()), ++watch_id_});
-      watch_open_ = true;
+      watch_open_ = false;
+      reopen_at_ = now;
     }
     if (!watch_open_ && now >= reopen_at_) {
       out->push_back(OpenWatch{NewWatchRequest(assignment_.round()), ++watch_id_});
