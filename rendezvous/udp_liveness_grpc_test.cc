@@ -2,8 +2,19 @@
 // liveness_sender.h): members that join over gRPC get a slot and key on the
 // coordinator's UDP port (the same number as its gRPC port); their
 // datagrams keep them alive without Reports; one that falls silent is lost
-// within +-5% of --heartbeat-timeout; garbage on the port is counted and
-// ignored; and a member whose datagrams never arrive lives on Reports.
+// at --heartbeat-timeout; garbage on the port is counted and ignored; and a
+// member whose datagrams never arrive lives on Reports.
+//
+// The +-5% budget itself is exact arithmetic on the coordinator's clock and
+// ticks, and is proven on a fake clock
+// (UdpLivenessTest.SilentMember_LostWithinFivePercentOfTheTimeoutAfterFallingSilent
+// in coordinator_test.cc); the end-to-end figure for real agents is measured
+// by bench/elastic_restart (docs/benchmarks.md). Here the clocks are real and
+// the test runs beside others on a shared CI host, where the coordinator's
+// ticker, its liveness thread and this test's polling thread can each wake
+// late. The upper bounds below therefore allow kSchedulingSlack on top of
+// the budget (the budget itself has no slack: at T = 2 s the worst case is
+// exactly 1.05 T). The lower bounds need none: lateness only adds.
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -31,6 +42,9 @@ namespace trainlet::rendezvous {
 namespace {
 
 using ::testing::HasSubstr;
+
+// How late, at most, the threads on this path may wake on a loaded host.
+constexpr absl::Duration kSchedulingSlack = absl::Milliseconds(100);
 
 v1::JoinRequest Req(const std::string& node, int hint) {
   v1::JoinRequest r;
@@ -178,7 +192,7 @@ class UdpLivenessGrpcTest : public ::testing::Test {
   std::unique_ptr<WatchStream> wa_, wb_;
 };
 
-TEST_F(UdpLivenessGrpcTest, SilentMember_LostWithinFivePercentOfTheTimeout_DatagramsAlone) {
+TEST_F(UdpLivenessGrpcTest, SilentMember_LostAtTheTimeout_DatagramsAlone) {
   Start(absl::Seconds(2));
   EXPECT_EQ(assigned_a_.liveness_udp_port(), static_cast<uint32_t>(host_->port()));
   EXPECT_EQ(assigned_a_.liveness_key().size(), 16u);
@@ -205,8 +219,8 @@ TEST_F(UdpLivenessGrpcTest, SilentMember_LostWithinFivePercentOfTheTimeout_Datag
   std::cerr << "[measure] last datagram -> node lost: " << took << " (heartbeat timeout "
             << timeout_ << ", interval " << HeartbeatInterval(timeout_) << ")\n";
   // Fell silent right after the last datagram: at most 1.05 timeouts (plus
-  // this thread's polling); just before the next one: at least 0.95.
-  EXPECT_LE(took, timeout_ * 1.05 + absl::Milliseconds(5));
+  // the threads' wake-ups, above); just before the next one: at least 0.95.
+  EXPECT_LE(took, timeout_ * 1.05 + kSchedulingSlack);
   EXPECT_GE(took - HeartbeatInterval(timeout_), timeout_ * 0.95);
 }
 
@@ -260,7 +274,7 @@ TEST_F(UdpLivenessGrpcTest, UdpDropped_ReportsEveryIntervalKeepTheMemberAlive) {
   }
   EXPECT_EQ(host_->core().GetSnapshot().phase, Phase::kFailed);
   EXPECT_THAT(host_->core().GetSnapshot().verdict, HasSubstr("node-b lost"));
-  EXPECT_LE(absl::Now() - last, timeout_ * 1.05 + absl::Milliseconds(5));
+  EXPECT_LE(absl::Now() - last, timeout_ * 1.05 + kSchedulingSlack);
 }
 
 TEST_F(UdpLivenessGrpcTest, GarbageAndForgeriesOnThePort_AreIgnored) {
