@@ -1763,10 +1763,24 @@ int Main(int argc, char** argv) {
   trainlet::ConfigureDeadlockDetection();
   Config c;
   std::string v;
-  bool bad = false;
+  // The first thing wrong, named in the usage error.
+  std::string problem;
+  auto Bad = [&](const std::string& why) {
+    if (problem.empty()) problem = why;
+  };
   for (int i = 1; i < argc; ++i) {
-    auto num = [&](double* out) { bad |= !absl::SimpleAtod(v, out); };
-    auto inum = [&](int* out) { bad |= !absl::SimpleAtoi(v, out); };
+    const std::string arg = argv[i];
+    const std::string name = arg.substr(0, arg.find('='));
+    auto num = [&](double* out) {
+      if (!absl::SimpleAtod(v, out)) Bad(absl::StrCat(name, ": '", v, "' is not a number"));
+    };
+    auto inum = [&](int* out) {
+      if (!absl::SimpleAtoi(v, out)) Bad(absl::StrCat(name, ": '", v, "' is not an integer"));
+    };
+    auto boolean = [&](bool* out) {
+      if (v != "true" && v != "false") Bad(absl::StrCat(name, ": '", v, "' is not true or false"));
+      *out = v == "true";
+    };
     if (Flag(argv[i], "--agents", &v)) {
       inum(&c.agents);
     } else if (Flag(argv[i], "--procs", &v)) {
@@ -1784,27 +1798,24 @@ int Main(int argc, char** argv) {
     } else if (Flag(argv[i], "--heartbeat-interval", &v)) {
       num(&c.heartbeat_interval_s);
     } else if (Flag(argv[i], "--acks", &v)) {
-      bad = bad || (v != "true" && v != "false");
-      c.acks = v == "true";
+      boolean(&c.acks);
     } else if (Flag(argv[i], "--server-cpu", &v)) {
       inum(&c.server_cpu);
-      bad = bad || c.server_cpu >= static_cast<int>(std::thread::hardware_concurrency()) ||
-            std::thread::hardware_concurrency() < 2;
+      const int cpus = static_cast<int>(std::thread::hardware_concurrency());
+      if (c.server_cpu >= cpus || cpus < 2) {
+        Bad(absl::StrCat("--server-cpu=", v, ": needs a CPU below ", cpus,
+                         " and at least 2 CPUs (one for the generators)"));
+      }
     } else if (Flag(argv[i], "--keep-logs", &v)) {
-      bad = bad || (v != "true" && v != "false");
-      c.keep_logs = v == "true";
+      boolean(&c.keep_logs);
     } else if (Flag(argv[i], "--rejoin-by-datagram", &v)) {
-      bad = bad || (v != "true" && v != "false");
-      c.rejoin_by_datagram = v == "true";
+      boolean(&c.rejoin_by_datagram);
     } else if (Flag(argv[i], "--release", &v)) {
-      bad |= v != "true" && v != "false";
-      c.release = v == "true";
+      boolean(&c.release);
     } else if (Flag(argv[i], "--rejoin-datagram", &v)) {
-      bad = bad || (v != "true" && v != "false");
-      c.rejoin_datagram = v == "true";
+      boolean(&c.rejoin_datagram);
     } else if (Flag(argv[i], "--udp-liveness", &v)) {
-      bad = bad || (v != "true" && v != "false");
-      c.udp_liveness = v == "true";
+      boolean(&c.udp_liveness);
     } else if (Flag(argv[i], "--join-timeout", &v)) {
       inum(&c.join_timeout_s);
     } else if (Flag(argv[i], "--loss-mode", &v)) {
@@ -1814,27 +1825,46 @@ int Main(int argc, char** argv) {
     } else if (Flag(argv[i], "--server-arg", &v)) {
       c.server_args.push_back(v);
     } else if (Flag(argv[i], "--server-env", &v)) {
-      bad |= v.find('=') == std::string::npos;
+      if (v.find('=') == std::string::npos)
+        Bad(absl::StrCat("--server-env=", v, ": not NAME=VALUE"));
       c.server_env.push_back(v);
     } else if (Flag(argv[i], "--generators-sched", &v)) {
-      bad = bad || (v != "normal" && v != "idle");
+      if (v != "normal" && v != "idle")
+        Bad(absl::StrCat("--generators-sched=", v, ": not normal or idle"));
       c.generators_sched = v;
     } else if (Flag(argv[i], "--trainlet", &v)) {
       c.trainlet = v;
     } else {
-      bad = true;
+      Bad(absl::StrCat("unknown argument '", arg, "' (flags are --name=value)"));
     }
   }
   for (const std::string& p : c.phases) {
     if (p != "last" && p != "steady" && p != "burst" && p != "wave" && p != "loss1" &&
         p != "loss10") {
-      bad = true;
+      Bad(absl::StrCat("--phases: unknown phase '", p, "'"));
     }
   }
-  if (bad || c.agents < 20 || c.procs < 1 || c.procs > 64 || c.cqs < 1 || c.wave < 1 ||
-      c.wave >= c.agents || c.steady_s < 1 || c.heartbeat_timeout_s <= 0 || c.join_timeout_s < 1 ||
-      (c.loss_mode != "close" && c.loss_mode != "silent") || c.trainlet.empty() ||
-      access(c.trainlet.c_str(), X_OK) != 0) {
+  if (c.agents < 20) Bad(absl::StrCat("--agents=", c.agents, ": at least 20"));
+  if (c.procs < 1 || c.procs > 64) Bad(absl::StrCat("--procs=", c.procs, ": 1 to 64"));
+  if (c.cqs < 1) Bad(absl::StrCat("--cqs=", c.cqs, ": at least 1"));
+  if (c.wave < 1 || c.wave >= c.agents) {
+    Bad(absl::StrCat("--wave=", c.wave, ": at least 1 and below --agents (", c.agents, ")"));
+  }
+  if (c.steady_s < 1) Bad(absl::StrCat("--steady=", c.steady_s, ": at least 1 second"));
+  if (c.heartbeat_timeout_s <= 0) Bad("--heartbeat-timeout: above 0 seconds");
+  if (c.join_timeout_s < 1)
+    Bad(absl::StrCat("--join-timeout=", c.join_timeout_s, ": at least 1 second"));
+  if (c.loss_mode != "close" && c.loss_mode != "silent") {
+    Bad(absl::StrCat("--loss-mode=", c.loss_mode, ": not close or silent"));
+  }
+  if (c.trainlet.empty()) {
+    Bad("--trainlet=PATH is required");
+  } else if (access(c.trainlet.c_str(), X_OK) != 0) {
+    Bad(absl::StrCat("--trainlet=", c.trainlet, ": not an executable file (", strerror(errno),
+                     ")"));
+  }
+  if (!problem.empty()) {
+    fprintf(stderr, "%s: %s\n", argv[0], problem.c_str());
     fprintf(stderr,
             "usage: %s --trainlet=PATH [--agents=1000 (>= 20)] [--procs=2] [--cqs=2]\n"
             "    [--phases=last,steady,burst,wave,loss1,loss10] [--wave=100] [--steady=SECONDS]\n"
