@@ -882,50 +882,61 @@ int Main(int argc, char** argv) {
   trainlet::ConfigureDeadlockDetection();
   Config c;
   std::string v;
-  bool bad = false;
+  UsageProblem bad;
   for (int i = 1; i < argc; ++i) {
-    auto num = [&](double* out) { bad |= !absl::SimpleAtod(v, out); };
-    auto inum = [&](int* out) { bad |= !absl::SimpleAtoi(v, out); };
     if (Flag(argv[i], "--agents", &v)) {
-      inum(&c.agents);
+      bad.Int("--agents", v, &c.agents);
     } else if (Flag(argv[i], "--jobs", &v)) {
-      inum(&c.jobs);
+      bad.Int("--jobs", v, &c.jobs);
     } else if (Flag(argv[i], "--interval", &v)) {
-      num(&c.interval_s);
+      bad.Number("--interval", v, &c.interval_s);
     } else if (Flag(argv[i], "--steady", &v)) {
-      inum(&c.steady_s);
+      bad.Int("--steady", v, &c.steady_s);
     } else if (Flag(argv[i], "--warmup", &v)) {
-      num(&c.warmup_s);
+      bad.Number("--warmup", v, &c.warmup_s);
     } else if (Flag(argv[i], "--procs", &v)) {
-      inum(&c.procs);
+      bad.Int("--procs", v, &c.procs);
     } else if (Flag(argv[i], "--cqs", &v)) {
-      inum(&c.cqs);
+      bad.Int("--cqs", v, &c.cqs);
     } else if (Flag(argv[i], "--http-requests", &v)) {
-      inum(&c.http_requests);
+      bad.Int("--http-requests", v, &c.http_requests);
     } else if (Flag(argv[i], "--deadline", &v)) {
-      num(&c.deadline_s);
+      bad.Number("--deadline", v, &c.deadline_s);
     } else if (Flag(argv[i], "--generators-sched", &v)) {
-      bad = bad || (v != "normal" && v != "idle");
+      bad.OneOf("--generators-sched", v, {"normal", "idle"});
       c.generators_idle = v == "idle";
     } else if (Flag(argv[i], "--rpc", &v)) {
-      if (v != "stream" && v != "unary") bad = true;
+      bad.OneOf("--rpc", v, {"stream", "unary"});
       c.stream = v == "stream";
     } else if (Flag(argv[i], "--views", &v)) {
-      num(&c.views_s);
+      bad.Number("--views", v, &c.views_s);
     } else if (Flag(argv[i], "--server-arg", &v)) {
       c.server_args.push_back(v);
     } else if (Flag(argv[i], "--trainlet", &v)) {
       c.trainlet = v;
     } else {
-      bad = true;
+      bad.Unknown(argv[i]);
     }
   }
   // The controller's caps: 256 jobs, 4,096 nodes per job, 8,192 in all.
-  if (bad || c.agents < 1 || c.agents > 8192 || c.jobs < 1 || c.jobs > 256 || c.jobs > c.agents ||
-      (c.agents + c.jobs - 1) / c.jobs > 4096 || c.interval_s < 0.1 || c.interval_s > 3600 ||
-      c.steady_s < 1 || c.views_s <= 0 || c.deadline_s < 0 || c.procs < 1 || c.procs > 64 ||
-      c.cqs < 1 || c.http_requests < 0 || c.trainlet.empty() ||
-      access(c.trainlet.c_str(), X_OK) != 0) {
+  bad.Require(c.agents >= 1 && c.agents <= 8192,
+              absl::StrCat("--agents=", c.agents, ": 1 to 8192"));
+  bad.Require(c.jobs >= 1 && c.jobs <= 256 && c.jobs <= c.agents,
+              absl::StrCat("--jobs=", c.jobs, ": 1 to 256, and at most --agents"));
+  bad.Require(c.jobs < 1 || (c.agents + c.jobs - 1) / c.jobs <= 4096,
+              absl::StrCat("--agents=", c.agents, " --jobs=", c.jobs,
+                           ": at most 4,096 agents per job (the controller's cap)"));
+  bad.Require(c.interval_s >= 0.1 && c.interval_s <= 3600,
+              absl::StrCat("--interval=", c.interval_s, ": 0.1 to 3600 seconds"));
+  bad.Require(c.steady_s >= 1, absl::StrCat("--steady=", c.steady_s, ": at least 1 second"));
+  bad.Require(c.views_s > 0, absl::StrCat("--views=", c.views_s, ": above 0 seconds"));
+  bad.Require(c.deadline_s >= 0, absl::StrCat("--deadline=", c.deadline_s, ": 0 or more"));
+  bad.Require(c.procs >= 1 && c.procs <= 64, absl::StrCat("--procs=", c.procs, ": 1 to 64"));
+  bad.Require(c.cqs >= 1, absl::StrCat("--cqs=", c.cqs, ": at least 1"));
+  bad.Require(c.http_requests >= 0,
+              absl::StrCat("--http-requests=", c.http_requests, ": 0 or more"));
+  bad.Executable("--trainlet", c.trainlet);
+  if (bad.Print(argv[0])) {
     fprintf(stderr,
             "usage: %s --trainlet=PATH [--agents=1000 (1..8192)] [--jobs=50 (1..256)]\n"
             "    [--interval=SECONDS (5)] [--steady=SECONDS (60)] [--warmup=SECONDS "

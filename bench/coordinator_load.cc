@@ -1763,108 +1763,78 @@ int Main(int argc, char** argv) {
   trainlet::ConfigureDeadlockDetection();
   Config c;
   std::string v;
-  // The first thing wrong, named in the usage error.
-  std::string problem;
-  auto Bad = [&](const std::string& why) {
-    if (problem.empty()) problem = why;
-  };
+  UsageProblem bad;
   for (int i = 1; i < argc; ++i) {
-    const std::string arg = argv[i];
-    const std::string name = arg.substr(0, arg.find('='));
-    auto num = [&](double* out) {
-      if (!absl::SimpleAtod(v, out)) Bad(absl::StrCat(name, ": '", v, "' is not a number"));
-    };
-    auto inum = [&](int* out) {
-      if (!absl::SimpleAtoi(v, out)) Bad(absl::StrCat(name, ": '", v, "' is not an integer"));
-    };
-    auto boolean = [&](bool* out) {
-      if (v != "true" && v != "false") Bad(absl::StrCat(name, ": '", v, "' is not true or false"));
-      *out = v == "true";
-    };
     if (Flag(argv[i], "--agents", &v)) {
-      inum(&c.agents);
+      bad.Int("--agents", v, &c.agents);
     } else if (Flag(argv[i], "--procs", &v)) {
-      inum(&c.procs);
+      bad.Int("--procs", v, &c.procs);
     } else if (Flag(argv[i], "--cqs", &v)) {
-      inum(&c.cqs);
+      bad.Int("--cqs", v, &c.cqs);
     } else if (Flag(argv[i], "--phases", &v)) {
       c.phases = absl::StrSplit(v, ',', absl::SkipEmpty());
     } else if (Flag(argv[i], "--wave", &v)) {
-      inum(&c.wave);
+      bad.Int("--wave", v, &c.wave);
     } else if (Flag(argv[i], "--steady", &v)) {
-      inum(&c.steady_s);
+      bad.Int("--steady", v, &c.steady_s);
     } else if (Flag(argv[i], "--heartbeat-timeout", &v)) {
-      num(&c.heartbeat_timeout_s);
+      bad.Number("--heartbeat-timeout", v, &c.heartbeat_timeout_s);
     } else if (Flag(argv[i], "--heartbeat-interval", &v)) {
-      num(&c.heartbeat_interval_s);
+      bad.Number("--heartbeat-interval", v, &c.heartbeat_interval_s);
     } else if (Flag(argv[i], "--acks", &v)) {
-      boolean(&c.acks);
+      bad.Bool("--acks", v, &c.acks);
     } else if (Flag(argv[i], "--server-cpu", &v)) {
-      inum(&c.server_cpu);
+      bad.Int("--server-cpu", v, &c.server_cpu);
       const int cpus = static_cast<int>(std::thread::hardware_concurrency());
-      if (c.server_cpu >= cpus || cpus < 2) {
-        Bad(absl::StrCat("--server-cpu=", v, ": needs a CPU below ", cpus,
-                         " and at least 2 CPUs (one for the generators)"));
-      }
+      bad.Require(c.server_cpu < cpus && cpus >= 2,
+                  absl::StrCat("--server-cpu=", v, ": needs a CPU below ", cpus,
+                               " and at least 2 CPUs (one for the generators)"));
     } else if (Flag(argv[i], "--keep-logs", &v)) {
-      boolean(&c.keep_logs);
+      bad.Bool("--keep-logs", v, &c.keep_logs);
     } else if (Flag(argv[i], "--rejoin-by-datagram", &v)) {
-      boolean(&c.rejoin_by_datagram);
+      bad.Bool("--rejoin-by-datagram", v, &c.rejoin_by_datagram);
     } else if (Flag(argv[i], "--release", &v)) {
-      boolean(&c.release);
+      bad.Bool("--release", v, &c.release);
     } else if (Flag(argv[i], "--rejoin-datagram", &v)) {
-      boolean(&c.rejoin_datagram);
+      bad.Bool("--rejoin-datagram", v, &c.rejoin_datagram);
     } else if (Flag(argv[i], "--udp-liveness", &v)) {
-      boolean(&c.udp_liveness);
+      bad.Bool("--udp-liveness", v, &c.udp_liveness);
     } else if (Flag(argv[i], "--join-timeout", &v)) {
-      inum(&c.join_timeout_s);
+      bad.Int("--join-timeout", v, &c.join_timeout_s);
     } else if (Flag(argv[i], "--loss-mode", &v)) {
+      bad.OneOf("--loss-mode", v, {"close", "silent"});
       c.loss_mode = v;
     } else if (Flag(argv[i], "--loss-last-call", &v)) {
-      num(&c.loss_last_call_s);
+      bad.Number("--loss-last-call", v, &c.loss_last_call_s);
     } else if (Flag(argv[i], "--server-arg", &v)) {
       c.server_args.push_back(v);
     } else if (Flag(argv[i], "--server-env", &v)) {
-      if (v.find('=') == std::string::npos)
-        Bad(absl::StrCat("--server-env=", v, ": not NAME=VALUE"));
+      bad.Require(v.find('=') != std::string::npos,
+                  absl::StrCat("--server-env=", v, ": not NAME=VALUE"));
       c.server_env.push_back(v);
     } else if (Flag(argv[i], "--generators-sched", &v)) {
-      if (v != "normal" && v != "idle")
-        Bad(absl::StrCat("--generators-sched=", v, ": not normal or idle"));
+      bad.OneOf("--generators-sched", v, {"normal", "idle"});
       c.generators_sched = v;
     } else if (Flag(argv[i], "--trainlet", &v)) {
       c.trainlet = v;
     } else {
-      Bad(absl::StrCat("unknown argument '", arg, "' (flags are --name=value)"));
+      bad.Unknown(argv[i]);
     }
   }
   for (const std::string& p : c.phases) {
-    if (p != "last" && p != "steady" && p != "burst" && p != "wave" && p != "loss1" &&
-        p != "loss10") {
-      Bad(absl::StrCat("--phases: unknown phase '", p, "'"));
-    }
+    bad.OneOf("--phases", p, {"last", "steady", "burst", "wave", "loss1", "loss10"});
   }
-  if (c.agents < 20) Bad(absl::StrCat("--agents=", c.agents, ": at least 20"));
-  if (c.procs < 1 || c.procs > 64) Bad(absl::StrCat("--procs=", c.procs, ": 1 to 64"));
-  if (c.cqs < 1) Bad(absl::StrCat("--cqs=", c.cqs, ": at least 1"));
-  if (c.wave < 1 || c.wave >= c.agents) {
-    Bad(absl::StrCat("--wave=", c.wave, ": at least 1 and below --agents (", c.agents, ")"));
-  }
-  if (c.steady_s < 1) Bad(absl::StrCat("--steady=", c.steady_s, ": at least 1 second"));
-  if (c.heartbeat_timeout_s <= 0) Bad("--heartbeat-timeout: above 0 seconds");
-  if (c.join_timeout_s < 1)
-    Bad(absl::StrCat("--join-timeout=", c.join_timeout_s, ": at least 1 second"));
-  if (c.loss_mode != "close" && c.loss_mode != "silent") {
-    Bad(absl::StrCat("--loss-mode=", c.loss_mode, ": not close or silent"));
-  }
-  if (c.trainlet.empty()) {
-    Bad("--trainlet=PATH is required");
-  } else if (access(c.trainlet.c_str(), X_OK) != 0) {
-    Bad(absl::StrCat("--trainlet=", c.trainlet, ": not an executable file (", strerror(errno),
-                     ")"));
-  }
-  if (!problem.empty()) {
-    fprintf(stderr, "%s: %s\n", argv[0], problem.c_str());
+  bad.Require(c.agents >= 20, absl::StrCat("--agents=", c.agents, ": at least 20"));
+  bad.Require(c.procs >= 1 && c.procs <= 64, absl::StrCat("--procs=", c.procs, ": 1 to 64"));
+  bad.Require(c.cqs >= 1, absl::StrCat("--cqs=", c.cqs, ": at least 1"));
+  bad.Require(c.wave >= 1 && c.wave < c.agents,
+              absl::StrCat("--wave=", c.wave, ": at least 1 and below --agents (", c.agents, ")"));
+  bad.Require(c.steady_s >= 1, absl::StrCat("--steady=", c.steady_s, ": at least 1 second"));
+  bad.Require(c.heartbeat_timeout_s > 0, "--heartbeat-timeout: above 0 seconds");
+  bad.Require(c.join_timeout_s >= 1,
+              absl::StrCat("--join-timeout=", c.join_timeout_s, ": at least 1 second"));
+  bad.Executable("--trainlet", c.trainlet);
+  if (bad.Print(argv[0])) {
     fprintf(stderr,
             "usage: %s --trainlet=PATH [--agents=1000 (>= 20)] [--procs=2] [--cqs=2]\n"
             "    [--phases=last,steady,burst,wave,loss1,loss10] [--wave=100] [--steady=SECONDS]\n"

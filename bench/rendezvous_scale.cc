@@ -283,28 +283,33 @@ int main(int argc, char** argv) {
   trainlet::ConfigureDeadlockDetection();
   int n = 1000, repeats = 3, wave = 100, join_timeout_s = 60;
   std::string pattern = "last", v;
+  trainlet::bench::UsageProblem bad;
   for (int i = 1; i < argc; ++i) {
     if (Flag(argv[i], "--agents", &v)) {
-      n = atoi(v.c_str());
+      bad.Int("--agents", v, &n);
     } else if (Flag(argv[i], "--repeats", &v)) {
-      repeats = atoi(v.c_str());
+      bad.Int("--repeats", v, &repeats);
     } else if (Flag(argv[i], "--wave", &v)) {
-      wave = atoi(v.c_str());
+      bad.Int("--wave", v, &wave);
     } else if (Flag(argv[i], "--join-timeout", &v)) {
-      join_timeout_s = atoi(v.c_str());
+      bad.Int("--join-timeout", v, &join_timeout_s);
     } else if (Flag(argv[i], "--pattern", &v)) {
+      bad.OneOf("--pattern", v, {"last", "burst", "both"});
       pattern = v;
     } else {
-      fprintf(stderr,
-              "usage: %s [--agents=1000] [--repeats=3] [--pattern=last|burst|both] [--wave=100] "
-              "[--join-timeout=SECONDS]\n",
-              argv[0]);
-      return 64;
+      bad.Unknown(argv[i]);
     }
   }
-  if (n < 2 || repeats < 1 || wave < 1 || join_timeout_s < 1 ||
-      (pattern != "last" && pattern != "burst" && pattern != "both")) {
-    fprintf(stderr, "bad arguments\n");
+  bad.Require(n >= 2, absl::StrCat("--agents=", n, ": at least 2"));
+  bad.Require(repeats >= 1, absl::StrCat("--repeats=", repeats, ": at least 1"));
+  bad.Require(wave >= 1, absl::StrCat("--wave=", wave, ": at least 1"));
+  bad.Require(join_timeout_s >= 1,
+              absl::StrCat("--join-timeout=", join_timeout_s, ": at least 1 second"));
+  if (bad.Print(argv[0])) {
+    fprintf(stderr,
+            "usage: %s [--agents=1000] [--repeats=3] [--pattern=last|burst|both] [--wave=100] "
+            "[--join-timeout=SECONDS]\n",
+            argv[0]);
     return 64;
   }
   trainlet::SetLogLevel(trainlet::LogLevel::kWarning);

@@ -26,6 +26,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "bench/flags.h"
 #include "common/logging.h"
 #include "topology/probe.h"
@@ -44,20 +45,22 @@ int main(int argc, char** argv) {
   namespace testing = trainlet::topology::testing;
   int runs = 200;
   std::string nvml = "fake", sysfs_root, v;
+  trainlet::bench::UsageProblem bad;
   for (int i = 1; i < argc; ++i) {
     if (Flag(argv[i], "--runs", &v)) {
-      runs = atoi(v.c_str());
+      bad.Int("--runs", v, &runs);
     } else if (Flag(argv[i], "--nvml", &v)) {
+      bad.OneOf("--nvml", v, {"fake", "none"});
       nvml = v;
     } else if (Flag(argv[i], "--sysfs-root", &v)) {
       sysfs_root = v;
     } else {
-      fprintf(stderr, "usage: %s [--runs=200] [--nvml=fake|none] [--sysfs-root=DIR]\n", argv[0]);
-      return 64;
+      bad.Unknown(argv[i]);
     }
   }
-  if (runs < 1 || (nvml != "fake" && nvml != "none")) {
-    fprintf(stderr, "bad arguments\n");
+  bad.Require(runs >= 1, absl::StrCat("--runs=", runs, ": at least 1"));
+  if (bad.Print(argv[0])) {
+    fprintf(stderr, "usage: %s [--runs=200] [--nvml=fake|none] [--sysfs-root=DIR]\n", argv[0]);
     return 64;
   }
   trainlet::SetLogLevel(trainlet::LogLevel::kWarning);
