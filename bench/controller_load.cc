@@ -919,22 +919,19 @@ int Main(int argc, char** argv) {
     }
   }
   // The controller's caps: 256 jobs, 4,096 nodes per job, 8,192 in all.
-  bad.Require(c.agents >= 1 && c.agents <= 8192,
-              absl::StrCat("--agents=", c.agents, ": 1 to 8192"));
+  bad.InRange("--agents", c.agents, 1, 8192);
   bad.Require(c.jobs >= 1 && c.jobs <= 256 && c.jobs <= c.agents,
               absl::StrCat("--jobs=", c.jobs, ": 1 to 256, and at most --agents"));
   bad.Require(c.jobs < 1 || (c.agents + c.jobs - 1) / c.jobs <= 4096,
               absl::StrCat("--agents=", c.agents, " --jobs=", c.jobs,
                            ": at most 4,096 agents per job (the controller's cap)"));
-  bad.Require(c.interval_s >= 0.1 && c.interval_s <= 3600,
-              absl::StrCat("--interval=", c.interval_s, ": 0.1 to 3600 seconds"));
-  bad.Require(c.steady_s >= 1, absl::StrCat("--steady=", c.steady_s, ": at least 1 second"));
+  bad.InRange("--interval", c.interval_s, 0.1, 3600.0);
+  bad.AtLeast("--steady", c.steady_s, 1);
   bad.Require(c.views_s > 0, absl::StrCat("--views=", c.views_s, ": above 0 seconds"));
-  bad.Require(c.deadline_s >= 0, absl::StrCat("--deadline=", c.deadline_s, ": 0 or more"));
-  bad.Require(c.procs >= 1 && c.procs <= 64, absl::StrCat("--procs=", c.procs, ": 1 to 64"));
-  bad.Require(c.cqs >= 1, absl::StrCat("--cqs=", c.cqs, ": at least 1"));
-  bad.Require(c.http_requests >= 0,
-              absl::StrCat("--http-requests=", c.http_requests, ": 0 or more"));
+  bad.AtLeast("--deadline", c.deadline_s, 0.0);
+  bad.InRange("--procs", c.procs, 1, 64);
+  bad.AtLeast("--cqs", c.cqs, 1);
+  bad.AtLeast("--http-requests", c.http_requests, 0);
   bad.Executable("--trainlet", c.trainlet);
   if (bad.Print(argv[0])) {
     fprintf(stderr,

@@ -1824,15 +1824,14 @@ int Main(int argc, char** argv) {
   for (const std::string& p : c.phases) {
     bad.OneOf("--phases", p, {"last", "steady", "burst", "wave", "loss1", "loss10"});
   }
-  bad.Require(c.agents >= 20, absl::StrCat("--agents=", c.agents, ": at least 20"));
-  bad.Require(c.procs >= 1 && c.procs <= 64, absl::StrCat("--procs=", c.procs, ": 1 to 64"));
-  bad.Require(c.cqs >= 1, absl::StrCat("--cqs=", c.cqs, ": at least 1"));
+  bad.AtLeast("--agents", c.agents, 20);
+  bad.InRange("--procs", c.procs, 1, 64);
+  bad.AtLeast("--cqs", c.cqs, 1);
   bad.Require(c.wave >= 1 && c.wave < c.agents,
               absl::StrCat("--wave=", c.wave, ": at least 1 and below --agents (", c.agents, ")"));
-  bad.Require(c.steady_s >= 1, absl::StrCat("--steady=", c.steady_s, ": at least 1 second"));
+  bad.AtLeast("--steady", c.steady_s, 1);
   bad.Require(c.heartbeat_timeout_s > 0, "--heartbeat-timeout: above 0 seconds");
-  bad.Require(c.join_timeout_s >= 1,
-              absl::StrCat("--join-timeout=", c.join_timeout_s, ": at least 1 second"));
+  bad.AtLeast("--join-timeout", c.join_timeout_s, 1);
   bad.Executable("--trainlet", c.trainlet);
   if (bad.Print(argv[0])) {
     fprintf(stderr,

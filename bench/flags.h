@@ -38,6 +38,16 @@ class UsageProblem {
   void Require(bool ok, const std::string& why) {
     if (!ok) Add(why);
   }
+  // "FLAG=VALUE: at least MIN" unless value >= min.
+  template <typename T>
+  void AtLeast(const char* flag, T value, T min) {
+    Require(value >= min, absl::StrCat(flag, "=", value, ": at least ", min));
+  }
+  // "FLAG=VALUE: LO to HI" unless lo <= value <= hi.
+  template <typename T>
+  void InRange(const char* flag, T value, T lo, T hi) {
+    Require(value >= lo && value <= hi, absl::StrCat(flag, "=", value, ": ", lo, " to ", hi));
+  }
   void Int(const char* flag, const std::string& v, int* out) {
     Require(absl::SimpleAtoi(v, out), absl::StrCat(flag, ": '", v, "' is not an integer"));
   }

@@ -300,11 +300,10 @@ int main(int argc, char** argv) {
       bad.Unknown(argv[i]);
     }
   }
-  bad.Require(n >= 2, absl::StrCat("--agents=", n, ": at least 2"));
-  bad.Require(repeats >= 1, absl::StrCat("--repeats=", repeats, ": at least 1"));
-  bad.Require(wave >= 1, absl::StrCat("--wave=", wave, ": at least 1"));
-  bad.Require(join_timeout_s >= 1,
-              absl::StrCat("--join-timeout=", join_timeout_s, ": at least 1 second"));
+  bad.AtLeast("--agents", n, 2);
+  bad.AtLeast("--repeats", repeats, 1);
+  bad.AtLeast("--wave", wave, 1);
+  bad.AtLeast("--join-timeout", join_timeout_s, 1);
   if (bad.Print(argv[0])) {
     fprintf(stderr,
             "usage: %s [--agents=1000] [--repeats=3] [--pattern=last|burst|both] [--wave=100] "

@@ -26,7 +26,6 @@
 #include <string>
 #include <vector>
 
-#include "absl/strings/str_cat.h"
 #include "bench/flags.h"
 #include "common/logging.h"
 #include "topology/probe.h"
@@ -58,7 +57,7 @@ int main(int argc, char** argv) {
       bad.Unknown(argv[i]);
     }
   }
-  bad.Require(runs >= 1, absl::StrCat("--runs=", runs, ": at least 1"));
+  bad.AtLeast("--runs", runs, 1);
   if (bad.Print(argv[0])) {
     fprintf(stderr, "usage: %s [--runs=200] [--nvml=fake|none] [--sysfs-root=DIR]\n", argv[0]);
     return 64;
