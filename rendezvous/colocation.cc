@@ -72,11 +72,4 @@ void MarkColocated(absl::Span<const trainlet::v1::Topology* const> topologies,
   }
 }
 
-void MarkColocated(std::vector<trainlet::v1::NodeAssignment>& nodes) {
-  std::vector<const trainlet::v1::Topology*> topologies;
-  topologies.reserve(nodes.size());
-  for (const auto& na : nodes) topologies.push_back(&na.topology());
-  MarkColocated(topologies, absl::MakeSpan(nodes));
-}
-
 }  // namespace trainlet::rendezvous

@@ -15,8 +15,6 @@
 #ifndef TRAINLET_RENDEZVOUS_COLOCATION_H_
 #define TRAINLET_RENDEZVOUS_COLOCATION_H_
 
-#include <vector>
-
 #include "absl/types/span.h"
 #include "trainlet/v1/rendezvous.pb.h"
 
@@ -31,9 +29,6 @@ namespace trainlet::rendezvous {
 // so a round of 10,000 pods on 10,000 machines allocates one hash table.
 void MarkColocated(absl::Span<const trainlet::v1::Topology* const> topologies,
                    absl::Span<trainlet::v1::NodeAssignment> nodes);
-
-// The same, with each node's own `topology` field.
-void MarkColocated(std::vector<trainlet::v1::NodeAssignment>& nodes);
 
 }  // namespace trainlet::rendezvous
 

@@ -3,6 +3,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/types/span.h"
 #include "gtest/gtest.h"
 
 namespace trainlet::rendezvous {
@@ -15,10 +16,18 @@ v1::NodeAssignment Node(const std::string& boot_id, const std::string& ipc) {
   return na;
 }
 
+// Each node's own `topology` field given as its topology (as the tests build
+// them; the coordinator keeps the topologies apart from the assignments).
+void MarkColocatedByOwnTopology(std::vector<v1::NodeAssignment>& nodes) {
+  std::vector<const v1::Topology*> topologies;
+  for (const v1::NodeAssignment& na : nodes) topologies.push_back(&na.topology());
+  MarkColocated(topologies, absl::MakeSpan(nodes));
+}
+
 TEST(Colocation, PodsSharingMachineAndIpcGetOneHostId) {
   std::vector<v1::NodeAssignment> nodes = {Node("boot-a", "ipc:[1]"), Node("boot-b", "ipc:[1]"),
                                            Node("boot-a", "ipc:[1]"), Node("boot-c", "ipc:[9]")};
-  MarkColocated(nodes);
+  MarkColocatedByOwnTopology(nodes);
   EXPECT_EQ(nodes[0].colocated(), 2);
   EXPECT_EQ(nodes[2].colocated(), 2);
   EXPECT_EQ(nodes[0].nccl_hostid(), "boot-a");
@@ -33,7 +42,7 @@ TEST(Colocation, PodsSharingMachineAndIpcGetOneHostId) {
 TEST(Colocation, SeparateIpcNamespacesAreCountedButGetNoHostId) {
   std::vector<v1::NodeAssignment> nodes = {Node("boot-a", "ipc:[1]"), Node("boot-a", "ipc:[2]"),
                                            Node("boot-a", "")};
-  MarkColocated(nodes);
+  MarkColocatedByOwnTopology(nodes);
   for (const auto& na : nodes) {
     EXPECT_EQ(na.colocated(), 3);
     EXPECT_EQ(na.nccl_hostid(), "");
@@ -43,7 +52,7 @@ TEST(Colocation, SeparateIpcNamespacesAreCountedButGetNoHostId) {
 TEST(Colocation, TwoOfThreeShareIpc) {
   std::vector<v1::NodeAssignment> nodes = {Node("boot-a", "ipc:[1]"), Node("boot-a", "ipc:[2]"),
                                            Node("boot-a", "ipc:[1]")};
-  MarkColocated(nodes);
+  MarkColocatedByOwnTopology(nodes);
   EXPECT_EQ(nodes[0].nccl_hostid(), "boot-a");
   EXPECT_EQ(nodes[1].nccl_hostid(), "");
   EXPECT_EQ(nodes[2].nccl_hostid(), "boot-a");
@@ -62,18 +71,18 @@ TEST(Colocation, PodsWithDisjointGpusGetNoHostId) {
   // other pod's, so no common host id.
   std::vector<v1::NodeAssignment> nodes = {WithGpus("boot-a", {"GPU-0", "GPU-1"}),
                                            WithGpus("boot-a", {"GPU-2", "GPU-3"})};
-  MarkColocated(nodes);
+  MarkColocatedByOwnTopology(nodes);
   EXPECT_EQ(nodes[0].colocated(), 2);
   EXPECT_EQ(nodes[0].nccl_hostid(), "");
   EXPECT_EQ(nodes[1].nccl_hostid(), "");
   // Pods that see every GPU of the node (privileged, NVIDIA_VISIBLE_DEVICES=all).
   nodes = {WithGpus("boot-a", {"GPU-0", "GPU-1"}), WithGpus("boot-a", {"GPU-1", "GPU-0"})};
-  MarkColocated(nodes);
+  MarkColocatedByOwnTopology(nodes);
   EXPECT_EQ(nodes[0].nccl_hostid(), "boot-a");
   EXPECT_EQ(nodes[1].nccl_hostid(), "boot-a");
   // GPUs without UUIDs (no NVML): cannot tell, so no.
   nodes = {WithGpus("boot-a", {}, 2), WithGpus("boot-a", {}, 2)};
-  MarkColocated(nodes);
+  MarkColocatedByOwnTopology(nodes);
   EXPECT_EQ(nodes[0].nccl_hostid(), "");
 }
 
@@ -81,7 +90,7 @@ TEST(Colocation, NoBootIdMeansUnknownAndStaleValuesAreCleared) {
   std::vector<v1::NodeAssignment> nodes = {Node("", "ipc:[1]"), Node("", "ipc:[1]")};
   nodes[0].set_nccl_hostid("stale");
   nodes[0].set_colocated(5);
-  MarkColocated(nodes);
+  MarkColocatedByOwnTopology(nodes);
   EXPECT_EQ(nodes[0].colocated(), 0);
   EXPECT_EQ(nodes[0].nccl_hostid(), "");
   EXPECT_EQ(nodes[1].colocated(), 0);
