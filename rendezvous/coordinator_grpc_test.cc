@@ -2,7 +2,6 @@
 // coordinator service, and simulated agents as threads using the real client.
 #include <grpcpp/grpcpp.h>
 
-#include <atomic>
 #include <memory>
 #include <set>
 #include <string>
@@ -11,11 +10,13 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
+#include "common/periodic.h"
 #include "gmock/gmock.h"
 #include "grpc/health/v1/health.grpc.pb.h"
 #include "gtest/gtest.h"
 #include "rendezvous/coordinator.h"
 #include "rendezvous/coordinator_client.h"
+#include "rendezvous/coordinator_host.h"
 #include "rendezvous/coordinator_service.h"
 #include "rendezvous/grpc_server.h"
 #include "rendezvous/protocol_version.h"
@@ -184,18 +185,15 @@ TEST_F(GrpcCoordinatorTest, Join_AnsweredByTheCoordinatorBeforeTheCallersDeadlin
   // cost every parked Join one in gRPC's timer table): the coordinator reads
   // the caller's deadline and answers before it, saying what the round lacks.
   Start(2);
-  std::atomic<bool> stop{false};
-  std::thread ticker([&] {
-    while (!stop.load()) {
-      core_->Tick();
-      absl::SleepFor(absl::Milliseconds(20));
-    }
-  });
-  const absl::Time start = absl::Now();
-  auto res = Client()->Join(Req("a", 1, 0), start + absl::Seconds(2));
-  const absl::Duration took = absl::Now() - start;
-  stop = true;
-  ticker.join();
+  absl::StatusOr<v1::Assignment> res;
+  absl::Duration took;
+  {
+    // The coordinator's ticker, as CoordinatorHost runs it.
+    PeriodicThread ticker(kCoordinatorTickEvery, [&] { core_->Tick(); });
+    const absl::Time start = absl::Now();
+    res = Client()->Join(Req("a", 1, 0), start + absl::Seconds(2));
+    took = absl::Now() - start;
+  }
   ASSERT_FALSE(res.ok());
   EXPECT_EQ(res.status().code(), absl::StatusCode::kDeadlineExceeded);
   EXPECT_THAT(
