@@ -148,13 +148,18 @@ absl::Duration BestOf(int runs, int n, bool elastic) {
 
 void ExpectLinearish(bool elastic) {
   constexpr int kSmall = 300;
+  // The best of this many runs of each: on a shared host (ctest -j2 beside
+  // the gRPC tests) a run descheduled mid-way comes back to cold caches, and
+  // with 5 runs the 3,000-node best was sometimes such a run (ratios up to
+  // 14.8x and one over 15x, against 12-13.5x alone).
+  constexpr int kRuns = 15;
   // Page faults of a heap that grows are not the core's complexity: keep
   // freed memory in the heap, and grow it to the large job's size first.
   mallopt(M_TRIM_THRESHOLD, 1 << 30);
   mallopt(M_MMAP_THRESHOLD, 1 << 30);
   RunJob(10 * kSmall, elastic);
-  const absl::Duration small = BestOf(5, kSmall, elastic);
-  const absl::Duration large = BestOf(5, 10 * kSmall, elastic);
+  const absl::Duration small = BestOf(kRuns, kSmall, elastic);
+  const absl::Duration large = BestOf(kRuns, 10 * kSmall, elastic);
   const double ratio = absl::FDivDuration(large, small);
   ::testing::Test::RecordProperty("ratio_x100", static_cast<int>(ratio * 100));
   EXPECT_LE(ratio, 15.0) << kSmall << " nodes: " << small << ", " << 10 * kSmall
