@@ -12,9 +12,11 @@ the same interpreter via harness.PY.
 """
 
 import contextlib
+import datetime
 import errno
 import json
 import os
+import re
 import shutil
 import signal
 import socket
@@ -77,6 +79,20 @@ def free_ports(n):
 
 def free_port():
     return free_ports(1)[0]
+
+
+def log_time(stamp):
+    """Seconds since the epoch of a log timestamp "2026-11-23T22:42:07.478Z"."""
+    return datetime.datetime.strptime(stamp, "%Y-%m-%dT%H:%M:%S.%fZ").replace(
+        tzinfo=datetime.timezone.utc).timestamp()
+
+
+def logged_at(text, pattern):
+    """Seconds since the epoch of the first trainlet log line in `text` whose
+    message matches the regex `pattern`, or None."""
+    match = re.search(r"^(\d{4}-\d\d-\d\dT\S+Z) [DIWE] trainlet\[[^\]\n]*\] .*?" + pattern, text,
+                      re.M)
+    return log_time(match.group(1)) if match else None
 
 
 def poll_until(predicate, timeout, interval=0.02, what="condition"):
