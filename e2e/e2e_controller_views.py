@@ -255,8 +255,10 @@ class ControllerViewsTest(unittest.TestCase):
                                ".textContent"))
 
         step_js = ("document.querySelector('tr[data-node=\"demo-node-0\"] .step').textContent")
-        first = int(cdp.eval(step_js))
+        # The poll count first: a poll that lands between the two reads then
+        # moves the step past `first` and counts as a later poll, as it is.
         polls = int(cdp.eval("document.getElementById('polls').textContent"))
+        first = int(cdp.eval(step_js))
         later = poll_until(lambda: (lambda v: v if v > first else None)(int(cdp.eval(step_js))),
                            10, "the step of demo-node-0 to move past %d" % first)
         self.assertGreater(later, first)

@@ -148,7 +148,9 @@ class OrphanTest(LauncherTestCase):
         init = self.start(
             "init", ["unshare", "--pid", "--fork", "--kill-child", "sh", "-c", script, "sh"] +
             self.agent_argv(self.SETSID_WORKER))
-        harness.poll_until(lambda: os.path.exists(rc_file) or not init.running(), 30,
+        def rc_written():  # the shell creates the file, then writes it.
+            return os.path.exists(rc_file) and open(rc_file).read().endswith("\n")
+        harness.poll_until(lambda: rc_written() or not init.running(), 30,
                            what="the agent to exit")
         self.assertTrue(init.running(), init.describe())
         with open(rc_file) as f:
