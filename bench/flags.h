@@ -75,7 +75,6 @@ class UsageProblem {
     Add(absl::StrCat("unknown argument '", arg, "' (flags are --name=value)"));
   }
 
-  bool empty() const { return first_.empty(); }
   // Writes "prog: problem" to stderr; true when there was one.
   bool Print(const char* prog) const {
     if (first_.empty()) return false;
