@@ -50,10 +50,10 @@ Usage:
 Figures and the machine they came from: docs/benchmarks.md, "Elastic restart".
 """
 import argparse
-import calendar
 import glob
 import json
 import os
+import re
 import shutil
 import signal
 import statistics
@@ -65,6 +65,9 @@ import time
 import benchlib
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(ROOT, "e2e"))
+import harness  # noqa: E402 (e2e helpers: logged_at)
+
 WORKER = os.path.join(ROOT, "e2e", "workers", "elastic_worker.py")
 PY = "/usr/bin/python3"
 
@@ -117,12 +120,8 @@ def detected_at(job, node):
     """Wall time (s) of the coordinator's (node 0's) `node <node> lost:` line:
     the moment the heartbeat timeout fired (the log has ms resolution)."""
     with open(os.path.join(job.dir, "n0.log"), errors="replace") as f:
-        for line in f:
-            if ("node %s lost:" % node) in line:
-                stamp = line.split(" ", 1)[0]  # 2026-11-21T05:13:06.123Z
-                t = time.strptime(stamp[:19], "%Y-%m-%dT%H:%M:%S")
-                return calendar.timegm(t) + float("0" + stamp[19:-1])
-    return float("nan")
+        at = harness.logged_at(f.read(), "node %s lost:" % re.escape(node))
+    return float("nan") if at is None else at
 
 
 def measure(trainlet, n, how, hb):
