@@ -14,14 +14,13 @@ namespace trainlet::controller {
 absl::StatusOr<std::unique_ptr<ControllerHost>> ControllerHost::Start(
     ControllerHostOptions options) {
   std::unique_ptr<ControllerHost> host(new ControllerHost());
-  std::vector<HistoryRecord> restored;
+  StoredHistory restored;
   if (!options.history.path.empty()) {
     absl::StatusOr<std::unique_ptr<HistoryStore>> store =
         HistoryStore::Open(options.history, options.clock);
     if (!store.ok()) return store.status();
     host->store_ = std::move(*store);
-    absl::StatusOr<std::vector<HistoryRecord>> loaded =
-        host->store_->Load(options.core.max_history_per_job);
+    absl::StatusOr<StoredHistory> loaded = host->store_->Load(options.core.max_history_per_job);
     if (!loaded.ok()) return loaded.status();
     restored = *std::move(loaded);
   }

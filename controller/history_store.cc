@@ -125,7 +125,8 @@ absl::StatusOr<std::unique_ptr<HistoryStore>> HistoryStore::Open(HistoryStoreOpt
   return store;
 }
 
-absl::Status HistoryStore::Append(const std::vector<HistoryRecord>& records) {
+absl::Status HistoryStore::Append(const HistoryBatch& batch) {
+  const std::vector<HistoryRecord>& records = batch.entries;
   if (records.empty()) return absl::OkStatus();
   absl::MutexLock lock(&mu_);
   if (absl::Status s = ExecLocked("BEGIN IMMEDIATE"); !s.ok()) return s;
@@ -185,7 +186,7 @@ absl::Status HistoryStore::PruneLocked(const std::vector<std::string>& jobs) {
   return absl::OkStatus();
 }
 
-absl::StatusOr<std::vector<HistoryRecord>> HistoryStore::Load(int max_per_job) const {
+absl::StatusOr<StoredHistory> HistoryStore::Load(int max_per_job) const {
   absl::MutexLock lock(&mu_);
   Statement st(db_,
                "SELECT job_id, kind, at_unix_ms, round, node_id, cause, evidence, verdict FROM "
@@ -193,7 +194,8 @@ absl::StatusOr<std::vector<HistoryRecord>> HistoryStore::Load(int max_per_job) c
                "FROM history) WHERE newer <= ?1 ORDER BY id");
   if (!st.ok()) return Error("cannot prepare the load");
   st.Int(1, max_per_job);
-  std::vector<HistoryRecord> out;
+  StoredHistory stored;
+  std::vector<HistoryRecord>& out = stored.entries;
   int rc;
   while ((rc = sqlite3_step(st.get())) == SQLITE_ROW) {
     HistoryRecord r;
@@ -211,7 +213,7 @@ absl::StatusOr<std::vector<HistoryRecord>> HistoryStore::Load(int max_per_job) c
     out.push_back(std::move(r));
   }
   if (rc != SQLITE_DONE) return Error("cannot read");
-  return out;
+  return stored;
 }
 
 absl::StatusOr<int64_t> HistoryStore::Count() const {

@@ -56,11 +56,11 @@ class HistoryStore : public HistorySink {
   HistoryStore& operator=(const HistoryStore&) = delete;
 
   // One transaction; then the retention of each job it touched.
-  absl::Status Append(const std::vector<HistoryRecord>& records) override;
+  absl::Status Append(const HistoryBatch& batch) override;
 
   // The newest `max_per_job` entries of each job, oldest first (the order
   // ControllerCore::Restore wants).
-  absl::StatusOr<std::vector<HistoryRecord>> Load(int max_per_job) const;
+  absl::StatusOr<StoredHistory> Load(int max_per_job) const;
 
   // Entries in the file.
   absl::StatusOr<int64_t> Count() const;

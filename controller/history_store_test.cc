@@ -29,6 +29,12 @@ HistoryRecord Record(const std::string& job, v1::HistoryEntry::Kind kind, uint64
   return r;
 }
 
+absl::Status AppendEntries(HistoryStore& store, std::vector<HistoryRecord> entries) {
+  HistoryBatch batch;
+  batch.entries = std::move(entries);
+  return store.Append(batch);
+}
+
 class HistoryStoreTest : public ::testing::Test {
  protected:
   HistoryStoreOptions Options(int retention = 1000) const {
@@ -48,26 +54,26 @@ TEST_F(HistoryStoreTest, Reopen_KeepsEveryEntryWithItsFields) {
     HistoryRecord hang = Record("job", v1::HistoryEntry::HANG, 2, clock_.Now(), "no progress 5m");
     hang.entry.set_evidence("thread 7: futex_wait\n\xc3\xa9");
     hang.entry.set_verdict("hung");
-    ASSERT_TRUE((*store)
-                    ->Append({Record("job", v1::HistoryEntry::ROUND, 1, clock_.Now()),
-                              Record("job", v1::HistoryEntry::RESTART, 2, clock_.Now(),
-                                     "worker 0 killed by signal 9"),
-                              hang})
+    ASSERT_TRUE(AppendEntries(**store, {Record("job", v1::HistoryEntry::ROUND, 1, clock_.Now()),
+                                        Record("job", v1::HistoryEntry::RESTART, 2, clock_.Now(),
+                                               "worker 0 killed by signal 9"),
+                                        hang})
                     .ok());
-    ASSERT_TRUE((*store)->Append({Record("other", v1::HistoryEntry::ROUND, 1, clock_.Now())}).ok());
+    ASSERT_TRUE(
+        AppendEntries(**store, {Record("other", v1::HistoryEntry::ROUND, 1, clock_.Now())}).ok());
   }
   auto store = HistoryStore::Open(Options(), &clock_);
   ASSERT_TRUE(store.ok()) << store.status();
   auto loaded = (*store)->Load(100);
   ASSERT_TRUE(loaded.ok()) << loaded.status();
-  ASSERT_THAT(*loaded, SizeIs(4));
-  EXPECT_EQ((*loaded)[1].entry.kind(), v1::HistoryEntry::RESTART);
-  EXPECT_EQ((*loaded)[1].entry.cause(), "worker 0 killed by signal 9");
-  EXPECT_EQ((*loaded)[2].entry.evidence(), "thread 7: futex_wait\n\xc3\xa9");
-  EXPECT_EQ((*loaded)[2].entry.verdict(), "hung");
-  EXPECT_EQ((*loaded)[2].entry.round(), 2u);
-  EXPECT_EQ((*loaded)[2].entry.at_unix_ms(), absl::ToUnixMillis(clock_.Now()));
-  EXPECT_EQ((*loaded)[3].job_id, "other");
+  ASSERT_THAT(loaded->entries, SizeIs(4));
+  EXPECT_EQ(loaded->entries[1].entry.kind(), v1::HistoryEntry::RESTART);
+  EXPECT_EQ(loaded->entries[1].entry.cause(), "worker 0 killed by signal 9");
+  EXPECT_EQ(loaded->entries[2].entry.evidence(), "thread 7: futex_wait\n\xc3\xa9");
+  EXPECT_EQ(loaded->entries[2].entry.verdict(), "hung");
+  EXPECT_EQ(loaded->entries[2].entry.round(), 2u);
+  EXPECT_EQ(loaded->entries[2].entry.at_unix_ms(), absl::ToUnixMillis(clock_.Now()));
+  EXPECT_EQ(loaded->entries[3].job_id, "other");
 }
 
 TEST_F(HistoryStoreTest, Retention_KeepsTheNewestEntriesPerJob) {
@@ -75,15 +81,15 @@ TEST_F(HistoryStoreTest, Retention_KeepsTheNewestEntriesPerJob) {
   ASSERT_TRUE(store.ok()) << store.status();
   for (uint64_t round = 1; round <= 5; ++round) {
     ASSERT_TRUE(
-        (*store)->Append({Record("job", v1::HistoryEntry::ROUND, round, clock_.Now())}).ok());
+        AppendEntries(**store, {Record("job", v1::HistoryEntry::ROUND, round, clock_.Now())}).ok());
   }
-  ASSERT_TRUE((*store)->Append({Record("b", v1::HistoryEntry::ROUND, 1, clock_.Now())}).ok());
+  ASSERT_TRUE(AppendEntries(**store, {Record("b", v1::HistoryEntry::ROUND, 1, clock_.Now())}).ok());
   EXPECT_EQ(*(*store)->Count(), 4);
   auto loaded = (*store)->Load(100);
   ASSERT_TRUE(loaded.ok());
-  ASSERT_THAT(*loaded, SizeIs(4));
-  EXPECT_EQ((*loaded)[0].entry.round(), 3u);
-  EXPECT_EQ((*loaded)[2].entry.round(), 5u);
+  ASSERT_THAT(loaded->entries, SizeIs(4));
+  EXPECT_EQ(loaded->entries[0].entry.round(), 3u);
+  EXPECT_EQ(loaded->entries[2].entry.round(), 5u);
 }
 
 TEST_F(HistoryStoreTest, Load_LimitsEachJobToTheNewest) {
@@ -93,12 +99,12 @@ TEST_F(HistoryStoreTest, Load_LimitsEachJobToTheNewest) {
   for (uint64_t round = 1; round <= 10; ++round) {
     records.push_back(Record("job", v1::HistoryEntry::ROUND, round, clock_.Now()));
   }
-  ASSERT_TRUE((*store)->Append(records).ok());
+  ASSERT_TRUE(AppendEntries(**store, records).ok());
   auto loaded = (*store)->Load(2);
   ASSERT_TRUE(loaded.ok());
-  ASSERT_THAT(*loaded, SizeIs(2));
-  EXPECT_EQ((*loaded)[0].entry.round(), 9u);
-  EXPECT_EQ((*loaded)[1].entry.round(), 10u);
+  ASSERT_THAT(loaded->entries, SizeIs(2));
+  EXPECT_EQ(loaded->entries[0].entry.round(), 9u);
+  EXPECT_EQ(loaded->entries[1].entry.round(), 10u);
 }
 
 TEST_F(HistoryStoreTest, MaxAge_DropsOldEntriesAtAppendAndAtOpen) {
@@ -107,11 +113,14 @@ TEST_F(HistoryStoreTest, MaxAge_DropsOldEntriesAtAppendAndAtOpen) {
   {
     auto store = HistoryStore::Open(o, &clock_);
     ASSERT_TRUE(store.ok());
-    ASSERT_TRUE((*store)->Append({Record("job", v1::HistoryEntry::ROUND, 1, clock_.Now())}).ok());
+    ASSERT_TRUE(
+        AppendEntries(**store, {Record("job", v1::HistoryEntry::ROUND, 1, clock_.Now())}).ok());
     clock_.Advance(absl::Minutes(50));
-    ASSERT_TRUE((*store)->Append({Record("job", v1::HistoryEntry::ROUND, 2, clock_.Now())}).ok());
+    ASSERT_TRUE(
+        AppendEntries(**store, {Record("job", v1::HistoryEntry::ROUND, 2, clock_.Now())}).ok());
     clock_.Advance(absl::Minutes(20));
-    ASSERT_TRUE((*store)->Append({Record("b", v1::HistoryEntry::ROUND, 1, clock_.Now())}).ok());
+    ASSERT_TRUE(
+        AppendEntries(**store, {Record("b", v1::HistoryEntry::ROUND, 1, clock_.Now())}).ok());
     EXPECT_EQ(*(*store)->Count(), 2);
   }
   clock_.Advance(absl::Minutes(45));
