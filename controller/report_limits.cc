@@ -1,5 +1,6 @@
 #include "controller/report_limits.h"
 
+#include <limits>
 #include <string>
 
 #include "absl/strings/ascii.h"
@@ -16,6 +17,12 @@ absl::Status TooLong(absl::string_view field, size_t max, size_t got) {
 absl::Status TooMany(absl::string_view field, int max, int got) {
   return absl::InvalidArgumentError(
       absl::StrFormat("%s: at most %d entries, got %d", field, max, got));
+}
+
+absl::Status CheckRange(absl::string_view field, int64_t value, int64_t lo, int64_t hi) {
+  if (value >= lo && value <= hi) return absl::OkStatus();
+  return absl::InvalidArgumentError(
+      absl::StrFormat("%s: expected %d..%d, got %d", field, lo, hi, value));
 }
 
 absl::Status CheckText(absl::string_view field, const std::string& text, size_t max) {
@@ -126,10 +133,11 @@ absl::Status ValidateHealthReport(const v1::HealthReport& r) {
   if (absl::Status s = CheckText("command", r.command(), kMaxCommandTextLength); !s.ok()) {
     return s;
   }
-  if (r.min_nodes() < 0 || r.min_nodes() > kMaxRank || r.max_nodes() < 0 ||
-      r.max_nodes() > kMaxRank || r.join_deadline_unix_ms() < 0) {
-    return absl::InvalidArgumentError(
-        "min_nodes, max_nodes or join_deadline_unix_ms: out of range");
+  for (absl::Status s : {CheckRange("min_nodes", r.min_nodes(), 0, kMaxRank),
+                         CheckRange("max_nodes", r.max_nodes(), 0, kMaxRank),
+                         CheckRange("join_deadline_unix_ms", r.join_deadline_unix_ms(), 0,
+                                    std::numeric_limits<int64_t>::max())}) {
+    if (!s.ok()) return s;
   }
   if (r.workers_size() > kMaxWorkers) return TooMany("workers", kMaxWorkers, r.workers_size());
   for (const v1::WorkerHealth& w : r.workers()) {
@@ -162,11 +170,13 @@ absl::Status ValidateHealthReport(const v1::HealthReport& r) {
     }
   }
   const v1::CoordinatorView& c = r.coordinator();
-  if (c.members() < 0 || c.members() > kMaxRank || c.gathering() < 0 || c.gathering() > kMaxRank ||
-      c.min_nodes() < 0 || c.min_nodes() > kMaxRank || c.max_nodes() < 0 ||
-      c.max_nodes() > kMaxRank || c.gives_up_unix_ms() < 0) {
-    return absl::InvalidArgumentError(
-        "coordinator.members, gathering, min_nodes, max_nodes or gives_up_unix_ms: out of range");
+  for (absl::Status s : {CheckRange("coordinator.members", c.members(), 0, kMaxRank),
+                         CheckRange("coordinator.gathering", c.gathering(), 0, kMaxRank),
+                         CheckRange("coordinator.min_nodes", c.min_nodes(), 0, kMaxRank),
+                         CheckRange("coordinator.max_nodes", c.max_nodes(), 0, kMaxRank),
+                         CheckRange("coordinator.gives_up_unix_ms", c.gives_up_unix_ms(), 0,
+                                    std::numeric_limits<int64_t>::max())}) {
+    if (!s.ok()) return s;
   }
   if (c.rounds() > kMaxRound) return absl::InvalidArgumentError("coordinator.rounds: out of range");
   if (absl::Status s = CheckText("coordinator.verdict", c.verdict(), kMaxTextLength); !s.ok()) {
