@@ -75,11 +75,20 @@ const std::vector<OptionSpec>& ControllerOptionTable() {
          "A node that has not reported for this long (at least 3 report intervals) is "
          "stale."},
         {"token-file", OptionKind::kString, "PATH", "",
-         "File holding the token agents send (trailing whitespace ignored); none: no "
+         "File holding the token agents send (trailing whitespace ignored), or one per line, "
+         "\"jobs=PATTERN[,...] TOKEN\" for one that may write only those jobs; none: no "
          "authentication."},
         {"log-level", OptionKind::kString, "LEVEL", "info", "debug, info, warning or error."},
     };
-    for (OptionSpec& spec : TlsOptionSpecs(/*client=*/false)) t->push_back(std::move(spec));
+    for (OptionSpec& spec : TlsOptionSpecs(/*client=*/false)) {
+      if (spec.name == "tls-cert") {
+        spec.help =
+            "This side's certificate (PEM, leaf first; a cert-manager Secret's tls.crt) for "
+            "mutual TLS on the controller's --listen port; needs --tls-key and --tls-ca. None: "
+            "plaintext.";
+      }
+      t->push_back(std::move(spec));
+    }
     return t;
   }();
   return *table;
@@ -141,9 +150,10 @@ absl::StatusOr<ControllerConfig> ParseControllerConfig(
     return s;
   }
   if (const OptionValue* token_file = parsed.Find("token-file")) {
-    absl::StatusOr<std::string> token = ReadTokenFile(*token_file);
-    if (!token.ok()) return token.status();
-    c.token = *std::move(token);
+    absl::StatusOr<controller::JobTokens> tokens =
+        controller::JobTokens::ReadFile(token_file->text, token_file->origin);
+    if (!tokens.ok()) return tokens.status();
+    c.tokens = *std::move(tokens);
   }
   absl::StatusOr<rendezvous::TlsConfig> tls = ParseTlsOptions(parsed, &c.warnings);
   if (!tls.ok()) return tls.status();
@@ -170,7 +180,7 @@ int RunController(const ControllerConfig& config) {
   options.history.max_age = config.history_max_age;
   options.history.max_jobs = config.history_max_jobs;
   options.db_required = config.db_required;
-  options.token = config.token;
+  options.tokens = config.tokens;
   options.listen = {config.listen_host, config.listen_port};
   options.http = {config.http_host, config.http_port};
   options.version = config.version;

@@ -47,12 +47,13 @@ absl::StatusOr<std::unique_ptr<ControllerHost>> ControllerHost::Start(
   host->core_ = std::make_unique<ControllerCore>(options.core, options.clock, host->store_.get());
   host->core_->Restore(restored);
   if (options.tls.enabled()) {
-    auto peers = rendezvous::PeerVerifier::Create(options.tls.ca_pem);
+    auto peers = rendezvous::PeerVerifier::Create(
+        options.tls.ca_pem, Clock::Real(), rendezvous::PeerVerifier::kMaxRemembered, "controller");
     if (!peers.ok()) return peers.status();
     host->peers_ = std::move(*peers);
   }
   host->service_ =
-      std::make_unique<ControllerService>(host->core_.get(), options.token, host->peers_.get());
+      std::make_unique<ControllerService>(host->core_.get(), options.tokens, host->peers_.get());
   rendezvous::GrpcServerOptions so;
   so.listen.push_back(options.listen);
   so.name = "controller";
@@ -86,7 +87,10 @@ absl::StatusOr<std::unique_ptr<ControllerHost>> ControllerHost::Start(
                       : "history in " + SafeForLog(options.history.path, 256) + ", " +
                             std::to_string(stats.history_entries) + " entries of " +
                             std::to_string(stats.jobs) + " jobs reloaded")
-              << (options.token.empty() ? ", no token" : "")
+              << (options.tokens.empty() ? ", no token"
+                  : options.tokens.size() > 1
+                      ? ", " + std::to_string(options.tokens.size()) + " tokens"
+                      : "")
               << (options.tls.enabled() ? ", mutual TLS" : ", plaintext") << "); views on http://"
               << rendezvous::FormatHostPort(ho.address, host->http_port()) << "/";
   return host;
