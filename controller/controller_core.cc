@@ -153,6 +153,11 @@ void ControllerCore::Restore(const StoredHistory& stored) {
       node.lost = nr.lost();
       node.lost_round = nr.report().round();
       node.restored = true;
+      if (nr.report().has_coordinator()) {
+        job->host = id;
+        job->has_view = true;
+        job->view = nr.report().coordinator();
+      }
     }
   }
   for (const HistoryRecord& rec : stored.entries) {
@@ -1135,7 +1140,9 @@ absl::StatusOr<v1::GetStatusResponse> ControllerCore::GetStatus(absl::string_vie
     v1::NodeStatus* ns = out.add_nodes();
     *ns->mutable_report() = n->second.latest;
     const absl::Duration age = now - n->second.last_report;
-    ns->set_stale(n->second.stale || n->second.restored || age >= n->second.stale_window);
+    // A lost node is not up, whether or not it still says something.
+    ns->set_stale(n->second.stale || n->second.restored || n->second.lost ||
+                  age >= n->second.stale_window);
     ns->set_report_age_ms(absl::ToInt64Milliseconds(age));
     ns->set_restored(n->second.restored);
     if (n->second.lost) {
@@ -1211,7 +1218,14 @@ v1::JobRecord ControllerCore::RecordLocked(const std::string& job_id, const Job&
     v1::HealthReport* r = nr->mutable_report();
     *r = n->second.latest;
     r->clear_gpus();
-    r->clear_coordinator();
+    // The coordinator's view stays with the node it came from (its lost
+    // nodes, phase and rounds), without its restart reasons (the rounds
+    // have them).
+    if (n->first == job.host) {
+      r->mutable_coordinator()->clear_restarts();
+    } else {
+      r->clear_coordinator();
+    }
     r->clear_workers();
     for (const v1::WorkerHealth& w : n->second.latest.workers()) {
       if (w.state() == v1::WorkerHealth::FAILED || w.state() == v1::WorkerHealth::HUNG) {

@@ -88,6 +88,7 @@ TEST_F(CoreTruthTest, LostNode_ListedByTheCoordinator_IsLostAtOnceAndCountsNowhe
   ASSERT_EQ(s.nodes_size(), 3);
   EXPECT_EQ(s.nodes(2).report().node_id(), "node-c");  // lost nodes last.
   EXPECT_TRUE(s.nodes(2).lost());
+  EXPECT_TRUE(s.nodes(2).stale());  // not up.
   EXPECT_EQ(s.nodes(2).lost_at_unix_ms(), absl::ToUnixMillis(clock_.Now()));
   EXPECT_THAT(s.nodes(2).lost_reason(), HasSubstr("lost"));
   // Its last state is kept ...
