@@ -668,6 +668,11 @@ void ControllerCore::SampleLocked(Job* job, const v1::HealthReport& report, absl
   const v1::Progress& p = report.progress();
   if (!p.known() || p.step() < 0) return;
   Series& s = job->series;
+  const int64_t at_ms = UnixMs(now - absl::Milliseconds(p.age_ms()));
+  // Most reports come between two points: nothing to do (the ingest path).
+  if (!s.points.empty() && at_ms - s.points.back().at_ms < absl::ToInt64Milliseconds(s.every)) {
+    return;
+  }
   // One node's progress makes the series (its rate is its own); another
   // once that one is lost or silent.
   if (!s.source.empty() && s.source != report.node_id()) {
@@ -677,10 +682,6 @@ void ControllerCore::SampleLocked(Job* job, const v1::HealthReport& report, absl
     if (source_here) return;
   }
   s.source = report.node_id();
-  const int64_t at_ms = UnixMs(now - absl::Milliseconds(p.age_ms()));
-  if (!s.points.empty() && at_ms - s.points.back().at_ms < absl::ToInt64Milliseconds(s.every)) {
-    return;
-  }
   SeriesPoint point;
   point.at_ms = s.points.empty() ? at_ms : std::max(at_ms, s.points.back().at_ms);
   point.step = p.step();
