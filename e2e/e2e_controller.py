@@ -54,6 +54,18 @@ class ControllerTest(E2ETestCase):
             + list(extra), command, name="%s-n%d" % (job, i)) for i in range(2)]
         return agents
 
+    def run_elastic_job(self, controller_port, job, script):
+        """Three agents of an elastic job (--nnodes=2:3), one worker each
+        running the Python `script`, reporting every 200 ms."""
+        coord, mp = harness.free_ports(2)
+        return [self.start_agent(
+            ["--nnodes=2:3", "--node-rank=%d" % i, "--node-id=%s-n%d" % (job, i),
+             "--coordinator=127.0.0.1:%d" % coord, "--master-port=%d" % mp, "--job-id=" + job,
+             "--token-file=" + self.token, "--join-timeout=60s", "--max-restarts=2",
+             "--nproc-per-node=1", "--grace-period=5s",
+             "--controller=127.0.0.1:%d" % controller_port, "--report-interval=200ms"],
+            [PY, "-c", script], name="%s-n%d" % (job, i)) for i in range(3)]
+
     def test_job_rounds_restart_cause_and_history_survive_a_restart(self):
         port = harness.free_port()
         db = self.path("history.db")
@@ -154,14 +166,7 @@ class ControllerTest(E2ETestCase):
         ctl = self.start_controller(port, db)
         done = self.path("done")
         script = "import os,time\nwhile not os.path.exists(%r): time.sleep(0.1)\n" % done
-        coord, mp = harness.free_ports(2)
-        agents = [self.start_agent(
-            ["--nnodes=2:3", "--node-rank=%d" % i, "--node-id=jobL-n%d" % i,
-             "--coordinator=127.0.0.1:%d" % coord, "--master-port=%d" % mp, "--job-id=jobL",
-             "--token-file=" + self.token, "--join-timeout=60s", "--max-restarts=2",
-             "--nproc-per-node=1", "--grace-period=5s",
-             "--controller=127.0.0.1:%d" % port, "--report-interval=200ms"],
-            [PY, "-c", script], name="jobL-n%d" % i) for i in range(3)]
+        agents = self.run_elastic_job(port, "jobL", script)
         # All three running round 1 (a node reports while it still joins, and
         # one killed then is no member of a running round: no restart).
         def running_round_1():
@@ -224,14 +229,7 @@ class ControllerTest(E2ETestCase):
                   "  open(p+'.tmp','w').write('step=%%d loss=%%.4f\\n' %% (step, 1.0/step))\n"
                   "  os.rename(p+'.tmp',p)\n"
                   "  time.sleep(0.05)\n" % done)
-        coord, mp = harness.free_ports(2)
-        agents = [self.start_agent(
-            ["--nnodes=2:3", "--node-rank=%d" % i, "--node-id=jobE-n%d" % i,
-             "--coordinator=127.0.0.1:%d" % coord, "--master-port=%d" % mp, "--job-id=jobE",
-             "--token-file=" + self.token, "--join-timeout=60s", "--max-restarts=2",
-             "--nproc-per-node=1", "--grace-period=5s",
-             "--controller=127.0.0.1:%d" % port, "--report-interval=200ms"],
-            [PY, "-c", script], name="jobE-n%d" % i) for i in range(3)]
+        agents = self.run_elastic_job(port, "jobE", script)
 
         def running_round_1_with_progress():
             nodes = (self.status_json("jobE") or {}).get("nodes", [])
