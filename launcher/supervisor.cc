@@ -106,16 +106,35 @@ absl::StatusOr<std::unique_ptr<Supervisor>> Supervisor::Create(const Options& op
     close(*fd);
     delete fd;
   });
+  // Whatever is our child before we start anything is the entrypoint's.
+  // (Without /proc nothing is ever killed as an orphan either.)
+  std::map<pid_t, pid_t> inherited;
+  if (absl::StatusOr<std::vector<ChildProcess>> children = ListChildren();
+      children.ok() && !children->empty()) {
+    std::vector<std::string> names;
+    for (const ChildProcess& child : *children) {
+      inherited[child.pid] = getpgid(child.pid);
+      if (names.size() < kMaxListedProcesses) {
+        names.push_back(absl::StrCat(child.pid, " (", child.comm, ")"));
+      }
+    }
+    TLOG(kInfo) << "started with " << children->size()
+                << " child process(es) of the entrypoint, left running (never signalled, "
+                   "reaped when they exit): "
+                << absl::StrJoin(names, ", ") << (children->size() > names.size() ? ", ..." : "");
+  }
   return std::unique_ptr<Supervisor>(
-      new Supervisor(options, signal_fd, wake_fd, std::move(shared_room_fd)));
+      new Supervisor(options, signal_fd, wake_fd, std::move(shared_room_fd), std::move(inherited)));
 }
 
 Supervisor::Supervisor(const Options& options, int signal_fd, int wake_fd,
-                       std::shared_ptr<int> room_fd)
+                       std::shared_ptr<int> room_fd, std::map<pid_t, pid_t> inherited)
     : options_(options),
       signal_fd_(signal_fd),
       wake_fd_(wake_fd),
       room_fd_(std::move(room_fd)),
+      inherited_(std::move(inherited)),
+      own_group_(getpgrp()),
       read_buffer_(OutputPrefixer::kMaxLineBytes) {}
 
 Supervisor::~Supervisor() {
@@ -377,6 +396,12 @@ void Supervisor::ReapChildren() {
       OnWorkerReaped(w, status);
     } else if (Helper* h = FindHelper(pid)) {
       OnHelperReaped(h, status);
+    } else if (auto it = inherited_.find(pid); it != inherited_.end()) {
+      // Its number may be reused from now on: no longer the entrypoint's.
+      const pid_t group = it->second;
+      inherited_.erase(it);
+      TLOG(kDebug) << "reaped process " << pid << " of the entrypoint (status " << status << ")";
+      InheritOrphansOfGroup(group);
     } else {
       TLOG(kDebug) << "reaped orphaned process " << pid << " (status " << status << ")";
     }
@@ -631,6 +656,37 @@ bool Supervisor::IsKnownChild(pid_t pid) const {
   return false;
 }
 
+std::set<pid_t> Supervisor::inherited_children() const {
+  std::set<pid_t> pids;
+  for (const auto& [pid, group] : inherited_) pids.insert(pid);
+  return pids;
+}
+
+bool Supervisor::IsEntrypointProcess(pid_t pid) const {
+  if (inherited_.count(pid) > 0) return true;
+  // A worker's descendants are in its group or in groups of their own
+  // (setsid); joining ours or an inherited child's takes a deliberate
+  // setpgid(). A group with a member we have not reaped cannot be replaced
+  // by another of the same number.
+  const pid_t group = getpgid(pid);
+  if (group <= 0) return false;
+  if (group == own_group_) return true;
+  for (const auto& [inherited, unused] : inherited_) {
+    if (getpgid(inherited) == group) return true;
+  }
+  return false;
+}
+
+void Supervisor::InheritOrphansOfGroup(pid_t group) {
+  if (group <= 0 || group == own_group_) return;  // ours is the entrypoint's anyway
+  absl::StatusOr<std::vector<ChildProcess>> children = ListChildren();
+  if (!children.ok()) return;
+  for (const ChildProcess& child : *children) {
+    if (IsKnownChild(child.pid) || inherited_.count(child.pid) > 0) continue;
+    if (getpgid(child.pid) == group) inherited_[child.pid] = group;
+  }
+}
+
 int Supervisor::KillAdoptedChildren(const char* what) {
   absl::StatusOr<std::vector<ChildProcess>> children = ListChildren();
   if (!children.ok()) {
@@ -644,7 +700,7 @@ int Supervisor::KillAdoptedChildren(const char* what) {
   int alive = 0;
   std::vector<std::string> fresh;
   for (const ChildProcess& child : *children) {
-    if (IsKnownChild(child.pid)) continue;
+    if (IsKnownChild(child.pid) || IsEntrypointProcess(child.pid)) continue;
     // Not reaped yet: the pid of our child cannot be reused before that, so
     // killing by pid is safe. A zombie counts until the next ReapChildren().
     ++alive;
