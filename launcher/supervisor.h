@@ -41,8 +41,8 @@
 // groups, helpers, and every adopted orphan, repeatedly, as killing a
 // process orphans its own children), bounded to 10 s, and flushes output
 // for at most 2 s (what is still in the pipes of exited processes
-// included). The entrypoint's processes are left running. See
-// docs/pid1.md.
+// included). The entrypoint's processes are left running: they see their
+// pipes close when the process exits (output_readers.h). See docs/pid1.md.
 //
 // Threading model: one owning thread calls every method except Wake(), which
 // any thread may call (it only writes an eventfd) to interrupt Wait(). The
