@@ -313,6 +313,7 @@ Supervisor::Event Supervisor::Wait(absl::Duration timeout) {
   for (;;) {
     ReapChildren();
     RestartDueHelpers();
+    DeliverHeldSignals();
     AdvanceGonePhase();
     if (std::optional<Event> event = TakeQueuedEvent()) return *event;
     absl::Duration remaining = deadline - MonotonicNow();
@@ -333,6 +334,11 @@ absl::Duration Supervisor::PollSlice(absl::Duration remaining) const {
       slice = std::min(slice, std::max(helper->restart_at - MonotonicNow(), absl::ZeroDuration()));
     }
   }
+  for (const Process& w : workers_) {
+    if (!w.held_signals.empty()) {
+      slice = std::min(slice, std::max(w.drain_until - MonotonicNow(), absl::ZeroDuration()));
+    }
+  }
   return slice;
 }
 
@@ -342,13 +348,60 @@ void Supervisor::Wake() {
   (void)ignored;
 }
 
-void Supervisor::SignalWorkers(int sig) {
+void Supervisor::SignalWorkers(int sig) { SignalGroups(sig, /*hold=*/true); }
+
+void Supervisor::SignalGroups(int sig, bool hold) {
+  const absl::Time now = MonotonicNow();
   for (Process& w : workers_) {
     if (w.group_gone) continue;
+    if (hold && w.reaped && now < w.drain_until) {
+      // The leader just exited; what is left of its group (a `tee`) may be
+      // writing out what it wrote. Nothing to hold for an empty group.
+      if (GroupAlive(&w) &&
+          std::find(w.held_signals.begin(), w.held_signals.end(), sig) == w.held_signals.end()) {
+        w.held_signals.push_back(sig);
+      }
+      continue;
+    }
     // While the leader is unreaped its pid (= pgid) cannot be reused. After
     // that the group id stays reserved as long as the group has members;
     // ESRCH means it is empty and we stop using the number.
     if (kill(-w.pid, sig) != 0 && errno == ESRCH && w.reaped) w.group_gone = true;
+  }
+}
+
+void Supervisor::DeliverHeldSignals() {
+  const absl::Time now = MonotonicNow();
+  for (Process& w : workers_) {
+    if (w.held_signals.empty() || now < w.drain_until) continue;
+    const std::vector<int> held = std::move(w.held_signals);
+    w.held_signals.clear();
+    if (!GroupAlive(&w)) continue;
+    std::vector<std::string> names;
+    for (int sig : held) names.push_back(sigabbrev_np(sig) ? sigabbrev_np(sig) : "?");
+    TLOG(kInfo) << "worker local_rank=" << w.spec.local_rank
+                << " global_rank=" << w.spec.global_rank << " exited "
+                << absl::FormatDuration(options_.group_drain_timeout)
+                << " ago and its process group " << w.pid << " still has processes: sending SIG"
+                << absl::StrJoin(names, ", SIG");
+    for (int sig : held) {
+      if (kill(-w.pid, sig) != 0 && errno == ESRCH) w.group_gone = true;
+    }
+  }
+}
+
+void Supervisor::AwaitDrainingGroups() {
+  for (;;) {
+    ReapChildren();
+    const absl::Time now = MonotonicNow();
+    absl::Time until = now;
+    for (Process& w : workers_) {
+      if (w.reaped && now < w.drain_until && GroupAlive(&w)) {
+        until = std::max(until, w.drain_until);
+      }
+    }
+    if (until <= now) return;
+    PollOnce(std::min(until - now, kGroupPollInterval));
   }
 }
 
@@ -410,6 +463,7 @@ void Supervisor::ReapChildren() {
 
 void Supervisor::OnWorkerReaped(Process* w, int status) {
   w->reaped = true;
+  w->drain_until = MonotonicNow() + options_.group_drain_timeout;
   ReturnTerminal(w);
   // Whatever it wrote before dying goes out before its exit is reported.
   ReadStream(&w->out, /*until_drained=*/true);
@@ -632,18 +686,16 @@ void Supervisor::RetireStreams(Process* p) {
 bool Supervisor::AnyGroupAlive() {
   bool alive = false;
   for (Process& w : workers_) {
-    if (w.group_gone) continue;
-    if (!w.reaped) {
-      alive = true;
-      continue;
-    }
-    if (kill(-w.pid, 0) != 0 && errno == ESRCH) {
-      w.group_gone = true;
-    } else {
-      alive = true;
-    }
+    if (GroupAlive(&w)) alive = true;
   }
   return alive;
+}
+
+bool Supervisor::GroupAlive(Process* w) {
+  if (w->group_gone) return false;
+  if (!w->reaped) return true;
+  if (kill(-w->pid, 0) != 0 && errno == ESRCH) w->group_gone = true;
+  return !w->group_gone;
 }
 
 bool Supervisor::IsKnownChild(pid_t pid) const {
@@ -720,9 +772,11 @@ int Supervisor::KillAdoptedChildren(const char* what) {
 }
 
 void Supervisor::KillAllAndReap(bool orphans) {
+  AwaitDrainingGroups();
   const absl::Time deadline = MonotonicNow() + options_.kill_timeout;
   for (;;) {
-    SignalWorkers(SIGKILL);  // again each round: catches anything forked meanwhile
+    // Again each round: catches anything forked meanwhile.
+    SignalGroups(SIGKILL, /*hold=*/false);
     ReapChildren();
     bool alive = AnyGroupAlive();
     if (!alive && orphans) alive = KillAdoptedChildren("left behind by the workers") > 0;

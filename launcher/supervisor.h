@@ -16,7 +16,10 @@
 //        ^                |                     |  every leader reaped
 //        |   SignalWorkers(TERM ... KILL)       v
 //        |   (the caller's policy)         leaders gone, group members left:
-//        |                                 poll kill(-pgid, 0) every 20 ms
+//        |                                 poll kill(-pgid, 0) every 20 ms;
+//        |                                 signals for a group are held until
+//        |                                 2 s after its leader exited (its
+//        |                                 `tee` drains), then delivered
 //        |                                      |  every group empty
 //        |                                      v
 //        |                                 orphans the workers left outside
@@ -37,7 +40,8 @@
 // adopted processes in their process groups or in this process's own, are
 // never signalled; they are reaped when they exit.
 //
-// The destructor kills everything else that is still our child (worker
+// The destructor lets worker groups whose leader exited drain (the rest of
+// their 2 s), then kills everything else that is still our child (worker
 // groups, helpers, and every adopted orphan, repeatedly, as killing a
 // process orphans its own children), bounded to 10 s, and flushes output
 // for at most 2 s (what is still in the pipes of exited processes
@@ -92,6 +96,8 @@ class Supervisor : public WorkerGroup {
   using EventType = WorkerGroup::EventType;
   using Event = WorkerGroup::Event;
 
+  static constexpr absl::Duration kDefaultGroupDrainTimeout = absl::Seconds(2);
+
   struct Options {
     // Where prefixed and unprefixed output goes. Not owned; must stay open
     // for the Supervisor's lifetime. Injectable for tests.
@@ -104,6 +110,10 @@ class Supervisor : public WorkerGroup {
     // Bound on waiting for SIGKILLed processes to disappear (a process in
     // uninterruptible sleep, e.g. in a GPU driver, may take a while).
     absl::Duration kill_timeout = absl::Seconds(10);
+    // How long the rest of a worker's process group (a `tee`, a logger) is
+    // left alone after its leader exited, to finish writing: signals for
+    // the group meanwhile, SIGKILL included, are held until then.
+    absl::Duration group_drain_timeout = kDefaultGroupDrainTimeout;
     // Helper restarts.
     RestartBackoff::Options helper_backoff;
   };
@@ -115,12 +125,13 @@ class Supervisor : public WorkerGroup {
   // called).
   static absl::StatusOr<std::unique_ptr<Supervisor>> Create(const Options& options);
 
-  // SIGKILLs every worker process group (also groups whose leader already
-  // exited) and helper, then every remaining child of this process that is
-  // not the entrypoint's (adopted orphans, and in turn their orphaned
-  // children) until none is left or kill_timeout passes (logging what is
-  // stuck); reaps them; gives the terminal back; flushes output (bounded)
-  // and closes the fds.
+  // Waits until the groups whose leader exited are empty or their drain
+  // time is over, then SIGKILLs every worker process group (also groups
+  // whose leader already exited) and helper, then every remaining child of
+  // this process that is not the entrypoint's (adopted orphans, and in turn
+  // their orphaned children) until none is left or kill_timeout passes
+  // (logging what is stuck); reaps them; gives the terminal back; flushes
+  // output (bounded) and closes the fds.
   ~Supervisor() override;
 
   Supervisor(const Supervisor&) = delete;
@@ -140,6 +151,8 @@ class Supervisor : public WorkerGroup {
   Event Wait(absl::Duration timeout) override;
   // Thread-safe and async-signal-safe.
   void Wake() override;
+  // A group whose leader exited less than group_drain_timeout ago gets
+  // `sig` only when that time is over, if it still has members then.
   void SignalWorkers(int sig) override;
   int running_workers() const override;
   void WatchFd(int fd, int slot = 0) override;
@@ -172,6 +185,10 @@ class Supervisor : public WorkerGroup {
     bool group_gone = false;    // kill(-pid, 0) said ESRCH after the leader was reaped
     bool has_terminal = false;  // foreground_tty: it got the terminal
     absl::Time started;         // monotonic
+    // Workers: until when the rest of the group may drain after the leader
+    // was reaped (monotonic), and the signals SignalWorkers() held for it.
+    absl::Time drain_until = absl::InfinitePast();
+    std::vector<int> held_signals;
     Stream out;
     Stream err;
   };
@@ -212,6 +229,17 @@ class Supervisor : public WorkerGroup {
   // and its group members may still write).
   void RetireStreams(Process* process);
   bool AnyGroupAlive();
+  // Whether the worker's process group may still have members (sets
+  // group_gone once kill(-pgid, 0) says it is empty).
+  bool GroupAlive(Process* worker);
+  // kill(-pgid, sig) for every worker group that may have members; with
+  // `hold`, groups still draining (drain_until) get it when that is over.
+  void SignalGroups(int sig, bool hold);
+  // Delivers the held signals whose group's drain time is over.
+  void DeliverHeldSignals();
+  // Polls (reading output, reaping) until every group whose leader exited
+  // is empty or past its drain time.
+  void AwaitDrainingGroups();
   // Orphans are killed at round ends only while no helper runs: a helper's
   // orphans cannot be told from the workers' (docs/pid1.md).
   bool KillsOrphansAtRoundEnd() const { return helpers_.empty(); }

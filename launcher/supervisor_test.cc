@@ -80,6 +80,12 @@ class SupervisorTest : public ::testing::Test {
     ASSERT_TRUE(created.ok()) << created.status();
     supervisor_ = std::move(*created);
   }
+  // Signals reach a group whose leader exited at once.
+  void RecreateWithoutDrainTime() {
+    Supervisor::Options options;
+    options.group_drain_timeout = absl::ZeroDuration();
+    Recreate(options);
+  }
   // Helper restarts after 100 ms, 200 ms, 400 ms, 400 ms...
   void RecreateWithQuickRestarts() {
     Supervisor::Options options;
@@ -389,7 +395,9 @@ TEST_F(SupervisorTest, SignalAll_ReachesEveryProcessInTheGroup) {
 
 TEST_F(SupervisorTest, Stop_KillsGroupMembersLeftBehindByExitedLeader) {
   // The leader is gone but a member of its group ignores SIGTERM: the group
-  // is still signalled, and kWorkersGone waits until it is empty.
+  // is still signalled, and kWorkersGone waits until it is empty. (No drain
+  // time here: signals go at once; see the DrainTime tests.)
+  RecreateWithoutDrainTime();
   const std::string script = kLeaveTermIgnoringGrandchild;
   ASSERT_TRUE(supervisor_->Start({ShellWorker(script, dir_.path())}).ok());
   EXPECT_EQ(NextExit().exit_code, 0);
@@ -574,6 +582,61 @@ TEST_F(SupervisorTest, InheritedChildsOrphans_InTheEntrypointsGroups_AreNotTheWo
   KillAndReap(orphan_led);
 }
 
+// --- Drain time: the rest of a worker's group after its leader exited ---
+
+TEST_F(SupervisorTest, DrainTime_AStopRightAfterTheLeaderExited_LetsItsTeeFinish) {
+  // The worker's own `exec > >(tee f)`: a group member still writing what
+  // the leader wrote when the leader exits, and the agent stops the round
+  // at once (as after a success). It finishes; kWorkersGone follows.
+  const std::string script =
+      "(sleep 0.3; echo drained > \"$DIR/tee.tmp\"; mv \"$DIR/tee.tmp\" \"$DIR/tee\") & exit 0";
+  ASSERT_TRUE(supervisor_->Start({ShellWorker(script, dir_.path())}).ok());
+  EXPECT_EQ(NextExit().exit_code, 0);
+  supervisor_->SignalWorkers(SIGTERM);
+  Next(EventType::kWorkersGone);
+  EXPECT_EQ(ReadFile(dir_.File("tee")), "drained\n");
+}
+
+TEST_F(SupervisorTest, DrainTime_TheDestructor_LetsTheGroupFinish) {
+  const std::string script =
+      "(sleep 0.3; echo drained > \"$DIR/tee.tmp\"; mv \"$DIR/tee.tmp\" \"$DIR/tee\") & exit 0";
+  ASSERT_TRUE(supervisor_->Start({ShellWorker(script, dir_.path())}).ok());
+  EXPECT_EQ(NextExit().exit_code, 0);
+  supervisor_.reset();
+  EXPECT_EQ(ReadFile(dir_.File("tee")), "drained\n");
+}
+
+TEST_F(SupervisorTest, DrainTime_AStrayThatKeepsRunning_GetsTheHeldSignalWhenItIsOver) {
+  Supervisor::Options options;
+  options.group_drain_timeout = absl::Seconds(3);
+  Recreate(options);
+  const std::string script = "sleep 300 & echo $! > \"$DIR/stray\"; exit 0";
+  ASSERT_TRUE(supervisor_->Start({ShellWorker(script, dir_.path())}).ok());
+  const pid_t stray = ReadPidFile(dir_.File("stray"));
+  ASSERT_GT(stray, 0);
+  EXPECT_EQ(NextExit().exit_code, 0);
+  supervisor_->SignalWorkers(SIGTERM);
+  EXPECT_EQ(supervisor_->Wait(absl::Milliseconds(100)).type, EventType::kTimeout);
+  EXPECT_NE(ProcessState(stray), 0) << "SIGTERM is held for the drain time";
+  Next(EventType::kWorkersGone);
+  EXPECT_EQ(ProcessState(stray), 0) << "the held SIGTERM came";
+  KillIfAlive(stray);
+}
+
+TEST_F(SupervisorTest, DrainTime_ARunningLeadersGroup_IsSignalledAtOnce) {
+  Supervisor::Options options;
+  options.group_drain_timeout = absl::Seconds(30);
+  Recreate(options);
+  const std::string script = "echo > \"$DIR/ready\"; exec sleep 300";
+  ASSERT_TRUE(supervisor_->Start({ShellWorker(script, dir_.path())}).ok());
+  ASSERT_TRUE(WaitFor([&] { return FileExists(dir_.File("ready")); }, kTimeout));
+  supervisor_->SignalWorkers(SIGTERM);
+  EXPECT_EQ(NextExit().exit_code, kExitSignalBase + SIGTERM);
+  const absl::Time start = absl::Now();
+  Next(EventType::kWorkersGone);
+  EXPECT_LT(absl::Now() - start, absl::Seconds(5)) << "not held: the group had no leftovers";
+}
+
 // --- kWorkersGone ---
 
 TEST_F(SupervisorTest, WorkersGone_ComesOnceAfterEveryWorkerExitedOnItsOwn) {
@@ -588,6 +651,7 @@ TEST_F(SupervisorTest, WorkersGone_ComesOnceAfterEveryWorkerExitedOnItsOwn) {
 }
 
 TEST_F(SupervisorTest, WorkersGone_WaitsUntilEveryGroupIsEmpty) {
+  RecreateWithoutDrainTime();
   ASSERT_TRUE(supervisor_->Start({ShellWorker(kLeaveTermIgnoringGrandchild, dir_.path())}).ok());
   EXPECT_EQ(NextExit().exit_code, 0);
   pid_t grandchild = ReadPidFile(dir_.File("grandchild"));
