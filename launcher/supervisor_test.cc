@@ -80,10 +80,11 @@ class SupervisorTest : public ::testing::Test {
     ASSERT_TRUE(created.ok()) << created.status();
     supervisor_ = std::move(*created);
   }
-  // Signals reach a group whose leader exited at once.
-  void RecreateWithoutDrainTime() {
+  // Signals for a group whose leader exited are held for `drain` (zero:
+  // they reach it at once).
+  void RecreateWithDrainTime(absl::Duration drain) {
     Supervisor::Options options;
-    options.group_drain_timeout = absl::ZeroDuration();
+    options.group_drain_timeout = drain;
     Recreate(options);
   }
   // Helper restarts after 100 ms, 200 ms, 400 ms, 400 ms...
@@ -397,7 +398,7 @@ TEST_F(SupervisorTest, Stop_KillsGroupMembersLeftBehindByExitedLeader) {
   // The leader is gone but a member of its group ignores SIGTERM: the group
   // is still signalled, and kWorkersGone waits until it is empty. (No drain
   // time here: signals go at once; see the DrainTime tests.)
-  RecreateWithoutDrainTime();
+  RecreateWithDrainTime(absl::ZeroDuration());
   const std::string script = kLeaveTermIgnoringGrandchild;
   ASSERT_TRUE(supervisor_->Start({ShellWorker(script, dir_.path())}).ok());
   EXPECT_EQ(NextExit().exit_code, 0);
@@ -584,13 +585,16 @@ TEST_F(SupervisorTest, InheritedChildsOrphans_InTheEntrypointsGroups_AreNotTheWo
 
 // --- Drain time: the rest of a worker's group after its leader exited ---
 
+// The leader exits at once; a member of its group (like the worker's own
+// `tee`) writes $DIR/tee 0.3 s later.
+constexpr char kLeaveSlowTee[] =
+    "(sleep 0.3; echo drained > \"$DIR/tee.tmp\"; mv \"$DIR/tee.tmp\" \"$DIR/tee\") & exit 0";
+
 TEST_F(SupervisorTest, DrainTime_AStopRightAfterTheLeaderExited_LetsItsTeeFinish) {
   // The worker's own `exec > >(tee f)`: a group member still writing what
   // the leader wrote when the leader exits, and the agent stops the round
   // at once (as after a success). It finishes; kWorkersGone follows.
-  const std::string script =
-      "(sleep 0.3; echo drained > \"$DIR/tee.tmp\"; mv \"$DIR/tee.tmp\" \"$DIR/tee\") & exit 0";
-  ASSERT_TRUE(supervisor_->Start({ShellWorker(script, dir_.path())}).ok());
+  ASSERT_TRUE(supervisor_->Start({ShellWorker(kLeaveSlowTee, dir_.path())}).ok());
   EXPECT_EQ(NextExit().exit_code, 0);
   supervisor_->SignalWorkers(SIGTERM);
   Next(EventType::kWorkersGone);
@@ -598,18 +602,14 @@ TEST_F(SupervisorTest, DrainTime_AStopRightAfterTheLeaderExited_LetsItsTeeFinish
 }
 
 TEST_F(SupervisorTest, DrainTime_TheDestructor_LetsTheGroupFinish) {
-  const std::string script =
-      "(sleep 0.3; echo drained > \"$DIR/tee.tmp\"; mv \"$DIR/tee.tmp\" \"$DIR/tee\") & exit 0";
-  ASSERT_TRUE(supervisor_->Start({ShellWorker(script, dir_.path())}).ok());
+  ASSERT_TRUE(supervisor_->Start({ShellWorker(kLeaveSlowTee, dir_.path())}).ok());
   EXPECT_EQ(NextExit().exit_code, 0);
   supervisor_.reset();
   EXPECT_EQ(ReadFile(dir_.File("tee")), "drained\n");
 }
 
 TEST_F(SupervisorTest, DrainTime_AStrayThatKeepsRunning_GetsTheHeldSignalWhenItIsOver) {
-  Supervisor::Options options;
-  options.group_drain_timeout = absl::Seconds(3);
-  Recreate(options);
+  RecreateWithDrainTime(absl::Seconds(3));
   const std::string script = "sleep 300 & echo $! > \"$DIR/stray\"; exit 0";
   ASSERT_TRUE(supervisor_->Start({ShellWorker(script, dir_.path())}).ok());
   const pid_t stray = ReadPidFile(dir_.File("stray"));
@@ -624,9 +624,7 @@ TEST_F(SupervisorTest, DrainTime_AStrayThatKeepsRunning_GetsTheHeldSignalWhenItI
 }
 
 TEST_F(SupervisorTest, DrainTime_ARunningLeadersGroup_IsSignalledAtOnce) {
-  Supervisor::Options options;
-  options.group_drain_timeout = absl::Seconds(30);
-  Recreate(options);
+  RecreateWithDrainTime(absl::Seconds(30));
   const std::string script = "echo > \"$DIR/ready\"; exec sleep 300";
   ASSERT_TRUE(supervisor_->Start({ShellWorker(script, dir_.path())}).ok());
   ASSERT_TRUE(WaitFor([&] { return FileExists(dir_.File("ready")); }, kTimeout));
@@ -651,7 +649,7 @@ TEST_F(SupervisorTest, WorkersGone_ComesOnceAfterEveryWorkerExitedOnItsOwn) {
 }
 
 TEST_F(SupervisorTest, WorkersGone_WaitsUntilEveryGroupIsEmpty) {
-  RecreateWithoutDrainTime();
+  RecreateWithDrainTime(absl::ZeroDuration());
   ASSERT_TRUE(supervisor_->Start({ShellWorker(kLeaveTermIgnoringGrandchild, dir_.path())}).ok());
   EXPECT_EQ(NextExit().exit_code, 0);
   pid_t grandchild = ReadPidFile(dir_.File("grandchild"));
