@@ -792,9 +792,11 @@ absl::Status ControllerCore::ReportLocked(const v1::HealthReport& report, Histor
   auto node_it = job->nodes.find(node_id);
   const bool another_incarnation =
       node_it == job->nodes.end() || node_it->second.latest.incarnation() != report.incarnation();
-  // A finished or silent job whose agents start over: a new run.
-  if (!new_job && another_incarnation && !job->nodes.empty() && report.round() <= 1 &&
-      !IsDone(report)) {
+  // A finished or silent job whose agents start over: a new run. Only a
+  // new coordinator opens round 1 (a restarted agent joining a running job
+  // gets a later round), so an agent running round 1 says so.
+  if (!new_job && another_incarnation && !job->nodes.empty() && report.round() == 1 &&
+      report.state() != v1::HealthReport::JOINING && !IsDone(report)) {
     const bool finished = job->verdict != v1::JobSummary::STATE_UNSPECIFIED;
     const bool silent = std::none_of(job->nodes.begin(), job->nodes.end(), [&](const auto& n) {
       return !n.second.lost && !n.second.restored &&
