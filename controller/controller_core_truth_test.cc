@@ -443,7 +443,6 @@ TEST_F(CoreTruthTest, FinishedJob_NewIncarnationsStartingOver_AreANewRun) {
   EXPECT_EQ(Status().nodes(0).report().incarnation(), 555u);
 }
 
-
 TEST_F(CoreTruthTest, RestoredJob_AnAgentRestartedMeanwhile_IsNoNewRun) {
   StartThreeNodes();
   core_->Flush();
@@ -465,8 +464,7 @@ TEST_F(CoreTruthTest, RestoredJob_AnAgentRestartedMeanwhile_IsNoNewRun) {
   EXPECT_EQ(s->summary().round(), 2u);
   EXPECT_EQ(s->summary().nodes(), 3);
   EXPECT_EQ(s->rounds_size(), 2);  // the restored round 1 is still there.
-  EXPECT_EQ(s->summary().started_unix_ms(),
-            sink_.jobs.at("job").summary().started_unix_ms());
+  EXPECT_EQ(s->summary().started_unix_ms(), sink_.jobs.at("job").summary().started_unix_ms());
 }
 
 }  // namespace
