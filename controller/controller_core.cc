@@ -457,9 +457,9 @@ absl::Status ControllerCore::AdmitLocked(const Job& job, const Node* node,
   if (std::find(node->fenced.begin(), node->fenced.end(), report.incarnation()) !=
       node->fenced.end()) {
     return absl::FailedPreconditionError(absl::StrFormat(
-        "node %s: incarnation %016x was replaced by %016x; a restarted agent reports as the new "
-        "one",
-        SafeForLog(node_id, 64), report.incarnation(), old.incarnation()));
+        "node %s: incarnation %016x was replaced by a newer one; a restarted agent reports as "
+        "the new one",
+        SafeForLog(node_id, 64), report.incarnation()));
   }
   const uint64_t round = report.round();
   const bool through_a_later_round = round > 0 && round > old.round() && round <= job.round &&
@@ -471,11 +471,12 @@ absl::Status ControllerCore::AdmitLocked(const Job& job, const Node* node,
                         now - node->last_report >= node->stale_window ||
                         (old.round() < job.round && now - reached >= kMembershipGrace);
   if (through_a_later_round && old_gone) return absl::OkStatus();
+  // The row's own incarnation is never named: it is what writes the row.
   return absl::FailedPreconditionError(absl::StrFormat(
-      "node %s reports as incarnation %016x (round %d) in job %s; incarnation %016x (round %d) is "
+      "node %s of job %s is another incarnation's (round %d); incarnation %016x (round %d) is "
       "taken once it is in a later round of the job than that one",
-      SafeForLog(node_id, 64), old.incarnation(), old.round(), SafeForLog(report.job_id(), 64),
-      report.incarnation(), round));
+      SafeForLog(node_id, 64), SafeForLog(report.job_id(), 64), old.round(), report.incarnation(),
+      round));
 }
 
 void ControllerCore::MarkLostLocked(const std::string& job_id, Job* job, const std::string& node_id,
@@ -1142,6 +1143,7 @@ absl::StatusOr<v1::GetStatusResponse> ControllerCore::GetStatus(absl::string_vie
   for (const auto* n : nodes) {
     v1::NodeStatus* ns = out.add_nodes();
     *ns->mutable_report() = n->second.latest;
+    ns->mutable_report()->set_incarnation(ShownIncarnation(n->second.latest.incarnation()));
     const absl::Duration age = now - n->second.last_report;
     // A lost node is not up, whether or not it still says something.
     ns->set_stale(n->second.stale || n->second.restored || n->second.lost ||

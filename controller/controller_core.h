@@ -65,7 +65,8 @@
 //
 // Who may write what (docs/controller.md; a hostile reporter cannot
 // rewrite other nodes or the job's shared state):
-//   - a node's row belongs to one incarnation; another one replaces it only
+//   - a node's row belongs to one incarnation, which no answer and no
+//     refusal shows whole (ShownIncarnation); another one replaces it only
 //     through a round the old one is not in (a later round than the old
 //     one's, which the job has reached, while the old one is lost, stale,
 //     done, or has not reported that round within kMembershipGrace);
@@ -177,6 +178,14 @@ inline constexpr uint64_t kMaxRoundStep = 4;
 // How long after the job reached a round a node still in an older one
 // counts as a member of the job (its report of the new round on its way).
 inline constexpr absl::Duration kMembershipGrace = absl::Seconds(2);
+
+// What answers (GetStatus, hence the views) and refusals show of an
+// incarnation: its high 32 bits, as the agent's log prefix does
+// (inc=1a2b3c4d), the low ones zero. The whole incarnation is what lets a
+// report write its node's row, so nothing the controller says hands it out.
+inline constexpr uint64_t ShownIncarnation(uint64_t incarnation) {
+  return incarnation & 0xffffffff00000000ULL;
+}
 
 // Rounds kept per job (the timeline), in memory and in the store.
 inline constexpr int kRoundsKept = 64;

@@ -5,6 +5,7 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "common/clock.h"
 #include "controller/controller_core.h"
 #include "controller/report_limits.h"
@@ -19,7 +20,13 @@ using testing::AddEvent;
 using testing::AddWorker;
 using ::testing::HasSubstr;
 using testing::MakeReport;
+using ::testing::Not;
 using testing::RecordingSink;
+
+// Incarnations as agents draw them: random 64-bit numbers.
+constexpr uint64_t kIncA0 = 0xa0a0a0a0'12345678;
+constexpr uint64_t kIncB1 = 0xb1b1b1b1'9abcdef0;
+constexpr uint64_t kIncB2 = 0xb2b2b2b2'0fedcba9;
 
 class HostileReporterTest : public ::testing::Test {
  protected:
@@ -28,13 +35,13 @@ class HostileReporterTest : public ::testing::Test {
 
   // The real job: pod-0 (it hosts the coordinator) and pod-1, in `round`.
   void RealReports(uint64_t round) {
-    v1::HealthReport a = MakeReport("job", "pod-0", 0xa0, ++seq0_, round);
+    v1::HealthReport a = MakeReport("job", "pod-0", kIncA0, ++seq0_, round);
     a.mutable_coordinator()->set_rounds(round);
     a.mutable_coordinator()->set_members(2);
     a.mutable_coordinator()->set_max_nodes(2);
     a.mutable_coordinator()->set_phase(v1::CoordinatorView::RUNNING);
     ASSERT_TRUE(core_->Report(a).ok());
-    v1::HealthReport b = MakeReport("job", "pod-1", 0xb1, ++seq1_, round);
+    v1::HealthReport b = MakeReport("job", "pod-1", kIncB1, ++seq1_, round);
     b.set_node_rank(1);
     ASSERT_TRUE(core_->Report(b).ok());
   }
@@ -73,7 +80,7 @@ TEST_F(HostileReporterTest, Takeover_NewIncarnationWhileTheAgentReports_IsRefuse
   }
   v1::GetStatusResponse s = Status();
   ASSERT_NE(Node(s, "pod-1"), nullptr);
-  EXPECT_EQ(Node(s, "pod-1")->report().incarnation(), 0xb1u);
+  EXPECT_EQ(Node(s, "pod-1")->report().incarnation(), ShownIncarnation(kIncB1));
   EXPECT_EQ(Node(s, "pod-1")->report().sequence(), seq1_);
   EXPECT_FALSE(Node(s, "pod-1")->stale());
 }
@@ -83,25 +90,60 @@ TEST_F(HostileReporterTest, RestartedAgent_TakesItsRowThroughTheRoundThatAdmitte
   clock_.Advance(absl::Seconds(1));
   // pod-1's agent restarts: new incarnation, joining (refused: not in a
   // round yet, the old one is still the node's).
-  EXPECT_EQ(core_->Report(MakeReport("job", "pod-1", 0xb2, 1, 0)).code(),
+  EXPECT_EQ(core_->Report(MakeReport("job", "pod-1", kIncB2, 1, 0)).code(),
             absl::StatusCode::kFailedPrecondition);
   // The coordinator opens round 2 with it; node 0 says so.
-  v1::HealthReport a = MakeReport("job", "pod-0", 0xa0, ++seq0_, 2);
+  v1::HealthReport a = MakeReport("job", "pod-0", kIncA0, ++seq0_, 2);
   a.mutable_coordinator()->set_rounds(2);
   a.mutable_coordinator()->set_members(2);
   ASSERT_TRUE(core_->Report(a).ok());
   // Within the grace the old incarnation may still report round 2 itself.
-  v1::HealthReport b2 = MakeReport("job", "pod-1", 0xb2, 2, 2);
+  v1::HealthReport b2 = MakeReport("job", "pod-1", kIncB2, 2, 2);
   EXPECT_EQ(core_->Report(b2).code(), absl::StatusCode::kFailedPrecondition);
   clock_.Advance(kMembershipGrace);
   b2.set_sequence(3);
   ASSERT_TRUE(core_->Report(b2).ok());
-  EXPECT_EQ(Node(Status(), "pod-1")->report().incarnation(), 0xb2u);
+  EXPECT_EQ(Node(Status(), "pod-1")->report().incarnation(), ShownIncarnation(kIncB2));
   // Now the old one is fenced.
-  v1::HealthReport old = MakeReport("job", "pod-1", 0xb1, 99, 1);
+  v1::HealthReport old = MakeReport("job", "pod-1", kIncB1, 99, 1);
   absl::Status s = core_->Report(old);
   EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_THAT(s.message(), HasSubstr("was replaced"));
+}
+
+// The whole incarnation is what writes a row: a refusal named the row's,
+// and GetStatus (the views) showed it, so one forged report taught a forger
+// how to write any node's row.
+TEST_F(HostileReporterTest, Refusals_AndAnswers_NeverNameARowsIncarnation) {
+  const std::string b1 = absl::StrFormat("%016x", kIncB1);
+  const std::string b2 = absl::StrFormat("%016x", kIncB2);
+  RealReports(1);
+  absl::Status s = core_->Report(MakeReport("job", "pod-1", 0xbad, 1, 1));
+  EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(s.message(), Not(HasSubstr(b1)));
+  EXPECT_THAT(s.message(), HasSubstr("000000000000bad"));  // the caller's own.
+  // Replaced through round 2, the old incarnation is fenced: its refusal
+  // does not name the new one either.
+  v1::HealthReport a = MakeReport("job", "pod-0", kIncA0, ++seq0_, 2);
+  a.mutable_coordinator()->set_rounds(2);
+  a.mutable_coordinator()->set_members(2);
+  ASSERT_TRUE(core_->Report(a).ok());
+  clock_.Advance(kMembershipGrace);
+  ASSERT_TRUE(core_->Report(MakeReport("job", "pod-1", kIncB2, 1, 2)).ok());
+  s = core_->Report(MakeReport("job", "pod-1", kIncB1, 1000, 2));
+  EXPECT_THAT(s.message(), HasSubstr("was replaced"));
+  EXPECT_THAT(s.message(), Not(HasSubstr(b2)));
+  // Answers show what the agent's log shows (inc=b2b2b2b2), no more.
+  const v1::GetStatusResponse status = Status();
+  ASSERT_NE(Node(status, "pod-1"), nullptr);
+  EXPECT_EQ(Node(status, "pod-1")->report().incarnation(), 0xb2b2b2b2'00000000u);
+  EXPECT_EQ(Node(status, "pod-0")->report().incarnation(), 0xa0a0a0a0'00000000u);
+  // Which is no incarnation to write the row with.
+  v1::HealthReport forged = MakeReport("job", "pod-1", 0xb2b2b2b2'00000000, 1u << 30, 2);
+  forged.set_state(v1::HealthReport::DONE);
+  forged.set_exit_code(1);
+  EXPECT_EQ(core_->Report(forged).code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(Node(Status(), "pod-1")->report().state(), v1::HealthReport::RUNNING);
 }
 
 TEST_F(HostileReporterTest, NewNode_BeyondTheCoordinatorsMembership_IsRefused) {
@@ -116,13 +158,13 @@ TEST_F(HostileReporterTest, NewNode_BeyondTheCoordinatorsMembership_IsRefused) {
 TEST_F(HostileReporterTest, RoundJump_IsRefused_RealRoundsStillRecorded) {
   RealReports(1);
   for (uint64_t round : {kMaxRound, uint64_t{1} << 39, uint64_t{1} + kMaxRoundStep + 1}) {
-    v1::HealthReport forged = MakeReport("job", "pod-1", 0xb1, ++seq1_, round);
+    v1::HealthReport forged = MakeReport("job", "pod-1", kIncB1, ++seq1_, round);
     absl::Status s = core_->Report(forged);
     EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << round;
     EXPECT_THAT(s.message(), HasSubstr("rounds ahead"));
   }
   // An event of a far round, and a view from another node, move nothing.
-  v1::HealthReport sly = MakeReport("job", "pod-1", 0xb1, ++seq1_, 1);
+  v1::HealthReport sly = MakeReport("job", "pod-1", kIncB1, ++seq1_, 1);
   AddEvent(&sly, v1::ReportEvent::RESTART, 1, 1 + kMaxRoundStep, "forged restart");
   sly.mutable_coordinator()->set_rounds(1 + kMaxRoundStep);
   ASSERT_TRUE(core_->Report(sly).ok());
@@ -130,7 +172,7 @@ TEST_F(HostileReporterTest, RoundJump_IsRefused_RealRoundsStillRecorded) {
   EXPECT_EQ(Status().summary().restarts(), 0);
   // The real restart is recorded.
   clock_.Advance(absl::Seconds(10));
-  v1::HealthReport a = MakeReport("job", "pod-0", 0xa0, ++seq0_, 2);
+  v1::HealthReport a = MakeReport("job", "pod-0", kIncA0, ++seq0_, 2);
   a.mutable_coordinator()->set_rounds(2);
   v1::RestartReason* rr = a.mutable_coordinator()->add_restarts();
   rr->set_round(2);
@@ -145,7 +187,7 @@ TEST_F(HostileReporterTest, RoundJump_IsRefused_RealRoundsStillRecorded) {
 // C1: an event dated in the year 3000 was never aged out.
 TEST_F(HostileReporterTest, FutureEventTime_IsClampedToTheControllersClock) {
   RealReports(1);
-  v1::HealthReport r = MakeReport("job", "pod-1", 0xb1, ++seq1_, 1);
+  v1::HealthReport r = MakeReport("job", "pod-1", kIncB1, ++seq1_, 1);
   const int64_t year_3000 = absl::ToUnixMillis(
       absl::FromCivil(absl::CivilSecond(3000, 1, 1, 0, 0, 0), absl::UTCTimeZone()));
   AddEvent(&r, v1::ReportEvent::HANG, 1, 1, "hung")->set_at_unix_ms(year_3000);
@@ -167,7 +209,7 @@ TEST_F(HostileReporterTest, FutureEventTime_IsClampedToTheControllersClock) {
 TEST_F(HostileReporterTest, EventFlood_SixteenHangs_OneEvidenceAndTheRateLimit) {
   RealReports(1);
   const std::string evidence(kMaxHangEvidenceLength, 'e');
-  v1::HealthReport flood = MakeReport("job", "pod-1", 0xb1, ++seq1_, 1);
+  v1::HealthReport flood = MakeReport("job", "pod-1", kIncB1, ++seq1_, 1);
   flood.set_hang_evidence(evidence);
   for (int i = 0; i < kMaxEvents; ++i) AddEvent(&flood, v1::ReportEvent::HANG, 0, 1, "hung");
   ASSERT_TRUE(ValidateHealthReport(flood).ok());
@@ -175,14 +217,14 @@ TEST_F(HostileReporterTest, EventFlood_SixteenHangs_OneEvidenceAndTheRateLimit) 
   EXPECT_EQ(Status().summary().hangs(), 0);  // effectful events need ids.
 
   // With ids, the same event under 16 ids is one.
-  flood = MakeReport("job", "pod-1", 0xb1, ++seq1_, 1);
+  flood = MakeReport("job", "pod-1", kIncB1, ++seq1_, 1);
   flood.set_hang_evidence(evidence);
   for (int i = 1; i <= kMaxEvents; ++i) AddEvent(&flood, v1::ReportEvent::HANG, i, 1, "hung");
   ASSERT_TRUE(core_->Report(flood).ok());
   EXPECT_EQ(Status().summary().hangs(), 1);
 
   // 16 different ones: the node's allowance (8), one evidence per report.
-  flood = MakeReport("job", "pod-1", 0xb1, ++seq1_, 1);
+  flood = MakeReport("job", "pod-1", kIncB1, ++seq1_, 1);
   flood.set_hang_evidence(evidence);
   for (int i = 1; i <= kMaxEvents; ++i) {
     AddEvent(&flood, v1::ReportEvent::HANG, 100 + i, 1, absl::StrCat("hung ", i));
@@ -196,13 +238,13 @@ TEST_F(HostileReporterTest, EventFlood_SixteenHangs_OneEvidenceAndTheRateLimit) 
   EXPECT_GT(core_->stats().events_dropped, 0);
   // The allowance comes back slowly: one more every kNodeEventEvery.
   clock_.Advance(kNodeEventEvery);
-  flood = MakeReport("job", "pod-1", 0xb1, ++seq1_, 1);
+  flood = MakeReport("job", "pod-1", kIncB1, ++seq1_, 1);
   AddEvent(&flood, v1::ReportEvent::HANG, 200, 1, "hung again");
   AddEvent(&flood, v1::ReportEvent::HANG, 201, 1, "and again");
   ASSERT_TRUE(core_->Report(flood).ok());
   EXPECT_EQ(Status().summary().hangs(), kNodeEventBurst + 1);
   // The other node's events are its own.
-  v1::HealthReport other = MakeReport("job", "pod-0", 0xa0, ++seq0_, 1);
+  v1::HealthReport other = MakeReport("job", "pod-0", kIncA0, ++seq0_, 1);
   AddEvent(&other, v1::ReportEvent::HANG, 1, 1, "pod-0 hung");
   ASSERT_TRUE(core_->Report(other).ok());
   EXPECT_EQ(Status().summary().hangs(), kNodeEventBurst + 2);

@@ -173,20 +173,21 @@ TEST_F(ControllerCoreTest, Report_OlderSequence_IsIgnored) {
 }
 
 TEST_F(ControllerCoreTest, Report_ReplacedIncarnation_IsFenced) {
-  ASSERT_TRUE(core_->Report(MakeReport("job", "pod-0", 1, 1, 1)).ok());
+  constexpr uint64_t kOld = 0x11111111'00000001, kNew = 0x22222222'00000002;
+  ASSERT_TRUE(core_->Report(MakeReport("job", "pod-0", kOld, 1, 1)).ok());
   ASSERT_TRUE(core_->Report(MakeReport("job", "pod-1", 9, 1, 1)).ok());
   // The job goes on to round 2; pod-0's new incarnation is in it.
   ASSERT_TRUE(core_->Report(MakeReport("job", "pod-1", 9, 2, 2)).ok());
   clock_.Advance(kMembershipGrace);
-  ASSERT_TRUE(core_->Report(MakeReport("job", "pod-0", 2, 1, 2)).ok());
-  absl::Status s = core_->Report(MakeReport("job", "pod-0", 1, 2, 1));
+  ASSERT_TRUE(core_->Report(MakeReport("job", "pod-0", kNew, 1, 2)).ok());
+  absl::Status s = core_->Report(MakeReport("job", "pod-0", kOld, 2, 1));
   EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition) << s;
   EXPECT_THAT(s.message(), HasSubstr("replaced"));
   EXPECT_EQ(core_->stats().reports_rejected, 1);
   auto status = core_->GetStatus("job");
   ASSERT_TRUE(status.ok());
   EXPECT_EQ(status->nodes(0).report().node_id(), "pod-0");
-  EXPECT_EQ(status->nodes(0).report().incarnation(), 2u);
+  EXPECT_EQ(status->nodes(0).report().incarnation(), ShownIncarnation(kNew));
 }
 
 TEST_F(ControllerCoreTest, Report_Invalid_IsRefusedNamingTheField) {

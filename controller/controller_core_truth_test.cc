@@ -430,17 +430,17 @@ TEST_F(CoreTruthTest, FinishedJob_NewIncarnationsStartingOver_AreANewRun) {
   EXPECT_EQ(Status().summary().state(), v1::JobSummary::SUCCEEDED);
   clock_.Advance(absl::Minutes(10));
   // Joining, it could still be a restarted agent of this run: refused.
-  EXPECT_EQ(core_->Report(MakeReport("job", "node-a", 555, 1, 0)).code(),
+  EXPECT_EQ(core_->Report(MakeReport("job", "node-a", 0x555'00000000, 1, 0)).code(),
             absl::StatusCode::kFailedPrecondition);
   EXPECT_EQ(Status().summary().state(), v1::JobSummary::SUCCEEDED);
   // Running round 1: only a new coordinator opens it.
-  v1::HealthReport again = MakeReport("job", "node-a", 555, 2, 1);
+  v1::HealthReport again = MakeReport("job", "node-a", 0x555'00000000, 2, 1);
   ASSERT_TRUE(core_->Report(again).ok());
   v1::JobSummary s = Status().summary();
   EXPECT_EQ(s.state(), v1::JobSummary::ACTIVE);
   EXPECT_EQ(s.ended_unix_ms(), 0);
   EXPECT_EQ(s.started_unix_ms(), absl::ToUnixMillis(clock_.Now()));
-  EXPECT_EQ(Status().nodes(0).report().incarnation(), 555u);
+  EXPECT_EQ(Status().nodes(0).report().incarnation(), 0x555'00000000u);
 }
 
 TEST_F(CoreTruthTest, RestoredJob_AnAgentRestartedMeanwhile_IsNoNewRun) {
