@@ -441,6 +441,16 @@ uint64_t ControllerCore::RoundHorizonLocked(const Job& job) const {
 absl::Status ControllerCore::AdmitLocked(const Job& job, const Node* node,
                                          const v1::HealthReport& report, absl::Time now) const {
   const std::string& node_id = report.node_id();
+  // A node the coordinator lists lost is in none of its rounds: no new
+  // incarnation of it is a member until the coordinator lets one join
+  // (and stops listing it).
+  if (job.has_view && std::find(job.view.lost_nodes().begin(), job.view.lost_nodes().end(),
+                                node_id) != job.view.lost_nodes().end()) {
+    return absl::FailedPreconditionError(absl::StrFormat(
+        "node %s of job %s: the job's coordinator lists it lost; a restarted agent's reports are "
+        "taken once the coordinator lets it join a later round",
+        SafeForLog(node_id, 64), SafeForLog(report.job_id(), 64)));
+  }
   if (node == nullptr) {
     if (!job.has_view) return absl::OkStatus();
     const int limit = std::max(job.view.max_nodes(), job.view.members() + job.view.gathering());

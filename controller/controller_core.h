@@ -70,6 +70,8 @@
 //     through a round the old one is not in (a later round than the old
 //     one's, which the job has reached, while the old one is lost, stale,
 //     done, or has not reported that round within kMembershipGrace);
+//   - no new incarnation of a node the coordinator lists lost is taken
+//     (it is in none of the coordinator's rounds);
 //   - a new node is refused once the job has as many members as its
 //     coordinator's view allows;
 //   - rounds move forward by at most kMaxRoundStep past the coordinator's

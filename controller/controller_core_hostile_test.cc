@@ -146,6 +146,51 @@ TEST_F(HostileReporterTest, Refusals_AndAnswers_NeverNameARowsIncarnation) {
   EXPECT_EQ(Node(Status(), "pod-1")->report().state(), v1::HealthReport::RUNNING);
 }
 
+// A node the coordinator lost is no member; a made-up incarnation of it,
+// reporting the round that lost it, made it one again (counted, and its
+// DONE with exit code 1 the job's verdict).
+TEST_F(HostileReporterTest, LostNode_AMadeUpIncarnationCannotReviveIt) {
+  RealReports(1);
+  clock_.Advance(absl::Seconds(5));
+  // pod-1 is lost; the coordinator goes on without it in round 2.
+  v1::HealthReport a = MakeReport("job", "pod-0", kIncA0, ++seq0_, 2);
+  v1::CoordinatorView* view = a.mutable_coordinator();
+  view->set_rounds(2);
+  view->set_members(1);
+  view->set_min_nodes(1);
+  view->set_max_nodes(2);
+  view->set_phase(v1::CoordinatorView::RUNNING);
+  view->add_lost_nodes("pod-1");
+  ASSERT_TRUE(core_->Report(a).ok());
+  ASSERT_TRUE(Node(Status(), "pod-1")->lost());
+  clock_.Advance(kMembershipGrace);
+  v1::HealthReport forged = MakeReport("job", "pod-1", 0xf0f0f0f0'f0f0f0f0, 1, 2);
+  absl::Status s = core_->Report(forged);
+  EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition) << s;
+  EXPECT_THAT(s.message(), HasSubstr("lists it lost"));
+  forged.set_sequence(2);
+  forged.set_state(v1::HealthReport::DONE);
+  forged.set_exit_code(1);
+  EXPECT_EQ(core_->Report(forged).code(), absl::StatusCode::kFailedPrecondition);
+  v1::GetStatusResponse st = Status();
+  EXPECT_TRUE(Node(st, "pod-1")->lost());
+  EXPECT_EQ(st.summary().nodes_lost(), 1);
+  EXPECT_EQ(st.summary().state(), v1::JobSummary::ACTIVE);
+  // The real pod-1, restarted, is taken once the coordinator lets it join
+  // a later round (and no longer lists it lost).
+  a = MakeReport("job", "pod-0", kIncA0, ++seq0_, 3);
+  *a.mutable_coordinator() = *view;
+  a.mutable_coordinator()->set_rounds(3);
+  a.mutable_coordinator()->set_members(2);
+  a.mutable_coordinator()->clear_lost_nodes();
+  ASSERT_TRUE(core_->Report(a).ok());
+  ASSERT_TRUE(core_->Report(MakeReport("job", "pod-1", kIncB2, 1, 3)).ok());
+  st = Status();
+  EXPECT_FALSE(Node(st, "pod-1")->lost());
+  EXPECT_EQ(st.summary().nodes_lost(), 0);
+  EXPECT_EQ(st.summary().nodes_fresh(), 2);
+}
+
 TEST_F(HostileReporterTest, NewNode_BeyondTheCoordinatorsMembership_IsRefused) {
   RealReports(1);
   absl::Status s = core_->Report(MakeReport("job", "intruder", 0xee, 1, 1));
