@@ -679,7 +679,9 @@ void ControllerCore::SampleLocked(Job* job, const v1::HealthReport& report, absl
   const v1::Progress& p = report.progress();
   if (!p.known() || p.step() < 0) return;
   Series& s = job->series;
-  const int64_t at_ms = UnixMs(now - absl::Milliseconds(p.age_ms()));
+  // When the line was written, on the controller's clock (never more than
+  // kMaxEventAge back, as event times: the bounds allow an age near 2^63).
+  const int64_t at_ms = UnixMs(now - std::min(absl::Milliseconds(p.age_ms()), kMaxEventAge));
   // Most reports come between two points: nothing to do (the ingest path).
   if (!s.points.empty() && at_ms - s.points.back().at_ms < absl::ToInt64Milliseconds(s.every)) {
     return;

@@ -1,6 +1,7 @@
 // A hostile or broken reporter cannot rewrite others (issue 26, scope 4):
 // the red team's reproductions (C1, C2) against the core, on a
 // SimulatedClock.
+#include <limits>
 #include <memory>
 #include <string>
 
@@ -247,6 +248,30 @@ TEST_F(HostileReporterTest, FutureEventTime_IsClampedToTheControllersClock) {
     EXPECT_GE(e.at_unix_ms(), now - absl::ToInt64Milliseconds(absl::Hours(24))) << e.DebugString();
   }
   EXPECT_EQ(s.summary().root_cause().at_unix_ms(), now);
+}
+
+// A progress line "written" 292 million years ago (age_ms near 2^63, which
+// the bounds allow) made the series' first point; the next one overflowed
+// the spacing and the job's series never had another point.
+TEST_F(HostileReporterTest, ProgressAge_IsClampedLikeEventTimes_TheSeriesGoesOn) {
+  const absl::Time start = clock_.Now();
+  v1::HealthReport r = MakeReport("job", "pod-1", kIncB1, ++seq1_, 1);
+  testing::SetProgress(&r, 10, "2.5");
+  r.mutable_progress()->set_age_ms(std::numeric_limits<int64_t>::max());
+  ASSERT_TRUE(core_->Report(r).ok());
+  for (int i = 1; i <= 3; ++i) {
+    clock_.Advance(absl::Seconds(6));
+    r = MakeReport("job", "pod-1", kIncB1, ++seq1_, 1);
+    testing::SetProgress(&r, 10 + 60 * i, "2.0");
+    ASSERT_TRUE(core_->Report(r).ok());
+  }
+  const v1::ProgressSeries series = Status().series();
+  ASSERT_EQ(series.points_size(), 4);
+  for (const v1::SeriesPoint& p : series.points()) {
+    EXPECT_GE(p.at_unix_ms(), absl::ToUnixMillis(start - absl::Hours(24)));
+    EXPECT_LE(p.at_unix_ms(), absl::ToUnixMillis(clock_.Now()));
+  }
+  EXPECT_DOUBLE_EQ(series.points(3).steps_per_second(), 10.0);
 }
 
 // C2: one 16.6 KB report with 16 HANG events (id 0) wrote 256 KiB of
