@@ -481,6 +481,15 @@ absl::Status ControllerCore::AdmitLocked(const Job& job, const Node* node,
                         now - node->last_report >= node->stale_window ||
                         (old.round() < job.round && now - reached >= kMembershipGrace);
   if (through_a_later_round && old_gone) return absl::OkStatus();
+  // The coordinator moved: node 0's agent restarted and hosts a new
+  // coordinator, which opened a round after the job's (rounds continue
+  // above what the survivors carry). Only its own view says so, so it is
+  // taken from the node whose view the job followed, once the old
+  // incarnation is gone (as any node's view is taken then).
+  const bool new_coordinator = report.has_coordinator() && node_id == job.host &&
+                               report.state() != v1::HealthReport::JOINING && round > job.round &&
+                               round == report.coordinator().rounds();
+  if (new_coordinator && old_gone) return absl::OkStatus();
   // The row's own incarnation is never named: it is what writes the row.
   return absl::FailedPreconditionError(absl::StrFormat(
       "node %s of job %s is another incarnation's (round %d); incarnation %016x (round %d) is "

@@ -69,7 +69,10 @@
 //     refusal shows whole (ShownIncarnation); another one replaces it only
 //     through a round the old one is not in (a later round than the old
 //     one's, which the job has reached, while the old one is lost, stale,
-//     done, or has not reported that round within kMembershipGrace);
+//     done, or has not reported that round within kMembershipGrace); or,
+//     for the node whose view the job follows, through the later round its
+//     own view says its new coordinator opened (node 0's agent restarted),
+//     the old one gone;
 //   - no new incarnation of a node the coordinator lists lost is taken
 //     (it is in none of the coordinator's rounds);
 //   - a new node is refused once the job has as many members as its

@@ -176,6 +176,63 @@ TEST_F(CoreTruthTest, WithoutCoordinatorView_SilentNodeOfAnOlderRoundIsLost_JobS
   EXPECT_EQ(Status().summary().state(), v1::JobSummary::SUCCEEDED);
 }
 
+// Node 0's pod restarts: its new agent hosts a new coordinator, which opens
+// the round after the survivors' (rounds continue above what joiners
+// carry). The new incarnation of node 0 was refused for good (its round
+// was ahead of the job's, which only node 0's own view moves), so the job
+// stayed in round 1 with node 0 as it was before it died.
+TEST_F(CoreTruthTest, CoordinatorRestarts_TheNewNode0IsTakenAndTheJobFollowsIt) {
+  StartThreeNodes();
+  // node-a dies; the survivors wait for a coordinator (still reporting).
+  for (int t = 0; t < 4; ++t) {
+    clock_.Advance(absl::Seconds(5));
+    for (int i = 1; i < 3; ++i) {
+      v1::HealthReport r = Node(i, 1, i, 3);
+      r.set_state(v1::HealthReport::JOINING);
+      ASSERT_TRUE(core_->Report(r).ok());
+    }
+    core_->Sweep();
+  }
+  // Its restarted agent: a new incarnation, a new coordinator in round 2.
+  v1::HealthReport a = MakeReport("job", "node-a", 0xa2a2a2a2'00000001, 1, 2);
+  a.set_nnodes(3);
+  a.set_world_size(6);
+  Running(&a);
+  View(&a, 2, 3);
+  absl::Status st = core_->Report(a);
+  ASSERT_TRUE(st.ok()) << st;
+  for (int i = 1; i < 3; ++i) {
+    v1::HealthReport r = Node(i, 2, i, 3);
+    Running(&r);
+    ASSERT_TRUE(core_->Report(r).ok());
+  }
+  v1::GetStatusResponse s = Status();
+  EXPECT_EQ(s.summary().round(), 2u);
+  EXPECT_EQ(s.summary().nodes_fresh(), 3);
+  EXPECT_EQ(s.summary().workers_running(), 6);
+  EXPECT_EQ(s.nodes(0).report().incarnation(), 0xa2a2a2a2'00000000u);
+  EXPECT_EQ(s.rounds_size(), 2);
+  // The old incarnation is fenced.
+  v1::HealthReport old = Node(0, 1, 0, 3);
+  EXPECT_EQ(core_->Report(old).code(), absl::StatusCode::kFailedPrecondition);
+  // They finish: succeeded, no node lost.
+  clock_.Advance(absl::Seconds(5));
+  for (int i = 0; i < 3; ++i) {
+    v1::HealthReport r = i == 0 ? a : Node(i, 2, i, 3);
+    if (i == 0) {
+      r.set_sequence(2);
+      r.clear_workers();
+      r.mutable_coordinator()->set_phase(v1::CoordinatorView::SUCCEEDED);
+    }
+    r.set_state(v1::HealthReport::DONE);
+    r.set_exit_code(0);
+    ASSERT_TRUE(core_->Report(r).ok()) << i;
+  }
+  s = Status();
+  EXPECT_EQ(s.summary().state(), v1::JobSummary::SUCCEEDED);
+  EXPECT_EQ(s.summary().nodes_lost(), 0);
+}
+
 TEST_F(CoreTruthTest, WithoutCoordinatorView_NodeSilentWhileTheOthersFinish_IsLost) {
   for (int i = 0; i < 3; ++i) {
     v1::HealthReport r = Node(i, 1, i, 3);
