@@ -451,6 +451,16 @@ absl::Status ControllerCore::AdmitLocked(const Job& job, const Node* node,
         "taken once the coordinator lets it join a later round",
         SafeForLog(node_id, 64), SafeForLog(report.job_id(), 64)));
   }
+  // A finished job's record is history: its rows are their incarnations'
+  // (a new run of it begins in ReportLocked), and a node first heard of
+  // after the end may only say goodbye (a late DONE; it changes no cause).
+  if (job.verdict != v1::JobSummary::STATE_UNSPECIFIED && (node != nullptr || !IsDone(report))) {
+    return absl::FailedPreconditionError(absl::StrFormat(
+        "job %s finished (%s); it takes no new incarnation, and a new node only done (a new run "
+        "of it begins with an agent running round 1)",
+        SafeForLog(report.job_id(), 64),
+        job.verdict == v1::JobSummary::SUCCEEDED ? "succeeded" : "failed"));
+  }
   if (node == nullptr) {
     if (!job.has_view) return absl::OkStatus();
     const int limit = std::max(job.view.max_nodes(), job.view.members() + job.view.gathering());
@@ -860,6 +870,7 @@ absl::Status ControllerCore::ReportLocked(const v1::HealthReport& report, Histor
     node = &job->nodes[node_id];
     ++nodes_;
     node->latest.set_incarnation(report.incarnation());
+    node->late = job->verdict != v1::JobSummary::STATE_UNSPECIFIED;
     TLOG(kInfo) << "controller: job " << SafeForLog(job_id, 64) << ": node "
                 << SafeForLog(node_id, 64) << " reports";
   } else if (another_incarnation) {
@@ -938,7 +949,7 @@ absl::Status ControllerCore::ReportLocked(const v1::HealthReport& report, Histor
   }
   const bool changed = report.state() != previous_state || report.round() != previous_round;
   if (changed) {
-    NoteWorkerCausesLocked(job, node_id, report, now);
+    if (!node->late) NoteWorkerCausesLocked(job, node_id, report, now);
     job->dirty = true;
   }
   if (!node->lost) SampleLocked(job, report, now);

@@ -73,6 +73,8 @@
 //     for the node whose view the job follows, through the later round its
 //     own view says its new coordinator opened (node 0's agent restarted),
 //     the old one gone;
+//   - a finished job takes no new incarnation (but a new run of it), and a
+//     new node only done, which changes none of its causes;
 //   - no new incarnation of a node the coordinator lists lost is taken
 //     (it is in none of the coordinator's rounds);
 //   - a new node is refused once the job has as many members as its
@@ -278,6 +280,9 @@ class ControllerCore {
     uint64_t lost_round = 0;  // its round when it was lost.
     std::string lost_reason;
     bool restored = false;
+    // First heard of after the job's verdict (a late goodbye): it changes
+    // none of the job's causes.
+    bool late = false;
     uint64_t last_event_id = 0;
     std::vector<uint64_t> fenced;  // earlier incarnations, the newest last (at most 4).
     Allowance allowance;

@@ -192,6 +192,58 @@ TEST_F(HostileReporterTest, LostNode_AMadeUpIncarnationCannotReviveIt) {
   EXPECT_EQ(st.summary().nodes_fresh(), 2);
 }
 
+// A finished job's record is history: a made-up incarnation of its lost
+// node (through the job's last round) or a new node wrote a failed worker
+// into it, and the succeeded job showed a failure and its "root cause".
+TEST_F(HostileReporterTest, FinishedJob_NoNewIncarnationOrNodeRewritesIt) {
+  // A job whose coordinator sends no view (`trainlet coordinator`).
+  for (const char* id : {"pod-0", "pod-1", "pod-2"}) {
+    ASSERT_TRUE(core_->Report(MakeReport("job", id, kIncA0, 1, 1)).ok());
+  }
+  // pod-2 dies; the others go on in round 2 and finish.
+  for (uint64_t seq = 2; seq < 22; ++seq) {
+    clock_.Advance(absl::Seconds(1));
+    for (const char* id : {"pod-0", "pod-1"}) {
+      ASSERT_TRUE(core_->Report(MakeReport("job", id, kIncA0, seq, 2)).ok());
+    }
+    core_->Sweep();
+  }
+  for (const char* id : {"pod-0", "pod-1"}) {
+    v1::HealthReport done = MakeReport("job", id, kIncA0, 30, 2);
+    done.set_state(v1::HealthReport::DONE);
+    done.set_exit_code(0);
+    ASSERT_TRUE(core_->Report(done).ok());
+  }
+  const v1::JobSummary before = Status().summary();
+  ASSERT_EQ(before.state(), v1::JobSummary::SUCCEEDED);
+  ASSERT_TRUE(Node(Status(), "pod-2")->lost());
+  ASSERT_EQ(before.failures(), 1);  // pod-2's loss ended round 1.
+  ASSERT_EQ(before.root_cause().node_id(), "pod-2");
+  clock_.Advance(absl::Seconds(30));
+  // A made-up incarnation of the lost node, through the job's last round.
+  v1::HealthReport forged = MakeReport("job", "pod-2", 0xf0f0f0f0'f0f0f0f0, 1, 2);
+  AddWorker(&forged, 0, 4, v1::WorkerHealth::FAILED, 1);
+  absl::Status s = core_->Report(forged);
+  EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition) << s;
+  EXPECT_THAT(s.message(), HasSubstr("finished"));
+  forged.set_sequence(2);
+  forged.set_state(v1::HealthReport::DONE);
+  forged.set_exit_code(1);
+  EXPECT_EQ(core_->Report(forged).code(), absl::StatusCode::kFailedPrecondition);
+  // A new node: running is refused; done is a late goodbye, no cause.
+  forged.set_node_id("pod-9");
+  forged.set_state(v1::HealthReport::RUNNING);
+  EXPECT_EQ(core_->Report(forged).code(), absl::StatusCode::kFailedPrecondition);
+  forged.set_state(v1::HealthReport::DONE);
+  EXPECT_TRUE(core_->Report(forged).ok());
+  const v1::GetStatusResponse st = Status();
+  EXPECT_EQ(st.summary().state(), v1::JobSummary::SUCCEEDED);
+  EXPECT_EQ(st.summary().failures(), before.failures());
+  EXPECT_EQ(st.summary().root_cause().DebugString(), before.root_cause().DebugString());
+  EXPECT_TRUE(Node(st, "pod-2")->lost());
+  EXPECT_EQ(st.summary().nodes_lost(), 1);
+}
+
 TEST_F(HostileReporterTest, NewNode_BeyondTheCoordinatorsMembership_IsRefused) {
   RealReports(1);
   absl::Status s = core_->Report(MakeReport("job", "intruder", 0xee, 1, 1));
