@@ -110,11 +110,12 @@ ControllerCore::ControllerCore(ControllerOptions options, Clock* clock, HistoryS
 void ControllerCore::Restore(const StoredHistory& stored) {
   absl::MutexLock lock(&mu_);
   const absl::Time now = clock_->Now();
-  std::set<std::string> from_record;
+  // The jobs restored from a summary, and the first entry it did not know.
+  std::map<std::string, int64_t> from_record;
   for (const auto& [job_id, rec] : stored.jobs) {
     Job* job = JobForLocked(job_id);
     if (job == nullptr) continue;
-    from_record.insert(job_id);
+    from_record[job_id] = rec.next_seq();
     const v1::JobSummary& s = rec.summary();
     if (s.state() == v1::JobSummary::SUCCEEDED || s.state() == v1::JobSummary::FAILED) {
       job->verdict = s.state();
@@ -164,13 +165,16 @@ void ControllerCore::Restore(const StoredHistory& stored) {
     Job* job = JobForLocked(rec.job_id);
     if (job == nullptr) continue;
     const v1::HistoryEntry& e = rec.entry;
-    if (from_record.count(rec.job_id) == 0) {
-      // A database without summaries (schema 1): what the entries say.
+    auto record = from_record.find(rec.job_id);
+    // Without a summary (schema 1), or written after it was (the summary is
+    // saved at most once a second, entries at once: a controller killed
+    // in between): what the entries say.
+    if (record == from_record.end() || e.seq() >= record->second) {
       job->restored = true;
       job->round = std::max(job->round, e.round());
-      if (e.kind() == v1::HistoryEntry::RESTART) {
+      if (e.kind() == v1::HistoryEntry::RESTART && e.round() > job->last_restart_round) {
         ++job->restarts;
-        job->last_restart_round = std::max(job->last_restart_round, e.round());
+        job->last_restart_round = e.round();
       }
       if (e.kind() == v1::HistoryEntry::HANG) ++job->hangs;
       const absl::Time at = absl::FromUnixMillis(e.at_unix_ms());
@@ -1036,6 +1040,10 @@ void ControllerCore::SaveDueLocked(absl::Time now, bool all, HistoryBatch* out) 
   for (auto& [id, job] : jobs_) {
     if (!job.dirty && !job.save_now) continue;
     if (!all && !job.save_now && now - job.saved < kJobSaveEvery) continue;
+    // At once, but not at every report: a job whose reports each move its
+    // round (a job without a view trusts its agents with it) is saved by
+    // the next sweep instead.
+    if (!all && job.save_now && now - job.saved < kJobSaveAtOnceEvery) continue;
     out->jobs.emplace_back(id, RecordLocked(id, job, now));
     job.dirty = job.save_now = false;
     job.saved = now;
@@ -1250,6 +1258,7 @@ v1::JobRecord ControllerCore::RecordLocked(const std::string& job_id, const Job&
     return NodeOrder<std::pair<const std::string, Node>>(a, b);
   });
   if (static_cast<int>(nodes.size()) > kNodesStored) nodes.resize(kNodesStored);
+  size_t bytes = rec.ByteSizeLong();
   for (const auto* n : nodes) {
     v1::NodeRecord* nr = rec.add_nodes();
     v1::HealthReport* r = nr->mutable_report();
@@ -1265,12 +1274,20 @@ v1::JobRecord ControllerCore::RecordLocked(const std::string& job_id, const Job&
     }
     r->clear_workers();
     for (const v1::WorkerHealth& w : n->second.latest.workers()) {
+      if (r->workers_size() >= kWorkersStoredPerNode) break;
       if (w.state() == v1::WorkerHealth::FAILED || w.state() == v1::WorkerHealth::HUNG) {
         *r->add_workers() = w;
       }
     }
     nr->set_lost(n->second.lost);
     nr->set_last_report_unix_ms(UnixMsOrZero(n->second.last_report));
+    // Within kMaxJobRecordBytes: the least telling nodes are left out.
+    const size_t node_bytes = nr->ByteSizeLong() + 4;  // tag and length.
+    if (bytes + node_bytes > kMaxJobRecordBytes) {
+      rec.mutable_nodes()->RemoveLast();
+      break;
+    }
+    bytes += node_bytes;
   }
   return rec;
 }

@@ -211,8 +211,15 @@ inline constexpr absl::Duration kNodeEventEvery = absl::Seconds(5);
 // most this often.
 inline constexpr absl::Duration kJobSaveEvery = absl::Seconds(30);
 
-// Nodes a JobRecord keeps (failed and lost ones first, then by rank).
+// Nodes a JobRecord keeps (failed and lost ones first, then by rank), the
+// failed and hung workers it keeps of each, and its size: nodes past it are
+// left out.
 inline constexpr int kNodesStored = 256;
+inline constexpr int kWorkersStoredPerNode = 16;
+inline constexpr size_t kMaxJobRecordBytes = 512 * 1024;
+// A job's summary is saved at once (a new round, a lost node, the verdict)
+// at most this often; what changes in between is saved by the next Sweep.
+inline constexpr absl::Duration kJobSaveAtOnceEvery = absl::Seconds(1);
 
 // The command line the core keeps per job.
 inline constexpr size_t kMaxCommandLength = 1024;

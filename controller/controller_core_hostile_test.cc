@@ -372,6 +372,60 @@ TEST_F(HostileReporterTest, EventFlood_SixteenHangs_OneEvidenceAndTheRateLimit) 
   EXPECT_EQ(Status().summary().hangs(), kNodeEventBurst + 2);
 }
 
+// Counts what the core hands its sink.
+class CountingSink : public HistorySink {
+ public:
+  absl::Status Append(const HistoryBatch& batch) override {
+    for (const auto& [id, record] : batch.jobs) {
+      ++records;
+      bytes += static_cast<int64_t>(record.ByteSizeLong());
+      largest = std::max<int64_t>(largest, static_cast<int64_t>(record.ByteSizeLong()));
+      last_round = record.summary().round();
+    }
+    return absl::OkStatus();
+  }
+  int records = 0;
+  int64_t bytes = 0;
+  int64_t largest = 0;
+  uint64_t last_round = 0;
+};
+
+// A job's summary was written at once on every round change, and held
+// every failed worker of 256 nodes: reports of 1,024 failed workers that
+// each moved the job's round (a job without a coordinator view trusts its
+// agents with it) wrote a summary of megabytes per report.
+TEST_F(HostileReporterTest, SummaryWrites_AreBoundedInSizeAndRate) {
+  CountingSink sink;
+  ControllerCore core(ControllerOptions{}, &clock_, &sink);
+  const std::string text(kMaxTextLength, 'f');
+  v1::HealthReport r;
+  for (int n = 0; n < kNodesStored; ++n) {
+    r = MakeReport("job", absl::StrCat("pod-", n), kIncA0, 1, 1);
+    r.set_last_failure(text);
+    for (int w = 0; w < kMaxWorkers && r.ByteSizeLong() < kMaxReportBytes - 64; ++w) {
+      AddWorker(&r, w, w, v1::WorkerHealth::FAILED, 137);
+    }
+    ASSERT_TRUE(core.Report(r).ok()) << n << ": " << r.ByteSizeLong();
+  }
+  // One node moves the round with every report, 100 times in a second.
+  for (uint64_t i = 0; i < 100; ++i) {
+    clock_.Advance(absl::Milliseconds(10));
+    r.set_sequence(2 + i);
+    r.set_round(2 + i);
+    ASSERT_TRUE(core.Report(r).ok()) << i;
+  }
+  core.Sweep();
+  EXPECT_LE(sink.largest, kMaxJobRecordBytes);
+  EXPECT_LE(sink.records, 4);
+  EXPECT_EQ(core.GetStatus("job")->summary().round(), 101u);
+  // What was held back is saved within a sweep or two.
+  clock_.Advance(absl::Seconds(2));
+  core.Sweep();
+  core.Sweep();
+  EXPECT_LE(sink.records, 5);
+  EXPECT_EQ(sink.last_round, 101u);
+}
+
 TEST_F(HostileReporterTest, EvidenceInMemory_IsBoundedPerJobAndInAll) {
   ControllerOptions o;
   o.max_history_per_job = 1000;
