@@ -215,7 +215,9 @@ absl::StatusOr<std::unique_ptr<HistoryStore>> HistoryStore::Open(HistoryStoreOpt
     if (step != SQLITE_DONE) return store->Error("cannot read the jobs");
   }
   if (absl::Status s = store->PruneLocked({}); !s.ok()) return s;
-  if (absl::Status s = store->BoundJobsLocked(); !s.ok()) return s;
+  std::vector<std::string> dropped;
+  if (absl::Status s = store->BoundJobsLocked({}, &dropped); !s.ok()) return s;
+  for (const std::string& job : dropped) store->jobs_.erase(job);
   return store;
 }
 
@@ -246,7 +248,12 @@ absl::Status HistoryStore::Append(const HistoryBatch& batch) {
   };
   std::set<std::string> touched;
   bool evidence = false;
-  const size_t known = jobs_.size();
+  // The jobs this batch adds to the file: counted once it is committed (a
+  // batch rolled back adds none).
+  std::set<std::string> added;
+  auto add = [&](const std::string& job) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    if (jobs_.count(job) == 0) added.insert(job);
+  };
   if (!batch.entries.empty()) {
     Statement st(db_,
                  "INSERT INTO history(job_id, kind, at_unix_ms, round, node_id, cause, evidence, "
@@ -266,7 +273,7 @@ absl::Status HistoryStore::Append(const HistoryBatch& batch) {
       st.Int(9, e.seq());
       if (sqlite3_step(st.get()) != SQLITE_DONE) return fail(Error("cannot write"));
       touched.insert(r.job_id);
-      jobs_.insert(r.job_id);
+      add(r.job_id);
       evidence = evidence || !e.evidence().empty();
     }
   }
@@ -281,17 +288,23 @@ absl::Status HistoryStore::Append(const HistoryBatch& batch) {
       st.Int(2, now);
       st.Blob(3, record.SerializeAsString());
       if (sqlite3_step(st.get()) != SQLITE_DONE) return fail(Error("cannot write a job's summary"));
-      jobs_.insert(job_id);
+      add(job_id);
     }
   }
   if (absl::Status s = PruneLocked(touched); !s.ok()) return fail(s);
   if (evidence) {
     if (absl::Status s = BoundEvidenceLocked(touched); !s.ok()) return fail(s);
   }
-  if (jobs_.size() > known) {
-    if (absl::Status s = BoundJobsLocked(); !s.ok()) return fail(s);
+  std::vector<std::string> dropped;
+  if (!added.empty()) {
+    if (absl::Status s = BoundJobsLocked(added, &dropped); !s.ok()) return fail(s);
   }
-  return ExecLocked("COMMIT");
+  // SQLite rolls a failed COMMIT back itself (a full disk), and recommends
+  // a ROLLBACK anyway: the next batch must not find a transaction open.
+  if (absl::Status s = ExecLocked("COMMIT"); !s.ok()) return fail(s);
+  jobs_.insert(added.begin(), added.end());
+  for (const std::string& job : dropped) jobs_.erase(job);
+  return absl::OkStatus();
 }
 
 absl::Status HistoryStore::PruneLocked(const std::set<std::string>& jobs) {
@@ -318,10 +331,12 @@ absl::Status HistoryStore::PruneLocked(const std::set<std::string>& jobs) {
   return absl::OkStatus();
 }
 
-absl::Status HistoryStore::BoundJobsLocked() {
-  if (static_cast<int>(jobs_.size()) <= options_.max_jobs) return absl::OkStatus();
+absl::Status HistoryStore::BoundJobsLocked(const std::set<std::string>& added,
+                                           std::vector<std::string>* dropped) {
+  const int count = static_cast<int>(jobs_.size() + added.size());
+  if (count <= options_.max_jobs) return absl::OkStatus();
   // The jobs heard from longest ago go whole.
-  const int excess = static_cast<int>(jobs_.size()) - options_.max_jobs;
+  const int excess = count - options_.max_jobs;
   std::vector<std::string> victims;
   {
     Statement st(db_,
@@ -343,7 +358,7 @@ absl::Status HistoryStore::BoundJobsLocked() {
       st->Text(1, job);
       if (sqlite3_step(st->get()) != SQLITE_DONE) return Error("cannot apply the job bound");
     }
-    jobs_.erase(job);
+    dropped->push_back(job);
     TLOG(kInfo) << "history database: job " << SafeForLog(job, 64)
                 << " dropped to keep the file within " << options_.max_jobs
                 << " jobs (--history-max-jobs)";

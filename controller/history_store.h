@@ -95,7 +95,12 @@ class HistoryStore : public HistorySink {
   HistoryStore(HistoryStoreOptions options, Clock* clock, sqlite3* db);
   absl::Status ExecLocked(const char* sql) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status PruneLocked(const std::set<std::string>& jobs) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  absl::Status BoundJobsLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Drops the jobs heard from longest ago while the file, with `added`
+  // (written by the transaction in progress), holds more than max_jobs;
+  // `dropped` names them (jobs_ is the caller's to update once committed).
+  absl::Status BoundJobsLocked(const std::set<std::string>& added,
+                               std::vector<std::string>* dropped)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status BoundEvidenceLocked(const std::set<std::string>& jobs)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // FailedPrecondition naming the file and SQLite's reason; DataLoss when
@@ -106,7 +111,7 @@ class HistoryStore : public HistorySink {
   Clock* const clock_;
   mutable absl::Mutex mu_;
   sqlite3* const db_ ABSL_GUARDED_BY(mu_);
-  // The jobs the file holds (for the job bound).
+  // The jobs the file holds (for the job bound), as of the last commit.
   std::set<std::string> jobs_ ABSL_GUARDED_BY(mu_);
 };
 

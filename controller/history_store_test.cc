@@ -1,9 +1,11 @@
 #include "controller/history_store.h"
 
 #include <sqlite3.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 
 #include <algorithm>
+#include <csignal>
 #include <cstdio>
 #include <string>
 #include <utility>
@@ -343,6 +345,82 @@ TEST_F(HistoryStoreTest, Jobs_AreBounded_TheOneHeardFromLongestAgoGoes) {
   EXPECT_EQ(loaded->jobs[0].first, "job-4");
   ASSERT_EQ(loaded->entries.size(), 1u);
   EXPECT_EQ(loaded->entries[0].job_id, "job-4");
+}
+
+// A write that fails in the middle of a batch (a full disk) is rolled
+// back; the jobs it named were still counted, so once the disk had room
+// the job bound dropped real jobs to make room for jobs never written.
+TEST_F(HistoryStoreTest, FailedAppend_CountsNoJobItDidNotWrite) {
+  HistoryStoreOptions o = Options();
+  o.max_jobs = 3;
+  auto store = HistoryStore::Open(o, &clock_);
+  ASSERT_TRUE(store.ok());
+  auto append = [&](const std::string& job) {
+    HistoryBatch batch;
+    batch.entries.push_back(Record(job, v1::HistoryEntry::ROUND, 1, clock_.Now()));
+    v1::JobRecord rec;
+    rec.mutable_summary()->set_job_id(job);
+    batch.jobs.emplace_back(job, rec);
+    clock_.Advance(absl::Seconds(1));
+    return (*store)->Append(batch);
+  };
+  for (const char* job : {"a", "b", "c"}) ASSERT_TRUE(append(job).ok());
+  // Summaries of jobs x-* fail to be written (as on a full disk).
+  auto exec = [&](const char* sql) {
+    sqlite3* db = nullptr;
+    ASSERT_EQ(sqlite3_open(o.path.c_str(), &db), SQLITE_OK);
+    ASSERT_EQ(sqlite3_exec(db, sql, nullptr, nullptr, nullptr), SQLITE_OK) << sqlite3_errmsg(db);
+    sqlite3_close(db);
+  };
+  exec(
+      "CREATE TRIGGER full BEFORE INSERT ON jobs WHEN NEW.job_id LIKE 'x-%' "
+      "BEGIN SELECT RAISE(ABORT, 'database or disk is full'); END;");
+  for (int i = 0; i < 5; ++i) EXPECT_FALSE(append(absl::StrCat("x-", i)).ok()) << i;
+  exec("DROP TRIGGER full;");
+  ASSERT_TRUE(append("d").ok());
+  auto loaded = (*store)->Load(100, 100);
+  ASSERT_TRUE(loaded.ok());
+  std::vector<std::string> jobs;
+  for (const auto& [id, rec] : loaded->jobs) jobs.push_back(id);
+  EXPECT_THAT(jobs, ::testing::ElementsAre("b", "c", "d"));
+}
+
+// A COMMIT that fails (the disk fills as the WAL grows) left the
+// transaction open: every later write failed ("cannot start a transaction
+// within a transaction") until the controller restarted, though the disk
+// had room again.
+TEST_F(HistoryStoreTest, FailedCommit_LaterWritesWorkOnceThereIsRoom) {
+  HistoryStoreOptions o = Options();
+  auto store = HistoryStore::Open(o, &clock_);
+  ASSERT_TRUE(store.ok());
+  ASSERT_TRUE(
+      AppendEntries(**store, {Record("job", v1::HistoryEntry::ROUND, 1, clock_.Now())}).ok());
+  // The files may not grow (EFBIG: as ENOSPC, an error as the commit
+  // writes the WAL).
+  off_t largest = 0;
+  for (const char* suffix : {"", "-wal"}) {
+    struct stat st;
+    if (::stat((o.path + suffix).c_str(), &st) == 0) largest = std::max(largest, st.st_size);
+  }
+  struct rlimit old_limit;
+  ASSERT_EQ(::getrlimit(RLIMIT_FSIZE, &old_limit), 0);
+  void (*old_handler)(int) = std::signal(SIGXFSZ, SIG_IGN);
+  struct rlimit limit = old_limit;
+  limit.rlim_cur = static_cast<rlim_t>(largest);
+  ASSERT_EQ(::setrlimit(RLIMIT_FSIZE, &limit), 0);
+  HistoryRecord big = Record("job", v1::HistoryEntry::HANG, 1, clock_.Now(), "hung");
+  big.entry.set_evidence(std::string(256 * 1024, 'e'));
+  big.entry.set_seq(2);
+  const absl::Status failed = AppendEntries(**store, {big});
+  ASSERT_EQ(::setrlimit(RLIMIT_FSIZE, &old_limit), 0);
+  std::signal(SIGXFSZ, old_handler);
+  EXPECT_FALSE(failed.ok());
+  // Room again: the next write works, and the failed one left nothing.
+  HistoryRecord next = Record("job", v1::HistoryEntry::ROUND, 2, clock_.Now());
+  next.entry.set_seq(3);
+  absl::Status s = AppendEntries(**store, {next});
+  EXPECT_TRUE(s.ok()) << s;
+  EXPECT_EQ(*(*store)->Count(), 2);
 }
 
 TEST_F(HistoryStoreTest, Files_AreOnlyTheOwners) {
