@@ -38,10 +38,10 @@ constexpr char kSchema[] =
     "  updated_unix_ms INTEGER NOT NULL,"
     "  record BLOB NOT NULL);";
 
-// Version 1 had no seq and no jobs table: each entry's id numbers it.
-constexpr char kUpgradeFrom1[] =
-    "ALTER TABLE history ADD COLUMN seq INTEGER NOT NULL DEFAULT 0;"
-    "UPDATE history SET seq = id;";
+// Version 1 had no seq and no jobs table: each entry's id numbers it (an
+// entry with seq 0 is one an interrupted upgrade did not number).
+constexpr char kAddSeq[] = "ALTER TABLE history ADD COLUMN seq INTEGER NOT NULL DEFAULT 0;";
+constexpr char kNumberEntries[] = "UPDATE history SET seq = id WHERE seq = 0;";
 
 // The file and what SQLite keeps beside it.
 constexpr const char* kSuffixes[] = {"", "-wal", "-shm"};
@@ -196,17 +196,7 @@ absl::StatusOr<std::unique_ptr<HistoryStore>> HistoryStore::Open(HistoryStoreOpt
                                               " is damaged (", SafeForLog(result, 200), ")"));
     }
   }
-  if (version == 1) {
-    if (absl::Status s = store->ExecLocked(kUpgradeFrom1); !s.ok()) return s;
-    TLOG(kInfo) << "history database " << SafeForLog(store->options_.path, 256)
-                << " upgraded from schema 1 to " << kSchemaVersion;
-  }
-  if (absl::Status s = store->ExecLocked(kSchema); !s.ok()) return s;
-  if (absl::Status s =
-          store->ExecLocked(absl::StrCat("PRAGMA user_version=", kSchemaVersion, ";").c_str());
-      !s.ok()) {
-    return s;
-  }
+  if (absl::Status s = store->MigrateLocked(version); !s.ok()) return s;
   {
     Statement st(db, "SELECT job_id FROM jobs UNION SELECT DISTINCT job_id FROM history");
     if (!st.ok()) return store->Error("cannot read the jobs");
@@ -219,6 +209,47 @@ absl::StatusOr<std::unique_ptr<HistoryStore>> HistoryStore::Open(HistoryStoreOpt
   if (absl::Status s = store->BoundJobsLocked({}, &dropped); !s.ok()) return s;
   for (const std::string& job : dropped) store->jobs_.erase(job);
   return store;
+}
+
+absl::Status HistoryStore::MigrateLocked(int version) {
+  // One transaction: a controller stopped in the middle leaves the file as
+  // it was. What is upgraded is what the table lacks, whatever user_version
+  // says (a schema-1 controller numbered its file only after making it).
+  if (absl::Status s = ExecLocked("BEGIN IMMEDIATE"); !s.ok()) return s;
+  auto fail = [this](absl::Status s) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    ExecLocked("ROLLBACK").IgnoreError();
+    return s;
+  };
+  bool has_history = false, has_seq = false;
+  {
+    Statement st(db_, "PRAGMA table_info(history)");
+    if (!st.ok()) return fail(Error("cannot read the schema"));
+    int step;
+    while ((step = sqlite3_step(st.get())) == SQLITE_ROW) {
+      has_history = true;
+      has_seq = has_seq || st.ColumnText(1) == "seq";
+    }
+    if (step != SQLITE_DONE) return fail(Error("cannot read the schema"));
+  }
+  const bool upgrade = has_history && (!has_seq || version < kSchemaVersion);
+  if (has_history && !has_seq) {
+    if (absl::Status s = ExecLocked(kAddSeq); !s.ok()) return fail(s);
+  }
+  if (upgrade) {
+    if (absl::Status s = ExecLocked(kNumberEntries); !s.ok()) return fail(s);
+  }
+  if (absl::Status s = ExecLocked(kSchema); !s.ok()) return fail(s);
+  if (absl::Status s =
+          ExecLocked(absl::StrCat("PRAGMA user_version=", kSchemaVersion, ";").c_str());
+      !s.ok()) {
+    return fail(s);
+  }
+  if (absl::Status s = ExecLocked("COMMIT"); !s.ok()) return fail(s);
+  if (upgrade) {
+    TLOG(kInfo) << "history database " << SafeForLog(options_.path, 256)
+                << " upgraded from schema 1 to " << kSchemaVersion;
+  }
+  return absl::OkStatus();
 }
 
 absl::StatusOr<std::string> HistoryStore::MoveAside(const std::string& path, absl::Time now) {

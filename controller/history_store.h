@@ -11,7 +11,9 @@
 // round, node_id, cause, evidence, verdict, seq), and table `jobs`, one row
 // per job (job_id, updated_unix_ms, record: a trainlet.v1.JobRecord),
 // readable with the sqlite3 shell. WAL journal, synchronous=NORMAL: a power
-// loss may lose the last entries, never corrupt the file.
+// loss may lose the last entries, never corrupt the file. The upgrade is one
+// transaction, and upgrades what the table lacks, whatever the version says
+// (a version-0 file with schema 1's table, or one stopped mid-upgrade).
 //
 // Bounds (docs/controller.md): at most `max_entries_per_job` entries per job
 // (the oldest go first, --history-retention), none older than `max_age`
@@ -94,6 +96,9 @@ class HistoryStore : public HistorySink {
  private:
   HistoryStore(HistoryStoreOptions options, Clock* clock, sqlite3* db);
   absl::Status ExecLocked(const char* sql) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Brings the file (of `version`, its user_version) to kSchemaVersion in
+  // one transaction.
+  absl::Status MigrateLocked(int version) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status PruneLocked(const std::set<std::string>& jobs) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Drops the jobs heard from longest ago while the file, with `added`
   // (written by the transaction in progress), holds more than max_jobs;

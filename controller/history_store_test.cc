@@ -519,6 +519,47 @@ TEST_F(HistoryStoreTest, SchemaOne_IsUpgradedInPlace) {
   EXPECT_EQ(core.GetStatus("old")->summary().restarts(), 1);
 }
 
+// The upgrade ran as separate statements: a controller stopped after the
+// ALTER TABLE (schema 1 with the new column) failed at every start
+// ("duplicate column name: seq", exit 78), and so did a file a schema-1
+// controller had made but not yet numbered (version 0, the old table).
+TEST_F(HistoryStoreTest, SchemaOne_InterruptedUpgradeOrUnnumbered_IsUpgraded) {
+  constexpr char kSchemaOne[] =
+      "CREATE TABLE history (id INTEGER PRIMARY KEY AUTOINCREMENT, job_id TEXT NOT NULL, kind "
+      "INTEGER NOT NULL, at_unix_ms INTEGER NOT NULL, round INTEGER NOT NULL, node_id TEXT NOT "
+      "NULL, cause TEXT NOT NULL, evidence TEXT NOT NULL, verdict TEXT NOT NULL);"
+      "CREATE INDEX history_job ON history(job_id, id);"
+      "CREATE INDEX history_at ON history(at_unix_ms);"
+      "INSERT INTO history(job_id, kind, at_unix_ms, round, node_id, cause, evidence, verdict) "
+      "VALUES('old', 2, 1800000000000, 2, 'n', 'why', 'stack', 'hung');";
+  const std::vector<std::pair<std::string, std::string>> files = {
+      {"interrupted.db",
+       absl::StrCat(kSchemaOne,
+                    "ALTER TABLE history ADD COLUMN seq INTEGER NOT NULL DEFAULT 0;"
+                    "PRAGMA user_version=1;")},
+      {"unnumbered.db", kSchemaOne},
+  };
+  for (const auto& [name, sql] : files) {
+    HistoryStoreOptions o = Options();
+    o.path = root_.path() + "/" + name;
+    sqlite3* db = nullptr;
+    ASSERT_EQ(sqlite3_open(o.path.c_str(), &db), SQLITE_OK);
+    ASSERT_EQ(sqlite3_exec(db, sql.c_str(), nullptr, nullptr, nullptr), SQLITE_OK)
+        << sqlite3_errmsg(db);
+    sqlite3_close(db);
+    auto store = HistoryStore::Open(o, &clock_);
+    ASSERT_TRUE(store.ok()) << name << ": " << store.status();
+    auto loaded = (*store)->Load(10, 10);
+    ASSERT_TRUE(loaded.ok()) << name << ": " << loaded.status();
+    ASSERT_EQ(loaded->entries.size(), 1u) << name;
+    EXPECT_EQ(loaded->entries[0].entry.seq(), 1) << name;
+    EXPECT_EQ(*(*store)->Evidence("old", 1), "stack") << name;
+    EXPECT_TRUE(
+        AppendEntries(**store, {Record("old", v1::HistoryEntry::ROUND, 3, clock_.Now())}).ok())
+        << name;
+  }
+}
+
 TEST_F(HistoryStoreTest, NewerSchema_IsRefusedNotMovedAside) {
   HistoryStoreOptions o = Options();
   {
