@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <climits>
 #include <cstdio>
 #include <cstring>
 #include <utility>
@@ -109,6 +110,38 @@ absl::Status PrivateFiles(const std::string& path) {
   return absl::OkStatus();
 }
 
+// The file `path` (--db) names: a symbolic link (to a file on another
+// volume) is followed, as SQLite follows it for its -wal and -shm, and a
+// dangling one names the file to make there.
+absl::StatusOr<std::string> FileOf(const std::string& path) {
+  std::string file = path;
+  for (int links = 0; links < 8; ++links) {
+    struct stat st;
+    if (::lstat(file.c_str(), &st) != 0 || !S_ISLNK(st.st_mode)) return file;
+    char target[PATH_MAX];
+    const ssize_t n = ::readlink(file.c_str(), target, sizeof(target) - 1);
+    if (n <= 0) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "history database ", path, ": cannot read the link ", file, ": ", std::strerror(errno)));
+    }
+    std::string next(target, static_cast<size_t>(n));
+    if (next[0] != '/') {
+      // Relative to the link's directory, as the kernel reads it.
+      const size_t slash = file.rfind('/');
+      const std::string dir = slash == std::string::npos ? "." : file.substr(0, slash + 1);
+      char real[PATH_MAX];
+      if (::realpath(dir.c_str(), real) == nullptr) {
+        return absl::FailedPreconditionError(
+            absl::StrCat("history database ", path, ": ", dir, ": ", std::strerror(errno)));
+      }
+      next = absl::StrCat(real, "/", next);
+    }
+    file = std::move(next);
+  }
+  return absl::FailedPreconditionError(absl::StrCat(
+      "history database ", path, ": more than 8 symbolic links; point --db at the file"));
+}
+
 }  // namespace
 
 HistoryStore::HistoryStore(HistoryStoreOptions options, Clock* clock, sqlite3* db)
@@ -156,6 +189,13 @@ absl::StatusOr<std::unique_ptr<HistoryStore>> HistoryStore::Open(HistoryStoreOpt
   }
   if (options.max_jobs < 1) {
     return absl::InvalidArgumentError("history database: --history-max-jobs must be at least 1");
+  }
+  absl::StatusOr<std::string> file = FileOf(options.path);
+  if (!file.ok()) return file.status();
+  if (*file != options.path) {
+    TLOG(kInfo) << "history database " << SafeForLog(options.path, 256) << " is a link to "
+                << SafeForLog(*file, 256);
+    options.path = *std::move(file);
   }
   if (absl::Status s = PrivateFiles(options.path); !s.ok()) return s;
   sqlite3* db = nullptr;
@@ -252,7 +292,10 @@ absl::Status HistoryStore::MigrateLocked(int version) {
   return absl::OkStatus();
 }
 
-absl::StatusOr<std::string> HistoryStore::MoveAside(const std::string& path, absl::Time now) {
+absl::StatusOr<std::string> HistoryStore::MoveAside(const std::string& link, absl::Time now) {
+  absl::StatusOr<std::string> file = FileOf(link);
+  if (!file.ok()) return file.status();
+  const std::string& path = *file;
   const std::string suffix =
       absl::StrCat(".damaged-", absl::FormatTime("%Y%m%dT%H%M%SZ", now, absl::UTCTimeZone()));
   std::string moved;

@@ -23,7 +23,8 @@
 // oldest evidence is dropped first, its entry stays).
 //
 // The file and its -wal and -shm are created 0600 (they hold the workers'
-// output), and tightened to 0600 when found wider. A file that is damaged
+// output), and tightened to 0600 when found wider. A path that is a
+// symbolic link names the file it points to (made there when missing). A file that is damaged
 // (not a database, a page that fails SQLite's quick_check) is refused with
 // DataLoss; MoveAside puts it out of the way.
 //
@@ -71,8 +72,9 @@ class HistoryStore : public HistorySink {
   // time) must outlive the store.
   static absl::StatusOr<std::unique_ptr<HistoryStore>> Open(HistoryStoreOptions options,
                                                             Clock* clock = Clock::Real());
-  // Renames a damaged `path` (and its -wal and -shm) to
-  // PATH.damaged-YYYYMMDDTHHMMSSZ; returns the new name of the file.
+  // Renames a damaged `path` (and its -wal and -shm; the file a link
+  // points to) to PATH.damaged-YYYYMMDDTHHMMSSZ; returns the new name of
+  // the file.
   static absl::StatusOr<std::string> MoveAside(const std::string& path, absl::Time now);
 
   ~HistoryStore() override;

@@ -3,6 +3,7 @@
 #include <sqlite3.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <csignal>
@@ -447,6 +448,53 @@ TEST_F(HistoryStoreTest, Files_AreOnlyTheOwners) {
     EXPECT_EQ(st.st_mode & 0777, 0600u);
   }
   ::umask(old_umask);
+}
+
+// --db may be a symbolic link (to a file on another volume), as for any
+// tool: it was refused ("Too many levels of symbolic links", exit 78).
+// SQLite puts the -wal and -shm beside the file the link points to; that is
+// the file made private, and the one moved aside when damaged.
+TEST_F(HistoryStoreTest, DbPathASymbolicLink_IsTheFileItPointsTo) {
+  const std::string volume = root_.path() + "/volume";
+  ASSERT_EQ(::mkdir(volume.c_str(), 0700), 0);
+  const std::string target = volume + "/history.db";
+  HistoryStoreOptions o = Options();
+  ASSERT_EQ(::symlink("volume/history.db", o.path.c_str()), 0);  // dangling at first.
+  {
+    auto store = HistoryStore::Open(o, &clock_);
+    ASSERT_TRUE(store.ok()) << store.status();
+    ASSERT_TRUE(
+        AppendEntries(**store, {Record("job", v1::HistoryEntry::ROUND, 1, clock_.Now())}).ok());
+    struct stat st;
+    ASSERT_EQ(::stat((target + "-wal").c_str(), &st), 0);
+    EXPECT_EQ(st.st_mode & 0777, 0600u);
+    ASSERT_EQ(::lstat(o.path.c_str(), &st), 0);
+    EXPECT_TRUE(S_ISLNK(st.st_mode));
+  }
+  {
+    auto store = HistoryStore::Open(o, &clock_);
+    ASSERT_TRUE(store.ok()) << store.status();
+    EXPECT_EQ(*(*store)->Count(), 1);
+  }
+  // Damaged: the file it points to is moved aside; the link stays, and a
+  // fresh file is made where it points.
+  {
+    FILE* f = std::fopen(target.c_str(), "r+b");
+    ASSERT_NE(f, nullptr);
+    ASSERT_EQ(std::fwrite("garbage garbage garbage", 1, 23, f), 23u);
+    std::fclose(f);
+  }
+  auto damaged = HistoryStore::Open(o, &clock_);
+  ASSERT_EQ(damaged.status().code(), absl::StatusCode::kDataLoss) << damaged.status();
+  auto moved = HistoryStore::MoveAside(o.path, clock_.Now());
+  ASSERT_TRUE(moved.ok()) << moved.status();
+  EXPECT_EQ(moved->rfind(volume + "/history.db.damaged-", 0), 0u) << *moved;
+  auto fresh = HistoryStore::Open(o, &clock_);
+  ASSERT_TRUE(fresh.ok()) << fresh.status();
+  EXPECT_EQ(*(*fresh)->Count(), 0);
+  struct stat st;
+  ASSERT_EQ(::lstat(o.path.c_str(), &st), 0);
+  EXPECT_TRUE(S_ISLNK(st.st_mode));
 }
 
 TEST_F(HistoryStoreTest, DamagedPage_IsDataLoss_AndMovedAside) {
