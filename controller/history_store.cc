@@ -5,6 +5,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <climits>
 #include <cstdio>
@@ -37,7 +39,12 @@ constexpr char kSchema[] =
     "CREATE TABLE IF NOT EXISTS jobs ("
     "  job_id TEXT PRIMARY KEY,"
     "  updated_unix_ms INTEGER NOT NULL,"
-    "  record BLOB NOT NULL);";
+    "  record BLOB NOT NULL);"
+    // The bounds read only what they need: the entries with evidence (few),
+    // per job and oldest first, and the jobs past the age limit.
+    "CREATE INDEX IF NOT EXISTS history_evidence_job ON history(job_id, id) WHERE evidence != '';"
+    "CREATE INDEX IF NOT EXISTS history_evidence ON history(id) WHERE evidence != '';"
+    "CREATE INDEX IF NOT EXISTS jobs_updated ON jobs(updated_unix_ms);";
 
 // Version 1 had no seq and no jobs table: each entry's id numbers it (an
 // entry with seq 0 is one an interrupted upgrade did not number).
@@ -72,6 +79,13 @@ class Statement {
                                       static_cast<size_t>(sqlite3_column_bytes(stmt_, i)));
   }
   int64_t ColumnInt(int i) const { return sqlite3_column_int64(stmt_, i); }
+  // Steps to the end, adding up column 0 of each row (a DELETE's
+  // RETURNING); false on an error.
+  bool SumRows(int64_t* sum) {
+    int step;
+    while ((step = sqlite3_step(stmt_)) == SQLITE_ROW) *sum += ColumnInt(0);
+    return step == SQLITE_DONE;
+  }
 
  private:
   sqlite3_stmt* stmt_ = nullptr;
@@ -142,6 +156,18 @@ absl::StatusOr<std::string> FileOf(const std::string& path) {
       "history database ", path, ": more than 8 symbolic links; point --db at the file"));
 }
 
+// Adds up, for Stats::scan_steps, the rows each statement stepped through
+// in full table scans.
+int CountScans(unsigned type, void* context, void* statement, void*) {
+  if (type == SQLITE_TRACE_PROFILE) {
+    static_cast<std::atomic<int64_t>*>(context)->fetch_add(sqlite3_stmt_status(
+        static_cast<sqlite3_stmt*>(statement), SQLITE_STMTSTATUS_FULLSCAN_STEP, /*reset=*/1));
+  }
+  return 0;
+}
+
+constexpr char kEvidenceBytes[] = "LENGTH(CAST(evidence AS BLOB))";
+
 }  // namespace
 
 HistoryStore::HistoryStore(HistoryStoreOptions options, Clock* clock, sqlite3* db)
@@ -206,6 +232,7 @@ absl::StatusOr<std::unique_ptr<HistoryStore>> HistoryStore::Open(HistoryStoreOpt
   if (rc != SQLITE_OK) return store->Error("cannot open");
   sqlite3_busy_timeout(db, 1000);
   sqlite3_extended_result_codes(db, 1);
+  sqlite3_trace_v2(db, SQLITE_TRACE_PROFILE, CountScans, &store->scan_steps_);
   // journal_mode answers a row; sqlite3_exec ignores it.
   if (absl::Status s = store->ExecLocked("PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;");
       !s.ok()) {
@@ -237,17 +264,31 @@ absl::StatusOr<std::unique_ptr<HistoryStore>> HistoryStore::Open(HistoryStoreOpt
     }
   }
   if (absl::Status s = store->MigrateLocked(version); !s.ok()) return s;
+  // What the bounds need, read once: each job's latest time, and the
+  // evidence in all (then kept as the store writes).
   {
-    Statement st(db, "SELECT job_id FROM jobs UNION SELECT DISTINCT job_id FROM history");
+    Statement st(db,
+                 "SELECT job_id, MAX(at) FROM (SELECT job_id, MAX(at_unix_ms) AS at FROM history "
+                 "GROUP BY job_id UNION ALL SELECT job_id, updated_unix_ms AS at FROM jobs) GROUP "
+                 "BY job_id");
     if (!st.ok()) return store->Error("cannot read the jobs");
     int step;
-    while ((step = sqlite3_step(st.get())) == SQLITE_ROW) store->jobs_.insert(st.ColumnText(0));
+    while ((step = sqlite3_step(st.get())) == SQLITE_ROW) {
+      store->jobs_[st.ColumnText(0)] = st.ColumnInt(1);
+    }
     if (step != SQLITE_DONE) return store->Error("cannot read the jobs");
   }
-  if (absl::Status s = store->PruneLocked({}); !s.ok()) return s;
-  std::vector<std::string> dropped;
-  if (absl::Status s = store->BoundJobsLocked({}, &dropped); !s.ok()) return s;
-  for (const std::string& job : dropped) store->jobs_.erase(job);
+  {
+    Statement st(db, absl::StrCat("SELECT COALESCE(SUM(", kEvidenceBytes,
+                                  "), 0) FROM history WHERE evidence != ''")
+                         .c_str());
+    if (!st.ok() || sqlite3_step(st.get()) != SQLITE_ROW) return store->Error("cannot read");
+    store->evidence_bytes_ = st.ColumnInt(0);
+  }
+  Pending pending;
+  if (absl::Status s = store->PruneLocked({}, &pending); !s.ok()) return s;
+  if (absl::Status s = store->BoundJobsLocked(&pending); !s.ok()) return s;
+  store->ApplyLocked(pending);
   return store;
 }
 
@@ -320,14 +361,15 @@ absl::Status HistoryStore::Append(const HistoryBatch& batch) {
     ExecLocked("ROLLBACK").IgnoreError();
     return s;
   };
+  // What the transaction changes, applied once it is committed (a batch
+  // rolled back changes nothing).
+  Pending pending;
+  auto heard = [&pending](const std::string& job, int64_t at) {
+    auto [it, added] = pending.heard.emplace(job, at);
+    if (!added) it->second = std::max(it->second, at);
+  };
   std::set<std::string> touched;
   bool evidence = false;
-  // The jobs this batch adds to the file: counted once it is committed (a
-  // batch rolled back adds none).
-  std::set<std::string> added;
-  auto add = [&](const std::string& job) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    if (jobs_.count(job) == 0) added.insert(job);
-  };
   if (!batch.entries.empty()) {
     Statement st(db_,
                  "INSERT INTO history(job_id, kind, at_unix_ms, round, node_id, cause, evidence, "
@@ -347,7 +389,8 @@ absl::Status HistoryStore::Append(const HistoryBatch& batch) {
       st.Int(9, e.seq());
       if (sqlite3_step(st.get()) != SQLITE_DONE) return fail(Error("cannot write"));
       touched.insert(r.job_id);
-      add(r.job_id);
+      heard(r.job_id, e.at_unix_ms());
+      pending.evidence += static_cast<int64_t>(e.evidence().size());
       evidence = evidence || !e.evidence().empty();
     }
   }
@@ -362,77 +405,109 @@ absl::Status HistoryStore::Append(const HistoryBatch& batch) {
       st.Int(2, now);
       st.Blob(3, record.SerializeAsString());
       if (sqlite3_step(st.get()) != SQLITE_DONE) return fail(Error("cannot write a job's summary"));
-      add(job_id);
+      heard(job_id, now);
     }
   }
-  if (absl::Status s = PruneLocked(touched); !s.ok()) return fail(s);
+  if (absl::Status s = PruneLocked(touched, &pending); !s.ok()) return fail(s);
   if (evidence) {
-    if (absl::Status s = BoundEvidenceLocked(touched); !s.ok()) return fail(s);
+    if (absl::Status s = BoundEvidenceLocked(touched, &pending); !s.ok()) return fail(s);
   }
-  std::vector<std::string> dropped;
-  if (!added.empty()) {
-    if (absl::Status s = BoundJobsLocked(added, &dropped); !s.ok()) return fail(s);
+  const bool new_job = std::any_of(pending.heard.begin(), pending.heard.end(),
+                                   [this](const auto& h) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+                                     return jobs_.count(h.first) == 0;
+                                   });
+  if (new_job) {
+    if (absl::Status s = BoundJobsLocked(&pending); !s.ok()) return fail(s);
   }
   // SQLite rolls a failed COMMIT back itself (a full disk), and recommends
   // a ROLLBACK anyway: the next batch must not find a transaction open.
   if (absl::Status s = ExecLocked("COMMIT"); !s.ok()) return fail(s);
-  jobs_.insert(added.begin(), added.end());
-  for (const std::string& job : dropped) jobs_.erase(job);
+  ApplyLocked(pending);
   return absl::OkStatus();
 }
 
-absl::Status HistoryStore::PruneLocked(const std::set<std::string>& jobs) {
+void HistoryStore::ApplyLocked(const Pending& pending) {
+  for (const auto& [job, at] : pending.heard) {
+    auto [it, added] = jobs_.emplace(job, at);
+    if (!added) it->second = std::max(it->second, at);
+  }
+  for (const std::string& job : pending.dropped) jobs_.erase(job);
+  // Jobs the age limit emptied (every entry and the summary older).
+  for (auto it = jobs_.begin(); it != jobs_.end();) {
+    it = it->second < pending.cutoff ? jobs_.erase(it) : std::next(it);
+  }
+  evidence_bytes_ += pending.evidence;
+}
+
+absl::Status HistoryStore::PruneLocked(const std::set<std::string>& jobs, Pending* pending) {
   if (options_.max_age > absl::ZeroDuration()) {
-    Statement st(db_, "DELETE FROM history WHERE at_unix_ms < ?1");
+    const int64_t cutoff = absl::ToUnixMillis(clock_->Now() - options_.max_age);
+    Statement st(
+        db_, absl::StrCat("DELETE FROM history WHERE at_unix_ms < ?1 RETURNING ", kEvidenceBytes)
+                 .c_str());
     if (!st.ok()) return Error("cannot prepare the age limit");
-    st.Int(1, absl::ToUnixMillis(clock_->Now() - options_.max_age));
-    if (sqlite3_step(st.get()) != SQLITE_DONE) return Error("cannot apply the age limit");
+    st.Int(1, cutoff);
+    int64_t gone = 0;
+    if (!st.SumRows(&gone)) return Error("cannot apply the age limit");
+    pending->evidence -= gone;
     Statement jobs_st(db_, "DELETE FROM jobs WHERE updated_unix_ms < ?1");
     if (!jobs_st.ok()) return Error("cannot prepare the age limit");
-    jobs_st.Int(1, absl::ToUnixMillis(clock_->Now() - options_.max_age));
+    jobs_st.Int(1, cutoff);
     if (sqlite3_step(jobs_st.get()) != SQLITE_DONE) return Error("cannot apply the age limit");
+    pending->cutoff = cutoff;
   }
-  Statement st(db_,
-               "DELETE FROM history WHERE job_id = ?1 AND id <= (SELECT id FROM history WHERE "
-               "job_id = ?1 ORDER BY id DESC LIMIT 1 OFFSET ?2)");
+  Statement st(db_, absl::StrCat("DELETE FROM history WHERE job_id = ?1 AND id <= (SELECT id FROM "
+                                 "history WHERE job_id = ?1 ORDER BY id DESC LIMIT 1 OFFSET ?2) "
+                                 "RETURNING ",
+                                 kEvidenceBytes)
+                        .c_str());
   if (!st.ok()) return Error("cannot prepare the retention");
   for (const std::string& job : jobs) {
     sqlite3_reset(st.get());
     st.Text(1, job);
     st.Int(2, options_.max_entries_per_job);
-    if (sqlite3_step(st.get()) != SQLITE_DONE) return Error("cannot apply the retention");
+    int64_t gone = 0;
+    if (!st.SumRows(&gone)) return Error("cannot apply the retention");
+    pending->evidence -= gone;
   }
   return absl::OkStatus();
 }
 
-absl::Status HistoryStore::BoundJobsLocked(const std::set<std::string>& added,
-                                           std::vector<std::string>* dropped) {
-  const int count = static_cast<int>(jobs_.size() + added.size());
-  if (count <= options_.max_jobs) return absl::OkStatus();
-  // The jobs heard from longest ago go whole.
-  const int excess = count - options_.max_jobs;
-  std::vector<std::string> victims;
-  {
-    Statement st(db_,
-                 "SELECT job_id FROM (SELECT job_id, MAX(at_unix_ms) AS at FROM history GROUP BY "
-                 "job_id UNION ALL SELECT job_id, updated_unix_ms AS at FROM jobs) GROUP BY job_id "
-                 "ORDER BY MAX(at) LIMIT ?1");
-    if (!st.ok()) return Error("cannot prepare the job bound");
-    st.Int(1, excess);
-    int step;
-    while ((step = sqlite3_step(st.get())) == SQLITE_ROW) victims.push_back(st.ColumnText(0));
-    if (step != SQLITE_DONE) return Error("cannot apply the job bound");
+absl::Status HistoryStore::BoundJobsLocked(Pending* pending) {
+  // Every job the file holds once the transaction commits, by the time it
+  // was last heard from (from memory: the file is not read for it).
+  std::vector<std::pair<int64_t, std::string>> jobs;
+  jobs.reserve(jobs_.size() + pending->heard.size());
+  for (const auto& [job, at] : jobs_) {
+    auto h = pending->heard.find(job);
+    jobs.emplace_back(h == pending->heard.end() ? at : std::max(at, h->second), job);
   }
-  Statement history(db_, "DELETE FROM history WHERE job_id = ?1");
-  Statement jobs(db_, "DELETE FROM jobs WHERE job_id = ?1");
-  if (!history.ok() || !jobs.ok()) return Error("cannot prepare the job bound");
-  for (const std::string& job : victims) {
-    for (Statement* st : {&history, &jobs}) {
-      sqlite3_reset(st->get());
-      st->Text(1, job);
-      if (sqlite3_step(st->get()) != SQLITE_DONE) return Error("cannot apply the job bound");
-    }
-    dropped->push_back(job);
+  for (const auto& [job, at] : pending->heard) {
+    if (jobs_.count(job) == 0) jobs.emplace_back(at, job);
+  }
+  jobs.erase(std::remove_if(jobs.begin(), jobs.end(),
+                            [&](const auto& j) { return j.first < pending->cutoff; }),
+             jobs.end());
+  if (static_cast<int>(jobs.size()) <= options_.max_jobs) return absl::OkStatus();
+  // The jobs heard from longest ago go whole.
+  const size_t excess = jobs.size() - static_cast<size_t>(options_.max_jobs);
+  std::partial_sort(jobs.begin(), jobs.begin() + static_cast<std::ptrdiff_t>(excess), jobs.end());
+  Statement history(
+      db_,
+      absl::StrCat("DELETE FROM history WHERE job_id = ?1 RETURNING ", kEvidenceBytes).c_str());
+  Statement summary(db_, "DELETE FROM jobs WHERE job_id = ?1");
+  if (!history.ok() || !summary.ok()) return Error("cannot prepare the job bound");
+  for (size_t i = 0; i < excess; ++i) {
+    const std::string& job = jobs[i].second;
+    sqlite3_reset(history.get());
+    history.Text(1, job);
+    int64_t gone = 0;
+    if (!history.SumRows(&gone)) return Error("cannot apply the job bound");
+    pending->evidence -= gone;
+    sqlite3_reset(summary.get());
+    summary.Text(1, job);
+    if (sqlite3_step(summary.get()) != SQLITE_DONE) return Error("cannot apply the job bound");
+    pending->dropped.push_back(job);
     TLOG(kInfo) << "history database: job " << SafeForLog(job, 64)
                 << " dropped to keep the file within " << options_.max_jobs
                 << " jobs (--history-max-jobs)";
@@ -440,23 +515,16 @@ absl::Status HistoryStore::BoundJobsLocked(const std::set<std::string>& added,
   return absl::OkStatus();
 }
 
-absl::Status HistoryStore::BoundEvidenceLocked(const std::set<std::string>& jobs) {
-  // Drops the oldest evidence matching `where` (bound to ?1 when `job` is
-  // set) until at most `max` bytes remain.
-  auto bound = [this](const char* total_sql, const char* oldest_sql, const std::string* job,
-                      int64_t max) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) -> absl::Status {
-    int64_t total = 0;
-    {
-      Statement st(db_, total_sql);
-      if (!st.ok()) return Error("cannot prepare the evidence bound");
-      if (job != nullptr) st.Text(1, *job);
-      if (sqlite3_step(st.get()) != SQLITE_ROW) return Error("cannot apply the evidence bound");
-      total = st.ColumnInt(0);
-    }
+absl::Status HistoryStore::BoundEvidenceLocked(const std::set<std::string>& jobs,
+                                               Pending* pending) {
+  // Clears the oldest evidence `oldest_sql` lists (bound to ?1 when `job`
+  // is set) until at most `max` of `total` bytes remain.
+  auto bound = [this, pending](int64_t total, const std::string& oldest_sql, const std::string* job,
+                               int64_t max) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) -> absl::Status {
     if (total <= max) return absl::OkStatus();
     std::vector<std::pair<int64_t, int64_t>> oldest;  // (id, bytes)
     {
-      Statement st(db_, oldest_sql);
+      Statement st(db_, oldest_sql.c_str());
       if (!st.ok()) return Error("cannot prepare the evidence bound");
       if (job != nullptr) st.Text(1, *job);
       int step;
@@ -471,24 +539,40 @@ absl::Status HistoryStore::BoundEvidenceLocked(const std::set<std::string>& jobs
       sqlite3_reset(clear.get());
       clear.Int(1, id);
       if (sqlite3_step(clear.get()) != SQLITE_DONE) return Error("cannot apply the evidence bound");
+      pending->evidence -= bytes;
     }
     return absl::OkStatus();
   };
+  // Per job: its entries with evidence only (an index holds them).
+  const std::string job_total = absl::StrCat("SELECT COALESCE(SUM(", kEvidenceBytes,
+                                             "), 0) FROM history WHERE job_id = ?1 AND "
+                                             "evidence != ''");
+  const std::string job_oldest =
+      absl::StrCat("SELECT id, ", kEvidenceBytes,
+                   " FROM history WHERE job_id = ?1 AND evidence != '' ORDER BY id");
   for (const std::string& job : jobs) {
-    if (absl::Status s =
-            bound("SELECT COALESCE(SUM(LENGTH(CAST(evidence AS BLOB))), 0) FROM history WHERE "
-                  "job_id = ?1",
-                  "SELECT id, LENGTH(CAST(evidence AS BLOB)) FROM history WHERE job_id = ?1 AND "
-                  "evidence != '' ORDER BY id",
-                  &job, kMaxEvidenceBytesPerJob);
-        !s.ok()) {
+    int64_t total = 0;
+    {
+      Statement st(db_, job_total.c_str());
+      if (!st.ok()) return Error("cannot prepare the evidence bound");
+      st.Text(1, job);
+      if (sqlite3_step(st.get()) != SQLITE_ROW) return Error("cannot apply the evidence bound");
+      total = st.ColumnInt(0);
+    }
+    if (absl::Status s = bound(total, job_oldest, &job, kMaxEvidenceBytesPerJob); !s.ok()) {
       return s;
     }
   }
-  return bound("SELECT COALESCE(SUM(LENGTH(CAST(evidence AS BLOB))), 0) FROM history",
-               "SELECT id, LENGTH(CAST(evidence AS BLOB)) FROM history WHERE evidence != '' "
-               "ORDER BY id",
-               nullptr, kMaxEvidenceBytesStored);
+  // In all: the total is kept as the store writes.
+  return bound(
+      evidence_bytes_ + pending->evidence,
+      absl::StrCat("SELECT id, ", kEvidenceBytes, " FROM history WHERE evidence != '' ORDER BY id"),
+      nullptr, kMaxEvidenceBytesStored);
+}
+
+HistoryStore::Stats HistoryStore::stats() const {
+  absl::MutexLock lock(&mu_);
+  return Stats{scan_steps_.load(), evidence_bytes_};
 }
 
 absl::StatusOr<std::string> HistoryStore::Evidence(const std::string& job_id, int64_t seq) {

@@ -34,7 +34,10 @@
 #ifndef TRAINLET_CONTROLLER_HISTORY_STORE_H_
 #define TRAINLET_CONTROLLER_HISTORY_STORE_H_
 
+#include <atomic>
 #include <cstdint>
+#include <limits>
+#include <map>
 #include <memory>
 #include <set>
 #include <string>
@@ -95,20 +98,36 @@ class HistoryStore : public HistorySink {
   // Entries in the file.
   absl::StatusOr<int64_t> Count() const;
 
+  struct Stats {
+    // Rows SQLite stepped through in full table scans since Open (a write
+    // reads only what the bounds need: the scans are Open's and Load's).
+    int64_t scan_steps = 0;
+    int64_t evidence_bytes = 0;  // hang evidence in the file.
+  };
+  Stats stats() const;
+
  private:
   HistoryStore(HistoryStoreOptions options, Clock* clock, sqlite3* db);
   absl::Status ExecLocked(const char* sql) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Brings the file (of `version`, its user_version) to kSchemaVersion in
   // one transaction.
   absl::Status MigrateLocked(int version) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  absl::Status PruneLocked(const std::set<std::string>& jobs) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Drops the jobs heard from longest ago while the file, with `added`
-  // (written by the transaction in progress), holds more than max_jobs;
-  // `dropped` names them (jobs_ is the caller's to update once committed).
-  absl::Status BoundJobsLocked(const std::set<std::string>& added,
-                               std::vector<std::string>* dropped)
+  // What a transaction changes in what the store keeps in memory, applied
+  // once it is committed (ApplyLocked).
+  struct Pending {
+    std::map<std::string, int64_t> heard;                  // job -> the latest time written.
+    std::vector<std::string> dropped;                      // by the job bound.
+    int64_t cutoff = std::numeric_limits<int64_t>::min();  // the age limit.
+    int64_t evidence = 0;                                  // bytes added, less those removed.
+  };
+  void ApplyLocked(const Pending& pending) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The age limit, and the retention of `jobs`.
+  absl::Status PruneLocked(const std::set<std::string>& jobs, Pending* pending)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  absl::Status BoundEvidenceLocked(const std::set<std::string>& jobs)
+  // Drops the jobs heard from longest ago while the file, as the
+  // transaction leaves it, holds more than max_jobs.
+  absl::Status BoundJobsLocked(Pending* pending) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::Status BoundEvidenceLocked(const std::set<std::string>& jobs, Pending* pending)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // FailedPrecondition naming the file and SQLite's reason; DataLoss when
   // SQLite says the file is damaged.
@@ -118,8 +137,12 @@ class HistoryStore : public HistorySink {
   Clock* const clock_;
   mutable absl::Mutex mu_;
   sqlite3* const db_ ABSL_GUARDED_BY(mu_);
-  // The jobs the file holds (for the job bound), as of the last commit.
-  std::set<std::string> jobs_ ABSL_GUARDED_BY(mu_);
+  // What the bounds need, as of the last commit, so that no write reads
+  // the whole file: each job the file holds and when it was last heard
+  // from (its newest entry or summary), and the evidence in all.
+  std::map<std::string, int64_t> jobs_ ABSL_GUARDED_BY(mu_);
+  int64_t evidence_bytes_ ABSL_GUARDED_BY(mu_) = 0;
+  std::atomic<int64_t> scan_steps_{0};
 };
 
 }  // namespace trainlet::controller
