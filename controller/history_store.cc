@@ -233,8 +233,13 @@ absl::StatusOr<std::unique_ptr<HistoryStore>> HistoryStore::Open(HistoryStoreOpt
   sqlite3_busy_timeout(db, 1000);
   sqlite3_extended_result_codes(db, 1);
   sqlite3_trace_v2(db, SQLITE_TRACE_PROFILE, CountScans, &store->scan_steps_);
-  // journal_mode answers a row; sqlite3_exec ignores it.
-  if (absl::Status s = store->ExecLocked("PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;");
+  // journal_mode answers a row; sqlite3_exec ignores it. The -wal is cut
+  // back to kWalSizeLimit once checkpointed.
+  if (absl::Status s =
+          store->ExecLocked(absl::StrCat("PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL; "
+                                         "PRAGMA journal_size_limit=",
+                                         kWalSizeLimit, ";")
+                                .c_str());
       !s.ok()) {
     return s;
   }

@@ -11,7 +11,8 @@
 // round, node_id, cause, evidence, verdict, seq), and table `jobs`, one row
 // per job (job_id, updated_unix_ms, record: a trainlet.v1.JobRecord),
 // readable with the sqlite3 shell. WAL journal, synchronous=NORMAL: a power
-// loss may lose the last entries, never corrupt the file. The upgrade is one
+// loss may lose the last entries, never corrupt the file; the -wal is cut
+// back to kWalSizeLimit after a large write. The upgrade is one
 // transaction, and upgrades what the table lacks, whatever the version says
 // (a version-0 file with schema 1's table, or one stopped mid-upgrade).
 //
@@ -56,6 +57,9 @@ namespace trainlet::controller {
 
 inline constexpr int64_t kMaxEvidenceBytesPerJob = int64_t{1} << 20;
 inline constexpr int64_t kMaxEvidenceBytesStored = int64_t{64} << 20;
+// What the -wal is cut back to once its frames are in the file (it grows
+// with the largest transaction: a big batch, an upgrade).
+inline constexpr int64_t kWalSizeLimit = int64_t{4} << 20;
 // History entries per job read back at start (the rest stays on disk).
 inline constexpr int kEntriesRestoredPerJob = 64;
 

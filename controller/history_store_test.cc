@@ -367,6 +367,33 @@ TEST_F(HistoryStoreTest, Append_NeverScansTheWholeFile) {
   EXPECT_EQ((*reopened)->stats().evidence_bytes, expected);
 }
 
+// The -wal kept the size of the largest transaction ever written (a big
+// batch, the upgrade of a large schema-1 file) for good: a second copy of
+// the history on the volume.
+TEST_F(HistoryStoreTest, Wal_ShrinksBackAfterALargeWrite) {
+  HistoryStoreOptions o = Options(100000);
+  auto store = HistoryStore::Open(o, &clock_);
+  ASSERT_TRUE(store.ok());
+  std::vector<HistoryRecord> records;
+  for (int i = 0; i < 20000; ++i) {
+    HistoryRecord r =
+        Record("job", v1::HistoryEntry::ROUND, 1, clock_.Now(), std::string(900, 'c'));
+    r.entry.set_seq(i + 1);
+    records.push_back(std::move(r));
+  }
+  ASSERT_TRUE(AppendEntries(**store, std::move(records)).ok());
+  struct stat st;
+  ASSERT_EQ(::stat((o.path + "-wal").c_str(), &st), 0);
+  EXPECT_GT(st.st_size, 16 << 20);
+  for (int i = 0; i < 3; ++i) {
+    HistoryRecord r = Record("job", v1::HistoryEntry::ROUND, 2, clock_.Now());
+    r.entry.set_seq(30000 + i);
+    ASSERT_TRUE(AppendEntries(**store, {r}).ok());
+  }
+  ASSERT_EQ(::stat((o.path + "-wal").c_str(), &st), 0);
+  EXPECT_LE(st.st_size, kWalSizeLimit + (64 << 10));
+}
+
 TEST_F(HistoryStoreTest, Jobs_AreBounded_TheOneHeardFromLongestAgoGoes) {
   HistoryStoreOptions o = Options();
   o.max_jobs = 3;
