@@ -63,14 +63,16 @@ absl::StatusOr<JobTokens> JobTokens::Parse(absl::string_view text, absl::string_
     line = absl::StripTrailingAsciiWhitespace(line);
     if (line.empty() || absl::StartsWith(absl::StripLeadingAsciiWhitespace(line), "#")) continue;
     Entry entry;
-    if (absl::StartsWith(line, kJobsPrefix)) {
-      const size_t space = line.find_first_of(" \t");
+    // A scoped line may be indented; an unscoped one is the whole line.
+    const absl::string_view scoped = absl::StripLeadingAsciiWhitespace(line);
+    if (absl::StartsWith(scoped, kJobsPrefix)) {
+      const size_t space = scoped.find_first_of(" \t");
       if (space == absl::string_view::npos) {
         return LineError(origin, number,
                          "expected \"jobs=PATTERN[,PATTERN...] TOKEN\" (a token after a space)");
       }
       for (absl::string_view p :
-           absl::StrSplit(line.substr(kJobsPrefix.size(), space - kJobsPrefix.size()), ',')) {
+           absl::StrSplit(scoped.substr(kJobsPrefix.size(), space - kJobsPrefix.size()), ',')) {
         if (!IsPattern(p)) {
           return LineError(origin, number,
                            absl::StrCat("\"", p.substr(0, 140),
@@ -79,7 +81,12 @@ absl::StatusOr<JobTokens> JobTokens::Parse(absl::string_view text, absl::string_
         }
         entry.scope.patterns.emplace_back(p);
       }
-      entry.token = std::string(absl::StripLeadingAsciiWhitespace(line.substr(space)));
+      entry.token = std::string(absl::StripLeadingAsciiWhitespace(scoped.substr(space)));
+      if (entry.token.find_first_of(" \t") != std::string::npos) {
+        return LineError(origin, number,
+                         "a job-scoped token is one word after \"jobs=PATTERN[,PATTERN...] \"; "
+                         "comments go on lines of their own");
+      }
     } else {
       entry.scope.all_jobs = true;
       entry.token = std::string(line);
