@@ -5,6 +5,7 @@
 #include <cstring>
 #include <utility>
 
+#include "absl/container/flat_hash_set.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -57,6 +58,7 @@ JobTokens JobTokens::AnyJob(std::string token) {
 
 absl::StatusOr<JobTokens> JobTokens::Parse(absl::string_view text, absl::string_view origin) {
   JobTokens t;
+  absl::flat_hash_set<std::string> seen;
   int number = 0;
   for (absl::string_view line : absl::StrSplit(text, '\n')) {
     ++number;
@@ -104,11 +106,15 @@ absl::StatusOr<JobTokens> JobTokens::Parse(absl::string_view text, absl::string_
                                       i, " (gRPC metadata carries 0x20-0x7E only)"));
       }
     }
-    for (const Entry& other : t.entries_) {
-      if (other.token == entry.token) {
-        return LineError(origin, number,
-                         "the same token is listed twice; give each scope its own token");
-      }
+    if (static_cast<int>(t.entries_.size()) >= kMaxTokens) {
+      return LineError(origin, number,
+                       absl::StrCat("more than ", kMaxTokens,
+                                    " tokens (every call is compared with each); give a team's "
+                                    "jobs one token with a pattern"));
+    }
+    if (!seen.insert(entry.token).second) {
+      return LineError(origin, number,
+                       "the same token is listed twice; give each scope its own token");
     }
     t.entries_.push_back(std::move(entry));
   }

@@ -13,7 +13,8 @@
 // token for every job: the whole line minus trailing whitespace, as a
 // single-token file always was. A scoped token is one word: a comment goes
 // on a line of its own.
-// Tokens are printable ASCII (gRPC metadata), and each is listed once.
+// Tokens are printable ASCII (gRPC metadata), each is listed once, and a
+// file lists at most kMaxTokens.
 //
 // Pure and thread-compatible; Find compares in constant time.
 #ifndef TRAINLET_CONTROLLER_JOB_TOKENS_H_
