@@ -1,10 +1,7 @@
 #include "agent/options.h"
 
 #include <algorithm>
-#include <cerrno>
 #include <cmath>
-#include <cstdio>
-#include <cstring>
 #include <fstream>
 #include <sstream>
 
@@ -20,6 +17,7 @@
 #include "absl/strings/strip.h"
 #include "common/exit_codes.h"
 #include "common/host_names.h"
+#include "rendezvous/token.h"
 
 namespace trainlet::agent {
 namespace {
@@ -446,24 +444,11 @@ std::string JoinHostPort(absl::string_view host, int port) {
 
 absl::StatusOr<std::string> ReadTokenFile(const OptionValue& path) {
   constexpr size_t kMaxTokenBytes = 4096;
-  std::FILE* f = std::fopen(path.text.c_str(), "rb");
-  if (f == nullptr) {
-    return absl::FailedPreconditionError(absl::StrFormat(
-        "%s: cannot read token file %s: %s", path.origin, path.text, std::strerror(errno)));
-  }
-  std::string data;
-  char buf[1024];
-  size_t n;
-  while ((n = std::fread(buf, 1, sizeof(buf), f)) > 0 && data.size() <= kMaxTokenBytes) {
-    data.append(buf, n);
-  }
-  bool read_error = std::ferror(f) != 0;
-  int saved_errno = errno;
-  std::fclose(f);
-  if (read_error) {
-    return absl::FailedPreconditionError(absl::StrFormat(
-        "%s: cannot read token file %s: %s", path.origin, path.text, std::strerror(saved_errno)));
-  }
+  // Room for trailing whitespace after a token of the largest size.
+  absl::StatusOr<std::string> read =
+      rendezvous::ReadBoundedFile(path.text, kMaxTokenBytes + 1024, path.origin, "token file");
+  if (!read.ok()) return read.status();
+  std::string data = *std::move(read);
   absl::StripTrailingAsciiWhitespace(&data);
   if (data.empty()) {
     return absl::FailedPreconditionError(absl::StrFormat(

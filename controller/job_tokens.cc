@@ -1,8 +1,5 @@
 #include "controller/job_tokens.h"
 
-#include <cerrno>
-#include <cstdio>
-#include <cstring>
 #include <utility>
 
 #include "absl/container/flat_hash_set.h"
@@ -128,29 +125,10 @@ absl::StatusOr<JobTokens> JobTokens::Parse(absl::string_view text, absl::string_
 }
 
 absl::StatusOr<JobTokens> JobTokens::ReadFile(const std::string& path, absl::string_view origin) {
-  std::FILE* f = std::fopen(path.c_str(), "rb");
-  if (f == nullptr) {
-    return absl::FailedPreconditionError(
-        absl::StrCat(origin, ": cannot read token file ", path, ": ", std::strerror(errno)));
-  }
-  std::string data;
-  char buf[4096];
-  size_t n;
-  while ((n = std::fread(buf, 1, sizeof(buf), f)) > 0 && data.size() <= kMaxFileBytes) {
-    data.append(buf, n);
-  }
-  const bool read_error = std::ferror(f) != 0;
-  const int saved_errno = errno;
-  std::fclose(f);
-  if (read_error) {
-    return absl::FailedPreconditionError(
-        absl::StrCat(origin, ": cannot read token file ", path, ": ", std::strerror(saved_errno)));
-  }
-  if (data.size() > kMaxFileBytes) {
-    return absl::FailedPreconditionError(
-        absl::StrCat(origin, ": token file ", path, " is larger than ", kMaxFileBytes, " bytes"));
-  }
-  return Parse(data, absl::StrCat(origin, " ", path));
+  absl::StatusOr<std::string> text =
+      rendezvous::ReadBoundedFile(path, kMaxFileBytes, origin, "token file");
+  if (!text.ok()) return text.status();
+  return Parse(*text, absl::StrCat(origin, " ", path));
 }
 
 const TokenScope* JobTokens::Find(absl::string_view presented) const {

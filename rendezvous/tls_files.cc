@@ -9,9 +9,6 @@
 #include <openssl/x509v3.h>
 
 #include <algorithm>
-#include <cerrno>
-#include <cstdio>
-#include <cstring>
 #include <memory>
 
 #include "absl/status/status.h"
@@ -19,6 +16,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "common/logging.h"
+#include "rendezvous/token.h"
 
 namespace trainlet::rendezvous {
 namespace {
@@ -60,32 +58,7 @@ absl::StatusOr<std::string> ReadFile(const TlsFile& f) {
   if (f.path.empty()) {
     return absl::FailedPreconditionError(absl::StrCat(f.origin, ": empty path"));
   }
-  std::FILE* file = std::fopen(f.path.c_str(), "rb");
-  if (file == nullptr) {
-    return absl::FailedPreconditionError(
-        absl::StrFormat("%s: cannot read %s: %s (a mounted Secret's file must exist and be "
-                        "readable by this process)",
-                        f.origin, SafeForLog(f.path, 256), std::strerror(errno)));
-  }
-  std::string data;
-  char buf[4096];
-  size_t n;
-  while ((n = std::fread(buf, 1, sizeof(buf), file)) > 0 && data.size() <= kMaxTlsFileBytes) {
-    data.append(buf, n);
-  }
-  const bool read_error = std::ferror(file) != 0;
-  const int saved_errno = errno;
-  std::fclose(file);
-  if (read_error) {
-    return absl::FailedPreconditionError(absl::StrFormat(
-        "%s: cannot read %s: %s", f.origin, SafeForLog(f.path, 256), std::strerror(saved_errno)));
-  }
-  if (data.size() > kMaxTlsFileBytes) {
-    return absl::FailedPreconditionError(
-        absl::StrFormat("%s: %s is larger than %d bytes; expected a PEM file", f.origin,
-                        SafeForLog(f.path, 256), kMaxTlsFileBytes));
-  }
-  return data;
+  return ReadBoundedFile(f.path, kMaxTlsFileBytes, f.origin);
 }
 
 // Every PEM certificate in `pem`, in order; an empty result when there is none.
