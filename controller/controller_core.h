@@ -407,8 +407,6 @@ class ControllerCore {
                         HistoryBatch* out) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Keeps the evidence in memory within its bounds.
   void BoundEvidenceLocked(Job* job) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  bool IsMemberLocked(const Job& job, const Node& node, absl::Time now) const
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   v1::JobSummary SummaryLocked(const std::string& job_id, const Job& job, absl::Time now) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   v1::JobRecord RecordLocked(const std::string& job_id, const Job& job, absl::Time now) const
