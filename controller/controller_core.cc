@@ -987,24 +987,28 @@ void ControllerCore::Sweep() {
       for (auto it = job.nodes.begin(); it != job.nodes.end();) {
         Node& node = it->second;
         const absl::Duration silent = now - node.last_report;
+        const bool pending = !IsDone(node.latest) && !node.lost && !node.restored;
         if (!node.stale && silent >= node.stale_window) {
           node.stale = true;
-          if (!IsDone(node.latest) && !node.lost && !node.restored) {
+          if (pending) {
             AddHistoryLocked(
                 job_id, &job,
                 Entry(v1::HistoryEntry::NODE_STALE, now, node.latest.round(), it->first,
                       absl::StrCat("no report for ", absl::FormatDuration(silent))),
                 &batch);
-            // Silent in a round the job has left, or while the others
-            // finished: not a member any more.
-            if (node.latest.round() < job.round) {
-              MarkLostLocked(job_id, &job, it->first, &node, now,
-                             absl::StrCat("no report since round ", node.latest.round(),
-                                          "; the job went on to round ", job.round));
-            } else if (any_done && done_round >= node.latest.round()) {
-              MarkLostLocked(job_id, &job, it->first, &node, now,
-                             "went silent before the job ended");
-            }
+            changed = true;
+          }
+        }
+        // Silent in a round the job has left, or while the others finished
+        // (whether it went silent before or after): not a member any more.
+        if (pending && node.stale) {
+          if (node.latest.round() < job.round) {
+            MarkLostLocked(job_id, &job, it->first, &node, now,
+                           absl::StrCat("no report since round ", node.latest.round(),
+                                        "; the job went on to round ", job.round));
+            changed = true;
+          } else if (any_done && done_round >= node.latest.round()) {
+            MarkLostLocked(job_id, &job, it->first, &node, now, "went silent before the job ended");
             changed = true;
           }
         }

@@ -233,6 +233,37 @@ TEST_F(CoreTruthTest, CoordinatorRestarts_TheNewNode0IsTakenAndTheJobFollowsIt) 
   EXPECT_EQ(s.summary().nodes_lost(), 0);
 }
 
+// Node 0 dies for good (no pod comes back): the survivors cannot join a
+// coordinator and give up. The job fails, node 0 lost (its view, the last
+// it sent, said running), and the loss is its root cause.
+TEST_F(CoreTruthTest, Node0LostForGood_JobFailsWithItsLossAsTheCause) {
+  StartThreeNodes();
+  for (int t = 0; t < 4; ++t) {
+    clock_.Advance(absl::Seconds(5));
+    for (int i = 1; i < 3; ++i) {
+      v1::HealthReport r = Node(i, 1, i, 3);
+      r.set_state(v1::HealthReport::JOINING);
+      ASSERT_TRUE(core_->Report(r).ok());
+    }
+    core_->Sweep();
+  }
+  for (int i = 1; i < 3; ++i) {
+    v1::HealthReport r = Node(i, 1, i, 3);
+    r.set_state(v1::HealthReport::DONE);
+    r.set_exit_code(69);
+    r.set_last_failure("the coordinator at node-a:29400 is unreachable");
+    ASSERT_TRUE(core_->Report(r).ok());
+  }
+  core_->Sweep();
+  v1::GetStatusResponse s = Status();
+  EXPECT_EQ(s.summary().state(), v1::JobSummary::FAILED);
+  EXPECT_EQ(s.summary().nodes_lost(), 1);
+  EXPECT_TRUE(s.nodes(2).lost());
+  EXPECT_EQ(s.nodes(2).report().node_id(), "node-a");
+  EXPECT_EQ(s.summary().root_cause().kind(), v1::RootCause::NODE_LOST);
+  EXPECT_EQ(s.summary().root_cause().node_id(), "node-a");
+}
+
 TEST_F(CoreTruthTest, WithoutCoordinatorView_NodeSilentWhileTheOthersFinish_IsLost) {
   for (int i = 0; i < 3; ++i) {
     v1::HealthReport r = Node(i, 1, i, 3);
