@@ -480,6 +480,14 @@ absl::Status ControllerCore::AdmitLocked(const Job& job, const Node* node,
   const v1::HealthReport& old = node->latest;
   if (std::find(node->fenced.begin(), node->fenced.end(), report.incarnation()) !=
       node->fenced.end()) {
+    // Taken back: the row's incarnation got it only through the grace (the
+    // one it replaced had not reported the new round yet), and that one now
+    // reports the job's round: it is the member (the coordinator has one
+    // live incarnation of a node in a round).
+    if (node->on_grace && node->fenced.back() == report.incarnation() && report.round() > 0 &&
+        report.round() == job.round && report.state() != v1::HealthReport::JOINING) {
+      return absl::OkStatus();
+    }
     return absl::FailedPreconditionError(absl::StrFormat(
         "node %s: incarnation %016x was replaced by a newer one; a restarted agent reports as "
         "the new one",
@@ -878,13 +886,28 @@ absl::Status ControllerCore::ReportLocked(const v1::HealthReport& report, Histor
     TLOG(kInfo) << "controller: job " << SafeForLog(job_id, 64) << ": node "
                 << SafeForLog(node_id, 64) << " reports";
   } else if (another_incarnation) {
-    node->fenced.push_back(node->latest.incarnation());
-    if (node->fenced.size() > kMaxFencedIncarnations) node->fenced.erase(node->fenced.begin());
-    TLOG(kInfo) << "controller: job " << SafeForLog(job_id, 64) << ": node "
-                << SafeForLog(node_id, 64) << " has a new incarnation in round " << report.round();
-    const std::vector<uint64_t> fenced = std::move(node->fenced);
+    // Taken while the old incarnation still reported (only the grace let
+    // it in), or taken back by the one it replaced (AdmitLocked).
+    const bool on_grace = !node->lost && !node->restored && !IsDone(node->latest) &&
+                          now - node->last_report < node->stale_window;
+    std::vector<uint64_t> fenced = std::move(node->fenced);
+    const bool taken_back =
+        std::find(fenced.begin(), fenced.end(), report.incarnation()) != fenced.end();
+    fenced.erase(std::remove(fenced.begin(), fenced.end(), report.incarnation()), fenced.end());
+    fenced.push_back(node->latest.incarnation());
+    if (fenced.size() > kMaxFencedIncarnations) fenced.erase(fenced.begin());
+    if (taken_back) {
+      TLOG(kWarning) << "controller: job " << SafeForLog(job_id, 64) << ": node "
+                     << SafeForLog(node_id, 64) << ": the incarnation that reports round "
+                     << report.round() << " takes its row back from one that took it unproven";
+    } else {
+      TLOG(kInfo) << "controller: job " << SafeForLog(job_id, 64) << ": node "
+                  << SafeForLog(node_id, 64) << " has a new incarnation in round "
+                  << report.round();
+    }
     *node = Node();
-    node->fenced = fenced;
+    node->fenced = std::move(fenced);
+    node->on_grace = on_grace && !taken_back;
   }
   if (job->started == absl::InfinitePast()) {
     job->started = now;

@@ -69,7 +69,8 @@
 //     refusal shows whole (ShownIncarnation); another one replaces it only
 //     through a round the old one is not in (a later round than the old
 //     one's, which the job has reached, while the old one is lost, stale,
-//     done, or has not reported that round within kMembershipGrace); or,
+//     done, or has not reported that round within kMembershipGrace: then
+//     the old one, reporting the job's round, takes it back); or,
 //     for the node whose view the job follows, through the later round its
 //     own view says its new coordinator opened (node 0's agent restarted),
 //     the old one gone;
@@ -292,6 +293,10 @@ class ControllerCore {
     bool late = false;
     uint64_t last_event_id = 0;
     std::vector<uint64_t> fenced;  // earlier incarnations, the newest last (at most 4).
+    // Its incarnation took the row while the one before still reported
+    // (only kMembershipGrace let it in): that one, reporting the job's
+    // round, takes it back.
+    bool on_grace = false;
     Allowance allowance;
     // Fingerprints of its latest effectful events (de-duplication).
     std::array<uint64_t, 8> recent_events{};
