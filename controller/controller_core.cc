@@ -617,7 +617,11 @@ void ControllerCore::ApplyEventsLocked(const std::string& job_id, Job* job,
                                   a.tokens + absl::FDivDuration(now - a.at, kNodeEventEvery));
     }
     a.at = now;
-    if (a.tokens < 1 || e.round() > round_limit) {
+    // Only a restart moves the job (its round); a hang or a finish of a
+    // round ahead (the job went faster than its reports, and the view that
+    // opened the round comes with a later one) is entered in the report's.
+    const bool ahead = e.kind() == v1::ReportEvent::RESTART && e.round() > round_limit;
+    if (a.tokens < 1 || ahead) {
       ++events_dropped_;
       int64_t suppressed = 0;
       if (event_log_.Allow(&suppressed)) {
@@ -631,6 +635,7 @@ void ControllerCore::ApplyEventsLocked(const std::string& job_id, Job* job,
     }
     a.tokens -= 1;
     const absl::Time at = Clamp(e.at_unix_ms(), now);
+    const uint64_t round = std::min(e.round(), report.round());
     switch (e.kind()) {
       case v1::ReportEvent::RESTART:
         NoteRestartLocked(job_id, job, e.round(), node_id, at,
@@ -638,7 +643,7 @@ void ControllerCore::ApplyEventsLocked(const std::string& job_id, Job* job,
         break;
       case v1::ReportEvent::HANG: {
         ++job->hangs;
-        v1::HistoryEntry h = Entry(v1::HistoryEntry::HANG, at, e.round(), node_id, e.cause());
+        v1::HistoryEntry h = Entry(v1::HistoryEntry::HANG, at, round, node_id, e.cause());
         // A report carries one evidence text: it goes with one entry.
         if (!evidence_taken) h.set_evidence(report.hang_evidence());
         evidence_taken = true;
@@ -651,7 +656,7 @@ void ControllerCore::ApplyEventsLocked(const std::string& job_id, Job* job,
       }
       case v1::ReportEvent::FINISHED:
         AddHistoryLocked(job_id, job,
-                         Entry(v1::HistoryEntry::FINISHED, at, e.round(), node_id, e.cause()), out);
+                         Entry(v1::HistoryEntry::FINISHED, at, round, node_id, e.cause()), out);
         break;
       default:
         break;
