@@ -159,8 +159,9 @@ class WorkerOutputHelperTest(EntrypointTestCase):
                 self.assertEqual(out.read(), expected, "run %d\n%s" % (run, p.describe()))
 
     def test_a_stray_in_the_workers_group_is_killed_after_the_drain_time(self):
+        # It reads a pipe (like a `tee`) whose writer keeps running too.
         p = self.start("agent", [harness.TRAINLET, "run", "--", "bash", "-c",
-                                 'sleep 300 & echo $! > "$E2E_DIR/stray"; exit 0'])
+                                 'sleep 300 | sleep 300 & echo $! > "$E2E_DIR/stray"; exit 0'])
         self.assertEqual(p.wait(30), 0, p.describe())
         stray = harness.read_pid_file(self.path("stray"))
         self.assertFalse(harness.is_alive(stray), p.describe())
@@ -168,6 +169,52 @@ class WorkerOutputHelperTest(EntrypointTestCase):
                                    r"processes: sending SIGTERM")
         # 2 s of drain time, with room for a loaded machine.
         self.assertLess(p.elapsed(), 12)
+
+
+# Round 1: a DataLoader with 2 worker processes, then killed by SIGKILL (as by
+# the OOM killer), its DataLoader workers left behind in its group (they
+# notice within 5 s). Round 2 succeeds.
+DATALOADER_KILLED_ONCE = textwrap.dedent("""\
+    import os, signal
+    import torch
+    from torch.utils.data import DataLoader, Dataset
+
+    class Data(Dataset):
+        def __len__(self):
+            return 1000
+        def __getitem__(self, i):
+            return torch.zeros(1)
+
+    if os.environ["TORCHELASTIC_RESTART_COUNT"] == "0":
+        it = iter(DataLoader(Data(), num_workers=2))
+        next(it)
+        with open(os.path.join(os.environ["E2E_DIR"], "loaders"), "w") as f:
+            f.write(" ".join(str(w.pid) for w in it._workers))
+        os.kill(os.getpid(), signal.SIGKILL)
+    print("round 2 done", flush=True)
+""")
+
+
+class DataLoaderRestartTest(EntrypointTestCase):
+    """A PyTorch worker killed by a signal leaves its DataLoader workers in
+    its group. They read no pipe (multiprocessing points their stdin at
+    /dev/null), so they are not output helpers: the restart stops them at
+    once instead of after the 2 s drain time."""
+
+    def test_a_killed_workers_dataloader_workers_do_not_hold_the_restart(self):
+        p = self.start("agent", [harness.TRAINLET, "run", "--max-restarts=1", "--",
+                                 harness.PY, "-c", DATALOADER_KILLED_ONCE])
+        self.assertEqual(p.wait(120), 0, p.describe())
+        self.assertIn("round 2 done", p.stdout)
+        loaders = [int(pid) for pid in self.read("loaders").split()]
+        self.assertEqual(len(loaders), 2)
+        for pid in loaders:
+            self.assertFalse(harness.is_alive(pid), p.describe())
+        self.assertNotRegex(p.stderr, r"still has processes: sending", p.describe())
+        failed = harness.logged_at(p.stderr, r"failed: killed by signal 9")
+        restarted = harness.logged_at(p.stderr, r"round 2: node rank 0")
+        print("\n[measure] worker killed by SIGKILL with 2 DataLoader workers -> round 2: "
+              "%.3fs" % (restarted - failed))
 
 
 if __name__ == "__main__":

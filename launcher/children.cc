@@ -5,6 +5,7 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -156,6 +157,22 @@ absl::StatusOr<std::vector<ChildProcess>> ListChildren() {
   }
   closedir(proc);
   return children;
+}
+
+std::optional<PipeId> StdinPipe(const ChildProcess& child) {
+  // stat() follows the magic link to the pipe itself.
+  struct stat st;
+  if (stat(absl::StrCat("/proc/", child.pid_in_proc, "/fd/0").c_str(), &st) != 0 ||
+      !S_ISFIFO(st.st_mode)) {
+    return std::nullopt;
+  }
+  return PipeId{st.st_dev, st.st_ino};
+}
+
+std::optional<PipeId> PipeOfFd(int fd) {
+  struct stat st;
+  if (fstat(fd, &st) != 0 || !S_ISFIFO(st.st_mode)) return std::nullopt;
+  return PipeId{st.st_dev, st.st_ino};
 }
 
 absl::StatusOr<std::vector<pid_t>> ListDescendants(pid_t root) {

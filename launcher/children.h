@@ -19,7 +19,9 @@
 
 #include <sys/types.h>
 
+#include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -42,6 +44,17 @@ struct ChildProcess {
 // FailedPrecondition if /proc is missing or belongs to a PID namespace whose
 // numbers cannot be mapped to this one.
 absl::StatusOr<std::vector<ChildProcess>> ListChildren();
+
+// A pipe or FIFO, by the identity of its inode.
+using PipeId = std::pair<dev_t, ino_t>;
+
+// The pipe (or FIFO) that `child`'s stdin reads: a `tee`, a `logger`, a
+// `sed` reading someone's output. nullopt if its stdin is something else,
+// or it is gone, or /proc does not let us see it (another user's).
+std::optional<PipeId> StdinPipe(const ChildProcess& child);
+
+// The pipe this process's own descriptor `fd` is, or nullopt.
+std::optional<PipeId> PipeOfFd(int fd);
 
 // Every descendant of `root` (children, grandchildren, ...; zombies
 // included), parents before their children, `root` itself excluded. The MPI

@@ -135,6 +135,7 @@ Supervisor::Supervisor(const Options& options, int signal_fd, int wake_fd,
       room_fd_(std::move(room_fd)),
       inherited_(std::move(inherited)),
       own_group_(getpgrp()),
+      own_stdin_pipe_(PipeOfFd(STDIN_FILENO)),
       read_buffer_(OutputPrefixer::kMaxLineBytes) {}
 
 Supervisor::~Supervisor() {
@@ -463,7 +464,12 @@ void Supervisor::ReapChildren() {
 
 void Supervisor::OnWorkerReaped(Process* w, int status) {
   w->reaped = true;
-  w->drain_until = MonotonicNow() + options_.group_drain_timeout;
+  // Only an output helper gets the drain time: strays that read no pipe
+  // (PyTorch's DataLoader workers after an OOM kill) are stopped at once,
+  // and a restart does not wait for them.
+  w->drain_until = options_.group_drain_timeout > absl::ZeroDuration() && GroupReadsAPipe(w)
+                       ? MonotonicNow() + options_.group_drain_timeout
+                       : absl::InfinitePast();
   ReturnTerminal(w);
   // Whatever it wrote before dying goes out before its exit is reported.
   ReadStream(&w->out, /*until_drained=*/true);
@@ -737,6 +743,22 @@ void Supervisor::InheritOrphansOfGroup(pid_t group) {
     if (IsKnownChild(child.pid) || inherited_.count(child.pid) > 0) continue;
     if (getpgid(child.pid) == group) inherited_[child.pid] = group;
   }
+}
+
+bool Supervisor::GroupReadsAPipe(Process* w) {
+  if (!GroupAlive(w)) return false;
+  // The leader's children were reparented to us before it could be reaped.
+  absl::StatusOr<std::vector<ChildProcess>> children = ListChildren();
+  if (!children.ok()) return true;  // cannot tell: let it drain
+  bool seen = false;
+  for (const ChildProcess& child : *children) {
+    if (IsKnownChild(child.pid) || getpgid(child.pid) != w->pid) continue;
+    seen = true;
+    if (child.state == 'Z' || child.state == 'X') continue;
+    const std::optional<PipeId> pipe = StdinPipe(child);
+    if (pipe && pipe != own_stdin_pipe_) return true;
+  }
+  return !seen;
 }
 
 int Supervisor::KillAdoptedChildren(const char* what) {

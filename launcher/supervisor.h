@@ -17,9 +17,10 @@
 //        |   SignalWorkers(TERM ... KILL)       v
 //        |   (the caller's policy)         leaders gone, group members left:
 //        |                                 poll kill(-pgid, 0) every 20 ms;
-//        |                                 signals for a group are held until
-//        |                                 2 s after its leader exited (its
-//        |                                 `tee` drains), then delivered
+//        |                                 signals for a group with a member
+//        |                                 reading a pipe (its `tee`) are
+//        |                                 held until 2 s after its leader
+//        |                                 exited, then delivered
 //        |                                      |  every group empty
 //        |                                      v
 //        |                                 orphans the workers left outside
@@ -40,13 +41,14 @@
 // adopted processes in their process groups or in this process's own, are
 // never signalled; they are reaped when they exit.
 //
-// The destructor lets worker groups whose leader exited drain (the rest of
-// their 2 s), then kills everything else that is still our child (worker
-// groups, helpers, and every adopted orphan, repeatedly, as killing a
-// process orphans its own children), bounded to 10 s, and flushes output
-// for at most 2 s (what is still in the pipes of exited processes
-// included). The entrypoint's processes are left running: they see their
-// pipes close when the process exits (output_readers.h). See docs/pid1.md.
+// The destructor lets worker groups whose leader exited drain where a
+// member reads a pipe (the rest of their 2 s), then kills everything else
+// that is still our child (worker groups, helpers, and every adopted
+// orphan, repeatedly, as killing a process orphans its own children),
+// bounded to 10 s, and flushes output for at most 2 s (what is still in the
+// pipes of exited processes included). The entrypoint's processes are left
+// running: they see their pipes close when the process exits
+// (output_readers.h). See docs/pid1.md.
 //
 // Threading model: one owning thread calls every method except Wake(), which
 // any thread may call (it only writes an eventfd) to interrupt Wait(). The
@@ -81,6 +83,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "launcher/children.h"
 #include "launcher/line_tail.h"
 #include "launcher/output_prefixer.h"
 #include "launcher/output_writer.h"
@@ -110,9 +113,11 @@ class Supervisor : public WorkerGroup {
     // Bound on waiting for SIGKILLed processes to disappear (a process in
     // uninterruptible sleep, e.g. in a GPU driver, may take a while).
     absl::Duration kill_timeout = absl::Seconds(10);
-    // How long the rest of a worker's process group (a `tee`, a logger) is
-    // left alone after its leader exited, to finish writing: signals for
-    // the group meanwhile, SIGKILL included, are held until then.
+    // How long the rest of a worker's process group is left alone after
+    // its leader exited, to finish writing, when a member reads a pipe (a
+    // `tee`, a logger): signals for the group meanwhile, SIGKILL included,
+    // are held until then. Groups whose members read no pipe (DataLoader
+    // workers) are signalled at once.
     absl::Duration group_drain_timeout = kDefaultGroupDrainTimeout;
     // Helper restarts.
     RestartBackoff::Options helper_backoff;
@@ -151,8 +156,9 @@ class Supervisor : public WorkerGroup {
   Event Wait(absl::Duration timeout) override;
   // Thread-safe and async-signal-safe.
   void Wake() override;
-  // A group whose leader exited less than group_drain_timeout ago gets
-  // `sig` only when that time is over, if it still has members then.
+  // A group whose leader exited less than group_drain_timeout ago and that
+  // had a member reading a pipe then gets `sig` only when that time is
+  // over, if it still has members then.
   void SignalWorkers(int sig) override;
   int running_workers() const override;
   void WatchFd(int fd, int slot = 0) override;
@@ -186,7 +192,8 @@ class Supervisor : public WorkerGroup {
     bool has_terminal = false;  // foreground_tty: it got the terminal
     absl::Time started;         // monotonic
     // Workers: until when the rest of the group may drain after the leader
-    // was reaped (monotonic), and the signals SignalWorkers() held for it.
+    // was reaped (monotonic; InfinitePast when no member read a pipe), and
+    // the signals SignalWorkers() held for it.
     absl::Time drain_until = absl::InfinitePast();
     std::vector<int> held_signals;
     Stream out;
@@ -266,6 +273,11 @@ class Supervisor : public WorkerGroup {
   // An inherited child in `group` was reaped: the processes of that group
   // it orphaned, now our children, are inherited in its place.
   void InheritOrphansOfGroup(pid_t group);
+  // Whether the rest of `worker`'s group, its leader just reaped, may be
+  // writing out what the worker wrote: one of its members (the leader's
+  // orphans, now our children) reads a pipe other than our own stdin (a
+  // `tee`, a `logger`), or its members are not ours to see.
+  bool GroupReadsAPipe(Process* worker);
 
   const Options options_;
   const int signal_fd_;
@@ -288,7 +300,9 @@ class Supervisor : public WorkerGroup {
   // The entrypoint's children (at Create(), and the orphans they leave in
   // their groups), until reaped: pid -> its process group when recorded.
   std::map<pid_t, pid_t> inherited_;
-  const pid_t own_group_;      // this process's process group
+  const pid_t own_group_;  // this process's process group
+  // Our stdin when it is a pipe: the workers and their children inherit it.
+  const std::optional<PipeId> own_stdin_pipe_;
   bool tearing_down_ = false;  // the destructor runs: helpers are not restarted.
   bool warned_no_proc_ = false;
   bool flush_before_exit_ = false;

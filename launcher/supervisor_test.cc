@@ -585,10 +585,11 @@ TEST_F(SupervisorTest, InheritedChildsOrphans_InTheEntrypointsGroups_AreNotTheWo
 
 // --- Drain time: the rest of a worker's group after its leader exited ---
 
-// The leader exits at once; a member of its group (like the worker's own
-// `tee`) writes $DIR/tee 0.3 s later.
+// The leader exits at once; a member of its group that reads a pipe (like
+// the worker's own `tee`) writes $DIR/tee 0.3 s after that pipe's EOF.
 constexpr char kLeaveSlowTee[] =
-    "(sleep 0.3; echo drained > \"$DIR/tee.tmp\"; mv \"$DIR/tee.tmp\" \"$DIR/tee\") & exit 0";
+    "echo line | (cat > /dev/null; sleep 0.3; echo drained > \"$DIR/tee.tmp\";"
+    " mv \"$DIR/tee.tmp\" \"$DIR/tee\") & exit 0";
 
 TEST_F(SupervisorTest, DrainTime_AStopRightAfterTheLeaderExited_LetsItsTeeFinish) {
   // The worker's own `exec > >(tee f)`: a group member still writing what
@@ -610,7 +611,8 @@ TEST_F(SupervisorTest, DrainTime_TheDestructor_LetsTheGroupFinish) {
 
 TEST_F(SupervisorTest, DrainTime_AStrayThatKeepsRunning_GetsTheHeldSignalWhenItIsOver) {
   RecreateWithDrainTime(absl::Seconds(3));
-  const std::string script = "sleep 300 & echo $! > \"$DIR/stray\"; exit 0";
+  // It reads a pipe whose writer keeps running too: no EOF, ever.
+  const std::string script = "sleep 300 | sleep 300 & echo $! > \"$DIR/stray\"; exit 0";
   ASSERT_TRUE(supervisor_->Start({ShellWorker(script, dir_.path())}).ok());
   const pid_t stray = ReadPidFile(dir_.File("stray"));
   ASSERT_GT(stray, 0);
@@ -633,6 +635,54 @@ TEST_F(SupervisorTest, DrainTime_ARunningLeadersGroup_IsSignalledAtOnce) {
   const absl::Time start = absl::Now();
   Next(EventType::kWorkersGone);
   EXPECT_LT(absl::Now() - start, absl::Seconds(5)) << "not held: the group had no leftovers";
+}
+
+TEST_F(SupervisorTest, DrainTime_AGroupThatReadsNoPipe_IsSignalledAtOnce) {
+  // Like a PyTorch worker killed by the OOM killer: its DataLoader workers
+  // stay in its group, their stdin /dev/null (multiprocessing's). They
+  // write out nothing of the worker's: a restart does not wait for them.
+  RecreateWithDrainTime(absl::Seconds(30));
+  const std::string script =
+      "sleep 300 < /dev/null & echo $! > \"$DIR/stray\"; sleep 300 < /dev/null & kill -9 $$";
+  ASSERT_TRUE(supervisor_->Start({ShellWorker(script, dir_.path())}).ok());
+  const pid_t stray = ReadPidFile(dir_.File("stray"));
+  ASSERT_GT(stray, 0);
+  EXPECT_EQ(NextExit().exit_code, kExitSignalBase + SIGKILL);
+  supervisor_->SignalWorkers(SIGTERM);
+  const absl::Time start = absl::Now();
+  Next(EventType::kWorkersGone);
+  // Held, it would take the 30 s; a bound with room for a loaded machine.
+  EXPECT_LT(absl::Now() - start, absl::Seconds(10)) << "held for the drain time";
+  EXPECT_EQ(ProcessState(stray), 0);
+  KillIfAlive(stray);
+}
+
+TEST_F(SupervisorTest, DrainTime_OurOwnStdinIsNoOutputPipe) {
+  // The agent's stdin is a pipe (`ssh host trainlet run ...`), which every
+  // worker and its children inherit: a stray reading it is not draining
+  // anything the worker wrote.
+  int fds[2];
+  ASSERT_EQ(pipe2(fds, O_CLOEXEC), 0);
+  const int saved_stdin = dup(STDIN_FILENO);
+  ASSERT_GE(saved_stdin, 0);
+  ASSERT_EQ(dup2(fds[0], STDIN_FILENO), STDIN_FILENO);
+  RecreateWithDrainTime(absl::Seconds(30));
+  // (An asynchronous list's stdin is /dev/null unless redirected.)
+  const std::string script = "exec 3<&0; sleep 300 <&3 & echo $! > \"$DIR/stray\"; exit 0";
+  ASSERT_TRUE(supervisor_->Start({ShellWorker(script, dir_.path())}).ok());
+  const pid_t stray = ReadPidFile(dir_.File("stray"));
+  ASSERT_GT(stray, 0);
+  EXPECT_EQ(NextExit().exit_code, 0);
+  supervisor_->SignalWorkers(SIGTERM);
+  const absl::Time start = absl::Now();
+  Next(EventType::kWorkersGone);
+  EXPECT_LT(absl::Now() - start, absl::Seconds(10)) << "held for the drain time";
+  EXPECT_EQ(ProcessState(stray), 0);
+  KillIfAlive(stray);
+  dup2(saved_stdin, STDIN_FILENO);
+  close(saved_stdin);
+  close(fds[0]);
+  close(fds[1]);
 }
 
 // --- kWorkersGone ---
