@@ -114,7 +114,7 @@ class SidecarTest(EntrypointTestCase):
     sidecar leaves once the agent runs, live until the agent exits (and on:
     the agent is not PID 1 here), across a round that fails."""
 
-    def test_sidecars_are_alive_until_the_agent_exits(self):
+    def run_with_sidecars(self, prefix=()):
         worker = textwrap.dedent("""\
             touch "$E2E_DIR/go"
             while [ ! -e "$E2E_DIR/orphan" ]; do sleep 0.01; done
@@ -129,17 +129,29 @@ class SidecarTest(EntrypointTestCase):
                    sleep 300 & echo $! > "$E2E_DIR/orphan.tmp"
                    mv "$E2E_DIR/orphan.tmp" "$E2E_DIR/orphan"' &
             exec "$TRAINLET" run --max-restarts=1 -- bash -c %s
-            """ % shlex.quote(worker))
+            """ % shlex.quote(worker), prefix=prefix)
         self.assertEqual(rc, 0, p.describe())
+        self.assertEqual(self.read("alive-in-round-2"), "alive\n", p.describe())
+        self.assertNotIn("adopted process", p.stderr)
+        self.assertIn("child process(es) of the entrypoint", p.stderr)
+        return p
+
+    def test_sidecars_are_alive_until_the_agent_exits(self):
+        p = self.run_with_sidecars()
         sidecar = harness.read_pid_file(self.path("sidecar"))
         orphan = harness.read_pid_file(self.path("orphan"))
-        self.assertEqual(self.read("alive-in-round-2"), "alive\n", p.describe())
         self.assertTrue(harness.is_alive(sidecar), "the sidecar was killed\n" + p.describe())
         self.assertTrue(harness.is_alive(orphan), "the sidecar's orphan was killed\n" +
                         p.describe())
-        self.assertNotIn("adopted process", p.stderr)
-        self.assertIn("child process(es) of the entrypoint", p.stderr)
         # (The test's cleanup kills both by their tag.)
+
+    def test_as_pid1_in_a_group_outside_its_namespace(self):
+        # `unshare --pid --fork` makes no new session: the agent, PID 1, and
+        # the entrypoint's background jobs stay in a process group whose
+        # leader is outside the namespace, which getpgid() gives as 0.
+        if not harness.namespaces_supported("pid"):
+            self.skipTest("unshare --pid is not allowed here")
+        self.run_with_sidecars(prefix=["unshare", "--pid", "--fork", "--kill-child"])
 
 
 class WorkerOutputHelperTest(EntrypointTestCase):

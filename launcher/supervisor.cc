@@ -727,8 +727,11 @@ bool Supervisor::IsEntrypointProcess(pid_t pid) const {
   // setpgid(). A group with a member we have not reaped cannot be replaced
   // by another of the same number.
   const pid_t group = getpgid(pid);
-  if (group <= 0) return false;
-  if (group == own_group_) return true;
+  if (group < 0) return false;
+  // 0: the group's leader is outside our PID namespace, as our own group is
+  // when `unshare --pid --fork` made us PID 1 without a new session. Every
+  // worker's group, and any a descendant of it makes, is inside it.
+  if (group == 0 || group == own_group_) return true;
   for (const auto& [inherited, unused] : inherited_) {
     if (getpgid(inherited) == group) return true;
   }
@@ -736,7 +739,8 @@ bool Supervisor::IsEntrypointProcess(pid_t pid) const {
 }
 
 void Supervisor::InheritOrphansOfGroup(pid_t group) {
-  if (group <= 0 || group == own_group_) return;  // ours is the entrypoint's anyway
+  // Ours, and groups outside our namespace, are the entrypoint's anyway.
+  if (group <= 0 || group == own_group_) return;
   absl::StatusOr<std::vector<ChildProcess>> children = ListChildren();
   if (!children.ok()) return;
   for (const ChildProcess& child : *children) {

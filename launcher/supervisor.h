@@ -267,8 +267,9 @@ class Supervisor : public WorkerGroup {
   Helper* FindHelper(pid_t pid);
   bool IsKnownChild(pid_t pid) const;
   // The entrypoint's, not the workers' (see the top): an inherited child,
-  // or an adopted process in this process's group or in the group of an
-  // inherited child (a sidecar's orphan). `pid` is our unreaped child.
+  // or an adopted process in this process's group, in a group outside our
+  // PID namespace, or in the group of an inherited child (a sidecar's
+  // orphan). `pid` is our unreaped child.
   bool IsEntrypointProcess(pid_t pid) const;
   // An inherited child in `group` was reaped: the processes of that group
   // it orphaned, now our children, are inherited in its place.
