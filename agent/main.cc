@@ -128,14 +128,19 @@ trainlet::agent::SystemInfo ProbeMachine(const std::map<std::string, std::string
   return sys;
 }
 
-// Leaves without running exit handlers: after the node probe started, its
-// thread may still be inside NVML (a hung driver), where library destructors
-// must not run under it. An entrypoint's `tee` reading our output gets to
-// finish first (launcher/output_readers.h: as PID 1, our exit kills it).
-[[noreturn]] void Leave(int code) {
+// Last thing before any exit: an entrypoint's `tee` reading our output gets
+// to finish (launcher/output_readers.h: as PID 1, our exit kills it).
+void FinishOutput() {
   std::cout.flush();
   std::fflush(nullptr);
   trainlet::launcher::FinishOutputReaders();
+}
+
+// Leaves without running exit handlers: after the node probe started, its
+// thread may still be inside NVML (a hung driver), where library destructors
+// must not run under it.
+[[noreturn]] void Leave(int code) {
+  FinishOutput();
   std::_Exit(code);
 }
 
@@ -177,9 +182,7 @@ void PrefaultBeforeStaticInitialisers(int, char**, char** envp) {
 [[gnu::section(".preinit_array"),
   gnu::used]] void (*const prefault_entry)(int, char**, char**) = PrefaultBeforeStaticInitialisers;
 
-}  // namespace
-
-int main(int argc, char** argv) {
+int Main(int argc, char** argv) {
   // The heap blocks held since .preinit_array: the static initialisers'
   // allocations sit above them, mapped; main's reuse them.
   trainlet::ReleaseStartupHeap();
@@ -292,4 +295,14 @@ int main(int argc, char** argv) {
   }
   std::cerr << "trainlet: unknown command \"" << command << "\"\n\n" << kUsage;
   return trainlet::kExitUsage;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  // The commands that return (usage errors, `coordinator`, `controller`,
+  // `status`...) run their exit handlers after this; `run` leaves earlier.
+  const int code = Main(argc, argv);
+  FinishOutput();
+  return code;
 }

@@ -109,6 +109,34 @@ class TeedEntrypointTest(EntrypointTestCase):
         self.assertRegex(log.splitlines()[-1], r"exiting with code 0\b")
 
 
+class ExitPathsTest(EntrypointTestCase):
+    """Every way out of the binary lets a reader of its output finish, as
+    PID 1 too: the usage errors of a mistyped entrypoint, and the commands
+    that run as a pod's entrypoint besides `run` (coordinator, controller)."""
+
+    def test_as_pid1_an_error_reaches_the_teed_log(self):
+        if not harness.namespaces_supported("pid"):
+            self.skipTest("unshare --pid is not allowed here")
+        for args, expected in (("runn", 'unknown command "runn"'),
+                               ("coordinator --bogus", "trainlet coordinator: unknown flag"),
+                               ("controller --bogus", "trainlet controller: unknown flag")):
+            with self.subTest(args=args):
+                for name in ("out.log", "out.part"):
+                    if os.path.exists(self.path(name)):
+                        os.remove(self.path(name))
+                # The reader writes its file only 0.5 s after EOF: the
+                # namespace's end would kill it first.
+                rc, _, p = self.run_entrypoint("""\
+                    exec > >(sh -c 'cat > "$E2E_DIR/out.part"; sleep 0.5
+                                    mv "$E2E_DIR/out.part" "$E2E_DIR/out.log"') 2>&1
+                    exec "$TRAINLET" %s
+                    """ % args, prefix=["unshare", "--pid", "--fork", "--kill-child"])
+                self.assertEqual(rc, harness.EXIT_USAGE, p.describe())
+                self.assertTrue(os.path.exists(self.path("out.log")),
+                                "the reader was killed with the namespace\n" + p.describe())
+                self.assertIn(expected, self.read("out.log"))
+
+
 class SidecarTest(EntrypointTestCase):
     """A sidecar started with `&` before `exec trainlet`, and an orphan a
     sidecar leaves once the agent runs, live until the agent exits (and on:
