@@ -182,6 +182,41 @@ class SidecarTest(EntrypointTestCase):
         self.run_with_sidecars(prefix=["unshare", "--pid", "--fork", "--kill-child"])
 
 
+class DaemonTest(EntrypointTestCase):
+    """A daemon the entrypoint started (`sshd &`): in a session of its own,
+    its parent exiting only once the workers run, so that it comes to the
+    agent then. It started before any worker: it outlives a failed round."""
+
+    def test_a_daemon_that_detaches_late_is_not_killed(self):
+        worker = textwrap.dedent("""\
+            touch "$E2E_DIR/go"
+            d=$(cat "$E2E_DIR/daemon")
+            if [ ! -e "$E2E_DIR/failed" ]; then
+              # Fails once the daemon is the agent's.
+              while [ "$(cut -d' ' -f4 /proc/$d/stat)" != "$PPID" ]; do sleep 0.01; done
+              touch "$E2E_DIR/failed"
+              exit 3
+            fi
+            kill -0 "$d" && echo alive > "$E2E_DIR/alive-in-round-2"
+        """)
+        # (Start times count in clock ticks of 10 ms: the agent starts its
+        # first worker later than that anyway; the sleep makes sure.)
+        rc, _, p = self.run_entrypoint("""\
+            sh -c 'setsid sleep 300 & echo $! > "$E2E_DIR/daemon.tmp"
+                   mv "$E2E_DIR/daemon.tmp" "$E2E_DIR/daemon"
+                   while [ ! -e "$E2E_DIR/go" ]; do sleep 0.01; done' &
+            while [ ! -e "$E2E_DIR/daemon" ]; do sleep 0.01; done
+            sleep 0.05
+            exec "$TRAINLET" run --max-restarts=1 -- bash -c %s
+            """ % shlex.quote(worker))
+        self.assertEqual(rc, 0, p.describe())
+        self.assertEqual(self.read("alive-in-round-2"), "alive\n", p.describe())
+        self.assertTrue(harness.is_alive(harness.read_pid_file(self.path("daemon"))),
+                        p.describe())
+        self.assertNotIn("adopted process", p.stderr)
+        # (The test's cleanup kills it by its tag.)
+
+
 class WorkerOutputHelperTest(EntrypointTestCase):
     """A worker's own `exec > >(tee f)` finishes writing after the worker
     exits; a process it leaves in its group that keeps running is killed

@@ -19,6 +19,7 @@
 
 #include <sys/types.h>
 
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <utility>
@@ -36,7 +37,15 @@ struct ChildProcess {
   pid_t pid_in_proc = -1;
   char state = 0;    // from /proc/<pid>/stat: 'R', 'S', 'D', 'Z', ...
   std::string comm;  // the command name (escaped for logs), e.g. "sleep"
+  // When it started, in clock ticks (sysconf(_SC_CLK_TCK)) after boot, as
+  // BootTimeTicks() counts them; 0 if unknown.
+  uint64_t start_ticks = 0;
 };
+
+// Now, in the clock ticks after boot that /proc/<pid>/stat gives a
+// process's start time in (rounded down like it): a process whose start
+// time is less started before this call. 0 if the clock cannot be read.
+uint64_t BootTimeTicks();
 
 // The children of this process (zombies included), in /proc order. When
 // this process has no child at all (waitid(2) says ECHILD), empty without

@@ -212,6 +212,8 @@ OutputWriter* Supervisor::Writer(int which_fd) {
 }
 
 absl::Status Supervisor::Spawn(const ProcessSpec& spec, Process* process) {
+  // Whatever started before this is no descendant of a worker or helper.
+  if (workers_since_ticks_ == kNoWorkerYet) workers_since_ticks_ = BootTimeTicks();
   absl::StatusOr<SpawnedWorker> spawned = SpawnWorker(spec, options_.stdout_fd, options_.stderr_fd);
   if (!spawned.ok()) return spawned.status();
   process->spec = spec;
@@ -720,8 +722,12 @@ std::set<pid_t> Supervisor::inherited_children() const {
   return pids;
 }
 
-bool Supervisor::IsEntrypointProcess(pid_t pid) const {
+bool Supervisor::IsEntrypointProcess(const ChildProcess& child) const {
+  const pid_t pid = child.pid;
   if (inherited_.count(pid) > 0) return true;
+  // Started before any worker (a daemon the entrypoint started, whose
+  // parent exited only once we ran): no worker's descendant.
+  if (child.start_ticks > 0 && child.start_ticks < workers_since_ticks_) return true;
   // A worker's descendants are in its group or in groups of their own
   // (setsid); joining ours or an inherited child's takes a deliberate
   // setpgid(). A group with a member we have not reaped cannot be replaced
@@ -778,7 +784,7 @@ int Supervisor::KillAdoptedChildren(const char* what) {
   int alive = 0;
   std::vector<std::string> fresh;
   for (const ChildProcess& child : *children) {
-    if (IsKnownChild(child.pid) || IsEntrypointProcess(child.pid)) continue;
+    if (IsKnownChild(child.pid) || IsEntrypointProcess(child)) continue;
     // Not reaped yet: the pid of our child cannot be reused before that, so
     // killing by pid is safe. A zombie counts until the next ReapChildren().
     ++alive;

@@ -38,8 +38,9 @@
 // The children this process already has when the Supervisor is created are
 // the entrypoint's, not the workers' (the `tee` of an entrypoint's `exec >
 // >(tee log)`, a sidecar started with `&` before `exec trainlet`): they, and
-// adopted processes in their process groups or in this process's own, are
-// never signalled; they are reaped when they exit.
+// adopted processes in their process groups or in this process's own, or
+// that started before the first worker, are never signalled; they are
+// reaped when they exit.
 //
 // The destructor lets worker groups whose leader exited drain where a
 // member reads a pipe (the rest of their 2 s), then kills everything else
@@ -267,10 +268,11 @@ class Supervisor : public WorkerGroup {
   Helper* FindHelper(pid_t pid);
   bool IsKnownChild(pid_t pid) const;
   // The entrypoint's, not the workers' (see the top): an inherited child,
-  // or an adopted process in this process's group, in a group outside our
-  // PID namespace, or in the group of an inherited child (a sidecar's
-  // orphan). `pid` is our unreaped child.
-  bool IsEntrypointProcess(pid_t pid) const;
+  // an adopted process that started before the first worker or helper, or
+  // one in this process's group, in a group outside our PID namespace, or
+  // in the group of an inherited child (a sidecar's orphan). `child` is
+  // our unreaped child.
+  bool IsEntrypointProcess(const ChildProcess& child) const;
   // An inherited child in `group` was reaped: the processes of that group
   // it orphaned, now our children, are inherited in its place.
   void InheritOrphansOfGroup(pid_t group);
@@ -301,6 +303,10 @@ class Supervisor : public WorkerGroup {
   // The entrypoint's children (at Create(), and the orphans they leave in
   // their groups), until reaped: pid -> its process group when recorded.
   std::map<pid_t, pid_t> inherited_;
+  // When the first worker or helper was spawned (BootTimeTicks()); until
+  // then no process can be theirs.
+  static constexpr uint64_t kNoWorkerYet = UINT64_MAX;
+  uint64_t workers_since_ticks_ = kNoWorkerYet;
   const pid_t own_group_;  // this process's process group
   // Our stdin when it is a pipe: the workers and their children inherit it.
   const std::optional<PipeId> own_stdin_pipe_;

@@ -583,6 +583,36 @@ TEST_F(SupervisorTest, InheritedChildsOrphans_InTheEntrypointsGroups_AreNotTheWo
   KillAndReap(orphan_led);
 }
 
+TEST_F(SupervisorTest, AnOrphanStartedBeforeTheFirstWorker_IsNotTheWorkers) {
+  // `sshd &` before `exec trainlet`: it forks its daemon into a session of
+  // its own at once, but exits only once the agent runs. The daemon comes
+  // to us then, in no group of the entrypoint's; it started before any
+  // worker existed, so it cannot be theirs.
+  supervisor_.reset();
+  const pid_t sidecar = SpawnEntrypointChild(
+      "setsid sleep 300 & echo $! > \"$DIR/daemon.tmp\"; mv \"$DIR/daemon.tmp\" \"$DIR/daemon\";"
+      " while [ ! -e \"$DIR/go\" ]; do sleep 0.01; done",
+      dir_.path(), false);
+  ASSERT_GT(sidecar, 0);
+  const pid_t daemon = ReadPidFile(dir_.File("daemon"));
+  ASSERT_GT(daemon, 0);
+  Recreate(Supervisor::Options());
+  // Start times count in clock ticks: the first worker starts two later.
+  absl::SleepFor(absl::Seconds(2.0 / static_cast<double>(sysconf(_SC_CLK_TCK))));
+  // The worker lets the sidecar go and fails once the daemon is ours.
+  const std::string script =
+      "touch \"$DIR/go\"; d=$(cat \"$DIR/daemon\");"
+      " while [ \"$(cut -d' ' -f4 /proc/$d/stat)\" != \"$PPID\" ]; do sleep 0.01; done; exit 1";
+  ASSERT_TRUE(supervisor_->Start({ShellWorker(script, dir_.path())}).ok());
+  EXPECT_EQ(NextExit().exit_code, 1);
+  Next(EventType::kWorkersGone);
+  EXPECT_NE(ProcessState(daemon), 0) << "killed at the round's end";
+  EXPECT_NE(ProcessState(daemon), 'Z');
+  supervisor_.reset();
+  EXPECT_NE(ProcessState(daemon), 0) << "killed at the Supervisor's end";
+  KillAndReap(daemon);
+}
+
 // --- Drain time: the rest of a worker's group after its leader exited ---
 
 // The leader exits at once; a member of its group that reads a pipe (like
