@@ -250,7 +250,7 @@ class WorkerOutputHelperTest(EntrypointTestCase):
 # the OOM killer), its DataLoader workers left behind in its group (they
 # notice within 5 s). Round 2 succeeds.
 DATALOADER_KILLED_ONCE = textwrap.dedent("""\
-    import os, signal
+    import os, signal, time
     import torch
     from torch.utils.data import DataLoader, Dataset
 
@@ -263,6 +263,7 @@ DATALOADER_KILLED_ONCE = textwrap.dedent("""\
     if os.environ["TORCHELASTIC_RESTART_COUNT"] == "0":
         it = iter(DataLoader(Data(), num_workers=2))
         next(it)
+        time.sleep(1.5)  # training; a process younger than 1 s may be a `tee`
         with open(os.path.join(os.environ["E2E_DIR"], "loaders"), "w") as f:
             f.write(" ".join(str(w.pid) for w in it._workers))
         os.kill(os.getpid(), signal.SIGKILL)

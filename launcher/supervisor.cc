@@ -44,6 +44,10 @@ constexpr absl::Duration kMinWriterCloseTime = absl::Milliseconds(100);
 constexpr int kMaxDrainReads = 64;
 // Processes named in one log line, at most.
 constexpr size_t kMaxListedProcesses = 10;
+// A process of a worker's group that started less than this before the
+// leader exited may still be setting its stdin up (a `tee` of `exec >
+// >(tee f)` that has not run yet): it may be an output helper.
+constexpr absl::Duration kHelperSetupTime = absl::Seconds(1);
 
 // Deadlines use the monotonic clock: a wall-clock step must not stretch or
 // cut a grace period.
@@ -354,6 +358,7 @@ void Supervisor::Wake() {
 void Supervisor::SignalWorkers(int sig) { SignalGroups(sig, /*hold=*/true); }
 
 void Supervisor::SignalGroups(int sig, bool hold) {
+  if (hold) DecideDrains();
   const absl::Time now = MonotonicNow();
   for (Process& w : workers_) {
     if (w.group_gone) continue;
@@ -394,6 +399,7 @@ void Supervisor::DeliverHeldSignals() {
 }
 
 void Supervisor::AwaitDrainingGroups() {
+  DecideDrains();
   for (;;) {
     ReapChildren();
     const absl::Time now = MonotonicNow();
@@ -466,12 +472,11 @@ void Supervisor::ReapChildren() {
 
 void Supervisor::OnWorkerReaped(Process* w, int status) {
   w->reaped = true;
-  // Only an output helper gets the drain time: strays that read no pipe
-  // (PyTorch's DataLoader workers after an OOM kill) are stopped at once,
-  // and a restart does not wait for them.
-  w->drain_until = options_.group_drain_timeout > absl::ZeroDuration() && GroupReadsAPipe(w)
-                       ? MonotonicNow() + options_.group_drain_timeout
-                       : absl::InfinitePast();
+  // Whether the rest of the group gets it is decided when it is first
+  // signalled (DecideDrains()).
+  w->drain_until = MonotonicNow() + options_.group_drain_timeout;
+  w->reaped_ticks = BootTimeTicks();
+  w->drain_decided = false;
   ReturnTerminal(w);
   // Whatever it wrote before dying goes out before its exit is reported.
   ReadStream(&w->out, /*until_drained=*/true);
@@ -755,20 +760,43 @@ void Supervisor::InheritOrphansOfGroup(pid_t group) {
   }
 }
 
-bool Supervisor::GroupReadsAPipe(Process* w) {
-  if (!GroupAlive(w)) return false;
-  // The leader's children were reparented to us before it could be reaped.
+void Supervisor::DecideDrains() {
+  const absl::Time now = MonotonicNow();
+  std::vector<Process*> undecided;
+  for (Process& w : workers_) {
+    if (!w.reaped || w.drain_decided || now >= w.drain_until) continue;
+    w.drain_decided = true;
+    if (GroupAlive(&w)) {
+      undecided.push_back(&w);
+    } else {
+      w.drain_until = absl::InfinitePast();
+    }
+  }
+  if (undecided.empty()) return;
+  // One look at /proc for every group (several workers fail at once). The
+  // leader's children were reparented to us before it could be reaped.
   absl::StatusOr<std::vector<ChildProcess>> children = ListChildren();
-  if (!children.ok()) return true;  // cannot tell: let it drain
+  if (!children.ok()) return;  // cannot tell: let them drain
+  for (Process* w : undecided) {
+    if (!MayHoldOutputHelper(*w, *children)) w->drain_until = absl::InfinitePast();
+  }
+}
+
+bool Supervisor::MayHoldOutputHelper(const Process& w,
+                                     const std::vector<ChildProcess>& children) const {
+  const auto setup_ticks = static_cast<uint64_t>(absl::ToDoubleSeconds(kHelperSetupTime) *
+                                                 static_cast<double>(sysconf(_SC_CLK_TCK)));
   bool seen = false;
-  for (const ChildProcess& child : *children) {
-    if (IsKnownChild(child.pid) || getpgid(child.pid) != w->pid) continue;
+  for (const ChildProcess& child : children) {
+    if (IsKnownChild(child.pid) || getpgid(child.pid) != w.pid) continue;
     seen = true;
     if (child.state == 'Z' || child.state == 'X') continue;
     const std::optional<PipeId> pipe = StdinPipe(child);
     if (pipe && pipe != own_stdin_pipe_) return true;
+    // A `tee` just forked may not have pointed its stdin at the pipe yet.
+    if (child.start_ticks == 0 || w.reaped_ticks < child.start_ticks + setup_ticks) return true;
   }
-  return !seen;
+  return !seen;  // its members are not our children: let them drain
 }
 
 int Supervisor::KillAdoptedChildren(const char* what) {

@@ -196,6 +196,8 @@ class Supervisor : public WorkerGroup {
     // was reaped (monotonic; InfinitePast when no member read a pipe), and
     // the signals SignalWorkers() held for it.
     absl::Time drain_until = absl::InfinitePast();
+    uint64_t reaped_ticks = 0;   // BootTimeTicks() when the leader was reaped
+    bool drain_decided = false;  // DecideDrains() looked at the group
     std::vector<int> held_signals;
     Stream out;
     Stream err;
@@ -276,11 +278,16 @@ class Supervisor : public WorkerGroup {
   // An inherited child in `group` was reaped: the processes of that group
   // it orphaned, now our children, are inherited in its place.
   void InheritOrphansOfGroup(pid_t group);
-  // Whether the rest of `worker`'s group, its leader just reaped, may be
-  // writing out what the worker wrote: one of its members (the leader's
-  // orphans, now our children) reads a pipe other than our own stdin (a
-  // `tee`, a `logger`), or its members are not ours to see.
-  bool GroupReadsAPipe(Process* worker);
+  // The rest of a worker's group gets its drain time only if it may be
+  // writing out what the worker wrote; decided once, when first needed
+  // (a signal for the group, or the end), for every group not decided yet.
+  void DecideDrains();
+  // Whether one of the members of `worker`'s group among `children` (the
+  // leader's orphans, now ours) reads a pipe other than our own stdin (a
+  // `tee`, a `logger`) or started less than 1 s before the leader was
+  // reaped (it may not have pointed its stdin at the pipe yet), or none of
+  // them is ours to see.
+  bool MayHoldOutputHelper(const Process& worker, const std::vector<ChildProcess>& children) const;
 
   const Options options_;
   const int signal_fd_;

@@ -639,6 +639,20 @@ TEST_F(SupervisorTest, DrainTime_TheDestructor_LetsTheGroupFinish) {
   EXPECT_EQ(ReadFile(dir_.File("tee")), "drained\n");
 }
 
+TEST_F(SupervisorTest, DrainTime_AMemberStartedJustBefore_MayStillBeSettingUp_AndIsHeld) {
+  // `exec > >(tee f)` forks the `tee`, which points its stdin at the pipe
+  // only once it runs: a short worker may exit before that. Here the
+  // member never reads a pipe, but it started less than 1 s before.
+  const std::string script =
+      "(sleep 0.3; echo drained > \"$DIR/tee.tmp\"; mv \"$DIR/tee.tmp\" \"$DIR/tee\")"
+      " < /dev/null & exit 0";
+  ASSERT_TRUE(supervisor_->Start({ShellWorker(script, dir_.path())}).ok());
+  EXPECT_EQ(NextExit().exit_code, 0);
+  supervisor_->SignalWorkers(SIGTERM);
+  Next(EventType::kWorkersGone);
+  EXPECT_EQ(ReadFile(dir_.File("tee")), "drained\n");
+}
+
 TEST_F(SupervisorTest, DrainTime_AStrayThatKeepsRunning_GetsTheHeldSignalWhenItIsOver) {
   RecreateWithDrainTime(absl::Seconds(3));
   // It reads a pipe whose writer keeps running too: no EOF, ever.
@@ -672,8 +686,10 @@ TEST_F(SupervisorTest, DrainTime_AGroupThatReadsNoPipe_IsSignalledAtOnce) {
   // stay in its group, their stdin /dev/null (multiprocessing's). They
   // write out nothing of the worker's: a restart does not wait for them.
   RecreateWithDrainTime(absl::Seconds(30));
+  // (They started over 1 s before: set up.)
   const std::string script =
-      "sleep 300 < /dev/null & echo $! > \"$DIR/stray\"; sleep 300 < /dev/null & kill -9 $$";
+      "sleep 300 < /dev/null & echo $! > \"$DIR/stray\"; sleep 300 < /dev/null &"
+      " sleep 1.2; kill -9 $$";
   ASSERT_TRUE(supervisor_->Start({ShellWorker(script, dir_.path())}).ok());
   const pid_t stray = ReadPidFile(dir_.File("stray"));
   ASSERT_GT(stray, 0);
@@ -698,7 +714,8 @@ TEST_F(SupervisorTest, DrainTime_OurOwnStdinIsNoOutputPipe) {
   ASSERT_EQ(dup2(fds[0], STDIN_FILENO), STDIN_FILENO);
   RecreateWithDrainTime(absl::Seconds(30));
   // (An asynchronous list's stdin is /dev/null unless redirected.)
-  const std::string script = "exec 3<&0; sleep 300 <&3 & echo $! > \"$DIR/stray\"; exit 0";
+  const std::string script =
+      "exec 3<&0; sleep 300 <&3 & echo $! > \"$DIR/stray\"; sleep 1.2; exit 0";
   ASSERT_TRUE(supervisor_->Start({ShellWorker(script, dir_.path())}).ok());
   const pid_t stray = ReadPidFile(dir_.File("stray"));
   ASSERT_GT(stray, 0);
