@@ -87,6 +87,10 @@ class SupervisorTest : public ::testing::Test {
     options.group_drain_timeout = drain;
     Recreate(options);
   }
+  // Runs `script` as the worker: it writes the pid of a stray it leaves in
+  // its group to $DIR/stray and exits with `exit_code`. A SIGTERM then
+  // stops the stray at once, under the 30 s drain time this sets.
+  void ExpectStrayStoppedAtOnce(const std::string& script, int exit_code);
   // Helper restarts after 100 ms, 200 ms, 400 ms, 400 ms...
   void RecreateWithQuickRestarts() {
     Supervisor::Options options;
@@ -681,19 +685,12 @@ TEST_F(SupervisorTest, DrainTime_ARunningLeadersGroup_IsSignalledAtOnce) {
   EXPECT_LT(absl::Now() - start, absl::Seconds(5)) << "not held: the group had no leftovers";
 }
 
-TEST_F(SupervisorTest, DrainTime_AGroupThatReadsNoPipe_IsSignalledAtOnce) {
-  // Like a PyTorch worker killed by the OOM killer: its DataLoader workers
-  // stay in its group, their stdin /dev/null (multiprocessing's). They
-  // write out nothing of the worker's: a restart does not wait for them.
+void SupervisorTest::ExpectStrayStoppedAtOnce(const std::string& script, int exit_code) {
   RecreateWithDrainTime(absl::Seconds(30));
-  // (They started over 1 s before: set up.)
-  const std::string script =
-      "sleep 300 < /dev/null & echo $! > \"$DIR/stray\"; sleep 300 < /dev/null &"
-      " sleep 1.2; kill -9 $$";
   ASSERT_TRUE(supervisor_->Start({ShellWorker(script, dir_.path())}).ok());
   const pid_t stray = ReadPidFile(dir_.File("stray"));
   ASSERT_GT(stray, 0);
-  EXPECT_EQ(NextExit().exit_code, kExitSignalBase + SIGKILL);
+  EXPECT_EQ(NextExit().exit_code, exit_code);
   supervisor_->SignalWorkers(SIGTERM);
   const absl::Time start = absl::Now();
   Next(EventType::kWorkersGone);
@@ -701,6 +698,17 @@ TEST_F(SupervisorTest, DrainTime_AGroupThatReadsNoPipe_IsSignalledAtOnce) {
   EXPECT_LT(absl::Now() - start, absl::Seconds(10)) << "held for the drain time";
   EXPECT_EQ(ProcessState(stray), 0);
   KillIfAlive(stray);
+}
+
+TEST_F(SupervisorTest, DrainTime_AGroupThatReadsNoPipe_IsSignalledAtOnce) {
+  // Like a PyTorch worker killed by the OOM killer: its DataLoader workers
+  // stay in its group, their stdin /dev/null (multiprocessing's). They
+  // write out nothing of the worker's: a restart does not wait for them.
+  // (They started over 1 s before: set up.)
+  const std::string script =
+      "sleep 300 < /dev/null & echo $! > \"$DIR/stray\"; sleep 300 < /dev/null &"
+      " sleep 1.2; kill -9 $$";
+  ExpectStrayStoppedAtOnce(script, kExitSignalBase + SIGKILL);
 }
 
 TEST_F(SupervisorTest, DrainTime_OurOwnStdinIsNoOutputPipe) {
@@ -712,20 +720,10 @@ TEST_F(SupervisorTest, DrainTime_OurOwnStdinIsNoOutputPipe) {
   const int saved_stdin = dup(STDIN_FILENO);
   ASSERT_GE(saved_stdin, 0);
   ASSERT_EQ(dup2(fds[0], STDIN_FILENO), STDIN_FILENO);
-  RecreateWithDrainTime(absl::Seconds(30));
   // (An asynchronous list's stdin is /dev/null unless redirected.)
   const std::string script =
       "exec 3<&0; sleep 300 <&3 & echo $! > \"$DIR/stray\"; sleep 1.2; exit 0";
-  ASSERT_TRUE(supervisor_->Start({ShellWorker(script, dir_.path())}).ok());
-  const pid_t stray = ReadPidFile(dir_.File("stray"));
-  ASSERT_GT(stray, 0);
-  EXPECT_EQ(NextExit().exit_code, 0);
-  supervisor_->SignalWorkers(SIGTERM);
-  const absl::Time start = absl::Now();
-  Next(EventType::kWorkersGone);
-  EXPECT_LT(absl::Now() - start, absl::Seconds(10)) << "held for the drain time";
-  EXPECT_EQ(ProcessState(stray), 0);
-  KillIfAlive(stray);
+  ExpectStrayStoppedAtOnce(script, 0);
   dup2(saved_stdin, STDIN_FILENO);
   close(saved_stdin);
   close(fds[0]);
