@@ -36,6 +36,7 @@
 #include "common/descriptors.h"
 #include "common/exit_codes.h"
 #include "common/logging.h"
+#include "launcher/output_readers.h"
 #include "launcher/signals.h"
 #include "rendezvous/grpc_log.h"
 #include "rendezvous/grpc_memory.h"
@@ -195,11 +196,13 @@ void NoTerminationMessage() { g_exit->log.reset(); }
 
 // Leaves without running exit handlers: after the node probe started, its
 // thread may still be inside NVML (a hung driver), where library destructors
-// must not run under it.
+// must not run under it. An entrypoint's `tee` reading our output gets to
+// finish first (launcher/output_readers.h: as PID 1, our exit kills it).
 [[noreturn]] void Leave(int code) {
   code = Finish(code);
   std::cout.flush();
   std::fflush(nullptr);
+  trainlet::launcher::FinishOutputReaders();
   std::_Exit(code);
 }
 
