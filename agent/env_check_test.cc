@@ -2,14 +2,13 @@
 
 #include <algorithm>
 #include <filesystem>
-#include <fstream>
 #include <regex>
 #include <set>
-#include <sstream>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_join.h"
 #include "agent/options.h"
+#include "common/testing/temp_root.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -25,13 +24,6 @@ using ::testing::SizeIs;
 bool Known(const std::string& name) {
   const std::vector<std::string>& known = KnownTrainletVariables();
   return std::binary_search(known.begin(), known.end(), name);
-}
-
-std::string ReadAll(const std::filesystem::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
 }
 
 // Every match of `pattern`'s first group in the files below `dirs` whose
@@ -53,7 +45,7 @@ std::map<std::string, std::string> Scan(const std::vector<std::string>& dirs,
                          absl::StrContains(entry.path().string(), "/testing/"))) {
         continue;
       }
-      const std::string text = ReadAll(entry.path());
+      const std::string text = testing::ReadFile(entry.path().string());
       for (auto it = std::sregex_iterator(text.begin(), text.end(), pattern);
            it != std::sregex_iterator(); ++it) {
         found.emplace((*it)[1].str(), entry.path().string());

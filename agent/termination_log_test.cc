@@ -4,8 +4,6 @@
 #include <sys/time.h>
 #include <unistd.h>
 
-#include <fstream>
-#include <sstream>
 #include <string>
 
 #include "common/testing/temp_root.h"
@@ -19,13 +17,6 @@ using ::testing::EndsWith;
 using ::testing::HasSubstr;
 using ::testing::Not;
 using ::testing::StartsWith;
-
-std::string ReadAll(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
 
 bool Exists(const std::string& path) {
   struct stat st;
@@ -78,7 +69,7 @@ TEST(TerminationLog, WritesTheMessageOverAnEmptyFile) {
   const std::string path = root.Write("termination-log", "");
   TerminationLog log(path, /*create=*/false);
   ASSERT_TRUE(log.Write("exit code 3 on node n1: x\n").ok());
-  EXPECT_EQ(ReadAll(path), "exit code 3 on node n1: x\n");
+  EXPECT_EQ(testing::ReadFile(path), "exit code 3 on node n1: x\n");
 }
 
 TEST(TerminationLog, ReplacesAStaleMessageThatNobodyWroteDuringTheRun) {
@@ -86,7 +77,7 @@ TEST(TerminationLog, ReplacesAStaleMessageThatNobodyWroteDuringTheRun) {
   const std::string path = root.Write("termination-log", "an older run's longer message\n");
   TerminationLog log(path, /*create=*/true);
   ASSERT_TRUE(log.Write("exit code 0\n").ok());
-  EXPECT_EQ(ReadAll(path), "exit code 0\n");
+  EXPECT_EQ(testing::ReadFile(path), "exit code 0\n");
 }
 
 TEST(TerminationLog, KeepsAMessageAWorkerWroteDuringTheRun) {
@@ -96,7 +87,7 @@ TEST(TerminationLog, KeepsAMessageAWorkerWroteDuringTheRun) {
   root.Write("termination-log", "loss diverged at step 1200\n");  // the worker's own
   const absl::Status s = log.Write("exit code 1\n");
   EXPECT_TRUE(absl::IsAlreadyExists(s)) << s;
-  EXPECT_EQ(ReadAll(path), "loss diverged at step 1200\n");
+  EXPECT_EQ(testing::ReadFile(path), "loss diverged at step 1200\n");
 }
 
 TEST(TerminationLog, TheDefaultFileIsNeverCreated) {
@@ -112,7 +103,7 @@ TEST(TerminationLog, ANamedFileIsCreated) {
   const std::string path = root.path() + "/msg";
   TerminationLog log(path, /*create=*/true);
   ASSERT_TRUE(log.Write("exit code 0\n").ok());
-  EXPECT_EQ(ReadAll(path), "exit code 0\n");
+  EXPECT_EQ(testing::ReadFile(path), "exit code 0\n");
 }
 
 TEST(TerminationLog, NotWritableIsAnErrorAndWritesNothing) {
