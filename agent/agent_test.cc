@@ -29,6 +29,7 @@ using rendezvous::testing::MakeAssignment;
 using rendezvous::testing::MakeDirective;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 constexpr absl::Duration kHeartbeat = absl::Milliseconds(500);  // timeout 5 s.
 constexpr const char* AgentTest_kUdpKey = "0123456789abcdef";   // UdpAssignment's key
@@ -624,6 +625,10 @@ class RejoinDatagramTest : public RejoinByDatagramTest {
                                               *rendezvous::LivenessKeyFromBytes(key),
                                               rendezvous::LivenessKind::kRejoin);
   }
+  static std::string DirectiveDatagram(const v1::Directive& d, const char* key = kUdpKey) {
+    return *rendezvous::EncodeDirectiveDatagram(3, 0x1234, d.round(), d.SerializeAsString(),
+                                                *rendezvous::LivenessKeyFromBytes(key));
+  }
 };
 
 TEST_F(RejoinDatagramTest, IsTheRejoin_ReadyByDatagram_TheAssignmentFromTheKeptStream) {
@@ -664,6 +669,52 @@ TEST_F(RejoinDatagramTest, IsTheRejoin_ReadyByDatagram_TheAssignmentFromTheKeptS
   // out of it at the end.
   EXPECT_THAT(workers_.watched_fds, ::testing::Contains(std::make_pair(1, 77)));
   EXPECT_EQ(workers_.watched_fds.back(), std::make_pair(1, -1));
+}
+
+TEST_F(RejoinDatagramTest, AsADirectiveDatagram_ItsReasonIsLogged_AndItIsConfirmed) {
+  // The coordinator sends the Rejoin itself, reason and all, to a Watch
+  // that accepts_rejoin_directive: this node's log says why it restarts.
+  JoinAnswers({UdpAssignment(absl::Milliseconds(470))});
+  v1::Directive rejoin = ReadyRejoin(1);
+  rejoin.mutable_rejoin()->set_reason(
+      "node node-0 (rank 0) lost: its agent disconnected (watch stream closed) (restart 1 of 3)");
+  workers_.on_start = [&](const auto&) {
+    if (workers_.starts.size() == 1) {
+      WhenIdle([&] {
+        v1::Directive replay = rejoin;
+        replay.mutable_rejoin()->set_next_round(1);  // not above its round: nothing
+        client_.DeliverDirectiveDatagram(DirectiveDatagram(replay));
+        client_.DeliverDirectiveDatagram(DirectiveDatagram(rejoin));
+      });
+    } else {
+      workers_.ExitAll(0);
+      WhenIdle([this] { client_.SendDirective(JobFinished(2)); });
+    }
+  };
+  OnReady([&](const rendezvous::LivenessDatagram& d) -> std::optional<rendezvous::LivenessBytes> {
+    if (d.round == 2) WhenIdle([&] { client_.SendDirective(Pushed(Round(2))); });
+    return std::nullopt;
+  });
+  ::testing::internal::CaptureStderr();
+  const int code = Run();
+  const std::string log = ::testing::internal::GetCapturedStderr();
+  EXPECT_EQ(code, 0);
+  EXPECT_THAT(log, HasSubstr("restart: node node-0 (rank 0) lost: its agent disconnected (watch "
+                             "stream closed) (restart 1 of 3); re-joining for round 2"));
+  EXPECT_THAT(log, Not(HasSubstr("told by a REJOIN datagram")));
+  ASSERT_EQ(workers_.starts.size(), 2u);
+  EXPECT_EQ(client_.joins().size(), 1u) << "no Join call for round 2";
+  ASSERT_FALSE(client_.watches().empty());
+  EXPECT_TRUE(client_.watches()[0].accepts_rejoin_directive());
+  bool confirmed = false;
+  for (const rendezvous::LivenessBytes& b : client_.datagrams()) {
+    std::optional<rendezvous::LivenessDatagram> d =
+        rendezvous::ParseAgentDatagram(b.data(), b.size());
+    ASSERT_TRUE(d.has_value());
+    if (d->kind == rendezvous::LivenessKind::kReady) break;
+    confirmed |= d->round == 2;
+  }
+  EXPECT_TRUE(confirmed) << "an alive datagram of round 2 before any READY";
 }
 
 TEST_F(RejoinDatagramTest, NotItsOwn_OrNotNewer_IsIgnored) {
@@ -1102,10 +1153,6 @@ class ReleasedStreamTest : public RejoinDatagramTest {
     d.mutable_release();
     client_.SendDirective(d);
     client_.EndStream(absl::OkStatus());
-  }
-  static std::string DirectiveDatagram(const v1::Directive& d, const char* key = kUdpKey) {
-    return *rendezvous::EncodeDirectiveDatagram(3, 0x1234, d.round(), d.SerializeAsString(),
-                                                *rendezvous::LivenessKeyFromBytes(key));
   }
   // Acks every alive and READY datagram (not at most one per T/4: enough
   // for these tests) while `acking(time since start)`.

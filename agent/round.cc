@@ -360,6 +360,8 @@ v1::WatchRequest RoundMachine::NewWatchRequest(uint64_t round) const {
   // told so on the stream or by a REJOIN datagram.
   w.set_accepts_assignment(options_.udp_liveness);
   w.set_accepts_rejoin_datagram(options_.udp_liveness);
+  // ... with its reason, so that this node's log says why the job restarts.
+  w.set_accepts_rejoin_directive(options_.udp_liveness);
   // ... and run without the stream in a large round, where acks say all
   // that its periodic Reports would (not the MPI commands: their placement
   // check rides on them).
@@ -1112,26 +1114,41 @@ void RoundMachine::OnRejoinDatagram(const rendezvous::LivenessDatagram& rejoin, 
     if (ignored_acks_++ == 0) TLOG(kDebug) << "ignoring a REJOIN datagram that is not this node's";
     return;
   }
-  NoteContact();
+  // (From a coordinator that sends no reason: one whose Watch requests
+  // accepts_rejoin_directive gets the Rejoin as a DIRECTIVE datagram.)
+  constexpr absl::string_view kNoReason =
+      "told by a REJOIN datagram (the coordinator's log says why)";
   if (joining) {
-    RetargetReadies(rejoin.round, "told by a REJOIN datagram");
+    NoteContact();
+    RetargetReadies(rejoin.round, kNoReason);
     return;
   }
-  // Exactly the Rejoin the stream would have carried, but for its reason
-  // (the coordinator's log has it).
+  // Exactly the Rejoin the stream would have carried, but for its reason.
   v1::Directive d;
   d.set_coordinator_incarnation(assignment_.coordinator_incarnation());
   d.set_round(assignment_.round());
   d.mutable_rejoin()->set_next_round(rejoin.round);
   d.mutable_rejoin()->set_ready_by_datagram(true);
-  d.mutable_rejoin()->set_reason("told by a REJOIN datagram (the coordinator's log says why)");
+  d.mutable_rejoin()->set_reason(std::string(kNoReason));
+  TakeRejoinByDatagram(d, out);
+}
+
+void RoundMachine::TakeRejoinByDatagram(const v1::Directive& d, Actions* out) {
+  const uint64_t next_round = d.rejoin().next_round();
+  // Newer than the round this node is in (a replayed or late one says
+  // nothing new), of its round and coordinator (checked again by ApplyDirective).
+  if (state_ == RoundState::kJoining || next_round <= assignment_.round() ||
+      d.round() != assignment_.round()) {
+    return;
+  }
+  NoteContact();
   ApplyDirective(d, out);
-  if (outcome_ == Outcome::kRejoin && rejoin_round_ == rejoin.round) {
+  if (outcome_ == Outcome::kRejoin && rejoin_round_ == next_round) {
     // Taken (now, or before: then this is a repeat, and the confirmation
     // was lost): an alive datagram of the new round confirms it, so that the
     // coordinator neither sends it again nor writes it down the stream.
     out->push_back(SendLiveness{rendezvous::EncodeLivenessDatagram(
-        liveness_slot_, options_.me.incarnation(), rejoin.round, ++liveness_seq_, liveness_key_)});
+        liveness_slot_, options_.me.incarnation(), next_round, ++liveness_seq_, liveness_key_)});
   }
 }
 
@@ -1164,6 +1181,17 @@ void RoundMachine::OnDirectiveDatagram(const DirectiveDatagramReceived& e, Actio
     return;
   }
   const bool ready = state_ == RoundState::kJoining && ready_join_;
+  if (d.has_rejoin()) {
+    // The Rejoin with its reason (WatchRequest.accepts_rejoin_directive):
+    // as a REJOIN datagram, a round above this node's or nothing.
+    if (!d.rejoin().ready_by_datagram()) return;
+    if (ready) {
+      OnDirectiveWhileReady(d, out);  // a newer one retargets the READYs
+      return;
+    }
+    TakeRejoinByDatagram(d, out);
+    return;
+  }
   if (d.has_assignment()) {
     // The answer to this node's READY re-join (again for a later READY).
     if (!ready) return;

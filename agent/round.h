@@ -65,7 +65,8 @@
 // while acks flow (else refused: the stream is re-opened, and no release is
 // taken until acks have flowed for kReleaseRetryAfter), the node then runs
 // without a stream: no re-open, no periodic
-// Report; a Rejoin comes as a REJOIN datagram, the next assignment and the
+// Report; a Rejoin comes as a REJOIN datagram (or, reason and all, as a
+// DIRECTIVE datagram), the next assignment and the
 // verdict as DIRECTIVE datagrams (a verdict is confirmed with a TAKEN
 // datagram), and acks that stop (or do not come within the ack silence of a
 // new round) bring the stream back:
@@ -476,6 +477,9 @@ class RoundMachine {
   // rejoin.round, taken as the stream's would be when it is this node's and
   // for a round above its own.
   void OnRejoinDatagram(const rendezvous::LivenessDatagram& rejoin, Actions* out);
+  // The Rejoin `d` (ready_by_datagram) that came by datagram while running:
+  // taken as the stream's, for a round above this node's, and confirmed.
+  void TakeRejoinByDatagram(const v1::Directive& d, Actions* out);
   // After a Report failed (a state change among them): the next one at
   // most an interval from now, whatever the acks allowed.
   void ReportSoon();

@@ -483,6 +483,25 @@ v1::Directive AssignmentDirective(uint64_t coordinator_incarnation, v1::Assignme
   return d;
 }
 
+// `d` as it fits a DIRECTIVE datagram: a reason too long for one cut.
+v1::Directive FitForDatagram(const v1::Directive& d) {
+  if (d.ByteSizeLong() <= kMaxDirectivePayloadBytes) return d;
+  // A reason too long for a datagram (a Leave's 1 KiB reason, long node
+  // ids): cut, as a log line would be; the coordinator's log has it whole.
+  v1::Directive shorter = d;
+  std::string* reason = shorter.has_job_failed() ? shorter.mutable_job_failed()->mutable_reason()
+                        : shorter.has_rejoin()   ? shorter.mutable_rejoin()->mutable_reason()
+                                                 : nullptr;
+  if (reason == nullptr) return d;
+  const size_t overhead = shorter.ByteSizeLong() - reason->size();
+  constexpr absl::string_view kCut = "...(cut: see the coordinator's log)";
+  const size_t room = kMaxDirectivePayloadBytes - std::min(kMaxDirectivePayloadBytes, overhead);
+  if (room <= kCut.size() + 8) return d;
+  reason->resize(std::min(reason->size(), room - kCut.size() - 8));
+  reason->append(kCut.data(), kCut.size());
+  return shorter;
+}
+
 }  // namespace
 
 uint64_t Coordinator::Join(const v1::JoinRequest& request, absl::string_view peer_addr,
@@ -543,11 +562,11 @@ uint64_t Coordinator::Join(const v1::JoinRequest& request, absl::string_view pee
                     << absl::StrFormat("%016x", old.join.member().incarnation());
         const bool was_running = old.in_round && phase_ == Phase::kRunning;
         const uint64_t old_incarnation = old.join.member().incarnation();
+        const std::string label = NodeLabel(old);
         EraseMemberLocked(it);
         if (was_running) {
-          HandleFailureLocked(
-              node_id, absl::StrCat("node ", node_id, " lost: it restarted (new incarnation)"), 0,
-              true, &actions);
+          HandleFailureLocked(node_id, absl::StrCat(label, " lost: it restarted (new incarnation)"),
+                              0, true, &actions);
         }
         fenced_[node_id] = {
             old_incarnation,
@@ -998,6 +1017,8 @@ absl::StatusOr<uint64_t> Coordinator::Watch(const v1::WatchRequest& request,
     member.accepts_assignment = request.accepts_assignment();
     member.accepts_rejoin_datagram =
         request.accepts_assignment() && request.accepts_rejoin_datagram();
+    member.accepts_rejoin_directive =
+        member.accepts_rejoin_datagram && request.accepts_rejoin_directive();
     member.accepts_release = member.accepts_rejoin_datagram && request.accepts_release();
     // A released member that opens a Watch again (its acks stopped) is
     // served on it from now on; a verdict goes down it.
@@ -1125,9 +1146,9 @@ absl::Status Coordinator::Leave(const v1::LeaveRequest& request) {
     absl::StatusOr<Member*> m = FindMemberLocked(request.member(), request.job_id());
     if (!m.ok()) return m.status();
     std::string node = request.member().node_id();
-    std::string reason =
-        absl::StrCat("node ", node, " left: ", SafeForLog(request.reason(), kMaxMessageLength));
     Member& member = **m;
+    std::string reason =
+        absl::StrCat(NodeLabel(member), " left: ", SafeForLog(request.reason(), kMaxMessageLength));
     if (member.ticket != 0) {
       actions.push_back([d = std::move(member.done)] {
         d(absl::CancelledError("left before the round closed"));
@@ -1373,7 +1394,7 @@ void Coordinator::Tick() {
       }
       if (!disconnected.empty()) {
         HandleFailureLocked(disconnected,
-                            absl::StrCat("node ", disconnected,
+                            absl::StrCat(NodeLabel(members_.at(disconnected)),
                                          " lost: its agent disconnected (watch stream closed)"),
                             0, true, &actions);
       }
@@ -1382,7 +1403,7 @@ void Coordinator::Tick() {
       if (phase_ == Phase::kRunning && it != members_.end() && SlotOf(it->second).must_stay_alive) {
         HandleFailureLocked(
             silent,
-            absl::StrCat("node ", silent, " lost: no heartbeat or liveness datagram for ",
+            absl::StrCat(NodeLabel(it->second), " lost: no heartbeat or liveness datagram for ",
                          absl::FormatDuration(options_.heartbeat_timeout),
                          " (--heartbeat-timeout)"),
             0, true, &actions);
@@ -1479,8 +1500,27 @@ LivenessBytes Coordinator::RejoinBytesLocked(const Slot& s) const {
 }
 
 OutgoingDatagram Coordinator::RejoinDatagramLocked(const Slot& s) const {
+  if (s.member->accepts_rejoin_directive && rejoin_by_datagram_.has_rejoin() &&
+      rejoin_by_datagram_.rejoin().next_round() == s.rejoin_round) {
+    // The Rejoin itself, reason and all (cut to fit the datagram).
+    if (std::optional<OutgoingDatagram> d =
+            DirectiveDatagramLocked(*s.member, FitForDatagram(rejoin_by_datagram_));
+        d.has_value()) {
+      return *std::move(d);
+    }
+  }
   const LivenessBytes b = RejoinBytesLocked(s);
   return {s.socket, s.from, std::string(reinterpret_cast<const char*>(b.data()), b.size())};
+}
+
+std::string Coordinator::NodeLabel(const Member& m) {
+  std::string label = absl::StrCat("node ", SafeForLog(m.join.member().node_id(), kMaxIdLength));
+  const v1::NodeAssignment& self = m.assignment.self();
+  // Only a node's ranks are global ranks (an MPI member's slots are not).
+  if (!m.in_round || m.join.role() != v1::ROLE_NODE || self.local_world_size() < 1) return label;
+  const int first = self.first_global_rank();
+  if (self.local_world_size() == 1) return absl::StrCat(label, " (rank ", first, ")");
+  return absl::StrCat(label, " (ranks ", first, "-", first + self.local_world_size() - 1, ")");
 }
 
 bool Coordinator::MayReleaseLocked(const Member& m) const {
@@ -1516,19 +1556,7 @@ std::optional<OutgoingDatagram> Coordinator::DirectiveDatagramLocked(const Membe
 
 std::optional<OutgoingDatagram> Coordinator::VerdictDatagramLocked(const Member& m) const {
   if (!m.verdict_pending) return std::nullopt;
-  std::optional<OutgoingDatagram> d = DirectiveDatagramLocked(m, verdict_directive_);
-  if (d.has_value() || !verdict_directive_.has_job_failed()) return d;
-  // A reason too long for a datagram (a Leave's 1 KiB reason, long node
-  // ids): cut, as a log line would be; the coordinator's log has it whole.
-  v1::Directive shorter = verdict_directive_;
-  std::string* reason = shorter.mutable_job_failed()->mutable_reason();
-  const size_t overhead = shorter.ByteSizeLong() - reason->size();
-  constexpr absl::string_view kCut = "...(cut: see the coordinator's log)";
-  const size_t room = kMaxDirectivePayloadBytes - std::min(kMaxDirectivePayloadBytes, overhead);
-  if (room <= kCut.size() + 8) return std::nullopt;
-  reason->resize(std::min(reason->size(), room - kCut.size() - 8));
-  reason->append(kCut.data(), kCut.size());
-  return DirectiveDatagramLocked(m, shorter);
+  return DirectiveDatagramLocked(m, FitForDatagram(verdict_directive_));
 }
 
 bool Coordinator::MayRejoinByDatagramLocked(const Member& m) const {
@@ -1705,7 +1733,11 @@ LivenessBatchStats Coordinator::NoteLivenessBatch(absl::Span<const LivenessDatag
         // Told to re-join by datagram, and still in the old round: the
         // REJOIN was lost (again), or UDP from here does not reach it.
         if (RepeatRejoinLocked(slot)) {
-          acks->push_back({i, RejoinBytesLocked(slot)});
+          if (member.accepts_rejoin_directive) {
+            replies.push_back(RejoinDatagramLocked(slot));  // (longer than an ack)
+          } else {
+            acks->push_back({i, RejoinBytesLocked(slot)});
+          }
           ++stats.rejoins;
         }
         continue;

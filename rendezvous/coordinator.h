@@ -38,11 +38,11 @@
 // stream"). Its stream closing before the round does withdraws it. Where
 // the member's Watch accepts it and its datagrams' address is known, that
 // Rejoin itself goes as a REJOIN datagram (DatagramSender) instead of a
-// stream write. The agent confirms it at once with an alive datagram of the
-// new round (it sends no other while it stops its workers); unconfirmed, it
-// goes again, kRejoinConfirmWithin later or at once for an alive datagram of
-// the old round (it was not taken), at most kRejoinDatagramTries times, and
-// then down the stream:
+// stream write: the Rejoin, reason and all, as a DIRECTIVE datagram where
+// the Watch accepts_rejoin_directive, else the 48-byte REJOIN. The agent confirms it at once with
+// an alive datagram of the new round (it sends no other while it stops its workers); unconfirmed,
+// it goes again, kRejoinConfirmWithin later or at once for an alive datagram of the old round (it
+// was not taken), at most kRejoinDatagramTries times, and then down the stream:
 //
 //   restart --REJOIN--> confirmed (alive, new round) --READY--> parked
 //      |  not confirmed within kRejoinConfirmWithin,       re-join
@@ -470,6 +470,8 @@ class Coordinator {
     // ... and takes the Rejoin as a REJOIN datagram
     // (WatchRequest.accepts_rejoin_datagram).
     bool accepts_rejoin_datagram = false;
+    // ... as a DIRECTIVE datagram, with its reason (accepts_rejoin_directive).
+    bool accepts_rejoin_directive = false;
     // The parked join (ticket) came from a READY datagram; `done` pushes the
     // assignment down `sink`, or for a released member sends it by datagram.
     // Reset whenever the ticket is.
@@ -556,6 +558,9 @@ class Coordinator {
   std::optional<OutgoingDatagram> DirectiveDatagramLocked(const Member& m,
                                                           const v1::Directive& d) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // "node n2 (rank 2)", "node n2 (ranks 4-5)": how a restart's or a
+  // verdict's reason names a node (its global ranks while it is in the round).
+  static std::string NodeLabel(const Member& m);
   // The verdict as a DIRECTIVE datagram to a released member that has not
   // said TAKEN yet; nullopt otherwise.
   std::optional<OutgoingDatagram> VerdictDatagramLocked(const Member& m) const
@@ -622,7 +627,9 @@ class Coordinator {
   bool RepeatRejoinLocked(Slot& slot) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Arms the confirmation check of the REJOIN just sent to `slot`.
   void ExpectRejoinConfirmedLocked(Slot& slot) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // The REJOIN datagram for `slot`'s member, to where its datagrams come from.
+  // The REJOIN for `slot`'s member, to where its datagrams come from: the
+  // Rejoin with its reason as a DIRECTIVE datagram where its Watch accepts
+  // that (accepts_rejoin_directive), else the 48-byte REJOIN datagram.
   OutgoingDatagram RejoinDatagramLocked(const Slot& slot) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   LivenessBytes RejoinBytesLocked(const Slot& slot) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 

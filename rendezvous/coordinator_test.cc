@@ -55,9 +55,10 @@ struct JoinResult {
 
 // What a test's Watch offers to take besides its stream's directives.
 struct Accepts {
-  bool assignment = false;       // an assignment down the stream
-  bool rejoin_datagram = false;  // a REJOIN datagram
-  bool release = false;          // a release of the stream
+  bool assignment = false;        // an assignment down the stream
+  bool rejoin_datagram = false;   // a REJOIN datagram
+  bool release = false;           // a release of the stream
+  bool rejoin_directive = false;  // the Rejoin as a DIRECTIVE datagram
 };
 
 class CoordinatorTest : public ::testing::Test {
@@ -112,6 +113,7 @@ class CoordinatorTest : public ::testing::Test {
     w.set_accepts_assignment(accepts.assignment);
     w.set_accepts_rejoin_datagram(accepts.rejoin_datagram);
     w.set_accepts_release(accepts.release);
+    w.set_accepts_rejoin_directive(accepts.rejoin_directive);
     absl::StatusOr<uint64_t> wid = core_->Watch(w, sink);
     EXPECT_TRUE(wid.ok()) << wid.status();
     if (id && wid.ok()) *id = *wid;
@@ -672,7 +674,8 @@ class ReadyRejoinTest : public UdpLivenessTest {
   // accepts_rejoin_datagram = `rejoin_datagram` (per member; with any of
   // them, the coordinator has a DatagramSender).
   void StartTrio(std::vector<bool> accepts = {true, true, true},
-                 std::vector<bool> rejoin_datagram = {false, false, false}) {
+                 std::vector<bool> rejoin_datagram = {false, false, false},
+                 std::vector<bool> rejoin_directive = {false, false, false}) {
     Make(2, 3, /*max_restarts=*/2);
     const bool sender =
         std::find(rejoin_datagram.begin(), rejoin_datagram.end(), true) != rejoin_datagram.end();
@@ -684,7 +687,8 @@ class ReadyRejoinTest : public UdpLivenessTest {
       ASSERT_TRUE(joins[i]->done());
       as_.push_back(joins[i]->assignment());
       uint64_t id = 0;
-      sinks_.push_back(Watch(reqs_[i], 1, &id, {accepts[i], rejoin_datagram[i]}));
+      sinks_.push_back(
+          Watch(reqs_[i], 1, &id, {accepts[i], rejoin_datagram[i], false, rejoin_directive[i]}));
       ASSERT_NE(id, 0u);
       watch_ids_.push_back(id);
       Alive(i);  // heard over UDP: a READY would get here
@@ -763,6 +767,25 @@ class ReadyRejoinTest : public UdpLivenessTest {
     if (acked != nullptr) *acked = !acks.empty();
     return st;
   }
+  // The DIRECTIVE datagrams sent to member i so far, parsed and checked
+  // (its slot, incarnation, key), in order.
+  std::vector<v1::Directive> DirectivesTo(size_t i) {
+    std::vector<v1::Directive> out;
+    for (const OutgoingDatagram& d : sender_.sent()) {
+      std::optional<DirectiveDatagram> dd =
+          ParseDirectiveDatagram(reinterpret_cast<const uint8_t*>(d.bytes.data()), d.bytes.size());
+      if (!dd.has_value()) continue;
+      if (!IsOwnDirective(*dd, as_[i].liveness_slot(), reqs_[i].member().incarnation(),
+                          *LivenessKeyFromBytes(as_[i].liveness_key()))) {
+        continue;
+      }
+      v1::Directive directive;
+      EXPECT_TRUE(directive.ParseFromString(dd->payload));
+      EXPECT_EQ(dd->header.round, directive.round());
+      out.push_back(directive);
+    }
+    return out;
+  }
   // The assignments pushed down member i's stream so far.
   std::vector<v1::Assignment> Pushed(size_t i) const {
     std::vector<v1::Assignment> out;
@@ -778,6 +801,32 @@ class ReadyRejoinTest : public UdpLivenessTest {
   uint64_t seq_[3] = {0, 0, 0};
   RecordingDatagramSender sender_;
 };
+
+TEST_F(CoordinatorTest, Reasons_NameTheNodeAndItsGlobalRanks) {
+  // Lost by its stream: "node b (ranks 2-3)" (two workers each).
+  RunningPair p = StartRunningPair();
+  core_->WatchClosed(p.b_watch);
+  clock_.Advance(kStreamLossGrace);
+  core_->Tick();
+  ASSERT_EQ(p.a_sink->directives.size(), 1u);
+  EXPECT_EQ(p.a_sink->directives[0].job_failed().reason(),
+            "node b (ranks 2-3) lost: its agent disconnected (watch stream closed)");
+
+  // Silent, one worker each: "(rank 1)".
+  Make(2, 2, /*max_restarts=*/2);
+  const v1::JoinRequest a = Req("a", 1, 0, 1), b = Req("b", 2, 1, 1);
+  Join(a);
+  Join(b);
+  auto sa = Watch(a, 1);
+  Watch(b, 1);
+  clock_.Advance(absl::Seconds(3));
+  ASSERT_TRUE(Report(a, 1, v1::ReportRequest::RUNNING).ok());
+  clock_.Advance(absl::Seconds(3));
+  core_->Tick();
+  ASSERT_EQ(sa->directives.size(), 1u);
+  EXPECT_THAT(sa->directives[0].rejoin().reason(),
+              ::testing::StartsWith("node b (rank 1) lost: no heartbeat or liveness datagram"));
+}
 
 TEST_F(ReadyRejoinTest, RejoinByDatagram_NoStreamWrite_EachSurvivorGetsItsRejoinDatagram) {
   StartTrio({true, true, true}, {true, true, true});
@@ -932,6 +981,52 @@ TEST_F(ReadyRejoinTest, RejoinByDatagram_OnlyForWatchesThatAcceptIt) {
   ASSERT_EQ(sinks_[2]->directives.size(), 1u);
   EXPECT_FALSE(sinks_[2]->directives[0].rejoin().ready_by_datagram());
   EXPECT_TRUE(sinks_[2]->closed);
+}
+
+TEST_F(ReadyRejoinTest, RejoinDirective_CarriesTheReason_AgainForAnAliveOfTheOldRound) {
+  // b and c take the Rejoin as a DIRECTIVE datagram (reason and all), a as
+  // the 48-byte REJOIN of before.
+  StartTrio({true, true, true}, {true, true, true}, {false, true, true});
+  FailB();
+  const std::vector<OutgoingDatagram> sent = sender_.sent();
+  ASSERT_EQ(sent.size(), 3u);
+  ExpectRejoinOf(0, sent[0].bytes, 2);
+  for (size_t i : {1, 2}) {
+    EXPECT_TRUE(sinks_[i]->directives.empty()) << i << ": no stream write";
+    const std::vector<v1::Directive> d = DirectivesTo(i);
+    ASSERT_EQ(d.size(), 1u) << i;
+    EXPECT_EQ(d[0].round(), 1u);
+    EXPECT_EQ(d[0].coordinator_incarnation(), 0xC0u);
+    ASSERT_TRUE(d[0].has_rejoin());
+    EXPECT_EQ(d[0].rejoin().next_round(), 2u);
+    EXPECT_TRUE(d[0].rejoin().ready_by_datagram());
+    EXPECT_EQ(d[0].rejoin().reason(),
+              "worker local rank 0 (global rank 2) on node b exited with code 3 (restart 1 of 2)");
+  }
+  // c still sends alive datagrams of round 1: it did not get it. Again, by
+  // the sender (a DIRECTIVE datagram is no ack).
+  std::vector<LivenessAck> acks;
+  EXPECT_EQ(AliveFrom(2, &acks).rejoins, 1);
+  EXPECT_TRUE(acks.empty());
+  const std::vector<v1::Directive> again = DirectivesTo(2);
+  ASSERT_EQ(again.size(), 2u);
+  EXPECT_EQ(again[1].rejoin().reason(), again[0].rejoin().reason());
+}
+
+TEST_F(ReadyRejoinTest, RejoinDirective_AReasonTooLongForADatagram_IsCut) {
+  StartTrio({true, true, true}, {true, true, true}, {true, true, true});
+  v1::ReportRequest rep;
+  *rep.mutable_member() = reqs_[1].member();
+  rep.set_job_id("job");
+  rep.set_round(1);
+  rep.set_state(v1::ReportRequest::FAILED);
+  rep.set_exit_code(3);
+  rep.set_message(std::string(1024, '\x01'));  // 4 KiB once escaped
+  ASSERT_TRUE(core_->Report(rep).ok());
+  const std::vector<v1::Directive> d = DirectivesTo(0);
+  ASSERT_EQ(d.size(), 1u);
+  EXPECT_THAT(d[0].rejoin().reason(), ::testing::StartsWith("worker local rank 0 (global rank 2)"));
+  EXPECT_THAT(d[0].rejoin().reason(), ::testing::EndsWith("...(cut: see the coordinator's log)"));
 }
 
 TEST_F(ReadyRejoinTest, RejoinByDatagram_NeedsTheMembersAddress) {
@@ -1208,25 +1303,6 @@ class ReleasedStreamTest : public ReadyRejoinTest {
   static bool Released(const RecordingSink& s) {
     return s.closed && !s.directives.empty() && s.directives.back().has_release();
   }
-  // The DIRECTIVE datagrams sent to member i so far, parsed and checked
-  // (its slot, incarnation, key), in order.
-  std::vector<v1::Directive> DirectivesTo(size_t i) {
-    std::vector<v1::Directive> out;
-    for (const OutgoingDatagram& d : sender_.sent()) {
-      std::optional<DirectiveDatagram> dd =
-          ParseDirectiveDatagram(reinterpret_cast<const uint8_t*>(d.bytes.data()), d.bytes.size());
-      if (!dd.has_value()) continue;
-      if (!IsOwnDirective(*dd, as_[i].liveness_slot(), reqs_[i].member().incarnation(),
-                          *LivenessKeyFromBytes(as_[i].liveness_key()))) {
-        continue;
-      }
-      v1::Directive directive;
-      EXPECT_TRUE(directive.ParseFromString(dd->payload));
-      EXPECT_EQ(dd->header.round, directive.round());
-      out.push_back(directive);
-    }
-    return out;
-  }
   // A TAKEN datagram of member i (the verdict of `round`).
   LivenessBatchStats Taken(size_t i, uint64_t round) {
     const LivenessBytes b = EncodeLivenessDatagram(
@@ -1470,7 +1546,7 @@ TEST_F(ReleasedStreamTest, AVerdictTooLongForADatagram_GoesWithItsReasonCut) {
   ASSERT_TRUE(d[0].has_job_failed());
   EXPECT_THAT(d[0].job_failed().reason(),
               ::testing::EndsWith("...(cut: see the coordinator's log)"));
-  EXPECT_THAT(d[0].job_failed().reason(), ::testing::StartsWith("node b left: "));
+  EXPECT_THAT(d[0].job_failed().reason(), ::testing::StartsWith("node b (ranks 2-3) left: "));
 }
 
 TEST_F(ReleasedStreamTest, InALaterRound_TheFirstAckOfThatRound_IsNotASecondAck) {
