@@ -70,6 +70,7 @@ class AgentTest : public ::testing::Test {
     seams.clock = &clock_;
     seams.set_serving = [this](bool on) { serving_.push_back(on); };
     seams.progress = progress_;
+    seams.reporter = reporter_;
     seams.proc_root = "/nonexistent/proc";  // the fake's pids are not this host's
     seams.node_health = node_health_;
     seams.idle_with_workers = [this] { idle_with_workers_at_.push_back(workers_.starts.size()); };
@@ -176,6 +177,7 @@ class AgentTest : public ::testing::Test {
   size_t next_answer_ = 0;
   std::vector<std::function<void()>> pending_;
   ProgressDir* progress_ = nullptr;
+  StatusReporter* reporter_ = nullptr;
   std::function<std::vector<std::string>()> node_health_;
   // How many starts the workers had seen at each idle_with_workers call.
   std::vector<size_t> idle_with_workers_at_;
@@ -810,51 +812,101 @@ TEST_F(AgentTest, WorkerFailure_ReportsStopsTheOthersAndExitsWithItsCode) {
   EXPECT_THAT(agent_->status().last_failure, HasSubstr("worker rank 3"));
 }
 
-// The executor's part of hang detection: the workers' environment, progress
-// read from the real files, the evidence kept for status().
-TEST_F(AgentTest, HungWorker_EvidenceInStatus_ReportedFailedWithCode80) {
-  auto dir = ProgressDir::Create({}, {});
-  ASSERT_TRUE(dir.ok()) << dir.status();
-  progress_ = dir->get();
-  config_.hang_timeout = absl::Seconds(10);
-  config_.prefix_output = true;
-  workers_.output_tail = {"loading batch 7"};
-  JoinAnswers({MakeAssignment(1, 1, 2, 2, kHeartbeat)});
-  absl::Time reported_at;
-  workers_.on_start = [&](const std::vector<launcher::ProcessSpec>& specs) {
-    ASSERT_EQ(specs.size(), 2u);
-    for (const launcher::ProcessSpec& spec : specs) {
-      EXPECT_THAT(spec.env,
-                  ::testing::Contains(absl::StrCat("TRAINLET_PROGRESS_FILE=",
-                                                   progress_->ProgressFile(spec.local_rank))));
-      EXPECT_THAT(spec.env,
-                  ::testing::Contains(absl::StrCat("TRAINLET_TRACEBACK_FILE=",
-                                                   progress_->TracebackFile(spec.local_rank))));
-    }
-    WhenIdle([&] {
-      std::ofstream(progress_->ProgressFile(1)) << "step=41\nstep=42 loss=0.25\n";
-      reported_at = clock_.Now();
-    });
+// Records what the executor hands the controller's reporter.
+class RecordingReporter : public StatusReporter {
+ public:
+  struct Event {
+    v1::ReportEvent::Kind kind;
+    std::string cause;
+    std::string evidence;
   };
-  absl::Time failed_at;
-  client_.on_report = [&](const v1::ReportRequest& r) {
-    if (r.state() == v1::ReportRequest::FAILED) {
-      if (failed_at == absl::Time()) failed_at = clock_.Now();
-      WhenIdle([&] { client_.SendDirective(JobFailed(1)); });
+  void Update(const AgentStatus&) override {}
+  void AddEvent(v1::ReportEvent::Kind kind, std::string cause, std::string evidence) override {
+    events.push_back({kind, std::move(cause), std::move(evidence)});
+  }
+  std::vector<Event> events;
+};
+
+// The executor's part of hang detection: the workers' environment, progress
+// read from the real files, every worker's evidence taken and summarised for
+// the coordinator, the suspect's kept for status() and reported first.
+class HungWorkerTest : public AgentTest {
+ protected:
+  // Worker rank 3 (local 1) reports, then both workers go silent.
+  void Start() {
+    auto dir = ProgressDir::Create({}, {});
+    ASSERT_TRUE(dir.ok()) << dir.status();
+    dir_ = *std::move(dir);
+    progress_ = dir_.get();
+    reporter_ = &reporter;
+    config_.hang_timeout = absl::Seconds(10);
+    config_.prefix_output = true;
+    workers_.output_tail = {"loading batch 7"};
+    JoinAnswers({MakeAssignment(1, 1, 2, 2, kHeartbeat)});
+    workers_.on_start = [&](const std::vector<launcher::ProcessSpec>& specs) {
+      ASSERT_EQ(specs.size(), 2u);
+      for (const launcher::ProcessSpec& spec : specs) {
+        EXPECT_THAT(spec.env,
+                    ::testing::Contains(absl::StrCat("TRAINLET_PROGRESS_FILE=",
+                                                     progress_->ProgressFile(spec.local_rank))));
+        EXPECT_THAT(spec.env,
+                    ::testing::Contains(absl::StrCat("TRAINLET_TRACEBACK_FILE=",
+                                                     progress_->TracebackFile(spec.local_rank))));
+      }
+      WhenIdle([&] {
+        std::ofstream(progress_->ProgressFile(1)) << "step=41\nstep=42 loss=0.25\n";
+        reported_at = clock_.Now();
+      });
+    };
+  }
+  // The Reports that carry a HangReport.
+  std::vector<v1::ReportRequest> HangReports() const {
+    std::vector<v1::ReportRequest> out;
+    for (const v1::ReportRequest& r : client_.reports()) {
+      if (r.has_hang()) out.push_back(r);
     }
+    return out;
+  }
+  std::unique_ptr<ProgressDir> dir_;
+  RecordingReporter reporter;
+  absl::Time reported_at;
+};
+
+TEST_F(HungWorkerTest, EveryWorkersEvidence_TheCoordinatorsVerdict_TheSuspectsNodeExits80) {
+  Start();
+  absl::Time declared_at;
+  client_.on_report = [&](const v1::ReportRequest& r) {
+    if (r.hang().declared() && declared_at == absl::Time()) declared_at = clock_.Now();
+    if (!r.hang().collected()) return;
+    WhenIdle([&] {
+      v1::Directive d = MakeDirective(1);
+      d.mutable_job_failed()->set_reason("hang: suspect rank 3 on node-1 (the oldest progress)");
+      v1::HangVerdict* v = d.mutable_job_failed()->mutable_hang();
+      v->set_suspect_node_id("node-1");
+      v->set_suspect_rank(3);
+      v->set_suspect_local_rank(1);
+      v->set_summary("suspect rank 3 on node-1 (the oldest progress)");
+      client_.SendDirective(d);
+    });
   };
   EXPECT_EQ(Run(), kExitWorkerHung);
   // Read on the next turn of the loop after the write, declared 10 s later
   // (the fake advances time by whole waits: at most one heartbeat late).
-  EXPECT_GE(failed_at - reported_at, absl::Seconds(10));
-  EXPECT_LE(failed_at - reported_at, absl::Seconds(10) + kHeartbeat);
-  const auto reports = client_.reports();
-  auto failed = std::find_if(reports.begin(), reports.end(),
-                             [](const auto& r) { return r.state() == v1::ReportRequest::FAILED; });
-  ASSERT_NE(failed, reports.end());
-  EXPECT_EQ(failed->exit_code(), kExitWorkerHung);
-  EXPECT_EQ(failed->failed_local_rank(), 1);
-  EXPECT_THAT(failed->message(), HasSubstr("rank 3 hung"));
+  EXPECT_GE(declared_at - reported_at, absl::Seconds(10));
+  EXPECT_LE(declared_at - reported_at, absl::Seconds(10) + kHeartbeat);
+  EXPECT_EQ(client_.CountReports(v1::ReportRequest::FAILED), 0) << "the coordinator judged";
+  const std::vector<v1::ReportRequest> hang = HangReports();
+  ASSERT_GE(hang.size(), 2u);
+  EXPECT_TRUE(hang[0].hang().declared());
+  EXPECT_EQ(hang[0].hang().declared_local_rank(), 1);
+  EXPECT_FALSE(hang[0].hang().collected());
+  const v1::HangReport& collected = hang[1].hang();
+  EXPECT_TRUE(collected.collected());
+  ASSERT_EQ(collected.workers_size(), 2);
+  EXPECT_EQ(collected.workers(0).progress_age_ms(), -1) << "rank 2 never reported";
+  EXPECT_EQ(collected.workers(1).step(), 42);
+  EXPECT_GE(collected.workers(1).progress_age_ms(), 10000);
+  EXPECT_EQ(collected.workers(1).stack(), v1::WorkerEvidence::STACK_UNKNOWN) << "not opted in";
 
   const AgentStatus status = agent_->status();
   EXPECT_EQ(status.hangs, 1);
@@ -864,11 +916,65 @@ TEST_F(AgentTest, HungWorker_EvidenceInStatus_ReportedFailedWithCode80) {
   ASSERT_NE(status.last_hang, nullptr);
   const HangEvidence& e = *status.last_hang;
   EXPECT_EQ(e.global_rank, 3);
+  EXPECT_TRUE(e.declared);
   EXPECT_EQ(e.last_progress, "step=42 loss=0.25");
   EXPECT_EQ(e.pid, 4001);  // the fake's pid of local rank 1
   EXPECT_THAT(e.output_tail, ElementsAre("loading batch 7"));
   EXPECT_THAT(e.traceback_note, HasSubstr("did not create TRAINLET_TRACEBACK_FILE"));
   EXPECT_THAT(e.ToText(), HasSubstr("| loading batch 7"));
+  // The controller gets the hang with the suspect named first, and its
+  // evidence before the other worker's.
+  ASSERT_EQ(reporter.events.size(), 1u);
+  EXPECT_EQ(reporter.events[0].kind, v1::ReportEvent::HANG);
+  EXPECT_EQ(reporter.events[0].cause, "hang: suspect rank 3 on node-1 (the oldest progress)");
+  EXPECT_THAT(reporter.events[0].evidence,
+              ::testing::StartsWith("hang: suspect rank 3 on node-1 (the oldest progress)\n"
+                                    "worker rank 3 (local rank 1, pid 4001), round 1:"));
+  EXPECT_THAT(reporter.events[0].evidence, HasSubstr("worker rank 2 (local rank 0"));
+}
+
+TEST_F(HungWorkerTest, AnotherNodesSuspect_NoHangReportedHere_Exits75) {
+  Start();
+  client_.on_report = [&](const v1::ReportRequest& r) {
+    if (!r.hang().collected()) return;
+    WhenIdle([&] {
+      v1::Directive d = MakeDirective(1);
+      d.mutable_job_failed()->set_reason("hang: suspect rank 0 on node-0 (not in a collective)");
+      d.mutable_job_failed()->mutable_hang()->set_suspect_node_id("node-0");
+      d.mutable_job_failed()->mutable_hang()->set_summary("suspect rank 0 on node-0");
+      client_.SendDirective(d);
+    });
+  };
+  EXPECT_EQ(Run(), kExitPeerFailed);
+  EXPECT_TRUE(reporter.events.empty()) << "node-0 reports it";
+  EXPECT_EQ(agent_->status().last_hang, nullptr) << "its workers were the victims";
+}
+
+TEST_F(HungWorkerTest, NoVerdict_JudgesItsOwnWorkers_ReportedFailedWithCode80) {
+  Start();
+  absl::Time collected_at, failed_at;
+  client_.on_report = [&](const v1::ReportRequest& r) {
+    if (r.hang().collected() && collected_at == absl::Time()) collected_at = clock_.Now();
+    if (r.state() == v1::ReportRequest::FAILED) {
+      if (failed_at == absl::Time()) failed_at = clock_.Now();
+      WhenIdle([&] { client_.SendDirective(JobFailed(1)); });
+    }
+  };
+  EXPECT_EQ(Run(), kExitWorkerHung);
+  EXPECT_GE(failed_at - collected_at, absl::Seconds(10));
+  EXPECT_LE(failed_at - collected_at, absl::Seconds(10) + kHeartbeat);
+  const auto reports = client_.reports();
+  auto failed = std::find_if(reports.begin(), reports.end(),
+                             [](const auto& r) { return r.state() == v1::ReportRequest::FAILED; });
+  ASSERT_NE(failed, reports.end());
+  EXPECT_EQ(failed->exit_code(), kExitWorkerHung);
+  EXPECT_EQ(failed->failed_local_rank(), 1);
+  EXPECT_THAT(failed->message(), HasSubstr("hang: suspect rank 3 on node-1 (no stack outside a "
+                                           "collective; the oldest progress: 10s ago"));
+  ASSERT_EQ(reporter.events.size(), 1u);
+  EXPECT_THAT(reporter.events[0].cause, HasSubstr("hang: suspect rank 3 on node-1"));
+  ASSERT_NE(agent_->status().last_hang, nullptr);
+  EXPECT_EQ(agent_->status().last_hang->global_rank, 3);
 }
 
 TEST_F(AgentTest, ElasticRejoinAfterALocalFailure_ChecksGpuHealth_AndLeavesWith81) {

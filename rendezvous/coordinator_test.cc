@@ -828,6 +828,168 @@ TEST_F(CoordinatorTest, Reasons_NameTheNodeAndItsGlobalRanks) {
               ::testing::StartsWith("node b (rank 1) lost: no heartbeat or liveness datagram"));
 }
 
+// Hang attribution (coordinator.h, "Hangs"; docs/progress.md, "Who hung").
+class HangTest : public CoordinatorTest {
+ protected:
+  // Nodes a, b, c (one worker each: ranks 0, 1, 2) running round 1 of a
+  // job with `max_restarts`; all watching.
+  void StartTrio(int max_restarts = 0) {
+    Make(3, 3, max_restarts);
+    reqs_ = {Req("a", 1, 0, 1), Req("b", 2, 1, 1), Req("c", 3, 2, 1)};
+    for (const v1::JoinRequest& r : reqs_) Join(r);
+    for (const v1::JoinRequest& r : reqs_) sinks_.push_back(Watch(r, 1));
+    ASSERT_EQ(core_->GetSnapshot().phase, Phase::kRunning);
+  }
+  absl::Status ReportHang(size_t i, const v1::HangReport& hang, uint64_t round = 1) {
+    v1::ReportRequest rep;
+    *rep.mutable_member() = reqs_[i].member();
+    rep.set_job_id("job");
+    rep.set_round(round);
+    rep.set_state(v1::ReportRequest::RUNNING);
+    *rep.mutable_hang() = hang;
+    return core_->Report(rep);
+  }
+  static v1::HangReport Declared() {
+    v1::HangReport h;
+    h.set_declared(true);
+    h.set_declared_local_rank(0);
+    h.set_silence_ms(10000);
+    return h;
+  }
+  static v1::HangReport Collected(v1::WorkerEvidence::Stack stack, const std::string& where,
+                                  v1::HangReport h = {}) {
+    h.set_collected(true);
+    v1::WorkerEvidence* w = h.add_workers();
+    w->set_local_rank(0);
+    w->set_stack(stack);
+    w->set_where(where);
+    w->set_step(6);
+    w->set_progress_age_ms(10000);
+    return h;
+  }
+  std::vector<v1::JoinRequest> reqs_;
+  std::vector<std::shared_ptr<RecordingSink>> sinks_;
+};
+
+TEST_F(HangTest, DeclaredByOne_EveryOtherIsAskedFirst_TheRankNotInACollectiveIsTheSuspect) {
+  StartTrio();
+  // a's rank 0 waits in all_reduce for c's rank 2, which sleeps: a is the
+  // first to notice.
+  ASSERT_TRUE(ReportHang(0, Declared()).ok());
+  EXPECT_TRUE(sinks_[0]->directives.empty());
+  for (size_t i : {1, 2}) {
+    ASSERT_EQ(sinks_[i]->directives.size(), 1u) << i;
+    const v1::Directive& d = sinks_[i]->directives[0];
+    ASSERT_TRUE(d.has_collect_evidence()) << i;
+    EXPECT_EQ(d.collect_evidence().declared_by_node(), "a");
+    EXPECT_EQ(d.collect_evidence().declared_rank(), 0);
+    EXPECT_EQ(d.round(), 1u);
+    EXPECT_FALSE(sinks_[i]->closed) << i << ": nothing is stopped yet";
+  }
+  // c declares too (its own silent worker): asked once all the same.
+  ASSERT_TRUE(ReportHang(2, Declared()).ok());
+  EXPECT_EQ(sinks_[1]->directives.size(), 1u);
+  // The evidence comes in; the round runs until the last of it.
+  ASSERT_TRUE(
+      ReportHang(0, Collected(v1::WorkerEvidence::IN_COLLECTIVE, "all_reduce", Declared())).ok());
+  ASSERT_TRUE(ReportHang(2, Collected(v1::WorkerEvidence::NOT_IN_COLLECTIVE,
+                                      "train.py:41 in main; main thread S in hrtimer_nanosleep"))
+                  .ok());
+  ASSERT_TRUE(ReportHang(2, Collected(v1::WorkerEvidence::NOT_IN_COLLECTIVE, "again")).ok());
+  EXPECT_EQ(core_->GetSnapshot().phase, Phase::kRunning) << "b's evidence is not in yet";
+  ASSERT_TRUE(ReportHang(1, Collected(v1::WorkerEvidence::IN_COLLECTIVE, "all_reduce")).ok());
+  ASSERT_EQ(core_->GetSnapshot().phase, Phase::kFailed);
+  const std::string reason =
+      "hang: suspect rank 2 on c (not in a collective: train.py:41 in main; main thread S in "
+      "hrtimer_nanosleep); declared by node a (rank 0: no progress for 10s); evidence from 3 of 3 "
+      "nodes";
+  EXPECT_EQ(core_->GetSnapshot().verdict, reason);
+  for (size_t i = 0; i < 3; ++i) {
+    const v1::Directive& d = sinks_[i]->directives.back();
+    ASSERT_TRUE(d.has_job_failed()) << i;
+    EXPECT_EQ(d.job_failed().reason(), reason);
+    EXPECT_EQ(d.job_failed().failed_node_id(), "c");
+    EXPECT_EQ(d.job_failed().exit_code(), 80);
+    EXPECT_EQ(d.job_failed().hang().suspect_node_id(), "c");
+    EXPECT_EQ(d.job_failed().hang().suspect_rank(), 2);
+    EXPECT_EQ(d.job_failed().hang().suspect_local_rank(), 0);
+    EXPECT_THAT(d.job_failed().hang().summary(), ::testing::StartsWith("suspect rank 2 on c ("));
+  }
+}
+
+TEST_F(HangTest, EvidenceMissing_JudgedAtTheWaitWithWhatCame_AndTheJobRestarts) {
+  StartTrio(/*max_restarts=*/1);
+  ASSERT_TRUE(ReportHang(1, Declared()).ok());
+  ASSERT_TRUE(ReportHang(1, Collected(v1::WorkerEvidence::STACK_UNKNOWN, "", Declared())).ok());
+  v1::HangReport older = Collected(v1::WorkerEvidence::STACK_UNKNOWN, "");
+  older.mutable_workers(0)->set_progress_age_ms(16000);
+  ASSERT_TRUE(ReportHang(0, older).ok());
+  // c (frozen, say) never answers.
+  clock_.Advance(kHangEvidenceWait - absl::Milliseconds(1));
+  ASSERT_TRUE(Report(reqs_[2], 1, v1::ReportRequest::RUNNING).ok());  // alive, though
+  core_->Tick();
+  EXPECT_EQ(core_->GetSnapshot().phase, Phase::kRunning);
+  clock_.Advance(absl::Milliseconds(1));
+  core_->Tick();
+  ASSERT_EQ(core_->GetSnapshot().phase, Phase::kGathering);
+  const v1::Directive& d = sinks_[2]->directives.back();
+  ASSERT_TRUE(d.has_rejoin());
+  EXPECT_EQ(d.rejoin().reason(),
+            "hang: suspect rank 0 on a (no stack outside a collective; the oldest progress: 16s "
+            "ago at step 6); declared by node b (rank 1: no progress for 10s); evidence from 2 "
+            "of 3 nodes (restart 1 of 1)");
+  EXPECT_EQ(d.rejoin().hang().suspect_rank(), 0);
+}
+
+TEST_F(HangTest, AnotherFailureFirst_EndsItWithoutAVerdict) {
+  StartTrio(/*max_restarts=*/2);
+  ASSERT_TRUE(ReportHang(0, Declared()).ok());
+  ASSERT_TRUE(Report(reqs_[1], 1, v1::ReportRequest::FAILED, 3).ok());
+  ASSERT_EQ(core_->GetSnapshot().phase, Phase::kGathering);
+  const v1::Directive& d = sinks_[0]->directives.back();
+  ASSERT_TRUE(d.has_rejoin());
+  EXPECT_THAT(d.rejoin().reason(), ::testing::StartsWith("worker local rank 0 (global rank 1)"));
+  EXPECT_FALSE(d.rejoin().has_hang());
+  // Late evidence of the old round: refused as any stale report is.
+  EXPECT_TRUE(
+      absl::IsAborted(ReportHang(2, Collected(v1::WorkerEvidence::NOT_IN_COLLECTIVE, "x.py:1"))));
+  clock_.Advance(kHangEvidenceWait * 2);
+  core_->Tick();
+  EXPECT_EQ(core_->GetSnapshot().phase, Phase::kGathering) << "no verdict later either";
+}
+
+TEST_F(HangTest, ASucceededNodeHasNothingToAdd_AndEvidenceWithoutADeclarationIsNoHang) {
+  StartTrio();
+  // Evidence nobody asked for (no hang declared this round): nothing.
+  ASSERT_TRUE(ReportHang(2, Collected(v1::WorkerEvidence::NOT_IN_COLLECTIVE, "x.py:1")).ok());
+  clock_.Advance(kHangEvidenceWait * 2);
+  ASSERT_TRUE(Report(reqs_[0], 1, v1::ReportRequest::RUNNING).ok());
+  ASSERT_TRUE(Report(reqs_[1], 1, v1::ReportRequest::RUNNING).ok());
+  ASSERT_TRUE(Report(reqs_[2], 1, v1::ReportRequest::RUNNING).ok());
+  core_->Tick();
+  EXPECT_EQ(core_->GetSnapshot().phase, Phase::kRunning);
+  // b's workers all exited 0 before the hang: not asked, and a SUCCEEDED
+  // while asked counts as its answer.
+  ASSERT_TRUE(Report(reqs_[1], 1, v1::ReportRequest::SUCCEEDED).ok());
+  ASSERT_TRUE(
+      ReportHang(0, Collected(v1::WorkerEvidence::IN_COLLECTIVE, "barrier", Declared())).ok());
+  EXPECT_TRUE(sinks_[1]->directives.empty()) << "not asked";
+  ASSERT_TRUE(Report(reqs_[2], 1, v1::ReportRequest::SUCCEEDED).ok());
+  ASSERT_EQ(core_->GetSnapshot().phase, Phase::kFailed);
+  EXPECT_THAT(core_->GetSnapshot().verdict,
+              ::testing::StartsWith("hang: suspect rank 0 on a (no stack outside a collective"));
+}
+
+TEST_F(HangTest, AMalformedHangReportIsRefused_NamingTheField) {
+  StartTrio();
+  v1::HangReport h = Declared();
+  h.set_declared_local_rank(1);  // a has one worker
+  const absl::Status s = ReportHang(0, h);
+  EXPECT_TRUE(absl::IsInvalidArgument(s)) << s;
+  EXPECT_THAT(s.message(), HasSubstr("hang.declared_local_rank"));
+  EXPECT_TRUE(sinks_[1]->directives.empty());
+}
+
 TEST_F(ReadyRejoinTest, RejoinByDatagram_NoStreamWrite_EachSurvivorGetsItsRejoinDatagram) {
   StartTrio({true, true, true}, {true, true, true});
   FailB();
