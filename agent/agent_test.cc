@@ -1316,6 +1316,39 @@ TEST_F(ReleasedStreamTest, TakenWhileAcked_NoReopenNoReports_TheVerdictByDatagra
   EXPECT_FALSE(workers_.signals_sent.empty()) << "the verdict stopped the workers";
 }
 
+TEST_F(ReleasedStreamTest, AskedForHangEvidenceByDatagram_ReportsItsWorkersEvidence) {
+  AckAll([](absl::Duration) { return true; });
+  JoinAnswers({UdpAssignment(absl::Milliseconds(470))});
+  int stage = 0;
+  EveryIdle([&](absl::Duration t) {
+    if (stage == 0 && t >= absl::Seconds(3)) {
+      stage = 1;
+      ReleaseStream();
+    } else if (stage == 1 && t >= absl::Seconds(4)) {
+      stage = 2;
+      v1::Directive ask = MakeDirective(1);
+      ask.mutable_collect_evidence()->set_declared_by_node("node-0");
+      v1::Directive other = ask;
+      other.set_round(7);  // not its round: nothing
+      client_.DeliverDirectiveDatagram(DirectiveDatagram(other));
+      client_.DeliverDirectiveDatagram(DirectiveDatagram(ask));
+    } else if (stage == 2 &&
+               (client_.CountReports(v1::ReportRequest::RUNNING) > 0 || t >= absl::Minutes(1))) {
+      stage = 3;
+      client_.DeliverDirectiveDatagram(DirectiveDatagram(JobFinished(1)));
+    }
+  });
+  EXPECT_EQ(Run(), 0);
+  std::vector<v1::ReportRequest> hang;
+  for (const v1::ReportRequest& r : client_.reports()) {
+    if (r.has_hang()) hang.push_back(r);
+  }
+  ASSERT_EQ(hang.size(), 1u);
+  EXPECT_FALSE(hang[0].hang().declared());
+  EXPECT_TRUE(hang[0].hang().collected());
+  EXPECT_EQ(hang[0].hang().workers_size(), 2);
+}
+
 TEST_F(ReleasedStreamTest, WithoutAcks_TheReleaseIsRefused_TheStreamOpensAgainWithoutIt) {
   JoinAnswers({UdpAssignment(absl::Milliseconds(470))});
   int stage = 0;

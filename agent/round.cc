@@ -1338,6 +1338,11 @@ void RoundMachine::OnDirectiveDatagram(const DirectiveDatagramReceived& e, Actio
     return;
   }
   const bool ready = state_ == RoundState::kJoining && ready_join_;
+  if (d.has_collect_evidence()) {
+    // A released node asked for its hang evidence: as the stream's.
+    if (!ready) ApplyDirective(d, out);
+    return;
+  }
   if (d.has_rejoin()) {
     // The Rejoin with its reason (WatchRequest.accepts_rejoin_directive):
     // as a REJOIN datagram, a round above this node's or nothing.

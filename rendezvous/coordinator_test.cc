@@ -1487,6 +1487,26 @@ TEST_F(ReleasedStreamTest, ARoundThisLarge_ReleasesEveryStreamAfterTheSecondAck)
   EXPECT_EQ(s.phase, Phase::kRunning);
 }
 
+TEST_F(ReleasedStreamTest, AHangDeclared_ReleasedMembersAreAskedByDatagram) {
+  StartReleased();
+  v1::ReportRequest rep;
+  *rep.mutable_member() = reqs_[0].member();
+  rep.set_job_id("job");
+  rep.set_round(1);
+  rep.set_state(v1::ReportRequest::RUNNING);
+  rep.mutable_hang()->set_declared(true);
+  rep.mutable_hang()->set_silence_ms(5000);
+  ASSERT_TRUE(core_->Report(rep).ok());
+  EXPECT_TRUE(DirectivesTo(0).empty()) << "the declaring member is not asked";
+  for (size_t i : {1, 2}) {
+    const std::vector<v1::Directive> d = DirectivesTo(i);
+    ASSERT_EQ(d.size(), 1u) << i;
+    ASSERT_TRUE(d[0].has_collect_evidence()) << i;
+    EXPECT_EQ(d[0].collect_evidence().declared_by_node(), "a");
+    EXPECT_EQ(d[0].round(), 1u);
+  }
+}
+
 TEST_F(ReleasedStreamTest, NotBelowTheSize_NorWithoutAcceptsRelease_NorBeforeASecondAck) {
   StartReleased(/*from=*/4);
   for (size_t i = 0; i < 3; ++i) EXPECT_FALSE(sinks_[i]->closed) << "a round of 3 < 4: " << i;
