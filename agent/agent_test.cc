@@ -631,23 +631,42 @@ class RejoinDatagramTest : public RejoinByDatagramTest {
     return *rendezvous::EncodeDirectiveDatagram(3, 0x1234, d.round(), d.SerializeAsString(),
                                                 *rendezvous::LivenessKeyFromBytes(key));
   }
+  // Round 1 runs until `restart` delivers the Rejoin by datagram at its
+  // first idle; the READYs of round 2 get its assignment down the kept
+  // stream; round 2's workers exit 0 and the job finishes.
+  void RestartByDatagramThenFinish(std::function<void()> restart) {
+    workers_.on_start = [this, restart](const auto&) {
+      if (workers_.starts.size() == 1) {
+        WhenIdle(restart);
+      } else {
+        workers_.ExitAll(0);
+        WhenIdle([this] { client_.SendDirective(JobFinished(2)); });
+      }
+    };
+    OnReady(
+        [this](const rendezvous::LivenessDatagram& d) -> std::optional<rendezvous::LivenessBytes> {
+          if (d.round == 2) WhenIdle([this] { client_.SendDirective(Pushed(Round(2))); });
+          return std::nullopt;
+        });
+  }
+  // Whether an alive datagram of `round` went out before the first READY:
+  // the Rejoin confirmed at once (the workers still stop), so that the
+  // coordinator sends it no more.
+  bool ConfirmedBeforeReady(uint64_t round) const {
+    for (const rendezvous::LivenessBytes& b : client_.datagrams()) {
+      std::optional<rendezvous::LivenessDatagram> d =
+          rendezvous::ParseAgentDatagram(b.data(), b.size());
+      if (!d.has_value() || d->kind == rendezvous::LivenessKind::kReady) return false;
+      if (d->round == round) return true;
+    }
+    return false;
+  }
 };
 
 TEST_F(RejoinDatagramTest, IsTheRejoin_ReadyByDatagram_TheAssignmentFromTheKeptStream) {
   client_.liveness_fd_value = 77;
   JoinAnswers({UdpAssignment(absl::Milliseconds(470))});
-  workers_.on_start = [this](const auto&) {
-    if (workers_.starts.size() == 1) {
-      WhenIdle([this] { client_.DeliverDatagram(RejoinDatagram(2)); });
-    } else {
-      workers_.ExitAll(0);
-      WhenIdle([this] { client_.SendDirective(JobFinished(2)); });
-    }
-  };
-  OnReady([&](const rendezvous::LivenessDatagram& d) -> std::optional<rendezvous::LivenessBytes> {
-    if (d.round == 2) WhenIdle([&] { client_.SendDirective(Pushed(Round(2))); });
-    return std::nullopt;
-  });
+  RestartByDatagramThenFinish([this] { client_.DeliverDatagram(RejoinDatagram(2)); });
   EXPECT_EQ(Run(), 0);
   ASSERT_EQ(workers_.starts.size(), 2u);
   EXPECT_EQ(agent_->status().round, 2u);
@@ -656,17 +675,7 @@ TEST_F(RejoinDatagramTest, IsTheRejoin_ReadyByDatagram_TheAssignmentFromTheKeptS
   EXPECT_TRUE(client_.watches()[0].accepts_rejoin_datagram());
   ASSERT_FALSE(Readies().empty());
   EXPECT_EQ(Readies()[0].round, 2u);
-  // Confirmed at once with an alive datagram of round 2, before any READY
-  // (the workers still stop), so that the coordinator sends it no more.
-  bool confirmed = false;
-  for (const rendezvous::LivenessBytes& b : client_.datagrams()) {
-    std::optional<rendezvous::LivenessDatagram> d =
-        rendezvous::ParseAgentDatagram(b.data(), b.size());
-    ASSERT_TRUE(d.has_value());
-    if (d->kind == rendezvous::LivenessKind::kReady) break;
-    confirmed |= d->round == 2;
-  }
-  EXPECT_TRUE(confirmed);
+  EXPECT_TRUE(ConfirmedBeforeReady(2));
   // The liveness socket is in the loop's poll (a REJOIN wakes it), and
   // out of it at the end.
   EXPECT_THAT(workers_.watched_fds, ::testing::Contains(std::make_pair(1, 77)));
@@ -680,22 +689,11 @@ TEST_F(RejoinDatagramTest, AsADirectiveDatagram_ItsReasonIsLogged_AndItIsConfirm
   v1::Directive rejoin = ReadyRejoin(1);
   rejoin.mutable_rejoin()->set_reason(
       "node node-0 (rank 0) lost: its agent disconnected (watch stream closed) (restart 1 of 3)");
-  workers_.on_start = [&](const auto&) {
-    if (workers_.starts.size() == 1) {
-      WhenIdle([&] {
-        v1::Directive replay = rejoin;
-        replay.mutable_rejoin()->set_next_round(1);  // not above its round: nothing
-        client_.DeliverDirectiveDatagram(DirectiveDatagram(replay));
-        client_.DeliverDirectiveDatagram(DirectiveDatagram(rejoin));
-      });
-    } else {
-      workers_.ExitAll(0);
-      WhenIdle([this] { client_.SendDirective(JobFinished(2)); });
-    }
-  };
-  OnReady([&](const rendezvous::LivenessDatagram& d) -> std::optional<rendezvous::LivenessBytes> {
-    if (d.round == 2) WhenIdle([&] { client_.SendDirective(Pushed(Round(2))); });
-    return std::nullopt;
+  RestartByDatagramThenFinish([&] {
+    v1::Directive replay = rejoin;
+    replay.mutable_rejoin()->set_next_round(1);  // not above its round: nothing
+    client_.DeliverDirectiveDatagram(DirectiveDatagram(replay));
+    client_.DeliverDirectiveDatagram(DirectiveDatagram(rejoin));
   });
   ::testing::internal::CaptureStderr();
   const int code = Run();
@@ -708,15 +706,7 @@ TEST_F(RejoinDatagramTest, AsADirectiveDatagram_ItsReasonIsLogged_AndItIsConfirm
   EXPECT_EQ(client_.joins().size(), 1u) << "no Join call for round 2";
   ASSERT_FALSE(client_.watches().empty());
   EXPECT_TRUE(client_.watches()[0].accepts_rejoin_directive());
-  bool confirmed = false;
-  for (const rendezvous::LivenessBytes& b : client_.datagrams()) {
-    std::optional<rendezvous::LivenessDatagram> d =
-        rendezvous::ParseAgentDatagram(b.data(), b.size());
-    ASSERT_TRUE(d.has_value());
-    if (d->kind == rendezvous::LivenessKind::kReady) break;
-    confirmed |= d->round == 2;
-  }
-  EXPECT_TRUE(confirmed) << "an alive datagram of round 2 before any READY";
+  EXPECT_TRUE(ConfirmedBeforeReady(2));
 }
 
 TEST_F(RejoinDatagramTest, NotItsOwn_OrNotNewer_IsIgnored) {
@@ -1291,21 +1281,29 @@ class ReleasedStreamTest : public RejoinDatagramTest {
     const absl::Time start = clock_.Now();
     workers_.on_idle = [this, start, fn] { fn(clock_.Now() - start); };
   }
+  // Releases the stream 3 s into the round, then calls `then(time since
+  // the start)` at every idle until it returns true.
+  void ReleaseThen(std::function<bool(absl::Duration)> then) {
+    auto stage = std::make_shared<int>(0);
+    EveryIdle([this, stage, then](absl::Duration t) {
+      if (*stage == 0 && t >= absl::Seconds(3)) {
+        *stage = 1;
+        ReleaseStream();
+      } else if (*stage == 1 && then(t)) {
+        *stage = 2;
+      }
+    });
+  }
 };
 
 TEST_F(ReleasedStreamTest, TakenWhileAcked_NoReopenNoReports_TheVerdictByDatagram_ConfirmedTaken) {
   AckAll([](absl::Duration) { return true; });
   JoinAnswers({UdpAssignment(absl::Milliseconds(470))});
-  int stage = 0;
-  EveryIdle([&](absl::Duration t) {
-    if (stage == 0 && t >= absl::Seconds(3)) {
-      stage = 1;
-      ReleaseStream();
-    } else if (stage == 1 && t >= absl::Minutes(6)) {
-      // Past the acked node's 5-minute Report: it does not go either.
-      stage = 2;
-      client_.DeliverDirectiveDatagram(DirectiveDatagram(JobFinished(1)));
-    }
+  ReleaseThen([&](absl::Duration t) {
+    // Past the acked node's 5-minute Report: it does not go either.
+    if (t < absl::Minutes(6)) return false;
+    client_.DeliverDirectiveDatagram(DirectiveDatagram(JobFinished(1)));
+    return true;
   });
   EXPECT_EQ(Run(), 0);
   ASSERT_EQ(client_.watches().size(), 1u) << "no stream opened again";
@@ -1319,24 +1317,24 @@ TEST_F(ReleasedStreamTest, TakenWhileAcked_NoReopenNoReports_TheVerdictByDatagra
 TEST_F(ReleasedStreamTest, AskedForHangEvidenceByDatagram_ReportsItsWorkersEvidence) {
   AckAll([](absl::Duration) { return true; });
   JoinAnswers({UdpAssignment(absl::Milliseconds(470))});
-  int stage = 0;
-  EveryIdle([&](absl::Duration t) {
-    if (stage == 0 && t >= absl::Seconds(3)) {
-      stage = 1;
-      ReleaseStream();
-    } else if (stage == 1 && t >= absl::Seconds(4)) {
-      stage = 2;
+  bool asked = false;
+  ReleaseThen([&](absl::Duration t) {
+    if (!asked) {
+      asked = true;
       v1::Directive ask = MakeDirective(1);
       ask.mutable_collect_evidence()->set_declared_by_node("node-0");
       v1::Directive other = ask;
       other.set_round(7);  // not its round: nothing
       client_.DeliverDirectiveDatagram(DirectiveDatagram(other));
       client_.DeliverDirectiveDatagram(DirectiveDatagram(ask));
-    } else if (stage == 2 &&
-               (client_.CountReports(v1::ReportRequest::RUNNING) > 0 || t >= absl::Minutes(1))) {
-      stage = 3;
-      client_.DeliverDirectiveDatagram(DirectiveDatagram(JobFinished(1)));
+      return false;
     }
+    // Its evidence reported (or a minute without it): the job ends.
+    if (client_.CountReports(v1::ReportRequest::RUNNING) == 0 && t < absl::Minutes(1)) {
+      return false;
+    }
+    client_.DeliverDirectiveDatagram(DirectiveDatagram(JobFinished(1)));
+    return true;
   });
   EXPECT_EQ(Run(), 0);
   std::vector<v1::ReportRequest> hang;

@@ -138,9 +138,10 @@ class CoordinatorTest : public ::testing::Test {
     std::shared_ptr<RecordingSink> a_sink;
     uint64_t b_watch = 0;
   };
-  RunningPair StartRunningPair(const std::string& a = "a", const std::string& b = "b") {
+  RunningPair StartRunningPair(const std::string& a = "a", const std::string& b = "b",
+                               int lws = 2) {
     Make(2, 2);
-    RunningPair p{Req(a, 1, 0), Req(b, 2, 1)};
+    RunningPair p{Req(a, 1, 0, lws), Req(b, 2, 1, lws)};
     Join(p.a);
     Join(p.b);
     p.a_sink = Watch(p.a, 1);
@@ -451,7 +452,8 @@ TEST_F(CoordinatorTest, SilentNode_LostAfterHeartbeatTimeout) {
   clock_.Advance(absl::Milliseconds(250));  // b silent for 5.25 s.
   core_->Tick();
   ASSERT_EQ(sa->directives.size(), 1u);
-  EXPECT_THAT(sa->directives[0].job_failed().reason(), HasSubstr("no heartbeat"));
+  EXPECT_THAT(sa->directives[0].job_failed().reason(),
+              ::testing::StartsWith("node b (ranks 2-3) lost: no heartbeat"));
   EXPECT_EQ(sa->directives[0].job_failed().failed_node_id(), "b");
 }
 
@@ -805,27 +807,21 @@ class ReadyRejoinTest : public UdpLivenessTest {
 TEST_F(CoordinatorTest, Reasons_NameTheNodeAndItsGlobalRanks) {
   // Lost by its stream: "node b (ranks 2-3)" (two workers each).
   RunningPair p = StartRunningPair();
-  core_->WatchClosed(p.b_watch);
-  clock_.Advance(kStreamLossGrace);
-  core_->Tick();
+  LoseStream(p.b_watch);
   ASSERT_EQ(p.a_sink->directives.size(), 1u);
   EXPECT_EQ(p.a_sink->directives[0].job_failed().reason(),
             "node b (ranks 2-3) lost: its agent disconnected (watch stream closed)");
 
-  // Silent, one worker each: "(rank 1)".
-  Make(2, 2, /*max_restarts=*/2);
-  const v1::JoinRequest a = Req("a", 1, 0, 1), b = Req("b", 2, 1, 1);
-  Join(a);
-  Join(b);
-  auto sa = Watch(a, 1);
-  Watch(b, 1);
-  clock_.Advance(absl::Seconds(3));
-  ASSERT_TRUE(Report(a, 1, v1::ReportRequest::RUNNING).ok());
-  clock_.Advance(absl::Seconds(3));
-  core_->Tick();
-  ASSERT_EQ(sa->directives.size(), 1u);
-  EXPECT_THAT(sa->directives[0].rejoin().reason(),
-              ::testing::StartsWith("node b (rank 1) lost: no heartbeat or liveness datagram"));
+  // Left, one worker each: "(rank 1)". (Silent: SilentNode_LostAfterHeartbeatTimeout.)
+  p = StartRunningPair("a", "b", /*lws=*/1);
+  v1::LeaveRequest leave;
+  *leave.mutable_member() = p.b.member();
+  leave.set_job_id("job");
+  leave.set_reason("agent received signal 15 (Terminated)");
+  ASSERT_TRUE(core_->Leave(leave).ok());
+  ASSERT_EQ(p.a_sink->directives.size(), 1u);
+  EXPECT_EQ(p.a_sink->directives[0].job_failed().reason(),
+            "node b (rank 1) left: agent received signal 15 (Terminated)");
 }
 
 // Hang attribution (coordinator.h, "Hangs"; docs/progress.md, "Who hung").

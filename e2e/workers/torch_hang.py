@@ -1,8 +1,8 @@
 """A worker for e2e_hang's multi-host test: a gloo process group over env://
 and an all_reduce every step, progress reported before each step through the
-helper of docs/progress.md (copied verbatim). Rank SLEEPER stops at step STEP
-in a Python sleep, not in a collective, so every other rank blocks in that
-step's all_reduce waiting for it. It reports progress once more, LEAD seconds
+helper of docs/progress.md (progress_hang.py's copy). Rank SLEEPER stops at
+step STEP in a Python sleep, not in a collective, so every other rank blocks
+in that step's all_reduce waiting for it. It reports progress once more, LEAD seconds
 into its sleep (a last batch loaded), so that its victims go silent first and
 are the ones declared hung, as in a real hang.
 
@@ -16,30 +16,9 @@ from datetime import timedelta
 import torch
 import torch.distributed as dist
 
-# ---- the helper of docs/progress.md ----
-import faulthandler
-import os
-import signal
-
-_progress = os.environ.get("TRAINLET_PROGRESS_FILE")
-_traceback = os.environ.get("TRAINLET_TRACEBACK_FILE")
-if _traceback:
-    # Creating the file opts in: on a hang the agent sends SIGUSR1 and
-    # keeps what faulthandler writes here as evidence.
-    _traceback_file = open(_traceback, "w")
-    faulthandler.register(signal.SIGUSR1, file=_traceback_file, all_threads=True)
-
-
-def report_progress(**fields):
-    """One line of key=value tokens, e.g. report_progress(step=12, loss=0.5)."""
-    if not _progress:
-        return
-    fields.setdefault("pid", os.getpid())  # where the agent sends SIGUSR1
-    line = " ".join("%s=%s" % (k, str(v).replace(" ", "_")) for k, v in fields.items())
-    with open(_progress + ".tmp", "w") as f:
-        f.write(line + "\n")
-    os.replace(_progress + ".tmp", _progress)  # atomic: never half a line
-# ---- end of the helper ----
+# The helper of docs/progress.md, as progress_hang.py copies it verbatim
+# (importing it registers the SIGUSR1 handler: this worker opts in too).
+from progress_hang import report_progress
 
 
 def sleep_in_the_data_loader():
