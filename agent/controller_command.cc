@@ -66,15 +66,29 @@ const std::vector<OptionSpec>& ControllerOptionTable() {
          "History entries kept per job in --db (the oldest go first), 1..1000000."},
         {"history-max-age", OptionKind::kDuration, "DURATION", "720h",
          "History entries older than this are dropped from --db; 0: no age limit."},
+        {"history-max-jobs", OptionKind::kInt, "N", "1000",
+         "Jobs kept in --db (the one heard from longest ago goes first), 1..100000."},
+        {"db-required", OptionKind::kBool, "", "false",
+         "Exit (78) when --db is damaged, instead of moving it aside and starting with an "
+         "empty history."},
         {"stale-after", OptionKind::kDuration, "DURATION", "15s",
          "A node that has not reported for this long (at least 3 report intervals) is "
          "stale."},
         {"token-file", OptionKind::kString, "PATH", "",
-         "File holding the token agents send (trailing whitespace ignored); none: no "
+         "File holding the token agents send (trailing whitespace ignored), or one per line, "
+         "\"jobs=PATTERN[,...] TOKEN\" for one that may write only those jobs; none: no "
          "authentication."},
         {"log-level", OptionKind::kString, "LEVEL", "info", "debug, info, warning or error."},
     };
-    for (OptionSpec& spec : TlsOptionSpecs(/*client=*/false)) t->push_back(std::move(spec));
+    for (OptionSpec& spec : TlsOptionSpecs(/*client=*/false)) {
+      if (spec.name == "tls-cert") {
+        spec.help =
+            "This side's certificate (PEM, leaf first; a cert-manager Secret's tls.crt) for "
+            "mutual TLS on the controller's --listen port; needs --tls-key and --tls-ca. None: "
+            "plaintext.";
+      }
+      t->push_back(std::move(spec));
+    }
     return t;
   }();
   return *table;
@@ -118,6 +132,16 @@ absl::StatusOr<ControllerConfig> ParseControllerConfig(
       ParseIntValue(ValueOrDefault(parsed, table, "history-retention"), 1, 1000000);
   if (!retention.ok()) return retention.status();
   c.history_retention = *retention;
+  absl::StatusOr<int> max_jobs =
+      ParseIntValue(ValueOrDefault(parsed, table, "history-max-jobs"), 1, 100000);
+  if (!max_jobs.ok()) return max_jobs.status();
+  c.history_max_jobs = *max_jobs;
+  absl::StatusOr<bool> db_required = ParseBoolValue(ValueOrDefault(parsed, table, "db-required"));
+  if (!db_required.ok()) return db_required.status();
+  c.db_required = *db_required;
+  if (c.db_required && c.db_path.empty()) {
+    return absl::InvalidArgumentError("--db-required: needs --db=PATH (the history database)");
+  }
   if (absl::Status s =
           ParseDurationOptions(parsed, table,
                                {{"history-max-age", absl::ZeroDuration(), &c.history_max_age},
@@ -126,9 +150,10 @@ absl::StatusOr<ControllerConfig> ParseControllerConfig(
     return s;
   }
   if (const OptionValue* token_file = parsed.Find("token-file")) {
-    absl::StatusOr<std::string> token = ReadTokenFile(*token_file);
-    if (!token.ok()) return token.status();
-    c.token = *std::move(token);
+    absl::StatusOr<controller::JobTokens> tokens =
+        controller::JobTokens::ReadFile(token_file->text, token_file->origin);
+    if (!tokens.ok()) return tokens.status();
+    c.tokens = *std::move(tokens);
   }
   absl::StatusOr<rendezvous::TlsConfig> tls = ParseTlsOptions(parsed, &c.warnings);
   if (!tls.ok()) return tls.status();
@@ -153,7 +178,9 @@ int RunController(const ControllerConfig& config) {
   options.history.path = config.db_path;
   options.history.max_entries_per_job = config.history_retention;
   options.history.max_age = config.history_max_age;
-  options.token = config.token;
+  options.history.max_jobs = config.history_max_jobs;
+  options.db_required = config.db_required;
+  options.tokens = config.tokens;
   options.listen = {config.listen_host, config.listen_port};
   options.http = {config.http_host, config.http_port};
   options.version = config.version;
@@ -161,8 +188,10 @@ int RunController(const ControllerConfig& config) {
   auto host = controller::ControllerHost::Start(std::move(options));
   if (!host.ok()) {
     TLOG(kError) << host.status().message();
-    return host.status().code() == absl::StatusCode::kFailedPrecondition ? kExitConfig
-                                                                         : kExitOsError;
+    return host.status().code() == absl::StatusCode::kFailedPrecondition ||
+                   host.status().code() == absl::StatusCode::kDataLoss
+               ? kExitConfig
+               : kExitOsError;
   }
   int exit_code = kExitSuccess;
   while (true) {

@@ -22,6 +22,7 @@
 #include "absl/time/time.h"
 #include "agent/options.h"
 #include "common/logging.h"
+#include "controller/job_tokens.h"
 #include "rendezvous/tls_files.h"
 
 namespace trainlet::agent {
@@ -36,9 +37,11 @@ struct ControllerConfig {
   std::string db_path;                                    // --db; empty: history in memory only.
   int history_retention = 1000;                           // --history-retention: entries per job.
   absl::Duration history_max_age = absl::Hours(24 * 30);  // --history-max-age; 0: none.
-  absl::Duration stale_after = absl::Seconds(15);         // --stale-after
-  std::string token;          // from --token-file; empty: no authentication.
-  rendezvous::TlsConfig tls;  // --tls-*
+  int history_max_jobs = 1000;                            // --history-max-jobs
+  bool db_required = false;                        // --db-required: a damaged --db is fatal (78).
+  absl::Duration stale_after = absl::Seconds(15);  // --stale-after
+  controller::JobTokens tokens;                    // from --token-file; none: no authentication.
+  rendezvous::TlsConfig tls;                       // --tls-*
   std::vector<std::string> warnings;
   LogLevel log_level = LogLevel::kInfo;
   std::string version;  // trainlet's, for the views (main.cc sets it).
@@ -50,7 +53,8 @@ const std::vector<OptionSpec>& ControllerOptionTable();
 std::string ControllerHelpText();
 
 // Exit code: 128+N on signal N (its normal end), 71 when it cannot listen,
-// 78 when the history database cannot be opened.
+// 78 when the history database cannot be opened, holds a newer schema, or
+// is damaged with --db-required (without it, a damaged one is moved aside).
 int RunController(const ControllerConfig& config);
 
 }  // namespace trainlet::agent

@@ -10,30 +10,50 @@
 #include "rendezvous/grpc_server.h"
 
 namespace trainlet::controller {
+namespace {
+
+// Opens the store into `store` and loads its bounded summary.
+absl::StatusOr<StoredHistory> OpenHistory(const ControllerHostOptions& options,
+                                          std::unique_ptr<HistoryStore>* store) {
+  absl::StatusOr<std::unique_ptr<HistoryStore>> opened =
+      HistoryStore::Open(options.history, options.clock);
+  if (!opened.ok()) return opened.status();
+  *store = std::move(*opened);
+  return (*store)->Load(options.core.max_jobs, kEntriesRestoredPerJob);
+}
+
+}  // namespace
 
 absl::StatusOr<std::unique_ptr<ControllerHost>> ControllerHost::Start(
     ControllerHostOptions options) {
   std::unique_ptr<ControllerHost> host(new ControllerHost());
-  std::vector<HistoryRecord> restored;
+  StoredHistory restored;
   if (!options.history.path.empty()) {
-    absl::StatusOr<std::unique_ptr<HistoryStore>> store =
-        HistoryStore::Open(options.history, options.clock);
-    if (!store.ok()) return store.status();
-    host->store_ = std::move(*store);
-    absl::StatusOr<std::vector<HistoryRecord>> loaded =
-        host->store_->Load(options.core.max_history_per_job);
+    absl::StatusOr<StoredHistory> loaded = OpenHistory(options, &host->store_);
+    if (!loaded.ok() && absl::IsDataLoss(loaded.status()) && !options.db_required) {
+      // A damaged file: out of the way, and a fresh one, rather than no
+      // controller at all (its history is not the job's).
+      host->store_.reset();
+      absl::StatusOr<std::string> moved =
+          HistoryStore::MoveAside(options.history.path, options.clock->Now());
+      if (!moved.ok()) return moved.status();
+      TLOG(kError) << loaded.status().message() << "; moved it aside to " << SafeForLog(*moved, 256)
+                   << " and starting with an empty history (--db-required makes this an error)";
+      loaded = OpenHistory(options, &host->store_);
+    }
     if (!loaded.ok()) return loaded.status();
     restored = *std::move(loaded);
   }
   host->core_ = std::make_unique<ControllerCore>(options.core, options.clock, host->store_.get());
   host->core_->Restore(restored);
   if (options.tls.enabled()) {
-    auto peers = rendezvous::PeerVerifier::Create(options.tls.ca_pem);
+    auto peers = rendezvous::PeerVerifier::Create(
+        options.tls.ca_pem, Clock::Real(), rendezvous::PeerVerifier::kMaxRemembered, "controller");
     if (!peers.ok()) return peers.status();
     host->peers_ = std::move(*peers);
   }
   host->service_ =
-      std::make_unique<ControllerService>(host->core_.get(), options.token, host->peers_.get());
+      std::make_unique<ControllerService>(host->core_.get(), options.tokens, host->peers_.get());
   rendezvous::GrpcServerOptions so;
   so.listen.push_back(options.listen);
   so.name = "controller";
@@ -67,7 +87,10 @@ absl::StatusOr<std::unique_ptr<ControllerHost>> ControllerHost::Start(
                       : "history in " + SafeForLog(options.history.path, 256) + ", " +
                             std::to_string(stats.history_entries) + " entries of " +
                             std::to_string(stats.jobs) + " jobs reloaded")
-              << (options.token.empty() ? ", no token" : "")
+              << (options.tokens.empty() ? ", no token"
+                  : options.tokens.size() > 1
+                      ? ", " + std::to_string(options.tokens.size()) + " tokens"
+                      : "")
               << (options.tls.enabled() ? ", mutual TLS" : ", plaintext") << "); views on http://"
               << rendezvous::FormatHostPort(ho.address, host->http_port()) << "/";
   return host;
@@ -85,6 +108,7 @@ void ControllerHost::Shutdown(absl::Duration grace) {
   if (http_) http_->Stop();
   if (server_) server_->Shutdown(grace);
   sweeper_.reset();
+  if (core_) core_->Flush();
 }
 
 }  // namespace trainlet::controller

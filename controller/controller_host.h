@@ -11,7 +11,8 @@
 //
 // Threading: Start/Shutdown from the owner's thread; core() is thread-safe.
 // Shutdown (idempotent; the destructor runs it) stops the server (waiting
-// up to `grace` for calls), then the sweeper; the store closes last.
+// up to `grace` for calls), then the sweeper, saves the summaries of the
+// jobs that changed; the store closes last.
 #ifndef TRAINLET_CONTROLLER_CONTROLLER_HOST_H_
 #define TRAINLET_CONTROLLER_CONTROLLER_HOST_H_
 
@@ -25,6 +26,7 @@
 #include "controller/controller_core.h"
 #include "controller/history_store.h"
 #include "controller/http_server.h"
+#include "controller/job_tokens.h"
 #include "controller/step_rate.h"
 #include "rendezvous/tcp_listener.h"
 #include "rendezvous/tls_files.h"
@@ -41,8 +43,11 @@ inline constexpr absl::Duration kSweepEvery = absl::Seconds(1);
 
 struct ControllerHostOptions {
   ControllerOptions core;
-  HistoryStoreOptions history;                         // history.path empty: no database.
-  std::string token;                                   // empty: every caller is accepted.
+  HistoryStoreOptions history;  // history.path empty: no database.
+  // A damaged database is an error (DataLoss) instead of being moved aside
+  // for an empty one (--db-required).
+  bool db_required = false;
+  JobTokens tokens;  // --token-file (job_tokens.h); none: every caller is accepted.
   rendezvous::ListenAddress listen{"0.0.0.0", 29600};  // port 0 = any free port.
   rendezvous::TlsConfig tls;
   // The views; port 0 = any free port (the default here, for tests;
@@ -55,8 +60,11 @@ struct ControllerHostOptions {
 
 class ControllerHost {
  public:
-  // Opens and loads the history, then binds. Errors: the store's
-  // (FailedPrecondition naming the file), the bind's (IsAddressInUse).
+  // Opens and loads the history, then binds. A damaged database is moved
+  // aside (HistoryStore::MoveAside) with one error line, and the controller
+  // starts with an empty one, unless db_required. Errors: the store's
+  // (FailedPrecondition naming the file; DataLoss with db_required), the
+  // bind's (IsAddressInUse).
   static absl::StatusOr<std::unique_ptr<ControllerHost>> Start(ControllerHostOptions options);
   ~ControllerHost();
   ControllerHost(const ControllerHost&) = delete;

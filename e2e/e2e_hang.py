@@ -112,7 +112,7 @@ class HangTest(E2ETestCase):
             evidence = a.stderr.index("hang evidence: python traceback: sent SIGUSR1")
             self.assertLess(evidence, a.stderr.index("stopping 1 worker(s)"), a.name)
             self.assertIn("evidence from 3 of 3 nodes", a.stderr, a.name)
-            self.assertIn("this node's evidence: the 'hang evidence:' lines above", a.stderr)
+            self.assertIn("this node's evidence: the 'hang evidence:' lines of its log", a.stderr)
         # The sleeper's stack is in its node's evidence; the others wait in
         # all_reduce.
         self.assertRegex(agents[1].stderr, r"hang evidence:   \|   File \".*torch_hang\.py\", "

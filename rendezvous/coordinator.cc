@@ -941,9 +941,10 @@ void Coordinator::CloseRoundLocked(Actions* actions) {
   min_reached_at_ = absl::InfiniteFuture();
   expected_.clear();
   expected_joined_at_ = absl::InfinitePast();
-  TLOG(kInfo) << "round " << round_ << " closed: " << n << " nodes, world size " << world_size
-              << ", master " << common.master_addr() << ":" << common.master_port()
-              << ", restart count " << restart_count_;
+  TLOG_AT(OutcomeLevel(LogLevel::kInfo))
+      << "round " << round_ << " closed: " << n << " nodes, world size " << world_size
+      << ", master " << common.master_addr() << ":" << common.master_port() << ", restart count "
+      << restart_count_;
 }
 
 absl::StatusOr<Coordinator::Member*> Coordinator::FindMemberLocked(const v1::Member& who,
@@ -1179,7 +1180,10 @@ absl::Status Coordinator::Leave(const v1::LeaveRequest& request) {
 void Coordinator::HandleFailureLocked(const std::string& node_id, const std::string& reason,
                                       int exit_code, bool remove_node, Actions* actions,
                                       const v1::HangVerdict* hang) {
-  TLOG(kWarning) << "round " << round_ << ": " << reason;
+  // A node lost or gone is news to every agent; a failure an agent reported
+  // is its own log's (and the verdict's or restart's) when it hosts us.
+  TLOG_AT(remove_node ? LogLevel::kWarning : OutcomeLevel(LogLevel::kWarning))
+      << "round " << round_ << ": " << reason;
   if (hang == nullptr && hang_.round == round_ && round_ != 0) {
     TLOG(kInfo) << "round " << round_
                 << ": the hang investigation ends without a verdict (the failure above came first)";
@@ -1298,7 +1302,7 @@ void Coordinator::FailJobLocked(const std::string& reason, const std::string& no
   f->set_exit_code(exit_code);
   f->set_restarts_exhausted(restarts_exhausted);
   if (hang != nullptr) *f->mutable_hang() = *hang;
-  TLOG(kError) << "coordinator: the job failed: " << reason;
+  TLOG_AT(OutcomeLevel(LogLevel::kError)) << "coordinator: the job failed: " << reason;
   const absl::Status over = JobOverErrorLocked();
   std::vector<OutgoingDatagram> verdicts;
   for (auto& [id, m] : members_) {
@@ -1316,7 +1320,8 @@ void Coordinator::FinishJobLocked(Actions* actions) {
   phase_ = Phase::kSucceeded;
   verdict_directive_ = NewDirectiveLocked();
   verdict_directive_.mutable_job_finished();
-  TLOG(kInfo) << "coordinator: the job succeeded: every worker of round " << round_ << " exited 0";
+  TLOG_AT(OutcomeLevel(LogLevel::kInfo))
+      << "coordinator: the job succeeded: every worker of round " << round_ << " exited 0";
   std::vector<OutgoingDatagram> verdicts;
   for (auto& [id, m] : members_) {
     if (m.sink) m.sink->Send(verdict_directive_, /*last=*/true);
@@ -1908,6 +1913,11 @@ Coordinator::Snapshot Coordinator::GetSnapshot() const {
     if (members_.find(node) == members_.end()) s.lost_nodes.push_back(node);
   }
   s.restarts.assign(recent_restarts_.begin(), recent_restarts_.end());
+  s.min_nodes = options_.min_nodes;
+  s.max_nodes = options_.max_nodes;
+  if (phase_ == Phase::kGathering && round_ > 0) {
+    s.gives_up_in = gathering_since_ + options_.min_nodes_timeout - clock_->Now();
+  }
   return s;
 }
 
