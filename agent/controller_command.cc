@@ -130,7 +130,7 @@ absl::StatusOr<ControllerConfig> ParseControllerConfig(
     if (!token.ok()) return token.status();
     c.token = *std::move(token);
   }
-  absl::StatusOr<rendezvous::TlsConfig> tls = ParseTlsOptions(parsed, &c.warnings);
+  absl::StatusOr<rendezvous::TlsConfig> tls = ParseTlsOptions(parsed, &c.warnings, "controller");
   if (!tls.ok()) return tls.status();
   c.tls = *std::move(tls);
   absl::StatusOr<LogLevel> level = ParseLogLevelValue(ValueOrDefault(parsed, table, "log-level"));
