@@ -93,7 +93,8 @@ struct FileContents {
 };
 
 absl::StatusOr<FileContents> ReadFile(const TlsFiles& files, const TlsFile& f) {
-  const std::string who = files.owner.empty() ? f.origin : absl::StrCat("the ", files.owner, "'s ", f.origin);
+  const std::string who =
+      files.owner.empty() ? f.origin : absl::StrCat("the ", files.owner, "'s ", f.origin);
   if (f.path.empty()) {
     return absl::FailedPreconditionError(absl::StrCat(who, ": empty path"));
   }
@@ -392,15 +393,15 @@ absl::StatusOr<TlsConfig> LoadTlsFiles(const TlsFiles& files, std::vector<std::s
   X509* leaf = chain.front().get();
   if (X509_check_private_key(leaf, pkey.get()) != 1) {
     ERR_clear_error();
-    return absl::FailedPreconditionError(
-        absl::StrCat(OwnedName(files, files.key), " is not the private key of the certificate in ",
-                     OwnedName(files, files.cert), " (mount tls.crt and tls.key of the same Secret)"));
+    return absl::FailedPreconditionError(absl::StrCat(
+        OwnedName(files, files.key), " is not the private key of the certificate in ",
+        OwnedName(files, files.cert), " (mount tls.crt and tls.key of the same Secret)"));
   }
 
   if (warnings != nullptr) {
     if (X509_cmp_current_time(X509_get0_notAfter(leaf)) < 0) {
-      warnings->push_back(absl::StrCat("the certificate in ", OwnedName(files, files.cert), " expired on ",
-                                       Asn1Time(X509_get0_notAfter(leaf)),
+      warnings->push_back(absl::StrCat("the certificate in ", OwnedName(files, files.cert),
+                                       " expired on ", Asn1Time(X509_get0_notAfter(leaf)),
                                        "; peers will refuse it until it is renewed"));
     } else if (X509_cmp_current_time(X509_get0_notBefore(leaf)) > 0) {
       warnings->push_back(absl::StrCat("the certificate in ", OwnedName(files, files.cert),
@@ -409,8 +410,8 @@ absl::StatusOr<TlsConfig> LoadTlsFiles(const TlsFiles& files, std::vector<std::s
     }
     if (std::string why = VerifyError(leaf, chain, roots); !why.empty()) {
       warnings->push_back(absl::StrCat(
-          "the certificate in ", OwnedName(files, files.cert), " does not verify against the CA in ",
-          OwnedName(files, files.ca), " (", why,
+          "the certificate in ", OwnedName(files, files.cert),
+          " does not verify against the CA in ", OwnedName(files, files.ca), " (", why,
           "); peers that trust only that CA will refuse this one (mount tls.crt and ca.crt of "
           "Secrets from the same issuer)"));
     }
