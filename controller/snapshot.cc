@@ -101,6 +101,7 @@ NodeView NodeViewOf(const std::string& job_id, const v1::NodeStatus& n, StepRate
   v.progress.known = p.known();
   if (p.known()) {
     v.progress.step = p.step();
+    v.progress.local_rank = p.local_rank();
     // The age at the report's sending, plus how old the report is now.
     v.progress.age_ms = p.age_ms() + std::max<int64_t>(0, n.report_age_ms());
     for (const v1::ProgressField& f : p.fields())
@@ -124,26 +125,45 @@ NodeView NodeViewOf(const std::string& job_id, const v1::NodeStatus& n, StepRate
 
 }  // namespace
 
-JobView JobViewOf(const v1::GetStatusResponse& status, StepRateTracker* rates,
-                  int64_t now_unix_ms) {
-  const v1::JobSummary& s = status.summary();
+JobView SummaryViewOf(const v1::JobSummary& s, int64_t now_unix_ms) {
   JobView j;
   j.job_id = s.job_id();
   j.state = JobStateOf(s.state());
   j.round = s.round();
+  j.rounds = static_cast<int64_t>(s.round());
   j.last_report_unix_ms = s.last_report_unix_ms();
   j.restarts_total = s.restarts();
   j.hangs_total = s.hangs();
   // Each restart ended a round on a failure (a worker's, a hang, a lost
   // node); a failed job adds its last one.
   j.failures_total = s.restarts() + (s.state() == v1::JobSummary::FAILED ? 1 : 0);
-  j.rounds = static_cast<int64_t>(s.round());
+  j.totals.nodes = s.nodes();
+  j.totals.nodes_up = s.nodes_fresh();
+  j.totals.progress_step = s.progress_step();
+  j.totals.progress_known = s.progress_step() >= 0;
+  j.nodes_total = s.nodes();
+  (void)now_unix_ms;
+  return j;
+}
+
+JobView JobViewOf(const v1::GetStatusResponse& status, StepRateTracker* rates, int64_t now_unix_ms,
+                  size_t first_node, size_t max_nodes) {
+  const v1::JobSummary& s = status.summary();
+  JobView j = SummaryViewOf(s, now_unix_ms);
+  j.totals = JobTotals();
   // The coordinator's view of the newest report that has one (the agent
-  // that hosts the coordinator; after a move, the newest host). A view
-  // with no round yet says nothing.
+  // that hosts it; after a move, the newest host). A view with no round
+  // yet says nothing.
   const v1::HealthReport* coordinator_report = nullptr;
-  for (const v1::NodeStatus& n : status.nodes()) {
-    j.nodes.push_back(NodeViewOf(s.job_id(), n, rates, now_unix_ms));
+  const size_t count = static_cast<size_t>(status.nodes_size());
+  const size_t from = std::min(first_node, count);
+  const size_t to = from + std::min(max_nodes, count - from);
+  for (size_t i = 0; i < count; ++i) {
+    const v1::NodeStatus& n = status.nodes(static_cast<int>(i));
+    // Every node counts in the totals; only the page is kept.
+    NodeView view = NodeViewOf(s.job_id(), n, rates, now_unix_ms);
+    AddToTotals(view, &j.totals);
+    if (i >= from && i < to) j.nodes.push_back(std::move(view));
     const v1::HealthReport& r = n.report();
     if (r.has_coordinator() && r.coordinator().rounds() > 0 &&
         (coordinator_report == nullptr ||
@@ -157,6 +177,11 @@ JobView JobViewOf(const v1::GetStatusResponse& status, StepRateTracker* rates,
       j.rounds = std::max<int64_t>(j.rounds, static_cast<int64_t>(r.coordinator().rounds()));
     }
   }
+  if (j.state == JobState::kSucceeded || j.state == JobState::kFailed) {
+    j.totals.progress_age_ms = -1;  // a finished job has no progress age.
+  }
+  j.nodes_total = static_cast<int64_t>(count);
+  j.nodes_from = static_cast<int64_t>(from);
   if (coordinator_report != nullptr) {
     for (const std::string& node : coordinator_report->coordinator().lost_nodes()) {
       j.lost_nodes.push_back(node);
@@ -172,30 +197,57 @@ JobView JobViewOf(const v1::GetStatusResponse& status, StepRateTracker* rates,
       h.node_id = e.node_id();
       h.verdict = e.verdict().empty() ? e.cause() : e.verdict();
       h.evidence_summary = e.evidence().substr(0, kEvidenceSummaryLength);
+      h.evidence_bytes = static_cast<int64_t>(e.evidence().size());
       j.hangs.push_back(std::move(h));
     }
   }
   return j;
 }
 
-ControllerSnapshot SnapshotOf(const ControllerCore& core, StepRateTracker* rates, absl::Time now,
-                              absl::Time started, const std::string& version) {
+std::vector<EvidenceView> EvidenceOf(const v1::GetStatusResponse& status) {
+  std::vector<EvidenceView> out;
+  for (const v1::HistoryEntry& e : status.history()) {
+    if (e.kind() != v1::HistoryEntry::HANG) continue;
+    out.push_back({e.round(), e.at_unix_ms(), e.node_id(),
+                   e.verdict().empty() ? e.cause() : e.verdict(), e.evidence(), 0});
+  }
+  return out;
+}
+
+ControllerSnapshot CoreViewSource::Figures() {
   ControllerSnapshot snap;
+  const absl::Time now = clock_->Now();
   snap.now_unix_ms = absl::ToUnixMillis(now);
-  snap.uptime_ms = absl::ToInt64Milliseconds(now - started);
-  const ControllerCore::Stats stats = core.stats();
+  snap.uptime_ms = absl::ToInt64Milliseconds(now - started_);
+  const ControllerCore::Stats stats = core_->stats();
   snap.reports_received = stats.reports;
   snap.reports_rejected = stats.reports_rejected;
-  snap.version = version;
-  const v1::ListJobsResponse jobs = core.ListJobs();
+  snap.version = version_;
+  return snap;
+}
+
+ControllerSnapshot CoreViewSource::Summary() {
+  ControllerSnapshot snap = Figures();
+  const v1::ListJobsResponse jobs = core_->ListJobs();
   for (const v1::JobSummary& s : jobs.jobs()) {
-    absl::StatusOr<v1::GetStatusResponse> status = core.GetStatus(s.job_id());
-    if (!status.ok()) continue;  // forgotten since ListJobs.
-    snap.jobs.push_back(JobViewOf(*status, rates, snap.now_unix_ms));
+    snap.jobs.push_back(SummaryViewOf(s, snap.now_unix_ms));
   }
   std::sort(snap.jobs.begin(), snap.jobs.end(),
             [](const JobView& a, const JobView& b) { return a.job_id < b.job_id; });
   return snap;
+}
+
+absl::StatusOr<JobView> CoreViewSource::Job(absl::string_view job_id, size_t first_node,
+                                            size_t max_nodes) {
+  absl::StatusOr<v1::GetStatusResponse> status = core_->GetStatus(job_id);
+  if (!status.ok()) return status.status();
+  return JobViewOf(*status, rates_, absl::ToUnixMillis(clock_->Now()), first_node, max_nodes);
+}
+
+absl::StatusOr<std::vector<EvidenceView>> CoreViewSource::Evidence(absl::string_view job_id) {
+  absl::StatusOr<v1::GetStatusResponse> status = core_->GetStatus(job_id);
+  if (!status.ok()) return status.status();
+  return EvidenceOf(*status);
 }
 
 }  // namespace trainlet::controller

@@ -29,6 +29,19 @@ v1::HealthReport Report(const std::string& node, uint64_t seq, uint64_t round, i
   return r;
 }
 
+// Every job with all its nodes, as the HTTP views would show them page by
+// page (CoreViewSource).
+ControllerSnapshot SnapshotOf(const ControllerCore& core, StepRateTracker* rates, Clock* clock,
+                              absl::Time started, const std::string& version) {
+  CoreViewSource source(&core, rates, clock, started, version);
+  ControllerSnapshot s = source.Summary();
+  for (JobView& job : s.jobs) {
+    absl::StatusOr<JobView> full = source.Job(job.job_id, 0, SIZE_MAX);
+    if (full.ok()) job = *std::move(full);
+  }
+  return s;
+}
+
 class SnapshotTest : public ::testing::Test {
  protected:
   SnapshotTest() : core_(ControllerOptions{}, &clock_, nullptr) {}
@@ -82,9 +95,9 @@ TEST_F(SnapshotTest, NodesWorkersProgressGpusRestartsAndHangsReachTheViews) {
   b.set_hang_evidence(std::string(1000, 'x'));
 
   // The first snapshot sees step 100; the second, step 150 ten seconds later.
-  SnapshotOf(core_, &rates_, clock_.Now(), started, "test");
+  SnapshotOf(core_, &rates_, &clock_, started, "test");
   ASSERT_TRUE(core_.Report(b).ok());
-  const ControllerSnapshot snap = SnapshotOf(core_, &rates_, clock_.Now(), started, "1.2.3");
+  const ControllerSnapshot snap = SnapshotOf(core_, &rates_, &clock_, started, "1.2.3");
 
   EXPECT_EQ(snap.version, "1.2.3");
   EXPECT_EQ(snap.uptime_ms, 10'000);
@@ -135,7 +148,7 @@ TEST_F(SnapshotTest, ANodeThatStoppedReportingIsShownDown) {
   ASSERT_TRUE(core_.Report(Report("pod-0", 1, 1, NowMs())).ok());
   clock_.Advance(absl::Seconds(60));
   core_.Sweep();
-  const ControllerSnapshot snap = SnapshotOf(core_, &rates_, clock_.Now(), started, "");
+  const ControllerSnapshot snap = SnapshotOf(core_, &rates_, &clock_, started, "");
   ASSERT_EQ(snap.jobs.size(), 1u);
   ASSERT_EQ(snap.jobs[0].nodes.size(), 1u);
   EXPECT_FALSE(snap.jobs[0].nodes[0].up);
@@ -161,7 +174,7 @@ TEST_F(SnapshotTest, CoordinatorsLostNodes_FromTheNewestReportThatHasAView) {
   b.mutable_coordinator();
   ASSERT_TRUE(core_.Report(b).ok());
   ASSERT_EQ(core_.GetStatus("job")->summary().restarts(), 1);
-  ControllerSnapshot snap = SnapshotOf(core_, &rates_, clock_.Now(), clock_.Now(), "v");
+  ControllerSnapshot snap = SnapshotOf(core_, &rates_, &clock_, clock_.Now(), "v");
   ASSERT_EQ(snap.jobs.size(), 1u);
   EXPECT_THAT(snap.jobs[0].lost_nodes, ::testing::ElementsAre("pod-7", "pod-9"));
   // The restart's cause is the coordinator's reason (no node's event gave one).
@@ -176,7 +189,7 @@ TEST_F(SnapshotTest, CoordinatorsLostNodes_FromTheNewestReportThatHasAView) {
   a.set_sent_unix_ms(NowMs());
   a.mutable_coordinator()->mutable_lost_nodes()->DeleteSubrange(0, 1);
   ASSERT_TRUE(core_.Report(a).ok());
-  snap = SnapshotOf(core_, &rates_, clock_.Now(), clock_.Now(), "v");
+  snap = SnapshotOf(core_, &rates_, &clock_, clock_.Now(), "v");
   EXPECT_THAT(snap.jobs[0].lost_nodes, ::testing::ElementsAre("pod-9"));
 }
 

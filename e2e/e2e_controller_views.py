@@ -229,29 +229,81 @@ class ControllerViewsTest(unittest.TestCase):
 
         jobs = cdp.eval("Array.from(document.querySelectorAll('section[data-job]'))"
                         ".map(s => s.getAttribute('data-job'))")
-        self.assertEqual(jobs, ["demo", "odd\"job\\<b>&\n"])
+        self.assertEqual(jobs, ["demo", "done", "odd\"job\\<b>&\n", "wait"])
+        # The open job's first poll of its detail may land after the first
+        # summary: wait for its node rows.
+        poll_until(lambda: cdp.eval("document.querySelectorAll('section[data-job=\"demo\"] "
+                                    "tr[data-node]').length") == 4, 20, "demo's node rows")
         nodes = cdp.eval("Array.from(document.querySelectorAll('section[data-job=\"demo\"] "
                          "tr[data-node]')).map(r => [r.getAttribute('data-node'), "
                          "r.querySelector('.node-rank').textContent, "
                          "r.querySelector('.up').textContent, "
-                         "r.querySelector('.ranks').textContent])")
-        self.assertEqual(nodes, [["demo-node-0", "0", "up", "0-1"],
-                                 ["demo-node-1", "1", "up", "2-3"],
-                                 ["demo-node-2", "2", "stale", "4-5"]])
+                         "r.querySelector('.ranks').textContent, r.className])")
+        # The lost node: its last state greyed, no rank, counted nowhere.
+        self.assertEqual(nodes, [["demo-node-0", "0", "up", "0-1", "up"],
+                                 ["demo-node-1", "1", "up", "2-3", "up"],
+                                 ["demo-node-2", "2", "stale", "4-5", "stale"],
+                                 ["demo-node-3", "-", "lost", "-", "lost"]])
+        self.assertLess(float(cdp.eval(
+            "getComputedStyle(document.querySelector('tr[data-node=\"demo-node-3\"] td'))"
+            ".opacity")), 1)
+        self.assertEqual(cdp.eval("document.querySelector('section[data-job=\"demo\"] "
+                                  ".nodes-up b').textContent"), "2/3 (1 lost)")
         text = cdp.eval("document.querySelector('section[data-job=\"demo\"]').innerText")
         for expected in ["r0 pid 4100", "hung", "exit 1", "worker 0 (rank 4) exited with code 1",
                          "hung: no progress for 60s", "1: fatal", "loss=0.31", "5.00/s",
-                         "thread 5201 state D"]:
+                         "thread 5201 state D", "suspect: round 3"]:
             self.assertIn(expected, text)
+        # A worker the agent stopped shows as stopped, not as a failure.
+        demo2 = cdp.eval("document.querySelector('tr[data-node=\"demo-node-2\"] .workers')"
+                         ".innerText")
+        self.assertIn("stopped", demo2)
+        self.assertNotIn("exit 143", demo2)
+        # The job's headline is its root cause; its start, duration, command.
+        self.assertTrue(cdp.eval("document.querySelector('section[data-job=\"demo\"] .headline')"
+                                 ".textContent").startswith(
+            "rank 3 on demo-node-1 hung: no progress for 60s at "))
+        self.assertRegex(cdp.eval("document.querySelector('section[data-job=\"demo\"] .started')"
+                                  ".textContent"), r"^started 1h00m ago$")
+        self.assertEqual(cdp.eval("document.querySelector('section[data-job=\"demo\"] .command')"
+                                  ".textContent"), "python train.py --epochs 10")
+        self.assertRegex(cdp.eval("document.querySelector('section[data-job=\"demo\"] .duration')"
+                                  ".textContent"), r"^running for 1h00m$")
+        # Sparklines of the step rate and the loss, drawn in the page.
+        for kind in ("rate", "loss"):
+            points = cdp.eval("document.querySelector('section[data-job=\"demo\"] "
+                              "svg.sparkline.%s polyline').getAttribute('points')" % kind)
+            self.assertGreaterEqual(len(points.split()), 20, kind)
+        # The rounds, with the restarts' causes.
+        rounds = cdp.eval("Array.from(document.querySelectorAll('section[data-job=\"demo\"] "
+                          "ol.timeline li.round')).map(r => r.innerText)")
+        self.assertEqual(len(rounds), 3)
+        self.assertIn("restarted after: worker 0 (rank 4) exited with code 1", rounds[1])
+        self.assertIn("ended by: rank 3 on demo-node-1 hung", rounds[1])
+        # The finished job is collapsed, and its nodes are not fetched.
+        self.assertFalse(cdp.eval("document.querySelector('section[data-job=\"done\"] details')"
+                                  ".open"))
+        self.assertEqual(cdp.eval("performance.getEntriesByType('resource').filter(e => "
+                                  "e.name.includes('/api/jobs/done')).length"), 0)
+        self.assertGreater(cdp.eval("performance.getEntriesByType('resource').filter(e => "
+                                    "e.name.includes('/api/jobs/demo')).length"), 0)
+        self.assertIn("ran 59m00s", cdp.eval("document.querySelector('section[data-job=\"done\"]')"
+                                             ".innerText"))
+        # A job waiting for nodes says so.
+        self.assertRegex(cdp.eval("document.querySelector('section[data-job=\"wait\"] .waiting')"
+                                  ".textContent"),
+                         r"^waiting for 1 more node \(min 2\), giving up in 4m\d\ds$")
         self.assertEqual(cdp.eval("document.querySelector('section[data-job=\"demo\"] "
                                   ".lost-nodes b').textContent"), "demo-node-3")
         gpu_title = cdp.eval("Array.from(document.querySelectorAll('section[data-job=\"demo\"] "
                              ".gpus .badge.fatal')).map(b => b.title)")
         self.assertEqual(gpu_title, ["GPU-2 - uncorrectable ECC error (Xid 48)"])
         # A node id with markup in it stays text: no element was made of it.
+        poll_until(lambda: cdp.eval("document.querySelectorAll('section[data-job^=\"odd\"] "
+                                    "tr[data-node]').length") == 1, 20, "odd's node row")
         self.assertEqual(cdp.eval("document.querySelectorAll('script').length"), 1)
         self.assertIn("<script>alert(1)</script>",
-                      cdp.eval("document.querySelector('section:nth-of-type(2) .node-id')"
+                      cdp.eval("document.querySelector('section[data-job^=\"odd\"] .node-id')"
                                ".textContent"))
 
         step_js = ("document.querySelector('tr[data-node=\"demo-node-0\"] .step').textContent")
@@ -279,7 +331,7 @@ class ControllerViewsTest(unittest.TestCase):
         self.fake.stop()
         poll_until(lambda: "unreachable" in cdp.eval(
             "document.getElementById('conn').textContent"), 10, "the page to notice")
-        self.assertEqual(cdp.eval("document.querySelectorAll('section[data-job]').length"), 2)
+        self.assertEqual(cdp.eval("document.querySelectorAll('section[data-job]').length"), 4)
 
     # ---- /metrics, checked by Prometheus's own tools.
 
@@ -300,13 +352,17 @@ class ControllerViewsTest(unittest.TestCase):
         _, _, body = get(self.fake.url + "/metrics")
         served = set(re.findall(r"^# TYPE (\S+) ", body.decode(), re.M))
         titles = [p["title"] for p in dashboard["panels"]]
-        self.assertEqual(len(titles), 4, titles)
+        for wanted in ("Job state", "Failures", "Loss", "Restarts"):
+            self.assertTrue(any(t.startswith(wanted) for t in titles), (wanted, titles))
         for panel in dashboard["panels"]:
             for target in panel["targets"]:
                 names = re.findall(r"trainlet_[a-z_]+", target["expr"])
                 self.assertTrue(names, target["expr"])
                 for name in names:
                     self.assertIn(name, served, "%s in panel %r" % (name, panel["title"]))
+                # Rates of gauges with deriv(); rate() and increase() of counters only.
+                for fn, name in re.findall(r"\b(rate|increase)\((trainlet_[a-z_]+)", target["expr"]):
+                    self.assertTrue(name.endswith("_total"), "%s(%s) in %r" % (fn, name, panel["title"]))
 
     @unittest.skipUnless(PROMETHEUS, "prometheus is not installed (apt-get install prometheus)")
     def test_real_prometheus_scrapes_and_answers_queries(self):
@@ -339,9 +395,14 @@ class ControllerViewsTest(unittest.TestCase):
         self.assertEqual(up[0]["value"][1], "1")
         escaped = query('trainlet_job_info{state="stale"}')
         self.assertEqual(escaped[0]["metric"]["job_id"], "odd\"job\\<b>&\n")
-        # Two scrapes a second apart: the step moved, so rate() has a value.
-        poll_until(lambda: query('rate(trainlet_job_progress_step{job_id="demo"}[10s]) > 0'), 30,
+        # Two scrapes a second apart: the step moved, so deriv() has a value.
+        poll_until(lambda: query('deriv(trainlet_job_progress_step{job_id="demo"}[10s]) > 0'), 30,
                    "a positive step rate in prometheus")
+        loss = query('trainlet_node_progress_value{job_id="demo",field="loss"}')
+        self.assertEqual(sorted(r["metric"]["node_id"] for r in loss), ["demo-node-0", "demo-node-1"])
+        # A finished job has no progress age: an alert on it cannot fire.
+        self.assertEqual(query('trainlet_job_progress_age_seconds{job_id="done"}'), [])
+        self.assertEqual(query('trainlet_job_info{job_id="done"}')[0]["metric"]["state"], "succeeded")
 
     # ---- trainlet status against the same server.
 
@@ -352,6 +413,7 @@ class ControllerViewsTest(unittest.TestCase):
                                timeout=30)
         self.assertEqual(table.returncode, 0, table.stderr)
         self.assertIn("demo-node-2  2     ffffffffffffffff  stale", table.stdout)
+        self.assertIn("demo-node-3  -     0000000000000033  lost", table.stdout)
         js = subprocess.run([TRAINLET, "status", "--json", "demo"], env=env, capture_output=True,
                             text=True, timeout=30)
         self.assertEqual(js.returncode, 0, js.stderr)
