@@ -72,6 +72,11 @@ const std::vector<OptionSpec>& ControllerOptionTable() {
          "History entries kept per job in --db (the oldest go first), 1..1000000."},
         {"history-max-age", OptionKind::kDuration, "DURATION", "720h",
          "History entries older than this are dropped from --db; 0: no age limit."},
+        {"history-max-jobs", OptionKind::kInt, "N", "1000",
+         "Jobs kept in --db (the one heard from longest ago goes first), 1..100000."},
+        {"db-required", OptionKind::kBool, "", "false",
+         "Exit (78) when --db is damaged, instead of moving it aside and starting with an "
+         "empty history."},
         {"stale-after", OptionKind::kDuration, "DURATION", "15s",
          "A node that has not reported for this long (at least 3 report intervals) is "
          "stale."},
@@ -131,6 +136,16 @@ absl::StatusOr<ControllerConfig> ParseControllerConfig(
       ParseIntValue(ValueOrDefault(parsed, table, "history-retention"), 1, 1000000);
   if (!retention.ok()) return retention.status();
   c.history_retention = *retention;
+  absl::StatusOr<int> max_jobs =
+      ParseIntValue(ValueOrDefault(parsed, table, "history-max-jobs"), 1, 100000);
+  if (!max_jobs.ok()) return max_jobs.status();
+  c.history_max_jobs = *max_jobs;
+  absl::StatusOr<bool> db_required = ParseBoolValue(ValueOrDefault(parsed, table, "db-required"));
+  if (!db_required.ok()) return db_required.status();
+  c.db_required = *db_required;
+  if (c.db_required && c.db_path.empty()) {
+    return absl::InvalidArgumentError("--db-required: needs --db=PATH (the history database)");
+  }
   if (absl::Status s =
           ParseDurationOptions(parsed, table,
                                {{"history-max-age", absl::ZeroDuration(), &c.history_max_age},
@@ -184,6 +199,8 @@ int RunController(const ControllerConfig& config) {
   options.history.path = config.db_path;
   options.history.max_entries_per_job = config.history_retention;
   options.history.max_age = config.history_max_age;
+  options.history.max_jobs = config.history_max_jobs;
+  options.db_required = config.db_required;
   options.token = config.token;
   options.listen = {config.listen_host, config.listen_port};
   options.http = {config.http_host, config.http_port};
@@ -196,8 +213,10 @@ int RunController(const ControllerConfig& config) {
   auto host = controller::ControllerHost::Start(std::move(options));
   if (!host.ok()) {
     TLOG(kError) << host.status().message();
-    return host.status().code() == absl::StatusCode::kFailedPrecondition ? kExitConfig
-                                                                         : kExitOsError;
+    return host.status().code() == absl::StatusCode::kFailedPrecondition ||
+                   host.status().code() == absl::StatusCode::kDataLoss
+               ? kExitConfig
+               : kExitOsError;
   }
   int exit_code = kExitSuccess;
   while (true) {

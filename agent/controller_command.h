@@ -36,9 +36,11 @@ struct ControllerConfig {
   std::string db_path;                                    // --db; empty: history in memory only.
   int history_retention = 1000;                           // --history-retention: entries per job.
   absl::Duration history_max_age = absl::Hours(24 * 30);  // --history-max-age; 0: none.
-  absl::Duration stale_after = absl::Seconds(15);         // --stale-after
-  std::string token;          // from --token-file; empty: no authentication.
-  rendezvous::TlsConfig tls;  // --tls-*
+  int history_max_jobs = 1000;                            // --history-max-jobs
+  bool db_required = false;                        // --db-required: a damaged --db is fatal (78).
+  absl::Duration stale_after = absl::Seconds(15);  // --stale-after
+  std::string token;                               // from --token-file; empty: no authentication.
+  rendezvous::TlsConfig tls;                       // --tls-*
   // The views: from --http-token-file (empty: none), and --http-tls
   // ("off", "on": HTTPS with --tls-cert/--tls-key, "mutual": and a client
   // certificate of --tls-ca).
@@ -55,7 +57,8 @@ const std::vector<OptionSpec>& ControllerOptionTable();
 std::string ControllerHelpText();
 
 // Exit code: 128+N on signal N (its normal end), 71 when it cannot listen,
-// 78 when the history database cannot be opened.
+// 78 when the history database cannot be opened, holds a newer schema, or
+// is damaged with --db-required (without it, a damaged one is moved aside).
 int RunController(const ControllerConfig& config);
 
 }  // namespace trainlet::agent

@@ -19,6 +19,8 @@ TEST(ParseControllerConfig, Defaults) {
   EXPECT_TRUE(c->db_path.empty());
   EXPECT_EQ(c->history_retention, 1000);
   EXPECT_EQ(c->history_max_age, absl::Hours(720));
+  EXPECT_EQ(c->history_max_jobs, 1000);
+  EXPECT_FALSE(c->db_required);
   EXPECT_EQ(c->stale_after, absl::Seconds(15));
   EXPECT_TRUE(c->token.empty());
   EXPECT_FALSE(c->tls.enabled());
@@ -27,11 +29,11 @@ TEST(ParseControllerConfig, Defaults) {
 TEST(ParseControllerConfig, EveryFlagAndEnvironment) {
   testing::TempRoot root;
   const std::string token = root.Write("token", "tok\n");
-  auto c =
-      ParseControllerConfig({"--listen=127.0.0.1:29601", "--http", "[::1]:8080",
-                             "--db=/var/lib/trainlet/h.db", "--history-retention=50",
-                             "--history-max-age=0", "--token-file=" + token, "--log-level=debug"},
-                            {{"TRAINLET_STALE_AFTER", "30s"}});
+  auto c = ParseControllerConfig(
+      {"--listen=127.0.0.1:29601", "--http", "[::1]:8080", "--db=/var/lib/trainlet/h.db",
+       "--history-retention=50", "--history-max-age=0", "--token-file=" + token,
+       "--log-level=debug", "--history-max-jobs=20", "--db-required"},
+      {{"TRAINLET_STALE_AFTER", "30s"}});
   ASSERT_TRUE(c.ok()) << c.status();
   EXPECT_EQ(c->listen_host, "127.0.0.1");
   EXPECT_EQ(c->listen_port, 29601);
@@ -40,6 +42,8 @@ TEST(ParseControllerConfig, EveryFlagAndEnvironment) {
   EXPECT_EQ(c->db_path, "/var/lib/trainlet/h.db");
   EXPECT_EQ(c->history_retention, 50);
   EXPECT_EQ(c->history_max_age, absl::ZeroDuration());
+  EXPECT_EQ(c->history_max_jobs, 20);
+  EXPECT_TRUE(c->db_required);
   EXPECT_EQ(c->stale_after, absl::Seconds(30));
   EXPECT_EQ(c->token, "tok");
   EXPECT_EQ(c->log_level, LogLevel::kDebug);
@@ -55,6 +59,8 @@ TEST(ParseControllerConfig, Errors_NameTheInput) {
       {{"--listen=host.example:29600"}, "--listen"},
       {{"--http=:29600"}, "--http: its port must differ"},
       {{"--history-retention=0"}, "--history-retention"},
+      {{"--history-max-jobs=0"}, "--history-max-jobs"},
+      {{"--db-required"}, "--db-required: needs --db"},
       {{"--stale-after=100ms"}, "--stale-after"},
       {{"--", "python"}, "runs no COMMAND"},
   };

@@ -4,12 +4,15 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstring>
 #include <utility>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "agent/hang_evidence.h"
+#include "topology/env_advice.h"
 
 namespace trainlet::agent {
 namespace {
@@ -30,28 +33,41 @@ v1::HealthReport::AgentState StateOf(RoundState s) {
   return v1::HealthReport::AGENT_STATE_UNSPECIFIED;
 }
 
-// The round's local workers: running, exited (how), or hung (the latest
-// hang evidence names it).
-void AddWorkers(const AgentStatus& s, v1::HealthReport* r) {
-  const bool stopping = s.state == RoundState::kStopping || s.state == RoundState::kDone;
+bool IsStopping(RoundState s) { return s == RoundState::kStopping || s == RoundState::kDone; }
+
+}  // namespace
+
+// The round's local workers: running, exited (how, and whether the agent
+// stopped it), or hung (the latest hang evidence names it).
+void Reporter::AddWorkersLocked(const AgentStatus& s, v1::HealthReport* r) const {
+  const bool stopping = IsStopping(s.state);
+  const bool marks = marks_round_ == s.round;
   for (const WorkerStatus& w : s.workers) {
     v1::WorkerHealth* h = r->add_workers();
     h->set_local_rank(w.local_rank);
     h->set_rank(w.global_rank);
     h->set_pid(w.pid);
     h->set_restarts(s.restart_count);
+    auto mark = marks ? marks_.find(w.local_rank) : marks_.end();
     const bool hung = s.last_hang != nullptr && s.last_hang->round == s.round &&
                       s.last_hang->local_rank == w.local_rank;
     if (hung) {
       h->set_state(v1::WorkerHealth::HUNG);
     } else if (!w.exited) {
       h->set_state(stopping ? v1::WorkerHealth::STOPPED : v1::WorkerHealth::RUNNING);
+    } else if (mark != marks_.end() && mark->second.stopped) {
+      h->set_state(v1::WorkerHealth::STOPPED);
     } else {
       h->set_state(w.exit_code == 0 ? v1::WorkerHealth::SUCCEEDED : v1::WorkerHealth::FAILED);
     }
-    if (w.exited) h->set_exit_code(w.exit_code);
+    if (w.exited) {
+      h->set_exit_code(w.exit_code);
+      if (mark != marks_.end()) h->set_exited_unix_ms(mark->second.exited_unix_ms);
+    }
   }
 }
+
+namespace {
 
 // The freshest progress line of the round's workers, split into its step and
 // its other fields (the line was validated when it was read: progress.h).
@@ -120,6 +136,25 @@ void Reporter::AddEventLocked(v1::ReportEvent::Kind kind, uint64_t round, std::s
 
 void Reporter::Update(const AgentStatus& status) {
   absl::MutexLock lock(&mu_);
+  // Every status passes here: when workers exit, and which ones the agent
+  // stopped (running when it began stopping; the one whose exit made it
+  // stop had exited by then).
+  if (status.round != marks_round_) {
+    marks_.clear();
+    marks_round_ = status.round;
+  }
+  const int64_t now_ms = absl::ToUnixMillis(wall_->Now());
+  for (const WorkerStatus& w : status.workers) {
+    WorkerMark& mark = marks_[w.local_rank];
+    if (!w.exited && IsStopping(status.state)) mark.stopped = true;
+    if (w.exited && mark.exited_unix_ms == 0) mark.exited_unix_ms = now_ms;
+  }
+  const bool was_joining = status_.has_value() && status_->state == RoundState::kJoining;
+  if (status.state != RoundState::kJoining) {
+    join_deadline_unix_ms_ = 0;
+  } else if (!was_joining && options_.join_timeout > absl::ZeroDuration()) {
+    join_deadline_unix_ms_ = absl::ToUnixMillis(wall_->Now() + options_.join_timeout);
+  }
   if (status_.has_value() && SameForReport(*status_, status)) {
     status_ = status;  // texts may differ; not worth a report of its own.
     return;
@@ -179,7 +214,11 @@ std::optional<v1::HealthReport> Reporter::BuildLocked(absl::Time now, bool force
   r.set_exit_code(s.exit_code);
   r.set_report_interval_ms(absl::ToInt64Milliseconds(options_.interval));
   r.set_sent_unix_ms(absl::ToUnixMillis(wall_->Now()));
-  AddWorkers(s, &r);
+  r.set_min_nodes(options_.min_nodes);
+  r.set_max_nodes(options_.max_nodes);
+  r.set_join_deadline_unix_ms(join_deadline_unix_ms_);
+  if (!command_delivered_) r.set_command(options_.command);
+  AddWorkersLocked(s, &r);
   AddProgress(s, clock_->Now(), &r);
   v1::ReportEvent* why = r.add_events();
   why->set_kind(changed_ ? v1::ReportEvent::STATE_CHANGE : v1::ReportEvent::PERIODIC);
@@ -207,6 +246,7 @@ void Reporter::SendAndRecord(v1::HealthReport report, absl::Duration timeout) {
     // Delivered: forget what this report carried (newer events stay).
     while (!events_.empty() && events_.front().id() <= last_id) events_.pop_front();
     if (!report.hang_evidence().empty()) evidence_.clear();
+    if (!report.command().empty()) command_delivered_ = true;
     return;
   }
   ++stats_.failed;
@@ -319,11 +359,33 @@ void AddGpuReports(const v1::NodeProbe& probe, v1::HealthReport* report) {
   }
 }
 
-void AddCoordinatorView(const rendezvous::Coordinator::Snapshot& snapshot,
-                        v1::HealthReport* report) {
+void AddCoordinatorView(const rendezvous::Coordinator::Snapshot& snapshot, v1::HealthReport* report,
+                        absl::Time now) {
   v1::CoordinatorView* view = report->mutable_coordinator();
   view->set_members(snapshot.members);
   view->set_rounds(snapshot.round);
+  view->set_gathering(snapshot.gathering);
+  view->set_min_nodes(snapshot.min_nodes);
+  view->set_max_nodes(snapshot.max_nodes);
+  if (snapshot.gives_up_in != absl::InfiniteDuration()) {
+    view->set_gives_up_unix_ms(
+        absl::ToUnixMillis(now + std::max(snapshot.gives_up_in, absl::ZeroDuration())));
+  }
+  switch (snapshot.phase) {
+    case rendezvous::Phase::kGathering:
+      view->set_phase(v1::CoordinatorView::GATHERING);
+      break;
+    case rendezvous::Phase::kRunning:
+      view->set_phase(v1::CoordinatorView::RUNNING);
+      break;
+    case rendezvous::Phase::kSucceeded:
+      view->set_phase(v1::CoordinatorView::SUCCEEDED);
+      break;
+    case rendezvous::Phase::kFailed:
+      view->set_phase(v1::CoordinatorView::FAILED);
+      break;
+  }
+  view->set_verdict(snapshot.verdict);
   // Both lists are oldest first; TrimToLimits keeps the newest of each.
   for (const std::string& node : snapshot.lost_nodes) view->add_lost_nodes(node);
   for (const rendezvous::Coordinator::Snapshot::Restart& restart : snapshot.restarts) {
@@ -331,6 +393,19 @@ void AddCoordinatorView(const rendezvous::Coordinator::Snapshot& snapshot,
     r->set_round(restart.round);
     r->set_reason(restart.reason);
   }
+}
+
+std::string CommandLineOf(const std::vector<std::string>& command) {
+  std::string out;
+  for (const std::string& arg : command) {
+    if (!out.empty()) out += ' ';
+    const bool plain = !arg.empty() && std::all_of(arg.begin(), arg.end(), [](char c) {
+      return absl::ascii_isalnum(static_cast<unsigned char>(c)) ||
+             std::strchr("_./=:,@%+-", c) != nullptr;
+    });
+    out += plain ? arg : topology::ShellQuote(arg);
+  }
+  return out;
 }
 
 }  // namespace trainlet::agent

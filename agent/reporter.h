@@ -8,6 +8,13 @@
 // state changes (agent state, round, restart count, workers running, a new
 // event), but never more than one report per kMinReportGap.
 //
+// What the reporter adds to the agent's status (it sees every status the
+// executor publishes): when each worker exited, and which workers the agent
+// stopped (those still running when the agent began stopping the round are
+// STOPPED, whatever their exit code, so that only the worker that failed
+// shows as FAILED); when a joining agent gives up (--join-timeout); the
+// workers' command line, until a report carrying it is answered.
+//
 // Thin: Update and AddEvent never block on the network (a copy under a lock
 // and a wake-up); nothing the controller answers reaches the agent, so a
 // controller that is slow, refuses or is down changes nothing in the job
@@ -25,10 +32,12 @@
 #include <cstdint>
 #include <deque>
 #include <functional>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
@@ -85,6 +94,12 @@ struct ReporterOptions {
   // Adds, on the sender thread, what AgentStatus does not hold: the
   // agent's RSS, GPU health, the coordinator's view. May be empty.
   std::function<void(v1::HealthReport*)> enrich;
+  // The workers' command line (CommandLineOf), --nnodes MIN:MAX and
+  // --join-timeout (zero: unknown), for the controller's views.
+  std::string command;
+  int min_nodes = 0;
+  int max_nodes = 0;
+  absl::Duration join_timeout = absl::ZeroDuration();
 };
 
 class Reporter : public StatusReporter {
@@ -126,6 +141,8 @@ class Reporter : public StatusReporter {
   std::optional<v1::HealthReport> BuildLocked(absl::Time now, bool force)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Time NextDueLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void AddWorkersLocked(const AgentStatus& s, v1::HealthReport* r) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void SendAndRecord(v1::HealthReport report, absl::Duration timeout);
   void Loop();
 
@@ -137,6 +154,15 @@ class Reporter : public StatusReporter {
 
   mutable absl::Mutex mu_;
   std::optional<AgentStatus> status_ ABSL_GUARDED_BY(mu_);
+  // What the reporter saw of each worker of `marks_round_`, by local rank.
+  struct WorkerMark {
+    bool stopped = false;        // running when the agent began stopping.
+    int64_t exited_unix_ms = 0;  // when its exit was first seen.
+  };
+  uint64_t marks_round_ ABSL_GUARDED_BY(mu_) = 0;
+  std::map<int, WorkerMark> marks_ ABSL_GUARDED_BY(mu_);
+  int64_t join_deadline_unix_ms_ ABSL_GUARDED_BY(mu_) = 0;
+  bool command_delivered_ ABSL_GUARDED_BY(mu_) = false;
   std::deque<v1::ReportEvent> events_ ABSL_GUARDED_BY(mu_);
   std::string evidence_ ABSL_GUARDED_BY(mu_);
   bool changed_ ABSL_GUARDED_BY(mu_) = false;  // a state change not yet reported.
@@ -162,9 +188,15 @@ void AddGpuReports(const v1::NodeProbe& probe, v1::HealthReport* report);
 // The coordinator's view, for the agent that hosts it: members of the
 // current round, rounds opened, the nodes lost and not back, the latest
 // restarts with their reasons (controller::TrimToLimits, which every report
-// goes through, keeps the newest within the report's bounds).
-void AddCoordinatorView(const rendezvous::Coordinator::Snapshot& snapshot,
-                        v1::HealthReport* report);
+// goes through, keeps the newest within the report's bounds), its phase,
+// verdict, the joiners a gathering round has, min/max nodes and when the
+// gathering gives up (from `now`, the agent's wall clock).
+void AddCoordinatorView(const rendezvous::Coordinator::Snapshot& snapshot, v1::HealthReport* report,
+                        absl::Time now = absl::Now());
+
+// The command line as a person would type it: arguments joined by spaces,
+// each quoted for a POSIX shell where it needs to be.
+std::string CommandLineOf(const std::vector<std::string>& command);
 
 }  // namespace trainlet::agent
 

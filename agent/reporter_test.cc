@@ -213,6 +213,107 @@ TEST_F(ReporterTest, SendCancelledByStop_IsNotAFailure) {
   EXPECT_EQ(reporter_.stats().failed, 0);
 }
 
+// Two local workers of round 1, ranks 2 and 3, as the executor publishes them.
+AgentStatus WithWorkers(RoundState state, bool exited0, int code0, bool exited1, int code1) {
+  AgentStatus s = Running(1, (exited0 ? 0 : 1) + (exited1 ? 0 : 1));
+  s.state = state;
+  s.workers.push_back({0, 2, exited0 ? 0 : 100, exited0, code0});
+  s.workers.push_back({1, 3, exited1 ? 0 : 101, exited1, code1});
+  return s;
+}
+
+TEST_F(ReporterTest, WorkersTheAgentStopped_AreStopped_TheOneThatFailedIsFailed) {
+  reporter_.Update(WithWorkers(RoundState::kRunning, false, 0, false, 0));
+  reporter_.Step();
+  // Worker 0 exits 3: the agent stops the round; worker 1 still runs.
+  clock_.Advance(absl::Milliseconds(10));
+  const int64_t failed_at = absl::ToUnixMillis(clock_.Now());
+  reporter_.Update(WithWorkers(RoundState::kStopping, true, 3, false, 0));
+  clock_.Advance(absl::Milliseconds(200));
+  const int64_t stopped_at = absl::ToUnixMillis(clock_.Now());
+  reporter_.Update(WithWorkers(RoundState::kStopping, true, 3, true, 143));
+  AgentStatus done = WithWorkers(RoundState::kDone, true, 3, true, 143);
+  done.exit_code = 3;
+  reporter_.Update(done);
+  clock_.Advance(kMinReportGap);
+  reporter_.Step();
+  const v1::HealthReport& r = transport_.sent.back();
+  ASSERT_EQ(r.workers_size(), 2);
+  EXPECT_EQ(r.workers(0).state(), v1::WorkerHealth::FAILED);
+  EXPECT_EQ(r.workers(0).exit_code(), 3);
+  EXPECT_EQ(r.workers(0).exited_unix_ms(), failed_at);
+  EXPECT_EQ(r.workers(1).state(), v1::WorkerHealth::STOPPED);
+  EXPECT_EQ(r.workers(1).exit_code(), 143);
+  EXPECT_EQ(r.workers(1).exited_unix_ms(), stopped_at);
+}
+
+TEST_F(ReporterTest, WorkersThatEndOnTheirOwn_AreNotStopped) {
+  reporter_.Update(WithWorkers(RoundState::kRunning, false, 0, false, 0));
+  reporter_.Update(WithWorkers(RoundState::kRunning, true, 0, false, 0));
+  reporter_.Update(WithWorkers(RoundState::kAwaitingVerdict, true, 0, true, 0));
+  reporter_.Update(WithWorkers(RoundState::kDone, true, 0, true, 0));
+  reporter_.Step();
+  const v1::HealthReport& r = transport_.sent.back();
+  EXPECT_EQ(r.workers(0).state(), v1::WorkerHealth::SUCCEEDED);
+  EXPECT_EQ(r.workers(1).state(), v1::WorkerHealth::SUCCEEDED);
+  // The next round's workers start afresh.
+  AgentStatus next = WithWorkers(RoundState::kRunning, false, 0, true, 1);
+  next.round = 2;
+  reporter_.Update(next);
+  clock_.Advance(kMinReportGap);
+  reporter_.Step();
+  EXPECT_EQ(transport_.sent.back().workers(1).state(), v1::WorkerHealth::FAILED);
+}
+
+TEST_F(ReporterTest, CommandNodesAndJoinDeadline_AreReported) {
+  ReporterOptions o = Options();
+  o.command = CommandLineOf({"python", "train.py", "--name=my run", "it's"});
+  o.min_nodes = 2;
+  o.max_nodes = 4;
+  o.join_timeout = absl::Minutes(10);
+  FakeTransport transport;
+  Reporter reporter(o, &transport, &clock_, &clock_);
+  AgentStatus joining;
+  joining.state = RoundState::kJoining;
+  const int64_t deadline = absl::ToUnixMillis(clock_.Now() + absl::Minutes(10));
+  reporter.Update(joining);
+  reporter.Step();
+  ASSERT_EQ(transport.sent.size(), 1u);
+  EXPECT_EQ(transport.sent[0].command(), "python train.py '--name=my run' 'it'\\''s'");
+  EXPECT_EQ(transport.sent[0].min_nodes(), 2);
+  EXPECT_EQ(transport.sent[0].max_nodes(), 4);
+  EXPECT_EQ(transport.sent[0].join_deadline_unix_ms(), deadline);
+  // Delivered once: later reports leave the command out; running, no
+  // deadline.
+  clock_.Advance(absl::Seconds(3));
+  reporter.Update(Running(1));
+  clock_.Advance(kMinReportGap);
+  reporter.Step();
+  ASSERT_EQ(transport.sent.size(), 2u);
+  EXPECT_TRUE(transport.sent[1].command().empty());
+  EXPECT_EQ(transport.sent[1].join_deadline_unix_ms(), 0);
+  EXPECT_EQ(transport.sent[1].min_nodes(), 2);
+}
+
+TEST_F(ReporterTest, Command_IsSentAgainUntilAReportCarryingItIsAnswered) {
+  ReporterOptions o = Options();
+  o.command = "python train.py";
+  FakeTransport transport;
+  transport.next = absl::UnavailableError("down");
+  Reporter reporter(o, &transport, &clock_, &clock_);
+  reporter.Update(Running(1));
+  reporter.Step();
+  transport.next = absl::OkStatus();
+  clock_.Advance(absl::Seconds(5));
+  reporter.Step();
+  clock_.Advance(absl::Seconds(5));
+  reporter.Step();
+  ASSERT_EQ(transport.sent.size(), 3u);
+  EXPECT_EQ(transport.sent[0].command(), "python train.py");
+  EXPECT_EQ(transport.sent[1].command(), "python train.py");
+  EXPECT_TRUE(transport.sent[2].command().empty());
+}
+
 TEST(GpuReports, FatalWhenNvmlSaysSo) {
   v1::NodeProbe probe;
   v1::Gpu* ok = probe.add_gpus();
@@ -269,9 +370,37 @@ TEST(CoordinatorView, MembersRoundsLostNodesAndRestartsWithinTheBounds) {
 
   v1::HealthReport empty;
   AddCoordinatorView(rendezvous::Coordinator::Snapshot{}, &empty);
+  EXPECT_EQ(empty.coordinator().gives_up_unix_ms(), 0);
   EXPECT_TRUE(empty.has_coordinator());
   EXPECT_EQ(empty.coordinator().lost_nodes_size(), 0);
   EXPECT_EQ(empty.coordinator().restarts_size(), 0);
+}
+
+TEST(CoordinatorView, PhaseVerdictGatheringAndWhenItGivesUp) {
+  rendezvous::Coordinator::Snapshot snap;
+  snap.phase = rendezvous::Phase::kGathering;
+  snap.round = 3;
+  snap.gathering = 1;
+  snap.min_nodes = 2;
+  snap.max_nodes = 3;
+  snap.gives_up_in = absl::Seconds(290);
+  const absl::Time now = absl::FromUnixSeconds(1800000000);
+  v1::HealthReport r;
+  AddCoordinatorView(snap, &r, now);
+  const v1::CoordinatorView& v = r.coordinator();
+  EXPECT_EQ(v.phase(), v1::CoordinatorView::GATHERING);
+  EXPECT_EQ(v.gathering(), 1);
+  EXPECT_EQ(v.min_nodes(), 2);
+  EXPECT_EQ(v.max_nodes(), 3);
+  EXPECT_EQ(v.gives_up_unix_ms(), absl::ToUnixMillis(now + absl::Seconds(290)));
+  snap.phase = rendezvous::Phase::kFailed;
+  snap.verdict = "only 1 of the 2 nodes needed re-joined within 5m";
+  snap.gives_up_in = absl::InfiniteDuration();
+  v1::HealthReport failed;
+  AddCoordinatorView(snap, &failed, now);
+  EXPECT_EQ(failed.coordinator().phase(), v1::CoordinatorView::FAILED);
+  EXPECT_EQ(failed.coordinator().verdict(), snap.verdict);
+  EXPECT_EQ(failed.coordinator().gives_up_unix_ms(), 0);
 }
 
 TEST(AgentRss, IsReadFromProc) { EXPECT_GT(AgentRssBytes(), 1u << 20); }

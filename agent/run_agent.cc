@@ -279,6 +279,10 @@ int RunAgent(const RunConfig& config, const std::map<std::string, std::string>& 
     ro.incarnation = incarnation;
     ro.interval = config.report_interval;
     ro.send_timeout = std::min(absl::Seconds(2), config.report_interval);
+    ro.command = CommandLineOf(config.command);
+    ro.min_nodes = config.nnodes.min;
+    ro.max_nodes = config.nnodes.max;
+    ro.join_timeout = config.join_timeout;
     std::shared_ptr<const v1::NodeProbe> probe = config.node_probe;
     rendezvous::Coordinator* coordinator = host ? &host->core() : local_core.get();
     ro.enrich = [probe, coordinator](v1::HealthReport* r) {

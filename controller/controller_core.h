@@ -2,31 +2,88 @@
 // job, kept in memory, with no gRPC and no HTTP. The gRPC adapter
 // (controller_service.h) feeds it reports and asks it for views; the history
 // store (history_store.h) keeps what happened (rounds, restarts with their
-// causes, hang evidence and verdicts, nodes that went silent) across
-// controller restarts through the HistorySink seam.
+// causes, hang evidence and verdicts, nodes that went silent) and each job's
+// summary across controller restarts through the HistorySink seam.
 //
 // A node, as the controller sees it:
 //
 //          report                  no report for its staleness window
 //   (new) --------> FRESH ----------------------------------------> STALE
-//                     ^                                               |
-//                     +--------------------- report ------------------+
-//   STALE for forget_after: the node is forgotten (its history stays).
-//   A report from another incarnation replaces the node's entry; the old
-//   incarnation is fenced (its late reports: FailedPrecondition).
+//                    |  ^                                             |
+//                    |  +-------------------- report -----------------+
+//                    |                                                |
+//                    | the coordinator lists it lost, or the job      |
+//                    | went on to a later round without it            |
+//                    v                                                v
+//                   LOST (last state kept; counted nowhere) <---------+
+//                    |
+//                    +--> a report of a later round: FRESH again.
+//   STALE for forget_after (a job still running): the node is forgotten.
+//   A report from another incarnation is refused unless it comes through
+//   a round the old one is not in ("Who may write what", below).
 //
-// A job is ACTIVE while a node is FRESH, STALE when none is, SUCCEEDED once
-// every node reported DONE with exit code 0, FAILED once every node reported
-// DONE and one of them with another code. Jobs are forgotten only to make
-// room (ControllerOptions::max_jobs), least recently heard from first.
+// A job, as the controller sees it:
+//
+//   ACTIVE (a member node FRESH) <--> STALE (none)
+//      |  every member node DONE (lost nodes are not members), or the
+//      |  coordinator's verdict and every other member DONE or gone
+//      v
+//   SUCCEEDED / FAILED (sticky: the verdict, its time and root cause stay,
+//   also across a controller restart; a new incarnation starting round 1
+//   again begins a new run of the job).
 //
 // Staleness window of a node: max(stale_after, 3 x its report interval).
+//
+// What the answers carry (ListJobs' JobSummary, GetStatus's response; the
+// views render them, controller/snapshot.h):
+//   - summary.started_unix_ms / ended_unix_ms: the job's first report and
+//     its verdict (controller clock); command: the workers' command line
+//     (1 KiB); min_nodes / max_nodes / nnodes / world_size.
+//   - summary.root_cause: why the latest round ended, or the job failed:
+//     node, global rank, exit code, time, and a one-line text without the
+//     time ("rank 2 on node-b exited with code 3"). Workers the agent
+//     stopped are never a cause.
+//   - summary.waiting: set while the job waits for nodes: how many wait,
+//     min/max, when the wait gives up ("waiting for 1 more node (min 2),
+//     giving up in 4m50s").
+//   - summary.nodes_fresh, nodes_lost, workers, workers_running,
+//     progress_step, failures: counted over member nodes only.
+//   - nodes[i].lost (+ lost_at_unix_ms, lost_reason): a node the
+//     coordinator lost; its report is its last state, its rank is free.
+//     Members come first, lost nodes last. nodes[i].restored: a state from
+//     the database, no report since the controller started.
+//   - rounds: a timeline, each round's start, end, the restart cause that
+//     opened it and the root cause that ended it (the latest 64).
+//   - series: the job's step, steps per second and numeric progress fields
+//     (loss, ...) over time, in memory only: at most kSeriesPoints points
+//     spaced kSeriesEvery apart, the spacing doubling when the series is
+//     full so that it spans the whole run. A finished job's series ends at
+//     its ended_unix_ms; a finished job has no progress age.
+//   - history: entries oldest first; a HANG entry's evidence is its first
+//     kEvidenceSummaryBytes once the whole is only in the database
+//     (evidence_bytes says how long it is): Evidence() reads it.
+//
+// Who may write what (docs/controller.md; a hostile reporter cannot
+// rewrite other nodes or the job's shared state):
+//   - a node's row belongs to one incarnation; another one replaces it only
+//     through a round the old one is not in (a later round than the old
+//     one's, which the job has reached, while the old one is lost, stale,
+//     done, or has not reported that round within kMembershipGrace);
+//   - a new node is refused once the job has as many members as its
+//     coordinator's view allows;
+//   - rounds move forward by at most kMaxRoundStep past the coordinator's
+//     view (or the job's round without one); the coordinator's view is
+//     taken from one node only (the first that sent one, until it is lost);
+//   - event times are clamped to the controller's clock; events are applied
+//     once (ids), de-duplicated and rate-limited per node, and a report's
+//     hang evidence goes with one HANG entry at most.
 //
 // Memory is bounded (docs/controller.md states the totals): at most
 // max_jobs jobs, max_nodes nodes over all jobs and max_nodes_per_job in one,
 // each holding its latest report without hang evidence (a report is at most
 // kMaxReportBytes); at most max_history_per_job history entries per job in
-// memory, of which the newest kEvidenceKeptInMemory keep their evidence.
+// memory, of which the newest kEvidenceKeptInMemory keep their whole
+// evidence, and at most kMaxEvidenceBytesInMemory of evidence in all.
 //
 // Thin: the core never answers a report with anything an agent acts on, and
 // nothing here waits for an agent.
@@ -36,11 +93,13 @@
 #ifndef TRAINLET_CONTROLLER_CONTROLLER_CORE_H_
 #define TRAINLET_CONTROLLER_CONTROLLER_CORE_H_
 
+#include <array>
 #include <cstdint>
 #include <deque>
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -61,13 +120,34 @@ struct HistoryRecord {
   v1::HistoryEntry entry;
 };
 
+// What the core hands its sink at once: new history entries, and the
+// summaries of jobs that changed (JobRecord, see controller.proto).
+struct HistoryBatch {
+  std::vector<HistoryRecord> entries;
+  std::vector<std::pair<std::string, v1::JobRecord>> jobs;
+  bool empty() const { return entries.empty() && jobs.empty(); }
+};
+
+// What a previous controller kept, as the store loads it at start: the
+// summaries of the newest jobs and their newest entries, oldest first,
+// evidence cut to kEvidenceSummaryBytes (evidence_bytes says how long).
+struct StoredHistory {
+  std::vector<std::pair<std::string, v1::JobRecord>> jobs;
+  std::vector<HistoryRecord> entries;
+};
+
 // Where history goes to survive a restart (history_store.h; a fake in tests).
 class HistorySink {
  public:
   virtual ~HistorySink() = default;
-  // Called in the order the core made the entries of one report. An error
-  // is logged by the core (rate-limited) and the entry stays in memory.
-  virtual absl::Status Append(const std::vector<HistoryRecord>& records) = 0;
+  // Called in the order the core made the entries. An error is logged by
+  // the core (rate-limited) and the entries stay in memory.
+  virtual absl::Status Append(const HistoryBatch& batch) = 0;
+  // The whole evidence of entry `seq` of `job_id`; NotFound when there is
+  // none.
+  virtual absl::StatusOr<std::string> Evidence(const std::string& job_id, int64_t seq) {
+    return absl::NotFoundError("no history database (--db)");
+  }
 };
 
 struct ControllerOptions {
@@ -84,9 +164,42 @@ struct ControllerOptions {
 // is recorded as "no node reported a cause".
 inline constexpr absl::Duration kRestartCauseWait = absl::Seconds(5);
 
-// History entries of a job that keep their hang evidence in memory (the
-// store keeps all of it).
-inline constexpr int kEvidenceKeptInMemory = 8;
+// History entries of a job that keep their whole hang evidence in memory
+// (the store keeps all of it), and the evidence in memory over all jobs.
+inline constexpr int kEvidenceKeptInMemory = 4;
+inline constexpr int64_t kMaxEvidenceBytesInMemory = 4 << 20;
+// What an entry keeps of evidence that is no longer whole in memory.
+inline constexpr size_t kEvidenceSummaryBytes = 256;
+
+// Rounds a report may be ahead of the coordinator's view (or, without one,
+// of the job's round).
+inline constexpr uint64_t kMaxRoundStep = 4;
+// How long after the job reached a round a node still in an older one
+// counts as a member of the job (its report of the new round on its way).
+inline constexpr absl::Duration kMembershipGrace = absl::Seconds(2);
+
+// Rounds kept per job (the timeline), in memory and in the store.
+inline constexpr int kRoundsKept = 64;
+
+// The progress series of a job.
+inline constexpr int kSeriesPoints = 240;
+inline constexpr int kSeriesFields = 4;  // numeric progress fields kept.
+inline constexpr absl::Duration kSeriesEvery = absl::Seconds(5);
+
+// Effectful events (HANG, RESTART, FINISHED) a node may send in a burst,
+// and how often one more is allowed after it.
+inline constexpr int kNodeEventBurst = 8;
+inline constexpr absl::Duration kNodeEventEvery = absl::Seconds(5);
+
+// A finished job's summary (JobRecord) is saved at once; a running one's at
+// most this often.
+inline constexpr absl::Duration kJobSaveEvery = absl::Seconds(30);
+
+// Nodes a JobRecord keeps (failed and lost ones first, then by rank).
+inline constexpr int kNodesStored = 256;
+
+// The command line the core keeps per job.
+inline constexpr size_t kMaxCommandLength = 1024;
 
 class ControllerCore {
  public:
@@ -94,24 +207,35 @@ class ControllerCore {
   // times) and `history` (may be null) must outlive the core.
   ControllerCore(ControllerOptions options, Clock* clock, HistorySink* history);
 
-  // Puts back the history a previous controller kept (oldest first), as
-  // jobs with no nodes (STALE) until their agents report. Call before the
-  // first report. Beyond the caps, the oldest jobs and entries are left out.
-  void Restore(const std::vector<HistoryRecord>& records);
+  // Puts back what a previous controller kept. Jobs come back with their
+  // verdict, root cause, rounds, counts, command and times, and their nodes
+  // as they last were (restored, stale) until their agents report. Call
+  // before the first report. Beyond the caps, the oldest jobs and entries
+  // are left out.
+  void Restore(const StoredHistory& stored);
 
-  // An agent's report. InvalidArgument (ValidateHealthReport),
-  // FailedPrecondition for a fenced incarnation, ResourceExhausted when the
-  // job or node caps are reached. A report older than one already applied
-  // (lower sequence) is ignored (OK).
+  // An agent's report. InvalidArgument (ValidateHealthReport, a round too
+  // far ahead), FailedPrecondition for an incarnation that is not the
+  // node's (fenced, or not admitted by a round), ResourceExhausted when the
+  // job or node caps are reached or the report is too large. A report older
+  // than one already applied (lower sequence) is ignored (OK).
   absl::Status Report(const v1::HealthReport& report);
 
-  // Marks nodes stale (a NODE_STALE history entry each) and forgets those
-  // stale for forget_after. The service runs it every second.
+  // Marks nodes stale (a NODE_STALE history entry each) and lost (left in
+  // an older round), forgets those stale for forget_after, records
+  // restarts whose cause never came, and saves the summaries of jobs that
+  // changed. The service runs it every second.
   void Sweep();
+  // Saves the summary of every job that changed since it was last saved
+  // (the host calls it at shutdown).
+  void Flush();
 
   v1::ListJobsResponse ListJobs() const;
   // NotFound naming the job when it is unknown.
   absl::StatusOr<v1::GetStatusResponse> GetStatus(absl::string_view job_id) const;
+  // The whole evidence of history entry `seq` of a job: from memory, else
+  // from the store. NotFound when there is none (or no longer any).
+  absl::StatusOr<std::string> Evidence(absl::string_view job_id, int64_t seq) const;
 
   struct Stats {
     int jobs = 0;
@@ -119,23 +243,52 @@ class ControllerCore {
     int64_t reports = 0;           // applied.
     int64_t reports_rejected = 0;  // refused.
     int64_t history_entries = 0;   // in memory.
+    int64_t events_dropped = 0;    // over a node's rate limit, or repeated.
+    int64_t evidence_bytes = 0;    // in memory.
   };
   Stats stats() const;
 
  private:
+  // Per-node allowance of effectful events.
+  struct Allowance {
+    double tokens = kNodeEventBurst;
+    absl::Time at = absl::InfinitePast();
+  };
   struct Node {
-    v1::HealthReport latest;  // without hang_evidence.
-    absl::Time last_report;
+    v1::HealthReport latest;  // without hang_evidence and events.
+    absl::Time last_report = absl::InfinitePast();
     absl::Duration stale_window;
     bool stale = false;
+    bool lost = false;
+    absl::Time lost_at;
+    uint64_t lost_round = 0;  // its round when it was lost.
+    std::string lost_reason;
+    bool restored = false;
     uint64_t last_event_id = 0;
     std::vector<uint64_t> fenced;  // earlier incarnations, the newest last (at most 4).
+    Allowance allowance;
+    // Fingerprints of its latest effectful events (de-duplication).
+    std::array<uint64_t, 8> recent_events{};
+    int next_recent = 0;
   };
   struct PendingRestart {
     uint64_t round = 0;
     std::string node_id;  // the first node that reported the round.
     absl::Time at;        // when it happened.
     absl::Time noted;     // when the core learnt of it (clock_).
+  };
+  struct SeriesPoint {
+    int64_t at_ms = 0;
+    int64_t step = -1;
+    double rate = -1;
+    std::array<double, kSeriesFields> values{};
+  };
+  struct Series {
+    std::vector<std::string> keys;
+    std::deque<SeriesPoint> points;
+    absl::Duration every = kSeriesEvery;
+    uint64_t round = 0;  // of the last point.
+    std::string source;  // the node whose progress it follows.
   };
   struct Job {
     std::map<std::string, Node> nodes;
@@ -146,32 +299,105 @@ class ControllerCore {
     std::optional<PendingRestart> pending_restart;
     int64_t restarts = 0;
     int64_t hangs = 0;
+    int64_t failures = 0;  // rounds ended by a failure (not a scale-up).
     absl::Time last_heard = absl::InfinitePast();
+    absl::Time started = absl::InfinitePast();
+    absl::Time ended = absl::InfinitePast();
+    // SUCCEEDED or FAILED once decided; STATE_UNSPECIFIED before.
+    v1::JobSummary::State verdict = v1::JobSummary::STATE_UNSPECIFIED;
+    std::string command;
+    int min_nodes = 0;
+    int max_nodes = 0;
+    int nnodes = 0;
+    int world_size = 0;
+    std::deque<v1::RoundInfo> rounds;
+    Series series;
+    // The coordinator's view and the node it comes from.
+    std::string host;
+    bool has_view = false;
+    v1::CoordinatorView view;  // without restarts.
+    int64_t next_seq = 1;
+    bool restored = false;
+    int64_t restored_step = -1;  // the step the database had.
+    // Its summary changed since it was last saved (save_now: at once, not
+    // at kJobSaveEvery); when it was.
+    bool dirty = false;
+    bool save_now = false;
+    absl::Time saved = absl::InfinitePast();
+    int64_t evidence_bytes = 0;  // in memory.
   };
 
-  absl::Status ReportLocked(const v1::HealthReport& report, std::vector<HistoryRecord>* out)
+  absl::Status ReportLocked(const v1::HealthReport& report, HistoryBatch* out)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Finds or makes room for `job_id`; null when every job is active.
   Job* JobForLocked(const std::string& job_id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Forgets the job heard from longest ago that has no fresh node, other
+  // than `keep`; false when there is none.
+  bool EvictOneJobLocked(const std::string& keep, const std::string& why)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Whether `report` may write the row of its node (see "Who may write
+  // what"); the reason when not.
+  absl::Status AdmitLocked(const Job& job, const Node* node, const v1::HealthReport& report,
+                           absl::Time now) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  uint64_t RoundHorizonLocked(const Job& job) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The job's coordinator view from `node_id`'s report: nodes it lists lost.
+  void TakeViewLocked(const std::string& job_id, Job* job, const std::string& node_id,
+                      const v1::CoordinatorView& view, absl::Time now, HistoryBatch* out)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void MarkLostLocked(const std::string& job_id, Job* job, const std::string& node_id, Node* node,
+                      absl::Time now, std::string reason) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void ApplyEventsLocked(const std::string& job_id, Job* job, const std::string& node_id,
+                         Node* node, const v1::HealthReport& report, absl::Time now,
+                         HistoryBatch* out) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The job reached `round` (a member's report, or the coordinator's view).
+  void EnterRoundLocked(const std::string& job_id, Job* job, uint64_t round,
+                        const std::string& node_id, const v1::HealthReport& report, absl::Time now,
+                        HistoryBatch* out) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // A restart into `round` learnt from `node_id`: recorded at once with a
   // cause, else held (pending) until a node gives one or kRestartCauseWait.
   void NoteRestartLocked(const std::string& job_id, Job* job, uint64_t round,
                          const std::string& node_id, absl::Time at, std::string cause,
-                         std::vector<HistoryRecord>* out) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void FlushPendingRestartLocked(const std::string& job_id, Job* job,
-                                 std::vector<HistoryRecord>* out)
+                         HistoryBatch* out) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void FlushPendingRestartLocked(const std::string& job_id, Job* job, HistoryBatch* out)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void RecordRestartLocked(const std::string& job_id, Job* job, uint64_t round,
+                           const std::string& node_id, absl::Time at, std::string cause,
+                           HistoryBatch* out) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // A candidate for why `round` ended; the earliest of the most telling
+  // kind wins.
+  void NoteCauseLocked(Job* job, v1::RootCause cause) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void NoteWorkerCausesLocked(Job* job, const std::string& node_id, const v1::HealthReport& report,
+                              absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Decides the verdict once every member is done (or gone).
+  void UpdateVerdictLocked(const std::string& job_id, Job* job, absl::Time now)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void SampleLocked(Job* job, const v1::HealthReport& report, absl::Time now)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // A new run of a finished job: nodes, rounds, verdict and series start
+  // afresh (the history stays).
+  void NewRunLocked(const std::string& job_id, Job* job, absl::Time now)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void AddHistoryLocked(const std::string& job_id, Job* job, v1::HistoryEntry entry,
-                        std::vector<HistoryRecord>* out) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+                        HistoryBatch* out) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Keeps the evidence in memory within its bounds.
+  void BoundEvidenceLocked(Job* job) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  bool IsMemberLocked(const Job& job, const Node& node, absl::Time now) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   v1::JobSummary SummaryLocked(const std::string& job_id, const Job& job, absl::Time now) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void Persist(const std::vector<HistoryRecord>& records);
+  v1::JobRecord RecordLocked(const std::string& job_id, const Job& job, absl::Time now) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Adds the summaries of dirty jobs due for saving (all with `all`).
+  void SaveDueLocked(absl::Time now, bool all, HistoryBatch* out)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void Persist(const HistoryBatch& batch);
 
   const ControllerOptions options_;
   Clock* const clock_;
   HistorySink* const history_;
   LogLimiter reject_log_;
   LogLimiter sink_log_;
+  LogLimiter event_log_;
 
   mutable absl::Mutex mu_;
   std::map<std::string, Job> jobs_ ABSL_GUARDED_BY(mu_);
@@ -179,6 +405,8 @@ class ControllerCore {
   int64_t reports_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t rejected_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t history_entries_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t events_dropped_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t evidence_bytes_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
 }  // namespace trainlet::controller

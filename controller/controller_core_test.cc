@@ -1,5 +1,6 @@
 #include "controller/controller_core.h"
 
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -7,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/clock.h"
 #include "controller/report_limits.h"
+#include "controller/testing/core_reports.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -16,33 +18,8 @@ namespace {
 using ::testing::HasSubstr;
 using ::testing::SizeIs;
 
-class RecordingSink : public HistorySink {
- public:
-  absl::Status Append(const std::vector<HistoryRecord>& records) override {
-    if (fail) return absl::UnavailableError("disk full");
-    for (const HistoryRecord& r : records) this->records.push_back(r);
-    return absl::OkStatus();
-  }
-  std::vector<HistoryRecord> records;
-  bool fail = false;
-};
-
-v1::HealthReport MakeReport(const std::string& job, const std::string& node, uint64_t inc,
-                            uint64_t seq, uint64_t round) {
-  v1::HealthReport r;
-  r.set_job_id(job);
-  r.set_node_id(node);
-  r.set_incarnation(inc);
-  r.set_sequence(seq);
-  r.set_round(round);
-  r.set_node_rank(round > 0 ? 0 : -1);
-  r.set_nnodes(2);
-  r.set_world_size(16);
-  r.set_state(round > 0 ? v1::HealthReport::RUNNING : v1::HealthReport::JOINING);
-  r.set_report_interval_ms(5000);
-  r.set_exit_code(-1);
-  return r;
-}
+using testing::MakeReport;
+using testing::RecordingSink;
 
 std::vector<v1::HistoryEntry::Kind> Kinds(const v1::GetStatusResponse& s) {
   std::vector<v1::HistoryEntry::Kind> kinds;
@@ -102,11 +79,13 @@ TEST_F(ControllerCoreTest, Report_NewRoundWithoutEvent_TakesCoordinatorReasonThe
   ASSERT_TRUE(core_->Report(MakeReport("job", "pod-0", 1, 1, 1)).ok());
   v1::HealthReport r = MakeReport("job", "pod-0", 1, 2, 2);
   r.set_last_failure("local worker failed");
+  r.mutable_coordinator()->set_rounds(2);
   v1::RestartReason* rr = r.mutable_coordinator()->add_restarts();
   rr->set_round(2);
   rr->set_reason("node pod-1 lost: no heartbeat for 10s");
   ASSERT_TRUE(core_->Report(r).ok());
   v1::HealthReport r3 = MakeReport("job", "pod-0", 1, 3, 3);
+  r3.mutable_coordinator()->set_rounds(3);
   r3.set_last_failure("local worker 0 exited with code 1");
   ASSERT_TRUE(core_->Report(r3).ok());
   auto status = core_->GetStatus("job");
@@ -195,13 +174,18 @@ TEST_F(ControllerCoreTest, Report_OlderSequence_IsIgnored) {
 
 TEST_F(ControllerCoreTest, Report_ReplacedIncarnation_IsFenced) {
   ASSERT_TRUE(core_->Report(MakeReport("job", "pod-0", 1, 1, 1)).ok());
-  ASSERT_TRUE(core_->Report(MakeReport("job", "pod-0", 2, 1, 1)).ok());
+  ASSERT_TRUE(core_->Report(MakeReport("job", "pod-1", 9, 1, 1)).ok());
+  // The job goes on to round 2; pod-0's new incarnation is in it.
+  ASSERT_TRUE(core_->Report(MakeReport("job", "pod-1", 9, 2, 2)).ok());
+  clock_.Advance(kMembershipGrace);
+  ASSERT_TRUE(core_->Report(MakeReport("job", "pod-0", 2, 1, 2)).ok());
   absl::Status s = core_->Report(MakeReport("job", "pod-0", 1, 2, 1));
   EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition) << s;
   EXPECT_THAT(s.message(), HasSubstr("replaced"));
   EXPECT_EQ(core_->stats().reports_rejected, 1);
   auto status = core_->GetStatus("job");
   ASSERT_TRUE(status.ok());
+  EXPECT_EQ(status->nodes(0).report().node_id(), "pod-0");
   EXPECT_EQ(status->nodes(0).report().incarnation(), 2u);
 }
 
@@ -306,7 +290,9 @@ TEST_F(ControllerCoreTest, Restore_PutsHistoryBackAndDoesNotRepeatTheRound) {
 
   RecordingSink sink2;
   ControllerCore restarted({}, &clock_, &sink2);
-  restarted.Restore(saved);
+  StoredHistory stored;
+  stored.entries = saved;
+  restarted.Restore(stored);
   auto status = restarted.GetStatus("job");
   ASSERT_TRUE(status.ok());
   EXPECT_EQ(status->summary().state(), v1::JobSummary::STALE);

@@ -2,6 +2,7 @@
 #include <grpcpp/grpcpp.h>
 
 #include <atomic>
+#include <filesystem>
 #include <memory>
 #include <string>
 #include <thread>
@@ -229,6 +230,62 @@ TEST_F(ControllerGrpcTest, ControllerRestart_KeepsHistory) {
   ASSERT_TRUE(stub->ListJobs(&ctx, v1::ListJobsRequest(), &jobs).ok());
   ASSERT_EQ(jobs.jobs_size(), 1);
   EXPECT_EQ(jobs.jobs(0).job_id(), "job");
+}
+
+TEST_F(ControllerGrpcTest, ReportBetween60And64KiB_IsResourceExhaustedAsDocumented) {
+  StartHost();
+  auto stub = Stub();
+  v1::HealthReport r = Report("pod-0", 1, 1, 1);
+  r.set_hang_evidence(std::string(16 * 1024, 'e'));
+  for (int i = 0; i < 16; ++i) {
+    v1::ReportEvent* e = r.add_events();
+    e->set_kind(v1::ReportEvent::PERIODIC);
+    e->set_cause(std::string(1000, 'c'));
+  }
+  for (int i = 0; i < 1024; ++i) {
+    v1::WorkerHealth* w = r.add_workers();
+    w->set_local_rank(i);
+    w->set_rank(i);
+    w->set_pid(100000 + i);
+    w->set_state(v1::WorkerHealth::RUNNING);
+  }
+  int gpu = 0;
+  while (r.ByteSizeLong() < 62 * 1024) {
+    v1::GpuReport* g = r.add_gpus();
+    g->set_index(gpu++);
+    g->set_reason(std::string(200, 'g'));
+  }
+  ASSERT_GT(r.ByteSizeLong(), 60u * 1024);
+  ASSERT_LT(r.ByteSizeLong(), 64u * 1024);
+  grpc::Status s = Call(stub.get(), r);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED) << s.error_message();
+  EXPECT_THAT(s.error_message(), HasSubstr("report: at most 61440 bytes"));
+  uint64_t accepted = 0;
+  s = Stream(stub.get(), {r}, kToken, &accepted);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+}
+
+TEST_F(ControllerGrpcTest, DamagedDatabase_IsMovedAsideAndTheControllerStartsEmpty) {
+  const std::string path = root_.Write("history.db", std::string(8192, 'x'));
+  ControllerHostOptions o;
+  o.listen = {"127.0.0.1", 0};
+  o.history.path = path;
+  o.db_required = true;
+  auto refused = ControllerHost::Start(o);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kDataLoss);
+  EXPECT_THAT(refused.status().message(), HasSubstr(path));
+
+  o.db_required = false;
+  auto host = ControllerHost::Start(o);
+  ASSERT_TRUE(host.ok()) << host.status();
+  EXPECT_EQ((*host)->core().stats().jobs, 0);
+  // The damaged file is kept beside the new one.
+  int damaged = 0;
+  for (const auto& entry : std::filesystem::directory_iterator(root_.path())) {
+    if (entry.path().filename().string().rfind("history.db.damaged-", 0) == 0) ++damaged;
+  }
+  EXPECT_EQ(damaged, 1);
 }
 
 }  // namespace

@@ -11,18 +11,37 @@
 #include "rendezvous/grpc_server.h"
 
 namespace trainlet::controller {
+namespace {
+
+// Opens the store into `store` and loads its bounded summary.
+absl::StatusOr<StoredHistory> OpenHistory(const ControllerHostOptions& options,
+                                          std::unique_ptr<HistoryStore>* store) {
+  absl::StatusOr<std::unique_ptr<HistoryStore>> opened =
+      HistoryStore::Open(options.history, options.clock);
+  if (!opened.ok()) return opened.status();
+  *store = std::move(*opened);
+  return (*store)->Load(options.core.max_jobs, kEntriesRestoredPerJob);
+}
+
+}  // namespace
 
 absl::StatusOr<std::unique_ptr<ControllerHost>> ControllerHost::Start(
     ControllerHostOptions options) {
   std::unique_ptr<ControllerHost> host(new ControllerHost());
-  std::vector<HistoryRecord> restored;
+  StoredHistory restored;
   if (!options.history.path.empty()) {
-    absl::StatusOr<std::unique_ptr<HistoryStore>> store =
-        HistoryStore::Open(options.history, options.clock);
-    if (!store.ok()) return store.status();
-    host->store_ = std::move(*store);
-    absl::StatusOr<std::vector<HistoryRecord>> loaded =
-        host->store_->Load(options.core.max_history_per_job);
+    absl::StatusOr<StoredHistory> loaded = OpenHistory(options, &host->store_);
+    if (!loaded.ok() && absl::IsDataLoss(loaded.status()) && !options.db_required) {
+      // A damaged file: out of the way, and a fresh one, rather than no
+      // controller at all (its history is not the job's).
+      host->store_.reset();
+      absl::StatusOr<std::string> moved =
+          HistoryStore::MoveAside(options.history.path, options.clock->Now());
+      if (!moved.ok()) return moved.status();
+      TLOG(kError) << loaded.status().message() << "; moved it aside to " << SafeForLog(*moved, 256)
+                   << " and starting with an empty history (--db-required makes this an error)";
+      loaded = OpenHistory(options, &host->store_);
+    }
     if (!loaded.ok()) return loaded.status();
     restored = *std::move(loaded);
   }
@@ -100,6 +119,7 @@ void ControllerHost::Shutdown(absl::Duration grace) {
   if (http_) http_->Stop();
   if (server_) server_->Shutdown(grace);
   sweeper_.reset();
+  if (core_) core_->Flush();
 }
 
 }  // namespace trainlet::controller

@@ -11,7 +11,8 @@
 //
 // Threading: Start/Shutdown from the owner's thread; core() is thread-safe.
 // Shutdown (idempotent; the destructor runs it) stops the server (waiting
-// up to `grace` for calls), then the sweeper; the store closes last.
+// up to `grace` for calls), then the sweeper, saves the summaries of the
+// jobs that changed; the store closes last.
 #ifndef TRAINLET_CONTROLLER_CONTROLLER_HOST_H_
 #define TRAINLET_CONTROLLER_CONTROLLER_HOST_H_
 
@@ -41,7 +42,10 @@ inline constexpr absl::Duration kSweepEvery = absl::Seconds(1);
 
 struct ControllerHostOptions {
   ControllerOptions core;
-  HistoryStoreOptions history;                         // history.path empty: no database.
+  HistoryStoreOptions history;  // history.path empty: no database.
+  // A damaged database is an error (DataLoss) instead of being moved aside
+  // for an empty one (--db-required).
+  bool db_required = false;
   std::string token;                                   // empty: every caller is accepted.
   rendezvous::ListenAddress listen{"0.0.0.0", 29600};  // port 0 = any free port.
   rendezvous::TlsConfig tls;
@@ -59,8 +63,11 @@ struct ControllerHostOptions {
 
 class ControllerHost {
  public:
-  // Opens and loads the history, then binds. Errors: the store's
-  // (FailedPrecondition naming the file), the bind's (IsAddressInUse).
+  // Opens and loads the history, then binds. A damaged database is moved
+  // aside (HistoryStore::MoveAside) with one error line, and the controller
+  // starts with an empty one, unless db_required. Errors: the store's
+  // (FailedPrecondition naming the file; DataLoss with db_required), the
+  // bind's (IsAddressInUse).
   static absl::StatusOr<std::unique_ptr<ControllerHost>> Start(ControllerHostOptions options);
   ~ControllerHost();
   ControllerHost(const ControllerHost&) = delete;

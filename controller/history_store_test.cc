@@ -1,13 +1,18 @@
 #include "controller/history_store.h"
 
+#include <sqlite3.h>
 #include <sys/stat.h>
 
+#include <algorithm>
+#include <cstdio>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "common/clock.h"
 #include "common/testing/temp_root.h"
+#include "controller/testing/core_reports.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -29,6 +34,12 @@ HistoryRecord Record(const std::string& job, v1::HistoryEntry::Kind kind, uint64
   return r;
 }
 
+absl::Status AppendEntries(HistoryStore& store, std::vector<HistoryRecord> entries) {
+  HistoryBatch batch;
+  batch.entries = std::move(entries);
+  return store.Append(batch);
+}
+
 class HistoryStoreTest : public ::testing::Test {
  protected:
   HistoryStoreOptions Options(int retention = 1000) const {
@@ -37,7 +48,7 @@ class HistoryStoreTest : public ::testing::Test {
     o.max_entries_per_job = retention;
     return o;
   }
-  testing::TempRoot root_;
+  trainlet::testing::TempRoot root_;
   SimulatedClock clock_{absl::FromUnixSeconds(1800000000)};
 };
 
@@ -48,26 +59,26 @@ TEST_F(HistoryStoreTest, Reopen_KeepsEveryEntryWithItsFields) {
     HistoryRecord hang = Record("job", v1::HistoryEntry::HANG, 2, clock_.Now(), "no progress 5m");
     hang.entry.set_evidence("thread 7: futex_wait\n\xc3\xa9");
     hang.entry.set_verdict("hung");
-    ASSERT_TRUE((*store)
-                    ->Append({Record("job", v1::HistoryEntry::ROUND, 1, clock_.Now()),
-                              Record("job", v1::HistoryEntry::RESTART, 2, clock_.Now(),
-                                     "worker 0 killed by signal 9"),
-                              hang})
+    ASSERT_TRUE(AppendEntries(**store, {Record("job", v1::HistoryEntry::ROUND, 1, clock_.Now()),
+                                        Record("job", v1::HistoryEntry::RESTART, 2, clock_.Now(),
+                                               "worker 0 killed by signal 9"),
+                                        hang})
                     .ok());
-    ASSERT_TRUE((*store)->Append({Record("other", v1::HistoryEntry::ROUND, 1, clock_.Now())}).ok());
+    ASSERT_TRUE(
+        AppendEntries(**store, {Record("other", v1::HistoryEntry::ROUND, 1, clock_.Now())}).ok());
   }
   auto store = HistoryStore::Open(Options(), &clock_);
   ASSERT_TRUE(store.ok()) << store.status();
-  auto loaded = (*store)->Load(100);
+  auto loaded = (*store)->Load(100, 100);
   ASSERT_TRUE(loaded.ok()) << loaded.status();
-  ASSERT_THAT(*loaded, SizeIs(4));
-  EXPECT_EQ((*loaded)[1].entry.kind(), v1::HistoryEntry::RESTART);
-  EXPECT_EQ((*loaded)[1].entry.cause(), "worker 0 killed by signal 9");
-  EXPECT_EQ((*loaded)[2].entry.evidence(), "thread 7: futex_wait\n\xc3\xa9");
-  EXPECT_EQ((*loaded)[2].entry.verdict(), "hung");
-  EXPECT_EQ((*loaded)[2].entry.round(), 2u);
-  EXPECT_EQ((*loaded)[2].entry.at_unix_ms(), absl::ToUnixMillis(clock_.Now()));
-  EXPECT_EQ((*loaded)[3].job_id, "other");
+  ASSERT_THAT(loaded->entries, SizeIs(4));
+  EXPECT_EQ(loaded->entries[1].entry.kind(), v1::HistoryEntry::RESTART);
+  EXPECT_EQ(loaded->entries[1].entry.cause(), "worker 0 killed by signal 9");
+  EXPECT_EQ(loaded->entries[2].entry.evidence(), "thread 7: futex_wait\n\xc3\xa9");
+  EXPECT_EQ(loaded->entries[2].entry.verdict(), "hung");
+  EXPECT_EQ(loaded->entries[2].entry.round(), 2u);
+  EXPECT_EQ(loaded->entries[2].entry.at_unix_ms(), absl::ToUnixMillis(clock_.Now()));
+  EXPECT_EQ(loaded->entries[3].job_id, "other");
 }
 
 TEST_F(HistoryStoreTest, Retention_KeepsTheNewestEntriesPerJob) {
@@ -75,15 +86,15 @@ TEST_F(HistoryStoreTest, Retention_KeepsTheNewestEntriesPerJob) {
   ASSERT_TRUE(store.ok()) << store.status();
   for (uint64_t round = 1; round <= 5; ++round) {
     ASSERT_TRUE(
-        (*store)->Append({Record("job", v1::HistoryEntry::ROUND, round, clock_.Now())}).ok());
+        AppendEntries(**store, {Record("job", v1::HistoryEntry::ROUND, round, clock_.Now())}).ok());
   }
-  ASSERT_TRUE((*store)->Append({Record("b", v1::HistoryEntry::ROUND, 1, clock_.Now())}).ok());
+  ASSERT_TRUE(AppendEntries(**store, {Record("b", v1::HistoryEntry::ROUND, 1, clock_.Now())}).ok());
   EXPECT_EQ(*(*store)->Count(), 4);
-  auto loaded = (*store)->Load(100);
+  auto loaded = (*store)->Load(100, 100);
   ASSERT_TRUE(loaded.ok());
-  ASSERT_THAT(*loaded, SizeIs(4));
-  EXPECT_EQ((*loaded)[0].entry.round(), 3u);
-  EXPECT_EQ((*loaded)[2].entry.round(), 5u);
+  ASSERT_THAT(loaded->entries, SizeIs(4));
+  EXPECT_EQ(loaded->entries[0].entry.round(), 3u);
+  EXPECT_EQ(loaded->entries[2].entry.round(), 5u);
 }
 
 TEST_F(HistoryStoreTest, Load_LimitsEachJobToTheNewest) {
@@ -93,12 +104,12 @@ TEST_F(HistoryStoreTest, Load_LimitsEachJobToTheNewest) {
   for (uint64_t round = 1; round <= 10; ++round) {
     records.push_back(Record("job", v1::HistoryEntry::ROUND, round, clock_.Now()));
   }
-  ASSERT_TRUE((*store)->Append(records).ok());
-  auto loaded = (*store)->Load(2);
+  ASSERT_TRUE(AppendEntries(**store, records).ok());
+  auto loaded = (*store)->Load(100, 2);
   ASSERT_TRUE(loaded.ok());
-  ASSERT_THAT(*loaded, SizeIs(2));
-  EXPECT_EQ((*loaded)[0].entry.round(), 9u);
-  EXPECT_EQ((*loaded)[1].entry.round(), 10u);
+  ASSERT_THAT(loaded->entries, SizeIs(2));
+  EXPECT_EQ(loaded->entries[0].entry.round(), 9u);
+  EXPECT_EQ(loaded->entries[1].entry.round(), 10u);
 }
 
 TEST_F(HistoryStoreTest, MaxAge_DropsOldEntriesAtAppendAndAtOpen) {
@@ -107,11 +118,14 @@ TEST_F(HistoryStoreTest, MaxAge_DropsOldEntriesAtAppendAndAtOpen) {
   {
     auto store = HistoryStore::Open(o, &clock_);
     ASSERT_TRUE(store.ok());
-    ASSERT_TRUE((*store)->Append({Record("job", v1::HistoryEntry::ROUND, 1, clock_.Now())}).ok());
+    ASSERT_TRUE(
+        AppendEntries(**store, {Record("job", v1::HistoryEntry::ROUND, 1, clock_.Now())}).ok());
     clock_.Advance(absl::Minutes(50));
-    ASSERT_TRUE((*store)->Append({Record("job", v1::HistoryEntry::ROUND, 2, clock_.Now())}).ok());
+    ASSERT_TRUE(
+        AppendEntries(**store, {Record("job", v1::HistoryEntry::ROUND, 2, clock_.Now())}).ok());
     clock_.Advance(absl::Minutes(20));
-    ASSERT_TRUE((*store)->Append({Record("b", v1::HistoryEntry::ROUND, 1, clock_.Now())}).ok());
+    ASSERT_TRUE(
+        AppendEntries(**store, {Record("b", v1::HistoryEntry::ROUND, 1, clock_.Now())}).ok());
     EXPECT_EQ(*(*store)->Count(), 2);
   }
   clock_.Advance(absl::Minutes(45));
@@ -129,11 +143,12 @@ TEST_F(HistoryStoreTest, Open_UnwritableDirectory_NamesThePath) {
   EXPECT_THAT(store.status().message(), HasSubstr(o.path));
 }
 
-TEST_F(HistoryStoreTest, Open_NotADatabase_IsRefused) {
+TEST_F(HistoryStoreTest, Open_NotADatabase_IsDamaged) {
   HistoryStoreOptions o;
   o.path = root_.Write("junk.db", std::string(4096, 'x'));
   auto store = HistoryStore::Open(o, &clock_);
   ASSERT_FALSE(store.ok());
+  EXPECT_EQ(store.status().code(), absl::StatusCode::kDataLoss) << store.status();
   EXPECT_THAT(store.status().message(), HasSubstr("junk.db"));
 }
 
@@ -157,7 +172,7 @@ TEST_F(HistoryStoreTest, CoreRestartedOnTheStore_KeepsItsHistory) {
   auto store = HistoryStore::Open(Options(), &clock_);
   ASSERT_TRUE(store.ok());
   ControllerCore core({}, &clock_, store->get());
-  auto loaded = (*store)->Load(ControllerOptions().max_history_per_job);
+  auto loaded = (*store)->Load(ControllerOptions().max_jobs, kEntriesRestoredPerJob);
   ASSERT_TRUE(loaded.ok());
   core.Restore(*loaded);
   auto status = core.GetStatus("job");
@@ -165,6 +180,279 @@ TEST_F(HistoryStoreTest, CoreRestartedOnTheStore_KeepsItsHistory) {
   EXPECT_EQ(status->summary().restarts(), 1);
   ASSERT_EQ(status->history_size(), 3);
   EXPECT_EQ(status->history(1).cause(), "worker 1 exited with code 3");
+}
+
+// ---- Schema 2: job summaries, evidence on demand, bounds, damage, modes.
+
+TEST_F(HistoryStoreTest, ControllerRestart_KeepsVerdictsFailuresStepsAndTimes) {
+  using testing::AddWorker;
+  using testing::MakeReport;
+  using testing::SetProgress;
+  int64_t started = 0, ended = 0;
+  {
+    auto store = HistoryStore::Open(Options(), &clock_);
+    ASSERT_TRUE(store.ok());
+    ControllerCore core({}, &clock_, store->get());
+    // "ok" runs two rounds (node-b's rank 2 fails once) and succeeds at
+    // step 500; "bad" fails.
+    v1::HealthReport a = MakeReport("ok", "node-a", 1, 1, 1);
+    a.set_command("python train.py");
+    SetProgress(&a, 100);
+    started = absl::ToUnixMillis(clock_.Now());
+    ASSERT_TRUE(core.Report(a).ok());
+    v1::HealthReport b = MakeReport("ok", "node-b", 2, 1, 1);
+    ASSERT_TRUE(core.Report(b).ok());
+    clock_.Advance(absl::Seconds(30));
+    b = MakeReport("ok", "node-b", 2, 2, 1);
+    b.set_state(v1::HealthReport::STOPPING);
+    AddWorker(&b, 0, 2, v1::WorkerHealth::FAILED, 3);
+    ASSERT_TRUE(core.Report(b).ok());
+    clock_.Advance(absl::Seconds(1));
+    a = MakeReport("ok", "node-a", 1, 2, 2);
+    a.set_last_failure("rank 2 on node-b exited with code 3");
+    ASSERT_TRUE(core.Report(a).ok());
+    clock_.Advance(absl::Minutes(5));
+    for (auto [node, inc] : {std::pair<const char*, int>{"node-a", 1}, {"node-b", 2}}) {
+      v1::HealthReport done = MakeReport("ok", node, inc, 5, 2);
+      done.set_state(v1::HealthReport::DONE);
+      done.set_exit_code(0);
+      SetProgress(&done, 500);
+      ASSERT_TRUE(core.Report(done).ok());
+    }
+    ended = absl::ToUnixMillis(clock_.Now());
+    v1::HealthReport bad = MakeReport("bad", "node-c", 3, 1, 1);
+    ASSERT_TRUE(core.Report(bad).ok());
+    bad = MakeReport("bad", "node-c", 3, 2, 1);
+    bad.set_state(v1::HealthReport::DONE);
+    bad.set_exit_code(3);
+    AddWorker(&bad, 0, 0, v1::WorkerHealth::FAILED, 3);
+    ASSERT_TRUE(core.Report(bad).ok());
+    core.Flush();
+  }
+  clock_.Advance(absl::Hours(1));
+  auto store = HistoryStore::Open(Options(), &clock_);
+  ASSERT_TRUE(store.ok());
+  auto loaded = (*store)->Load(ControllerOptions().max_jobs, kEntriesRestoredPerJob);
+  ASSERT_TRUE(loaded.ok()) << loaded.status();
+  ControllerCore core({}, &clock_, store->get());
+  core.Restore(*loaded);
+
+  auto ok = core.GetStatus("ok");
+  ASSERT_TRUE(ok.ok());
+  EXPECT_EQ(ok->summary().state(), v1::JobSummary::SUCCEEDED);
+  EXPECT_EQ(ok->summary().restarts(), 1);
+  EXPECT_EQ(ok->summary().failures(), 1);
+  EXPECT_EQ(ok->summary().progress_step(), 500);
+  EXPECT_EQ(ok->summary().started_unix_ms(), started);
+  EXPECT_EQ(ok->summary().ended_unix_ms(), ended);
+  EXPECT_EQ(ok->summary().command(), "python train.py");
+  EXPECT_EQ(ok->summary().root_cause().node_id(), "node-b");
+  EXPECT_EQ(ok->summary().root_cause().rank(), 2);
+  EXPECT_TRUE(ok->summary().restored());
+  ASSERT_EQ(ok->rounds_size(), 2);
+  EXPECT_EQ(ok->rounds(0).ended_by().exit_code(), 3);
+  EXPECT_THAT(ok->rounds(1).restart_cause(), HasSubstr("exited with code 3"));
+  ASSERT_EQ(ok->nodes_size(), 2);
+  EXPECT_TRUE(ok->nodes(0).restored());
+  EXPECT_EQ(ok->nodes(0).report().state(), v1::HealthReport::DONE);
+  EXPECT_THAT(ok->history_size(), ::testing::Ge(3));
+  auto bad = core.GetStatus("bad");
+  ASSERT_TRUE(bad.ok());
+  EXPECT_EQ(bad->summary().state(), v1::JobSummary::FAILED);
+  EXPECT_EQ(bad->summary().failures(), 1);
+  EXPECT_EQ(bad->summary().root_cause().text(), "rank 0 on node-c exited with code 3");
+  // Numbering goes on where it stopped.
+  int64_t max_seq = 0;
+  for (const auto& e : ok->history()) max_seq = std::max(max_seq, e.seq());
+  EXPECT_GT(max_seq, 0);
+}
+
+TEST_F(HistoryStoreTest, Load_CutsEvidence_EvidenceReadsItWhole) {
+  auto store = HistoryStore::Open(Options(), &clock_);
+  ASSERT_TRUE(store.ok());
+  HistoryRecord hang = Record("job", v1::HistoryEntry::HANG, 1, clock_.Now(), "hung");
+  std::string evidence;
+  for (int i = 0; i < 400; ++i) evidence += "\xc3\xa9";  // 800 bytes of 2-byte characters.
+  hang.entry.set_evidence(evidence);
+  hang.entry.set_seq(7);
+  ASSERT_TRUE(AppendEntries(**store, {hang}).ok());
+  auto loaded = (*store)->Load(10, 10);
+  ASSERT_TRUE(loaded.ok());
+  ASSERT_EQ(loaded->entries.size(), 1u);
+  EXPECT_EQ(loaded->entries[0].entry.evidence().size(), kEvidenceSummaryBytes);
+  EXPECT_EQ(loaded->entries[0].entry.evidence_bytes(), 800);
+  EXPECT_EQ(loaded->entries[0].entry.seq(), 7);
+  auto whole = (*store)->Evidence("job", 7);
+  ASSERT_TRUE(whole.ok()) << whole.status();
+  EXPECT_EQ(*whole, evidence);
+  EXPECT_EQ((*store)->Evidence("job", 8).status().code(), absl::StatusCode::kNotFound);
+
+  // Through the core: the summary at start, the whole when asked for.
+  ControllerCore core({}, &clock_, store->get());
+  core.Restore(*loaded);
+  auto status = core.GetStatus("job");
+  ASSERT_TRUE(status.ok());
+  EXPECT_EQ(status->history(0).evidence().size(), kEvidenceSummaryBytes);
+  auto asked = core.Evidence("job", 7);
+  ASSERT_TRUE(asked.ok()) << asked.status();
+  EXPECT_EQ(*asked, evidence);
+}
+
+TEST_F(HistoryStoreTest, Evidence_IsBoundedPerJob_TheOldestGoesFirst) {
+  auto store = HistoryStore::Open(Options(), &clock_);
+  ASSERT_TRUE(store.ok());
+  const int64_t each = kMaxEvidenceBytesPerJob / 4;
+  for (int i = 1; i <= 6; ++i) {
+    HistoryRecord hang = Record("job", v1::HistoryEntry::HANG, 1, clock_.Now(), "hung");
+    hang.entry.set_evidence(std::string(each, 'a' + i));
+    hang.entry.set_seq(i);
+    ASSERT_TRUE(AppendEntries(**store, {hang}).ok());
+  }
+  EXPECT_EQ(*(*store)->Count(), 6);  // the entries stay ...
+  // ... the oldest evidence goes.
+  EXPECT_EQ((*store)->Evidence("job", 1).status().code(), absl::StatusCode::kNotFound);
+  EXPECT_THAT((*store)->Evidence("job", 2).status().message(), HasSubstr("bounds"));
+  for (int i = 3; i <= 6; ++i) EXPECT_TRUE((*store)->Evidence("job", i).ok()) << i;
+}
+
+TEST_F(HistoryStoreTest, Jobs_AreBounded_TheOneHeardFromLongestAgoGoes) {
+  HistoryStoreOptions o = Options();
+  o.max_jobs = 3;
+  auto store = HistoryStore::Open(o, &clock_);
+  ASSERT_TRUE(store.ok());
+  for (int i = 0; i < 5; ++i) {
+    HistoryBatch batch;
+    batch.entries.push_back(
+        Record(absl::StrCat("job-", i), v1::HistoryEntry::ROUND, 1, clock_.Now()));
+    v1::JobRecord rec;
+    rec.mutable_summary()->set_job_id(absl::StrCat("job-", i));
+    batch.jobs.emplace_back(absl::StrCat("job-", i), rec);
+    ASSERT_TRUE((*store)->Append(batch).ok());
+    clock_.Advance(absl::Seconds(1));
+  }
+  auto loaded = (*store)->Load(100, 100);
+  ASSERT_TRUE(loaded.ok());
+  std::vector<std::string> jobs;
+  for (const auto& [id, rec] : loaded->jobs) jobs.push_back(id);
+  EXPECT_THAT(jobs, ::testing::ElementsAre("job-2", "job-3", "job-4"));
+  EXPECT_EQ(*(*store)->Count(), 3);
+  // Load reads only the newest jobs.
+  loaded = (*store)->Load(1, 100);
+  ASSERT_TRUE(loaded.ok());
+  ASSERT_EQ(loaded->jobs.size(), 1u);
+  EXPECT_EQ(loaded->jobs[0].first, "job-4");
+  ASSERT_EQ(loaded->entries.size(), 1u);
+  EXPECT_EQ(loaded->entries[0].job_id, "job-4");
+}
+
+TEST_F(HistoryStoreTest, Files_AreOnlyTheOwners) {
+  const mode_t old_umask = ::umask(022);
+  HistoryStoreOptions o = Options();
+  {
+    auto store = HistoryStore::Open(o, &clock_);
+    ASSERT_TRUE(store.ok());
+    ASSERT_TRUE(
+        AppendEntries(**store, {Record("job", v1::HistoryEntry::ROUND, 1, clock_.Now())}).ok());
+    for (const char* suffix : {"", "-wal", "-shm"}) {
+      struct stat st;
+      ASSERT_EQ(::stat((o.path + suffix).c_str(), &st), 0) << suffix;
+      EXPECT_EQ(st.st_mode & 0777, 0600u) << suffix;
+    }
+  }
+  // A file an older controller made 0644 is made private.
+  ASSERT_EQ(::chmod(o.path.c_str(), 0644), 0);
+  {
+    auto store = HistoryStore::Open(o, &clock_);
+    ASSERT_TRUE(store.ok());
+    struct stat st;
+    ASSERT_EQ(::stat(o.path.c_str(), &st), 0);
+    EXPECT_EQ(st.st_mode & 0777, 0600u);
+  }
+  ::umask(old_umask);
+}
+
+TEST_F(HistoryStoreTest, DamagedPage_IsDataLoss_AndMovedAside) {
+  HistoryStoreOptions o = Options();
+  {
+    auto store = HistoryStore::Open(o, &clock_);
+    ASSERT_TRUE(store.ok());
+    std::vector<HistoryRecord> records;
+    for (int i = 0; i < 200; ++i) {
+      records.push_back(
+          Record("job", v1::HistoryEntry::ROUND, i + 1, clock_.Now(), std::string(900, 'c')));
+    }
+    ASSERT_TRUE(AppendEntries(**store, records).ok());
+  }
+  // Page 3 (of 4 KiB pages) overwritten: a b-tree page of the table.
+  {
+    FILE* f = std::fopen(o.path.c_str(), "r+b");
+    ASSERT_NE(f, nullptr);
+    ASSERT_EQ(std::fseek(f, 2 * 4096, SEEK_SET), 0);
+    const std::string junk(4096, '\x5a');
+    ASSERT_EQ(std::fwrite(junk.data(), 1, junk.size(), f), junk.size());
+    std::fclose(f);
+  }
+  auto store = HistoryStore::Open(o, &clock_);
+  ASSERT_FALSE(store.ok());
+  EXPECT_EQ(store.status().code(), absl::StatusCode::kDataLoss) << store.status();
+  EXPECT_THAT(store.status().message(), HasSubstr(o.path));
+  EXPECT_THAT(store.status().message(), HasSubstr("damaged"));
+
+  auto moved = HistoryStore::MoveAside(o.path, absl::FromUnixSeconds(1800000000));
+  ASSERT_TRUE(moved.ok()) << moved.status();
+  EXPECT_EQ(*moved, o.path + ".damaged-20270115T080000Z");
+  struct stat st;
+  EXPECT_EQ(::stat(moved->c_str(), &st), 0);
+  EXPECT_NE(::stat(o.path.c_str(), &st), 0);
+  auto fresh = HistoryStore::Open(o, &clock_);
+  ASSERT_TRUE(fresh.ok()) << fresh.status();
+  EXPECT_EQ(*(*fresh)->Count(), 0);
+}
+
+TEST_F(HistoryStoreTest, SchemaOne_IsUpgradedInPlace) {
+  HistoryStoreOptions o = Options();
+  {
+    sqlite3* db = nullptr;
+    ASSERT_EQ(sqlite3_open(o.path.c_str(), &db), SQLITE_OK);
+    ASSERT_EQ(
+        sqlite3_exec(db,
+                     "CREATE TABLE history (id INTEGER PRIMARY KEY AUTOINCREMENT, job_id TEXT "
+                     "NOT NULL, kind INTEGER NOT NULL, at_unix_ms INTEGER NOT NULL, round "
+                     "INTEGER NOT NULL, node_id TEXT NOT NULL, cause TEXT NOT NULL, evidence "
+                     "TEXT NOT NULL, verdict TEXT NOT NULL);"
+                     "INSERT INTO history(job_id, kind, at_unix_ms, round, node_id, cause, "
+                     "evidence, verdict) VALUES('old', 2, 1800000000000, 2, 'n', 'why', "
+                     "'stack', 'hung');"
+                     "PRAGMA user_version=1;",
+                     nullptr, nullptr, nullptr),
+        SQLITE_OK);
+    sqlite3_close(db);
+  }
+  auto store = HistoryStore::Open(o, &clock_);
+  ASSERT_TRUE(store.ok()) << store.status();
+  auto loaded = (*store)->Load(10, 10);
+  ASSERT_TRUE(loaded.ok()) << loaded.status();
+  ASSERT_EQ(loaded->entries.size(), 1u);
+  EXPECT_EQ(loaded->entries[0].entry.seq(), 1);
+  EXPECT_EQ(loaded->entries[0].entry.cause(), "why");
+  EXPECT_EQ(*(*store)->Evidence("old", 1), "stack");
+  ControllerCore core({}, &clock_, store->get());
+  core.Restore(*loaded);
+  EXPECT_EQ(core.GetStatus("old")->summary().restarts(), 1);
+}
+
+TEST_F(HistoryStoreTest, NewerSchema_IsRefusedNotMovedAside) {
+  HistoryStoreOptions o = Options();
+  {
+    sqlite3* db = nullptr;
+    ASSERT_EQ(sqlite3_open(o.path.c_str(), &db), SQLITE_OK);
+    ASSERT_EQ(sqlite3_exec(db, "PRAGMA user_version=9;", nullptr, nullptr, nullptr), SQLITE_OK);
+    sqlite3_close(db);
+  }
+  auto store = HistoryStore::Open(o, &clock_);
+  ASSERT_FALSE(store.ok());
+  EXPECT_EQ(store.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(store.status().message(), HasSubstr("schema version 9"));
 }
 
 }  // namespace

@@ -1,5 +1,6 @@
 #include "controller/report_limits.h"
 
+#include <limits>
 #include <string>
 
 #include "absl/strings/ascii.h"
@@ -16,6 +17,12 @@ absl::Status TooLong(absl::string_view field, size_t max, size_t got) {
 absl::Status TooMany(absl::string_view field, int max, int got) {
   return absl::InvalidArgumentError(
       absl::StrFormat("%s: at most %d entries, got %d", field, max, got));
+}
+
+absl::Status CheckRange(absl::string_view field, int64_t value, int64_t lo, int64_t hi) {
+  if (value >= lo && value <= hi) return absl::OkStatus();
+  return absl::InvalidArgumentError(
+      absl::StrFormat("%s: expected %d..%d, got %d", field, lo, hi, value));
 }
 
 absl::Status CheckText(absl::string_view field, const std::string& text, size_t max) {
@@ -66,8 +73,8 @@ size_t Utf8SequenceLength(const std::string& s, size_t i) {
   return n;
 }
 
-// Valid UTF-8 (protobuf refuses to send a string that is not), invalid bytes
-// as '?', at most `max` bytes, cut on a character boundary.
+}  // namespace
+
 void FitText(std::string* text, size_t max) {
   std::string out;
   out.reserve(std::min(text->size(), max));
@@ -85,8 +92,6 @@ void FitText(std::string* text, size_t max) {
   *text = std::move(out);
 }
 
-}  // namespace
-
 bool IsValidJobId(absl::string_view job_id) {
   if (job_id.empty() || job_id.size() > kMaxJobIdLength) return false;
   for (char c : job_id) {
@@ -98,8 +103,11 @@ bool IsValidJobId(absl::string_view job_id) {
 }
 
 absl::Status ValidateHealthReport(const v1::HealthReport& r) {
-  if (r.ByteSizeLong() > kMaxReportBytes)
-    return TooLong("report", kMaxReportBytes, r.ByteSizeLong());
+  if (const size_t size = r.ByteSizeLong(); size > kMaxReportBytes) {
+    return absl::ResourceExhaustedError(
+        absl::StrFormat("report: at most %d bytes, got %d (the agent trims its reports to this)",
+                        kMaxReportBytes, size));
+  }
   if (!IsValidJobId(r.job_id())) {
     return absl::InvalidArgumentError(
         "job_id: expected [A-Za-z0-9._-]{1,128} (the job's --job-id)");
@@ -122,13 +130,22 @@ absl::Status ValidateHealthReport(const v1::HealthReport& r) {
   if (absl::Status s = CheckText("last_failure", r.last_failure(), kMaxTextLength); !s.ok()) {
     return s;
   }
+  if (absl::Status s = CheckText("command", r.command(), kMaxCommandTextLength); !s.ok()) {
+    return s;
+  }
+  for (absl::Status s : {CheckRange("min_nodes", r.min_nodes(), 0, kMaxRank),
+                         CheckRange("max_nodes", r.max_nodes(), 0, kMaxRank),
+                         CheckRange("join_deadline_unix_ms", r.join_deadline_unix_ms(), 0,
+                                    std::numeric_limits<int64_t>::max())}) {
+    if (!s.ok()) return s;
+  }
   if (r.workers_size() > kMaxWorkers) return TooMany("workers", kMaxWorkers, r.workers_size());
   for (const v1::WorkerHealth& w : r.workers()) {
     if (w.local_rank() < 0 || w.local_rank() >= kMaxWorkers || w.rank() < -1 ||
-        w.rank() >= kMaxRank || w.pid() < 0 || w.restarts() < 0) {
-      return absl::InvalidArgumentError(
-          absl::StrFormat("workers[local_rank=%d]: local_rank, rank, pid or restarts out of range",
-                          w.local_rank()));
+        w.rank() >= kMaxRank || w.pid() < 0 || w.restarts() < 0 || w.exited_unix_ms() < 0) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "workers[local_rank=%d]: local_rank, rank, pid, restarts or exited_unix_ms out of range",
+          w.local_rank()));
     }
   }
   const v1::Progress& p = r.progress();
@@ -153,8 +170,17 @@ absl::Status ValidateHealthReport(const v1::HealthReport& r) {
     }
   }
   const v1::CoordinatorView& c = r.coordinator();
-  if (c.members() < 0 || c.members() > kMaxRank) {
-    return absl::InvalidArgumentError("coordinator.members: out of range");
+  for (absl::Status s : {CheckRange("coordinator.members", c.members(), 0, kMaxRank),
+                         CheckRange("coordinator.gathering", c.gathering(), 0, kMaxRank),
+                         CheckRange("coordinator.min_nodes", c.min_nodes(), 0, kMaxRank),
+                         CheckRange("coordinator.max_nodes", c.max_nodes(), 0, kMaxRank),
+                         CheckRange("coordinator.gives_up_unix_ms", c.gives_up_unix_ms(), 0,
+                                    std::numeric_limits<int64_t>::max())}) {
+    if (!s.ok()) return s;
+  }
+  if (c.rounds() > kMaxRound) return absl::InvalidArgumentError("coordinator.rounds: out of range");
+  if (absl::Status s = CheckText("coordinator.verdict", c.verdict(), kMaxTextLength); !s.ok()) {
+    return s;
   }
   if (c.lost_nodes_size() > kMaxLostNodes) {
     return TooMany("coordinator.lost_nodes", kMaxLostNodes, c.lost_nodes_size());
@@ -195,6 +221,7 @@ absl::Status ValidateHealthReport(const v1::HealthReport& r) {
 
 void TrimToLimits(v1::HealthReport* r) {
   FitText(r->mutable_last_failure(), kMaxTextLength);
+  FitText(r->mutable_command(), kMaxCommandTextLength);
   if (r->workers_size() > kMaxWorkers) {
     r->mutable_workers()->DeleteSubrange(kMaxWorkers, r->workers_size() - kMaxWorkers);
   }
@@ -227,6 +254,7 @@ void TrimToLimits(v1::HealthReport* r) {
     for (v1::RestartReason& rr : *c->mutable_restarts()) {
       FitText(rr.mutable_reason(), kMaxTextLength);
     }
+    FitText(c->mutable_verdict(), kMaxTextLength);
   }
   FitText(r->mutable_hang_evidence(), kMaxHangEvidenceLength);
   if (r->events_size() > kMaxEvents) {
@@ -234,8 +262,9 @@ void TrimToLimits(v1::HealthReport* r) {
   }
   for (v1::ReportEvent& e : *r->mutable_events()) FitText(e.mutable_cause(), kMaxTextLength);
   // Still too large (1,024 workers with long texts): the evidence goes
-  // first, then workers from the highest local rank.
+  // first, then the command, then workers from the highest local rank.
   if (r->ByteSizeLong() > kMaxReportBytes) r->clear_hang_evidence();
+  if (r->ByteSizeLong() > kMaxReportBytes) r->clear_command();
   while (r->ByteSizeLong() > kMaxReportBytes && r->workers_size() > 0) {
     r->mutable_workers()->RemoveLast();
   }

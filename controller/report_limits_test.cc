@@ -67,6 +67,35 @@ TEST(ReportLimitsTest, EachListAndText_IsBounded) {
   EXPECT_THAT(ValidateHealthReport(r).message(), HasSubstr("report_interval_ms"));
 }
 
+TEST(ReportLimitsTest, NewFields_AreBoundedAndNamedWithTheirValue) {
+  v1::HealthReport r = Valid();
+  r.set_command(std::string(kMaxCommandTextLength + 1, 'x'));
+  EXPECT_THAT(ValidateHealthReport(r).message(), HasSubstr("command"));
+  r = Valid();
+  r.set_min_nodes(-1);
+  EXPECT_THAT(ValidateHealthReport(r).message(),
+              HasSubstr("min_nodes: expected 0..16777216, got -1"));
+  r = Valid();
+  r.mutable_coordinator()->set_max_nodes(kMaxRank + 1);
+  EXPECT_THAT(ValidateHealthReport(r).message(), HasSubstr("coordinator.max_nodes"));
+  r = Valid();
+  r.mutable_coordinator()->set_gives_up_unix_ms(-5);
+  EXPECT_THAT(ValidateHealthReport(r).message(), HasSubstr("coordinator.gives_up_unix_ms"));
+  r = Valid();
+  r.mutable_coordinator()->set_verdict(std::string(kMaxTextLength + 1, 'v'));
+  EXPECT_THAT(ValidateHealthReport(r).message(), HasSubstr("coordinator.verdict"));
+  r = Valid();
+  r.mutable_coordinator()->set_rounds(kMaxRound + 1);
+  EXPECT_THAT(ValidateHealthReport(r).message(), HasSubstr("coordinator.rounds"));
+  r = Valid();
+  r.add_workers()->set_exited_unix_ms(-1);
+  EXPECT_THAT(ValidateHealthReport(r).message(), HasSubstr("exited_unix_ms"));
+  // Too large as a whole: RESOURCE_EXHAUSTED, as the docs say.
+  r = Valid();
+  r.set_hang_evidence(std::string(kMaxReportBytes, 'e'));
+  EXPECT_EQ(ValidateHealthReport(r).code(), absl::StatusCode::kResourceExhausted);
+}
+
 TEST(ReportLimitsTest, TrimToLimits_MakesAnOversizedReportValid) {
   v1::HealthReport r = Valid();
   r.set_last_failure(std::string(5000, 'x'));

@@ -1777,6 +1777,11 @@ Coordinator::Snapshot Coordinator::GetSnapshot() const {
     if (members_.find(node) == members_.end()) s.lost_nodes.push_back(node);
   }
   s.restarts.assign(recent_restarts_.begin(), recent_restarts_.end());
+  s.min_nodes = options_.min_nodes;
+  s.max_nodes = options_.max_nodes;
+  if (phase_ == Phase::kGathering && round_ > 0) {
+    s.gives_up_in = gathering_since_ + options_.min_nodes_timeout - clock_->Now();
+  }
   return s;
 }
 

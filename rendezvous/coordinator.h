@@ -435,6 +435,11 @@ class Coordinator {
     };
     // The latest kSnapshotRestarts restarts (re-opened rounds), oldest first.
     std::vector<Restart> restarts;
+    int min_nodes = 0;  // the options'.
+    int max_nodes = 0;
+    // While a round after a restart gathers: how long until the job fails
+    // for lack of nodes (min_nodes_timeout); InfiniteDuration otherwise.
+    absl::Duration gives_up_in = absl::InfiniteDuration();
   };
   Snapshot GetSnapshot() const;
 
