@@ -55,14 +55,14 @@ class GrpcViewsClient : public ViewsClient {
   }
 
   absl::StatusOr<controller::JobView> Job(const std::string& job_id) override {
-    absl::StatusOr<v1::GetStatusResponse> status = GetStatus(job_id);
+    absl::StatusOr<v1::GetStatusResponse> status = GetStatus(job_id, false);
     if (!status.ok()) return status.status();
     return controller::JobViewOf(*status, nullptr, absl::ToUnixMillis(absl::Now()));
   }
 
   absl::StatusOr<std::vector<controller::EvidenceView>> Evidence(
       const std::string& job_id) override {
-    absl::StatusOr<v1::GetStatusResponse> status = GetStatus(job_id);
+    absl::StatusOr<v1::GetStatusResponse> status = GetStatus(job_id, /*with_evidence=*/true);
     if (!status.ok()) return status.status();
     return controller::EvidenceOf(*status);
   }
@@ -73,11 +73,12 @@ class GrpcViewsClient : public ViewsClient {
     if (!token_.empty()) ctx->AddMetadata(rendezvous::kTokenMetadataKey, token_);
   }
 
-  absl::StatusOr<v1::GetStatusResponse> GetStatus(const std::string& job_id) {
+  absl::StatusOr<v1::GetStatusResponse> GetStatus(const std::string& job_id, bool with_evidence) {
     grpc::ClientContext ctx;
     Prepare(&ctx);
     v1::GetStatusRequest request;
     request.set_job_id(job_id);
+    request.set_with_evidence(with_evidence);
     v1::GetStatusResponse response;
     grpc::Status s = stub_->GetStatus(&ctx, request, &response);
     if (!s.ok()) return Error(s);

@@ -98,6 +98,16 @@ grpc::ServerUnaryReactor* ControllerService::GetStatus(grpc::CallbackServerConte
                                                        v1::GetStatusResponse* response) {
   if (absl::Status s = CheckCaller(ctx, "GetStatus"); !s.ok()) return Immediate(ctx, s);
   absl::StatusOr<v1::GetStatusResponse> status = core_->GetStatus(request->job_id());
+  if (status.ok() && request->with_evidence()) {
+    for (v1::HistoryEntry& e : *status->mutable_history()) {
+      if (e.kind() != v1::HistoryEntry::HANG || e.seq() <= 0 ||
+          e.evidence_bytes() <= static_cast<int64_t>(e.evidence().size())) {
+        continue;
+      }
+      absl::StatusOr<std::string> whole = core_->Evidence(request->job_id(), e.seq());
+      if (whole.ok()) e.set_evidence(*std::move(whole));
+    }
+  }
   if (status.ok()) *response = *std::move(status);
   return Immediate(ctx, status.status());
 }

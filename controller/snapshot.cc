@@ -75,7 +75,11 @@ NodeView NodeViewOf(const std::string& job_id, const v1::NodeStatus& n, StepRate
   v.node_id = r.node_id();
   v.node_rank = r.node_rank();
   v.incarnation = r.incarnation();
-  v.up = !n.stale();
+  v.up = !n.stale() && !n.lost();
+  v.lost = n.lost();
+  v.lost_at_unix_ms = n.lost_at_unix_ms();
+  v.lost_reason = n.lost_reason();
+  v.restored = n.restored();
   v.report_age_ms = n.report_age_ms();
   // Received (now - age) minus sent, across two clocks: rough; never negative.
   if (r.sent_unix_ms() > 0 && n.report_age_ms() >= 0) {
@@ -95,6 +99,7 @@ NodeView NodeViewOf(const std::string& job_id, const v1::NodeStatus& n, StepRate
     wv.state = WorkerStateOf(w.state());
     wv.exit_code = w.exit_code();
     wv.restarts = w.restarts();
+    wv.exited_unix_ms = w.exited_unix_ms();
     v.workers.push_back(wv);
   }
   const v1::Progress& p = r.progress();
@@ -123,6 +128,36 @@ NodeView NodeViewOf(const std::string& job_id, const v1::NodeStatus& n, StepRate
   return v;
 }
 
+const char* RootCauseKindName(v1::RootCause::Kind kind) {
+  switch (kind) {
+    case v1::RootCause::WORKER_FAILED:
+      return "worker-failed";
+    case v1::RootCause::WORKER_HUNG:
+      return "worker-hung";
+    case v1::RootCause::NODE_LOST:
+      return "node-lost";
+    case v1::RootCause::AGENT_FAILED:
+      return "agent-failed";
+    default:
+      return "other";
+  }
+}
+
+RootCauseView RootCauseOf(const v1::RootCause& c) {
+  RootCauseView v;
+  v.known = c.kind() != v1::RootCause::KIND_UNSPECIFIED || !c.text().empty();
+  if (!v.known) return v;
+  v.kind = RootCauseKindName(c.kind());
+  v.node_id = c.node_id();
+  v.rank = c.rank();
+  v.local_rank = c.local_rank();
+  v.exit_code = c.exit_code();
+  v.at_unix_ms = c.at_unix_ms();
+  v.round = c.round();
+  v.text = c.text();
+  return v;
+}
+
 }  // namespace
 
 JobView SummaryViewOf(const v1::JobSummary& s, int64_t now_unix_ms) {
@@ -131,14 +166,30 @@ JobView SummaryViewOf(const v1::JobSummary& s, int64_t now_unix_ms) {
   j.state = JobStateOf(s.state());
   j.round = s.round();
   j.rounds = static_cast<int64_t>(s.round());
+  j.nnodes = s.nnodes();
+  j.world_size = s.world_size();
+  j.min_nodes = s.min_nodes();
+  j.max_nodes = s.max_nodes();
   j.last_report_unix_ms = s.last_report_unix_ms();
+  j.started_unix_ms = s.started_unix_ms();
+  j.ended_unix_ms = s.ended_unix_ms();
+  j.command = s.command();
+  j.restored = s.restored();
   j.restarts_total = s.restarts();
   j.hangs_total = s.hangs();
-  // Each restart ended a round on a failure (a worker's, a hang, a lost
-  // node); a failed job adds its last one.
-  j.failures_total = s.restarts() + (s.state() == v1::JobSummary::FAILED ? 1 : 0);
-  j.totals.nodes = s.nodes();
+  j.failures_total = s.failures();
+  j.root_cause = RootCauseOf(s.root_cause());
+  if (s.has_waiting()) {
+    const v1::WaitingState& w = s.waiting();
+    j.waiting = {true, w.nodes(), w.min_nodes(), w.max_nodes(), w.gives_up_unix_ms(), w.round()};
+  }
+  // What the core counts over member nodes; the rest needs the nodes
+  // (JobViewOf).
+  j.totals.nodes = s.nodes() - s.nodes_lost();
   j.totals.nodes_up = s.nodes_fresh();
+  j.totals.nodes_lost = s.nodes_lost();
+  j.totals.workers = s.workers();
+  j.totals.workers_running = s.workers_running();
   j.totals.progress_step = s.progress_step();
   j.totals.progress_known = s.progress_step() >= 0;
   j.nodes_total = s.nodes();
@@ -171,8 +222,8 @@ JobView JobViewOf(const v1::GetStatusResponse& status, StepRateTracker* rates, i
              std::make_pair(coordinator_report->round(), coordinator_report->sent_unix_ms()))) {
       coordinator_report = &r;
     }
-    if (r.nnodes() > 0) j.nnodes = r.nnodes();
-    if (r.world_size() > 0) j.world_size = r.world_size();
+    if (j.nnodes == 0 && !n.lost() && r.nnodes() > 0) j.nnodes = r.nnodes();
+    if (j.world_size == 0 && !n.lost() && r.world_size() > 0) j.world_size = r.world_size();
     if (r.has_coordinator() && r.coordinator().rounds() > 0) {
       j.rounds = std::max<int64_t>(j.rounds, static_cast<int64_t>(r.coordinator().rounds()));
     }
@@ -197,9 +248,42 @@ JobView JobViewOf(const v1::GetStatusResponse& status, StepRateTracker* rates, i
       h.node_id = e.node_id();
       h.verdict = e.verdict().empty() ? e.cause() : e.verdict();
       h.evidence_summary = e.evidence().substr(0, kEvidenceSummaryLength);
-      h.evidence_bytes = static_cast<int64_t>(e.evidence().size());
+      h.evidence_bytes = std::max<int64_t>(e.evidence_bytes(), e.evidence().size());
+      h.seq = e.seq();
+      // The hang the job's root cause names: shown first, as the suspect.
+      const RootCauseView& c = j.root_cause;
+      h.suspect = c.known && c.kind == "worker-hung" && c.node_id == e.node_id() &&
+                  (c.round == 0 || c.round == e.round());
       j.hangs.push_back(std::move(h));
     }
+  }
+  for (const v1::RoundInfo& r : status.rounds()) {
+    RoundView round;
+    round.round = r.round();
+    round.started_unix_ms = r.started_unix_ms();
+    round.ended_unix_ms = r.ended_unix_ms();
+    round.nodes = r.nodes();
+    round.world_size = r.world_size();
+    round.restart_cause = r.restart_cause();
+    if (r.has_ended_by()) round.ended_by = RootCauseOf(r.ended_by());
+    j.rounds_timeline.push_back(std::move(round));
+  }
+  const v1::ProgressSeries& series = status.series();
+  j.series.every_ms = series.every_ms();
+  j.series.keys.assign(series.keys().begin(), series.keys().end());
+  for (const v1::SeriesPoint& p : series.points()) {
+    SeriesPointView point;
+    point.at_unix_ms = p.at_unix_ms();
+    point.step = p.step();
+    point.steps_per_second = p.steps_per_second();
+    point.values.assign(p.values().begin(), p.values().end());
+    j.series.points.push_back(std::move(point));
+  }
+  // The job's rate: the core's series (over the member with the highest
+  // step), else the node's own.
+  if (!j.series.points.empty() && j.series.points.back().steps_per_second >= 0 &&
+      j.state == JobState::kActive) {
+    j.totals.steps_per_second = j.series.points.back().steps_per_second;
   }
   return j;
 }
@@ -209,7 +293,7 @@ std::vector<EvidenceView> EvidenceOf(const v1::GetStatusResponse& status) {
   for (const v1::HistoryEntry& e : status.history()) {
     if (e.kind() != v1::HistoryEntry::HANG) continue;
     out.push_back({e.round(), e.at_unix_ms(), e.node_id(),
-                   e.verdict().empty() ? e.cause() : e.verdict(), e.evidence(), 0});
+                   e.verdict().empty() ? e.cause() : e.verdict(), e.evidence(), e.seq()});
   }
   return out;
 }
@@ -247,7 +331,18 @@ absl::StatusOr<JobView> CoreViewSource::Job(absl::string_view job_id, size_t fir
 absl::StatusOr<std::vector<EvidenceView>> CoreViewSource::Evidence(absl::string_view job_id) {
   absl::StatusOr<v1::GetStatusResponse> status = core_->GetStatus(job_id);
   if (!status.ok()) return status.status();
-  return EvidenceOf(*status);
+  std::vector<EvidenceView> hangs = EvidenceOf(*status);
+  // What memory holds cut short, the history database holds whole.
+  size_t i = 0;
+  for (const v1::HistoryEntry& e : status->history()) {
+    if (e.kind() != v1::HistoryEntry::HANG) continue;
+    EvidenceView& h = hangs[i++];
+    if (e.evidence_bytes() > static_cast<int64_t>(e.evidence().size()) && e.seq() > 0) {
+      absl::StatusOr<std::string> whole = core_->Evidence(job_id, e.seq());
+      if (whole.ok()) h.evidence = *std::move(whole);
+    }
+  }
+  return hangs;
 }
 
 }  // namespace trainlet::controller
