@@ -81,15 +81,17 @@ const std::vector<OptionSpec>& ControllerOptionTable() {
          "A node that has not reported for this long (at least 3 report intervals) is "
          "stale."},
         {"token-file", OptionKind::kString, "PATH", "",
-         "File holding the token agents send (trailing whitespace ignored); none: no "
+         "File holding the token agents send (trailing whitespace ignored), or one per line, "
+         "\"jobs=PATTERN[,...] TOKEN\" for one that may write only those jobs; none: no "
          "authentication."},
         {"log-level", OptionKind::kString, "LEVEL", "info", "debug, info, warning or error."},
     };
     for (OptionSpec& spec : TlsOptionSpecs(/*client=*/false)) {
-      // The shared help names the coordinator; here it is the controller.
-      const size_t at = spec.help.find("the coordinator port");
-      if (at != std::string::npos) {
-        spec.help.replace(at, 20, "the controller's gRPC port (and the views with --http-tls)");
+      if (spec.name == "tls-cert") {
+        spec.help =
+            "This side's certificate (PEM, leaf first; a cert-manager Secret's tls.crt) for "
+            "mutual TLS on the controller's --listen port (and the views with --http-tls); needs "
+            "--tls-key and --tls-ca. None: plaintext.";
       }
       t->push_back(std::move(spec));
     }
@@ -154,9 +156,10 @@ absl::StatusOr<ControllerConfig> ParseControllerConfig(
     return s;
   }
   if (const OptionValue* token_file = parsed.Find("token-file")) {
-    absl::StatusOr<std::string> token = ReadTokenFile(*token_file);
-    if (!token.ok()) return token.status();
-    c.token = *std::move(token);
+    absl::StatusOr<controller::JobTokens> tokens =
+        controller::JobTokens::ReadFile(token_file->text, token_file->origin);
+    if (!tokens.ok()) return tokens.status();
+    c.tokens = *std::move(tokens);
   }
   absl::StatusOr<rendezvous::TlsConfig> tls = ParseTlsOptions(parsed, &c.warnings, "controller");
   if (!tls.ok()) return tls.status();
@@ -201,7 +204,7 @@ int RunController(const ControllerConfig& config) {
   options.history.max_age = config.history_max_age;
   options.history.max_jobs = config.history_max_jobs;
   options.db_required = config.db_required;
-  options.token = config.token;
+  options.tokens = config.tokens;
   options.listen = {config.listen_host, config.listen_port};
   options.http = {config.http_host, config.http_port};
   options.http_token = config.http_token;

@@ -22,6 +22,7 @@
 #include "absl/time/time.h"
 #include "agent/options.h"
 #include "common/logging.h"
+#include "controller/job_tokens.h"
 #include "rendezvous/tls_files.h"
 
 namespace trainlet::agent {
@@ -39,7 +40,7 @@ struct ControllerConfig {
   int history_max_jobs = 1000;                            // --history-max-jobs
   bool db_required = false;                        // --db-required: a damaged --db is fatal (78).
   absl::Duration stale_after = absl::Seconds(15);  // --stale-after
-  std::string token;                               // from --token-file; empty: no authentication.
+  controller::JobTokens tokens;                    // from --token-file; none: no authentication.
   rendezvous::TlsConfig tls;                       // --tls-*
   // The views: from --http-token-file (empty: none), and --http-tls
   // ("off", "on": HTTPS with --tls-cert/--tls-key, "mutual": and a client

@@ -22,7 +22,7 @@ TEST(ParseControllerConfig, Defaults) {
   EXPECT_EQ(c->history_max_jobs, 1000);
   EXPECT_FALSE(c->db_required);
   EXPECT_EQ(c->stale_after, absl::Seconds(15));
-  EXPECT_TRUE(c->token.empty());
+  EXPECT_TRUE(c->tokens.empty());
   EXPECT_FALSE(c->tls.enabled());
 }
 
@@ -45,7 +45,9 @@ TEST(ParseControllerConfig, EveryFlagAndEnvironment) {
   EXPECT_EQ(c->history_max_jobs, 20);
   EXPECT_TRUE(c->db_required);
   EXPECT_EQ(c->stale_after, absl::Seconds(30));
-  EXPECT_EQ(c->token, "tok");
+  ASSERT_EQ(c->tokens.size(), 1u);
+  ASSERT_NE(c->tokens.Find("tok"), nullptr);
+  EXPECT_TRUE(c->tokens.Find("tok")->all_jobs);
   EXPECT_EQ(c->log_level, LogLevel::kDebug);
 }
 

@@ -30,6 +30,7 @@
 #include "common/descriptors.h"
 #include "common/exit_codes.h"
 #include "common/logging.h"
+#include "launcher/output_readers.h"
 #include "launcher/signals.h"
 #include "rendezvous/grpc_log.h"
 #include "rendezvous/grpc_memory.h"
@@ -129,10 +130,12 @@ trainlet::agent::SystemInfo ProbeMachine(const std::map<std::string, std::string
 
 // Leaves without running exit handlers: after the node probe started, its
 // thread may still be inside NVML (a hung driver), where library destructors
-// must not run under it.
+// must not run under it. An entrypoint's `tee` reading our output gets to
+// finish first (launcher/output_readers.h: as PID 1, our exit kills it).
 [[noreturn]] void Leave(int code) {
   std::cout.flush();
   std::fflush(nullptr);
+  trainlet::launcher::FinishOutputReaders();
   std::_Exit(code);
 }
 

@@ -33,7 +33,7 @@ bool Eventually(F done) {
 
 std::unique_ptr<controller::ControllerHost> StartController(const std::string& token) {
   controller::ControllerHostOptions o;
-  o.token = token;
+  o.tokens = controller::JobTokens::AnyJob(token);
   o.listen = {"127.0.0.1", 0};
   auto host = controller::ControllerHost::Start(o);
   EXPECT_TRUE(host.ok()) << host.status();
@@ -250,7 +250,7 @@ TEST(ReportStreamTest, ControllerRestarted_OneSendFails_ThenReportsReachTheNewOn
   ASSERT_TRUE(transport.Send(Report("pod-0", 5, 1), absl::Seconds(5)).ok());
   host.reset();
   controller::ControllerHostOptions o;
-  o.token = "tok";
+  o.tokens = controller::JobTokens::AnyJob("tok");
   o.listen = {"127.0.0.1", port};
   auto again = controller::ControllerHost::Start(o);
   ASSERT_TRUE(again.ok()) << again.status();

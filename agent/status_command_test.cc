@@ -204,7 +204,7 @@ class StatusCommandOneAddress : public ::testing::Test {
  protected:
   void SetUp() override {
     controller::ControllerHostOptions o;
-    o.token = "grpc-token";
+    o.tokens = controller::JobTokens::AnyJob("grpc-token");
     o.listen = {"127.0.0.1", 0};
     auto host = controller::ControllerHost::Start(o);
     ASSERT_TRUE(host.ok()) << host.status();

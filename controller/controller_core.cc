@@ -153,6 +153,11 @@ void ControllerCore::Restore(const StoredHistory& stored) {
       node.lost = nr.lost();
       node.lost_round = nr.report().round();
       node.restored = true;
+      if (nr.report().has_coordinator()) {
+        job->host = id;
+        job->has_view = true;
+        job->view = nr.report().coordinator();
+      }
     }
   }
   for (const HistoryRecord& rec : stored.entries) {
@@ -663,6 +668,11 @@ void ControllerCore::SampleLocked(Job* job, const v1::HealthReport& report, absl
   const v1::Progress& p = report.progress();
   if (!p.known() || p.step() < 0) return;
   Series& s = job->series;
+  const int64_t at_ms = UnixMs(now - absl::Milliseconds(p.age_ms()));
+  // Most reports come between two points: nothing to do (the ingest path).
+  if (!s.points.empty() && at_ms - s.points.back().at_ms < absl::ToInt64Milliseconds(s.every)) {
+    return;
+  }
   // One node's progress makes the series (its rate is its own); another
   // once that one is lost or silent.
   if (!s.source.empty() && s.source != report.node_id()) {
@@ -672,10 +682,6 @@ void ControllerCore::SampleLocked(Job* job, const v1::HealthReport& report, absl
     if (source_here) return;
   }
   s.source = report.node_id();
-  const int64_t at_ms = UnixMs(now - absl::Milliseconds(p.age_ms()));
-  if (!s.points.empty() && at_ms - s.points.back().at_ms < absl::ToInt64Milliseconds(s.every)) {
-    return;
-  }
   SeriesPoint point;
   point.at_ms = s.points.empty() ? at_ms : std::max(at_ms, s.points.back().at_ms);
   point.step = p.step();
@@ -786,9 +792,11 @@ absl::Status ControllerCore::ReportLocked(const v1::HealthReport& report, Histor
   auto node_it = job->nodes.find(node_id);
   const bool another_incarnation =
       node_it == job->nodes.end() || node_it->second.latest.incarnation() != report.incarnation();
-  // A finished or silent job whose agents start over: a new run.
-  if (!new_job && another_incarnation && !job->nodes.empty() && report.round() <= 1 &&
-      !IsDone(report)) {
+  // A finished or silent job whose agents start over: a new run. Only a
+  // new coordinator opens round 1 (a restarted agent joining a running job
+  // gets a later round), so an agent running round 1 says so.
+  if (!new_job && another_incarnation && !job->nodes.empty() && report.round() == 1 &&
+      report.state() != v1::HealthReport::JOINING && !IsDone(report)) {
     const bool finished = job->verdict != v1::JobSummary::STATE_UNSPECIFIED;
     const bool silent = std::none_of(job->nodes.begin(), job->nodes.end(), [&](const auto& n) {
       return !n.second.lost && !n.second.restored &&
@@ -1135,7 +1143,9 @@ absl::StatusOr<v1::GetStatusResponse> ControllerCore::GetStatus(absl::string_vie
     v1::NodeStatus* ns = out.add_nodes();
     *ns->mutable_report() = n->second.latest;
     const absl::Duration age = now - n->second.last_report;
-    ns->set_stale(n->second.stale || n->second.restored || age >= n->second.stale_window);
+    // A lost node is not up, whether or not it still says something.
+    ns->set_stale(n->second.stale || n->second.restored || n->second.lost ||
+                  age >= n->second.stale_window);
     ns->set_report_age_ms(absl::ToInt64Milliseconds(age));
     ns->set_restored(n->second.restored);
     if (n->second.lost) {
@@ -1211,7 +1221,14 @@ v1::JobRecord ControllerCore::RecordLocked(const std::string& job_id, const Job&
     v1::HealthReport* r = nr->mutable_report();
     *r = n->second.latest;
     r->clear_gpus();
-    r->clear_coordinator();
+    // The coordinator's view stays with the node it came from (its lost
+    // nodes, phase and rounds), without its restart reasons (the rounds
+    // have them).
+    if (n->first == job.host) {
+      r->mutable_coordinator()->clear_restarts();
+    } else {
+      r->clear_coordinator();
+    }
     r->clear_workers();
     for (const v1::WorkerHealth& w : n->second.latest.workers()) {
       if (w.state() == v1::WorkerHealth::FAILED || w.state() == v1::WorkerHealth::HUNG) {

@@ -29,8 +29,8 @@
 //      |  coordinator's verdict and every other member DONE or gone
 //      v
 //   SUCCEEDED / FAILED (sticky: the verdict, its time and root cause stay,
-//   also across a controller restart; a new incarnation starting round 1
-//   again begins a new run of the job).
+//   also across a controller restart; a new incarnation running round 1
+//   again, once the job finished or went silent, begins a new run of it).
 //
 // Staleness window of a node: max(stale_after, 3 x its report interval).
 //

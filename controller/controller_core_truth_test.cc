@@ -88,6 +88,7 @@ TEST_F(CoreTruthTest, LostNode_ListedByTheCoordinator_IsLostAtOnceAndCountsNowhe
   ASSERT_EQ(s.nodes_size(), 3);
   EXPECT_EQ(s.nodes(2).report().node_id(), "node-c");  // lost nodes last.
   EXPECT_TRUE(s.nodes(2).lost());
+  EXPECT_TRUE(s.nodes(2).stale());  // not up.
   EXPECT_EQ(s.nodes(2).lost_at_unix_ms(), absl::ToUnixMillis(clock_.Now()));
   EXPECT_THAT(s.nodes(2).lost_reason(), HasSubstr("lost"));
   // Its last state is kept ...
@@ -428,13 +429,42 @@ TEST_F(CoreTruthTest, FinishedJob_NewIncarnationsStartingOver_AreANewRun) {
   ASSERT_TRUE(core_->Report(r).ok());
   EXPECT_EQ(Status().summary().state(), v1::JobSummary::SUCCEEDED);
   clock_.Advance(absl::Minutes(10));
-  v1::HealthReport again = MakeReport("job", "node-a", 555, 1, 0);
+  // Joining, it could still be a restarted agent of this run: refused.
+  EXPECT_EQ(core_->Report(MakeReport("job", "node-a", 555, 1, 0)).code(),
+            absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(Status().summary().state(), v1::JobSummary::SUCCEEDED);
+  // Running round 1: only a new coordinator opens it.
+  v1::HealthReport again = MakeReport("job", "node-a", 555, 2, 1);
   ASSERT_TRUE(core_->Report(again).ok());
   v1::JobSummary s = Status().summary();
   EXPECT_EQ(s.state(), v1::JobSummary::ACTIVE);
   EXPECT_EQ(s.ended_unix_ms(), 0);
   EXPECT_EQ(s.started_unix_ms(), absl::ToUnixMillis(clock_.Now()));
   EXPECT_EQ(Status().nodes(0).report().incarnation(), 555u);
+}
+
+TEST_F(CoreTruthTest, RestoredJob_AnAgentRestartedMeanwhile_IsNoNewRun) {
+  StartThreeNodes();
+  core_->Flush();
+  RecordingSink sink2;
+  ControllerCore restarted({}, &clock_, &sink2);
+  restarted.Restore(sink_.Stored());
+  clock_.Advance(absl::Minutes(1));
+  // node-c's agent restarted while the controller was down: it joins ...
+  EXPECT_EQ(restarted.Report(MakeReport("job", "node-c", 777, 1, 0)).code(),
+            absl::StatusCode::kFailedPrecondition);
+  // ... round 2, which node-a (the coordinator's host) reports first.
+  v1::HealthReport a = Node(0, 2, 0, 3);
+  View(&a, 2, 3);
+  ASSERT_TRUE(restarted.Report(a).ok());
+  v1::HealthReport c = MakeReport("job", "node-c", 777, 2, 2);
+  ASSERT_TRUE(restarted.Report(c).ok());
+  auto s = restarted.GetStatus("job");
+  ASSERT_TRUE(s.ok());
+  EXPECT_EQ(s->summary().round(), 2u);
+  EXPECT_EQ(s->summary().nodes(), 3);
+  EXPECT_EQ(s->rounds_size(), 2);  // the restored round 1 is still there.
+  EXPECT_EQ(s->summary().started_unix_ms(), sink_.jobs.at("job").summary().started_unix_ms());
 }
 
 }  // namespace

@@ -14,6 +14,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "rendezvous/grpc_auth.h"
+#include "rendezvous/testing/test_pki.h"
 #include "trainlet/v1/controller_service.grpc.pb.h"
 
 namespace trainlet::controller {
@@ -27,7 +28,7 @@ class ControllerGrpcTest : public ::testing::Test {
  protected:
   void StartHost() {
     ControllerHostOptions o;
-    o.token = kToken;
+    o.tokens = JobTokens::AnyJob(kToken);
     o.listen = {"127.0.0.1", 0};
     o.history.path = root_.path() + "/history.db";
     auto host = ControllerHost::Start(o);
@@ -286,6 +287,70 @@ TEST_F(ControllerGrpcTest, DamagedDatabase_IsMovedAsideAndTheControllerStartsEmp
     if (entry.path().filename().string().rfind("history.db.damaged-", 0) == 0) ++damaged;
   }
   EXPECT_EQ(damaged, 1);
+}
+
+TEST_F(ControllerGrpcTest, JobScopedTokens_OneTeamCannotWriteOrReadAnothersJobs) {
+  ControllerHostOptions o;
+  o.listen = {"127.0.0.1", 0};
+  auto tokens = JobTokens::Parse("admin\njobs=team-a-* tok-a\njobs=team-b-* tok-b\n", "test");
+  ASSERT_TRUE(tokens.ok()) << tokens.status();
+  o.tokens = *tokens;
+  auto host = ControllerHost::Start(o);
+  ASSERT_TRUE(host.ok()) << host.status();
+  host_ = std::move(*host);
+  auto stub = Stub();
+  v1::HealthReport a = Report("pod-0", 1, 1, 1);
+  a.set_job_id("team-a-train");
+  v1::HealthReport b = Report("pod-0", 2, 1, 1);
+  b.set_job_id("team-b-train");
+  ASSERT_TRUE(Call(stub.get(), a, "tok-a").ok());
+  ASSERT_TRUE(Call(stub.get(), b, "tok-b").ok());
+  // Team A's token writing team B's job: refused, naming the scope.
+  b.set_sequence(2);
+  grpc::Status s = Call(stub.get(), b, "tok-a");
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::PERMISSION_DENIED);
+  EXPECT_THAT(s.error_message(), HasSubstr("for jobs team-a-*, not job team-b-train"));
+  uint64_t accepted = 0;
+  s = Stream(stub.get(), {a, b}, "tok-a", &accepted);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::PERMISSION_DENIED);
+  EXPECT_EQ(host_->core().GetStatus("team-b-train")->nodes(0).report().sequence(), 1u);
+  // Reading: a team lists and reads its own jobs only; the admin all.
+  auto list = [&](const std::string& token) {
+    grpc::ClientContext ctx;
+    ctx.AddMetadata(rendezvous::kTokenMetadataKey, token);
+    v1::ListJobsResponse jobs;
+    EXPECT_TRUE(stub->ListJobs(&ctx, v1::ListJobsRequest(), &jobs).ok());
+    std::vector<std::string> ids;
+    for (const auto& j : jobs.jobs()) ids.push_back(j.job_id());
+    return ids;
+  };
+  EXPECT_THAT(list("tok-a"), ::testing::ElementsAre("team-a-train"));
+  EXPECT_THAT(list("admin"), ::testing::ElementsAre("team-a-train", "team-b-train"));
+  grpc::ClientContext ctx;
+  ctx.AddMetadata(rendezvous::kTokenMetadataKey, "tok-a");
+  v1::GetStatusRequest request;
+  request.set_job_id("team-b-train");
+  v1::GetStatusResponse response;
+  EXPECT_EQ(stub->GetStatus(&ctx, request, &response).error_code(),
+            grpc::StatusCode::PERMISSION_DENIED);
+  EXPECT_EQ(Call(stub.get(), a, "tok-c").error_code(), grpc::StatusCode::UNAUTHENTICATED);
+}
+
+TEST(ControllerMessages, ClientCertificateRefusals_NameTheController) {
+  auto pki = rendezvous::testing::TestPki::Create();
+  ASSERT_TRUE(pki.ok()) << pki.status();
+  auto tls = (*pki)->IssueConfig("controller", "ca", {"IP:127.0.0.1"});
+  ASSERT_TRUE(tls.ok()) << tls.status();
+  auto stranger = (*pki)->IssueConfig("stranger", "other-ca", {"DNS:stranger"});
+  ASSERT_TRUE(stranger.ok()) << stranger.status();
+  auto peers = rendezvous::PeerVerifier::Create(
+      tls->ca_pem, Clock::Real(), rendezvous::PeerVerifier::kMaxRemembered, "controller");
+  ASSERT_TRUE(peers.ok()) << peers.status();
+  absl::Status none = (*peers)->Verify("", "");
+  EXPECT_THAT(none.message(), HasSubstr("this controller uses mutual TLS"));
+  absl::Status wrong = (*peers)->Verify(stranger->cert_pem, "");
+  EXPECT_THAT(wrong.message(), HasSubstr("a CA in the controller's --tls-ca"));
+  EXPECT_THAT(wrong.message(), ::testing::Not(HasSubstr("coordinator")));
 }
 
 }  // namespace

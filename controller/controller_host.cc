@@ -48,12 +48,13 @@ absl::StatusOr<std::unique_ptr<ControllerHost>> ControllerHost::Start(
   host->core_ = std::make_unique<ControllerCore>(options.core, options.clock, host->store_.get());
   host->core_->Restore(restored);
   if (options.tls.enabled()) {
-    auto peers = rendezvous::PeerVerifier::Create(options.tls.ca_pem);
+    auto peers = rendezvous::PeerVerifier::Create(
+        options.tls.ca_pem, Clock::Real(), rendezvous::PeerVerifier::kMaxRemembered, "controller");
     if (!peers.ok()) return peers.status();
     host->peers_ = std::move(*peers);
   }
   host->service_ =
-      std::make_unique<ControllerService>(host->core_.get(), options.token, host->peers_.get());
+      std::make_unique<ControllerService>(host->core_.get(), options.tokens, host->peers_.get());
   rendezvous::GrpcServerOptions so;
   so.listen.push_back(options.listen);
   so.name = "controller";
@@ -77,13 +78,13 @@ absl::StatusOr<std::unique_ptr<ControllerHost>> ControllerHost::Start(
                                                   options.clock->Now(), options.version);
   auto http = HttpServer::Start(ho, host->views_.get());
   if (!http.ok()) return http.status();
-  const bool grpc_protected = !options.token.empty() || options.tls.enabled();
+  const bool grpc_protected = !options.tokens.empty() || options.tls.enabled();
   const bool views_open = options.http_token.empty() && options.http_tls == HttpTls::kOff;
   if (grpc_protected && views_open && !IsLoopbackHost(ho.address)) {
     TLOG(kWarning) << "controller: the views on "
                    << rendezvous::FormatHostPort(ho.address, http.value()->port())
                    << " need no token and are plaintext, while the gRPC port needs "
-                   << (options.token.empty() ? "TLS" : "a token")
+                   << (options.tokens.empty() ? "TLS" : "a token")
                    << ": anyone who reaches them reads every job's nodes, commands and failures; "
                       "set --http-token-file (and --http-tls), or bind --http to 127.0.0.1 "
                       "(docs/security.md)";
@@ -99,7 +100,10 @@ absl::StatusOr<std::unique_ptr<ControllerHost>> ControllerHost::Start(
                       : "history in " + SafeForLog(options.history.path, 256) + ", " +
                             std::to_string(stats.history_entries) + " entries of " +
                             std::to_string(stats.jobs) + " jobs reloaded")
-              << (options.token.empty() ? ", no token" : "")
+              << (options.tokens.empty() ? ", no token"
+                  : options.tokens.size() > 1
+                      ? ", " + std::to_string(options.tokens.size()) + " tokens"
+                      : "")
               << (options.tls.enabled() ? ", mutual TLS" : ", plaintext") << "); views on "
               << (options.http_tls == HttpTls::kOff ? "http://" : "https://")
               << rendezvous::FormatHostPort(ho.address, host->http_port()) << "/"

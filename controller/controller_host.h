@@ -26,6 +26,7 @@
 #include "controller/controller_core.h"
 #include "controller/history_store.h"
 #include "controller/http_server.h"
+#include "controller/job_tokens.h"
 #include "controller/step_rate.h"
 #include "rendezvous/tcp_listener.h"
 #include "rendezvous/tls_files.h"
@@ -46,7 +47,7 @@ struct ControllerHostOptions {
   // A damaged database is an error (DataLoss) instead of being moved aside
   // for an empty one (--db-required).
   bool db_required = false;
-  std::string token;                                   // empty: every caller is accepted.
+  JobTokens tokens;  // --token-file (job_tokens.h); none: every caller is accepted.
   rendezvous::ListenAddress listen{"0.0.0.0", 29600};  // port 0 = any free port.
   rendezvous::TlsConfig tls;
   // The views; port 0 = any free port (the default here, for tests;

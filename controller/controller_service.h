@@ -1,12 +1,14 @@
 // gRPC adapter for the controller's core (controller_core.h): maps
 // trainlet.v1.Controller calls onto it after checking the caller (mutual
-// TLS client certificate when configured, then the token; rendezvous/
-// grpc_auth.h). Unary calls are answered at once. An agent's report stream
-// (ReportStream, its periodic reports) stays open for the agent's life and
-// holds a reactor and the message it reads into; its caller is checked once,
-// when the stream starts, so a token or certificate revoked later is noticed
-// when the agent reconnects. Rejections are logged, rate-limited. Holds no
-// controller logic.
+// TLS client certificate when configured, rendezvous/grpc_auth.h; then the
+// token, job_tokens.h): a job-scoped token may report and read only its
+// jobs (PERMISSION_DENIED for another's; ListJobs lists only its own).
+// Unary calls are answered at once. An agent's report stream (ReportStream,
+// its periodic reports) stays open for the agent's life and holds a reactor
+// and the message it reads into; its caller is checked once, when the stream
+// starts (each report's job against the token's scope), so a token or
+// certificate revoked later is noticed when the agent reconnects. Rejections
+// are logged, rate-limited. Holds no controller logic.
 //
 // Threading: every call and every stream's reads run on gRPC callback
 // threads; the core is thread-safe. The service owns neither the core nor
@@ -18,6 +20,7 @@
 
 #include "common/logging.h"
 #include "controller/controller_core.h"
+#include "controller/job_tokens.h"
 #include "rendezvous/tls_files.h"
 #include "trainlet/v1/controller_service.grpc.pb.h"
 
@@ -25,8 +28,8 @@ namespace trainlet::controller {
 
 class ControllerService final : public v1::Controller::CallbackService {
  public:
-  // An empty token accepts every caller; `peers` may be null (plaintext).
-  ControllerService(ControllerCore* core, std::string token,
+  // No tokens accept every caller; `peers` may be null (plaintext).
+  ControllerService(ControllerCore* core, JobTokens tokens,
                     rendezvous::PeerVerifier* peers = nullptr);
 
   grpc::ServerUnaryReactor* Report(grpc::CallbackServerContext* ctx,
@@ -42,10 +45,11 @@ class ControllerService final : public v1::Controller::CallbackService {
                                       v1::GetStatusResponse* response) override;
 
  private:
-  absl::Status CheckCaller(grpc::CallbackServerContext* ctx, absl::string_view rpc);
+  // The caller's scope (every job without tokens), or why it is refused.
+  absl::StatusOr<TokenScope> CheckCaller(grpc::CallbackServerContext* ctx, absl::string_view rpc);
 
   ControllerCore* const core_;
-  const std::string token_;
+  const JobTokens tokens_;
   rendezvous::PeerVerifier* const peers_;
   LogLimiter reject_log_;
 };

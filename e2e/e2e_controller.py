@@ -9,6 +9,7 @@ import signal
 import sqlite3
 import subprocess
 import unittest
+import urllib.request
 
 import harness
 from harness import E2ETestCase, PY
@@ -52,6 +53,18 @@ class ControllerTest(E2ETestCase):
              "--controller=127.0.0.1:%d" % controller_port, "--report-interval=200ms"]
             + list(extra), command, name="%s-n%d" % (job, i)) for i in range(2)]
         return agents
+
+    def run_elastic_job(self, controller_port, job, script):
+        """Three agents of an elastic job (--nnodes=2:3), one worker each
+        running the Python `script`, reporting every 200 ms."""
+        coord, mp = harness.free_ports(2)
+        return [self.start_agent(
+            ["--nnodes=2:3", "--node-rank=%d" % i, "--node-id=%s-n%d" % (job, i),
+             "--coordinator=127.0.0.1:%d" % coord, "--master-port=%d" % mp, "--job-id=" + job,
+             "--token-file=" + self.token, "--join-timeout=60s", "--max-restarts=2",
+             "--nproc-per-node=1", "--grace-period=5s",
+             "--controller=127.0.0.1:%d" % controller_port, "--report-interval=200ms"],
+            [PY, "-c", script], name="%s-n%d" % (job, i)) for i in range(3)]
 
     def test_job_rounds_restart_cause_and_history_survive_a_restart(self):
         port = harness.free_port()
@@ -153,14 +166,7 @@ class ControllerTest(E2ETestCase):
         ctl = self.start_controller(port, db)
         done = self.path("done")
         script = "import os,time\nwhile not os.path.exists(%r): time.sleep(0.1)\n" % done
-        coord, mp = harness.free_ports(2)
-        agents = [self.start_agent(
-            ["--nnodes=2:3", "--node-rank=%d" % i, "--node-id=jobL-n%d" % i,
-             "--coordinator=127.0.0.1:%d" % coord, "--master-port=%d" % mp, "--job-id=jobL",
-             "--token-file=" + self.token, "--join-timeout=60s", "--max-restarts=2",
-             "--nproc-per-node=1", "--grace-period=5s",
-             "--controller=127.0.0.1:%d" % port, "--report-interval=200ms"],
-            [PY, "-c", script], name="jobL-n%d" % i) for i in range(3)]
+        agents = self.run_elastic_job(port, "jobL", script)
         # All three running round 1 (a node reports while it still joins, and
         # one killed then is no member of a running round: no restart).
         def running_round_1():
@@ -198,6 +204,102 @@ class ControllerTest(E2ETestCase):
         restarts = [r for r in self.history(db) if r[0] == "jobL" and r[1] == RESTART]
         self.assertEqual(len(restarts), 1, restarts)
         self.assertIn("jobL-n2", restarts[0][4], restarts)
+
+    def metrics(self):
+        with urllib.request.urlopen("http://127.0.0.1:%d/metrics" % self.http_port,
+                                    timeout=10) as r:
+            return r.read().decode()
+
+    def test_elastic_job_with_a_killed_agent_succeeds_and_a_restart_keeps_it(self):
+        """Issue 26: an elastic 3-agent job whose agent 2 is killed (kill -9)
+        ends succeeded (the survivors finish; the lost node never says
+        goodbye), the lost node is shown lost and counted nowhere, and a
+        controller restarted on the same --db brings back the verdict, the
+        failure, the steps and the times."""
+        port = harness.free_port()
+        db = self.path("history.db")
+        ctl = self.start_controller(port, db)
+        done = self.path("done")
+        # Each worker reports step=N loss=... until `done` appears.
+        script = ("import os,time\n"
+                  "p=os.environ['TRAINLET_PROGRESS_FILE']\n"
+                  "step=0\n"
+                  "while not os.path.exists(%r):\n"
+                  "  step+=1\n"
+                  "  open(p+'.tmp','w').write('step=%%d loss=%%.4f\\n' %% (step, 1.0/step))\n"
+                  "  os.rename(p+'.tmp',p)\n"
+                  "  time.sleep(0.05)\n" % done)
+        agents = self.run_elastic_job(port, "jobE", script)
+
+        def running_round_1_with_progress():
+            nodes = (self.status_json("jobE") or {}).get("nodes", [])
+            return len(nodes) == 3 and all(
+                n["agent_state"] == "running" and n["round"] == 1 and n["progress"]["known"]
+                for n in nodes)
+        harness.poll_until(running_round_1_with_progress, 30,
+                           what="3 nodes running round 1 with progress\n" + self.describe_all())
+        os.kill(agents[2].pid, signal.SIGKILL)
+
+        def lost_and_running_round_2():
+            job = self.status_json("jobE") or {}
+            survivors = [n for n in job.get("nodes", []) if n["node_id"] != "jobE-n2"]
+            return (job.get("lost_nodes") == ["jobE-n2"] and job.get("round") == 2 and
+                    len(survivors) == 2 and
+                    all(n["agent_state"] == "running" and n["round"] == 2 for n in survivors))
+        harness.poll_until(lost_and_running_round_2, 30,
+                           what="jobE-n2 lost, the others running round 2\n" +
+                           self.describe_all())
+        # Shown lost at once: not up, though it reported a moment ago.
+        job = self.status_json("jobE")
+        lost = [n for n in job["nodes"] if n["node_id"] == "jobE-n2"]
+        self.assertEqual(len(lost), 1, job)
+        self.assertFalse(lost[0]["up"], job)
+        self.assertEqual(job["totals"]["nodes_up"], 2, job)
+        with open(done, "w"):
+            pass
+        self.assertEqual(self.wait_all(agents[:2], 60), [0, 0], self.describe_all())
+        self.assertEqual(agents[2].wait(5), -signal.SIGKILL)
+
+        def succeeded():
+            job = self.status_json("jobE") or {}
+            return job.get("state") == "succeeded"
+        harness.poll_until(succeeded, 20, what="jobE succeeded\n" + self.describe_all())
+        job = self.status_json("jobE")
+        self.assertEqual(job["restarts_total"], 1, job)
+        self.assertEqual(job["failures_total"], 1, job)
+        self.assertEqual(job["lost_nodes"], ["jobE-n2"], job)
+        self.assertEqual(job["totals"]["nodes_up"], 2, job)
+        survivors = [n for n in job["nodes"] if n["node_id"] != "jobE-n2"]
+        self.assertTrue(all(n["agent_state"] == "done" and n["exit_code"] == 0
+                            for n in survivors), job)
+        step = job["totals"]["progress_step"]
+        self.assertGreater(step, 0, job)
+        metrics = self.metrics()
+        self.assertIn('trainlet_job_info{job_id="jobE",state="succeeded"} 1', metrics)
+        self.assertIn('trainlet_job_nodes_up{job_id="jobE"} 2', metrics)
+        self.assertIn('trainlet_node_up{job_id="jobE",node_id="jobE-n2"} 0', metrics)
+
+        # The controller restarts on the same --db: the verdict, the failure,
+        # the steps and the times come back (no agent reports any more).
+        ctl.signal(signal.SIGTERM)
+        self.assertEqual(ctl.wait(10), 128 + signal.SIGTERM, ctl.describe())
+        with sqlite3.connect(db) as conn:
+            summaries = conn.execute("select job_id from jobs").fetchall()
+        self.assertEqual(summaries, [("jobE",)])
+        self.assertEqual(os.stat(db).st_mode & 0o777, 0o600)
+        ctl2 = self.start_controller(port, db, name="controller2")
+        again = self.status_json("jobE")
+        self.assertIsNotNone(again, ctl2.describe())
+        self.assertEqual(again["state"], "succeeded", again)
+        for key in ("restarts_total", "failures_total", "round", "last_report_unix_ms",
+                    "lost_nodes"):
+            self.assertEqual(again[key], job[key], key)
+        self.assertEqual(again["totals"]["progress_step"], step, again)
+        self.assertEqual(sorted(n["node_id"] for n in again["nodes"]),
+                         ["jobE-n0", "jobE-n1", "jobE-n2"], again)
+        self.assertIn('trainlet_job_info{job_id="jobE",state="succeeded"} 1', self.metrics())
+        ctl2.signal(signal.SIGTERM)
+        self.assertEqual(ctl2.wait(10), 128 + signal.SIGTERM, ctl2.describe())
 
     def test_controller_down_changes_nothing(self):
         port = harness.free_port()  # nobody listens there

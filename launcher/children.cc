@@ -140,6 +140,7 @@ absl::StatusOr<std::vector<ChildProcess>> ListChildren() {
     std::optional<Stat> stat = ReadStat(dir);
     if (!stat || stat->ppid != self_in_proc) continue;
     ChildProcess child;
+    child.pid_in_proc = pid_in_proc;
     child.state = stat->state;
     child.comm = std::move(stat->comm);
     if (depth == 0) {

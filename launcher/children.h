@@ -28,7 +28,10 @@ namespace trainlet {
 namespace launcher {
 
 struct ChildProcess {
-  pid_t pid = -1;    // in this process's PID namespace, ready for kill(2)
+  pid_t pid = -1;  // in this process's PID namespace, ready for kill(2)
+  // Its number in /proc (differs from `pid` when /proc belongs to another
+  // PID namespace): for /proc/<pid_in_proc>/... paths.
+  pid_t pid_in_proc = -1;
   char state = 0;    // from /proc/<pid>/stat: 'R', 'S', 'D', 'Z', ...
   std::string comm;  // the command name (escaped for logs), e.g. "sleep"
 };

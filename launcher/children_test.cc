@@ -70,6 +70,7 @@ TEST(ListChildren, ListsOurChildren_NotTheirChildren) {
   ASSERT_NE(found, nullptr);
   EXPECT_EQ(found->comm, "sh");
   EXPECT_NE(found->state, 'Z');
+  EXPECT_EQ(found->pid_in_proc, child) << "/proc is this PID namespace's";
   EXPECT_EQ(Find(*children, grandchild), nullptr);
 
   kill(grandchild, SIGKILL);

@@ -106,16 +106,35 @@ absl::StatusOr<std::unique_ptr<Supervisor>> Supervisor::Create(const Options& op
     close(*fd);
     delete fd;
   });
+  // Whatever is our child before we start anything is the entrypoint's.
+  // (Without /proc nothing is ever killed as an orphan either.)
+  std::map<pid_t, pid_t> inherited;
+  if (absl::StatusOr<std::vector<ChildProcess>> children = ListChildren();
+      children.ok() && !children->empty()) {
+    std::vector<std::string> names;
+    for (const ChildProcess& child : *children) {
+      inherited[child.pid] = getpgid(child.pid);
+      if (names.size() < kMaxListedProcesses) {
+        names.push_back(absl::StrCat(child.pid, " (", child.comm, ")"));
+      }
+    }
+    TLOG(kInfo) << "started with " << children->size()
+                << " child process(es) of the entrypoint, left running (never signalled, "
+                   "reaped when they exit): "
+                << absl::StrJoin(names, ", ") << (children->size() > names.size() ? ", ..." : "");
+  }
   return std::unique_ptr<Supervisor>(
-      new Supervisor(options, signal_fd, wake_fd, std::move(shared_room_fd)));
+      new Supervisor(options, signal_fd, wake_fd, std::move(shared_room_fd), std::move(inherited)));
 }
 
 Supervisor::Supervisor(const Options& options, int signal_fd, int wake_fd,
-                       std::shared_ptr<int> room_fd)
+                       std::shared_ptr<int> room_fd, std::map<pid_t, pid_t> inherited)
     : options_(options),
       signal_fd_(signal_fd),
       wake_fd_(wake_fd),
       room_fd_(std::move(room_fd)),
+      inherited_(std::move(inherited)),
+      own_group_(getpgrp()),
       read_buffer_(OutputPrefixer::kMaxLineBytes) {}
 
 Supervisor::~Supervisor() {
@@ -294,6 +313,7 @@ Supervisor::Event Supervisor::Wait(absl::Duration timeout) {
   for (;;) {
     ReapChildren();
     RestartDueHelpers();
+    DeliverHeldSignals();
     AdvanceGonePhase();
     if (std::optional<Event> event = TakeQueuedEvent()) return *event;
     absl::Duration remaining = deadline - MonotonicNow();
@@ -314,6 +334,11 @@ absl::Duration Supervisor::PollSlice(absl::Duration remaining) const {
       slice = std::min(slice, std::max(helper->restart_at - MonotonicNow(), absl::ZeroDuration()));
     }
   }
+  for (const Process& w : workers_) {
+    if (!w.held_signals.empty()) {
+      slice = std::min(slice, std::max(w.drain_until - MonotonicNow(), absl::ZeroDuration()));
+    }
+  }
   return slice;
 }
 
@@ -323,13 +348,60 @@ void Supervisor::Wake() {
   (void)ignored;
 }
 
-void Supervisor::SignalWorkers(int sig) {
+void Supervisor::SignalWorkers(int sig) { SignalGroups(sig, /*hold=*/true); }
+
+void Supervisor::SignalGroups(int sig, bool hold) {
+  const absl::Time now = MonotonicNow();
   for (Process& w : workers_) {
     if (w.group_gone) continue;
+    if (hold && w.reaped && now < w.drain_until) {
+      // The leader just exited; what is left of its group (a `tee`) may be
+      // writing out what it wrote. Nothing to hold for an empty group.
+      if (GroupAlive(&w) &&
+          std::find(w.held_signals.begin(), w.held_signals.end(), sig) == w.held_signals.end()) {
+        w.held_signals.push_back(sig);
+      }
+      continue;
+    }
     // While the leader is unreaped its pid (= pgid) cannot be reused. After
     // that the group id stays reserved as long as the group has members;
     // ESRCH means it is empty and we stop using the number.
     if (kill(-w.pid, sig) != 0 && errno == ESRCH && w.reaped) w.group_gone = true;
+  }
+}
+
+void Supervisor::DeliverHeldSignals() {
+  const absl::Time now = MonotonicNow();
+  for (Process& w : workers_) {
+    if (w.held_signals.empty() || now < w.drain_until) continue;
+    const std::vector<int> held = std::move(w.held_signals);
+    w.held_signals.clear();
+    if (!GroupAlive(&w)) continue;
+    std::vector<std::string> names;
+    for (int sig : held) names.push_back(sigabbrev_np(sig) ? sigabbrev_np(sig) : "?");
+    TLOG(kInfo) << "worker local_rank=" << w.spec.local_rank
+                << " global_rank=" << w.spec.global_rank << " exited "
+                << absl::FormatDuration(options_.group_drain_timeout)
+                << " ago and its process group " << w.pid << " still has processes: sending SIG"
+                << absl::StrJoin(names, ", SIG");
+    for (int sig : held) {
+      if (kill(-w.pid, sig) != 0 && errno == ESRCH) w.group_gone = true;
+    }
+  }
+}
+
+void Supervisor::AwaitDrainingGroups() {
+  for (;;) {
+    ReapChildren();
+    const absl::Time now = MonotonicNow();
+    absl::Time until = now;
+    for (Process& w : workers_) {
+      if (w.reaped && now < w.drain_until && GroupAlive(&w)) {
+        until = std::max(until, w.drain_until);
+      }
+    }
+    if (until <= now) return;
+    PollOnce(std::min(until - now, kGroupPollInterval));
   }
 }
 
@@ -377,6 +449,12 @@ void Supervisor::ReapChildren() {
       OnWorkerReaped(w, status);
     } else if (Helper* h = FindHelper(pid)) {
       OnHelperReaped(h, status);
+    } else if (auto it = inherited_.find(pid); it != inherited_.end()) {
+      // Its number may be reused from now on: no longer the entrypoint's.
+      const pid_t group = it->second;
+      inherited_.erase(it);
+      TLOG(kDebug) << "reaped process " << pid << " of the entrypoint (status " << status << ")";
+      InheritOrphansOfGroup(group);
     } else {
       TLOG(kDebug) << "reaped orphaned process " << pid << " (status " << status << ")";
     }
@@ -385,6 +463,7 @@ void Supervisor::ReapChildren() {
 
 void Supervisor::OnWorkerReaped(Process* w, int status) {
   w->reaped = true;
+  w->drain_until = MonotonicNow() + options_.group_drain_timeout;
   ReturnTerminal(w);
   // Whatever it wrote before dying goes out before its exit is reported.
   ReadStream(&w->out, /*until_drained=*/true);
@@ -607,18 +686,16 @@ void Supervisor::RetireStreams(Process* p) {
 bool Supervisor::AnyGroupAlive() {
   bool alive = false;
   for (Process& w : workers_) {
-    if (w.group_gone) continue;
-    if (!w.reaped) {
-      alive = true;
-      continue;
-    }
-    if (kill(-w.pid, 0) != 0 && errno == ESRCH) {
-      w.group_gone = true;
-    } else {
-      alive = true;
-    }
+    if (GroupAlive(&w)) alive = true;
   }
   return alive;
+}
+
+bool Supervisor::GroupAlive(Process* w) {
+  if (w->group_gone) return false;
+  if (!w->reaped) return true;
+  if (kill(-w->pid, 0) != 0 && errno == ESRCH) w->group_gone = true;
+  return !w->group_gone;
 }
 
 bool Supervisor::IsKnownChild(pid_t pid) const {
@@ -629,6 +706,37 @@ bool Supervisor::IsKnownChild(pid_t pid) const {
     if (helper->process.pid == pid && !helper->process.reaped) return true;
   }
   return false;
+}
+
+std::set<pid_t> Supervisor::inherited_children() const {
+  std::set<pid_t> pids;
+  for (const auto& [pid, group] : inherited_) pids.insert(pid);
+  return pids;
+}
+
+bool Supervisor::IsEntrypointProcess(pid_t pid) const {
+  if (inherited_.count(pid) > 0) return true;
+  // A worker's descendants are in its group or in groups of their own
+  // (setsid); joining ours or an inherited child's takes a deliberate
+  // setpgid(). A group with a member we have not reaped cannot be replaced
+  // by another of the same number.
+  const pid_t group = getpgid(pid);
+  if (group <= 0) return false;
+  if (group == own_group_) return true;
+  for (const auto& [inherited, unused] : inherited_) {
+    if (getpgid(inherited) == group) return true;
+  }
+  return false;
+}
+
+void Supervisor::InheritOrphansOfGroup(pid_t group) {
+  if (group <= 0 || group == own_group_) return;  // ours is the entrypoint's anyway
+  absl::StatusOr<std::vector<ChildProcess>> children = ListChildren();
+  if (!children.ok()) return;
+  for (const ChildProcess& child : *children) {
+    if (IsKnownChild(child.pid) || inherited_.count(child.pid) > 0) continue;
+    if (getpgid(child.pid) == group) inherited_[child.pid] = group;
+  }
 }
 
 int Supervisor::KillAdoptedChildren(const char* what) {
@@ -644,7 +752,7 @@ int Supervisor::KillAdoptedChildren(const char* what) {
   int alive = 0;
   std::vector<std::string> fresh;
   for (const ChildProcess& child : *children) {
-    if (IsKnownChild(child.pid)) continue;
+    if (IsKnownChild(child.pid) || IsEntrypointProcess(child.pid)) continue;
     // Not reaped yet: the pid of our child cannot be reused before that, so
     // killing by pid is safe. A zombie counts until the next ReapChildren().
     ++alive;
@@ -664,9 +772,11 @@ int Supervisor::KillAdoptedChildren(const char* what) {
 }
 
 void Supervisor::KillAllAndReap(bool orphans) {
+  AwaitDrainingGroups();
   const absl::Time deadline = MonotonicNow() + options_.kill_timeout;
   for (;;) {
-    SignalWorkers(SIGKILL);  // again each round: catches anything forked meanwhile
+    // Again each round: catches anything forked meanwhile.
+    SignalGroups(SIGKILL, /*hold=*/false);
     ReapChildren();
     bool alive = AnyGroupAlive();
     if (!alive && orphans) alive = KillAdoptedChildren("left behind by the workers") > 0;

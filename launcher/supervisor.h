@@ -16,12 +16,16 @@
 //        ^                |                     |  every leader reaped
 //        |   SignalWorkers(TERM ... KILL)       v
 //        |   (the caller's policy)         leaders gone, group members left:
-//        |                                 poll kill(-pgid, 0) every 20 ms
+//        |                                 poll kill(-pgid, 0) every 20 ms;
+//        |                                 signals for a group are held until
+//        |                                 2 s after its leader exited (its
+//        |                                 `tee` drains), then delivered
 //        |                                      |  every group empty
 //        |                                      v
 //        |                                 orphans the workers left outside
 //        |                                 their groups (adopted children we
-//        |                                 did not start): SIGKILL, reap
+//        |                                 did not start, and not the
+//        |                                 entrypoint's): SIGKILL, reap
 //        |                                 (only while no helper runs)
 //        +------------------------------- kWorkersGone (once per Start())
 //
@@ -30,11 +34,19 @@
 //                        +-- after 1 s, 2 s, 4 s ... 30 s (reset once it
 //                            stayed up 60 s)
 //
-// The destructor kills everything that is still our child (worker groups,
-// helpers, and every adopted orphan, repeatedly, as killing a process
-// orphans its own children), bounded to 10 s, and flushes output for at
-// most 2 s (what is still in the pipes of exited processes included).
-// See docs/pid1.md.
+// The children this process already has when the Supervisor is created are
+// the entrypoint's, not the workers' (the `tee` of an entrypoint's `exec >
+// >(tee log)`, a sidecar started with `&` before `exec trainlet`): they, and
+// adopted processes in their process groups or in this process's own, are
+// never signalled; they are reaped when they exit.
+//
+// The destructor lets worker groups whose leader exited drain (the rest of
+// their 2 s), then kills everything else that is still our child (worker
+// groups, helpers, and every adopted orphan, repeatedly, as killing a
+// process orphans its own children), bounded to 10 s, and flushes output
+// for at most 2 s (what is still in the pipes of exited processes
+// included). The entrypoint's processes are left running: they see their
+// pipes close when the process exits (output_readers.h). See docs/pid1.md.
 //
 // Threading model: one owning thread calls every method except Wake(), which
 // any thread may call (it only writes an eventfd) to interrupt Wait(). The
@@ -49,8 +61,9 @@
 //    through this object's signalfd. Create() checks the calling thread.
 //  - At most one Supervisor per process, and nothing else in the process
 //    starts or waits for children: Wait() calls waitpid(-1, WNOHANG) and
-//    would steal them, and every child this object did not start is treated
-//    as an adopted orphan and killed. Spawn helpers through the Supervisor.
+//    would steal them, and every child this object did not start (and that
+//    is not the entrypoint's, above) is treated as an adopted orphan and
+//    killed. Spawn helpers through the Supervisor.
 #ifndef TRAINLET_LAUNCHER_SUPERVISOR_H_
 #define TRAINLET_LAUNCHER_SUPERVISOR_H_
 
@@ -58,6 +71,7 @@
 #include <unistd.h>
 
 #include <deque>
+#include <map>
 #include <memory>
 #include <optional>
 #include <set>
@@ -82,6 +96,8 @@ class Supervisor : public WorkerGroup {
   using EventType = WorkerGroup::EventType;
   using Event = WorkerGroup::Event;
 
+  static constexpr absl::Duration kDefaultGroupDrainTimeout = absl::Seconds(2);
+
   struct Options {
     // Where prefixed and unprefixed output goes. Not owned; must stay open
     // for the Supervisor's lifetime. Injectable for tests.
@@ -94,20 +110,28 @@ class Supervisor : public WorkerGroup {
     // Bound on waiting for SIGKILLed processes to disappear (a process in
     // uninterruptible sleep, e.g. in a GPU driver, may take a while).
     absl::Duration kill_timeout = absl::Seconds(10);
+    // How long the rest of a worker's process group (a `tee`, a logger) is
+    // left alone after its leader exited, to finish writing: signals for
+    // the group meanwhile, SIGKILL included, are held until then.
+    absl::Duration group_drain_timeout = kDefaultGroupDrainTimeout;
     // Helper restarts.
     RestartBackoff::Options helper_backoff;
   };
 
   // Creates the signalfd (SIGCHLD + ForwardedSignals()) and the eventfd for
-  // Wake(). FailedPrecondition if those signals are not blocked in the
-  // calling thread (PrepareProcessForSupervision() was not called).
+  // Wake(), and takes the children this process has now as the
+  // entrypoint's (see above). FailedPrecondition if those signals are not
+  // blocked in the calling thread (PrepareProcessForSupervision() was not
+  // called).
   static absl::StatusOr<std::unique_ptr<Supervisor>> Create(const Options& options);
 
-  // SIGKILLs every worker process group (also groups whose leader already
-  // exited) and helper, then every remaining child of this process (adopted
-  // orphans, and in turn their orphaned children) until none is left or
-  // kill_timeout passes (logging what is stuck); reaps them; gives the
-  // terminal back; flushes output (bounded) and closes the fds.
+  // Waits until the groups whose leader exited are empty or their drain
+  // time is over, then SIGKILLs every worker process group (also groups
+  // whose leader already exited) and helper, then every remaining child of
+  // this process that is not the entrypoint's (adopted orphans, and in turn
+  // their orphaned children) until none is left or kill_timeout passes
+  // (logging what is stuck); reaps them; gives the terminal back; flushes
+  // output (bounded) and closes the fds.
   ~Supervisor() override;
 
   Supervisor(const Supervisor&) = delete;
@@ -127,6 +151,8 @@ class Supervisor : public WorkerGroup {
   Event Wait(absl::Duration timeout) override;
   // Thread-safe and async-signal-safe.
   void Wake() override;
+  // A group whose leader exited less than group_drain_timeout ago gets
+  // `sig` only when that time is over, if it still has members then.
   void SignalWorkers(int sig) override;
   int running_workers() const override;
   void WatchFd(int fd, int slot = 0) override;
@@ -138,6 +164,8 @@ class Supervisor : public WorkerGroup {
 
   // The pid of the helper named `name` while it runs, or -1.
   pid_t helper_pid(const std::string& name) const;
+  // The entrypoint's children (see the top) that are not reaped yet.
+  std::set<pid_t> inherited_children() const;
 
  private:
   struct Stream {
@@ -157,6 +185,10 @@ class Supervisor : public WorkerGroup {
     bool group_gone = false;    // kill(-pid, 0) said ESRCH after the leader was reaped
     bool has_terminal = false;  // foreground_tty: it got the terminal
     absl::Time started;         // monotonic
+    // Workers: until when the rest of the group may drain after the leader
+    // was reaped (monotonic), and the signals SignalWorkers() held for it.
+    absl::Time drain_until = absl::InfinitePast();
+    std::vector<int> held_signals;
     Stream out;
     Stream err;
   };
@@ -169,7 +201,8 @@ class Supervisor : public WorkerGroup {
   // Where kWorkersGone stands for the latest Start() (see the diagram).
   enum class GonePhase { kIdle, kWaitingForGroups, kKillingOrphans, kReady };
 
-  Supervisor(const Options& options, int signal_fd, int wake_fd, std::shared_ptr<int> room_fd);
+  Supervisor(const Options& options, int signal_fd, int wake_fd, std::shared_ptr<int> room_fd,
+             std::map<pid_t, pid_t> inherited);
 
   // Spawns `spec` into `process` (pipes, prefixers, terminal), or fails.
   absl::Status Spawn(const ProcessSpec& spec, Process* process);
@@ -196,6 +229,17 @@ class Supervisor : public WorkerGroup {
   // and its group members may still write).
   void RetireStreams(Process* process);
   bool AnyGroupAlive();
+  // Whether the worker's process group may still have members (sets
+  // group_gone once kill(-pgid, 0) says it is empty).
+  bool GroupAlive(Process* worker);
+  // kill(-pgid, sig) for every worker group that may have members; with
+  // `hold`, groups still draining (drain_until) get it when that is over.
+  void SignalGroups(int sig, bool hold);
+  // Delivers the held signals whose group's drain time is over.
+  void DeliverHeldSignals();
+  // Polls (reading output, reaping) until every group whose leader exited
+  // is empty or past its drain time.
+  void AwaitDrainingGroups();
   // Orphans are killed at round ends only while no helper runs: a helper's
   // orphans cannot be told from the workers' (docs/pid1.md).
   bool KillsOrphansAtRoundEnd() const { return helpers_.empty(); }
@@ -215,6 +259,13 @@ class Supervisor : public WorkerGroup {
   Process* FindWorker(pid_t pid);
   Helper* FindHelper(pid_t pid);
   bool IsKnownChild(pid_t pid) const;
+  // The entrypoint's, not the workers' (see the top): an inherited child,
+  // or an adopted process in this process's group or in the group of an
+  // inherited child (a sidecar's orphan). `pid` is our unreaped child.
+  bool IsEntrypointProcess(pid_t pid) const;
+  // An inherited child in `group` was reaped: the processes of that group
+  // it orphaned, now our children, are inherited in its place.
+  void InheritOrphansOfGroup(pid_t group);
 
   const Options options_;
   const int signal_fd_;
@@ -234,7 +285,11 @@ class Supervisor : public WorkerGroup {
   GonePhase gone_phase_ = GonePhase::kIdle;
   absl::Time orphan_deadline_ = absl::InfiniteFuture();
   std::set<pid_t> orphans_seen_;  // logged already
-  bool tearing_down_ = false;     // the destructor runs: helpers are not restarted.
+  // The entrypoint's children (at Create(), and the orphans they leave in
+  // their groups), until reaped: pid -> its process group when recorded.
+  std::map<pid_t, pid_t> inherited_;
+  const pid_t own_group_;      // this process's process group
+  bool tearing_down_ = false;  // the destructor runs: helpers are not restarted.
   bool warned_no_proc_ = false;
   bool flush_before_exit_ = false;
   std::unique_ptr<OutputWriter> stdout_writer_;

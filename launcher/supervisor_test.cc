@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <sched.h>
 #include <signal.h>
+#include <spawn.h>
 #include <stdlib.h>
 #include <sys/inotify.h>
 #include <sys/wait.h>
@@ -78,6 +79,13 @@ class SupervisorTest : public ::testing::Test {
     absl::StatusOr<std::unique_ptr<Supervisor>> created = Supervisor::Create(options);
     ASSERT_TRUE(created.ok()) << created.status();
     supervisor_ = std::move(*created);
+  }
+  // Signals for a group whose leader exited are held for `drain` (zero:
+  // they reach it at once).
+  void RecreateWithDrainTime(absl::Duration drain) {
+    Supervisor::Options options;
+    options.group_drain_timeout = drain;
+    Recreate(options);
   }
   // Helper restarts after 100 ms, 200 ms, 400 ms, 400 ms...
   void RecreateWithQuickRestarts() {
@@ -388,7 +396,9 @@ TEST_F(SupervisorTest, SignalAll_ReachesEveryProcessInTheGroup) {
 
 TEST_F(SupervisorTest, Stop_KillsGroupMembersLeftBehindByExitedLeader) {
   // The leader is gone but a member of its group ignores SIGTERM: the group
-  // is still signalled, and kWorkersGone waits until it is empty.
+  // is still signalled, and kWorkersGone waits until it is empty. (No drain
+  // time here: signals go at once; see the DrainTime tests.)
+  RecreateWithDrainTime(absl::ZeroDuration());
   const std::string script = kLeaveTermIgnoringGrandchild;
   ASSERT_TRUE(supervisor_->Start({ShellWorker(script, dir_.path())}).ok());
   EXPECT_EQ(NextExit().exit_code, 0);
@@ -451,6 +461,180 @@ TEST_F(SupervisorTest, OrphanThatExitsByItself_IsReapedAndNotAnEvent) {
   EXPECT_TRUE(testing::ZombieChildrenOf(getpid()).empty());
 }
 
+// --- The entrypoint's processes (issue 25) ---
+
+// Spawns `sh -c script` with $DIR set, as the entrypoint would have before
+// `exec trainlet`: a child of this process that the Supervisor did not
+// start. With `own_group`, it leads a process group of its own.
+pid_t SpawnEntrypointChild(const std::string& script, const std::string& dir, bool own_group) {
+  posix_spawnattr_t attr;
+  posix_spawnattr_init(&attr);
+  if (own_group) {
+    posix_spawnattr_setpgroup(&attr, 0);
+    posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP);
+  }
+  const std::string dir_env = "DIR=" + dir;
+  const char* argv[] = {"/bin/sh", "-c", script.c_str(), nullptr};
+  const char* envp[] = {"PATH=/usr/bin:/bin", dir_env.c_str(), nullptr};
+  pid_t pid = -1;
+  EXPECT_EQ(posix_spawn(&pid, "/bin/sh", nullptr, &attr, const_cast<char**>(argv),
+                        const_cast<char**>(envp)),
+            0);
+  posix_spawnattr_destroy(&attr);
+  return pid;
+}
+
+void KillAndReap(pid_t pid) {
+  if (pid <= 0) return;
+  kill(pid, SIGKILL);
+  int status;
+  waitpid(pid, &status, 0);
+}
+
+TEST_F(SupervisorTest, InheritedChild_IsNotKilledAtRoundEndsOrAtTheEnd) {
+  // A sidecar started with `&` before `exec trainlet`, and a `tee` of
+  // `exec > >(tee log)`: children before the Supervisor exists.
+  supervisor_.reset();
+  const pid_t sidecar = SpawnEntrypointChild("exec sleep 300", "/tmp", false);
+  const pid_t own_group = SpawnEntrypointChild("exec sleep 300", "/tmp", true);
+  ASSERT_GT(sidecar, 0);
+  ASSERT_GT(own_group, 0);
+  Recreate(Supervisor::Options());
+  EXPECT_EQ(supervisor_->inherited_children(), (std::set<pid_t>{sidecar, own_group}));
+  // A round whose worker also leaves an orphan: that one alone is killed.
+  const std::string script = "setsid sleep 30 & echo $! > \"$DIR/orphan\"; exit 1";
+  ASSERT_TRUE(supervisor_->Start({ShellWorker(script, dir_.path())}).ok());
+  const pid_t orphan = ReadPidFile(dir_.File("orphan"));
+  EXPECT_EQ(NextExit().exit_code, 1);
+  Next(EventType::kWorkersGone);
+  EXPECT_EQ(ProcessState(orphan), 0) << "the workers' orphan " << orphan;
+  EXPECT_NE(ProcessState(sidecar), 0);
+  EXPECT_NE(ProcessState(own_group), 0);
+  // Another round starts and ends; then the agent goes.
+  ASSERT_TRUE(supervisor_->Start({ShellWorker("exit 0")}).ok());
+  EXPECT_EQ(NextExit().exit_code, 0);
+  Next(EventType::kWorkersGone);
+  supervisor_.reset();
+  EXPECT_NE(ProcessState(sidecar), 0) << "killed at the Supervisor's end";
+  EXPECT_NE(ProcessState(own_group), 0) << "killed at the Supervisor's end";
+  EXPECT_NE(ProcessState(sidecar), 'Z');
+  KillAndReap(sidecar);
+  KillAndReap(own_group);
+  KillIfAlive(orphan);
+}
+
+TEST_F(SupervisorTest, InheritedChild_IsReapedWhenItExits_AndItsNumberForgotten) {
+  supervisor_.reset();
+  const pid_t sidecar =
+      SpawnEntrypointChild("while [ ! -e \"$DIR/stop\" ]; do sleep 0.01; done", dir_.path(), false);
+  ASSERT_GT(sidecar, 0);
+  Recreate(Supervisor::Options());
+  ASSERT_EQ(supervisor_->inherited_children().count(sidecar), 1u);
+  WriteFile(dir_.File("stop"), "", 0644);
+  // Reaped by Wait(), and not an event.
+  absl::Time deadline = absl::Now() + kTimeout;
+  while (ProcessState(sidecar) != 0 && absl::Now() < deadline) {
+    EXPECT_EQ(supervisor_->Wait(absl::Milliseconds(50)).type, EventType::kTimeout);
+  }
+  EXPECT_EQ(ProcessState(sidecar), 0) << "not reaped";
+  EXPECT_TRUE(supervisor_->inherited_children().empty());
+  EXPECT_TRUE(testing::ZombieChildrenOf(getpid()).empty());
+}
+
+TEST_F(SupervisorTest, InheritedChildsOrphans_InTheEntrypointsGroups_AreNotTheWorkers) {
+  // Two sidecars leave an orphan each once the agent runs (a log shipper's
+  // child, when the shipper restarts): one in this process's group, one in
+  // the group the second sidecar leads. Both come to us, and both are the
+  // entrypoint's: a round's end and the Supervisor's end leave them alone.
+  const std::string leave_orphan =
+      "while [ ! -e \"$DIR/go\" ]; do sleep 0.01; done;"
+      " sleep 300 & echo $! > \"$DIR/orphan-$$.tmp\"; mv \"$DIR/orphan-$$.tmp\" \"$DIR/orphan-$1\"";
+  auto spawn = [&](const char* name, bool own_group) {
+    return SpawnEntrypointChild(absl::StrCat("set -- ", name, "; ", leave_orphan), dir_.path(),
+                                own_group);
+  };
+  supervisor_.reset();
+  const pid_t same_group = spawn("same", false);
+  const pid_t led_group = spawn("led", true);
+  ASSERT_GT(same_group, 0);
+  ASSERT_GT(led_group, 0);
+  Recreate(Supervisor::Options());
+  WriteFile(dir_.File("go"), "", 0644);
+  const pid_t orphan_same = ReadPidFile(dir_.File("orphan-same"));
+  const pid_t orphan_led = ReadPidFile(dir_.File("orphan-led"));
+  ASSERT_GT(orphan_same, 0);
+  ASSERT_GT(orphan_led, 0);
+  // Their parents exit: they are ours now (subreaper).
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        supervisor_->Wait(absl::ZeroDuration());
+        return ProcessState(same_group) == 0 && ProcessState(led_group) == 0;
+      },
+      kTimeout));
+  ASSERT_TRUE(supervisor_->Start({ShellWorker("exit 0")}).ok());
+  EXPECT_EQ(NextExit().exit_code, 0);
+  Next(EventType::kWorkersGone);
+  EXPECT_NE(ProcessState(orphan_same), 0);
+  EXPECT_NE(ProcessState(orphan_led), 0) << "its group's leader was inherited";
+  supervisor_.reset();
+  EXPECT_NE(ProcessState(orphan_same), 0);
+  EXPECT_NE(ProcessState(orphan_led), 0);
+  KillAndReap(orphan_same);
+  KillAndReap(orphan_led);
+}
+
+// --- Drain time: the rest of a worker's group after its leader exited ---
+
+// The leader exits at once; a member of its group (like the worker's own
+// `tee`) writes $DIR/tee 0.3 s later.
+constexpr char kLeaveSlowTee[] =
+    "(sleep 0.3; echo drained > \"$DIR/tee.tmp\"; mv \"$DIR/tee.tmp\" \"$DIR/tee\") & exit 0";
+
+TEST_F(SupervisorTest, DrainTime_AStopRightAfterTheLeaderExited_LetsItsTeeFinish) {
+  // The worker's own `exec > >(tee f)`: a group member still writing what
+  // the leader wrote when the leader exits, and the agent stops the round
+  // at once (as after a success). It finishes; kWorkersGone follows.
+  ASSERT_TRUE(supervisor_->Start({ShellWorker(kLeaveSlowTee, dir_.path())}).ok());
+  EXPECT_EQ(NextExit().exit_code, 0);
+  supervisor_->SignalWorkers(SIGTERM);
+  Next(EventType::kWorkersGone);
+  EXPECT_EQ(ReadFile(dir_.File("tee")), "drained\n");
+}
+
+TEST_F(SupervisorTest, DrainTime_TheDestructor_LetsTheGroupFinish) {
+  ASSERT_TRUE(supervisor_->Start({ShellWorker(kLeaveSlowTee, dir_.path())}).ok());
+  EXPECT_EQ(NextExit().exit_code, 0);
+  supervisor_.reset();
+  EXPECT_EQ(ReadFile(dir_.File("tee")), "drained\n");
+}
+
+TEST_F(SupervisorTest, DrainTime_AStrayThatKeepsRunning_GetsTheHeldSignalWhenItIsOver) {
+  RecreateWithDrainTime(absl::Seconds(3));
+  const std::string script = "sleep 300 & echo $! > \"$DIR/stray\"; exit 0";
+  ASSERT_TRUE(supervisor_->Start({ShellWorker(script, dir_.path())}).ok());
+  const pid_t stray = ReadPidFile(dir_.File("stray"));
+  ASSERT_GT(stray, 0);
+  EXPECT_EQ(NextExit().exit_code, 0);
+  supervisor_->SignalWorkers(SIGTERM);
+  EXPECT_EQ(supervisor_->Wait(absl::Milliseconds(100)).type, EventType::kTimeout);
+  EXPECT_NE(ProcessState(stray), 0) << "SIGTERM is held for the drain time";
+  Next(EventType::kWorkersGone);
+  EXPECT_EQ(ProcessState(stray), 0) << "the held SIGTERM came";
+  KillIfAlive(stray);
+}
+
+TEST_F(SupervisorTest, DrainTime_ARunningLeadersGroup_IsSignalledAtOnce) {
+  RecreateWithDrainTime(absl::Seconds(30));
+  const std::string script = "echo > \"$DIR/ready\"; exec sleep 300";
+  ASSERT_TRUE(supervisor_->Start({ShellWorker(script, dir_.path())}).ok());
+  ASSERT_TRUE(WaitFor([&] { return FileExists(dir_.File("ready")); }, kTimeout));
+  supervisor_->SignalWorkers(SIGTERM);
+  EXPECT_EQ(NextExit().exit_code, kExitSignalBase + SIGTERM);
+  const absl::Time start = absl::Now();
+  Next(EventType::kWorkersGone);
+  EXPECT_LT(absl::Now() - start, absl::Seconds(5)) << "not held: the group had no leftovers";
+}
+
 // --- kWorkersGone ---
 
 TEST_F(SupervisorTest, WorkersGone_ComesOnceAfterEveryWorkerExitedOnItsOwn) {
@@ -465,6 +649,7 @@ TEST_F(SupervisorTest, WorkersGone_ComesOnceAfterEveryWorkerExitedOnItsOwn) {
 }
 
 TEST_F(SupervisorTest, WorkersGone_WaitsUntilEveryGroupIsEmpty) {
+  RecreateWithDrainTime(absl::ZeroDuration());
   ASSERT_TRUE(supervisor_->Start({ShellWorker(kLeaveTermIgnoringGrandchild, dir_.path())}).ok());
   EXPECT_EQ(NextExit().exit_code, 0);
   pid_t grandchild = ReadPidFile(dir_.File("grandchild"));

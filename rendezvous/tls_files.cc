@@ -184,21 +184,25 @@ struct PeerVerifier::Roots {
   std::vector<X509Ptr> certs;
 };
 
-PeerVerifier::PeerVerifier(std::unique_ptr<Roots> roots, Clock* clock, size_t max_remembered)
+PeerVerifier::PeerVerifier(std::unique_ptr<Roots> roots, Clock* clock, size_t max_remembered,
+                           absl::string_view server)
     : roots_(std::move(roots)),
       clock_(clock),
-      max_remembered_(std::max<size_t>(1, max_remembered)) {}
+      max_remembered_(std::max<size_t>(1, max_remembered)),
+      server_(server) {}
 PeerVerifier::~PeerVerifier() = default;
 
 absl::StatusOr<std::unique_ptr<PeerVerifier>> PeerVerifier::Create(const std::string& ca_pem,
                                                                    Clock* clock,
-                                                                   size_t max_remembered) {
+                                                                   size_t max_remembered,
+                                                                   absl::string_view server) {
   auto roots = std::make_unique<Roots>();
   roots->certs = ReadCertificates(ca_pem);
   if (roots->certs.empty()) {
     return absl::InvalidArgumentError("the CA bundle holds no PEM certificate");
   }
-  return std::unique_ptr<PeerVerifier>(new PeerVerifier(std::move(roots), clock, max_remembered));
+  return std::unique_ptr<PeerVerifier>(
+      new PeerVerifier(std::move(roots), clock, max_remembered, server));
 }
 
 int64_t PeerVerifier::verifications() const {
@@ -258,9 +262,9 @@ void PeerVerifier::Evict(Cache* cache, absl::Time now) {
 absl::Status PeerVerifier::Verify(const std::string& leaf_pem,
                                   const std::string& intermediates_pem) {
   if (leaf_pem.empty()) {
-    return absl::UnauthenticatedError(
-        "no client certificate: this coordinator uses mutual TLS; give every agent --tls-cert, "
-        "--tls-key and --tls-ca");
+    return absl::UnauthenticatedError(absl::StrCat("no client certificate: this ", server_,
+                                                   " uses mutual TLS; give every agent --tls-cert, "
+                                                   "--tls-key and --tls-ca"));
   }
   // Limits first, on the text: no parsing of what a stranger sent beyond them.
   // gRPC may list the leaf again at the head of the chain.
@@ -334,7 +338,7 @@ absl::Status PeerVerifier::VerifyChain(const std::string& leaf_pem,
     return absl::UnauthenticatedError(absl::StrCat(
         "the client certificate (", Subject(leaf),
         ") is not accepted: ", X509_verify_cert_error_string(error),
-        "; --tls-cert must be signed by a CA in the coordinator's --tls-ca, and be valid now"));
+        "; --tls-cert must be signed by a CA in the ", server_, "'s --tls-ca, and be valid now"));
   }
   // Reusable until the first certificate of the verified chain (leaf,
   // intermediates, root) expires.

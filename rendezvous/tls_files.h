@@ -92,10 +92,11 @@ class PeerVerifier {
   static constexpr absl::Duration kRejectionTtl = absl::Seconds(30);
 
   // InvalidArgument when `ca_pem` holds no certificate. `clock` (wall time:
-  // certificate dates are) must outlive the verifier.
+  // certificate dates are) must outlive the verifier. `server` names the
+  // refusing side in messages ("coordinator", "controller").
   static absl::StatusOr<std::unique_ptr<PeerVerifier>> Create(
       const std::string& ca_pem, Clock* clock = Clock::Real(),
-      size_t max_remembered = kMaxRemembered);
+      size_t max_remembered = kMaxRemembered, absl::string_view server = "coordinator");
   ~PeerVerifier();
 
   // OK when `leaf_pem` (with `intermediates_pem`, the rest of the chain the
@@ -118,7 +119,8 @@ class PeerVerifier {
     absl::Time until;
   };
   using Cache = std::map<std::string, Outcome>;  // SHA-256 of leaf and chain.
-  PeerVerifier(std::unique_ptr<Roots> roots, Clock* clock, size_t max_remembered);
+  PeerVerifier(std::unique_ptr<Roots> roots, Clock* clock, size_t max_remembered,
+               absl::string_view server);
   // Verifies with OpenSSL; sets *until to the time the outcome may be reused.
   absl::Status VerifyChain(const std::string& leaf_pem, const std::string& intermediates_pem,
                            absl::Time now, absl::Time* until);
@@ -128,6 +130,7 @@ class PeerVerifier {
   const std::unique_ptr<Roots> roots_;
   Clock* const clock_;
   const size_t max_remembered_;
+  const std::string server_;
   mutable absl::Mutex mu_;
   Cache accepted_ ABSL_GUARDED_BY(mu_);
   Cache rejected_ ABSL_GUARDED_BY(mu_);
