@@ -116,7 +116,8 @@ std::vector<launcher::ProcessSpec> WorkerSpecsFor(
   }
   // NCCL/CUDA advice (topology/env_advice.h): never over what the user set.
   topology::EnvAdvice advice;
-  if (config.node_probe != nullptr) {
+  const bool nccl = config.node_probe != nullptr && topology::NcclAdviceApplies(*config.node_probe);
+  if (nccl) {
     topology::EnvContext context;
     // What the user set: the environment, and NCCL's own config files
     // (which NCCL applies without overwriting, so advice would override them).
@@ -124,10 +125,11 @@ std::vector<launcher::ProcessSpec> WorkerSpecsFor(
     for (const auto& [k, v] : base_env) context.user_env[k] = v;
     context.nccl_hostid = a.self().nccl_hostid();
     if (a.nnodes() > 1) {
-      // The interface towards the master (a numeric MASTER_ADDR), else the
-      // one carrying the address the coordinator saw this node at.
-      if (a.node_rank() != 0)
-        context.socket_interface = topology::InterfaceRoutingTo(a.master_addr());
+      // The same rule on every node (node 0 included): the interface
+      // towards the job's first numeric address.
+      std::vector<std::string> job_addrs = {a.master_addr()};
+      for (const auto& n : a.nodes()) job_addrs.push_back(n.addr());
+      context.socket_interface = topology::JobSocketInterface(job_addrs);
       if (context.socket_interface.empty()) context.advertise_addr = a.self().addr();
     }
     advice = topology::AdviseEnv(*config.node_probe, context);
@@ -140,7 +142,7 @@ std::vector<launcher::ProcessSpec> WorkerSpecsFor(
       notes->push_back(absl::StrCat("NCCL advice: ", v.name, "=", SafeForLog(v.value, 200)));
     }
     for (const std::string& n : advice.notes) notes->push_back("NCCL advice: " + n);
-    if (a.self().colocated() > 1 && a.self().nccl_hostid().empty()) {
+    if (nccl && a.self().colocated() > 1 && a.self().nccl_hostid().empty()) {
       notes->push_back(absl::StrCat(
           a.self().colocated() - 1,
           " other pod(s) of this job run on this machine, not sharing this pod's IPC namespace "

@@ -64,6 +64,8 @@ std::string SignalText(int sig) { return absl::StrFormat("signal %d (%s)", sig, 
 // logged: bounded, control bytes escaped.
 std::string Quoted(absl::string_view text) { return SafeForLog(text, 512); }
 
+constexpr char kEveryWorkerExited0[] = "every worker on every node exited 0";
+
 }  // namespace
 
 absl::string_view EndingName(Ending ending) {
@@ -316,12 +318,8 @@ void RoundMachine::OnDirectiveWhileReady(const v1::Directive& d, Actions* out) {
     return;
   } else if (d.has_job_failed() || d.has_job_finished()) {
     // The verdict, in place: the coordinator may be gone by the time a Join
-    // call would ask (it stops once every stream has ended).
-    if (d.has_job_failed()) {
-      TLOG(kError) << "job failed while the round gathered: " << Quoted(d.job_failed().reason());
-    } else {
-      TLOG(kInfo) << "job finished: every worker on every node exited 0";
-    }
+    // call would ask (it stops once every stream has ended). Its reason is
+    // the exit line's (FinishWith).
     StopReadies();
     outcome_ = Outcome::kExit;
     facts_ = FactsOfVerdict(d);
@@ -348,6 +346,7 @@ EndingFacts RoundMachine::FactsOfVerdict(const v1::Directive& d) {
   EndingFacts f;
   f.ending = d.has_job_failed() ? Ending::kJobFailed : Ending::kJobFinished;
   f.restarts_exhausted = d.has_job_failed() && d.job_failed().restarts_exhausted();
+  f.why = d.has_job_failed() ? Quoted(d.job_failed().reason()) : std::string(kEveryWorkerExited0);
   return f;
 }
 
@@ -387,28 +386,27 @@ void RoundMachine::OnJoinAnswered(const JoinAnswered& e, Actions* out, bool stre
     return;
   }
   if (join_verdict_.has_value()) {
-    TLOG(kInfo) << "the job ended while this node re-joined (" << EndingName(join_verdict_->ending)
-                << ")";
+    TLOG(kDebug) << "the job ended while this node re-joined";
     outcome_ = Outcome::kExit;
     facts_ = *join_verdict_;
     FinishWith(out);
     return;
   }
   if (!e.result.ok() && rendezvous::ReasonOf(e.result.status()) == v1::ErrorInfo::JOB_SUCCEEDED) {
-    TLOG(kInfo) << "the job already succeeded; nothing left to do";
     outcome_ = Outcome::kExit;
     facts_ = EndingFacts{};
     facts_.ending = Ending::kJobFinished;
+    facts_.why = "the job had already succeeded when this node joined";
     FinishWith(out);
     return;
   }
   if (!e.result.ok()) {
     const int code = ExitCodeForJoinError(e.result.status());
-    TLOG(kError) << "rendezvous failed: " << Quoted(e.result.status().message());
     outcome_ = Outcome::kExit;
     facts_ = EndingFacts{};
     facts_.ending = Ending::kJoinFailed;
     facts_.given_code = code;
+    facts_.why = Quoted(e.result.status().message());
     FinishWith(out);
     return;
   }
@@ -518,7 +516,6 @@ void RoundMachine::OnWorkersStarted(const WorkersStarted& e, Actions* out) {
     return;
   }
   const int code = e.exit_code != 0 ? e.exit_code : launcher::ExitCodeForSpawnError(e.status);
-  TLOG(kError) << e.status.message();
   status_.last_failure = std::string(e.status.message());
   v1::ReportRequest r = NewReport(v1::ReportRequest::FAILED);
   r.set_exit_code(code);
@@ -533,6 +530,7 @@ void RoundMachine::OnWorkersStarted(const WorkersStarted& e, Actions* out) {
   facts_ = EndingFacts{};
   facts_.ending = Ending::kSpawnFailed;
   facts_.given_code = code;
+  facts_.why = Quoted(e.status.message());
   FinishWith(out);
 }
 
@@ -571,8 +569,9 @@ void RoundMachine::OnWorkerExited(const WorkerExited& e, Actions* out) {
     ++workers_ok_;
     if (workers_ok_ == LocalProcesses()) {
       reported_success_ = true;
-      TLOG(kInfo) << "all " << workers_ok_
-                  << " local worker(s) exited 0; waiting for the job's verdict";
+      // (A single node's verdict follows at once: only its exit line says so.)
+      TLOG_AT(assignment_.nnodes() > 1 ? LogLevel::kInfo : LogLevel::kDebug)
+          << "all " << workers_ok_ << " local worker(s) exited 0; waiting for the job's verdict";
       out->push_back(SendReport{NewReport(v1::ReportRequest::SUCCEEDED)});
       out->push_back(SetServing{false});
       SetState(RoundState::kAwaitingVerdict);
@@ -725,8 +724,6 @@ void RoundMachine::OnTracebackSize(const TracebackSize& e, Actions* out) {
 void RoundMachine::OnNodeUnhealthy(const NodeUnhealthy& e, Actions* out) {
   // Only before a join is under way (the executor checks instead of joining).
   if (state_ != RoundState::kJoining || !options_.elastic || signal_ != 0) return;
-  TLOG(kError) << "this node's GPU health is fatal (" << Quoted(e.why)
-               << "); leaving the elastic job so that the pod is rescheduled on another node";
   status_.last_failure = absl::StrCat("node unhealthy: ", e.why.substr(0, 512));
   v1::LeaveRequest leave;
   *leave.mutable_member() = options_.me;
@@ -737,6 +734,9 @@ void RoundMachine::OnNodeUnhealthy(const NodeUnhealthy& e, Actions* out) {
   facts_ = EndingFacts{};
   facts_.ending = Ending::kNodeUnhealthy;
   facts_.given_code = kExitNodeUnhealthy;
+  facts_.why = absl::StrCat("this node's GPU health is fatal (", Quoted(e.why),
+                            "); left the elastic job so that the pod is rescheduled on another "
+                            "node");
   FinishWith(out);
 }
 
@@ -913,17 +913,19 @@ void RoundMachine::ApplyDirective(const v1::Directive& d, Actions* out) {
     outcome_ = Outcome::kUndecided;
   }
   if (!OutcomePending()) return;
+  // A verdict is logged once, with the exit code (FinishWith), once the
+  // workers have stopped.
   if (d.has_job_finished()) {
-    TLOG(kInfo) << "job finished: every worker on every node exited 0";
     outcome_ = Outcome::kExit;
     facts_.ending = Ending::kJobFinished;
+    facts_.why = kEveryWorkerExited0;
     BeginStop("the job finished", 0, out);
   } else if (d.has_job_failed()) {
     const v1::JobFailed& f = d.job_failed();
-    TLOG(kError) << "job failed: " << Quoted(f.reason());
     outcome_ = Outcome::kExit;
     facts_.ending = Ending::kJobFailed;
     facts_.restarts_exhausted = f.restarts_exhausted();
+    facts_.why = Quoted(f.reason());
     BeginStop("the job failed", 0, out);
   } else if (d.has_rejoin()) {
     TLOG(kInfo) << "restart: " << Quoted(d.rejoin().reason()) << "; re-joining for round "
@@ -946,23 +948,23 @@ bool RoundMachine::HandleFinalError(const absl::Status& status, Actions* out) {
   if (status.ok()) return false;
   switch (rendezvous::ReasonOf(status)) {
     case v1::ErrorInfo::FENCED:
-      TLOG(kError) << "this agent was declared lost by the coordinator ("
-                   << Quoted(status.message()) << "); the job went on without it";
       outcome_ = Outcome::kExit;
       facts_.ending = Ending::kFenced;
+      facts_.why = absl::StrCat(Quoted(status.message()), "; the job went on without this node");
       BeginStop("fenced", 0, out);
       return true;
     case v1::ErrorInfo::JOB_FAILED:
     case v1::ErrorInfo::RESTARTS_EXHAUSTED:
-      TLOG(kError) << "job failed: " << Quoted(status.message());
       outcome_ = Outcome::kExit;
       facts_.ending = Ending::kJobFailed;
+      facts_.why = Quoted(status.message());
       facts_.restarts_exhausted = rendezvous::ReasonOf(status) == v1::ErrorInfo::RESTARTS_EXHAUSTED;
       BeginStop("the job failed", 0, out);
       return true;
     case v1::ErrorInfo::JOB_SUCCEEDED:
       outcome_ = Outcome::kExit;
       facts_.ending = Ending::kJobFinished;
+      facts_.why = kEveryWorkerExited0;
       BeginStop("the job finished", 0, out);
       return true;
     default:
@@ -987,10 +989,10 @@ bool RoundMachine::HandleFinalError(const absl::Status& status, Actions* out) {
       outcome_ = Outcome::kRejoin;
       BeginStop("restart", 0, out);
     } else {
-      TLOG(kError) << "the coordinator no longer knows this round (" << Quoted(status.message())
-                   << ")";
       outcome_ = Outcome::kExit;
       facts_.ending = Ending::kCoordinatorLost;
+      facts_.why = absl::StrCat("the coordinator no longer knows this round (",
+                                Quoted(status.message()), ")");
       BeginStop("lost the coordinator", 0, out);
     }
     return true;
@@ -1034,10 +1036,14 @@ void RoundMachine::OnReportAnswered(const ReportAnswered& e, Actions* out) {
         // that would be 10,000 more Reports within an interval.
         next_heartbeat_ = std::max(next_heartbeat_, clock_->Now() + ReportInterval());
       } else {
-        TLOG(kInfo) << "the coordinator does not hear this node's UDP liveness datagrams; "
-                       "reporting every "
-                    << absl::FormatDuration(heartbeat_interval_)
-                    << " instead (check that UDP to the coordinator port is allowed)";
+        // A round's first answers may come before its first datagram does:
+        // said (at INFO, once) when the datagrams have had two intervals.
+        const bool settled = clock_->Now() - round_started_ >= 2 * heartbeat_interval_;
+        if (!settled) udp_heard_.reset();  // asked again at the next answer
+        TLOG_AT(settled ? LogLevel::kInfo : LogLevel::kDebug)
+            << "the coordinator does not hear this node's UDP liveness datagrams; reporting every "
+            << absl::FormatDuration(heartbeat_interval_)
+            << " instead (check that UDP to the coordinator port is allowed)";
         next_heartbeat_ = std::min(next_heartbeat_, clock_->Now() + heartbeat_interval_);
       }
     }
@@ -1232,19 +1238,18 @@ absl::Duration RoundMachine::AckSilence() const {
 
 void RoundMachine::CoordinatorLost(absl::string_view why, Actions* out) {
   if (state_ == RoundState::kAwaitingVerdict) {
-    TLOG(kWarning) << "lost the coordinator (" << why
-                   << ") after every local worker exited 0; exiting 0";
     outcome_ = Outcome::kExit;
     facts_.ending = Ending::kCoordinatorLostAfterSuccess;
+    facts_.why = std::string(why);
     BeginStop("lost the coordinator", 0, out);
   } else if (options_.elastic) {
     TLOG(kWarning) << "lost the coordinator (" << why << "); stopping the workers and re-joining";
     outcome_ = Outcome::kRejoin;
     BeginStop("lost the coordinator", 0, out);
   } else {
-    TLOG(kError) << "lost the coordinator (" << why << ")";
     outcome_ = Outcome::kExit;
     facts_.ending = Ending::kCoordinatorLost;
+    facts_.why = std::string(why);
     BeginStop("lost the coordinator", 0, out);
   }
 }
@@ -1378,10 +1383,10 @@ void RoundMachine::OnTick(Actions* out) {
                                                                           absl::Milliseconds(1)))),
           out);
     } else if (now >= verdict_deadline_) {
-      TLOG(kWarning) << "no verdict from the coordinator within "
-                     << absl::FormatDuration(options_.verdict_timeout);
       outcome_ = Outcome::kExit;
       facts_.ending = Ending::kNoVerdict;
+      facts_.why = absl::StrCat("none came within ", absl::FormatDuration(options_.verdict_timeout),
+                                " of this node's failure");
     }
   }
   CheckHang(now, out);
@@ -1455,7 +1460,16 @@ void RoundMachine::FinishWith(Actions* out) {
     watch_open_ = false;
   }
   const int code = ExitCodeFor(facts_);
-  TLOG(kInfo) << "exiting with code " << code << " (" << EndingName(facts_.ending) << ")";
+  if (facts_.why.empty() && facts_.signal != 0) facts_.why = SignalText(facts_.signal);
+  // One line for the outcome: the verdict (or what ended the agent) with
+  // the code it gives; also the pod's termination message (run_agent.cc).
+  status_.exit_reason = facts_.why.empty()
+                            ? std::string(EndingName(facts_.ending))
+                            : absl::StrCat(EndingName(facts_.ending), ": ", facts_.why);
+  const LogLevel level = code == kExitSuccess               ? LogLevel::kInfo
+                         : facts_.ending == Ending::kSignal ? LogLevel::kWarning
+                                                            : LogLevel::kError;
+  TLOG_AT(level) << "exiting with code " << code << ": " << status_.exit_reason;
   status_.exit_code = code;
   SetState(RoundState::kDone);
   out->push_back(Finish{code});

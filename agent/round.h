@@ -181,6 +181,9 @@ struct EndingFacts {
   int signal = 0;                   // the terminating signal, or 0.
   bool restarts_exhausted = false;  // kJobFailed: the budget ran out.
   int given_code = 0;               // kJoinFailed, kSpawnFailed.
+  // What happened, for a person: the coordinator's reason for a verdict,
+  // the error of a failed join, ...; empty when the ending says it all.
+  std::string why;
 };
 
 // The exit code for `facts` by the exit policy table.
@@ -420,6 +423,9 @@ struct AgentStatus {
   int restart_count = 0;
   std::string last_failure;  // human-readable; empty when none.
   int exit_code = -1;        // once kDone.
+  // Once kDone: the ending and why ("job failed: worker local rank 1 (global
+  // rank 3) on node n1 exited with code 3"), as the exit line says it.
+  std::string exit_reason;
   // This round's local workers that reported progress, by local rank.
   std::vector<WorkerProgress> progress;
   int hangs = 0;  // workers declared hung since the agent started.

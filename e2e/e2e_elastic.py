@@ -144,7 +144,8 @@ class ElasticTest(E2ETestCase):
         second = self.starts(1, 3)
         self.assert_ranks(second, ["n0", "n1", "n2"])
         self.assertEqual({r["restart"] for r in second}, {1})
-        self.assertIn("round 2 closed", n0b.stderr, "round numbers continue above round 1")
+        self.assertIn("round 2: node rank 0 of 3", n0b.stderr,
+                      "round numbers continue above round 1")
         self.release()
         self.assert_codes([n0b, agents[1], agents[2]], [0, 0, 0], timeout=20)
         self.assert_no_leftovers()

@@ -918,9 +918,10 @@ void Coordinator::CloseRoundLocked(Actions* actions) {
   min_reached_at_ = absl::InfiniteFuture();
   expected_.clear();
   expected_joined_at_ = absl::InfinitePast();
-  TLOG(kInfo) << "round " << round_ << " closed: " << n << " nodes, world size " << world_size
-              << ", master " << common.master_addr() << ":" << common.master_port()
-              << ", restart count " << restart_count_;
+  TLOG_AT(OutcomeLevel(LogLevel::kInfo))
+      << "round " << round_ << " closed: " << n << " nodes, world size " << world_size
+      << ", master " << common.master_addr() << ":" << common.master_port() << ", restart count "
+      << restart_count_;
 }
 
 absl::StatusOr<Coordinator::Member*> Coordinator::FindMemberLocked(const v1::Member& who,
@@ -1148,7 +1149,10 @@ absl::Status Coordinator::Leave(const v1::LeaveRequest& request) {
 
 void Coordinator::HandleFailureLocked(const std::string& node_id, const std::string& reason,
                                       int exit_code, bool remove_node, Actions* actions) {
-  TLOG(kWarning) << "round " << round_ << ": " << reason;
+  // A node lost or gone is news to every agent; a failure an agent reported
+  // is its own log's (and the verdict's or restart's) when it hosts us.
+  TLOG_AT(remove_node ? LogLevel::kWarning : OutcomeLevel(LogLevel::kWarning))
+      << "round " << round_ << ": " << reason;
   if (remove_node) {
     // Each node once, the newest last (std::find: at most 64 entries).
     recent_lost_.erase(std::remove(recent_lost_.begin(), recent_lost_.end(), node_id),
@@ -1258,7 +1262,7 @@ void Coordinator::FailJobLocked(const std::string& reason, const std::string& no
   f->set_failed_node_id(node_id);
   f->set_exit_code(exit_code);
   f->set_restarts_exhausted(restarts_exhausted);
-  TLOG(kError) << "coordinator: the job failed: " << reason;
+  TLOG_AT(OutcomeLevel(LogLevel::kError)) << "coordinator: the job failed: " << reason;
   const absl::Status over = JobOverErrorLocked();
   std::vector<OutgoingDatagram> verdicts;
   for (auto& [id, m] : members_) {
@@ -1276,7 +1280,8 @@ void Coordinator::FinishJobLocked(Actions* actions) {
   phase_ = Phase::kSucceeded;
   verdict_directive_ = NewDirectiveLocked();
   verdict_directive_.mutable_job_finished();
-  TLOG(kInfo) << "coordinator: the job succeeded: every worker of round " << round_ << " exited 0";
+  TLOG_AT(OutcomeLevel(LogLevel::kInfo))
+      << "coordinator: the job succeeded: every worker of round " << round_ << " exited 0";
   std::vector<OutgoingDatagram> verdicts;
   for (auto& [id, m] : members_) {
     if (m.sink) m.sink->Send(verdict_directive_, /*last=*/true);

@@ -242,6 +242,14 @@ struct CoordinatorOptions {
   // in `trainlet run` and `trainlet coordinator` (--release-streams-from),
   // off with TLS (a DIRECTIVE datagram is signed, not encrypted).
   int release_streams_from = 0;
+  // Set by the agent that hosts this coordinator (`trainlet run` on node
+  // rank 0): that agent logs the round it got, the failures its own workers
+  // report and the verdict itself, so the coordinator's lines for them (and
+  // the timing of a round's answers) go to DEBUG and node 0's log says each
+  // once. A standalone coordinator logs them at INFO (its log is their only
+  // account). A restart ("opening round") stays INFO: an agent told by a
+  // REJOIN datagram does not know why.
+  bool hosted_by_agent = false;
   Clock* clock = nullptr;  // Clock::Real() when null.
 };
 
@@ -507,6 +515,11 @@ class Coordinator {
   void HandleFailureLocked(const std::string& node_id, const std::string& reason, int exit_code,
                            bool remove_node, Actions* actions) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void ReopenLocked(const std::string& reason, Actions* actions) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // `standalone`, or DEBUG when an agent hosts us and logs the same outcome
+  // itself (CoordinatorOptions::hosted_by_agent).
+  LogLevel OutcomeLevel(LogLevel standalone) const {
+    return options_.hosted_by_agent ? LogLevel::kDebug : standalone;
+  }
   void FailJobLocked(const std::string& reason, const std::string& node_id, int exit_code,
                      bool restarts_exhausted, Actions* actions) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void FinishJobLocked(Actions* actions) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
