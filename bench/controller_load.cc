@@ -699,6 +699,27 @@ struct HttpResult {
   std::string first_error;
 };
 
+// One GET of `path` on a new connection, its latency or failure added to *r.
+void TimedGet(int port, const std::string& path, HttpResult* r) {
+  httplib::Client cli("127.0.0.1", port);
+  cli.set_keep_alive(false);
+  cli.set_connection_timeout(10, 0);
+  cli.set_read_timeout(10, 0);
+  const int64_t t0 = MonoNs();
+  httplib::Result res = cli.Get(path.c_str());
+  const int64_t t1 = MonoNs();
+  if (!res || res->status != 200 || res->body.empty()) {
+    ++r->failed;
+    if (r->first_error.empty()) {
+      r->first_error = res ? absl::StrCat("HTTP ", res->status)
+                           : absl::StrCat("error ", static_cast<int>(res.error()));
+    }
+    return;
+  }
+  r->ms.push_back((t1 - t0) / 1e6);
+  r->bytes = static_cast<int64_t>(res->body.size());
+}
+
 // `requests` GETs of each path, interleaved, spread evenly from now to
 // `end_ns`; one new connection per request.
 std::map<std::string, HttpResult> ProbeHttp(int port, const std::vector<std::string>& paths,
@@ -712,24 +733,7 @@ std::map<std::string, HttpResult> ProbeHttp(int port, const std::vector<std::str
     const int64_t now = MonoNs();
     if (due > now) absl::SleepFor(absl::Nanoseconds(due - now));
     const std::string& path = paths[i % paths.size()];
-    HttpResult& r = out[path];
-    httplib::Client cli("127.0.0.1", port);
-    cli.set_keep_alive(false);
-    cli.set_connection_timeout(10, 0);
-    cli.set_read_timeout(10, 0);
-    const int64_t t0 = MonoNs();
-    httplib::Result res = cli.Get(path.c_str());
-    const int64_t t1 = MonoNs();
-    if (!res || res->status != 200 || res->body.empty()) {
-      ++r.failed;
-      if (r.first_error.empty()) {
-        r.first_error = res ? absl::StrCat("HTTP ", res->status)
-                            : absl::StrCat("error ", static_cast<int>(res.error()));
-      }
-      continue;
-    }
-    r.ms.push_back((t1 - t0) / 1e6);
-    r.bytes = static_cast<int64_t>(res->body.size());
+    TimedGet(port, path, &out[path]);
   }
   return out;
 }
@@ -763,30 +767,11 @@ class Poller {
   HttpResult jobs, page;
 
  private:
-  void Get(const std::string& path, HttpResult* r) {
-    httplib::Client cli("127.0.0.1", port_);
-    cli.set_keep_alive(false);
-    cli.set_connection_timeout(10, 0);
-    cli.set_read_timeout(10, 0);
-    const int64_t t0 = MonoNs();
-    httplib::Result res = cli.Get(path.c_str());
-    const int64_t t1 = MonoNs();
-    if (!res || res->status != 200 || res->body.empty()) {
-      ++r->failed;
-      if (r->first_error.empty()) {
-        r->first_error = res ? absl::StrCat("HTTP ", res->status)
-                             : absl::StrCat("error ", static_cast<int>(res.error()));
-      }
-      return;
-    }
-    r->ms.push_back((t1 - t0) / 1e6);
-    r->bytes = static_cast<int64_t>(res->body.size());
-  }
   void Loop() {
     int64_t next = MonoNs();
     while (!stop_) {
-      Get("/api/jobs", &jobs);
-      Get(absl::StrCat("/api/jobs/", job_, "?limit=50"), &page);
+      TimedGet(port_, "/api/jobs", &jobs);
+      TimedGet(port_, absl::StrCat("/api/jobs/", job_, "?limit=50"), &page);
       next += period_ns_;
       while (!stop_ && MonoNs() < next) absl::SleepFor(absl::Milliseconds(10));
     }

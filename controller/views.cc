@@ -113,6 +113,27 @@ class JsonWriter {
     Comma();
     out_ += value ? "true" : "false";
   }
+  // Key and value at once: w.Int("step", 12).
+  void String(absl::string_view key, absl::string_view value, size_t max = kMaxText) {
+    Key(key);
+    String(value, max);
+  }
+  void Int(absl::string_view key, int64_t value) {
+    Key(key);
+    Int(value);
+  }
+  void Uint(absl::string_view key, uint64_t value) {
+    Key(key);
+    Uint(value);
+  }
+  void Double(absl::string_view key, double value) {
+    Key(key);
+    Double(value);
+  }
+  void Bool(absl::string_view key, bool value) {
+    Key(key);
+    Bool(value);
+  }
   // A number, or null when it is not finite (a series value not reported).
   void DoubleOrNull(double value) {
     Comma();
@@ -185,96 +206,58 @@ class JsonWriter {
 
 void WriteRootCause(JsonWriter& w, const RootCauseView& c) {
   w.Open('{');
-  w.Key("known");
-  w.Bool(c.known);
-  w.Key("kind");
-  w.String(c.kind, kMaxId);
-  w.Key("node_id");
-  w.String(c.node_id, kMaxId);
-  w.Key("rank");
-  w.Int(c.rank);
-  w.Key("local_rank");
-  w.Int(c.local_rank);
-  w.Key("exit_code");
-  w.Int(c.exit_code);
-  w.Key("at_unix_ms");
-  w.Int(c.at_unix_ms);
-  w.Key("round");
-  w.Uint(c.round);
-  w.Key("text");
-  w.String(c.text);
-  w.Key("headline");
-  w.String(c.known ? HeadlineOf(c) : "");
+  w.Bool("known", c.known);
+  w.String("kind", c.kind, kMaxId);
+  w.String("node_id", c.node_id, kMaxId);
+  w.Int("rank", c.rank);
+  w.Int("local_rank", c.local_rank);
+  w.Int("exit_code", c.exit_code);
+  w.Int("at_unix_ms", c.at_unix_ms);
+  w.Uint("round", c.round);
+  w.String("text", c.text);
+  w.String("headline", c.known ? HeadlineOf(c) : "");
   w.Close('}');
 }
 
 void WriteNode(JsonWriter& w, const NodeView& node) {
   w.Open('{');
-  w.Key("node_id");
-  w.String(node.node_id, kMaxId);
-  w.Key("node_rank");
-  w.Int(node.node_rank);
-  w.Key("incarnation");
-  w.String(absl::StrFormat("%016x", node.incarnation));
-  w.Key("up");
-  w.Bool(node.up);
-  w.Key("lost");
-  w.Bool(node.lost);
-  w.Key("lost_at_unix_ms");
-  w.Int(node.lost_at_unix_ms);
-  w.Key("lost_reason");
-  w.String(node.lost_reason);
-  w.Key("restored");
-  w.Bool(node.restored);
-  w.Key("report_age_ms");
-  w.Int(node.report_age_ms);
-  w.Key("report_lag_ms");
-  w.Int(node.report_lag_ms);
-  w.Key("agent_state");
-  w.String(AgentStateName(node.agent_state));
-  w.Key("round");
-  w.Uint(node.round);
-  w.Key("restart_count");
-  w.Int(node.restart_count);
-  w.Key("last_failure");
-  w.String(node.last_failure);
-  w.Key("exit_code");
-  w.Int(node.exit_code);
-  w.Key("agent_rss_bytes");
-  w.Uint(node.agent_rss_bytes);
+  w.String("node_id", node.node_id, kMaxId);
+  w.Int("node_rank", node.node_rank);
+  w.String("incarnation", absl::StrFormat("%016x", node.incarnation));
+  w.Bool("up", node.up);
+  w.Bool("lost", node.lost);
+  w.Int("lost_at_unix_ms", node.lost_at_unix_ms);
+  w.String("lost_reason", node.lost_reason);
+  w.Bool("restored", node.restored);
+  w.Int("report_age_ms", node.report_age_ms);
+  w.Int("report_lag_ms", node.report_lag_ms);
+  w.String("agent_state", AgentStateName(node.agent_state));
+  w.Uint("round", node.round);
+  w.Int("restart_count", node.restart_count);
+  w.String("last_failure", node.last_failure);
+  w.Int("exit_code", node.exit_code);
+  w.Uint("agent_rss_bytes", node.agent_rss_bytes);
   w.Key("workers");
   w.Open('[');
   for (const WorkerView& worker : node.workers) {
     w.Open('{');
-    w.Key("local_rank");
-    w.Int(worker.local_rank);
-    w.Key("rank");
-    w.Int(worker.rank);
-    w.Key("pid");
-    w.Int(worker.pid);
-    w.Key("state");
-    w.String(WorkerStateName(worker.state));
-    w.Key("exit_code");
-    w.Int(worker.exit_code);
-    w.Key("restarts");
-    w.Int(worker.restarts);
-    w.Key("exited_unix_ms");
-    w.Int(worker.exited_unix_ms);
+    w.Int("local_rank", worker.local_rank);
+    w.Int("rank", worker.rank);
+    w.Int("pid", worker.pid);
+    w.String("state", WorkerStateName(worker.state));
+    w.Int("exit_code", worker.exit_code);
+    w.Int("restarts", worker.restarts);
+    w.Int("exited_unix_ms", worker.exited_unix_ms);
     w.Close('}');
   }
   w.Close(']');
   w.Key("progress");
   w.Open('{');
-  w.Key("known");
-  w.Bool(node.progress.known);
-  w.Key("step");
-  w.Int(node.progress.step);
-  w.Key("local_rank");
-  w.Int(node.progress.local_rank);
-  w.Key("steps_per_second");
-  w.Double(node.progress.steps_per_second);
-  w.Key("age_ms");
-  w.Int(node.progress.age_ms);
+  w.Bool("known", node.progress.known);
+  w.Int("step", node.progress.step);
+  w.Int("local_rank", node.progress.local_rank);
+  w.Double("steps_per_second", node.progress.steps_per_second);
+  w.Int("age_ms", node.progress.age_ms);
   w.Key("fields");
   w.Open('[');
   for (const auto& [key, value] : node.progress.fields) {
@@ -289,14 +272,10 @@ void WriteNode(JsonWriter& w, const NodeView& node) {
   w.Open('[');
   for (const GpuView& gpu : node.gpus) {
     w.Open('{');
-    w.Key("index");
-    w.Int(gpu.index);
-    w.Key("uuid");
-    w.String(gpu.uuid, kMaxId);
-    w.Key("status");
-    w.String(GpuStatusName(gpu.status));
-    w.Key("reason");
-    w.String(gpu.reason);
+    w.Int("index", gpu.index);
+    w.String("uuid", gpu.uuid, kMaxId);
+    w.String("status", GpuStatusName(gpu.status));
+    w.String("reason", gpu.reason);
     w.Close('}');
   }
   w.Close(']');
@@ -305,75 +284,45 @@ void WriteNode(JsonWriter& w, const NodeView& node) {
 
 // The controller's figures, the members of every document.
 void WriteFigures(JsonWriter& w, const ControllerSnapshot& snapshot) {
-  w.Key("schema");
-  w.Int(kViewsJsonSchema);
-  w.Key("now_unix_ms");
-  w.Int(snapshot.now_unix_ms);
-  w.Key("uptime_ms");
-  w.Int(snapshot.uptime_ms);
-  w.Key("reports_received");
-  w.Int(snapshot.reports_received);
-  w.Key("reports_rejected");
-  w.Int(snapshot.reports_rejected);
-  w.Key("version");
-  w.String(snapshot.version, kMaxId);
+  w.Int("schema", kViewsJsonSchema);
+  w.Int("now_unix_ms", snapshot.now_unix_ms);
+  w.Int("uptime_ms", snapshot.uptime_ms);
+  w.Int("reports_received", snapshot.reports_received);
+  w.Int("reports_rejected", snapshot.reports_rejected);
+  w.String("version", snapshot.version, kMaxId);
 }
 
 // What a job's summary says (`/api/jobs`), also the start of its detail.
 void WriteJobSummaryFields(JsonWriter& w, const JobView& job, int64_t now_unix_ms) {
   const JobTotals& totals = job.totals;
-  w.Key("job_id");
-  w.String(job.job_id, kMaxId);
-  w.Key("state");
-  w.String(JobStateName(job.state));
-  w.Key("round");
-  w.Uint(job.round);
-  w.Key("rounds");
-  w.Int(job.rounds);
-  w.Key("nnodes");
-  w.Int(job.nnodes);
-  w.Key("world_size");
-  w.Int(job.world_size);
-  w.Key("min_nodes");
-  w.Int(job.min_nodes);
-  w.Key("max_nodes");
-  w.Int(job.max_nodes);
-  w.Key("last_report_unix_ms");
-  w.Int(job.last_report_unix_ms);
-  w.Key("started_unix_ms");
-  w.Int(job.started_unix_ms);
-  w.Key("ended_unix_ms");
-  w.Int(job.ended_unix_ms);
-  w.Key("duration_ms");
-  w.Int(DurationOf(job, now_unix_ms));
-  w.Key("command");
-  w.String(job.command);
-  w.Key("restored");
-  w.Bool(job.restored);
-  w.Key("restarts_total");
-  w.Int(job.restarts_total);
-  w.Key("hangs_total");
-  w.Int(job.hangs_total);
-  w.Key("failures_total");
-  w.Int(job.failures_total);
+  w.String("job_id", job.job_id, kMaxId);
+  w.String("state", JobStateName(job.state));
+  w.Uint("round", job.round);
+  w.Int("rounds", job.rounds);
+  w.Int("nnodes", job.nnodes);
+  w.Int("world_size", job.world_size);
+  w.Int("min_nodes", job.min_nodes);
+  w.Int("max_nodes", job.max_nodes);
+  w.Int("last_report_unix_ms", job.last_report_unix_ms);
+  w.Int("started_unix_ms", job.started_unix_ms);
+  w.Int("ended_unix_ms", job.ended_unix_ms);
+  w.Int("duration_ms", DurationOf(job, now_unix_ms));
+  w.String("command", job.command);
+  w.Bool("restored", job.restored);
+  w.Int("restarts_total", job.restarts_total);
+  w.Int("hangs_total", job.hangs_total);
+  w.Int("failures_total", job.failures_total);
   w.Key("root_cause");
   WriteRootCause(w, job.root_cause);
   w.Key("waiting");
   w.Open('{');
-  w.Key("waiting");
-  w.Bool(job.waiting.waiting);
-  w.Key("nodes");
-  w.Int(job.waiting.nodes);
-  w.Key("min_nodes");
-  w.Int(job.waiting.min_nodes);
-  w.Key("max_nodes");
-  w.Int(job.waiting.max_nodes);
-  w.Key("gives_up_unix_ms");
-  w.Int(job.waiting.gives_up_unix_ms);
-  w.Key("round");
-  w.Uint(job.waiting.round);
-  w.Key("text");
-  w.String(WaitingText(job.waiting, now_unix_ms));
+  w.Bool("waiting", job.waiting.waiting);
+  w.Int("nodes", job.waiting.nodes);
+  w.Int("min_nodes", job.waiting.min_nodes);
+  w.Int("max_nodes", job.waiting.max_nodes);
+  w.Int("gives_up_unix_ms", job.waiting.gives_up_unix_ms);
+  w.Uint("round", job.waiting.round);
+  w.String("text", WaitingText(job.waiting, now_unix_ms));
   w.Close('}');
   w.Key("lost_nodes");
   w.Open('[');
@@ -381,28 +330,17 @@ void WriteJobSummaryFields(JsonWriter& w, const JobView& job, int64_t now_unix_m
   w.Close(']');
   w.Key("totals");
   w.Open('{');
-  w.Key("nodes");
-  w.Int(totals.nodes);
-  w.Key("nodes_up");
-  w.Int(totals.nodes_up);
-  w.Key("nodes_lost");
-  w.Int(totals.nodes_lost);
-  w.Key("workers");
-  w.Int(totals.workers);
-  w.Key("workers_running");
-  w.Int(totals.workers_running);
-  w.Key("progress_step");
-  w.Int(totals.progress_step);
-  w.Key("steps_per_second");
-  w.Double(totals.steps_per_second);
-  w.Key("progress_age_ms");
-  w.Int(totals.progress_age_ms);
-  w.Key("report_lag_ms");
-  w.Int(totals.report_lag_ms);
-  w.Key("gpus_fatal");
-  w.Int(totals.gpus_fatal);
-  w.Key("gpus_degraded");
-  w.Int(totals.gpus_degraded);
+  w.Int("nodes", totals.nodes);
+  w.Int("nodes_up", totals.nodes_up);
+  w.Int("nodes_lost", totals.nodes_lost);
+  w.Int("workers", totals.workers);
+  w.Int("workers_running", totals.workers_running);
+  w.Int("progress_step", totals.progress_step);
+  w.Double("steps_per_second", totals.steps_per_second);
+  w.Int("progress_age_ms", totals.progress_age_ms);
+  w.Int("report_lag_ms", totals.report_lag_ms);
+  w.Int("gpus_fatal", totals.gpus_fatal);
+  w.Int("gpus_degraded", totals.gpus_degraded);
   w.Close('}');
 }
 
@@ -415,8 +353,7 @@ void WriteJobDetail(JsonWriter& w, const JobView& job, int64_t now_unix_ms, size
   w.Key("nodes_total");
   w.Int(
       std::max<int64_t>(job.nodes_total, job.nodes_from + static_cast<int64_t>(job.nodes.size())));
-  w.Key("nodes_from");
-  w.Int(job.nodes_from);
+  w.Int("nodes_from", job.nodes_from);
   w.Key("nodes");
   w.Open('[');
   size_t written = 0;
@@ -427,21 +364,17 @@ void WriteJobDetail(JsonWriter& w, const JobView& job, int64_t now_unix_ms, size
   }
   w.Close(']');
   const int64_t end = job.nodes_from + static_cast<int64_t>(written);
-  w.Key("next_from");
-  w.Int(end < std::max<int64_t>(job.nodes_total, job.nodes_from + job.nodes.size()) ? end : -1);
+  w.Int("next_from",
+        end < std::max<int64_t>(job.nodes_total, job.nodes_from + job.nodes.size()) ? end : -1);
   if (nodes_written != nullptr) *nodes_written = written;
   w.Key("restarts");
   w.Open('[');
   for (const RestartView& restart : job.restarts) {
     w.Open('{');
-    w.Key("round");
-    w.Uint(restart.round);
-    w.Key("at_unix_ms");
-    w.Int(restart.at_unix_ms);
-    w.Key("node_id");
-    w.String(restart.node_id, kMaxId);
-    w.Key("cause");
-    w.String(restart.cause);
+    w.Uint("round", restart.round);
+    w.Int("at_unix_ms", restart.at_unix_ms);
+    w.String("node_id", restart.node_id, kMaxId);
+    w.String("cause", restart.cause);
     w.Close('}');
   }
   w.Close(']');
@@ -449,22 +382,14 @@ void WriteJobDetail(JsonWriter& w, const JobView& job, int64_t now_unix_ms, size
   w.Open('[');
   for (const HangView& hang : job.hangs) {
     w.Open('{');
-    w.Key("round");
-    w.Uint(hang.round);
-    w.Key("at_unix_ms");
-    w.Int(hang.at_unix_ms);
-    w.Key("node_id");
-    w.String(hang.node_id, kMaxId);
-    w.Key("verdict");
-    w.String(hang.verdict);
-    w.Key("evidence_summary");
-    w.String(hang.evidence_summary);
-    w.Key("seq");
-    w.Int(hang.seq);
-    w.Key("evidence_bytes");
-    w.Int(hang.evidence_bytes);
-    w.Key("suspect");
-    w.Bool(hang.suspect);
+    w.Uint("round", hang.round);
+    w.Int("at_unix_ms", hang.at_unix_ms);
+    w.String("node_id", hang.node_id, kMaxId);
+    w.String("verdict", hang.verdict);
+    w.String("evidence_summary", hang.evidence_summary);
+    w.Int("seq", hang.seq);
+    w.Int("evidence_bytes", hang.evidence_bytes);
+    w.Bool("suspect", hang.suspect);
     w.Close('}');
   }
   w.Close(']');
@@ -472,18 +397,12 @@ void WriteJobDetail(JsonWriter& w, const JobView& job, int64_t now_unix_ms, size
   w.Open('[');
   for (const RoundView& r : job.rounds_timeline) {
     w.Open('{');
-    w.Key("round");
-    w.Uint(r.round);
-    w.Key("started_unix_ms");
-    w.Int(r.started_unix_ms);
-    w.Key("ended_unix_ms");
-    w.Int(r.ended_unix_ms);
-    w.Key("nodes");
-    w.Int(r.nodes);
-    w.Key("world_size");
-    w.Int(r.world_size);
-    w.Key("restart_cause");
-    w.String(r.restart_cause);
+    w.Uint("round", r.round);
+    w.Int("started_unix_ms", r.started_unix_ms);
+    w.Int("ended_unix_ms", r.ended_unix_ms);
+    w.Int("nodes", r.nodes);
+    w.Int("world_size", r.world_size);
+    w.String("restart_cause", r.restart_cause);
     w.Key("ended_by");
     WriteRootCause(w, r.ended_by);
     w.Close('}');
@@ -491,8 +410,7 @@ void WriteJobDetail(JsonWriter& w, const JobView& job, int64_t now_unix_ms, size
   w.Close(']');
   w.Key("series");
   w.Open('{');
-  w.Key("every_ms");
-  w.Int(job.series.every_ms);
+  w.Int("every_ms", job.series.every_ms);
   w.Key("keys");
   w.Open('[');
   for (const std::string& key : job.series.keys) w.String(key, kMaxId);
@@ -1221,24 +1139,17 @@ std::string RenderJson(const ControllerSnapshot& snapshot) {
 std::string RenderEvidenceJson(absl::string_view job_id, const std::vector<EvidenceView>& hangs) {
   JsonWriter w;
   w.Open('{');
-  w.Key("schema");
-  w.Int(kViewsJsonSchema);
-  w.Key("job_id");
-  w.String(job_id, kMaxId);
+  w.Int("schema", kViewsJsonSchema);
+  w.String("job_id", job_id, kMaxId);
   w.Key("hangs");
   w.Open('[');
   for (const EvidenceView& h : hangs) {
     w.Open('{');
-    w.Key("seq");
-    w.Int(h.seq);
-    w.Key("round");
-    w.Uint(h.round);
-    w.Key("at_unix_ms");
-    w.Int(h.at_unix_ms);
-    w.Key("node_id");
-    w.String(h.node_id, kMaxId);
-    w.Key("verdict");
-    w.String(h.verdict);
+    w.Int("seq", h.seq);
+    w.Uint("round", h.round);
+    w.Int("at_unix_ms", h.at_unix_ms);
+    w.String("node_id", h.node_id, kMaxId);
+    w.String("verdict", h.verdict);
     w.Key("evidence");
     // Every line: the agent bounds one hang's evidence (16 KiB).
     w.String(h.evidence, 1 << 20);

@@ -953,15 +953,20 @@ class Validator:
             self.err(w, "TRAINLET_NNODES in a torch TrainJob: Trainer's PET_NNODES already says it, "
                      "and the two would disagree when numNodes changes")
 
-    def check_deployment(self, d):
+    def check_selector(self, d):
+        """A Deployment's or StatefulSet's selector matches its own pod template."""
         spec = d.obj.get("spec") or {}
-        w = d.where()
         sel = (spec.get("selector") or {}).get("matchLabels") or {}
         labels = ((spec.get("template") or {}).get("metadata") or {}).get("labels") or {}
         if not sel:
-            self.err(w, "spec.selector.matchLabels is required")
+            self.err(d.where(), "spec.selector.matchLabels is required")
         elif any(labels.get(k) != v for k, v in sel.items()):
-            self.err(w, f"selector {sel} does not match the pod template's labels {labels}")
+            self.err(d.where(), f"selector {sel} does not match the pod template's labels {labels}")
+
+    def check_deployment(self, d):
+        spec = d.obj.get("spec") or {}
+        w = d.where()
+        self.check_selector(d)
         for c in ((spec.get("template") or {}).get("spec") or {}).get("containers") or []:
             if trainlet_command(c)[0] == "coordinator":
                 self.err(w, "`trainlet coordinator` in a Deployment: it exits when the job is over, "
@@ -971,12 +976,7 @@ class Validator:
     def check_statefulset(self, d, docs):
         spec = d.obj.get("spec") or {}
         w = d.where()
-        sel = (spec.get("selector") or {}).get("matchLabels") or {}
-        labels = ((spec.get("template") or {}).get("metadata") or {}).get("labels") or {}
-        if not sel:
-            self.err(w, "spec.selector.matchLabels is required")
-        elif any(labels.get(k) != v for k, v in sel.items()):
-            self.err(w, f"selector {sel} does not match the pod template's labels {labels}")
+        self.check_selector(d)
         services = {x.name for x in docs if x.kind == "Service"}
         if spec.get("serviceName") not in services:
             self.err(w, f"serviceName {spec.get('serviceName')!r} names no Service here")
