@@ -114,8 +114,12 @@ absl::StatusOr<Speaks> Probe(const std::string& host, int port, absl::Duration t
   if (got.size() >= 9 && got[3] == '\x04') return Speaks::kGrpc;  // an HTTP/2 SETTINGS frame.
   if (!got.empty() && (got[0] == '\x15' || got[0] == '\x16')) return Speaks::kTls;
   if (got.empty()) {
-    return absl::UnavailableError(
-        absl::StrCat(where, ": connected, but no answer within --timeout"));
+    // A TLS gRPC port waits for a handshake and says nothing.
+    return absl::UnavailableError(absl::StrCat(
+        where,
+        ": connected, but no answer within --timeout; a controller whose gRPC port has TLS "
+        "answers only with --tls-ca, --tls-cert and --tls-key (or --tls-dir), as `trainlet run` "
+        "was given"));
   }
   return Speaks::kOther;
 }

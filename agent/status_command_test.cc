@@ -11,6 +11,7 @@
 #include "controller/views.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "rendezvous/testing/test_pki.h"
 
 namespace trainlet::agent {
 namespace {
@@ -268,6 +269,44 @@ TEST_F(StatusCommandOneAddress, TheGrpcAddressOfRunWorks) {
 TEST_F(StatusCommandOneAddress, GrpcWithoutTheToken_Exits77NamingIt) {
   EXPECT_EQ(Run({absl::StrCat("--controller=127.0.0.1:", host_->port())}), kExitRejected);
   EXPECT_THAT(err_.str(), HasSubstr("--token-file"));
+}
+
+// The same address and files as the agents' mutual TLS.
+TEST(StatusCommandTls, TheAgentsTlsFilesReadTheGrpcPort) {
+  auto pki = rendezvous::testing::TestPki::Create();
+  ASSERT_TRUE(pki.ok()) << pki.status();
+  auto server = (*pki)->IssueConfig("controller", "ca", {"DNS:localhost", "IP:127.0.0.1"});
+  ASSERT_TRUE(server.ok()) << server.status();
+  auto client = (*pki)->Issue("agent", "ca", {"DNS:agent"});
+  ASSERT_TRUE(client.ok()) << client.status();
+  controller::ControllerHostOptions o;
+  o.listen = {"127.0.0.1", 0};
+  o.tls = *server;
+  auto host = controller::ControllerHost::Start(o);
+  ASSERT_TRUE(host.ok()) << host.status();
+  v1::HealthReport r;
+  r.set_job_id("jobT");
+  r.set_node_id("pod-0");
+  r.set_incarnation(9);
+  r.set_sequence(1);
+  r.set_round(1);
+  r.set_node_rank(0);
+  r.set_nnodes(1);
+  r.set_world_size(1);
+  r.set_state(v1::HealthReport::RUNNING);
+  r.set_report_interval_ms(5000);
+  r.set_exit_code(-1);
+  ASSERT_TRUE((*host)->core().Report(r).ok());
+  const std::string address = absl::StrCat("--controller=127.0.0.1:", (*host)->port());
+  std::ostringstream out, err;
+  ASSERT_EQ(RunStatusCommand({address, "--tls-dir=" + client->dir, "jobT"}, {}, out, err),
+            kExitSuccess)
+      << err.str();
+  EXPECT_THAT(out.str(), HasSubstr("JOB jobT: active"));
+  // Without them, the message says what a TLS port wants.
+  std::ostringstream out2, err2;
+  EXPECT_EQ(RunStatusCommand({address, "--timeout=1s"}, {}, out2, err2), kExitUnavailable);
+  EXPECT_THAT(err2.str(), HasSubstr("answers only with --tls-ca, --tls-cert and --tls-key"));
 }
 
 TEST(StatusCommand, Usage_Exits64) {
