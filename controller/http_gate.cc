@@ -367,9 +367,12 @@ void HttpGate::Register(int fd) {
   const int from_peer = peer == per_peer_.end() ? 0 : peer->second;
   if (static_cast<int>(pending_.size()) >= options_.max_pending ||
       from_peer >= options_.max_pending_per_peer) {
+    {
+      // Counted before the peer can see its connection end.
+      absl::MutexLock lock(&mu_);
+      ++stats_.refused;
+    }
     close(fd);
-    absl::MutexLock lock(&mu_);
-    ++stats_.refused;
     return;
   }
   auto p = std::make_unique<Pending>();
@@ -381,9 +384,11 @@ void HttpGate::Register(int fd) {
     if (p->ssl == nullptr || SSL_set_fd(p->ssl, fd) != 1) {
       ERR_clear_error();
       if (p->ssl != nullptr) SSL_free(p->ssl);
+      {
+        absl::MutexLock lock(&mu_);
+        ++stats_.bad;
+      }
       close(fd);
-      absl::MutexLock lock(&mu_);
-      ++stats_.bad;
       return;
     }
     SSL_set_accept_state(p->ssl);
@@ -426,8 +431,10 @@ void HttpGate::Advance(Pending* p) {
       if (e == SSL_ERROR_WANT_WRITE) return Want(p, EPOLLOUT);
       // Anyone can fail a handshake: debug level only.
       TLOG(kDebug) << "controller http: TLS handshake with " << p->peer << " failed";
-      absl::MutexLock lock(&mu_);
-      ++stats_.bad;
+      {
+        absl::MutexLock lock(&mu_);
+        ++stats_.bad;
+      }
       return Close(p);
     }
     p->handshaking = false;
