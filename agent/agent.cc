@@ -18,6 +18,7 @@
 #include "agent/worker_env.h"
 #include "common/exit_codes.h"
 #include "common/logging.h"
+#include "controller/report_limits.h"
 #include "launcher/command_resolver.h"
 #include "launcher/signals.h"
 #include "topology/env_advice.h"
@@ -116,7 +117,8 @@ std::vector<launcher::ProcessSpec> WorkerSpecsFor(
   }
   // NCCL/CUDA advice (topology/env_advice.h): never over what the user set.
   topology::EnvAdvice advice;
-  if (config.node_probe != nullptr) {
+  const bool nccl = config.node_probe != nullptr && topology::NcclAdviceApplies(*config.node_probe);
+  if (nccl) {
     topology::EnvContext context;
     // What the user set: the environment, and NCCL's own config files
     // (which NCCL applies without overwriting, so advice would override them).
@@ -124,10 +126,11 @@ std::vector<launcher::ProcessSpec> WorkerSpecsFor(
     for (const auto& [k, v] : base_env) context.user_env[k] = v;
     context.nccl_hostid = a.self().nccl_hostid();
     if (a.nnodes() > 1) {
-      // The interface towards the master (a numeric MASTER_ADDR), else the
-      // one carrying the address the coordinator saw this node at.
-      if (a.node_rank() != 0)
-        context.socket_interface = topology::InterfaceRoutingTo(a.master_addr());
+      // The same rule on every node (node 0 included): the interface
+      // towards the job's first numeric address.
+      std::vector<std::string> job_addrs = {a.master_addr()};
+      for (const auto& n : a.nodes()) job_addrs.push_back(n.addr());
+      context.socket_interface = topology::JobSocketInterface(job_addrs);
       if (context.socket_interface.empty()) context.advertise_addr = a.self().addr();
     }
     advice = topology::AdviseEnv(*config.node_probe, context);
@@ -140,7 +143,7 @@ std::vector<launcher::ProcessSpec> WorkerSpecsFor(
       notes->push_back(absl::StrCat("NCCL advice: ", v.name, "=", SafeForLog(v.value, 200)));
     }
     for (const std::string& n : advice.notes) notes->push_back("NCCL advice: " + n);
-    if (a.self().colocated() > 1 && a.self().nccl_hostid().empty()) {
+    if (nccl && a.self().colocated() > 1 && a.self().nccl_hostid().empty()) {
       notes->push_back(absl::StrCat(
           a.self().colocated() - 1,
           " other pod(s) of this job run on this machine, not sharing this pod's IPC namespace "
@@ -393,6 +396,7 @@ void Agent::RequestTracebackOf(int local_rank) {
     before = seams_.progress->TracebackBytes(local_rank);
     if (kill(target, SIGUSR1) == 0) {
       sent = true;
+      traceback_pids_[local_rank] = target;
       note = absl::StrCat("sent SIGUSR1 to pid ", target);
       TLOG(kInfo) << "asking worker local rank " << local_rank << " (pid " << target
                   << ") for its Python stacks (SIGUSR1)";
@@ -404,27 +408,57 @@ void Agent::RequestTracebackOf(int local_rank) {
   Feed(TracebackRequested{local_rank, sent, before});
 }
 
-void Agent::SaveHangEvidence(HangEvidence e) {
-  e.pid = seams_.workers->worker_pid(e.local_rank);
-  e.processes = ReadProcessGroup(e.pid, &e.processes_total, seams_.proc_root);
-  e.output_relayed = config_.prefix_output;
-  e.output_tail = seams_.workers->OutputTail(e.local_rank);
-  e.traceback_note = traceback_notes_[e.local_rank];
-  traceback_notes_.erase(e.local_rank);
-  if (seams_.progress != nullptr) e.traceback = seams_.progress->ReadTraceback(e.local_rank);
-  // One log line per evidence line, each escaped (ToText does).
-  for (absl::string_view line : absl::StrSplit(e.ToText(), '\n', absl::SkipEmpty())) {
-    TLOG(kError) << "hang evidence: " << line;
+void Agent::CollectEvidence(std::vector<HangEvidence> evidence) {
+  HangEvidenceCollected collected;
+  collected.report.set_collected(true);
+  for (HangEvidence& e : evidence) {
+    e.pid = seams_.workers->worker_pid(e.local_rank);
+    if (e.pid > 0) e.processes = ReadProcessGroup(e.pid, &e.processes_total, seams_.proc_root);
+    e.output_relayed = config_.prefix_output;
+    e.output_tail = seams_.workers->OutputTail(e.local_rank);
+    e.traceback_note =
+        e.exited ? "not requested: the worker had exited" : traceback_notes_[e.local_rank];
+    e.traceback_pid = traceback_pids_[e.local_rank];
+    if (seams_.progress != nullptr && !e.exited) {
+      e.traceback = seams_.progress->ReadTraceback(e.local_rank);
+    }
+    e.place = PlaceOf(e);
+    // One log line per evidence line, each escaped (ToText does): the
+    // whole evidence stays on the node.
+    for (absl::string_view line : absl::StrSplit(e.ToText(), '\n', absl::SkipEmpty())) {
+      TLOG(kError) << "hang evidence: " << line;
+    }
+    *collected.report.add_workers() = Summarize(e);
+  }
+  traceback_notes_.clear();
+  traceback_pids_.clear();
+  evidence_ = std::move(evidence);
+  Feed(collected);
+}
+
+void Agent::OnHangJudged(const HangJudged& judged) {
+  auto suspect = std::find_if(evidence_.begin(), evidence_.end(), [&](const HangEvidence& e) {
+    return e.local_rank == judged.suspect_local_rank;
+  });
+  if (suspect == evidence_.end()) return;  // the suspect is another node's: that node reports
+  // The suspect's evidence first, then the rest of this node's, within the
+  // controller's bound; this node's log has every line.
+  std::string text = absl::StrCat("hang: ", judged.summary, "\n", suspect->ToText());
+  for (const HangEvidence& e : evidence_) {
+    if (&e != &*suspect) absl::StrAppend(&text, e.ToText());
+  }
+  constexpr absl::string_view kCut =
+      "\n...(cut: every line is in this node's log, the 'hang evidence:' lines)\n";
+  if (text.size() > controller::kMaxHangEvidenceLength) {
+    text.resize(controller::kMaxHangEvidenceLength - kCut.size());
+    text.append(kCut.data(), kCut.size());
   }
   if (seams_.reporter != nullptr) {
-    seams_.reporter->AddEvent(v1::ReportEvent::HANG,
-                              absl::StrCat("rank ", e.global_rank, " (local rank ", e.local_rank,
-                                           ") hung: no progress for ",
-                                           absl::FormatDuration(e.silence), " (--hang-timeout)"),
-                              e.ToText());
+    seams_.reporter->AddEvent(v1::ReportEvent::HANG, absl::StrCat("hang: ", judged.summary),
+                              std::move(text));
   }
   absl::MutexLock lock(&status_mu_);
-  last_hang_ = std::make_shared<const HangEvidence>(std::move(e));
+  last_hang_ = std::make_shared<const HangEvidence>(*suspect);
 }
 
 void Agent::Execute(const std::vector<RoundAction>& actions) {
@@ -499,7 +533,9 @@ void Agent::Execute(const std::vector<RoundAction>& actions) {
           } else if constexpr (std::is_same_v<T, RequestTraceback>) {
             RequestTracebackOf(a.local_rank);
           } else if constexpr (std::is_same_v<T, CollectHangEvidence>) {
-            SaveHangEvidence(a.evidence);
+            CollectEvidence(a.evidence);
+          } else if constexpr (std::is_same_v<T, HangJudged>) {
+            OnHangJudged(a);
           } else if constexpr (std::is_same_v<T, CheckTraceback>) {
             Feed(TracebackSize{a.local_rank, seams_.progress != nullptr
                                                  ? seams_.progress->TracebackBytes(a.local_rank)

@@ -10,8 +10,10 @@
 // TRAINLET_PROGRESS_FILE and TRAINLET_TRACEBACK_FILE, watches the directory
 // through the worker group's poll (WatchFd) and feeds ProgressReported
 // events; on RequestTraceback it sends SIGUSR1 to a worker that opted in; on
-// CollectHangEvidence it reads /proc and the worker's output tail, logs the
-// evidence and keeps it for status() (docs/progress.md).
+// CollectHangEvidence it reads /proc, each worker's output tail and stacks,
+// logs the evidence (`hang evidence:` lines) and answers with each worker's
+// summary; on HangJudged it keeps the suspect's evidence for status() and
+// reports the hang, the suspect's evidence first (docs/progress.md).
 //
 // Threading: Run() owns the calling thread, which must outlive the workers
 // (PDEATHSIG is tied to the forking thread). Client callbacks run on other
@@ -124,7 +126,10 @@ class Agent {
   // Feeds what changed in the progress directory.
   void CollectProgress();
   void RequestTracebackOf(int local_rank);
-  void SaveHangEvidence(HangEvidence evidence);
+  // CollectHangEvidence: every local worker's evidence, logged, kept until
+  // the hang is judged; answers with HangEvidenceCollected.
+  void CollectEvidence(std::vector<HangEvidence> evidence);
+  void OnHangJudged(const HangJudged& judged);
 
   const RunConfig& config_;
   const std::map<std::string, std::string> base_env_;
@@ -144,8 +149,12 @@ class Agent {
   std::map<int, int> progress_pids_;
   // This round's local workers, by local rank (for status()).
   std::map<int, WorkerStatus> workers_;
-  // What RequestTraceback did, by local rank, for the evidence.
+  // What RequestTraceback did, by local rank, for the evidence: a note, and
+  // the process it signalled.
   std::map<int, std::string> traceback_notes_;
+  std::map<int, pid_t> traceback_pids_;
+  // This round's hang evidence, by local rank, until the hang is judged.
+  std::vector<HangEvidence> evidence_;
   // Progress is read at most every kProgressMinInterval: until then the
   // inotify fd is not watched (a worker writing in a tight loop costs the
   // agent at most 10 reads a second).

@@ -29,6 +29,7 @@ using rendezvous::testing::MakeAssignment;
 using rendezvous::testing::MakeDirective;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 constexpr absl::Duration kHeartbeat = absl::Milliseconds(500);  // timeout 5 s.
 constexpr const char* AgentTest_kUdpKey = "0123456789abcdef";   // UdpAssignment's key
@@ -69,6 +70,7 @@ class AgentTest : public ::testing::Test {
     seams.clock = &clock_;
     seams.set_serving = [this](bool on) { serving_.push_back(on); };
     seams.progress = progress_;
+    seams.reporter = reporter_;
     seams.proc_root = "/nonexistent/proc";  // the fake's pids are not this host's
     seams.node_health = node_health_;
     seams.idle_with_workers = [this] { idle_with_workers_at_.push_back(workers_.starts.size()); };
@@ -175,6 +177,7 @@ class AgentTest : public ::testing::Test {
   size_t next_answer_ = 0;
   std::vector<std::function<void()>> pending_;
   ProgressDir* progress_ = nullptr;
+  StatusReporter* reporter_ = nullptr;
   std::function<std::vector<std::string>()> node_health_;
   // How many starts the workers had seen at each idle_with_workers call.
   std::vector<size_t> idle_with_workers_at_;
@@ -624,23 +627,46 @@ class RejoinDatagramTest : public RejoinByDatagramTest {
                                               *rendezvous::LivenessKeyFromBytes(key),
                                               rendezvous::LivenessKind::kRejoin);
   }
+  static std::string DirectiveDatagram(const v1::Directive& d, const char* key = kUdpKey) {
+    return *rendezvous::EncodeDirectiveDatagram(3, 0x1234, d.round(), d.SerializeAsString(),
+                                                *rendezvous::LivenessKeyFromBytes(key));
+  }
+  // Round 1 runs until `restart` delivers the Rejoin by datagram at its
+  // first idle; the READYs of round 2 get its assignment down the kept
+  // stream; round 2's workers exit 0 and the job finishes.
+  void RestartByDatagramThenFinish(std::function<void()> restart) {
+    workers_.on_start = [this, restart](const auto&) {
+      if (workers_.starts.size() == 1) {
+        WhenIdle(restart);
+      } else {
+        workers_.ExitAll(0);
+        WhenIdle([this] { client_.SendDirective(JobFinished(2)); });
+      }
+    };
+    OnReady(
+        [this](const rendezvous::LivenessDatagram& d) -> std::optional<rendezvous::LivenessBytes> {
+          if (d.round == 2) WhenIdle([this] { client_.SendDirective(Pushed(Round(2))); });
+          return std::nullopt;
+        });
+  }
+  // Whether an alive datagram of `round` went out before the first READY:
+  // the Rejoin confirmed at once (the workers still stop), so that the
+  // coordinator sends it no more.
+  bool ConfirmedBeforeReady(uint64_t round) const {
+    for (const rendezvous::LivenessBytes& b : client_.datagrams()) {
+      std::optional<rendezvous::LivenessDatagram> d =
+          rendezvous::ParseAgentDatagram(b.data(), b.size());
+      if (!d.has_value() || d->kind == rendezvous::LivenessKind::kReady) return false;
+      if (d->round == round) return true;
+    }
+    return false;
+  }
 };
 
 TEST_F(RejoinDatagramTest, IsTheRejoin_ReadyByDatagram_TheAssignmentFromTheKeptStream) {
   client_.liveness_fd_value = 77;
   JoinAnswers({UdpAssignment(absl::Milliseconds(470))});
-  workers_.on_start = [this](const auto&) {
-    if (workers_.starts.size() == 1) {
-      WhenIdle([this] { client_.DeliverDatagram(RejoinDatagram(2)); });
-    } else {
-      workers_.ExitAll(0);
-      WhenIdle([this] { client_.SendDirective(JobFinished(2)); });
-    }
-  };
-  OnReady([&](const rendezvous::LivenessDatagram& d) -> std::optional<rendezvous::LivenessBytes> {
-    if (d.round == 2) WhenIdle([&] { client_.SendDirective(Pushed(Round(2))); });
-    return std::nullopt;
-  });
+  RestartByDatagramThenFinish([this] { client_.DeliverDatagram(RejoinDatagram(2)); });
   EXPECT_EQ(Run(), 0);
   ASSERT_EQ(workers_.starts.size(), 2u);
   EXPECT_EQ(agent_->status().round, 2u);
@@ -649,21 +675,38 @@ TEST_F(RejoinDatagramTest, IsTheRejoin_ReadyByDatagram_TheAssignmentFromTheKeptS
   EXPECT_TRUE(client_.watches()[0].accepts_rejoin_datagram());
   ASSERT_FALSE(Readies().empty());
   EXPECT_EQ(Readies()[0].round, 2u);
-  // Confirmed at once with an alive datagram of round 2, before any READY
-  // (the workers still stop), so that the coordinator sends it no more.
-  bool confirmed = false;
-  for (const rendezvous::LivenessBytes& b : client_.datagrams()) {
-    std::optional<rendezvous::LivenessDatagram> d =
-        rendezvous::ParseAgentDatagram(b.data(), b.size());
-    ASSERT_TRUE(d.has_value());
-    if (d->kind == rendezvous::LivenessKind::kReady) break;
-    confirmed |= d->round == 2;
-  }
-  EXPECT_TRUE(confirmed);
+  EXPECT_TRUE(ConfirmedBeforeReady(2));
   // The liveness socket is in the loop's poll (a REJOIN wakes it), and
   // out of it at the end.
   EXPECT_THAT(workers_.watched_fds, ::testing::Contains(std::make_pair(1, 77)));
   EXPECT_EQ(workers_.watched_fds.back(), std::make_pair(1, -1));
+}
+
+TEST_F(RejoinDatagramTest, AsADirectiveDatagram_ItsReasonIsLogged_AndItIsConfirmed) {
+  // The coordinator sends the Rejoin itself, reason and all, to a Watch
+  // that accepts_rejoin_directive: this node's log says why it restarts.
+  JoinAnswers({UdpAssignment(absl::Milliseconds(470))});
+  v1::Directive rejoin = ReadyRejoin(1);
+  rejoin.mutable_rejoin()->set_reason(
+      "node node-0 (rank 0) lost: its agent disconnected (watch stream closed) (restart 1 of 3)");
+  RestartByDatagramThenFinish([&] {
+    v1::Directive replay = rejoin;
+    replay.mutable_rejoin()->set_next_round(1);  // not above its round: nothing
+    client_.DeliverDirectiveDatagram(DirectiveDatagram(replay));
+    client_.DeliverDirectiveDatagram(DirectiveDatagram(rejoin));
+  });
+  ::testing::internal::CaptureStderr();
+  const int code = Run();
+  const std::string log = ::testing::internal::GetCapturedStderr();
+  EXPECT_EQ(code, 0);
+  EXPECT_THAT(log, HasSubstr("restart: node node-0 (rank 0) lost: its agent disconnected (watch "
+                             "stream closed) (restart 1 of 3); re-joining for round 2"));
+  EXPECT_THAT(log, Not(HasSubstr("told by a REJOIN datagram")));
+  ASSERT_EQ(workers_.starts.size(), 2u);
+  EXPECT_EQ(client_.joins().size(), 1u) << "no Join call for round 2";
+  ASSERT_FALSE(client_.watches().empty());
+  EXPECT_TRUE(client_.watches()[0].accepts_rejoin_directive());
+  EXPECT_TRUE(ConfirmedBeforeReady(2));
 }
 
 TEST_F(RejoinDatagramTest, NotItsOwn_OrNotNewer_IsIgnored) {
@@ -759,51 +802,101 @@ TEST_F(AgentTest, WorkerFailure_ReportsStopsTheOthersAndExitsWithItsCode) {
   EXPECT_THAT(agent_->status().last_failure, HasSubstr("worker rank 3"));
 }
 
-// The executor's part of hang detection: the workers' environment, progress
-// read from the real files, the evidence kept for status().
-TEST_F(AgentTest, HungWorker_EvidenceInStatus_ReportedFailedWithCode80) {
-  auto dir = ProgressDir::Create({}, {});
-  ASSERT_TRUE(dir.ok()) << dir.status();
-  progress_ = dir->get();
-  config_.hang_timeout = absl::Seconds(10);
-  config_.prefix_output = true;
-  workers_.output_tail = {"loading batch 7"};
-  JoinAnswers({MakeAssignment(1, 1, 2, 2, kHeartbeat)});
-  absl::Time reported_at;
-  workers_.on_start = [&](const std::vector<launcher::ProcessSpec>& specs) {
-    ASSERT_EQ(specs.size(), 2u);
-    for (const launcher::ProcessSpec& spec : specs) {
-      EXPECT_THAT(spec.env,
-                  ::testing::Contains(absl::StrCat("TRAINLET_PROGRESS_FILE=",
-                                                   progress_->ProgressFile(spec.local_rank))));
-      EXPECT_THAT(spec.env,
-                  ::testing::Contains(absl::StrCat("TRAINLET_TRACEBACK_FILE=",
-                                                   progress_->TracebackFile(spec.local_rank))));
-    }
-    WhenIdle([&] {
-      std::ofstream(progress_->ProgressFile(1)) << "step=41\nstep=42 loss=0.25\n";
-      reported_at = clock_.Now();
-    });
+// Records what the executor hands the controller's reporter.
+class RecordingReporter : public StatusReporter {
+ public:
+  struct Event {
+    v1::ReportEvent::Kind kind;
+    std::string cause;
+    std::string evidence;
   };
-  absl::Time failed_at;
-  client_.on_report = [&](const v1::ReportRequest& r) {
-    if (r.state() == v1::ReportRequest::FAILED) {
-      if (failed_at == absl::Time()) failed_at = clock_.Now();
-      WhenIdle([&] { client_.SendDirective(JobFailed(1)); });
+  void Update(const AgentStatus&) override {}
+  void AddEvent(v1::ReportEvent::Kind kind, std::string cause, std::string evidence) override {
+    events.push_back({kind, std::move(cause), std::move(evidence)});
+  }
+  std::vector<Event> events;
+};
+
+// The executor's part of hang detection: the workers' environment, progress
+// read from the real files, every worker's evidence taken and summarised for
+// the coordinator, the suspect's kept for status() and reported first.
+class HungWorkerTest : public AgentTest {
+ protected:
+  // Worker rank 3 (local 1) reports, then both workers go silent.
+  void Start() {
+    auto dir = ProgressDir::Create({}, {});
+    ASSERT_TRUE(dir.ok()) << dir.status();
+    dir_ = *std::move(dir);
+    progress_ = dir_.get();
+    reporter_ = &reporter;
+    config_.hang_timeout = absl::Seconds(10);
+    config_.prefix_output = true;
+    workers_.output_tail = {"loading batch 7"};
+    JoinAnswers({MakeAssignment(1, 1, 2, 2, kHeartbeat)});
+    workers_.on_start = [&](const std::vector<launcher::ProcessSpec>& specs) {
+      ASSERT_EQ(specs.size(), 2u);
+      for (const launcher::ProcessSpec& spec : specs) {
+        EXPECT_THAT(spec.env,
+                    ::testing::Contains(absl::StrCat("TRAINLET_PROGRESS_FILE=",
+                                                     progress_->ProgressFile(spec.local_rank))));
+        EXPECT_THAT(spec.env,
+                    ::testing::Contains(absl::StrCat("TRAINLET_TRACEBACK_FILE=",
+                                                     progress_->TracebackFile(spec.local_rank))));
+      }
+      WhenIdle([&] {
+        std::ofstream(progress_->ProgressFile(1)) << "step=41\nstep=42 loss=0.25\n";
+        reported_at = clock_.Now();
+      });
+    };
+  }
+  // The Reports that carry a HangReport.
+  std::vector<v1::ReportRequest> HangReports() const {
+    std::vector<v1::ReportRequest> out;
+    for (const v1::ReportRequest& r : client_.reports()) {
+      if (r.has_hang()) out.push_back(r);
     }
+    return out;
+  }
+  std::unique_ptr<ProgressDir> dir_;
+  RecordingReporter reporter;
+  absl::Time reported_at;
+};
+
+TEST_F(HungWorkerTest, EveryWorkersEvidence_TheCoordinatorsVerdict_TheSuspectsNodeExits80) {
+  Start();
+  absl::Time declared_at;
+  client_.on_report = [&](const v1::ReportRequest& r) {
+    if (r.hang().declared() && declared_at == absl::Time()) declared_at = clock_.Now();
+    if (!r.hang().collected()) return;
+    WhenIdle([&] {
+      v1::Directive d = MakeDirective(1);
+      d.mutable_job_failed()->set_reason("hang: suspect rank 3 on node-1 (the oldest progress)");
+      v1::HangVerdict* v = d.mutable_job_failed()->mutable_hang();
+      v->set_suspect_node_id("node-1");
+      v->set_suspect_rank(3);
+      v->set_suspect_local_rank(1);
+      v->set_summary("suspect rank 3 on node-1 (the oldest progress)");
+      client_.SendDirective(d);
+    });
   };
   EXPECT_EQ(Run(), kExitWorkerHung);
   // Read on the next turn of the loop after the write, declared 10 s later
   // (the fake advances time by whole waits: at most one heartbeat late).
-  EXPECT_GE(failed_at - reported_at, absl::Seconds(10));
-  EXPECT_LE(failed_at - reported_at, absl::Seconds(10) + kHeartbeat);
-  const auto reports = client_.reports();
-  auto failed = std::find_if(reports.begin(), reports.end(),
-                             [](const auto& r) { return r.state() == v1::ReportRequest::FAILED; });
-  ASSERT_NE(failed, reports.end());
-  EXPECT_EQ(failed->exit_code(), kExitWorkerHung);
-  EXPECT_EQ(failed->failed_local_rank(), 1);
-  EXPECT_THAT(failed->message(), HasSubstr("rank 3 hung"));
+  EXPECT_GE(declared_at - reported_at, absl::Seconds(10));
+  EXPECT_LE(declared_at - reported_at, absl::Seconds(10) + kHeartbeat);
+  EXPECT_EQ(client_.CountReports(v1::ReportRequest::FAILED), 0) << "the coordinator judged";
+  const std::vector<v1::ReportRequest> hang = HangReports();
+  ASSERT_GE(hang.size(), 2u);
+  EXPECT_TRUE(hang[0].hang().declared());
+  EXPECT_EQ(hang[0].hang().declared_local_rank(), 1);
+  EXPECT_FALSE(hang[0].hang().collected());
+  const v1::HangReport& collected = hang[1].hang();
+  EXPECT_TRUE(collected.collected());
+  ASSERT_EQ(collected.workers_size(), 2);
+  EXPECT_EQ(collected.workers(0).progress_age_ms(), -1) << "rank 2 never reported";
+  EXPECT_EQ(collected.workers(1).step(), 42);
+  EXPECT_GE(collected.workers(1).progress_age_ms(), 10000);
+  EXPECT_EQ(collected.workers(1).stack(), v1::WorkerEvidence::STACK_UNKNOWN) << "not opted in";
 
   const AgentStatus status = agent_->status();
   EXPECT_EQ(status.hangs, 1);
@@ -813,11 +906,65 @@ TEST_F(AgentTest, HungWorker_EvidenceInStatus_ReportedFailedWithCode80) {
   ASSERT_NE(status.last_hang, nullptr);
   const HangEvidence& e = *status.last_hang;
   EXPECT_EQ(e.global_rank, 3);
+  EXPECT_TRUE(e.declared);
   EXPECT_EQ(e.last_progress, "step=42 loss=0.25");
   EXPECT_EQ(e.pid, 4001);  // the fake's pid of local rank 1
   EXPECT_THAT(e.output_tail, ElementsAre("loading batch 7"));
   EXPECT_THAT(e.traceback_note, HasSubstr("did not create TRAINLET_TRACEBACK_FILE"));
   EXPECT_THAT(e.ToText(), HasSubstr("| loading batch 7"));
+  // The controller gets the hang with the suspect named first, and its
+  // evidence before the other worker's.
+  ASSERT_EQ(reporter.events.size(), 1u);
+  EXPECT_EQ(reporter.events[0].kind, v1::ReportEvent::HANG);
+  EXPECT_EQ(reporter.events[0].cause, "hang: suspect rank 3 on node-1 (the oldest progress)");
+  EXPECT_THAT(reporter.events[0].evidence,
+              ::testing::StartsWith("hang: suspect rank 3 on node-1 (the oldest progress)\n"
+                                    "worker rank 3 (local rank 1, pid 4001), round 1:"));
+  EXPECT_THAT(reporter.events[0].evidence, HasSubstr("worker rank 2 (local rank 0"));
+}
+
+TEST_F(HungWorkerTest, AnotherNodesSuspect_NoHangReportedHere_Exits75) {
+  Start();
+  client_.on_report = [&](const v1::ReportRequest& r) {
+    if (!r.hang().collected()) return;
+    WhenIdle([&] {
+      v1::Directive d = MakeDirective(1);
+      d.mutable_job_failed()->set_reason("hang: suspect rank 0 on node-0 (not in a collective)");
+      d.mutable_job_failed()->mutable_hang()->set_suspect_node_id("node-0");
+      d.mutable_job_failed()->mutable_hang()->set_summary("suspect rank 0 on node-0");
+      client_.SendDirective(d);
+    });
+  };
+  EXPECT_EQ(Run(), kExitPeerFailed);
+  EXPECT_TRUE(reporter.events.empty()) << "node-0 reports it";
+  EXPECT_EQ(agent_->status().last_hang, nullptr) << "its workers were the victims";
+}
+
+TEST_F(HungWorkerTest, NoVerdict_JudgesItsOwnWorkers_ReportedFailedWithCode80) {
+  Start();
+  absl::Time collected_at, failed_at;
+  client_.on_report = [&](const v1::ReportRequest& r) {
+    if (r.hang().collected() && collected_at == absl::Time()) collected_at = clock_.Now();
+    if (r.state() == v1::ReportRequest::FAILED) {
+      if (failed_at == absl::Time()) failed_at = clock_.Now();
+      WhenIdle([&] { client_.SendDirective(JobFailed(1)); });
+    }
+  };
+  EXPECT_EQ(Run(), kExitWorkerHung);
+  EXPECT_GE(failed_at - collected_at, absl::Seconds(10));
+  EXPECT_LE(failed_at - collected_at, absl::Seconds(10) + kHeartbeat);
+  const auto reports = client_.reports();
+  auto failed = std::find_if(reports.begin(), reports.end(),
+                             [](const auto& r) { return r.state() == v1::ReportRequest::FAILED; });
+  ASSERT_NE(failed, reports.end());
+  EXPECT_EQ(failed->exit_code(), kExitWorkerHung);
+  EXPECT_EQ(failed->failed_local_rank(), 1);
+  EXPECT_THAT(failed->message(), HasSubstr("hang: suspect rank 3 on node-1 (no stack outside a "
+                                           "collective; the oldest progress: 10s ago"));
+  ASSERT_EQ(reporter.events.size(), 1u);
+  EXPECT_THAT(reporter.events[0].cause, HasSubstr("hang: suspect rank 3 on node-1"));
+  ASSERT_NE(agent_->status().last_hang, nullptr);
+  EXPECT_EQ(agent_->status().last_hang->global_rank, 3);
 }
 
 TEST_F(AgentTest, ElasticRejoinAfterALocalFailure_ChecksGpuHealth_AndLeavesWith81) {
@@ -1103,10 +1250,6 @@ class ReleasedStreamTest : public RejoinDatagramTest {
     client_.SendDirective(d);
     client_.EndStream(absl::OkStatus());
   }
-  static std::string DirectiveDatagram(const v1::Directive& d, const char* key = kUdpKey) {
-    return *rendezvous::EncodeDirectiveDatagram(3, 0x1234, d.round(), d.SerializeAsString(),
-                                                *rendezvous::LivenessKeyFromBytes(key));
-  }
   // Acks every alive and READY datagram (not at most one per T/4: enough
   // for these tests) while `acking(time since start)`.
   void AckAll(std::function<bool(absl::Duration)> acking) {
@@ -1138,21 +1281,29 @@ class ReleasedStreamTest : public RejoinDatagramTest {
     const absl::Time start = clock_.Now();
     workers_.on_idle = [this, start, fn] { fn(clock_.Now() - start); };
   }
+  // Releases the stream 3 s into the round, then calls `then(time since
+  // the start)` at every idle until it returns true.
+  void ReleaseThen(std::function<bool(absl::Duration)> then) {
+    auto stage = std::make_shared<int>(0);
+    EveryIdle([this, stage, then](absl::Duration t) {
+      if (*stage == 0 && t >= absl::Seconds(3)) {
+        *stage = 1;
+        ReleaseStream();
+      } else if (*stage == 1 && then(t)) {
+        *stage = 2;
+      }
+    });
+  }
 };
 
 TEST_F(ReleasedStreamTest, TakenWhileAcked_NoReopenNoReports_TheVerdictByDatagram_ConfirmedTaken) {
   AckAll([](absl::Duration) { return true; });
   JoinAnswers({UdpAssignment(absl::Milliseconds(470))});
-  int stage = 0;
-  EveryIdle([&](absl::Duration t) {
-    if (stage == 0 && t >= absl::Seconds(3)) {
-      stage = 1;
-      ReleaseStream();
-    } else if (stage == 1 && t >= absl::Minutes(6)) {
-      // Past the acked node's 5-minute Report: it does not go either.
-      stage = 2;
-      client_.DeliverDirectiveDatagram(DirectiveDatagram(JobFinished(1)));
-    }
+  ReleaseThen([&](absl::Duration t) {
+    // Past the acked node's 5-minute Report: it does not go either.
+    if (t < absl::Minutes(6)) return false;
+    client_.DeliverDirectiveDatagram(DirectiveDatagram(JobFinished(1)));
+    return true;
   });
   EXPECT_EQ(Run(), 0);
   ASSERT_EQ(client_.watches().size(), 1u) << "no stream opened again";
@@ -1161,6 +1312,39 @@ TEST_F(ReleasedStreamTest, TakenWhileAcked_NoReopenNoReports_TheVerdictByDatagra
       << "released and acked: not even the 5-minute Report";
   EXPECT_THAT(Taken(), ::testing::ElementsAre(1u)) << "the verdict confirmed";
   EXPECT_FALSE(workers_.signals_sent.empty()) << "the verdict stopped the workers";
+}
+
+TEST_F(ReleasedStreamTest, AskedForHangEvidenceByDatagram_ReportsItsWorkersEvidence) {
+  AckAll([](absl::Duration) { return true; });
+  JoinAnswers({UdpAssignment(absl::Milliseconds(470))});
+  bool asked = false;
+  ReleaseThen([&](absl::Duration t) {
+    if (!asked) {
+      asked = true;
+      v1::Directive ask = MakeDirective(1);
+      ask.mutable_collect_evidence()->set_declared_by_node("node-0");
+      v1::Directive other = ask;
+      other.set_round(7);  // not its round: nothing
+      client_.DeliverDirectiveDatagram(DirectiveDatagram(other));
+      client_.DeliverDirectiveDatagram(DirectiveDatagram(ask));
+      return false;
+    }
+    // Its evidence reported (or a minute without it): the job ends.
+    if (client_.CountReports(v1::ReportRequest::RUNNING) == 0 && t < absl::Minutes(1)) {
+      return false;
+    }
+    client_.DeliverDirectiveDatagram(DirectiveDatagram(JobFinished(1)));
+    return true;
+  });
+  EXPECT_EQ(Run(), 0);
+  std::vector<v1::ReportRequest> hang;
+  for (const v1::ReportRequest& r : client_.reports()) {
+    if (r.has_hang()) hang.push_back(r);
+  }
+  ASSERT_EQ(hang.size(), 1u);
+  EXPECT_FALSE(hang[0].hang().declared());
+  EXPECT_TRUE(hang[0].hang().collected());
+  EXPECT_EQ(hang[0].hang().workers_size(), 2);
 }
 
 TEST_F(ReleasedStreamTest, WithoutAcks_TheReleaseIsRefused_TheStreamOpensAgainWithoutIt) {

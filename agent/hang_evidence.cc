@@ -7,6 +7,7 @@
 #include <algorithm>
 
 #include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -70,7 +71,167 @@ std::string Trimmed(std::string s) {
   return s;
 }
 
+// One thread's Python frames, the innermost first.
+struct PyFrame {
+  std::string path;
+  std::string line;
+  std::string func;
+};
+struct PyThread {
+  std::string id;
+  std::vector<PyFrame> frames;
+};
+
+constexpr absl::string_view kCollectiveFunctions[] = {
+    "all_reduce",
+    "all_reduce_coalesced",
+    "all_gather",
+    "all_gather_object",
+    "all_gather_into_tensor",
+    "all_gather_coalesced",
+    "reduce_scatter",
+    "reduce_scatter_tensor",
+    "all_to_all",
+    "all_to_all_single",
+    "barrier",
+    "monitored_barrier",
+    "broadcast",
+    "broadcast_object_list",
+    "allreduce",
+    "allgather",
+};
+constexpr absl::string_view kCollectivePaths[] = {"/torch/distributed/", "/deepspeed/comm/",
+                                                  "/horovod/"};
+
+bool IsCollective(const PyFrame& f) {
+  for (absl::string_view p : kCollectivePaths) {
+    if (absl::StrContains(f.path, p)) return true;
+  }
+  for (absl::string_view fn : kCollectiveFunctions) {
+    if (f.func == fn) return true;
+  }
+  return false;
+}
+
+std::string Base(absl::string_view path) {
+  const size_t slash = path.rfind('/');
+  return std::string(slash == absl::string_view::npos ? path : path.substr(slash + 1));
+}
+
+// The threads of the last dump in `text`: a thread id seen again starts a
+// new dump (the file may hold an earlier one).
+std::vector<PyThread> ParseDump(absl::string_view text) {
+  std::vector<PyThread> threads;
+  for (absl::string_view line : absl::StrSplit(text, '\n')) {
+    absl::string_view rest = line;
+    if (absl::ConsumePrefix(&rest, "Current thread ") || absl::ConsumePrefix(&rest, "Thread ")) {
+      const std::string id(rest.substr(0, rest.find(' ')));
+      for (const PyThread& t : threads) {
+        if (t.id == id) {
+          threads.clear();
+          break;
+        }
+      }
+      threads.push_back(PyThread{id, {}});
+      continue;
+    }
+    // `  File "PATH", line N in FUNC`
+    if (threads.empty() || !absl::ConsumePrefix(&rest, "  File \"")) continue;
+    const size_t quote = rest.rfind("\", line ");
+    if (quote == absl::string_view::npos) continue;
+    PyFrame f;
+    f.path = std::string(rest.substr(0, quote));
+    absl::string_view tail = rest.substr(quote + 8);
+    const size_t in = tail.find(" in ");
+    if (in == absl::string_view::npos) continue;
+    f.line = std::string(tail.substr(0, in));
+    f.func = std::string(absl::StripAsciiWhitespace(tail.substr(in + 4)));
+    threads.back().frames.push_back(std::move(f));
+  }
+  return threads;
+}
+
 }  // namespace
+
+StackPlace ClassifyTraceback(absl::string_view traceback) {
+  StackPlace place;
+  const std::vector<PyThread> threads = ParseDump(traceback);
+  std::vector<const PyThread*> judged;
+  for (const PyThread& t : threads) {
+    for (const PyFrame& f : t.frames) {
+      if (f.func == "<module>") {
+        judged.push_back(&t);
+        break;
+      }
+    }
+    if (!judged.empty()) break;  // the main thread
+  }
+  if (judged.empty()) {
+    for (const PyThread& t : threads) judged.push_back(&t);
+  }
+  for (const PyThread* t : judged) {
+    const std::vector<PyFrame>& fr = t->frames;
+    size_t first = 0;
+    while (first < fr.size() && !IsCollective(fr[first])) ++first;
+    if (first == fr.size()) continue;
+    // The API the program called: the outermost of the collective frames
+    // from there on; and who called it.
+    size_t api = first;
+    while (api + 1 < fr.size() && IsCollective(fr[api + 1])) ++api;
+    place.stack = v1::WorkerEvidence::IN_COLLECTIVE;
+    place.where = absl::StrCat(fr[api].func, " (", Base(fr[api].path), ":", fr[api].line, ")");
+    if (api + 1 < fr.size()) {
+      absl::StrAppend(&place.where, " from ", Base(fr[api + 1].path), ":", fr[api + 1].line, " in ",
+                      fr[api + 1].func);
+    }
+    return place;
+  }
+  for (const PyThread* t : judged) {
+    if (t->frames.empty()) continue;
+    const PyFrame& f = t->frames.front();
+    place.stack = v1::WorkerEvidence::NOT_IN_COLLECTIVE;
+    place.where = absl::StrCat(Base(f.path), ":", f.line, " in ", f.func);
+    return place;
+  }
+  return place;
+}
+
+StackPlace PlaceOf(const HangEvidence& e) {
+  StackPlace place = ClassifyTraceback(e.traceback);
+  if (place.stack == v1::WorkerEvidence::STACK_UNKNOWN || e.traceback_pid <= 0) return place;
+  for (const ProcessEvidence& p : e.processes) {
+    for (const ThreadEvidence& t : p.threads) {
+      if (t.tid != e.traceback_pid) continue;
+      absl::StrAppend(&place.where, "; main thread ", std::string(1, t.state));
+      if (!t.wchan.empty() && t.wchan != "0") absl::StrAppend(&place.where, " in ", t.wchan);
+      return place;
+    }
+  }
+  return place;
+}
+
+v1::WorkerEvidence Summarize(const HangEvidence& e) {
+  v1::WorkerEvidence w;
+  w.set_local_rank(e.local_rank);
+  w.set_stack(e.place.stack);
+  // Bounded and printable (rendezvous/coordinator_hang.h): escaped, then cut.
+  std::string where = SafeForLog(e.place.where, 160);
+  if (where.size() > 200) where.resize(200);
+  w.set_where(std::move(where));
+  w.set_step(-1);
+  for (absl::string_view token : absl::StrSplit(e.last_progress, ' ', absl::SkipEmpty())) {
+    int64_t step = 0;
+    if (absl::ConsumePrefix(&token, "step=") && absl::SimpleAtoi(token, &step) && step >= 0) {
+      w.set_step(std::min<int64_t>(step, int64_t{1} << 62));
+    }
+  }
+  w.set_progress_age_ms(
+      e.silence == absl::InfiniteDuration()
+          ? -1
+          : std::clamp<int64_t>(absl::ToInt64Milliseconds(e.silence), 0, int64_t{1} << 40));
+  w.set_exited(e.exited);
+  return w;
+}
 
 pid_t ProcessGroupOf(pid_t pid, const std::string& proc_root) {
   Stat st;
@@ -125,11 +286,21 @@ std::vector<ProcessEvidence> ReadProcessGroup(pid_t pgid, int* total,
 }
 
 std::string HangEvidence::ToText() const {
-  std::string s = absl::StrFormat(
-      "worker rank %d (local rank %d, pid %d), round %d: no progress for %s (--hang-timeout=%s)\n",
-      global_rank, local_rank, pid, round,
-      absl::FormatDuration(absl::Trunc(silence, absl::Milliseconds(1))),
-      absl::FormatDuration(hang_timeout));
+  const std::string progress =
+      silence == absl::InfiniteDuration()
+          ? std::string("no progress reported")
+          : absl::StrCat("no progress for ",
+                         absl::FormatDuration(absl::Trunc(silence, absl::Milliseconds(1))));
+  std::string s = absl::StrFormat("worker rank %d (local rank %d, pid %d), round %d: %s",
+                                  global_rank, local_rank, pid, round, progress);
+  if (declared) {
+    absl::StrAppend(&s, " (--hang-timeout=", absl::FormatDuration(hang_timeout),
+                    "): declared hung\n");
+  } else {
+    absl::StrAppend(&s, exited ? " (it had exited)" : "",
+                    why.empty() ? "" : absl::StrCat(": taken because ", SafeForLog(why, 300)),
+                    "\n");
+  }
   absl::StrAppend(&s, "last progress: ",
                   last_progress.empty() ? "(a touch, no line)" : SafeForLog(last_progress, 1200),
                   "\n");
@@ -160,6 +331,12 @@ std::string HangEvidence::ToText() const {
     }
   }
   absl::StrAppend(&s, "python traceback: ", SafeForLog(traceback_note, 200), "\n");
+  if (place.stack != v1::WorkerEvidence::STACK_UNKNOWN) {
+    absl::StrAppend(&s, "python stack: ",
+                    place.stack == v1::WorkerEvidence::IN_COLLECTIVE ? "in a collective: "
+                                                                     : "not in a collective: ",
+                    SafeForLog(place.where, 300), "\n");
+  }
   if (!traceback.empty()) {
     for (absl::string_view line : absl::StrSplit(traceback, '\n', absl::SkipEmpty())) {
       absl::StrAppend(&s, "  | ", SafeForLog(line, 300), "\n");

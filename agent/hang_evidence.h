@@ -1,9 +1,12 @@
-// What the agent saves about a worker it declares hung (--hang-timeout,
-// docs/progress.md) before stopping it: its last progress line, its last
-// output lines, the state and wait channel of each thread of each process of
-// its process group (from /proc), and, when the worker opted in, the Python
-// stacks faulthandler wrote on SIGUSR1. Bounded in every dimension; the raw
-// bytes are kept as read and escaped by ToText().
+// What the agent saves about each local worker when one worker of the job
+// is declared hung (--hang-timeout, docs/progress.md), before anything is
+// stopped: its last progress line, its last output lines, the state and wait
+// channel of each thread of each process of its process group (from /proc),
+// and, when the worker opted in, the Python stacks faulthandler wrote on
+// SIGUSR1. Bounded in every dimension; the raw bytes are kept as read and
+// escaped by ToText(). ClassifyTraceback and Summarize make of it what the
+// job-wide judgement needs (is its stack in a collective, where; its step and
+// progress age: rendezvous/coordinator_hang.h).
 //
 // Threading: plain data and functions; ReadProcessGroup reads /proc.
 #ifndef TRAINLET_AGENT_HANG_EVIDENCE_H_
@@ -15,7 +18,9 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/string_view.h"
 #include "absl/time/time.h"
+#include "trainlet/v1/rendezvous.pb.h"
 
 namespace trainlet::agent {
 
@@ -37,13 +42,26 @@ struct ProcessEvidence {
   std::vector<ThreadEvidence> threads;  // at most kMaxEvidenceThreads.
 };
 
+// Where a worker's Python stack is (ClassifyTraceback).
+struct StackPlace {
+  v1::WorkerEvidence::Stack stack = v1::WorkerEvidence::STACK_UNKNOWN;
+  // "train.py:41 in main", or for a collective "all_reduce
+  // (distributed_c10d.py:1541) from train.py:30 in step"; "" without a stack.
+  std::string where;
+};
+
 struct HangEvidence {
   uint64_t round = 0;
   int local_rank = -1;
   int global_rank = -1;
   pid_t pid = -1;  // the worker's process (group leader).
-  // When it was declared hung, on the agent's clock; the silence then, and
-  // the timeout it exceeded.
+  // This node declared this worker hung; otherwise its evidence was taken
+  // because another worker was (`why` says which).
+  bool declared = false;
+  std::string why;
+  bool exited = false;  // it had exited when the evidence was taken.
+  // When the evidence was taken, on the agent's clock; the silence then
+  // (InfiniteDuration: it never reported progress), and --hang-timeout.
   absl::Time declared_at = absl::InfinitePast();
   absl::Duration silence = absl::ZeroDuration();
   absl::Duration hang_timeout = absl::ZeroDuration();
@@ -55,7 +73,9 @@ struct HangEvidence {
   bool output_relayed = false;  // false: --prefix-output is off, no tail.
   // "sent SIGUSR1 to pid N", or why none was asked for.
   std::string traceback_note;
-  std::string traceback;  // what the worker wrote to TRAINLET_TRACEBACK_FILE (raw).
+  pid_t traceback_pid = 0;  // the process SIGUSR1 went to (its main thread's tid); 0: none.
+  std::string traceback;    // what the worker wrote to TRAINLET_TRACEBACK_FILE (raw).
+  StackPlace place;         // ClassifyTraceback(traceback), and the main thread's wait.
 
   // A human-readable, multi-line report; every byte from outside escaped
   // (SafeForLog), at most ~32 KiB.
@@ -74,6 +94,24 @@ ProcessEvidence ReadProcessEvidence(pid_t pid, const std::string& proc_root = "/
 
 // The process group of `pid` by /proc, or -1.
 pid_t ProcessGroupOf(pid_t pid, const std::string& proc_root = "/proc");
+
+// Where the stack in `traceback` (Python faulthandler's dump: "Thread 0x...
+// (most recent call first):" blocks of `  File "PATH", line N in FUNC`) is:
+// in a collective when its main thread (the one that runs `<module>`; every
+// thread when none does) has a frame of torch.distributed, DeepSpeed's or
+// Horovod's communication, or a function named like a collective
+// (all_reduce, barrier, broadcast, ...). The last dump in the text counts.
+StackPlace ClassifyTraceback(absl::string_view traceback);
+// ClassifyTraceback(e.traceback), its `where` followed by the state and wait
+// channel of the main thread (the thread of e.traceback_pid) when /proc
+// showed them: "train.py:41 in main; main thread S in hrtimer_nanosleep".
+StackPlace PlaceOf(const HangEvidence& e);
+
+// The worker's summary for the coordinator (v1::WorkerEvidence, bounded as
+// rendezvous/coordinator_hang.h requires): the stack's place with its main
+// thread's state and wait channel, its step (the progress line's `step=`),
+// the age of its progress.
+v1::WorkerEvidence Summarize(const HangEvidence& e);
 
 }  // namespace trainlet::agent
 

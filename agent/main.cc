@@ -8,11 +8,16 @@
 #include <iostream>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
 #include "agent/controller_command.h"
 #include "agent/coordinator_config.h"
+#include "agent/env_check.h"
 #include "agent/health_probe.h"
 #include "agent/install_command.h"
 #include "agent/mpi_config.h"
@@ -25,6 +30,7 @@
 #include "agent/standalone_coordinator.h"
 #include "agent/status_command.h"
 #include "agent/system_probe.h"
+#include "agent/termination_log.h"
 #include "common/code_pages.h"
 #include "common/deadlock_detection.h"
 #include "common/descriptors.h"
@@ -40,61 +46,88 @@ extern char** environ;
 
 namespace {
 
-constexpr char kUsage[] =
-    "Usage: trainlet <command> [options]\n"
-    "\n"
-    "Commands:\n"
-    "  run [options] -- COMMAND [ARGS...]\n"
-    "        Join the job's rendezvous and run COMMAND as the local workers, with\n"
-    "        the environment torchrun, JAX, TensorFlow, XGBoost and Paddle expect.\n"
-    "  mpi-launcher [options] -- COMMAND [ARGS...]\n"
-    "        The MPI launcher pod: host the rendezvous, wait until every worker's\n"
-    "        sshd is really reachable, write hostfiles, run mpirun, deepspeed, ...\n"
-    "  mpi-worker [options]\n"
-    "        An MPI worker pod: supervise sshd with the job's key, give SSH\n"
-    "        sessions the pod's environment, exit with the job.\n"
-    "  coordinator [options]\n"
-    "        Run the rendezvous coordinator on its own (normally node rank 0's\n"
-    "        agent hosts it).\n"
-    "  controller [options]\n"
-    "        Run the thin controller agents report health and progress to\n"
-    "        (--controller=HOST:PORT); keeps each job's history (docs/controller.md).\n"
-    "  status [--controller=HOST:PORT] [JOB] [--json]\n"
-    "        Print what the controller knows: every job, or one job's nodes and history.\n"
-    "  health [HOST:]PORT\n"
-    "        Probe an agent's readiness (grpc.health.v1).\n"
-    "  probe [options]\n"
-    "        Print what this node has (GPUs, NICs, NUMA, /dev/shm, NVML, NCCL) as\n"
-    "        JSON, an NCCL topology file, or NCCL environment advice.\n"
-    "  status [--controller=HOST:PORT] [--json] [JOB]\n"
-    "        Show the jobs the trainlet controller sees (its HTTP port, default\n"
-    "        127.0.0.1:29680): nodes, workers, progress, restarts, hangs, GPUs.\n"
-    "  install DEST\n"
-    "        Copy this binary to DEST (the init-container pattern: an image\n"
-    "        without a shell puts trainlet into a shared volume).\n"
-    "  version\n"
-    "        Print the version.\n"
-    "\n"
-    "Run 'trainlet <command> --help' for a command's options.\n"
-    "\n"
-    "Exit codes of 'trainlet run' (docs/exit-codes.md):\n"
-    "  0        every worker on every node exited 0\n"
-    "  1-63, 80-125\n"
-    "           a local worker's own exit code (the first local failure)\n"
-    "  64       usage: bad flag or environment value, torchrun flag, no COMMAND\n"
-    "  69       coordinator unreachable, join timeout, coordinator lost, fenced\n"
-    "  70       internal error in trainlet (please report it)\n"
-    "  71       OS resource: port in use, fork failed, descriptor limit\n"
-    "  75       a worker on another node failed (or a node was lost)\n"
-    "  77       rejected by the coordinator: wrong token or job id, or the TLS\n"
-    "           handshake refused (certificate, CA, server name, TLS on one side)\n"
-    "  78       inconsistent configuration: rank >= nnodes, no node count in a\n"
-    "           JobSet pod, empty or unreadable token file, duplicate node,\n"
-    "           TLS options given in part or naming unusable files\n"
-    "  79       elastic job gave up: restarts used up or too few nodes\n"
-    "  126      COMMAND cannot be executed\n"
-    "  127      COMMAND not found\n"
-    "  128+N    a worker (or the agent) was killed by signal N\n";
+// The commands, in the order --help lists them.
+struct Command {
+  const char* name;
+  const char* synopsis;  // after "trainlet ".
+  const char* summary;   // lines of at most 70 columns.
+  // Reads TRAINLET_* variables: unknown ones are checked (agent/env_check.h).
+  bool reads_env;
+  // A pod's entrypoint: writes the termination message as it exits
+  // (agent/termination_log.h).
+  bool entrypoint;
+};
+
+constexpr Command kCommands[] = {
+    {"run", "run [options] -- COMMAND [ARGS...]",
+     "Join the job's rendezvous and run COMMAND as the local workers, with\n"
+     "the environment torchrun, JAX, TensorFlow, XGBoost and Paddle expect.",
+     true, true},
+    {"mpi-launcher", "mpi-launcher [options] -- COMMAND [ARGS...]",
+     "The MPI launcher pod: host the rendezvous, wait until every worker's\n"
+     "sshd is really reachable, write hostfiles, run mpirun, deepspeed, ...",
+     true, true},
+    {"mpi-worker", "mpi-worker [options]",
+     "An MPI worker pod: supervise sshd with the job's key, give SSH\n"
+     "sessions the pod's environment, exit with the job.",
+     true, true},
+    {"coordinator", "coordinator [options]",
+     "Run the rendezvous coordinator on its own (normally node rank 0's\n"
+     "agent hosts it).",
+     true, true},
+    {"controller", "controller [options]",
+     "Run the thin controller agents report health and progress to\n"
+     "(--controller=HOST:PORT); keeps each job's history (docs/controller.md).",
+     true, true},
+    {"status", "status [--controller=HOST:PORT] [--json] [JOB]",
+     "Show the jobs the trainlet controller sees (its HTTP port, default\n"
+     "127.0.0.1:29680): nodes, workers, progress, restarts, hangs, GPUs.",
+     true, false},
+    {"health", "health [HOST:]PORT", "Probe an agent's readiness (grpc.health.v1).", false, false},
+    {"probe", "probe [options]",
+     "Print what this node has (GPUs, NICs, NUMA, /dev/shm, NVML, NCCL) as\n"
+     "JSON, an NCCL topology file, or NCCL environment advice.",
+     true, false},
+    {"install", "install DEST",
+     "Copy this binary to DEST (the init-container pattern: an image\n"
+     "without a shell puts trainlet into a shared volume).",
+     false, false},
+    {"version", "version", "Print the version.", false, false},
+};
+
+const Command* FindCommand(absl::string_view name) {
+  for (const Command& c : kCommands) {
+    if (name == c.name) return &c;
+  }
+  return nullptr;
+}
+
+std::string Usage() {
+  std::string out = "Usage: trainlet <command> [options]\n\nCommands:\n";
+  for (const Command& c : kCommands) {
+    absl::StrAppend(&out, "  ", c.synopsis, "\n");
+    for (absl::string_view line : absl::StrSplit(c.summary, '\n')) {
+      absl::StrAppend(&out, "        ", line, "\n");
+    }
+  }
+  absl::StrAppend(&out,
+                  "\nRun 'trainlet <command> --help' for a command's options.\n"
+                  "\nExit codes of 'trainlet run' (docs/exit-codes.md):\n",
+                  trainlet::FormatExitCodeTable());
+  return out;
+}
+
+// `trainlet runn`: the command meant, not the whole help.
+int UnknownCommand(const std::string& command) {
+  std::vector<std::string> names;
+  for (const Command& c : kCommands) names.push_back(c.name);
+  const std::string best = trainlet::agent::ClosestName(command, names);
+  std::cerr << "trainlet: unknown command \"" << trainlet::SafeForLog(command, 64) << "\""
+            << (best.empty() ? "" : absl::StrCat(" (did you mean ", best, "?)"))
+            << "; commands: " << absl::StrJoin(names, ", ")
+            << "\nRun 'trainlet --help' for usage.\n";
+  return trainlet::kExitUsage;
+}
 
 std::map<std::string, std::string> CurrentEnvironment() {
   std::map<std::string, std::string> env;
@@ -128,20 +161,65 @@ trainlet::agent::SystemInfo ProbeMachine(const std::map<std::string, std::string
   return sys;
 }
 
-// Leaves without running exit handlers: after the node probe started, its
-// thread may still be inside NVML (a hung driver), where library destructors
-// must not run under it. An entrypoint's `tee` reading our output gets to
-// finish first (launcher/output_readers.h: as PID 1, our exit kills it).
-[[noreturn]] void Leave(int code) {
+// What an entrypoint command leaves for `kubectl describe` as it exits
+// (agent/termination_log.h).
+struct ExitMessage {
+  std::optional<trainlet::agent::TerminationLog> log;  // entrypoint commands only.
+  std::string node;                                    // this node's id, once known.
+  std::string reason;  // a configuration error's; else RunAgent's, else the last ERROR line.
+};
+ExitMessage* const g_exit = new ExitMessage();
+
+// Writes the termination message (once) and returns `code`.
+int Finish(int code) {
+  if (!g_exit->log.has_value()) return code;
+  std::string reason = g_exit->reason;
+  if (reason.empty()) reason = trainlet::agent::TerminationReason();
+  if (reason.empty() && code != trainlet::kExitSuccess) reason = trainlet::LastErrorMessage();
+  const absl::Status s =
+      g_exit->log->Write(trainlet::agent::TerminationMessage(code, g_exit->node, reason));
+  if (absl::IsAlreadyExists(s)) {
+    TLOG(kInfo) << "termination message: " << s.message();
+  } else if (!s.ok() && (g_exit->log->explicit_path() || !absl::IsNotFound(s))) {
+    TLOG(kWarning) << "termination message not written: " << s.message() << " ("
+                   << trainlet::agent::kTerminationLogVariable << " names the file, none: off)";
+  } else if (!s.ok()) {
+    TLOG(kDebug) << "termination message not written: " << s.message();
+  }
+  g_exit->log.reset();
+  return code;
+}
+
+// A run that prints help or the version exits without a message: it ended
+// nothing a pod's status should say.
+void NoTerminationMessage() { g_exit->log.reset(); }
+
+// Last thing before any exit: an entrypoint's `tee` reading our output gets
+// to finish (launcher/output_readers.h: as PID 1, our exit kills it).
+void FinishOutput() {
   std::cout.flush();
   std::fflush(nullptr);
   trainlet::launcher::FinishOutputReaders();
+}
+
+// Leaves without running exit handlers: after the node probe started, its
+// thread may still be inside NVML (a hung driver), where library destructors
+// must not run under it.
+[[noreturn]] void Leave(int code) {
+  code = Finish(code);
+  FinishOutput();
   std::_Exit(code);
 }
 
-int ConfigError(const char* command, const absl::Status& status) {
-  std::cerr << "trainlet " << command << ": " << status.message() << "\n"
-            << "Run 'trainlet " << command << " --help' for usage.\n";
+int Fail(const std::string& command, int code, absl::string_view message) {
+  std::cerr << "trainlet " << command << ": " << message << "\n";
+  g_exit->reason = std::string(message);
+  return code;
+}
+
+int ConfigError(const std::string& command, const absl::Status& status) {
+  Fail(command, 0, status.message());
+  std::cerr << "Run 'trainlet " << command << " --help' for usage.\n";
   return trainlet::agent::ExitCodeForConfigError(status);
 }
 
@@ -177,9 +255,7 @@ void PrefaultBeforeStaticInitialisers(int, char**, char** envp) {
 [[gnu::section(".preinit_array"),
   gnu::used]] void (*const prefault_entry)(int, char**, char**) = PrefaultBeforeStaticInitialisers;
 
-}  // namespace
-
-int main(int argc, char** argv) {
+int Main(int argc, char** argv) {
   // The heap blocks held since .preinit_array: the static initialisers'
   // allocations sit above them, mapped; main's reuse them.
   trainlet::ReleaseStartupHeap();
@@ -197,7 +273,7 @@ int main(int argc, char** argv) {
   }
   std::vector<std::string> args(argv + 1, argv + argc);
   if (args.empty() || args[0] == "-h" || args[0] == "--help" || args[0] == "help") {
-    std::cout << kUsage;
+    std::cout << Usage();
     return args.empty() ? trainlet::kExitUsage : trainlet::kExitSuccess;
   }
   const std::string command = args[0];
@@ -210,12 +286,21 @@ int main(int argc, char** argv) {
               << "protocol version: " << trainlet::rendezvous::kProtocolVersion << "\n";
     Leave(trainlet::kExitSuccess);  // no static destructors to run (they fault in ~10 code pages)
   }
+  const Command* known = FindCommand(command);
+  if (known == nullptr) return UnknownCommand(command);
   if (command == "install") {
     return trainlet::agent::RunInstall(args, "/proc/self/exe", std::cout, std::cerr);
   }
   // The workers' environment is the one trainlet was given: taken before
   // the resolver is forced below.
   const std::map<std::string, std::string> env = CurrentEnvironment();
+  if (known->entrypoint) g_exit->log = trainlet::agent::TerminationLog::FromEnv(env);
+  if (known->reads_env) {
+    // A misspelt TRAINLET_* variable, like a misspelt flag, is said at once.
+    auto warnings = trainlet::agent::CheckTrainletEnvironment(&args, env);
+    if (!warnings.ok()) Leave(ConfigError(command, warnings.status()));
+    for (const std::string& w : *warnings) TLOG(kWarning) << w;
+  }
   ForceAresResolver(env);
   // Small TCP read buffers for the gRPC servers (rendezvous/grpc_memory.h).
   trainlet::rendezvous::DisableGrpcReadChunks();
@@ -230,9 +315,11 @@ int main(int argc, char** argv) {
     auto config = trainlet::agent::ParseRunConfig(args, env, ProbeMachine(env));
     if (!config.ok()) Leave(ConfigError("run", config.status()));
     if (config->help_requested) {
+      NoTerminationMessage();
       std::cout << trainlet::agent::RunHelpText();
       Leave(trainlet::kExitSuccess);
     }
+    g_exit->node = config->node_id;
     trainlet::SetLogLevel(config->log_level);
     // [server] The descriptor budget, before any gRPC object exists.
     const int hosted =
@@ -240,8 +327,7 @@ int main(int argc, char** argv) {
     if (absl::Status s = trainlet::CheckDescriptorBudget(
             trainlet::DescriptorsForAgent(config->nproc_per_node, hosted));
         !s.ok()) {
-      std::cerr << "trainlet run: " << s.message() << "\n";
-      Leave(trainlet::kExitOsError);
+      Leave(Fail("run", trainlet::kExitOsError, s.message()));
     }
     Leave(trainlet::agent::RunAgent(*config, env));
   }
@@ -250,19 +336,20 @@ int main(int argc, char** argv) {
                                               ? trainlet::agent::MpiRole::kLauncher
                                               : trainlet::agent::MpiRole::kWorker;
     auto config = trainlet::agent::ParseMpiConfig(role, args, env, ProbeMachine(env));
-    if (!config.ok()) Leave(ConfigError(command.c_str(), config.status()));
+    if (!config.ok()) Leave(ConfigError(command, config.status()));
     if (config->run.help_requested) {
+      NoTerminationMessage();
       std::cout << trainlet::agent::MpiHelpText(role);
       Leave(trainlet::kExitSuccess);
     }
+    g_exit->node = config->run.node_id;
     trainlet::SetLogLevel(config->run.log_level);
     const int hosted = config->run.host_coordinator != trainlet::agent::HostCoordinator::kNo
                            ? config->run.nnodes.max
                            : 0;
     if (absl::Status s = trainlet::CheckDescriptorBudget(trainlet::DescriptorsForAgent(1, hosted));
         !s.ok()) {
-      std::cerr << "trainlet " << command << ": " << s.message() << "\n";
-      Leave(trainlet::kExitOsError);
+      Leave(Fail(command, trainlet::kExitOsError, s.message()));
     }
     // A readiness probe cancelled by a stop may still be inside libssh on a
     // detached thread (bounded by its attempt timeout), like the node probe
@@ -271,25 +358,36 @@ int main(int argc, char** argv) {
   }
   if (command == "coordinator") {
     auto config = trainlet::agent::ParseCoordinatorConfig(args, env);
-    if (!config.ok()) return ConfigError("coordinator", config.status());
+    if (!config.ok()) return Finish(ConfigError("coordinator", config.status()));
     if (config->help_requested) {
+      NoTerminationMessage();
       std::cout << trainlet::agent::CoordinatorHelpText();
       return trainlet::kExitSuccess;
     }
     trainlet::SetLogLevel(config->log_level);
-    return trainlet::agent::RunStandaloneCoordinator(*config);
+    return Finish(trainlet::agent::RunStandaloneCoordinator(*config));
   }
   if (command == "controller") {
     auto config = trainlet::agent::ParseControllerConfig(args, env);
-    if (!config.ok()) return ConfigError("controller", config.status());
+    if (!config.ok()) return Finish(ConfigError("controller", config.status()));
     if (config->help_requested) {
+      NoTerminationMessage();
       std::cout << trainlet::agent::ControllerHelpText();
       return trainlet::kExitSuccess;
     }
     trainlet::SetLogLevel(config->log_level);
     config->version = TRAINLET_VERSION;
-    return trainlet::agent::RunController(*config);
+    return Finish(trainlet::agent::RunController(*config));
   }
-  std::cerr << "trainlet: unknown command \"" << command << "\"\n\n" << kUsage;
-  return trainlet::kExitUsage;
+  return UnknownCommand(command);  // (every command of kCommands is handled above)
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  // The commands that return (usage errors, `coordinator`, `controller`,
+  // `status`...) run their exit handlers after this; `run` leaves earlier.
+  const int code = Main(argc, argv);
+  FinishOutput();
+  return code;
 }

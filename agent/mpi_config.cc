@@ -39,10 +39,12 @@ bool HiddenFor(MpiRole role, const std::string& name) {
          name == "last-call" || name == "min-nodes-timeout" || name == "release-streams-from";
 }
 
-std::vector<OptionSpec> MpiTable(MpiRole role) {
+}  // namespace
+
+std::vector<OptionSpec> MpiOptionTable(MpiRole role) {
   std::vector<OptionSpec> t = RunOptionTable();
   for (OptionSpec& spec : t) {
-    spec.hidden = HiddenFor(role, spec.name);
+    spec.hidden = spec.hidden || HiddenFor(role, spec.name);
     if (role == MpiRole::kLauncher && spec.name == "nnodes") {
       spec.value_name = "N";
       spec.help = "Number of worker pods (`trainlet mpi-worker`), not counting the launcher.";
@@ -92,19 +94,17 @@ std::vector<OptionSpec> MpiTable(MpiRole role) {
   return t;
 }
 
-}  // namespace
-
 std::string MpiHelpText(MpiRole role) {
   const bool launcher = role == MpiRole::kLauncher;
   return HelpText(launcher ? kLauncherUsage : kWorkerUsage,
-                  launcher ? kLauncherDescription : kWorkerDescription, MpiTable(role),
+                  launcher ? kLauncherDescription : kWorkerDescription, MpiOptionTable(role),
                   /*kubernetes_discovery=*/true);
 }
 
 absl::StatusOr<MpiConfig> ParseMpiConfig(MpiRole role, const std::vector<std::string>& args,
                                          const std::map<std::string, std::string>& env,
                                          const SystemInfo& sys) {
-  const std::vector<OptionSpec> table = MpiTable(role);
+  const std::vector<OptionSpec> table = MpiOptionTable(role);
   const bool launcher = role == MpiRole::kLauncher;
   const absl::string_view usage = launcher ? kLauncherUsage : kWorkerUsage;
   absl::StatusOr<ParsedOptions> parsed = ParseOptions(table, args, env, usage);

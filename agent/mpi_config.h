@@ -43,6 +43,9 @@ absl::StatusOr<MpiConfig> ParseMpiConfig(MpiRole role, const std::vector<std::st
                                          const std::map<std::string, std::string>& env,
                                          const SystemInfo& sys);
 std::string MpiHelpText(MpiRole role);
+// The option table of `mpi-launcher` or `mpi-worker`: `run`'s (some hidden)
+// plus the MPI options.
+std::vector<OptionSpec> MpiOptionTable(MpiRole role);
 
 }  // namespace trainlet::agent
 

@@ -34,19 +34,38 @@ const OptionSpec* LookupSpec(const std::vector<OptionSpec>& table, absl::string_
   return nullptr;
 }
 
-std::string UnknownFlagError(const std::vector<OptionSpec>& table, absl::string_view name,
-                             absl::string_view usage) {
-  const OptionSpec* best = nullptr;
-  int best_distance = 3;
+// The spec whose name or alias is `name`; *as_alias tells which.
+const OptionSpec* LookupFlag(const std::vector<OptionSpec>& table, absl::string_view name,
+                             bool* as_alias) {
+  *as_alias = false;
+  if (const OptionSpec* spec = LookupSpec(table, name)) return spec;
   for (const OptionSpec& spec : table) {
-    int d = EditDistance(name, spec.name);
-    if (d < best_distance) {
-      best_distance = d;
-      best = &spec;
+    if (std::find(spec.aliases.begin(), spec.aliases.end(), name) != spec.aliases.end()) {
+      *as_alias = true;
+      return &spec;
     }
   }
-  std::string hint = best != nullptr ? absl::StrCat(" (did you mean --", best->name, "?)") : "";
+  return nullptr;
+}
+
+std::string UnknownFlagError(const std::vector<OptionSpec>& table, absl::string_view name,
+                             absl::string_view usage) {
+  std::vector<std::string> names;
+  for (const OptionSpec& spec : table) names.push_back(spec.name);
+  names.push_back(std::string(kStrictEnvFlag).substr(2));
+  const std::string best = ClosestName(name, names);
+  std::string hint = best.empty() ? "" : absl::StrCat(" (did you mean --", best, "?)");
   return absl::StrCat("unknown flag --", name, hint, "; usage: ", usage, " (see --help)");
+}
+
+// "prefix-output" and "PREFIX_OUTPUT" compare equal.
+std::string Folded(absl::string_view name) {
+  std::string out;
+  for (char c : name) {
+    if (c == '_' || c == '-') continue;
+    out.push_back(absl::ascii_tolower(static_cast<unsigned char>(c)));
+  }
+  return out;
 }
 
 const ForeignFlag* LookupForeign(const std::vector<ForeignFlag>& foreign, absl::string_view name) {
@@ -114,6 +133,71 @@ int EditDistance(absl::string_view a, absl::string_view b) {
   return row[b.size()];
 }
 
+std::string ClosestName(absl::string_view word, const std::vector<std::string>& candidates) {
+  const std::string folded = Folded(word);
+  const std::string* best = nullptr;
+  int best_distance = 3;
+  for (const std::string& c : candidates) {
+    const int d = Folded(c) == folded ? 0 : EditDistance(word, c);
+    if (d < best_distance) {
+      best_distance = d;
+      best = &c;
+    }
+  }
+  return best != nullptr ? *best : "";
+}
+
+absl::StatusOr<bool> TakeStrictEnvOption(std::vector<std::string>* args,
+                                         const std::map<std::string, std::string>& env) {
+  std::optional<OptionValue> value;
+  if (auto it = env.find(kStrictEnvVariable); it != env.end() && !it->second.empty()) {
+    value = OptionValue{it->second, kStrictEnvVariable, ValueSource::kEnv};
+  }
+  const std::string flag_name = std::string(kStrictEnvFlag).substr(2);
+  for (auto it = args->begin(); it != args->end() && *it != "--";) {
+    absl::string_view word = *it;
+    if (!absl::ConsumePrefix(&word, "--")) {
+      ++it;
+      continue;
+    }
+    const size_t eq = word.find('=');
+    if (NormalizedName(word) != flag_name) {
+      ++it;
+      continue;
+    }
+    value = OptionValue{eq == absl::string_view::npos ? "true" : std::string(word.substr(eq + 1)),
+                        kStrictEnvFlag, ValueSource::kFlag};
+    it = args->erase(it);  // The last occurrence wins, as for every flag.
+  }
+  if (!value.has_value()) return false;
+  return ParseBoolValue(*value);
+}
+
+std::vector<std::string> UnknownTrainletVariables(const std::map<std::string, std::string>& env,
+                                                  const std::vector<std::string>& known,
+                                                  size_t max_named) {
+  std::vector<std::string> out;
+  size_t unknown = 0;
+  for (const auto& [name, value] : env) {
+    if (!absl::StartsWith(absl::AsciiStrToUpper(name.substr(0, 9)), "TRAINLET_")) continue;
+    if (std::find(known.begin(), known.end(), name) != known.end()) continue;
+    if (++unknown > max_named) continue;
+    const std::string upper = absl::AsciiStrToUpper(name);
+    std::string hint;
+    if (upper != name && std::find(known.begin(), known.end(), upper) != known.end()) {
+      hint = absl::StrCat(" (did you mean ", upper, "? variable names are case-sensitive)");
+    } else if (std::string best = ClosestName(name, known); !best.empty()) {
+      hint = absl::StrCat(" (did you mean ", best, "?)");
+    }
+    out.push_back(absl::StrCat("unknown environment variable ", SafeForLog(name, 64), hint));
+  }
+  if (unknown > max_named) {
+    out.push_back(absl::StrCat("and ", unknown - max_named,
+                               " more unknown TRAINLET_* variable(s) not named here"));
+  }
+  return out;
+}
+
 absl::StatusOr<ParsedOptions> ParseOptions(const std::vector<OptionSpec>& table,
                                            const std::vector<std::string>& args,
                                            const std::map<std::string, std::string>& env,
@@ -159,7 +243,8 @@ absl::StatusOr<ParsedOptions> ParseOptions(const std::vector<OptionSpec>& table,
     }
     // torchrun accepts --nproc_per_node as well as --nproc-per-node.
     absl::StrReplaceAll({{"_", "-"}}, &name);
-    const OptionSpec* spec = LookupSpec(table, name);
+    bool as_alias = false;
+    const OptionSpec* spec = LookupFlag(table, name, &as_alias);
     if (spec == nullptr) {
       if (const ForeignFlag* f = LookupForeign(foreign, name)) {
         return ForeignFlagError(arg.substr(0, arg.find('=')), *f);
@@ -168,7 +253,7 @@ absl::StatusOr<ParsedOptions> ParseOptions(const std::vector<OptionSpec>& table,
     }
 
     OptionValue value;
-    value.origin = absl::StrCat("--", spec->name);
+    value.origin = absl::StrCat("--", as_alias ? name : spec->name);
     value.source = ValueSource::kFlag;
     if (spec->kind == OptionKind::kBool) {
       // A bare bool never takes the next word: `--prefix-output python` must
@@ -179,7 +264,7 @@ absl::StatusOr<ParsedOptions> ParseOptions(const std::vector<OptionSpec>& table,
       value.text = *inline_value;
     } else {
       if (i + 1 >= args.size() || args[i + 1] == "--" || absl::StartsWith(args[i + 1], "--")) {
-        return absl::InvalidArgumentError(absl::StrCat("--", spec->name, ": expected a value (",
+        return absl::InvalidArgumentError(absl::StrCat(value.origin, ": expected a value (",
                                                        spec->value_name, ") after the flag"));
       }
       value.text = args[++i];
@@ -208,10 +293,18 @@ std::string HelpText(absl::string_view usage, absl::string_view description,
     if (spec.hidden) continue;
     std::string flag = absl::StrCat("--", spec.name);
     if (spec.kind != OptionKind::kBool) absl::StrAppend(&flag, "=", spec.value_name);
+    for (const std::string& alias : spec.aliases) {
+      absl::StrAppend(&flag, ", --", alias);
+      if (spec.kind != OptionKind::kBool) absl::StrAppend(&flag, "=", spec.value_name);
+    }
     absl::StrAppend(&out, "  ", flag, "\n      ", spec.help, "\n      ",
                     spec.flag_only ? "" : absl::StrCat("env ", EnvNameFor(spec.name), ", "),
                     "default: ", spec.default_text.empty() ? "none" : spec.default_text, "\n");
   }
+  absl::StrAppend(&out, "  ", kStrictEnvFlag,
+                  "\n      An unknown TRAINLET_* variable (a typo such as TRAINLET_HANG_TIMOUT) "
+                  "is an error (exit 64) instead of a warning.\n      env ",
+                  kStrictEnvVariable, ", default: false\n");
   absl::StrAppend(&out, "  -h, --help\n      Print this help and exit.\n\n",
                   kubernetes_discovery
                       ? "Precedence: flag > TRAINLET_* environment variable > Kubernetes "
@@ -495,7 +588,8 @@ std::vector<OptionSpec> TlsOptionSpecs(bool client) {
 }
 
 absl::StatusOr<rendezvous::TlsConfig> ParseTlsOptions(const ParsedOptions& parsed,
-                                                      std::vector<std::string>* warnings) {
+                                                      std::vector<std::string>* warnings,
+                                                      absl::string_view owner) {
   const OptionValue* dir = parsed.Find("tls-dir");
   const OptionValue* server_name = parsed.Find("tls-server-name");
   struct Part {
@@ -504,6 +598,7 @@ absl::StatusOr<rendezvous::TlsConfig> ParseTlsOptions(const ParsedOptions& parse
     rendezvous::TlsFile* out;
   };
   rendezvous::TlsFiles files;
+  files.owner = std::string(owner);
   const Part parts[] = {{"tls-cert", "tls.crt", &files.cert},
                         {"tls-key", "tls.key", &files.key},
                         {"tls-ca", "ca.crt", &files.ca}};

@@ -47,6 +47,10 @@ struct OptionSpec {
   // Only a flag, no TRAINLET_* variable: for generic names (`trainlet probe
   // --format`) whose variable would mean nothing on its own.
   bool flag_only = false;
+  // Other spellings of the flag (torchrun's: "rdzv-endpoint" for
+  // "coordinator"); a value given so names the alias as its origin
+  // ("--rdzv-endpoint") in errors. Flags only, no variables.
+  std::vector<std::string> aliases = {};
 };
 
 // The options every host of a coordinator shares (`run` and `coordinator`):
@@ -119,6 +123,35 @@ OptionValue ValueOrDefault(const ParsedOptions& parsed, const std::vector<Option
 
 // Edit (Levenshtein) distance, for "did you mean" hints.
 int EditDistance(absl::string_view a, absl::string_view b);
+
+// The candidate closest to `word` by edit distance, when it is within 2
+// edits (or equal once case and '_'/'-' are ignored); "" otherwise.
+std::string ClosestName(absl::string_view word, const std::vector<std::string>& candidates);
+
+// ---- Strict environment (docs/configuration.md, "Unknown variables").
+
+// The variable that turns unknown TRAINLET_* variables into an error, and
+// the flag every command that reads TRAINLET_* variables takes for it.
+inline constexpr char kStrictEnvVariable[] = "TRAINLET_STRICT_ENV";
+inline constexpr char kStrictEnvFlag[] = "--strict-env";
+
+// Removes --strict-env / --strict_env (bare, or =true|false, ...) from the
+// words before `--` in `args` and returns whether unknown variables are an
+// error: the flag's value, else TRAINLET_STRICT_ENV's (empty: unset), else
+// false. InvalidArgument (exit 64) for a value that is not a boolean,
+// naming the flag or the variable.
+absl::StatusOr<bool> TakeStrictEnvOption(std::vector<std::string>* args,
+                                         const std::map<std::string, std::string>& env);
+
+// One sentence per TRAINLET_* variable of `env` that is not in `known`
+// (names compared exactly; a name that is known once upper-cased says so),
+// with the closest known name as a did-you-mean, in name order. At most
+// `max_named` variables are named; one more sentence counts the rest.
+// Names are escaped and bounded; values are never shown (a token may hide
+// in a misspelt variable).
+std::vector<std::string> UnknownTrainletVariables(const std::map<std::string, std::string>& env,
+                                                  const std::vector<std::string>& known,
+                                                  size_t max_named = 10);
 
 // ---- Typed value parsers. Each error is InvalidArgument and reads
 // `<origin>: expected <what>, got "<text>"`.
@@ -215,8 +248,11 @@ std::vector<OptionSpec> TlsOptionSpecs(bool client);
 // a file that cannot be read or is not what it should be (naming the input
 // and path). InvalidArgument: a --tls-server-name that is not a host name or
 // IP address.
+// `owner` names the server in the messages ("controller": "the controller's
+// --tls-key ..."); empty for the agent.
 absl::StatusOr<rendezvous::TlsConfig> ParseTlsOptions(const ParsedOptions& parsed,
-                                                      std::vector<std::string>* warnings);
+                                                      std::vector<std::string>* warnings,
+                                                      absl::string_view owner = "");
 
 // Reads a token file: the whole file with trailing whitespace removed.
 // FailedPrecondition naming the flag and path when the file cannot be read,

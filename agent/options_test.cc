@@ -15,6 +15,7 @@ namespace trainlet::agent {
 namespace {
 
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 const std::vector<OptionSpec>& Table() {
   static const auto* table = new std::vector<OptionSpec>{
@@ -40,6 +41,54 @@ std::string Text(const ParsedOptions& p, const std::string& name) {
 
 OptionValue Flag(const std::string& name, const std::string& text) {
   return OptionValue{text, "--" + name, ValueSource::kFlag};
+}
+
+TEST(ParseOptions, AnAliasSetsItsOptionAndIsNamedAsTyped) {
+  std::vector<OptionSpec> table = {
+      {"coordinator", OptionKind::kString, "HOST", "", "C.", false, false, {"rdzv-endpoint"}}};
+  auto p = ParseOptions(table, {"--rdzv_endpoint=h:1"}, {}, kUsage);
+  ASSERT_TRUE(p.ok()) << p.status();
+  EXPECT_EQ(p->Find("coordinator")->text, "h:1");
+  EXPECT_EQ(p->Find("coordinator")->origin, "--rdzv-endpoint");
+  // No variable of the alias's name.
+  auto env = ParseOptions(table, {}, {{"TRAINLET_RDZV_ENDPOINT", "x"}}, kUsage);
+  ASSERT_TRUE(env.ok());
+  EXPECT_EQ(env->Find("coordinator"), nullptr);
+  EXPECT_THAT(HelpText(kUsage, "", table, false),
+              HasSubstr("--coordinator=HOST, --rdzv-endpoint=HOST"));
+}
+
+TEST(ClosestName, WithinTwoEditsOrEqualButForCaseAndSeparators) {
+  const std::vector<std::string> names = {"TRAINLET_LOG_LEVEL", "TRAINLET_NNODES", "run"};
+  EXPECT_EQ(ClosestName("TRAINLET_LOGLEVEL", names), "TRAINLET_LOG_LEVEL");
+  EXPECT_EQ(ClosestName("trainlet_log-level", names), "TRAINLET_LOG_LEVEL");
+  EXPECT_EQ(ClosestName("runn", names), "run");
+  EXPECT_EQ(ClosestName("TRAINLET_COORDINATOR", names), "");
+}
+
+TEST(UnknownTrainletVariables, OnlyTrainletNamesAndNeverValues) {
+  const std::vector<std::string> known = {"TRAINLET_NNODES"};
+  auto w = UnknownTrainletVariables({{"TRAINLET_NNODES", "2"},
+                                     {"PATH", "/bin"},
+                                     {"TRAINLET_NNODE", "s3cret"},
+                                     {"trainlet_nnodes", "2"},
+                                     {"TRAINLET_X\nFORGED", "1"}},
+                                    known);
+  ASSERT_EQ(w.size(), 3u);
+  EXPECT_EQ(w[0], "unknown environment variable TRAINLET_NNODE (did you mean TRAINLET_NNODES?)");
+  EXPECT_THAT(w[1], HasSubstr("TRAINLET_X\\nFORGED"));  // escaped: cannot forge a line
+  EXPECT_EQ(w[2],
+            "unknown environment variable trainlet_nnodes (did you mean TRAINLET_NNODES? "
+            "variable names are case-sensitive)");
+  for (const std::string& line : w) EXPECT_THAT(line, Not(HasSubstr("s3cret")));
+}
+
+TEST(UnknownTrainletVariables, NamesAtMostTenAndCountsTheRest) {
+  std::map<std::string, std::string> env;
+  for (int i = 0; i < 25; ++i) env["TRAINLET_JUNK_" + std::to_string(100 + i)] = "1";
+  auto w = UnknownTrainletVariables(env, {});
+  ASSERT_EQ(w.size(), 11u);
+  EXPECT_EQ(w[10], "and 15 more unknown TRAINLET_* variable(s) not named here");
 }
 
 TEST(EnvNameFor, UpperCasesAndReplacesDashes) {

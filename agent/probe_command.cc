@@ -27,6 +27,8 @@ constexpr char kProbeDescription[] =
     "cleanly. The visible GPUs honour NVIDIA_VISIBLE_DEVICES and CUDA_VISIBLE_DEVICES. Every "
     "agent runs the same probe at start (without NCCL).";
 
+}  // namespace
+
 const std::vector<OptionSpec>& ProbeOptionTable() {
   static const auto* table = new std::vector<OptionSpec>{
       {"format", OptionKind::kString, "json|nccl-topo|env", "json",
@@ -51,6 +53,8 @@ const std::vector<OptionSpec>& ProbeOptionTable() {
   };
   return *table;
 }
+
+namespace {
 
 std::string Library(const OptionValue& v) {
   std::string t(absl::StripAsciiWhitespace(v.text));

@@ -13,6 +13,8 @@
 #include <string>
 #include <vector>
 
+#include "agent/options.h"
+
 namespace trainlet::agent {
 
 // Runs the command with `args` (the words after "probe"); writes the result
@@ -24,6 +26,8 @@ int RunProbeCommand(const std::vector<std::string>& args,
                     std::ostream& err);
 
 std::string ProbeHelpText();
+// Its option table (drives parsing, TRAINLET_* names and help).
+const std::vector<OptionSpec>& ProbeOptionTable();
 
 // The interface of the default IPv4 route in a /proc/net/route text; empty
 // when there is none.

@@ -14,6 +14,7 @@
 #include "launcher/command_resolver.h"
 #include "launcher/signals.h"
 #include "rendezvous/coordinator.h"
+#include "rendezvous/coordinator_hang.h"
 #include "rendezvous/error_reason.h"
 #include "rendezvous/protocol_version.h"
 
@@ -62,7 +63,9 @@ std::string SignalText(int sig) { return absl::StrFormat("signal %d (%s)", sig, 
 
 // Text from the coordinator (a reason, an error message), as it may be
 // logged: bounded, control bytes escaped.
-std::string Quoted(absl::string_view text) { return SafeForLog(text, 512); }
+std::string Quoted(absl::string_view text) { return SafeForLog(text, 1536); }
+
+constexpr char kEveryWorkerExited0[] = "every worker on every node exited 0";
 
 }  // namespace
 
@@ -184,6 +187,8 @@ std::vector<RoundAction> RoundMachine::Handle(const RoundEvent& event) {
           OnTracebackSize(e, &out);
         } else if constexpr (std::is_same_v<T, NodeUnhealthy>) {
           OnNodeUnhealthy(e, &out);
+        } else if constexpr (std::is_same_v<T, HangEvidenceCollected>) {
+          OnHangEvidenceCollected(e, &out);
         } else {
           static_assert(std::is_same_v<T, Tick>);
           OnTick(&out);
@@ -316,12 +321,8 @@ void RoundMachine::OnDirectiveWhileReady(const v1::Directive& d, Actions* out) {
     return;
   } else if (d.has_job_failed() || d.has_job_finished()) {
     // The verdict, in place: the coordinator may be gone by the time a Join
-    // call would ask (it stops once every stream has ended).
-    if (d.has_job_failed()) {
-      TLOG(kError) << "job failed while the round gathered: " << Quoted(d.job_failed().reason());
-    } else {
-      TLOG(kInfo) << "job finished: every worker on every node exited 0";
-    }
+    // call would ask (it stops once every stream has ended). Its reason is
+    // the exit line's (FinishWith).
     StopReadies();
     outcome_ = Outcome::kExit;
     facts_ = FactsOfVerdict(d);
@@ -348,6 +349,7 @@ EndingFacts RoundMachine::FactsOfVerdict(const v1::Directive& d) {
   EndingFacts f;
   f.ending = d.has_job_failed() ? Ending::kJobFailed : Ending::kJobFinished;
   f.restarts_exhausted = d.has_job_failed() && d.job_failed().restarts_exhausted();
+  f.why = d.has_job_failed() ? Quoted(d.job_failed().reason()) : std::string(kEveryWorkerExited0);
   return f;
 }
 
@@ -360,6 +362,8 @@ v1::WatchRequest RoundMachine::NewWatchRequest(uint64_t round) const {
   // told so on the stream or by a REJOIN datagram.
   w.set_accepts_assignment(options_.udp_liveness);
   w.set_accepts_rejoin_datagram(options_.udp_liveness);
+  // ... with its reason, so that this node's log says why the job restarts.
+  w.set_accepts_rejoin_directive(options_.udp_liveness);
   // ... and run without the stream in a large round, where acks say all
   // that its periodic Reports would (not the MPI commands: their placement
   // check rides on them).
@@ -387,28 +391,27 @@ void RoundMachine::OnJoinAnswered(const JoinAnswered& e, Actions* out, bool stre
     return;
   }
   if (join_verdict_.has_value()) {
-    TLOG(kInfo) << "the job ended while this node re-joined (" << EndingName(join_verdict_->ending)
-                << ")";
+    TLOG(kDebug) << "the job ended while this node re-joined";
     outcome_ = Outcome::kExit;
     facts_ = *join_verdict_;
     FinishWith(out);
     return;
   }
   if (!e.result.ok() && rendezvous::ReasonOf(e.result.status()) == v1::ErrorInfo::JOB_SUCCEEDED) {
-    TLOG(kInfo) << "the job already succeeded; nothing left to do";
     outcome_ = Outcome::kExit;
     facts_ = EndingFacts{};
     facts_.ending = Ending::kJobFinished;
+    facts_.why = "the job had already succeeded when this node joined";
     FinishWith(out);
     return;
   }
   if (!e.result.ok()) {
     const int code = ExitCodeForJoinError(e.result.status());
-    TLOG(kError) << "rendezvous failed: " << Quoted(e.result.status().message());
     outcome_ = Outcome::kExit;
     facts_ = EndingFacts{};
     facts_.ending = Ending::kJoinFailed;
     facts_.given_code = code;
+    facts_.why = Quoted(e.result.status().message());
     FinishWith(out);
     return;
   }
@@ -464,9 +467,11 @@ void RoundMachine::OnJoinAnswered(const JoinAnswered& e, Actions* out, bool stre
   kill_at_ = give_up_at_ = verdict_deadline_ = absl::InfiniteFuture();
   last_report_error_.clear();
   watched_.assign(static_cast<size_t>(std::max(0, workers_running_)), Watched{});
+  hang_step_ = HangStep::kNone;
   hung_rank_ = -1;
   hang_due_ = absl::InfiniteFuture();
-  traceback_check_at_ = absl::InfiniteFuture();
+  stacks_.clear();
+  hang_report_ = v1::HangReport{};
   status_.progress.clear();
 
   status_.round = a.round();
@@ -518,7 +523,6 @@ void RoundMachine::OnWorkersStarted(const WorkersStarted& e, Actions* out) {
     return;
   }
   const int code = e.exit_code != 0 ? e.exit_code : launcher::ExitCodeForSpawnError(e.status);
-  TLOG(kError) << e.status.message();
   status_.last_failure = std::string(e.status.message());
   v1::ReportRequest r = NewReport(v1::ReportRequest::FAILED);
   r.set_exit_code(code);
@@ -533,6 +537,7 @@ void RoundMachine::OnWorkersStarted(const WorkersStarted& e, Actions* out) {
   facts_ = EndingFacts{};
   facts_.ending = Ending::kSpawnFailed;
   facts_.given_code = code;
+  facts_.why = Quoted(e.status.message());
   FinishWith(out);
 }
 
@@ -552,11 +557,12 @@ void RoundMachine::OnWorkerExited(const WorkerExited& e, Actions* out) {
   if (x.local_rank >= 0 && x.local_rank < static_cast<int>(watched_.size())) {
     watched_[x.local_rank].running = false;
   }
-  // A hung worker that exits while its stacks are awaited: its exit decides.
-  if (x.local_rank == hung_rank_) {
-    hung_rank_ = -1;
-    hang_due_ = absl::InfiniteFuture();
-    traceback_check_at_ = absl::InfiniteFuture();
+  // A worker that exits while its stacks are awaited has none to give (a
+  // failure then decides, below).
+  if (x.local_rank >= 0 && x.local_rank < static_cast<int>(stacks_.size()) &&
+      !stacks_[x.local_rank].done) {
+    stacks_[x.local_rank].done = true;
+    MaybeFinishCollecting(/*wait_over=*/false, out);
   }
   const int code = x.exit_code;
   if (code != 0 && any_failure_ == 0) any_failure_ = code;
@@ -571,8 +577,9 @@ void RoundMachine::OnWorkerExited(const WorkerExited& e, Actions* out) {
     ++workers_ok_;
     if (workers_ok_ == LocalProcesses()) {
       reported_success_ = true;
-      TLOG(kInfo) << "all " << workers_ok_
-                  << " local worker(s) exited 0; waiting for the job's verdict";
+      // (A single node's verdict follows at once: only its exit line says so.)
+      TLOG_AT(assignment_.nnodes() > 1 ? LogLevel::kInfo : LogLevel::kDebug)
+          << "all " << workers_ok_ << " local worker(s) exited 0; waiting for the job's verdict";
       out->push_back(SendReport{NewReport(v1::ReportRequest::SUCCEEDED)});
       out->push_back(SetServing{false});
       SetState(RoundState::kAwaitingVerdict);
@@ -643,8 +650,21 @@ void RoundMachine::OnProgress(const ProgressReported& e) {
 }
 
 absl::Time RoundMachine::HangDeadline() const {
+  switch (hang_step_) {
+    case HangStep::kCollecting: {
+      absl::Time next = hang_due_;
+      for (const StackWait& w : stacks_) next = std::min(next, w.check_at);
+      return next;
+    }
+    case HangStep::kAwaitingVerdict:
+      return hang_due_;
+    case HangStep::kSummarizing:
+    case HangStep::kJudged:
+      return absl::InfiniteFuture();
+    case HangStep::kNone:
+      break;
+  }
   if (options_.hang_timeout <= absl::ZeroDuration()) return absl::InfiniteFuture();
-  if (hung_rank_ >= 0) return std::min(hang_due_, traceback_check_at_);
   absl::Time next = absl::InfiniteFuture();
   for (const Watched& w : watched_) {
     if (w.running && w.last != absl::InfiniteFuture()) {
@@ -655,16 +675,25 @@ absl::Time RoundMachine::HangDeadline() const {
 }
 
 void RoundMachine::CheckHang(absl::Time now, Actions* out) {
-  if (state_ != RoundState::kRunning || options_.hang_timeout <= absl::ZeroDuration()) return;
-  if (hung_rank_ >= 0) {
+  if (state_ != RoundState::kRunning) return;
+  if (hang_step_ == HangStep::kCollecting) {
     if (now >= hang_due_) {
-      FailHung(out);
-    } else if (now >= traceback_check_at_) {
-      traceback_check_at_ = absl::InfiniteFuture();  // until TracebackSize answers.
-      out->push_back(CheckTraceback{hung_rank_});
+      MaybeFinishCollecting(/*wait_over=*/true, out);
+      return;
+    }
+    for (size_t l = 0; l < stacks_.size(); ++l) {
+      if (!stacks_[l].done && now >= stacks_[l].check_at) {
+        stacks_[l].check_at = absl::InfiniteFuture();  // until TracebackSize answers.
+        out->push_back(CheckTraceback{static_cast<int>(l)});
+      }
     }
     return;
   }
+  if (hang_step_ == HangStep::kAwaitingVerdict) {
+    if (now >= hang_due_) JudgeLocally(out);
+    return;
+  }
+  if (hang_step_ != HangStep::kNone || options_.hang_timeout <= absl::ZeroDuration()) return;
   for (size_t l = 0; l < watched_.size(); ++l) {
     const Watched& w = watched_[l];
     if (!w.running || w.last == absl::InfiniteFuture() || now - w.last < options_.hang_timeout) {
@@ -675,6 +704,7 @@ void RoundMachine::CheckHang(absl::Time now, Actions* out) {
     hang_.round = assignment_.round();
     hang_.local_rank = hung_rank_;
     hang_.global_rank = assignment_.self().first_global_rank() + hung_rank_;
+    hang_.declared = true;
     hang_.declared_at = now;
     hang_.silence = now - w.last;
     hang_.hang_timeout = options_.hang_timeout;
@@ -686,47 +716,182 @@ void RoundMachine::CheckHang(absl::Time now, Actions* out) {
                  << " (--hang-timeout=" << absl::FormatDuration(options_.hang_timeout)
                  << "); last progress: "
                  << (w.line.empty() ? std::string("(a touch)") : Quoted(w.line))
-                 << "; saving evidence before stopping it";
-    // Until the executor answers; it does at once (TracebackRequested).
-    hang_due_ = now + options_.traceback_wait;
-    out->push_back(RequestTraceback{hung_rank_});
+                 << "; taking every worker's evidence on every node before stopping anything";
+    // The coordinator asks every other node for its evidence meanwhile.
+    hang_report_ = v1::HangReport{};
+    hang_report_.set_declared(true);
+    hang_report_.set_declared_local_rank(hung_rank_);
+    hang_report_.set_silence_ms(absl::ToInt64Milliseconds(hang_.silence));
+    v1::ReportRequest r = NewReport(v1::ReportRequest::RUNNING);
+    *r.mutable_hang() = hang_report_;
+    out->push_back(SendReport{std::move(r)});
+    StartCollecting(absl::StrCat("this node declared worker rank ", hang_.global_rank, " hung"),
+                    out);
     return;
   }
+}
+
+void RoundMachine::StartCollecting(absl::string_view why, Actions* out) {
+  hang_step_ = HangStep::kCollecting;
+  hang_why_ = std::string(why);
+  hang_due_ = clock_->Now() + options_.traceback_wait;
+  stacks_.assign(watched_.size(), StackWait{});
+  for (size_t l = 0; l < watched_.size(); ++l) {
+    if (!watched_[l].running) continue;
+    stacks_[l].done = false;
+    // Answered at once (TracebackRequested).
+    out->push_back(RequestTraceback{static_cast<int>(l)});
+  }
+  MaybeFinishCollecting(/*wait_over=*/false, out);
 }
 
 void RoundMachine::OnTracebackRequested(const TracebackRequested& e, Actions* out) {
-  if (state_ != RoundState::kRunning || e.local_rank != hung_rank_) return;
-  if (!e.sent) {
-    FailHung(out);
+  if (state_ != RoundState::kRunning || hang_step_ != HangStep::kCollecting || e.local_rank < 0 ||
+      e.local_rank >= static_cast<int>(stacks_.size()) || stacks_[e.local_rank].done) {
     return;
   }
-  traceback_before_ = traceback_bytes_ = e.bytes;
-  traceback_since_ = clock_->Now();
-  traceback_check_at_ = clock_->Now() + options_.traceback_poll;
+  StackWait& w = stacks_[e.local_rank];
+  if (!e.sent) {
+    w.done = true;
+    MaybeFinishCollecting(/*wait_over=*/false, out);
+    return;
+  }
+  w.before = w.bytes = e.bytes;
+  w.since = clock_->Now();
+  w.check_at = clock_->Now() + options_.traceback_poll;
 }
 
 void RoundMachine::OnTracebackSize(const TracebackSize& e, Actions* out) {
-  if (state_ != RoundState::kRunning || e.local_rank != hung_rank_) return;
+  if (state_ != RoundState::kRunning || hang_step_ != HangStep::kCollecting || e.local_rank < 0 ||
+      e.local_rank >= static_cast<int>(stacks_.size()) || stacks_[e.local_rank].done) {
+    return;
+  }
+  StackWait& w = stacks_[e.local_rank];
   const absl::Time now = clock_->Now();
-  if (e.bytes != traceback_bytes_) {
-    traceback_bytes_ = e.bytes;
-    traceback_since_ = now;
+  if (e.bytes != w.bytes) {
+    w.bytes = e.bytes;
+    w.since = now;
   }
   // Written since the signal, then quiet: faulthandler is done (it writes
   // every thread's stack from its signal handler, at once).
-  if (traceback_bytes_ > std::max<int64_t>(0, traceback_before_) &&
-      now - traceback_since_ >= options_.traceback_quiet) {
-    FailHung(out);
+  if (w.bytes > std::max<int64_t>(0, w.before) && now - w.since >= options_.traceback_quiet) {
+    w.done = true;
+    MaybeFinishCollecting(/*wait_over=*/false, out);
     return;
   }
-  traceback_check_at_ = now + options_.traceback_poll;
+  w.check_at = now + options_.traceback_poll;
+}
+
+void RoundMachine::MaybeFinishCollecting(bool wait_over, Actions* out) {
+  if (hang_step_ != HangStep::kCollecting) return;
+  if (!wait_over) {
+    for (const StackWait& w : stacks_) {
+      if (!w.done) return;
+    }
+  }
+  hang_step_ = HangStep::kSummarizing;
+  hang_due_ = absl::InfiniteFuture();
+  stacks_.clear();
+  const absl::Time now = clock_->Now();
+  CollectHangEvidence collect;
+  for (size_t l = 0; l < watched_.size(); ++l) {
+    const Watched& w = watched_[l];
+    HangEvidence e;
+    if (static_cast<int>(l) == hung_rank_) {
+      e = hang_;
+    } else {
+      e.round = assignment_.round();
+      e.local_rank = static_cast<int>(l);
+      e.global_rank = assignment_.self().first_global_rank() + static_cast<int>(l);
+      e.declared_at = now;
+      e.silence = w.last == absl::InfiniteFuture() ? absl::InfiniteDuration() : now - w.last;
+      e.hang_timeout = options_.hang_timeout;
+      e.last_progress = w.line;
+      e.why = hang_why_;
+    }
+    e.exited = !w.running;
+    collect.evidence.push_back(std::move(e));
+  }
+  out->push_back(std::move(collect));
+}
+
+void RoundMachine::OnHangEvidenceCollected(const HangEvidenceCollected& e, Actions* out) {
+  if (state_ != RoundState::kRunning || hang_step_ != HangStep::kSummarizing) return;
+  *hang_report_.mutable_workers() = e.report.workers();
+  hang_report_.set_collected(true);
+  hang_step_ = HangStep::kAwaitingVerdict;
+  hang_due_ = clock_->Now() + options_.hang_verdict_wait;
+  v1::ReportRequest r = NewReport(v1::ReportRequest::RUNNING);
+  *r.mutable_hang() = hang_report_;
+  out->push_back(SendReport{std::move(r)});
+}
+
+void RoundMachine::JudgeLocally(Actions* out) {
+  hang_step_ = HangStep::kJudged;
+  hang_due_ = absl::InfiniteFuture();
+  if (hung_rank_ < 0) {
+    // Asked by the coordinator, which went quiet: the node that declared
+    // the hang judges.
+    TLOG(kWarning) << "no verdict on the hang within "
+                   << absl::FormatDuration(options_.hang_verdict_wait)
+                   << "; the node that declared it decides";
+    return;
+  }
+  std::vector<rendezvous::HangCandidate> candidates;
+  rendezvous::AddHangCandidates(hang_report_, options_.me.node_id(),
+                                assignment_.self().first_global_rank(), &candidates);
+  std::optional<v1::HangVerdict> v = rendezvous::ChooseHangSuspect(candidates);
+  const int suspect = v.has_value() ? v->suspect_local_rank() : hung_rank_;
+  const std::string summary = v.has_value()
+                                  ? v->summary()
+                                  : absl::StrCat("suspect rank ", hang_.global_rank, " on ",
+                                                 Quoted(options_.me.node_id()), " (declared hung)");
+  TLOG(kError) << "hang: " << summary << " (judged on this node's evidence only: no verdict from "
+               << "the coordinator within " << absl::FormatDuration(options_.hang_verdict_wait)
+               << "); this node's evidence: the 'hang evidence:' lines of its log";
+  out->push_back(HangJudged{suspect, summary});
+  running_failure_ = kExitWorkerHung;
+  if (any_failure_ == 0) any_failure_ = kExitWorkerHung;
+  status_.last_failure = absl::StrCat("hang: ", summary);
+  v1::ReportRequest r = NewReport(v1::ReportRequest::FAILED);
+  r.set_exit_code(kExitWorkerHung);
+  r.set_failed_local_rank(suspect);
+  r.set_message(absl::StrCat("hang: ", summary).substr(0, 1024));
+  failure_report_ = r;
+  out->push_back(SendReport{std::move(r)});
+  verdict_deadline_ = clock_->Now() + options_.verdict_timeout;
+  BeginStop("hang", 0, out);
+}
+
+std::string RoundMachine::TakeHangVerdict(const v1::HangVerdict& hang, Actions* out) {
+  const bool collected =
+      hang_step_ == HangStep::kAwaitingVerdict || hang_step_ == HangStep::kSummarizing;
+  const bool investigating = hang_step_ != HangStep::kNone && hang_step_ != HangStep::kJudged;
+  hang_step_ = HangStep::kJudged;
+  hang_due_ = absl::InfiniteFuture();
+  if (hang.suspect_node_id().empty()) {
+    if (investigating) {
+      TLOG(kInfo) << "the hang investigation of round " << assignment_.round()
+                  << " ended without a verdict: the round ends for another reason";
+    }
+    return "";
+  }
+  // The suspect's node fails as its worker's failure would; the others (the
+  // ranks that waited for it) are its victims.
+  const int local = hang.suspect_local_rank();
+  if (hang.suspect_node_id() == options_.me.node_id() && local >= 0 &&
+      local < static_cast<int>(watched_.size())) {
+    running_failure_ = kExitWorkerHung;
+    if (any_failure_ == 0) any_failure_ = kExitWorkerHung;
+    status_.last_failure = absl::StrCat("hang: ", hang.summary().substr(0, 512));
+    out->push_back(HangJudged{local, hang.summary().substr(0, 512)});
+  }
+  return collected ? "; this node's evidence: the 'hang evidence:' lines of its log" : "";
 }
 
 void RoundMachine::OnNodeUnhealthy(const NodeUnhealthy& e, Actions* out) {
   // Only before a join is under way (the executor checks instead of joining).
   if (state_ != RoundState::kJoining || !options_.elastic || signal_ != 0) return;
-  TLOG(kError) << "this node's GPU health is fatal (" << Quoted(e.why)
-               << "); leaving the elastic job so that the pod is rescheduled on another node";
   status_.last_failure = absl::StrCat("node unhealthy: ", e.why.substr(0, 512));
   v1::LeaveRequest leave;
   *leave.mutable_member() = options_.me;
@@ -737,31 +902,10 @@ void RoundMachine::OnNodeUnhealthy(const NodeUnhealthy& e, Actions* out) {
   facts_ = EndingFacts{};
   facts_.ending = Ending::kNodeUnhealthy;
   facts_.given_code = kExitNodeUnhealthy;
+  facts_.why = absl::StrCat("this node's GPU health is fatal (", Quoted(e.why),
+                            "); left the elastic job so that the pod is rescheduled on another "
+                            "node");
   FinishWith(out);
-}
-
-void RoundMachine::FailHung(Actions* out) {
-  const int local_rank = hung_rank_;
-  hung_rank_ = -1;
-  hang_due_ = absl::InfiniteFuture();
-  traceback_check_at_ = absl::InfiniteFuture();
-  out->push_back(CollectHangEvidence{hang_});
-  const std::string what = absl::StrCat(
-      "worker rank ", hang_.global_rank, " (local rank ", local_rank, ") hung: no progress for ",
-      absl::FormatDuration(absl::Trunc(hang_.silence, absl::Seconds(1))));
-  running_failure_ = kExitWorkerHung;
-  if (any_failure_ == 0) any_failure_ = kExitWorkerHung;
-  status_.last_failure = what;
-  v1::ReportRequest r = NewReport(v1::ReportRequest::FAILED);
-  r.set_exit_code(kExitWorkerHung);
-  r.set_failed_local_rank(local_rank);
-  r.set_message(absl::StrCat("rank ", hang_.global_rank, " hung: no progress for ",
-                             absl::FormatDuration(absl::Trunc(hang_.silence, absl::Seconds(1))),
-                             " (--hang-timeout)"));
-  failure_report_ = r;
-  out->push_back(SendReport{std::move(r)});
-  verdict_deadline_ = clock_->Now() + options_.verdict_timeout;
-  BeginStop(absl::StrCat("worker rank ", hang_.global_rank, " hung"), 0, out);
 }
 
 void RoundMachine::OnWorkersGone(Actions* out) {
@@ -912,22 +1056,39 @@ void RoundMachine::ApplyDirective(const v1::Directive& d, Actions* out) {
     // ended meanwhile: the verdict replaces the re-join.
     outcome_ = Outcome::kUndecided;
   }
+  if (d.has_collect_evidence()) {
+    // Another node's worker was declared hung: this node's evidence, before
+    // anything is stopped (once a round; not while stopping).
+    if (state_ == RoundState::kRunning && hang_step_ == HangStep::kNone && OutcomePending()) {
+      const std::string why =
+          absl::StrCat("node ", Quoted(d.collect_evidence().declared_by_node()),
+                       " declared worker rank ", d.collect_evidence().declared_rank(), " hung");
+      TLOG(kWarning) << why << "; taking this node's evidence (every worker's stacks, threads "
+                     << "and wait channels) before anything is stopped";
+      StartCollecting(why, out);
+    }
+    return;
+  }
   if (!OutcomePending()) return;
+  // A verdict is logged once, with the exit code (FinishWith), once the
+  // workers have stopped.
   if (d.has_job_finished()) {
-    TLOG(kInfo) << "job finished: every worker on every node exited 0";
     outcome_ = Outcome::kExit;
     facts_.ending = Ending::kJobFinished;
+    facts_.why = kEveryWorkerExited0;
     BeginStop("the job finished", 0, out);
   } else if (d.has_job_failed()) {
     const v1::JobFailed& f = d.job_failed();
-    TLOG(kError) << "job failed: " << Quoted(f.reason());
+    const std::string evidence = TakeHangVerdict(f.hang(), out);
     outcome_ = Outcome::kExit;
     facts_.ending = Ending::kJobFailed;
     facts_.restarts_exhausted = f.restarts_exhausted();
+    facts_.why = Quoted(f.reason()) + evidence;
     BeginStop("the job failed", 0, out);
   } else if (d.has_rejoin()) {
+    const std::string evidence = TakeHangVerdict(d.rejoin().hang(), out);
     TLOG(kInfo) << "restart: " << Quoted(d.rejoin().reason()) << "; re-joining for round "
-                << d.rejoin().next_round();
+                << d.rejoin().next_round() << evidence;
     outcome_ = Outcome::kRejoin;
     rejoin_by_datagram_ = d.rejoin().ready_by_datagram();
     rejoin_round_ = d.rejoin().next_round();
@@ -946,23 +1107,23 @@ bool RoundMachine::HandleFinalError(const absl::Status& status, Actions* out) {
   if (status.ok()) return false;
   switch (rendezvous::ReasonOf(status)) {
     case v1::ErrorInfo::FENCED:
-      TLOG(kError) << "this agent was declared lost by the coordinator ("
-                   << Quoted(status.message()) << "); the job went on without it";
       outcome_ = Outcome::kExit;
       facts_.ending = Ending::kFenced;
+      facts_.why = absl::StrCat(Quoted(status.message()), "; the job went on without this node");
       BeginStop("fenced", 0, out);
       return true;
     case v1::ErrorInfo::JOB_FAILED:
     case v1::ErrorInfo::RESTARTS_EXHAUSTED:
-      TLOG(kError) << "job failed: " << Quoted(status.message());
       outcome_ = Outcome::kExit;
       facts_.ending = Ending::kJobFailed;
+      facts_.why = Quoted(status.message());
       facts_.restarts_exhausted = rendezvous::ReasonOf(status) == v1::ErrorInfo::RESTARTS_EXHAUSTED;
       BeginStop("the job failed", 0, out);
       return true;
     case v1::ErrorInfo::JOB_SUCCEEDED:
       outcome_ = Outcome::kExit;
       facts_.ending = Ending::kJobFinished;
+      facts_.why = kEveryWorkerExited0;
       BeginStop("the job finished", 0, out);
       return true;
     default:
@@ -987,10 +1148,10 @@ bool RoundMachine::HandleFinalError(const absl::Status& status, Actions* out) {
       outcome_ = Outcome::kRejoin;
       BeginStop("restart", 0, out);
     } else {
-      TLOG(kError) << "the coordinator no longer knows this round (" << Quoted(status.message())
-                   << ")";
       outcome_ = Outcome::kExit;
       facts_.ending = Ending::kCoordinatorLost;
+      facts_.why = absl::StrCat("the coordinator no longer knows this round (",
+                                Quoted(status.message()), ")");
       BeginStop("lost the coordinator", 0, out);
     }
     return true;
@@ -1034,10 +1195,14 @@ void RoundMachine::OnReportAnswered(const ReportAnswered& e, Actions* out) {
         // that would be 10,000 more Reports within an interval.
         next_heartbeat_ = std::max(next_heartbeat_, clock_->Now() + ReportInterval());
       } else {
-        TLOG(kInfo) << "the coordinator does not hear this node's UDP liveness datagrams; "
-                       "reporting every "
-                    << absl::FormatDuration(heartbeat_interval_)
-                    << " instead (check that UDP to the coordinator port is allowed)";
+        // A round's first answers may come before its first datagram does:
+        // said (at INFO, once) when the datagrams have had two intervals.
+        const bool settled = clock_->Now() - round_started_ >= 2 * heartbeat_interval_;
+        if (!settled) udp_heard_.reset();  // asked again at the next answer
+        TLOG_AT(settled ? LogLevel::kInfo : LogLevel::kDebug)
+            << "the coordinator does not hear this node's UDP liveness datagrams; reporting every "
+            << absl::FormatDuration(heartbeat_interval_)
+            << " instead (check that UDP to the coordinator port is allowed)";
         next_heartbeat_ = std::min(next_heartbeat_, clock_->Now() + heartbeat_interval_);
       }
     }
@@ -1112,26 +1277,41 @@ void RoundMachine::OnRejoinDatagram(const rendezvous::LivenessDatagram& rejoin, 
     if (ignored_acks_++ == 0) TLOG(kDebug) << "ignoring a REJOIN datagram that is not this node's";
     return;
   }
-  NoteContact();
+  // (From a coordinator that sends no reason: one whose Watch requests
+  // accepts_rejoin_directive gets the Rejoin as a DIRECTIVE datagram.)
+  constexpr absl::string_view kNoReason =
+      "told by a REJOIN datagram (the coordinator's log says why)";
   if (joining) {
-    RetargetReadies(rejoin.round, "told by a REJOIN datagram");
+    NoteContact();
+    RetargetReadies(rejoin.round, kNoReason);
     return;
   }
-  // Exactly the Rejoin the stream would have carried, but for its reason
-  // (the coordinator's log has it).
+  // Exactly the Rejoin the stream would have carried, but for its reason.
   v1::Directive d;
   d.set_coordinator_incarnation(assignment_.coordinator_incarnation());
   d.set_round(assignment_.round());
   d.mutable_rejoin()->set_next_round(rejoin.round);
   d.mutable_rejoin()->set_ready_by_datagram(true);
-  d.mutable_rejoin()->set_reason("told by a REJOIN datagram (the coordinator's log says why)");
+  d.mutable_rejoin()->set_reason(std::string(kNoReason));
+  TakeRejoinByDatagram(d, out);
+}
+
+void RoundMachine::TakeRejoinByDatagram(const v1::Directive& d, Actions* out) {
+  const uint64_t next_round = d.rejoin().next_round();
+  // Newer than the round this node is in (a replayed or late one says
+  // nothing new), of its round and coordinator (checked again by ApplyDirective).
+  if (state_ == RoundState::kJoining || next_round <= assignment_.round() ||
+      d.round() != assignment_.round()) {
+    return;
+  }
+  NoteContact();
   ApplyDirective(d, out);
-  if (outcome_ == Outcome::kRejoin && rejoin_round_ == rejoin.round) {
+  if (outcome_ == Outcome::kRejoin && rejoin_round_ == next_round) {
     // Taken (now, or before: then this is a repeat, and the confirmation
     // was lost): an alive datagram of the new round confirms it, so that the
     // coordinator neither sends it again nor writes it down the stream.
     out->push_back(SendLiveness{rendezvous::EncodeLivenessDatagram(
-        liveness_slot_, options_.me.incarnation(), rejoin.round, ++liveness_seq_, liveness_key_)});
+        liveness_slot_, options_.me.incarnation(), next_round, ++liveness_seq_, liveness_key_)});
   }
 }
 
@@ -1164,6 +1344,22 @@ void RoundMachine::OnDirectiveDatagram(const DirectiveDatagramReceived& e, Actio
     return;
   }
   const bool ready = state_ == RoundState::kJoining && ready_join_;
+  if (d.has_collect_evidence()) {
+    // A released node asked for its hang evidence: as the stream's.
+    if (!ready) ApplyDirective(d, out);
+    return;
+  }
+  if (d.has_rejoin()) {
+    // The Rejoin with its reason (WatchRequest.accepts_rejoin_directive):
+    // as a REJOIN datagram, a round above this node's or nothing.
+    if (!d.rejoin().ready_by_datagram()) return;
+    if (ready) {
+      OnDirectiveWhileReady(d, out);  // a newer one retargets the READYs
+      return;
+    }
+    TakeRejoinByDatagram(d, out);
+    return;
+  }
   if (d.has_assignment()) {
     // The answer to this node's READY re-join (again for a later READY).
     if (!ready) return;
@@ -1232,19 +1428,18 @@ absl::Duration RoundMachine::AckSilence() const {
 
 void RoundMachine::CoordinatorLost(absl::string_view why, Actions* out) {
   if (state_ == RoundState::kAwaitingVerdict) {
-    TLOG(kWarning) << "lost the coordinator (" << why
-                   << ") after every local worker exited 0; exiting 0";
     outcome_ = Outcome::kExit;
     facts_.ending = Ending::kCoordinatorLostAfterSuccess;
+    facts_.why = std::string(why);
     BeginStop("lost the coordinator", 0, out);
   } else if (options_.elastic) {
     TLOG(kWarning) << "lost the coordinator (" << why << "); stopping the workers and re-joining";
     outcome_ = Outcome::kRejoin;
     BeginStop("lost the coordinator", 0, out);
   } else {
-    TLOG(kError) << "lost the coordinator (" << why << ")";
     outcome_ = Outcome::kExit;
     facts_.ending = Ending::kCoordinatorLost;
+    facts_.why = std::string(why);
     BeginStop("lost the coordinator", 0, out);
   }
 }
@@ -1340,9 +1535,14 @@ void RoundMachine::OnTick(Actions* out) {
       next_heartbeat_ = std::min(next_heartbeat_, now);
     }
     if (now >= next_heartbeat_) {
-      out->push_back(SendReport{failure_report_     ? *failure_report_
-                                : reported_success_ ? NewReport(v1::ReportRequest::SUCCEEDED)
-                                                    : NewReport(v1::ReportRequest::RUNNING)});
+      v1::ReportRequest r = failure_report_     ? *failure_report_
+                            : reported_success_ ? NewReport(v1::ReportRequest::SUCCEEDED)
+                                                : NewReport(v1::ReportRequest::RUNNING);
+      // The hang's report until the verdict (the coordinator takes it once).
+      if (hang_step_ == HangStep::kAwaitingVerdict && !failure_report_ && !reported_success_) {
+        *r.mutable_hang() = hang_report_;
+      }
+      out->push_back(SendReport{std::move(r)});
       // After a stall, the next one an interval from now (not at once).
       next_heartbeat_ += ReportInterval();
       if (next_heartbeat_ <= now) next_heartbeat_ = now + ReportInterval();
@@ -1378,10 +1578,10 @@ void RoundMachine::OnTick(Actions* out) {
                                                                           absl::Milliseconds(1)))),
           out);
     } else if (now >= verdict_deadline_) {
-      TLOG(kWarning) << "no verdict from the coordinator within "
-                     << absl::FormatDuration(options_.verdict_timeout);
       outcome_ = Outcome::kExit;
       facts_.ending = Ending::kNoVerdict;
+      facts_.why = absl::StrCat("none came within ", absl::FormatDuration(options_.verdict_timeout),
+                                " of this node's failure");
     }
   }
   CheckHang(now, out);
@@ -1455,7 +1655,16 @@ void RoundMachine::FinishWith(Actions* out) {
     watch_open_ = false;
   }
   const int code = ExitCodeFor(facts_);
-  TLOG(kInfo) << "exiting with code " << code << " (" << EndingName(facts_.ending) << ")";
+  if (facts_.why.empty() && facts_.signal != 0) facts_.why = SignalText(facts_.signal);
+  // One line for the outcome: the verdict (or what ended the agent) with
+  // the code it gives; also the pod's termination message (run_agent.cc).
+  status_.exit_reason = facts_.why.empty()
+                            ? std::string(EndingName(facts_.ending))
+                            : absl::StrCat(EndingName(facts_.ending), ": ", facts_.why);
+  const LogLevel level = code == kExitSuccess               ? LogLevel::kInfo
+                         : facts_.ending == Ending::kSignal ? LogLevel::kWarning
+                                                            : LogLevel::kError;
+  TLOG_AT(level) << "exiting with code " << code << ": " << status_.exit_reason;
   status_.exit_code = code;
   SetState(RoundState::kDone);
   out->push_back(Finish{code});

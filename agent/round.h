@@ -65,7 +65,8 @@
 // while acks flow (else refused: the stream is re-opened, and no release is
 // taken until acks have flowed for kReleaseRetryAfter), the node then runs
 // without a stream: no re-open, no periodic
-// Report; a Rejoin comes as a REJOIN datagram, the next assignment and the
+// Report; a Rejoin comes as a REJOIN datagram (or, reason and all, as a
+// DIRECTIVE datagram), the next assignment and the
 // verdict as DIRECTIVE datagrams (a verdict is confirmed with a TAKEN
 // datagram), and acks that stop (or do not come within the ack silence of a
 // new round) bring the stream back:
@@ -89,22 +90,41 @@
 //
 // Hang detection (--hang-timeout, docs/progress.md): while RUNNING, a local
 // worker that reported progress (ProgressReported) and then stays silent
-// for the hang timeout is declared hung at that deadline. The machine asks
-// for its Python stacks (RequestTraceback; when the executor sent the
-// signal it waits for them: until the traceback file, once it grew, has not
-// grown for traceback_quiet, checked every traceback_poll through
-// CheckTraceback, and at most traceback_wait), then for the evidence
-// (CollectHangEvidence), then fails the round as a failed worker with exit
-// code 80 (kExitWorkerHung): reported FAILED, stopped, the coordinator's
-// verdict decides between a restart and the end of the job.
+// for the hang timeout is declared hung at that deadline. The one declared
+// hung is often a victim, waiting in a collective for the real culprit, so
+// nothing is stopped until the job has judged (docs/progress.md, "Who
+// hung"): the machine tells the coordinator (a Report whose HangReport
+// declares it), which asks every other node for its evidence
+// (CollectEvidence), and takes the evidence of every local worker. It asks
+// each for its Python stacks (RequestTraceback; for each signalled one it
+// waits until its traceback file, once it grew, has not grown for
+// traceback_quiet, checked every traceback_poll through CheckTraceback;
+// at most traceback_wait in all), then for the evidence (CollectHangEvidence,
+// answered with each worker's summary: HangEvidenceCollected), which it
+// reports. The coordinator names the suspect job-wide and fails the round
+// for it: the Rejoin or JobFailed carries the HangVerdict. The suspect's
+// node fails with exit code 80 (kExitWorkerHung) and reports the hang
+// (HangJudged); the others are its victims. Without a verdict within
+// hang_verdict_wait, a node that declared a hang judges its own workers
+// (the same rules) and fails the round as a failed worker with code 80.
 //
-//   RUNNING --silence >= hang_timeout--> RequestTraceback
-//      ^                                   | TracebackRequested (sent: wait for
-//      |                                   | the file to grow and settle, at
-//      |                                   | most traceback_wait; not sent: at once)
-//      |                                   v
-//      |                            CollectHangEvidence, Report(FAILED, 80)
-//      +-- progress resets the timer  --> STOPPING (as a worker failure)
+//   RUNNING --silence >= hang_timeout: Report(hang declared)--+
+//      |     --CollectEvidence directive--------------------+ |
+//      |                                                    v v
+//      |   collecting: RequestTraceback for every running local worker;
+//      |     TracebackRequested / TracebackSize until each settled, or
+//      |     traceback_wait
+//      |                      | CollectHangEvidence
+//      |                      v
+//      |   summarizing --HangEvidenceCollected: Report(hang collected)-->
+//      |   awaiting the verdict (heartbeats repeat the report)
+//      |       | Rejoin / JobFailed with a HangVerdict: the verdict line;
+//      |       |   the suspect's node: running failure 80, HangJudged
+//      |       |   --> STOPPING (as any Rejoin / JobFailed)
+//      |       | nothing within hang_verdict_wait: declared here? judged
+//      |       |   here, HangJudged, Report(FAILED, 80) --> STOPPING;
+//      |       |   else: judged (nothing more this round)
+//      +-- progress resets the timer while nothing is declared
 //
 // Threading: not thread-safe; the executor drives it from one thread.
 #ifndef TRAINLET_AGENT_ROUND_H_
@@ -181,6 +201,9 @@ struct EndingFacts {
   int signal = 0;                   // the terminating signal, or 0.
   bool restarts_exhausted = false;  // kJobFailed: the budget ran out.
   int given_code = 0;               // kJoinFailed, kSpawnFailed.
+  // What happened, for a person: the coordinator's reason for a verdict,
+  // the error of a failed join, ...; empty when the ending says it all.
+  std::string why;
 };
 
 // The exit code for `facts` by the exit policy table.
@@ -260,6 +283,11 @@ struct TracebackSize {
   int local_rank = 0;
   int64_t bytes = -1;
 };
+// The executor's answer to CollectHangEvidence: each local worker's
+// summary (HangReport.workers; `collected` set).
+struct HangEvidenceCollected {
+  v1::HangReport report;
+};
 // The executor found this node's GPU health fatal (node_probe.h's
 // FatalGpuHealth) before a re-join: an elastic agent leaves with 81.
 struct NodeUnhealthy {
@@ -270,7 +298,7 @@ using RoundEvent =
     std::variant<JoinAnswered, WorkersStarted, WorkerExited, WorkersGone, SignalReceived,
                  DirectiveReceived, StreamEnded, ReportAnswered, DatagramReceived, Tick,
                  LocalFailure, ProgressReported, TracebackRequested, NodeUnhealthy, TracebackSize,
-                 DirectiveDatagramReceived>;
+                 DirectiveDatagramReceived, HangEvidenceCollected>;
 
 // ---- Actions it asks the executor to perform.
 
@@ -324,16 +352,27 @@ struct RequestTraceback {
 struct CheckTraceback {
   int local_rank = 0;
 };
-// Save the hung worker's evidence (hang_evidence.h) now, before it is
-// stopped; `evidence` holds what the machine knows (rank, round, silence,
-// last progress); the executor adds the rest.
+// Save every local worker's evidence (hang_evidence.h) now, before
+// anything is stopped, and log it; `evidence` holds what the machine knows
+// of each (rank, round, silence, last progress, whether it was declared
+// hung here), by local rank; the executor adds the rest and answers with
+// HangEvidenceCollected.
 struct CollectHangEvidence {
-  HangEvidence evidence;
+  std::vector<HangEvidence> evidence;
+};
+// The hang is judged: `summary` ("suspect rank 2 on node-b (...)") names the
+// suspect, local rank `suspect_local_rank` of this node (-1: another
+// node's). The suspect's node keeps its evidence for status() and reports
+// the hang to the controller, the suspect's first.
+struct HangJudged {
+  int suspect_local_rank = -1;
+  std::string summary;
 };
 
-using RoundAction = std::variant<StartJoin, CancelJoin, OpenWatch, CloseWatch, StartWorkers,
-                                 SignalWorkers, SendReport, SendLeave, SendLiveness, SetServing,
-                                 Finish, RequestTraceback, CollectHangEvidence, CheckTraceback>;
+using RoundAction =
+    std::variant<StartJoin, CancelJoin, OpenWatch, CloseWatch, StartWorkers, SignalWorkers,
+                 SendReport, SendLeave, SendLiveness, SetServing, Finish, RequestTraceback,
+                 CollectHangEvidence, CheckTraceback, HangJudged>;
 
 // ---- The machine.
 
@@ -383,6 +422,10 @@ struct RoundOptions {
   absl::Duration traceback_wait = absl::Seconds(2);
   absl::Duration traceback_quiet = absl::Milliseconds(100);
   absl::Duration traceback_poll = absl::Milliseconds(20);
+  // How long a node that reported its hang evidence waits for the job's
+  // verdict before it judges by its own workers (the coordinator judges
+  // within rendezvous::kHangEvidenceWait of the declaration).
+  absl::Duration hang_verdict_wait = absl::Seconds(10);
 };
 
 enum class RoundState { kJoining, kRunning, kAwaitingVerdict, kStopping, kDone };
@@ -420,6 +463,9 @@ struct AgentStatus {
   int restart_count = 0;
   std::string last_failure;  // human-readable; empty when none.
   int exit_code = -1;        // once kDone.
+  // Once kDone: the ending and why ("job failed: worker local rank 1 (global
+  // rank 3) on node n1 exited with code 3"), as the exit line says it.
+  std::string exit_reason;
   // This round's local workers that reported progress, by local rank.
   std::vector<WorkerProgress> progress;
   int hangs = 0;  // workers declared hung since the agent started.
@@ -476,6 +522,9 @@ class RoundMachine {
   // rejoin.round, taken as the stream's would be when it is this node's and
   // for a round above its own.
   void OnRejoinDatagram(const rendezvous::LivenessDatagram& rejoin, Actions* out);
+  // The Rejoin `d` (ready_by_datagram) that came by datagram while running:
+  // taken as the stream's, for a round above this node's, and confirmed.
+  void TakeRejoinByDatagram(const v1::Directive& d, Actions* out);
   // After a Report failed (a state change among them): the next one at
   // most an interval from now, whatever the acks allowed.
   void ReportSoon();
@@ -486,12 +535,24 @@ class RoundMachine {
   void OnTracebackRequested(const TracebackRequested& e, Actions* out);
   void OnTracebackSize(const TracebackSize& e, Actions* out);
   void OnNodeUnhealthy(const NodeUnhealthy& e, Actions* out);
-  // The earliest point a running worker would be declared hung, or when the
-  // hung worker's stacks are due; InfiniteFuture when none.
+  void OnHangEvidenceCollected(const HangEvidenceCollected& e, Actions* out);
+  // The earliest point a running worker would be declared hung, a stack is
+  // to be checked, or the stacks' or the verdict's wait ends; InfiniteFuture
+  // when none.
   absl::Time HangDeadline() const;
-  // RUNNING: declares a silent worker hung, or fails the round for it.
+  // RUNNING: declares a silent worker hung; moves the evidence along.
   void CheckHang(absl::Time now, Actions* out);
-  void FailHung(Actions* out);
+  // Takes the evidence of every running local worker (declared here, or
+  // asked by the coordinator: `why`).
+  void StartCollecting(absl::string_view why, Actions* out);
+  // Every stack settled (or the wait is over): CollectHangEvidence.
+  void MaybeFinishCollecting(bool wait_over, Actions* out);
+  // No verdict in time: judges this node's workers.
+  void JudgeLocally(Actions* out);
+  // A Rejoin's or JobFailed's HangVerdict (`hang`, may be empty): the
+  // suspect's node fails with 80. Returns what the directive's log line
+  // adds (where this node's evidence is).
+  std::string TakeHangVerdict(const v1::HangVerdict& hang, Actions* out);
 
   void Join(Actions* out);
   // The part of a join that both ways share; true after a local failure.
@@ -628,17 +689,30 @@ class RoundMachine {
     std::string line;
   };
   std::vector<Watched> watched_;
-  // The worker declared hung, waiting for its stacks until hang_due_.
+  // Hang attribution this round (see above).
+  enum class HangStep { kNone, kCollecting, kSummarizing, kAwaitingVerdict, kJudged };
+  HangStep hang_step_ = HangStep::kNone;
+  // The local worker this node declared hung (-1: none, or asked by the
+  // coordinator), and what the machine knows of it.
   int hung_rank_ = -1;
-  absl::Time hang_due_ = absl::InfiniteFuture();
   HangEvidence hang_;
-  // The traceback file while the stacks are awaited: its size before the
-  // signal, its latest size and when that was first seen, and when to ask
-  // for it next (InfiniteFuture: not waiting, or a CheckTraceback pending).
-  int64_t traceback_before_ = -1;
-  int64_t traceback_bytes_ = -1;
-  absl::Time traceback_since_ = absl::InfinitePast();
-  absl::Time traceback_check_at_ = absl::InfiniteFuture();
+  std::string hang_why_;  // why the evidence is taken
+  // Collecting: the end of the stacks' wait; awaiting: of the verdict's.
+  absl::Time hang_due_ = absl::InfiniteFuture();
+  // Each local worker's traceback file while its stacks are awaited: its
+  // size before the signal, its latest size and since when, and when to ask
+  // for it next (InfiniteFuture: a CheckTraceback pending, or done).
+  struct StackWait {
+    bool done = true;
+    int64_t before = -1;
+    int64_t bytes = -1;
+    absl::Time since = absl::InfinitePast();
+    absl::Time check_at = absl::InfiniteFuture();
+  };
+  std::vector<StackWait> stacks_;
+  // What this node reports of the hang (declared; then collected), repeated
+  // by the heartbeats while the verdict is awaited.
+  v1::HangReport hang_report_;
 
   // Stopping.
   Outcome outcome_ = Outcome::kUndecided;

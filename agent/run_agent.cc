@@ -22,6 +22,7 @@
 #include "agent/options.h"
 #include "agent/reporter.h"
 #include "agent/reporter_grpc.h"
+#include "agent/termination_log.h"
 #include "common/code_pages.h"
 #include "common/descriptors.h"
 #include "common/exit_codes.h"
@@ -83,6 +84,43 @@ std::string DialAddressFor(const std::string& bind_addr) {
   return bind_addr;
 }
 
+// Whether the coordinator port this agent could not bind is held by a
+// coordinator of this very job: another agent of it on this host that took
+// node rank 0 (or --host-coordinator=yes) first. A Leave from this agent's
+// new incarnation, which no coordinator knows yet, is refused as "not a
+// member" by this job's coordinator, as another job's (or with another
+// token) by any other; a port that is not a coordinator's does not answer.
+bool PortHeldByThisJob(const RunConfig& config, uint64_t incarnation) {
+  rendezvous::ClientOptions o;
+  o.target = JoinHostPort(DialAddressFor(config.bind_addr), config.coordinator_port);
+  o.token = config.token;
+  o.tls = config.tls;
+  o.tls.server_name = CoordinatorTlsName(config, /*hosting=*/true);
+  rendezvous::CoordinatorClient client(o);
+  v1::LeaveRequest leave;
+  leave.mutable_member()->set_node_id(config.node_id);
+  leave.mutable_member()->set_incarnation(incarnation);
+  leave.set_job_id(config.job_id);
+  leave.set_reason("checking who holds the coordinator port");
+  const absl::Status s = client.Leave(leave, absl::Seconds(1));
+  TLOG(kDebug) << "the holder of the coordinator port answers a Leave with: " << s;
+  return absl::IsFailedPrecondition(s);
+}
+
+// What to do when two agents of one job both try to host its coordinator.
+std::string SecondHostMessage(const RunConfig& config) {
+  const std::string where = JoinHostPort(config.bind_addr, config.coordinator_port);
+  return absl::StrCat(
+      "another agent of job ", config.job_id, " already hosts the coordinator at ", where,
+      " on this host: only one agent of a job hosts it. ",
+      config.node_rank_hint == 0
+          ? "Give this agent another --node-rank (1 to nnodes-1, each node its own), or "
+            "none: the agents that find the coordinator taken then join it"
+          : "Pass --host-coordinator=yes to one agent only (the others auto or no)",
+      "; to run two jobs on this host, give the second its own --coordinator port and "
+      "--job-id");
+}
+
 void LogNodeProbe(std::shared_ptr<const v1::NodeProbe> probe) {
   if (probe == nullptr) return;
   TLOG(kInfo) << "node probe: " << ProbeSummaryLine(*probe);
@@ -98,6 +136,7 @@ int RunAgent(const RunConfig& config, const std::map<std::string, std::string>& 
   const uint64_t incarnation = rendezvous::NewIncarnation();
   SetLogPrefix(absl::StrFormat("node=%s rank=? inc=%08x", config.node_id,
                                static_cast<uint32_t>(incarnation >> 32)));
+  for (const std::string& note : config.notes) TLOG(kInfo) << note;
   for (const std::string& note : config.discovery_notes) TLOG(kInfo) << "discovered " << note;
   for (const std::string& warning : config.warnings) TLOG(kWarning) << warning;
   LogNodeProbe(config.node_probe);
@@ -168,10 +207,13 @@ int RunAgent(const RunConfig& config, const std::map<std::string, std::string>& 
     // member's round closes when it joins and its verdicts come with its
     // reports, so until then there is nothing to time out, and a job that
     // ends at once never pays for the thread.
-    local_core = std::make_unique<rendezvous::Coordinator>(CoordinatorOptionsFrom(config));
+    rendezvous::CoordinatorOptions core = CoordinatorOptionsFrom(config);
+    core.hosted_by_agent = true;  // this agent's log says the round and verdict
+    local_core = std::make_unique<rendezvous::Coordinator>(std::move(core));
   } else if (config.host_coordinator != HostCoordinator::kNo) {
     rendezvous::CoordinatorHostOptions o;
     o.core = CoordinatorOptionsFrom(config);
+    o.core.hosted_by_agent = true;  // this agent's log says the round and verdict
     o.token = config.token;
     o.bind_addr = config.bind_addr;
     o.port = config.coordinator_port;
@@ -184,6 +226,11 @@ int RunAgent(const RunConfig& config, const std::map<std::string, std::string>& 
                rendezvous::IsAddressInUse(started.status())) {
       TLOG(kInfo) << "another agent on this host holds the coordinator port "
                   << config.coordinator_port << ": joining it";
+    } else if (rendezvous::IsAddressInUse(started.status()) &&
+               PortHeldByThisJob(config, incarnation)) {
+      // Not a port to change: two agents of one job both meant to host.
+      TLOG(kError) << "cannot host the coordinator: " << SecondHostMessage(config);
+      return kExitConfig;
     } else {
       TLOG(kError) << started.status().message();
       return kExitOsError;
@@ -313,6 +360,7 @@ int RunAgent(const RunConfig& config, const std::map<std::string, std::string>& 
   }
   Agent agent(config, base_env, std::move(round_options), seams);
   const int exit_code = agent.Run();
+  SetTerminationReason(agent.status().exit_reason);
   // The final state goes out once more (at most 500 ms, and only when the
   // controller answered the last report); the exit code is already decided.
   if (reporter) reporter->Stop(absl::Milliseconds(500));

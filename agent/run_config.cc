@@ -34,29 +34,36 @@ constexpr absl::string_view kRunDescription =
     "--standalone: one worker per visible GPU (or 1), the coordinator inside the\n"
     "agent (no network). See docs/configuration.md and docs/environment.md.";
 
-constexpr absl::string_view kPrefixOutputHint =
-    "not needed: worker output goes to the agent's stdout and stderr; --prefix-output "
-    "prefixes each line with the worker's rank";
+// torchrun's --log-dir, --redirects and --tee write each local rank's
+// output to DIR/<run id>_*/attempt_<restart>/<local rank>/{stdout,stderr}.log
+// (--tee: and to the console). trainlet passes the output through to the
+// pod's log, where a log collector finds it; a file per rank is COMMAND's.
+constexpr absl::string_view kLogFilesHint =
+    "trainlet writes no log files: every worker's output goes to the agent's stdout and stderr "
+    "(the pod's log), and --prefix-output starts each line with its rank. For a file per rank, "
+    "let COMMAND write it: `-- sh -c 'exec python train.py > DIR/rank$RANK.log 2>&1'` (as "
+    "--redirects=3), or `-- bash -c 'exec > >(tee DIR/rank$RANK.log) 2>&1; exec python "
+    "train.py'` (as --tee=3)";
 
 // torchrun's flags that trainlet does not take, with what to do instead.
 const std::vector<ForeignFlag>& TorchrunFlags() {
   static const std::vector<ForeignFlag>* flags = new std::vector<ForeignFlag>{
-      {"rdzv-endpoint", "use --coordinator=HOST:PORT (the same on every node)"},
       {"master-addr",
        "use --coordinator=HOST[:PORT] on every node (the address of the node that hosts the "
        "coordinator), or --advertise-addr=ADDR on the node that hosts it (the MASTER_ADDR every "
        "worker gets)"},
-      {"rdzv-id", "use --job-id=ID (the same on every node)"},
-      {"rdzv-backend",
-       "not needed: the agents run their own rendezvous (--coordinator=HOST:PORT says where)"},
       {"rdzv-conf",
        "not needed: its settings are flags here: join_timeout is --join-timeout, "
        "last_call_timeout is --last-call, is_host is --host-coordinator"},
       {"local-addr", "use --advertise-addr=ADDR"},
-      {"redirects", std::string(kPrefixOutputHint)},
-      {"tee", std::string(kPrefixOutputHint)},
-      {"log-dir", std::string(kPrefixOutputHint)},
-      {"local-ranks-filter", std::string(kPrefixOutputHint)},
+      {"redirects", std::string(kLogFilesHint)},
+      {"r", std::string(kLogFilesHint)},
+      {"tee", std::string(kLogFilesHint)},
+      {"t", std::string(kLogFilesHint)},
+      {"log-dir", std::string(kLogFilesHint)},
+      {"local-ranks-filter",
+       "not supported: every worker's output goes to the pod's log; --prefix-output starts each "
+       "line with its rank, so a reader can keep the ranks it wants"},
       {"monitor-interval", "not needed: the agent sees a worker's exit at once"},
       {"start-method", "not needed: workers are started with fork and exec"},
       {"role", "not supported: every worker has ROLE_NAME=default"},
@@ -340,14 +347,24 @@ const std::vector<OptionSpec>& RunOptionTable() {
          "none: a single-node run runs one inside the agent (no network)",
          "Coordinator address, port 29400 unless given; IPv6 as [::1]:29400. An address of this "
          "host (loopback, its own address or name) means this agent hosts it. Kubernetes: "
-         "PET_MASTER_ADDR (a host only), then JobSet pod <jobset>-<rjob>-0-0.<subdomain>."},
+         "PET_MASTER_ADDR (a host only), then JobSet pod <jobset>-<rjob>-0-0.<subdomain>. "
+         "--rdzv-endpoint is torchrun's spelling.",
+         /*hidden=*/false, /*flag_only=*/false, /*aliases=*/{"rdzv-endpoint"}},
         {"standalone", OptionKind::kBool, "", "false",
          "torchrun's --standalone: a single-node job on this host (nnodes 1, coordinator on "
          "loopback, any free port), whatever Kubernetes says; not with --nnodes>1, "
          "--coordinator or --node-rank>0."},
         {"job-id", OptionKind::kString, "ID", "trainlet",
          "Job id, [A-Za-z0-9._-]{1,128}; every node must use the same. Kubernetes: the "
-         "JobSet hostname prefix <jobset>-<rjob>."},
+         "JobSet hostname prefix <jobset>-<rjob>. torchrun's --rdzv-id sets it when this does "
+         "not."},
+        // torchrun's rendezvous flags that change nothing here: accepted, with
+        // an INFO line (RunConfig::notes).
+        {"rdzv-id", OptionKind::kString, "ID", "", "torchrun's: the job id, unless --job-id.",
+         /*hidden=*/true, /*flag_only=*/true},
+        {"rdzv-backend", OptionKind::kString, "c10d|static", "",
+         "torchrun's: trainlet's own rendezvous serves either.", /*hidden=*/true,
+         /*flag_only=*/true},
         {"token-file", OptionKind::kString, "PATH",
          "in Kubernetes /var/run/secrets/trainlet/token if present, else none",
          "File holding the job's shared secret (trailing whitespace ignored; an empty file is an "
@@ -478,6 +495,24 @@ absl::StatusOr<RunConfig> RunConfigFromOptions(const ParsedOptions& parsed,
     k8s.coordinator_host.reset();
     k8s.job_pod_signs.clear();
     k8s.volcano_tasks.clear();
+  }
+
+  // torchrun's --rdzv-backend: trainlet's rendezvous does what c10d and
+  // static do; an etcd server is nothing it could use.
+  if (const OptionValue* backend = parsed.Find("rdzv-backend")) {
+    const std::string b = absl::AsciiStrToLower(absl::StripAsciiWhitespace(backend->text));
+    if (b != "c10d" && b != "static") {
+      return absl::InvalidArgumentError(absl::StrCat(
+          backend->origin,
+          ": expected c10d or static (torchrun's backends trainlet's own "
+          "rendezvous replaces), got \"",
+          SafeForLog(backend->text, 64),
+          "\"; trainlet cannot use an etcd server: drop the flag and point --coordinator "
+          "(or --rdzv-endpoint) at the node that hosts trainlet's coordinator"));
+    }
+    c.notes.push_back(absl::StrCat(
+        backend->origin, "=", b,
+        " (torchrun's): trainlet's own rendezvous serves it, at --coordinator (--rdzv-endpoint)"));
   }
 
   // A Volcano job of several tasks (master + worker, ps + worker): no task
@@ -742,9 +777,27 @@ absl::StatusOr<RunConfig> RunConfigFromOptions(const ParsedOptions& parsed,
     c.health_bind_addr = k8s.in_kubernetes ? "0.0.0.0" : c.bind_addr;
   }
 
-  // Job id.
+  // Job id: --job-id, else torchrun's --rdzv-id (a flag too), else the
+  // variable, discovery, the default.
+  const OptionValue* rdzv_id = parsed.Find("rdzv-id");
+  std::optional<OptionValue> job_given;
+  if (const OptionValue* v = parsed.Find("job-id");
+      v != nullptr && v->source == ValueSource::kFlag) {
+    job_given = *v;
+    if (rdzv_id != nullptr && rdzv_id->text != v->text) {
+      c.notes.push_back(absl::StrCat(rdzv_id->origin, "=", SafeForLog(rdzv_id->text, 64),
+                                     " ignored: ", v->origin, "=", SafeForLog(v->text, 128),
+                                     " is the job id"));
+    }
+  } else if (rdzv_id != nullptr) {
+    job_given = *rdzv_id;
+    c.notes.push_back(absl::StrCat(rdzv_id->origin, "=", SafeForLog(rdzv_id->text, 128),
+                                   " (torchrun's): the job id"));
+  }
   OptionValue job_value =
-      Pick(parsed, "job-id", k8s.job_id).value_or(ValueOrDefault(parsed, table, "job-id"));
+      job_given.has_value()
+          ? *job_given
+          : Pick(parsed, "job-id", k8s.job_id).value_or(ValueOrDefault(parsed, table, "job-id"));
   if (absl::Status s = ValidateJobId(job_value); !s.ok()) return s;
   c.job_id = job_value.text;
   Note(&c, job_value, "job id");

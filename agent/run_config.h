@@ -153,6 +153,9 @@ struct RunConfig {
   LogLevel log_level = LogLevel::kInfo;  // --log-level
   RoundPolicy policy;  // --max-restarts, --last-call, --heartbeat-timeout, --min-nodes-timeout
   std::vector<std::string> command;  // after `--`; never empty unless help.
+  // Lines the agent logs at INFO once at start, as they are: what it made
+  // of a torchrun flag that changes nothing here (--rdzv-backend=c10d).
+  std::vector<std::string> notes;
   // "node rank 2 from JOB_COMPLETION_INDEX", ... one per value that did not
   // come from a flag or TRAINLET_* variable, for a startup log line.
   std::vector<std::string> discovery_notes;

@@ -18,6 +18,7 @@ namespace {
 
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 using Env = std::map<std::string, std::string>;
 
@@ -184,9 +185,15 @@ TEST(ParseRunConfig, HelpTextComesFromTheTable) {
   std::string help = RunHelpText();
   EXPECT_THAT(help, HasSubstr("Usage: trainlet run [OPTIONS] -- COMMAND [ARGS...]"));
   for (const OptionSpec& spec : RunOptionTable()) {
+    if (spec.hidden) {  // torchrun's --rdzv-id and --rdzv-backend: flags, no variable
+      EXPECT_THAT(help, Not(HasSubstr(EnvNameFor(spec.name)))) << spec.name;
+      continue;
+    }
     EXPECT_THAT(help, HasSubstr("--" + spec.name)) << spec.name;
     EXPECT_THAT(help, HasSubstr(EnvNameFor(spec.name))) << spec.name;
   }
+  EXPECT_THAT(help, HasSubstr("--coordinator=HOST[:PORT], --rdzv-endpoint=HOST[:PORT]"));
+  EXPECT_THAT(help, HasSubstr("--strict-env"));
   EXPECT_THAT(help,
               HasSubstr("env TRAINLET_NPROC_PER_NODE, default: the visible GPUs, or 1 without"));
   EXPECT_THAT(help, HasSubstr("env TRAINLET_GRACE_PERIOD, default: 25s"));
@@ -1145,23 +1152,21 @@ TEST(ParseRunConfig, TorchrunFlagsGetTrainletsEquivalent) {
     std::string hint;
   };
   const Case cases[] = {
-      {{"--rdzv-endpoint=head:29400"}, "--coordinator=HOST:PORT"},
-      {{"--rdzv_endpoint", "head:29400"}, "--coordinator=HOST:PORT"},
       {{"--master-addr=head"}, "--advertise-addr"},
       {{"--master_addr=head"}, "--coordinator"},
-      {{"--rdzv-id=job"}, "--job-id"},
-      {{"--rdzv_id=job"}, "--job-id"},
-      {{"--rdzv-backend=c10d"}, "not needed"},
-      {{"--rdzv_backend=static"}, "not needed"},
       {{"--rdzv-conf=timeout=900"}, "--join-timeout"},
       {{"--local-addr=10.0.0.1"}, "--advertise-addr"},
-      {{"--redirects=3"}, "--prefix-output"},
-      {{"--tee", "3"}, "--prefix-output"},
+      // torchrun's log files: what makes a file per rank instead.
+      {{"--redirects=3"}, "> DIR/rank$RANK.log 2>&1"},
+      {{"-r", "3"}, "> DIR/rank$RANK.log 2>&1"},
+      {{"--tee", "3"}, "tee DIR/rank$RANK.log"},
+      {{"-t", "3"}, "--prefix-output"},
+      {{"--log-dir=/tmp/x"}, "trainlet writes no log files"},
+      {{"--log_dir=/tmp/x"}, "the pod's log"},
+      {{"--local-ranks-filter=0"}, "--prefix-output"},
       {{"--monitor-interval=1"}, "not needed"},
       {{"--start-method=spawn"}, "not needed"},
       {{"--role=trainer"}, "ROLE_NAME"},
-      {{"--log-dir=/tmp/x"}, "--prefix-output"},
-      {{"--log_dir=/tmp/x"}, "--prefix-output"},
       {{"--run-path"}, "-- python"},
       {{"-m", "pkg.train"}, "-- python -m MODULE"},
       {{"--module"}, "-- python -m MODULE"},
@@ -1174,6 +1179,56 @@ TEST(ParseRunConfig, TorchrunFlagsGetTrainletsEquivalent) {
     EXPECT_THAT(r.status().message(), HasSubstr("is a torchrun flag")) << c.args[0];
     EXPECT_THAT(r.status().message(), HasSubstr(c.hint)) << c.args[0];
   }
+}
+
+TEST(ParseRunConfig, RdzvEndpointIsTheCoordinator) {
+  for (const std::vector<std::string>& flags :
+       {std::vector<std::string>{"--rdzv-endpoint=head:1234"},
+        std::vector<std::string>{"--rdzv_endpoint", "head:1234"}}) {
+    auto c = ParseFlags(flags, {{"TRAINLET_NNODES", "2"}});
+    ASSERT_TRUE(c.ok()) << c.status();
+    EXPECT_EQ(c->coordinator_host, "head");
+    EXPECT_EQ(c->coordinator_port, 1234);
+  }
+  // Its errors name it as typed.
+  ExpectInvalid(ParseFlags({"--rdzv-endpoint=::1:29400"}), "--rdzv-endpoint");
+  ExpectInvalid(ParseFlags({"--rdzv-endpoint"}), "--rdzv-endpoint: expected a value");
+}
+
+TEST(ParseRunConfig, RdzvBackendC10dOrStaticIsAcceptedWithOneNote) {
+  for (const std::string backend : {"c10d", "static", "C10D"}) {
+    auto c = ParseFlags({"--rdzv_backend=" + backend});
+    ASSERT_TRUE(c.ok()) << c.status();
+    ASSERT_EQ(c->notes.size(), 1u);
+    EXPECT_THAT(c->notes[0], HasSubstr("--rdzv-backend="));
+    EXPECT_THAT(c->notes[0], HasSubstr("trainlet's own rendezvous"));
+  }
+  auto etcd = ParseFlags({"--rdzv-backend=etcd-v2"});
+  ExpectInvalid(etcd, "--rdzv-backend: expected c10d or static");
+  EXPECT_THAT(etcd.status().message(), HasSubstr("etcd"));
+  auto none = ParseFlags({});
+  ASSERT_TRUE(none.ok());
+  EXPECT_TRUE(none->notes.empty());
+}
+
+TEST(ParseRunConfig, RdzvIdIsTheJobIdUnlessJobIdIsGiven) {
+  auto c = ParseFlags({"--rdzv_id=llama-7"});
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->job_id, "llama-7");
+  ASSERT_EQ(c->notes.size(), 1u);
+  EXPECT_THAT(c->notes[0], HasSubstr("--rdzv-id=llama-7"));
+  // A flag beats the variable, as every flag does.
+  auto over_env = ParseFlags({"--rdzv-id=llama-7"}, {{"TRAINLET_JOB_ID", "other"}});
+  ASSERT_TRUE(over_env.ok());
+  EXPECT_EQ(over_env->job_id, "llama-7");
+  // --job-id wins, and says so.
+  auto both = ParseFlags({"--rdzv-id=llama-7", "--job-id=mine"});
+  ASSERT_TRUE(both.ok());
+  EXPECT_EQ(both->job_id, "mine");
+  ASSERT_EQ(both->notes.size(), 1u);
+  EXPECT_THAT(both->notes[0], HasSubstr("ignored"));
+  // Validated like a job id, naming the flag.
+  ExpectInvalid(ParseFlags({"--rdzv-id=a b"}), "--rdzv-id");
 }
 
 // ---- Tokens.

@@ -117,10 +117,10 @@ class Job:
 
 
 def detected_at(job, node):
-    """Wall time (s) of the coordinator's (node 0's) `node <node> lost:` line:
+    """Wall time (s) of the coordinator's (node 0's) `node <node> (rank R) lost:` line:
     the moment the heartbeat timeout fired (the log has ms resolution)."""
     with open(os.path.join(job.dir, "n0.log"), errors="replace") as f:
-        at = harness.logged_at(f.read(), "node %s lost:" % re.escape(node))
+        at = harness.logged_at(f.read(), r"node %s (\(ranks? [0-9-]+\) )?lost:" % re.escape(node))
     return float("nan") if at is None else at
 
 

@@ -9,6 +9,9 @@
 #ifndef TRAINLET_COMMON_EXIT_CODES_H_
 #define TRAINLET_COMMON_EXIT_CODES_H_
 
+#include <string>
+#include <vector>
+
 #include "absl/status/status.h"
 
 namespace trainlet {
@@ -32,6 +35,17 @@ enum ExitCode : int {
   kExitNotFound = 127,          // COMMAND not found.
   kExitSignalBase = 128,        // 128+N: killed by signal N.
 };
+
+// One row of the table `trainlet --help` prints; docs/exit-codes.md has the
+// same rows (common_test checks that), with what to check for each.
+struct ExitCodeRow {
+  const char* codes;    // "0", "1-63, 82-125", "128+N".
+  const char* meaning;  // one sentence, no final period.
+};
+const std::vector<ExitCodeRow>& ExitCodeTable();
+// The table as `--help` prints it: the codes, then the meaning wrapped at
+// `width` columns.
+std::string FormatExitCodeTable(size_t width = 78);
 
 // The exit code for a failed rendezvous call, by canonical status code.
 int ExitCodeForRendezvousError(const absl::Status& status);

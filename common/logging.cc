@@ -15,6 +15,8 @@ namespace {
 std::atomic<int> g_level{static_cast<int>(LogLevel::kInfo)};
 absl::Mutex g_prefix_mu;
 std::string* g_prefix ABSL_GUARDED_BY(g_prefix_mu) = new std::string();
+std::string* g_last_error ABSL_GUARDED_BY(g_prefix_mu) = new std::string();
+constexpr size_t kMaxLastError = 4096;
 
 char LevelLetter(LogLevel level) {
   switch (level) {
@@ -37,6 +39,11 @@ LogLevel GetLogLevel() { return static_cast<LogLevel>(g_level.load()); }
 void SetLogPrefix(absl::string_view prefix) {
   absl::MutexLock lock(&g_prefix_mu);
   g_prefix->assign(prefix.data(), prefix.size());
+}
+
+std::string LastErrorMessage() {
+  absl::MutexLock lock(&g_prefix_mu);
+  return *g_last_error;
 }
 
 bool ParseLogLevel(absl::string_view text, LogLevel* level) {
@@ -118,9 +125,11 @@ std::string SuppressedNote(int64_t suppressed) {
 namespace internal {
 LogLine::~LogLine() {
   std::string prefix;
+  const std::string message = stream_.str();
   {
     absl::MutexLock lock(&g_prefix_mu);
     prefix = *g_prefix;
+    if (level_ == LogLevel::kError) g_last_error->assign(message.substr(0, kMaxLastError));
   }
   std::string line = absl::FormatTime("%Y-%m-%dT%H:%M:%E3SZ", absl::Now(), absl::UTCTimeZone());
   line += ' ';
@@ -132,7 +141,7 @@ LogLine::~LogLine() {
     line += ']';
   }
   line += ' ';
-  line += stream_.str();
+  line += message;
   line += '\n';
   // One write(2) per line keeps lines whole when threads log concurrently.
   const char* p = line.data();

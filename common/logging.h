@@ -30,6 +30,11 @@ LogLevel GetLogLevel();
 void SetLogPrefix(absl::string_view prefix);
 // Parses "debug", "info", "warning", "error"; false on anything else.
 bool ParseLogLevel(absl::string_view text, LogLevel* level);
+// The message of the latest ERROR line (without time, level and prefix; at
+// most 4 KiB), or "" when there was none: why a command failed where its
+// caller knows only the exit code (the termination message,
+// agent/termination_log.h).
+std::string LastErrorMessage();
 
 // Makes text from the network, the environment or flags safe to put in a log
 // line: at most `max` input bytes are kept (longer text ends in
@@ -83,5 +88,10 @@ class LogLine {
   if (!TLOG_ENABLED(level)) { \
   } else                      \
     ::trainlet::internal::LogLine(::trainlet::LogLevel::level).stream()
+// TLOG with a level decided at run time (a LogLevel value).
+#define TLOG_AT(level_value)                       \
+  if ((level_value) < ::trainlet::GetLogLevel()) { \
+  } else                                           \
+    ::trainlet::internal::LogLine(level_value).stream()
 
 #endif  // TRAINLET_COMMON_LOGGING_H_

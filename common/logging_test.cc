@@ -26,6 +26,32 @@ TEST(SafeForLog, TruncatesAndSaysHowMuchWasLeftOut) {
   EXPECT_EQ(SafeForLog("abc", 3), "abc");
 }
 
+TEST(LastErrorMessage, IsTheLatestErrorLinesMessage) {
+  const LogLevel saved = GetLogLevel();
+  SetLogLevel(LogLevel::kError);  // (what is logged here stays quiet but errors)
+  TLOG(kWarning) << "not an error";
+  TLOG(kError) << "first";
+  TLOG(kError) << "second: " << 2;
+  TLOG(kWarning) << "a warning does not replace it";
+  EXPECT_EQ(LastErrorMessage(), "second: 2");
+  SetLogLevel(saved);
+}
+
+TEST(TlogAt, TakesTheLevelAtRunTime) {
+  const LogLevel saved = GetLogLevel();
+  SetLogLevel(LogLevel::kInfo);
+  int evaluated = 0;
+  auto count = [&evaluated] { return ++evaluated; };
+  const LogLevel debug = LogLevel::kDebug;
+  TLOG_AT(debug) << count();  // below the level: not even evaluated
+  EXPECT_EQ(evaluated, 0);
+  const LogLevel error = LogLevel::kError;
+  TLOG_AT(error) << "at run time " << count();
+  EXPECT_EQ(evaluated, 1);
+  EXPECT_EQ(LastErrorMessage(), "at run time 1");
+  SetLogLevel(saved);
+}
+
 TEST(LogLimiter, LetsABurstThroughThenCountsUntilTheNextPeriod) {
   SimulatedClock clock;
   LogLimiter limiter(3, absl::Seconds(10), &clock);

@@ -72,6 +72,71 @@ class UsageErrorTest(E2ETestCase):
         self.assertIn("2", p.stderr)
 
 
+class UnknownVariableTest(E2ETestCase):
+    """A misspelt TRAINLET_* variable gets a did-you-mean, as a misspelt
+    flag does; --strict-env or TRAINLET_STRICT_ENV=1 make it exit 64."""
+
+    TYPOS = {"TRAINLET_NPROC_PER_NODES": "2", "TRAINLET_HANG_TIMOUT": "5s",
+             "TRAINLET_LOGLEVEL": "debug"}
+
+    def test_typos_are_warned_about_and_ignored(self):
+        p = self.start("trainlet", [harness.TRAINLET, "run", "--", "true"],
+                       env=self.base_env(**self.TYPOS))
+        self.assertEqual(p.wait(30), 0, p.describe())
+        for typo, meant in (("TRAINLET_NPROC_PER_NODES", "TRAINLET_NPROC_PER_NODE"),
+                            ("TRAINLET_HANG_TIMOUT", "TRAINLET_HANG_TIMEOUT"),
+                            ("TRAINLET_LOGLEVEL", "TRAINLET_LOG_LEVEL")):
+            self.assertRegex(p.stderr, r" W trainlet(\[[^\]]*\])? unknown environment variable %s "
+                                       r"\(did you mean %s\?\)" % (typo, meant))
+        self.assertIn("starting 1 worker(s)", p.stderr, "the typo set nothing")
+        self.assertNotIn(" D trainlet", p.stderr, "TRAINLET_LOGLEVEL set nothing")
+
+    def test_strict_flag_or_variable_exits_64_for_every_command(self):
+        commands = [["run", "--", "true"], ["mpi-worker", "--coordinator=127.0.0.1"],
+                    ["coordinator"], ["controller"], ["probe"], ["status"]]
+        for argv in commands:
+            for strict_flag, extra in ((True, {}), (False, {"TRAINLET_STRICT_ENV": "1"})):
+                with self.subTest(argv=argv, flag=strict_flag):
+                    args = [argv[0]] + (["--strict-env"] if strict_flag else []) + argv[1:]
+                    p = self.start(argv[0], [harness.TRAINLET] + args,
+                                   env=self.base_env(TRAINLET_HANG_TIMOUT="5s", **extra))
+                    self.assertEqual(p.wait(30), harness.EXIT_USAGE, p.describe())
+                    self.assertIn("TRAINLET_HANG_TIMOUT (did you mean TRAINLET_HANG_TIMEOUT?)",
+                                  p.stderr, p.describe())
+                    self.assertIn("--strict-env", p.stderr, p.describe())
+        self.assert_no_leftovers()
+
+    def test_what_trainlet_sets_for_workers_is_known(self):
+        # A worker that runs trainlet again (a nested probe) inherits these.
+        p = self.start("probe", [harness.TRAINLET, "probe", "--strict-env"],
+                       env=self.base_env(TRAINLET_PROGRESS_FILE="/tmp/p",
+                                         TRAINLET_TRACEBACK_FILE="/tmp/t",
+                                         TRAINLET_HOSTFILE="/tmp/h", TRAINLET_NP="4"))
+        self.assertEqual(p.wait(30), 0, p.describe())
+        self.assertNotIn("unknown environment variable", p.stderr)
+
+
+class HelpTest(E2ETestCase):
+
+    def test_top_level_help_lists_each_command_once_and_every_code(self):
+        p = self.start("help", [harness.TRAINLET, "--help"])
+        self.assertEqual(p.wait(10), 0, p.describe())
+        commands = [l.split()[0] for l in p.stdout.splitlines() if l.startswith("  ") and
+                    not l.startswith("   ") and l.split()[0].isalpha()]
+        self.assertEqual(commands.count("status"), 1, p.stdout)
+        for code in ("80", "81"):
+            self.assertRegex(p.stdout, r"\n  %s +\S" % code)
+        self.assertIn("1-63, 82-125", p.stdout)
+        self.assertNotIn("80-125", p.stdout)
+
+    def test_a_misspelt_command_gets_a_did_you_mean_not_the_whole_help(self):
+        p = self.start("runn", [harness.TRAINLET, "runn", "--", "true"])
+        self.assertEqual(p.wait(10), harness.EXIT_USAGE, p.describe())
+        self.assertIn('unknown command "runn" (did you mean run?)', p.stderr)
+        self.assertNotIn("Exit codes", p.stderr + p.stdout)
+        self.assertLess(len(p.stderr.splitlines()), 4, p.stderr)
+
+
 class RendezvousErrorTest(E2ETestCase):
 
     def agent_args(self, port, rank, node_id, nnodes=2, extra=()):

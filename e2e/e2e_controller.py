@@ -147,7 +147,10 @@ class ControllerTest(E2ETestCase):
                                  "where job_id = 'jobH' and kind = ?", (HANG,)).fetchall()
         self.assertGreaterEqual(len(hangs), 1, hangs)
         node, cause, evidence = hangs[0]
-        self.assertIn("no progress for", cause)
+        # The job's verdict names the suspect first (docs/progress.md, "Who
+        # hung"), in the cause and in the evidence, whose first worker is it.
+        self.assertRegex(cause, r"^hang: suspect rank \d+ on jobH-n\d \(not in a collective")
+        self.assertRegex(evidence, r"^hang: suspect rank (\d+) .*\nworker rank \1 ")
         # The evidence the agent collected: its last progress line and its
         # threads from /proc.
         self.assertIn("last progress: step=", evidence)

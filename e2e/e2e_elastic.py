@@ -84,9 +84,12 @@ class ElasticTest(E2ETestCase):
         for a in (agents[0], agents[1], agents[3]):
             self.assertIn("re-joining round 2 by datagram", a.stderr, a.name)
             self.assertNotIn("with a Join call", a.stderr, a.name)
-            # ... told so by a REJOIN datagram, which woke its loop: no
-            # stream write for the Rejoin either.
-            self.assertIn("restart: told by a REJOIN datagram", a.stderr, a.name)
+            # ... told so by a datagram (the Rejoin with its reason), which
+            # woke its loop: no stream write for the Rejoin either. Every
+            # node's log says why, naming the node and its rank.
+            self.assertIn("restart: node n2 (rank 2) lost: its agent disconnected (watch stream "
+                          "closed) (restart 1 of ", a.stderr, a.name)
+            self.assertNotIn("told by a REJOIN datagram", a.stderr, a.name)
         self.release()
         self.assert_codes([agents[0], agents[1], agents[3]], [0, 0, 0], timeout=20)
         self.assertEqual(agents[2].wait(5), -signal.SIGKILL)
@@ -119,7 +122,8 @@ class ElasticTest(E2ETestCase):
         self.assertGreaterEqual(took, 1.8, self.describe_all())
         print("\n[measure] released streams: kill -9 -> survivors restarted: %.3fs" % took)
         for a in agents[:2]:
-            self.assertIn("restart: told by a REJOIN datagram", a.stderr, a.name)
+            self.assertIn("restart: node n2 (rank 2) lost: no heartbeat or liveness datagram",
+                          a.stderr, a.name)
             self.assertIn("re-joining round 2 by datagram", a.stderr, a.name)
             self.assertNotIn("with a Join call", a.stderr, a.name)
             self.assertNotIn("opening the directive stream again", a.stderr, a.name)
@@ -144,7 +148,8 @@ class ElasticTest(E2ETestCase):
         second = self.starts(1, 3)
         self.assert_ranks(second, ["n0", "n1", "n2"])
         self.assertEqual({r["restart"] for r in second}, {1})
-        self.assertIn("round 2 closed", n0b.stderr, "round numbers continue above round 1")
+        self.assertIn("round 2: node rank 0 of 3", n0b.stderr,
+                      "round numbers continue above round 1")
         self.release()
         self.assert_codes([n0b, agents[1], agents[2]], [0, 0, 0], timeout=20)
         self.assert_no_leftovers()
@@ -181,7 +186,7 @@ class ElasticTest(E2ETestCase):
         self.starts(1, 2, timeout=20)
         took = time.monotonic() - stopped_at
         lost = harness.logged_at(agents[0].stderr,
-                                 r"node n2 lost: no heartbeat or liveness datagram")
+                                 r"node n2 \(rank 2\) lost: no heartbeat or liveness datagram")
         self.assertIsNotNone(lost, self.describe_all())
         detected = lost - stopped_wall  # both this host's wall clock; the log has ms
         print("\n[measure] %sSIGSTOP -> n2 declared lost %.3fs, survivors' workers restarted "

@@ -152,6 +152,29 @@ class WorkerEnvTest(E2ETestCase):
         self.assertEqual([e["TORCHELASTIC_RUN_ID"] for e in envs], ["flag-job"] * 2)
         self.assertEqual([e["WORLD_SIZE"] for e in envs], ["2"] * 2)
 
+    def test_torchrun_rendezvous_flags_run_a_job(self):
+        # A torchrun command line, unchanged but for `trainlet run` and `--`:
+        # --rdzv_endpoint is the coordinator, --rdzv_id the job id, and
+        # --rdzv_backend=c10d one INFO line.
+        port, mp = harness.free_ports(2)
+        agents = []
+        for rank in (0, 1):
+            agents.append(self.start_agent(
+                ["--nnodes=2", "--nproc_per_node=1", "--node_rank=%d" % rank,
+                 "--rdzv_backend=c10d", "--rdzv_endpoint=127.0.0.1:%d" % port,
+                 "--rdzv_id=torch-job-7", "--master_port=%d" % mp, "--node-id=t%d" % rank],
+                DUMP_ENV, name="node%d" % rank))
+        self.assert_codes(agents, [0, 0], timeout=60)
+        envs = self.collect_envs(2)
+        self.assertEqual([e["TORCHELASTIC_RUN_ID"] for e in envs], ["torch-job-7"] * 2)
+        for agent in agents:
+            backend = [l for l in agent.stderr.splitlines() if "--rdzv-backend" in l]
+            self.assertEqual(len(backend), 1, agent.describe())
+            self.assertRegex(backend[0],
+                             r" I trainlet(\[[^\]]*\])? --rdzv-backend=c10d \(torchrun's\)")
+            self.assertIn("--rdzv-id=torch-job-7 (torchrun's): the job id", agent.stderr)
+            self.assertIn("joining job torch-job-7 at 127.0.0.1:%d" % port, agent.stderr)
+
     def test_kubeflow_pet_env_with_trainlet_coordinator(self):
         # PET_* give nnodes, rank, master port and nproc; the coordinator port
         # can only come from TRAINLET_COORDINATOR (PET_MASTER_ADDR is a host,

@@ -108,17 +108,15 @@ class ConfigurationTest(E2ETestCase):
     # -- torchrun spellings --
 
     def test_torchrun_flags_name_trainlets_equivalent(self):
+        # (--rdzv-endpoint, --rdzv-id and --rdzv-backend work: e2e_env.)
         cases = [
-            (["--rdzv-endpoint=head:29400"], "--coordinator=HOST:PORT"),
-            (["--rdzv_endpoint", "head:29400"], "--coordinator=HOST:PORT"),
             (["--master-addr=head"], "--coordinator"),
             (["--master_addr=head"], "--advertise-addr"),
-            (["--rdzv-id=j"], "--job-id"),
-            (["--rdzv-backend=c10d"], "not needed"),
             (["--rdzv-conf=join_timeout=9"], "--join-timeout"),
             (["--local-addr=10.0.0.1"], "--advertise-addr"),
-            (["--redirects", "3"], "--prefix-output"),
-            (["--tee=3"], "--prefix-output"),
+            # torchrun's per-rank log files: what writes them instead.
+            (["--redirects", "3"], "> DIR/rank$RANK.log 2>&1"),
+            (["--tee=3"], "exec > >(tee DIR/rank$RANK.log) 2>&1"),
             (["--log-dir=/tmp"], "--prefix-output"),
             (["--monitor-interval=5"], "not needed"),
             (["--start-method=spawn"], "not needed"),
@@ -131,6 +129,11 @@ class ConfigurationTest(E2ETestCase):
             with self.subTest(args=args):
                 self.assert_fails_at_once(["run"] + args + ["--", "python", "train.py"],
                                           harness.EXIT_USAGE, ["is a torchrun flag", hint])
+
+    def test_an_etcd_rendezvous_backend_is_refused_at_once(self):
+        self.assert_fails_at_once(
+            ["run", "--rdzv_backend=etcd-v2", "--rdzv_endpoint=etcd:2379", "--", "true"],
+            harness.EXIT_USAGE, ["--rdzv-backend: expected c10d or static", "etcd"])
 
     def test_torchrun_underscore_spellings_parse(self):
         # Shape only: the same flags with underscores are accepted, so the run
@@ -183,10 +186,10 @@ class ConfigurationTest(E2ETestCase):
         p, rc = self.run_trainlet(["--help"])
         self.assertEqual(rc, 0, p.describe())
         codes = set(re.findall(r"^\s+(\d+(?:\+N)?)\b", p.stdout, re.MULTILINE))
-        for code in ("0", "64", "69", "70", "71", "75", "77", "78", "79", "126", "127",
-                     "128+N"):
+        for code in ("0", "64", "69", "70", "71", "75", "77", "78", "79", "80", "81", "126",
+                     "127", "128+N"):
             self.assertIn(code, codes, p.stdout)
-        self.assertIn("1-63, 80-125", p.stdout)
+        self.assertIn("1-63, 82-125", p.stdout)  # 80 and 81 are trainlet's (docs/exit-codes.md)
 
     def test_coordinator_help_does_not_mention_kubernetes(self):
         p, rc = self.run_trainlet(["coordinator", "--help"])

@@ -3,14 +3,19 @@ worker reports progress through TRAINLET_PROGRESS_FILE, then stops and hangs:
 the agent declares it hung within --hang-timeout +-10%, logs its evidence
 (output tail, /proc threads with wchan, the faulthandler stacks it asked for
 with SIGUSR1), then fails the round: exit 80 without restarts, a new round
-with them."""
+with them.
+
+Who hung (docs/progress.md): on three pod-like hosts (e2e/netns.py, needs
+root) a real torch job on gloo where one rank sleeps in Python while the
+others block in its all_reduce; every node takes its evidence, and the
+verdict on every node names the sleeper, whose stack is in its evidence."""
 
 import os
 import re
 import unittest
 
 import harness
-from harness import E2ETestCase
+from harness import E2ETestCase, PY
 
 EXIT_WORKER_HUNG = 80
 HANG_TIMEOUT = 3.0
@@ -72,6 +77,50 @@ class HangTest(E2ETestCase):
         self.assertIn("hang evidence:", err)
         self.assertRegex(err, r"round 2: node rank 0 of 1")
         self.assertIn("[rank 0] finished after the restart", agent.stdout)
+        self.assert_no_leftovers()
+
+    def test_three_hosts_gloo_the_rank_that_sleeps_is_named_not_its_victims(self):
+        # Rank 1 of 3 (one worker per host) sleeps in Python at step 6; ranks
+        # 0 and 2 block in step 6's all_reduce. Rank 1 reports progress once
+        # more 2.5 s into its sleep, so its victims go silent first and are
+        # declared hung (the oldest progress is theirs): every node takes its
+        # evidence before anything is stopped, and the verdict names rank 1,
+        # the one whose stack is not in a collective.
+        names = ["hang-0", "hang-1", "hang-2"]
+        cluster = self.netns_cluster(names)
+        env = self.base_env(GLOO_SOCKET_IFNAME="eth0", OMP_NUM_THREADS="1",
+                            PYTHONUNBUFFERED="1")
+        agents = []
+        for i, h in enumerate(cluster.hosts):
+            args = ["--nnodes=3", "--node-rank=%d" % i, "--node-id=%s" % h.name,
+                    "--coordinator=%s:29400" % names[0], "--nproc-per-node=1",
+                    "--job-id=hang3", "--join-timeout=60s", "--hang-timeout=5s",
+                    "--prefix-output", "--grace-period=5s"]
+            agents.append(cluster.start(h, h.name, [harness.TRAINLET, "run"] + args + [
+                "--", PY, harness.worker("torch_hang.py"), "1", "6", "2.5"], env=env))
+        # The sleeper's node exits 80; the others, whose workers waited for
+        # it, 75 (docs/exit-codes.md).
+        self.assert_codes(agents, [75, EXIT_WORKER_HUNG, 75], timeout=120)
+        verdict = re.compile(r"job failed: hang: suspect rank 1 on hang-1 \(not in a collective: "
+                             r"torch_hang\.py:\d+ in sleep_in_the_data_loader; main thread S"
+                             r".*\); declared by node hang-[02] \(rank [02]: ")
+        self.assertRegex(agents[0].stderr + agents[2].stderr,
+                         r"worker rank [02] \(local rank 0\) is hung", self.describe_all())
+        for a in agents:
+            self.assertRegex(a.stderr, verdict, a.describe())
+            # Every node's evidence, every worker's stack, before any stop.
+            evidence = a.stderr.index("hang evidence: python traceback: sent SIGUSR1")
+            self.assertLess(evidence, a.stderr.index("stopping 1 worker(s)"), a.name)
+            self.assertIn("evidence from 3 of 3 nodes", a.stderr, a.name)
+            self.assertIn("this node's evidence: the 'hang evidence:' lines of its log", a.stderr)
+        # The sleeper's stack is in its node's evidence; the others wait in
+        # all_reduce.
+        self.assertRegex(agents[1].stderr, r"hang evidence:   \|   File \".*torch_hang\.py\", "
+                                           r"line \d+ in sleep_in_the_data_loader")
+        for a in (agents[0], agents[2]):
+            self.assertRegex(a.stderr, r"hang evidence: python stack: in a collective: "
+                                       r"all_reduce \(distributed_c10d\.py:\d+\) from "
+                                       r"torch_hang\.py:\d+ in main", a.name)
         self.assert_no_leftovers()
 
     def test_worker_that_never_reports_is_not_watched(self):

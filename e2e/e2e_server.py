@@ -154,7 +154,7 @@ class ServerTest(E2ETestCase):
         # its silence names it at the heartbeat timeout instead. Either way
         # node 0 names it.
         self.assertRegex(agents[0].stderr,
-                         r"node n1 lost: (its agent disconnected|no heartbeat or liveness)",
+                         r"node n1 \(rank 1\) lost: (its agent disconnected|no heartbeat or liveness)",
                          agents[0].describe())
 
 

@@ -267,7 +267,15 @@ class ColocationTest(E2ETestCase):
         # Four pod-like hosts on this one kernel: h0 and h1 share its boot id
         # and IPC namespace (NCCL_HOSTID = the boot id); h2 sees another boot
         # id (another machine: none); h3 shares the boot id but has its own IPC
-        # namespace (co-located, but NCCL could not use SHM/P2P: none).
+        # namespace (co-located, but NCCL could not use SHM/P2P: none). Each
+        # sees two GPUs (NCCL advice is for jobs with GPUs): a fixture root
+        # whose proc/sys and proc/self are this machine's, so the boot id
+        # and IPC namespace are still each host's own.
+        root = self.path("gpu-root")
+        topology_fixture.two_gpu_node(root)
+        topology_fixture.driver_procfs(root)
+        for name in ("sys", "self"):
+            os.symlink("/proc/" + name, os.path.join(root, "proc", name))
         names = ["co-0", "co-1", "co-2", "co-3"]
         cluster = self.netns_cluster(names)
         other_boot = self.path("other-boot-id")
@@ -284,7 +292,8 @@ class ColocationTest(E2ETestCase):
                     "--coordinator=%s:29400" % names[0], "--nproc-per-node=1",
                     "--job-id=coloc", "--join-timeout=60s"]
             argv = wrappers.get(i, []) + [TRAINLET, "run"] + args + ["--"] + TOPO_ENV
-            agents.append(cluster.start(h, h.name, argv, env=self.base_env()))
+            agents.append(cluster.start(h, h.name, argv,
+                                        env=self.base_env(TRAINLET_PROBE_ROOT=root)))
         self.assert_codes(agents, [0] * 4, timeout=90)
         records = {}
         for f in glob.glob(self.path("topo", "*.json")):

@@ -12,6 +12,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "common/exit_codes.h"
 #include "common/host_names.h"
 #include "common/logging.h"
 #include "rendezvous/colocation.h"
@@ -315,6 +316,11 @@ absl::Status Coordinator::ValidateReportLocked(const v1::ReportRequest& r,
     return absl::InvalidArgumentError(
         absl::StrFormat("mpi_sessions: expected 0 or more, got %d", r.mpi_sessions()));
   }
+  // The MPI launcher's one local process is its COMMAND.
+  const int lws = member.join.role() == v1::ROLE_MPI_LAUNCHER ? 1 : member.join.local_world_size();
+  if (r.has_hang()) {
+    if (absl::Status s = ValidateHangReport(r.hang(), lws); !s.ok()) return s;
+  }
   switch (r.state()) {
     case v1::ReportRequest::RUNNING:
     case v1::ReportRequest::SUCCEEDED:
@@ -330,8 +336,6 @@ absl::Status Coordinator::ValidateReportLocked(const v1::ReportRequest& r,
     return absl::InvalidArgumentError(
         absl::StrFormat("exit_code: expected 0..255, got %d", r.exit_code()));
   }
-  // The MPI launcher's one local process is its COMMAND.
-  const int lws = member.join.role() == v1::ROLE_MPI_LAUNCHER ? 1 : member.join.local_world_size();
   if (r.failed_local_rank() < 0 || r.failed_local_rank() >= lws) {
     return absl::InvalidArgumentError(
         absl::StrFormat("failed_local_rank: expected 0..%d (the node has %d workers), got %d",
@@ -483,6 +487,25 @@ v1::Directive AssignmentDirective(uint64_t coordinator_incarnation, v1::Assignme
   return d;
 }
 
+// `d` as it fits a DIRECTIVE datagram: a reason too long for one cut.
+v1::Directive FitForDatagram(const v1::Directive& d) {
+  if (d.ByteSizeLong() <= kMaxDirectivePayloadBytes) return d;
+  // A reason too long for a datagram (a Leave's 1 KiB reason, long node
+  // ids): cut, as a log line would be; the coordinator's log has it whole.
+  v1::Directive shorter = d;
+  std::string* reason = shorter.has_job_failed() ? shorter.mutable_job_failed()->mutable_reason()
+                        : shorter.has_rejoin()   ? shorter.mutable_rejoin()->mutable_reason()
+                                                 : nullptr;
+  if (reason == nullptr) return d;
+  const size_t overhead = shorter.ByteSizeLong() - reason->size();
+  constexpr absl::string_view kCut = "...(cut: see the coordinator's log)";
+  const size_t room = kMaxDirectivePayloadBytes - std::min(kMaxDirectivePayloadBytes, overhead);
+  if (room <= kCut.size() + 8) return d;
+  reason->resize(std::min(reason->size(), room - kCut.size() - 8));
+  reason->append(kCut.data(), kCut.size());
+  return shorter;
+}
+
 }  // namespace
 
 uint64_t Coordinator::Join(const v1::JoinRequest& request, absl::string_view peer_addr,
@@ -543,11 +566,11 @@ uint64_t Coordinator::Join(const v1::JoinRequest& request, absl::string_view pee
                     << absl::StrFormat("%016x", old.join.member().incarnation());
         const bool was_running = old.in_round && phase_ == Phase::kRunning;
         const uint64_t old_incarnation = old.join.member().incarnation();
+        const std::string label = NodeLabel(old);
         EraseMemberLocked(it);
         if (was_running) {
-          HandleFailureLocked(
-              node_id, absl::StrCat("node ", node_id, " lost: it restarted (new incarnation)"), 0,
-              true, &actions);
+          HandleFailureLocked(node_id, absl::StrCat(label, " lost: it restarted (new incarnation)"),
+                              0, true, &actions);
         }
         fenced_[node_id] = {
             old_incarnation,
@@ -918,9 +941,10 @@ void Coordinator::CloseRoundLocked(Actions* actions) {
   min_reached_at_ = absl::InfiniteFuture();
   expected_.clear();
   expected_joined_at_ = absl::InfinitePast();
-  TLOG(kInfo) << "round " << round_ << " closed: " << n << " nodes, world size " << world_size
-              << ", master " << common.master_addr() << ":" << common.master_port()
-              << ", restart count " << restart_count_;
+  TLOG_AT(OutcomeLevel(LogLevel::kInfo))
+      << "round " << round_ << " closed: " << n << " nodes, world size " << world_size
+      << ", master " << common.master_addr() << ":" << common.master_port() << ", restart count "
+      << restart_count_;
 }
 
 absl::StatusOr<Coordinator::Member*> Coordinator::FindMemberLocked(const v1::Member& who,
@@ -998,6 +1022,8 @@ absl::StatusOr<uint64_t> Coordinator::Watch(const v1::WatchRequest& request,
     member.accepts_assignment = request.accepts_assignment();
     member.accepts_rejoin_datagram =
         request.accepts_assignment() && request.accepts_rejoin_datagram();
+    member.accepts_rejoin_directive =
+        member.accepts_rejoin_datagram && request.accepts_rejoin_directive();
     member.accepts_release = member.accepts_rejoin_datagram && request.accepts_release();
     // A released member that opens a Watch again (its acks stopped) is
     // served on it from now on; a verdict goes down it.
@@ -1081,13 +1107,18 @@ absl::Status Coordinator::Report(const v1::ReportRequest& request, v1::ReportRes
     switch (request.state()) {
       case v1::ReportRequest::RUNNING:
         if (member.state == v1::ReportRequest::STATE_UNSPECIFIED) member.state = request.state();
+        if (request.has_hang()) NoteHangLocked(member, request.hang(), &actions);
         break;
       case v1::ReportRequest::SUCCEEDED: {
         // A job with an MPI launcher is done when its COMMAND is: the
         // workers host ranks through sshd and report no success of their own
         // (MustSucceedLocked).
         SetSucceededLocked(member);
-        if (unfinished_ <= 0) FinishJobLocked(&actions);
+        if (unfinished_ <= 0) {
+          FinishJobLocked(&actions);
+        } else {
+          HangAnsweredLocked(member, &actions);  // no worker left to suspect
+        }
         break;
       }
       case v1::ReportRequest::FAILED: {
@@ -1125,9 +1156,9 @@ absl::Status Coordinator::Leave(const v1::LeaveRequest& request) {
     absl::StatusOr<Member*> m = FindMemberLocked(request.member(), request.job_id());
     if (!m.ok()) return m.status();
     std::string node = request.member().node_id();
-    std::string reason =
-        absl::StrCat("node ", node, " left: ", SafeForLog(request.reason(), kMaxMessageLength));
     Member& member = **m;
+    std::string reason =
+        absl::StrCat(NodeLabel(member), " left: ", SafeForLog(request.reason(), kMaxMessageLength));
     if (member.ticket != 0) {
       actions.push_back([d = std::move(member.done)] {
         d(absl::CancelledError("left before the round closed"));
@@ -1147,8 +1178,17 @@ absl::Status Coordinator::Leave(const v1::LeaveRequest& request) {
 }
 
 void Coordinator::HandleFailureLocked(const std::string& node_id, const std::string& reason,
-                                      int exit_code, bool remove_node, Actions* actions) {
-  TLOG(kWarning) << "round " << round_ << ": " << reason;
+                                      int exit_code, bool remove_node, Actions* actions,
+                                      const v1::HangVerdict* hang) {
+  // A node lost or gone is news to every agent; a failure an agent reported
+  // is its own log's (and the verdict's or restart's) when it hosts us.
+  TLOG_AT(remove_node ? LogLevel::kWarning : OutcomeLevel(LogLevel::kWarning))
+      << "round " << round_ << ": " << reason;
+  if (hang == nullptr && hang_.round == round_ && round_ != 0) {
+    TLOG(kInfo) << "round " << round_
+                << ": the hang investigation ends without a verdict (the failure above came first)";
+  }
+  hang_ = HangInvestigation{};
   if (remove_node) {
     // Each node once, the newest last (std::find: at most 64 entries).
     recent_lost_.erase(std::remove(recent_lost_.begin(), recent_lost_.end(), node_id),
@@ -1171,7 +1211,7 @@ void Coordinator::HandleFailureLocked(const std::string& node_id, const std::str
   if (failures_ < options_.max_restarts) {
     ++failures_;
     ReopenLocked(absl::StrFormat("%s (restart %d of %d)", reason, failures_, options_.max_restarts),
-                 actions);
+                 actions, hang);
     return;
   }
   const bool exhausted = options_.max_restarts > 0;
@@ -1179,10 +1219,11 @@ void Coordinator::HandleFailureLocked(const std::string& node_id, const std::str
                     ? absl::StrFormat("restart budget exhausted (%d restarts); last failure: %s",
                                       options_.max_restarts, reason)
                     : reason,
-                node_id, exit_code, exhausted, actions);
+                node_id, exit_code, exhausted, actions, hang);
 }
 
-void Coordinator::ReopenLocked(const std::string& reason, Actions* actions) {
+void Coordinator::ReopenLocked(const std::string& reason, Actions* actions,
+                               const v1::HangVerdict* hang) {
   ++restart_count_;
   const uint64_t next_round = round_ + 1;
   recent_restarts_.push_back({next_round, reason.substr(0, kMaxMessageLength)});
@@ -1192,6 +1233,7 @@ void Coordinator::ReopenLocked(const std::string& reason, Actions* actions) {
   v1::Directive d = NewDirectiveLocked();
   d.mutable_rejoin()->set_next_round(next_round);
   d.mutable_rejoin()->set_reason(reason);
+  if (hang != nullptr) *d.mutable_rejoin()->mutable_hang() = *hang;
   // Members whose stream takes an assignment keep it and may re-join with a
   // READY datagram: no Join, no new stream (docs/protocol.md). Those that
   // take it by datagram get the Rejoin as a REJOIN datagram: no stream write.
@@ -1248,7 +1290,8 @@ void Coordinator::ReopenLocked(const std::string& reason, Actions* actions) {
 }
 
 void Coordinator::FailJobLocked(const std::string& reason, const std::string& node_id,
-                                int exit_code, bool restarts_exhausted, Actions* actions) {
+                                int exit_code, bool restarts_exhausted, Actions* actions,
+                                const v1::HangVerdict* hang) {
   phase_ = Phase::kFailed;
   verdict_ = reason;
   verdict_exhausted_ = restarts_exhausted;
@@ -1258,7 +1301,8 @@ void Coordinator::FailJobLocked(const std::string& reason, const std::string& no
   f->set_failed_node_id(node_id);
   f->set_exit_code(exit_code);
   f->set_restarts_exhausted(restarts_exhausted);
-  TLOG(kError) << "coordinator: the job failed: " << reason;
+  if (hang != nullptr) *f->mutable_hang() = *hang;
+  TLOG_AT(OutcomeLevel(LogLevel::kError)) << "coordinator: the job failed: " << reason;
   const absl::Status over = JobOverErrorLocked();
   std::vector<OutgoingDatagram> verdicts;
   for (auto& [id, m] : members_) {
@@ -1276,13 +1320,90 @@ void Coordinator::FinishJobLocked(Actions* actions) {
   phase_ = Phase::kSucceeded;
   verdict_directive_ = NewDirectiveLocked();
   verdict_directive_.mutable_job_finished();
-  TLOG(kInfo) << "coordinator: the job succeeded: every worker of round " << round_ << " exited 0";
+  TLOG_AT(OutcomeLevel(LogLevel::kInfo))
+      << "coordinator: the job succeeded: every worker of round " << round_ << " exited 0";
   std::vector<OutgoingDatagram> verdicts;
   for (auto& [id, m] : members_) {
     if (m.sink) m.sink->Send(verdict_directive_, /*last=*/true);
     TellReleasedVerdictLocked(m, &verdicts);
   }
   SendLocked(std::move(verdicts), actions);
+}
+
+void Coordinator::NoteHangLocked(Member& m, const v1::HangReport& hang, Actions* actions) {
+  const std::string& node = m.join.member().node_id();
+  if (hang.declared() && hang_.round != round_) {
+    // The first declaration of the round: ask every other member still
+    // running for its evidence, before anything is stopped.
+    hang_ = HangInvestigation{};
+    hang_.round = round_;
+    hang_.deadline = clock_->Now() + kHangEvidenceWait;
+    hang_.declared_by = node;
+    hang_.declared_rank = m.assignment.self().first_global_rank() + hang.declared_local_rank();
+    hang_.silence_ms = hang.silence_ms();
+    hang_.expected = 1;
+    v1::Directive d = NewDirectiveLocked();
+    d.mutable_collect_evidence()->set_declared_by_node(node);
+    d.mutable_collect_evidence()->set_declared_rank(hang_.declared_rank);
+    std::vector<OutgoingDatagram> datagrams;
+    for (auto& [id, other] : members_) {
+      if (!other.in_round || &other == &m || other.state == v1::ReportRequest::SUCCEEDED) continue;
+      ++hang_.expected;
+      if (other.sink) {
+        other.sink->Send(d, /*last=*/false);
+      } else if (other.released) {
+        // Lost on the way, its evidence is missing from the verdict, which
+        // says from how many nodes it came.
+        if (std::optional<OutgoingDatagram> g = DirectiveDatagramLocked(other, d); g.has_value()) {
+          datagrams.push_back(*std::move(g));
+        }
+      }
+    }
+    SendLocked(std::move(datagrams), actions);
+    TLOG(kWarning) << "round " << round_ << ": " << NodeLabel(m) << " declared worker rank "
+                   << hang_.declared_rank << " hung (no progress for "
+                   << absl::FormatDuration(absl::Milliseconds(hang.silence_ms()))
+                   << "); asking every node for its evidence (at most "
+                   << absl::FormatDuration(kHangEvidenceWait) << ")";
+  }
+  if (hang_.round != round_ || !hang.collected()) return;
+  if (!hang_.answered.insert(node).second) return;  // a repeat (a heartbeat)
+  AddHangCandidates(hang, node, m.assignment.self().first_global_rank(), &hang_.candidates);
+  if (static_cast<int>(hang_.answered.size()) >= hang_.expected) JudgeHangLocked(actions);
+}
+
+void Coordinator::HangAnsweredLocked(const Member& m, Actions* actions) {
+  if (hang_.round != round_ || phase_ != Phase::kRunning) return;
+  if (!hang_.answered.insert(m.join.member().node_id()).second) return;
+  if (static_cast<int>(hang_.answered.size()) >= hang_.expected) JudgeHangLocked(actions);
+}
+
+void Coordinator::JudgeHangLocked(Actions* actions) {
+  const HangInvestigation h = std::move(hang_);
+  hang_ = HangInvestigation{};
+  std::optional<v1::HangVerdict> verdict = ChooseHangSuspect(h.candidates);
+  if (!verdict.has_value()) {
+    // No worker's evidence came (or every worker had exited): the declared one.
+    auto it = members_.find(h.declared_by);
+    verdict.emplace();
+    verdict->set_suspect_node_id(h.declared_by);
+    verdict->set_suspect_rank(h.declared_rank);
+    verdict->set_suspect_local_rank(
+        it == members_.end() ? 0
+                             : h.declared_rank - it->second.assignment.self().first_global_rank());
+    verdict->set_summary(absl::StrCat("suspect rank ", h.declared_rank, " on ",
+                                      SafeForLog(h.declared_by, kMaxIdLength),
+                                      " (declared hung by its agent; no other evidence came)"));
+  }
+  const std::string reason = absl::StrFormat(
+      "hang: %s; declared by node %s (rank %d: no progress for %s); evidence from %d of %d "
+      "nodes",
+      verdict->summary(), SafeForLog(h.declared_by, kMaxIdLength), h.declared_rank,
+      absl::FormatDuration(absl::Trunc(absl::Milliseconds(h.silence_ms), absl::Seconds(1))),
+      h.answered.size(), h.expected);
+  // The suspect's node fails the round, as its worker's exit would have.
+  HandleFailureLocked(verdict->suspect_node_id(), reason, kExitWorkerHung, false, actions,
+                      &*verdict);
 }
 
 void Coordinator::TellReleasedVerdictLocked(Member& m, std::vector<OutgoingDatagram>* out) {
@@ -1326,6 +1447,10 @@ void Coordinator::Tick() {
     }
     if (phase_ == Phase::kGathering) {
       MaybeCloseRoundLocked(&actions);
+    }
+    if (phase_ == Phase::kRunning && hang_.round == round_ && now >= hang_.deadline) {
+      // A hang whose evidence did not all come in time: judged with what did.
+      JudgeHangLocked(&actions);
     }
     if (phase_ == Phase::kGathering && !shut_down_) {
       ExpireJoinsLocked(now, &actions);
@@ -1373,7 +1498,7 @@ void Coordinator::Tick() {
       }
       if (!disconnected.empty()) {
         HandleFailureLocked(disconnected,
-                            absl::StrCat("node ", disconnected,
+                            absl::StrCat(NodeLabel(members_.at(disconnected)),
                                          " lost: its agent disconnected (watch stream closed)"),
                             0, true, &actions);
       }
@@ -1382,7 +1507,7 @@ void Coordinator::Tick() {
       if (phase_ == Phase::kRunning && it != members_.end() && SlotOf(it->second).must_stay_alive) {
         HandleFailureLocked(
             silent,
-            absl::StrCat("node ", silent, " lost: no heartbeat or liveness datagram for ",
+            absl::StrCat(NodeLabel(it->second), " lost: no heartbeat or liveness datagram for ",
                          absl::FormatDuration(options_.heartbeat_timeout),
                          " (--heartbeat-timeout)"),
             0, true, &actions);
@@ -1479,8 +1604,27 @@ LivenessBytes Coordinator::RejoinBytesLocked(const Slot& s) const {
 }
 
 OutgoingDatagram Coordinator::RejoinDatagramLocked(const Slot& s) const {
+  if (s.member->accepts_rejoin_directive && rejoin_by_datagram_.has_rejoin() &&
+      rejoin_by_datagram_.rejoin().next_round() == s.rejoin_round) {
+    // The Rejoin itself, reason and all (cut to fit the datagram).
+    if (std::optional<OutgoingDatagram> d =
+            DirectiveDatagramLocked(*s.member, FitForDatagram(rejoin_by_datagram_));
+        d.has_value()) {
+      return *std::move(d);
+    }
+  }
   const LivenessBytes b = RejoinBytesLocked(s);
   return {s.socket, s.from, std::string(reinterpret_cast<const char*>(b.data()), b.size())};
+}
+
+std::string Coordinator::NodeLabel(const Member& m) {
+  std::string label = absl::StrCat("node ", SafeForLog(m.join.member().node_id(), kMaxIdLength));
+  const v1::NodeAssignment& self = m.assignment.self();
+  // Only a node's ranks are global ranks (an MPI member's slots are not).
+  if (!m.in_round || m.join.role() != v1::ROLE_NODE || self.local_world_size() < 1) return label;
+  const int first = self.first_global_rank();
+  if (self.local_world_size() == 1) return absl::StrCat(label, " (rank ", first, ")");
+  return absl::StrCat(label, " (ranks ", first, "-", first + self.local_world_size() - 1, ")");
 }
 
 bool Coordinator::MayReleaseLocked(const Member& m) const {
@@ -1516,19 +1660,7 @@ std::optional<OutgoingDatagram> Coordinator::DirectiveDatagramLocked(const Membe
 
 std::optional<OutgoingDatagram> Coordinator::VerdictDatagramLocked(const Member& m) const {
   if (!m.verdict_pending) return std::nullopt;
-  std::optional<OutgoingDatagram> d = DirectiveDatagramLocked(m, verdict_directive_);
-  if (d.has_value() || !verdict_directive_.has_job_failed()) return d;
-  // A reason too long for a datagram (a Leave's 1 KiB reason, long node
-  // ids): cut, as a log line would be; the coordinator's log has it whole.
-  v1::Directive shorter = verdict_directive_;
-  std::string* reason = shorter.mutable_job_failed()->mutable_reason();
-  const size_t overhead = shorter.ByteSizeLong() - reason->size();
-  constexpr absl::string_view kCut = "...(cut: see the coordinator's log)";
-  const size_t room = kMaxDirectivePayloadBytes - std::min(kMaxDirectivePayloadBytes, overhead);
-  if (room <= kCut.size() + 8) return std::nullopt;
-  reason->resize(std::min(reason->size(), room - kCut.size() - 8));
-  reason->append(kCut.data(), kCut.size());
-  return DirectiveDatagramLocked(m, shorter);
+  return DirectiveDatagramLocked(m, FitForDatagram(verdict_directive_));
 }
 
 bool Coordinator::MayRejoinByDatagramLocked(const Member& m) const {
@@ -1705,7 +1837,11 @@ LivenessBatchStats Coordinator::NoteLivenessBatch(absl::Span<const LivenessDatag
         // Told to re-join by datagram, and still in the old round: the
         // REJOIN was lost (again), or UDP from here does not reach it.
         if (RepeatRejoinLocked(slot)) {
-          acks->push_back({i, RejoinBytesLocked(slot)});
+          if (member.accepts_rejoin_directive) {
+            replies.push_back(RejoinDatagramLocked(slot));  // (longer than an ack)
+          } else {
+            acks->push_back({i, RejoinBytesLocked(slot)});
+          }
           ++stats.rejoins;
         }
         continue;

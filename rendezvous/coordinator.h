@@ -38,11 +38,11 @@
 // stream"). Its stream closing before the round does withdraws it. Where
 // the member's Watch accepts it and its datagrams' address is known, that
 // Rejoin itself goes as a REJOIN datagram (DatagramSender) instead of a
-// stream write. The agent confirms it at once with an alive datagram of the
-// new round (it sends no other while it stops its workers); unconfirmed, it
-// goes again, kRejoinConfirmWithin later or at once for an alive datagram of
-// the old round (it was not taken), at most kRejoinDatagramTries times, and
-// then down the stream:
+// stream write: the Rejoin, reason and all, as a DIRECTIVE datagram where
+// the Watch accepts_rejoin_directive, else the 48-byte REJOIN. The agent confirms it at once with
+// an alive datagram of the new round (it sends no other while it stops its workers); unconfirmed,
+// it goes again, kRejoinConfirmWithin later or at once for an alive datagram of the old round (it
+// was not taken), at most kRejoinDatagramTries times, and then down the stream:
 //
 //   restart --REJOIN--> confirmed (alive, new round) --READY--> parked
 //      |  not confirmed within kRejoinConfirmWithin,       re-join
@@ -80,6 +80,20 @@
 // constants; INVALID_ARGUMENT names the field), escaped before it is logged,
 // and rejected requests are logged at most a few times per 10 s. Replies
 // never echo the coordinator's job id or another member's incarnation.
+//
+// Hangs (docs/progress.md, "Who hung"): a Report whose HangReport declares
+// a worker hung opens the round's investigation: every other member still
+// running gets a CollectEvidence directive (down its stream, or as a
+// DIRECTIVE datagram when released) and answers with its evidence; once all
+// have, or kHangEvidenceWait after the declaration, the suspect is chosen
+// (coordinator_hang.h) and the round fails for it, exit code 80, with the
+// HangVerdict in the Rejoin or JobFailed. A failure of the round meanwhile
+// ends the investigation without a verdict.
+//
+//   RUNNING --declared--> investigating --every member's evidence, or
+//                              |             kHangEvidenceWait--> verdict:
+//                              |             Rejoin / JobFailed (reason "hang: suspect ...")
+//                              +--another failure: its Rejoin / JobFailed, no verdict
 //
 // While a round gathers, progress is logged at INFO at most every 10 s
 // ("round 1: 2/3 joined; waiting for rank 2"), and a parked Join is answered
@@ -125,6 +139,7 @@
 #include "absl/types/span.h"
 #include "common/clock.h"
 #include "common/logging.h"
+#include "rendezvous/coordinator_hang.h"
 #include "rendezvous/keepalive.h"
 #include "rendezvous/liveness_datagram.h"
 #include "trainlet/v1/rendezvous.pb.h"
@@ -242,6 +257,14 @@ struct CoordinatorOptions {
   // in `trainlet run` and `trainlet coordinator` (--release-streams-from),
   // off with TLS (a DIRECTIVE datagram is signed, not encrypted).
   int release_streams_from = 0;
+  // Set by the agent that hosts this coordinator (`trainlet run` on node
+  // rank 0): that agent logs the round it got, the failures its own workers
+  // report and the verdict itself, so the coordinator's lines for them (and
+  // the timing of a round's answers) go to DEBUG and node 0's log says each
+  // once. A standalone coordinator logs them at INFO (its log is their only
+  // account). A restart ("opening round") stays INFO: an agent told by a
+  // REJOIN datagram does not know why.
+  bool hosted_by_agent = false;
   Clock* clock = nullptr;  // Clock::Real() when null.
 };
 
@@ -475,6 +498,8 @@ class Coordinator {
     // ... and takes the Rejoin as a REJOIN datagram
     // (WatchRequest.accepts_rejoin_datagram).
     bool accepts_rejoin_datagram = false;
+    // ... as a DIRECTIVE datagram, with its reason (accepts_rejoin_directive).
+    bool accepts_rejoin_directive = false;
     // The parked join (ticket) came from a READY datagram; `done` pushes the
     // assignment down `sink`, or for a released member sends it by datagram.
     // Reset whenever the ticket is.
@@ -504,11 +529,32 @@ class Coordinator {
   void MaybeCloseRoundLocked(Actions* actions) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void CloseRoundLocked(Actions* actions) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // A failure while running: reopen if restarts are left, else fail the job.
+  // `hang` (a hang's verdict) goes with the Rejoin or JobFailed.
   void HandleFailureLocked(const std::string& node_id, const std::string& reason, int exit_code,
-                           bool remove_node, Actions* actions) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void ReopenLocked(const std::string& reason, Actions* actions) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+                           bool remove_node, Actions* actions,
+                           const v1::HangVerdict* hang = nullptr)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void ReopenLocked(const std::string& reason, Actions* actions,
+                    const v1::HangVerdict* hang = nullptr) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // `standalone`, or DEBUG when an agent hosts us and logs the same outcome
+  // itself (CoordinatorOptions::hosted_by_agent).
+  LogLevel OutcomeLevel(LogLevel standalone) const {
+    return options_.hosted_by_agent ? LogLevel::kDebug : standalone;
+  }
   void FailJobLocked(const std::string& reason, const std::string& node_id, int exit_code,
-                     bool restarts_exhausted, Actions* actions) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+                     bool restarts_exhausted, Actions* actions,
+                     const v1::HangVerdict* hang = nullptr) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Hang attribution (see "Hangs" above): a member's HangReport; opens the
+  // round's investigation when it declares a hang (CollectEvidence to every
+  // other member still running), takes its evidence, and judges once every
+  // member answered.
+  void NoteHangLocked(Member& m, const v1::HangReport& hang, Actions* actions)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The member has nothing to add (its workers succeeded): answered.
+  void HangAnsweredLocked(const Member& m, Actions* actions) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Every member answered, or kHangEvidenceWait passed: the suspect is
+  // named (coordinator_hang.h) and the round fails for it with code 80.
+  void JudgeHangLocked(Actions* actions) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void FinishJobLocked(Actions* actions) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // At the verdict: a released member is told by datagram (appended to
   // `out`), and Drained waits for its TAKEN.
@@ -561,6 +607,9 @@ class Coordinator {
   std::optional<OutgoingDatagram> DirectiveDatagramLocked(const Member& m,
                                                           const v1::Directive& d) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // "node n2 (rank 2)", "node n2 (ranks 4-5)": how a restart's or a
+  // verdict's reason names a node (its global ranks while it is in the round).
+  static std::string NodeLabel(const Member& m);
   // The verdict as a DIRECTIVE datagram to a released member that has not
   // said TAKEN yet; nullopt otherwise.
   std::optional<OutgoingDatagram> VerdictDatagramLocked(const Member& m) const
@@ -627,7 +676,9 @@ class Coordinator {
   bool RepeatRejoinLocked(Slot& slot) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Arms the confirmation check of the REJOIN just sent to `slot`.
   void ExpectRejoinConfirmedLocked(Slot& slot) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // The REJOIN datagram for `slot`'s member, to where its datagrams come from.
+  // The REJOIN for `slot`'s member, to where its datagrams come from: the
+  // Rejoin with its reason as a DIRECTIVE datagram where its Watch accepts
+  // that (accepts_rejoin_directive), else the 48-byte REJOIN datagram.
   OutgoingDatagram RejoinDatagramLocked(const Slot& slot) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   LivenessBytes RejoinBytesLocked(const Slot& slot) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
@@ -708,6 +759,19 @@ class Coordinator {
   };
   std::priority_queue<RejoinCheck, std::vector<RejoinCheck>, std::greater<RejoinCheck>>
       rejoin_checks_ ABSL_GUARDED_BY(mu_);
+  // The hang investigation of round `round` (0: none open; at most one per
+  // round, since its verdict ends the round).
+  struct HangInvestigation {
+    uint64_t round = 0;
+    absl::Time deadline = absl::InfiniteFuture();
+    std::string declared_by;  // the node that declared it first
+    int declared_rank = -1;   // its hung worker's global rank
+    int64_t silence_ms = 0;
+    int expected = 0;                       // members asked (the declarer included)
+    std::set<std::string> answered;         // members whose evidence is in
+    std::vector<HangCandidate> candidates;  // bounded by the round's workers
+  };
+  HangInvestigation hang_ ABSL_GUARDED_BY(mu_);
   // The closed round's member list, once (members that asked for it get a
   // copy in their answer; no member holds its own copy).
   std::shared_ptr<const std::vector<v1::NodeAssignment>> round_nodes_ ABSL_GUARDED_BY(mu_);

@@ -84,10 +84,10 @@ absl::StatusOr<std::unique_ptr<CoordinatorHost>> CoordinatorHost::Start(
               << FormatHostPort(options.bind_addr, host->port()) << " ("
               << (min_nodes == max_nodes ? absl::StrCat(max_nodes)
                                          : absl::StrCat(min_nodes, "..", max_nodes))
-              << " nodes, at most " << host->server_->max_connections() << " connections"
-              << (options.token.empty() ? ", no token" : "")
-              << (options.tls.enabled() ? ", mutual TLS" : ", plaintext")
-              << (host->liveness_ ? ", UDP liveness" : "") << ")";
+              << " nodes" << (options.token.empty() ? ", no token" : "")
+              << (options.tls.enabled() ? ", mutual TLS" : ", plaintext") << ")";
+  TLOG(kDebug) << "coordinator: at most " << host->server_->max_connections()
+               << " connections; UDP liveness " << (host->liveness_ ? "on" : "off");
   return host;
 }
 

@@ -33,8 +33,9 @@ std::optional<absl::Duration> RoundAnswerTracker::Sent(uint64_t round) {
     took = clock_->Now() - first_answer_;
     n = expected_;
   }
-  TLOG(kInfo) << "round " << round << ": all " << n << " answers sent "
-              << absl::StrFormat("%.1f", absl::ToDoubleMilliseconds(took)) << " ms after the first";
+  TLOG_AT(level_) << "round " << round << ": all " << n << " answers sent "
+                  << absl::StrFormat("%.1f", absl::ToDoubleMilliseconds(took))
+                  << " ms after the first";
   if (trimmer_ != nullptr) trimmer_->RoundAnswered();
   return took;
 }
@@ -325,7 +326,8 @@ CoordinatorService::CoordinatorService(Coordinator* core, std::string token, Pee
       token_(std::move(token)),
       peers_(peers),
       reject_log_(5, absl::Seconds(10)),
-      answers_(Clock::Monotonic(), trimmer) {
+      answers_(Clock::Monotonic(), trimmer,
+               core->options().hosted_by_agent ? LogLevel::kDebug : LogLevel::kInfo) {
   // A released member's assignment goes by datagram: counted as a Join's.
   core_->SetAnswerObserver([this](uint64_t round, int nnodes) {
     answers_.Answered(round, nnodes);

@@ -34,8 +34,11 @@ namespace trainlet::rendezvous {
 class RoundAnswerTracker {
  public:
   // `trimmer` (may be null) hears when a round's answers are all sent.
-  explicit RoundAnswerTracker(Clock* clock = Clock::Monotonic(), MemoryTrimmer* trimmer = nullptr)
-      : clock_(clock), trimmer_(trimmer) {}
+  // `level`: of the line (DEBUG where an agent hosts the coordinator: a
+  // timing, not an event of the job).
+  explicit RoundAnswerTracker(Clock* clock = Clock::Monotonic(), MemoryTrimmer* trimmer = nullptr,
+                              LogLevel level = LogLevel::kInfo)
+      : clock_(clock), trimmer_(trimmer), level_(level) {}
   // A Join of `round` (of `nnodes` members) was answered successfully, or an
   // assignment of it was queued on a stream (a re-join by datagram).
   void Answered(uint64_t round, int nnodes);
@@ -47,6 +50,7 @@ class RoundAnswerTracker {
  private:
   Clock* const clock_;
   MemoryTrimmer* const trimmer_;
+  const LogLevel level_;
   absl::Mutex mu_;
   uint64_t round_ ABSL_GUARDED_BY(mu_) = 0;
   int expected_ ABSL_GUARDED_BY(mu_) = 0;

@@ -55,9 +55,10 @@ struct JoinResult {
 
 // What a test's Watch offers to take besides its stream's directives.
 struct Accepts {
-  bool assignment = false;       // an assignment down the stream
-  bool rejoin_datagram = false;  // a REJOIN datagram
-  bool release = false;          // a release of the stream
+  bool assignment = false;        // an assignment down the stream
+  bool rejoin_datagram = false;   // a REJOIN datagram
+  bool release = false;           // a release of the stream
+  bool rejoin_directive = false;  // the Rejoin as a DIRECTIVE datagram
 };
 
 class CoordinatorTest : public ::testing::Test {
@@ -112,6 +113,7 @@ class CoordinatorTest : public ::testing::Test {
     w.set_accepts_assignment(accepts.assignment);
     w.set_accepts_rejoin_datagram(accepts.rejoin_datagram);
     w.set_accepts_release(accepts.release);
+    w.set_accepts_rejoin_directive(accepts.rejoin_directive);
     absl::StatusOr<uint64_t> wid = core_->Watch(w, sink);
     EXPECT_TRUE(wid.ok()) << wid.status();
     if (id && wid.ok()) *id = *wid;
@@ -136,9 +138,10 @@ class CoordinatorTest : public ::testing::Test {
     std::shared_ptr<RecordingSink> a_sink;
     uint64_t b_watch = 0;
   };
-  RunningPair StartRunningPair(const std::string& a = "a", const std::string& b = "b") {
+  RunningPair StartRunningPair(const std::string& a = "a", const std::string& b = "b",
+                               int lws = 2) {
     Make(2, 2);
-    RunningPair p{Req(a, 1, 0), Req(b, 2, 1)};
+    RunningPair p{Req(a, 1, 0, lws), Req(b, 2, 1, lws)};
     Join(p.a);
     Join(p.b);
     p.a_sink = Watch(p.a, 1);
@@ -449,7 +452,8 @@ TEST_F(CoordinatorTest, SilentNode_LostAfterHeartbeatTimeout) {
   clock_.Advance(absl::Milliseconds(250));  // b silent for 5.25 s.
   core_->Tick();
   ASSERT_EQ(sa->directives.size(), 1u);
-  EXPECT_THAT(sa->directives[0].job_failed().reason(), HasSubstr("no heartbeat"));
+  EXPECT_THAT(sa->directives[0].job_failed().reason(),
+              ::testing::StartsWith("node b (ranks 2-3) lost: no heartbeat"));
   EXPECT_EQ(sa->directives[0].job_failed().failed_node_id(), "b");
 }
 
@@ -672,7 +676,8 @@ class ReadyRejoinTest : public UdpLivenessTest {
   // accepts_rejoin_datagram = `rejoin_datagram` (per member; with any of
   // them, the coordinator has a DatagramSender).
   void StartTrio(std::vector<bool> accepts = {true, true, true},
-                 std::vector<bool> rejoin_datagram = {false, false, false}) {
+                 std::vector<bool> rejoin_datagram = {false, false, false},
+                 std::vector<bool> rejoin_directive = {false, false, false}) {
     Make(2, 3, /*max_restarts=*/2);
     const bool sender =
         std::find(rejoin_datagram.begin(), rejoin_datagram.end(), true) != rejoin_datagram.end();
@@ -684,7 +689,8 @@ class ReadyRejoinTest : public UdpLivenessTest {
       ASSERT_TRUE(joins[i]->done());
       as_.push_back(joins[i]->assignment());
       uint64_t id = 0;
-      sinks_.push_back(Watch(reqs_[i], 1, &id, {accepts[i], rejoin_datagram[i]}));
+      sinks_.push_back(
+          Watch(reqs_[i], 1, &id, {accepts[i], rejoin_datagram[i], false, rejoin_directive[i]}));
       ASSERT_NE(id, 0u);
       watch_ids_.push_back(id);
       Alive(i);  // heard over UDP: a READY would get here
@@ -763,6 +769,25 @@ class ReadyRejoinTest : public UdpLivenessTest {
     if (acked != nullptr) *acked = !acks.empty();
     return st;
   }
+  // The DIRECTIVE datagrams sent to member i so far, parsed and checked
+  // (its slot, incarnation, key), in order.
+  std::vector<v1::Directive> DirectivesTo(size_t i) {
+    std::vector<v1::Directive> out;
+    for (const OutgoingDatagram& d : sender_.sent()) {
+      std::optional<DirectiveDatagram> dd =
+          ParseDirectiveDatagram(reinterpret_cast<const uint8_t*>(d.bytes.data()), d.bytes.size());
+      if (!dd.has_value()) continue;
+      if (!IsOwnDirective(*dd, as_[i].liveness_slot(), reqs_[i].member().incarnation(),
+                          *LivenessKeyFromBytes(as_[i].liveness_key()))) {
+        continue;
+      }
+      v1::Directive directive;
+      EXPECT_TRUE(directive.ParseFromString(dd->payload));
+      EXPECT_EQ(dd->header.round, directive.round());
+      out.push_back(directive);
+    }
+    return out;
+  }
   // The assignments pushed down member i's stream so far.
   std::vector<v1::Assignment> Pushed(size_t i) const {
     std::vector<v1::Assignment> out;
@@ -778,6 +803,188 @@ class ReadyRejoinTest : public UdpLivenessTest {
   uint64_t seq_[3] = {0, 0, 0};
   RecordingDatagramSender sender_;
 };
+
+TEST_F(CoordinatorTest, Reasons_NameTheNodeAndItsGlobalRanks) {
+  // Lost by its stream: "node b (ranks 2-3)" (two workers each).
+  RunningPair p = StartRunningPair();
+  LoseStream(p.b_watch);
+  ASSERT_EQ(p.a_sink->directives.size(), 1u);
+  EXPECT_EQ(p.a_sink->directives[0].job_failed().reason(),
+            "node b (ranks 2-3) lost: its agent disconnected (watch stream closed)");
+
+  // Left, one worker each: "(rank 1)". (Silent: SilentNode_LostAfterHeartbeatTimeout.)
+  p = StartRunningPair("a", "b", /*lws=*/1);
+  v1::LeaveRequest leave;
+  *leave.mutable_member() = p.b.member();
+  leave.set_job_id("job");
+  leave.set_reason("agent received signal 15 (Terminated)");
+  ASSERT_TRUE(core_->Leave(leave).ok());
+  ASSERT_EQ(p.a_sink->directives.size(), 1u);
+  EXPECT_EQ(p.a_sink->directives[0].job_failed().reason(),
+            "node b (rank 1) left: agent received signal 15 (Terminated)");
+}
+
+// Hang attribution (coordinator.h, "Hangs"; docs/progress.md, "Who hung").
+class HangTest : public CoordinatorTest {
+ protected:
+  // Nodes a, b, c (one worker each: ranks 0, 1, 2) running round 1 of a
+  // job with `max_restarts`; all watching.
+  void StartTrio(int max_restarts = 0) {
+    Make(3, 3, max_restarts);
+    reqs_ = {Req("a", 1, 0, 1), Req("b", 2, 1, 1), Req("c", 3, 2, 1)};
+    for (const v1::JoinRequest& r : reqs_) Join(r);
+    for (const v1::JoinRequest& r : reqs_) sinks_.push_back(Watch(r, 1));
+    ASSERT_EQ(core_->GetSnapshot().phase, Phase::kRunning);
+  }
+  absl::Status ReportHang(size_t i, const v1::HangReport& hang, uint64_t round = 1) {
+    v1::ReportRequest rep;
+    *rep.mutable_member() = reqs_[i].member();
+    rep.set_job_id("job");
+    rep.set_round(round);
+    rep.set_state(v1::ReportRequest::RUNNING);
+    *rep.mutable_hang() = hang;
+    return core_->Report(rep);
+  }
+  static v1::HangReport Declared() {
+    v1::HangReport h;
+    h.set_declared(true);
+    h.set_declared_local_rank(0);
+    h.set_silence_ms(10000);
+    return h;
+  }
+  static v1::HangReport Collected(v1::WorkerEvidence::Stack stack, const std::string& where,
+                                  v1::HangReport h = {}) {
+    h.set_collected(true);
+    v1::WorkerEvidence* w = h.add_workers();
+    w->set_local_rank(0);
+    w->set_stack(stack);
+    w->set_where(where);
+    w->set_step(6);
+    w->set_progress_age_ms(10000);
+    return h;
+  }
+  std::vector<v1::JoinRequest> reqs_;
+  std::vector<std::shared_ptr<RecordingSink>> sinks_;
+};
+
+TEST_F(HangTest, DeclaredByOne_EveryOtherIsAskedFirst_TheRankNotInACollectiveIsTheSuspect) {
+  StartTrio();
+  // a's rank 0 waits in all_reduce for c's rank 2, which sleeps: a is the
+  // first to notice.
+  ASSERT_TRUE(ReportHang(0, Declared()).ok());
+  EXPECT_TRUE(sinks_[0]->directives.empty());
+  for (size_t i : {1, 2}) {
+    ASSERT_EQ(sinks_[i]->directives.size(), 1u) << i;
+    const v1::Directive& d = sinks_[i]->directives[0];
+    ASSERT_TRUE(d.has_collect_evidence()) << i;
+    EXPECT_EQ(d.collect_evidence().declared_by_node(), "a");
+    EXPECT_EQ(d.collect_evidence().declared_rank(), 0);
+    EXPECT_EQ(d.round(), 1u);
+    EXPECT_FALSE(sinks_[i]->closed) << i << ": nothing is stopped yet";
+  }
+  // c declares too (its own silent worker): asked once all the same.
+  ASSERT_TRUE(ReportHang(2, Declared()).ok());
+  EXPECT_EQ(sinks_[1]->directives.size(), 1u);
+  // The evidence comes in; the round runs until the last of it.
+  ASSERT_TRUE(
+      ReportHang(0, Collected(v1::WorkerEvidence::IN_COLLECTIVE, "all_reduce", Declared())).ok());
+  ASSERT_TRUE(ReportHang(2, Collected(v1::WorkerEvidence::NOT_IN_COLLECTIVE,
+                                      "train.py:41 in main; main thread S in hrtimer_nanosleep"))
+                  .ok());
+  ASSERT_TRUE(ReportHang(2, Collected(v1::WorkerEvidence::NOT_IN_COLLECTIVE, "again")).ok());
+  EXPECT_EQ(core_->GetSnapshot().phase, Phase::kRunning) << "b's evidence is not in yet";
+  ASSERT_TRUE(ReportHang(1, Collected(v1::WorkerEvidence::IN_COLLECTIVE, "all_reduce")).ok());
+  ASSERT_EQ(core_->GetSnapshot().phase, Phase::kFailed);
+  const std::string reason =
+      "hang: suspect rank 2 on c (not in a collective: train.py:41 in main; main thread S in "
+      "hrtimer_nanosleep); declared by node a (rank 0: no progress for 10s); evidence from 3 of 3 "
+      "nodes";
+  EXPECT_EQ(core_->GetSnapshot().verdict, reason);
+  for (size_t i = 0; i < 3; ++i) {
+    const v1::Directive& d = sinks_[i]->directives.back();
+    ASSERT_TRUE(d.has_job_failed()) << i;
+    EXPECT_EQ(d.job_failed().reason(), reason);
+    EXPECT_EQ(d.job_failed().failed_node_id(), "c");
+    EXPECT_EQ(d.job_failed().exit_code(), 80);
+    EXPECT_EQ(d.job_failed().hang().suspect_node_id(), "c");
+    EXPECT_EQ(d.job_failed().hang().suspect_rank(), 2);
+    EXPECT_EQ(d.job_failed().hang().suspect_local_rank(), 0);
+    EXPECT_THAT(d.job_failed().hang().summary(), ::testing::StartsWith("suspect rank 2 on c ("));
+  }
+}
+
+TEST_F(HangTest, EvidenceMissing_JudgedAtTheWaitWithWhatCame_AndTheJobRestarts) {
+  StartTrio(/*max_restarts=*/1);
+  ASSERT_TRUE(ReportHang(1, Declared()).ok());
+  ASSERT_TRUE(ReportHang(1, Collected(v1::WorkerEvidence::STACK_UNKNOWN, "", Declared())).ok());
+  v1::HangReport older = Collected(v1::WorkerEvidence::STACK_UNKNOWN, "");
+  older.mutable_workers(0)->set_progress_age_ms(16000);
+  ASSERT_TRUE(ReportHang(0, older).ok());
+  // c (frozen, say) never answers.
+  clock_.Advance(kHangEvidenceWait - absl::Milliseconds(1));
+  ASSERT_TRUE(Report(reqs_[2], 1, v1::ReportRequest::RUNNING).ok());  // alive, though
+  core_->Tick();
+  EXPECT_EQ(core_->GetSnapshot().phase, Phase::kRunning);
+  clock_.Advance(absl::Milliseconds(1));
+  core_->Tick();
+  ASSERT_EQ(core_->GetSnapshot().phase, Phase::kGathering);
+  const v1::Directive& d = sinks_[2]->directives.back();
+  ASSERT_TRUE(d.has_rejoin());
+  EXPECT_EQ(d.rejoin().reason(),
+            "hang: suspect rank 0 on a (no stack outside a collective; the oldest progress: 16s "
+            "ago at step 6); declared by node b (rank 1: no progress for 10s); evidence from 2 "
+            "of 3 nodes (restart 1 of 1)");
+  EXPECT_EQ(d.rejoin().hang().suspect_rank(), 0);
+}
+
+TEST_F(HangTest, AnotherFailureFirst_EndsItWithoutAVerdict) {
+  StartTrio(/*max_restarts=*/2);
+  ASSERT_TRUE(ReportHang(0, Declared()).ok());
+  ASSERT_TRUE(Report(reqs_[1], 1, v1::ReportRequest::FAILED, 3).ok());
+  ASSERT_EQ(core_->GetSnapshot().phase, Phase::kGathering);
+  const v1::Directive& d = sinks_[0]->directives.back();
+  ASSERT_TRUE(d.has_rejoin());
+  EXPECT_THAT(d.rejoin().reason(), ::testing::StartsWith("worker local rank 0 (global rank 1)"));
+  EXPECT_FALSE(d.rejoin().has_hang());
+  // Late evidence of the old round: refused as any stale report is.
+  EXPECT_TRUE(
+      absl::IsAborted(ReportHang(2, Collected(v1::WorkerEvidence::NOT_IN_COLLECTIVE, "x.py:1"))));
+  clock_.Advance(kHangEvidenceWait * 2);
+  core_->Tick();
+  EXPECT_EQ(core_->GetSnapshot().phase, Phase::kGathering) << "no verdict later either";
+}
+
+TEST_F(HangTest, ASucceededNodeHasNothingToAdd_AndEvidenceWithoutADeclarationIsNoHang) {
+  StartTrio();
+  // Evidence nobody asked for (no hang declared this round): nothing.
+  ASSERT_TRUE(ReportHang(2, Collected(v1::WorkerEvidence::NOT_IN_COLLECTIVE, "x.py:1")).ok());
+  clock_.Advance(kHangEvidenceWait * 2);
+  ASSERT_TRUE(Report(reqs_[0], 1, v1::ReportRequest::RUNNING).ok());
+  ASSERT_TRUE(Report(reqs_[1], 1, v1::ReportRequest::RUNNING).ok());
+  ASSERT_TRUE(Report(reqs_[2], 1, v1::ReportRequest::RUNNING).ok());
+  core_->Tick();
+  EXPECT_EQ(core_->GetSnapshot().phase, Phase::kRunning);
+  // b's workers all exited 0 before the hang: not asked, and a SUCCEEDED
+  // while asked counts as its answer.
+  ASSERT_TRUE(Report(reqs_[1], 1, v1::ReportRequest::SUCCEEDED).ok());
+  ASSERT_TRUE(
+      ReportHang(0, Collected(v1::WorkerEvidence::IN_COLLECTIVE, "barrier", Declared())).ok());
+  EXPECT_TRUE(sinks_[1]->directives.empty()) << "not asked";
+  ASSERT_TRUE(Report(reqs_[2], 1, v1::ReportRequest::SUCCEEDED).ok());
+  ASSERT_EQ(core_->GetSnapshot().phase, Phase::kFailed);
+  EXPECT_THAT(core_->GetSnapshot().verdict,
+              ::testing::StartsWith("hang: suspect rank 0 on a (no stack outside a collective"));
+}
+
+TEST_F(HangTest, AMalformedHangReportIsRefused_NamingTheField) {
+  StartTrio();
+  v1::HangReport h = Declared();
+  h.set_declared_local_rank(1);  // a has one worker
+  const absl::Status s = ReportHang(0, h);
+  EXPECT_TRUE(absl::IsInvalidArgument(s)) << s;
+  EXPECT_THAT(s.message(), HasSubstr("hang.declared_local_rank"));
+  EXPECT_TRUE(sinks_[1]->directives.empty());
+}
 
 TEST_F(ReadyRejoinTest, RejoinByDatagram_NoStreamWrite_EachSurvivorGetsItsRejoinDatagram) {
   StartTrio({true, true, true}, {true, true, true});
@@ -932,6 +1139,52 @@ TEST_F(ReadyRejoinTest, RejoinByDatagram_OnlyForWatchesThatAcceptIt) {
   ASSERT_EQ(sinks_[2]->directives.size(), 1u);
   EXPECT_FALSE(sinks_[2]->directives[0].rejoin().ready_by_datagram());
   EXPECT_TRUE(sinks_[2]->closed);
+}
+
+TEST_F(ReadyRejoinTest, RejoinDirective_CarriesTheReason_AgainForAnAliveOfTheOldRound) {
+  // b and c take the Rejoin as a DIRECTIVE datagram (reason and all), a as
+  // the 48-byte REJOIN of before.
+  StartTrio({true, true, true}, {true, true, true}, {false, true, true});
+  FailB();
+  const std::vector<OutgoingDatagram> sent = sender_.sent();
+  ASSERT_EQ(sent.size(), 3u);
+  ExpectRejoinOf(0, sent[0].bytes, 2);
+  for (size_t i : {1, 2}) {
+    EXPECT_TRUE(sinks_[i]->directives.empty()) << i << ": no stream write";
+    const std::vector<v1::Directive> d = DirectivesTo(i);
+    ASSERT_EQ(d.size(), 1u) << i;
+    EXPECT_EQ(d[0].round(), 1u);
+    EXPECT_EQ(d[0].coordinator_incarnation(), 0xC0u);
+    ASSERT_TRUE(d[0].has_rejoin());
+    EXPECT_EQ(d[0].rejoin().next_round(), 2u);
+    EXPECT_TRUE(d[0].rejoin().ready_by_datagram());
+    EXPECT_EQ(d[0].rejoin().reason(),
+              "worker local rank 0 (global rank 2) on node b exited with code 3 (restart 1 of 2)");
+  }
+  // c still sends alive datagrams of round 1: it did not get it. Again, by
+  // the sender (a DIRECTIVE datagram is no ack).
+  std::vector<LivenessAck> acks;
+  EXPECT_EQ(AliveFrom(2, &acks).rejoins, 1);
+  EXPECT_TRUE(acks.empty());
+  const std::vector<v1::Directive> again = DirectivesTo(2);
+  ASSERT_EQ(again.size(), 2u);
+  EXPECT_EQ(again[1].rejoin().reason(), again[0].rejoin().reason());
+}
+
+TEST_F(ReadyRejoinTest, RejoinDirective_AReasonTooLongForADatagram_IsCut) {
+  StartTrio({true, true, true}, {true, true, true}, {true, true, true});
+  v1::ReportRequest rep;
+  *rep.mutable_member() = reqs_[1].member();
+  rep.set_job_id("job");
+  rep.set_round(1);
+  rep.set_state(v1::ReportRequest::FAILED);
+  rep.set_exit_code(3);
+  rep.set_message(std::string(1024, '\x01'));  // 4 KiB once escaped
+  ASSERT_TRUE(core_->Report(rep).ok());
+  const std::vector<v1::Directive> d = DirectivesTo(0);
+  ASSERT_EQ(d.size(), 1u);
+  EXPECT_THAT(d[0].rejoin().reason(), ::testing::StartsWith("worker local rank 0 (global rank 2)"));
+  EXPECT_THAT(d[0].rejoin().reason(), ::testing::EndsWith("...(cut: see the coordinator's log)"));
 }
 
 TEST_F(ReadyRejoinTest, RejoinByDatagram_NeedsTheMembersAddress) {
@@ -1208,25 +1461,6 @@ class ReleasedStreamTest : public ReadyRejoinTest {
   static bool Released(const RecordingSink& s) {
     return s.closed && !s.directives.empty() && s.directives.back().has_release();
   }
-  // The DIRECTIVE datagrams sent to member i so far, parsed and checked
-  // (its slot, incarnation, key), in order.
-  std::vector<v1::Directive> DirectivesTo(size_t i) {
-    std::vector<v1::Directive> out;
-    for (const OutgoingDatagram& d : sender_.sent()) {
-      std::optional<DirectiveDatagram> dd =
-          ParseDirectiveDatagram(reinterpret_cast<const uint8_t*>(d.bytes.data()), d.bytes.size());
-      if (!dd.has_value()) continue;
-      if (!IsOwnDirective(*dd, as_[i].liveness_slot(), reqs_[i].member().incarnation(),
-                          *LivenessKeyFromBytes(as_[i].liveness_key()))) {
-        continue;
-      }
-      v1::Directive directive;
-      EXPECT_TRUE(directive.ParseFromString(dd->payload));
-      EXPECT_EQ(dd->header.round, directive.round());
-      out.push_back(directive);
-    }
-    return out;
-  }
   // A TAKEN datagram of member i (the verdict of `round`).
   LivenessBatchStats Taken(size_t i, uint64_t round) {
     const LivenessBytes b = EncodeLivenessDatagram(
@@ -1247,6 +1481,26 @@ TEST_F(ReleasedStreamTest, ARoundThisLarge_ReleasesEveryStreamAfterTheSecondAck)
   EXPECT_EQ(s.released, 3);
   EXPECT_EQ(s.watching, 0);
   EXPECT_EQ(s.phase, Phase::kRunning);
+}
+
+TEST_F(ReleasedStreamTest, AHangDeclared_ReleasedMembersAreAskedByDatagram) {
+  StartReleased();
+  v1::ReportRequest rep;
+  *rep.mutable_member() = reqs_[0].member();
+  rep.set_job_id("job");
+  rep.set_round(1);
+  rep.set_state(v1::ReportRequest::RUNNING);
+  rep.mutable_hang()->set_declared(true);
+  rep.mutable_hang()->set_silence_ms(5000);
+  ASSERT_TRUE(core_->Report(rep).ok());
+  EXPECT_TRUE(DirectivesTo(0).empty()) << "the declaring member is not asked";
+  for (size_t i : {1, 2}) {
+    const std::vector<v1::Directive> d = DirectivesTo(i);
+    ASSERT_EQ(d.size(), 1u) << i;
+    ASSERT_TRUE(d[0].has_collect_evidence()) << i;
+    EXPECT_EQ(d[0].collect_evidence().declared_by_node(), "a");
+    EXPECT_EQ(d[0].round(), 1u);
+  }
 }
 
 TEST_F(ReleasedStreamTest, NotBelowTheSize_NorWithoutAcceptsRelease_NorBeforeASecondAck) {
@@ -1470,7 +1724,7 @@ TEST_F(ReleasedStreamTest, AVerdictTooLongForADatagram_GoesWithItsReasonCut) {
   ASSERT_TRUE(d[0].has_job_failed());
   EXPECT_THAT(d[0].job_failed().reason(),
               ::testing::EndsWith("...(cut: see the coordinator's log)"));
-  EXPECT_THAT(d[0].job_failed().reason(), ::testing::StartsWith("node b left: "));
+  EXPECT_THAT(d[0].job_failed().reason(), ::testing::StartsWith("node b (ranks 2-3) left: "));
 }
 
 TEST_F(ReleasedStreamTest, InALaterRound_TheFirstAckOfThatRound_IsNotASecondAck) {

@@ -15,9 +15,11 @@
 //                        ready_by_datagram, for round `round`; sent at a
 //                        restart to members whose Watch accepts it, and again
 //                        in answer to their alive datagrams until heeded)
-//                      4 directive (coordinator -> agent, released members
-//                        only: a whole v1::Directive after these 48 bytes;
-//                        below)
+//                      4 directive (coordinator -> agent: a whole
+//                        v1::Directive after these 48 bytes, below: what a
+//                        released member's stream would carry, and the
+//                        Rejoin with its reason to a member whose Watch
+//                        accepts_rejoin_directive)
 //                      5 taken (agent -> coordinator: alive, and it took the
 //                        job's verdict of round `round` from a directive
 //                        datagram; the coordinator stops repeating it)

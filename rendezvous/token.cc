@@ -1,5 +1,7 @@
 #include "rendezvous/token.h"
 
+#include <sys/stat.h>
+
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -22,7 +24,8 @@ bool ConstantTimeEquals(absl::string_view a, absl::string_view b) {
 }
 
 absl::StatusOr<std::string> ReadBoundedFile(const std::string& path, size_t max_bytes,
-                                            absl::string_view origin, absl::string_view kind) {
+                                            absl::string_view origin, absl::string_view kind,
+                                            unsigned* mode) {
   const std::string named = absl::StrCat(kind, kind.empty() ? "" : " ", SafeForLog(path, 256));
   auto cannot_read = [&](int error) {
     return absl::FailedPreconditionError(
@@ -31,6 +34,11 @@ absl::StatusOr<std::string> ReadBoundedFile(const std::string& path, size_t max_
   };
   std::FILE* f = std::fopen(path.c_str(), "rbe");  // e: close-on-exec.
   if (f == nullptr) return cannot_read(errno);
+  if (mode != nullptr) {
+    // The mode of the file opened, not of a path that could change after.
+    struct stat st;
+    *mode = fstat(fileno(f), &st) == 0 ? static_cast<unsigned>(st.st_mode) : 0;
+  }
   std::string data;
   char buf[4096];
   size_t n;

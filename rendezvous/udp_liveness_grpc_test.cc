@@ -220,7 +220,7 @@ TEST_F(UdpLivenessGrpcTest, SilentMember_LostAtTheTimeout_DatagramsAlone) {
   const absl::Duration took = absl::Now() - last;
   const Coordinator::Snapshot s = host_->core().GetSnapshot();
   ASSERT_EQ(s.phase, Phase::kFailed);
-  EXPECT_THAT(s.verdict, HasSubstr("node-b lost"));
+  EXPECT_THAT(s.verdict, HasSubstr("node node-b (rank 1) lost"));
   std::cerr << "[measure] last datagram -> node lost: " << took << " (heartbeat timeout "
             << timeout_ << ", interval " << HeartbeatInterval(timeout_) << ")\n";
   // Fell silent right after the last datagram: at most 1.05 timeouts (plus
@@ -278,7 +278,7 @@ TEST_F(UdpLivenessGrpcTest, UdpDropped_ReportsEveryIntervalKeepTheMemberAlive) {
     absl::SleepFor(absl::Milliseconds(1));
   }
   EXPECT_EQ(host_->core().GetSnapshot().phase, Phase::kFailed);
-  EXPECT_THAT(host_->core().GetSnapshot().verdict, HasSubstr("node-b lost"));
+  EXPECT_THAT(host_->core().GetSnapshot().verdict, HasSubstr("node node-b (rank 1) lost"));
   EXPECT_LE(absl::Now() - last, timeout_ * 1.05 + kSchedulingSlack);
 }
 

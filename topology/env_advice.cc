@@ -97,8 +97,31 @@ std::vector<std::string> PodLimitWarnings(const v1::NodeProbe& probe) {
   return out;
 }
 
+bool NcclAdviceApplies(const v1::NodeProbe& probe) {
+  return std::any_of(probe.gpus().begin(), probe.gpus().end(),
+                     [](const v1::Gpu& g) { return g.visible(); });
+}
+
+std::string JobSocketInterface(const std::vector<std::string>& job_addrs) {
+  for (const std::string& addr : job_addrs) {
+    in6_addr bytes;
+    if (inet_pton(AF_INET, addr.c_str(), &bytes) != 1 &&
+        inet_pton(AF_INET6, addr.c_str(), &bytes) != 1) {
+      continue;
+    }
+    return InterfaceRoutingTo(addr);
+  }
+  return "";
+}
+
 EnvAdvice AdviseEnv(const v1::NodeProbe& probe, const EnvContext& context) {
   EnvAdvice advice;
+  advice.warnings = PodLimitWarnings(probe);
+  if (!NcclAdviceApplies(probe)) {
+    advice.notes.push_back(
+        "no GPU visible: no NCCL variable advised (nothing uses NCCL without one)");
+    return advice;
+  }
   auto advise = [&](const std::string& name, const std::string& value, const std::string& why) {
     auto it = context.user_env.find(name);
     if (it != context.user_env.end()) {
@@ -121,18 +144,13 @@ EnvAdvice AdviseEnv(const v1::NodeProbe& probe, const EnvContext& context) {
   }
   const std::string hca = IbHcaList(probe);
   if (!hca.empty()) advise("NCCL_IB_HCA", "=" + hca, "the ACTIVE ports of the rail HCAs");
-  const bool gpus = std::any_of(probe.gpus().begin(), probe.gpus().end(),
-                                [](const v1::Gpu& g) { return g.visible(); });
-  if (gpus) {
-    advise("CUDA_DEVICE_ORDER", "PCI_BUS_ID", "CUDA ordinals in the bus order NVML uses");
-  }
+  advise("CUDA_DEVICE_ORDER", "PCI_BUS_ID", "CUDA ordinals in the bus order NVML uses");
   if (!context.nccl_hostid.empty()) {
     advise("NCCL_HOSTID", context.nccl_hostid, "pods of this job share the node (equal boot_id)");
     advice.notes.push_back(
         "NCCL_HOSTID makes co-located pods one host for NCCL; its SHM and P2P transports then "
         "need the pods to share the IPC namespace (hostIPC) and see each other's GPUs");
   }
-  advice.warnings = PodLimitWarnings(probe);
   return advice;
 }
 

@@ -19,7 +19,7 @@
 namespace trainlet::topology {
 
 struct EnvContext {
-  // The interface that routes to the master (the caller looked it up), e.g.
+  // The interface towards the job's other nodes (JobSocketInterface), e.g.
   // "net1" with Multus. Wins over advertise_addr.
   std::string socket_interface;
   // The address this node advertises to its peers (numeric); the interface
@@ -44,7 +44,13 @@ struct EnvAdvice {
   std::vector<std::string> notes;     // why a variable was left out.
 };
 
-// Derives:
+// Whether NCCL advice applies at all: a GPU of the probe is visible to the
+// workers. Without one nothing uses NCCL (a CPU job's gloo reads none of
+// its variables), so AdviseEnv advises nothing but the pod limits, with a
+// note saying so (the agent does not even ask it).
+bool NcclAdviceApplies(const v1::NodeProbe& probe);
+
+// Derives, when NcclAdviceApplies(probe):
 //  - NCCL_SOCKET_IFNAME="=<if>" (exact match) for context.socket_interface,
 //    else the NET interface whose addrs hold context.advertise_addr;
 //  - NCCL_IB_HCA="=dev:port,..." (exact match): the ACTIVE ports of the
@@ -55,13 +61,21 @@ struct EnvAdvice {
 //    follow the bus order NVML and the probe use);
 //  - NCCL_HOSTID=context.nccl_hostid when set, with a note on what else
 //    co-located pods need;
-//  - warnings: PodLimitWarnings(probe).
+// and always the warnings: PodLimitWarnings(probe).
 EnvAdvice AdviseEnv(const v1::NodeProbe& probe, const EnvContext& context);
 
 // The pod-limit warnings (also in NodeProbe.warnings): /dev/shm under 1 GiB
 // (with the fix, an emptyDir of medium Memory at /dev/shm) and a memlock
 // limit when the node has GPUs or InfiniBand/RoCE devices (with the fix).
 std::vector<std::string> PodLimitWarnings(const v1::NodeProbe& probe);
+
+// The NCCL socket interface of a multi-node job's node, derived the same way
+// on every node: the interface this host routes to the first numeric
+// address of `job_addrs` (MASTER_ADDR, then every node's address in rank
+// order, this node's own included: routing to it gives the interface that
+// carries it). Names are skipped, never resolved. "" when no address is
+// numeric or the kernel cannot tell.
+std::string JobSocketInterface(const std::vector<std::string>& job_addrs);
 
 // The local interface the kernel would use to reach `numeric_addr` (an IPv4
 // or IPv6 address): a UDP connect(2), which sends nothing, then getsockname(2)

@@ -95,7 +95,35 @@ TEST(AdviseEnv, RoceOnlyNodeUsesItsEthernetPorts) {
     port->set_state("ACTIVE");
     port->set_link_layer("Ethernet");
   }
+  probe.add_gpus()->set_visible(true);
   EXPECT_EQ(Value(AdviseEnv(probe, {}), "NCCL_IB_HCA"), "=mlx5_0:1,mlx5_1:1");
+}
+
+TEST(AdviseEnv, NoGpuVisibleNoNcclAdviceButThePodLimits) {
+  // A CPU job (gloo) on a node with InfiniBand, sharing its machine with
+  // another pod of the job: nothing it runs reads NCCL's variables.
+  EnvContext context;
+  context.advertise_addr = "10.0.0.5";
+  context.nccl_hostid = "node-a";
+  v1::NodeProbe probe = ProbeOf(BuildDgx, true, 64 * kMiB, -1);
+  for (v1::Gpu& gpu : *probe.mutable_gpus()) gpu.set_visible(false);
+  EXPECT_FALSE(NcclAdviceApplies(probe));
+  EnvAdvice advice = AdviseEnv(probe, context);
+  EXPECT_THAT(advice.vars, IsEmpty());
+  EXPECT_THAT(advice.notes, ElementsAre(HasSubstr("no GPU visible")));
+  EXPECT_THAT(advice.warnings, ElementsAre(HasSubstr("/dev/shm is 64 MiB")));
+  probe.mutable_gpus(0)->set_visible(true);
+  EXPECT_TRUE(NcclAdviceApplies(probe));
+  EXPECT_EQ(Value(AdviseEnv(probe, context), "NCCL_HOSTID"), "node-a");
+}
+
+TEST(JobSocketInterface, TheFirstNumericAddressOfTheJobTheSameOnEveryNode) {
+  // Node 0 (MASTER_ADDR is its own address) and node 1 route to the same
+  // address, so both say lo here; names are skipped, never resolved.
+  EXPECT_EQ(JobSocketInterface({"127.0.0.1", "127.0.0.1", "127.0.0.1"}), "lo");
+  EXPECT_EQ(JobSocketInterface({"job-node-0-0.job", "job-node-0-0.job", "127.0.0.1"}), "lo");
+  EXPECT_EQ(JobSocketInterface({"job-node-0-0.job", "not an address"}), "");
+  EXPECT_EQ(JobSocketInterface({}), "");
 }
 
 TEST(AdviseEnv, SocketInterfaceFromTheContextWins) {

@@ -4,6 +4,7 @@
 #include <sys/stat.h>
 
 #include <fstream>
+#include <sstream>
 
 namespace trainlet::testing {
 
@@ -25,6 +26,13 @@ std::string TempRoot::Write(const std::string& relative, const std::string& cont
   }
   std::ofstream(full) << content;
   return full;
+}
+
+std::string ReadFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
 }
 
 }  // namespace trainlet::testing

@@ -24,6 +24,9 @@ class TempRoot {
   std::string path_;
 };
 
+// The whole content of the file at `path` ("" when it cannot be read).
+std::string ReadFile(const std::string& path);
+
 }  // namespace trainlet::testing
 
 #endif  // TRAINLET_COMMON_TESTING_TEMP_ROOT_H_
