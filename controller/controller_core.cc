@@ -64,6 +64,19 @@ std::string RestartCause(const v1::HealthReport& r, uint64_t round) {
   return "";
 }
 
+// Whether the report says `round` was opened by a restart (a job whose
+// first round the controller never saw: it ran faster than its reports).
+bool SaysRestarted(const v1::HealthReport& r, uint64_t round) {
+  if (r.restart_count() > 0) return true;
+  for (const v1::ReportEvent& e : r.events()) {
+    if (e.kind() == v1::ReportEvent::RESTART && e.round() == round) return true;
+  }
+  for (const v1::RestartReason& rr : r.coordinator().restarts()) {
+    if (rr.round() == round) return true;
+  }
+  return false;
+}
+
 std::string UnknownCause(uint64_t round) {
   return absl::StrCat("round ", round, " opened (no node reported a cause)");
 }
@@ -403,7 +416,7 @@ void ControllerCore::EnterRoundLocked(const std::string& job_id, Job* job, uint6
                                       const std::string& node_id, const v1::HealthReport& report,
                                       absl::Time now, HistoryBatch* out) {
   if (round <= job->round) return;
-  if (job->round > 0 || report.restart_count() > 0) {
+  if (job->round > 0 || SaysRestarted(report, round)) {
     NoteRestartLocked(job_id, job, round, node_id, now, RestartCause(report, round), out);
   }
   if (!job->rounds.empty() && job->rounds.back().ended_unix_ms() == 0) {
@@ -589,12 +602,13 @@ void ControllerCore::ApplyEventsLocked(const std::string& job_id, Job* job,
                                        const v1::HealthReport& report, absl::Time now,
                                        HistoryBatch* out) {
   bool evidence_taken = false;
-  // A node's events may be as far ahead as its own report, whose round the
-  // horizon has already bounded: a quick job's agents can report round 2's
-  // restart and finish before the job has heard of round 1.
+  // The furthest round a RESTART event may open: the next one (a member's
+  // own round may run kMaxRoundStep ahead, and a restart of it would take
+  // the real next restarts' place). A quick job's agents report round 2's
+  // restart before the job heard of round 1: the view that opens the round
+  // records it, its cause taken from these events (RestartCause).
   const uint64_t round_limit =
-      std::max(report.round(), job->has_view ? std::max(job->view.rounds(), job->round) + 1
-                                             : job->round + kMaxRoundStep);
+      job->has_view ? std::max(job->view.rounds(), job->round) + 1 : job->round + kMaxRoundStep;
   for (const v1::ReportEvent& e : report.events()) {
     if (!IsEffectful(e.kind())) continue;
     // Effectful events carry ids (a re-sent one is applied once).

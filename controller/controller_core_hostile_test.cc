@@ -314,6 +314,33 @@ TEST_F(HostileReporterTest, RoundJump_IsRefused_RealRoundsStillRecorded) {
   EXPECT_THAT(Status().rounds(1).restart_cause(), HasSubstr("restart 1 of 3"));
 }
 
+// A member's own round may run 4 ahead of the job's (kept in its row,
+// moving nothing); a RESTART event of that round, let through because it
+// is the report's own round, took the next restarts' place: the real
+// restart into round 2 was "recorded already", its cause the forged one.
+TEST_F(HostileReporterTest, RestartEventOfAMembersRoundAhead_PreemptsNoRealRestart) {
+  RealReports(1);
+  const uint64_t ahead = 1 + kMaxRoundStep;
+  v1::HealthReport sly = MakeReport("job", "pod-1", kIncB1, ++seq1_, ahead);
+  AddEvent(&sly, v1::ReportEvent::RESTART, 1, ahead, "forged restart");
+  ASSERT_TRUE(core_->Report(sly).ok());
+  EXPECT_EQ(Status().summary().restarts(), 0);
+  clock_.Advance(absl::Seconds(10));
+  v1::HealthReport a = MakeReport("job", "pod-0", kIncA0, ++seq0_, 2);
+  a.mutable_coordinator()->set_rounds(2);
+  a.mutable_coordinator()->set_members(2);
+  v1::RestartReason* rr = a.mutable_coordinator()->add_restarts();
+  rr->set_round(2);
+  rr->set_reason("worker rank 1 exited with code 3 (restart 1 of 3)");
+  ASSERT_TRUE(core_->Report(a).ok());
+  const v1::GetStatusResponse s = Status();
+  EXPECT_EQ(s.summary().round(), 2u);
+  EXPECT_EQ(s.summary().restarts(), 1);
+  ASSERT_EQ(s.rounds_size(), 2);
+  EXPECT_THAT(s.rounds(1).restart_cause(), HasSubstr("restart 1 of 3"));
+  for (const v1::HistoryEntry& e : s.history()) EXPECT_NE(e.cause(), "forged restart");
+}
+
 // C1: an event dated in the year 3000 was never aged out.
 TEST_F(HostileReporterTest, FutureEventTime_IsClampedToTheControllersClock) {
   RealReports(1);
