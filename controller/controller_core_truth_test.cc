@@ -61,6 +61,19 @@ class CoreTruthTest : public ::testing::Test {
       ASSERT_TRUE(core_->Report(r).ok()) << i;
     }
   }
+  // node-a (it hosts the coordinator) is dead: for 20 s the others wait
+  // for a coordinator, still reporting.
+  void SurvivorsWaitForNode0() {
+    for (int t = 0; t < 4; ++t) {
+      clock_.Advance(absl::Seconds(5));
+      for (int i = 1; i < 3; ++i) {
+        v1::HealthReport r = Node(i, 1, i, 3);
+        r.set_state(v1::HealthReport::JOINING);
+        ASSERT_TRUE(core_->Report(r).ok());
+      }
+      core_->Sweep();
+    }
+  }
   v1::GetStatusResponse Status() {
     auto s = core_->GetStatus("job");
     EXPECT_TRUE(s.ok()) << s.status();
@@ -183,16 +196,7 @@ TEST_F(CoreTruthTest, WithoutCoordinatorView_SilentNodeOfAnOlderRoundIsLost_JobS
 // stayed in round 1 with node 0 as it was before it died.
 TEST_F(CoreTruthTest, CoordinatorRestarts_TheNewNode0IsTakenAndTheJobFollowsIt) {
   StartThreeNodes();
-  // node-a dies; the survivors wait for a coordinator (still reporting).
-  for (int t = 0; t < 4; ++t) {
-    clock_.Advance(absl::Seconds(5));
-    for (int i = 1; i < 3; ++i) {
-      v1::HealthReport r = Node(i, 1, i, 3);
-      r.set_state(v1::HealthReport::JOINING);
-      ASSERT_TRUE(core_->Report(r).ok());
-    }
-    core_->Sweep();
-  }
+  SurvivorsWaitForNode0();
   // Its restarted agent: a new incarnation, a new coordinator in round 2.
   v1::HealthReport a = MakeReport("job", "node-a", 0xa2a2a2a2'00000001, 1, 2);
   a.set_nnodes(3);
@@ -238,15 +242,7 @@ TEST_F(CoreTruthTest, CoordinatorRestarts_TheNewNode0IsTakenAndTheJobFollowsIt) 
 // it sent, said running), and the loss is its root cause.
 TEST_F(CoreTruthTest, Node0LostForGood_JobFailsWithItsLossAsTheCause) {
   StartThreeNodes();
-  for (int t = 0; t < 4; ++t) {
-    clock_.Advance(absl::Seconds(5));
-    for (int i = 1; i < 3; ++i) {
-      v1::HealthReport r = Node(i, 1, i, 3);
-      r.set_state(v1::HealthReport::JOINING);
-      ASSERT_TRUE(core_->Report(r).ok());
-    }
-    core_->Sweep();
-  }
+  SurvivorsWaitForNode0();
   for (int i = 1; i < 3; ++i) {
     v1::HealthReport r = Node(i, 1, i, 3);
     r.set_state(v1::HealthReport::DONE);
