@@ -1341,14 +1341,14 @@ void Coordinator::NoteHangLocked(Member& m, const v1::HangReport& hang, Actions*
     hang_.declared_by = node;
     hang_.declared_rank = m.assignment.self().first_global_rank() + hang.declared_local_rank();
     hang_.silence_ms = hang.silence_ms();
-    hang_.expected = 1;
+    hang_.asked.insert(node);
     v1::Directive d = NewDirectiveLocked();
     d.mutable_collect_evidence()->set_declared_by_node(node);
     d.mutable_collect_evidence()->set_declared_rank(hang_.declared_rank);
     std::vector<OutgoingDatagram> datagrams;
     for (auto& [id, other] : members_) {
       if (!other.in_round || &other == &m || other.state == v1::ReportRequest::SUCCEEDED) continue;
-      ++hang_.expected;
+      hang_.asked.insert(id);
       if (other.sink) {
         other.sink->Send(d, /*last=*/false);
       } else if (other.released) {
@@ -1366,16 +1366,17 @@ void Coordinator::NoteHangLocked(Member& m, const v1::HangReport& hang, Actions*
                    << "); asking every node for its evidence (at most "
                    << absl::FormatDuration(kHangEvidenceWait) << ")";
   }
-  if (hang_.round != round_ || !hang.collected()) return;
+  if (hang_.round != round_ || !hang.collected() || hang_.asked.count(node) == 0) return;
   if (!hang_.answered.insert(node).second) return;  // a repeat (a heartbeat)
   AddHangCandidates(hang, node, m.assignment.self().first_global_rank(), &hang_.candidates);
-  if (static_cast<int>(hang_.answered.size()) >= hang_.expected) JudgeHangLocked(actions);
+  if (hang_.answered.size() >= hang_.asked.size()) JudgeHangLocked(actions);
 }
 
 void Coordinator::HangAnsweredLocked(const Member& m, Actions* actions) {
-  if (hang_.round != round_ || phase_ != Phase::kRunning) return;
-  if (!hang_.answered.insert(m.join.member().node_id()).second) return;
-  if (static_cast<int>(hang_.answered.size()) >= hang_.expected) JudgeHangLocked(actions);
+  const std::string& node = m.join.member().node_id();
+  if (hang_.round != round_ || phase_ != Phase::kRunning || hang_.asked.count(node) == 0) return;
+  if (!hang_.answered.insert(node).second) return;
+  if (hang_.answered.size() >= hang_.asked.size()) JudgeHangLocked(actions);
 }
 
 void Coordinator::JudgeHangLocked(Actions* actions) {
@@ -1400,7 +1401,7 @@ void Coordinator::JudgeHangLocked(Actions* actions) {
       "nodes",
       verdict->summary(), SafeForLog(h.declared_by, kMaxIdLength), h.declared_rank,
       absl::FormatDuration(absl::Trunc(absl::Milliseconds(h.silence_ms), absl::Seconds(1))),
-      h.answered.size(), h.expected);
+      h.answered.size(), h.asked.size());
   // The suspect's node fails the round, as its worker's exit would have.
   HandleFailureLocked(verdict->suspect_node_id(), reason, kExitWorkerHung, false, actions,
                       &*verdict);

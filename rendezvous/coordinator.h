@@ -767,8 +767,11 @@ class Coordinator {
     std::string declared_by;  // the node that declared it first
     int declared_rank = -1;   // its hung worker's global rank
     int64_t silence_ms = 0;
-    int expected = 0;                       // members asked (the declarer included)
-    std::set<std::string> answered;         // members whose evidence is in
+    // The members asked (the declarer included); only theirs is an answer
+    // (a node whose workers had all exited before is not asked, and its
+    // repeated SUCCEEDED must not stand in for another's evidence).
+    std::set<std::string> asked;
+    std::set<std::string> answered;         // those of `asked` whose evidence is in
     std::vector<HangCandidate> candidates;  // bounded by the round's workers
   };
   HangInvestigation hang_ ABSL_GUARDED_BY(mu_);

@@ -976,6 +976,24 @@ TEST_F(HangTest, ASucceededNodeHasNothingToAdd_AndEvidenceWithoutADeclarationIsN
               ::testing::StartsWith("hang: suspect rank 0 on a (no stack outside a collective"));
 }
 
+TEST_F(HangTest, OnlyTheMembersAskedAnswer_ASucceededNodesRepeatIsNoAnswer) {
+  StartTrio();
+  // b's workers all exited 0 before the hang: not asked.
+  ASSERT_TRUE(Report(reqs_[1], 1, v1::ReportRequest::SUCCEEDED).ok());
+  ASSERT_TRUE(
+      ReportHang(0, Collected(v1::WorkerEvidence::IN_COLLECTIVE, "barrier", Declared())).ok());
+  // b's heartbeat repeats its SUCCEEDED, and b (or anyone not asked) sends
+  // evidence nobody asked it for: neither stands in for c's.
+  ASSERT_TRUE(Report(reqs_[1], 1, v1::ReportRequest::SUCCEEDED).ok());
+  ASSERT_TRUE(ReportHang(1, Collected(v1::WorkerEvidence::NOT_IN_COLLECTIVE, "b.py:1")).ok());
+  EXPECT_EQ(core_->GetSnapshot().phase, Phase::kRunning) << "c's evidence is not in yet";
+  ASSERT_TRUE(ReportHang(2, Collected(v1::WorkerEvidence::NOT_IN_COLLECTIVE, "c.py:7")).ok());
+  ASSERT_EQ(core_->GetSnapshot().phase, Phase::kFailed);
+  EXPECT_EQ(core_->GetSnapshot().verdict,
+            "hang: suspect rank 2 on c (not in a collective: c.py:7); declared by node a (rank 0: "
+            "no progress for 10s); evidence from 2 of 2 nodes");
+}
+
 TEST_F(HangTest, AMalformedHangReportIsRefused_NamingTheField) {
   StartTrio();
   v1::HangReport h = Declared();
