@@ -1180,10 +1180,10 @@ absl::Status Coordinator::Leave(const v1::LeaveRequest& request) {
 void Coordinator::HandleFailureLocked(const std::string& node_id, const std::string& reason,
                                       int exit_code, bool remove_node, Actions* actions,
                                       const v1::HangVerdict* hang) {
-  // A node lost or gone is news to every agent; a failure an agent reported
-  // is its own log's (and the verdict's or restart's) when it hosts us.
-  TLOG_AT(remove_node ? LogLevel::kWarning : OutcomeLevel(LogLevel::kWarning))
-      << "round " << round_ << ": " << reason;
+  // Every failure, a node lost or gone too, ends in a restart or a verdict
+  // that every agent logs with this reason: the hosting agent's log says
+  // it there, once.
+  TLOG_AT(OutcomeLevel(LogLevel::kWarning)) << "round " << round_ << ": " << reason;
   if (hang == nullptr && hang_.round == round_ && round_ != 0) {
     TLOG(kInfo) << "round " << round_
                 << ": the hang investigation ends without a verdict (the failure above came first)";
@@ -1239,7 +1239,7 @@ void Coordinator::ReopenLocked(const std::string& reason, Actions* actions,
   // take it by datagram get the Rejoin as a REJOIN datagram: no stream write.
   // Logged before the Rejoins go out (thousands of stream writes or
   // datagrams at scale): the restart's start, for whoever times it.
-  TLOG(kInfo) << "opening round " << next_round << ": " << reason;
+  TLOG_AT(OutcomeLevel(LogLevel::kInfo)) << "opening round " << next_round << ": " << reason;
   rejoin_by_datagram_ = d;
   rejoin_by_datagram_.mutable_rejoin()->set_ready_by_datagram(true);
   std::vector<OutgoingDatagram> rejoins;
@@ -1360,11 +1360,14 @@ void Coordinator::NoteHangLocked(Member& m, const v1::HangReport& hang, Actions*
       }
     }
     SendLocked(std::move(datagrams), actions);
-    TLOG(kWarning) << "round " << round_ << ": " << NodeLabel(m) << " declared worker rank "
-                   << hang_.declared_rank << " hung (no progress for "
-                   << absl::FormatDuration(absl::Milliseconds(hang.silence_ms()))
-                   << "); asking every node for its evidence (at most "
-                   << absl::FormatDuration(kHangEvidenceWait) << ")";
+    // The hosting agent says it itself (its worker is hung, or it takes its
+    // evidence for another node's).
+    TLOG_AT(OutcomeLevel(LogLevel::kWarning))
+        << "round " << round_ << ": " << NodeLabel(m) << " declared worker rank "
+        << hang_.declared_rank << " hung (no progress for "
+        << absl::FormatDuration(absl::Milliseconds(hang.silence_ms()))
+        << "); asking every node for its evidence (at most "
+        << absl::FormatDuration(kHangEvidenceWait) << ")";
   }
   if (hang_.round != round_ || !hang.collected() || hang_.asked.count(node) == 0) return;
   if (!hang_.answered.insert(node).second) return;  // a repeat (a heartbeat)

@@ -258,12 +258,13 @@ struct CoordinatorOptions {
   // off with TLS (a DIRECTIVE datagram is signed, not encrypted).
   int release_streams_from = 0;
   // Set by the agent that hosts this coordinator (`trainlet run` on node
-  // rank 0): that agent logs the round it got, the failures its own workers
-  // report and the verdict itself, so the coordinator's lines for them (and
+  // rank 0): that agent logs the round it got, every failure (a worker's, a
+  // node lost or gone) as the reason of the restart or verdict it causes
+  // (every agent gets it, by datagram too), and a hang declared (its own, or
+  // the CollectEvidence it takes), so the coordinator's lines for them (and
   // the timing of a round's answers) go to DEBUG and node 0's log says each
   // once. A standalone coordinator logs them at INFO (its log is their only
-  // account). A restart ("opening round") stays INFO: an agent told by a
-  // REJOIN datagram does not know why.
+  // account).
   bool hosted_by_agent = false;
   Clock* clock = nullptr;  // Clock::Real() when null.
 };
