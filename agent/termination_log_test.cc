@@ -120,8 +120,13 @@ TEST(TerminationLog, NeverBlocksOnAFifo) {
   testing::TempRoot root;
   const std::string path = root.path() + "/fifo";
   ASSERT_EQ(mkfifo(path.c_str(), 0600), 0);
-  // No reader: open fails at once (ENXIO) instead of waiting for one.
-  EXPECT_FALSE(TerminationLog(path, /*create=*/false).Write("exit code 1\n").ok());
+  // Never opened (no wait for a reader; a device is never opened either),
+  // and the message says what it is.
+  const absl::Status s = TerminationLog(path, /*create=*/false).Write("exit code 1\n");
+  EXPECT_TRUE(absl::IsFailedPrecondition(s)) << s;
+  EXPECT_THAT(s.message(), HasSubstr(path + " is not a regular file (a FIFO)"));
+  const absl::Status d = TerminationLog(root.path(), /*create=*/true).Write("exit code 1\n");
+  EXPECT_THAT(d.message(), HasSubstr("is not a regular file (a directory)"));
 }
 
 TEST(TerminationLog, OffWithNone) {
