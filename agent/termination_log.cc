@@ -146,7 +146,14 @@ absl::Status TerminationLog::Write(absl::string_view message) const {
     return absl::AlreadyExistsError(
         absl::StrCat(path_, " was written during the run (a worker's own message): kept"));
   }
-
+  if (static_cast<size_t>(st.st_size) > kMaxTerminationMessageBytes) {
+    // No termination message is that long (ours or a stale one): the path
+    // names somebody's data (a log, through a symlink), which stays whole.
+    close(fd);
+    return absl::FailedPreconditionError(absl::StrCat(
+        path_, " holds ", st.st_size, " bytes, more than a termination message can (",
+        kMaxTerminationMessageBytes, "): not a termination message file, kept"));
+  }
   absl::Status status;
   if (ftruncate(fd, 0) != 0) {
     status = ErrnoStatus(errno, absl::StrCat("cannot truncate ", path_));

@@ -80,6 +80,23 @@ TEST(TerminationLog, ReplacesAStaleMessageThatNobodyWroteDuringTheRun) {
   EXPECT_EQ(testing::ReadFile(path), "exit code 0\n");
 }
 
+TEST(TerminationLog, KeepsAFileLargerThanAMessageCanBe) {
+  // TRAINLET_TERMINATION_LOG naming a file that is not a termination
+  // message (a training log, through a symlink say): no message is ever
+  // above 4096 bytes, so that file is somebody's data, kept whole.
+  testing::TempRoot root;
+  const std::string data = std::string(kMaxTerminationMessageBytes, 'd') + "\n";
+  const std::string path = root.Write("train.log", data);
+  const std::string link = root.path() + "/msg";
+  ASSERT_EQ(symlink(path.c_str(), link.c_str()), 0);
+  TerminationLog log(link, /*create=*/true);
+  const absl::Status s = log.Write("exit code 1\n");
+  EXPECT_TRUE(absl::IsFailedPrecondition(s)) << s;
+  EXPECT_THAT(s.message(), HasSubstr(link));
+  EXPECT_THAT(s.message(), HasSubstr("4097 bytes"));
+  EXPECT_EQ(testing::ReadFile(path), data);
+}
+
 TEST(TerminationLog, KeepsAMessageAWorkerWroteDuringTheRun) {
   testing::TempRoot root;
   const std::string path = root.Write("termination-log", "");
