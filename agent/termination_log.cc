@@ -150,9 +150,9 @@ absl::Status TerminationLog::Write(absl::string_view message) const {
     // No termination message is that long (ours or a stale one): the path
     // names somebody's data (a log, through a symlink), which stays whole.
     close(fd);
-    return absl::FailedPreconditionError(absl::StrCat(
-        path_, " holds ", st.st_size, " bytes, more than a termination message can (",
-        kMaxTerminationMessageBytes, "): not a termination message file, kept"));
+    return absl::FailedPreconditionError(
+        absl::StrCat(path_, " holds ", st.st_size, " bytes, more than a termination message can (",
+                     kMaxTerminationMessageBytes, "): not a termination message file, kept"));
   }
   absl::Status status;
   if (ftruncate(fd, 0) != 0) {
