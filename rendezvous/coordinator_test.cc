@@ -931,7 +931,7 @@ TEST_F(HangTest, EvidenceMissing_JudgedAtTheWaitWithWhatCame_AndTheJobRestarts) 
   const v1::Directive& d = sinks_[2]->directives.back();
   ASSERT_TRUE(d.has_rejoin());
   EXPECT_EQ(d.rejoin().reason(),
-            "hang: suspect rank 0 on a (no stack outside a collective; the oldest progress: 16s "
+            "hang: suspect rank 0 on a (no Python stack; the oldest progress: 16s "
             "ago at step 6); declared by node b (rank 1: no progress for 10s); evidence from 2 "
             "of 3 nodes (restart 1 of 1)");
   EXPECT_EQ(d.rejoin().hang().suspect_rank(), 0);
@@ -973,7 +973,8 @@ TEST_F(HangTest, ASucceededNodeHasNothingToAdd_AndEvidenceWithoutADeclarationIsN
   ASSERT_TRUE(Report(reqs_[2], 1, v1::ReportRequest::SUCCEEDED).ok());
   ASSERT_EQ(core_->GetSnapshot().phase, Phase::kFailed);
   EXPECT_THAT(core_->GetSnapshot().verdict,
-              ::testing::StartsWith("hang: suspect rank 0 on a (no stack outside a collective"));
+              ::testing::StartsWith("hang: suspect rank 0 on a (the only rank with evidence; in a "
+                                    "collective: barrier)"));
 }
 
 TEST_F(HangTest, OnlyTheMembersAskedAnswer_ASucceededNodesRepeatIsNoAnswer) {
