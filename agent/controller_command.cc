@@ -58,7 +58,13 @@ const std::vector<OptionSpec>& ControllerOptionTable() {
         {"listen", OptionKind::kString, "[ADDR]:PORT", ":29600",
          "gRPC address agents report to (and `trainlet status` reads)."},
         {"http", OptionKind::kString, "[ADDR]:PORT", ":29680",
-         "The views: status page /, /api/jobs, /metrics, /healthz (read-only, no token)."},
+         "The views: status page /, /api/jobs, /metrics, /healthz (read-only)."},
+        {"http-token-file", OptionKind::kString, "PATH", "",
+         "File holding the token the views want (Authorization: Bearer) on every path but / "
+         "and /healthz; may be --token-file's; none: the views need no token."},
+        {"http-tls", OptionKind::kString, "off|on|mutual", "off",
+         "The views over HTTPS with --tls-cert/--tls-key; mutual: clients also need a "
+         "certificate signed by --tls-ca."},
         {"db", OptionKind::kString, "PATH", "",
          "SQLite file for the history (rounds, restarts, hangs); none: memory only, lost at "
          "restart."},
@@ -84,8 +90,8 @@ const std::vector<OptionSpec>& ControllerOptionTable() {
       if (spec.name == "tls-cert") {
         spec.help =
             "This side's certificate (PEM, leaf first; a cert-manager Secret's tls.crt) for "
-            "mutual TLS on the controller's --listen port; needs --tls-key and --tls-ca. None: "
-            "plaintext.";
+            "mutual TLS on the controller's --listen port (and the views with --http-tls); needs "
+            "--tls-key and --tls-ca. None: plaintext.";
       }
       t->push_back(std::move(spec));
     }
@@ -155,9 +161,27 @@ absl::StatusOr<ControllerConfig> ParseControllerConfig(
     if (!tokens.ok()) return tokens.status();
     c.tokens = *std::move(tokens);
   }
-  absl::StatusOr<rendezvous::TlsConfig> tls = ParseTlsOptions(parsed, &c.warnings);
+  absl::StatusOr<rendezvous::TlsConfig> tls = ParseTlsOptions(parsed, &c.warnings, "controller");
   if (!tls.ok()) return tls.status();
   c.tls = *std::move(tls);
+  if (const OptionValue* token_file = parsed.Find("http-token-file")) {
+    absl::StatusOr<std::string> token = ReadTokenFile(*token_file);
+    if (!token.ok()) return token.status();
+    c.http_token = *std::move(token);
+  }
+  const OptionValue http_tls = ValueOrDefault(parsed, table, "http-tls");
+  if (http_tls.text != "off" && http_tls.text != "on" && http_tls.text != "mutual") {
+    return absl::InvalidArgumentError(absl::StrCat(http_tls.origin,
+                                                   ": expected off, on or mutual, got \"",
+                                                   SafeForLog(http_tls.text, 32), "\""));
+  }
+  if (http_tls.text != "off" && !c.tls.enabled()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        http_tls.origin, "=", http_tls.text,
+        " serves the views with the controller's certificate: give --tls-cert, --tls-key and "
+        "--tls-ca (or --tls-dir)"));
+  }
+  c.http_tls = http_tls.text;
   absl::StatusOr<LogLevel> level = ParseLogLevelValue(ValueOrDefault(parsed, table, "log-level"));
   if (!level.ok()) return level.status();
   c.log_level = *level;
@@ -183,6 +207,10 @@ int RunController(const ControllerConfig& config) {
   options.tokens = config.tokens;
   options.listen = {config.listen_host, config.listen_port};
   options.http = {config.http_host, config.http_port};
+  options.http_token = config.http_token;
+  options.http_tls = config.http_tls == "mutual" ? controller::HttpTls::kMutual
+                     : config.http_tls == "on"   ? controller::HttpTls::kServer
+                                                 : controller::HttpTls::kOff;
   options.version = config.version;
   options.tls = config.tls;
   auto host = controller::ControllerHost::Start(std::move(options));

@@ -42,6 +42,11 @@ struct ControllerConfig {
   absl::Duration stale_after = absl::Seconds(15);  // --stale-after
   controller::JobTokens tokens;                    // from --token-file; none: no authentication.
   rendezvous::TlsConfig tls;                       // --tls-*
+  // The views: from --http-token-file (empty: none), and --http-tls
+  // ("off", "on": HTTPS with --tls-cert/--tls-key, "mutual": and a client
+  // certificate of --tls-ca).
+  std::string http_token;
+  std::string http_tls = "off";
   std::vector<std::string> warnings;
   LogLevel log_level = LogLevel::kInfo;
   std::string version;  // trainlet's, for the views (main.cc sets it).

@@ -78,7 +78,7 @@ absl::StatusOr<CoordinatorConfig> ParseCoordinatorConfig(
     c.token_file = token_file->text;
     c.token = *std::move(token);
   }
-  absl::StatusOr<rendezvous::TlsConfig> tls = ParseTlsOptions(parsed, &c.warnings);
+  absl::StatusOr<rendezvous::TlsConfig> tls = ParseTlsOptions(parsed, &c.warnings, "coordinator");
   if (!tls.ok()) return tls.status();
   c.tls = *std::move(tls);
   if (const OptionValue* health = parsed.Find("health-port")) {

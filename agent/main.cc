@@ -194,15 +194,20 @@ int Finish(int code) {
 // nothing a pod's status should say.
 void NoTerminationMessage() { g_exit->log.reset(); }
 
-// Leaves without running exit handlers: after the node probe started, its
-// thread may still be inside NVML (a hung driver), where library destructors
-// must not run under it. An entrypoint's `tee` reading our output gets to
-// finish first (launcher/output_readers.h: as PID 1, our exit kills it).
-[[noreturn]] void Leave(int code) {
-  code = Finish(code);
+// Last thing before any exit: an entrypoint's `tee` reading our output gets
+// to finish (launcher/output_readers.h: as PID 1, our exit kills it).
+void FinishOutput() {
   std::cout.flush();
   std::fflush(nullptr);
   trainlet::launcher::FinishOutputReaders();
+}
+
+// Leaves without running exit handlers: after the node probe started, its
+// thread may still be inside NVML (a hung driver), where library destructors
+// must not run under it.
+[[noreturn]] void Leave(int code) {
+  code = Finish(code);
+  FinishOutput();
   std::_Exit(code);
 }
 
@@ -250,9 +255,7 @@ void PrefaultBeforeStaticInitialisers(int, char**, char** envp) {
 [[gnu::section(".preinit_array"),
   gnu::used]] void (*const prefault_entry)(int, char**, char**) = PrefaultBeforeStaticInitialisers;
 
-}  // namespace
-
-int main(int argc, char** argv) {
+int Main(int argc, char** argv) {
   // The heap blocks held since .preinit_array: the static initialisers'
   // allocations sit above them, mapped; main's reuse them.
   trainlet::ReleaseStartupHeap();
@@ -377,4 +380,14 @@ int main(int argc, char** argv) {
     return Finish(trainlet::agent::RunController(*config));
   }
   return UnknownCommand(command);  // (every command of kCommands is handled above)
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  // The commands that return (usage errors, `coordinator`, `controller`,
+  // `status`...) run their exit handlers after this; `run` leaves earlier.
+  const int code = Main(argc, argv);
+  FinishOutput();
+  return code;
 }

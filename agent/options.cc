@@ -618,7 +618,8 @@ std::vector<OptionSpec> TlsOptionSpecs(bool client) {
 }
 
 absl::StatusOr<rendezvous::TlsConfig> ParseTlsOptions(const ParsedOptions& parsed,
-                                                      std::vector<std::string>* warnings) {
+                                                      std::vector<std::string>* warnings,
+                                                      absl::string_view owner) {
   const OptionValue* dir = parsed.Find("tls-dir");
   const OptionValue* server_name = parsed.Find("tls-server-name");
   struct Part {
@@ -627,6 +628,7 @@ absl::StatusOr<rendezvous::TlsConfig> ParseTlsOptions(const ParsedOptions& parse
     rendezvous::TlsFile* out;
   };
   rendezvous::TlsFiles files;
+  files.owner = std::string(owner);
   const Part parts[] = {{"tls-cert", "tls.crt", &files.cert},
                         {"tls-key", "tls.key", &files.key},
                         {"tls-ca", "ca.crt", &files.ca}};

@@ -248,8 +248,11 @@ std::vector<OptionSpec> TlsOptionSpecs(bool client);
 // a file that cannot be read or is not what it should be (naming the input
 // and path). InvalidArgument: a --tls-server-name that is not a host name or
 // IP address.
+// `owner` names the server in the messages ("controller": "the controller's
+// --tls-key ..."); empty for the agent.
 absl::StatusOr<rendezvous::TlsConfig> ParseTlsOptions(const ParsedOptions& parsed,
-                                                      std::vector<std::string>* warnings);
+                                                      std::vector<std::string>* warnings,
+                                                      absl::string_view owner = "");
 
 // Reads a token file: the whole file with trailing whitespace removed.
 // FailedPrecondition naming the flag and path when the file cannot be read,

@@ -43,10 +43,16 @@
 //     work on the machine cost it), its VmRSS; reports sent, accepted,
 //     failed, skipped, per second; client-side report latency p50/p99/max.
 //   views (--views seconds, default 25): the same load, and in the parent
-//     (a process of its own) --http-requests GETs each of `/`, `/api/jobs`
-//     and `/metrics`, interleaved and spread over the window, each on a new
+//     (a process of its own) --http-requests GETs each of `/`, `/api/jobs`,
+//     `/api/jobs/JOB` (the first job, its first page of nodes) and
+//     `/metrics`, interleaved and spread over the window, each on a new
 //     connection (cpp-httplib's blocking client): p50/p99/max latency, the
 //     size of each answer, and the controller's CPU in that window.
+// Through steady and views, a second client (a thread of the parent) polls as
+// an open status page does, every --poll seconds (default 1; 0: none):
+// `/api/jobs`, then `/api/jobs/JOB?limit=50` of the first job; its
+// latencies are poll_api_jobs_* and poll_job_page_*, and the controller's CPU
+// in the steady window includes what it costs.
 // At the end: every stream is half-closed and its answer (the reports the
 // controller accepted on it) checked against the reports written; the controller's VmRSS, VmHWM,
 // RssAnon and threads
@@ -65,7 +71,9 @@
 //   build-bench/bench/bench_controller_load --trainlet=build-bench/trainlet
 //       [--agents=1000] [--jobs=50] [--interval=5] [--steady=60] [--warmup=SECONDS]
 //       [--procs=1] [--cqs=2] [--http-requests=50] [--views=25] [--server-arg=ARG]...
-//       [--rpc=stream|unary] [--deadline=2] [--generators-sched=normal|idle]
+//       [--rpc=stream|unary] [--deadline=2] [--generators-sched=normal|idle] [--poll=1]
+// Issue 26's case, one job of 1,000 nodes with 8 workers each:
+//   --agents=1000 --jobs=1 (docs/benchmarks.md, "Controller views").
 // --generators-sched=idle runs the generator processes under SCHED_IDLE, as
 // in bench/coordinator_load.cc: the agents of a real job run on other
 // machines and take none of the controller's CPUs.
@@ -132,6 +140,7 @@ struct Config {
   int cqs = 2;
   int http_requests = 50;
   double views_s = 25;
+  double poll_s = 1;             // --poll: the second client's period; 0: none.
   double deadline_s = 2;         // each unary report's. 0: none.
   bool stream = true;            // --rpc=stream (ReportStream) or unary (Report).
   bool generators_idle = false;  // --generators-sched=idle
@@ -690,6 +699,27 @@ struct HttpResult {
   std::string first_error;
 };
 
+// One GET of `path` on a new connection, its latency or failure added to *r.
+void TimedGet(int port, const std::string& path, HttpResult* r) {
+  httplib::Client cli("127.0.0.1", port);
+  cli.set_keep_alive(false);
+  cli.set_connection_timeout(10, 0);
+  cli.set_read_timeout(10, 0);
+  const int64_t t0 = MonoNs();
+  httplib::Result res = cli.Get(path.c_str());
+  const int64_t t1 = MonoNs();
+  if (!res || res->status != 200 || res->body.empty()) {
+    ++r->failed;
+    if (r->first_error.empty()) {
+      r->first_error = res ? absl::StrCat("HTTP ", res->status)
+                           : absl::StrCat("error ", static_cast<int>(res.error()));
+    }
+    return;
+  }
+  r->ms.push_back((t1 - t0) / 1e6);
+  r->bytes = static_cast<int64_t>(res->body.size());
+}
+
 // `requests` GETs of each path, interleaved, spread evenly from now to
 // `end_ns`; one new connection per request.
 std::map<std::string, HttpResult> ProbeHttp(int port, const std::vector<std::string>& paths,
@@ -703,24 +733,7 @@ std::map<std::string, HttpResult> ProbeHttp(int port, const std::vector<std::str
     const int64_t now = MonoNs();
     if (due > now) absl::SleepFor(absl::Nanoseconds(due - now));
     const std::string& path = paths[i % paths.size()];
-    HttpResult& r = out[path];
-    httplib::Client cli("127.0.0.1", port);
-    cli.set_keep_alive(false);
-    cli.set_connection_timeout(10, 0);
-    cli.set_read_timeout(10, 0);
-    const int64_t t0 = MonoNs();
-    httplib::Result res = cli.Get(path.c_str());
-    const int64_t t1 = MonoNs();
-    if (!res || res->status != 200 || res->body.empty()) {
-      ++r.failed;
-      if (r.first_error.empty()) {
-        r.first_error = res ? absl::StrCat("HTTP ", res->status)
-                            : absl::StrCat("error ", static_cast<int>(res.error()));
-      }
-      continue;
-    }
-    r.ms.push_back((t1 - t0) / 1e6);
-    r.bytes = static_cast<int64_t>(res->body.size());
+    TimedGet(port, path, &out[path]);
   }
   return out;
 }
@@ -738,6 +751,37 @@ double ScrapeMetric(int port, const std::string& name) {
   }
   return -1;
 }
+
+// The second client: polls like an open page until stopped.
+class Poller {
+ public:
+  Poller(int port, double period_s, std::string job)
+      : port_(port), period_ns_(static_cast<int64_t>(period_s * 1e9)), job_(std::move(job)) {
+    if (period_ns_ > 0) thread_ = std::thread([this] { Loop(); });
+  }
+  ~Poller() { Stop(); }
+  void Stop() {
+    stop_ = true;
+    if (thread_.joinable()) thread_.join();
+  }
+  HttpResult jobs, page;
+
+ private:
+  void Loop() {
+    int64_t next = MonoNs();
+    while (!stop_) {
+      TimedGet(port_, "/api/jobs", &jobs);
+      TimedGet(port_, absl::StrCat("/api/jobs/", job_, "?limit=50"), &page);
+      next += period_ns_;
+      while (!stop_ && MonoNs() < next) absl::SleepFor(absl::Milliseconds(10));
+    }
+  }
+  const int port_;
+  const int64_t period_ns_;
+  const std::string job_;
+  std::atomic<bool> stop_{false};
+  std::thread thread_;
+};
 
 int Run(const Config& c) {
   Figures f;
@@ -761,7 +805,8 @@ int Run(const Config& c) {
   }
   f.Set("controller_rss_after_warmup_kb", static_cast<double>(ProcStatusKb(s.pid, "VmRSS:")));
 
-  // The steady window: ingest only.
+  // The steady window: ingest, and the second client polling.
+  Poller poller(s.http_port, c.poll_s, "bench-job-000");
   Broadcast(ch, "latencies");  // drops the warm-up's
   const ClientStats a = ParseStats(Broadcast(ch, "stats"));
   const int64_t cpu0 = ProcCpuMs(s.pid);
@@ -798,7 +843,8 @@ int Run(const Config& c) {
 
   // The views window: the same load, and the views asked for.
   if (c.http_requests > 0) {
-    const std::vector<std::string> paths = {"/", "/api/jobs", "/metrics"};
+    const std::vector<std::string> paths = {"/", "/api/jobs", "/api/jobs/bench-job-000",
+                                            "/metrics"};
     const int64_t v_cpu0 = ProcCpuMs(s.pid);
     const int64_t v0 = MonoNs();
     const int64_t v_end = v0 + static_cast<int64_t>(c.views_s * 1e9);
@@ -811,10 +857,27 @@ int Run(const Config& c) {
     f.Set("controller_cpu_pct_during_views", 100.0 * (ProcCpuMs(s.pid) - v_cpu0) / 1000.0 / v_secs);
     for (const std::string& p : paths) {
       HttpResult& r = http[p];
-      const std::string name = p == "/" ? "page" : p == "/api/jobs" ? "api_jobs" : "metrics";
+      const std::string name = p == "/"           ? "page"
+                               : p == "/api/jobs" ? "api_jobs"
+                               : p == "/metrics"  ? "metrics"
+                                                  : "api_job_detail";
       AddLatencies(&f, name, r.ms);
       f.Set(name + "_bytes", static_cast<double>(r.bytes));
       if (r.failed > 0) f.Fail(absl::StrCat(r.failed, " GET ", p, " failed (", r.first_error, ")"));
+    }
+  }
+  poller.Stop();
+  if (c.poll_s > 0) {
+    AddLatencies(&f, "poll_api_jobs", poller.jobs.ms);
+    f.Set("poll_api_jobs_bytes", static_cast<double>(poller.jobs.bytes));
+    f.Set("poll_api_jobs_requests", static_cast<double>(poller.jobs.ms.size()));
+    AddLatencies(&f, "poll_job_page", poller.page.ms);
+    f.Set("poll_job_page_bytes", static_cast<double>(poller.page.bytes));
+    for (const auto& [what, r] : {std::pair<const char*, HttpResult*>{"/api/jobs", &poller.jobs},
+                                  {"/api/jobs/JOB?limit=50", &poller.page}}) {
+      if (r->failed > 0) {
+        f.Fail(absl::StrCat(r->failed, " polls of ", what, " failed (", r->first_error, ")"));
+      }
     }
   }
   f.Set("controller_rss_kb", static_cast<double>(ProcStatusKb(s.pid, "VmRSS:")));
@@ -863,11 +926,11 @@ int Run(const Config& c) {
   std::string json = absl::StrFormat(
       "{\"bench\":\"controller_load\",\"agents\":%d,\"jobs\":%d,\"interval_s\":%g,\"procs\":%d,"
       "\"cqs\":%d,\"generators_sched\":\"%s\",\"rpc\":\"%s\",\"cpus\":%u,\"load_before\":%.2f,"
-      "\"load_after\":%.2f,"
+      "\"load_after\":%.2f,\"poll_s\":%g,"
       "\"ok\":%s",
       c.agents, c.jobs, c.interval_s, c.procs, c.cqs, c.generators_idle ? "idle" : "normal",
       c.stream ? "stream" : "unary", std::thread::hardware_concurrency(), load_before, load_after,
-      f.errors.empty() ? "true" : "false");
+      c.poll_s, f.errors.empty() ? "true" : "false");
   for (const auto& [k, v] : f.values) absl::StrAppendFormat(&json, ",\"%s\":%.3f", k, v);
   absl::StrAppend(&json, "}");
   printf("%s\n", json.c_str());
@@ -910,6 +973,8 @@ int Main(int argc, char** argv) {
       c.stream = v == "stream";
     } else if (Flag(argv[i], "--views", &v)) {
       bad.Number("--views", v, &c.views_s);
+    } else if (Flag(argv[i], "--poll", &v)) {
+      bad.Number("--poll", v, &c.poll_s);
     } else if (Flag(argv[i], "--server-arg", &v)) {
       c.server_args.push_back(v);
     } else if (Flag(argv[i], "--trainlet", &v)) {
@@ -932,6 +997,7 @@ int Main(int argc, char** argv) {
   bad.InRange("--procs", c.procs, 1, 64);
   bad.AtLeast("--cqs", c.cqs, 1);
   bad.AtLeast("--http-requests", c.http_requests, 0);
+  bad.AtLeast("--poll", c.poll_s, 0.0);
   bad.Executable("--trainlet", c.trainlet);
   if (bad.Print(argv[0])) {
     fprintf(stderr,
@@ -941,7 +1007,7 @@ int Main(int argc, char** argv) {
             "    [--procs=1] [--cqs=2] [--http-requests=50] [--views=SECONDS (25)]\n"
             "    [--rpc=stream|unary (stream: what trainlet run does)]\n"
             "    [--deadline=SECONDS (each Report call's: 2; 0: none)]\n"
-            "    [--generators-sched=normal|idle]\n"
+            "    [--generators-sched=normal|idle] [--poll=SECONDS (1; 0: no polling client)]\n"
             "    [--server-arg=ARG]...\n",
             argv[0]);
     return 64;

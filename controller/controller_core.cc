@@ -547,8 +547,12 @@ void ControllerCore::ApplyEventsLocked(const std::string& job_id, Job* job,
                                        const v1::HealthReport& report, absl::Time now,
                                        HistoryBatch* out) {
   bool evidence_taken = false;
+  // A node's events may be as far ahead as its own report, whose round the
+  // horizon has already bounded: a quick job's agents can report round 2's
+  // restart and finish before the job has heard of round 1.
   const uint64_t round_limit =
-      job->has_view ? std::max(job->view.rounds(), job->round) + 1 : job->round + kMaxRoundStep;
+      std::max(report.round(), job->has_view ? std::max(job->view.rounds(), job->round) + 1
+                                             : job->round + kMaxRoundStep);
   for (const v1::ReportEvent& e : report.events()) {
     if (!IsEffectful(e.kind())) continue;
     // Effectful events carry ids (a re-sent one is applied once).

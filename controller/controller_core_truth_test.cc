@@ -313,6 +313,37 @@ TEST_F(CoreTruthTest, Waiting_FromJoiningAgentsWithoutAView) {
   EXPECT_FALSE(Status().summary().has_waiting());
 }
 
+// A quick job: its agents report round 2's restart and finish before the
+// job has heard of round 1 (the coordinator's last view said round 0). The
+// events are the agents' own round's: they are recorded, not dropped as
+// "ahead of the job's" (e2e_controller lost its FINISHED rows so).
+TEST_F(CoreTruthTest, QuickJob_EventsOfTheReportsOwnRound_AreRecordedBeforeTheViewCatchesUp) {
+  for (int i = 0; i < 2; ++i) {
+    v1::HealthReport r = Node(i, 0, -1, 2);
+    if (i == 0) View(&r, 0, 0)->set_phase(v1::CoordinatorView::GATHERING);
+    ASSERT_TRUE(core_->Report(r).ok()) << i;
+  }
+  clock_.Advance(absl::Seconds(1));
+  for (int i : {1, 0}) {  // node-b first: the view still says round 0.
+    v1::HealthReport r = Node(i, 2, i, 2);
+    r.set_state(v1::HealthReport::DONE);
+    r.set_exit_code(0);
+    AddWorker(&r, 0, 2 * i, v1::WorkerHealth::SUCCEEDED);
+    testing::AddEvent(&r, v1::ReportEvent::RESTART, 1, 2, "rank 1 exited with code 3");
+    testing::AddEvent(&r, v1::ReportEvent::FINISHED, 2, 2, "exit code 0");
+    if (i == 0) View(&r, 2, 2);
+    ASSERT_TRUE(core_->Report(r).ok()) << i;
+  }
+  int finished = 0, restarts = 0;
+  for (const HistoryRecord& h : sink_.records) {
+    finished += h.entry.kind() == v1::HistoryEntry::FINISHED;
+    restarts += h.entry.kind() == v1::HistoryEntry::RESTART;
+  }
+  EXPECT_EQ(finished, 2);
+  EXPECT_EQ(restarts, 1);
+  EXPECT_EQ(Status().summary().state(), v1::JobSummary::SUCCEEDED);
+}
+
 TEST_F(CoreTruthTest, Rounds_AreATimelineWithRestartCauses) {
   StartThreeNodes();
   const int64_t t1 = absl::ToUnixMillis(clock_.Now());

@@ -4,6 +4,7 @@
 
 #include <utility>
 
+#include "common/host_names.h"
 #include "common/logging.h"
 #include "controller/controller_service.h"
 #include "controller/snapshot.h"
@@ -70,12 +71,24 @@ absl::StatusOr<std::unique_ptr<ControllerHost>> ControllerHost::Start(
   HttpServerOptions ho;
   ho.address = options.http.host.empty() ? "0.0.0.0" : options.http.host;
   ho.port = options.http.port;
-  const absl::Time started = options.clock->Now();
-  auto http = HttpServer::Start(ho, [core, rates = host->rates_.get(), clock = options.clock,
-                                     started, version = options.version] {
-    return SnapshotOf(*core, rates, clock->Now(), started, version);
-  });
+  ho.token = options.http_token;
+  ho.tls_mode = options.http_tls;
+  ho.tls = options.tls;
+  host->views_ = std::make_unique<CoreViewSource>(core, host->rates_.get(), options.clock,
+                                                  options.clock->Now(), options.version);
+  auto http = HttpServer::Start(ho, host->views_.get());
   if (!http.ok()) return http.status();
+  const bool grpc_protected = !options.tokens.empty() || options.tls.enabled();
+  const bool views_open = options.http_token.empty() && options.http_tls == HttpTls::kOff;
+  if (grpc_protected && views_open && !IsLoopbackHost(ho.address)) {
+    TLOG(kWarning) << "controller: the views on "
+                   << rendezvous::FormatHostPort(ho.address, http.value()->port())
+                   << " need no token and are plaintext, while the gRPC port needs "
+                   << (options.tokens.empty() ? "TLS" : "a token")
+                   << ": anyone who reaches them reads every job's nodes, commands and failures; "
+                      "set --http-token-file (and --http-tls), or bind --http to 127.0.0.1 "
+                      "(docs/security.md)";
+  }
   host->http_ = std::move(*http);
   host->server_->SetServing(true);
   host->sweeper_ = std::make_unique<PeriodicThread>(kSweepEvery, [core] { core->Sweep(); });
@@ -91,8 +104,10 @@ absl::StatusOr<std::unique_ptr<ControllerHost>> ControllerHost::Start(
                   : options.tokens.size() > 1
                       ? ", " + std::to_string(options.tokens.size()) + " tokens"
                       : "")
-              << (options.tls.enabled() ? ", mutual TLS" : ", plaintext") << "); views on http://"
-              << rendezvous::FormatHostPort(ho.address, host->http_port()) << "/";
+              << (options.tls.enabled() ? ", mutual TLS" : ", plaintext") << "); views on "
+              << (options.http_tls == HttpTls::kOff ? "http://" : "https://")
+              << rendezvous::FormatHostPort(ho.address, host->http_port()) << "/"
+              << (options.http_token.empty() ? "" : " (token)");
   return host;
 }
 

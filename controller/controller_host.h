@@ -51,9 +51,13 @@ struct ControllerHostOptions {
   rendezvous::ListenAddress listen{"0.0.0.0", 29600};  // port 0 = any free port.
   rendezvous::TlsConfig tls;
   // The views; port 0 = any free port (the default here, for tests;
-  // `trainlet controller` passes --http, default :29680). Plain HTTP and
-  // read-only (no token): docs/security.md.
+  // `trainlet controller` passes --http, default :29680). Read-only; with
+  // http_token they want `Authorization: Bearer`, with http_tls HTTPS with
+  // `tls`'s certificate (kMutual: and a client certificate of its CA):
+  // docs/security.md.
   rendezvous::ListenAddress http{"127.0.0.1", 0};
+  std::string http_token;
+  HttpTls http_tls = HttpTls::kOff;
   std::string version;           // shown by the views.
   Clock* clock = Clock::Real();  // wall time; tests pass a SimulatedClock.
 };
@@ -85,6 +89,7 @@ class ControllerHost {
   std::unique_ptr<ControllerService> service_;
   std::unique_ptr<rendezvous::GrpcServer> server_;
   std::unique_ptr<StepRateTracker> rates_;
+  std::unique_ptr<ViewSource> views_;
   std::unique_ptr<HttpServer> http_;
   std::unique_ptr<PeriodicThread> sweeper_;
   bool shut_down_ = false;

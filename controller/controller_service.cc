@@ -153,6 +153,16 @@ grpc::ServerUnaryReactor* ControllerService::GetStatus(grpc::CallbackServerConte
   if (!caller.ok()) return Immediate(ctx, caller.status());
   if (absl::Status s = CheckScope(*caller, request->job_id()); !s.ok()) return Immediate(ctx, s);
   absl::StatusOr<v1::GetStatusResponse> status = core_->GetStatus(request->job_id());
+  if (status.ok() && request->with_evidence()) {
+    for (v1::HistoryEntry& e : *status->mutable_history()) {
+      if (e.kind() != v1::HistoryEntry::HANG || e.seq() <= 0 ||
+          e.evidence_bytes() <= static_cast<int64_t>(e.evidence().size())) {
+        continue;
+      }
+      absl::StatusOr<std::string> whole = core_->Evidence(request->job_id(), e.seq());
+      if (whole.ok()) e.set_evidence(*std::move(whole));
+    }
+  }
   if (status.ok()) *response = *std::move(status);
   return Immediate(ctx, status.status());
 }

@@ -1,63 +1,99 @@
-// The controller's HTTP adapter (cpp-httplib): read-only views of a
-// ControllerSnapshot (view_model.h), which it asks for on every request
-// through the one seam, SnapshotFn.
+// The controller's HTTP adapter: read-only views of what a ViewSource (the
+// one seam: the controller's core adapted by snapshot.h, or a fixed
+// snapshot in tests) says, drawn by views.h.
 //
-//   GET /          the status page (one self-contained HTML page, inline JS
-//                  and CSS; it polls /api/jobs every second)
-//   GET /api/jobs  RenderJson (application/json)
-//   GET /metrics   RenderPrometheus (text/plain; version=0.0.4)
-//   GET /healthz   "ok"
+//   GET /                       the status page (one self-contained HTML page,
+//                               inline JS and CSS; status_page.cc)
+//   GET /api/jobs               every job's summary (RenderJobsJson)
+//   GET /api/jobs/JOB?from=K&limit=N
+//                               one job, its nodes K.. (at most N, and at most
+//                               max_answer_bytes of JSON; next_from says where
+//                               the next page starts) (RenderJobJson)
+//   GET /api/jobs/JOB/evidence  every hang's whole evidence (RenderEvidenceJson)
+//   GET /metrics                Prometheus text 0.0.4 (PrometheusRenderer)
+//   GET /healthz                "ok"
 // Anything else: 404; other methods: 405 (HEAD works where GET does). No
-// files are served.
+// files are served. With a token, every path but `/` (the page holds no
+// data) and `/healthz` wants `Authorization: Bearer TOKEN` (401 otherwise).
 //
-// Bounded: a request line of at most 2 KiB and headers of at most 4 KiB
-// each (views.cmake), no request body over 1 KiB, read and write timeouts,
-// a fixed pool of worker threads behind a bounded queue of accepted
-// connections (when it is full, the accept thread waits, and the kernel's
-// backlog takes the rest).
+// Bounded, and slow clients cannot take it down: connections come from a
+// TcpListener (a cap on open connections, survives running out of
+// descriptors) to an HttpGate, which reads each request (and does the TLS
+// handshake) on one epoll thread with a deadline; only complete requests
+// reach the worker threads, through a bounded queue (503 when full), and a
+// worker gives up on a client that reads its answer too slowly
+// (answer_timeout). One request per connection. An answer holds at most
+// max_answer_bytes of JSON (a job's nodes are paged) and `/metrics` one job
+// at a time.
 //
-// Threading: Start() binds and starts one accept thread plus the pool; the
-// SnapshotFn is called on pool threads, concurrently, and must be
-// thread-safe. Stop() (or the destructor) stops accepting, finishes the
-// requests in flight and joins every thread.
+// Threading: Start() binds and starts the listener's, the gate's and the
+// workers' threads; the ViewSource is called on worker threads,
+// concurrently, and must be thread-safe. Stop() (or the destructor) stops
+// accepting, aborts the requests in flight and joins every thread.
 #ifndef TRAINLET_CONTROLLER_HTTP_SERVER_H_
 #define TRAINLET_CONTROLLER_HTTP_SERVER_H_
 
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <string>
-#include <thread>
+#include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "controller/view_model.h"
-
-namespace httplib {
-class Server;
-}
+#include "rendezvous/tls_files.h"
 
 namespace trainlet::controller {
 
-// What the views show, now. Called once per /, /api/jobs or /metrics
-// request (not for /healthz), from several threads at once.
+// A ViewSource over whole snapshots (each job with all its nodes), taken
+// anew for every call: the tests' and fake_controller_http's.
 using SnapshotFn = std::function<ControllerSnapshot()>;
+class SnapshotViewSource : public ViewSource {
+ public:
+  explicit SnapshotViewSource(SnapshotFn snapshot) : snapshot_(std::move(snapshot)) {}
+  ControllerSnapshot Summary() override;
+  absl::StatusOr<JobView> Job(absl::string_view job_id, size_t first_node,
+                              size_t max_nodes) override;
+  absl::StatusOr<std::vector<EvidenceView>> Evidence(absl::string_view job_id) override;
+
+ private:
+  SnapshotFn snapshot_;
+};
 
 inline constexpr int kDefaultHttpPort = 29680;
+
+// How the views are protected (docs/security.md).
+enum class HttpTls { kOff, kServer, kMutual };
 
 struct HttpServerOptions {
   std::string address = "0.0.0.0";  // an IPv4 or IPv6 literal, or a host name.
   int port = kDefaultHttpPort;      // 0: any free port (tests).
   int threads = 4;
-  int max_queued_connections = 64;
-  absl::Duration read_timeout = absl::Seconds(5);
-  absl::Duration write_timeout = absl::Seconds(5);
-  absl::Duration keep_alive_timeout = absl::Seconds(5);
+  int max_queued_requests = 64;  // complete requests waiting for a worker; beyond: 503.
+  int max_connections = 512;     // open at once; beyond, new ones are closed.
+  // Connections still sending their request, from one address (and in all).
+  int max_pending_per_peer = 32;
+  int max_pending = 256;
+  absl::Duration head_timeout = absl::Seconds(10);    // accept -> whole request.
+  absl::Duration answer_timeout = absl::Seconds(30);  // a worker's time on one request.
+  size_t max_answer_bytes = 4 << 20;                  // JSON of one answer (not /metrics).
+  size_t default_page_nodes = 256;                    // /api/jobs/JOB without limit=.
+  size_t max_page_nodes = 4096;
+  std::string token;  // empty: no token.
+  HttpTls tls_mode = HttpTls::kOff;
+  rendezvous::TlsConfig tls;  // with tls_mode: this side's cert and key, and the CA.
 };
 
 class HttpServer {
  public:
   // Binds and starts serving. Unavailable naming the address when it
-  // cannot listen there (in use, not an address of this host).
+  // cannot listen there (in use, not an address of this host);
+  // FailedPrecondition when the TLS material does not load.
+  static absl::StatusOr<std::unique_ptr<HttpServer>> Start(const HttpServerOptions& options,
+                                                           ViewSource* source);
+  // Over whole snapshots (tests, fake_controller_http).
   static absl::StatusOr<std::unique_ptr<HttpServer>> Start(const HttpServerOptions& options,
                                                            SnapshotFn snapshot);
   ~HttpServer();
@@ -68,11 +104,19 @@ class HttpServer {
   // Idempotent.
   void Stop();
 
- private:
-  HttpServer() = default;
+  struct Stats {
+    int64_t served = 0;     // requests a worker answered.
+    int64_t busy = 0;       // answered 503: the queue was full.
+    int64_t timed_out = 0;  // no whole request within head_timeout.
+    int64_t refused = 0;    // closed at once: over a connection cap.
+  };
+  Stats stats() const;
 
-  std::unique_ptr<httplib::Server> server_;
-  std::thread thread_;
+ private:
+  struct Impl;
+  HttpServer() = default;
+  std::unique_ptr<Impl> impl_;
+  std::unique_ptr<ViewSource> owned_source_;
   int port_ = 0;
 };
 

@@ -2,7 +2,9 @@
 
 #include <string>
 
+#include "absl/strings/str_cat.h"
 #include "common/clock.h"
+#include "controller/testing/core_reports.h"
 #include "controller/views.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -27,6 +29,19 @@ v1::HealthReport Report(const std::string& node, uint64_t seq, uint64_t round, i
   r.set_exit_code(-1);
   r.set_sent_unix_ms(sent_ms);
   return r;
+}
+
+// Every job with all its nodes, as the HTTP views would show them page by
+// page (CoreViewSource).
+ControllerSnapshot SnapshotOf(const ControllerCore& core, StepRateTracker* rates, Clock* clock,
+                              absl::Time started, const std::string& version) {
+  CoreViewSource source(&core, rates, clock, started, version);
+  ControllerSnapshot s = source.Summary();
+  for (JobView& job : s.jobs) {
+    absl::StatusOr<JobView> full = source.Job(job.job_id, 0, SIZE_MAX);
+    if (full.ok()) job = *std::move(full);
+  }
+  return s;
 }
 
 class SnapshotTest : public ::testing::Test {
@@ -83,9 +98,9 @@ TEST_F(SnapshotTest, NodesWorkersProgressGpusRestartsAndHangsReachTheViews) {
   b.set_hang_evidence(std::string(1000, 'x'));
 
   // The first snapshot sees step 100; the second, step 150 ten seconds later.
-  SnapshotOf(core_, &rates_, clock_.Now(), started, "test");
+  SnapshotOf(core_, &rates_, &clock_, started, "test");
   ASSERT_TRUE(core_.Report(b).ok());
-  const ControllerSnapshot snap = SnapshotOf(core_, &rates_, clock_.Now(), started, "1.2.3");
+  const ControllerSnapshot snap = SnapshotOf(core_, &rates_, &clock_, started, "1.2.3");
 
   EXPECT_EQ(snap.version, "1.2.3");
   EXPECT_EQ(snap.uptime_ms, 10'000);
@@ -136,7 +151,7 @@ TEST_F(SnapshotTest, ANodeThatStoppedReportingIsShownDown) {
   ASSERT_TRUE(core_.Report(Report("pod-0", 1, 1, NowMs())).ok());
   clock_.Advance(absl::Seconds(60));
   core_.Sweep();
-  const ControllerSnapshot snap = SnapshotOf(core_, &rates_, clock_.Now(), started, "");
+  const ControllerSnapshot snap = SnapshotOf(core_, &rates_, &clock_, started, "");
   ASSERT_EQ(snap.jobs.size(), 1u);
   ASSERT_EQ(snap.jobs[0].nodes.size(), 1u);
   EXPECT_FALSE(snap.jobs[0].nodes[0].up);
@@ -162,7 +177,7 @@ TEST_F(SnapshotTest, CoordinatorsLostNodes_FromTheNewestReportThatHasAView) {
   b.mutable_coordinator();
   ASSERT_TRUE(core_.Report(b).ok());
   ASSERT_EQ(core_.GetStatus("job")->summary().restarts(), 1);
-  ControllerSnapshot snap = SnapshotOf(core_, &rates_, clock_.Now(), clock_.Now(), "v");
+  ControllerSnapshot snap = SnapshotOf(core_, &rates_, &clock_, clock_.Now(), "v");
   ASSERT_EQ(snap.jobs.size(), 1u);
   EXPECT_THAT(snap.jobs[0].lost_nodes, ::testing::ElementsAre("pod-7", "pod-9"));
   // The restart's cause is the coordinator's reason (no node's event gave one).
@@ -177,8 +192,167 @@ TEST_F(SnapshotTest, CoordinatorsLostNodes_FromTheNewestReportThatHasAView) {
   a.set_sent_unix_ms(NowMs());
   a.mutable_coordinator()->mutable_lost_nodes()->DeleteSubrange(0, 1);
   ASSERT_TRUE(core_.Report(a).ok());
-  snap = SnapshotOf(core_, &rates_, clock_.Now(), clock_.Now(), "v");
+  snap = SnapshotOf(core_, &rates_, &clock_, clock_.Now(), "v");
   EXPECT_THAT(snap.jobs[0].lost_nodes, ::testing::ElementsAre("pod-9"));
+}
+
+// An elastic job of three nodes that lost one and whose survivors succeeded,
+// as the core tells it (issue 26): what every view of it shows.
+class ElasticViewsTest : public ::testing::Test {
+ protected:
+  ElasticViewsTest() : core_(ControllerOptions{}, &clock_, &sink_) {}
+  v1::HealthReport Node(int index, uint64_t round, int node_rank, int nnodes) {
+    const std::string id = std::string("node-") + static_cast<char>('a' + index);
+    v1::HealthReport r = testing::MakeReport("job", id, 100 + index, ++seq_[index], round);
+    r.set_node_rank(node_rank);
+    r.set_nnodes(nnodes);
+    r.set_world_size(2 * nnodes);
+    r.set_min_nodes(2);
+    r.set_max_nodes(3);
+    r.set_report_interval_ms(1000);
+    r.set_command("python train.py --epochs 3");
+    r.set_sent_unix_ms(absl::ToUnixMillis(clock_.Now()));
+    return r;
+  }
+  static void Workers(v1::HealthReport* r, v1::WorkerHealth::State state, int code = 0) {
+    testing::AddWorker(r, 0, 2 * r->node_rank(), state, code);
+    testing::AddWorker(r, 1, 2 * r->node_rank() + 1, state, code);
+  }
+  static v1::CoordinatorView* View(v1::HealthReport* r, uint64_t rounds, int members) {
+    v1::CoordinatorView* v = r->mutable_coordinator();
+    v->set_rounds(rounds);
+    v->set_members(members);
+    v->set_min_nodes(2);
+    v->set_max_nodes(3);
+    v->set_phase(v1::CoordinatorView::RUNNING);
+    return v;
+  }
+  ControllerSnapshot Full() {
+    CoreViewSource source(&core_, &rates_, &clock_, started_, "v");
+    ControllerSnapshot s = source.Summary();
+    for (JobView& job : s.jobs) job = *source.Job(job.job_id, 0, SIZE_MAX);
+    return s;
+  }
+
+  SimulatedClock clock_{absl::FromUnixSeconds(1'800'000'000)};
+  const absl::Time started_ = clock_.Now();
+  testing::RecordingSink sink_;
+  ControllerCore core_;
+  StepRateTracker rates_;
+  uint64_t seq_[3] = {0, 0, 0};
+};
+
+TEST_F(ElasticViewsTest, LostNode_SucceededJob_StartCommandTimelineAndSeries) {
+  // Round 1: three nodes, progress with a loss every 5 s.
+  for (int t = 0; t < 4; ++t) {
+    for (int i = 0; i < 3; ++i) {
+      v1::HealthReport r = Node(i, 1, i, 3);
+      Workers(&r, v1::WorkerHealth::RUNNING);
+      testing::SetProgress(&r, 100 * t + 10 * i, absl::StrCat(2.0 / (t + 1)));
+      if (i == 0) View(&r, 1, 3);
+      ASSERT_TRUE(core_.Report(r).ok()) << t << " " << i;
+    }
+    clock_.Advance(absl::Seconds(5));
+  }
+  // node-c is killed: the coordinator lists it lost; round 2 of two nodes.
+  v1::HealthReport a = Node(0, 2, 0, 2);
+  Workers(&a, v1::WorkerHealth::RUNNING);
+  View(&a, 2, 2)->add_lost_nodes("node-c");
+  testing::AddEvent(&a, v1::ReportEvent::RESTART, 1, 2, "node node-c lost: stream broken");
+  ASSERT_TRUE(core_.Report(a).ok());
+  v1::HealthReport b = Node(1, 2, 1, 2);
+  Workers(&b, v1::WorkerHealth::RUNNING);
+  ASSERT_TRUE(core_.Report(b).ok());
+  clock_.Advance(absl::Seconds(10));
+  // The survivors succeed.
+  for (int i = 0; i < 2; ++i) {
+    v1::HealthReport r = Node(i, 2, i, 2);
+    r.set_state(v1::HealthReport::DONE);
+    r.set_exit_code(0);
+    Workers(&r, v1::WorkerHealth::SUCCEEDED);
+    if (i == 0) View(&r, 2, 2)->set_phase(v1::CoordinatorView::SUCCEEDED);
+    ASSERT_TRUE(core_.Report(r).ok());
+  }
+  clock_.Advance(absl::Seconds(30));
+
+  // The summary, as /api/jobs serves it (no node copied).
+  CoreViewSource source(&core_, &rates_, &clock_, started_, "v");
+  const ControllerSnapshot summary = source.Summary();
+  ASSERT_EQ(summary.jobs.size(), 1u);
+  const JobView& sj = summary.jobs[0];
+  EXPECT_EQ(sj.state, JobState::kSucceeded);
+  EXPECT_EQ(sj.totals.nodes, 2);
+  EXPECT_EQ(sj.totals.nodes_lost, 1);
+  EXPECT_EQ(sj.command, "python train.py --epochs 3");
+  EXPECT_EQ(sj.started_unix_ms, absl::ToUnixMillis(started_));
+  EXPECT_EQ(sj.ended_unix_ms, absl::ToUnixMillis(clock_.Now() - absl::Seconds(30)));
+  EXPECT_TRUE(sj.nodes.empty());
+  EXPECT_TRUE(sj.root_cause.known);
+  EXPECT_EQ(sj.root_cause.kind, "node-lost");
+  EXPECT_THAT(HeadlineOf(sj.root_cause), HasSubstr("node-c"));
+
+  // The job in full.
+  const ControllerSnapshot full = Full();
+  const JobView& j = full.jobs[0];
+  ASSERT_EQ(j.nodes.size(), 3u);
+  EXPECT_EQ(j.nodes[2].node_id, "node-c");
+  EXPECT_TRUE(j.nodes[2].lost);
+  EXPECT_FALSE(j.nodes[2].up);
+  EXPECT_EQ(j.totals.nodes, 2);
+  EXPECT_EQ(j.totals.nodes_lost, 1);
+  EXPECT_EQ(j.totals.workers, 4);
+  EXPECT_EQ(j.totals.progress_age_ms, -1);  // finished.
+  ASSERT_EQ(j.rounds_timeline.size(), 2u);
+  EXPECT_EQ(j.rounds_timeline[1].round, 2u);
+  EXPECT_THAT(j.rounds_timeline[1].restart_cause, HasSubstr("node-c"));
+  EXPECT_TRUE(j.rounds_timeline[0].ended_by.known);
+  ASSERT_FALSE(j.series.points.empty());
+  EXPECT_EQ(j.series.keys, std::vector<std::string>{"loss"});
+  EXPECT_GE(j.series.points.size(), 2u);
+
+  // Every view: the table, the JSON and the metrics.
+  const std::string table = RenderStatusTable(full, "job");
+  EXPECT_THAT(table, HasSubstr("JOB job: succeeded"));
+  EXPECT_THAT(table, HasSubstr("0/2 (1 lost)"));  // finished: its members went quiet.
+  EXPECT_THAT(table, HasSubstr("command: python train.py --epochs 3"));
+  EXPECT_THAT(table, HasSubstr("node-c  -     0000000000000066  lost"));
+  EXPECT_THAT(table, HasSubstr("after: node node-c lost: stream broken"));
+  const std::string metrics = RenderPrometheus(full);
+  EXPECT_THAT(metrics, HasSubstr("trainlet_job_info{job_id=\"job\",state=\"succeeded\"} 1\n"));
+  EXPECT_THAT(metrics, HasSubstr("trainlet_job_nodes_lost{job_id=\"job\"} 1\n"));
+  EXPECT_THAT(metrics, ::testing::Not(HasSubstr("trainlet_job_progress_age_seconds{")));
+  EXPECT_THAT(metrics, HasSubstr("trainlet_job_end_time_seconds{job_id=\"job\"}"));
+}
+
+TEST_F(ElasticViewsTest, Evidence_IsWholeThoughMemoryKeepsOnlyItsStart) {
+  // More hangs than the core keeps whole in memory: the older ones' evidence
+  // comes back from the history (its sink) in full.
+  const int hangs = kEvidenceKeptInMemory + 2;
+  for (int k = 0; k < hangs; ++k) {
+    v1::HealthReport r = Node(0, 1, 0, 1);
+    Workers(&r, v1::WorkerHealth::RUNNING);
+    testing::AddEvent(&r, v1::ReportEvent::HANG, k + 1, 1, absl::StrCat("rank 0 hung #", k));
+    std::string evidence;
+    for (int line = 0; line < 40; ++line)
+      absl::StrAppend(&evidence, "hang ", k, " line ", line, "\n");
+    r.set_hang_evidence(evidence);
+    ASSERT_TRUE(core_.Report(r).ok()) << k;
+    clock_.Advance(absl::Seconds(10));  // past the per-node event rate limit.
+  }
+  CoreViewSource source(&core_, &rates_, &clock_, started_, "v");
+  absl::StatusOr<std::vector<EvidenceView>> got = source.Evidence("job");
+  ASSERT_TRUE(got.ok()) << got.status();
+  ASSERT_EQ(got->size(), static_cast<size_t>(hangs));
+  for (int k = 0; k < hangs; ++k) {
+    EXPECT_THAT((*got)[k].evidence, HasSubstr(absl::StrCat("hang ", k, " line 39\n"))) << k;
+  }
+  // The job's detail shows a summary of each and says how long the whole is.
+  absl::StatusOr<JobView> job = source.Job("job", 0, SIZE_MAX);
+  ASSERT_TRUE(job.ok());
+  ASSERT_EQ(job->hangs.size(), static_cast<size_t>(hangs));
+  EXPECT_LE(job->hangs[0].evidence_summary.size(), kEvidenceSummaryLength);
+  EXPECT_GT(job->hangs[0].evidence_bytes, static_cast<int64_t>(kEvidenceSummaryLength));
+  EXPECT_GT(job->hangs[0].seq, 0);
 }
 
 }  // namespace

@@ -1,11 +1,24 @@
 // The status page at `/`: one self-contained HTML document (no external
-// assets), read-only. Its script polls /api/jobs every second and rebuilds
-// the jobs' DOM with createElement and textContent only (never innerHTML),
-// so that no string from an agent is ever parsed as HTML.
+// assets), read-only. Its script builds the DOM with createElement,
+// createElementNS (the SVG sparklines) and textContent only (never
+// innerHTML), so that no string from an agent is ever parsed as markup.
 //
-// Test hooks (e2e_controller_views.py): each job is a <section data-job=ID>,
-// each node a <tr data-node=ID>, cells carry a class per column; #polls
-// counts the answers applied since the page loaded.
+// What it costs the controller, bounded: one `/api/jobs` (every job's
+// summary, no nodes) per poll, plus one `/api/jobs/JOB?limit=N` for each
+// job that is open on the page (at most kMaxDetails a poll, N nodes each,
+// 50 unless "more nodes" is pressed); finished jobs start collapsed. The
+// next poll starts a second after the last answer, or three times as long
+// as that poll took when the controller is slow, and none while the tab is
+// hidden. With a token (--http-token-file) the page asks for it once and
+// keeps it in the tab's sessionStorage.
+//
+// Test hooks (e2e_controller_views.py): each job is a <section data-job=ID>
+// (its <details> open or not), its headline .headline, start .started,
+// duration .duration, command .command; each node a <tr data-node=ID>
+// (class lost when lost), cells a class per column; sparklines
+// svg.sparkline.rate and svg.sparkline.loss; the rounds ol.timeline with
+// li.round and .cause; #polls counts the summaries applied since the page
+// loaded.
 #include <string>
 
 #include "controller/http_server.h"
@@ -21,7 +34,7 @@ const std::string& StatusPageHtml() {
 <title>trainlet controller</title>
 <style>
   :root { --fg: #1d2330; --muted: #667085; --line: #e4e7ec; --ok: #067647; --warn: #b54708;
-          --bad: #b42318; --bg: #f8f9fb; }
+          --bad: #b42318; --bg: #f8f9fb; --idle: #475467; }
   body { font: 14px/1.4 system-ui, -apple-system, "Segoe UI", sans-serif; color: var(--fg);
          background: var(--bg); margin: 0; }
   header { background: #101828; color: #fff; padding: 10px 20px; display: flex; gap: 24px;
@@ -32,16 +45,31 @@ const std::string& StatusPageHtml() {
   main { padding: 12px 20px; }
   section.job { background: #fff; border: 1px solid var(--line); border-radius: 6px;
                 margin: 0 0 16px; padding: 10px 14px; }
-  section.job h2 { font-size: 16px; margin: 0 0 6px; display: flex; gap: 10px;
-                   align-items: baseline; }
+  section.job > details > summary { cursor: pointer; list-style: none; }
+  section.job > details > summary::-webkit-details-marker { display: none; }
+  .title { font-size: 16px; margin: 0 0 4px; display: flex; gap: 10px; align-items: baseline;
+           flex-wrap: wrap; }
+  .title .job-id { font-weight: 600; }
+  .title .toggle { color: var(--muted); font-size: 12px; }
+  .headline { color: var(--bad); font-weight: 600; }
+  .waiting { color: var(--warn); font-weight: 600; }
+  .when { color: var(--muted); font-size: 13px; display: flex; gap: 16px; flex-wrap: wrap; }
+  .command { font-family: ui-monospace, Menlo, Consolas, monospace; font-size: 12px;
+             color: var(--fg); overflow-wrap: anywhere; }
   .badge { font-size: 12px; padding: 1px 8px; border-radius: 10px; background: #eef2f6; }
   .badge.active, .badge.up, .badge.running, .badge.healthy, .badge.succeeded { color: var(--ok);
     background: #ecfdf3; }
-  .badge.stale, .badge.degraded, .badge.stopping, .badge.stopped { color: var(--warn);
-    background: #fffaeb; }
+  .badge.stale, .badge.degraded, .badge.stopping { color: var(--warn); background: #fffaeb; }
+  .badge.stopped, .badge.lost, .badge.done { color: var(--idle); background: #f2f4f7; }
   .badge.failed, .badge.hung, .badge.fatal { color: var(--bad); background: #fef3f2; }
-  .summary { display: flex; gap: 18px; flex-wrap: wrap; color: var(--muted); margin-bottom: 8px; }
+  .summary { display: flex; gap: 18px; flex-wrap: wrap; color: var(--muted); margin: 6px 0; }
   .summary b { color: var(--fg); font-weight: 600; }
+  .charts { display: flex; gap: 24px; flex-wrap: wrap; margin: 6px 0; color: var(--muted);
+            font-size: 12px; }
+  svg.sparkline { display: block; background: #f9fafb; border: 1px solid var(--line); }
+  svg.sparkline polyline { fill: none; stroke-width: 1.5; }
+  svg.sparkline.rate polyline { stroke: #1570ef; }
+  svg.sparkline.loss polyline { stroke: #c11574; }
   table { border-collapse: collapse; width: 100%; font-size: 13px; }
   th, td { text-align: left; padding: 3px 8px; border-bottom: 1px solid var(--line);
            vertical-align: top; white-space: nowrap; }
@@ -51,12 +79,17 @@ const std::string& StatusPageHtml() {
   .scroll { overflow-x: auto; }
   td.gpus .badge { display: inline-block; margin: 0 4px 2px 0; white-space: nowrap; }
   tr.stale td { color: var(--muted); }
+  tr.lost td { color: #98a2b3; opacity: 0.6; }
   .mono { font-family: ui-monospace, Menlo, Consolas, monospace; font-size: 12px; }
   h3 { font-size: 13px; margin: 10px 0 4px; color: var(--muted); font-weight: 600; }
-  ul.events { margin: 0; padding-left: 18px; }
-  ul.events li { margin: 2px 0; }
+  ul.events, ol.timeline { margin: 0; padding-left: 18px; }
+  ul.events li, ol.timeline li { margin: 2px 0; }
+  ol.timeline .cause { color: var(--bad); }
   .evidence { color: var(--muted); white-space: pre-wrap; }
+  .suspect { color: var(--bad); font-weight: 600; }
+  button { font: inherit; font-size: 12px; }
   #empty { color: var(--muted); }
+  #login { background: #fff; border: 1px solid var(--line); padding: 12px; border-radius: 6px; }
 </style>
 </head>
 <body>
@@ -70,17 +103,36 @@ const std::string& StatusPageHtml() {
   <span hidden id="polls">0</span>
 </header>
 <main>
+  <form id="login" hidden>
+    This controller's views want a token (its <code>--http-token-file</code>):
+    <input id="token" type="password" autocomplete="off" size="40">
+    <button type="submit">Show</button>
+  </form>
   <p id="empty">Waiting for the controller...</p>
   <div id="jobs"></div>
 </main>
 <script>
 "use strict";
 (function () {
+  var kPage = 50;        // nodes of an open job fetched a poll.
+  var kMaxDetails = 4;   // open jobs fetched a poll.
   var polls = 0;
+  var open = {};         // job id -> true/false, once the user toggled it.
+  var shown = {};        // job id -> nodes to fetch.
+  var details = {};      // job id -> its latest detail.
+  var now = 0;           // the controller's clock at the latest answer.
+  var token = null;
+  try { token = sessionStorage.getItem("trainlet-token"); } catch (e) {}
+
   function el(tag, cls, text) {
     var e = document.createElement(tag);
     if (cls) e.className = cls;
     if (text !== undefined && text !== null) e.textContent = String(text);
+    return e;
+  }
+  function svg(tag, attrs) {
+    var e = document.createElementNS("http://www.w3.org/2000/svg", tag);
+    for (var k in attrs) e.setAttribute(k, String(attrs[k]));
     return e;
   }
   function dur(ms) {
@@ -92,9 +144,13 @@ const std::string& StatusPageHtml() {
     if (s < 86400) return Math.floor(s / 3600) + "h" + String(Math.floor(s / 60) % 60).padStart(2, "0") + "m";
     return Math.floor(s / 86400) + "d" + String(Math.floor(s / 3600) % 24).padStart(2, "0") + "h";
   }
+  function ago(ms) { return ms > 0 && now > 0 ? dur(Math.max(0, now - ms)) + " ago" : "-"; }
   function rate(r) { return (typeof r === "number" && r >= 0) ? r.toFixed(2) + "/s" : "-"; }
   function when(ms) { return ms > 0 ? new Date(ms).toISOString().replace(".000", "") : "-"; }
+  function clock(ms) { return ms > 0 ? new Date(ms).toLocaleTimeString() : "-"; }
   function badge(text) { return el("span", "badge " + text, text); }
+  function finished(job) { return job.state === "succeeded" || job.state === "failed"; }
+  function isOpen(job) { return job.job_id in open ? open[job.job_id] : !finished(job); }
   function cell(tr, cls, content) {
     var td = el("td", cls);
     if (content instanceof Node) td.appendChild(content); else td.textContent = String(content);
@@ -116,7 +172,8 @@ const std::string& StatusPageHtml() {
       var item = el("span", "worker");
       item.appendChild(document.createTextNode(label));
       item.appendChild(badge(w.state));
-      if (w.state === "failed" || w.state === "stopped" || w.state === "succeeded") {
+      // A worker the agent stopped ended because of another: no failure.
+      if (w.state === "failed" || w.state === "succeeded") {
         item.appendChild(document.createTextNode(" exit " + w.exit_code));
       }
       if (w.restarts > 0) item.appendChild(document.createTextNode(" (" + w.restarts + " restarts)"));
@@ -140,32 +197,125 @@ const std::string& StatusPageHtml() {
   function fields(p) {
     return (p.fields || []).map(function (f) { return f[0] + "=" + f[1]; }).join(" ");
   }
-  function renderJob(job) {
-    var sec = el("section", "job");
-    sec.setAttribute("data-job", job.job_id);
-    var h = el("h2");
-    h.appendChild(el("span", "job-id", job.job_id));
-    h.appendChild(badge(job.state));
-    h.appendChild(el("span", "round", "round " + job.round));
-    sec.appendChild(h);
-    var t = job.totals;
+  // A line chart of `values` (numbers or null), drawn in the page.
+  function sparkline(cls, label, values) {
+    var box = el("div", "chart");
+    var w = 180, h = 36;
+    var pts = [];
+    values.forEach(function (v, i) { if (typeof v === "number" && isFinite(v)) pts.push([i, v]); });
+    var last = pts.length ? pts[pts.length - 1][1] : null;
+    box.appendChild(el("div", null, label + (last === null ? " -" : " " + Number(last.toPrecision(4)))));
+    var s = svg("svg", {"class": "sparkline " + cls, width: w, height: h, viewBox: "0 0 " + w + " " + h});
+    if (pts.length > 1) {
+      var lo = Math.min.apply(null, pts.map(function (p) { return p[1]; }));
+      var hi = Math.max.apply(null, pts.map(function (p) { return p[1]; }));
+      var span = hi - lo || 1, n = Math.max(1, values.length - 1);
+      s.appendChild(svg("polyline", {points: pts.map(function (p) {
+        return (p[0] / n * (w - 4) + 2).toFixed(1) + "," + (h - 3 - (p[1] - lo) / span * (h - 6)).toFixed(1);
+      }).join(" ")}));
+    }
+    box.appendChild(s);
+    return box;
+  }
+  function headline(c) {
+    if (!c || !c.known) return "";
+    if (!c.text) return c.headline || "";  // built by the controller, with its time.
+    return c.text + (c.at_unix_ms > 0 ? " at " + clock(c.at_unix_ms) : "");
+  }
+  function waitingText(wt) {
+    if (!wt || !wt.waiting) return "";
+    var t = "waiting for ";
+    if (wt.min_nodes > 0 && wt.nodes < wt.min_nodes) {
+      var more = wt.min_nodes - wt.nodes;
+      t += more + " more node" + (more === 1 ? "" : "s") + " (min " + wt.min_nodes + ")";
+    } else {
+      t += "the round to start (" + wt.nodes + " waiting)";
+    }
+    if (wt.gives_up_unix_ms > 0) {
+      var left = wt.gives_up_unix_ms - now;
+      t += left > 0 ? ", giving up in " + dur(left) : ", giving up now";
+    }
+    return t;
+  }
+
+  function renderHead(job) {
+    var s = el("summary");
+    var title = el("div", "title");
+    title.appendChild(el("span", "job-id", job.job_id));
+    title.appendChild(badge(job.state));
+    title.appendChild(el("span", "round", "round " + job.round));
+    title.appendChild(el("span", "toggle", isOpen(job) ? "(click to collapse)" : "(click for nodes)"));
+    s.appendChild(title);
+    var hl = headline(job.root_cause);
+    if (hl) s.appendChild(el("div", "headline", hl));
+    var wt = waitingText(job.waiting);
+    if (wt) s.appendChild(el("div", "waiting", wt));
+    var t = el("div", "when");
+    var started = el("span", "started", "started " + ago(job.started_unix_ms));
+    started.title = when(job.started_unix_ms);
+    t.appendChild(started);
+    t.appendChild(el("span", "duration",
+        (job.ended_unix_ms > 0 ? "ran " : "running for ") + dur(job.duration_ms)));
+    if (job.ended_unix_ms > 0) {
+      var ended = el("span", "ended", "ended " + ago(job.ended_unix_ms));
+      ended.title = when(job.ended_unix_ms);
+      t.appendChild(ended);
+    }
+    if (job.command) t.appendChild(el("span", "command", job.command));
+    s.appendChild(t);
+    var tt = job.totals;
     var sum = el("div", "summary");
-    [["nodes up", t.nodes_up + "/" + t.nodes, "nodes-up"],
+    [["nodes up", tt.nodes_up + "/" + tt.nodes + (tt.nodes_lost ? " (" + tt.nodes_lost + " lost)" : ""), "nodes-up"],
      ["ranks", job.world_size, "world-size"],
-     ["workers running", t.workers_running + "/" + t.workers, "workers-running"],
-     ["step", t.progress_step >= 0 ? t.progress_step : "-", "job-step"],
-     ["rate", rate(t.steps_per_second), "job-rate"],
-     ["progress age", dur(t.progress_age_ms), "job-progress-age"],
+     ["workers running", tt.workers_running + "/" + tt.workers, "workers-running"],
+     ["step", tt.progress_step >= 0 ? tt.progress_step : "-", "job-step"],
+     ["rate", rate(tt.steps_per_second), "job-rate"],
+     ["progress age", dur(tt.progress_age_ms), "job-progress-age"],
      ["restarts", job.restarts_total, "restarts-total"],
      ["hangs", job.hangs_total, "hangs-total"],
      ["failures", job.failures_total, "failures-total"],
-     ["report lag", dur(t.report_lag_ms), "report-lag"],
-     ["GPUs fatal", t.gpus_fatal, "gpus-fatal"]].forEach(function (kv) {
-      var s = el("span", kv[2], kv[0] + " ");
-      s.appendChild(el("b", null, kv[1]));
-      sum.appendChild(s);
+     ["report lag", dur(tt.report_lag_ms), "report-lag"],
+     ["GPUs fatal", tt.gpus_fatal, "gpus-fatal"]].forEach(function (kv) {
+      var x = el("span", kv[2], kv[0] + " ");
+      x.appendChild(el("b", null, kv[1]));
+      sum.appendChild(x);
     });
-    sec.appendChild(sum);
+    s.appendChild(sum);
+    return s;
+  }
+
+  function renderBody(job, d) {
+    var body = el("div", "body");
+    if (!d) {
+      body.appendChild(el("p", "loading", "loading nodes..."));
+      return body;
+    }
+    var pts = (d.series && d.series.points) || [];
+    var charts = el("div", "charts");
+    charts.appendChild(sparkline("rate", "steps/s", pts.map(function (p) { return p[2]; })));
+    var keys = (d.series && d.series.keys) || [];
+    var li = keys.indexOf("loss");
+    if (li < 0 && keys.length) li = 0;
+    if (li >= 0) charts.appendChild(sparkline("loss", keys[li], pts.map(function (p) { return p[3 + li]; })));
+    body.appendChild(charts);
+
+    if (d.rounds_timeline && d.rounds_timeline.length) {
+      body.appendChild(el("h3", null, "Rounds"));
+      var ol = el("ol", "timeline");
+      d.rounds_timeline.forEach(function (r) {
+        var item = el("li", "round");
+        item.setAttribute("data-round", String(r.round));
+        item.appendChild(document.createTextNode("round " + r.round + ": started " + ago(r.started_unix_ms) +
+            (r.ended_unix_ms > 0 ? ", ran " + dur(r.ended_unix_ms - r.started_unix_ms)
+                                 : ", running for " + dur(now - r.started_unix_ms)) +
+            ", " + r.nodes + " nodes"));
+        if (r.restart_cause) item.appendChild(el("div", "cause", "restarted after: " + r.restart_cause));
+        if (r.ended_by && r.ended_by.known) item.appendChild(el("div", "ended-by", "ended by: " + headline(r.ended_by)));
+        ol.appendChild(item);
+      });
+      body.appendChild(ol);
+    }
+
     var table = el("table", "nodes");
     var head = el("tr");
     ["node", "rank", "incarnation", "up", "report age", "lag", "agent", "ranks", "workers",
@@ -173,17 +323,20 @@ const std::string& StatusPageHtml() {
       head.appendChild(el("th", null, c));
     });
     table.appendChild(head);
-    job.nodes.forEach(function (n) {
-      var tr = el("tr", n.up ? "up" : "stale");
+    d.nodes.forEach(function (n) {
+      var state = n.lost ? "lost" : (n.up ? "up" : "stale");
+      var tr = el("tr", state);
       tr.setAttribute("data-node", n.node_id);
+      if (n.lost) tr.title = "lost" + (n.lost_at_unix_ms > 0 ? " " + ago(n.lost_at_unix_ms) : "") +
+          (n.lost_reason ? ": " + n.lost_reason : "") + "; its last state, counted nowhere";
       cell(tr, "node-id", n.node_id);
-      cell(tr, "node-rank", n.node_rank >= 0 ? n.node_rank : "-");
+      cell(tr, "node-rank", !n.lost && n.node_rank >= 0 ? n.node_rank : "-");
       cell(tr, "incarnation mono", n.incarnation);
-      cell(tr, "up", badge(n.up ? "up" : "stale"));
+      cell(tr, "up", badge(state));
       cell(tr, "report-age", dur(n.report_age_ms));
       cell(tr, "lag", dur(n.report_lag_ms));
       cell(tr, "agent", badge(n.agent_state));
-      cell(tr, "ranks", ranks(n.workers));
+      cell(tr, "ranks", n.lost ? "-" : ranks(n.workers));
       cell(tr, "workers", workersCell(n.workers));
       cell(tr, "step", n.progress.known && n.progress.step >= 0 ? n.progress.step : "-");
       cell(tr, "rate", rate(n.progress.steps_per_second));
@@ -195,38 +348,84 @@ const std::string& StatusPageHtml() {
     });
     var scroll = el("div", "scroll");
     scroll.appendChild(table);
-    sec.appendChild(scroll);
-    if (job.lost_nodes && job.lost_nodes.length) {
+    body.appendChild(scroll);
+    if (d.next_from >= 0) {
+      var more = el("button", "more-nodes", "more nodes (" + d.nodes.length + " of " + d.nodes_total + " shown)");
+      more.type = "button";
+      more.addEventListener("click", function () {
+        shown[job.job_id] = (shown[job.job_id] || kPage) + kPage;
+        schedule(0);
+      });
+      body.appendChild(more);
+    }
+    if (d.lost_nodes && d.lost_nodes.length) {
       var lost = el("div", "lost-nodes", "lost nodes (not back): ");
-      lost.appendChild(el("b", null, job.lost_nodes.join(", ")));
-      sec.appendChild(lost);
+      lost.appendChild(el("b", null, d.lost_nodes.join(", ")));
+      body.appendChild(lost);
     }
-    if (job.restarts.length) {
-      sec.appendChild(el("h3", null, "Restarts (" + job.restarts_total + ")"));
+    if (d.restarts.length) {
+      body.appendChild(el("h3", null, "Restarts (" + d.restarts_total + ")"));
       var ul = el("ul", "events restarts");
-      job.restarts.slice().reverse().forEach(function (r) {
-        var li = el("li", "restart");
-        li.textContent = "round " + r.round + " at " + when(r.at_unix_ms) +
-            (r.node_id ? " (" + r.node_id + ")" : "") + ": " + r.cause;
-        ul.appendChild(li);
+      d.restarts.slice().reverse().forEach(function (r) {
+        ul.appendChild(el("li", "restart", "round " + r.round + ", " + ago(r.at_unix_ms) +
+            (r.node_id ? " (" + r.node_id + ")" : "") + ": " + r.cause));
       });
-      sec.appendChild(ul);
+      body.appendChild(ul);
     }
-    if (job.hangs.length) {
-      sec.appendChild(el("h3", null, "Hangs (" + job.hangs_total + ")"));
+    if (d.hangs.length) {
+      body.appendChild(el("h3", null, "Hangs (" + d.hangs_total + ")"));
       var uh = el("ul", "events hangs");
-      job.hangs.slice().reverse().forEach(function (x) {
-        var li = el("li", "hang");
-        li.appendChild(document.createTextNode("round " + x.round + " at " + when(x.at_unix_ms) +
-            " (" + x.node_id + "): " + x.verdict));
-        if (x.evidence_summary) li.appendChild(el("div", "evidence mono", x.evidence_summary));
-        uh.appendChild(li);
+      // The suspect (the root cause's hang) first, then the newest.
+      var hangs = d.hangs.slice().reverse();
+      hangs.sort(function (a, b) { return (b.suspect ? 1 : 0) - (a.suspect ? 1 : 0); });
+      hangs.forEach(function (x) {
+        var item = el("li", x.suspect ? "hang suspect" : "hang");
+        item.appendChild(document.createTextNode((x.suspect ? "suspect: " : "") + "round " + x.round +
+            ", " + ago(x.at_unix_ms) + " (" + x.node_id + "): " + x.verdict));
+        if (x.evidence_summary) {
+          item.appendChild(el("div", "evidence mono", x.evidence_summary +
+              (x.evidence_bytes > x.evidence_summary.length ? " ..." : "")));
+        }
+        uh.appendChild(item);
       });
-      sec.appendChild(uh);
+      body.appendChild(uh);
+      var all = el("button", "show-evidence", "all the evidence");
+      all.type = "button";
+      var pre = el("pre", "evidence-all mono");
+      pre.hidden = true;
+      all.addEventListener("click", function () {
+        get("/api/jobs/" + encodeURIComponent(job.job_id) + "/evidence").then(function (e) {
+          pre.textContent = e.hangs.map(function (h) {
+            return "== hang " + h.seq + ", round " + h.round + ", " + when(h.at_unix_ms) + ", " +
+                h.node_id + ": " + h.verdict + "\n" + h.evidence;
+          }).join("\n");
+          pre.hidden = false;
+        });
+      });
+      body.appendChild(all);
+      body.appendChild(pre);
     }
+    return body;
+  }
+
+  function renderJob(job) {
+    var sec = el("section", "job");
+    sec.setAttribute("data-job", job.job_id);
+    var det = el("details");
+    det.open = isOpen(job);
+    det.appendChild(renderHead(job));
+    if (det.open) det.appendChild(renderBody(job, details[job.job_id]));
+    det.addEventListener("toggle", function () {
+      if (open[job.job_id] === det.open || det.open === isOpen(job) && !(job.job_id in open)) return;
+      open[job.job_id] = det.open;
+      schedule(0);
+    });
+    sec.appendChild(det);
     return sec;
   }
+
   function render(s) {
+    now = s.now_unix_ms;
     document.getElementById("version").textContent = s.version ? "v" + s.version : "";
     document.getElementById("uptime").textContent = dur(s.uptime_ms);
     document.getElementById("reports").textContent = s.reports_received;
@@ -238,10 +437,36 @@ const std::string& StatusPageHtml() {
     document.getElementById("empty").hidden = s.jobs.length > 0;
     if (!s.jobs.length) document.getElementById("empty").textContent = "No jobs reported yet.";
   }
-  function poll() {
-    fetch("/api/jobs", {cache: "no-store"}).then(function (r) {
+
+  function get(path) {
+    var headers = {};
+    if (token) headers["Authorization"] = "Bearer " + token;
+    return fetch(path, {cache: "no-store", headers: headers}).then(function (r) {
+      if (r.status === 401) {
+        document.getElementById("login").hidden = false;
+        throw new Error("a token is needed");
+      }
       if (!r.ok) throw new Error("HTTP " + r.status);
       return r.json();
+    });
+  }
+
+  var timer = null;
+  function schedule(ms) {
+    if (timer !== null) clearTimeout(timer);
+    timer = setTimeout(poll, ms);
+  }
+  function poll() {
+    timer = null;
+    if (document.hidden) return;  // visibilitychange polls again.
+    var began = Date.now();
+    get("/api/jobs").then(function (s) {
+      now = s.now_unix_ms;
+      var wanted = s.jobs.filter(isOpen).slice(0, kMaxDetails);
+      return Promise.all(wanted.map(function (j) {
+        return get("/api/jobs/" + encodeURIComponent(j.job_id) + "?limit=" + (shown[j.job_id] || kPage))
+            .then(function (d) { details[j.job_id] = d.job; }, function () {});
+      })).then(function () { return s; });
     }).then(function (s) {
       render(s);
       polls += 1;
@@ -253,8 +478,18 @@ const std::string& StatusPageHtml() {
       var c = document.getElementById("conn");
       c.textContent = "controller unreachable (" + e.message + "), retrying";
       c.className = "down";
-    }).finally(function () { setTimeout(poll, 1000); });
+    }).finally(function () {
+      if (timer === null) schedule(Math.max(1000, 3 * (Date.now() - began)));
+    });
   }
+  document.addEventListener("visibilitychange", function () { if (!document.hidden) schedule(0); });
+  document.getElementById("login").addEventListener("submit", function (ev) {
+    ev.preventDefault();
+    token = document.getElementById("token").value.trim();
+    try { sessionStorage.setItem("trainlet-token", token); } catch (e) {}
+    document.getElementById("login").hidden = true;
+    schedule(0);
+  });
   poll();
 })();
 </script>

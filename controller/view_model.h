@@ -1,9 +1,10 @@
 // What the controller's views show (the page at `/`, `/api/jobs`, `/metrics`
 // and `trainlet status`): plain structs with no gRPC, no HTTP and no
 // protobuf, so that the renderers (views.h) are pure functions and the HTTP
-// adapter (http_server.h) depends on nothing but this. The controller's core
-// is adapted to a ControllerSnapshot by one function the host provides
-// (HttpServer's SnapshotFn); `trainlet status` parses one back from JSON.
+// adapter (http_server.h) depends on nothing but this, and the one seam the
+// HTTP adapter reads them through (ViewSource; the controller's core is
+// adapted by snapshot.h's CoreViewSource). `trainlet status` parses the
+// views back from JSON, or adapts the gRPC answers with snapshot.h.
 //
 // Every string here came from the network (an agent's report): the
 // renderers escape it for their format and bound it; nothing here is
@@ -12,7 +13,7 @@
 // "unknown".
 //
 // Threading: plain values; a snapshot is built by one thread and then only
-// read.
+// read. A ViewSource is called from several threads at once.
 #ifndef TRAINLET_CONTROLLER_VIEW_MODEL_H_
 #define TRAINLET_CONTROLLER_VIEW_MODEL_H_
 
@@ -20,6 +21,9 @@
 #include <string>
 #include <utility>
 #include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 
 namespace trainlet::controller {
 
@@ -41,14 +45,18 @@ struct WorkerView {
   int local_rank = 0;
   int rank = -1;  // global rank; -1 unknown.
   int pid = 0;    // 0 when not running.
+  // kStopped: the agent stopped it (a round ended elsewhere); shown as
+  // stopped, never as a failure, whatever its exit code.
   WorkerState state = WorkerState::kUnknown;
-  int exit_code = 0;  // once exited; 128+N for signal N.
-  int restarts = 0;   // restarts of this worker slot in the agent's life.
+  int exit_code = 0;           // once exited; 128+N for signal N.
+  int restarts = 0;            // restarts of this worker slot in the agent's life.
+  int64_t exited_unix_ms = 0;  // 0 while it runs or unknown.
 };
 
 struct ProgressView {
   bool known = false;            // false: no worker reported progress yet.
   int64_t step = -1;             // -1: the line had no step.
+  int local_rank = -1;           // the worker that wrote it; -1 unknown.
   double steps_per_second = -1;  // -1: unknown (fewer than two reports).
   int64_t age_ms = -1;           // since the worker wrote it, at the snapshot.
   // The progress line's other fields (loss=0.31 ...), in the line's order.
@@ -80,6 +88,14 @@ struct NodeView {
   std::vector<WorkerView> workers;  // ranks are the workers' `rank`.
   ProgressView progress;
   std::vector<GpuView> gpus;
+  // The coordinator lost it: what it shows is its last state (greyed); it
+  // counts in no total and its rank is free.
+  bool lost = false;
+  int64_t lost_at_unix_ms = 0;
+  std::string lost_reason;
+  // Its last state from the history database; no report since the
+  // controller started.
+  bool restored = false;
 };
 
 // A restart of the job (a new round) and why.
@@ -91,13 +107,92 @@ struct RestartView {
 };
 
 // A worker declared hung: the verdict and a short summary of the evidence
-// (the full evidence stays in the controller's history).
+// (the whole evidence: EvidenceView, `/api/jobs/JOB/evidence`).
 struct HangView {
   uint64_t round = 0;
   int64_t at_unix_ms = 0;
   std::string node_id;
   std::string verdict;
   std::string evidence_summary;
+  int64_t seq = 0;             // the history entry's number in its job; 0 unknown.
+  int64_t evidence_bytes = 0;  // the whole evidence's size.
+  bool suspect = false;        // the job's root cause names this hang.
+};
+
+// A hang's whole evidence (every line the agent sent).
+struct EvidenceView {
+  uint64_t round = 0;
+  int64_t at_unix_ms = 0;
+  std::string node_id;
+  std::string verdict;
+  std::string evidence;
+  int64_t seq = 0;
+};
+
+// Why a round ended or the job failed: "rank 2 on node-b exited 3".
+struct RootCauseView {
+  bool known = false;
+  std::string kind;  // worker-failed, worker-hung, node-lost, agent-failed, other.
+  std::string node_id;
+  int rank = -1;
+  int local_rank = -1;
+  int exit_code = -1;
+  int64_t at_unix_ms = 0;
+  uint64_t round = 0;
+  std::string text;  // one line, without the time.
+};
+
+// A job waiting for nodes ("waiting for 1 more node (min 2), giving up in
+// 4m50s").
+struct WaitingView {
+  bool waiting = false;
+  int nodes = 0;      // waiting.
+  int min_nodes = 0;  // 0 unknown.
+  int max_nodes = 0;
+  int64_t gives_up_unix_ms = 0;  // 0 unknown.
+  uint64_t round = 0;
+};
+
+// One round of the job's timeline.
+struct RoundView {
+  uint64_t round = 0;
+  int64_t started_unix_ms = 0;
+  int64_t ended_unix_ms = 0;  // 0 while it runs.
+  int nodes = 0;
+  int world_size = 0;
+  std::string restart_cause;  // why the restart that opened it happened; empty for the first.
+  RootCauseView ended_by;     // why it ended; unknown while it runs or when it succeeded.
+};
+
+// The job's progress over time (the controller's memory only).
+struct SeriesPointView {
+  int64_t at_unix_ms = 0;
+  int64_t step = -1;
+  double steps_per_second = -1;
+  std::vector<double> values;  // one per SeriesView::keys; NaN when missing.
+};
+struct SeriesView {
+  std::vector<std::string> keys;        // numeric progress fields ("loss").
+  std::vector<SeriesPointView> points;  // oldest first.
+  int64_t every_ms = 0;
+};
+
+// Job-level figures the views derive from the nodes (TotalsOf; one
+// definition for the table, the page's JSON and the metrics). Lost nodes
+// count in `nodes_lost` only.
+struct JobTotals {
+  int nodes = 0;  // members (not lost).
+  int nodes_up = 0;
+  int nodes_lost = 0;
+  int workers = 0;
+  int workers_running = 0;
+  bool progress_known = false;
+  int64_t progress_step = -1;    // the highest step any member reported.
+  double steps_per_second = -1;  // of the member with the highest step.
+  int64_t progress_age_ms = -1;  // the freshest progress of any member; -1 once finished.
+  int64_t report_lag_ms = -1;    // the largest lag of the members that are up.
+  int gpus_fatal = 0;
+  int gpus_degraded = 0;
 };
 
 struct JobView {
@@ -117,6 +212,24 @@ struct JobView {
   // The coordinator's view (from the agent that hosts it): nodes declared
   // lost and not back, oldest first (at most 64).
   std::vector<std::string> lost_nodes;
+
+  // Over all its nodes, even when `nodes` holds a page of them.
+  JobTotals totals;
+  // `nodes` is nodes [nodes_from, nodes_from + nodes.size()) of
+  // nodes_total (members first, lost nodes last).
+  int64_t nodes_total = 0;
+  int64_t nodes_from = 0;
+
+  int64_t started_unix_ms = 0;  // its first report; 0 unknown.
+  int64_t ended_unix_ms = 0;    // when it succeeded or failed; 0 before.
+  std::string command;          // the workers' command line.
+  int min_nodes = 0;            // --nnodes MIN:MAX; 0 unknown.
+  int max_nodes = 0;
+  bool restored = false;     // from the history database; no report since.
+  RootCauseView root_cause;  // the headline.
+  WaitingView waiting;
+  std::vector<RoundView> rounds_timeline;  // oldest first.
+  SeriesView series;
 };
 
 struct ControllerSnapshot {
@@ -128,22 +241,39 @@ struct ControllerSnapshot {
   std::vector<JobView> jobs;  // in job-id order.
 };
 
-// Job-level figures the views derive from the nodes (one definition for the
-// table, the page's JSON and the metrics).
-struct JobTotals {
-  int nodes = 0;
-  int nodes_up = 0;
-  int workers = 0;
-  int workers_running = 0;
-  bool progress_known = false;
-  int64_t progress_step = -1;    // the highest step any node reported.
-  double steps_per_second = -1;  // of the node with the highest step.
-  int64_t progress_age_ms = -1;  // the freshest progress of any node.
-  int64_t report_lag_ms = -1;    // the largest lag of the nodes that are up.
-  int gpus_fatal = 0;
-  int gpus_degraded = 0;
+// The one seam of the views: what they show, asked for on each request of
+// the HTTP views (http_server.h), from several threads at once. The
+// controller's is snapshot.h's CoreViewSource; tests use a fixed snapshot.
+class ViewSource {
+ public:
+  virtual ~ViewSource() = default;
+  // The controller's figures and every job's summary (no nodes, restarts,
+  // hangs, rounds or series; totals as far as known without the nodes).
+  virtual ControllerSnapshot Summary() = 0;
+  // The controller's figures alone (no jobs).
+  virtual ControllerSnapshot Figures() {
+    ControllerSnapshot s = Summary();
+    s.jobs.clear();
+    return s;
+  }
+  // One job, its totals over all its nodes, and `max_nodes` of its nodes
+  // from `first_node` (JobView::nodes_from/nodes_total). NotFound naming
+  // the job when it is unknown.
+  virtual absl::StatusOr<JobView> Job(absl::string_view job_id, size_t first_node,
+                                      size_t max_nodes) = 0;
+  // Every hang of the job, with its whole evidence, oldest first. NotFound.
+  virtual absl::StatusOr<std::vector<EvidenceView>> Evidence(absl::string_view job_id) = 0;
 };
+
+// The totals of `job` over its `nodes` (all of them: call it where the
+// whole list is at hand). A finished job has no progress age.
 JobTotals TotalsOf(const JobView& job);
+// `node` added to `totals` (TotalsOf one node at a time).
+void AddToTotals(const NodeView& node, JobTotals* totals);
+// The headline "rank 2 on node-b exited 3 at 18:34:53Z" (UTC).
+std::string HeadlineOf(const RootCauseView& cause);
+// "waiting for 1 more node (min 2), giving up in 4m50s" at `now_unix_ms`.
+std::string WaitingText(const WaitingView& waiting, int64_t now_unix_ms);
 
 }  // namespace trainlet::controller
 

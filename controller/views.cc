@@ -5,9 +5,11 @@
 #include <map>
 
 #include "absl/status/status.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
 #include "absl/time/time.h"
 #include "common/logging.h"
 #include "google/protobuf/struct.pb.h"
@@ -16,7 +18,6 @@
 namespace trainlet::controller {
 namespace {
 
-constexpr int kJsonSchema = 1;
 // Bounds on what one string may take in a view (the reports' own limits are
 // lower; these hold whatever the adapter passes).
 constexpr size_t kMaxId = 256;
@@ -76,6 +77,13 @@ std::string Number(double value) {
   return absl::StrFormat("%.6g", value);
 }
 
+// How long the job ran (or runs), -1 unknown.
+int64_t DurationOf(const JobView& job, int64_t now_unix_ms) {
+  if (job.started_unix_ms <= 0) return -1;
+  const int64_t end = job.ended_unix_ms > 0 ? job.ended_unix_ms : now_unix_ms;
+  return std::max<int64_t>(0, end - job.started_unix_ms);
+}
+
 // ---- JSON.
 
 class JsonWriter {
@@ -105,6 +113,33 @@ class JsonWriter {
     Comma();
     out_ += value ? "true" : "false";
   }
+  // Key and value at once: w.Int("step", 12).
+  void String(absl::string_view key, absl::string_view value, size_t max = kMaxText) {
+    Key(key);
+    String(value, max);
+  }
+  void Int(absl::string_view key, int64_t value) {
+    Key(key);
+    Int(value);
+  }
+  void Uint(absl::string_view key, uint64_t value) {
+    Key(key);
+    Uint(value);
+  }
+  void Double(absl::string_view key, double value) {
+    Key(key);
+    Double(value);
+  }
+  void Bool(absl::string_view key, bool value) {
+    Key(key);
+    Bool(value);
+  }
+  // A number, or null when it is not finite (a series value not reported).
+  void DoubleOrNull(double value) {
+    Comma();
+    out_ += std::isfinite(value) ? absl::StrFormat("%.6g", value) : "null";
+  }
+  size_t size() const { return out_.size(); }
   void Open(char c) {
     Comma();
     out_.push_back(c);
@@ -169,61 +204,60 @@ class JsonWriter {
   bool pending_value_ = false;
 };
 
+void WriteRootCause(JsonWriter& w, const RootCauseView& c) {
+  w.Open('{');
+  w.Bool("known", c.known);
+  w.String("kind", c.kind, kMaxId);
+  w.String("node_id", c.node_id, kMaxId);
+  w.Int("rank", c.rank);
+  w.Int("local_rank", c.local_rank);
+  w.Int("exit_code", c.exit_code);
+  w.Int("at_unix_ms", c.at_unix_ms);
+  w.Uint("round", c.round);
+  w.String("text", c.text);
+  w.String("headline", c.known ? HeadlineOf(c) : "");
+  w.Close('}');
+}
+
 void WriteNode(JsonWriter& w, const NodeView& node) {
   w.Open('{');
-  w.Key("node_id");
-  w.String(node.node_id, kMaxId);
-  w.Key("node_rank");
-  w.Int(node.node_rank);
-  w.Key("incarnation");
-  w.String(absl::StrFormat("%016x", node.incarnation));
-  w.Key("up");
-  w.Bool(node.up);
-  w.Key("report_age_ms");
-  w.Int(node.report_age_ms);
-  w.Key("report_lag_ms");
-  w.Int(node.report_lag_ms);
-  w.Key("agent_state");
-  w.String(AgentStateName(node.agent_state));
-  w.Key("round");
-  w.Uint(node.round);
-  w.Key("restart_count");
-  w.Int(node.restart_count);
-  w.Key("last_failure");
-  w.String(node.last_failure);
-  w.Key("exit_code");
-  w.Int(node.exit_code);
-  w.Key("agent_rss_bytes");
-  w.Uint(node.agent_rss_bytes);
+  w.String("node_id", node.node_id, kMaxId);
+  w.Int("node_rank", node.node_rank);
+  w.String("incarnation", absl::StrFormat("%016x", node.incarnation));
+  w.Bool("up", node.up);
+  w.Bool("lost", node.lost);
+  w.Int("lost_at_unix_ms", node.lost_at_unix_ms);
+  w.String("lost_reason", node.lost_reason);
+  w.Bool("restored", node.restored);
+  w.Int("report_age_ms", node.report_age_ms);
+  w.Int("report_lag_ms", node.report_lag_ms);
+  w.String("agent_state", AgentStateName(node.agent_state));
+  w.Uint("round", node.round);
+  w.Int("restart_count", node.restart_count);
+  w.String("last_failure", node.last_failure);
+  w.Int("exit_code", node.exit_code);
+  w.Uint("agent_rss_bytes", node.agent_rss_bytes);
   w.Key("workers");
   w.Open('[');
   for (const WorkerView& worker : node.workers) {
     w.Open('{');
-    w.Key("local_rank");
-    w.Int(worker.local_rank);
-    w.Key("rank");
-    w.Int(worker.rank);
-    w.Key("pid");
-    w.Int(worker.pid);
-    w.Key("state");
-    w.String(WorkerStateName(worker.state));
-    w.Key("exit_code");
-    w.Int(worker.exit_code);
-    w.Key("restarts");
-    w.Int(worker.restarts);
+    w.Int("local_rank", worker.local_rank);
+    w.Int("rank", worker.rank);
+    w.Int("pid", worker.pid);
+    w.String("state", WorkerStateName(worker.state));
+    w.Int("exit_code", worker.exit_code);
+    w.Int("restarts", worker.restarts);
+    w.Int("exited_unix_ms", worker.exited_unix_ms);
     w.Close('}');
   }
   w.Close(']');
   w.Key("progress");
   w.Open('{');
-  w.Key("known");
-  w.Bool(node.progress.known);
-  w.Key("step");
-  w.Int(node.progress.step);
-  w.Key("steps_per_second");
-  w.Double(node.progress.steps_per_second);
-  w.Key("age_ms");
-  w.Int(node.progress.age_ms);
+  w.Bool("known", node.progress.known);
+  w.Int("step", node.progress.step);
+  w.Int("local_rank", node.progress.local_rank);
+  w.Double("steps_per_second", node.progress.steps_per_second);
+  w.Int("age_ms", node.progress.age_ms);
   w.Key("fields");
   w.Open('[');
   for (const auto& [key, value] : node.progress.fields) {
@@ -238,86 +272,109 @@ void WriteNode(JsonWriter& w, const NodeView& node) {
   w.Open('[');
   for (const GpuView& gpu : node.gpus) {
     w.Open('{');
-    w.Key("index");
-    w.Int(gpu.index);
-    w.Key("uuid");
-    w.String(gpu.uuid, kMaxId);
-    w.Key("status");
-    w.String(GpuStatusName(gpu.status));
-    w.Key("reason");
-    w.String(gpu.reason);
+    w.Int("index", gpu.index);
+    w.String("uuid", gpu.uuid, kMaxId);
+    w.String("status", GpuStatusName(gpu.status));
+    w.String("reason", gpu.reason);
     w.Close('}');
   }
   w.Close(']');
   w.Close('}');
 }
 
-void WriteJob(JsonWriter& w, const JobView& job) {
-  const JobTotals totals = TotalsOf(job);
+// The controller's figures, the members of every document.
+void WriteFigures(JsonWriter& w, const ControllerSnapshot& snapshot) {
+  w.Int("schema", kViewsJsonSchema);
+  w.Int("now_unix_ms", snapshot.now_unix_ms);
+  w.Int("uptime_ms", snapshot.uptime_ms);
+  w.Int("reports_received", snapshot.reports_received);
+  w.Int("reports_rejected", snapshot.reports_rejected);
+  w.String("version", snapshot.version, kMaxId);
+}
+
+// What a job's summary says (`/api/jobs`), also the start of its detail.
+void WriteJobSummaryFields(JsonWriter& w, const JobView& job, int64_t now_unix_ms) {
+  const JobTotals& totals = job.totals;
+  w.String("job_id", job.job_id, kMaxId);
+  w.String("state", JobStateName(job.state));
+  w.Uint("round", job.round);
+  w.Int("rounds", job.rounds);
+  w.Int("nnodes", job.nnodes);
+  w.Int("world_size", job.world_size);
+  w.Int("min_nodes", job.min_nodes);
+  w.Int("max_nodes", job.max_nodes);
+  w.Int("last_report_unix_ms", job.last_report_unix_ms);
+  w.Int("started_unix_ms", job.started_unix_ms);
+  w.Int("ended_unix_ms", job.ended_unix_ms);
+  w.Int("duration_ms", DurationOf(job, now_unix_ms));
+  w.String("command", job.command);
+  w.Bool("restored", job.restored);
+  w.Int("restarts_total", job.restarts_total);
+  w.Int("hangs_total", job.hangs_total);
+  w.Int("failures_total", job.failures_total);
+  w.Key("root_cause");
+  WriteRootCause(w, job.root_cause);
+  w.Key("waiting");
   w.Open('{');
-  w.Key("job_id");
-  w.String(job.job_id, kMaxId);
-  w.Key("state");
-  w.String(JobStateName(job.state));
-  w.Key("round");
-  w.Uint(job.round);
-  w.Key("rounds");
-  w.Int(job.rounds);
-  w.Key("nnodes");
-  w.Int(job.nnodes);
-  w.Key("world_size");
-  w.Int(job.world_size);
-  w.Key("last_report_unix_ms");
-  w.Int(job.last_report_unix_ms);
-  w.Key("restarts_total");
-  w.Int(job.restarts_total);
-  w.Key("hangs_total");
-  w.Int(job.hangs_total);
-  w.Key("failures_total");
-  w.Int(job.failures_total);
+  w.Bool("waiting", job.waiting.waiting);
+  w.Int("nodes", job.waiting.nodes);
+  w.Int("min_nodes", job.waiting.min_nodes);
+  w.Int("max_nodes", job.waiting.max_nodes);
+  w.Int("gives_up_unix_ms", job.waiting.gives_up_unix_ms);
+  w.Uint("round", job.waiting.round);
+  w.String("text", WaitingText(job.waiting, now_unix_ms));
+  w.Close('}');
   w.Key("lost_nodes");
   w.Open('[');
   for (const std::string& node : job.lost_nodes) w.String(node, kMaxId);
   w.Close(']');
   w.Key("totals");
   w.Open('{');
-  w.Key("nodes");
-  w.Int(totals.nodes);
-  w.Key("nodes_up");
-  w.Int(totals.nodes_up);
-  w.Key("workers");
-  w.Int(totals.workers);
-  w.Key("workers_running");
-  w.Int(totals.workers_running);
-  w.Key("progress_step");
-  w.Int(totals.progress_step);
-  w.Key("steps_per_second");
-  w.Double(totals.steps_per_second);
-  w.Key("progress_age_ms");
-  w.Int(totals.progress_age_ms);
-  w.Key("report_lag_ms");
-  w.Int(totals.report_lag_ms);
-  w.Key("gpus_fatal");
-  w.Int(totals.gpus_fatal);
-  w.Key("gpus_degraded");
-  w.Int(totals.gpus_degraded);
+  w.Int("nodes", totals.nodes);
+  w.Int("nodes_up", totals.nodes_up);
+  w.Int("nodes_lost", totals.nodes_lost);
+  w.Int("workers", totals.workers);
+  w.Int("workers_running", totals.workers_running);
+  w.Int("progress_step", totals.progress_step);
+  w.Double("steps_per_second", totals.steps_per_second);
+  w.Int("progress_age_ms", totals.progress_age_ms);
+  w.Int("report_lag_ms", totals.report_lag_ms);
+  w.Int("gpus_fatal", totals.gpus_fatal);
+  w.Int("gpus_degraded", totals.gpus_degraded);
   w.Close('}');
+}
+
+// A job's detail: the summary, a page of its nodes from `job.nodes_from`
+// (until the writer holds `max_bytes`), then everything else.
+void WriteJobDetail(JsonWriter& w, const JobView& job, int64_t now_unix_ms, size_t max_bytes,
+                    size_t* nodes_written) {
+  w.Open('{');
+  WriteJobSummaryFields(w, job, now_unix_ms);
+  w.Key("nodes_total");
+  w.Int(
+      std::max<int64_t>(job.nodes_total, job.nodes_from + static_cast<int64_t>(job.nodes.size())));
+  w.Int("nodes_from", job.nodes_from);
   w.Key("nodes");
   w.Open('[');
-  for (const NodeView& node : job.nodes) WriteNode(w, node);
+  size_t written = 0;
+  for (const NodeView& node : job.nodes) {
+    if (written > 0 && w.size() >= max_bytes) break;
+    WriteNode(w, node);
+    ++written;
+  }
   w.Close(']');
+  const int64_t end = job.nodes_from + static_cast<int64_t>(written);
+  w.Int("next_from",
+        end < std::max<int64_t>(job.nodes_total, job.nodes_from + job.nodes.size()) ? end : -1);
+  if (nodes_written != nullptr) *nodes_written = written;
   w.Key("restarts");
   w.Open('[');
   for (const RestartView& restart : job.restarts) {
     w.Open('{');
-    w.Key("round");
-    w.Uint(restart.round);
-    w.Key("at_unix_ms");
-    w.Int(restart.at_unix_ms);
-    w.Key("node_id");
-    w.String(restart.node_id, kMaxId);
-    w.Key("cause");
-    w.String(restart.cause);
+    w.Uint("round", restart.round);
+    w.Int("at_unix_ms", restart.at_unix_ms);
+    w.String("node_id", restart.node_id, kMaxId);
+    w.String("cause", restart.cause);
     w.Close('}');
   }
   w.Close(']');
@@ -325,52 +382,62 @@ void WriteJob(JsonWriter& w, const JobView& job) {
   w.Open('[');
   for (const HangView& hang : job.hangs) {
     w.Open('{');
-    w.Key("round");
-    w.Uint(hang.round);
-    w.Key("at_unix_ms");
-    w.Int(hang.at_unix_ms);
-    w.Key("node_id");
-    w.String(hang.node_id, kMaxId);
-    w.Key("verdict");
-    w.String(hang.verdict);
-    w.Key("evidence_summary");
-    w.String(hang.evidence_summary);
+    w.Uint("round", hang.round);
+    w.Int("at_unix_ms", hang.at_unix_ms);
+    w.String("node_id", hang.node_id, kMaxId);
+    w.String("verdict", hang.verdict);
+    w.String("evidence_summary", hang.evidence_summary);
+    w.Int("seq", hang.seq);
+    w.Int("evidence_bytes", hang.evidence_bytes);
+    w.Bool("suspect", hang.suspect);
     w.Close('}');
   }
   w.Close(']');
+  w.Key("rounds_timeline");
+  w.Open('[');
+  for (const RoundView& r : job.rounds_timeline) {
+    w.Open('{');
+    w.Uint("round", r.round);
+    w.Int("started_unix_ms", r.started_unix_ms);
+    w.Int("ended_unix_ms", r.ended_unix_ms);
+    w.Int("nodes", r.nodes);
+    w.Int("world_size", r.world_size);
+    w.String("restart_cause", r.restart_cause);
+    w.Key("ended_by");
+    WriteRootCause(w, r.ended_by);
+    w.Close('}');
+  }
+  w.Close(']');
+  w.Key("series");
+  w.Open('{');
+  w.Int("every_ms", job.series.every_ms);
+  w.Key("keys");
+  w.Open('[');
+  for (const std::string& key : job.series.keys) w.String(key, kMaxId);
+  w.Close(']');
+  w.Key("points");
+  w.Open('[');
+  for (const SeriesPointView& p : job.series.points) {
+    // [at, step, rate, value...]: compact, a job has up to a few hundred.
+    w.Open('[');
+    w.Int(p.at_unix_ms);
+    w.Int(p.step);
+    w.DoubleOrNull(p.steps_per_second >= 0 ? p.steps_per_second : NAN);
+    for (double v : p.values) w.DoubleOrNull(v);
+    w.Close(']');
+  }
+  w.Close(']');
+  w.Close('}');
   w.Close('}');
 }
 
 // ---- Prometheus.
 
-class MetricsWriter {
- public:
-  void Family(absl::string_view name, absl::string_view type, absl::string_view help) {
-    absl::StrAppend(&out_, "# HELP ", name, " ", help, "\n# TYPE ", name, " ", type, "\n");
-  }
-  void Sample(absl::string_view name,
-              std::initializer_list<std::pair<absl::string_view, absl::string_view>> labels,
-              absl::string_view value) {
-    out_ += std::string(name);
-    if (labels.size() > 0) {
-      out_ += "{";
-      bool first = true;
-      for (const auto& [key, label] : labels) {
-        if (!first) out_ += ",";
-        first = false;
-        absl::StrAppend(&out_, key, "=\"", PrometheusLabelValue(label), "\"");
-      }
-      out_ += "}";
-    }
-    absl::StrAppend(&out_, " ", value, "\n");
-  }
-  std::string Take() { return std::move(out_); }
-
- private:
-  std::string out_;
-};
-
 std::string Seconds(int64_t ms) { return absl::StrFormat("%.3f", static_cast<double>(ms) / 1000); }
+
+bool Finished(const JobView& job) {
+  return job.state == JobState::kSucceeded || job.state == JobState::kFailed;
+}
 
 // ---- Table.
 
@@ -457,9 +524,28 @@ std::string GpuSummary(const std::vector<GpuView>& gpus) {
   return absl::StrCat(healthy, "/", gpus.size(), " ok");
 }
 
-void AppendJobDetail(std::string& out, const JobView& job, bool full) {
+const char* UpCell(const NodeView& node) {
+  if (node.lost) return "lost";
+  return node.up ? "up" : "stale";
+}
+
+void AppendJobDetail(std::string& out, const JobView& job, bool full, int64_t now_unix_ms) {
   absl::StrAppend(&out, "\nJOB ", Cell(job.job_id), ": ", JobStateName(job.state), ", round ",
                   job.round, ", ", job.world_size, " ranks on ", job.nnodes, " nodes\n");
+  if (job.started_unix_ms > 0) {
+    absl::StrAppend(&out, "  started ", UtcTime(job.started_unix_ms),
+                    job.ended_unix_ms > 0
+                        ? absl::StrCat(", ended ", UtcTime(job.ended_unix_ms), ", ran ")
+                        : std::string(", running for "),
+                    Duration(DurationOf(job, now_unix_ms)), "\n");
+  }
+  if (!job.command.empty()) absl::StrAppend(&out, "  command: ", Cell(job.command, 1024), "\n");
+  if (job.root_cause.known) {
+    absl::StrAppend(&out, "  cause: ", Cell(HeadlineOf(job.root_cause), 1024), "\n");
+  }
+  if (job.waiting.waiting) {
+    absl::StrAppend(&out, "  ", Cell(WaitingText(job.waiting, now_unix_ms), 256), "\n");
+  }
   std::vector<std::vector<std::string>> rows = {{"NODE", "RANK", "INCARNATION", "UP", "REPORT AGE",
                                                  "LAG", "AGENT", "RANKS", "WORKERS", "RESTARTS",
                                                  "STEP", "RATE/S", "PROGRESS AGE", "GPUS"}};
@@ -467,16 +553,30 @@ void AppendJobDetail(std::string& out, const JobView& job, bool full) {
     int worker_restarts = 0;
     for (const WorkerView& w : node.workers) worker_restarts += w.restarts;
     rows.push_back(
-        {Cell(node.node_id), node.node_rank >= 0 ? absl::StrCat(node.node_rank) : "-",
-         absl::StrFormat("%016x", node.incarnation), node.up ? "up" : "stale",
-         Duration(node.report_age_ms), Duration(node.report_lag_ms),
-         AgentStateName(node.agent_state), RankList(node.workers), WorkerSummary(node.workers),
+        {Cell(node.node_id), node.node_rank >= 0 && !node.lost ? absl::StrCat(node.node_rank) : "-",
+         absl::StrFormat("%016x", node.incarnation), UpCell(node), Duration(node.report_age_ms),
+         Duration(node.report_lag_ms), AgentStateName(node.agent_state),
+         node.lost ? "-" : RankList(node.workers), WorkerSummary(node.workers),
          absl::StrCat(worker_restarts),
          node.progress.known && node.progress.step >= 0 ? absl::StrCat(node.progress.step) : "-",
          Rate(node.progress.steps_per_second),
          node.progress.known ? Duration(node.progress.age_ms) : "-", GpuSummary(node.gpus)});
   }
   out += Table(rows, "  ");
+  const int64_t shown_to = job.nodes_from + static_cast<int64_t>(job.nodes.size());
+  if (job.nodes_from > 0 || job.nodes_total > shown_to) {
+    absl::StrAppend(&out, "  (nodes ", job.nodes_from + 1, "-", shown_to, " of ", job.nodes_total,
+                    ")\n");
+  }
+  for (const NodeView& node : job.nodes) {
+    if (!node.lost) continue;
+    absl::StrAppend(
+        &out, "  ", Cell(node.node_id), " lost",
+        node.lost_at_unix_ms > 0 ? absl::StrCat(" at ", UtcTime(node.lost_at_unix_ms))
+                                 : std::string(),
+        node.lost_reason.empty() ? std::string() : absl::StrCat(": ", Cell(node.lost_reason, 256)),
+        " (its last state; counted nowhere)\n");
+  }
   if (!job.lost_nodes.empty()) {
     std::vector<std::string> lost;
     for (const std::string& n : job.lost_nodes) lost.push_back(Cell(n));
@@ -510,6 +610,21 @@ void AppendJobDetail(std::string& out, const JobView& job, bool full) {
       out += "  gpus:\n";
       out += Table(gpus, "    ");
     }
+    if (!job.rounds_timeline.empty()) {
+      out += "  rounds:\n";
+      for (const RoundView& r : job.rounds_timeline) {
+        absl::StrAppend(&out, "    round ", r.round, "  ", UtcTime(r.started_unix_ms), " - ",
+                        r.ended_unix_ms > 0 ? UtcTime(r.ended_unix_ms) : std::string("now"), "  ",
+                        r.nodes, " nodes");
+        if (!r.restart_cause.empty()) {
+          absl::StrAppend(&out, "  after: ", Cell(r.restart_cause, 512));
+        }
+        if (r.ended_by.known) {
+          absl::StrAppend(&out, "  ended by: ", Cell(HeadlineOf(r.ended_by), 512));
+        }
+        out += "\n";
+      }
+    }
   }
   const size_t limit = full ? job.restarts.size() : std::min<size_t>(job.restarts.size(), 5);
   if (job.restarts_total > 0 || !job.restarts.empty()) {
@@ -525,9 +640,15 @@ void AppendJobDetail(std::string& out, const JobView& job, bool full) {
     absl::StrAppend(&out, "  hangs: ", job.hangs_total, "\n");
     for (const HangView& h : job.hangs) {
       absl::StrAppend(&out, "    round ", h.round, "  ", UtcTime(h.at_unix_ms), "  ",
-                      Cell(h.node_id), "  ", Cell(h.verdict, 256), "\n");
+                      Cell(h.node_id), "  ", Cell(h.verdict, 256), h.suspect ? "  (suspect)" : "",
+                      "\n");
       if (full && !h.evidence_summary.empty()) {
-        absl::StrAppend(&out, "      evidence: ", Cell(h.evidence_summary, 1024), "\n");
+        absl::StrAppend(
+            &out, "      evidence: ", Cell(h.evidence_summary, 1024),
+            h.evidence_bytes > static_cast<int64_t>(h.evidence_summary.size())
+                ? absl::StrCat(" ... (", h.evidence_bytes, " bytes: trainlet status --evidence)")
+                : std::string(),
+            "\n");
       }
     }
   }
@@ -592,12 +713,31 @@ constexpr AgentState kAgentStates[] = {AgentState::kUnknown,  AgentState::kJoini
 constexpr GpuStatus kGpuStatuses[] = {GpuStatus::kUnknown, GpuStatus::kHealthy,
                                       GpuStatus::kDegraded, GpuStatus::kFatal};
 
+RootCauseView ParseRootCause(const Value* v) {
+  RootCauseView c;
+  if (v == nullptr) return c;
+  c.known = BoolField(*v, "known");
+  c.kind = StringField(*v, "kind");
+  c.node_id = StringField(*v, "node_id");
+  c.rank = static_cast<int>(IntField(*v, "rank", -1));
+  c.local_rank = static_cast<int>(IntField(*v, "local_rank", -1));
+  c.exit_code = static_cast<int>(IntField(*v, "exit_code", -1));
+  c.at_unix_ms = IntField(*v, "at_unix_ms");
+  c.round = static_cast<uint64_t>(IntField(*v, "round"));
+  c.text = StringField(*v, "text");
+  return c;
+}
+
 NodeView ParseNode(const Value& v) {
   NodeView node;
   node.node_id = StringField(v, "node_id");
   node.node_rank = static_cast<int>(IntField(v, "node_rank", -1));
   node.incarnation = std::strtoull(StringField(v, "incarnation").c_str(), nullptr, 16);
   node.up = BoolField(v, "up");
+  node.lost = BoolField(v, "lost");
+  node.lost_at_unix_ms = IntField(v, "lost_at_unix_ms");
+  node.lost_reason = StringField(v, "lost_reason");
+  node.restored = BoolField(v, "restored");
   node.report_age_ms = IntField(v, "report_age_ms", -1);
   node.report_lag_ms = IntField(v, "report_lag_ms", -1);
   node.agent_state = EnumByName(StringField(v, "agent_state"), kAgentStates, AgentStateName);
@@ -614,11 +754,13 @@ NodeView ParseNode(const Value& v) {
     worker.state = EnumByName(StringField(*w, "state"), kWorkerStates, WorkerStateName);
     worker.exit_code = static_cast<int>(IntField(*w, "exit_code"));
     worker.restarts = static_cast<int>(IntField(*w, "restarts"));
+    worker.exited_unix_ms = IntField(*w, "exited_unix_ms");
     node.workers.push_back(worker);
   }
   if (const Value* p = Field(v, "progress"); p != nullptr) {
     node.progress.known = BoolField(*p, "known");
     node.progress.step = IntField(*p, "step", -1);
+    node.progress.local_rank = static_cast<int>(IntField(*p, "local_rank", -1));
     node.progress.steps_per_second = DoubleField(*p, "steps_per_second");
     node.progress.age_ms = IntField(*p, "age_ms", -1);
     for (const Value* f : ListField(*p, "fields")) {
@@ -646,27 +788,129 @@ JobView ParseJob(const Value& v) {
   job.rounds = IntField(v, "rounds");
   job.nnodes = static_cast<int>(IntField(v, "nnodes"));
   job.world_size = static_cast<int>(IntField(v, "world_size"));
+  job.min_nodes = static_cast<int>(IntField(v, "min_nodes"));
+  job.max_nodes = static_cast<int>(IntField(v, "max_nodes"));
   job.last_report_unix_ms = IntField(v, "last_report_unix_ms");
+  job.started_unix_ms = IntField(v, "started_unix_ms");
+  job.ended_unix_ms = IntField(v, "ended_unix_ms");
+  job.command = StringField(v, "command");
+  job.restored = BoolField(v, "restored");
   job.restarts_total = IntField(v, "restarts_total");
   job.hangs_total = IntField(v, "hangs_total");
   job.failures_total = IntField(v, "failures_total");
+  job.root_cause = ParseRootCause(Field(v, "root_cause"));
+  if (const Value* w = Field(v, "waiting"); w != nullptr) {
+    job.waiting.waiting = BoolField(*w, "waiting");
+    job.waiting.nodes = static_cast<int>(IntField(*w, "nodes"));
+    job.waiting.min_nodes = static_cast<int>(IntField(*w, "min_nodes"));
+    job.waiting.max_nodes = static_cast<int>(IntField(*w, "max_nodes"));
+    job.waiting.gives_up_unix_ms = IntField(*w, "gives_up_unix_ms");
+    job.waiting.round = static_cast<uint64_t>(IntField(*w, "round"));
+  }
   for (const Value* n : ListField(v, "lost_nodes")) {
     if (n->kind_case() == Value::kStringValue && job.lost_nodes.size() < kMaxLostNodesShown) {
       job.lost_nodes.push_back(n->string_value());
     }
   }
+  if (const Value* t = Field(v, "totals"); t != nullptr) {
+    JobTotals& totals = job.totals;
+    totals.nodes = static_cast<int>(IntField(*t, "nodes"));
+    totals.nodes_up = static_cast<int>(IntField(*t, "nodes_up"));
+    totals.nodes_lost = static_cast<int>(IntField(*t, "nodes_lost"));
+    totals.workers = static_cast<int>(IntField(*t, "workers"));
+    totals.workers_running = static_cast<int>(IntField(*t, "workers_running"));
+    totals.progress_step = IntField(*t, "progress_step", -1);
+    totals.progress_known = totals.progress_step >= 0;
+    totals.steps_per_second = DoubleField(*t, "steps_per_second");
+    totals.progress_age_ms = IntField(*t, "progress_age_ms", -1);
+    totals.report_lag_ms = IntField(*t, "report_lag_ms", -1);
+    totals.gpus_fatal = static_cast<int>(IntField(*t, "gpus_fatal"));
+    totals.gpus_degraded = static_cast<int>(IntField(*t, "gpus_degraded"));
+  }
   for (const Value* n : ListField(v, "nodes")) job.nodes.push_back(ParseNode(*n));
+  job.nodes_from = IntField(v, "nodes_from");
+  job.nodes_total = IntField(v, "nodes_total", static_cast<int64_t>(job.nodes.size()));
   for (const Value* r : ListField(v, "restarts")) {
     job.restarts.push_back({static_cast<uint64_t>(IntField(*r, "round")),
                             IntField(*r, "at_unix_ms"), StringField(*r, "node_id"),
                             StringField(*r, "cause")});
   }
   for (const Value* h : ListField(v, "hangs")) {
-    job.hangs.push_back({static_cast<uint64_t>(IntField(*h, "round")), IntField(*h, "at_unix_ms"),
-                         StringField(*h, "node_id"), StringField(*h, "verdict"),
-                         StringField(*h, "evidence_summary")});
+    HangView hang;
+    hang.round = static_cast<uint64_t>(IntField(*h, "round"));
+    hang.at_unix_ms = IntField(*h, "at_unix_ms");
+    hang.node_id = StringField(*h, "node_id");
+    hang.verdict = StringField(*h, "verdict");
+    hang.evidence_summary = StringField(*h, "evidence_summary");
+    hang.seq = IntField(*h, "seq");
+    hang.evidence_bytes = IntField(*h, "evidence_bytes");
+    hang.suspect = BoolField(*h, "suspect");
+    job.hangs.push_back(std::move(hang));
+  }
+  for (const Value* r : ListField(v, "rounds_timeline")) {
+    RoundView round;
+    round.round = static_cast<uint64_t>(IntField(*r, "round"));
+    round.started_unix_ms = IntField(*r, "started_unix_ms");
+    round.ended_unix_ms = IntField(*r, "ended_unix_ms");
+    round.nodes = static_cast<int>(IntField(*r, "nodes"));
+    round.world_size = static_cast<int>(IntField(*r, "world_size"));
+    round.restart_cause = StringField(*r, "restart_cause");
+    round.ended_by = ParseRootCause(Field(*r, "ended_by"));
+    job.rounds_timeline.push_back(std::move(round));
+  }
+  if (const Value* series = Field(v, "series"); series != nullptr) {
+    job.series.every_ms = IntField(*series, "every_ms");
+    for (const Value* k : ListField(*series, "keys")) {
+      if (k->kind_case() == Value::kStringValue) job.series.keys.push_back(k->string_value());
+    }
+    for (const Value* p : ListField(*series, "points")) {
+      if (p->kind_case() != Value::kListValue || p->list_value().values_size() < 3) continue;
+      const auto& values = p->list_value().values();
+      auto number = [](const Value& x) {
+        return x.kind_case() == Value::kNumberValue ? x.number_value() : NAN;
+      };
+      SeriesPointView point;
+      point.at_unix_ms = static_cast<int64_t>(number(values[0]));
+      point.step = static_cast<int64_t>(number(values[1]));
+      const double rate = number(values[2]);
+      point.steps_per_second = std::isfinite(rate) ? rate : -1;
+      for (int i = 3; i < values.size(); ++i) point.values.push_back(number(values[i]));
+      job.series.points.push_back(std::move(point));
+    }
   }
   return job;
+}
+
+// `json` as a JSON object of our schema, or why not.
+absl::StatusOr<Value> ParseDocument(absl::string_view json, size_t max_bytes,
+                                    absl::string_view what) {
+  if (json.size() > max_bytes) {
+    return absl::InvalidArgumentError(absl::StrCat("the controller's ", what, " answer is ",
+                                                   json.size(), " bytes, over the limit of ",
+                                                   max_bytes));
+  }
+  Value root;
+  auto parsed = google::protobuf::util::JsonStringToMessage(std::string(json), &root);
+  if (!parsed.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("the controller's ", what,
+                                                   " answer is not JSON (",
+                                                   SafeForLog(std::string(parsed.message()), 200),
+                                                   "); is the address a trainlet controller?"));
+  }
+  if (root.kind_case() != Value::kStructValue || IntField(root, "schema") != kViewsJsonSchema) {
+    return absl::InvalidArgumentError(absl::StrCat("the controller's ", what,
+                                                   " answer is not schema ", kViewsJsonSchema,
+                                                   " (a trainlet of another version?)"));
+  }
+  return root;
+}
+
+void ParseFigures(const Value& root, ControllerSnapshot* snapshot) {
+  snapshot->now_unix_ms = IntField(root, "now_unix_ms");
+  snapshot->uptime_ms = IntField(root, "uptime_ms");
+  snapshot->reports_received = IntField(root, "reports_received");
+  snapshot->reports_rejected = IntField(root, "reports_rejected");
+  snapshot->version = StringField(root, "version");
 }
 
 }  // namespace
@@ -737,35 +981,86 @@ const char* GpuStatusName(GpuStatus status) {
   return "unknown";
 }
 
+void AddToTotals(const NodeView& node, JobTotals* t) {
+  if (node.lost) {
+    ++t->nodes_lost;
+    return;
+  }
+  ++t->nodes;
+  if (node.up) {
+    ++t->nodes_up;
+    if (node.report_lag_ms >= 0) t->report_lag_ms = std::max(t->report_lag_ms, node.report_lag_ms);
+  }
+  for (const WorkerView& w : node.workers) {
+    ++t->workers;
+    t->workers_running += w.state == WorkerState::kRunning;
+  }
+  if (node.progress.known) {
+    if (!t->progress_known || node.progress.step > t->progress_step) {
+      t->progress_step = node.progress.step;
+      t->steps_per_second = node.progress.steps_per_second;
+    }
+    if (node.progress.age_ms >= 0 &&
+        (t->progress_age_ms < 0 || node.progress.age_ms < t->progress_age_ms)) {
+      t->progress_age_ms = node.progress.age_ms;
+    }
+    t->progress_known = true;
+  }
+  for (const GpuView& g : node.gpus) {
+    t->gpus_fatal += g.status == GpuStatus::kFatal;
+    t->gpus_degraded += g.status == GpuStatus::kDegraded;
+  }
+}
+
 JobTotals TotalsOf(const JobView& job) {
   JobTotals t;
-  for (const NodeView& node : job.nodes) {
-    ++t.nodes;
-    if (node.up) {
-      ++t.nodes_up;
-      if (node.report_lag_ms >= 0) t.report_lag_ms = std::max(t.report_lag_ms, node.report_lag_ms);
-    }
-    for (const WorkerView& w : node.workers) {
-      ++t.workers;
-      t.workers_running += w.state == WorkerState::kRunning;
-    }
-    if (node.progress.known) {
-      if (!t.progress_known || node.progress.step > t.progress_step) {
-        t.progress_step = node.progress.step;
-        t.steps_per_second = node.progress.steps_per_second;
-      }
-      if (node.progress.age_ms >= 0 &&
-          (t.progress_age_ms < 0 || node.progress.age_ms < t.progress_age_ms)) {
-        t.progress_age_ms = node.progress.age_ms;
-      }
-      t.progress_known = true;
-    }
-    for (const GpuView& g : node.gpus) {
-      t.gpus_fatal += g.status == GpuStatus::kFatal;
-      t.gpus_degraded += g.status == GpuStatus::kDegraded;
+  for (const NodeView& node : job.nodes) AddToTotals(node, &t);
+  // A finished job makes no progress: it has no age that could alarm.
+  if (Finished(job)) t.progress_age_ms = -1;
+  return t;
+}
+
+std::string HeadlineOf(const RootCauseView& c) {
+  std::string text = c.text;
+  if (text.empty()) {
+    const std::string who =
+        c.rank >= 0 ? absl::StrCat("rank ", c.rank, " on ", c.node_id) : c.node_id;
+    if (c.kind == "worker-failed") {
+      text = absl::StrCat(who, " exited ", c.exit_code);
+    } else if (c.kind == "worker-hung") {
+      text = absl::StrCat(who, " hung");
+    } else if (c.kind == "node-lost") {
+      text = absl::StrCat(c.node_id, " was lost");
+    } else if (c.kind == "agent-failed") {
+      text = absl::StrCat("the agent on ", c.node_id, " exited ", c.exit_code);
+    } else {
+      text = who.empty() ? "unknown" : who;
     }
   }
-  return t;
+  if (c.at_unix_ms > 0) {
+    absl::StrAppend(
+        &text, " at ",
+        absl::FormatTime("%H:%M:%S UTC", absl::FromUnixMillis(c.at_unix_ms), absl::UTCTimeZone()));
+  }
+  return text;
+}
+
+std::string WaitingText(const WaitingView& w, int64_t now_unix_ms) {
+  if (!w.waiting) return "";
+  std::string text = "waiting for ";
+  if (w.min_nodes > 0 && w.nodes < w.min_nodes) {
+    const int more = w.min_nodes - w.nodes;
+    absl::StrAppend(&text, more, " more node", more == 1 ? "" : "s", " (min ", w.min_nodes, ")");
+  } else {
+    absl::StrAppend(&text, "the round to start (", w.nodes, " node", w.nodes == 1 ? "" : "s",
+                    " waiting)");
+  }
+  if (w.gives_up_unix_ms > 0) {
+    const int64_t left = w.gives_up_unix_ms - now_unix_ms;
+    absl::StrAppend(&text, left > 0 ? absl::StrCat(", giving up in ", Duration(left))
+                                    : std::string(", giving up now"));
+  }
+  return text;
 }
 
 std::string JsonQuote(absl::string_view text) {
@@ -794,24 +1089,17 @@ std::string PrometheusLabelValue(absl::string_view text) {
   return out;
 }
 
-std::string RenderJson(const ControllerSnapshot& snapshot) {
+std::string RenderJobsJson(const ControllerSnapshot& snapshot) {
   JsonWriter w;
   w.Open('{');
-  w.Key("schema");
-  w.Int(kJsonSchema);
-  w.Key("now_unix_ms");
-  w.Int(snapshot.now_unix_ms);
-  w.Key("uptime_ms");
-  w.Int(snapshot.uptime_ms);
-  w.Key("reports_received");
-  w.Int(snapshot.reports_received);
-  w.Key("reports_rejected");
-  w.Int(snapshot.reports_rejected);
-  w.Key("version");
-  w.String(snapshot.version, kMaxId);
+  WriteFigures(w, snapshot);
   w.Key("jobs");
   w.Open('[');
-  for (const JobView& job : snapshot.jobs) WriteJob(w, job);
+  for (const JobView& job : snapshot.jobs) {
+    w.Open('{');
+    WriteJobSummaryFields(w, job, snapshot.now_unix_ms);
+    w.Close('}');
+  }
   w.Close(']');
   w.Close('}');
   std::string out = w.Take();
@@ -819,147 +1107,279 @@ std::string RenderJson(const ControllerSnapshot& snapshot) {
   return out;
 }
 
-std::string RenderPrometheus(const ControllerSnapshot& snapshot) {
-  MetricsWriter m;
-  m.Family("trainlet_controller_uptime_seconds", "gauge", "Seconds since the controller started.");
-  m.Sample("trainlet_controller_uptime_seconds", {}, Seconds(snapshot.uptime_ms));
-  m.Family("trainlet_controller_reports_received_total", "counter",
-           "Health reports the controller applied.");
-  m.Sample("trainlet_controller_reports_received_total", {},
-           absl::StrCat(snapshot.reports_received));
-  m.Family("trainlet_controller_reports_rejected_total", "counter",
-           "Health reports the controller refused (invalid, fenced, over a cap).");
-  m.Sample("trainlet_controller_reports_rejected_total", {},
-           absl::StrCat(snapshot.reports_rejected));
-  m.Family("trainlet_controller_jobs", "gauge", "Jobs the controller knows.");
-  m.Sample("trainlet_controller_jobs", {}, absl::StrCat(snapshot.jobs.size()));
-
-  // Labels job_id and node_id, not job and node: Prometheus sets `job` (the
-  // scrape job) on every series, and Kubernetes discovery often `node`.
-  std::vector<JobTotals> totals;
-  for (const JobView& job : snapshot.jobs) totals.push_back(TotalsOf(job));
-  // One family at a time (the format wants a family's samples together).
-  auto per_job = [&](absl::string_view name, absl::string_view type, absl::string_view help,
-                     auto value_of) {
-    m.Family(name, type, help);
-    for (size_t i = 0; i < snapshot.jobs.size(); ++i) {
-      std::string value;
-      if (value_of(snapshot.jobs[i], totals[i], &value)) {
-        m.Sample(name, {{"job_id", snapshot.jobs[i].job_id}}, value);
-      }
-    }
-  };
-  m.Family("trainlet_job_info", "gauge", "1 per job; the label state is the job's state.");
-  for (const JobView& job : snapshot.jobs) {
-    m.Sample("trainlet_job_info", {{"job_id", job.job_id}, {"state", JobStateName(job.state)}},
-             "1");
-  }
-  per_job("trainlet_job_nodes", "gauge", "Nodes the controller knows in the job.",
-          [](const JobView&, const JobTotals& t, std::string* v) {
-            *v = absl::StrCat(t.nodes);
-            return true;
-          });
-  per_job("trainlet_job_nodes_up", "gauge", "Nodes that reported within their staleness window.",
-          [](const JobView&, const JobTotals& t, std::string* v) {
-            *v = absl::StrCat(t.nodes_up);
-            return true;
-          });
-  per_job("trainlet_job_workers_running", "gauge", "Workers running, over the job's nodes.",
-          [](const JobView&, const JobTotals& t, std::string* v) {
-            *v = absl::StrCat(t.workers_running);
-            return true;
-          });
-  per_job("trainlet_job_round", "gauge", "The job's current rendezvous round.",
-          [](const JobView& j, const JobTotals&, std::string* v) {
-            *v = absl::StrCat(j.round);
-            return true;
-          });
-  per_job("trainlet_job_rounds_total", "counter", "Rendezvous rounds the job opened.",
-          [](const JobView& j, const JobTotals&, std::string* v) {
-            *v = absl::StrCat(j.rounds);
-            return true;
-          });
-  per_job("trainlet_job_restarts_total", "counter", "Restarts of the job (rounds after the first).",
-          [](const JobView& j, const JobTotals&, std::string* v) {
-            *v = absl::StrCat(j.restarts_total);
-            return true;
-          });
-  per_job("trainlet_job_hangs_total", "counter", "Workers the agents declared hung.",
-          [](const JobView& j, const JobTotals&, std::string* v) {
-            *v = absl::StrCat(j.hangs_total);
-            return true;
-          });
-  per_job("trainlet_job_failures_total", "counter",
-          "Failures that ended a round (each restart, and the job's own failure).",
-          [](const JobView& j, const JobTotals&, std::string* v) {
-            *v = absl::StrCat(j.failures_total);
-            return true;
-          });
-  per_job("trainlet_job_progress_step", "gauge",
-          "The highest step a worker reported (absent before any progress).",
-          [](const JobView&, const JobTotals& t, std::string* v) {
-            if (!t.progress_known || t.progress_step < 0) return false;
-            *v = absl::StrCat(t.progress_step);
-            return true;
-          });
-  per_job("trainlet_job_progress_steps_per_second", "gauge",
-          "Steps per second of the node with the highest step (absent when unknown).",
-          [](const JobView&, const JobTotals& t, std::string* v) {
-            if (!(t.steps_per_second >= 0) || !std::isfinite(t.steps_per_second)) return false;
-            *v = Number(t.steps_per_second);
-            return true;
-          });
-  per_job("trainlet_job_progress_age_seconds", "gauge",
-          "Seconds since the freshest progress line of the job (absent before any progress).",
-          [](const JobView&, const JobTotals& t, std::string* v) {
-            if (t.progress_age_ms < 0) return false;
-            *v = Seconds(t.progress_age_ms);
-            return true;
-          });
-  per_job("trainlet_job_report_lag_seconds", "gauge",
-          "The largest report lag (received minus sent) of the nodes that are up.",
-          [](const JobView&, const JobTotals& t, std::string* v) {
-            if (t.report_lag_ms < 0) return false;
-            *v = Seconds(t.report_lag_ms);
-            return true;
-          });
-  per_job("trainlet_job_gpus_fatal", "gauge", "GPUs the agents judged fatal.",
-          [](const JobView&, const JobTotals& t, std::string* v) {
-            *v = absl::StrCat(t.gpus_fatal);
-            return true;
-          });
-
-  m.Family("trainlet_node_up", "gauge", "1 when the node reported within its staleness window.");
-  for (const JobView& job : snapshot.jobs) {
-    for (const NodeView& node : job.nodes) {
-      m.Sample("trainlet_node_up", {{"job_id", job.job_id}, {"node_id", node.node_id}},
-               node.up ? "1" : "0");
-    }
-  }
-  m.Family("trainlet_node_report_age_seconds", "gauge", "Seconds since the node's latest report.");
-  for (const JobView& job : snapshot.jobs) {
-    for (const NodeView& node : job.nodes) {
-      if (node.report_age_ms < 0) continue;
-      m.Sample("trainlet_node_report_age_seconds",
-               {{"job_id", job.job_id}, {"node_id", node.node_id}}, Seconds(node.report_age_ms));
-    }
-  }
-  m.Family("trainlet_node_progress_step", "gauge", "The node's latest progress step.");
-  for (const JobView& job : snapshot.jobs) {
-    for (const NodeView& node : job.nodes) {
-      if (!node.progress.known || node.progress.step < 0) continue;
-      m.Sample("trainlet_node_progress_step", {{"job_id", job.job_id}, {"node_id", node.node_id}},
-               absl::StrCat(node.progress.step));
-    }
-  }
-  return m.Take();
+std::string RenderJobJson(const ControllerSnapshot& snapshot, const JobView& job, size_t max_bytes,
+                          size_t* nodes_written) {
+  JsonWriter w;
+  w.Open('{');
+  WriteFigures(w, snapshot);
+  w.Key("job");
+  WriteJobDetail(w, job, snapshot.now_unix_ms, max_bytes, nodes_written);
+  w.Close('}');
+  std::string out = w.Take();
+  out += "\n";
+  return out;
 }
 
+std::string RenderJson(const ControllerSnapshot& snapshot) {
+  JsonWriter w;
+  w.Open('{');
+  WriteFigures(w, snapshot);
+  w.Key("jobs");
+  w.Open('[');
+  for (const JobView& job : snapshot.jobs) {
+    WriteJobDetail(w, job, snapshot.now_unix_ms, SIZE_MAX, nullptr);
+  }
+  w.Close(']');
+  w.Close('}');
+  std::string out = w.Take();
+  out += "\n";
+  return out;
+}
+
+std::string RenderEvidenceJson(absl::string_view job_id, const std::vector<EvidenceView>& hangs) {
+  JsonWriter w;
+  w.Open('{');
+  w.Int("schema", kViewsJsonSchema);
+  w.String("job_id", job_id, kMaxId);
+  w.Key("hangs");
+  w.Open('[');
+  for (const EvidenceView& h : hangs) {
+    w.Open('{');
+    w.Int("seq", h.seq);
+    w.Uint("round", h.round);
+    w.Int("at_unix_ms", h.at_unix_ms);
+    w.String("node_id", h.node_id, kMaxId);
+    w.String("verdict", h.verdict);
+    w.Key("evidence");
+    // Every line: the agent bounds one hang's evidence (16 KiB).
+    w.String(h.evidence, 1 << 20);
+    w.Close('}');
+  }
+  w.Close(']');
+  w.Close('}');
+  std::string out = w.Take();
+  out += "\n";
+  return out;
+}
+
+// ---- Prometheus.
+
+PrometheusRenderer::PrometheusRenderer(const ControllerSnapshot& s) {
+  auto head = [&](absl::string_view name, absl::string_view type, absl::string_view help,
+                  absl::string_view sample) {
+    absl::StrAppend(&head_, "# HELP ", name, " ", help, "\n# TYPE ", name, " ", type, "\n", sample,
+                    "\n");
+  };
+  head("trainlet_build_info", "gauge", "1; the label version is the controller's trainlet version.",
+       absl::StrCat("trainlet_build_info{version=\"", PrometheusLabelValue(s.version), "\"} 1"));
+  head("trainlet_controller_uptime_seconds", "gauge", "Seconds since the controller started.",
+       absl::StrCat("trainlet_controller_uptime_seconds ", Seconds(s.uptime_ms)));
+  head("trainlet_controller_reports_received_total", "counter",
+       "Health reports the controller applied.",
+       absl::StrCat("trainlet_controller_reports_received_total ", s.reports_received));
+  head("trainlet_controller_reports_rejected_total", "counter",
+       "Health reports the controller refused (invalid, fenced, over a cap).",
+       absl::StrCat("trainlet_controller_reports_rejected_total ", s.reports_rejected));
+  // The families, in the order they are written (each family's samples
+  // together, as the format wants).
+  Of("trainlet_job_info", "gauge", "1 per job; the label state is the job's state.");
+  Of("trainlet_job_start_time_seconds", "gauge", "When the job's first report came (Unix time).");
+  Of("trainlet_job_end_time_seconds", "gauge",
+     "When the job succeeded or failed (Unix time); absent while it runs.");
+  Of("trainlet_job_nodes", "gauge", "Member nodes of the job (lost nodes are not members).");
+  Of("trainlet_job_nodes_up", "gauge", "Member nodes that reported within their staleness window.");
+  Of("trainlet_job_nodes_lost", "gauge", "Nodes the coordinator lost (their last state is kept).");
+  Of("trainlet_job_workers_running", "gauge", "Workers running, over the job's member nodes.");
+  Of("trainlet_job_waiting", "gauge", "1 while the job waits for nodes.");
+  Of("trainlet_job_round", "gauge", "The job's current rendezvous round.");
+  Of("trainlet_job_rounds_total", "counter", "Rendezvous rounds the job opened.");
+  Of("trainlet_job_restarts_total", "counter", "Restarts of the job (rounds after the first).");
+  Of("trainlet_job_hangs_total", "counter", "Workers the agents declared hung.");
+  Of("trainlet_job_failures_total", "counter",
+     "Failures that ended a round (each restart, and the job's own failure).");
+  Of("trainlet_job_progress_step", "gauge",
+     "The highest step a worker reported (absent before any progress).");
+  Of("trainlet_job_progress_steps_per_second", "gauge",
+     "Steps per second of the node with the highest step (absent when unknown).");
+  Of("trainlet_job_progress_age_seconds", "gauge",
+     "Seconds since the freshest progress line of the job (absent before any progress, and once "
+     "the job finished).");
+  Of("trainlet_job_report_lag_seconds", "gauge",
+     "The largest report lag (received minus sent) of the nodes that are up.");
+  Of("trainlet_job_gpus_fatal", "gauge", "GPUs the agents judged fatal.");
+  Of("trainlet_node_up", "gauge",
+     "1 when the node reported within its staleness window (0 once lost).");
+  Of("trainlet_node_lost", "gauge", "1 when the coordinator lost the node.");
+  Of("trainlet_node_report_age_seconds", "gauge", "Seconds since the node's latest report.");
+  Of("trainlet_node_progress_step", "gauge", "The node's latest progress step.");
+  Of("trainlet_node_progress_value", "gauge",
+     "The numeric fields of the node's latest progress line (label field: loss, lr, ...).");
+  Of("trainlet_worker_progress_step", "gauge",
+     "The step of the progress line the node reported, on the worker that wrote it.");
+  Of("trainlet_worker_restarts_total", "counter",
+     "Restarts of the worker slot (node, local rank) in its agent's life.");
+  Of("trainlet_controller_metrics_workers_omitted", "gauge",
+     "Worker series left out of this scrape (over the per-family cap).");
+}
+
+PrometheusRenderer::Family& PrometheusRenderer::Of(absl::string_view name, absl::string_view type,
+                                                   absl::string_view help) {
+  auto it = families_.find(name);
+  if (it != families_.end()) return it->second;
+  order_.emplace_back(name);
+  return families_.emplace(std::string(name), Family{std::string(type), std::string(help), ""})
+      .first->second;
+}
+
+void PrometheusRenderer::Sample(
+    Family& family, absl::string_view name,
+    std::initializer_list<std::pair<absl::string_view, absl::string_view>> labels,
+    absl::string_view value) {
+  std::string& out = family.samples;
+  out += std::string(name);
+  if (labels.size() > 0) {
+    out += "{";
+    bool first = true;
+    for (const auto& [key, label] : labels) {
+      if (!first) out += ",";
+      first = false;
+      absl::StrAppend(&out, key, "=\"", PrometheusLabelValue(label), "\"");
+    }
+    out += "}";
+  }
+  absl::StrAppend(&out, " ", value, "\n");
+}
+
+void PrometheusRenderer::AddJob(const JobView& job) {
+  ++jobs_;
+  const JobTotals& t = job.totals;
+  const absl::string_view id = job.job_id;
+  // Labels job_id and node_id, not job and node: Prometheus sets `job` (the
+  // scrape job) on every series, and Kubernetes discovery often `node`.
+  auto job_sample = [&](absl::string_view name, const std::string& value) {
+    Sample(families_.find(name)->second, name, {{"job_id", id}}, value);
+  };
+  Sample(families_.find("trainlet_job_info")->second, "trainlet_job_info",
+         {{"job_id", id}, {"state", JobStateName(job.state)}}, "1");
+  if (job.started_unix_ms > 0) {
+    job_sample("trainlet_job_start_time_seconds", Seconds(job.started_unix_ms));
+  }
+  if (job.ended_unix_ms > 0)
+    job_sample("trainlet_job_end_time_seconds", Seconds(job.ended_unix_ms));
+  job_sample("trainlet_job_nodes", absl::StrCat(t.nodes));
+  job_sample("trainlet_job_nodes_up", absl::StrCat(t.nodes_up));
+  job_sample("trainlet_job_nodes_lost", absl::StrCat(t.nodes_lost));
+  job_sample("trainlet_job_workers_running", absl::StrCat(t.workers_running));
+  job_sample("trainlet_job_waiting", job.waiting.waiting ? "1" : "0");
+  job_sample("trainlet_job_round", absl::StrCat(job.round));
+  job_sample("trainlet_job_rounds_total", absl::StrCat(job.rounds));
+  job_sample("trainlet_job_restarts_total", absl::StrCat(job.restarts_total));
+  job_sample("trainlet_job_hangs_total", absl::StrCat(job.hangs_total));
+  job_sample("trainlet_job_failures_total", absl::StrCat(job.failures_total));
+  if (t.progress_known && t.progress_step >= 0) {
+    job_sample("trainlet_job_progress_step", absl::StrCat(t.progress_step));
+  }
+  if (t.steps_per_second >= 0 && std::isfinite(t.steps_per_second)) {
+    job_sample("trainlet_job_progress_steps_per_second", Number(t.steps_per_second));
+  }
+  // A finished job has no progress age: an alert on it must not fire.
+  if (t.progress_age_ms >= 0 && !Finished(job)) {
+    job_sample("trainlet_job_progress_age_seconds", Seconds(t.progress_age_ms));
+  }
+  if (t.report_lag_ms >= 0) job_sample("trainlet_job_report_lag_seconds", Seconds(t.report_lag_ms));
+  job_sample("trainlet_job_gpus_fatal", absl::StrCat(t.gpus_fatal));
+
+  Family& up = families_.find("trainlet_node_up")->second;
+  Family& lost = families_.find("trainlet_node_lost")->second;
+  Family& age = families_.find("trainlet_node_report_age_seconds")->second;
+  Family& step = families_.find("trainlet_node_progress_step")->second;
+  Family& value = families_.find("trainlet_node_progress_value")->second;
+  Family& worker_step = families_.find("trainlet_worker_progress_step")->second;
+  Family& worker_restarts = families_.find("trainlet_worker_restarts_total")->second;
+  for (const NodeView& node : job.nodes) {
+    const absl::string_view n = node.node_id;
+    Sample(up, "trainlet_node_up", {{"job_id", id}, {"node_id", n}},
+           node.up && !node.lost ? "1" : "0");
+    Sample(lost, "trainlet_node_lost", {{"job_id", id}, {"node_id", n}}, node.lost ? "1" : "0");
+    if (node.report_age_ms >= 0) {
+      Sample(age, "trainlet_node_report_age_seconds", {{"job_id", id}, {"node_id", n}},
+             Seconds(node.report_age_ms));
+    }
+    // A lost node's progress and workers are history, not the job's.
+    if (node.lost) continue;
+    if (node.progress.known && node.progress.step >= 0) {
+      Sample(step, "trainlet_node_progress_step", {{"job_id", id}, {"node_id", n}},
+             absl::StrCat(node.progress.step));
+    }
+    if (node.progress.known) {
+      for (const auto& [key, text] : node.progress.fields) {
+        double v = 0;
+        if (!absl::SimpleAtod(text, &v) || !std::isfinite(v)) continue;
+        Sample(value, "trainlet_node_progress_value",
+               {{"job_id", id}, {"node_id", n}, {"field", key}}, Number(v));
+      }
+    }
+    if (node.progress.known && node.progress.step >= 0 && node.progress.local_rank >= 0) {
+      if (worker_series_ < kMaxWorkerSeries) {
+        Sample(worker_step, "trainlet_worker_progress_step",
+               {{"job_id", id},
+                {"node_id", n},
+                {"local_rank", absl::StrCat(node.progress.local_rank)}},
+               absl::StrCat(node.progress.step));
+      } else {
+        ++worker_series_omitted_;
+      }
+    }
+    for (const WorkerView& w : node.workers) {
+      if (worker_series_ >= kMaxWorkerSeries) {
+        ++worker_series_omitted_;
+        continue;
+      }
+      ++worker_series_;
+      Sample(worker_restarts, "trainlet_worker_restarts_total",
+             {{"job_id", id}, {"node_id", n}, {"local_rank", absl::StrCat(w.local_rank)}},
+             absl::StrCat(w.restarts));
+    }
+  }
+}
+
+std::string PrometheusRenderer::Finish() {
+  std::string out = std::move(head_);
+  absl::StrAppend(&out,
+                  "# HELP trainlet_controller_jobs Jobs the controller knows.\n"
+                  "# TYPE trainlet_controller_jobs gauge\n"
+                  "trainlet_controller_jobs ",
+                  jobs_, "\n");
+  Sample(families_.find("trainlet_controller_metrics_workers_omitted")->second,
+         "trainlet_controller_metrics_workers_omitted", {}, absl::StrCat(worker_series_omitted_));
+  for (const std::string& name : order_) {
+    Family& f = families_.find(name)->second;
+    absl::StrAppend(&out, "# HELP ", name, " ", f.help, "\n# TYPE ", name, " ", f.type, "\n",
+                    f.samples);
+  }
+  return out;
+}
+
+std::string RenderPrometheus(const ControllerSnapshot& snapshot) {
+  PrometheusRenderer renderer(snapshot);
+  for (JobView job : snapshot.jobs) {
+    job.totals = TotalsOf(job);
+    renderer.AddJob(job);
+  }
+  return renderer.Finish();
+}
+
+// ---- Table.
+
 std::string RenderStatusTable(const ControllerSnapshot& snapshot, absl::string_view job_id) {
+  // Over gRPC the controller's own figures are not known (uptime < 0).
   std::string out =
-      absl::StrCat("controller ", Cell(snapshot.version), ", up ", Duration(snapshot.uptime_ms),
-                   ", ", snapshot.reports_received, " reports (", snapshot.reports_rejected,
-                   " refused), at ", UtcTime(snapshot.now_unix_ms), "\n");
+      snapshot.uptime_ms < 0
+          ? absl::StrCat("controller (read over gRPC), at ", UtcTime(snapshot.now_unix_ms), "\n")
+          : absl::StrCat("controller ", Cell(snapshot.version), ", up ",
+                         Duration(snapshot.uptime_ms), ", ", snapshot.reports_received,
+                         " reports (", snapshot.reports_rejected, " refused), at ",
+                         UtcTime(snapshot.now_unix_ms), "\n");
   std::vector<const JobView*> jobs;
   for (const JobView& job : snapshot.jobs) {
     if (job_id.empty() || job.job_id == job_id) jobs.push_back(&job);
@@ -972,9 +1392,9 @@ std::string RenderStatusTable(const ControllerSnapshot& snapshot, absl::string_v
   out += "\n";
   std::vector<std::vector<std::string>> rows = {{"JOB", "STATE", "ROUND", "NODES UP", "WORKERS",
                                                  "STEP", "RATE/S", "PROGRESS AGE", "RESTARTS",
-                                                 "HANGS", "FAILURES", "LAG", "GPUS"}};
+                                                 "HANGS", "FAILURES", "LAG", "GPUS", "DURATION"}};
   for (const JobView* job : jobs) {
-    const JobTotals t = TotalsOf(*job);
+    const JobTotals& t = job->totals;
     std::string gpus = "-";
     if (t.gpus_fatal > 0) {
       gpus = absl::StrCat(t.gpus_fatal, " fatal");
@@ -986,45 +1406,86 @@ std::string RenderStatusTable(const ControllerSnapshot& snapshot, absl::string_v
       }
     }
     rows.push_back({Cell(job->job_id), JobStateName(job->state), absl::StrCat(job->round),
-                    absl::StrCat(t.nodes_up, "/", t.nodes),
+                    absl::StrCat(t.nodes_up, "/", t.nodes,
+                                 t.nodes_lost > 0 ? absl::StrCat(" (", t.nodes_lost, " lost)")
+                                                  : std::string()),
                     absl::StrCat(t.workers_running, "/", t.workers),
                     t.progress_known && t.progress_step >= 0 ? absl::StrCat(t.progress_step) : "-",
                     Rate(t.steps_per_second), Duration(t.progress_age_ms),
                     absl::StrCat(job->restarts_total), absl::StrCat(job->hangs_total),
-                    absl::StrCat(job->failures_total), Duration(t.report_lag_ms), gpus});
+                    absl::StrCat(job->failures_total), Duration(t.report_lag_ms), gpus,
+                    Duration(DurationOf(*job, snapshot.now_unix_ms))});
   }
   out += Table(rows, "");
-  for (const JobView* job : jobs) AppendJobDetail(out, *job, !job_id.empty());
+  for (const JobView* job : jobs) {
+    AppendJobDetail(out, *job, !job_id.empty(), snapshot.now_unix_ms);
+  }
   return out;
 }
 
+std::string RenderEvidenceText(absl::string_view job_id, const std::vector<EvidenceView>& hangs) {
+  std::string out;
+  if (hangs.empty()) {
+    return absl::StrCat("job ", Cell(job_id), ": no hang evidence\n");
+  }
+  for (const EvidenceView& h : hangs) {
+    absl::StrAppend(&out, "== job ", Cell(job_id), ", hang ", h.seq, ": round ", h.round, ", ",
+                    UtcTime(h.at_unix_ms), ", node ", Cell(h.node_id), ": ", Cell(h.verdict, 512),
+                    "\n");
+    // Every line, each made safe for a terminal (tabs kept).
+    for (absl::string_view line : absl::StrSplit(h.evidence, '\n')) {
+      std::string safe;
+      for (absl::string_view part : absl::StrSplit(line, '\t')) {
+        if (!safe.empty() || part.data() != line.data()) safe += "\t";
+        safe += SafeForLog(part, part.size() + 1);
+      }
+      absl::StrAppend(&out, safe, "\n");
+    }
+  }
+  return out;
+}
+
+// ---- JSON back.
+
 absl::StatusOr<ControllerSnapshot> ParseSnapshotJson(absl::string_view json, size_t max_bytes) {
-  if (json.size() > max_bytes) {
-    return absl::InvalidArgumentError(absl::StrCat("the controller's /api/jobs answer is ",
-                                                   json.size(), " bytes, over the limit of ",
-                                                   max_bytes));
-  }
-  Value root;
-  auto parsed = google::protobuf::util::JsonStringToMessage(std::string(json), &root);
-  if (!parsed.ok()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("the controller's /api/jobs answer is not JSON (",
-                     SafeForLog(std::string(parsed.message()), 200),
-                     "); is the address the controller's HTTP port?"));
-  }
-  if (root.kind_case() != Value::kStructValue || IntField(root, "schema") != kJsonSchema) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("the controller's /api/jobs answer is not schema ", kJsonSchema,
-                     " (a trainlet of another version?)"));
-  }
+  absl::StatusOr<Value> root = ParseDocument(json, max_bytes, "/api/jobs");
+  if (!root.ok()) return root.status();
   ControllerSnapshot snapshot;
-  snapshot.now_unix_ms = IntField(root, "now_unix_ms");
-  snapshot.uptime_ms = IntField(root, "uptime_ms");
-  snapshot.reports_received = IntField(root, "reports_received");
-  snapshot.reports_rejected = IntField(root, "reports_rejected");
-  snapshot.version = StringField(root, "version");
-  for (const Value* job : ListField(root, "jobs")) snapshot.jobs.push_back(ParseJob(*job));
+  ParseFigures(*root, &snapshot);
+  for (const Value* job : ListField(*root, "jobs")) snapshot.jobs.push_back(ParseJob(*job));
   return snapshot;
+}
+
+absl::Status ParseJobJson(absl::string_view json, ControllerSnapshot* snapshot, JobView* job,
+                          int64_t* next_from, size_t max_bytes) {
+  absl::StatusOr<Value> root = ParseDocument(json, max_bytes, "/api/jobs/JOB");
+  if (!root.ok()) return root.status();
+  const Value* j = Field(*root, "job");
+  if (j == nullptr || j->kind_case() != Value::kStructValue) {
+    return absl::InvalidArgumentError("the controller's /api/jobs/JOB answer has no job");
+  }
+  ParseFigures(*root, snapshot);
+  *job = ParseJob(*j);
+  *next_from = IntField(*j, "next_from", -1);
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::vector<EvidenceView>> ParseEvidenceJson(absl::string_view json,
+                                                            size_t max_bytes) {
+  absl::StatusOr<Value> root = ParseDocument(json, max_bytes, "/api/jobs/JOB/evidence");
+  if (!root.ok()) return root.status();
+  std::vector<EvidenceView> out;
+  for (const Value* h : ListField(*root, "hangs")) {
+    EvidenceView e;
+    e.seq = IntField(*h, "seq");
+    e.round = static_cast<uint64_t>(IntField(*h, "round"));
+    e.at_unix_ms = IntField(*h, "at_unix_ms");
+    e.node_id = StringField(*h, "node_id");
+    e.verdict = StringField(*h, "verdict");
+    e.evidence = StringField(*h, "evidence");
+    out.push_back(std::move(e));
+  }
+  return out;
 }
 
 }  // namespace trainlet::controller

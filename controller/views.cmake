@@ -27,7 +27,10 @@ target_compile_definitions(trainlet_httplib INTERFACE
   CPPHTTPLIB_HEADER_MAX_COUNT=64
   CPPHTTPLIB_THREAD_POOL_COUNT=4
   CPPHTTPLIB_KEEPALIVE_MAX_COUNT=100
-  CPPHTTPLIB_LISTEN_BACKLOG=64)
+  CPPHTTPLIB_LISTEN_BACKLOG=64
+  # poll(), not select(): a controller with a thousand agents' connections
+  # has descriptors above FD_SETSIZE, where select() would overflow.
+  CPPHTTPLIB_USE_POLL)
 target_link_libraries(trainlet_httplib INTERFACE Threads::Threads)
 
 # The view model and its renderers: pure functions, no HTTP.
@@ -44,12 +47,15 @@ if(TARGET controller_views_test)
 endif()
 
 # The HTTP adapter: the page, /api/jobs, /metrics, /healthz.
-add_library(trainlet_controller_http STATIC http_server.cc status_page.cc)
+# Connections come from rendezvous' TcpListener to the gate (http_gate: TLS
+# handshakes and whole requests on one epoll thread), then to the workers.
+add_library(trainlet_controller_http STATIC http_server.cc http_gate.cc status_page.cc)
 target_link_libraries(trainlet_controller_http PUBLIC trainlet_controller_views
-  PRIVATE trainlet_httplib)
+  trainlet_rendezvous_core PRIVATE trainlet_httplib OpenSSL::SSL OpenSSL::Crypto)
 
 trainlet_test(controller_http_test SRCS http_server_test.cc
-  LIBS trainlet_controller_http trainlet_controller_views_testing trainlet_httplib)
+  LIBS trainlet_controller_http trainlet_controller_views_testing trainlet_httplib
+  trainlet_rendezvous_tls_testing OpenSSL::SSL OpenSSL::Crypto)
 
 if(TRAINLET_BUILD_TESTS)
   # The sample snapshot the views' tests and the fake controller share.

@@ -1,5 +1,8 @@
 #include "controller/views.h"
 
+#include <cmath>
+
+#include "absl/strings/str_cat.h"
 #include "common/testing/golden.h"
 #include "controller/testing/sample_snapshot.h"
 #include "gmock/gmock.h"
@@ -82,7 +85,9 @@ TEST(RenderPrometheus, UnknownProgress_IsAbsentNotZero) {
 
 TEST(TotalsOf, HighestStepFreshestProgressLargestLagOfNodesUp) {
   const JobTotals t = TotalsOf(SampleSnapshot(2).jobs[0]);
+  // demo-node-3 is lost: its step (300), workers and node count nowhere.
   EXPECT_EQ(t.nodes, 3);
+  EXPECT_EQ(t.nodes_lost, 1);
   EXPECT_EQ(t.nodes_up, 2);
   EXPECT_EQ(t.workers, 6);
   EXPECT_EQ(t.workers_running, 3);
@@ -91,6 +96,151 @@ TEST(TotalsOf, HighestStepFreshestProgressLargestLagOfNodesUp) {
   EXPECT_EQ(t.report_lag_ms, 40);
   EXPECT_EQ(t.gpus_fatal, 1);
   EXPECT_EQ(t.gpus_degraded, 1);
+}
+
+TEST(TotalsOf, LostNodeCountsNowhere) {
+  JobView job;
+  NodeView member;
+  member.up = true;
+  member.workers = {{0, 0, 1, WorkerState::kRunning, 0, 0, 0}};
+  member.progress.known = true;
+  member.progress.step = 10;
+  NodeView lost = member;
+  lost.lost = true;
+  lost.progress.step = 99;  // its last step, older and higher: not the job's.
+  job.nodes = {member, lost};
+  const JobTotals t = TotalsOf(job);
+  EXPECT_EQ(t.nodes, 1);
+  EXPECT_EQ(t.nodes_up, 1);
+  EXPECT_EQ(t.nodes_lost, 1);
+  EXPECT_EQ(t.workers, 1);
+  EXPECT_EQ(t.workers_running, 1);
+  EXPECT_EQ(t.progress_step, 10);
+}
+
+TEST(TotalsOf, FinishedJob_HasNoProgressAge) {
+  const ControllerSnapshot s = SampleSnapshot();
+  EXPECT_EQ(s.jobs[1].job_id, "done");
+  EXPECT_EQ(TotalsOf(s.jobs[1]).progress_age_ms, -1);
+  EXPECT_EQ(TotalsOf(s.jobs[1]).progress_step, 500);
+}
+
+TEST(RenderJobsJson, SummariesWithoutNodesButWithTimesCommandAndHeadline) {
+  const std::string json = RenderJobsJson(SampleSnapshot());
+  EXPECT_THAT(json, Not(HasSubstr("\"nodes\":[")));
+  EXPECT_THAT(json, Not(HasSubstr("demo-node-0")));
+  EXPECT_THAT(json, HasSubstr("\"started_unix_ms\":1795431600000"));
+  EXPECT_THAT(json, HasSubstr("\"duration_ms\":3600000"));
+  EXPECT_THAT(json, HasSubstr("\"command\":\"python train.py --epochs 10\""));
+  EXPECT_THAT(json, HasSubstr("\"headline\":\"rank 3 on demo-node-1 hung: no progress for 60s at "
+                              "11:59:10 UTC\""));
+  EXPECT_THAT(json, HasSubstr("\"text\":\"waiting for 1 more node (min 2), giving up in 4m50s\""));
+  EXPECT_THAT(json, HasSubstr("\"nodes_lost\":1"));
+  auto parsed = ParseSnapshotJson(json);
+  ASSERT_TRUE(parsed.ok()) << parsed.status();
+  EXPECT_EQ(parsed->jobs.size(), 4u);
+  EXPECT_EQ(parsed->jobs[0].totals.nodes_up, 2);
+  EXPECT_TRUE(parsed->jobs[0].nodes.empty());
+}
+
+TEST(RenderJobJson, NodesStopAtTheByteCapAndSayWhereTheNextPageStarts) {
+  const ControllerSnapshot s = SampleSnapshot();
+  const JobView& demo = s.jobs[0];
+  size_t written = 0;
+  const std::string all = RenderJobJson(s, demo, SIZE_MAX, &written);
+  EXPECT_EQ(written, 4u);
+  // A cap below one node still writes one; then each page says the next.
+  const std::string one = RenderJobJson(s, demo, 1, &written);
+  EXPECT_EQ(written, 1u);
+  ControllerSnapshot figures;
+  JobView job;
+  int64_t next = 0;
+  ASSERT_TRUE(ParseJobJson(one, &figures, &job, &next).ok());
+  EXPECT_EQ(next, 1);
+  EXPECT_EQ(job.nodes.size(), 1u);
+  EXPECT_EQ(job.nodes_total, 4);
+  EXPECT_EQ(figures.now_unix_ms, s.now_unix_ms);
+  ASSERT_TRUE(ParseJobJson(all, &figures, &job, &next).ok());
+  EXPECT_EQ(next, -1);
+  // Everything but the nodes is in every page: the same document again.
+  EXPECT_EQ(RenderJobJson(figures, job), all);
+  EXPECT_EQ(job.series.points.size(), 24u);
+  EXPECT_TRUE(std::isnan(job.series.points[7].values[0]));
+  EXPECT_TRUE(job.nodes[3].lost);
+  EXPECT_TRUE(job.hangs[0].suspect);
+}
+
+TEST(RenderPrometheus, FinishedJobHasNoProgressAgeButItsEndTime) {
+  const std::string m = RenderPrometheus(SampleSnapshot());
+  EXPECT_THAT(m, HasSubstr("trainlet_job_progress_age_seconds{job_id=\"demo\"} 0.400\n"));
+  EXPECT_THAT(m, Not(HasSubstr("trainlet_job_progress_age_seconds{job_id=\"done\"}")));
+  EXPECT_THAT(m, HasSubstr("trainlet_job_end_time_seconds{job_id=\"done\"} 1795431540.000\n"));
+  EXPECT_THAT(m, Not(HasSubstr("trainlet_job_end_time_seconds{job_id=\"demo\"}")));
+  EXPECT_THAT(m, HasSubstr("trainlet_job_start_time_seconds{job_id=\"demo\"} 1795431600.000\n"));
+  EXPECT_THAT(m, HasSubstr("trainlet_job_info{job_id=\"done\",state=\"succeeded\"} 1\n"));
+}
+
+TEST(RenderPrometheus, NumericProgressFieldsWorkersAndBuildInfo) {
+  const std::string m = RenderPrometheus(SampleSnapshot());
+  EXPECT_THAT(m, HasSubstr("trainlet_build_info{version=\"0.1.0\"} 1\n"));
+  EXPECT_THAT(m, HasSubstr("trainlet_node_progress_value{job_id=\"demo\",node_id=\"demo-node-0\","
+                           "field=\"loss\"} 0.31\n"));
+  EXPECT_THAT(m, HasSubstr("trainlet_node_progress_value{job_id=\"demo\",node_id=\"demo-node-0\","
+                           "field=\"lr\"} 0.0003\n"));
+  EXPECT_THAT(m, HasSubstr("trainlet_worker_restarts_total{job_id=\"demo\",node_id=\"demo-node-0\","
+                           "local_rank=\"1\"} 1\n"));
+  EXPECT_THAT(m, HasSubstr("trainlet_worker_progress_step{job_id=\"demo\",node_id=\"demo-node-1\","
+                           "local_rank=\"1\"} 1195\n"));
+  // The lost node: up 0, lost 1, and its old step is not a series.
+  EXPECT_THAT(m, HasSubstr("trainlet_node_lost{job_id=\"demo\",node_id=\"demo-node-3\"} 1\n"));
+  EXPECT_THAT(
+      m, Not(HasSubstr("trainlet_node_progress_step{job_id=\"demo\",node_id=\"demo-node-3\"}")));
+  EXPECT_THAT(m, HasSubstr("trainlet_job_nodes_lost{job_id=\"demo\"} 1\n"));
+}
+
+TEST(RenderPrometheus, WorkerSeries_AreCapped) {
+  ControllerSnapshot s;
+  JobView job;
+  job.job_id = "wide";
+  NodeView node;
+  node.node_id = "n";
+  for (int w = 0; w < kMaxWorkerSeries + 10; ++w)
+    node.workers.push_back({w, w, 1, WorkerState::kRunning, 0, 0, 0});
+  job.nodes = {node};
+  s.jobs = {job};
+  const std::string m = RenderPrometheus(s);
+  EXPECT_THAT(m, HasSubstr("trainlet_controller_metrics_workers_omitted 10\n"));
+  EXPECT_THAT(m, Not(HasSubstr(absl::StrCat("local_rank=\"", kMaxWorkerSeries, "\""))));
+}
+
+TEST(HeadlineOf, TextAndTimeOrBuiltFromTheFields) {
+  RootCauseView c{true, "worker-failed", "node-b", 2, 0, 3, 1795435200000 - 7000, 1, ""};
+  EXPECT_EQ(HeadlineOf(c), "rank 2 on node-b exited 3 at 11:59:53 UTC");
+  c.text = "rank 2 on node-b exited with code 3";
+  EXPECT_EQ(HeadlineOf(c), "rank 2 on node-b exited with code 3 at 11:59:53 UTC");
+  RootCauseView lost{true, "node-lost", "node-c", -1, -1, -1, 0, 1, ""};
+  EXPECT_EQ(HeadlineOf(lost), "node-c was lost");
+}
+
+TEST(WaitingText, MoreNodesAndTheTimeLeft) {
+  WaitingView w{true, 1, 2, 4, 1000 + 290000, 2};
+  EXPECT_EQ(WaitingText(w, 1000), "waiting for 1 more node (min 2), giving up in 4m50s");
+  w.nodes = 0;
+  w.gives_up_unix_ms = 0;
+  EXPECT_EQ(WaitingText(w, 1000), "waiting for 2 more nodes (min 2)");
+  EXPECT_EQ(WaitingText(WaitingView{}, 1000), "");
+}
+
+TEST(RenderEvidenceText, EveryLineMadeSafe) {
+  std::string evidence;
+  for (int i = 0; i < 300; ++i) absl::StrAppend(&evidence, "line ", i, "\tx\x1b[31m\n");
+  const std::string text = RenderEvidenceText(
+      "j", {{2, 1795435200000, "node-a", "hung: no progress for 60s", evidence, 4}});
+  EXPECT_THAT(text, HasSubstr("hang 4: round 2, 2026-11-23T12:00:00Z, node node-a"));
+  EXPECT_THAT(text, HasSubstr("line 0\tx\\x1b[31m\n"));
+  EXPECT_THAT(text, HasSubstr("line 299\t"));
+  EXPECT_THAT(text, Not(HasSubstr("\x1b")));
+  EXPECT_EQ(RenderEvidenceText("j", {}), "job j: no hang evidence\n");
 }
 
 TEST(ParseSnapshotJson, RoundTripsRenderJson) {
@@ -106,7 +256,7 @@ TEST(ParseSnapshotJson, RoundTripsRenderJson) {
 
 TEST(ParseSnapshotJson, NotJsonOrOtherSchema_IsInvalidArgument) {
   EXPECT_EQ(ParseSnapshotJson("<html>").status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(ParseSnapshotJson("{\"schema\":2}").status().code(),
+  EXPECT_EQ(ParseSnapshotJson("{\"schema\":1}").status().code(),
             absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(ParseSnapshotJson(std::string(100, ' '), 10).status().code(),
             absl::StatusCode::kInvalidArgument);

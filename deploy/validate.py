@@ -11,8 +11,9 @@ Exit 0 when every document passes, 1 with one line per problem otherwise.
    Like `kubectl apply` with strict field validation (kubectl's default), a
    field the schema does not declare is an error, not silently pruned.
    CEL rules (x-kubernetes-validations) are not evaluated.
-2. Core objects (Deployment, Job, Service, ConfigMap) are checked for the fields
-   these manifests use: required fields, names, selectors, named ports.
+2. Core objects (Deployment, StatefulSet, Job, Service, ConfigMap) are checked
+   for the fields these manifests use: required fields, names, selectors,
+   named ports, a StatefulSet's Service and claim templates.
 3. Every pod template that runs trainlet is checked against trainlet's own
    rules, read from the sources so that they cannot drift:
    - terminationGracePeriodSeconds at least GRACE_MARGIN_S above the grace
@@ -57,8 +58,9 @@ GRACE_MARGIN_S = 5
 K8S_DEFAULT_TERMINATION_GRACE_S = 30
 TRAINLET_IMAGE = re.compile(r"^(.*/)?trainlet/trainlet(:[\w][\w.-]*)?(@sha256:[0-9a-f]{64})?$")
 AGENT_COMMANDS = ("run", "mpi-launcher", "mpi-worker")
+SERVER_COMMANDS = ("coordinator", "controller")
 KNOWN_CORE = {("v1", "ConfigMap"), ("v1", "Service"), ("v1", "Secret"), ("apps/v1", "Deployment"),
-              ("batch/v1", "Job")}
+              ("apps/v1", "StatefulSet"), ("batch/v1", "Job")}
 VOLCANO_ACTIONS = {"AbortJob", "RestartJob", "RestartTask", "RestartPod", "TerminateJob",
                    "CompleteJob", "ResumeJob"}
 DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
@@ -103,6 +105,17 @@ class Contract:
         self.coordinator_may_fail = self.never_retry | self.coordinator_must_fail
         self.default_grace_s = default_grace_period_s(repo)
         self.options = OptionTables(repo)
+        self.metrics = served_metrics(repo)
+
+
+def served_metrics(repo=REPO):
+    """The metric names the controller's /metrics serves, read from the renderer
+    (controller/views.cc: each family is named once in a string literal)."""
+    with open(os.path.join(repo, "controller", "views.cc")) as f:
+        names = set(re.findall(r'"(trainlet_[a-z_]+)"', f.read()))
+    if "trainlet_job_info" not in names:
+        raise RuntimeError("controller/views.cc: no trainlet_job_info; update deploy/validate.py")
+    return names
 
 
 def parse_duration_s(text):
@@ -263,6 +276,7 @@ class PodTemplate:
         self.labels = ((template or {}).get("metadata") or {}).get("labels") or {}
         self.job_kind, self.role = job_kind, role
         self.replicated_job = None
+        self.claims = set()
 
     def containers(self, init=False):
         return self.spec.get("initContainers" if init else "containers") or []
@@ -288,6 +302,12 @@ def pod_templates(doc):
         out.append(PodTemplate(doc, doc.where(), spec.get("template"), spec))
     elif kind == "Deployment":
         out.append(PodTemplate(doc, doc.where(), spec.get("template"), None, job_kind="Deployment"))
+    elif kind == "StatefulSet":
+        p = PodTemplate(doc, doc.where(), spec.get("template"), None, job_kind="StatefulSet")
+        # Its claim templates are volumes of every pod.
+        p.claims = {(c.get("metadata") or {}).get("name")
+                    for c in spec.get("volumeClaimTemplates") or []}
+        out.append(p)
     return out
 
 
@@ -370,6 +390,12 @@ class Validator:
                 self.check_trainjob(d, docs)
             if d.kind == "Deployment":
                 self.check_deployment(d)
+            if d.kind == "StatefulSet":
+                self.check_statefulset(d, docs)
+            if d.kind == "ServiceMonitor":
+                self.check_service_monitor(d, docs, pods)
+            if d.kind == "PrometheusRule":
+                self.check_prometheus_rule(d)
             if d.kind == "Service":
                 self.check_service(d, pods)
         self.check_coordinators(docs, pods)
@@ -426,7 +452,7 @@ class Validator:
                 port_names.add(pn)
                 if not isinstance(port.get("containerPort"), int) or not 0 < port["containerPort"] < 65536:
                     self.err(cw, f"containerPort {port.get('containerPort')!r} is not 1..65535")
-            vols = {v.get("name") for v in spec.get("volumes") or []}
+            vols = {v.get("name") for v in spec.get("volumes") or []} | p.claims
             for m in c.get("volumeMounts") or []:
                 if m.get("name") not in vols:
                     self.err(cw, f"volumeMount {m.get('name')!r} names no volume of the pod")
@@ -438,7 +464,7 @@ class Validator:
         agents = [(c, sub, argv) for c, sub, argv in agents if sub is not None]
         for c, sub, argv in agents:
             cw = f"{w} container {c.get('name')}"
-            if sub not in AGENT_COMMANDS + ("coordinator", "health", "version", "probe"):
+            if sub not in AGENT_COMMANDS + SERVER_COMMANDS + ("health", "version", "probe"):
                 self.err(cw, f"unknown trainlet command {sub!r}")
                 continue
             if sub in ("run", "mpi-launcher") and "--" not in argv:
@@ -457,7 +483,7 @@ class Validator:
     def check_trainlet_container(self, cw, spec, c, sub, argv):
         """What one container running `trainlet SUB` needs of itself: its TRAINLET_*
         variables, grace period, probes and token."""
-        if sub not in AGENT_COMMANDS + ("coordinator",):
+        if sub not in AGENT_COMMANDS + SERVER_COMMANDS:
             return
         for e in c.get("env") or []:
             name = e.get("name")
@@ -469,6 +495,9 @@ class Validator:
             self.check_grace(cw, spec, c, argv)
         self.check_probes(cw, c, sub, argv)
         self.check_token(cw, spec, c, sub, argv)
+        if sub == "controller":
+            self.check_controller(cw, spec, c, argv)
+        self.check_tls_key_mode(cw, spec, c, argv)
 
     def check_probes(self, cw, c, sub, argv):
         """A gRPC probe must reach trainlet's health service: the agent's --health-port
@@ -483,6 +512,15 @@ class Validator:
                 what = (f"the coordinator's --health-port {health} (with TLS its port answers only "
                         "clients with a certificate)" if health and tls else
                         f"the coordinator port {port}" + (f" or --health-port {health}" if health else ""))
+            elif sub == "controller":
+                listen = option(c, argv, "listen") or opts.spec("listen", "controller_command.cc")[2]
+                port = int(str(listen).rpartition(":")[2])
+                tls = any(option(c, argv, t) for t in ("tls-cert", "tls-key", "tls-ca", "tls-dir"))
+                allowed = set() if tls else {port}
+                what = ("nothing a probe can reach: with TLS its gRPC port answers only clients "
+                        "with a certificate; probe the views' /healthz" if tls else
+                        f"the controller's gRPC port {port}")
+                self.check_http_probes(cw, c, argv)
             else:
                 health = int(option(c, argv, "health-port") or
                              opts.default_int("health-port", "run_config.cc"))
@@ -498,19 +536,26 @@ class Validator:
                 self.err(cw, f"{kind} grpc.port {grpc.get('port')!r}: trainlet's health service is on "
                          f"{what}, so the probe would never pass")
 
-    def check_token(self, cw, spec, c, sub, argv):
-        """The token file trainlet reads must be in a Secret mounted in this container."""
-        path = option(c, argv, "token-file")
-        default = None
-        if path is None and sub in AGENT_COMMANDS:
-            m = re.search(r"(/\S+)\s+if present", self.contract.options.spec("token-file", "run_config.cc")[2])
-            default = path = m.group(1) if m else None
-        if path is None:
-            self.err(cw, "`trainlet coordinator` without --token-file (TRAINLET_TOKEN_FILE) accepts "
-                     "any agent: mount the job's token Secret and name its file")
-            return
-        if path in ("", "none"):
-            return  # explicitly unauthenticated
+    def check_http_probes(self, cw, c, argv):
+        """The controller's HTTP probes: its views' port, and /healthz (the one path
+        that wants no token and touches no job)."""
+        http = option(c, argv, "http") or self.contract.options.spec("http", "controller_command.cc")[2]
+        port = int(str(http).rpartition(":")[2])
+        named = {p.get("name"): p.get("containerPort") for p in c.get("ports") or []}
+        for kind in ("readinessProbe", "livenessProbe", "startupProbe"):
+            get = (c.get(kind) or {}).get("httpGet")
+            if get is None:
+                continue
+            target = named.get(get.get("port"), get.get("port"))
+            if target != port:
+                self.err(cw, f"{kind} httpGet port {get.get('port')!r} is not the views' port {port}")
+            if get.get("path") != "/healthz":
+                self.err(cw, f"{kind} httpGet path {get.get('path')!r}: probe /healthz (it needs no "
+                         "token and reads no job)")
+
+    @staticmethod
+    def secret_of(spec, c, path):
+        """The Secret volume mounted in container `c` that holds file `path`, or None."""
         vols = {v.get("name"): v for v in spec.get("volumes") or []}
         for m in c.get("volumeMounts") or []:
             secret = (vols.get(m.get("name")) or {}).get("secret")
@@ -519,16 +564,38 @@ class Validator:
             mount = m.get("mountPath", "").rstrip("/")
             if m.get("subPath"):
                 if mount == path:
-                    return
+                    return secret
                 continue
             key = path[len(mount) + 1:] if path.startswith(mount + "/") else None
             if key is None:
                 continue
             items = secret.get("items")
             if items is None or key in {i.get("path") for i in items}:
-                return
-        mounts = [m.get("mountPath") for m in c.get("volumeMounts") or []
-                  if (vols.get(m.get("name")) or {}).get("secret") is not None]
+                return secret
+        return None
+
+    @staticmethod
+    def secret_mounts(spec, c):
+        vols = {v.get("name"): v for v in spec.get("volumes") or []}
+        return [m.get("mountPath") for m in c.get("volumeMounts") or []
+                if (vols.get(m.get("name")) or {}).get("secret") is not None]
+
+    def check_token(self, cw, spec, c, sub, argv):
+        """The token file trainlet reads must be in a Secret mounted in this container."""
+        path = option(c, argv, "token-file")
+        default = None
+        if path is None and sub in AGENT_COMMANDS:
+            m = re.search(r"(/\S+)\s+if present", self.contract.options.spec("token-file", "run_config.cc")[2])
+            default = path = m.group(1) if m else None
+        if path is None:
+            self.err(cw, f"`trainlet {sub}` without --token-file (TRAINLET_TOKEN_FILE) accepts "
+                     "any agent: mount the job's token Secret and name its file")
+            return
+        if path in ("", "none"):
+            return  # explicitly unauthenticated
+        if self.secret_of(spec, c, path) is not None:
+            return
+        mounts = self.secret_mounts(spec, c)
         if default is not None:
             self.err(cw, f"no token: trainlet reads {default} by default, but no Secret is mounted "
                      f"there (Secrets at {mounts}); mount the token Secret at "
@@ -537,6 +604,39 @@ class Validator:
         else:
             self.err(cw, f"token file {path} is in no Secret mounted in this container (Secrets at "
                      f"{mounts}): trainlet exits 78 or, as an agent, cannot authenticate")
+
+    def check_controller(self, cw, spec, c, argv):
+        """`trainlet controller`: its views' token in a mounted Secret; its history on a
+        volume that outlives the pod (checked with its StatefulSet)."""
+        path = option(c, argv, "http-token-file")
+        if path is None:
+            self.err(cw, "`trainlet controller` without --http-token-file serves every job's "
+                     "commands, failures and hang evidence to anyone who reaches its views "
+                     "(docs/security.md): give it the token Secret's file")
+        elif self.secret_of(spec, c, path) is None:
+            self.err(cw, f"--http-token-file {path} is in no Secret mounted in this container "
+                     f"(Secrets at {self.secret_mounts(spec, c)}): trainlet exits 78")
+
+    def check_tls_key_mode(self, cw, spec, c, argv):
+        """A TLS key in a Secret must not be readable by other users: Kubernetes mounts
+        Secrets 0644 unless told, and trainlet warns about (o+r) or refuses (o+w) such
+        a key (rendezvous/tls_files.h)."""
+        key = option(c, argv, "tls-key")
+        tls_dir = option(c, argv, "tls-dir")
+        path = key if key is not None else (tls_dir.rstrip("/") + "/tls.key" if tls_dir else None)
+        if path is None:
+            return
+        secret = self.secret_of(spec, c, path)
+        if secret is None:
+            return
+        mode = secret.get("defaultMode", 0o644)
+        for item in secret.get("items") or []:
+            if path.endswith("/" + str(item.get("path"))) and "mode" in item:
+                mode = item["mode"]
+        if isinstance(mode, int) and mode & 0o006:
+            self.err(cw, f"the TLS key {path} is mounted with mode {mode:04o}: other users can read "
+                     "it (trainlet warns, and refuses one they can write); set the Secret "
+                     "volume's defaultMode: 0400 (0440 with fsGroup)")
 
     def check_elastic_success(self, p, agents):
         """An elastic Job (TRAINLET_NNODES=MIN:MAX) succeeds with MIN pods: by default a
@@ -853,20 +953,96 @@ class Validator:
             self.err(w, "TRAINLET_NNODES in a torch TrainJob: Trainer's PET_NNODES already says it, "
                      "and the two would disagree when numNodes changes")
 
-    def check_deployment(self, d):
+    def check_selector(self, d):
+        """A Deployment's or StatefulSet's selector matches its own pod template."""
         spec = d.obj.get("spec") or {}
-        w = d.where()
         sel = (spec.get("selector") or {}).get("matchLabels") or {}
         labels = ((spec.get("template") or {}).get("metadata") or {}).get("labels") or {}
         if not sel:
-            self.err(w, "spec.selector.matchLabels is required")
+            self.err(d.where(), "spec.selector.matchLabels is required")
         elif any(labels.get(k) != v for k, v in sel.items()):
-            self.err(w, f"selector {sel} does not match the pod template's labels {labels}")
+            self.err(d.where(), f"selector {sel} does not match the pod template's labels {labels}")
+
+    def check_deployment(self, d):
+        spec = d.obj.get("spec") or {}
+        w = d.where()
+        self.check_selector(d)
         for c in ((spec.get("template") or {}).get("spec") or {}).get("containers") or []:
             if trainlet_command(c)[0] == "coordinator":
                 self.err(w, "`trainlet coordinator` in a Deployment: it exits when the job is over, "
                          "and the Deployment starts it again with no memory of the job; run it "
                          "as a batch/v1 Job (deploy/coordinator/coordinator.yaml)")
+
+    def check_statefulset(self, d, docs):
+        spec = d.obj.get("spec") or {}
+        w = d.where()
+        self.check_selector(d)
+        services = {x.name for x in docs if x.kind == "Service"}
+        if spec.get("serviceName") not in services:
+            self.err(w, f"serviceName {spec.get('serviceName')!r} names no Service here")
+        claims = {(c.get("metadata") or {}).get("name"): c for c in spec.get("volumeClaimTemplates") or []}
+        for c in ((spec.get("template") or {}).get("spec") or {}).get("containers") or []:
+            sub, argv = trainlet_command(c)
+            if sub != "controller":
+                continue
+            cw = f"{w} container {c.get('name')}"
+            if spec.get("replicas", 1) != 1:
+                self.err(cw, "`trainlet controller` keeps its history in one SQLite file: replicas "
+                         "must be 1 (two controllers would each see half the reports)")
+            db = option(c, argv, "db")
+            if not db:
+                self.err(cw, "`trainlet controller` without --db keeps its history in memory: a "
+                         "rescheduled pod forgets every job")
+                continue
+            on_claim = [m for m in c.get("volumeMounts") or [] if m.get("name") in claims
+                        and db.startswith(m.get("mountPath", "").rstrip("/") + "/")]
+            if not on_claim:
+                self.err(cw, f"--db {db} is on no volumeClaimTemplate's volume: the history would "
+                         "not outlive the pod")
+
+    def check_service_monitor(self, d, docs, pods):
+        spec = d.obj.get("spec") or {}
+        w = d.where()
+        sel = (spec.get("selector") or {}).get("matchLabels") or {}
+        services = [x for x in docs if x.kind == "Service" and sel and all(
+            ((x.obj.get("metadata") or {}).get("labels") or {}).get(k) == v for k, v in sel.items())]
+        if not services:
+            self.err(w, f"selector {sel} matches the labels of no Service here")
+            return
+        for svc in services:
+            ports = {p.get("name") for p in (svc.obj.get("spec") or {}).get("ports") or []}
+            ssel = (svc.obj.get("spec") or {}).get("selector") or {}
+            controllers = [(p, c, argv) for p in pods for c in p.containers()
+                           for sub, argv in [trainlet_command(c)]
+                           if sub == "controller" and all(p.labels.get(k) == v for k, v in ssel.items())]
+            for ep in spec.get("endpoints") or []:
+                if ep.get("port") not in ports:
+                    self.err(w, f"endpoint port {ep.get('port')!r} is no port of Service {svc.name} "
+                             f"({sorted(ports)})")
+                if ep.get("path", "/metrics") != "/metrics":
+                    self.err(w, f"endpoint path {ep.get('path')!r}: the controller serves /metrics")
+                for p, c, argv in controllers:
+                    if option(c, argv, "http-token-file") and not (ep.get("authorization") or
+                                                                  ep.get("bearerTokenSecret")):
+                        self.err(w, f"the controller ({p.where}) wants a token on /metrics "
+                                 "(--http-token-file): give the endpoint authorization: {type: "
+                                 "Bearer, credentials: {name: SECRET, key: token}}")
+
+    def check_prometheus_rule(self, d):
+        w = d.where()
+        served = self.contract.metrics
+        for g in (d.obj.get("spec") or {}).get("groups") or []:
+            for r in g.get("rules") or []:
+                expr = str(r.get("expr", ""))
+                rw = f"{w} rule {r.get('alert') or r.get('record')}"
+                for name in re.findall(r"\btrainlet_[a-z_]+", expr):
+                    if name not in served:
+                        close = difflib.get_close_matches(name, sorted(served), 1)
+                        hint = f" (did you mean {close[0]}?)" if close else ""
+                        self.err(rw, f"{name} is no metric the controller serves{hint}")
+                for fn, name in re.findall(r"\b(rate|irate|increase)\s*\(\s*(trainlet_[a-z_]+)", expr):
+                    if not name.endswith("_total"):
+                        self.err(rw, f"{fn}({name}): {name} is a gauge; use deriv() or delta()")
 
     def check_service(self, d, pods):
         spec = d.obj.get("spec") or {}
@@ -967,7 +1143,9 @@ def yaml_files(paths):
             for root, dirs, files in os.walk(p):
                 dirs[:] = sorted(x for x in dirs if os.path.join(root, x) != SCHEMA_DIR
                                  and os.path.abspath(os.path.join(root, x)) != os.path.abspath(SCHEMA_DIR))
-                out += [os.path.join(root, f) for f in sorted(files) if f.endswith((".yaml", ".yml"))]
+                # *_test.yaml: promtool's rule unit tests (check_rules.py), not manifests.
+                out += [os.path.join(root, f) for f in sorted(files)
+                        if f.endswith((".yaml", ".yml")) and not f.endswith("_test.yaml")]
         else:
             out.append(p)
     return out

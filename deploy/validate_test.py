@@ -82,7 +82,9 @@ class ManifestsTest(ValidatorTestBase):
         for want in [("kubeflow-torch", "ClusterTrainingRuntime"), ("kubeflow-torch", "TrainJob"),
                      ("kubeflow-mpi", "ClusterTrainingRuntime"), ("kubeflow-mpi", "TrainJob"),
                      ("jobset", "JobSet"), ("volcano", "Job"), ("coordinator", "Job"),
-                     ("coordinator", "Service"), ("coordinator", "JobSet")]:
+                     ("coordinator", "Service"), ("coordinator", "JobSet"),
+                     ("controller", "StatefulSet"), ("controller", "Service"),
+                     ("controller", "ServiceMonitor"), ("controller", "PrometheusRule")]:
             self.assertIn(want, kinds)
 
     def test_every_crd_kind_has_a_schema(self):
@@ -90,7 +92,9 @@ class ManifestsTest(ValidatorTestBase):
                     ("trainer.kubeflow.org/v1alpha1", "ClusterTrainingRuntime"),
                     ("trainer.kubeflow.org/v1alpha1", "TrainingRuntime"),
                     ("jobset.x-k8s.io/v1alpha2", "JobSet"),
-                    ("batch.volcano.sh/v1alpha1", "Job")]:
+                    ("batch.volcano.sh/v1alpha1", "Job"),
+                    ("monitoring.coreos.com/v1", "ServiceMonitor"),
+                    ("monitoring.coreos.com/v1", "PrometheusRule")]:
             self.assertIn(key, self.schemas)
 
     def test_schemas_are_the_recorded_copies(self):
@@ -536,6 +540,113 @@ class MutationTest(ValidatorTestBase):
                                capture_output=True, text=True, timeout=60)
         self.assertEqual(r.returncode, 1, r.stdout + r.stderr)
         self.assertIn("terminationGracePeriodSeconds 10", r.stdout)
+
+class ControllerManifestTest(ValidatorTestBase):
+    """deploy/controller/: the controller's StatefulSet, its Service, and the
+    Prometheus objects that watch it."""
+
+    def controller(self, docs):
+        return container(pod_spec(find(docs, "StatefulSet")), "controller")
+
+    def test_one_replica_and_the_history_on_a_claim(self):
+        docs = self.folder("controller")
+        find(docs, "StatefulSet").obj["spec"]["replicas"] = 2
+        self.assert_error(docs, r"replicas must be 1")
+        docs = self.folder("controller")
+        c = self.controller(docs)
+        c["command"] = [a for a in c["command"] if not a.startswith("--db=")]
+        self.assert_error(docs, r"without --db keeps its history in memory")
+        docs = self.folder("controller")
+        c = self.controller(docs)
+        c["command"] = [("--db=/tmp/history.db" if a.startswith("--db=") else a)
+                        for a in c["command"]]
+        self.assert_error(docs, r"--db /tmp/history.db is on no volumeClaimTemplate's volume")
+        docs = self.folder("controller")
+        find(docs, "StatefulSet").obj["spec"]["serviceName"] = "nope"
+        self.assert_error(docs, r"serviceName 'nope' names no Service here")
+
+    def test_views_token_in_a_secret(self):
+        docs = self.folder("controller")
+        c = self.controller(docs)
+        c["command"] = [a for a in c["command"] if not a.startswith("--http-token-file")]
+        self.assert_error(docs, r"without --http-token-file serves every job's commands")
+        docs = self.folder("controller")
+        c = self.controller(docs)
+        c["command"] = [("--http-token-file=/etc/views-token" if a.startswith("--http-token-file")
+                         else a) for a in c["command"]]
+        self.assert_error(docs, r"--http-token-file /etc/views-token is in no Secret")
+        docs = self.folder("controller")
+        c = self.controller(docs)
+        c["command"] = [a for a in c["command"] if not a.startswith("--token-file")]
+        self.assert_error(docs, r"`trainlet controller` without --token-file")
+
+    def test_probes_on_healthz_or_the_grpc_port(self):
+        docs = self.folder("controller")
+        c = self.controller(docs)
+        c["readinessProbe"]["httpGet"]["path"] = "/api/jobs"
+        self.assert_error(docs, r"readinessProbe httpGet path '/api/jobs': probe /healthz")
+        docs = self.folder("controller")
+        c = self.controller(docs)
+        c["readinessProbe"]["httpGet"]["port"] = "grpc"
+        self.assert_error(docs, r"readinessProbe httpGet port 'grpc' is not the views' port 29680")
+        docs = self.folder("controller")
+        c = self.controller(docs)
+        c["livenessProbe"]["grpc"]["port"] = 29680
+        self.assert_error(docs, r"livenessProbe grpc.port 29680: .* the controller's gRPC port 29600")
+        # With TLS the gRPC port wants a client certificate: no probe reaches it.
+        docs = self.folder("controller")
+        c = self.controller(docs)
+        c["command"].append("--tls-dir=/var/run/secrets/trainlet")
+        self.assert_error(docs, r"with TLS its gRPC port answers only clients with a certificate")
+
+    def test_tls_key_not_readable_by_others(self):
+        docs = self.folder("controller")
+        spec = pod_spec(find(docs, "StatefulSet"))
+        c = self.controller(docs)
+        spec["volumes"].append({"name": "tls", "secret": {"secretName": "controller-tls"}})
+        c["volumeMounts"].append({"name": "tls", "mountPath": "/etc/trainlet/tls",
+                                  "readOnly": True})
+        c["command"].append("--tls-dir=/etc/trainlet/tls")
+        c.pop("livenessProbe")
+        self.assert_error(docs, r"the TLS key /etc/trainlet/tls/tls.key is mounted with mode 0644")
+        spec["volumes"][-1]["secret"]["defaultMode"] = 0o440
+        self.assertEqual(self.errors(docs), [])
+
+    def test_service_monitor_port_selector_and_token(self):
+        docs = self.folder("controller")
+        find(docs, "ServiceMonitor").obj["spec"]["endpoints"][0]["port"] = "web"
+        self.assert_error(docs, r"endpoint port 'web' is no port of Service trainlet-controller")
+        docs = self.folder("controller")
+        find(docs, "ServiceMonitor").obj["spec"]["endpoints"][0].pop("authorization")
+        self.assert_error(docs, r"wants a token on /metrics \(--http-token-file\)")
+        docs = self.folder("controller")
+        find(docs, "ServiceMonitor").obj["spec"]["selector"]["matchLabels"] = {"app": "x"}
+        self.assert_error(docs, r"matches the labels of no Service here")
+        docs = self.folder("controller")
+        find(docs, "ServiceMonitor").obj["spec"]["endpoints"][0]["intervall"] = "15s"
+        self.assert_error(docs, r"schema: spec.endpoints.0: Additional properties")
+
+    def test_alerts_name_served_metrics_and_rate_only_counters(self):
+        docs = self.folder("controller")
+        rules = find(docs, "PrometheusRule").obj["spec"]["groups"][0]["rules"]
+        rules[0]["expr"] = "increase(trainlet_job_hang_total[15m]) > 0"
+        self.assert_error(docs, r"rule TrainletJobHung: trainlet_job_hang_total is no metric the "
+                                r"controller serves \(did you mean trainlet_job_hangs_total\?\)")
+        docs = self.folder("controller")
+        rules = find(docs, "PrometheusRule").obj["spec"]["groups"][0]["rules"]
+        rules[0]["expr"] = "rate(trainlet_job_progress_step[5m]) == 0"
+        self.assert_error(docs, r"rate\(trainlet_job_progress_step\): .* is a gauge; use deriv")
+
+    def test_alert_rules_pass_promtool(self):
+        import shutil
+        import subprocess
+        import sys
+        if shutil.which("promtool") is None:
+            self.skipTest("promtool is not installed (apt-get install prometheus)")
+        r = subprocess.run([sys.executable, os.path.join(HERE, "check_rules.py")],
+                           capture_output=True, text=True, timeout=120)
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        self.assertIn("promtool test rules: ok", r.stdout)
 
 
 if __name__ == "__main__":

@@ -24,8 +24,11 @@ import subprocess
 import tempfile
 import time
 import unittest
+import signal
 import urllib.parse
 import urllib.request
+
+import harness
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
@@ -40,6 +43,13 @@ PROMETHEUS = shutil.which("prometheus")
 def get(url, timeout=5):
     with urllib.request.urlopen(url, timeout=timeout) as r:
         return r.status, r.headers, r.read()
+
+
+def get_ok(url):
+    try:
+        return get(url, timeout=2)[0] == 200
+    except OSError:
+        return False
 
 
 def poll_until(predicate, timeout, what):
@@ -164,6 +174,33 @@ class DevTools:
         return result["result"].get("value")
 
 
+def open_browser(test, tmp, start_process):
+    """Headless Chromium (Debian's) on about:blank, stopped by pid at the
+    test's cleanup; its first page's DevTools connection."""
+    profile = os.path.join(tmp, "chromium")
+    browser = start_process([
+        CHROMIUM, "--headless=new", "--no-sandbox", "--disable-gpu",
+        "--disable-dev-shm-usage", "--no-first-run", "--no-default-browser-check",
+        "--disable-extensions", "--disable-background-networking",
+        "--remote-debugging-address=127.0.0.1", "--remote-debugging-port=0",
+        "--user-data-dir=" + profile, "--window-size=1800,900", "about:blank"])
+    port_file = os.path.join(profile, "DevToolsActivePort")
+
+    def read(path):
+        with open(path, errors="replace") as f:
+            return f.read()
+    poll_until(lambda: (os.path.exists(port_file) and "\n" in read(port_file))
+               or browser.poll() is not None, 60, "chromium's DevToolsActivePort")
+    if browser.poll() is not None:
+        test.fail("chromium exited: %s" % read(browser.log_path)[-2000:])
+    devtools_port = int(read(port_file).split("\n")[0])
+    _, _, body = get("http://127.0.0.1:%d/json/list" % devtools_port)
+    page = [t for t in json.loads(body) if t["type"] == "page"][0]
+    cdp = DevTools(page["webSocketDebuggerUrl"])
+    test.addCleanup(cdp.close)
+    return cdp
+
+
 @unittest.skipUnless(os.path.exists(FAKE), "no fake_controller_http at %s (ninja fake_controller_http)"
                      % FAKE)
 class ControllerViewsTest(unittest.TestCase):
@@ -198,27 +235,7 @@ class ControllerViewsTest(unittest.TestCase):
 
     @unittest.skipUnless(CHROMIUM, "chromium is not installed (apt-get install chromium)")
     def test_page_in_headless_chromium_updates_live(self):
-        profile = os.path.join(self.tmp, "chromium")
-        browser = self.start_process([
-            CHROMIUM, "--headless=new", "--no-sandbox", "--disable-gpu",
-            "--disable-dev-shm-usage", "--no-first-run", "--no-default-browser-check",
-            "--disable-extensions", "--disable-background-networking",
-            "--remote-debugging-address=127.0.0.1", "--remote-debugging-port=0",
-            "--user-data-dir=" + profile, "--window-size=1800,900", "about:blank"])
-        port_file = os.path.join(profile, "DevToolsActivePort")
-        def read(path):
-            with open(path, errors="replace") as f:
-                return f.read()
-        poll_until(lambda: (os.path.exists(port_file) and "\n" in read(port_file))
-                   or browser.poll() is not None, 60, "chromium's DevToolsActivePort")
-        if browser.poll() is not None:
-            self.fail("chromium exited: %s" % read(browser.log_path)[-2000:])
-        devtools_port = int(read(port_file).split("\n")[0])
-        _, _, body = get("http://127.0.0.1:%d/json/list" % devtools_port)
-        page = [t for t in json.loads(body) if t["type"] == "page"][0]
-        cdp = DevTools(page["webSocketDebuggerUrl"])
-        self.addCleanup(cdp.close)
-
+        cdp = open_browser(self, self.tmp, self.start_process)
         cdp.call("Page.enable")
         cdp.call("Page.navigate", url=self.fake.url + "/")
         poll_until(lambda: (cdp.eval("document.getElementById('polls') ? "
@@ -229,29 +246,81 @@ class ControllerViewsTest(unittest.TestCase):
 
         jobs = cdp.eval("Array.from(document.querySelectorAll('section[data-job]'))"
                         ".map(s => s.getAttribute('data-job'))")
-        self.assertEqual(jobs, ["demo", "odd\"job\\<b>&\n"])
+        self.assertEqual(jobs, ["demo", "done", "odd\"job\\<b>&\n", "wait"])
+        # The open job's first poll of its detail may land after the first
+        # summary: wait for its node rows.
+        poll_until(lambda: cdp.eval("document.querySelectorAll('section[data-job=\"demo\"] "
+                                    "tr[data-node]').length") == 4, 20, "demo's node rows")
         nodes = cdp.eval("Array.from(document.querySelectorAll('section[data-job=\"demo\"] "
                          "tr[data-node]')).map(r => [r.getAttribute('data-node'), "
                          "r.querySelector('.node-rank').textContent, "
                          "r.querySelector('.up').textContent, "
-                         "r.querySelector('.ranks').textContent])")
-        self.assertEqual(nodes, [["demo-node-0", "0", "up", "0-1"],
-                                 ["demo-node-1", "1", "up", "2-3"],
-                                 ["demo-node-2", "2", "stale", "4-5"]])
+                         "r.querySelector('.ranks').textContent, r.className])")
+        # The lost node: its last state greyed, no rank, counted nowhere.
+        self.assertEqual(nodes, [["demo-node-0", "0", "up", "0-1", "up"],
+                                 ["demo-node-1", "1", "up", "2-3", "up"],
+                                 ["demo-node-2", "2", "stale", "4-5", "stale"],
+                                 ["demo-node-3", "-", "lost", "-", "lost"]])
+        self.assertLess(float(cdp.eval(
+            "getComputedStyle(document.querySelector('tr[data-node=\"demo-node-3\"] td'))"
+            ".opacity")), 1)
+        self.assertEqual(cdp.eval("document.querySelector('section[data-job=\"demo\"] "
+                                  ".nodes-up b').textContent"), "2/3 (1 lost)")
         text = cdp.eval("document.querySelector('section[data-job=\"demo\"]').innerText")
         for expected in ["r0 pid 4100", "hung", "exit 1", "worker 0 (rank 4) exited with code 1",
                          "hung: no progress for 60s", "1: fatal", "loss=0.31", "5.00/s",
-                         "thread 5201 state D"]:
+                         "thread 5201 state D", "suspect: round 3"]:
             self.assertIn(expected, text)
+        # A worker the agent stopped shows as stopped, not as a failure.
+        demo2 = cdp.eval("document.querySelector('tr[data-node=\"demo-node-2\"] .workers')"
+                         ".innerText")
+        self.assertIn("stopped", demo2)
+        self.assertNotIn("exit 143", demo2)
+        # The job's headline is its root cause; its start, duration, command.
+        self.assertTrue(cdp.eval("document.querySelector('section[data-job=\"demo\"] .headline')"
+                                 ".textContent").startswith(
+            "rank 3 on demo-node-1 hung: no progress for 60s at "))
+        self.assertRegex(cdp.eval("document.querySelector('section[data-job=\"demo\"] .started')"
+                                  ".textContent"), r"^started 1h00m ago$")
+        self.assertEqual(cdp.eval("document.querySelector('section[data-job=\"demo\"] .command')"
+                                  ".textContent"), "python train.py --epochs 10")
+        self.assertRegex(cdp.eval("document.querySelector('section[data-job=\"demo\"] .duration')"
+                                  ".textContent"), r"^running for 1h00m$")
+        # Sparklines of the step rate and the loss, drawn in the page.
+        for kind in ("rate", "loss"):
+            points = cdp.eval("document.querySelector('section[data-job=\"demo\"] "
+                              "svg.sparkline.%s polyline').getAttribute('points')" % kind)
+            self.assertGreaterEqual(len(points.split()), 20, kind)
+        # The rounds, with the restarts' causes.
+        rounds = cdp.eval("Array.from(document.querySelectorAll('section[data-job=\"demo\"] "
+                          "ol.timeline li.round')).map(r => r.innerText)")
+        self.assertEqual(len(rounds), 3)
+        self.assertIn("restarted after: worker 0 (rank 4) exited with code 1", rounds[1])
+        self.assertIn("ended by: rank 3 on demo-node-1 hung", rounds[1])
+        # The finished job is collapsed, and its nodes are not fetched.
+        self.assertFalse(cdp.eval("document.querySelector('section[data-job=\"done\"] details')"
+                                  ".open"))
+        self.assertEqual(cdp.eval("performance.getEntriesByType('resource').filter(e => "
+                                  "e.name.includes('/api/jobs/done')).length"), 0)
+        self.assertGreater(cdp.eval("performance.getEntriesByType('resource').filter(e => "
+                                    "e.name.includes('/api/jobs/demo')).length"), 0)
+        self.assertIn("ran 59m00s", cdp.eval("document.querySelector('section[data-job=\"done\"]')"
+                                             ".innerText"))
+        # A job waiting for nodes says so.
+        self.assertRegex(cdp.eval("document.querySelector('section[data-job=\"wait\"] .waiting')"
+                                  ".textContent"),
+                         r"^waiting for 1 more node \(min 2\), giving up in 4m\d\ds$")
         self.assertEqual(cdp.eval("document.querySelector('section[data-job=\"demo\"] "
                                   ".lost-nodes b').textContent"), "demo-node-3")
         gpu_title = cdp.eval("Array.from(document.querySelectorAll('section[data-job=\"demo\"] "
                              ".gpus .badge.fatal')).map(b => b.title)")
         self.assertEqual(gpu_title, ["GPU-2 - uncorrectable ECC error (Xid 48)"])
         # A node id with markup in it stays text: no element was made of it.
+        poll_until(lambda: cdp.eval("document.querySelectorAll('section[data-job^=\"odd\"] "
+                                    "tr[data-node]').length") == 1, 20, "odd's node row")
         self.assertEqual(cdp.eval("document.querySelectorAll('script').length"), 1)
         self.assertIn("<script>alert(1)</script>",
-                      cdp.eval("document.querySelector('section:nth-of-type(2) .node-id')"
+                      cdp.eval("document.querySelector('section[data-job^=\"odd\"] .node-id')"
                                ".textContent"))
 
         step_js = ("document.querySelector('tr[data-node=\"demo-node-0\"] .step').textContent")
@@ -279,7 +348,7 @@ class ControllerViewsTest(unittest.TestCase):
         self.fake.stop()
         poll_until(lambda: "unreachable" in cdp.eval(
             "document.getElementById('conn').textContent"), 10, "the page to notice")
-        self.assertEqual(cdp.eval("document.querySelectorAll('section[data-job]').length"), 2)
+        self.assertEqual(cdp.eval("document.querySelectorAll('section[data-job]').length"), 4)
 
     # ---- /metrics, checked by Prometheus's own tools.
 
@@ -300,13 +369,17 @@ class ControllerViewsTest(unittest.TestCase):
         _, _, body = get(self.fake.url + "/metrics")
         served = set(re.findall(r"^# TYPE (\S+) ", body.decode(), re.M))
         titles = [p["title"] for p in dashboard["panels"]]
-        self.assertEqual(len(titles), 4, titles)
+        for wanted in ("Job state", "Failures", "Loss", "Restarts"):
+            self.assertTrue(any(t.startswith(wanted) for t in titles), (wanted, titles))
         for panel in dashboard["panels"]:
             for target in panel["targets"]:
                 names = re.findall(r"trainlet_[a-z_]+", target["expr"])
                 self.assertTrue(names, target["expr"])
                 for name in names:
                     self.assertIn(name, served, "%s in panel %r" % (name, panel["title"]))
+                # Rates of gauges with deriv(); rate() and increase() of counters only.
+                for fn, name in re.findall(r"\b(rate|increase)\((trainlet_[a-z_]+)", target["expr"]):
+                    self.assertTrue(name.endswith("_total"), "%s(%s) in %r" % (fn, name, panel["title"]))
 
     @unittest.skipUnless(PROMETHEUS, "prometheus is not installed (apt-get install prometheus)")
     def test_real_prometheus_scrapes_and_answers_queries(self):
@@ -339,9 +412,14 @@ class ControllerViewsTest(unittest.TestCase):
         self.assertEqual(up[0]["value"][1], "1")
         escaped = query('trainlet_job_info{state="stale"}')
         self.assertEqual(escaped[0]["metric"]["job_id"], "odd\"job\\<b>&\n")
-        # Two scrapes a second apart: the step moved, so rate() has a value.
-        poll_until(lambda: query('rate(trainlet_job_progress_step{job_id="demo"}[10s]) > 0'), 30,
+        # Two scrapes a second apart: the step moved, so deriv() has a value.
+        poll_until(lambda: query('deriv(trainlet_job_progress_step{job_id="demo"}[10s]) > 0'), 30,
                    "a positive step rate in prometheus")
+        loss = query('trainlet_node_progress_value{job_id="demo",field="loss"}')
+        self.assertEqual(sorted(r["metric"]["node_id"] for r in loss), ["demo-node-0", "demo-node-1"])
+        # A finished job has no progress age: an alert on it cannot fire.
+        self.assertEqual(query('trainlet_job_progress_age_seconds{job_id="done"}'), [])
+        self.assertEqual(query('trainlet_job_info{job_id="done"}')[0]["metric"]["state"], "succeeded")
 
     # ---- trainlet status against the same server.
 
@@ -352,6 +430,7 @@ class ControllerViewsTest(unittest.TestCase):
                                timeout=30)
         self.assertEqual(table.returncode, 0, table.stderr)
         self.assertIn("demo-node-2  2     ffffffffffffffff  stale", table.stdout)
+        self.assertIn("demo-node-3  -     0000000000000033  lost", table.stdout)
         js = subprocess.run([TRAINLET, "status", "--json", "demo"], env=env, capture_output=True,
                             text=True, timeout=30)
         self.assertEqual(js.returncode, 0, js.stderr)
@@ -364,6 +443,151 @@ class ControllerViewsTest(unittest.TestCase):
                                "--timeout=2s"], capture_output=True, text=True, timeout=30)
         self.assertEqual(down.returncode, 69)
         self.assertIn("cannot reach the controller", down.stderr)
+
+
+# The worker of the elastic job: a step and a loss every 0.1 s on
+# TRAINLET_PROGRESS_FILE (docs/progress.md's way: whole lines, replaced
+# atomically), until $E2E_DIR/done exists.
+ELASTIC_WORKER = """
+import os, time
+p = os.environ["TRAINLET_PROGRESS_FILE"]
+done = os.path.join(os.environ["E2E_DIR"], "done")
+step = 0
+while not os.path.exists(done):
+    step += 1
+    with open(p + ".tmp", "w") as f:
+        f.write("step=%d loss=%.4f\\n" % (step, 2.0 / step))
+    os.replace(p + ".tmp", p)
+    time.sleep(0.1)
+"""
+
+
+@unittest.skipUnless(os.path.exists(harness.TRAINLET), "no trainlet at %s" % harness.TRAINLET)
+class RealControllerViewsTest(harness.E2ETestCase):
+    """A real `trainlet controller` and three real agents of an elastic job
+    (2:3) with `kill -9` of one: the job ends succeeded, and every view says
+    so, with the lost node shown lost and not counted."""
+
+    def start_process(self, args):
+        proc = self.start(os.path.basename(args[0]), args)
+        proc.log_path = proc.err_path
+        return proc
+
+    def status_json(self, job):
+        out = subprocess.run(
+            [harness.TRAINLET, "status", "--controller=127.0.0.1:%d" % self.grpc_port,
+             "--token-file=" + self.token, "--json", job],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=30)
+        return json.loads(out.stdout)["jobs"][0] if out.returncode == 0 else None
+
+    def test_elastic_job_that_lost_a_node_succeeds_in_every_view(self):
+        self.token = self.path("token")
+        with open(self.token, "w") as f:
+            f.write("e2e-views-secret\n")
+        self.grpc_port, self.http_port, coord, mp = harness.free_ports(4)
+        ctl = self.start("controller", [
+            harness.TRAINLET, "controller", "--listen=127.0.0.1:%d" % self.grpc_port,
+            "--http=127.0.0.1:%d" % self.http_port, "--token-file=" + self.token])
+        poll_until(lambda: not ctl.running() or get_ok(
+            "http://127.0.0.1:%d/healthz" % self.http_port), 20, "the controller's views")
+        self.assertTrue(ctl.running(), ctl.describe())
+        command = [harness.PY, "-c", ELASTIC_WORKER]
+        agents = [self.start_agent(
+            ["--nnodes=2:3", "--node-rank=%d" % i, "--node-id=jobE-n%d" % i,
+             "--coordinator=127.0.0.1:%d" % coord, "--master-port=%d" % mp, "--job-id=jobE",
+             "--token-file=" + self.token, "--join-timeout=60s", "--max-restarts=2",
+             "--nproc-per-node=1", "--grace-period=5s", "--health-port=0",
+             "--controller=127.0.0.1:%d" % self.grpc_port, "--report-interval=200ms"],
+            command, name="jobE-n%d" % i) for i in range(3)]
+
+        # `trainlet status` on the gRPC address the agents were given.
+        def running_round_1():
+            nodes = (self.status_json("jobE") or {}).get("nodes", [])
+            return len(nodes) == 3 and all(
+                n["agent_state"] == "running" and n["round"] == 1 and n["progress"]["known"]
+                for n in nodes)
+        poll_until(running_round_1, 60, "3 nodes running round 1\n" + self.describe_all())
+        os.kill(agents[2].pid, signal.SIGKILL)
+
+        def round_2_running():
+            job = self.status_json("jobE") or {}
+            nodes = [n for n in job.get("nodes", []) if not n["lost"]]
+            return (job.get("round") == 2 and len(nodes) == 2 and
+                    all(n["round"] == 2 and n["progress"]["known"] for n in nodes))
+        poll_until(round_2_running, 60, "the survivors running round 2\n" + self.describe_all())
+        # The controller samples the job's series every 5 s: wait for a few
+        # points with a rate and a loss, for the sparklines.
+        def series_drawn():
+            points = ((self.status_json("jobE") or {}).get("series") or {}).get("points", [])
+            return sum(1 for p in points if p[2] is not None and len(p) > 3
+                       and p[3] is not None) >= 2
+        poll_until(series_drawn, 60, "two points of jobE's series with a rate and a loss")
+        with open(self.path("done"), "w"):
+            pass
+        self.assertEqual(self.wait_all(agents[:2], 60), [0, 0], self.describe_all())
+        poll_until(lambda: (self.status_json("jobE") or {}).get("state") == "succeeded", 30,
+                   "jobE succeeded at the controller")
+
+        job = self.status_json("jobE")
+        self.assertEqual(job["totals"]["nodes"], 2, job["totals"])
+        self.assertEqual(job["totals"]["nodes_lost"], 1, job["totals"])
+        lost = [n for n in job["nodes"] if n["lost"]]
+        self.assertEqual([n["node_id"] for n in lost], ["jobE-n2"])
+        self.assertGreater(job["started_unix_ms"], 0)
+        self.assertGreater(job["ended_unix_ms"], job["started_unix_ms"])
+        self.assertIn("-c", job["command"])
+        self.assertTrue(any("jobE-n2" in r["restart_cause"] for r in job["rounds_timeline"]),
+                        job["rounds_timeline"])
+
+        # /metrics: succeeded, one node lost, no progress age.
+        _, _, metrics = get("http://127.0.0.1:%d/metrics" % self.http_port)
+        metrics = metrics.decode()
+        self.assertIn('trainlet_job_info{job_id="jobE",state="succeeded"} 1\n', metrics)
+        self.assertIn('trainlet_job_nodes_lost{job_id="jobE"} 1\n', metrics)
+        self.assertIn('trainlet_node_lost{job_id="jobE",node_id="jobE-n2"} 1\n', metrics)
+        self.assertNotIn('trainlet_job_progress_age_seconds{job_id="jobE"}', metrics)
+
+        if not CHROMIUM:
+            self.skipTest("chromium is not installed (apt-get install chromium): the page "
+                          "part is skipped")
+        # The page, rendered in headless Chromium.
+        cdp = open_browser(self, self.dir, self.start_process)
+        cdp.call("Page.enable")
+        cdp.call("Page.navigate", url="http://127.0.0.1:%d/" % self.http_port)
+        sec = "section[data-job=\"jobE\"]"
+        poll_until(lambda: cdp.eval("document.querySelector('%s') !== null" % sec), 20,
+                   "jobE on the page")
+        self.assertEqual(cdp.eval("document.querySelector('%s .badge').textContent" % sec),
+                         "succeeded")
+        # Finished: collapsed until opened.
+        self.assertFalse(cdp.eval("document.querySelector('%s details').open" % sec))
+        cdp.eval("document.querySelector('%s summary').click(); 1" % sec)
+        poll_until(lambda: cdp.eval("document.querySelectorAll('%s tr[data-node]').length" % sec)
+                   == 3, 20, "jobE's node rows")
+        rows = cdp.eval("Array.from(document.querySelectorAll('%s tr[data-node]')).map(r => "
+                        "[r.getAttribute('data-node'), r.className, "
+                        "r.querySelector('.node-rank').textContent])" % sec)
+        self.assertEqual(rows[2], ["jobE-n2", "lost", "-"], rows)
+        # The survivors are members (up until their last report ages out).
+        self.assertTrue(all(r[1] in ("up", "stale") for r in rows[:2]), rows)
+        self.assertRegex(cdp.eval("document.querySelector('%s .nodes-up b').textContent" % sec),
+                         r"^[0-2]/2 \(1 lost\)$")
+        self.assertRegex(cdp.eval("document.querySelector('%s .started').textContent" % sec),
+                         r"^started \S+ ago$")
+        self.assertRegex(cdp.eval("document.querySelector('%s .duration').textContent" % sec),
+                         r"^ran \S+$")
+        self.assertIn("-c", cdp.eval("document.querySelector('%s .command').textContent" % sec))
+        self.assertGreaterEqual(len(cdp.eval(
+            "(document.querySelector('%s svg.sparkline.rate polyline') || "
+            "{getAttribute: () => ''}).getAttribute('points')" % sec).split()), 2)
+        self.assertGreaterEqual(len(cdp.eval(
+            "(document.querySelector('%s svg.sparkline.loss polyline') || "
+            "{getAttribute: () => ''}).getAttribute('points')" % sec).split()), 2)
+        rounds = cdp.eval("Array.from(document.querySelectorAll('%s ol.timeline li.round'))"
+                          ".map(r => r.innerText)" % sec)
+        self.assertEqual(len(rounds), 2, rounds)
+        self.assertIn("jobE-n2", rounds[1])
+        self.assertIn("restarted after:", rounds[1])
 
 
 if __name__ == "__main__":

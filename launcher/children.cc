@@ -5,9 +5,12 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
+#include <cstdint>
 #include <map>
 #include <optional>
 #include <string>
@@ -46,8 +49,13 @@ std::string ReadProcFile(const std::string& path) {
 struct Stat {
   char state = 0;
   pid_t ppid = 0;
+  uint64_t start_ticks = 0;
   std::string comm;
 };
+
+// Fields of /proc/<pid>/stat counted from the state (field 3), after comm.
+constexpr size_t kStateField = 3;
+constexpr size_t kStartTimeField = 22;
 
 // "pid (comm) S ppid ...": comm may contain spaces and parentheses.
 std::optional<Stat> ReadStat(const std::string& pid_dir) {
@@ -65,6 +73,11 @@ std::optional<Stat> ReadStat(const std::string& pid_dir) {
     return std::nullopt;
   }
   result.state = fields[0][0];
+  // 0 (unknown) if missing: a kernel's stat always has it.
+  if (fields.size() > kStartTimeField - kStateField &&
+      !absl::SimpleAtoi(fields[kStartTimeField - kStateField], &result.start_ticks)) {
+    result.start_ticks = 0;
+  }
   result.comm = absl::CHexEscape(stat.substr(open_paren + 1, close_paren - open_paren - 1));
   return result;
 }
@@ -142,6 +155,7 @@ absl::StatusOr<std::vector<ChildProcess>> ListChildren() {
     ChildProcess child;
     child.pid_in_proc = pid_in_proc;
     child.state = stat->state;
+    child.start_ticks = stat->start_ticks;
     child.comm = std::move(stat->comm);
     if (depth == 0) {
       child.pid = pid_in_proc;
@@ -156,6 +170,33 @@ absl::StatusOr<std::vector<ChildProcess>> ListChildren() {
   }
   closedir(proc);
   return children;
+}
+
+uint64_t BootTimeTicks() {
+  struct timespec now;
+  if (clock_gettime(CLOCK_BOOTTIME, &now) != 0) return 0;
+  const long ticks_per_second = sysconf(_SC_CLK_TCK);
+  if (ticks_per_second <= 0) return 0;
+  // Rounded down, as the kernel rounds a start time.
+  const auto tps = static_cast<uint64_t>(ticks_per_second);
+  return static_cast<uint64_t>(now.tv_sec) * tps +
+         static_cast<uint64_t>(now.tv_nsec) * tps / 1000000000u;
+}
+
+std::optional<PipeId> StdinPipe(const ChildProcess& child) {
+  // stat() follows the magic link to the pipe itself.
+  struct stat st;
+  if (stat(absl::StrCat("/proc/", child.pid_in_proc, "/fd/0").c_str(), &st) != 0 ||
+      !S_ISFIFO(st.st_mode)) {
+    return std::nullopt;
+  }
+  return PipeId{st.st_dev, st.st_ino};
+}
+
+std::optional<PipeId> PipeOfFd(int fd) {
+  struct stat st;
+  if (fstat(fd, &st) != 0 || !S_ISFIFO(st.st_mode)) return std::nullopt;
+  return PipeId{st.st_dev, st.st_ino};
 }
 
 absl::StatusOr<std::vector<pid_t>> ListDescendants(pid_t root) {

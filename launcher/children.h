@@ -19,7 +19,10 @@
 
 #include <sys/types.h>
 
+#include <cstdint>
+#include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -34,7 +37,15 @@ struct ChildProcess {
   pid_t pid_in_proc = -1;
   char state = 0;    // from /proc/<pid>/stat: 'R', 'S', 'D', 'Z', ...
   std::string comm;  // the command name (escaped for logs), e.g. "sleep"
+  // When it started, in clock ticks (sysconf(_SC_CLK_TCK)) after boot, as
+  // BootTimeTicks() counts them; 0 if unknown.
+  uint64_t start_ticks = 0;
 };
+
+// Now, in the clock ticks after boot that /proc/<pid>/stat gives a
+// process's start time in (rounded down like it): a process whose start
+// time is less started before this call. 0 if the clock cannot be read.
+uint64_t BootTimeTicks();
 
 // The children of this process (zombies included), in /proc order. When
 // this process has no child at all (waitid(2) says ECHILD), empty without
@@ -42,6 +53,17 @@ struct ChildProcess {
 // FailedPrecondition if /proc is missing or belongs to a PID namespace whose
 // numbers cannot be mapped to this one.
 absl::StatusOr<std::vector<ChildProcess>> ListChildren();
+
+// A pipe or FIFO, by the identity of its inode.
+using PipeId = std::pair<dev_t, ino_t>;
+
+// The pipe (or FIFO) that `child`'s stdin reads: a `tee`, a `logger`, a
+// `sed` reading someone's output. nullopt if its stdin is something else,
+// or it is gone, or /proc does not let us see it (another user's).
+std::optional<PipeId> StdinPipe(const ChildProcess& child);
+
+// The pipe this process's own descriptor `fd` is, or nullopt.
+std::optional<PipeId> PipeOfFd(int fd);
 
 // Every descendant of `root` (children, grandchildren, ...; zombies
 // included), parents before their children, `root` itself excluded. The MPI

@@ -3,13 +3,13 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cstdio>
 #include <map>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -32,8 +32,6 @@ constexpr absl::Duration kReapInterval = absl::Milliseconds(5);
 // Readers named in the log line, at most.
 constexpr size_t kMaxListed = 10;
 
-using PipeId = std::pair<dev_t, ino_t>;
-
 // This process's descriptors that are write ends of pipes, by pipe.
 std::map<PipeId, std::vector<int>> PipeWriteEnds() {
   std::map<PipeId, std::vector<int>> ends;
@@ -43,11 +41,11 @@ std::map<PipeId, std::vector<int>> PipeWriteEnds() {
   while (struct dirent* entry = readdir(dir)) {
     int fd;
     if (!absl::SimpleAtoi(entry->d_name, &fd) || fd == dir_fd) continue;
-    struct stat st;
-    if (fstat(fd, &st) != 0 || !S_ISFIFO(st.st_mode)) continue;
+    const std::optional<PipeId> pipe = PipeOfFd(fd);
+    if (!pipe) continue;
     const int flags = fcntl(fd, F_GETFL);
     if (flags < 0 || (flags & O_ACCMODE) == O_RDONLY) continue;
-    ends[{st.st_dev, st.st_ino}].push_back(fd);
+    ends[*pipe].push_back(fd);
   }
   closedir(dir);
   return ends;
@@ -68,18 +66,13 @@ OutputReaders FinishOutputReaders(absl::Duration timeout) {
   std::vector<PipeId> pipes;
   for (const ChildProcess& child : *children) {
     if (child.state == 'Z' || child.state == 'X') continue;
-    // stat() follows the magic link to the pipe itself; EACCES (another
-    // user's process) or a vanished child: not known to read our output.
-    struct stat st;
-    if (stat(absl::StrCat("/proc/", child.pid_in_proc, "/fd/0").c_str(), &st) != 0 ||
-        !S_ISFIFO(st.st_mode)) {
-      continue;
-    }
-    const PipeId pipe{st.st_dev, st.st_ino};
-    if (write_ends.count(pipe) == 0) continue;
+    // Another user's process or a vanished child: not known to read our
+    // output.
+    const std::optional<PipeId> pipe = StdinPipe(child);
+    if (!pipe || write_ends.count(*pipe) == 0) continue;
     readers.push_back(child.pid);
     names.push_back(absl::StrCat(child.pid, " (", child.comm, ")"));
-    pipes.push_back(pipe);
+    pipes.push_back(*pipe);
   }
   result.found = static_cast<int>(readers.size());
   if (readers.empty()) return result;

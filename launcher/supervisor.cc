@@ -44,6 +44,10 @@ constexpr absl::Duration kMinWriterCloseTime = absl::Milliseconds(100);
 constexpr int kMaxDrainReads = 64;
 // Processes named in one log line, at most.
 constexpr size_t kMaxListedProcesses = 10;
+// A process of a worker's group that started less than this before the
+// leader exited may still be setting its stdin up (a `tee` of `exec >
+// >(tee f)` that has not run yet): it may be an output helper.
+constexpr absl::Duration kHelperSetupTime = absl::Seconds(1);
 
 // Deadlines use the monotonic clock: a wall-clock step must not stretch or
 // cut a grace period.
@@ -135,6 +139,7 @@ Supervisor::Supervisor(const Options& options, int signal_fd, int wake_fd,
       room_fd_(std::move(room_fd)),
       inherited_(std::move(inherited)),
       own_group_(getpgrp()),
+      own_stdin_pipe_(PipeOfFd(STDIN_FILENO)),
       read_buffer_(OutputPrefixer::kMaxLineBytes) {}
 
 Supervisor::~Supervisor() {
@@ -211,6 +216,8 @@ OutputWriter* Supervisor::Writer(int which_fd) {
 }
 
 absl::Status Supervisor::Spawn(const ProcessSpec& spec, Process* process) {
+  // Whatever started before this is no descendant of a worker or helper.
+  if (workers_since_ticks_ == kNoWorkerYet) workers_since_ticks_ = BootTimeTicks();
   absl::StatusOr<SpawnedWorker> spawned = SpawnWorker(spec, options_.stdout_fd, options_.stderr_fd);
   if (!spawned.ok()) return spawned.status();
   process->spec = spec;
@@ -351,6 +358,7 @@ void Supervisor::Wake() {
 void Supervisor::SignalWorkers(int sig) { SignalGroups(sig, /*hold=*/true); }
 
 void Supervisor::SignalGroups(int sig, bool hold) {
+  if (hold) DecideDrains();
   const absl::Time now = MonotonicNow();
   for (Process& w : workers_) {
     if (w.group_gone) continue;
@@ -391,6 +399,7 @@ void Supervisor::DeliverHeldSignals() {
 }
 
 void Supervisor::AwaitDrainingGroups() {
+  DecideDrains();
   for (;;) {
     ReapChildren();
     const absl::Time now = MonotonicNow();
@@ -463,7 +472,11 @@ void Supervisor::ReapChildren() {
 
 void Supervisor::OnWorkerReaped(Process* w, int status) {
   w->reaped = true;
+  // Whether the rest of the group gets it is decided when it is first
+  // signalled (DecideDrains()).
   w->drain_until = MonotonicNow() + options_.group_drain_timeout;
+  w->reaped_ticks = BootTimeTicks();
+  w->drain_decided = false;
   ReturnTerminal(w);
   // Whatever it wrote before dying goes out before its exit is reported.
   ReadStream(&w->out, /*until_drained=*/true);
@@ -714,15 +727,22 @@ std::set<pid_t> Supervisor::inherited_children() const {
   return pids;
 }
 
-bool Supervisor::IsEntrypointProcess(pid_t pid) const {
+bool Supervisor::IsEntrypointProcess(const ChildProcess& child) const {
+  const pid_t pid = child.pid;
   if (inherited_.count(pid) > 0) return true;
+  // Started before any worker (a daemon the entrypoint started, whose
+  // parent exited only once we ran): no worker's descendant.
+  if (child.start_ticks > 0 && child.start_ticks < workers_since_ticks_) return true;
   // A worker's descendants are in its group or in groups of their own
   // (setsid); joining ours or an inherited child's takes a deliberate
   // setpgid(). A group with a member we have not reaped cannot be replaced
   // by another of the same number.
   const pid_t group = getpgid(pid);
-  if (group <= 0) return false;
-  if (group == own_group_) return true;
+  if (group < 0) return false;
+  // 0: the group's leader is outside our PID namespace, as our own group is
+  // when `unshare --pid --fork` made us PID 1 without a new session. Every
+  // worker's group, and any a descendant of it makes, is inside it.
+  if (group == 0 || group == own_group_) return true;
   for (const auto& [inherited, unused] : inherited_) {
     if (getpgid(inherited) == group) return true;
   }
@@ -730,13 +750,53 @@ bool Supervisor::IsEntrypointProcess(pid_t pid) const {
 }
 
 void Supervisor::InheritOrphansOfGroup(pid_t group) {
-  if (group <= 0 || group == own_group_) return;  // ours is the entrypoint's anyway
+  // Ours, and groups outside our namespace, are the entrypoint's anyway.
+  if (group <= 0 || group == own_group_) return;
   absl::StatusOr<std::vector<ChildProcess>> children = ListChildren();
   if (!children.ok()) return;
   for (const ChildProcess& child : *children) {
     if (IsKnownChild(child.pid) || inherited_.count(child.pid) > 0) continue;
     if (getpgid(child.pid) == group) inherited_[child.pid] = group;
   }
+}
+
+void Supervisor::DecideDrains() {
+  const absl::Time now = MonotonicNow();
+  std::vector<Process*> undecided;
+  for (Process& w : workers_) {
+    if (!w.reaped || w.drain_decided || now >= w.drain_until) continue;
+    w.drain_decided = true;
+    if (GroupAlive(&w)) {
+      undecided.push_back(&w);
+    } else {
+      w.drain_until = absl::InfinitePast();
+    }
+  }
+  if (undecided.empty()) return;
+  // One look at /proc for every group (several workers fail at once). The
+  // leader's children were reparented to us before it could be reaped.
+  absl::StatusOr<std::vector<ChildProcess>> children = ListChildren();
+  if (!children.ok()) return;  // cannot tell: let them drain
+  for (Process* w : undecided) {
+    if (!MayHoldOutputHelper(*w, *children)) w->drain_until = absl::InfinitePast();
+  }
+}
+
+bool Supervisor::MayHoldOutputHelper(const Process& w,
+                                     const std::vector<ChildProcess>& children) const {
+  const auto setup_ticks = static_cast<uint64_t>(absl::ToDoubleSeconds(kHelperSetupTime) *
+                                                 static_cast<double>(sysconf(_SC_CLK_TCK)));
+  bool seen = false;
+  for (const ChildProcess& child : children) {
+    if (IsKnownChild(child.pid) || getpgid(child.pid) != w.pid) continue;
+    seen = true;
+    if (child.state == 'Z' || child.state == 'X') continue;
+    const std::optional<PipeId> pipe = StdinPipe(child);
+    if (pipe && pipe != own_stdin_pipe_) return true;
+    // A `tee` just forked may not have pointed its stdin at the pipe yet.
+    if (child.start_ticks == 0 || w.reaped_ticks < child.start_ticks + setup_ticks) return true;
+  }
+  return !seen;  // its members are not our children: let them drain
 }
 
 int Supervisor::KillAdoptedChildren(const char* what) {
@@ -752,7 +812,7 @@ int Supervisor::KillAdoptedChildren(const char* what) {
   int alive = 0;
   std::vector<std::string> fresh;
   for (const ChildProcess& child : *children) {
-    if (IsKnownChild(child.pid) || IsEntrypointProcess(child.pid)) continue;
+    if (IsKnownChild(child.pid) || IsEntrypointProcess(child)) continue;
     // Not reaped yet: the pid of our child cannot be reused before that, so
     // killing by pid is safe. A zombie counts until the next ReapChildren().
     ++alive;

@@ -17,9 +17,10 @@
 //        |   SignalWorkers(TERM ... KILL)       v
 //        |   (the caller's policy)         leaders gone, group members left:
 //        |                                 poll kill(-pgid, 0) every 20 ms;
-//        |                                 signals for a group are held until
-//        |                                 2 s after its leader exited (its
-//        |                                 `tee` drains), then delivered
+//        |                                 signals for a group with a member
+//        |                                 reading a pipe (its `tee`) are
+//        |                                 held until 2 s after its leader
+//        |                                 exited, then delivered
 //        |                                      |  every group empty
 //        |                                      v
 //        |                                 orphans the workers left outside
@@ -37,16 +38,18 @@
 // The children this process already has when the Supervisor is created are
 // the entrypoint's, not the workers' (the `tee` of an entrypoint's `exec >
 // >(tee log)`, a sidecar started with `&` before `exec trainlet`): they, and
-// adopted processes in their process groups or in this process's own, are
-// never signalled; they are reaped when they exit.
+// adopted processes in their process groups or in this process's own, or
+// that started before the first worker, are never signalled; they are
+// reaped when they exit.
 //
-// The destructor lets worker groups whose leader exited drain (the rest of
-// their 2 s), then kills everything else that is still our child (worker
-// groups, helpers, and every adopted orphan, repeatedly, as killing a
-// process orphans its own children), bounded to 10 s, and flushes output
-// for at most 2 s (what is still in the pipes of exited processes
-// included). The entrypoint's processes are left running: they see their
-// pipes close when the process exits (output_readers.h). See docs/pid1.md.
+// The destructor lets worker groups whose leader exited drain where a
+// member reads a pipe (the rest of their 2 s), then kills everything else
+// that is still our child (worker groups, helpers, and every adopted
+// orphan, repeatedly, as killing a process orphans its own children),
+// bounded to 10 s, and flushes output for at most 2 s (what is still in the
+// pipes of exited processes included). The entrypoint's processes are left
+// running: they see their pipes close when the process exits
+// (output_readers.h). See docs/pid1.md.
 //
 // Threading model: one owning thread calls every method except Wake(), which
 // any thread may call (it only writes an eventfd) to interrupt Wait(). The
@@ -81,6 +84,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "launcher/children.h"
 #include "launcher/line_tail.h"
 #include "launcher/output_prefixer.h"
 #include "launcher/output_writer.h"
@@ -110,9 +114,11 @@ class Supervisor : public WorkerGroup {
     // Bound on waiting for SIGKILLed processes to disappear (a process in
     // uninterruptible sleep, e.g. in a GPU driver, may take a while).
     absl::Duration kill_timeout = absl::Seconds(10);
-    // How long the rest of a worker's process group (a `tee`, a logger) is
-    // left alone after its leader exited, to finish writing: signals for
-    // the group meanwhile, SIGKILL included, are held until then.
+    // How long the rest of a worker's process group is left alone after
+    // its leader exited, to finish writing, when a member reads a pipe (a
+    // `tee`, a logger): signals for the group meanwhile, SIGKILL included,
+    // are held until then. Groups whose members read no pipe (DataLoader
+    // workers) are signalled at once.
     absl::Duration group_drain_timeout = kDefaultGroupDrainTimeout;
     // Helper restarts.
     RestartBackoff::Options helper_backoff;
@@ -151,8 +157,9 @@ class Supervisor : public WorkerGroup {
   Event Wait(absl::Duration timeout) override;
   // Thread-safe and async-signal-safe.
   void Wake() override;
-  // A group whose leader exited less than group_drain_timeout ago gets
-  // `sig` only when that time is over, if it still has members then.
+  // A group whose leader exited less than group_drain_timeout ago and that
+  // had a member reading a pipe then gets `sig` only when that time is
+  // over, if it still has members then.
   void SignalWorkers(int sig) override;
   int running_workers() const override;
   void WatchFd(int fd, int slot = 0) override;
@@ -186,8 +193,11 @@ class Supervisor : public WorkerGroup {
     bool has_terminal = false;  // foreground_tty: it got the terminal
     absl::Time started;         // monotonic
     // Workers: until when the rest of the group may drain after the leader
-    // was reaped (monotonic), and the signals SignalWorkers() held for it.
+    // was reaped (monotonic; InfinitePast when no member read a pipe), and
+    // the signals SignalWorkers() held for it.
     absl::Time drain_until = absl::InfinitePast();
+    uint64_t reaped_ticks = 0;   // BootTimeTicks() when the leader was reaped
+    bool drain_decided = false;  // DecideDrains() looked at the group
     std::vector<int> held_signals;
     Stream out;
     Stream err;
@@ -260,12 +270,24 @@ class Supervisor : public WorkerGroup {
   Helper* FindHelper(pid_t pid);
   bool IsKnownChild(pid_t pid) const;
   // The entrypoint's, not the workers' (see the top): an inherited child,
-  // or an adopted process in this process's group or in the group of an
-  // inherited child (a sidecar's orphan). `pid` is our unreaped child.
-  bool IsEntrypointProcess(pid_t pid) const;
+  // an adopted process that started before the first worker or helper, or
+  // one in this process's group, in a group outside our PID namespace, or
+  // in the group of an inherited child (a sidecar's orphan). `child` is
+  // our unreaped child.
+  bool IsEntrypointProcess(const ChildProcess& child) const;
   // An inherited child in `group` was reaped: the processes of that group
   // it orphaned, now our children, are inherited in its place.
   void InheritOrphansOfGroup(pid_t group);
+  // The rest of a worker's group gets its drain time only if it may be
+  // writing out what the worker wrote; decided once, when first needed
+  // (a signal for the group, or the end), for every group not decided yet.
+  void DecideDrains();
+  // Whether one of the members of `worker`'s group among `children` (the
+  // leader's orphans, now ours) reads a pipe other than our own stdin (a
+  // `tee`, a `logger`) or started less than 1 s before the leader was
+  // reaped (it may not have pointed its stdin at the pipe yet), or none of
+  // them is ours to see.
+  bool MayHoldOutputHelper(const Process& worker, const std::vector<ChildProcess>& children) const;
 
   const Options options_;
   const int signal_fd_;
@@ -288,7 +310,13 @@ class Supervisor : public WorkerGroup {
   // The entrypoint's children (at Create(), and the orphans they leave in
   // their groups), until reaped: pid -> its process group when recorded.
   std::map<pid_t, pid_t> inherited_;
-  const pid_t own_group_;      // this process's process group
+  // When the first worker or helper was spawned (BootTimeTicks()); until
+  // then no process can be theirs.
+  static constexpr uint64_t kNoWorkerYet = UINT64_MAX;
+  uint64_t workers_since_ticks_ = kNoWorkerYet;
+  const pid_t own_group_;  // this process's process group
+  // Our stdin when it is a pipe: the workers and their children inherit it.
+  const std::optional<PipeId> own_stdin_pipe_;
   bool tearing_down_ = false;  // the destructor runs: helpers are not restarted.
   bool warned_no_proc_ = false;
   bool flush_before_exit_ = false;

@@ -87,6 +87,10 @@ class SupervisorTest : public ::testing::Test {
     options.group_drain_timeout = drain;
     Recreate(options);
   }
+  // Runs `script` as the worker: it writes the pid of a stray it leaves in
+  // its group to $DIR/stray and exits with `exit_code`. A SIGTERM then
+  // stops the stray at once, under the 30 s drain time this sets.
+  void ExpectStrayStoppedAtOnce(const std::string& script, int exit_code);
   // Helper restarts after 100 ms, 200 ms, 400 ms, 400 ms...
   void RecreateWithQuickRestarts() {
     Supervisor::Options options;
@@ -583,12 +587,43 @@ TEST_F(SupervisorTest, InheritedChildsOrphans_InTheEntrypointsGroups_AreNotTheWo
   KillAndReap(orphan_led);
 }
 
+TEST_F(SupervisorTest, AnOrphanStartedBeforeTheFirstWorker_IsNotTheWorkers) {
+  // `sshd &` before `exec trainlet`: it forks its daemon into a session of
+  // its own at once, but exits only once the agent runs. The daemon comes
+  // to us then, in no group of the entrypoint's; it started before any
+  // worker existed, so it cannot be theirs.
+  supervisor_.reset();
+  const pid_t sidecar = SpawnEntrypointChild(
+      "setsid sleep 300 & echo $! > \"$DIR/daemon.tmp\"; mv \"$DIR/daemon.tmp\" \"$DIR/daemon\";"
+      " while [ ! -e \"$DIR/go\" ]; do sleep 0.01; done",
+      dir_.path(), false);
+  ASSERT_GT(sidecar, 0);
+  const pid_t daemon = ReadPidFile(dir_.File("daemon"));
+  ASSERT_GT(daemon, 0);
+  Recreate(Supervisor::Options());
+  // Start times count in clock ticks: the first worker starts two later.
+  absl::SleepFor(absl::Seconds(2.0 / static_cast<double>(sysconf(_SC_CLK_TCK))));
+  // The worker lets the sidecar go and fails once the daemon is ours.
+  const std::string script =
+      "touch \"$DIR/go\"; d=$(cat \"$DIR/daemon\");"
+      " while [ \"$(cut -d' ' -f4 /proc/$d/stat)\" != \"$PPID\" ]; do sleep 0.01; done; exit 1";
+  ASSERT_TRUE(supervisor_->Start({ShellWorker(script, dir_.path())}).ok());
+  EXPECT_EQ(NextExit().exit_code, 1);
+  Next(EventType::kWorkersGone);
+  EXPECT_NE(ProcessState(daemon), 0) << "killed at the round's end";
+  EXPECT_NE(ProcessState(daemon), 'Z');
+  supervisor_.reset();
+  EXPECT_NE(ProcessState(daemon), 0) << "killed at the Supervisor's end";
+  KillAndReap(daemon);
+}
+
 // --- Drain time: the rest of a worker's group after its leader exited ---
 
-// The leader exits at once; a member of its group (like the worker's own
-// `tee`) writes $DIR/tee 0.3 s later.
+// The leader exits at once; a member of its group that reads a pipe (like
+// the worker's own `tee`) writes $DIR/tee 0.3 s after that pipe's EOF.
 constexpr char kLeaveSlowTee[] =
-    "(sleep 0.3; echo drained > \"$DIR/tee.tmp\"; mv \"$DIR/tee.tmp\" \"$DIR/tee\") & exit 0";
+    "echo line | (cat > /dev/null; sleep 0.3; echo drained > \"$DIR/tee.tmp\";"
+    " mv \"$DIR/tee.tmp\" \"$DIR/tee\") & exit 0";
 
 TEST_F(SupervisorTest, DrainTime_AStopRightAfterTheLeaderExited_LetsItsTeeFinish) {
   // The worker's own `exec > >(tee f)`: a group member still writing what
@@ -608,9 +643,24 @@ TEST_F(SupervisorTest, DrainTime_TheDestructor_LetsTheGroupFinish) {
   EXPECT_EQ(ReadFile(dir_.File("tee")), "drained\n");
 }
 
+TEST_F(SupervisorTest, DrainTime_AMemberStartedJustBefore_MayStillBeSettingUp_AndIsHeld) {
+  // `exec > >(tee f)` forks the `tee`, which points its stdin at the pipe
+  // only once it runs: a short worker may exit before that. Here the
+  // member never reads a pipe, but it started less than 1 s before.
+  const std::string script =
+      "(sleep 0.3; echo drained > \"$DIR/tee.tmp\"; mv \"$DIR/tee.tmp\" \"$DIR/tee\")"
+      " < /dev/null & exit 0";
+  ASSERT_TRUE(supervisor_->Start({ShellWorker(script, dir_.path())}).ok());
+  EXPECT_EQ(NextExit().exit_code, 0);
+  supervisor_->SignalWorkers(SIGTERM);
+  Next(EventType::kWorkersGone);
+  EXPECT_EQ(ReadFile(dir_.File("tee")), "drained\n");
+}
+
 TEST_F(SupervisorTest, DrainTime_AStrayThatKeepsRunning_GetsTheHeldSignalWhenItIsOver) {
   RecreateWithDrainTime(absl::Seconds(3));
-  const std::string script = "sleep 300 & echo $! > \"$DIR/stray\"; exit 0";
+  // It reads a pipe whose writer keeps running too: no EOF, ever.
+  const std::string script = "sleep 300 | sleep 300 & echo $! > \"$DIR/stray\"; exit 0";
   ASSERT_TRUE(supervisor_->Start({ShellWorker(script, dir_.path())}).ok());
   const pid_t stray = ReadPidFile(dir_.File("stray"));
   ASSERT_GT(stray, 0);
@@ -633,6 +683,51 @@ TEST_F(SupervisorTest, DrainTime_ARunningLeadersGroup_IsSignalledAtOnce) {
   const absl::Time start = absl::Now();
   Next(EventType::kWorkersGone);
   EXPECT_LT(absl::Now() - start, absl::Seconds(5)) << "not held: the group had no leftovers";
+}
+
+void SupervisorTest::ExpectStrayStoppedAtOnce(const std::string& script, int exit_code) {
+  RecreateWithDrainTime(absl::Seconds(30));
+  ASSERT_TRUE(supervisor_->Start({ShellWorker(script, dir_.path())}).ok());
+  const pid_t stray = ReadPidFile(dir_.File("stray"));
+  ASSERT_GT(stray, 0);
+  EXPECT_EQ(NextExit().exit_code, exit_code);
+  supervisor_->SignalWorkers(SIGTERM);
+  const absl::Time start = absl::Now();
+  Next(EventType::kWorkersGone);
+  // Held, it would take the 30 s; a bound with room for a loaded machine.
+  EXPECT_LT(absl::Now() - start, absl::Seconds(10)) << "held for the drain time";
+  EXPECT_EQ(ProcessState(stray), 0);
+  KillIfAlive(stray);
+}
+
+TEST_F(SupervisorTest, DrainTime_AGroupThatReadsNoPipe_IsSignalledAtOnce) {
+  // Like a PyTorch worker killed by the OOM killer: its DataLoader workers
+  // stay in its group, their stdin /dev/null (multiprocessing's). They
+  // write out nothing of the worker's: a restart does not wait for them.
+  // (They started over 1 s before: set up.)
+  const std::string script =
+      "sleep 300 < /dev/null & echo $! > \"$DIR/stray\"; sleep 300 < /dev/null &"
+      " sleep 1.2; kill -9 $$";
+  ExpectStrayStoppedAtOnce(script, kExitSignalBase + SIGKILL);
+}
+
+TEST_F(SupervisorTest, DrainTime_OurOwnStdinIsNoOutputPipe) {
+  // The agent's stdin is a pipe (`ssh host trainlet run ...`), which every
+  // worker and its children inherit: a stray reading it is not draining
+  // anything the worker wrote.
+  int fds[2];
+  ASSERT_EQ(pipe2(fds, O_CLOEXEC), 0);
+  const int saved_stdin = dup(STDIN_FILENO);
+  ASSERT_GE(saved_stdin, 0);
+  ASSERT_EQ(dup2(fds[0], STDIN_FILENO), STDIN_FILENO);
+  // (An asynchronous list's stdin is /dev/null unless redirected.)
+  const std::string script =
+      "exec 3<&0; sleep 300 <&3 & echo $! > \"$DIR/stray\"; sleep 1.2; exit 0";
+  ExpectStrayStoppedAtOnce(script, 0);
+  dup2(saved_stdin, STDIN_FILENO);
+  close(saved_stdin);
+  close(fds[0]);
+  close(fds[1]);
 }
 
 // --- kWorkersGone ---

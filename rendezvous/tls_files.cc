@@ -7,6 +7,7 @@
 #include <openssl/x509.h>
 #include <openssl/x509_vfy.h>
 #include <openssl/x509v3.h>
+#include <sys/stat.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -45,6 +46,34 @@ using X509Ptr = std::unique_ptr<X509, X509Free>;
 
 std::string Named(const TlsFile& f) { return absl::StrCat(f.origin, " ", SafeForLog(f.path, 256)); }
 
+// "the controller's --tls-key /etc/tls/tls.key", or without an owner
+// "--tls-key /etc/tls/tls.key".
+std::string OwnedName(const TlsFiles& files, const TlsFile& f) {
+  return files.owner.empty() ? Named(f) : absl::StrCat("the ", files.owner, "'s ", Named(f));
+}
+
+// The private key's permission bits: writable by other users is refused
+// (anyone on the host could put their own key in the server's place);
+// readable by them is a warning (it works, but the key is out). Group
+// access is left alone: a Kubernetes Secret mounted with fsGroup is
+// group-readable by design.
+absl::Status CheckKeyMode(const TlsFiles& files, mode_t mode, std::vector<std::string>* warnings) {
+  const std::string perms = absl::StrFormat("%04o", mode & 07777);
+  if ((mode & S_IWOTH) != 0) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        OwnedName(files, files.key), " is writable by every user (mode ", perms,
+        "): anyone on this host could replace the private key; make it 0600 (chmod go-w), or "
+        "mount its Secret with defaultMode: 0400"));
+  }
+  if ((mode & S_IROTH) != 0 && warnings != nullptr) {
+    warnings->push_back(absl::StrCat(
+        OwnedName(files, files.key), " is readable by every user (mode ", perms,
+        "): anyone on this host can read the private key; make it 0600 (chmod o-r), or mount its "
+        "Secret with defaultMode: 0400 (0440 with fsGroup)"));
+  }
+  return absl::OkStatus();
+}
+
 // OpenSSL's first queued error as text (its queue is per thread and shared
 // with gRPC: always left empty).
 std::string OpenSslError() {
@@ -56,36 +85,48 @@ std::string OpenSslError() {
   return buf;
 }
 
-absl::StatusOr<std::string> ReadFile(const TlsFile& f) {
+// A file's bytes and permission bits (of the file read, after symlinks:
+// a mounted Secret's files are symlinks into its ..data directory).
+struct FileContents {
+  std::string data;
+  mode_t mode = 0;
+};
+
+absl::StatusOr<FileContents> ReadFile(const TlsFiles& files, const TlsFile& f) {
+  const std::string who =
+      files.owner.empty() ? f.origin : absl::StrCat("the ", files.owner, "'s ", f.origin);
   if (f.path.empty()) {
-    return absl::FailedPreconditionError(absl::StrCat(f.origin, ": empty path"));
+    return absl::FailedPreconditionError(absl::StrCat(who, ": empty path"));
   }
   std::FILE* file = std::fopen(f.path.c_str(), "rb");
   if (file == nullptr) {
     return absl::FailedPreconditionError(
         absl::StrFormat("%s: cannot read %s: %s (a mounted Secret's file must exist and be "
                         "readable by this process)",
-                        f.origin, SafeForLog(f.path, 256), std::strerror(errno)));
+                        who, SafeForLog(f.path, 256), std::strerror(errno)));
   }
-  std::string data;
+  FileContents out;
+  struct stat st;
+  // The mode of the file opened, not of a path that could change after.
+  if (fstat(fileno(file), &st) == 0) out.mode = st.st_mode;
   char buf[4096];
   size_t n;
-  while ((n = std::fread(buf, 1, sizeof(buf), file)) > 0 && data.size() <= kMaxTlsFileBytes) {
-    data.append(buf, n);
+  while ((n = std::fread(buf, 1, sizeof(buf), file)) > 0 && out.data.size() <= kMaxTlsFileBytes) {
+    out.data.append(buf, n);
   }
   const bool read_error = std::ferror(file) != 0;
   const int saved_errno = errno;
   std::fclose(file);
   if (read_error) {
     return absl::FailedPreconditionError(absl::StrFormat(
-        "%s: cannot read %s: %s", f.origin, SafeForLog(f.path, 256), std::strerror(saved_errno)));
+        "%s: cannot read %s: %s", who, SafeForLog(f.path, 256), std::strerror(saved_errno)));
   }
-  if (data.size() > kMaxTlsFileBytes) {
+  if (out.data.size() > kMaxTlsFileBytes) {
     return absl::FailedPreconditionError(
-        absl::StrFormat("%s: %s is larger than %d bytes; expected a PEM file", f.origin,
+        absl::StrFormat("%s: %s is larger than %d bytes; expected a PEM file", who,
                         SafeForLog(f.path, 256), kMaxTlsFileBytes));
   }
-  return data;
+  return out;
 }
 
 // Every PEM certificate in `pem`, in order; an empty result when there is none.
@@ -316,24 +357,28 @@ absl::Status PeerVerifier::VerifyChain(const std::string& leaf_pem,
 absl::StatusOr<TlsConfig> LoadTlsFiles(const TlsFiles& files, std::vector<std::string>* warnings) {
   ERR_clear_error();
   TlsConfig out;
-  absl::StatusOr<std::string> cert = ReadFile(files.cert);
-  if (!cert.ok()) return cert.status();
-  absl::StatusOr<std::string> key = ReadFile(files.key);
-  if (!key.ok()) return key.status();
-  absl::StatusOr<std::string> ca = ReadFile(files.ca);
-  if (!ca.ok()) return ca.status();
+  absl::StatusOr<FileContents> cert_file = ReadFile(files, files.cert);
+  if (!cert_file.ok()) return cert_file.status();
+  absl::StatusOr<FileContents> key_file = ReadFile(files, files.key);
+  if (!key_file.ok()) return key_file.status();
+  if (absl::Status s = CheckKeyMode(files, key_file->mode, warnings); !s.ok()) return s;
+  absl::StatusOr<FileContents> ca_file = ReadFile(files, files.ca);
+  if (!ca_file.ok()) return ca_file.status();
+  std::string* const cert = &cert_file->data;
+  std::string* const key = &key_file->data;
+  std::string* const ca = &ca_file->data;
 
   std::vector<X509Ptr> chain = ReadCertificates(*cert);
   if (chain.empty()) {
     return absl::FailedPreconditionError(
-        absl::StrCat(Named(files.cert),
+        absl::StrCat(OwnedName(files, files.cert),
                      " holds no PEM certificate (expected -----BEGIN CERTIFICATE-----, as in a "
                      "cert-manager Secret's tls.crt)"));
   }
   std::vector<X509Ptr> roots = ReadCertificates(*ca);
   if (roots.empty()) {
     return absl::FailedPreconditionError(
-        absl::StrCat(Named(files.ca),
+        absl::StrCat(OwnedName(files, files.ca),
                      " holds no PEM certificate (expected the CA certificate, as in a cert-manager "
                      "Secret's ca.crt)"));
   }
@@ -344,7 +389,7 @@ absl::StatusOr<TlsConfig> LoadTlsFiles(const TlsFiles& files, std::vector<std::s
   }
   if (!pkey) {
     return absl::FailedPreconditionError(
-        absl::StrCat(Named(files.key),
+        absl::StrCat(OwnedName(files, files.key),
                      " holds no usable PEM private key (expected an unencrypted "
                      "-----BEGIN ... PRIVATE KEY-----, as in a cert-manager Secret's tls.key): ",
                      OpenSslError()));
@@ -352,33 +397,33 @@ absl::StatusOr<TlsConfig> LoadTlsFiles(const TlsFiles& files, std::vector<std::s
   X509* leaf = chain.front().get();
   if (X509_check_private_key(leaf, pkey.get()) != 1) {
     ERR_clear_error();
-    return absl::FailedPreconditionError(
-        absl::StrCat(Named(files.key), " is not the private key of the certificate in ",
-                     Named(files.cert), " (mount tls.crt and tls.key of the same Secret)"));
+    return absl::FailedPreconditionError(absl::StrCat(
+        OwnedName(files, files.key), " is not the private key of the certificate in ",
+        OwnedName(files, files.cert), " (mount tls.crt and tls.key of the same Secret)"));
   }
 
   if (warnings != nullptr) {
     if (X509_cmp_current_time(X509_get0_notAfter(leaf)) < 0) {
-      warnings->push_back(absl::StrCat("the certificate in ", Named(files.cert), " expired on ",
-                                       Asn1Time(X509_get0_notAfter(leaf)),
+      warnings->push_back(absl::StrCat("the certificate in ", OwnedName(files, files.cert),
+                                       " expired on ", Asn1Time(X509_get0_notAfter(leaf)),
                                        "; peers will refuse it until it is renewed"));
     } else if (X509_cmp_current_time(X509_get0_notBefore(leaf)) > 0) {
-      warnings->push_back(absl::StrCat("the certificate in ", Named(files.cert),
+      warnings->push_back(absl::StrCat("the certificate in ", OwnedName(files, files.cert),
                                        " is not valid before ", Asn1Time(X509_get0_notBefore(leaf)),
                                        "; peers will refuse it until then (check the clock)"));
     }
     if (std::string why = VerifyError(leaf, chain, roots); !why.empty()) {
       warnings->push_back(absl::StrCat(
-          "the certificate in ", Named(files.cert), " does not verify against the CA in ",
-          Named(files.ca), " (", why,
+          "the certificate in ", OwnedName(files, files.cert),
+          " does not verify against the CA in ", OwnedName(files, files.ca), " (", why,
           "); peers that trust only that CA will refuse this one (mount tls.crt and ca.crt of "
           "Secrets from the same issuer)"));
     }
   }
   ERR_clear_error();
-  out.cert_pem = *std::move(cert);
-  out.key_pem = *std::move(key);
-  out.ca_pem = *std::move(ca);
+  out.cert_pem = std::move(*cert);
+  out.key_pem = std::move(*key);
+  out.ca_pem = std::move(*ca);
   return out;
 }
 

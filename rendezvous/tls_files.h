@@ -53,6 +53,9 @@ struct TlsFiles {
   TlsFile cert;
   TlsFile key;
   TlsFile ca;
+  // The server that loads them, named in every message ("controller":
+  // "the controller's --tls-key ..."); empty: the flags alone.
+  std::string owner;
 };
 
 // The largest file read (a certificate chain or CA bundle is a few KiB).
@@ -61,10 +64,13 @@ inline constexpr size_t kMaxTlsFileBytes = 1 << 20;
 // Reads and checks the three files: each readable and at most
 // kMaxTlsFileBytes; `cert` holds at least one PEM certificate, `key` a PEM
 // private key that matches it, `ca` at least one PEM certificate and nothing
-// that is not one. FailedPrecondition naming the origin and path otherwise.
-// Appends to `warnings` (one sentence each) what is legal but will likely
-// fail later: the certificate expired or not yet valid, or it does not
-// verify against `ca` (peers trusting only that CA will refuse it).
+// that is not one. FailedPrecondition naming the origin and path otherwise,
+// and when `key` is writable by other users (S_IWOTH: anyone on the host
+// could swap in their own key). Appends to `warnings` (one sentence each)
+// what is legal but unsafe or will likely fail later: `key` readable by
+// other users (S_IROTH; the group bits are left alone, as fsGroup sets
+// them), the certificate expired or not yet valid, or it does not verify
+// against `ca` (peers trusting only that CA will refuse it).
 absl::StatusOr<TlsConfig> LoadTlsFiles(const TlsFiles& files, std::vector<std::string>* warnings);
 
 // Checks client certificates against a CA bundle, as the handshake would

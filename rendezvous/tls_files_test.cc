@@ -1,5 +1,8 @@
 #include "rendezvous/tls_files.h"
 
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <cstdio>
 #include <memory>
 #include <string>
@@ -118,6 +121,53 @@ TEST_F(TlsFilesTest, OversizedFile_IsRefused) {
   absl::StatusOr<TlsConfig> c = LoadTlsFiles(f, nullptr);
   ASSERT_EQ(c.status().code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_THAT(c.status().message(), HasSubstr("larger than"));
+}
+
+TEST_F(TlsFilesTest, KeyReadableByOthers_LoadsWithAWarningNamingTheController) {
+  ASSERT_EQ(chmod(node_.key.c_str(), 0644), 0);
+  TlsFiles f = Files();
+  f.owner = "controller";
+  std::vector<std::string> warnings;
+  absl::StatusOr<TlsConfig> c = LoadTlsFiles(f, &warnings);
+  ASSERT_TRUE(c.ok()) << c.status();
+  ASSERT_EQ(warnings.size(), 1u);
+  EXPECT_THAT(warnings[0], HasSubstr("the controller's --tls-key " + node_.key));
+  EXPECT_THAT(warnings[0], HasSubstr("readable by every user (mode 0644)"));
+  EXPECT_THAT(warnings[0], HasSubstr("defaultMode: 0400"));
+}
+
+TEST_F(TlsFilesTest, KeyReadableByItsGroupOnly_LoadsWithoutWarnings) {
+  // A Secret mounted with fsGroup: 0440, group-readable by design.
+  ASSERT_EQ(chmod(node_.key.c_str(), 0440), 0);
+  std::vector<std::string> warnings;
+  absl::StatusOr<TlsConfig> c = LoadTlsFiles(Files(), &warnings);
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_THAT(warnings, IsEmpty());
+}
+
+TEST_F(TlsFilesTest, KeyWritableByOthers_IsRefusedNamingTheServer) {
+  ASSERT_EQ(chmod(node_.key.c_str(), 0602), 0);
+  for (const char* owner : {"controller", "coordinator"}) {
+    TlsFiles f = Files();
+    f.owner = owner;
+    absl::StatusOr<TlsConfig> c = LoadTlsFiles(f, nullptr);
+    ASSERT_EQ(c.status().code(), absl::StatusCode::kFailedPrecondition) << owner;
+    EXPECT_THAT(c.status().message(),
+                HasSubstr(absl::StrCat("the ", owner, "'s --tls-key ", node_.key)));
+    EXPECT_THAT(c.status().message(), HasSubstr("writable by every user (mode 0602)"));
+  }
+}
+
+TEST_F(TlsFilesTest, KeyModeFollowsTheSecretsSymlink) {
+  // A mounted Secret: tls.key -> ..data/tls.key; the file's mode counts.
+  ASSERT_EQ(chmod(node_.key.c_str(), 0666), 0);
+  const std::string link = scratch_.path() + "/tls.key";
+  ASSERT_EQ(symlink(node_.key.c_str(), link.c_str()), 0);
+  TlsFiles f = Files();
+  f.key.path = link;
+  absl::StatusOr<TlsConfig> c = LoadTlsFiles(f, nullptr);
+  ASSERT_EQ(c.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(c.status().message(), HasSubstr("writable by every user (mode 0666)"));
 }
 
 std::string ReadAll(const std::string& path) {

@@ -1,5 +1,7 @@
 #include "controller/testing/sample_snapshot.h"
 
+#include <cmath>
+
 namespace trainlet::controller::testing {
 
 ControllerSnapshot SampleSnapshot(int64_t tick) {
@@ -39,6 +41,7 @@ ControllerSnapshot SampleSnapshot(int64_t tick) {
   n0.progress.known = true;
   n0.progress.step = 1200 + tick * 5;
   n0.progress.steps_per_second = 5;
+  n0.progress.local_rank = 0;
   n0.progress.age_ms = 400;
   n0.progress.fields = {{"loss", "0.31"}, {"lr", "3e-4"}};
   n0.gpus = {{0, "GPU-8f6c2a4e-0000-0000-0000-000000000000", GpuStatus::kHealthy, ""},
@@ -52,6 +55,7 @@ ControllerSnapshot SampleSnapshot(int64_t tick) {
   n1.report_lag_ms = 40;
   n1.workers = {{0, 2, 5200, WorkerState::kRunning, 0, 0}, {1, 3, 0, WorkerState::kHung, 137, 1}};
   n1.progress.step = 1195 + tick * 5;
+  n1.progress.local_rank = 1;
   n1.progress.age_ms = 2100;
   n1.progress.fields = {{"loss", "0.32"}};
   n1.gpus = {{0, "GPU-1", GpuStatus::kDegraded, "2 correctable ECC errors"},
@@ -75,6 +79,109 @@ ControllerSnapshot SampleSnapshot(int64_t tick) {
   demo.hangs = {{3, 1795435150000, "demo-node-1", "hung: no progress for 60s",
                  "thread 5201 state D wchan futex_wait_queue; last line: step=1100"}};
   demo.lost_nodes = {"demo-node-3"};
+  // Lost in round 1: its last state, greyed, counted nowhere.
+  NodeView n3;
+  n3.node_id = "demo-node-3";
+  n3.node_rank = 3;
+  n3.incarnation = 0x33;
+  n3.lost = true;
+  n3.lost_at_unix_ms = 1795431600000 + 600000;
+  n3.lost_reason = "stream broken";
+  n3.report_age_ms = 3000000 + tick * 1000;
+  n3.agent_state = AgentState::kRunning;
+  n3.round = 1;
+  n3.workers = {{0, 6, 7100, WorkerState::kRunning, 0, 0},
+                {1, 7, 7101, WorkerState::kRunning, 0, 0}};
+  n3.progress.known = true;
+  n3.progress.step = 300;
+  n3.progress.age_ms = 3000000;
+  demo.nodes.push_back(n3);
+  demo.started_unix_ms = 1795431600000;  // 11:00:00Z
+  demo.command = "python train.py --epochs 10";
+  demo.min_nodes = 2;
+  demo.max_nodes = 4;
+  demo.root_cause = {true,
+                     "worker-hung",
+                     "demo-node-1",
+                     3,
+                     1,
+                     -1,
+                     1795435150000,
+                     2,
+                     "rank 3 on demo-node-1 hung: no progress for 60s"};
+  demo.hangs[0].suspect = true;
+  demo.hangs[0].seq = 5;
+  demo.hangs[0].evidence_bytes = 3000;
+  RoundView r1{1, 1795431600000, 1795435100000, 4, 8, "", {}};
+  r1.ended_by = {true,
+                 "worker-failed",
+                 "demo-node-2",
+                 4,
+                 0,
+                 1,
+                 1795435100000,
+                 1,
+                 "rank 4 on demo-node-2 exited with code 1"};
+  RoundView r2{2, 1795435100000, 1795435150000, 3, 6, "worker 0 (rank 4) exited with code 1", {}};
+  r2.ended_by = demo.root_cause;
+  RoundView r3{3, 1795435150000, 0, 3, 6, "worker 1 (rank 3) hung: no progress for 60s", {}};
+  demo.rounds_timeline = {r1, r2, r3};
+  demo.series.keys = {"loss"};
+  demo.series.every_ms = 5000;
+  for (int i = 0; i < 24; ++i) {
+    SeriesPointView p;
+    p.at_unix_ms = s.now_unix_ms - (23 - i) * 5000;
+    p.step = 1085 + i * 5 + tick * 5;
+    p.steps_per_second = i == 0 ? -1 : 1.0 + (i % 5) * 0.25;
+    p.values = {i == 7 ? NAN : 2.0 / (1 + i + tick)};
+    demo.series.points.push_back(p);
+  }
+
+  // Finished an hour ago: collapsed on the page, no progress age.
+  JobView done;
+  done.job_id = "done";
+  done.state = JobState::kSucceeded;
+  done.round = 1;
+  done.rounds = 1;
+  done.nnodes = 1;
+  done.world_size = 1;
+  done.started_unix_ms = 1795428000000;  // 10:00:00Z
+  done.ended_unix_ms = 1795431540000;    // 10:59:00Z
+  done.last_report_unix_ms = done.ended_unix_ms;
+  done.command = "python eval.py";
+  NodeView d0;
+  d0.node_id = "done-0";
+  d0.node_rank = 0;
+  d0.incarnation = 0xd0;
+  d0.report_age_ms = 3660000 + tick * 1000;
+  d0.agent_state = AgentState::kDone;
+  d0.round = 1;
+  d0.exit_code = 0;
+  d0.workers = {{0, 0, 0, WorkerState::kSucceeded, 0, 0}};
+  d0.progress.known = true;
+  d0.progress.step = 500;
+  d0.progress.age_ms = 3670000 + tick * 1000;
+  done.nodes = {d0};
+
+  // Waiting for a second node after a restart.
+  JobView wait;
+  wait.job_id = "wait";
+  wait.state = JobState::kActive;
+  wait.round = 2;
+  wait.rounds = 2;
+  wait.started_unix_ms = 1795435080000;
+  wait.min_nodes = 2;
+  wait.max_nodes = 2;
+  wait.waiting = {true, 1, 2, 2, s.now_unix_ms + 290000, 2};
+  NodeView w0;
+  w0.node_id = "wait-0";
+  w0.node_rank = 0;
+  w0.incarnation = 0x77;
+  w0.up = true;
+  w0.report_age_ms = 1000;
+  w0.agent_state = AgentState::kJoining;
+  w0.round = 2;
+  wait.nodes = {w0};
 
   // Names from the network, with every character that needs escaping.
   JobView odd;
@@ -93,7 +200,11 @@ ControllerSnapshot SampleSnapshot(int64_t tick) {
   on.agent_state = AgentState::kJoining;
   on.last_failure = "line1\nline2\ttab \"quoted\" \\ back";
   odd.nodes = {on};
-  s.jobs = {demo, odd};
+  s.jobs = {demo, done, odd, wait};
+  for (JobView& job : s.jobs) {
+    job.totals = TotalsOf(job);
+    job.nodes_total = static_cast<int64_t>(job.nodes.size());
+  }
   return s;
 }
 

@@ -1,0 +1,171 @@
+// The front of the controller's HTTP server (http_server.h): it takes the
+// connections the listener accepted, completes their TLS handshakes and
+// reads each request's head (and its small body) on ONE thread with epoll,
+// so that a slow client costs a descriptor and a buffer, never a worker
+// thread. Only a request whose bytes have all arrived is handed on, and the
+// worker then reads it from memory.
+//
+//   Add(fd) --(TLS: handshake)--> READING --head (+ body) complete--> OnRequest
+//     |                             |
+//     +-- over max_pending, or      +-- head_timeout, head over max_head_bytes,
+//         max_pending_per_peer:         body over max_body_bytes, chunked,
+//         closed at once                EOF: answered 4xx where it can be, closed
+//
+// A worker answers through GateConnection, whose reads and writes wait at
+// most until its deadline: a client that reads its answer slowly holds a
+// worker for at most that long (HttpServerOptions::answer_timeout).
+//
+// Threading: Add() and Stop() from any thread; everything else on the
+// gate's own thread, which calls OnRequest (that must not block). A
+// GateConnection belongs to one thread at a time.
+#ifndef TRAINLET_CONTROLLER_HTTP_GATE_H_
+#define TRAINLET_CONTROLLER_HTTP_GATE_H_
+
+#include <sys/types.h>
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "rendezvous/tls_files.h"
+
+typedef struct ssl_st SSL;
+typedef struct ssl_ctx_st SSL_CTX;
+
+namespace trainlet::controller {
+
+// The server side of TLS for the views: this side's certificate and key
+// from `tls`, and with `require_client_certificate` a client certificate
+// that chains to tls.ca_pem (checked in the handshake). TLS 1.2 or later,
+// no renegotiation. FailedPrecondition naming what OpenSSL refused.
+class TlsContext {
+ public:
+  static absl::StatusOr<std::unique_ptr<TlsContext>> Create(const rendezvous::TlsConfig& tls,
+                                                            bool require_client_certificate);
+  ~TlsContext();
+  TlsContext(const TlsContext&) = delete;
+  TlsContext& operator=(const TlsContext&) = delete;
+  SSL_CTX* get() const { return ctx_; }
+
+ private:
+  explicit TlsContext(SSL_CTX* ctx) : ctx_(ctx) {}
+  SSL_CTX* const ctx_;
+};
+
+// One request whose bytes the gate has read, with the connection it came
+// on: a worker reads the buffered bytes first, then the socket, and writes
+// the answer, never waiting past the deadline. Closes the connection when
+// destroyed (after a TLS close_notify, best effort).
+class GateConnection {
+ public:
+  GateConnection(int fd, SSL* ssl, std::string buffered);
+  ~GateConnection();
+  GateConnection(const GateConnection&) = delete;
+  GateConnection& operator=(const GateConnection&) = delete;
+
+  // Reads and writes give up at `deadline` (Clock::Monotonic()).
+  void set_deadline(absl::Time deadline) { deadline_ = deadline; }
+  // >0 bytes read; 0 the peer closed; -1 an error or the deadline.
+  ssize_t Read(char* data, size_t size);
+  // >0 bytes written (maybe fewer than `size`); -1 an error or the deadline.
+  ssize_t Write(const char* data, size_t size);
+  // True when a Read would return at once, waiting up to `wait` (and never
+  // past the deadline).
+  bool WaitReadable(absl::Duration wait) const;
+  bool WaitWritable(absl::Duration wait) const;
+  // Ends the connection's reads and writes from another thread (Stop()).
+  void Abort();
+
+  int fd() const { return fd_; }
+  void PeerAddress(std::string* ip, int* port) const;
+  void LocalAddress(std::string* ip, int* port) const;
+
+ private:
+  bool Wait(short events, absl::Duration wait) const;
+
+  const int fd_;
+  SSL* const ssl_;
+  std::string buffered_;
+  size_t consumed_ = 0;
+  absl::Time deadline_ = absl::InfiniteFuture();
+};
+
+class HttpGate {
+ public:
+  struct Options {
+    // From accept to a whole request (the TLS handshake included).
+    absl::Duration head_timeout = absl::Seconds(10);
+    // The request line and headers together; over it: 431.
+    size_t max_head_bytes = 32 * 1024;
+    // A request body (the views take none); over it: 413. Chunked: 411.
+    size_t max_body_bytes = 1024;
+    // Connections still sending their request, in all and from one address;
+    // beyond either, a new one is closed at once.
+    int max_pending = 256;
+    int max_pending_per_peer = 32;
+    // Not owned; null: plaintext.
+    SSL_CTX* tls = nullptr;
+  };
+  // Takes a complete request; returns it back when there is no room for it
+  // (the gate then answers 503 and closes it). Called on the gate's thread.
+  using OnRequest = std::function<std::unique_ptr<GateConnection>(std::unique_ptr<GateConnection>)>;
+
+  struct Stats {
+    int64_t handed = 0;     // complete requests handed on.
+    int64_t refused = 0;    // closed at once (over a pending cap).
+    int64_t timed_out = 0;  // no whole request within head_timeout.
+    int64_t bad = 0;        // answered 4xx (too large, chunked) or TLS failed.
+    int64_t busy = 0;       // answered 503 (OnRequest had no room).
+    int pending = 0;        // now.
+  };
+
+  // Starts the gate's thread. Internal when epoll or eventfd fail.
+  static absl::StatusOr<std::unique_ptr<HttpGate>> Start(Options options, OnRequest on_request);
+  ~HttpGate();
+  HttpGate(const HttpGate&) = delete;
+  HttpGate& operator=(const HttpGate&) = delete;
+
+  // Takes an accepted, non-blocking socket (the listener's callback).
+  void Add(int fd);
+  // Closes every connection still sending and joins the thread. Idempotent.
+  void Stop();
+  Stats stats() const;
+
+ private:
+  struct Pending;
+  HttpGate(Options options, OnRequest on_request);
+  void Loop();
+  void Register(int fd);
+  // Handshakes and reads what has arrived; hands on, answers or closes.
+  void Advance(Pending* p);
+  void Want(Pending* p, uint32_t events);
+  // Writes a short answer (best effort, one try) and closes.
+  void Answer(Pending* p, absl::string_view status_line, int64_t Stats::*counter);
+  void Close(Pending* p);
+
+  const Options options_;
+  const OnRequest on_request_;
+  int epoll_fd_ = -1;
+  int wake_fd_ = -1;
+  std::thread thread_;
+
+  mutable absl::Mutex mu_;
+  std::vector<int> incoming_ ABSL_GUARDED_BY(mu_);
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  Stats stats_ ABSL_GUARDED_BY(mu_);
+
+  // Gate-thread state.
+  std::vector<std::unique_ptr<Pending>> pending_;
+  std::vector<std::pair<std::string, int>> per_peer_;  // address -> pending.
+};
+
+}  // namespace trainlet::controller
+
+#endif  // TRAINLET_CONTROLLER_HTTP_GATE_H_
