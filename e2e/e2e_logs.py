@@ -131,6 +131,21 @@ class LogTest(E2ETestCase):
         self.assertRegex(node1[0], r"^worker rank 1 \(local rank 0\) is hung: ")
         self.assert_no_leftovers()
 
+    def test_a_hang_ended_by_a_failure_is_one_line_on_each_node(self):
+        # Node 1's worker goes silent and is declared hung; node 0's worker,
+        # asked for its stacks (SIGUSR1), fails instead: the failure decides
+        # the round, and the hang has no verdict. Node 0 (the coordinator's)
+        # says so once.
+        command = ["sh", "-c", 'if [ "$RANK" = 1 ]; then echo step=1 > "$TRAINLET_PROGRESS_FILE"; '
+                               'exec sleep 30; fi; trap "exit 3" USR1; '
+                               ': > "$TRAINLET_TRACEBACK_FILE"; while :; do sleep 0.05; done']
+        agents = self.start_job(2, 1, command, extra_args=["--hang-timeout=1s", "--grace-period=5s"])
+        self.assert_codes(agents, [3, harness.EXIT_PEER_FAILED], timeout=60)
+        node0 = [m for m in messages(agents[0].stderr) if "without a verdict" in m]
+        self.assertEqual(len(node0), 1, agents[0].describe())
+        self.assertRegex(node0[0], r"^the hang investigation of round 1 ended without a verdict")
+        self.assert_no_leftovers()
+
     def test_a_success_is_one_line_and_internals_are_debug(self):
         agents = self.start_job(2, 1, ["true"], extra_args=["--log-level=info"])
         self.assert_codes(agents, [0, 0], timeout=60)

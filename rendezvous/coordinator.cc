@@ -1185,8 +1185,10 @@ void Coordinator::HandleFailureLocked(const std::string& node_id, const std::str
   // it there, once.
   TLOG_AT(OutcomeLevel(LogLevel::kWarning)) << "round " << round_ << ": " << reason;
   if (hang == nullptr && hang_.round == round_ && round_ != 0) {
-    TLOG(kInfo) << "round " << round_
-                << ": the hang investigation ends without a verdict (the failure above came first)";
+    // The hosting agent, asked for its evidence, says so itself.
+    TLOG_AT(OutcomeLevel(LogLevel::kInfo))
+        << "round " << round_
+        << ": the hang investigation ends without a verdict (the failure above came first)";
   }
   hang_ = HangInvestigation{};
   if (remove_node) {
