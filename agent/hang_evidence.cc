@@ -291,8 +291,10 @@ std::string HangEvidence::ToText() const {
           ? std::string("no progress reported")
           : absl::StrCat("no progress for ",
                          absl::FormatDuration(absl::Trunc(silence, absl::Milliseconds(1))));
-  std::string s = absl::StrFormat("worker rank %d (local rank %d, pid %d), round %d: %s",
-                                  global_rank, local_rank, pid, round, progress);
+  // A worker that had exited has no process (pid -1): no pid to name.
+  std::string s =
+      absl::StrFormat("worker rank %d (local rank %d%s), round %d: %s", global_rank, local_rank,
+                      pid > 0 ? absl::StrCat(", pid ", pid) : "", round, progress);
   if (declared) {
     absl::StrAppend(&s, " (--hang-timeout=", absl::FormatDuration(hang_timeout),
                     "): declared hung\n");

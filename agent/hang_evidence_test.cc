@@ -135,6 +135,12 @@ TEST(HangEvidence, ToText_NamesEverythingAndEscapesWhatCameFromOutside) {
   EXPECT_THAT(other, HasSubstr("round 3: no progress reported: taken because node n0 declared "
                                "worker rank 0 hung\n"));
   EXPECT_THAT(other, HasSubstr("python stack: not in a collective: train.py:9 in step\n"));
+
+  // One that had exited: no process, so no pid (not "pid -1").
+  e.exited = true;
+  e.pid = -1;
+  EXPECT_THAT(e.ToText(), HasSubstr("worker rank 5 (local rank 1), round 3: no progress reported "
+                                    "(it had exited): taken because"));
 }
 
 // What Python's faulthandler wrote in two gloo workers of torch 1.13

@@ -16,6 +16,7 @@ namespace {
 
 using ::testing::HasSubstr;
 using ::testing::Not;
+using ::testing::StartsWith;
 
 const std::vector<OptionSpec>& Table() {
   static const auto* table = new std::vector<OptionSpec>{
@@ -81,6 +82,27 @@ TEST(UnknownTrainletVariables, OnlyTrainletNamesAndNeverValues) {
             "unknown environment variable trainlet_nnodes (did you mean TRAINLET_NNODES? "
             "variable names are case-sensitive)");
   for (const std::string& line : w) EXPECT_THAT(line, Not(HasSubstr("s3cret")));
+}
+
+TEST(UnknownTrainletVariables, ADidYouMeanOnlyForANearName) {
+  const std::vector<std::string> known = {"TRAINLET_DB", "TRAINLET_JOB_ID",
+                                          "TRAINLET_HANG_TIMEOUT"};
+  auto w = UnknownTrainletVariables({{"TRAINLET_JOB", "1"},
+                                     {"TRAINLET_X", "1"},
+                                     {"TRAINLET_HANG_TIMOUT", "1"},
+                                     {"TRAINLET_" + std::string(100000, 'D') + "B", "1"}},
+                                    known);
+  ASSERT_EQ(w.size(), 4u);  // in name order
+  // A name far longer than any known: near none (and never compared edit by
+  // edit).
+  EXPECT_THAT(w[0], StartsWith("unknown environment variable TRAINLET_DDDD"));
+  EXPECT_THAT(w[0], Not(HasSubstr("did you mean")));
+  EXPECT_EQ(
+      w[1],
+      "unknown environment variable TRAINLET_HANG_TIMOUT (did you mean TRAINLET_HANG_TIMEOUT?)");
+  // Two edits from TRAINLET_DB, but most of what follows TRAINLET_: no hint.
+  EXPECT_EQ(w[2], "unknown environment variable TRAINLET_JOB");
+  EXPECT_EQ(w[3], "unknown environment variable TRAINLET_X");
 }
 
 TEST(UnknownTrainletVariables, NamesAtMostTenAndCountsTheRest) {

@@ -124,6 +124,9 @@ std::string SecondHostMessage(const RunConfig& config) {
 void LogNodeProbe(std::shared_ptr<const v1::NodeProbe> probe) {
   if (probe == nullptr) return;
   TLOG(kInfo) << "node probe: " << ProbeSummaryLine(*probe);
+  // A timing is for whoever debugs the probe, not a lifecycle event.
+  TLOG(kDebug) << "node probe took "
+               << absl::StrFormat("%.1f ms", static_cast<double>(probe->probe_micros()) / 1000.0);
   for (const std::string& w : probe->warnings()) {
     TLOG(kWarning) << "node probe: " << SafeForLog(w, 400);
   }

@@ -385,9 +385,10 @@ const std::vector<OptionSpec>& RunOptionTable() {
          "Give up (exit 69) when no round has closed after this long."},
         {"hang-timeout", OptionKind::kDuration, "DURATION", "0",
          "0: off. Declare a local worker hung once it has reported progress "
-         "(TRAINLET_PROGRESS_FILE) "
-         "and then stays silent this long: save evidence, stop it, fail the round (exit 80 "
-         "when the job gives up on it); docs/progress.md."},
+         "(TRAINLET_PROGRESS_FILE) and then stays silent this long: every node saves every "
+         "worker's evidence, then the job names the suspect (the rank not in a collective, "
+         "else the oldest progress) and fails the round for it (exit 80 on its node when the "
+         "job gives up on it); docs/progress.md."},
         {"node-id", OptionKind::kString, "ID", "the hostname",
          "Stable name of this node, unique in the job."},
         {"advertise-addr", OptionKind::kString, "ADDR",

@@ -55,6 +55,21 @@ std::string EscapedWithin(absl::string_view text, size_t budget) {
   return out.size() <= budget ? out : "";
 }
 
+// "a FIFO", "a directory", ...: what a file that is not a regular one is.
+const char* FileKind(mode_t mode) {
+  if (S_ISDIR(mode)) return "a directory";
+  if (S_ISFIFO(mode)) return "a FIFO";
+  if (S_ISCHR(mode)) return "a character device";
+  if (S_ISBLK(mode)) return "a block device";
+  if (S_ISSOCK(mode)) return "a socket";
+  return "not a file";
+}
+
+absl::Status NotRegular(absl::string_view path, mode_t mode) {
+  return absl::FailedPreconditionError(
+      absl::StrCat(path, " is not a regular file (", FileKind(mode), ")"));
+}
+
 }  // namespace
 
 std::string TerminationMessage(int exit_code, absl::string_view node, absl::string_view reason,
@@ -103,8 +118,14 @@ TerminationLog::TerminationLog(std::string path, bool create)
 
 absl::Status TerminationLog::Write(absl::string_view message) const {
   if (path_.empty()) return absl::OkStatus();
-  // O_NONBLOCK: a FIFO with no reader fails (ENXIO) instead of hanging the
-  // exit; O_NOCTTY: a terminal never becomes ours.
+  // What is not a regular file is never opened: opening a FIFO waits for a
+  // reader, a device's open may act (a tape rewinds).
+  if (struct stat st; stat(path_.c_str(), &st) == 0 && !S_ISREG(st.st_mode)) {
+    return NotRegular(path_, st.st_mode);
+  }
+  // Should it change meanwhile: O_NONBLOCK, a FIFO with no reader fails
+  // (ENXIO) instead of hanging the exit; O_NOCTTY, a terminal never becomes
+  // ours.
   const int fd = open(path_.c_str(),
                       O_WRONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY | (create_ ? O_CREAT : 0), 0644);
   if (fd < 0) return ErrnoStatus(errno, absl::StrCat("cannot open ", path_));
@@ -116,7 +137,7 @@ absl::Status TerminationLog::Write(absl::string_view message) const {
   }
   if (!S_ISREG(st.st_mode)) {
     close(fd);
-    return absl::FailedPreconditionError(absl::StrCat(path_, " is not a regular file"));
+    return NotRegular(path_, st.st_mode);
   }
   const bool changed = !existed_ || st.st_size != size_ || st.st_mtim.tv_sec != mtime_.tv_sec ||
                        st.st_mtim.tv_nsec != mtime_.tv_nsec;
@@ -124,6 +145,14 @@ absl::Status TerminationLog::Write(absl::string_view message) const {
     close(fd);
     return absl::AlreadyExistsError(
         absl::StrCat(path_, " was written during the run (a worker's own message): kept"));
+  }
+  if (static_cast<size_t>(st.st_size) > kMaxTerminationMessageBytes) {
+    // No termination message is that long (ours or a stale one): the path
+    // names somebody's data (a log, through a symlink), which stays whole.
+    close(fd);
+    return absl::FailedPreconditionError(
+        absl::StrCat(path_, " holds ", st.st_size, " bytes, more than a termination message can (",
+                     kMaxTerminationMessageBytes, "): not a termination message file, kept"));
   }
   absl::Status status;
   if (ftruncate(fd, 0) != 0) {

@@ -62,9 +62,10 @@ class TerminationLog {
   // nothing written when off, or when the file changed since construction
   // and is not empty (a worker's own message, kept); NotFound when the
   // default file does not exist (outside Kubernetes); FailedPrecondition
-  // when it is not a regular file; the errno's status when it cannot be
-  // opened or written (a read-only mount: not writable). Never blocks on a
-  // FIFO.
+  // when it is not a regular file (never opened: a FIFO, a device), or
+  // holds more than kMaxTerminationMessageBytes (no message is that long:
+  // somebody's data, kept); the errno's status when it cannot be opened or
+  // written (a read-only mount: not writable). Never blocks on a FIFO.
   absl::Status Write(absl::string_view message) const;
 
   const std::string& path() const { return path_; }

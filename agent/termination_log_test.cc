@@ -80,6 +80,23 @@ TEST(TerminationLog, ReplacesAStaleMessageThatNobodyWroteDuringTheRun) {
   EXPECT_EQ(testing::ReadFile(path), "exit code 0\n");
 }
 
+TEST(TerminationLog, KeepsAFileLargerThanAMessageCanBe) {
+  // TRAINLET_TERMINATION_LOG naming a file that is not a termination
+  // message (a training log, through a symlink say): no message is ever
+  // above 4096 bytes, so that file is somebody's data, kept whole.
+  testing::TempRoot root;
+  const std::string data = std::string(kMaxTerminationMessageBytes, 'd') + "\n";
+  const std::string path = root.Write("train.log", data);
+  const std::string link = root.path() + "/msg";
+  ASSERT_EQ(symlink(path.c_str(), link.c_str()), 0);
+  TerminationLog log(link, /*create=*/true);
+  const absl::Status s = log.Write("exit code 1\n");
+  EXPECT_TRUE(absl::IsFailedPrecondition(s)) << s;
+  EXPECT_THAT(s.message(), HasSubstr(link));
+  EXPECT_THAT(s.message(), HasSubstr("4097 bytes"));
+  EXPECT_EQ(testing::ReadFile(path), data);
+}
+
 TEST(TerminationLog, KeepsAMessageAWorkerWroteDuringTheRun) {
   testing::TempRoot root;
   const std::string path = root.Write("termination-log", "");
@@ -120,8 +137,13 @@ TEST(TerminationLog, NeverBlocksOnAFifo) {
   testing::TempRoot root;
   const std::string path = root.path() + "/fifo";
   ASSERT_EQ(mkfifo(path.c_str(), 0600), 0);
-  // No reader: open fails at once (ENXIO) instead of waiting for one.
-  EXPECT_FALSE(TerminationLog(path, /*create=*/false).Write("exit code 1\n").ok());
+  // Never opened (no wait for a reader; a device is never opened either),
+  // and the message says what it is.
+  const absl::Status s = TerminationLog(path, /*create=*/false).Write("exit code 1\n");
+  EXPECT_TRUE(absl::IsFailedPrecondition(s)) << s;
+  EXPECT_THAT(s.message(), HasSubstr(path + " is not a regular file (a FIFO)"));
+  const absl::Status d = TerminationLog(root.path(), /*create=*/true).Write("exit code 1\n");
+  EXPECT_THAT(d.message(), HasSubstr("is not a regular file (a directory)"));
 }
 
 TEST(TerminationLog, OffWithNone) {

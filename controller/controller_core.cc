@@ -665,7 +665,13 @@ void ControllerCore::ApplyEventsLocked(const std::string& job_id, Job* job,
         // A report carries one evidence text: it goes with one entry.
         if (!evidence_taken) h.set_evidence(report.hang_evidence());
         evidence_taken = true;
-        h.set_verdict(absl::StrCat("hung (declared by the agent of ", node_id, ")"));
+        // The agent's cause is the job's verdict: the suspect first, then who
+        // declared it (the event comes from the suspect's node, which is
+        // often not the declaring one). An agent without hang attribution
+        // sends its own declaration.
+        h.set_verdict(e.cause().empty()
+                          ? absl::StrCat("hung (reported by the agent of ", node_id, ")")
+                          : e.cause());
         TLOG(kInfo) << "controller: job " << SafeForLog(job_id, 64) << ": hang on node "
                     << SafeForLog(node_id, 64) << ": " << SafeForLog(e.cause());
         AddHistoryLocked(job_id, job, std::move(h), out);

@@ -143,7 +143,10 @@ TEST_F(ControllerCoreTest, Report_HangEvent_RecordsEvidenceAndVerdictOnce) {
   e->set_kind(v1::ReportEvent::HANG);
   e->set_round(1);
   e->set_id(1);
-  e->set_cause("local rank 2: no progress for 5m0s");
+  // The suspect's node reports the hang another node declared (issue 25).
+  e->set_cause(
+      "hang: suspect rank 2 on pod-0 (not in a collective: train.py:41 in step); declared by "
+      "node pod-1 (rank 5: no progress for 5m0s)");
   ASSERT_TRUE(core_->Report(r).ok());
   // The same event again (the answer to the first report was lost).
   r.set_sequence(2);
@@ -155,7 +158,10 @@ TEST_F(ControllerCoreTest, Report_HangEvent_RecordsEvidenceAndVerdictOnce) {
   const v1::HistoryEntry& hang = status->history(0);
   EXPECT_EQ(hang.kind(), v1::HistoryEntry::HANG);
   EXPECT_THAT(hang.evidence(), HasSubstr("futex_wait_queue"));
-  EXPECT_THAT(hang.verdict(), HasSubstr("hung"));
+  // The verdict names the suspect first, and the declaring node as the
+  // agent said (not "declared by the agent of pod-0", the reporting node).
+  EXPECT_THAT(hang.verdict(), ::testing::StartsWith("hang: suspect rank 2 on pod-0"));
+  EXPECT_THAT(hang.verdict(), HasSubstr("declared by node pod-1"));
   // The node's latest report keeps no evidence (memory).
   EXPECT_TRUE(status->nodes(0).report().hang_evidence().empty());
 }
