@@ -60,8 +60,8 @@ class TlsContext {
 };
 
 // One request whose bytes the gate has read, with the connection it came
-// on: a worker reads the buffered bytes first, then the socket, and writes
-// the answer, never waiting past the deadline. Closes the connection when
+// on: a worker reads those bytes (never the socket) and writes the answer,
+// never waiting past the deadline. Closes the connection when
 // destroyed (after a TLS close_notify, best effort).
 class GateConnection {
  public:
@@ -70,14 +70,13 @@ class GateConnection {
   GateConnection(const GateConnection&) = delete;
   GateConnection& operator=(const GateConnection&) = delete;
 
-  // Reads and writes give up at `deadline` (Clock::Monotonic()).
+  // Writes give up at `deadline` (Clock::Monotonic()).
   void set_deadline(absl::Time deadline) { deadline_ = deadline; }
-  // >0 bytes read; 0 the peer closed; -1 an error or the deadline.
+  // The request's bytes the gate read; 0 past their end (never the socket).
   ssize_t Read(char* data, size_t size);
   // >0 bytes written (maybe fewer than `size`); -1 an error or the deadline.
   ssize_t Write(const char* data, size_t size);
-  // True when a Read would return at once, waiting up to `wait` (and never
-  // past the deadline).
+  // True: a Read returns at once.
   bool WaitReadable(absl::Duration wait) const;
   bool WaitWritable(absl::Duration wait) const;
   // Ends the connection's reads and writes from another thread (Stop()).

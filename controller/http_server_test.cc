@@ -409,6 +409,43 @@ TEST(HttpServerSlowClients, DripFedHeaders_DoNotTakeTheViewsDown) {
   EXPECT_EQ((*server)->stats().timed_out, kSlow);
 }
 
+// Requests whose length the gate and httplib read apart (two Content-Length
+// headers, a bare CR before one): the gate hands on what it read as whole,
+// and the worker never waits on the socket for the rest. Each is answered
+// (4xx) at once, and the views answer beside them.
+TEST(HttpServerSlowClients, LengthTheGateAndTheParserReadApart_HoldsNoWorker) {
+  HttpServerOptions options = Loopback();
+  options.answer_timeout = absl::Seconds(60);
+  auto server = HttpServer::Start(options, [] { return testing::SampleSnapshot(); });
+  ASSERT_TRUE(server.ok()) << server.status();
+  const int port = (*server)->port();
+  const std::string kTricks[] = {
+      "POST /healthz HTTP/1.1\r\nHost: x\r\nContent-Length: 1000\r\nContent-Length: 0\r\n\r\n",
+      "POST /healthz HTTP/1.1\r\nHost: x\r\rContent-Length: 1000\r\n\r\n",
+  };
+  std::vector<int> tricky;
+  for (int i = 0; i < 8; ++i) {  // twice the workers.
+    const int fd = Connect(port);
+    ASSERT_GE(fd, 0);
+    const std::string& request = kTricks[i % 2];
+    (void)!send(fd, request.data(), request.size(), MSG_NOSIGNAL);
+    tricky.push_back(fd);
+  }
+  httplib::Client client("127.0.0.1", port);
+  // The workers answered them at once; 10 s is room for a loaded machine
+  // (a worker that waited for the rest of a body held it 60 s).
+  client.set_read_timeout(10, 0);
+  auto res = client.Get("/healthz");
+  ASSERT_TRUE(res) << httplib::to_string(res.error());
+  EXPECT_EQ(res->status, 200);
+  for (int fd : tricky) {
+    bool closed = false;
+    EXPECT_THAT(ReadUntilClosed(fd, absl::Seconds(10), &closed), HasSubstr("HTTP/1.1 4"));
+    EXPECT_TRUE(closed);
+    close(fd);
+  }
+}
+
 TEST(HttpServerSlowClients, TooManyFromOneAddress_AreClosedAtOnce) {
   HttpServerOptions options = Loopback();
   options.max_pending_per_peer = 4;
