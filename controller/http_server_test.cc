@@ -446,6 +446,88 @@ TEST(HttpServerSlowClients, LengthTheGateAndTheParserReadApart_HoldsNoWorker) {
   }
 }
 
+// A connection whose receive buffer is a few KiB: the kernel holds little
+// of what the server sends it.
+int ConnectSmallWindow(int port) {
+  const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  const int small = 4096;
+  setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &small, sizeof(small));
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_port = htons(static_cast<uint16_t>(port));
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) != 0) {
+    close(fd);
+    return -1;
+  }
+  return fd;
+}
+
+// Clients that ask for a big answer and never read it (the answer is far
+// over what the kernel's buffers hold) cost memory the gate bounds, never a
+// worker: the views answer beside them, and their answers are dropped when
+// the bytes held for them pass the cap.
+TEST(HttpServerSlowClients, ClientsThatNeverReadTheirAnswer_HoldNoWorker) {
+  const ControllerSnapshot big = BigJob();
+  HttpServerOptions options = Loopback();
+  options.answer_timeout = absl::Seconds(120);
+  options.max_answer_bytes = 12 << 20;   // a page of ~12 MiB each,
+  options.max_bytes_sending = 32 << 20;  // of which the gate holds 32 MiB.
+  auto server = HttpServer::Start(options, [&big] { return big; });
+  ASSERT_TRUE(server.ok()) << server.status();
+  const int port = (*server)->port();
+  constexpr int kStalled = 8;  // twice the workers.
+  std::vector<int> stalled;
+  for (int i = 0; i < kStalled; ++i) {
+    const int fd = ConnectSmallWindow(port);
+    ASSERT_GE(fd, 0);
+    const std::string get = "GET /api/jobs/big?limit=4096 HTTP/1.1\r\nHost: x\r\n\r\n";
+    (void)!send(fd, get.data(), get.size(), MSG_NOSIGNAL);
+    stalled.push_back(fd);
+  }
+  httplib::Client client("127.0.0.1", port);
+  // Each stalled answer takes a worker a fraction of a second to draw; 30 s
+  // is room for a loaded machine (a worker that wrote it waited 120 s).
+  client.set_read_timeout(30, 0);
+  for (const char* path : {"/healthz", "/api/jobs", "/"}) {
+    auto res = client.Get(path);
+    ASSERT_TRUE(res) << path << ": " << httplib::to_string(res.error());
+    EXPECT_EQ(res->status, 200) << path;
+  }
+  // 8 answers of ~12 MiB, at most 32 MiB held: most were dropped.
+  for (int i = 0; i < 300 && (*server)->stats().dropped < kStalled - 3; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  EXPECT_GE((*server)->stats().dropped, kStalled - 3);
+  for (int fd : stalled) close(fd);
+}
+
+// An answer not read whole within answer_timeout is dropped: the
+// connection is closed.
+TEST(HttpServerSlowClients, AnswerNotReadInTime_IsDropped) {
+  const ControllerSnapshot big = BigJob();
+  HttpServerOptions options = Loopback();
+  options.answer_timeout = absl::Seconds(2);
+  options.max_answer_bytes = 12 << 20;
+  auto server = HttpServer::Start(options, [&big] { return big; });
+  ASSERT_TRUE(server.ok()) << server.status();
+  const int fd = ConnectSmallWindow((*server)->port());
+  ASSERT_GE(fd, 0);
+  const std::string get = "GET /api/jobs/big?limit=4096 HTTP/1.1\r\nHost: x\r\n\r\n";
+  (void)!send(fd, get.data(), get.size(), MSG_NOSIGNAL);
+  for (int i = 0; i < 300 && (*server)->stats().dropped < 1; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  EXPECT_EQ((*server)->stats().dropped, 1);
+  // What reached the socket, then its end: the answer was cut.
+  bool closed = false;
+  const std::string got = ReadUntilClosed(fd, absl::Seconds(30), &closed);
+  EXPECT_TRUE(closed);
+  EXPECT_THAT(got, HasSubstr("HTTP/1.1 200"));
+  EXPECT_LT(got.size(), 12u << 20);
+  close(fd);
+}
+
 TEST(HttpServerSlowClients, TooManyFromOneAddress_AreClosedAtOnce) {
   HttpServerOptions options = Loopback();
   options.max_pending_per_peer = 4;
@@ -585,6 +667,30 @@ TEST_F(HttpServerTlsTest, MutualTls_WantsAClientCertificateOfTheCa) {
               HasSubstr("HTTP/1.1 200"));
   EXPECT_EQ(TlsGet(server->port(), "/healthz", nullptr, server_tls_.ca_pem), "");
   EXPECT_EQ(TlsGet(server->port(), "/healthz", &stranger_tls_, server_tls_.ca_pem), "");
+}
+
+// An answer far over what the socket's buffers hold is written in parts as
+// the client reads, and arrives whole.
+TEST_F(HttpServerTlsTest, BigAnswer_ArrivesWholeOverTls) {
+  const ControllerSnapshot big = BigJob();
+  HttpServerOptions options = Loopback();
+  options.tls_mode = HttpTls::kServer;
+  options.tls = server_tls_;
+  options.max_answer_bytes = 12 << 20;
+  auto server = HttpServer::Start(options, [&big] { return big; });
+  ASSERT_TRUE(server.ok()) << server.status();
+  const std::string got =
+      TlsGet((*server)->port(), "/api/jobs/big?limit=4096", nullptr, server_tls_.ca_pem);
+  const size_t head_end = got.find("\r\n\r\n");
+  ASSERT_NE(head_end, std::string::npos);
+  const std::string head = got.substr(0, head_end);
+  EXPECT_THAT(head, HasSubstr("HTTP/1.1 200"));
+  const size_t at = head.find("Content-Length: ");
+  ASSERT_NE(at, std::string::npos);
+  const size_t length = std::stoul(head.substr(at + 16));
+  EXPECT_GT(length, 8u << 20);
+  EXPECT_EQ(got.size() - head_end - 4, length);
+  EXPECT_EQ((*server)->stats().dropped, 0);
 }
 
 TEST_F(HttpServerTlsTest, StalledHandshake_DoesNotHoldAWorker) {
