@@ -346,7 +346,7 @@ void HttpGate::Register(int fd) {
   auto peer = std::find_if(per_peer_.begin(), per_peer_.end(),
                            [&](const auto& e) { return e.first == ip; });
   const int from_peer = peer == per_peer_.end() ? 0 : peer->second;
-  if (reading_ >= options_.max_pending || from_peer >= options_.max_pending_per_peer) {
+  if (from_peer >= options_.max_pending_per_peer) {
     {
       // Counted before the peer can see its connection end.
       absl::MutexLock lock(&mu_);
@@ -355,6 +355,18 @@ void HttpGate::Register(int fd) {
     close(fd);
     return;
   }
+  // Full: the one that has been sending its request longest makes room.
+  // Refusing the new one instead let 9 addresses of 32 slow clients each
+  // shut everyone else out; now a slow client must be younger than every
+  // other to stay, and a request sent at once is read in milliseconds.
+  while (reading_ >= options_.max_pending) {
+    Conn* oldest = Oldest(/*sending=*/false);
+    if (oldest == nullptr) break;
+    Close(oldest, &Stats::evicted);
+    // Close may have erased `peer`'s entry: look it up again below.
+  }
+  peer = std::find_if(per_peer_.begin(), per_peer_.end(),
+                      [&](const auto& e) { return e.first == ip; });
   auto c = std::make_unique<Conn>();
   c->fd = fd;
   c->peer = ip;

@@ -8,12 +8,12 @@
 //
 //   Add(fd) --(TLS: handshake)--> READING --head (+ body) complete--> OnRequest
 //     |                             |                                   |
-//     +-- over max_pending, or      +-- head_timeout, head over         | (a worker)
+//     +-- a peer over               +-- head_timeout, head over         | (a worker)
 //         max_pending_per_peer:         max_head_bytes, body over       v
-//         closed at once                max_body_bytes, chunked, EOF:  Send(conn)
-//                                       answered 4xx where it can be,   |
-//                                       closed                          v
-//                                                         SENDING --all written--> closed
+//         closed at once; over          max_body_bytes, chunked, EOF:  Send(conn)
+//         max_pending: the oldest       answered 4xx where it can be,   |
+//         READING one is closed         closed                          v
+//         to make room                                    SENDING --all written--> closed
 //                                                           |
 //                                     answer_timeout, error, or pushed out (over
 //                                     max_sending / max_sending_bytes: the oldest
@@ -101,8 +101,10 @@ class HttpGate {
     size_t max_head_bytes = 32 * 1024;
     // A request body (the views take none); over it: 413. Chunked: 411.
     size_t max_body_bytes = 1024;
-    // Connections still sending their request, in all and from one address;
-    // beyond either, a new one is closed at once.
+    // Connections still sending their request, from one address (beyond,
+    // a new one is closed at once) and in all (beyond, the one sending
+    // longest is closed to make room: a client that sends its request at
+    // once gets in beside any number of slow ones).
     int max_pending = 256;
     int max_pending_per_peer = 32;
     // From Send() to the answer's last byte written.
@@ -124,6 +126,7 @@ class HttpGate {
     int64_t timed_out = 0;  // no whole request within head_timeout.
     int64_t bad = 0;        // answered 4xx (too large, chunked) or TLS failed.
     int64_t busy = 0;       // answered 503 (OnRequest had no room).
+    int64_t evicted = 0;    // closed while reading, for a newer one (max_pending).
     int64_t sent = 0;       // answers written whole.
     int64_t dropped = 0;    // answers cut: answer_timeout, a cap, the peer gone.
     int pending = 0;        // reading now.

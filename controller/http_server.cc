@@ -386,6 +386,7 @@ HttpServer::Stats HttpServer::stats() const {
     s.timed_out = g.timed_out;
     s.refused = g.refused;
     s.dropped = g.dropped;
+    s.evicted = g.evicted;
   }
   if (impl_->listener) s.refused += impl_->listener->stats().refused_full;
   std::lock_guard<std::mutex> lock(impl_->mu);

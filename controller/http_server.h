@@ -74,7 +74,8 @@ struct HttpServerOptions {
   int threads = 4;
   int max_queued_requests = 64;  // complete requests waiting for a worker; beyond: 503.
   int max_connections = 512;     // open at once; beyond, new ones are closed.
-  // Connections still sending their request, from one address (and in all).
+  // Connections still sending their request, from one address (beyond, new
+  // ones are closed) and in all (beyond, the oldest is closed for a new one).
   int max_pending_per_peer = 32;
   int max_pending = 256;
   absl::Duration head_timeout = absl::Seconds(10);  // accept -> whole request.
@@ -116,6 +117,7 @@ class HttpServer {
     int64_t timed_out = 0;  // no whole request within head_timeout.
     int64_t refused = 0;    // closed at once: over a connection cap.
     int64_t dropped = 0;    // answers cut: not read in time, or over a cap.
+    int64_t evicted = 0;    // closed while sending its request, for a newer one.
   };
   Stats stats() const;
 

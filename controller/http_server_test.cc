@@ -546,6 +546,35 @@ TEST(HttpServerSlowClients, TooManyFromOneAddress_AreClosedAtOnce) {
   EXPECT_GE((*server)->stats().refused, 1);
 }
 
+// Slow clients from many addresses fill the gate (256 sending their
+// request); a new client then takes the place of the one that has been
+// sending longest, instead of being refused: the views stay up beside them.
+TEST(HttpServerSlowClients, GateFull_TheOldestWaitingMakesRoomForANewOne) {
+  HttpServerOptions options = Loopback();
+  options.max_pending = 8;  // all from 127.0.0.1, under its 32 a peer.
+  auto server = HttpServer::Start(options, [] { return testing::SampleSnapshot(); });
+  ASSERT_TRUE(server.ok()) << server.status();
+  std::vector<int> silent;
+  for (int i = 0; i < 8; ++i) {
+    const int fd = Connect((*server)->port());
+    ASSERT_GE(fd, 0);
+    (void)!send(fd, "GET /healthz HTTP/1.1\r\n", 23, MSG_NOSIGNAL);
+    silent.push_back(fd);
+  }
+  httplib::Client client("127.0.0.1", (*server)->port());
+  client.set_read_timeout(10, 0);
+  auto res = client.Get("/healthz");
+  ASSERT_TRUE(res) << httplib::to_string(res.error());
+  EXPECT_EQ(res->status, 200);
+  // The oldest made room, closed.
+  EXPECT_EQ((*server)->stats().evicted, 1);
+  EXPECT_EQ((*server)->stats().refused, 0);
+  bool closed = false;
+  ReadUntilClosed(silent[0], absl::Seconds(5), &closed);
+  EXPECT_TRUE(closed);
+  for (int fd : silent) close(fd);
+}
+
 // ---- Token.
 
 TEST(HttpServerToken, DataWantsTheBearerTokenThePageAndHealthDoNot) {
