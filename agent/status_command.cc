@@ -6,14 +6,18 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <optional>
 #include <ostream>
+#include <thread>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "agent/options.h"
@@ -138,11 +142,56 @@ std::string PathEscape(absl::string_view text) {
   return out;
 }
 
+// Bounds one request of `client` to `timeout` in all: httplib's timeouts
+// are per read, so a server that sends its answer a byte at a time, each
+// within the read timeout, would hold `trainlet status` for hours. Past the
+// deadline a thread of its own stops the client (shuts its socket down, the
+// only call httplib allows from another thread), again every 50 ms until
+// the request has ended.
+class RequestDeadline {
+ public:
+  RequestDeadline(httplib::Client* client, absl::Duration timeout)
+      : deadline_(absl::Now() + timeout), thread_([this, client] { Watch(client); }) {}
+  ~RequestDeadline() {
+    {
+      absl::MutexLock lock(&mu_);
+      done_ = true;
+    }
+    thread_.join();
+  }
+  bool passed() const {
+    absl::MutexLock lock(&mu_);
+    return passed_;
+  }
+
+ private:
+  void Watch(httplib::Client* client) {
+    absl::MutexLock lock(&mu_);
+    absl::Time next = deadline_;
+    while (!mu_.AwaitWithDeadline(absl::Condition(&done_), next)) {
+      passed_ = true;
+      mu_.Unlock();
+      client->stop();
+      mu_.Lock();
+      next = absl::Now() + absl::Milliseconds(50);
+    }
+  }
+
+  const absl::Time deadline_;
+  mutable absl::Mutex mu_;
+  bool done_ ABSL_GUARDED_BY(mu_) = false;
+  bool passed_ ABSL_GUARDED_BY(mu_) = false;
+  std::thread thread_;  // last: it reads the members above.
+};
+
 // The controller's HTTP views.
 class HttpViewsClient : public ViewsClient {
  public:
   HttpViewsClient(const std::string& host, int port, std::string token, double timeout_seconds)
-      : where_(JoinHostPort(host, port)), client_(host, port), token_(std::move(token)) {
+      : where_(JoinHostPort(host, port)),
+        client_(host, port),
+        token_(std::move(token)),
+        timeout_(absl::Seconds(timeout_seconds)) {
     const auto seconds = static_cast<time_t>(timeout_seconds);
     const auto micros = static_cast<time_t>((timeout_seconds - static_cast<double>(seconds)) * 1e6);
     client_.set_connection_timeout(seconds, micros);
@@ -207,14 +256,27 @@ class HttpViewsClient : public ViewsClient {
     if (!token_.empty()) headers.emplace("Authorization", "Bearer " + token_);
     std::string body;
     bool too_big = false;
-    auto res = client_.Get(path.c_str(), headers, [&](const char* data, size_t length) {
-      if (body.size() + length > kMaxAnswerBytes) {
-        too_big = true;
-        return false;
-      }
-      body.append(data, length);
-      return true;
-    });
+    bool late = false;
+    std::optional<httplib::Result> got;
+    {
+      RequestDeadline deadline(&client_, timeout_);
+      got = client_.Get(path.c_str(), headers, [&](const char* data, size_t length) {
+        if (body.size() + length > kMaxAnswerBytes) {
+          too_big = true;
+          return false;
+        }
+        body.append(data, length);
+        return true;
+      });
+      late = deadline.passed();
+    }
+    const httplib::Result& res = *got;
+    if (late) {
+      return absl::UnavailableError(absl::StrCat(
+          "the controller at http://", where_, SafeForLog(path, 200),
+          " did not send its whole answer within --timeout (", absl::FormatDuration(timeout_),
+          "): not a trainlet controller, or a very slow link?"));
+    }
     if (too_big) {
       return Unavailable(absl::StrCat("answered ", SafeForLog(path, 200), " with over ",
                                       kMaxAnswerBytes >> 20, " MiB: not a trainlet controller?"));
@@ -243,6 +305,7 @@ class HttpViewsClient : public ViewsClient {
   const std::string where_;
   httplib::Client client_;
   const std::string token_;
+  const absl::Duration timeout_;
 };
 
 int ExitCodeOf(const absl::Status& s) {
