@@ -58,10 +58,10 @@ enum class Speaks { kHttp, kGrpc, kTls, kOther };
 // Connects, sends an HTTP/1.1 request for /healthz and reads the first
 // bytes: the views answer "HTTP/1.1 ..."; a gRPC server greets every
 // connection with an HTTP/2 SETTINGS frame (type 4) and closes it on the
-// request; a TLS server answers with an alert record (0x15). Unavailable
-// naming the address when nothing answers within `timeout`.
+// request; a TLS server answers with an alert record (0x15) or closes the
+// connection. Unavailable saying what happened (the caller names the
+// address) when nothing answers within `timeout`.
 absl::StatusOr<Speaks> Probe(const std::string& host, int port, absl::Duration timeout) {
-  const std::string where = JoinHostPort(host, port);
   addrinfo hints{};
   hints.ai_socktype = SOCK_STREAM;
   addrinfo* found = nullptr;
@@ -98,11 +98,12 @@ absl::StatusOr<Speaks> Probe(const std::string& host, int port, absl::Duration t
     }
   }
   freeaddrinfo(found);
-  if (fd < 0) return absl::UnavailableError(absl::StrCat(where, ": ", why));
+  if (fd < 0) return absl::UnavailableError(why);
   const std::string request =
       absl::StrCat("GET /healthz HTTP/1.1\r\nHost: ", host, "\r\nConnection: close\r\n\r\n");
   (void)!send(fd, request.data(), request.size(), MSG_NOSIGNAL);
   std::string got;
+  bool closed = false;  // the peer ended the connection (FIN or RST).
   while (got.size() < 9) {
     pollfd p{fd, POLLIN, 0};
     const int ms =
@@ -110,18 +111,27 @@ absl::StatusOr<Speaks> Probe(const std::string& host, int port, absl::Duration t
     if (poll(&p, 1, ms) <= 0) break;
     char buf[64];
     const ssize_t n = recv(fd, buf, sizeof(buf), 0);
-    if (n <= 0) break;
+    if (n <= 0) {
+      closed = true;
+      break;
+    }
     got.append(buf, static_cast<size_t>(n));
   }
   close(fd);
   if (absl::StartsWith(got, "HTTP/")) return Speaks::kHttp;
   if (got.size() >= 9 && got[3] == '\x04') return Speaks::kGrpc;  // an HTTP/2 SETTINGS frame.
   if (!got.empty() && (got[0] == '\x15' || got[0] == '\x16')) return Speaks::kTls;
+  if (got.empty() && closed) {
+    // The controller's views with --http-tls end a plaintext request at once.
+    return absl::UnavailableError(absl::StrCat(
+        "closed the connection without answering; a TLS port (the views with --http-tls, or "
+        "a gRPC port with TLS) wants --tls-ca, --tls-cert and --tls-key (or --tls-dir), as "
+        "`trainlet run` was given, and the controller's gRPC address"));
+  }
   if (got.empty()) {
     // A TLS gRPC port waits for a handshake and says nothing.
     return absl::UnavailableError(absl::StrCat(
-        where,
-        ": connected, but no answer within --timeout; a controller whose gRPC port has TLS "
+        "connected, but no answer within --timeout; a controller whose gRPC port has TLS "
         "answers only with --tls-ca, --tls-cert and --tls-key (or --tls-dir), as `trainlet run` "
         "was given"));
   }

@@ -27,6 +27,7 @@ namespace trainlet::agent {
 namespace {
 
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 TEST(ParseHttpAddress, HostPortIpv6AndDefaults) {
   std::string host;
@@ -316,7 +317,7 @@ TEST(StatusCommandTls, TheAgentsTlsFilesReadTheGrpcPort) {
   // Without them, the message says what a TLS port wants.
   std::ostringstream out2, err2;
   EXPECT_EQ(RunStatusCommand({address, "--timeout=1s"}, {}, out2, err2), kExitUnavailable);
-  EXPECT_THAT(err2.str(), HasSubstr("answers only with --tls-ca, --tls-cert and --tls-key"));
+  EXPECT_THAT(err2.str(), HasSubstr("wants --tls-ca, --tls-cert and --tls-key"));
 }
 
 // A TCP server on 127.0.0.1 that is no controller: each connection is given
@@ -393,6 +394,19 @@ TEST(StatusCommandOddPeers, AnswerDrippedPastTheTimeout_Exits69InTime) {
   // machine, against 30 s of drip.
   EXPECT_LT(absl::Now() - start, absl::Seconds(15));
   EXPECT_THAT(err.str(), HasSubstr("within --timeout"));
+}
+
+// A port that closes every connection at once without a word (a TLS port
+// given plaintext, a port that resets): said as it is, at once, not as a
+// silence of --timeout.
+TEST(StatusCommandOddPeers, PortThatClosesAtOnce_IsSaidSo) {
+  OddPeer peer([](int fd, const std::atomic<bool>&) { ReadRequest(fd); });
+  std::ostringstream out, err;
+  const absl::Time start = absl::Now();
+  EXPECT_EQ(RunStatusCommand({peer.address(), "--timeout=20s"}, {}, out, err), kExitUnavailable);
+  EXPECT_LT(absl::Now() - start, absl::Seconds(10));
+  EXPECT_THAT(err.str(), HasSubstr("closed the connection without answering"));
+  EXPECT_THAT(err.str(), Not(HasSubstr("no answer within --timeout")));
 }
 
 TEST(StatusCommand, Usage_Exits64) {
