@@ -6,14 +6,18 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <optional>
 #include <ostream>
+#include <thread>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "agent/options.h"
@@ -54,10 +58,10 @@ enum class Speaks { kHttp, kGrpc, kTls, kOther };
 // Connects, sends an HTTP/1.1 request for /healthz and reads the first
 // bytes: the views answer "HTTP/1.1 ..."; a gRPC server greets every
 // connection with an HTTP/2 SETTINGS frame (type 4) and closes it on the
-// request; a TLS server answers with an alert record (0x15). Unavailable
-// naming the address when nothing answers within `timeout`.
+// request; a TLS server answers with an alert record (0x15) or closes the
+// connection. Unavailable saying what happened (the caller names the
+// address) when nothing answers within `timeout`.
 absl::StatusOr<Speaks> Probe(const std::string& host, int port, absl::Duration timeout) {
-  const std::string where = JoinHostPort(host, port);
   addrinfo hints{};
   hints.ai_socktype = SOCK_STREAM;
   addrinfo* found = nullptr;
@@ -94,11 +98,12 @@ absl::StatusOr<Speaks> Probe(const std::string& host, int port, absl::Duration t
     }
   }
   freeaddrinfo(found);
-  if (fd < 0) return absl::UnavailableError(absl::StrCat(where, ": ", why));
+  if (fd < 0) return absl::UnavailableError(why);
   const std::string request =
       absl::StrCat("GET /healthz HTTP/1.1\r\nHost: ", host, "\r\nConnection: close\r\n\r\n");
   (void)!send(fd, request.data(), request.size(), MSG_NOSIGNAL);
   std::string got;
+  bool closed = false;  // the peer ended the connection (FIN or RST).
   while (got.size() < 9) {
     pollfd p{fd, POLLIN, 0};
     const int ms =
@@ -106,18 +111,27 @@ absl::StatusOr<Speaks> Probe(const std::string& host, int port, absl::Duration t
     if (poll(&p, 1, ms) <= 0) break;
     char buf[64];
     const ssize_t n = recv(fd, buf, sizeof(buf), 0);
-    if (n <= 0) break;
+    if (n <= 0) {
+      closed = true;
+      break;
+    }
     got.append(buf, static_cast<size_t>(n));
   }
   close(fd);
   if (absl::StartsWith(got, "HTTP/")) return Speaks::kHttp;
   if (got.size() >= 9 && got[3] == '\x04') return Speaks::kGrpc;  // an HTTP/2 SETTINGS frame.
   if (!got.empty() && (got[0] == '\x15' || got[0] == '\x16')) return Speaks::kTls;
+  if (got.empty() && closed) {
+    // The controller's views with --http-tls end a plaintext request at once.
+    return absl::UnavailableError(absl::StrCat(
+        "closed the connection without answering; a TLS port (the views with --http-tls, or "
+        "a gRPC port with TLS) wants --tls-ca, --tls-cert and --tls-key (or --tls-dir), as "
+        "`trainlet run` was given, and the controller's gRPC address"));
+  }
   if (got.empty()) {
     // A TLS gRPC port waits for a handshake and says nothing.
     return absl::UnavailableError(absl::StrCat(
-        where,
-        ": connected, but no answer within --timeout; a controller whose gRPC port has TLS "
+        "connected, but no answer within --timeout; a controller whose gRPC port has TLS "
         "answers only with --tls-ca, --tls-cert and --tls-key (or --tls-dir), as `trainlet run` "
         "was given"));
   }
@@ -138,11 +152,56 @@ std::string PathEscape(absl::string_view text) {
   return out;
 }
 
+// Bounds one request of `client` to `timeout` in all: httplib's timeouts
+// are per read, so a server that sends its answer a byte at a time, each
+// within the read timeout, would hold `trainlet status` for hours. Past the
+// deadline a thread of its own stops the client (shuts its socket down, the
+// only call httplib allows from another thread), again every 50 ms until
+// the request has ended.
+class RequestDeadline {
+ public:
+  RequestDeadline(httplib::Client* client, absl::Duration timeout)
+      : deadline_(absl::Now() + timeout), thread_([this, client] { Watch(client); }) {}
+  ~RequestDeadline() {
+    {
+      absl::MutexLock lock(&mu_);
+      done_ = true;
+    }
+    thread_.join();
+  }
+  bool passed() const {
+    absl::MutexLock lock(&mu_);
+    return passed_;
+  }
+
+ private:
+  void Watch(httplib::Client* client) {
+    absl::MutexLock lock(&mu_);
+    absl::Time next = deadline_;
+    while (!mu_.AwaitWithDeadline(absl::Condition(&done_), next)) {
+      passed_ = true;
+      mu_.Unlock();
+      client->stop();
+      mu_.Lock();
+      next = absl::Now() + absl::Milliseconds(50);
+    }
+  }
+
+  const absl::Time deadline_;
+  mutable absl::Mutex mu_;
+  bool done_ ABSL_GUARDED_BY(mu_) = false;
+  bool passed_ ABSL_GUARDED_BY(mu_) = false;
+  std::thread thread_;  // last: it reads the members above.
+};
+
 // The controller's HTTP views.
 class HttpViewsClient : public ViewsClient {
  public:
   HttpViewsClient(const std::string& host, int port, std::string token, double timeout_seconds)
-      : where_(JoinHostPort(host, port)), client_(host, port), token_(std::move(token)) {
+      : where_(JoinHostPort(host, port)),
+        client_(host, port),
+        token_(std::move(token)),
+        timeout_(absl::Seconds(timeout_seconds)) {
     const auto seconds = static_cast<time_t>(timeout_seconds);
     const auto micros = static_cast<time_t>((timeout_seconds - static_cast<double>(seconds)) * 1e6);
     client_.set_connection_timeout(seconds, micros);
@@ -207,14 +266,27 @@ class HttpViewsClient : public ViewsClient {
     if (!token_.empty()) headers.emplace("Authorization", "Bearer " + token_);
     std::string body;
     bool too_big = false;
-    auto res = client_.Get(path.c_str(), headers, [&](const char* data, size_t length) {
-      if (body.size() + length > kMaxAnswerBytes) {
-        too_big = true;
-        return false;
-      }
-      body.append(data, length);
-      return true;
-    });
+    bool late = false;
+    std::optional<httplib::Result> got;
+    {
+      RequestDeadline deadline(&client_, timeout_);
+      got = client_.Get(path.c_str(), headers, [&](const char* data, size_t length) {
+        if (body.size() + length > kMaxAnswerBytes) {
+          too_big = true;
+          return false;
+        }
+        body.append(data, length);
+        return true;
+      });
+      late = deadline.passed();
+    }
+    const httplib::Result& res = *got;
+    if (late) {
+      return absl::UnavailableError(absl::StrCat(
+          "the controller at http://", where_, SafeForLog(path, 200),
+          " did not send its whole answer within --timeout (", absl::FormatDuration(timeout_),
+          "): not a trainlet controller, or a very slow link?"));
+    }
     if (too_big) {
       return Unavailable(absl::StrCat("answered ", SafeForLog(path, 200), " with over ",
                                       kMaxAnswerBytes >> 20, " MiB: not a trainlet controller?"));
@@ -243,6 +315,7 @@ class HttpViewsClient : public ViewsClient {
   const std::string where_;
   httplib::Client client_;
   const std::string token_;
+  const absl::Duration timeout_;
 };
 
 int ExitCodeOf(const absl::Status& s) {

@@ -24,7 +24,8 @@
 // something that is not a trainlet controller; 77 it refused the token or
 // certificate; 78 a token or TLS file that cannot be used.
 //
-// Single-threaded.
+// Single-threaded, but for the thread that bounds each HTTP request to
+// --timeout in all (httplib's own timeouts are per read) and gRPC's own.
 #ifndef TRAINLET_AGENT_STATUS_COMMAND_H_
 #define TRAINLET_AGENT_STATUS_COMMAND_H_
 

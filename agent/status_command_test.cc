@@ -1,8 +1,18 @@
 #include "agent/status_command.h"
 
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <functional>
 #include <sstream>
+#include <thread>
 
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
 #include "common/exit_codes.h"
 #include "common/testing/temp_root.h"
 #include "controller/controller_host.h"
@@ -17,6 +27,7 @@ namespace trainlet::agent {
 namespace {
 
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 TEST(ParseHttpAddress, HostPortIpv6AndDefaults) {
   std::string host;
@@ -306,7 +317,96 @@ TEST(StatusCommandTls, TheAgentsTlsFilesReadTheGrpcPort) {
   // Without them, the message says what a TLS port wants.
   std::ostringstream out2, err2;
   EXPECT_EQ(RunStatusCommand({address, "--timeout=1s"}, {}, out2, err2), kExitUnavailable);
-  EXPECT_THAT(err2.str(), HasSubstr("answers only with --tls-ca, --tls-cert and --tls-key"));
+  EXPECT_THAT(err2.str(), HasSubstr("wants --tls-ca, --tls-cert and --tls-key"));
+}
+
+// A TCP server on 127.0.0.1 that is no controller: each connection is given
+// to `serve` on a thread of its own, until the server is destroyed.
+class OddPeer {
+ public:
+  explicit OddPeer(std::function<void(int fd, const std::atomic<bool>& stop)> serve)
+      : serve_(std::move(serve)) {
+    listen_fd_ = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t len = sizeof(a);
+    bind(listen_fd_, reinterpret_cast<sockaddr*>(&a), sizeof(a));
+    listen(listen_fd_, 16);
+    getsockname(listen_fd_, reinterpret_cast<sockaddr*>(&a), &len);
+    port_ = ntohs(a.sin_port);
+    acceptor_ = std::thread([this] {
+      for (;;) {
+        pollfd p{listen_fd_, POLLIN, 0};
+        if (stop_) return;
+        if (poll(&p, 1, 50) <= 0) continue;
+        const int fd = accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC);
+        if (fd < 0) continue;
+        threads_.emplace_back([this, fd] {
+          serve_(fd, stop_);
+          close(fd);
+        });
+      }
+    });
+  }
+  ~OddPeer() {
+    stop_ = true;
+    acceptor_.join();
+    for (std::thread& t : threads_) t.join();
+    close(listen_fd_);
+  }
+  std::string address() const { return absl::StrCat("--controller=127.0.0.1:", port_); }
+
+ private:
+  std::function<void(int, const std::atomic<bool>&)> serve_;
+  int listen_fd_ = -1;
+  int port_ = 0;
+  std::atomic<bool> stop_{false};
+  std::thread acceptor_;
+  std::vector<std::thread> threads_;
+};
+
+// Reads what the client sent (its request), best effort.
+void ReadRequest(int fd) {
+  pollfd p{fd, POLLIN, 0};
+  char buf[4096];
+  if (poll(&p, 1, 2000) > 0) (void)!recv(fd, buf, sizeof(buf), 0);
+}
+
+// A server that answers at once and then drips its body a byte every 100 ms
+// (each read well within --timeout) would keep a client whose timeout is per
+// read for hours: --timeout bounds each whole answer.
+TEST(StatusCommandOddPeers, AnswerDrippedPastTheTimeout_Exits69InTime) {
+  OddPeer peer([](int fd, const std::atomic<bool>& stop) {
+    ReadRequest(fd);
+    const std::string head = "HTTP/1.1 200 OK\r\nContent-Length: 100000\r\n\r\n";
+    if (send(fd, head.data(), head.size(), MSG_NOSIGNAL) < 0) return;
+    // At most 30 s, so that a client without the bound still ends.
+    for (int i = 0; i < 300 && !stop; ++i) {
+      if (send(fd, "x", 1, MSG_NOSIGNAL) < 0) return;
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+  });
+  std::ostringstream out, err;
+  const absl::Time start = absl::Now();
+  EXPECT_EQ(RunStatusCommand({peer.address(), "--timeout=1s"}, {}, out, err), kExitUnavailable);
+  // 1 s for the answer (and 1 s for the probe); 15 s is room for a loaded
+  // machine, against 30 s of drip.
+  EXPECT_LT(absl::Now() - start, absl::Seconds(15));
+  EXPECT_THAT(err.str(), HasSubstr("within --timeout"));
+}
+
+// A port that closes every connection at once without a word (a TLS port
+// given plaintext, a port that resets): said as it is, at once, not as a
+// silence of --timeout.
+TEST(StatusCommandOddPeers, PortThatClosesAtOnce_IsSaidSo) {
+  OddPeer peer([](int fd, const std::atomic<bool>&) { ReadRequest(fd); });
+  std::ostringstream out, err;
+  const absl::Time start = absl::Now();
+  EXPECT_EQ(RunStatusCommand({peer.address(), "--timeout=20s"}, {}, out, err), kExitUnavailable);
+  EXPECT_LT(absl::Now() - start, absl::Seconds(10));
+  EXPECT_THAT(err.str(), HasSubstr("closed the connection without answering"));
+  EXPECT_THAT(err.str(), Not(HasSubstr("no answer within --timeout")));
 }
 
 TEST(StatusCommand, Usage_Exits64) {
