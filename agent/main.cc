@@ -53,8 +53,8 @@ struct Command {
   const char* summary;   // lines of at most 70 columns.
   // Reads TRAINLET_* variables: unknown ones are checked (agent/env_check.h).
   bool reads_env;
-  // A pod's entrypoint: writes the termination message as it exits
-  // (agent/termination_log.h).
+  // A pod's entrypoint: supervises (signals to a signalfd, subreaper) and
+  // writes the termination message as it exits (agent/termination_log.h).
   bool entrypoint;
 };
 
@@ -266,11 +266,6 @@ int Main(int argc, char** argv) {
   trainlet::ConfigureDeadlockDetection();
   trainlet::RaiseDescriptorLimit();
   trainlet::rendezvous::InstallGrpcLogSink();
-  // Before any thread exists: signals to the signalfd, subreaper.
-  if (absl::Status s = trainlet::launcher::PrepareProcessForSupervision(); !s.ok()) {
-    std::cerr << "trainlet: " << s.message() << "\n";
-    return trainlet::kExitOsError;
-  }
   std::vector<std::string> args(argv + 1, argv + argc);
   if (args.empty() || args[0] == "-h" || args[0] == "--help" || args[0] == "help") {
     std::cout << Usage();
@@ -288,6 +283,16 @@ int Main(int argc, char** argv) {
   }
   const Command* known = FindCommand(command);
   if (known == nullptr) return UnknownCommand(command);
+  // Before any thread exists: signals to the signalfd, subreaper. Only the
+  // commands that supervise (the entrypoints): a foreground command such as
+  // `status` or `probe` keeps the default dispositions, so Ctrl-C and
+  // SIGTERM end it at once.
+  if (known->entrypoint) {
+    if (absl::Status s = trainlet::launcher::PrepareProcessForSupervision(); !s.ok()) {
+      std::cerr << "trainlet: " << s.message() << "\n";
+      return trainlet::kExitOsError;
+    }
+  }
   if (command == "install") {
     return trainlet::agent::RunInstall(args, "/proc/self/exe", std::cout, std::cerr);
   }
