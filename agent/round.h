@@ -144,6 +144,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "common/clock.h"
+#include "common/exit_codes.h"
 #include "launcher/worker.h"
 #include "progress/hang_evidence.h"
 #include "rendezvous/liveness_datagram.h"
@@ -174,40 +175,7 @@ inline constexpr double kAckSilenceFraction = 0.6;
 // again once acks have come this long since, with a new stream.
 inline constexpr absl::Duration kReleaseRetryAfter = absl::Minutes(2);
 
-// ---- Exit policy: one table from how the agent's run ended to its exit code
-// (docs/exit-codes.md is the user copy).
-
-enum class Ending {
-  kJobFinished,                  // the coordinator: every worker of the job exited 0.
-  kJobFailed,                    // the coordinator: the job failed.
-  kSignal,                       // a terminating signal stopped the agent.
-  kFenced,                       // the coordinator declared this incarnation lost.
-  kCoordinatorLost,              // nothing from the coordinator for its silence limit.
-  kCoordinatorLostAfterSuccess,  // ... after every local worker exited 0.
-  kNoVerdict,                    // no verdict within the verdict timeout after a stop.
-  kJoinFailed,                   // the rendezvous failed (code decided by the error).
-  kSpawnFailed,                  // COMMAND could not be started (126/127/71...).
-  kNodeUnhealthy,                // elastic: this node's GPU health is fatal (81).
-};
-absl::string_view EndingName(Ending ending);
-
-struct EndingFacts {
-  Ending ending = Ending::kJobFinished;
-  // The first worker that failed while the round ran (not one stopped by
-  // us), or 0.
-  int running_failure = 0;
-  // The first worker that exited non-zero at all, stops included, or 0.
-  int any_failure = 0;
-  int signal = 0;                   // the terminating signal, or 0.
-  bool restarts_exhausted = false;  // kJobFailed: the budget ran out.
-  int given_code = 0;               // kJoinFailed, kSpawnFailed.
-  // What happened, for a person: the coordinator's reason for a verdict,
-  // the error of a failed join, ...; empty when the ending says it all.
-  std::string why;
-};
-
-// The exit code for `facts` by the exit policy table.
-int ExitCodeFor(const EndingFacts& facts);
+// The exit policy (Ending, EndingFacts, ExitCodeFor) is common/exit_codes.h's.
 
 // ---- Events the executor feeds in.
 
@@ -216,7 +184,7 @@ struct JoinAnswered {
 };
 struct WorkersStarted {
   absl::Status status;
-  // The exit code a failure means; 0: launcher::ExitCodeForSpawnError.
+  // The exit code a failure means; 0: ExitCodeForSpawnError.
   int exit_code = 0;
 };
 struct WorkerExited {

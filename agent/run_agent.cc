@@ -174,7 +174,7 @@ int RunAgent(const RunConfig& config, const std::map<std::string, std::string>& 
         launcher::ResolveCommand(config.command[0], path == base_env.end() ? "" : path->second);
     if (!resolved.ok()) {
       TLOG(kError) << resolved.status().message();
-      return launcher::ExitCodeForSpawnError(resolved.status());
+      return ExitCodeForSpawnError(resolved.status());
     }
   }
   // A single-node run: the coordinator inside this agent, called directly.

@@ -216,10 +216,7 @@ int RunController(const ControllerConfig& config) {
   auto host = controller::ControllerHost::Start(std::move(options));
   if (!host.ok()) {
     TLOG(kError) << host.status().message();
-    return host.status().code() == absl::StatusCode::kFailedPrecondition ||
-                   host.status().code() == absl::StatusCode::kDataLoss
-               ? kExitConfig
-               : kExitOsError;
+    return ExitCodeForServerStartError(host.status());
   }
   int exit_code = kExitSuccess;
   while (true) {

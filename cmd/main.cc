@@ -220,7 +220,7 @@ int Fail(const std::string& command, int code, absl::string_view message) {
 int ConfigError(const std::string& command, const absl::Status& status) {
   Fail(command, 0, status.message());
   std::cerr << "Run 'trainlet " << command << " --help' for usage.\n";
-  return trainlet::agent::ExitCodeForConfigError(status);
+  return trainlet::ExitCodeForConfigError(status);
 }
 
 // gRPC resolves names with c-ares (which reads /etc/hosts and resolv.conf

@@ -61,27 +61,27 @@ int RunStandaloneCoordinator(const CoordinatorConfig& config) {
   rendezvous::Coordinator& core = (*host)->core();
   (*host)->SetServing(true);
   if (health) health->SetServing(true);
-  int exit_code = kExitSuccess;
+  EndingFacts ending;
   while (true) {
     launcher::Supervisor::Event ev = (*events)->Wait(absl::Milliseconds(100));
     if (ev.type == launcher::Supervisor::EventType::kSignal &&
         launcher::IsTerminatingSignal(ev.signal)) {
       TLOG(kInfo) << "received signal " << ev.signal << "; shutting down";
-      exit_code = kExitSignalBase + ev.signal;
+      ending.ending = Ending::kSignal;
+      ending.signal = ev.signal;
       break;
     }
     if (core.Drained()) {
       rendezvous::Coordinator::Snapshot s = core.GetSnapshot();
-      if (s.phase == rendezvous::Phase::kSucceeded) {
-        exit_code = kExitSuccess;
-      } else {
-        exit_code = s.restarts_exhausted ? kExitRestartsExhausted : kExitPeerFailed;
-      }
+      ending.ending =
+          s.phase == rendezvous::Phase::kSucceeded ? Ending::kJobFinished : Ending::kJobFailed;
+      ending.restarts_exhausted = s.restarts_exhausted;
       break;
     }
   }
   (*host)->Shutdown(absl::Milliseconds(200));
   if (health) health->Shutdown();
+  const int exit_code = ExitCodeFor(ending);
   TLOG(kInfo) << "exiting with code " << exit_code;
   return exit_code;
 }

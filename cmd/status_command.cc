@@ -318,20 +318,6 @@ class HttpViewsClient : public ViewsClient {
   const absl::Duration timeout_;
 };
 
-int ExitCodeOf(const absl::Status& s) {
-  switch (s.code()) {
-    case absl::StatusCode::kNotFound:
-      return kExitStatusJobUnknown;
-    case absl::StatusCode::kUnauthenticated:
-    case absl::StatusCode::kPermissionDenied:
-      return kExitRejected;
-    case absl::StatusCode::kFailedPrecondition:
-      return kExitConfig;
-    default:
-      return kExitUnavailable;
-  }
-}
-
 }  // namespace
 
 absl::Status ParseHttpAddress(absl::string_view text, std::string* host, int* port) {
@@ -604,7 +590,7 @@ int RunStatusCommand(const std::vector<std::string>& args,
 
   auto fail = [&](const absl::Status& s) {
     err << "trainlet status: " << s.message() << "\n";
-    return ExitCodeOf(s);
+    return ExitCodeForStatusQuery(s);
   };
   if (options->evidence) {
     absl::StatusOr<std::vector<controller::EvidenceView>> hangs = client->Evidence(options->job);

@@ -43,8 +43,6 @@
 
 namespace trainlet::agent {
 
-inline constexpr int kExitStatusJobUnknown = 1;
-
 struct StatusOptions {
   std::string host = "127.0.0.1";
   int port = 29680;

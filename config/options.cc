@@ -665,17 +665,4 @@ absl::StatusOr<rendezvous::TlsConfig> ParseTlsOptions(const ParsedOptions& parse
   return tls;
 }
 
-int ExitCodeForConfigError(const absl::Status& status) {
-  switch (status.code()) {
-    case absl::StatusCode::kOk:
-      return kExitSuccess;
-    case absl::StatusCode::kInvalidArgument:
-      return kExitUsage;
-    case absl::StatusCode::kFailedPrecondition:
-      return kExitConfig;
-    default:
-      return kExitInternal;
-  }
-}
-
 }  // namespace trainlet::agent

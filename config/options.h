@@ -267,12 +267,8 @@ absl::StatusOr<rendezvous::TlsConfig> ParseTlsOptions(const ParsedOptions& parse
 // (outside printable ASCII 0x20-0x7E).
 absl::StatusOr<std::string> ReadTokenFile(const OptionValue& path);
 
-// The process exit code for a configuration error: kExitUsage (64) for
-// InvalidArgument (a malformed flag or env value), kExitConfig (78) for
-// FailedPrecondition (consistent syntax, impossible job: rank hint >= nnodes,
-// unreadable or empty token file, no GPU, no node count in a JobSet pod),
-// kExitInternal otherwise.
-int ExitCodeForConfigError(const absl::Status& status);
+// A configuration error's exit code: common/exit_codes.h's
+// ExitCodeForConfigError (InvalidArgument 64, FailedPrecondition 78).
 
 }  // namespace trainlet::agent
 
