@@ -350,7 +350,7 @@ struct RoundOptions {
   int rank_hint = -1;
   std::string advertise_addr;
   int local_world_size = 1;
-  int master_port = 29500;
+  int master_port = 0;
   bool want_nodes = true;  // ask for the member list (TF_CONFIG).
   // Offer UDP liveness datagrams (JoinRequest.udp_liveness).
   bool udp_liveness = true;
@@ -367,9 +367,9 @@ struct RoundOptions {
   // (`run`); 1 = the MPI launcher's COMMAND; 0 = none (an MPI worker: its
   // ranks arrive through sshd, and it holds until the job's verdict).
   int local_processes = -1;
-  bool elastic = false;  // max_restarts > 0: lost coordinator -> re-join.
-  absl::Duration grace_period = absl::Seconds(25);  // as RunConfig's
-  absl::Duration join_timeout = absl::Minutes(10);
+  bool elastic = false;         // max_restarts > 0: lost coordinator -> re-join.
+  absl::Duration grace_period;  // RunConfig's (RoundOptionsFrom)
+  absl::Duration join_timeout;
   // How long a stop whose outcome is the coordinator's to decide (a local
   // failure, a StopWorkers directive) waits for the verdict.
   absl::Duration verdict_timeout = absl::Seconds(10);
@@ -382,7 +382,7 @@ struct RoundOptions {
   // At most one "still waiting" line per this while joining.
   absl::Duration progress_log_interval = absl::Seconds(10);
   // --hang-timeout: zero is off.
-  absl::Duration hang_timeout = absl::ZeroDuration();
+  absl::Duration hang_timeout;
   // How long to wait at most for a hung worker's Python stacks after
   // SIGUSR1; the wait ends earlier once the traceback file grew and then
   // did not grow for traceback_quiet (faulthandler has written every

@@ -306,8 +306,8 @@ int RunAgent(const RunConfig& config, const std::map<std::string, std::string>& 
   // ticker starts, a node probe that changes nothing here starts (logged
   // when it ends), and the code of start-up (static initialisers, options,
   // probe, join), which does not run again, leaves the resident set.
-  seams.idle_with_workers = [&local_ticker, core = local_core.get(), &config] {
-    if (config.node_probe_later) config.node_probe_later(&LogNodeProbe);
+  seams.idle_with_workers = [&local_ticker, core = local_core.get(), &config, &base_env] {
+    StartNodeProbeOnceWorkersRun(config, base_env, &LogNodeProbe);
     if (core != nullptr) {
       local_ticker = std::make_unique<PeriodicThread>(rendezvous::kCoordinatorTickEvery,
                                                       [core] { core->Tick(); });

@@ -140,27 +140,6 @@ std::map<std::string, std::string> CurrentEnvironment() {
   return env;
 }
 
-// What every agent command probes at start (SystemInfo::probe_node): the
-// node probe starts on its own thread when the options first ask for it
-// (agent/node_probe.h). Where it reads no GPU driver and this machine's own
-// /sys, /proc and /dev, it may also be left unwaited (when_node_probed): a
-// single-node run without GPUs starts it once its workers run.
-trainlet::agent::SystemInfo ProbeMachine(const std::map<std::string, std::string>& env) {
-  const trainlet::topology::ProbeOptions options = trainlet::agent::AgentProbeOptions(env);
-  auto probe = std::make_shared<trainlet::agent::LazyNodeProbe>(options);
-  trainlet::agent::SystemInfo sys = trainlet::agent::ProbeSystem(env);
-  sys.probe_node = [probe](absl::Duration timeout, std::string* note) {
-    return trainlet::agent::AwaitNodeProbe(probe->Run(), timeout, note);
-  };
-  if (!trainlet::agent::ProbeLoadsNvml(options) &&
-      trainlet::agent::ProbeReadsThisMachine(options)) {
-    sys.when_node_probed = [probe](trainlet::agent::NodeProbeCallback done) {
-      trainlet::agent::WhenNodeProbeDone(probe->Run(), std::move(done));
-    };
-  }
-  return sys;
-}
-
 // What an entrypoint command leaves for `kubectl describe` as it exits
 // (launcher/termination_log.h).
 struct ExitMessage {
@@ -317,12 +296,17 @@ int Main(int argc, char** argv) {
     Leave(trainlet::agent::RunProbeCommand(args, env, std::cout, std::cerr));
   }
   if (command == "run") {
-    auto config = trainlet::agent::ParseRunConfig(args, env, ProbeMachine(env));
+    // The config plans the node probe; the agent runs it (agent/node_probe.h).
+    const trainlet::agent::SystemInfo sys = trainlet::agent::AgentSystemInfo(env);
+    auto config = trainlet::agent::ParseRunConfig(args, env, sys);
     if (!config.ok()) Leave(ConfigError("run", config.status()));
     if (config->help_requested) {
       NoTerminationMessage();
       std::cout << trainlet::agent::RunHelpText();
       Leave(trainlet::kExitSuccess);
+    }
+    if (absl::Status s = trainlet::agent::ProbeNodeBeforeWorkers(env, sys, &*config); !s.ok()) {
+      Leave(ConfigError("run", s));
     }
     g_exit->node = config->node_id;
     trainlet::SetLogLevel(config->log_level);
@@ -340,12 +324,16 @@ int Main(int argc, char** argv) {
     const trainlet::agent::MpiRole role = command == "mpi-launcher"
                                               ? trainlet::agent::MpiRole::kLauncher
                                               : trainlet::agent::MpiRole::kWorker;
-    auto config = trainlet::agent::ParseMpiConfig(role, args, env, ProbeMachine(env));
+    const trainlet::agent::SystemInfo sys = trainlet::agent::AgentSystemInfo(env);
+    auto config = trainlet::agent::ParseMpiConfig(role, args, env, sys);
     if (!config.ok()) Leave(ConfigError(command, config.status()));
     if (config->run.help_requested) {
       NoTerminationMessage();
       std::cout << trainlet::agent::MpiHelpText(role);
       Leave(trainlet::kExitSuccess);
+    }
+    if (absl::Status s = trainlet::agent::ProbeNodeBeforeWorkers(env, sys, &config->run); !s.ok()) {
+      Leave(ConfigError(command, s));
     }
     g_exit->node = config->run.node_id;
     trainlet::SetLogLevel(config->run.log_level);

@@ -376,7 +376,8 @@ absl::StatusOr<absl::Duration> ParseDurationValue(const OptionValue& v, absl::Du
 
 std::vector<OptionSpec> RoundPolicyOptionSpecs() {
   return {
-      {"max-restarts", OptionKind::kInt, "N", "0, or 3 when --nnodes is MIN:MAX",
+      {"max-restarts", OptionKind::kInt, "N",
+       absl::StrCat("0, or ", kElasticMaxRestarts, " when --nnodes is MIN:MAX"),
        "Restarts of the whole job (new rounds) before it fails."},
       {"last-call", OptionKind::kDuration, "DURATION", "500ms",
        "How long a round stays open for more nodes once MIN have joined."},
@@ -384,6 +385,9 @@ std::vector<OptionSpec> RoundPolicyOptionSpecs() {
        "A node silent for this long is declared dead."},
       {"min-nodes-timeout", OptionKind::kDuration, "DURATION", "5m",
        "Elastic: how long to wait for replacements when fewer than MIN nodes survive."},
+      // 2000: a round this large holds about 400 MB of gRPC connection state
+      // on node 0 with its streams open; below it a killed agent is still
+      // found by its stream closing (rendezvous::kStreamLossGrace).
       {"release-streams-from", OptionKind::kInt, "N", "2000",
        "Rounds of N or more nodes run without a gRPC stream per node once its UDP liveness is "
        "acknowledged (node 0 keeps ~40 KiB less per node; a killed agent is then found at the "
@@ -403,7 +407,7 @@ absl::StatusOr<RoundPolicy> ParseRoundPolicy(
     if (!restarts.ok()) return restarts.status();
     p.max_restarts = *restarts;
   } else {
-    p.max_restarts = nnodes.elastic() ? 3 : 0;
+    p.max_restarts = nnodes.elastic() ? kElasticMaxRestarts : 0;
   }
   absl::StatusOr<int> release =
       ParseIntValue(ValueOrDefault(parsed, table, "release-streams-from"), 0, kMaxNodes);

@@ -184,6 +184,10 @@ enum class GpuBinding { kList, kSingle, kNone };
 // "list", "single", "none" (case-insensitive); an error naming `origin` otherwise.
 absl::StatusOr<GpuBinding> ParseGpuBinding(absl::string_view text, absl::string_view origin);
 
+// The coordinator's port: `coordinator --port`'s default, and `run
+// --coordinator`'s when the address has none.
+inline constexpr int kDefaultCoordinatorPort = 29400;
+
 // Number of nodes: N, or MIN:MAX for an elastic job.
 inline constexpr int kMaxNodes = 100000;
 struct NnodesRange {
@@ -197,16 +201,17 @@ std::string NnodesToString(const NnodesRange& n);  // "4" or "2:4".
 
 // The round policy every host of a coordinator applies (the options of
 // RoundPolicyOptionSpecs()), parsed in one place for `run` and `coordinator`.
+// No defaults here: ParseRoundPolicy() takes them from the option table.
 struct RoundPolicy {
-  int max_restarts = 0;                                 // --max-restarts; 3 when elastic.
-  absl::Duration last_call = absl::Milliseconds(500);   // --last-call
-  absl::Duration heartbeat_timeout = absl::Seconds(5);  // --heartbeat-timeout
-  absl::Duration min_nodes_timeout = absl::Minutes(5);  // --min-nodes-timeout
-  // --release-streams-from (rendezvous::CoordinatorOptions; 0: never); the
-  // default is rendezvous::kReleaseStreamsFrom (checked in
-  // coordinator_options.h).
-  int release_streams_from = 2000;
+  int max_restarts = 0;              // --max-restarts; kElasticMaxRestarts when elastic.
+  absl::Duration last_call;          // --last-call
+  absl::Duration heartbeat_timeout;  // --heartbeat-timeout
+  absl::Duration min_nodes_timeout;  // --min-nodes-timeout
+  // --release-streams-from (rendezvous::CoordinatorOptions; 0: never).
+  int release_streams_from = 0;
 };
+// --max-restarts when --nnodes is MIN:MAX and nothing says otherwise.
+inline constexpr int kElasticMaxRestarts = 3;
 // Parses the RoundPolicyOptionSpecs() values from `parsed` (flag or env),
 // falling back to `discovered_max_restarts` (Kubernetes) and then the
 // defaults; max_restarts defaults to 3 for an elastic `nnodes`.

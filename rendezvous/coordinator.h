@@ -241,21 +241,24 @@ struct CoordinatorOptions {
   int max_nodes = 1;
   // Worker failures or lost nodes tolerated before the job fails.
   int max_restarts = 0;
+  // The timeouts have no defaults here: `trainlet run` and `trainlet
+  // coordinator` take them from their option tables (config/options.h's
+  // RoundPolicy, config/coordinator_options.h).
   // Once min_nodes have joined, wait this long for more (until max_nodes).
   // After a restart it counts from the last survivor that came back, so that
   // survivors still arriving (thousands of them at once) are not left for a
   // scale-up restart of their own; at most kMaxLastCalls of it in all.
-  absl::Duration last_call = absl::Milliseconds(500);
+  absl::Duration last_call;
   // A member that sends nothing for this long is lost.
-  absl::Duration heartbeat_timeout = absl::Seconds(5);
+  absl::Duration heartbeat_timeout;
   // After a restart, fail if fewer than min_nodes re-join within this.
-  absl::Duration min_nodes_timeout = absl::Minutes(5);
+  absl::Duration min_nodes_timeout;
   // Random and non-zero; drawn by Create-ers (see NewIncarnation()).
   uint64_t incarnation = 0;
   // Release the streams of a round's members once it has this many (0:
-  // never): see "Released streams" above. kReleaseStreamsFrom by default
-  // in `trainlet run` and `trainlet coordinator` (--release-streams-from),
-  // off with TLS (a DIRECTIVE datagram is signed, not encrypted).
+  // never): see "Released streams" above. --release-streams-from in
+  // `trainlet run` and `trainlet coordinator`, off with TLS (a DIRECTIVE
+  // datagram is signed, not encrypted).
   int release_streams_from = 0;
   // Set by the agent that hosts this coordinator (`trainlet run` on node
   // rank 0): that agent logs the round it got, every failure (a worker's, a
@@ -307,11 +310,6 @@ struct OutgoingDatagram {
   std::string bytes;
 };
 
-// The default of CoordinatorOptions::release_streams_from for the product
-// (a round this large holds about 400 MB of gRPC connection state on node 0
-// with its streams open; below it a killed agent is still found by its
-// stream closing, within kStreamLossGrace).
-inline constexpr int kReleaseStreamsFrom = 2000;
 // An assignment is sent by datagram only when its Directive is at most this
 // large: the next round's may be a little larger (a longer master address).
 inline constexpr size_t kMaxReleasedAssignmentBytes = kMaxDirectivePayloadBytes - 128;

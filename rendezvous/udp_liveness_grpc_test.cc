@@ -319,6 +319,7 @@ TEST_F(UdpLivenessGrpcTest, GarbageAndForgeriesOnThePort_AreIgnored) {
 TEST(LivenessReceiverBind, WildcardTakesIpv4_NamesBind_BadNamesAreNamed) {
   CoordinatorOptions o;
   o.job_id = "job";
+  o.heartbeat_timeout = absl::Seconds(5);
   o.incarnation = NewIncarnation();
   Coordinator core(o);
   auto bad = LivenessReceiver::Start("no-such-host.invalid", 0, &core);
