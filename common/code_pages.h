@@ -9,7 +9,7 @@
 // the hypervisor (the 2-CPU test VM, a PVM guest) each costs 13-17 us;
 // MADV_POPULATE_WRITE (Linux 5.14) maps a range in one call for about 1 us a
 // page: `trainlet run -- true` starts ~0.6 ms sooner there
-// (docs/benchmarks.md section 8). On bare metal a fault costs well under a
+// (docs/benchmarks-history.md section 8). On bare metal a fault costs well under a
 // microsecond and this is close to free either way. Mapped in one call each,
 // from the executable's .preinit_array (before any static initialiser):
 // - its data and bss, from __data_start to _end (about 180 KiB);
