@@ -10,7 +10,10 @@ be a heading of the Markdown file it points into, spelt as GitHub spells it
 (lower case, punctuation dropped, spaces to hyphens, -1, -2, ... for a
 repeated heading). Links inside code spans and fenced blocks are not links.
 Besides, every docs/<name>.md path a text file mentions (a source
-comment, a CMake file) must exist.
+comment, a CMake file) must exist, and so must every path into one of the
+repository's own folders that README.md or a docs/*.md file names
+(`agent/round.h`, `scripts/fuzz.sh`, `rendezvous/testing/`; `agent/round`
+stands for agent/round.h or .cc), so that a moved file leaves no stale name.
 
 Prints one line per broken link, `FILE:LINE: ...`, and exits 1 if there is
 one, 0 otherwise. Standard library only.
@@ -127,9 +130,45 @@ def check_doc_mentions(root, path):
     return problems
 
 
+def repo_path_pattern(root):
+    """Paths into the repository's own top-level folders."""
+    top = sorted(d for d in os.listdir(root)
+                 if os.path.isdir(os.path.join(root, d)) and not d.startswith(".")
+                 and not skipped_dir(d))
+    if not top:
+        return None
+    return re.compile(r"(?<![\w/.~$-])((?:%s)/[A-Za-z0-9_./-]*[A-Za-z0-9_/])" %
+                      "|".join(re.escape(d) for d in top))
+
+
+def check_source_paths(root, path, pattern):
+    problems = []
+    with open(path, encoding="utf-8") as f:
+        lines = f.readlines()
+    for number, line in enumerate(lines, 1):
+        for m in pattern.finditer(line):
+            name = m.group(1)
+            after = line[m.end(1):m.end(1) + 1]
+            if after in ("{", "*", "<", "$"):
+                continue  # a pattern (`agent/*_test.cc`, `round.{h,cc}`), not a file
+            full = os.path.join(root, name)
+            if os.path.exists(full) or any(os.path.exists(full + ext)
+                                           for ext in (".h", ".cc", ".py", ".sh", ".md")):
+                continue
+            problems.append("%s:%d: names %s, which does not exist" %
+                            (os.path.relpath(path, root), number, name))
+    return problems
+
+
 def check(root):
     problems = []
+    pattern = repo_path_pattern(root)
+    user_docs = {os.path.join(root, "README.md")}
     for path in repo_files(root):
+        if pattern and (path in user_docs or (
+                path.endswith(".md") and os.path.dirname(path) == os.path.join(root, "docs")
+                and not path.endswith("-history.md"))):
+            problems += check_source_paths(root, path, pattern)
         if os.path.basename(path).startswith("check_doc_links"):
             continue  # this checker and its tests name missing docs on purpose
         if path.endswith(".md"):
@@ -146,7 +185,8 @@ def main(argv):
     for p in problems:
         print(p)
     if problems:
-        print("%d broken link(s): fix the link or the heading it names" % len(problems))
+        print("%d broken link(s) or name(s): fix the link, or the heading or file it names" %
+              len(problems))
         return 1
     return 0
 

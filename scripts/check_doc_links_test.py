@@ -74,6 +74,25 @@ class CheckDocLinksTest(unittest.TestCase):
         problems = check_doc_links.check(root)
         self.assertEqual(problems, ["src/x.h:1: mentions docs/building.md, which does not exist"])
 
+    def test_a_user_doc_naming_a_moved_source_file_is_reported(self):
+        root = self.tree({
+            "agent/round.h": "", "agent/round.cc": "", "scripts/fuzz.sh": "",
+            "docs/a.md": "`agent/round.h`, agent/round, `agent/*_test.cc`,\n"
+                         "`agent/round.{h,cc}`, scripts/fuzz.sh, `agent/`\n"
+                         "and `agent/options.cc`, moved to config/\n",
+        })
+        problems = check_doc_links.check(root)
+        # config/ is no folder of this tree, so "config/" names nothing of it.
+        self.assertEqual(problems, ["docs/a.md:3: names agent/options.cc, which does not exist"])
+
+    def test_history_and_sources_may_name_what_is_gone(self):
+        root = self.tree({
+            "agent/x.h": "",
+            "docs/benchmarks-history.md": "at the time: agent/options.cc\n",
+            "agent/y.h": "// once agent/options.cc\n",
+        })
+        self.assertEqual(check_doc_links.check(root), [])
+
     def test_build_trees_are_skipped(self):
         root = self.tree({"build-x/a.md": "[gone](gone.md)\n", "a.md": "# A\n"})
         self.assertEqual(check_doc_links.check(root), [])
