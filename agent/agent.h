@@ -35,12 +35,12 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
 #include "agent/launch_plan.h"
-#include "agent/progress.h"
 #include "agent/reporter.h"
 #include "agent/round.h"
-#include "agent/run_config.h"
 #include "common/clock.h"
+#include "config/run_config.h"
 #include "launcher/worker_group.h"
+#include "progress/progress.h"
 #include "rendezvous/rendezvous_client.h"
 
 namespace trainlet::agent {

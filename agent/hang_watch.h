@@ -42,9 +42,9 @@
 
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
-#include "agent/hang_evidence.h"
 #include "agent/round_io.h"
 #include "common/clock.h"
+#include "progress/hang_evidence.h"
 #include "trainlet/v1/rendezvous.pb.h"
 
 namespace trainlet::agent {

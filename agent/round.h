@@ -80,11 +80,11 @@
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "agent/coordinator_contact.h"
-#include "agent/hang_evidence.h"
 #include "agent/hang_watch.h"
 #include "agent/round_io.h"
 #include "common/clock.h"
 #include "launcher/worker.h"
+#include "progress/hang_evidence.h"
 #include "trainlet/v1/rendezvous.pb.h"
 
 namespace trainlet::agent {

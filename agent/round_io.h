@@ -15,9 +15,9 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
-#include "agent/hang_evidence.h"
 #include "common/logging.h"
 #include "launcher/worker.h"
+#include "progress/hang_evidence.h"
 #include "rendezvous/liveness_datagram.h"
 #include "trainlet/v1/rendezvous.pb.h"
 
@@ -83,7 +83,7 @@ struct LocalFailure {
   std::string message;
 };
 
-// A local worker's progress file changed (agent/progress.h). `line`: its
+// A local worker's progress file changed (progress/progress.h). `line`: its
 // validated last line; empty for a touch.
 struct ProgressReported {
   int local_rank = 0;
