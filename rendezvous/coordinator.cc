@@ -4,6 +4,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
+#include <cstdlib>
 #include <iterator>
 #include <random>
 #include <system_error>
@@ -234,6 +236,12 @@ Coordinator::Coordinator(CoordinatorOptions options)
       clock_(options_.clock ? options_.clock : Clock::Real()),
       elastic_(options_.min_nodes != options_.max_nodes),
       reject_log_(kRejectLogBurst, absl::Seconds(10), clock_) {
+  // CoordinatorOptions hold no defaults (the option tables do): a heartbeat
+  // timeout left unset would lose every member at the first tick.
+  if (options_.heartbeat_timeout <= absl::ZeroDuration()) {
+    std::fprintf(stderr, "trainlet: internal error: a coordinator without a heartbeat timeout\n");
+    std::abort();
+  }
   absl::MutexLock lock(&mu_);
   gathering_since_ = clock_->Now();
 }
