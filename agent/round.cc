@@ -13,9 +13,9 @@
 #include "common/logging.h"
 #include "launcher/command_resolver.h"
 #include "launcher/signals.h"
-#include "rendezvous/coordinator.h"
 #include "rendezvous/coordinator_hang.h"
 #include "rendezvous/error_reason.h"
+#include "rendezvous/protocol.h"
 #include "rendezvous/protocol_version.h"
 
 namespace trainlet::agent {

@@ -5,7 +5,7 @@
 // (liveness_datagram.h) and hands them to the core in batches:
 //
 //   poll (sleeps until a datagram arrives)
-//     -> wait kLivenessCoalesce (coordinator.h), so that one wake-up
+//     -> wait kLivenessCoalesce (protocol.h), so that one wake-up
 //        carries many datagrams
 //     -> drain with recvmmsg (non-blocking, up to kLivenessBatch at a time)
 //     -> parse each (size, magic, version), drop the malformed
