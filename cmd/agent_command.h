@@ -1,0 +1,39 @@
+// What the agent's commands (`run`, `mpi-launcher`, `mpi-worker`) share:
+// the machine probed for their configuration, the descriptor budget checked
+// before any gRPC object exists, and the MPI pair's parse.
+#ifndef TRAINLET_CMD_AGENT_COMMAND_H_
+#define TRAINLET_CMD_AGENT_COMMAND_H_
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "cmd/command.h"
+#include "config/mpi_config.h"
+#include "config/run_config.h"
+#include "config/system_probe.h"
+
+namespace trainlet::cmd {
+
+// What every agent command probes at start (SystemInfo::probe_node): the
+// node probe starts on its own thread when the options first ask for it
+// (agent/node_probe.h). Where it reads no GPU driver and this machine's own
+// /sys, /proc and /dev, it may also be left unwaited (when_node_probed): a
+// single-node run without GPUs starts it once its workers run.
+agent::SystemInfo ProbeMachine(const Env& env);
+
+// Sets the log level, then checks the descriptor budget of an agent with
+// `local_processes` workers (and the nodes of the coordinator it may host):
+// nothing when it fits, else the exit code (71), said as
+// `trainlet COMMAND: ...`.
+std::optional<int> PrepareAgent(absl::string_view command, const agent::RunConfig& config,
+                                int local_processes, std::string* reason);
+
+// `trainlet mpi-launcher` and `trainlet mpi-worker`.
+absl::StatusOr<Invocation> ParseMpiCommand(agent::MpiRole role,
+                                           const std::vector<std::string>& args, const Env& env);
+
+}  // namespace trainlet::cmd
+
+#endif  // TRAINLET_CMD_AGENT_COMMAND_H_
