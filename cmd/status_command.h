@@ -1,28 +1,16 @@
 // `trainlet status [--controller=HOST:PORT] [--json] [--evidence] [--timeout=DUR]
 // [--token-file=PATH] [--tls-*] [JOB]`: what the controller knows of its jobs,
 // as a table (controller/views.h RenderStatusTable) or as JSON (--json), or
-// with --evidence every line of a job's hang evidence.
+// with --evidence every line of a job's hang evidence. The address, the
+// token, the output and the exit codes: docs/controller-views.md,
+// "trainlet status".
 //
-// One address: HOST:PORT may be the controller's HTTP views (its --http,
-// 29680) or the gRPC address the agents report to (its --listen, 29600: what
-// `trainlet run --controller` was given). A first connection tells them
-// apart (a gRPC server greets with an HTTP/2 SETTINGS frame, the views
-// answer HTTP/1.1); with --tls-* the address is the gRPC one. Over HTTP it
-// reads `/api/jobs`, then each job's nodes a page at a time from
-// `/api/jobs/JOB` (no answer is over the server's page cap, so a job of any
-// size is read); over gRPC, ListJobs and GetStatus with the agents' token
-// and TLS, adapted by controller/snapshot.h as the views are.
-//
-// The address: --controller, else TRAINLET_CONTROLLER_HTTP, else
-// TRAINLET_CONTROLLER (the agents' variable), else 127.0.0.1:29680. A HOST
-// without a port gets 29680. The token: --token-file, else
-// TRAINLET_TOKEN_FILE; sent as `Authorization: Bearer` over HTTP and as the
-// agents' metadata over gRPC.
-//
-// Exit codes: 0; 1 JOB is not known to the controller; 64 usage; 69 the
-// controller is unreachable, did not answer within --timeout, or answered
-// something that is not a trainlet controller; 77 it refused the token or
-// certificate; 78 a token or TLS file that cannot be used.
+// One address: HOST:PORT may be the controller's HTTP views or the gRPC port
+// the agents report to; a first connection tells them apart (a gRPC server
+// greets with an HTTP/2 SETTINGS frame, the views answer HTTP/1.1). Over
+// HTTP it reads `/api/jobs`, then each job's nodes a page at a time; over
+// gRPC, ListJobs and GetStatus, adapted by controller/snapshot.h as the
+// views are.
 //
 // Single-threaded, but for the thread that bounds each HTTP request to
 // --timeout in all (httplib's own timeouts are per read) and gRPC's own.

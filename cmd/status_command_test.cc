@@ -137,8 +137,8 @@ TEST_F(StatusCommandTest, Table_IsTheControllersSnapshot) {
       controller::ParseSnapshotJson(controller::RenderJson(controller::testing::SampleSnapshot()));
   ASSERT_TRUE(expected.ok());
   EXPECT_EQ(out_.str(), controller::RenderStatusTable(*expected));
-  EXPECT_THAT(out_.str(), HasSubstr("demo-node-2  2     ffffffffffffffff  stale"));
-  EXPECT_THAT(out_.str(), HasSubstr("demo-node-3  -     0000000000000033  lost"));
+  EXPECT_THAT(out_.str(), HasSubstr("demo-node-2  2     ffffffff     stale"));
+  EXPECT_THAT(out_.str(), HasSubstr("demo-node-3  -     00000033     lost"));
 }
 
 TEST_F(StatusCommandTest, OneJob_InFull) {

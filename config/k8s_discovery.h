@@ -1,47 +1,18 @@
 // Reads a pod's Kubernetes conventions into option texts, so that `trainlet
 // run -- python train.py` needs no flags inside a Kubeflow Trainer / JobSet /
-// training-operator pod (docs/configuration.md, "Kubernetes discovery").
+// training-operator / Volcano pod. Which variable, hostname or file gives
+// which value, in which order, and how a Volcano job of several tasks is
+// refused: docs/configuration.md, "Kubernetes discovery" and "Volcano jobs".
+// ApplyMpiConventions() maps a two-task Volcano job (a one-pod launcher task
+// and a worker task).
 //
-//   value           first of
-//   nnodes          PET_NNODES (N or MIN:MAX)
-//   node rank hint  PET_NODE_RANK, JOB_COMPLETION_INDEX, JobSet hostname
-//                   <jobset>-<rjob>-0-<podIdx> (rank = podIdx)
-//   coordinator     PET_MASTER_ADDR (host only), JobSet hostname ->
-//                   <jobset>-<rjob>-0-0.<subdomain> (subdomain from the FQDN),
-//                   else <jobset>-<rjob>-0-0
-//   master port     PET_MASTER_PORT
-//   nproc-per-node  PET_NPROC_PER_NODE
-//   max restarts    PET_MAX_RESTARTS (training-operator v1 elastic)
-//   job id          the JobSet hostname prefix <jobset>-<rjob>
-//
-// In a Volcano pod (VK_TASK_INDEX or VC_TASK_INDEX, and the svc plugin's
-// hostname <job>-<task>-<index>; docs/configuration.md), after the PET_*
-// variables and JOB_COMPLETION_INDEX, instead of the JobSet hostname:
-//   nnodes          lines of /etc/volcano/<task>.host, else VC_<TASK>_NUM
-//   node rank hint  VK_TASK_INDEX (VC_TASK_INDEX)
-//   coordinator     the first line of that host file, else
-//                   <job>-<task>-0.<subdomain> (<job>-<task>-0 without one)
-//   job id          <job>-<task> (the hostname without "-<index>")
-// The host file is the one under /etc/volcano (read below SystemInfo::root)
-// that lists this pod's hostname as its line <index>; a host file may be a
-// symbolic link (a ConfigMap key is one) that stays inside /etc/volcano.
-// When another task of the job has pods (another *.host file with lines, or
-// another VC_<TASK>_NUM above 0), none of these come from Volcano (one task's
-// count, index and first host would split the job): volcano_tasks names the
-// tasks, job id is the Volcano job's name, and ParseRunConfig() refuses to
-// start unless nnodes and the coordinator are given. ApplyMpiConventions()
-// maps a two-task job (a one-pod launcher task and a worker task).
-//
-// It also says whether this is a pod of a JobSet or Kubeflow job (Kubernetes,
-// and JOB_COMPLETION_INDEX, a JobSet hostname or a PET_* variable), whose
-// node count must then come from somewhere (ParseRunConfig() refuses to guess
-// 1), and where the job's token Secret is mounted.
-//
-// The hostname is read as a JobSet hostname only inside Kubernetes
-// (KUBERNETES_SERVICE_HOST is set), so that a laptop called "build-0-3" is
-// not taken for pod 3. Empty variables count as unset. Values are returned as
-// text with the variable they came from; the config layer parses them and
-// names that variable in its errors.
+// It also says whether this is a pod of a JobSet or Kubeflow job, whose node
+// count must then come from somewhere (ParseRunConfig() refuses to guess 1),
+// and where the job's token Secret is mounted. The hostname is read as a
+// JobSet hostname only inside Kubernetes (KUBERNETES_SERVICE_HOST is set).
+// Empty variables count as unset. Values are returned as text with the
+// variable they came from; the config layer parses them and names that
+// variable in its errors.
 //
 // Reads only the Volcano host files (below SystemInfo::root, bounded, and
 // only in a Volcano pod); otherwise a function of its inputs.

@@ -1,33 +1,17 @@
-// The controller's history on disk: every round, restart (with its cause),
-// hang (with the agent's evidence and verdict), node gone silent or lost and
-// agent finished, per job, and each job's summary (verdict, root cause,
-// rounds, counts, last step, nodes, command, start and end), in one SQLite
-// file (--db), so that a controller restart loses nothing that matters. At
-// start the controller reads back only the bounded summary (Load); hang
-// evidence is read when asked for (Evidence).
+// The controller's history on disk (--db): every round, restart, hang, node
+// gone silent or lost and agent finished, per job, and each job's summary, in
+// one SQLite file, so that a controller restart loses nothing that matters.
+// At start only the bounded summaries are read back (Load); hang evidence is
+// read when asked for (Evidence). What is kept, its bounds, the 0600 files,
+// WAL, and what a damaged file gets (DataLoss; MoveAside): docs/controller.md,
+// "What the controller keeps".
 //
-// Schema (version 2, PRAGMA user_version; a version 1 file is upgraded in
-// place): table `history`, one row per entry (id, job_id, kind, at_unix_ms,
-// round, node_id, cause, evidence, verdict, seq), and table `jobs`, one row
-// per job (job_id, updated_unix_ms, record: a trainlet.v1.JobRecord),
-// readable with the sqlite3 shell. WAL journal, synchronous=NORMAL: a power
-// loss may lose the last entries, never corrupt the file; the -wal is cut
-// back to kWalSizeLimit after a large write. The upgrade is one
-// transaction, and upgrades what the table lacks, whatever the version says
-// (a version-0 file with schema 1's table, or one stopped mid-upgrade).
-//
-// Bounds (docs/controller.md): at most `max_entries_per_job` entries per job
-// (the oldest go first, --history-retention), none older than `max_age`
-// (--history-max-age), at most `max_jobs` jobs (--history-max-jobs; the job
-// heard from longest ago goes whole), and hang evidence within
-// kMaxEvidenceBytesPerJob per job and kMaxEvidenceBytesStored in all (the
-// oldest evidence is dropped first, its entry stays).
-//
-// The file and its -wal and -shm are created 0600 (they hold the workers'
-// output), and tightened to 0600 when found wider. A path that is a
-// symbolic link names the file it points to (made there when missing). A file that is damaged
-// (not a database, a page that fails SQLite's quick_check) is refused with
-// DataLoss; MoveAside puts it out of the way.
+// Schema 2 (PRAGMA user_version): table `history`, one row per entry (id,
+// job_id, kind, at_unix_ms, round, node_id, cause, evidence, verdict, seq),
+// and table `jobs`, one row per job (job_id, updated_unix_ms, record: a
+// trainlet.v1.JobRecord). The upgrade from 1 is one transaction and adds
+// what the tables lack, whatever the version says (a version-0 file with
+// schema 1's table, or one stopped mid-upgrade).
 //
 // Threading: thread-safe; one connection behind a mutex. Append runs on the
 // caller's thread (the core calls it outside its own lock) and writes one

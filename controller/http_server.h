@@ -1,31 +1,16 @@
 // The controller's HTTP adapter: read-only views of what a ViewSource (the
 // one seam: the controller's core adapted by snapshot.h, or a fixed
-// snapshot in tests) says, drawn by views.h.
+// snapshot in tests) says, drawn by views.h: GET / (the page,
+// status_page.cc), /api/jobs (RenderJobsJson), /api/jobs/JOB?from=K&limit=N
+// (RenderJobJson, nodes paged), /api/jobs/JOB/evidence (RenderEvidenceJson),
+// /metrics (PrometheusRenderer) and /healthz. The paths, the token, the
+// answers and every bound: docs/controller-views.md.
 //
-//   GET /                       the status page (one self-contained HTML page,
-//                               inline JS and CSS; status_page.cc)
-//   GET /api/jobs               every job's summary (RenderJobsJson)
-//   GET /api/jobs/JOB?from=K&limit=N
-//                               one job, its nodes K.. (at most N, and at most
-//                               max_answer_bytes of JSON; next_from says where
-//                               the next page starts) (RenderJobJson)
-//   GET /api/jobs/JOB/evidence  every hang's whole evidence (RenderEvidenceJson)
-//   GET /metrics                Prometheus text 0.0.4 (PrometheusRenderer)
-//   GET /healthz                "ok"
-// Anything else: 404; other methods: 405 (HEAD works where GET does). No
-// files are served. With a token, every path but `/` (the page holds no
-// data) and `/healthz` wants `Authorization: Bearer TOKEN` (401 otherwise).
-//
-// Bounded, and slow clients cannot take it down: connections come from a
-// TcpListener (a cap on open connections, survives running out of
-// descriptors) to an HttpGate, which reads each request (and does the TLS
-// handshake) on one epoll thread with a deadline; only complete requests
-// reach the worker threads, through a bounded queue (503 when full); a
-// worker draws the answer into memory and the gate writes it, cutting it
-// when the client has not read it within answer_timeout or when the bytes
-// waiting for slow readers pass max_bytes_sending. One request per
-// connection. An answer holds at most max_answer_bytes of JSON (a job's
-// nodes are paged) and `/metrics` one job at a time.
+// Slow clients cannot take it down: connections come from a TcpListener
+// (a cap on open connections) to an HttpGate, which reads each request (and
+// does the TLS handshake) on one epoll thread; only complete requests reach
+// the worker threads, through a bounded queue; a worker draws the answer
+// into memory and the gate writes it, cutting it when the client is too slow.
 //
 // Threading: Start() binds and starts the listener's, the gate's and the
 // workers' threads; the ViewSource is called on worker threads,

@@ -316,7 +316,7 @@ TEST_F(ElasticViewsTest, LostNode_SucceededJob_StartCommandTimelineAndSeries) {
   EXPECT_THAT(table, HasSubstr("JOB job: succeeded"));
   EXPECT_THAT(table, HasSubstr("0/2 (1 lost)"));  // finished: its members went quiet.
   EXPECT_THAT(table, HasSubstr("command: python train.py --epochs 3"));
-  EXPECT_THAT(table, HasSubstr("node-c  -     0000006600000000  lost"));
+  EXPECT_THAT(table, HasSubstr("node-c  -     00000066     lost"));
   EXPECT_THAT(table, HasSubstr("after: node node-c lost: stream broken"));
   const std::string metrics = RenderPrometheus(full);
   EXPECT_THAT(metrics, HasSubstr("trainlet_job_info{job_id=\"job\",state=\"succeeded\"} 1\n"));

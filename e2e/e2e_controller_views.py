@@ -429,8 +429,8 @@ class ControllerViewsTest(unittest.TestCase):
         table = subprocess.run([TRAINLET, "status"], env=env, capture_output=True, text=True,
                                timeout=30)
         self.assertEqual(table.returncode, 0, table.stderr)
-        self.assertIn("demo-node-2  2     ffffffffffffffff  stale", table.stdout)
-        self.assertIn("demo-node-3  -     0000000000000033  lost", table.stdout)
+        self.assertIn("demo-node-2  2     ffffffff     stale", table.stdout)
+        self.assertIn("demo-node-3  -     00000033     lost", table.stdout)
         js = subprocess.run([TRAINLET, "status", "--json", "demo"], env=env, capture_output=True,
                             text=True, timeout=30)
         self.assertEqual(js.returncode, 0, js.stderr)
