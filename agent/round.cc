@@ -13,6 +13,7 @@
 #include "common/logging.h"
 #include "launcher/signals.h"
 #include "rendezvous/error_reason.h"
+#include "rendezvous/protocol.h"
 #include "rendezvous/protocol_version.h"
 
 namespace trainlet::agent {

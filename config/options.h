@@ -83,6 +83,9 @@ struct ParsedOptions {
   std::map<std::string, OptionValue> values;
   bool saw_separator = false;        // a `--` was present.
   std::vector<std::string> command;  // everything after `--`.
+  // The words before `--` that are no flag's, in order, for a command that
+  // takes them (`trainlet status JOB`); see ParseOptions' `takes_words`.
+  std::vector<std::string> words;
 
   // The flag or env value of `name`, or nullptr when neither is set.
   const OptionValue* Find(absl::string_view name) const;
@@ -99,17 +102,22 @@ std::string EnvNameFor(absl::string_view option_name);
 // (InvalidArgument): a `foreign` flag (with its hint), unknown flag (with the
 // closest known name when it is within edit distance 2), missing value,
 // value on a bool flag that is not a boolean, a positional word before `--`
-// (with a hint to put the command after `--`). `usage` is the one-line
-// synopsis quoted in errors, e.g. "trainlet run [OPTIONS] -- COMMAND [ARGS...]".
+// (with a hint to put the command after `--`) unless `takes_words`, when
+// such words go to ParsedOptions::words for the command to check. `usage`
+// is the one-line synopsis quoted in errors, e.g.
+// "trainlet run [OPTIONS] -- COMMAND [ARGS...]".
 absl::StatusOr<ParsedOptions> ParseOptions(const std::vector<OptionSpec>& table,
                                            const std::vector<std::string>& args,
                                            const std::map<std::string, std::string>& env,
                                            absl::string_view usage,
-                                           const std::vector<ForeignFlag>& foreign = {});
+                                           const std::vector<ForeignFlag>& foreign = {},
+                                           bool takes_words = false);
 
 // The help text for `table`: usage line, description paragraph, then one
 // entry per option with its env var and default, then the precedence rule
-// (which names Kubernetes discovery only when the subcommand does it).
+// (which names Kubernetes discovery only when the subcommand does it). A
+// table whose options are all flag_only reads no TRAINLET_* variable: its
+// help names neither --strict-env nor the precedence.
 std::string HelpText(absl::string_view usage, absl::string_view description,
                      const std::vector<OptionSpec>& table, bool kubernetes_discovery);
 
@@ -272,8 +280,9 @@ absl::StatusOr<rendezvous::TlsConfig> ParseTlsOptions(const ParsedOptions& parse
 // (outside printable ASCII 0x20-0x7E).
 absl::StatusOr<std::string> ReadTokenFile(const OptionValue& path);
 
-// A configuration error's exit code: common/exit_codes.h's
-// ExitCodeForConfigError (InvalidArgument 64, FailedPrecondition 78).
+// What every command prints for an error in its options or configuration:
+// "trainlet COMMAND: MESSAGE\nRun 'trainlet COMMAND --help' for usage.\n".
+std::string UsageErrorText(absl::string_view command, const absl::Status& status);
 
 }  // namespace trainlet::agent
 
