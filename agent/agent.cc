@@ -14,13 +14,13 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "agent/gpu_placement.h"
-#include "agent/hang_evidence.h"
 #include "agent/worker_env.h"
 #include "common/exit_codes.h"
 #include "common/logging.h"
 #include "controller/report_limits.h"
 #include "launcher/command_resolver.h"
 #include "launcher/signals.h"
+#include "progress/hang_evidence.h"
 #include "topology/env_advice.h"
 
 namespace trainlet::agent {

@@ -1,10 +1,13 @@
 // The agent's executor: drives the round state machine (round.h) and does
-// what it asks through three seams, each a small interface with a fake:
-// the worker group (launcher/worker_group.h), the rendezvous client
-// (rendezvous/rendezvous_client.h) and the clock. It holds no policy of its
-// own: every decision is the machine's. It never blocks on the network:
-// joins, reports and leaves run on the client's threads and come back as
-// events through an inbox.
+// what it asks through AgentSeams, eleven of them: five interfaces with a
+// fake in the tests (the worker group, launcher/worker_group.h; the
+// rendezvous client, rendezvous/rendezvous_client.h; the clock; the launch
+// plan, launch_plan.h; the status reporter, reporter.h), two places in the
+// filesystem (the progress directory and the /proc root), three callbacks
+// (health serving, the node's GPU health, the first idle wait) and one fact
+// (stdin is a terminal). It holds no policy of its own: every decision is
+// the machine's. It never blocks on the network: joins, reports and leaves
+// run on the client's threads and come back as events through an inbox.
 //
 // With a ProgressDir (AgentSeams::progress) it gives each worker
 // TRAINLET_PROGRESS_FILE and TRAINLET_TRACEBACK_FILE, watches the directory
@@ -35,12 +38,12 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
 #include "agent/launch_plan.h"
-#include "agent/progress.h"
 #include "agent/reporter.h"
 #include "agent/round.h"
-#include "agent/run_config.h"
 #include "common/clock.h"
+#include "config/run_config.h"
 #include "launcher/worker_group.h"
+#include "progress/progress.h"
 #include "rendezvous/rendezvous_client.h"
 
 namespace trainlet::agent {

@@ -959,8 +959,8 @@ TEST_F(HungWorkerTest, NoVerdict_JudgesItsOwnWorkers_ReportedFailedWithCode80) {
   ASSERT_NE(failed, reports.end());
   EXPECT_EQ(failed->exit_code(), kExitWorkerHung);
   EXPECT_EQ(failed->failed_local_rank(), 1);
-  EXPECT_THAT(failed->message(), HasSubstr("hang: suspect rank 3 on node-1 (no stack outside a "
-                                           "collective; the oldest progress: 10s ago"));
+  EXPECT_THAT(failed->message(), HasSubstr("hang: suspect rank 3 on node-1 (no Python stack; the "
+                                           "oldest progress: 10s ago"));
   ASSERT_EQ(reporter.events.size(), 1u);
   EXPECT_THAT(reporter.events[0].cause, HasSubstr("hang: suspect rank 3 on node-1"));
   ASSERT_NE(agent_->status().last_hang, nullptr);

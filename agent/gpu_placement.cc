@@ -11,6 +11,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "rendezvous/coordinator.h"
+#include "topology/visibility.h"
 
 namespace trainlet::agent {
 namespace {
@@ -71,20 +72,6 @@ void BindToNode(const v1::NodeProbe& probe, int node, const std::vector<int>& al
 
 }  // namespace
 
-bool HasContainerGpuView(const v1::NodeProbe& probe) {
-  return probe.nvml().status() == v1::Source::OK ||
-         probe.nvidia_procfs().status() == v1::Source::OK;
-}
-
-absl::StatusOr<GpuBinding> ParseGpuBinding(absl::string_view text, absl::string_view origin) {
-  std::string t = absl::AsciiStrToLower(absl::StripAsciiWhitespace(text));
-  if (t == "list") return GpuBinding::kList;
-  if (t == "single") return GpuBinding::kSingle;
-  if (t == "none") return GpuBinding::kNone;
-  return absl::InvalidArgumentError(absl::StrCat(origin, ": expected list, single or none, got '",
-                                                 std::string(text.substr(0, 32)), "'"));
-}
-
 std::vector<WorkerPlacement> PlanPlacement(const v1::NodeProbe& probe, const PlacementInput& in) {
   const int lws = std::max(in.local_world_size, 0);
   std::vector<WorkerPlacement> out(lws);
@@ -99,8 +86,9 @@ std::vector<WorkerPlacement> PlanPlacement(const v1::NodeProbe& probe, const Pla
     return it != in.env.end() && absl::StrContains(it->second, "MIG-");
   };
   const bool mig = names_mig("CUDA_VISIBLE_DEVICES") || names_mig("NVIDIA_VISIBLE_DEVICES");
-  const std::vector<const v1::Gpu*> gpus =
-      HasContainerGpuView(probe) && !mig ? VisibleInOrder(probe) : std::vector<const v1::Gpu*>{};
+  const std::vector<const v1::Gpu*> gpus = topology::HasContainerGpuView(probe) && !mig
+                                               ? VisibleInOrder(probe)
+                                               : std::vector<const v1::Gpu*>{};
   const int n = static_cast<int>(gpus.size());
   auto cvd = in.env.find("CUDA_VISIBLE_DEVICES");
   const bool user_cvd = cvd != in.env.end();

@@ -31,15 +31,11 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "config/options.h"
 #include "trainlet/v1/rendezvous.pb.h"
 #include "trainlet/v1/topology.pb.h"
 
 namespace trainlet::agent {
-
-enum class GpuBinding { kList, kSingle, kNone };
-
-// "list", "single", "none" (case-insensitive); an error naming `origin` otherwise.
-absl::StatusOr<GpuBinding> ParseGpuBinding(absl::string_view text, absl::string_view origin);
 
 struct WorkerPlacement {
   int gpu_ordinal = -1;  // the worker's own GPU (CUDA ordinal); -1: none.
@@ -58,10 +54,6 @@ struct PlacementInput {
   std::vector<int> allowed_cpus;           // the agent's affinity mask (sched_getaffinity).
   std::map<std::string, std::string> env;  // the agent's environment.
 };
-
-// True when the probe's GPU list is this container's (NVML or the driver's
-// procfs answered), so that its visible GPUs may be counted and placed.
-bool HasContainerGpuView(const trainlet::v1::NodeProbe& probe);
 
 // One entry per local rank 0..local_world_size-1.
 std::vector<WorkerPlacement> PlanPlacement(const trainlet::v1::NodeProbe& probe,

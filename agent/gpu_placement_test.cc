@@ -7,6 +7,7 @@
 #include "gtest/gtest.h"
 #include "topology/probe.h"
 #include "topology/testing/sysfs_builder.h"
+#include "topology/visibility.h"
 
 namespace trainlet::agent {
 namespace {
@@ -153,9 +154,9 @@ TEST(GpuPlacement, WithoutNvmlTheDriversProcfsListIsPlaced) {
   EXPECT_EQ(out[1].gpu_ordinal, 1);
   EXPECT_EQ(*out[1].cuda_visible_devices, "0,1,2,3,4,5,6,7");
   EXPECT_EQ(out[1].numa_node, 0) << "GPU 1's node, not a spread";
-  EXPECT_TRUE(HasContainerGpuView(p));
+  EXPECT_TRUE(topology::HasContainerGpuView(p));
   p.mutable_nvidia_procfs()->set_status(v1::Source::ABSENT);
-  EXPECT_FALSE(HasContainerGpuView(p));
+  EXPECT_FALSE(topology::HasContainerGpuView(p));
   EXPECT_EQ(PlanPlacement(p, in)[1].gpu_ordinal, -1);
 }
 
@@ -256,13 +257,6 @@ TEST(GpuPlacement, CpuOnlyNodeSpreadsWorkersOverNumaNodes) {
   in.bind_numa = false;
   out = PlanPlacement(p, in);
   EXPECT_TRUE(out[3].cpus.empty());
-}
-
-TEST(GpuPlacement, ParseGpuBinding) {
-  EXPECT_EQ(*ParseGpuBinding(" Single ", "--gpu-binding"), GpuBinding::kSingle);
-  auto bad = ParseGpuBinding("each", "TRAINLET_GPU_BINDING");
-  ASSERT_FALSE(bad.ok());
-  EXPECT_THAT(bad.status().message(), HasSubstr("TRAINLET_GPU_BINDING"));
 }
 
 TEST(JoinTopology, SummarisesAndLeavesOutWhatTheCoordinatorWouldRefuse) {

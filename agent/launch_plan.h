@@ -27,7 +27,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
-#include "agent/run_config.h"
+#include "config/run_config.h"
 #include "launcher/worker.h"
 #include "trainlet/v1/rendezvous.pb.h"
 

@@ -17,11 +17,10 @@
 //                                                             stop, exit 78|
 //   lost worker + restarts left: Rejoin -> round N+1 (files rewritten) <---+
 //
-// The worker: before joining, a host key, sshd_config, the session script
-// (records each session, loads the pod's env) and sshd as a helper; each
-// round writes authorized_keys from the launcher's job key and resets the
-// session count that heartbeats carry; the round's end kills every process
-// its sshd's sessions left (orted, ranks) and every adopted orphan.
+// The worker (docs/mpi.md, "What happens"): sshd as a helper before the
+// join; each round writes authorized_keys from the launcher's job key and
+// resets the session count its heartbeats carry; the round's end kills
+// every process its sshd's sessions left (orted, ranks) and every orphan.
 //
 // Threading: as LaunchPlan. The launcher's readiness check runs on a thread
 // of its own; CancelPrepare() stops and joins it.
@@ -41,9 +40,9 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "agent/launch_plan.h"
-#include "agent/mpi_config.h"
 #include "agent/round.h"
 #include "common/clock.h"
+#include "config/mpi_config.h"
 #include "launcher/supervisor.h"
 #include "mpi/flavor.h"
 #include "mpi/hosts.h"

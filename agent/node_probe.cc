@@ -167,11 +167,9 @@ std::string ProbeSummaryLine(const v1::NodeProbe& probe) {
                                           static_cast<double>(probe.shm_bytes()) / (1 << 30))
                         : "";
   return absl::StrFormat(
-      "%d GPUs visible%s (NVML %s), %d NICs (%d InfiniBand/RoCE), %d NUMA "
-      "nodes%s, in %.1f ms",
+      "%d GPUs visible%s (NVML %s), %d NICs (%d InfiniBand/RoCE), %d NUMA nodes%s",
       probe.visible_gpu_count(), gpu_name.empty() ? "" : absl::StrCat(", ", gpu_name), nvml_text,
-      probe.nics_size(), ib, probe.numa_nodes_size(), shm,
-      static_cast<double>(probe.probe_micros()) / 1000.0);
+      probe.nics_size(), ib, probe.numa_nodes_size(), shm);
 }
 
 std::vector<std::string> FatalGpuHealth(const v1::NodeProbe& probe) {

@@ -30,7 +30,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
-#include "agent/system_probe.h"
+#include "config/system_probe.h"
 #include "topology/probe.h"
 #include "trainlet/v1/topology.pb.h"
 

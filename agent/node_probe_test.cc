@@ -212,7 +212,7 @@ TEST(ProbeSummaryLine, SaysWhatTheNodeHasAndEscapes) {
   EXPECT_THAT(line, HasSubstr("1 GPUs visible"));
   EXPECT_THAT(line, HasSubstr("NVML OK 550.54.15"));
   EXPECT_THAT(line, HasSubstr("/dev/shm 64.0 GiB"));
-  EXPECT_THAT(line, HasSubstr("in 3.1 ms"));
+  EXPECT_THAT(line, ::testing::Not(HasSubstr("ms")));  // a timing is DEBUG (run_agent)
   EXPECT_EQ(line.find('\n'), std::string::npos);
   EXPECT_EQ(line.find('\x1b'), std::string::npos);
 }

@@ -11,7 +11,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
-#include "agent/hang_evidence.h"
+#include "progress/hang_evidence.h"
 #include "topology/env_advice.h"
 
 namespace trainlet::agent {

@@ -1,27 +1,18 @@
-// The agent's health reports to the thin controller (docs/controller.md):
-// the executor hands the reporter each new AgentStatus (Update); a sender
-// thread of the reporter's own turns the latest one into a
-// trainlet.v1.HealthReport and sends it through a ReportTransport (gRPC in
-// production: reporter_grpc.h; a fake in tests).
+// The agent's health reports to the thin controller: the executor hands the
+// reporter each new AgentStatus (Update); a sender thread of the reporter's
+// own turns the latest one into a trainlet.v1.HealthReport and sends it
+// through a ReportTransport (gRPC in production: reporter_grpc.h; a fake in
+// tests), every `interval` and at once on a state change, at most one per
+// kMinReportGap. What a report carries, when, and why the controller never
+// affects the job: docs/controller.md.
 //
-// When: every `interval` (--report-interval, 5 s), and at once when the
-// state changes (agent state, round, restart count, workers running, a new
-// event), but never more than one report per kMinReportGap.
-//
-// What the reporter adds to the agent's status (it sees every status the
-// executor publishes): when each worker exited, and which workers the agent
-// stopped (those still running when the agent began stopping the round are
-// STOPPED, whatever their exit code, so that only the worker that failed
-// shows as FAILED); when a joining agent gives up (--join-timeout); the
-// workers' command line, until a report carrying it is answered.
-//
-// Thin: Update and AddEvent never block on the network (a copy under a lock
-// and a wake-up); nothing the controller answers reaches the agent, so a
-// controller that is slow, refuses or is down changes nothing in the job
-// and no exit code. Memory is bounded while the controller is away: only
-// the latest status is kept, plus at most kMaxPendingEvents events (the
-// oldest dropped first, counted) and one hang evidence text
-// (kMaxHangEvidenceLength).
+// What the reporter adds to the agent's status: when each worker exited,
+// which workers the agent stopped (STOPPED, whatever their exit code, so
+// that only the worker that failed shows as FAILED), when a joining agent
+// gives up (--join-timeout), and the workers' command line until a report
+// carrying it is answered. Update and AddEvent never block (a copy under a
+// lock and a wake-up); while the controller is away only the latest status,
+// kMaxPendingEvents events and one hang evidence text are kept.
 //
 // Threading: Update and AddEvent from any thread; Start and Stop from the
 // owner's. Step is the sender thread's body, public for tests that drive it

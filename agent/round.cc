@@ -13,8 +13,6 @@
 #include "common/logging.h"
 #include "launcher/command_resolver.h"
 #include "launcher/signals.h"
-#include "rendezvous/coordinator.h"
-#include "rendezvous/coordinator_hang.h"
 #include "rendezvous/error_reason.h"
 #include "rendezvous/protocol_version.h"
 
@@ -60,10 +58,6 @@ const std::vector<ExitRule>& ExitPolicy() {
 }
 
 std::string SignalText(int sig) { return absl::StrFormat("signal %d (%s)", sig, strsignal(sig)); }
-
-// Text from the coordinator (a reason, an error message), as it may be
-// logged: bounded, control bytes escaped.
-std::string Quoted(absl::string_view text) { return SafeForLog(text, 1536); }
 
 constexpr char kEveryWorkerExited0[] = "every worker on every node exited 0";
 
@@ -142,8 +136,38 @@ absl::string_view RoundStateName(RoundState state) {
   return "unknown";
 }
 
+namespace {
+
+ContactOptions ContactOptionsFrom(const RoundOptions& o) {
+  ContactOptions c;
+  c.me = o.me;
+  c.job_id = o.job_id;
+  c.udp_liveness = o.udp_liveness;
+  c.quiet_when_acked = o.quiet_when_acked;
+  c.reopen_min_backoff = o.reopen_min_backoff;
+  c.reopen_max_backoff = o.reopen_max_backoff;
+  return c;
+}
+
+HangWatchOptions HangWatchOptionsFrom(const RoundOptions& o) {
+  HangWatchOptions h;
+  h.me = o.me;
+  h.job_id = o.job_id;
+  h.hang_timeout = o.hang_timeout;
+  h.traceback_wait = o.traceback_wait;
+  h.traceback_quiet = o.traceback_quiet;
+  h.traceback_poll = o.traceback_poll;
+  h.hang_verdict_wait = o.hang_verdict_wait;
+  return h;
+}
+
+}  // namespace
+
 RoundMachine::RoundMachine(RoundOptions options, Clock* clock)
-    : options_(std::move(options)), clock_(clock), reopen_backoff_(options_.reopen_min_backoff) {}
+    : options_(std::move(options)),
+      clock_(clock),
+      contact_(ContactOptionsFrom(options_), clock),
+      hang_watch_(HangWatchOptionsFrom(options_), clock) {}
 
 std::vector<RoundAction> RoundMachine::Start() {
   Actions out;
@@ -182,13 +206,14 @@ std::vector<RoundAction> RoundMachine::Handle(const RoundEvent& event) {
         } else if constexpr (std::is_same_v<T, ProgressReported>) {
           OnProgress(e);
         } else if constexpr (std::is_same_v<T, TracebackRequested>) {
-          OnTracebackRequested(e, &out);
+          // (The hang watch runs only while the round runs.)
+          if (state_ == RoundState::kRunning) hang_watch_.OnTracebackRequested(e, &out);
         } else if constexpr (std::is_same_v<T, TracebackSize>) {
-          OnTracebackSize(e, &out);
+          if (state_ == RoundState::kRunning) hang_watch_.OnTracebackSize(e, &out);
         } else if constexpr (std::is_same_v<T, NodeUnhealthy>) {
           OnNodeUnhealthy(e, &out);
         } else if constexpr (std::is_same_v<T, HangEvidenceCollected>) {
-          OnHangEvidenceCollected(e, &out);
+          if (state_ == RoundState::kRunning) hang_watch_.OnEvidenceCollected(e, &out);
         } else {
           static_assert(std::is_same_v<T, Tick>);
           OnTick(&out);
@@ -208,23 +233,14 @@ absl::Time RoundMachine::NextDeadline() const {
     case RoundState::kAwaitingVerdict:
     case RoundState::kStopping:
       if (OutcomePending()) {
-        next = std::min({next, next_heartbeat_, next_datagram_, reopen_at_, verdict_deadline_});
-        if (heartbeat_interval_ > absl::ZeroDuration()) {
-          next = std::min(next, last_contact_ + SilenceLimit());
-        }
-        if (acks_flowing_) next = std::min(next, last_ack_ + AckSilence());
-        if (stream_released_ && !acks_flowing_) {
-          next = std::min(next, std::max(last_ack_, round_started_) + AckSilence());
-        }
-        if (release_refused_ && acks_flowing_ && state_ == RoundState::kRunning) {
-          next = std::min(next, release_refused_at_ + kReleaseRetryAfter);
-        }
+        next = std::min(
+            {next, verdict_deadline_, contact_.NextDeadline(state_ == RoundState::kRunning)});
       }
       if (state_ == RoundState::kStopping) {
         next = std::min(next, kill_at_);
         if (!workers_gone_) next = std::min(next, give_up_at_);
       }
-      if (state_ == RoundState::kRunning) next = std::min(next, HangDeadline());
+      if (state_ == RoundState::kRunning) next = std::min(next, hang_watch_.NextDeadline());
       break;
     case RoundState::kDone:
       break;
@@ -240,7 +256,7 @@ bool RoundMachine::BeginJoining() {
   // A new round: a failure of the previous one no longer decides the code
   // (a signal while re-joining exits 128+N).
   running_failure_ = any_failure_ = 0;
-  failure_report_.reset();
+  contact_.ForgetRepeated();
   const absl::Time now = clock_->Now();
   join_started_ = now;
   next_progress_log_ = now + options_.progress_log_interval;
@@ -353,27 +369,21 @@ EndingFacts RoundMachine::FactsOfVerdict(const v1::Directive& d) {
   return f;
 }
 
-v1::WatchRequest RoundMachine::NewWatchRequest(uint64_t round) const {
-  v1::WatchRequest w;
-  *w.mutable_member() = options_.me;
-  w.set_job_id(options_.job_id);
-  w.set_round(round);
-  // With UDP liveness this agent can re-join by datagram (JoinByDatagram),
-  // told so on the stream or by a REJOIN datagram.
-  w.set_accepts_assignment(options_.udp_liveness);
-  w.set_accepts_rejoin_datagram(options_.udp_liveness);
-  // ... with its reason, so that this node's log says why the job restarts.
-  w.set_accepts_rejoin_directive(options_.udp_liveness);
-  // ... and run without the stream in a large round, where acks say all
-  // that its periodic Reports would (not the MPI commands: their placement
-  // check rides on them).
-  w.set_accepts_release(options_.udp_liveness && options_.quiet_when_acked && !release_refused_);
-  return w;
-}
-
 void RoundMachine::OnJoinAnswered(const JoinAnswered& e, Actions* out, bool stream_open) {
   if (state_ != RoundState::kJoining) return;
   rejoin_by_datagram_ = false;
+  std::optional<EndingFacts> ending = JoinEnding(e, out);
+  if (!ending.has_value()) {
+    BeginRound(*e.result, stream_open, out);
+    return;
+  }
+  outcome_ = Outcome::kExit;
+  facts_ = std::move(*ending);
+  FinishWith(out);
+}
+
+std::optional<EndingFacts> RoundMachine::JoinEnding(const JoinAnswered& e, Actions* out) {
+  EndingFacts f;
   if (signal_ != 0) {
     // Stopped by a signal while joining. A round that closed at the same
     // moment counted us in: tell the coordinator we are gone.
@@ -384,74 +394,29 @@ void RoundMachine::OnJoinAnswered(const JoinAnswered& e, Actions* out, bool stre
       leave.set_reason(absl::StrCat("agent received ", SignalText(signal_), " while joining"));
       out->push_back(SendLeave{std::move(leave)});
     }
-    outcome_ = Outcome::kExit;
-    facts_ = EndingFacts{};
-    facts_.ending = Ending::kSignal;
-    FinishWith(out);
-    return;
+    f.ending = Ending::kSignal;
+    return f;
   }
   if (join_verdict_.has_value()) {
     TLOG(kDebug) << "the job ended while this node re-joined";
-    outcome_ = Outcome::kExit;
-    facts_ = *join_verdict_;
-    FinishWith(out);
-    return;
+    return *join_verdict_;
   }
-  if (!e.result.ok() && rendezvous::ReasonOf(e.result.status()) == v1::ErrorInfo::JOB_SUCCEEDED) {
-    outcome_ = Outcome::kExit;
-    facts_ = EndingFacts{};
-    facts_.ending = Ending::kJobFinished;
-    facts_.why = "the job had already succeeded when this node joined";
-    FinishWith(out);
-    return;
+  if (e.result.ok()) return std::nullopt;
+  if (rendezvous::ReasonOf(e.result.status()) == v1::ErrorInfo::JOB_SUCCEEDED) {
+    f.ending = Ending::kJobFinished;
+    f.why = "the job had already succeeded when this node joined";
+    return f;
   }
-  if (!e.result.ok()) {
-    const int code = ExitCodeForJoinError(e.result.status());
-    outcome_ = Outcome::kExit;
-    facts_ = EndingFacts{};
-    facts_.ending = Ending::kJoinFailed;
-    facts_.given_code = code;
-    facts_.why = Quoted(e.result.status().message());
-    FinishWith(out);
-    return;
-  }
-  assignment_ = *e.result;
-  const v1::Assignment& a = assignment_;
+  f.ending = Ending::kJoinFailed;
+  f.given_code = ExitCodeForJoinError(e.result.status());
+  f.why = Quoted(e.result.status().message());
+  return f;
+}
+
+void RoundMachine::BeginRound(const v1::Assignment& a, bool stream_open, Actions* out) {
+  assignment_ = a;
   last_round_ = a.round();
   last_restart_count_ = a.restart_count();
-  NoteContact();
-  heartbeat_interval_ = absl::Milliseconds(std::max<int64_t>(0, a.heartbeat_interval_ms()));
-  heartbeat_timeout_ = a.heartbeat_timeout_ms() > 0
-                           ? absl::Milliseconds(a.heartbeat_timeout_ms())
-                           : heartbeat_interval_ * rendezvous::kHeartbeatsPerTimeout;
-  const absl::Time now = clock_->Now();
-  next_heartbeat_ = heartbeat_interval_ > absl::ZeroDuration() ? now + heartbeat_interval_
-                                                               : absl::InfiniteFuture();
-  // UDP liveness when the coordinator offers it (and the key is sound):
-  // the first datagram at once, so that the first Report's answer can
-  // already say it was heard.
-  udp_heard_.reset();
-  acks_flowing_ = false;
-  last_ack_ = absl::InfinitePast();
-  // Only acks of datagrams sent from now on (a late ack of a READY is no
-  // proof of this round).
-  last_acked_seq_ = liveness_seq_;
-  udp_port_ = 0;
-  next_datagram_ = absl::InfiniteFuture();
-  std::optional<rendezvous::LivenessKey> key = rendezvous::LivenessKeyFromBytes(a.liveness_key());
-  if (options_.udp_liveness && a.liveness_udp_port() > 0 && a.liveness_udp_port() <= 65535 &&
-      key.has_value() && heartbeat_interval_ > absl::ZeroDuration()) {
-    udp_port_ = static_cast<int>(a.liveness_udp_port());
-    liveness_slot_ = a.liveness_slot();
-    liveness_key_ = *key;
-    next_datagram_ = now;
-    // A large round spreads its members' first Reports (the answer says
-    // whether the datagrams are heard) instead of sending them all at once.
-    if (a.first_report_delay_ms() > 0) {
-      next_heartbeat_ =
-          now + std::min(absl::Milliseconds(a.first_report_delay_ms()), heartbeat_timeout_ / 2);
-    }
-  }
   next_progress_log_ = absl::InfiniteFuture();
 
   // A fresh round: nothing of the previous one counts.
@@ -460,18 +425,10 @@ void RoundMachine::OnJoinAnswered(const JoinAnswered& e, Actions* out, bool stre
   workers_gone_ = workers_running_ == 0;  // an MPI worker holds until the verdict.
   running_failure_ = 0;
   any_failure_ = 0;
-  reported_success_ = false;
-  failure_report_.reset();
   outcome_ = Outcome::kUndecided;
   facts_ = EndingFacts{};
   kill_at_ = give_up_at_ = verdict_deadline_ = absl::InfiniteFuture();
-  last_report_error_.clear();
-  watched_.assign(static_cast<size_t>(std::max(0, workers_running_)), Watched{});
-  hang_step_ = HangStep::kNone;
-  hung_rank_ = -1;
-  hang_due_ = absl::InfiniteFuture();
-  stacks_.clear();
-  hang_report_ = v1::HangReport{};
+  hang_watch_.BeginRound(a.round(), a.self().first_global_rank(), workers_running_);
   status_.progress.clear();
 
   status_.round = a.round();
@@ -480,7 +437,16 @@ void RoundMachine::OnJoinAnswered(const JoinAnswered& e, Actions* out, bool stre
   status_.world_size = a.world_size();
   status_.restart_count = a.restart_count();
   status_.workers_running = workers_running_;
+  LogRound(a);
 
+  // The stream first (no directive about this round may be missed), then
+  // the workers.
+  contact_.BeginRound(a, stream_open, out);
+  SetState(RoundState::kRunning);
+  out->push_back(StartWorkers{a});
+}
+
+void RoundMachine::LogRound(const v1::Assignment& a) const {
   SetLogPrefix(absl::StrFormat("node=%s rank=%d inc=%08x", options_.me.node_id(), a.node_rank(),
                                static_cast<uint32_t>(options_.me.incarnation() >> 32)));
   if (options_.role == v1::ROLE_MPI_LAUNCHER) {
@@ -500,20 +466,6 @@ void RoundMachine::OnJoinAnswered(const JoinAnswered& e, Actions* out, bool stre
         a.self().first_global_rank(),
         a.self().first_global_rank() + a.self().local_world_size() - 1);
   }
-
-  // The stream first, so that no directive about this round is missed (a
-  // re-join by datagram kept it open: it serves this round now; a released
-  // node has none, and its directives keep coming by datagram).
-  round_started_ = now;
-  if (!stream_open) {
-    out->push_back(OpenWatch{NewWatchRequest(a.round()), ++watch_id_});
-    stream_released_ = false;
-  }
-  watch_open_ = !stream_released_;
-  reopen_at_ = absl::InfiniteFuture();
-  reopen_backoff_ = options_.reopen_min_backoff;
-  SetState(RoundState::kRunning);
-  out->push_back(StartWorkers{a});
 }
 
 void RoundMachine::OnWorkersStarted(const WorkersStarted& e, Actions* out) {
@@ -529,8 +481,7 @@ void RoundMachine::OnWorkersStarted(const WorkersStarted& e, Actions* out) {
   r.set_failed_local_rank(0);
   r.set_message(std::string(e.status.message().substr(0, 1024)));
   out->push_back(SendReport{std::move(r)});
-  out->push_back(CloseWatch{});
-  watch_open_ = false;
+  contact_.CloseWatch(out, /*always=*/true);
   workers_running_ = 0;
   workers_gone_ = true;
   outcome_ = Outcome::kExit;
@@ -554,16 +505,7 @@ void RoundMachine::OnWorkerExited(const WorkerExited& e, Actions* out) {
   if (state_ == RoundState::kJoining) return;
   workers_running_ = std::max(0, workers_running_ - 1);
   status_.workers_running = workers_running_;
-  if (x.local_rank >= 0 && x.local_rank < static_cast<int>(watched_.size())) {
-    watched_[x.local_rank].running = false;
-  }
-  // A worker that exits while its stacks are awaited has none to give (a
-  // failure then decides, below).
-  if (x.local_rank >= 0 && x.local_rank < static_cast<int>(stacks_.size()) &&
-      !stacks_[x.local_rank].done) {
-    stacks_[x.local_rank].done = true;
-    MaybeFinishCollecting(/*wait_over=*/false, out);
-  }
+  hang_watch_.OnWorkerExited(x.local_rank, out);
   const int code = x.exit_code;
   if (code != 0 && any_failure_ == 0) any_failure_ = code;
   const std::string how = code > kExitSignalBase
@@ -576,7 +518,7 @@ void RoundMachine::OnWorkerExited(const WorkerExited& e, Actions* out) {
   if (code == 0) {
     ++workers_ok_;
     if (workers_ok_ == LocalProcesses()) {
-      reported_success_ = true;
+      contact_.Repeat(NewReport(v1::ReportRequest::SUCCEEDED));
       // (A single node's verdict follows at once: only its exit line says so.)
       TLOG_AT(assignment_.nnodes() > 1 ? LogLevel::kInfo : LogLevel::kDebug)
           << "all " << workers_ok_ << " local worker(s) exited 0; waiting for the job's verdict";
@@ -593,7 +535,7 @@ void RoundMachine::OnWorkerExited(const WorkerExited& e, Actions* out) {
   r.set_exit_code(code);
   r.set_failed_local_rank(x.local_rank);
   r.set_message(absl::StrCat("rank ", x.global_rank, " ", how));
-  failure_report_ = r;
+  contact_.Repeat(r);
   out->push_back(SendReport{std::move(r)});
   // Fail fast: stop the other local workers now; the coordinator decides
   // (and tells every other node) whether the job fails or restarts.
@@ -611,7 +553,7 @@ void RoundMachine::OnLocalFailure(const LocalFailure& e, Actions* out) {
   r.set_exit_code(e.exit_code);
   r.set_failed_local_rank(0);
   r.set_message(e.message.substr(0, 1024));
-  failure_report_ = r;
+  contact_.Repeat(r);
   out->push_back(SendReport{std::move(r)});
   verdict_deadline_ = clock_->Now() + options_.verdict_timeout;
   BeginStop("the launch plan failed", 0, out);
@@ -621,16 +563,8 @@ void RoundMachine::OnLocalFailure(const LocalFailure& e, Actions* out) {
 
 void RoundMachine::OnProgress(const ProgressReported& e) {
   if (state_ != RoundState::kRunning && state_ != RoundState::kAwaitingVerdict) return;
-  if (e.local_rank < 0 || e.local_rank >= static_cast<int>(watched_.size())) return;
-  Watched& w = watched_[e.local_rank];
-  const absl::Time now = clock_->Now();
-  if (w.last == absl::InfiniteFuture() && options_.hang_timeout > absl::ZeroDuration()) {
-    TLOG(kInfo) << "worker rank " << assignment_.self().first_global_rank() + e.local_rank
-                << " reported progress: watching it for hangs (--hang-timeout="
-                << absl::FormatDuration(options_.hang_timeout) << ")";
-  }
-  w.last = now;
-  if (!e.line.empty()) w.line = e.line;
+  const std::string* line = hang_watch_.OnProgress(e.local_rank, e.line);
+  if (line == nullptr) return;
   auto it = std::find_if(status_.progress.begin(), status_.progress.end(),
                          [&](const WorkerProgress& p) { return p.local_rank == e.local_rank; });
   if (it == status_.progress.end()) {
@@ -644,249 +578,42 @@ void RoundMachine::OnProgress(const ProgressReported& e) {
                          }),
         p);
   }
-  it->line = w.line;
-  it->updated = now;
+  it->line = *line;
+  it->updated = clock_->Now();
   ++it->updates;
 }
 
-absl::Time RoundMachine::HangDeadline() const {
-  switch (hang_step_) {
-    case HangStep::kCollecting: {
-      absl::Time next = hang_due_;
-      for (const StackWait& w : stacks_) next = std::min(next, w.check_at);
-      return next;
-    }
-    case HangStep::kAwaitingVerdict:
-      return hang_due_;
-    case HangStep::kSummarizing:
-    case HangStep::kJudged:
-      return absl::InfiniteFuture();
-    case HangStep::kNone:
-      break;
-  }
-  if (options_.hang_timeout <= absl::ZeroDuration()) return absl::InfiniteFuture();
-  absl::Time next = absl::InfiniteFuture();
-  for (const Watched& w : watched_) {
-    if (w.running && w.last != absl::InfiniteFuture()) {
-      next = std::min(next, w.last + options_.hang_timeout);
-    }
-  }
-  return next;
-}
-
-void RoundMachine::CheckHang(absl::Time now, Actions* out) {
-  if (state_ != RoundState::kRunning) return;
-  if (hang_step_ == HangStep::kCollecting) {
-    if (now >= hang_due_) {
-      MaybeFinishCollecting(/*wait_over=*/true, out);
-      return;
-    }
-    for (size_t l = 0; l < stacks_.size(); ++l) {
-      if (!stacks_[l].done && now >= stacks_[l].check_at) {
-        stacks_[l].check_at = absl::InfiniteFuture();  // until TracebackSize answers.
-        out->push_back(CheckTraceback{static_cast<int>(l)});
-      }
-    }
-    return;
-  }
-  if (hang_step_ == HangStep::kAwaitingVerdict) {
-    if (now >= hang_due_) JudgeLocally(out);
-    return;
-  }
-  if (hang_step_ != HangStep::kNone || options_.hang_timeout <= absl::ZeroDuration()) return;
-  for (size_t l = 0; l < watched_.size(); ++l) {
-    const Watched& w = watched_[l];
-    if (!w.running || w.last == absl::InfiniteFuture() || now - w.last < options_.hang_timeout) {
-      continue;
-    }
-    hung_rank_ = static_cast<int>(l);
-    hang_ = HangEvidence{};
-    hang_.round = assignment_.round();
-    hang_.local_rank = hung_rank_;
-    hang_.global_rank = assignment_.self().first_global_rank() + hung_rank_;
-    hang_.declared = true;
-    hang_.declared_at = now;
-    hang_.silence = now - w.last;
-    hang_.hang_timeout = options_.hang_timeout;
-    hang_.last_progress = w.line;
-    ++status_.hangs;
-    TLOG(kError) << "worker rank " << hang_.global_rank << " (local rank " << hung_rank_
-                 << ") is hung: no progress for "
-                 << absl::FormatDuration(absl::Trunc(hang_.silence, absl::Milliseconds(1)))
-                 << " (--hang-timeout=" << absl::FormatDuration(options_.hang_timeout)
-                 << "); last progress: "
-                 << (w.line.empty() ? std::string("(a touch)") : Quoted(w.line))
-                 << "; taking every worker's evidence on every node before stopping anything";
-    // The coordinator asks every other node for its evidence meanwhile.
-    hang_report_ = v1::HangReport{};
-    hang_report_.set_declared(true);
-    hang_report_.set_declared_local_rank(hung_rank_);
-    hang_report_.set_silence_ms(absl::ToInt64Milliseconds(hang_.silence));
-    v1::ReportRequest r = NewReport(v1::ReportRequest::RUNNING);
-    *r.mutable_hang() = hang_report_;
-    out->push_back(SendReport{std::move(r)});
-    StartCollecting(absl::StrCat("this node declared worker rank ", hang_.global_rank, " hung"),
-                    out);
-    return;
-  }
-}
-
-void RoundMachine::StartCollecting(absl::string_view why, Actions* out) {
-  hang_step_ = HangStep::kCollecting;
-  hang_why_ = std::string(why);
-  hang_due_ = clock_->Now() + options_.traceback_wait;
-  stacks_.assign(watched_.size(), StackWait{});
-  for (size_t l = 0; l < watched_.size(); ++l) {
-    if (!watched_[l].running) continue;
-    stacks_[l].done = false;
-    // Answered at once (TracebackRequested).
-    out->push_back(RequestTraceback{static_cast<int>(l)});
-  }
-  MaybeFinishCollecting(/*wait_over=*/false, out);
-}
-
-void RoundMachine::OnTracebackRequested(const TracebackRequested& e, Actions* out) {
-  if (state_ != RoundState::kRunning || hang_step_ != HangStep::kCollecting || e.local_rank < 0 ||
-      e.local_rank >= static_cast<int>(stacks_.size()) || stacks_[e.local_rank].done) {
-    return;
-  }
-  StackWait& w = stacks_[e.local_rank];
-  if (!e.sent) {
-    w.done = true;
-    MaybeFinishCollecting(/*wait_over=*/false, out);
-    return;
-  }
-  w.before = w.bytes = e.bytes;
-  w.since = clock_->Now();
-  w.check_at = clock_->Now() + options_.traceback_poll;
-}
-
-void RoundMachine::OnTracebackSize(const TracebackSize& e, Actions* out) {
-  if (state_ != RoundState::kRunning || hang_step_ != HangStep::kCollecting || e.local_rank < 0 ||
-      e.local_rank >= static_cast<int>(stacks_.size()) || stacks_[e.local_rank].done) {
-    return;
-  }
-  StackWait& w = stacks_[e.local_rank];
-  const absl::Time now = clock_->Now();
-  if (e.bytes != w.bytes) {
-    w.bytes = e.bytes;
-    w.since = now;
-  }
-  // Written since the signal, then quiet: faulthandler is done (it writes
-  // every thread's stack from its signal handler, at once).
-  if (w.bytes > std::max<int64_t>(0, w.before) && now - w.since >= options_.traceback_quiet) {
-    w.done = true;
-    MaybeFinishCollecting(/*wait_over=*/false, out);
-    return;
-  }
-  w.check_at = now + options_.traceback_poll;
-}
-
-void RoundMachine::MaybeFinishCollecting(bool wait_over, Actions* out) {
-  if (hang_step_ != HangStep::kCollecting) return;
-  if (!wait_over) {
-    for (const StackWait& w : stacks_) {
-      if (!w.done) return;
-    }
-  }
-  hang_step_ = HangStep::kSummarizing;
-  hang_due_ = absl::InfiniteFuture();
-  stacks_.clear();
-  const absl::Time now = clock_->Now();
-  CollectHangEvidence collect;
-  for (size_t l = 0; l < watched_.size(); ++l) {
-    const Watched& w = watched_[l];
-    HangEvidence e;
-    if (static_cast<int>(l) == hung_rank_) {
-      e = hang_;
-    } else {
-      e.round = assignment_.round();
-      e.local_rank = static_cast<int>(l);
-      e.global_rank = assignment_.self().first_global_rank() + static_cast<int>(l);
-      e.declared_at = now;
-      e.silence = w.last == absl::InfiniteFuture() ? absl::InfiniteDuration() : now - w.last;
-      e.hang_timeout = options_.hang_timeout;
-      e.last_progress = w.line;
-      e.why = hang_why_;
-    }
-    e.exited = !w.running;
-    collect.evidence.push_back(std::move(e));
-  }
-  out->push_back(std::move(collect));
-}
-
-void RoundMachine::OnHangEvidenceCollected(const HangEvidenceCollected& e, Actions* out) {
-  if (state_ != RoundState::kRunning || hang_step_ != HangStep::kSummarizing) return;
-  *hang_report_.mutable_workers() = e.report.workers();
-  hang_report_.set_collected(true);
-  hang_step_ = HangStep::kAwaitingVerdict;
-  hang_due_ = clock_->Now() + options_.hang_verdict_wait;
-  v1::ReportRequest r = NewReport(v1::ReportRequest::RUNNING);
-  *r.mutable_hang() = hang_report_;
-  out->push_back(SendReport{std::move(r)});
-}
-
-void RoundMachine::JudgeLocally(Actions* out) {
-  hang_step_ = HangStep::kJudged;
-  hang_due_ = absl::InfiniteFuture();
-  if (hung_rank_ < 0) {
-    // Asked by the coordinator, which went quiet: the node that declared
-    // the hang judges.
-    TLOG(kWarning) << "no verdict on the hang within "
-                   << absl::FormatDuration(options_.hang_verdict_wait)
-                   << "; the node that declared it decides";
-    return;
-  }
-  std::vector<rendezvous::HangCandidate> candidates;
-  rendezvous::AddHangCandidates(hang_report_, options_.me.node_id(),
-                                assignment_.self().first_global_rank(), &candidates);
-  std::optional<v1::HangVerdict> v = rendezvous::ChooseHangSuspect(candidates);
-  const int suspect = v.has_value() ? v->suspect_local_rank() : hung_rank_;
-  const std::string summary = v.has_value()
-                                  ? v->summary()
-                                  : absl::StrCat("suspect rank ", hang_.global_rank, " on ",
-                                                 Quoted(options_.me.node_id()), " (declared hung)");
-  TLOG(kError) << "hang: " << summary << " (judged on this node's evidence only: no verdict from "
-               << "the coordinator within " << absl::FormatDuration(options_.hang_verdict_wait)
-               << "); this node's evidence: the 'hang evidence:' lines of its log";
-  out->push_back(HangJudged{suspect, summary});
+void RoundMachine::TickHangWatch(absl::Time now, Actions* out) {
+  HangWatch::TickResult turn = hang_watch_.Tick(now, out);
+  if (turn.declared) ++status_.hangs;
+  if (!turn.judged_here.has_value()) return;
+  // No verdict in time: this node's judgement fails the round as a failed
+  // worker would (the coordinator decides what the job does).
+  const HangJudgement& judged = *turn.judged_here;
   running_failure_ = kExitWorkerHung;
   if (any_failure_ == 0) any_failure_ = kExitWorkerHung;
-  status_.last_failure = absl::StrCat("hang: ", summary);
+  status_.last_failure = absl::StrCat("hang: ", judged.summary);
   v1::ReportRequest r = NewReport(v1::ReportRequest::FAILED);
   r.set_exit_code(kExitWorkerHung);
-  r.set_failed_local_rank(suspect);
-  r.set_message(absl::StrCat("hang: ", summary).substr(0, 1024));
-  failure_report_ = r;
+  r.set_failed_local_rank(judged.suspect_local_rank);
+  r.set_message(absl::StrCat("hang: ", judged.summary).substr(0, 1024));
+  contact_.Repeat(r);
   out->push_back(SendReport{std::move(r)});
   verdict_deadline_ = clock_->Now() + options_.verdict_timeout;
   BeginStop("hang", 0, out);
 }
 
 std::string RoundMachine::TakeHangVerdict(const v1::HangVerdict& hang, Actions* out) {
-  const bool collected =
-      hang_step_ == HangStep::kAwaitingVerdict || hang_step_ == HangStep::kSummarizing;
-  const bool investigating = hang_step_ != HangStep::kNone && hang_step_ != HangStep::kJudged;
-  hang_step_ = HangStep::kJudged;
-  hang_due_ = absl::InfiniteFuture();
-  if (hang.suspect_node_id().empty()) {
-    if (investigating) {
-      TLOG(kInfo) << "the hang investigation of round " << assignment_.round()
-                  << " ended without a verdict: the round ends for another reason";
-    }
-    return "";
-  }
-  // The suspect's node fails as its worker's failure would; the others (the
-  // ranks that waited for it) are its victims.
-  const int local = hang.suspect_local_rank();
-  if (hang.suspect_node_id() == options_.me.node_id() && local >= 0 &&
-      local < static_cast<int>(watched_.size())) {
+  std::string note;
+  std::optional<HangJudgement> judged = hang_watch_.TakeVerdict(hang, &note, out);
+  if (judged.has_value()) {
+    // The suspect's node fails as its worker's failure would; the others
+    // (the ranks that waited for it) are its victims.
     running_failure_ = kExitWorkerHung;
     if (any_failure_ == 0) any_failure_ = kExitWorkerHung;
-    status_.last_failure = absl::StrCat("hang: ", hang.summary().substr(0, 512));
-    out->push_back(HangJudged{local, hang.summary().substr(0, 512)});
+    status_.last_failure = absl::StrCat("hang: ", judged->summary);
   }
-  return collected ? "; this node's evidence: the 'hang evidence:' lines of its log" : "";
+  return note;
 }
 
 void RoundMachine::OnNodeUnhealthy(const NodeUnhealthy& e, Actions* out) {
@@ -1002,7 +729,7 @@ bool RoundMachine::OutcomePending() const {
 }
 
 void RoundMachine::OnDirective(const DirectiveReceived& e, Actions* out) {
-  if (e.watch_id != watch_id_) return;
+  if (e.watch_id != contact_.watch_id()) return;
   ApplyDirective(e.directive, out);
 }
 
@@ -1014,7 +741,7 @@ void RoundMachine::ApplyDirective(const v1::Directive& d, Actions* out) {
     }
     // A fallback Join in flight, the kept stream still open: a verdict on it
     // ends the wait (the coordinator may stop before the Join gets there).
-    if ((watch_open_ || stream_released_) && !join_verdict_.has_value() &&
+    if (contact_.has_stream() && !join_verdict_.has_value() &&
         (d.has_job_failed() || d.has_job_finished()) &&
         d.coordinator_incarnation() == assignment_.coordinator_incarnation()) {
       join_verdict_ = FactsOfVerdict(d);
@@ -1031,23 +758,9 @@ void RoundMachine::ApplyDirective(const v1::Directive& d, Actions* out) {
                  << assignment_.round() << ")";
     return;
   }
-  NoteContact();
+  contact_.NoteContact();
   if (d.has_release()) {
-    if (acks_flowing_ && !release_refused_ && udp_port_ != 0) {
-      stream_released_ = true;
-      // Not even the acked node's 5-minute Report from now on (it was
-      // scheduled at the first ack): it would bring back the connection.
-      if (ReportInterval() == absl::InfiniteDuration()) next_heartbeat_ = absl::InfiniteFuture();
-      TLOG(kInfo) << "the coordinator released this node's directive stream: it tells this node "
-                     "by datagram from now on (a large round)";
-    } else {
-      // Its acks do not get here: the stream must stay. It ends now; the
-      // re-opened one refuses releases (for kReleaseRetryAfter).
-      release_refused_ = true;
-      release_refused_at_ = clock_->Now();
-      TLOG(kInfo) << "refusing the coordinator's release of the directive stream: no liveness "
-                     "acks arrive";
-    }
+    contact_.OnRelease();
     return;
   }
   if (outcome_ == Outcome::kRejoin && rejoin_by_datagram_ &&
@@ -1059,13 +772,8 @@ void RoundMachine::ApplyDirective(const v1::Directive& d, Actions* out) {
   if (d.has_collect_evidence()) {
     // Another node's worker was declared hung: this node's evidence, before
     // anything is stopped (once a round; not while stopping).
-    if (state_ == RoundState::kRunning && hang_step_ == HangStep::kNone && OutcomePending()) {
-      const std::string why =
-          absl::StrCat("node ", Quoted(d.collect_evidence().declared_by_node()),
-                       " declared worker rank ", d.collect_evidence().declared_rank(), " hung");
-      TLOG(kWarning) << why << "; taking this node's evidence (every worker's stacks, threads "
-                     << "and wait channels) before anything is stopped";
-      StartCollecting(why, out);
+    if (state_ == RoundState::kRunning && OutcomePending()) {
+      hang_watch_.OnCollectEvidence(d.collect_evidence(), out);
     }
     return;
   }
@@ -1160,56 +868,19 @@ bool RoundMachine::HandleFinalError(const absl::Status& status, Actions* out) {
 }
 
 void RoundMachine::OnStreamEnded(const StreamEnded& e, Actions* out) {
-  if (e.watch_id != watch_id_) return;  // an older stream, replaced or closed by us.
-  watch_open_ = false;
-  if (stream_released_ && e.status.ok()) return;  // the release's end: nothing to re-open
+  if (!contact_.OnStreamEnded(e)) return;
   if (state_ == RoundState::kJoining && ready_join_) {
     FallBackToJoin(absl::StrCat("the stream ended (", Quoted(e.status.message()), ")"), out);
     return;
   }
   if (!OutcomePending()) return;
   if (HandleFinalError(e.status, out)) return;
-  // A transient break (network, proxy, keepalive): re-open it while the
-  // heartbeats go on; only silence past the timeout means the coordinator
-  // is lost.
-  if (reopen_backoff_ == options_.reopen_min_backoff) {
-    TLOG(kWarning) << "the directive stream broke (" << Quoted(e.status.message())
-                   << "); re-opening it";
-  } else {
-    TLOG(kDebug) << "the directive stream broke again: " << Quoted(e.status.message());
-  }
-  reopen_at_ = clock_->Now() + reopen_backoff_;
-  reopen_backoff_ = std::min(reopen_backoff_ * 2, options_.reopen_max_backoff);
+  contact_.ReopenLater(e.status);
 }
 
 void RoundMachine::OnReportAnswered(const ReportAnswered& e, Actions* out) {
   if (e.status.ok()) {
-    NoteContact();
-    if (udp_port_ != 0 && e.round == assignment_.round() && udp_heard_ != e.udp_heard) {
-      udp_heard_ = e.udp_heard;
-      if (e.udp_heard) {
-        TLOG(kDebug) << "the coordinator hears this node's liveness datagrams; reporting every "
-                     << absl::FormatDuration(ReportInterval());
-        // The next Report a whole (longer) interval after this answer, not
-        // the short one scheduled when it was sent: in a 10,000-node round
-        // that would be 10,000 more Reports within an interval.
-        next_heartbeat_ = std::max(next_heartbeat_, clock_->Now() + ReportInterval());
-      } else {
-        // A round's first answers may come before its first datagram does:
-        // said (at INFO, once) when the datagrams have had two intervals.
-        const bool settled = clock_->Now() - round_started_ >= 2 * heartbeat_interval_;
-        if (!settled) udp_heard_.reset();  // asked again at the next answer
-        TLOG_AT(settled ? LogLevel::kInfo : LogLevel::kDebug)
-            << "the coordinator does not hear this node's UDP liveness datagrams; reporting every "
-            << absl::FormatDuration(heartbeat_interval_)
-            << " instead (check that UDP to the coordinator port is allowed)";
-        next_heartbeat_ = std::min(next_heartbeat_, clock_->Now() + heartbeat_interval_);
-      }
-    }
-    if (!last_report_error_.empty()) {
-      TLOG(kInfo) << "reports reach the coordinator again";
-      last_report_error_.clear();
-    }
+    contact_.OnReportOk(e);
     return;
   }
   if (e.round != assignment_.round() || !OutcomePending()) {
@@ -1217,48 +888,12 @@ void RoundMachine::OnReportAnswered(const ReportAnswered& e, Actions* out) {
     return;
   }
   if (HandleFinalError(e.status, out)) return;
-  const std::string message(e.status.message());
-  if (last_report_error_.empty()) {
-    TLOG(kWarning) << "report to the coordinator failed: " << Quoted(message)
-                   << " (retrying with every heartbeat)";
-  } else {
-    TLOG(kDebug) << "report to the coordinator failed: " << Quoted(message);
-  }
-  last_report_error_ = message;
-  ReportSoon();
-}
-
-bool RoundMachine::TakeOwnAck(const rendezvous::LivenessDatagram& ack, uint64_t round) {
-  // Only an ack of one of this round's datagrams, newer than the last one
-  // taken, of one this node has sent within the ack silence (an ack held up
-  // on the way proves nothing about now), under this round's key.
-  absl::Duration rest;
-  rendezvous::AckExpectation expected;
-  expected.slot = liveness_slot_;
-  expected.incarnation = options_.me.incarnation();
-  expected.round = round;
-  expected.last_acked_seq = last_acked_seq_;
-  expected.last_sent_seq = liveness_seq_;
-  expected.window = static_cast<uint64_t>(
-      std::max<int64_t>(1, absl::IDivDuration(AckSilence(), heartbeat_interval_, &rest)));
-  expected.key = liveness_key_;
-  if (!rendezvous::IsOwnRecentAck(ack, expected)) {
-    if (ignored_acks_++ == 0) TLOG(kDebug) << "ignoring a liveness ack that is not this node's";
-    return false;
-  }
-  last_acked_seq_ = ack.seq;
-  return true;
+  contact_.OnReportFailed(e.status.message());
 }
 
 void RoundMachine::OnDatagram(const DatagramReceived& e, Actions* out) {
-  if (udp_port_ == 0) return;
-  std::optional<rendezvous::LivenessDatagram> d =
-      rendezvous::ParseCoordinatorDatagram(e.bytes.data(), e.bytes.size());
-  if (!d.has_value()) {
-    if (ignored_acks_++ == 0)
-      TLOG(kDebug) << "ignoring a malformed datagram on the liveness socket";
-    return;
-  }
+  std::optional<rendezvous::LivenessDatagram> d = contact_.ParseDatagram(e);
+  if (!d.has_value()) return;
   if (d->kind == rendezvous::LivenessKind::kRejoin) {
     OnRejoinDatagram(*d, out);
   } else {
@@ -1272,17 +907,13 @@ void RoundMachine::OnRejoinDatagram(const rendezvous::LivenessDatagram& rejoin, 
   const bool joining = state_ == RoundState::kJoining;
   if (joining && !ready_join_) return;
   const uint64_t current = joining ? rejoin_round_ : assignment_.round();
-  if (!rendezvous::IsOwnNewerRejoin(rejoin, liveness_slot_, options_.me.incarnation(), current,
-                                    liveness_key_)) {
-    if (ignored_acks_++ == 0) TLOG(kDebug) << "ignoring a REJOIN datagram that is not this node's";
-    return;
-  }
+  if (!contact_.IsOwnNewerRejoin(rejoin, current)) return;
   // (From a coordinator that sends no reason: one whose Watch requests
   // accepts_rejoin_directive gets the Rejoin as a DIRECTIVE datagram.)
   constexpr absl::string_view kNoReason =
       "told by a REJOIN datagram (the coordinator's log says why)";
   if (joining) {
-    NoteContact();
+    contact_.NoteContact();
     RetargetReadies(rejoin.round, kNoReason);
     return;
   }
@@ -1304,45 +935,21 @@ void RoundMachine::TakeRejoinByDatagram(const v1::Directive& d, Actions* out) {
       d.round() != assignment_.round()) {
     return;
   }
-  NoteContact();
+  contact_.NoteContact();
   ApplyDirective(d, out);
   if (outcome_ == Outcome::kRejoin && rejoin_round_ == next_round) {
     // Taken (now, or before: then this is a repeat, and the confirmation
     // was lost): an alive datagram of the new round confirms it, so that the
     // coordinator neither sends it again nor writes it down the stream.
-    out->push_back(SendLiveness{rendezvous::EncodeLivenessDatagram(
-        liveness_slot_, options_.me.incarnation(), next_round, ++liveness_seq_, liveness_key_)});
+    out->push_back(contact_.Datagram(next_round));
   }
-}
-
-bool RoundMachine::ReleaseRetryDue(absl::Time now) const {
-  return release_refused_ && watch_open_ && acks_flowing_ && state_ == RoundState::kRunning &&
-         options_.udp_liveness && options_.quiet_when_acked &&
-         now >= release_refused_at_ + kReleaseRetryAfter;
-}
-
-void RoundMachine::Unrelease(absl::string_view why) {
-  TLOG(kInfo) << why << "; opening the directive stream again";
-  stream_released_ = false;
-  release_refused_ = true;
-  release_refused_at_ = clock_->Now();
-  reopen_at_ = clock_->Now();
-  reopen_backoff_ = options_.reopen_min_backoff;
 }
 
 void RoundMachine::OnDirectiveDatagram(const DirectiveDatagramReceived& e, Actions* out) {
-  if (udp_port_ == 0) return;
-  std::optional<rendezvous::DirectiveDatagram> dd = rendezvous::ParseDirectiveDatagram(
-      reinterpret_cast<const uint8_t*>(e.bytes.data()), e.bytes.size());
-  v1::Directive d;
-  if (!dd.has_value() ||
-      !rendezvous::IsOwnDirective(*dd, liveness_slot_, options_.me.incarnation(), liveness_key_) ||
-      !d.ParseFromString(dd->payload) || d.round() != dd->header.round ||
-      d.coordinator_incarnation() != assignment_.coordinator_incarnation()) {
-    if (ignored_acks_++ == 0)
-      TLOG(kDebug) << "ignoring a DIRECTIVE datagram that is not this node's";
-    return;
-  }
+  std::optional<v1::Directive> taken =
+      contact_.ParseDirectiveDatagram(e, assignment_.coordinator_incarnation());
+  if (!taken.has_value()) return;
+  v1::Directive& d = *taken;
   const bool ready = state_ == RoundState::kJoining && ready_join_;
   if (d.has_collect_evidence()) {
     // A released node asked for its hang evidence: as the stream's.
@@ -1365,8 +972,7 @@ void RoundMachine::OnDirectiveDatagram(const DirectiveDatagramReceived& e, Actio
     if (!ready) return;
     // It comes without the key (a datagram is not encrypted): the one this
     // node holds goes on.
-    d.mutable_assignment()->set_liveness_key(
-        std::string(reinterpret_cast<const char*>(liveness_key_.data()), liveness_key_.size()));
+    d.mutable_assignment()->set_liveness_key(contact_.liveness_key_bytes());
     OnDirectiveWhileReady(d, out);
     return;
   }
@@ -1386,44 +992,23 @@ void RoundMachine::OnDirectiveDatagram(const DirectiveDatagramReceived& e, Actio
                        (join_verdict_.has_value() && join_verdict_->ending == verdict);
     if (!taken) return;
     TLOG(kDebug) << "the job's verdict came by datagram (confirmed)";
-    out->push_back(SendLiveness{rendezvous::EncodeLivenessDatagram(
-        liveness_slot_, options_.me.incarnation(), d.round(), ++liveness_seq_, liveness_key_,
-        rendezvous::LivenessKind::kTaken)});
+    out->push_back(contact_.Datagram(d.round(), rendezvous::LivenessKind::kTaken));
   }
 }
 
 void RoundMachine::OnLivenessAcked(const rendezvous::LivenessDatagram& e) {
   if (state_ == RoundState::kJoining && ready_join_) {
     // An ack of a READY: the coordinator holds this node's re-join.
-    if (!TakeOwnAck(e, rejoin_round_)) return;
+    if (!contact_.TakeOwnAck(e, rejoin_round_)) return;
     readies_unacked_ = 0;
-    NoteContact();
+    contact_.NoteContact();
     if (!ready_acked_) {
       ready_acked_ = true;
       TLOG(kDebug) << "the coordinator holds this node's re-join of round " << rejoin_round_;
     }
     return;
   }
-  if (!OutcomePending() || !TakeOwnAck(e, assignment_.round())) return;
-  last_ack_ = clock_->Now();
-  NoteContact();
-  if (!acks_flowing_) {
-    acks_flowing_ = true;
-    TLOG(kDebug) << "the coordinator acknowledges this node's liveness datagrams; reporting every "
-                 << absl::FormatDuration(ReportInterval()) << " while it does";
-    // The Report due soon (the first of the round, or the short interval)
-    // waits for the longer one: the ack said all it would have asked.
-    next_heartbeat_ = std::max(next_heartbeat_, last_ack_ + ReportInterval());
-  }
-}
-
-void RoundMachine::ReportSoon() {
-  if (heartbeat_interval_ <= absl::ZeroDuration()) return;
-  next_heartbeat_ = std::min(next_heartbeat_, clock_->Now() + heartbeat_interval_);
-}
-
-absl::Duration RoundMachine::AckSilence() const {
-  return absl::Milliseconds(absl::ToDoubleMilliseconds(heartbeat_timeout_) * kAckSilenceFraction);
+  if (OutcomePending()) contact_.OnAck(e);
 }
 
 void RoundMachine::CoordinatorLost(absl::string_view why, Actions* out) {
@@ -1446,137 +1031,17 @@ void RoundMachine::CoordinatorLost(absl::string_view why, Actions* out) {
 
 // ---- Time.
 
-absl::Duration RoundMachine::ReportInterval() const {
-  // Acked and nothing to repeat (a failure or success not yet confirmed, a
-  // Report that failed): the acks say everything a RUNNING Report would.
-  if (acks_flowing_ && options_.quiet_when_acked && !failure_report_ && !reported_success_ &&
-      last_report_error_.empty()) {
-    // Released: not even that (it would bring back a connection the
-    // coordinator closed for its memory); acks that stop bring the Reports.
-    if (stream_released_) return absl::InfiniteDuration();
-    return std::max(heartbeat_interval_, kAckedReportInterval);
-  }
-  if (!udp_heard_.value_or(false)) return heartbeat_interval_;
-  // The coordinator's interval for heard members (it grows with the round);
-  // an older coordinator sends none.
-  const absl::Duration heard =
-      assignment_.report_interval_ms() > 0
-          ? std::min(absl::Milliseconds(assignment_.report_interval_ms()), kMaxHeardReportInterval)
-          : heartbeat_timeout_ - heartbeat_interval_;
-  return std::max(heartbeat_interval_, heard);
-}
-
-absl::Duration RoundMachine::SilenceLimit() const {
-  if (heartbeat_interval_ <= absl::ZeroDuration()) return absl::InfiniteDuration();
-  // An answer comes at least every Report interval; while the coordinator
-  // hears this node over UDP that is more than the timeout/10 a 1.05 x
-  // timeout limit assumes. Acks come every timeout/4 (at most 0.6 x the
-  // timeout apart before they count as stopped): no extra.
-  const absl::Duration extra =
-      acks_flowing_
-          ? absl::ZeroDuration()
-          : std::max(absl::ZeroDuration(),
-                     ReportInterval() - heartbeat_timeout_ / rendezvous::kHeartbeatsPerTimeout);
-  return heartbeat_timeout_ + heartbeat_timeout_ / (2 * rendezvous::kHeartbeatsPerTimeout) + extra;
-}
-
 void RoundMachine::OnTick(Actions* out) {
   const absl::Time now = clock_->Now();
   if (state_ == RoundState::kJoining) {
-    if (now >= next_progress_log_) {
-      TLOG(kInfo) << "waiting for round " << last_round_ + 1 << " to close ("
-                  << absl::FormatDuration(absl::Trunc(now - join_started_, absl::Seconds(1)))
-                  << " so far; the join timeout is " << absl::FormatDuration(options_.join_timeout)
-                  << ")";
-      next_progress_log_ = now + options_.progress_log_interval;
-    }
-    if (ready_join_ && now >= join_deadline_) {
-      StopReadies();
-      if (watch_open_) {
-        out->push_back(CloseWatch{});
-        watch_open_ = false;
-      }
-      OnJoinAnswered(JoinAnswered{absl::DeadlineExceededError(absl::StrCat(
-                         "round ", rejoin_round_, " did not close within the join timeout (",
-                         absl::FormatDuration(options_.join_timeout), ")"))},
-                     out);
-    } else if (ready_join_ && now >= next_ready_ && readies_unacked_ >= kReadiesBeforeJoin) {
-      FallBackToJoin(absl::StrCat("no ack for the last ", readies_unacked_, " READY datagrams (",
-                                  ready_acked_ ? "the coordinator went quiet"
-                                               : "is UDP to the coordinator's port blocked?",
-                                  ")"),
-                     out);
-    } else if (ready_join_ && now >= next_ready_) {
-      // Repeated until the assignment comes: a datagram may be lost, and
-      // they prove this node alive until then.
-      out->push_back(SendLiveness{rendezvous::EncodeLivenessDatagram(
-          liveness_slot_, options_.me.incarnation(), rejoin_round_, ++liveness_seq_, liveness_key_,
-          rendezvous::LivenessKind::kReady)});
-      ++readies_unacked_;
-      next_ready_ = now + heartbeat_interval_;
-    }
+    TickJoining(now, out);
     return;
   }
   if (OutcomePending()) {
-    if (acks_flowing_ && now - last_ack_ >= AckSilence()) {
-      // Lost on the way, or the coordinator is gone: the Reports say which.
-      acks_flowing_ = false;
-      udp_heard_.reset();
-      // Once at INFO; a lossy network can flap (acks stop, resume, stop).
-      const std::string line =
-          absl::StrCat("no liveness ack from the coordinator for ",
-                       absl::FormatDuration(absl::Trunc(now - last_ack_, absl::Milliseconds(1))),
-                       "; reporting every ", absl::FormatDuration(heartbeat_interval_), " again");
-      if (acks_stopped_++ == 0) {
-        TLOG(kInfo) << line;
-      } else {
-        TLOG(kDebug) << line;
-      }
-      next_heartbeat_ = std::min(next_heartbeat_, now);
-    }
-    if (now >= next_heartbeat_) {
-      v1::ReportRequest r = failure_report_     ? *failure_report_
-                            : reported_success_ ? NewReport(v1::ReportRequest::SUCCEEDED)
-                                                : NewReport(v1::ReportRequest::RUNNING);
-      // The hang's report until the verdict (the coordinator takes it once).
-      if (hang_step_ == HangStep::kAwaitingVerdict && !failure_report_ && !reported_success_) {
-        *r.mutable_hang() = hang_report_;
-      }
-      out->push_back(SendReport{std::move(r)});
-      // After a stall, the next one an interval from now (not at once).
-      next_heartbeat_ += ReportInterval();
-      if (next_heartbeat_ <= now) next_heartbeat_ = now + ReportInterval();
-    }
-    if (now >= next_datagram_) {
-      out->push_back(SendLiveness{
-          rendezvous::EncodeLivenessDatagram(liveness_slot_, options_.me.incarnation(),
-                                             assignment_.round(), ++liveness_seq_, liveness_key_)});
-      next_datagram_ += heartbeat_interval_;
-      if (next_datagram_ <= now) next_datagram_ = now + heartbeat_interval_;
-    }
-    if (stream_released_ && !acks_flowing_ &&
-        now - std::max(last_ack_, round_started_) >= AckSilence()) {
-      Unrelease("no liveness ack from the coordinator");
-    }
-    if (ReleaseRetryDue(now)) {
-      // Acks have come steadily since: a new stream that accepts a release
-      // again replaces this one (a network blip, a stalled coordinator, must
-      // not cost node 0 its memory for the rest of the job). The re-open
-      // below opens it; the old stream's end is then an older stream's.
-      release_refused_ = false;
-      watch_open_ = false;
-      reopen_at_ = now;
-    }
-    if (!watch_open_ && now >= reopen_at_) {
-      out->push_back(OpenWatch{NewWatchRequest(assignment_.round()), ++watch_id_});
-      watch_open_ = true;
-      reopen_at_ = absl::InfiniteFuture();
-    }
-    if (now - last_contact_ >= SilenceLimit()) {
-      CoordinatorLost(
-          absl::StrCat("no answer for ", absl::FormatDuration(absl::Trunc(now - last_contact_,
-                                                                          absl::Milliseconds(1)))),
-          out);
+    std::optional<std::string> lost = contact_.Tick(
+        now, state_ == RoundState::kRunning, [&] { return HeartbeatReport(); }, out);
+    if (lost.has_value()) {
+      CoordinatorLost(*lost, out);
     } else if (now >= verdict_deadline_) {
       outcome_ = Outcome::kExit;
       facts_.ending = Ending::kNoVerdict;
@@ -1584,23 +1049,63 @@ void RoundMachine::OnTick(Actions* out) {
                                 " of this node's failure");
     }
   }
-  CheckHang(now, out);
-  if (state_ == RoundState::kStopping) {
-    if (now >= kill_at_) {
-      TLOG(kWarning) << "grace period of " << absl::FormatDuration(options_.grace_period)
-                     << " over; killing the workers (SIGKILL)";
-      out->push_back(SignalWorkers{SIGKILL});
-      kill_at_ = absl::InfiniteFuture();
-      give_up_at_ = now + options_.kill_timeout;
-    }
-    if (!workers_gone_ && now >= give_up_at_) {
-      TLOG(kError) << "worker process groups still alive "
-                   << absl::FormatDuration(options_.kill_timeout)
-                   << " after SIGKILL (uninterruptible sleep?); giving up on them";
-      workers_gone_ = true;
-    }
-    MaybeComplete(out);
+  if (state_ == RoundState::kRunning) TickHangWatch(now, out);
+  if (state_ == RoundState::kStopping) TickStopping(now, out);
+}
+
+void RoundMachine::TickJoining(absl::Time now, Actions* out) {
+  if (now >= next_progress_log_) {
+    TLOG(kInfo) << "waiting for round " << last_round_ + 1 << " to close ("
+                << absl::FormatDuration(absl::Trunc(now - join_started_, absl::Seconds(1)))
+                << " so far; the join timeout is " << absl::FormatDuration(options_.join_timeout)
+                << ")";
+    next_progress_log_ = now + options_.progress_log_interval;
   }
+  if (!ready_join_) return;
+  if (now >= join_deadline_) {
+    StopReadies();
+    contact_.CloseWatch(out);
+    OnJoinAnswered(JoinAnswered{absl::DeadlineExceededError(absl::StrCat(
+                       "round ", rejoin_round_, " did not close within the join timeout (",
+                       absl::FormatDuration(options_.join_timeout), ")"))},
+                   out);
+  } else if (now >= next_ready_ && readies_unacked_ >= kReadiesBeforeJoin) {
+    FallBackToJoin(absl::StrCat("no ack for the last ", readies_unacked_, " READY datagrams (",
+                                ready_acked_ ? "the coordinator went quiet"
+                                             : "is UDP to the coordinator's port blocked?",
+                                ")"),
+                   out);
+  } else if (now >= next_ready_) {
+    // Repeated until the assignment comes: a datagram may be lost, and
+    // they prove this node alive until then.
+    out->push_back(contact_.Datagram(rejoin_round_, rendezvous::LivenessKind::kReady));
+    ++readies_unacked_;
+    next_ready_ = now + contact_.heartbeat_interval();
+  }
+}
+
+void RoundMachine::TickStopping(absl::Time now, Actions* out) {
+  if (now >= kill_at_) {
+    TLOG(kWarning) << "grace period of " << absl::FormatDuration(options_.grace_period)
+                   << " over; killing the workers (SIGKILL)";
+    out->push_back(SignalWorkers{SIGKILL});
+    kill_at_ = absl::InfiniteFuture();
+    give_up_at_ = now + options_.kill_timeout;
+  }
+  if (!workers_gone_ && now >= give_up_at_) {
+    TLOG(kError) << "worker process groups still alive "
+                 << absl::FormatDuration(options_.kill_timeout)
+                 << " after SIGKILL (uninterruptible sleep?); giving up on them";
+    workers_gone_ = true;
+  }
+  MaybeComplete(out);
+}
+
+v1::ReportRequest RoundMachine::HeartbeatReport() const {
+  v1::ReportRequest r = NewReport(v1::ReportRequest::RUNNING);
+  // The hang's report until the verdict (the coordinator takes it once).
+  if (const v1::HangReport* hang = hang_watch_.awaited_report()) *r.mutable_hang() = *hang;
+  return r;
 }
 
 // ---- Stopping and finishing.
@@ -1629,16 +1134,13 @@ void RoundMachine::MaybeComplete(Actions* out) {
   if (state_ != RoundState::kStopping || !workers_gone_ || outcome_ == Outcome::kUndecided) {
     return;
   }
-  next_heartbeat_ = next_datagram_ = reopen_at_ = absl::InfiniteFuture();
-  if (outcome_ == Outcome::kRejoin && rejoin_by_datagram_ && (watch_open_ || stream_released_) &&
-      udp_port_ != 0) {
+  contact_.EndRound();
+  if (outcome_ == Outcome::kRejoin && rejoin_by_datagram_ && contact_.has_stream() &&
+      contact_.has_udp()) {
     JoinByDatagram(out);
     return;
   }
-  if (watch_open_) {
-    out->push_back(CloseWatch{});
-    watch_open_ = false;
-  }
+  contact_.CloseWatch(out);
   if (outcome_ == Outcome::kRejoin) {
     Join(out);
     return;
@@ -1650,10 +1152,7 @@ void RoundMachine::FinishWith(Actions* out) {
   facts_.running_failure = running_failure_;
   facts_.any_failure = any_failure_;
   facts_.signal = signal_;
-  if (watch_open_) {
-    out->push_back(CloseWatch{});
-    watch_open_ = false;
-  }
+  contact_.CloseWatch(out);
   const int code = ExitCodeFor(facts_);
   if (facts_.why.empty() && facts_.signal != 0) facts_.why = SignalText(facts_.signal);
   // One line for the outcome: the verdict (or what ended the agent) with
@@ -1677,15 +1176,8 @@ int RoundMachine::LocalProcesses() const {
                                        : assignment_.self().local_world_size();
 }
 
-void RoundMachine::NoteContact() { last_contact_ = clock_->Now(); }
-
 v1::ReportRequest RoundMachine::NewReport(v1::ReportRequest::State state) const {
-  v1::ReportRequest r;
-  *r.mutable_member() = options_.me;
-  r.set_job_id(options_.job_id);
-  r.set_round(assignment_.round());
-  r.set_state(state);
-  return r;
+  return agent::NewReport(options_.me, options_.job_id, assignment_.round(), state);
 }
 
 void RoundMachine::SetState(RoundState state) {

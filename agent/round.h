@@ -44,87 +44,23 @@
 // heartbeating and listening; a terminating signal makes the outcome "exit
 // with the signal's code" and a second one kills the workers at once.
 //
-// Liveness (docs/protocol.md): when the Assignment offers UDP liveness, the
-// machine asks for a liveness datagram (SendLiveness, signed with the
-// member's key, seq strictly increasing) every heartbeat interval from its
-// tick, so that an agent whose loop hangs stops proving it is alive. Its
-// Report heartbeat goes every interval (the first after the Assignment's
-// first_report_delay_ms, which spreads a large round's first Reports) until
-// an answer says the coordinator hears the datagrams (udp_heard), then every
-// Assignment.report_interval_ms (timeout - interval, longer in rounds of more
-// than ~2,000 nodes; it still tells the agent the coordinator is alive and
-// repeats its state), and back
-// to every interval as soon as an answer says it does not: a network that
-// drops UDP costs more Reports, not a false loss. While the coordinator acks
-// the datagrams (DatagramReceived: an ack, every timeout/4: it lives and hears this
-// node), a running node reports only every kAckedReportInterval; acks that
-// stop for 0.6 timeouts put it back on the Reports above at once.
-//
-// Released streams (docs/protocol.md): in a large round the coordinator may
-// end this node's stream with a Release once it acks the datagrams. Taken
-// while acks flow (else refused: the stream is re-opened, and no release is
-// taken until acks have flowed for kReleaseRetryAfter), the node then runs
-// without a stream: no re-open, no periodic
-// Report; a Rejoin comes as a REJOIN datagram (or, reason and all, as a
-// DIRECTIVE datagram), the next assignment and the
-// verdict as DIRECTIVE datagrams (a verdict is confirmed with a TAKEN
-// datagram), and acks that stop (or do not come within the ack silence of a
-// new round) bring the stream back:
-//
-//   RUNNING, acked --Release--> released --acks stop--> OpenWatch (refusing
-//   releases) --acks for kReleaseRetryAfter--> OpenWatch accepting one again
-//
-// The coordinator is "lost" when nothing it answered (join, directive,
-// heartbeat answer, ack) has arrived for 1.05 heartbeat timeouts plus, while
-// no acks come, the part of the Report interval above timeout/10, not when a
-// stream breaks:
-// a broken Watch stream is re-opened with backoff while heartbeats go on
-// (the coordinator waits kStreamLossGrace for it before counting the node as
-// lost). A lost coordinator ends a static job with 69 and makes an elastic
-// agent re-join (a restarted coordinator rebuilds the job from the
-// re-joins); after this node's workers all succeeded it means exit 0.
-//
-// The heartbeat carries this node's state (RUNNING, SUCCEEDED, or its FAILED
-// report), so a terminal report that got lost is repeated; once the verdict
-// is out, the coordinator answers heartbeats with it.
-//
-// Hang detection (--hang-timeout, docs/progress.md): while RUNNING, a local
-// worker that reported progress (ProgressReported) and then stays silent
-// for the hang timeout is declared hung at that deadline. The one declared
-// hung is often a victim, waiting in a collective for the real culprit, so
-// nothing is stopped until the job has judged (docs/progress.md, "Who
-// hung"): the machine tells the coordinator (a Report whose HangReport
-// declares it), which asks every other node for its evidence
-// (CollectEvidence), and takes the evidence of every local worker. It asks
-// each for its Python stacks (RequestTraceback; for each signalled one it
-// waits until its traceback file, once it grew, has not grown for
-// traceback_quiet, checked every traceback_poll through CheckTraceback;
-// at most traceback_wait in all), then for the evidence (CollectHangEvidence,
-// answered with each worker's summary: HangEvidenceCollected), which it
-// reports. The coordinator names the suspect job-wide and fails the round
-// for it: the Rejoin or JobFailed carries the HangVerdict. The suspect's
-// node fails with exit code 80 (kExitWorkerHung) and reports the hang
-// (HangJudged); the others are its victims. Without a verdict within
-// hang_verdict_wait, a node that declared a hang judges its own workers
-// (the same rules) and fails the round as a failed worker with code 80.
-//
-//   RUNNING --silence >= hang_timeout: Report(hang declared)--+
-//      |     --CollectEvidence directive--------------------+ |
-//      |                                                    v v
-//      |   collecting: RequestTraceback for every running local worker;
-//      |     TracebackRequested / TracebackSize until each settled, or
-//      |     traceback_wait
-//      |                      | CollectHangEvidence
-//      |                      v
-//      |   summarizing --HangEvidenceCollected: Report(hang collected)-->
-//      |   awaiting the verdict (heartbeats repeat the report)
-//      |       | Rejoin / JobFailed with a HangVerdict: the verdict line;
-//      |       |   the suspect's node: running failure 80, HangJudged
-//      |       |   --> STOPPING (as any Rejoin / JobFailed)
-//      |       | nothing within hang_verdict_wait: declared here? judged
-//      |       |   here, HangJudged, Report(FAILED, 80) --> STOPPING;
-//      |       |   else: judged (nothing more this round)
-//      +-- progress resets the timer while nothing is declared
+// The round composes two machines of its own, each fed the events that
+// are theirs and adding their actions:
+//  - CoordinatorContact (coordinator_contact.h): the directive stream, the
+//    Report cadence, UDP liveness and acks, the released stream, and the
+//    silence limit. The heartbeat carries this node's state (RUNNING,
+//    SUCCEEDED, or its FAILED report), so a terminal report that got lost
+//    is repeated; once the verdict is out, the coordinator answers
+//    heartbeats with it. A lost coordinator (nothing answered for the
+//    silence limit; a broken stream is only re-opened) ends a static job
+//    with 69 and makes an elastic agent re-join (a restarted coordinator
+//    rebuilds the job from the re-joins); after this node's workers all
+//    succeeded it means exit 0. A released node's directives come by
+//    datagram (REJOIN, DIRECTIVE; a verdict is confirmed with TAKEN).
+//  - HangWatch (hang_watch.h): --hang-timeout while RUNNING. The Rejoin or
+//    JobFailed that ends a hang carries the job's HangVerdict: the
+//    suspect's node fails with 80 (kExitWorkerHung), as does a node that
+//    declared a hang and got no verdict in time (judged here).
 //
 // Threading: not thread-safe; the executor drives it from one thread.
 #ifndef TRAINLET_AGENT_ROUND_H_
@@ -143,37 +79,23 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
-#include "agent/hang_evidence.h"
+#include "agent/coordinator_contact.h"
+#include "agent/hang_watch.h"
+#include "agent/round_io.h"
 #include "common/clock.h"
 #include "launcher/worker.h"
-#include "rendezvous/liveness_datagram.h"
+#include "progress/hang_evidence.h"
 #include "trainlet/v1/rendezvous.pb.h"
 
 namespace trainlet::agent {
 
 namespace v1 = ::trainlet::v1;
 
-// The longest Report interval the agent takes from an Assignment
-// (report_interval_ms, which grows with the round: 20 s at 10,000 nodes);
-// a larger value is clamped, so a bad answer cannot silence the agent.
-inline constexpr absl::Duration kMaxHeardReportInterval = absl::Minutes(5);
 // A re-join by datagram falls back to the Join call when this many READY
 // datagrams in a row (one per heartbeat interval: half the heartbeat
 // timeout) got no ack: UDP to or from the coordinator does not get through,
 // or the coordinator is gone without closing the stream.
 inline constexpr int kReadiesBeforeJoin = 5;
-// While the coordinator acknowledges this node's liveness datagrams
-// (rendezvous::AckInterval: every timeout/4), the acks prove both that it
-// lives and that it hears the node, so a running node with nothing new to
-// say reports only this often (state changes still go at once). Acks that
-// stop for kAckSilenceFraction of the timeout put the node back on the
-// Report interval of the Assignment.
-inline constexpr absl::Duration kAckedReportInterval = absl::Minutes(5);
-inline constexpr double kAckSilenceFraction = 0.6;
-// A node that refused a release (or ended one: its acks stopped) accepts one
-// again once acks have come this long since, with a new stream.
-inline constexpr absl::Duration kReleaseRetryAfter = absl::Minutes(2);
-
 // ---- Exit policy: one table from how the agent's run ended to its exit code
 // (docs/exit-codes.md is the user copy).
 
@@ -208,171 +130,6 @@ struct EndingFacts {
 
 // The exit code for `facts` by the exit policy table.
 int ExitCodeFor(const EndingFacts& facts);
-
-// ---- Events the executor feeds in.
-
-struct JoinAnswered {
-  absl::StatusOr<v1::Assignment> result;
-};
-struct WorkersStarted {
-  absl::Status status;
-  // The exit code a failure means; 0: launcher::ExitCodeForSpawnError.
-  int exit_code = 0;
-};
-struct WorkerExited {
-  launcher::ProcessExit exit;
-};
-struct WorkersGone {};  // every worker process group of the round is empty.
-struct SignalReceived {
-  int signal = 0;
-};
-struct DirectiveReceived {
-  uint64_t watch_id = 0;
-  v1::Directive directive;
-};
-struct StreamEnded {
-  uint64_t watch_id = 0;
-  absl::Status status;
-};
-struct ReportAnswered {
-  uint64_t round = 0;
-  v1::ReportRequest::State state = v1::ReportRequest::STATE_UNSPECIFIED;
-  absl::Status status;
-  bool udp_heard = false;  // ReportResponse.udp_heard of a successful answer.
-};
-// A datagram that came in on the liveness socket (only the coordinator's
-// address reaches it: the socket is connected), not yet checked (kind,
-// slot, incarnation, round, seq, MAC): an ack of this node's datagrams, or
-// a REJOIN (the Rejoin directive, ready_by_datagram, as a datagram).
-struct DatagramReceived {
-  rendezvous::LivenessBytes bytes{};
-};
-// A longer datagram on the liveness socket, not yet checked: a DIRECTIVE
-// datagram (rendezvous/liveness_datagram.h, kind 4) once this node's stream
-// was released.
-struct DirectiveDatagramReceived {
-  std::string bytes;
-};
-struct Tick {};  // time passed; the machine reads the clock.
-// The launch plan found the round cannot go on (the MPI launcher's
-// placement check with --require-placement): handled like a failed local
-// worker with `exit_code`.
-struct LocalFailure {
-  int exit_code = 0;
-  std::string message;
-};
-
-// A local worker's progress file changed (agent/progress.h). `line`: its
-// validated last line; empty for a touch.
-struct ProgressReported {
-  int local_rank = 0;
-  std::string line;
-};
-// The executor's answer to RequestTraceback: whether it signalled the
-// worker (it opted in), so that the machine waits for the stacks.
-struct TracebackRequested {
-  int local_rank = 0;
-  bool sent = false;
-  // The traceback file's size just before the signal (-1: none), so that
-  // only what the worker writes after it counts.
-  int64_t bytes = -1;
-};
-// The executor's answer to CheckTraceback: the traceback file's size now
-// (-1: none).
-struct TracebackSize {
-  int local_rank = 0;
-  int64_t bytes = -1;
-};
-// The executor's answer to CollectHangEvidence: each local worker's
-// summary (HangReport.workers; `collected` set).
-struct HangEvidenceCollected {
-  v1::HangReport report;
-};
-// The executor found this node's GPU health fatal (node_probe.h's
-// FatalGpuHealth) before a re-join: an elastic agent leaves with 81.
-struct NodeUnhealthy {
-  std::string why;
-};
-
-using RoundEvent =
-    std::variant<JoinAnswered, WorkersStarted, WorkerExited, WorkersGone, SignalReceived,
-                 DirectiveReceived, StreamEnded, ReportAnswered, DatagramReceived, Tick,
-                 LocalFailure, ProgressReported, TracebackRequested, NodeUnhealthy, TracebackSize,
-                 DirectiveDatagramReceived, HangEvidenceCollected>;
-
-// ---- Actions it asks the executor to perform.
-
-struct StartJoin {
-  v1::JoinRequest request;
-  absl::Duration timeout;
-  // A re-join after a local failure (a worker failed or hung): the executor
-  // re-checks the node's health first (NodeUnhealthy instead of joining).
-  bool after_local_failure = false;
-  // A re-join by datagram (RoundMachine: the machine sends READY datagrams
-  // and takes the assignment from the open stream): no Join call.
-  bool on_stream = false;
-};
-struct CancelJoin {};
-// Open the directive stream of `round` (closing any older one); its events
-// carry `watch_id`, so that those of an older stream can be told apart.
-struct OpenWatch {
-  v1::WatchRequest request;
-  uint64_t watch_id = 0;
-};
-struct CloseWatch {};
-struct StartWorkers {
-  v1::Assignment assignment;  // the executor builds the workers' environment.
-};
-struct SignalWorkers {
-  int signal = 0;
-};
-struct SendReport {
-  v1::ReportRequest request;
-};
-struct SendLeave {
-  v1::LeaveRequest request;
-};
-// One UDP liveness datagram to the coordinator (best effort, never blocks).
-struct SendLiveness {
-  rendezvous::LivenessBytes datagram;
-};
-struct SetServing {
-  bool serving = false;
-};
-struct Finish {
-  int exit_code = 0;
-};
-
-// A local worker was declared hung: if it opted in (docs/progress.md), send
-// it SIGUSR1 for its Python stacks; answer with TracebackRequested.
-struct RequestTraceback {
-  int local_rank = 0;
-};
-// While the stacks are awaited: answer with TracebackSize (a stat()).
-struct CheckTraceback {
-  int local_rank = 0;
-};
-// Save every local worker's evidence (hang_evidence.h) now, before
-// anything is stopped, and log it; `evidence` holds what the machine knows
-// of each (rank, round, silence, last progress, whether it was declared
-// hung here), by local rank; the executor adds the rest and answers with
-// HangEvidenceCollected.
-struct CollectHangEvidence {
-  std::vector<HangEvidence> evidence;
-};
-// The hang is judged: `summary` ("suspect rank 2 on node-b (...)") names the
-// suspect, local rank `suspect_local_rank` of this node (-1: another
-// node's). The suspect's node keeps its evidence for status() and reports
-// the hang to the controller, the suspect's first.
-struct HangJudged {
-  int suspect_local_rank = -1;
-  std::string summary;
-};
-
-using RoundAction =
-    std::variant<StartJoin, CancelJoin, OpenWatch, CloseWatch, StartWorkers, SignalWorkers,
-                 SendReport, SendLeave, SendLiveness, SetServing, Finish, RequestTraceback,
-                 CollectHangEvidence, CheckTraceback, HangJudged>;
 
 // ---- The machine.
 
@@ -499,6 +256,12 @@ class RoundMachine {
   // `stream_open`: the assignment came down the open stream (a re-join by
   // datagram), which stays open for the new round.
   void OnJoinAnswered(const JoinAnswered& e, Actions* out, bool stream_open = false);
+  // How a join's answer ends the agent (a signal while joining, a verdict,
+  // an error); nullopt: the assignment starts the round.
+  std::optional<EndingFacts> JoinEnding(const JoinAnswered& e, Actions* out);
+  // A fresh round of `assignment`: nothing of the previous one counts.
+  void BeginRound(const v1::Assignment& assignment, bool stream_open, Actions* out);
+  void LogRound(const v1::Assignment& assignment) const;
   void OnWorkersStarted(const WorkersStarted& e, Actions* out);
   void OnWorkerExited(const WorkerExited& e, Actions* out);
   void OnWorkersGone(Actions* out);
@@ -512,11 +275,6 @@ class RoundMachine {
   // A DIRECTIVE datagram: taken (as the stream's directive) when it is this
   // node's own and its coordinator's; a verdict is confirmed with TAKEN.
   void OnDirectiveDatagram(const DirectiveDatagramReceived& e, Actions* out);
-  // The release is over (acks stopped, or never came): the stream again,
-  // and no release for the rest of this agent's life.
-  void Unrelease(absl::string_view why);
-  // Whether to open a stream that accepts a release again (see above).
-  bool ReleaseRetryDue(absl::Time now) const;
   void OnLivenessAcked(const rendezvous::LivenessDatagram& ack);
   // A REJOIN datagram: the Rejoin (ready_by_datagram) for round
   // rejoin.round, taken as the stream's would be when it is this node's and
@@ -525,30 +283,19 @@ class RoundMachine {
   // The Rejoin `d` (ready_by_datagram) that came by datagram while running:
   // taken as the stream's, for a round above this node's, and confirmed.
   void TakeRejoinByDatagram(const v1::Directive& d, Actions* out);
-  // After a Report failed (a state change among them): the next one at
-  // most an interval from now, whatever the acks allowed.
-  void ReportSoon();
-  absl::Duration AckSilence() const;
   void OnTick(Actions* out);
+  // JOINING: the "still waiting" line; READYs while re-joining by datagram.
+  void TickJoining(absl::Time now, Actions* out);
+  // STOPPING: SIGKILL at the grace period's end; giving up on the groups.
+  void TickStopping(absl::Time now, Actions* out);
+  // What a heartbeat says with no terminal report to repeat: RUNNING, and
+  // the hang's report while its verdict is awaited.
+  v1::ReportRequest HeartbeatReport() const;
   void OnLocalFailure(const LocalFailure& e, Actions* out);
   void OnProgress(const ProgressReported& e);
-  void OnTracebackRequested(const TracebackRequested& e, Actions* out);
-  void OnTracebackSize(const TracebackSize& e, Actions* out);
   void OnNodeUnhealthy(const NodeUnhealthy& e, Actions* out);
-  void OnHangEvidenceCollected(const HangEvidenceCollected& e, Actions* out);
-  // The earliest point a running worker would be declared hung, a stack is
-  // to be checked, or the stacks' or the verdict's wait ends; InfiniteFuture
-  // when none.
-  absl::Time HangDeadline() const;
-  // RUNNING: declares a silent worker hung; moves the evidence along.
-  void CheckHang(absl::Time now, Actions* out);
-  // Takes the evidence of every running local worker (declared here, or
-  // asked by the coordinator: `why`).
-  void StartCollecting(absl::string_view why, Actions* out);
-  // Every stack settled (or the wait is over): CollectHangEvidence.
-  void MaybeFinishCollecting(bool wait_over, Actions* out);
-  // No verdict in time: judges this node's workers.
-  void JudgeLocally(Actions* out);
+  // RUNNING: the hang watch's turn; a hang judged here fails the round.
+  void TickHangWatch(absl::Time now, Actions* out);
   // A Rejoin's or JobFailed's HangVerdict (`hang`, may be empty): the
   // suspect's node fails with 80. Returns what the directive's log line
   // adds (where this node's evidence is).
@@ -572,15 +319,9 @@ class RoundMachine {
   void StopReadies();
   // How a job verdict (JobFailed, JobFinished) ends this agent.
   static EndingFacts FactsOfVerdict(const v1::Directive& d);
-  v1::WatchRequest NewWatchRequest(uint64_t round) const;
-  // An ack of one of this node's recent datagrams of `round`, under its key
-  // (and newer than the last one taken, which it then becomes).
-  bool TakeOwnAck(const rendezvous::LivenessDatagram& ack, uint64_t round);
   // Leaves RUNNING/AWAITING for STOPPING: signals the workers (SIGTERM, or
   // `forward_signal`) unless they are all gone already.
   void BeginStop(absl::string_view why, int forward_signal, Actions* out);
-  // Decides how the round ends once the workers are gone.
-  void Decide(Outcome outcome, Ending ending, Actions* out);
   // The coordinator's answer (stream end or RPC status) says this agent
   // must go: fenced, job over, round moved on. True when handled.
   bool HandleFinalError(const absl::Status& status, Actions* out);
@@ -588,20 +329,17 @@ class RoundMachine {
   // Finishes or re-joins when the stop is complete.
   void MaybeComplete(Actions* out);
   void FinishWith(Actions* out);
-  void Heartbeat(Actions* out);
-  // The Report interval now: the heartbeat interval, or timeout - interval
-  // while the coordinator hears this node's datagrams.
-  absl::Duration ReportInterval() const;
-  void NoteContact();
   int LocalProcesses() const;
   bool OutcomePending() const;
   v1::ReportRequest NewReport(v1::ReportRequest::State state) const;
   void SetState(RoundState state);
-  absl::Duration SilenceLimit() const;
   std::string WorkerName(const launcher::ProcessExit& exit) const;
 
   const RoundOptions options_;
   Clock* const clock_;
+  // The two machines the round composes (see above).
+  CoordinatorContact contact_;
+  HangWatch hang_watch_;
 
   RoundState state_ = RoundState::kJoining;
   AgentStatus status_;
@@ -632,87 +370,14 @@ class RoundMachine {
   // Join is cancelled and its answer ends the agent with this.
   std::optional<EndingFacts> join_verdict_;
 
-  // Workers of the round.
+  // Workers of the round. What the heartbeats repeat once every local
+  // worker exited 0 (SUCCEEDED) or one failed (its FAILED report) is the
+  // contact's (CoordinatorContact::Repeat).
   int workers_running_ = 0;
   int workers_ok_ = 0;
   bool workers_gone_ = true;
   int running_failure_ = 0;
   int any_failure_ = 0;
-  bool reported_success_ = false;
-  // What the heartbeat says: RUNNING, then SUCCEEDED once every local worker
-  // exited 0, or this FAILED report once one failed. A terminal report that
-  // got lost is so repeated until the coordinator acts on it.
-  std::optional<v1::ReportRequest> failure_report_;
-
-  // The directive stream and contact with the coordinator.
-  uint64_t watch_id_ = 0;
-  bool watch_open_ = false;
-  // The coordinator released the stream (a Release, taken while acked):
-  // directives come by datagram; no stream to re-open, no periodic Report.
-  bool stream_released_ = false;
-  // A release was refused or ended: the stream stays (WatchRequest.
-  // accepts_release off) until kReleaseRetryAfter after that, if acks flow.
-  bool release_refused_ = false;
-  absl::Time release_refused_at_ = absl::InfinitePast();
-  // When the current round's assignment came (an ack is due within the
-  // ack silence of it while released).
-  absl::Time round_started_ = absl::InfinitePast();
-  absl::Time reopen_at_ = absl::InfiniteFuture();
-  absl::Duration reopen_backoff_;
-  absl::Time last_contact_;
-  absl::Time next_heartbeat_ = absl::InfiniteFuture();
-  absl::Duration heartbeat_interval_ = absl::ZeroDuration();
-  // The coordinator's heartbeat timeout (Assignment.heartbeat_timeout_ms, or
-  // heartbeat_interval_ x 10 from an older coordinator).
-  absl::Duration heartbeat_timeout_ = absl::ZeroDuration();
-  std::string last_report_error_;
-  // UDP liveness (from the Assignment; udp_port_ 0: none).
-  int udp_port_ = 0;
-  uint32_t liveness_slot_ = 0;
-  rendezvous::LivenessKey liveness_key_{};
-  absl::Time next_datagram_ = absl::InfiniteFuture();
-  // Strictly increasing for this incarnation (the machine's lifetime).
-  uint64_t liveness_seq_ = 0;
-  // What the last Report answer said (nullopt: no answer yet this round).
-  std::optional<bool> udp_heard_;
-  // The coordinator's acks of this round's datagrams.
-  bool acks_flowing_ = false;
-  absl::Time last_ack_ = absl::InfinitePast();
-  uint64_t last_acked_seq_ = 0;
-  int64_t ignored_acks_ = 0;
-  int64_t acks_stopped_ = 0;  // times the acks stopped (logged at INFO once).
-
-  // Progress of this round's local workers, by local rank.
-  struct Watched {
-    absl::Time last = absl::InfiniteFuture();  // never reported
-    bool running = true;
-    std::string line;
-  };
-  std::vector<Watched> watched_;
-  // Hang attribution this round (see above).
-  enum class HangStep { kNone, kCollecting, kSummarizing, kAwaitingVerdict, kJudged };
-  HangStep hang_step_ = HangStep::kNone;
-  // The local worker this node declared hung (-1: none, or asked by the
-  // coordinator), and what the machine knows of it.
-  int hung_rank_ = -1;
-  HangEvidence hang_;
-  std::string hang_why_;  // why the evidence is taken
-  // Collecting: the end of the stacks' wait; awaiting: of the verdict's.
-  absl::Time hang_due_ = absl::InfiniteFuture();
-  // Each local worker's traceback file while its stacks are awaited: its
-  // size before the signal, its latest size and since when, and when to ask
-  // for it next (InfiniteFuture: a CheckTraceback pending, or done).
-  struct StackWait {
-    bool done = true;
-    int64_t before = -1;
-    int64_t bytes = -1;
-    absl::Time since = absl::InfinitePast();
-    absl::Time check_at = absl::InfiniteFuture();
-  };
-  std::vector<StackWait> stacks_;
-  // What this node reports of the hang (declared; then collected), repeated
-  // by the heartbeats while the verdict is awaited.
-  v1::HangReport hang_report_;
 
   // Stopping.
   Outcome outcome_ = Outcome::kUndecided;

@@ -16,21 +16,21 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "agent/agent.h"
-#include "agent/coordinator_options.h"
 #include "agent/master_port.h"
 #include "agent/node_probe.h"
-#include "agent/options.h"
 #include "agent/reporter.h"
 #include "agent/reporter_grpc.h"
-#include "agent/termination_log.h"
 #include "common/code_pages.h"
 #include "common/descriptors.h"
 #include "common/exit_codes.h"
 #include "common/logging.h"
 #include "common/periodic.h"
+#include "config/coordinator_options.h"
+#include "config/options.h"
 #include "launcher/command_resolver.h"
 #include "launcher/signals.h"
 #include "launcher/supervisor.h"
+#include "launcher/termination_log.h"
 #include "launcher/worker_spawner.h"
 #include "rendezvous/coordinator.h"
 #include "rendezvous/coordinator_client.h"
@@ -124,6 +124,9 @@ std::string SecondHostMessage(const RunConfig& config) {
 void LogNodeProbe(std::shared_ptr<const v1::NodeProbe> probe) {
   if (probe == nullptr) return;
   TLOG(kInfo) << "node probe: " << ProbeSummaryLine(*probe);
+  // A timing is for whoever debugs the probe, not a lifecycle event.
+  TLOG(kDebug) << "node probe took "
+               << absl::StrFormat("%.1f ms", static_cast<double>(probe->probe_micros()) / 1000.0);
   for (const std::string& w : probe->warnings()) {
     TLOG(kWarning) << "node probe: " << SafeForLog(w, 400);
   }
@@ -360,7 +363,7 @@ int RunAgent(const RunConfig& config, const std::map<std::string, std::string>& 
   }
   Agent agent(config, base_env, std::move(round_options), seams);
   const int exit_code = agent.Run();
-  SetTerminationReason(agent.status().exit_reason);
+  launcher::SetTerminationReason(agent.status().exit_reason);
   // The final state goes out once more (at most 500 ms, and only when the
   // controller answered the last report); the exit code is already decided.
   if (reporter) reporter->Stop(absl::Milliseconds(500));

@@ -16,7 +16,7 @@
 #include "absl/status/statusor.h"
 #include "agent/launch_plan.h"
 #include "agent/round.h"
-#include "agent/run_config.h"
+#include "config/run_config.h"
 #include "launcher/supervisor.h"
 
 namespace trainlet::agent {

@@ -3,10 +3,10 @@
 #include <memory>
 
 #include "agent/mpi_plans.h"
-#include "agent/options.h"
 #include "agent/run_agent.h"
 #include "common/clock.h"
 #include "common/logging.h"
+#include "config/options.h"
 #include "launcher/signals.h"
 #include "mpi/state_dir.h"
 

@@ -9,7 +9,7 @@
 #include <map>
 #include <string>
 
-#include "agent/mpi_config.h"
+#include "config/mpi_config.h"
 
 namespace trainlet::agent {
 

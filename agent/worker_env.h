@@ -31,26 +31,14 @@
 #include <utility>
 #include <vector>
 
+#include "config/nested_launcher.h"
+
 namespace trainlet::agent {
 
 struct NodeEndpoint {
   std::string addr;  // host name or address, unbracketed IPv6.
   int local_world_size = 1;
 };
-
-// A launcher that the worker command is itself, which starts the per-device
-// processes and so must get node-level variables only.
-enum class NestedLauncher {
-  kNone,
-  kPaddle,  // python -m paddle.distributed.launch
-};
-
-// kPaddle for `python[3[.N]] [OPTIONS] -m paddle.distributed.launch ...` and
-// `-m paddle.distributed.fleet.launch` (also "-mMODULE" and combined
-// options such as "-um MODULE"), for `fleetrun ...`, and for either behind
-// `env [-i] [-u NAME] [NAME=VALUE]...`; programs are matched by basename.
-// kNone otherwise, including commands wrapped in a shell.
-NestedLauncher DetectNestedLauncher(const std::vector<std::string>& argv);
 
 struct WorkerEnvInput {
   std::string job_id;

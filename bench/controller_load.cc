@@ -73,7 +73,7 @@
 //       [--procs=1] [--cqs=2] [--http-requests=50] [--views=25] [--server-arg=ARG]...
 //       [--rpc=stream|unary] [--deadline=2] [--generators-sched=normal|idle] [--poll=1]
 // Issue 26's case, one job of 1,000 nodes with 8 workers each:
-//   --agents=1000 --jobs=1 (docs/benchmarks.md, "Controller views").
+//   --agents=1000 --jobs=1 (docs/benchmarks-history.md, "Controller views").
 // --generators-sched=idle runs the generator processes under SCHED_IDLE, as
 // in bench/coordinator_load.cc: the agents of a real job run on other
 // machines and take none of the controller's CPUs.

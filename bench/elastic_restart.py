@@ -47,7 +47,8 @@ Usage:
       [--torchrun [--torchrun-agents 4] [--torchrun-repeat 2]
                   [--torchrun-settings default,tuned] [--keep-logs DIR]]
 
-Figures and the machine they came from: docs/benchmarks.md, "Elastic restart".
+Today's figures: docs/benchmarks.md; every run and the machine it came from:
+docs/benchmarks-history.md, "Elastic restart".
 """
 import argparse
 import glob

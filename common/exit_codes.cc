@@ -26,7 +26,9 @@ const std::vector<ExitCodeRow>& ExitCodeTable() {
        "its coordinator), no node count in a JobSet pod, empty or unreadable token file, "
        "duplicate node, TLS options given in part or naming unusable files"},
       {"79", "elastic job gave up: restarts used up or too few nodes"},
-      {"80", "a local worker hung (no progress for --hang-timeout) and the job gave up on it"},
+      {"80",
+       "a hang (--hang-timeout) named a local worker its suspect, and the job gave up on "
+       "it"},
       {"81", "this node's GPU health is fatal (elastic job): reschedule the pod elsewhere"},
       {"126", "COMMAND cannot be executed"},
       {"127", "COMMAND not found"},

@@ -33,7 +33,7 @@ bool ParseLogLevel(absl::string_view text, LogLevel* level);
 // The message of the latest ERROR line (without time, level and prefix; at
 // most 4 KiB), or "" when there was none: why a command failed where its
 // caller knows only the exit code (the termination message,
-// agent/termination_log.h).
+// launcher/termination_log.h).
 std::string LastErrorMessage();
 
 // Makes text from the network, the environment or flags safe to put in a log

@@ -64,6 +64,19 @@ std::string RestartCause(const v1::HealthReport& r, uint64_t round) {
   return "";
 }
 
+// Whether the report says `round` was opened by a restart (a job whose
+// first round the controller never saw: it ran faster than its reports).
+bool SaysRestarted(const v1::HealthReport& r, uint64_t round) {
+  if (r.restart_count() > 0) return true;
+  for (const v1::ReportEvent& e : r.events()) {
+    if (e.kind() == v1::ReportEvent::RESTART && e.round() == round) return true;
+  }
+  for (const v1::RestartReason& rr : r.coordinator().restarts()) {
+    if (rr.round() == round) return true;
+  }
+  return false;
+}
+
 std::string UnknownCause(uint64_t round) {
   return absl::StrCat("round ", round, " opened (no node reported a cause)");
 }
@@ -110,11 +123,12 @@ ControllerCore::ControllerCore(ControllerOptions options, Clock* clock, HistoryS
 void ControllerCore::Restore(const StoredHistory& stored) {
   absl::MutexLock lock(&mu_);
   const absl::Time now = clock_->Now();
-  std::set<std::string> from_record;
+  // The jobs restored from a summary, and the first entry it did not know.
+  std::map<std::string, int64_t> from_record;
   for (const auto& [job_id, rec] : stored.jobs) {
     Job* job = JobForLocked(job_id);
     if (job == nullptr) continue;
-    from_record.insert(job_id);
+    from_record[job_id] = rec.next_seq();
     const v1::JobSummary& s = rec.summary();
     if (s.state() == v1::JobSummary::SUCCEEDED || s.state() == v1::JobSummary::FAILED) {
       job->verdict = s.state();
@@ -164,13 +178,16 @@ void ControllerCore::Restore(const StoredHistory& stored) {
     Job* job = JobForLocked(rec.job_id);
     if (job == nullptr) continue;
     const v1::HistoryEntry& e = rec.entry;
-    if (from_record.count(rec.job_id) == 0) {
-      // A database without summaries (schema 1): what the entries say.
+    auto record = from_record.find(rec.job_id);
+    // Without a summary (schema 1), or written after it was (the summary is
+    // saved at most once a second, entries at once: a controller killed
+    // in between): what the entries say.
+    if (record == from_record.end() || e.seq() >= record->second) {
       job->restored = true;
       job->round = std::max(job->round, e.round());
-      if (e.kind() == v1::HistoryEntry::RESTART) {
+      if (e.kind() == v1::HistoryEntry::RESTART && e.round() > job->last_restart_round) {
         ++job->restarts;
-        job->last_restart_round = std::max(job->last_restart_round, e.round());
+        job->last_restart_round = e.round();
       }
       if (e.kind() == v1::HistoryEntry::HANG) ++job->hangs;
       const absl::Time at = absl::FromUnixMillis(e.at_unix_ms());
@@ -399,7 +416,7 @@ void ControllerCore::EnterRoundLocked(const std::string& job_id, Job* job, uint6
                                       const std::string& node_id, const v1::HealthReport& report,
                                       absl::Time now, HistoryBatch* out) {
   if (round <= job->round) return;
-  if (job->round > 0 || report.restart_count() > 0) {
+  if (job->round > 0 || SaysRestarted(report, round)) {
     NoteRestartLocked(job_id, job, round, node_id, now, RestartCause(report, round), out);
   }
   if (!job->rounds.empty() && job->rounds.back().ended_unix_ms() == 0) {
@@ -441,6 +458,26 @@ uint64_t ControllerCore::RoundHorizonLocked(const Job& job) const {
 absl::Status ControllerCore::AdmitLocked(const Job& job, const Node* node,
                                          const v1::HealthReport& report, absl::Time now) const {
   const std::string& node_id = report.node_id();
+  // A node the coordinator lists lost is in none of its rounds: no new
+  // incarnation of it is a member until the coordinator lets one join
+  // (and stops listing it).
+  if (job.has_view && std::find(job.view.lost_nodes().begin(), job.view.lost_nodes().end(),
+                                node_id) != job.view.lost_nodes().end()) {
+    return absl::FailedPreconditionError(absl::StrFormat(
+        "node %s of job %s: the job's coordinator lists it lost; a restarted agent's reports are "
+        "taken once the coordinator lets it join a later round",
+        SafeForLog(node_id, 64), SafeForLog(report.job_id(), 64)));
+  }
+  // A finished job's record is history: its rows are their incarnations'
+  // (a new run of it begins in ReportLocked), and a node first heard of
+  // after the end may only say goodbye (a late DONE; it changes no cause).
+  if (job.verdict != v1::JobSummary::STATE_UNSPECIFIED && (node != nullptr || !IsDone(report))) {
+    return absl::FailedPreconditionError(absl::StrFormat(
+        "job %s finished (%s); it takes no new incarnation, and a new node only done (a new run "
+        "of it begins with an agent running round 1)",
+        SafeForLog(report.job_id(), 64),
+        job.verdict == v1::JobSummary::SUCCEEDED ? "succeeded" : "failed"));
+  }
   if (node == nullptr) {
     if (!job.has_view) return absl::OkStatus();
     const int limit = std::max(job.view.max_nodes(), job.view.members() + job.view.gathering());
@@ -456,10 +493,18 @@ absl::Status ControllerCore::AdmitLocked(const Job& job, const Node* node,
   const v1::HealthReport& old = node->latest;
   if (std::find(node->fenced.begin(), node->fenced.end(), report.incarnation()) !=
       node->fenced.end()) {
+    // Taken back: the row's incarnation got it only through the grace (the
+    // one it replaced had not reported the new round yet), and that one now
+    // reports the job's round: it is the member (the coordinator has one
+    // live incarnation of a node in a round).
+    if (node->on_grace && node->fenced.back() == report.incarnation() && report.round() > 0 &&
+        report.round() == job.round && report.state() != v1::HealthReport::JOINING) {
+      return absl::OkStatus();
+    }
     return absl::FailedPreconditionError(absl::StrFormat(
-        "node %s: incarnation %016x was replaced by %016x; a restarted agent reports as the new "
-        "one",
-        SafeForLog(node_id, 64), report.incarnation(), old.incarnation()));
+        "node %s: incarnation %016x was replaced by a newer one; a restarted agent reports as "
+        "the new one",
+        SafeForLog(node_id, 64), report.incarnation()));
   }
   const uint64_t round = report.round();
   const bool through_a_later_round = round > 0 && round > old.round() && round <= job.round &&
@@ -471,11 +516,21 @@ absl::Status ControllerCore::AdmitLocked(const Job& job, const Node* node,
                         now - node->last_report >= node->stale_window ||
                         (old.round() < job.round && now - reached >= kMembershipGrace);
   if (through_a_later_round && old_gone) return absl::OkStatus();
+  // The coordinator moved: node 0's agent restarted and hosts a new
+  // coordinator, which opened a round after the job's (rounds continue
+  // above what the survivors carry). Only its own view says so, so it is
+  // taken from the node whose view the job followed, once the old
+  // incarnation is gone (as any node's view is taken then).
+  const bool new_coordinator = report.has_coordinator() && node_id == job.host &&
+                               report.state() != v1::HealthReport::JOINING && round > job.round &&
+                               round == report.coordinator().rounds();
+  if (new_coordinator && old_gone) return absl::OkStatus();
+  // The row's own incarnation is never named: it is what writes the row.
   return absl::FailedPreconditionError(absl::StrFormat(
-      "node %s reports as incarnation %016x (round %d) in job %s; incarnation %016x (round %d) is "
+      "node %s of job %s is another incarnation's (round %d); incarnation %016x (round %d) is "
       "taken once it is in a later round of the job than that one",
-      SafeForLog(node_id, 64), old.incarnation(), old.round(), SafeForLog(report.job_id(), 64),
-      report.incarnation(), round));
+      SafeForLog(node_id, 64), SafeForLog(report.job_id(), 64), old.round(), report.incarnation(),
+      round));
 }
 
 void ControllerCore::MarkLostLocked(const std::string& job_id, Job* job, const std::string& node_id,
@@ -547,12 +602,13 @@ void ControllerCore::ApplyEventsLocked(const std::string& job_id, Job* job,
                                        const v1::HealthReport& report, absl::Time now,
                                        HistoryBatch* out) {
   bool evidence_taken = false;
-  // A node's events may be as far ahead as its own report, whose round the
-  // horizon has already bounded: a quick job's agents can report round 2's
-  // restart and finish before the job has heard of round 1.
+  // The furthest round a RESTART event may open: the next one (a member's
+  // own round may run kMaxRoundStep ahead, and a restart of it would take
+  // the real next restarts' place). A quick job's agents report round 2's
+  // restart before the job heard of round 1: the view that opens the round
+  // records it, its cause taken from these events (RestartCause).
   const uint64_t round_limit =
-      std::max(report.round(), job->has_view ? std::max(job->view.rounds(), job->round) + 1
-                                             : job->round + kMaxRoundStep);
+      job->has_view ? std::max(job->view.rounds(), job->round) + 1 : job->round + kMaxRoundStep;
   for (const v1::ReportEvent& e : report.events()) {
     if (!IsEffectful(e.kind())) continue;
     // Effectful events carry ids (a re-sent one is applied once).
@@ -579,7 +635,11 @@ void ControllerCore::ApplyEventsLocked(const std::string& job_id, Job* job,
                                   a.tokens + absl::FDivDuration(now - a.at, kNodeEventEvery));
     }
     a.at = now;
-    if (a.tokens < 1 || e.round() > round_limit) {
+    // Only a restart moves the job (its round); a hang or a finish of a
+    // round ahead (the job went faster than its reports, and the view that
+    // opened the round comes with a later one) is entered in the report's.
+    const bool ahead = e.kind() == v1::ReportEvent::RESTART && e.round() > round_limit;
+    if (a.tokens < 1 || ahead) {
       ++events_dropped_;
       int64_t suppressed = 0;
       if (event_log_.Allow(&suppressed)) {
@@ -593,6 +653,7 @@ void ControllerCore::ApplyEventsLocked(const std::string& job_id, Job* job,
     }
     a.tokens -= 1;
     const absl::Time at = Clamp(e.at_unix_ms(), now);
+    const uint64_t round = std::min(e.round(), report.round());
     switch (e.kind()) {
       case v1::ReportEvent::RESTART:
         NoteRestartLocked(job_id, job, e.round(), node_id, at,
@@ -600,11 +661,17 @@ void ControllerCore::ApplyEventsLocked(const std::string& job_id, Job* job,
         break;
       case v1::ReportEvent::HANG: {
         ++job->hangs;
-        v1::HistoryEntry h = Entry(v1::HistoryEntry::HANG, at, e.round(), node_id, e.cause());
+        v1::HistoryEntry h = Entry(v1::HistoryEntry::HANG, at, round, node_id, e.cause());
         // A report carries one evidence text: it goes with one entry.
         if (!evidence_taken) h.set_evidence(report.hang_evidence());
         evidence_taken = true;
-        h.set_verdict(absl::StrCat("hung (declared by the agent of ", node_id, ")"));
+        // The agent's cause is the job's verdict: the suspect first, then who
+        // declared it (the event comes from the suspect's node, which is
+        // often not the declaring one). An agent without hang attribution
+        // sends its own declaration.
+        h.set_verdict(e.cause().empty()
+                          ? absl::StrCat("hung (reported by the agent of ", node_id, ")")
+                          : e.cause());
         TLOG(kInfo) << "controller: job " << SafeForLog(job_id, 64) << ": hang on node "
                     << SafeForLog(node_id, 64) << ": " << SafeForLog(e.cause());
         AddHistoryLocked(job_id, job, std::move(h), out);
@@ -613,7 +680,7 @@ void ControllerCore::ApplyEventsLocked(const std::string& job_id, Job* job,
       }
       case v1::ReportEvent::FINISHED:
         AddHistoryLocked(job_id, job,
-                         Entry(v1::HistoryEntry::FINISHED, at, e.round(), node_id, e.cause()), out);
+                         Entry(v1::HistoryEntry::FINISHED, at, round, node_id, e.cause()), out);
         break;
       default:
         break;
@@ -672,7 +739,9 @@ void ControllerCore::SampleLocked(Job* job, const v1::HealthReport& report, absl
   const v1::Progress& p = report.progress();
   if (!p.known() || p.step() < 0) return;
   Series& s = job->series;
-  const int64_t at_ms = UnixMs(now - absl::Milliseconds(p.age_ms()));
+  // When the line was written, on the controller's clock (never more than
+  // kMaxEventAge back, as event times: the bounds allow an age near 2^63).
+  const int64_t at_ms = UnixMs(now - std::min(absl::Milliseconds(p.age_ms()), kMaxEventAge));
   // Most reports come between two points: nothing to do (the ingest path).
   if (!s.points.empty() && at_ms - s.points.back().at_ms < absl::ToInt64Milliseconds(s.every)) {
     return;
@@ -842,16 +911,32 @@ absl::Status ControllerCore::ReportLocked(const v1::HealthReport& report, Histor
     node = &job->nodes[node_id];
     ++nodes_;
     node->latest.set_incarnation(report.incarnation());
+    node->late = job->verdict != v1::JobSummary::STATE_UNSPECIFIED;
     TLOG(kInfo) << "controller: job " << SafeForLog(job_id, 64) << ": node "
                 << SafeForLog(node_id, 64) << " reports";
   } else if (another_incarnation) {
-    node->fenced.push_back(node->latest.incarnation());
-    if (node->fenced.size() > kMaxFencedIncarnations) node->fenced.erase(node->fenced.begin());
-    TLOG(kInfo) << "controller: job " << SafeForLog(job_id, 64) << ": node "
-                << SafeForLog(node_id, 64) << " has a new incarnation in round " << report.round();
-    const std::vector<uint64_t> fenced = std::move(node->fenced);
+    // Taken while the old incarnation still reported (only the grace let
+    // it in), or taken back by the one it replaced (AdmitLocked).
+    const bool on_grace = !node->lost && !node->restored && !IsDone(node->latest) &&
+                          now - node->last_report < node->stale_window;
+    std::vector<uint64_t> fenced = std::move(node->fenced);
+    const bool taken_back =
+        std::find(fenced.begin(), fenced.end(), report.incarnation()) != fenced.end();
+    fenced.erase(std::remove(fenced.begin(), fenced.end(), report.incarnation()), fenced.end());
+    fenced.push_back(node->latest.incarnation());
+    if (fenced.size() > kMaxFencedIncarnations) fenced.erase(fenced.begin());
+    if (taken_back) {
+      TLOG(kWarning) << "controller: job " << SafeForLog(job_id, 64) << ": node "
+                     << SafeForLog(node_id, 64) << ": the incarnation that reports round "
+                     << report.round() << " takes its row back from one that took it unproven";
+    } else {
+      TLOG(kInfo) << "controller: job " << SafeForLog(job_id, 64) << ": node "
+                  << SafeForLog(node_id, 64) << " has a new incarnation in round "
+                  << report.round();
+    }
     *node = Node();
-    node->fenced = fenced;
+    node->fenced = std::move(fenced);
+    node->on_grace = on_grace && !taken_back;
   }
   if (job->started == absl::InfinitePast()) {
     job->started = now;
@@ -920,7 +1005,7 @@ absl::Status ControllerCore::ReportLocked(const v1::HealthReport& report, Histor
   }
   const bool changed = report.state() != previous_state || report.round() != previous_round;
   if (changed) {
-    NoteWorkerCausesLocked(job, node_id, report, now);
+    if (!node->late) NoteWorkerCausesLocked(job, node_id, report, now);
     job->dirty = true;
   }
   if (!node->lost) SampleLocked(job, report, now);
@@ -954,24 +1039,28 @@ void ControllerCore::Sweep() {
       for (auto it = job.nodes.begin(); it != job.nodes.end();) {
         Node& node = it->second;
         const absl::Duration silent = now - node.last_report;
+        const bool pending = !IsDone(node.latest) && !node.lost && !node.restored;
         if (!node.stale && silent >= node.stale_window) {
           node.stale = true;
-          if (!IsDone(node.latest) && !node.lost && !node.restored) {
+          if (pending) {
             AddHistoryLocked(
                 job_id, &job,
                 Entry(v1::HistoryEntry::NODE_STALE, now, node.latest.round(), it->first,
                       absl::StrCat("no report for ", absl::FormatDuration(silent))),
                 &batch);
-            // Silent in a round the job has left, or while the others
-            // finished: not a member any more.
-            if (node.latest.round() < job.round) {
-              MarkLostLocked(job_id, &job, it->first, &node, now,
-                             absl::StrCat("no report since round ", node.latest.round(),
-                                          "; the job went on to round ", job.round));
-            } else if (any_done && done_round >= node.latest.round()) {
-              MarkLostLocked(job_id, &job, it->first, &node, now,
-                             "went silent before the job ended");
-            }
+            changed = true;
+          }
+        }
+        // Silent in a round the job has left, or while the others finished
+        // (whether it went silent before or after): not a member any more.
+        if (pending && node.stale) {
+          if (node.latest.round() < job.round) {
+            MarkLostLocked(job_id, &job, it->first, &node, now,
+                           absl::StrCat("no report since round ", node.latest.round(),
+                                        "; the job went on to round ", job.round));
+            changed = true;
+          } else if (any_done && done_round >= node.latest.round()) {
+            MarkLostLocked(job_id, &job, it->first, &node, now, "went silent before the job ended");
             changed = true;
           }
         }
@@ -1007,6 +1096,10 @@ void ControllerCore::SaveDueLocked(absl::Time now, bool all, HistoryBatch* out) 
   for (auto& [id, job] : jobs_) {
     if (!job.dirty && !job.save_now) continue;
     if (!all && !job.save_now && now - job.saved < kJobSaveEvery) continue;
+    // At once, but not at every report: a job whose reports each move its
+    // round (a job without a view trusts its agents with it) is saved by
+    // the next sweep instead.
+    if (!all && job.save_now && now - job.saved < kJobSaveAtOnceEvery) continue;
     out->jobs.emplace_back(id, RecordLocked(id, job, now));
     job.dirty = job.save_now = false;
     job.saved = now;
@@ -1146,6 +1239,7 @@ absl::StatusOr<v1::GetStatusResponse> ControllerCore::GetStatus(absl::string_vie
   for (const auto* n : nodes) {
     v1::NodeStatus* ns = out.add_nodes();
     *ns->mutable_report() = n->second.latest;
+    ns->mutable_report()->set_incarnation(ShownIncarnation(n->second.latest.incarnation()));
     const absl::Duration age = now - n->second.last_report;
     // A lost node is not up, whether or not it still says something.
     ns->set_stale(n->second.stale || n->second.restored || n->second.lost ||
@@ -1220,6 +1314,7 @@ v1::JobRecord ControllerCore::RecordLocked(const std::string& job_id, const Job&
     return NodeOrder<std::pair<const std::string, Node>>(a, b);
   });
   if (static_cast<int>(nodes.size()) > kNodesStored) nodes.resize(kNodesStored);
+  size_t bytes = rec.ByteSizeLong();
   for (const auto* n : nodes) {
     v1::NodeRecord* nr = rec.add_nodes();
     v1::HealthReport* r = nr->mutable_report();
@@ -1235,12 +1330,20 @@ v1::JobRecord ControllerCore::RecordLocked(const std::string& job_id, const Job&
     }
     r->clear_workers();
     for (const v1::WorkerHealth& w : n->second.latest.workers()) {
+      if (r->workers_size() >= kWorkersStoredPerNode) break;
       if (w.state() == v1::WorkerHealth::FAILED || w.state() == v1::WorkerHealth::HUNG) {
         *r->add_workers() = w;
       }
     }
     nr->set_lost(n->second.lost);
     nr->set_last_report_unix_ms(UnixMsOrZero(n->second.last_report));
+    // Within kMaxJobRecordBytes: the least telling nodes are left out.
+    const size_t node_bytes = nr->ByteSizeLong() + 4;  // tag and length.
+    if (bytes + node_bytes > kMaxJobRecordBytes) {
+      rec.mutable_nodes()->RemoveLast();
+      break;
+    }
+    bytes += node_bytes;
   }
   return rec;
 }

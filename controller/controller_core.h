@@ -1,92 +1,24 @@
 // The controller's core: what every agent's health reports say about its
-// job, kept in memory, with no gRPC and no HTTP. The gRPC adapter
-// (controller_service.h) feeds it reports and asks it for views; the history
-// store (history_store.h) keeps what happened (rounds, restarts with their
-// causes, hang evidence and verdicts, nodes that went silent) and each job's
-// summary across controller restarts through the HistorySink seam.
+// job, kept in memory and bounded, with no gRPC and no HTTP. The gRPC adapter
+// (controller_service.h) feeds it reports and asks it for views
+// (controller/snapshot.h renders them); the history store (history_store.h)
+// keeps what happened and each job's summary across controller restarts,
+// through the HistorySink seam. Thin: it never answers a report with
+// anything an agent acts on, and nothing here waits for an agent. The
+// design is in docs/controller.md: the node and job states below, who may
+// write what, what the answers carry, what is kept and its bounds.
 //
-// A node, as the controller sees it:
-//
-//          report                  no report for its staleness window
-//   (new) --------> FRESH ----------------------------------------> STALE
-//                    |  ^                                             |
-//                    |  +-------------------- report -----------------+
-//                    |                                                |
-//                    | the coordinator lists it lost, or the job      |
-//                    | went on to a later round without it            |
-//                    v                                                v
-//                   LOST (last state kept; counted nowhere) <---------+
-//                    |
-//                    +--> a report of a later round: FRESH again.
-//   STALE for forget_after (a job still running): the node is forgotten.
-//   A report from another incarnation is refused unless it comes through
-//   a round the old one is not in ("Who may write what", below).
-//
-// A job, as the controller sees it:
-//
-//   ACTIVE (a member node FRESH) <--> STALE (none)
-//      |  every member node DONE (lost nodes are not members), or the
-//      |  coordinator's verdict and every other member DONE or gone
-//      v
-//   SUCCEEDED / FAILED (sticky: the verdict, its time and root cause stay,
-//   also across a controller restart; a new incarnation running round 1
-//   again, once the job finished or went silent, begins a new run of it).
-//
-// Staleness window of a node: max(stale_after, 3 x its report interval).
-//
-// What the answers carry (ListJobs' JobSummary, GetStatus's response; the
-// views render them, controller/snapshot.h):
-//   - summary.started_unix_ms / ended_unix_ms: the job's first report and
-//     its verdict (controller clock); command: the workers' command line
-//     (1 KiB); min_nodes / max_nodes / nnodes / world_size.
-//   - summary.root_cause: why the latest round ended, or the job failed:
-//     node, global rank, exit code, time, and a one-line text without the
-//     time ("rank 2 on node-b exited with code 3"). Workers the agent
-//     stopped are never a cause.
-//   - summary.waiting: set while the job waits for nodes: how many wait,
-//     min/max, when the wait gives up ("waiting for 1 more node (min 2),
-//     giving up in 4m50s").
-//   - summary.nodes_fresh, nodes_lost, workers, workers_running,
-//     progress_step, failures: counted over member nodes only.
-//   - nodes[i].lost (+ lost_at_unix_ms, lost_reason): a node the
-//     coordinator lost; its report is its last state, its rank is free.
-//     Members come first, lost nodes last. nodes[i].restored: a state from
-//     the database, no report since the controller started.
-//   - rounds: a timeline, each round's start, end, the restart cause that
-//     opened it and the root cause that ended it (the latest 64).
-//   - series: the job's step, steps per second and numeric progress fields
-//     (loss, ...) over time, in memory only: at most kSeriesPoints points
-//     spaced kSeriesEvery apart, the spacing doubling when the series is
-//     full so that it spans the whole run. A finished job's series ends at
-//     its ended_unix_ms; a finished job has no progress age.
-//   - history: entries oldest first; a HANG entry's evidence is its first
-//     kEvidenceSummaryBytes once the whole is only in the database
-//     (evidence_bytes says how long it is): Evidence() reads it.
-//
-// Who may write what (docs/controller.md; a hostile reporter cannot
-// rewrite other nodes or the job's shared state):
-//   - a node's row belongs to one incarnation; another one replaces it only
-//     through a round the old one is not in (a later round than the old
-//     one's, which the job has reached, while the old one is lost, stale,
-//     done, or has not reported that round within kMembershipGrace);
-//   - a new node is refused once the job has as many members as its
-//     coordinator's view allows;
-//   - rounds move forward by at most kMaxRoundStep past the coordinator's
-//     view (or the job's round without one); the coordinator's view is
-//     taken from one node only (the first that sent one, until it is lost);
-//   - event times are clamped to the controller's clock; events are applied
-//     once (ids), de-duplicated and rate-limited per node, and a report's
-//     hang evidence goes with one HANG entry at most.
-//
-// Memory is bounded (docs/controller.md states the totals): at most
-// max_jobs jobs, max_nodes nodes over all jobs and max_nodes_per_job in one,
-// each holding its latest report without hang evidence (a report is at most
-// kMaxReportBytes); at most max_history_per_job history entries per job in
-// memory, of which the newest kEvidenceKeptInMemory keep their whole
-// evidence, and at most kMaxEvidenceBytesInMemory of evidence in all.
-//
-// Thin: the core never answers a report with anything an agent acts on, and
-// nothing here waits for an agent.
+//          report          no report for max(stale_after, 3 report intervals)
+//   (new) --------> FRESH --------------------------------------> STALE
+//                   |  ^                                          |  |
+//                   |  +----------------- report -----------------+  |
+//                   | lost by the coordinator, or the job went on    |
+//                   v to a later round (or finished) without it      v
+//                  LOST (last state kept, counted nowhere) <---------+
+//                   +--> a report of a later round: FRESH again
+//   A job: ACTIVE (a member node FRESH) <--> STALE (none), until every
+//   member is DONE or the coordinator's verdict: SUCCEEDED / FAILED, sticky
+//   (a new incarnation in round 1 then begins a new run of it).
 //
 // Threading: thread-safe; one mutex. The history sink is called after the
 // mutex is released, from the thread that made the report (or Sweep()).
@@ -178,6 +110,14 @@ inline constexpr uint64_t kMaxRoundStep = 4;
 // counts as a member of the job (its report of the new round on its way).
 inline constexpr absl::Duration kMembershipGrace = absl::Seconds(2);
 
+// What answers (GetStatus, hence the views) and refusals show of an
+// incarnation: its high 32 bits, as the agent's log prefix does
+// (inc=1a2b3c4d), the low ones zero. The whole incarnation is what lets a
+// report write its node's row, so nothing the controller says hands it out.
+inline constexpr uint64_t ShownIncarnation(uint64_t incarnation) {
+  return incarnation & 0xffffffff00000000ULL;
+}
+
 // Rounds kept per job (the timeline), in memory and in the store.
 inline constexpr int kRoundsKept = 64;
 
@@ -195,8 +135,15 @@ inline constexpr absl::Duration kNodeEventEvery = absl::Seconds(5);
 // most this often.
 inline constexpr absl::Duration kJobSaveEvery = absl::Seconds(30);
 
-// Nodes a JobRecord keeps (failed and lost ones first, then by rank).
+// Nodes a JobRecord keeps (failed and lost ones first, then by rank), the
+// failed and hung workers it keeps of each, and its size: nodes past it are
+// left out.
 inline constexpr int kNodesStored = 256;
+inline constexpr int kWorkersStoredPerNode = 16;
+inline constexpr size_t kMaxJobRecordBytes = 512 * 1024;
+// A job's summary is saved at once (a new round, a lost node, the verdict)
+// at most this often; what changes in between is saved by the next Sweep.
+inline constexpr absl::Duration kJobSaveAtOnceEvery = absl::Seconds(1);
 
 // The command line the core keeps per job.
 inline constexpr size_t kMaxCommandLength = 1024;
@@ -214,7 +161,11 @@ class ControllerCore {
   // are left out.
   void Restore(const StoredHistory& stored);
 
-  // An agent's report. InvalidArgument (ValidateHealthReport, a round too
+  // An agent's report, within "Who may write what" (docs/controller.md):
+  // a node's row belongs to one incarnation, replaced only through a round
+  // the old one is not in (kMembershipGrace); rounds move at most
+  // kMaxRoundStep past the coordinator's view; events apply once, rate-limited
+  // per node (kNodeEventBurst). InvalidArgument (ValidateHealthReport, a round too
   // far ahead), FailedPrecondition for an incarnation that is not the
   // node's (fenced, or not admitted by a round), ResourceExhausted when the
   // job or node caps are reached or the report is too large. A report older
@@ -230,6 +181,9 @@ class ControllerCore {
   // (the host calls it at shutdown).
   void Flush();
 
+  // What the answers carry (root cause, waiting, member counts, lost and
+  // restored nodes, the round timeline, the progress series):
+  // docs/controller.md, "What the controller keeps".
   v1::ListJobsResponse ListJobs() const;
   // NotFound naming the job when it is unknown.
   absl::StatusOr<v1::GetStatusResponse> GetStatus(absl::string_view job_id) const;
@@ -264,8 +218,15 @@ class ControllerCore {
     uint64_t lost_round = 0;  // its round when it was lost.
     std::string lost_reason;
     bool restored = false;
+    // First heard of after the job's verdict (a late goodbye): it changes
+    // none of the job's causes.
+    bool late = false;
     uint64_t last_event_id = 0;
     std::vector<uint64_t> fenced;  // earlier incarnations, the newest last (at most 4).
+    // Its incarnation took the row while the one before still reported
+    // (only kMembershipGrace let it in): that one, reporting the job's
+    // round, takes it back.
+    bool on_grace = false;
     Allowance allowance;
     // Fingerprints of its latest effectful events (de-duplication).
     std::array<uint64_t, 8> recent_events{};
@@ -381,8 +342,6 @@ class ControllerCore {
                         HistoryBatch* out) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Keeps the evidence in memory within its bounds.
   void BoundEvidenceLocked(Job* job) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  bool IsMemberLocked(const Job& job, const Node& node, absl::Time now) const
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   v1::JobSummary SummaryLocked(const std::string& job_id, const Job& job, absl::Time now) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   v1::JobRecord RecordLocked(const std::string& job_id, const Job& job, absl::Time now) const

@@ -143,7 +143,10 @@ TEST_F(ControllerCoreTest, Report_HangEvent_RecordsEvidenceAndVerdictOnce) {
   e->set_kind(v1::ReportEvent::HANG);
   e->set_round(1);
   e->set_id(1);
-  e->set_cause("local rank 2: no progress for 5m0s");
+  // The suspect's node reports the hang another node declared (issue 25).
+  e->set_cause(
+      "hang: suspect rank 2 on pod-0 (not in a collective: train.py:41 in step); declared by "
+      "node pod-1 (rank 5: no progress for 5m0s)");
   ASSERT_TRUE(core_->Report(r).ok());
   // The same event again (the answer to the first report was lost).
   r.set_sequence(2);
@@ -155,7 +158,10 @@ TEST_F(ControllerCoreTest, Report_HangEvent_RecordsEvidenceAndVerdictOnce) {
   const v1::HistoryEntry& hang = status->history(0);
   EXPECT_EQ(hang.kind(), v1::HistoryEntry::HANG);
   EXPECT_THAT(hang.evidence(), HasSubstr("futex_wait_queue"));
-  EXPECT_THAT(hang.verdict(), HasSubstr("hung"));
+  // The verdict names the suspect first, and the declaring node as the
+  // agent said (not "declared by the agent of pod-0", the reporting node).
+  EXPECT_THAT(hang.verdict(), ::testing::StartsWith("hang: suspect rank 2 on pod-0"));
+  EXPECT_THAT(hang.verdict(), HasSubstr("declared by node pod-1"));
   // The node's latest report keeps no evidence (memory).
   EXPECT_TRUE(status->nodes(0).report().hang_evidence().empty());
 }
@@ -173,20 +179,21 @@ TEST_F(ControllerCoreTest, Report_OlderSequence_IsIgnored) {
 }
 
 TEST_F(ControllerCoreTest, Report_ReplacedIncarnation_IsFenced) {
-  ASSERT_TRUE(core_->Report(MakeReport("job", "pod-0", 1, 1, 1)).ok());
+  constexpr uint64_t kOld = 0x11111111'00000001, kNew = 0x22222222'00000002;
+  ASSERT_TRUE(core_->Report(MakeReport("job", "pod-0", kOld, 1, 1)).ok());
   ASSERT_TRUE(core_->Report(MakeReport("job", "pod-1", 9, 1, 1)).ok());
   // The job goes on to round 2; pod-0's new incarnation is in it.
   ASSERT_TRUE(core_->Report(MakeReport("job", "pod-1", 9, 2, 2)).ok());
   clock_.Advance(kMembershipGrace);
-  ASSERT_TRUE(core_->Report(MakeReport("job", "pod-0", 2, 1, 2)).ok());
-  absl::Status s = core_->Report(MakeReport("job", "pod-0", 1, 2, 1));
+  ASSERT_TRUE(core_->Report(MakeReport("job", "pod-0", kNew, 1, 2)).ok());
+  absl::Status s = core_->Report(MakeReport("job", "pod-0", kOld, 2, 1));
   EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition) << s;
   EXPECT_THAT(s.message(), HasSubstr("replaced"));
   EXPECT_EQ(core_->stats().reports_rejected, 1);
   auto status = core_->GetStatus("job");
   ASSERT_TRUE(status.ok());
   EXPECT_EQ(status->nodes(0).report().node_id(), "pod-0");
-  EXPECT_EQ(status->nodes(0).report().incarnation(), 2u);
+  EXPECT_EQ(status->nodes(0).report().incarnation(), ShownIncarnation(kNew));
 }
 
 TEST_F(ControllerCoreTest, Report_Invalid_IsRefusedNamingTheField) {

@@ -61,6 +61,19 @@ class CoreTruthTest : public ::testing::Test {
       ASSERT_TRUE(core_->Report(r).ok()) << i;
     }
   }
+  // node-a (it hosts the coordinator) is dead: for 20 s the others wait
+  // for a coordinator, still reporting.
+  void SurvivorsWaitForNode0() {
+    for (int t = 0; t < 4; ++t) {
+      clock_.Advance(absl::Seconds(5));
+      for (int i = 1; i < 3; ++i) {
+        v1::HealthReport r = Node(i, 1, i, 3);
+        r.set_state(v1::HealthReport::JOINING);
+        ASSERT_TRUE(core_->Report(r).ok());
+      }
+      core_->Sweep();
+    }
+  }
   v1::GetStatusResponse Status() {
     auto s = core_->GetStatus("job");
     EXPECT_TRUE(s.ok()) << s.status();
@@ -174,6 +187,114 @@ TEST_F(CoreTruthTest, WithoutCoordinatorView_SilentNodeOfAnOlderRoundIsLost_JobS
     ASSERT_TRUE(core_->Report(r).ok());
   }
   EXPECT_EQ(Status().summary().state(), v1::JobSummary::SUCCEEDED);
+}
+
+// Node 0's pod restarts: its new agent hosts a new coordinator, which opens
+// the round after the survivors' (rounds continue above what joiners
+// carry). The new incarnation of node 0 was refused for good (its round
+// was ahead of the job's, which only node 0's own view moves), so the job
+// stayed in round 1 with node 0 as it was before it died.
+TEST_F(CoreTruthTest, CoordinatorRestarts_TheNewNode0IsTakenAndTheJobFollowsIt) {
+  StartThreeNodes();
+  SurvivorsWaitForNode0();
+  // Its restarted agent: a new incarnation, a new coordinator in round 2.
+  v1::HealthReport a = MakeReport("job", "node-a", 0xa2a2a2a2'00000001, 1, 2);
+  a.set_nnodes(3);
+  a.set_world_size(6);
+  Running(&a);
+  View(&a, 2, 3);
+  absl::Status st = core_->Report(a);
+  ASSERT_TRUE(st.ok()) << st;
+  for (int i = 1; i < 3; ++i) {
+    v1::HealthReport r = Node(i, 2, i, 3);
+    Running(&r);
+    ASSERT_TRUE(core_->Report(r).ok());
+  }
+  v1::GetStatusResponse s = Status();
+  EXPECT_EQ(s.summary().round(), 2u);
+  EXPECT_EQ(s.summary().nodes_fresh(), 3);
+  EXPECT_EQ(s.summary().workers_running(), 6);
+  EXPECT_EQ(s.nodes(0).report().incarnation(), 0xa2a2a2a2'00000000u);
+  EXPECT_EQ(s.rounds_size(), 2);
+  // The old incarnation is fenced.
+  v1::HealthReport old = Node(0, 1, 0, 3);
+  EXPECT_EQ(core_->Report(old).code(), absl::StatusCode::kFailedPrecondition);
+  // They finish: succeeded, no node lost.
+  clock_.Advance(absl::Seconds(5));
+  for (int i = 0; i < 3; ++i) {
+    v1::HealthReport r = i == 0 ? a : Node(i, 2, i, 3);
+    if (i == 0) {
+      r.set_sequence(2);
+      r.clear_workers();
+      r.mutable_coordinator()->set_phase(v1::CoordinatorView::SUCCEEDED);
+    }
+    r.set_state(v1::HealthReport::DONE);
+    r.set_exit_code(0);
+    ASSERT_TRUE(core_->Report(r).ok()) << i;
+  }
+  s = Status();
+  EXPECT_EQ(s.summary().state(), v1::JobSummary::SUCCEEDED);
+  EXPECT_EQ(s.summary().nodes_lost(), 0);
+}
+
+// Node 0 dies for good (no pod comes back): the survivors cannot join a
+// coordinator and give up. The job fails, node 0 lost (its view, the last
+// it sent, said running), and the loss is its root cause.
+TEST_F(CoreTruthTest, Node0LostForGood_JobFailsWithItsLossAsTheCause) {
+  StartThreeNodes();
+  SurvivorsWaitForNode0();
+  for (int i = 1; i < 3; ++i) {
+    v1::HealthReport r = Node(i, 1, i, 3);
+    r.set_state(v1::HealthReport::DONE);
+    r.set_exit_code(69);
+    r.set_last_failure("the coordinator at node-a:29400 is unreachable");
+    ASSERT_TRUE(core_->Report(r).ok());
+  }
+  core_->Sweep();
+  v1::GetStatusResponse s = Status();
+  EXPECT_EQ(s.summary().state(), v1::JobSummary::FAILED);
+  EXPECT_EQ(s.summary().nodes_lost(), 1);
+  EXPECT_TRUE(s.nodes(2).lost());
+  EXPECT_EQ(s.nodes(2).report().node_id(), "node-a");
+  EXPECT_EQ(s.summary().root_cause().kind(), v1::RootCause::NODE_LOST);
+  EXPECT_EQ(s.summary().root_cause().node_id(), "node-a");
+}
+
+// A job faster than its reports (1 a second): the agents' first reports
+// say joining, their next say done in round 2. Their FINISHED events were
+// dropped as "ahead of the job's round" (the view that opened round 2 came
+// with one of those reports, after its events were checked), so the
+// history had no FINISHED entry (e2e_controller failed one run in three).
+TEST_F(CoreTruthTest, JobFasterThanItsReports_FinishedEventsAreKept) {
+  for (int i = 0; i < 2; ++i) {
+    v1::HealthReport r = Node(i, 0, -1, 0);
+    if (i == 0) View(&r, 0, 0)->set_phase(v1::CoordinatorView::GATHERING);
+    ASSERT_TRUE(core_->Report(r).ok());
+  }
+  clock_.Advance(absl::Milliseconds(100));
+  for (int i : {1, 0}) {
+    v1::HealthReport r = Node(i, 2, i, 2);
+    r.set_state(v1::HealthReport::DONE);
+    r.set_exit_code(0);
+    r.set_restart_count(1);
+    testing::AddEvent(&r, v1::ReportEvent::RESTART, 1, 2, "rank 1 exited with code 3");
+    testing::AddEvent(&r, v1::ReportEvent::FINISHED, 2, 2, "exit code 0");
+    if (i == 0) View(&r, 2, 2)->set_phase(v1::CoordinatorView::SUCCEEDED);
+    ASSERT_TRUE(core_->Report(r).ok());
+  }
+  v1::GetStatusResponse s = Status();
+  EXPECT_EQ(s.summary().state(), v1::JobSummary::SUCCEEDED);
+  int finished = 0;
+  for (const v1::HistoryEntry& e : s.history()) {
+    if (e.kind() == v1::HistoryEntry::FINISHED) {
+      ++finished;
+      EXPECT_EQ(e.round(), 2u);
+    }
+  }
+  EXPECT_EQ(finished, 2) << s.DebugString();
+  EXPECT_EQ(s.summary().restarts(), 1);
+  ASSERT_EQ(s.rounds_size(), 1);
+  EXPECT_EQ(s.rounds(0).restart_cause(), "rank 1 exited with code 3");
 }
 
 TEST_F(CoreTruthTest, WithoutCoordinatorView_NodeSilentWhileTheOthersFinish_IsLost) {
@@ -461,17 +582,17 @@ TEST_F(CoreTruthTest, FinishedJob_NewIncarnationsStartingOver_AreANewRun) {
   EXPECT_EQ(Status().summary().state(), v1::JobSummary::SUCCEEDED);
   clock_.Advance(absl::Minutes(10));
   // Joining, it could still be a restarted agent of this run: refused.
-  EXPECT_EQ(core_->Report(MakeReport("job", "node-a", 555, 1, 0)).code(),
+  EXPECT_EQ(core_->Report(MakeReport("job", "node-a", 0x555'00000000, 1, 0)).code(),
             absl::StatusCode::kFailedPrecondition);
   EXPECT_EQ(Status().summary().state(), v1::JobSummary::SUCCEEDED);
   // Running round 1: only a new coordinator opens it.
-  v1::HealthReport again = MakeReport("job", "node-a", 555, 2, 1);
+  v1::HealthReport again = MakeReport("job", "node-a", 0x555'00000000, 2, 1);
   ASSERT_TRUE(core_->Report(again).ok());
   v1::JobSummary s = Status().summary();
   EXPECT_EQ(s.state(), v1::JobSummary::ACTIVE);
   EXPECT_EQ(s.ended_unix_ms(), 0);
   EXPECT_EQ(s.started_unix_ms(), absl::ToUnixMillis(clock_.Now()));
-  EXPECT_EQ(Status().nodes(0).report().incarnation(), 555u);
+  EXPECT_EQ(Status().nodes(0).report().incarnation(), 0x555'00000000u);
 }
 
 TEST_F(CoreTruthTest, RestoredJob_AnAgentRestartedMeanwhile_IsNoNewRun) {

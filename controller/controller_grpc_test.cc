@@ -4,6 +4,8 @@
 #include <atomic>
 #include <filesystem>
 #include <memory>
+#include <regex>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -334,6 +336,50 @@ TEST_F(ControllerGrpcTest, JobScopedTokens_OneTeamCannotWriteOrReadAnothersJobs)
   EXPECT_EQ(stub->GetStatus(&ctx, request, &response).error_code(),
             grpc::StatusCode::PERMISSION_DENIED);
   EXPECT_EQ(Call(stub.get(), a, "tok-c").error_code(), grpc::StatusCode::UNAUTHENTICATED);
+}
+
+// A forger with the job's token (or none, when the controller has none)
+// tries every incarnation the controller shows it, in GetStatus and in its
+// refusals, to write another node's row: a DONE with exit code 1 and a
+// sequence far ahead, which would have hidden the real agent's reports.
+TEST_F(ControllerGrpcTest, Forger_LearnsNoIncarnationToWriteAnotherNodesRowWith) {
+  StartHost();
+  auto stub = Stub();
+  constexpr uint64_t kReal = 0x1a2b3c4d5e6f7081;
+  ASSERT_TRUE(Call(stub.get(), Report("pod-1", kReal, 1, 1)).ok());
+  std::set<uint64_t> learnt;
+  auto learn = [&](const std::string& text) {
+    static const std::regex hex("[0-9a-f]{16}");
+    for (std::sregex_iterator m(text.begin(), text.end(), hex), end; m != end; ++m) {
+      learnt.insert(std::stoull(m->str(), nullptr, 16));
+    }
+  };
+  grpc::Status s;
+  v1::GetStatusResponse status = Status(stub.get(), &s);
+  ASSERT_TRUE(s.ok()) << s.error_message();
+  for (const v1::NodeStatus& n : status.nodes()) learnt.insert(n.report().incarnation());
+  // Refusals: a made-up incarnation, then (once one is fenced) an old one.
+  s = Call(stub.get(), Report("pod-1", 0xbad, 1, 1));
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::FAILED_PRECONDITION) << s.error_message();
+  learn(s.error_message());
+  for (uint64_t inc : learnt) {
+    v1::HealthReport forged = Report("pod-1", inc, uint64_t{1} << 40, 1);
+    forged.set_state(v1::HealthReport::DONE);
+    forged.set_exit_code(1);
+    s = Call(stub.get(), forged);
+    learn(s.error_message());
+  }
+  EXPECT_EQ(learnt.count(kReal), 0u) << "the controller handed out the row's incarnation";
+  // The real agent's next report is taken; the row is its own.
+  ASSERT_TRUE(Call(stub.get(), Report("pod-1", kReal, 2, 1)).ok());
+  status = Status(stub.get(), &s);
+  ASSERT_TRUE(s.ok()) << s.error_message();
+  ASSERT_EQ(status.nodes_size(), 1);
+  EXPECT_EQ(status.nodes(0).report().sequence(), 2u);
+  EXPECT_EQ(status.nodes(0).report().state(), v1::HealthReport::RUNNING);
+  EXPECT_EQ(status.summary().state(), v1::JobSummary::ACTIVE);
+  // What the views show is the part the agent's log shows (inc=1a2b3c4d).
+  EXPECT_EQ(status.nodes(0).report().incarnation() >> 32, kReal >> 32);
 }
 
 TEST(ControllerMessages, ClientCertificateRefusals_NameTheController) {

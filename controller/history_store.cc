@@ -5,7 +5,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <atomic>
 #include <cerrno>
+#include <climits>
 #include <cstdio>
 #include <cstring>
 #include <utility>
@@ -36,12 +39,17 @@ constexpr char kSchema[] =
     "CREATE TABLE IF NOT EXISTS jobs ("
     "  job_id TEXT PRIMARY KEY,"
     "  updated_unix_ms INTEGER NOT NULL,"
-    "  record BLOB NOT NULL);";
+    "  record BLOB NOT NULL);"
+    // The bounds read only what they need: the entries with evidence (few),
+    // per job and oldest first, and the jobs past the age limit.
+    "CREATE INDEX IF NOT EXISTS history_evidence_job ON history(job_id, id) WHERE evidence != '';"
+    "CREATE INDEX IF NOT EXISTS history_evidence ON history(id) WHERE evidence != '';"
+    "CREATE INDEX IF NOT EXISTS jobs_updated ON jobs(updated_unix_ms);";
 
-// Version 1 had no seq and no jobs table: each entry's id numbers it.
-constexpr char kUpgradeFrom1[] =
-    "ALTER TABLE history ADD COLUMN seq INTEGER NOT NULL DEFAULT 0;"
-    "UPDATE history SET seq = id;";
+// Version 1 had no seq and no jobs table: each entry's id numbers it (an
+// entry with seq 0 is one an interrupted upgrade did not number).
+constexpr char kAddSeq[] = "ALTER TABLE history ADD COLUMN seq INTEGER NOT NULL DEFAULT 0;";
+constexpr char kNumberEntries[] = "UPDATE history SET seq = id WHERE seq = 0;";
 
 // The file and what SQLite keeps beside it.
 constexpr const char* kSuffixes[] = {"", "-wal", "-shm"};
@@ -71,6 +79,13 @@ class Statement {
                                       static_cast<size_t>(sqlite3_column_bytes(stmt_, i)));
   }
   int64_t ColumnInt(int i) const { return sqlite3_column_int64(stmt_, i); }
+  // Steps to the end, adding up column 0 of each row (a DELETE's
+  // RETURNING); false on an error.
+  bool SumRows(int64_t* sum) {
+    int step;
+    while ((step = sqlite3_step(stmt_)) == SQLITE_ROW) *sum += ColumnInt(0);
+    return step == SQLITE_DONE;
+  }
 
  private:
   sqlite3_stmt* stmt_ = nullptr;
@@ -108,6 +123,50 @@ absl::Status PrivateFiles(const std::string& path) {
   }
   return absl::OkStatus();
 }
+
+// The file `path` (--db) names: a symbolic link (to a file on another
+// volume) is followed, as SQLite follows it for its -wal and -shm, and a
+// dangling one names the file to make there.
+absl::StatusOr<std::string> FileOf(const std::string& path) {
+  std::string file = path;
+  for (int links = 0; links < 8; ++links) {
+    struct stat st;
+    if (::lstat(file.c_str(), &st) != 0 || !S_ISLNK(st.st_mode)) return file;
+    char target[PATH_MAX];
+    const ssize_t n = ::readlink(file.c_str(), target, sizeof(target) - 1);
+    if (n <= 0) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "history database ", path, ": cannot read the link ", file, ": ", std::strerror(errno)));
+    }
+    std::string next(target, static_cast<size_t>(n));
+    if (next[0] != '/') {
+      // Relative to the link's directory, as the kernel reads it.
+      const size_t slash = file.rfind('/');
+      const std::string dir = slash == std::string::npos ? "." : file.substr(0, slash + 1);
+      char real[PATH_MAX];
+      if (::realpath(dir.c_str(), real) == nullptr) {
+        return absl::FailedPreconditionError(
+            absl::StrCat("history database ", path, ": ", dir, ": ", std::strerror(errno)));
+      }
+      next = absl::StrCat(real, "/", next);
+    }
+    file = std::move(next);
+  }
+  return absl::FailedPreconditionError(absl::StrCat(
+      "history database ", path, ": more than 8 symbolic links; point --db at the file"));
+}
+
+// Adds up, for Stats::scan_steps, the rows each statement stepped through
+// in full table scans.
+int CountScans(unsigned type, void* context, void* statement, void*) {
+  if (type == SQLITE_TRACE_PROFILE) {
+    static_cast<std::atomic<int64_t>*>(context)->fetch_add(sqlite3_stmt_status(
+        static_cast<sqlite3_stmt*>(statement), SQLITE_STMTSTATUS_FULLSCAN_STEP, /*reset=*/1));
+  }
+  return 0;
+}
+
+constexpr char kEvidenceBytes[] = "LENGTH(CAST(evidence AS BLOB))";
 
 }  // namespace
 
@@ -157,6 +216,13 @@ absl::StatusOr<std::unique_ptr<HistoryStore>> HistoryStore::Open(HistoryStoreOpt
   if (options.max_jobs < 1) {
     return absl::InvalidArgumentError("history database: --history-max-jobs must be at least 1");
   }
+  absl::StatusOr<std::string> file = FileOf(options.path);
+  if (!file.ok()) return file.status();
+  if (*file != options.path) {
+    TLOG(kInfo) << "history database " << SafeForLog(options.path, 256) << " is a link to "
+                << SafeForLog(*file, 256);
+    options.path = *std::move(file);
+  }
   if (absl::Status s = PrivateFiles(options.path); !s.ok()) return s;
   sqlite3* db = nullptr;
   const int rc = sqlite3_open_v2(options.path.c_str(), &db,
@@ -166,8 +232,14 @@ absl::StatusOr<std::unique_ptr<HistoryStore>> HistoryStore::Open(HistoryStoreOpt
   if (rc != SQLITE_OK) return store->Error("cannot open");
   sqlite3_busy_timeout(db, 1000);
   sqlite3_extended_result_codes(db, 1);
-  // journal_mode answers a row; sqlite3_exec ignores it.
-  if (absl::Status s = store->ExecLocked("PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;");
+  sqlite3_trace_v2(db, SQLITE_TRACE_PROFILE, CountScans, &store->scan_steps_);
+  // journal_mode answers a row; sqlite3_exec ignores it. The -wal is cut
+  // back to kWalSizeLimit once checkpointed.
+  if (absl::Status s =
+          store->ExecLocked(absl::StrCat("PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL; "
+                                         "PRAGMA journal_size_limit=",
+                                         kWalSizeLimit, ";")
+                                .c_str());
       !s.ok()) {
     return s;
   }
@@ -196,30 +268,80 @@ absl::StatusOr<std::unique_ptr<HistoryStore>> HistoryStore::Open(HistoryStoreOpt
                                               " is damaged (", SafeForLog(result, 200), ")"));
     }
   }
-  if (version == 1) {
-    if (absl::Status s = store->ExecLocked(kUpgradeFrom1); !s.ok()) return s;
-    TLOG(kInfo) << "history database " << SafeForLog(store->options_.path, 256)
-                << " upgraded from schema 1 to " << kSchemaVersion;
-  }
-  if (absl::Status s = store->ExecLocked(kSchema); !s.ok()) return s;
-  if (absl::Status s =
-          store->ExecLocked(absl::StrCat("PRAGMA user_version=", kSchemaVersion, ";").c_str());
-      !s.ok()) {
-    return s;
-  }
+  if (absl::Status s = store->MigrateLocked(version); !s.ok()) return s;
+  // What the bounds need, read once: each job's latest time, and the
+  // evidence in all (then kept as the store writes).
   {
-    Statement st(db, "SELECT job_id FROM jobs UNION SELECT DISTINCT job_id FROM history");
+    Statement st(db,
+                 "SELECT job_id, MAX(at) FROM (SELECT job_id, MAX(at_unix_ms) AS at FROM history "
+                 "GROUP BY job_id UNION ALL SELECT job_id, updated_unix_ms AS at FROM jobs) GROUP "
+                 "BY job_id");
     if (!st.ok()) return store->Error("cannot read the jobs");
     int step;
-    while ((step = sqlite3_step(st.get())) == SQLITE_ROW) store->jobs_.insert(st.ColumnText(0));
+    while ((step = sqlite3_step(st.get())) == SQLITE_ROW) {
+      store->jobs_[st.ColumnText(0)] = st.ColumnInt(1);
+    }
     if (step != SQLITE_DONE) return store->Error("cannot read the jobs");
   }
-  if (absl::Status s = store->PruneLocked({}); !s.ok()) return s;
-  if (absl::Status s = store->BoundJobsLocked(); !s.ok()) return s;
+  {
+    Statement st(db, absl::StrCat("SELECT COALESCE(SUM(", kEvidenceBytes,
+                                  "), 0) FROM history WHERE evidence != ''")
+                         .c_str());
+    if (!st.ok() || sqlite3_step(st.get()) != SQLITE_ROW) return store->Error("cannot read");
+    store->evidence_bytes_ = st.ColumnInt(0);
+  }
+  Pending pending;
+  if (absl::Status s = store->PruneLocked({}, &pending); !s.ok()) return s;
+  if (absl::Status s = store->BoundJobsLocked(&pending); !s.ok()) return s;
+  store->ApplyLocked(pending);
   return store;
 }
 
-absl::StatusOr<std::string> HistoryStore::MoveAside(const std::string& path, absl::Time now) {
+absl::Status HistoryStore::MigrateLocked(int version) {
+  // One transaction: a controller stopped in the middle leaves the file as
+  // it was. What is upgraded is what the table lacks, whatever user_version
+  // says (a schema-1 controller numbered its file only after making it).
+  if (absl::Status s = ExecLocked("BEGIN IMMEDIATE"); !s.ok()) return s;
+  auto fail = [this](absl::Status s) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    ExecLocked("ROLLBACK").IgnoreError();
+    return s;
+  };
+  bool has_history = false, has_seq = false;
+  {
+    Statement st(db_, "PRAGMA table_info(history)");
+    if (!st.ok()) return fail(Error("cannot read the schema"));
+    int step;
+    while ((step = sqlite3_step(st.get())) == SQLITE_ROW) {
+      has_history = true;
+      has_seq = has_seq || st.ColumnText(1) == "seq";
+    }
+    if (step != SQLITE_DONE) return fail(Error("cannot read the schema"));
+  }
+  const bool upgrade = has_history && (!has_seq || version < kSchemaVersion);
+  if (has_history && !has_seq) {
+    if (absl::Status s = ExecLocked(kAddSeq); !s.ok()) return fail(s);
+  }
+  if (upgrade) {
+    if (absl::Status s = ExecLocked(kNumberEntries); !s.ok()) return fail(s);
+  }
+  if (absl::Status s = ExecLocked(kSchema); !s.ok()) return fail(s);
+  if (absl::Status s =
+          ExecLocked(absl::StrCat("PRAGMA user_version=", kSchemaVersion, ";").c_str());
+      !s.ok()) {
+    return fail(s);
+  }
+  if (absl::Status s = ExecLocked("COMMIT"); !s.ok()) return fail(s);
+  if (upgrade) {
+    TLOG(kInfo) << "history database " << SafeForLog(options_.path, 256)
+                << " upgraded from schema 1 to " << kSchemaVersion;
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::string> HistoryStore::MoveAside(const std::string& link, absl::Time now) {
+  absl::StatusOr<std::string> file = FileOf(link);
+  if (!file.ok()) return file.status();
+  const std::string& path = *file;
   const std::string suffix =
       absl::StrCat(".damaged-", absl::FormatTime("%Y%m%dT%H%M%SZ", now, absl::UTCTimeZone()));
   std::string moved;
@@ -244,9 +366,15 @@ absl::Status HistoryStore::Append(const HistoryBatch& batch) {
     ExecLocked("ROLLBACK").IgnoreError();
     return s;
   };
+  // What the transaction changes, applied once it is committed (a batch
+  // rolled back changes nothing).
+  Pending pending;
+  auto heard = [&pending](const std::string& job, int64_t at) {
+    auto [it, added] = pending.heard.emplace(job, at);
+    if (!added) it->second = std::max(it->second, at);
+  };
   std::set<std::string> touched;
   bool evidence = false;
-  const size_t known = jobs_.size();
   if (!batch.entries.empty()) {
     Statement st(db_,
                  "INSERT INTO history(job_id, kind, at_unix_ms, round, node_id, cause, evidence, "
@@ -266,7 +394,8 @@ absl::Status HistoryStore::Append(const HistoryBatch& batch) {
       st.Int(9, e.seq());
       if (sqlite3_step(st.get()) != SQLITE_DONE) return fail(Error("cannot write"));
       touched.insert(r.job_id);
-      jobs_.insert(r.job_id);
+      heard(r.job_id, e.at_unix_ms());
+      pending.evidence += static_cast<int64_t>(e.evidence().size());
       evidence = evidence || !e.evidence().empty();
     }
   }
@@ -281,69 +410,109 @@ absl::Status HistoryStore::Append(const HistoryBatch& batch) {
       st.Int(2, now);
       st.Blob(3, record.SerializeAsString());
       if (sqlite3_step(st.get()) != SQLITE_DONE) return fail(Error("cannot write a job's summary"));
-      jobs_.insert(job_id);
+      heard(job_id, now);
     }
   }
-  if (absl::Status s = PruneLocked(touched); !s.ok()) return fail(s);
+  if (absl::Status s = PruneLocked(touched, &pending); !s.ok()) return fail(s);
   if (evidence) {
-    if (absl::Status s = BoundEvidenceLocked(touched); !s.ok()) return fail(s);
+    if (absl::Status s = BoundEvidenceLocked(touched, &pending); !s.ok()) return fail(s);
   }
-  if (jobs_.size() > known) {
-    if (absl::Status s = BoundJobsLocked(); !s.ok()) return fail(s);
+  const bool new_job = std::any_of(pending.heard.begin(), pending.heard.end(),
+                                   [this](const auto& h) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+                                     return jobs_.count(h.first) == 0;
+                                   });
+  if (new_job) {
+    if (absl::Status s = BoundJobsLocked(&pending); !s.ok()) return fail(s);
   }
-  return ExecLocked("COMMIT");
+  // SQLite rolls a failed COMMIT back itself (a full disk), and recommends
+  // a ROLLBACK anyway: the next batch must not find a transaction open.
+  if (absl::Status s = ExecLocked("COMMIT"); !s.ok()) return fail(s);
+  ApplyLocked(pending);
+  return absl::OkStatus();
 }
 
-absl::Status HistoryStore::PruneLocked(const std::set<std::string>& jobs) {
+void HistoryStore::ApplyLocked(const Pending& pending) {
+  for (const auto& [job, at] : pending.heard) {
+    auto [it, added] = jobs_.emplace(job, at);
+    if (!added) it->second = std::max(it->second, at);
+  }
+  for (const std::string& job : pending.dropped) jobs_.erase(job);
+  // Jobs the age limit emptied (every entry and the summary older).
+  for (auto it = jobs_.begin(); it != jobs_.end();) {
+    it = it->second < pending.cutoff ? jobs_.erase(it) : std::next(it);
+  }
+  evidence_bytes_ += pending.evidence;
+}
+
+absl::Status HistoryStore::PruneLocked(const std::set<std::string>& jobs, Pending* pending) {
   if (options_.max_age > absl::ZeroDuration()) {
-    Statement st(db_, "DELETE FROM history WHERE at_unix_ms < ?1");
+    const int64_t cutoff = absl::ToUnixMillis(clock_->Now() - options_.max_age);
+    Statement st(
+        db_, absl::StrCat("DELETE FROM history WHERE at_unix_ms < ?1 RETURNING ", kEvidenceBytes)
+                 .c_str());
     if (!st.ok()) return Error("cannot prepare the age limit");
-    st.Int(1, absl::ToUnixMillis(clock_->Now() - options_.max_age));
-    if (sqlite3_step(st.get()) != SQLITE_DONE) return Error("cannot apply the age limit");
+    st.Int(1, cutoff);
+    int64_t gone = 0;
+    if (!st.SumRows(&gone)) return Error("cannot apply the age limit");
+    pending->evidence -= gone;
     Statement jobs_st(db_, "DELETE FROM jobs WHERE updated_unix_ms < ?1");
     if (!jobs_st.ok()) return Error("cannot prepare the age limit");
-    jobs_st.Int(1, absl::ToUnixMillis(clock_->Now() - options_.max_age));
+    jobs_st.Int(1, cutoff);
     if (sqlite3_step(jobs_st.get()) != SQLITE_DONE) return Error("cannot apply the age limit");
+    pending->cutoff = cutoff;
   }
-  Statement st(db_,
-               "DELETE FROM history WHERE job_id = ?1 AND id <= (SELECT id FROM history WHERE "
-               "job_id = ?1 ORDER BY id DESC LIMIT 1 OFFSET ?2)");
+  Statement st(db_, absl::StrCat("DELETE FROM history WHERE job_id = ?1 AND id <= (SELECT id FROM "
+                                 "history WHERE job_id = ?1 ORDER BY id DESC LIMIT 1 OFFSET ?2) "
+                                 "RETURNING ",
+                                 kEvidenceBytes)
+                        .c_str());
   if (!st.ok()) return Error("cannot prepare the retention");
   for (const std::string& job : jobs) {
     sqlite3_reset(st.get());
     st.Text(1, job);
     st.Int(2, options_.max_entries_per_job);
-    if (sqlite3_step(st.get()) != SQLITE_DONE) return Error("cannot apply the retention");
+    int64_t gone = 0;
+    if (!st.SumRows(&gone)) return Error("cannot apply the retention");
+    pending->evidence -= gone;
   }
   return absl::OkStatus();
 }
 
-absl::Status HistoryStore::BoundJobsLocked() {
-  if (static_cast<int>(jobs_.size()) <= options_.max_jobs) return absl::OkStatus();
-  // The jobs heard from longest ago go whole.
-  const int excess = static_cast<int>(jobs_.size()) - options_.max_jobs;
-  std::vector<std::string> victims;
-  {
-    Statement st(db_,
-                 "SELECT job_id FROM (SELECT job_id, MAX(at_unix_ms) AS at FROM history GROUP BY "
-                 "job_id UNION ALL SELECT job_id, updated_unix_ms AS at FROM jobs) GROUP BY job_id "
-                 "ORDER BY MAX(at) LIMIT ?1");
-    if (!st.ok()) return Error("cannot prepare the job bound");
-    st.Int(1, excess);
-    int step;
-    while ((step = sqlite3_step(st.get())) == SQLITE_ROW) victims.push_back(st.ColumnText(0));
-    if (step != SQLITE_DONE) return Error("cannot apply the job bound");
+absl::Status HistoryStore::BoundJobsLocked(Pending* pending) {
+  // Every job the file holds once the transaction commits, by the time it
+  // was last heard from (from memory: the file is not read for it).
+  std::vector<std::pair<int64_t, std::string>> jobs;
+  jobs.reserve(jobs_.size() + pending->heard.size());
+  for (const auto& [job, at] : jobs_) {
+    auto h = pending->heard.find(job);
+    jobs.emplace_back(h == pending->heard.end() ? at : std::max(at, h->second), job);
   }
-  Statement history(db_, "DELETE FROM history WHERE job_id = ?1");
-  Statement jobs(db_, "DELETE FROM jobs WHERE job_id = ?1");
-  if (!history.ok() || !jobs.ok()) return Error("cannot prepare the job bound");
-  for (const std::string& job : victims) {
-    for (Statement* st : {&history, &jobs}) {
-      sqlite3_reset(st->get());
-      st->Text(1, job);
-      if (sqlite3_step(st->get()) != SQLITE_DONE) return Error("cannot apply the job bound");
-    }
-    jobs_.erase(job);
+  for (const auto& [job, at] : pending->heard) {
+    if (jobs_.count(job) == 0) jobs.emplace_back(at, job);
+  }
+  jobs.erase(std::remove_if(jobs.begin(), jobs.end(),
+                            [&](const auto& j) { return j.first < pending->cutoff; }),
+             jobs.end());
+  if (static_cast<int>(jobs.size()) <= options_.max_jobs) return absl::OkStatus();
+  // The jobs heard from longest ago go whole.
+  const size_t excess = jobs.size() - static_cast<size_t>(options_.max_jobs);
+  std::partial_sort(jobs.begin(), jobs.begin() + static_cast<std::ptrdiff_t>(excess), jobs.end());
+  Statement history(
+      db_,
+      absl::StrCat("DELETE FROM history WHERE job_id = ?1 RETURNING ", kEvidenceBytes).c_str());
+  Statement summary(db_, "DELETE FROM jobs WHERE job_id = ?1");
+  if (!history.ok() || !summary.ok()) return Error("cannot prepare the job bound");
+  for (size_t i = 0; i < excess; ++i) {
+    const std::string& job = jobs[i].second;
+    sqlite3_reset(history.get());
+    history.Text(1, job);
+    int64_t gone = 0;
+    if (!history.SumRows(&gone)) return Error("cannot apply the job bound");
+    pending->evidence -= gone;
+    sqlite3_reset(summary.get());
+    summary.Text(1, job);
+    if (sqlite3_step(summary.get()) != SQLITE_DONE) return Error("cannot apply the job bound");
+    pending->dropped.push_back(job);
     TLOG(kInfo) << "history database: job " << SafeForLog(job, 64)
                 << " dropped to keep the file within " << options_.max_jobs
                 << " jobs (--history-max-jobs)";
@@ -351,23 +520,16 @@ absl::Status HistoryStore::BoundJobsLocked() {
   return absl::OkStatus();
 }
 
-absl::Status HistoryStore::BoundEvidenceLocked(const std::set<std::string>& jobs) {
-  // Drops the oldest evidence matching `where` (bound to ?1 when `job` is
-  // set) until at most `max` bytes remain.
-  auto bound = [this](const char* total_sql, const char* oldest_sql, const std::string* job,
-                      int64_t max) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) -> absl::Status {
-    int64_t total = 0;
-    {
-      Statement st(db_, total_sql);
-      if (!st.ok()) return Error("cannot prepare the evidence bound");
-      if (job != nullptr) st.Text(1, *job);
-      if (sqlite3_step(st.get()) != SQLITE_ROW) return Error("cannot apply the evidence bound");
-      total = st.ColumnInt(0);
-    }
+absl::Status HistoryStore::BoundEvidenceLocked(const std::set<std::string>& jobs,
+                                               Pending* pending) {
+  // Clears the oldest evidence `oldest_sql` lists (bound to ?1 when `job`
+  // is set) until at most `max` of `total` bytes remain.
+  auto bound = [this, pending](int64_t total, const std::string& oldest_sql, const std::string* job,
+                               int64_t max) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) -> absl::Status {
     if (total <= max) return absl::OkStatus();
     std::vector<std::pair<int64_t, int64_t>> oldest;  // (id, bytes)
     {
-      Statement st(db_, oldest_sql);
+      Statement st(db_, oldest_sql.c_str());
       if (!st.ok()) return Error("cannot prepare the evidence bound");
       if (job != nullptr) st.Text(1, *job);
       int step;
@@ -382,24 +544,40 @@ absl::Status HistoryStore::BoundEvidenceLocked(const std::set<std::string>& jobs
       sqlite3_reset(clear.get());
       clear.Int(1, id);
       if (sqlite3_step(clear.get()) != SQLITE_DONE) return Error("cannot apply the evidence bound");
+      pending->evidence -= bytes;
     }
     return absl::OkStatus();
   };
+  // Per job: its entries with evidence only (an index holds them).
+  const std::string job_total = absl::StrCat("SELECT COALESCE(SUM(", kEvidenceBytes,
+                                             "), 0) FROM history WHERE job_id = ?1 AND "
+                                             "evidence != ''");
+  const std::string job_oldest =
+      absl::StrCat("SELECT id, ", kEvidenceBytes,
+                   " FROM history WHERE job_id = ?1 AND evidence != '' ORDER BY id");
   for (const std::string& job : jobs) {
-    if (absl::Status s =
-            bound("SELECT COALESCE(SUM(LENGTH(CAST(evidence AS BLOB))), 0) FROM history WHERE "
-                  "job_id = ?1",
-                  "SELECT id, LENGTH(CAST(evidence AS BLOB)) FROM history WHERE job_id = ?1 AND "
-                  "evidence != '' ORDER BY id",
-                  &job, kMaxEvidenceBytesPerJob);
-        !s.ok()) {
+    int64_t total = 0;
+    {
+      Statement st(db_, job_total.c_str());
+      if (!st.ok()) return Error("cannot prepare the evidence bound");
+      st.Text(1, job);
+      if (sqlite3_step(st.get()) != SQLITE_ROW) return Error("cannot apply the evidence bound");
+      total = st.ColumnInt(0);
+    }
+    if (absl::Status s = bound(total, job_oldest, &job, kMaxEvidenceBytesPerJob); !s.ok()) {
       return s;
     }
   }
-  return bound("SELECT COALESCE(SUM(LENGTH(CAST(evidence AS BLOB))), 0) FROM history",
-               "SELECT id, LENGTH(CAST(evidence AS BLOB)) FROM history WHERE evidence != '' "
-               "ORDER BY id",
-               nullptr, kMaxEvidenceBytesStored);
+  // In all: the total is kept as the store writes.
+  return bound(
+      evidence_bytes_ + pending->evidence,
+      absl::StrCat("SELECT id, ", kEvidenceBytes, " FROM history WHERE evidence != '' ORDER BY id"),
+      nullptr, kMaxEvidenceBytesStored);
+}
+
+HistoryStore::Stats HistoryStore::stats() const {
+  absl::MutexLock lock(&mu_);
+  return Stats{scan_steps_.load(), evidence_bytes_};
 }
 
 absl::StatusOr<std::string> HistoryStore::Evidence(const std::string& job_id, int64_t seq) {

@@ -1,9 +1,12 @@
 #include "controller/history_store.h"
 
 #include <sqlite3.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <csignal>
 #include <cstdio>
 #include <string>
 #include <utility>
@@ -315,6 +318,82 @@ TEST_F(HistoryStoreTest, Evidence_IsBoundedPerJob_TheOldestGoesFirst) {
   for (int i = 3; i <= 6; ++i) EXPECT_TRUE((*store)->Evidence("job", i).ok()) << i;
 }
 
+// Each entry with evidence summed the evidence of the whole file to apply
+// the bound in all: with 1,000 jobs of 1,000 entries, a hang took 130 ms
+// of the store's lock, so a burst of hangs stalled every report. No write
+// reads the whole file now (what the bounds need is kept as it goes).
+TEST_F(HistoryStoreTest, Append_NeverScansTheWholeFile) {
+  HistoryStoreOptions o = Options();
+  o.max_jobs = 5;
+  auto store = HistoryStore::Open(o, &clock_);
+  ASSERT_TRUE(store.ok());
+  for (int j = 0; j < 5; ++j) {
+    std::vector<HistoryRecord> records;
+    for (int i = 0; i < 1000; ++i) {
+      HistoryRecord r = Record(absl::StrCat("job-", j),
+                               i % 10 == 0 ? v1::HistoryEntry::HANG : v1::HistoryEntry::ROUND, 1,
+                               clock_.Now(), "cause");
+      if (i % 10 == 0) r.entry.set_evidence(std::string(100, 'e'));
+      r.entry.set_seq(i + 1);
+      records.push_back(std::move(r));
+    }
+    ASSERT_TRUE(AppendEntries(**store, std::move(records)).ok());
+    clock_.Advance(absl::Seconds(1));
+  }
+  const int64_t before = (*store)->stats().scan_steps;
+  for (int k = 0; k < 3; ++k) {
+    HistoryRecord hang = Record("job-1", v1::HistoryEntry::HANG, 2, clock_.Now(), "hung");
+    hang.entry.set_evidence(std::string(16 * 1024, 'x'));
+    hang.entry.set_seq(2000 + k);
+    HistoryBatch batch;
+    batch.entries.push_back(hang);
+    v1::JobRecord rec;
+    rec.mutable_summary()->set_job_id("job-1");
+    batch.jobs.emplace_back("job-1", rec);
+    ASSERT_TRUE((*store)->Append(batch).ok());
+  }
+  // A sixth job: the one heard from longest ago (job-0) goes.
+  ASSERT_TRUE(
+      AppendEntries(**store, {Record("job-5", v1::HistoryEntry::ROUND, 1, clock_.Now())}).ok());
+  EXPECT_LT((*store)->stats().scan_steps - before, 100);
+  EXPECT_EQ((*store)->Evidence("job-0", 1).status().code(), absl::StatusCode::kNotFound);
+  // What the bound in all needs is right: 4 jobs x 100 x 100 bytes, and
+  // 3 x 16 KiB for job-1, whose 3 oldest entries went (one with evidence).
+  const int64_t expected = 4 * 100 * 100 + 3 * 16 * 1024 - 100;
+  EXPECT_EQ((*store)->stats().evidence_bytes, expected);
+  store->reset();
+  auto reopened = HistoryStore::Open(o, &clock_);
+  ASSERT_TRUE(reopened.ok());
+  EXPECT_EQ((*reopened)->stats().evidence_bytes, expected);
+}
+
+// The -wal kept the size of the largest transaction ever written (a big
+// batch, the upgrade of a large schema-1 file) for good: a second copy of
+// the history on the volume.
+TEST_F(HistoryStoreTest, Wal_ShrinksBackAfterALargeWrite) {
+  HistoryStoreOptions o = Options(100000);
+  auto store = HistoryStore::Open(o, &clock_);
+  ASSERT_TRUE(store.ok());
+  std::vector<HistoryRecord> records;
+  for (int i = 0; i < 20000; ++i) {
+    HistoryRecord r =
+        Record("job", v1::HistoryEntry::ROUND, 1, clock_.Now(), std::string(900, 'c'));
+    r.entry.set_seq(i + 1);
+    records.push_back(std::move(r));
+  }
+  ASSERT_TRUE(AppendEntries(**store, std::move(records)).ok());
+  struct stat st;
+  ASSERT_EQ(::stat((o.path + "-wal").c_str(), &st), 0);
+  EXPECT_GT(st.st_size, 16 << 20);
+  for (int i = 0; i < 3; ++i) {
+    HistoryRecord r = Record("job", v1::HistoryEntry::ROUND, 2, clock_.Now());
+    r.entry.set_seq(30000 + i);
+    ASSERT_TRUE(AppendEntries(**store, {r}).ok());
+  }
+  ASSERT_EQ(::stat((o.path + "-wal").c_str(), &st), 0);
+  EXPECT_LE(st.st_size, kWalSizeLimit + (64 << 10));
+}
+
 TEST_F(HistoryStoreTest, Jobs_AreBounded_TheOneHeardFromLongestAgoGoes) {
   HistoryStoreOptions o = Options();
   o.max_jobs = 3;
@@ -345,6 +424,82 @@ TEST_F(HistoryStoreTest, Jobs_AreBounded_TheOneHeardFromLongestAgoGoes) {
   EXPECT_EQ(loaded->entries[0].job_id, "job-4");
 }
 
+// A write that fails in the middle of a batch (a full disk) is rolled
+// back; the jobs it named were still counted, so once the disk had room
+// the job bound dropped real jobs to make room for jobs never written.
+TEST_F(HistoryStoreTest, FailedAppend_CountsNoJobItDidNotWrite) {
+  HistoryStoreOptions o = Options();
+  o.max_jobs = 3;
+  auto store = HistoryStore::Open(o, &clock_);
+  ASSERT_TRUE(store.ok());
+  auto append = [&](const std::string& job) {
+    HistoryBatch batch;
+    batch.entries.push_back(Record(job, v1::HistoryEntry::ROUND, 1, clock_.Now()));
+    v1::JobRecord rec;
+    rec.mutable_summary()->set_job_id(job);
+    batch.jobs.emplace_back(job, rec);
+    clock_.Advance(absl::Seconds(1));
+    return (*store)->Append(batch);
+  };
+  for (const char* job : {"a", "b", "c"}) ASSERT_TRUE(append(job).ok());
+  // Summaries of jobs x-* fail to be written (as on a full disk).
+  auto exec = [&](const char* sql) {
+    sqlite3* db = nullptr;
+    ASSERT_EQ(sqlite3_open(o.path.c_str(), &db), SQLITE_OK);
+    ASSERT_EQ(sqlite3_exec(db, sql, nullptr, nullptr, nullptr), SQLITE_OK) << sqlite3_errmsg(db);
+    sqlite3_close(db);
+  };
+  exec(
+      "CREATE TRIGGER full BEFORE INSERT ON jobs WHEN NEW.job_id LIKE 'x-%' "
+      "BEGIN SELECT RAISE(ABORT, 'database or disk is full'); END;");
+  for (int i = 0; i < 5; ++i) EXPECT_FALSE(append(absl::StrCat("x-", i)).ok()) << i;
+  exec("DROP TRIGGER full;");
+  ASSERT_TRUE(append("d").ok());
+  auto loaded = (*store)->Load(100, 100);
+  ASSERT_TRUE(loaded.ok());
+  std::vector<std::string> jobs;
+  for (const auto& [id, rec] : loaded->jobs) jobs.push_back(id);
+  EXPECT_THAT(jobs, ::testing::ElementsAre("b", "c", "d"));
+}
+
+// A COMMIT that fails (the disk fills as the WAL grows) left the
+// transaction open: every later write failed ("cannot start a transaction
+// within a transaction") until the controller restarted, though the disk
+// had room again.
+TEST_F(HistoryStoreTest, FailedCommit_LaterWritesWorkOnceThereIsRoom) {
+  HistoryStoreOptions o = Options();
+  auto store = HistoryStore::Open(o, &clock_);
+  ASSERT_TRUE(store.ok());
+  ASSERT_TRUE(
+      AppendEntries(**store, {Record("job", v1::HistoryEntry::ROUND, 1, clock_.Now())}).ok());
+  // The files may not grow (EFBIG: as ENOSPC, an error as the commit
+  // writes the WAL).
+  off_t largest = 0;
+  for (const char* suffix : {"", "-wal"}) {
+    struct stat st;
+    if (::stat((o.path + suffix).c_str(), &st) == 0) largest = std::max(largest, st.st_size);
+  }
+  struct rlimit old_limit;
+  ASSERT_EQ(::getrlimit(RLIMIT_FSIZE, &old_limit), 0);
+  void (*old_handler)(int) = std::signal(SIGXFSZ, SIG_IGN);
+  struct rlimit limit = old_limit;
+  limit.rlim_cur = static_cast<rlim_t>(largest);
+  ASSERT_EQ(::setrlimit(RLIMIT_FSIZE, &limit), 0);
+  HistoryRecord big = Record("job", v1::HistoryEntry::HANG, 1, clock_.Now(), "hung");
+  big.entry.set_evidence(std::string(256 * 1024, 'e'));
+  big.entry.set_seq(2);
+  const absl::Status failed = AppendEntries(**store, {big});
+  ASSERT_EQ(::setrlimit(RLIMIT_FSIZE, &old_limit), 0);
+  std::signal(SIGXFSZ, old_handler);
+  EXPECT_FALSE(failed.ok());
+  // Room again: the next write works, and the failed one left nothing.
+  HistoryRecord next = Record("job", v1::HistoryEntry::ROUND, 2, clock_.Now());
+  next.entry.set_seq(3);
+  absl::Status s = AppendEntries(**store, {next});
+  EXPECT_TRUE(s.ok()) << s;
+  EXPECT_EQ(*(*store)->Count(), 2);
+}
+
 TEST_F(HistoryStoreTest, Files_AreOnlyTheOwners) {
   const mode_t old_umask = ::umask(022);
   HistoryStoreOptions o = Options();
@@ -369,6 +524,53 @@ TEST_F(HistoryStoreTest, Files_AreOnlyTheOwners) {
     EXPECT_EQ(st.st_mode & 0777, 0600u);
   }
   ::umask(old_umask);
+}
+
+// --db may be a symbolic link (to a file on another volume), as for any
+// tool: it was refused ("Too many levels of symbolic links", exit 78).
+// SQLite puts the -wal and -shm beside the file the link points to; that is
+// the file made private, and the one moved aside when damaged.
+TEST_F(HistoryStoreTest, DbPathASymbolicLink_IsTheFileItPointsTo) {
+  const std::string volume = root_.path() + "/volume";
+  ASSERT_EQ(::mkdir(volume.c_str(), 0700), 0);
+  const std::string target = volume + "/history.db";
+  HistoryStoreOptions o = Options();
+  ASSERT_EQ(::symlink("volume/history.db", o.path.c_str()), 0);  // dangling at first.
+  {
+    auto store = HistoryStore::Open(o, &clock_);
+    ASSERT_TRUE(store.ok()) << store.status();
+    ASSERT_TRUE(
+        AppendEntries(**store, {Record("job", v1::HistoryEntry::ROUND, 1, clock_.Now())}).ok());
+    struct stat st;
+    ASSERT_EQ(::stat((target + "-wal").c_str(), &st), 0);
+    EXPECT_EQ(st.st_mode & 0777, 0600u);
+    ASSERT_EQ(::lstat(o.path.c_str(), &st), 0);
+    EXPECT_TRUE(S_ISLNK(st.st_mode));
+  }
+  {
+    auto store = HistoryStore::Open(o, &clock_);
+    ASSERT_TRUE(store.ok()) << store.status();
+    EXPECT_EQ(*(*store)->Count(), 1);
+  }
+  // Damaged: the file it points to is moved aside; the link stays, and a
+  // fresh file is made where it points.
+  {
+    FILE* f = std::fopen(target.c_str(), "r+b");
+    ASSERT_NE(f, nullptr);
+    ASSERT_EQ(std::fwrite("garbage garbage garbage", 1, 23, f), 23u);
+    std::fclose(f);
+  }
+  auto damaged = HistoryStore::Open(o, &clock_);
+  ASSERT_EQ(damaged.status().code(), absl::StatusCode::kDataLoss) << damaged.status();
+  auto moved = HistoryStore::MoveAside(o.path, clock_.Now());
+  ASSERT_TRUE(moved.ok()) << moved.status();
+  EXPECT_EQ(moved->rfind(volume + "/history.db.damaged-", 0), 0u) << *moved;
+  auto fresh = HistoryStore::Open(o, &clock_);
+  ASSERT_TRUE(fresh.ok()) << fresh.status();
+  EXPECT_EQ(*(*fresh)->Count(), 0);
+  struct stat st;
+  ASSERT_EQ(::lstat(o.path.c_str(), &st), 0);
+  EXPECT_TRUE(S_ISLNK(st.st_mode));
 }
 
 TEST_F(HistoryStoreTest, DamagedPage_IsDataLoss_AndMovedAside) {
@@ -439,6 +641,47 @@ TEST_F(HistoryStoreTest, SchemaOne_IsUpgradedInPlace) {
   ControllerCore core({}, &clock_, store->get());
   core.Restore(*loaded);
   EXPECT_EQ(core.GetStatus("old")->summary().restarts(), 1);
+}
+
+// The upgrade ran as separate statements: a controller stopped after the
+// ALTER TABLE (schema 1 with the new column) failed at every start
+// ("duplicate column name: seq", exit 78), and so did a file a schema-1
+// controller had made but not yet numbered (version 0, the old table).
+TEST_F(HistoryStoreTest, SchemaOne_InterruptedUpgradeOrUnnumbered_IsUpgraded) {
+  constexpr char kSchemaOne[] =
+      "CREATE TABLE history (id INTEGER PRIMARY KEY AUTOINCREMENT, job_id TEXT NOT NULL, kind "
+      "INTEGER NOT NULL, at_unix_ms INTEGER NOT NULL, round INTEGER NOT NULL, node_id TEXT NOT "
+      "NULL, cause TEXT NOT NULL, evidence TEXT NOT NULL, verdict TEXT NOT NULL);"
+      "CREATE INDEX history_job ON history(job_id, id);"
+      "CREATE INDEX history_at ON history(at_unix_ms);"
+      "INSERT INTO history(job_id, kind, at_unix_ms, round, node_id, cause, evidence, verdict) "
+      "VALUES('old', 2, 1800000000000, 2, 'n', 'why', 'stack', 'hung');";
+  const std::vector<std::pair<std::string, std::string>> files = {
+      {"interrupted.db",
+       absl::StrCat(kSchemaOne,
+                    "ALTER TABLE history ADD COLUMN seq INTEGER NOT NULL DEFAULT 0;"
+                    "PRAGMA user_version=1;")},
+      {"unnumbered.db", kSchemaOne},
+  };
+  for (const auto& [name, sql] : files) {
+    HistoryStoreOptions o = Options();
+    o.path = root_.path() + "/" + name;
+    sqlite3* db = nullptr;
+    ASSERT_EQ(sqlite3_open(o.path.c_str(), &db), SQLITE_OK);
+    ASSERT_EQ(sqlite3_exec(db, sql.c_str(), nullptr, nullptr, nullptr), SQLITE_OK)
+        << sqlite3_errmsg(db);
+    sqlite3_close(db);
+    auto store = HistoryStore::Open(o, &clock_);
+    ASSERT_TRUE(store.ok()) << name << ": " << store.status();
+    auto loaded = (*store)->Load(10, 10);
+    ASSERT_TRUE(loaded.ok()) << name << ": " << loaded.status();
+    ASSERT_EQ(loaded->entries.size(), 1u) << name;
+    EXPECT_EQ(loaded->entries[0].entry.seq(), 1) << name;
+    EXPECT_EQ(*(*store)->Evidence("old", 1), "stack") << name;
+    EXPECT_TRUE(
+        AppendEntries(**store, {Record("old", v1::HistoryEntry::ROUND, 3, clock_.Now())}).ok())
+        << name;
+  }
 }
 
 TEST_F(HistoryStoreTest, NewerSchema_IsRefusedNotMovedAside) {

@@ -16,6 +16,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <utility>
 
 #include "absl/status/status.h"
 #include "absl/strings/ascii.h"
@@ -142,84 +143,27 @@ TlsContext::~TlsContext() { SSL_CTX_free(ctx_); }
 
 // ---- A request handed to a worker.
 
-GateConnection::GateConnection(int fd, SSL* ssl, std::string buffered)
-    : fd_(fd), ssl_(ssl), buffered_(std::move(buffered)) {}
+GateConnection::GateConnection(int fd, SSL* ssl, std::string request)
+    : fd_(fd), ssl_(ssl), request_(std::move(request)) {}
 
 GateConnection::~GateConnection() {
   if (ssl_ != nullptr) {
-    SSL_shutdown(ssl_);  // non-blocking: one try at close_notify.
     SSL_free(ssl_);
     ERR_clear_error();
   }
-  close(fd_);
+  if (fd_ >= 0) close(fd_);
 }
-
-bool GateConnection::Wait(short events, absl::Duration wait) const {
-  pollfd p{fd_, events, 0};
-  for (;;) {
-    const int r = poll(&p, 1, PollMillis(wait, deadline_));
-    if (r < 0 && errno == EINTR) continue;
-    return r > 0 && (p.revents & (events | POLLHUP | POLLERR)) != 0;
-  }
-}
-
-bool GateConnection::WaitReadable(absl::Duration wait) const {
-  if (consumed_ < buffered_.size()) return true;
-  if (ssl_ != nullptr && SSL_pending(ssl_) > 0) return true;
-  return Wait(POLLIN, wait);
-}
-
-bool GateConnection::WaitWritable(absl::Duration wait) const { return Wait(POLLOUT, wait); }
 
 ssize_t GateConnection::Read(char* data, size_t size) {
-  if (size == 0) return 0;
-  if (consumed_ < buffered_.size()) {
-    const size_t n = std::min(size, buffered_.size() - consumed_);
-    std::memcpy(data, buffered_.data() + consumed_, n);
-    consumed_ += n;
-    return static_cast<ssize_t>(n);
-  }
-  const absl::Duration forever = absl::InfiniteDuration();
-  for (;;) {
-    if (ssl_ != nullptr) {
-      const int n = SSL_read(ssl_, data, static_cast<int>(std::min<size_t>(size, 1 << 30)));
-      if (n > 0) return n;
-      const int e = SSL_get_error(ssl_, n);
-      ERR_clear_error();
-      if (e == SSL_ERROR_WANT_READ && Wait(POLLIN, forever)) continue;
-      if (e == SSL_ERROR_WANT_WRITE && Wait(POLLOUT, forever)) continue;
-      return e == SSL_ERROR_ZERO_RETURN ? 0 : -1;
-    }
-    const ssize_t n = recv(fd_, data, size, 0);
-    if (n >= 0) return n;
-    if (errno == EINTR) continue;
-    if ((errno == EAGAIN || errno == EWOULDBLOCK) && Wait(POLLIN, forever)) continue;
-    return -1;
-  }
+  // Only the bytes the gate read: it handed the request on as whole, so a
+  // parser that wants more (httplib reading a length the gate read apart,
+  // such as the first of two Content-Length headers) sees the end of the
+  // input and answers 400, instead of holding a worker on the socket.
+  const size_t n = std::min(size, request_.size() - consumed_);
+  std::memcpy(data, request_.data() + consumed_, n);
+  consumed_ += n;
+  return static_cast<ssize_t>(n);
 }
-
-ssize_t GateConnection::Write(const char* data, size_t size) {
-  if (size == 0) return 0;
-  const absl::Duration forever = absl::InfiniteDuration();
-  for (;;) {
-    if (ssl_ != nullptr) {
-      const int n = SSL_write(ssl_, data, static_cast<int>(std::min<size_t>(size, 1 << 30)));
-      if (n > 0) return n;
-      const int e = SSL_get_error(ssl_, n);
-      ERR_clear_error();
-      if (e == SSL_ERROR_WANT_WRITE && Wait(POLLOUT, forever)) continue;
-      if (e == SSL_ERROR_WANT_READ && Wait(POLLIN, forever)) continue;
-      return -1;
-    }
-    const ssize_t n = send(fd_, data, size, MSG_NOSIGNAL);
-    if (n >= 0) return n;
-    if (errno == EINTR) continue;
-    if ((errno == EAGAIN || errno == EWOULDBLOCK) && Wait(POLLOUT, forever)) continue;
-    return -1;
-  }
-}
-
-void GateConnection::Abort() { shutdown(fd_, SHUT_RDWR); }
 
 void GateConnection::PeerAddress(std::string* ip, int* port) const {
   sockaddr_storage ss{};
@@ -237,13 +181,15 @@ void GateConnection::LocalAddress(std::string* ip, int* port) const {
 
 // ---- The gate.
 
-struct HttpGate::Pending {
+struct HttpGate::Conn {
   int fd = -1;
   SSL* ssl = nullptr;
   bool handshaking = false;
+  bool sending = false;  // READING, or SENDING `buf` from `sent` on.
   std::string peer;
   std::string buf;
-  size_t want = 0;  // bytes the request needs, once its head is known; 0 before.
+  size_t want = 0;  // READING: bytes the request needs, once its head is known; 0 before.
+  size_t sent = 0;  // SENDING: bytes of buf written.
   uint32_t events = 0;
   absl::Time deadline;
 };
@@ -289,6 +235,16 @@ void HttpGate::Add(int fd) {
   (void)!write(wake_fd_, &one, sizeof(one));
 }
 
+void HttpGate::Send(std::unique_ptr<GateConnection> conn) {
+  {
+    absl::MutexLock lock(&mu_);
+    if (stopping_) return;  // closed here, unanswered.
+    answers_.push_back(std::move(conn));
+  }
+  const uint64_t one = 1;
+  (void)!write(wake_fd_, &one, sizeof(one));
+}
+
 void HttpGate::Stop() {
   {
     absl::MutexLock lock(&mu_);
@@ -309,14 +265,16 @@ void HttpGate::Loop() {
   std::vector<epoll_event> events(64);
   for (;;) {
     absl::Time next = absl::InfiniteFuture();
-    for (const auto& p : pending_) next = std::min(next, p->deadline);
+    for (const auto& c : conns_) next = std::min(next, c->deadline);
     const int timeout = next == absl::InfiniteFuture() ? 1000 : PollMillis(absl::Seconds(1), next);
     const int n = epoll_wait(epoll_fd_, events.data(), static_cast<int>(events.size()), timeout);
     std::vector<int> fresh;
+    std::vector<std::unique_ptr<GateConnection>> answers;
     {
       absl::MutexLock lock(&mu_);
       if (stopping_) break;
       fresh.swap(incoming_);
+      answers.swap(answers_);
     }
     for (int i = 0; i < n; ++i) {
       if (events[i].data.ptr == nullptr) {
@@ -324,36 +282,59 @@ void HttpGate::Loop() {
         (void)!read(wake_fd_, &drained, sizeof(drained));
         continue;
       }
-      Pending* p = static_cast<Pending*>(events[i].data.ptr);
+      Conn* c = static_cast<Conn*>(events[i].data.ptr);
       // Closed earlier in this batch? (Its entry is gone; skip stale events.)
-      if (std::none_of(pending_.begin(), pending_.end(),
-                       [p](const auto& q) { return q.get() == p; })) {
+      if (std::none_of(conns_.begin(), conns_.end(), [c](const auto& q) { return q.get() == c; })) {
         continue;
       }
-      Advance(p);
+      if (c->sending) {
+        Flush(c);
+      } else {
+        Advance(c);
+      }
     }
+    for (auto& answer : answers) StartSending(std::move(answer));
     for (int fd : fresh) Register(fd);
     const absl::Time now = Now();
-    for (size_t i = 0; i < pending_.size();) {
-      Pending* p = pending_[i].get();
-      if (p->deadline <= now) {
+    for (size_t i = 0; i < conns_.size();) {
+      Conn* c = conns_[i].get();
+      if (c->deadline > now) {
+        ++i;
+        continue;
+      }
+      if (c->sending) {
+        // The client did not read its answer in time: cut.
+        Close(c, &Stats::dropped);
+      } else {
         {
           absl::MutexLock lock(&mu_);
           ++stats_.timed_out;
         }
-        Answer(p, p->handshaking ? "" : "408 Request Timeout", nullptr);
-        continue;  // pending_[i] is now another connection.
+        Answer(c, c->handshaking ? "" : "408 Request Timeout", nullptr);
       }
-      ++i;
+      // conns_[i] is now another connection.
     }
     absl::MutexLock lock(&mu_);
-    stats_.pending = static_cast<int>(pending_.size());
+    stats_.pending = reading_;
+    stats_.sending = sending_;
   }
-  while (!pending_.empty()) Close(pending_.back().get());
+  while (!conns_.empty()) Close(conns_.back().get());
   absl::MutexLock lock(&mu_);
   for (int fd : incoming_) close(fd);
   incoming_.clear();
+  answers_.clear();  // each closes its connection.
   stats_.pending = 0;
+  stats_.sending = 0;
+}
+
+HttpGate::Conn* HttpGate::Oldest(bool sending) const {
+  Conn* oldest = nullptr;
+  for (const auto& c : conns_) {
+    if (c->sending == sending && (oldest == nullptr || c->deadline < oldest->deadline)) {
+      oldest = c.get();
+    }
+  }
+  return oldest;
 }
 
 void HttpGate::Register(int fd) {
@@ -365,8 +346,7 @@ void HttpGate::Register(int fd) {
   auto peer = std::find_if(per_peer_.begin(), per_peer_.end(),
                            [&](const auto& e) { return e.first == ip; });
   const int from_peer = peer == per_peer_.end() ? 0 : peer->second;
-  if (static_cast<int>(pending_.size()) >= options_.max_pending ||
-      from_peer >= options_.max_pending_per_peer) {
+  if (from_peer >= options_.max_pending_per_peer) {
     {
       // Counted before the peer can see its connection end.
       absl::MutexLock lock(&mu_);
@@ -375,15 +355,27 @@ void HttpGate::Register(int fd) {
     close(fd);
     return;
   }
-  auto p = std::make_unique<Pending>();
-  p->fd = fd;
-  p->peer = ip;
-  p->deadline = Now() + options_.head_timeout;
+  // Full: the one that has been sending its request longest makes room.
+  // Refusing the new one instead let 9 addresses of 32 slow clients each
+  // shut everyone else out; now a slow client must be younger than every
+  // other to stay, and a request sent at once is read in milliseconds.
+  while (reading_ >= options_.max_pending) {
+    Conn* oldest = Oldest(/*sending=*/false);
+    if (oldest == nullptr) break;
+    Close(oldest, &Stats::evicted);
+    // Close may have erased `peer`'s entry: look it up again below.
+  }
+  peer = std::find_if(per_peer_.begin(), per_peer_.end(),
+                      [&](const auto& e) { return e.first == ip; });
+  auto c = std::make_unique<Conn>();
+  c->fd = fd;
+  c->peer = ip;
+  c->deadline = Now() + options_.head_timeout;
   if (options_.tls != nullptr) {
-    p->ssl = SSL_new(options_.tls);
-    if (p->ssl == nullptr || SSL_set_fd(p->ssl, fd) != 1) {
+    c->ssl = SSL_new(options_.tls);
+    if (c->ssl == nullptr || SSL_set_fd(c->ssl, fd) != 1) {
       ERR_clear_error();
-      if (p->ssl != nullptr) SSL_free(p->ssl);
+      if (c->ssl != nullptr) SSL_free(c->ssl);
       {
         absl::MutexLock lock(&mu_);
         ++stats_.bad;
@@ -391,173 +383,240 @@ void HttpGate::Register(int fd) {
       close(fd);
       return;
     }
-    SSL_set_accept_state(p->ssl);
-    p->handshaking = true;
+    SSL_set_accept_state(c->ssl);
+    c->handshaking = true;
   }
   if (peer == per_peer_.end()) {
     per_peer_.emplace_back(ip, 1);
   } else {
     ++peer->second;
   }
+  ++reading_;
   epoll_event ev{};
   ev.events = EPOLLIN | EPOLLRDHUP;
-  ev.data.ptr = p.get();
-  p->events = ev.events;
-  if (epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, fd, &ev) != 0) {
-    pending_.push_back(std::move(p));
-    Close(pending_.back().get());
-    return;
-  }
-  pending_.push_back(std::move(p));
+  ev.data.ptr = c.get();
+  c->events = ev.events;
+  conns_.push_back(std::move(c));
+  if (epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, fd, &ev) != 0) Close(conns_.back().get());
 }
 
-void HttpGate::Want(Pending* p, uint32_t events) {
-  events |= EPOLLRDHUP;
-  if (p->events == events) return;
+void HttpGate::Want(Conn* c, uint32_t events) {
+  if (c->events == events) return;
   epoll_event ev{};
   ev.events = events;
-  ev.data.ptr = p;
-  p->events = events;
-  epoll_ctl(epoll_fd_, EPOLL_CTL_MOD, p->fd, &ev);
+  ev.data.ptr = c;
+  c->events = events;
+  epoll_ctl(epoll_fd_, EPOLL_CTL_MOD, c->fd, &ev);
 }
 
-void HttpGate::Advance(Pending* p) {
-  if (p->handshaking) {
-    const int r = SSL_accept(p->ssl);
+void HttpGate::Advance(Conn* c) {
+  if (c->handshaking) {
+    const int r = SSL_accept(c->ssl);
     if (r != 1) {
-      const int e = SSL_get_error(p->ssl, r);
+      const int e = SSL_get_error(c->ssl, r);
       ERR_clear_error();
-      if (e == SSL_ERROR_WANT_READ) return Want(p, EPOLLIN);
-      if (e == SSL_ERROR_WANT_WRITE) return Want(p, EPOLLOUT);
+      if (e == SSL_ERROR_WANT_READ) return Want(c, EPOLLIN | EPOLLRDHUP);
+      if (e == SSL_ERROR_WANT_WRITE) return Want(c, EPOLLOUT | EPOLLRDHUP);
       // Anyone can fail a handshake: debug level only.
-      TLOG(kDebug) << "controller http: TLS handshake with " << p->peer << " failed";
-      {
-        absl::MutexLock lock(&mu_);
-        ++stats_.bad;
-      }
-      return Close(p);
+      TLOG(kDebug) << "controller http: TLS handshake with " << c->peer << " failed";
+      return Close(c, &Stats::bad);
     }
-    p->handshaking = false;
+    c->handshaking = false;
   }
-  Want(p, EPOLLIN);
+  Want(c, EPOLLIN | EPOLLRDHUP);
   const size_t cap = options_.max_head_bytes + options_.max_body_bytes;
   char chunk[4096];
   for (;;) {
-    const size_t room = cap - std::min(cap, p->buf.size());
+    const size_t room = cap - std::min(cap, c->buf.size());
     if (room == 0) break;
     const size_t ask = std::min(room, sizeof(chunk));
     ssize_t n;
-    if (p->ssl != nullptr) {
-      n = SSL_read(p->ssl, chunk, static_cast<int>(ask));
+    if (c->ssl != nullptr) {
+      n = SSL_read(c->ssl, chunk, static_cast<int>(ask));
       if (n <= 0) {
-        const int e = SSL_get_error(p->ssl, static_cast<int>(n));
+        const int e = SSL_get_error(c->ssl, static_cast<int>(n));
         ERR_clear_error();
         if (e == SSL_ERROR_WANT_READ) break;
         if (e == SSL_ERROR_WANT_WRITE) {
-          Want(p, EPOLLOUT);
+          Want(c, EPOLLOUT | EPOLLRDHUP);
           break;
         }
-        return Close(p);  // closed or broken before a whole request.
+        return Close(c);  // closed or broken before a whole request.
       }
     } else {
-      n = recv(p->fd, chunk, ask, 0);
-      if (n == 0) return Close(p);
+      n = recv(c->fd, chunk, ask, 0);
+      if (n == 0) return Close(c);
       if (n < 0) {
         if (errno == EINTR) continue;
         if (errno == EAGAIN || errno == EWOULDBLOCK) break;
-        return Close(p);
+        return Close(c);
       }
     }
-    p->buf.append(chunk, static_cast<size_t>(n));
+    c->buf.append(chunk, static_cast<size_t>(n));
   }
 
-  if (p->want == 0) {
-    const size_t end = HeadEnd(p->buf);
+  if (c->want == 0) {
+    const size_t end = HeadEnd(c->buf);
     if (end == std::string::npos) {
-      if (p->buf.size() >= options_.max_head_bytes) {
-        return Answer(p, "431 Request Header Fields Too Large", &Stats::bad);
+      if (c->buf.size() >= options_.max_head_bytes) {
+        return Answer(c, "431 Request Header Fields Too Large", &Stats::bad);
       }
       return;  // more to come.
     }
     if (end > options_.max_head_bytes) {
-      return Answer(p, "431 Request Header Fields Too Large", &Stats::bad);
+      return Answer(c, "431 Request Header Fields Too Large", &Stats::bad);
     }
     // What follows the head: its Content-Length (the views read no body, but
     // httplib reads one before answering 405 or 413).
     uint64_t body = 0;
-    for (absl::string_view line : absl::StrSplit(absl::string_view(p->buf).substr(0, end), '\n')) {
+    for (absl::string_view line : absl::StrSplit(absl::string_view(c->buf).substr(0, end), '\n')) {
       const size_t colon = line.find(':');
       if (colon == absl::string_view::npos) continue;
       const absl::string_view name = absl::StripAsciiWhitespace(line.substr(0, colon));
       const absl::string_view value = absl::StripAsciiWhitespace(line.substr(colon + 1));
       if (absl::EqualsIgnoreCase(name, "transfer-encoding")) {
-        return Answer(p, "411 Length Required", &Stats::bad);
+        return Answer(c, "411 Length Required", &Stats::bad);
       }
       if (absl::EqualsIgnoreCase(name, "content-length")) {
-        if (!absl::SimpleAtoi(value, &body)) return Answer(p, "400 Bad Request", &Stats::bad);
+        if (!absl::SimpleAtoi(value, &body)) return Answer(c, "400 Bad Request", &Stats::bad);
         if (body > options_.max_body_bytes) {
-          return Answer(p, "413 Payload Too Large", &Stats::bad);
+          return Answer(c, "413 Payload Too Large", &Stats::bad);
         }
       }
     }
-    p->want = end + body;
+    c->want = end + body;
   }
-  if (p->buf.size() < p->want) return;  // the body is on its way.
+  if (c->buf.size() < c->want) return;  // the body is on its way.
 
   // Whole: hand it on, out of the gate's set.
-  epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, p->fd, nullptr);
-  auto conn = std::make_unique<GateConnection>(p->fd, p->ssl, std::move(p->buf));
-  p->fd = -1;
-  p->ssl = nullptr;
-  Close(p);
+  epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, c->fd, nullptr);
+  auto conn = std::make_unique<GateConnection>(c->fd, c->ssl, std::move(c->buf));
+  c->fd = -1;
+  c->ssl = nullptr;
+  Close(c);
   std::unique_ptr<GateConnection> back = on_request_(std::move(conn));
-  absl::MutexLock lock(&mu_);
   if (back == nullptr) {
+    absl::MutexLock lock(&mu_);
     ++stats_.handed;
     return;
   }
-  ++stats_.busy;
+  // No room: one try at a 503 (a client that does not read it loses it).
   static constexpr char kBusy[] =
       "HTTP/1.1 503 Service Unavailable\r\nConnection: close\r\nRetry-After: 1\r\n"
       "Content-Length: 0\r\n\r\n";
-  back->set_deadline(Now());  // one try, no wait.
-  back->Write(kBusy, sizeof(kBusy) - 1);
+  if (back->ssl_ != nullptr) {
+    SSL_write(back->ssl_, kBusy, sizeof(kBusy) - 1);
+    ERR_clear_error();
+  } else {
+    (void)!send(back->fd_, kBusy, sizeof(kBusy) - 1, MSG_NOSIGNAL | MSG_DONTWAIT);
+  }
+  absl::MutexLock lock(&mu_);
+  ++stats_.busy;
 }
 
-void HttpGate::Answer(Pending* p, absl::string_view status_line, int64_t Stats::*counter) {
+void HttpGate::StartSending(std::unique_ptr<GateConnection> conn) {
+  auto c = std::make_unique<Conn>();
+  c->fd = std::exchange(conn->fd_, -1);
+  c->ssl = std::exchange(conn->ssl_, nullptr);
+  c->buf = std::move(conn->answer_);
+  c->sending = true;
+  c->deadline = Now() + options_.answer_timeout;
+  conn.reset();
+  ++sending_;
+  sending_bytes_ += c->buf.size();
+  Conn* mine = c.get();
+  conns_.push_back(std::move(c));
+  // Most answers fit in the socket's buffer: written and closed here.
+  Flush(mine);
+  if (std::none_of(conns_.begin(), conns_.end(),
+                   [mine](const auto& q) { return q.get() == mine; })) {
+    return;
+  }
+  // What is left waits for the client; over a cap, the oldest answers
+  // waiting are cut first (a client that reads is done in well under the
+  // answer timeout, so the oldest are the ones that do not read).
+  while (sending_ > options_.max_sending || sending_bytes_ > options_.max_sending_bytes) {
+    Conn* oldest = Oldest(/*sending=*/true);
+    if (oldest == nullptr || oldest == mine) break;
+    Close(oldest, &Stats::dropped);
+  }
+  epoll_event ev{};
+  ev.events = mine->events;
+  ev.data.ptr = mine;
+  if (epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, mine->fd, &ev) != 0) Close(mine, &Stats::dropped);
+}
+
+void HttpGate::Flush(Conn* c) {
+  while (c->sent < c->buf.size()) {
+    const size_t left = c->buf.size() - c->sent;
+    const char* data = c->buf.data() + c->sent;
+    ssize_t n;
+    if (c->ssl != nullptr) {
+      n = SSL_write(c->ssl, data, static_cast<int>(std::min<size_t>(left, 1 << 30)));
+      if (n <= 0) {
+        const int e = SSL_get_error(c->ssl, static_cast<int>(n));
+        ERR_clear_error();
+        if (e == SSL_ERROR_WANT_WRITE) return Want(c, EPOLLOUT);
+        if (e == SSL_ERROR_WANT_READ) return Want(c, EPOLLIN);
+        return Close(c, &Stats::dropped);
+      }
+    } else {
+      n = send(c->fd, data, left, MSG_NOSIGNAL | MSG_DONTWAIT);
+      if (n < 0) {
+        if (errno == EINTR) continue;
+        if (errno == EAGAIN || errno == EWOULDBLOCK) return Want(c, EPOLLOUT);
+        return Close(c, &Stats::dropped);
+      }
+    }
+    c->sent += static_cast<size_t>(n);
+    sending_bytes_ -= static_cast<size_t>(n);
+  }
+  if (c->ssl != nullptr) {
+    SSL_shutdown(c->ssl);  // one try at close_notify.
+    ERR_clear_error();
+  }
+  Close(c, &Stats::sent);
+}
+
+void HttpGate::Answer(Conn* c, absl::string_view status_line, int64_t Stats::*counter) {
+  if (!status_line.empty() && !c->handshaking) {
+    const std::string answer = absl::StrCat("HTTP/1.1 ", status_line,
+                                            "\r\nConnection: close\r\nContent-Length: 0\r\n\r\n");
+    // One non-blocking try: a client that does not read it loses it.
+    if (c->ssl != nullptr) {
+      SSL_write(c->ssl, answer.data(), static_cast<int>(answer.size()));
+      ERR_clear_error();
+    } else {
+      (void)!send(c->fd, answer.data(), answer.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
+    }
+  }
+  Close(c, counter);
+}
+
+void HttpGate::Close(Conn* c, int64_t Stats::*counter) {
   if (counter != nullptr) {
     absl::MutexLock lock(&mu_);
     ++(stats_.*counter);
   }
-  if (!status_line.empty() && !p->handshaking) {
-    const std::string answer = absl::StrCat("HTTP/1.1 ", status_line,
-                                            "\r\nConnection: close\r\nContent-Length: 0\r\n\r\n");
-    // One non-blocking try: a client that does not read it loses it.
-    if (p->ssl != nullptr) {
-      SSL_write(p->ssl, answer.data(), static_cast<int>(answer.size()));
-      ERR_clear_error();
-    } else {
-      (void)!send(p->fd, answer.data(), answer.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
-    }
-  }
-  Close(p);
-}
-
-void HttpGate::Close(Pending* p) {
-  if (p->fd >= 0) epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, p->fd, nullptr);
-  if (p->ssl != nullptr) {
-    SSL_free(p->ssl);
+  if (c->fd >= 0) epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, c->fd, nullptr);
+  if (c->ssl != nullptr) {
+    SSL_free(c->ssl);
     ERR_clear_error();
   }
-  if (p->fd >= 0) close(p->fd);
-  auto peer = std::find_if(per_peer_.begin(), per_peer_.end(),
-                           [&](const auto& e) { return e.first == p->peer; });
-  if (peer != per_peer_.end() && --peer->second <= 0) per_peer_.erase(peer);
-  auto it =
-      std::find_if(pending_.begin(), pending_.end(), [p](const auto& q) { return q.get() == p; });
-  if (it != pending_.end()) {
-    std::swap(*it, pending_.back());
-    pending_.pop_back();
+  if (c->fd >= 0) close(c->fd);
+  if (c->sending) {
+    --sending_;
+    sending_bytes_ -= c->buf.size() - c->sent;
+  } else {
+    --reading_;
+    auto peer = std::find_if(per_peer_.begin(), per_peer_.end(),
+                             [&](const auto& e) { return e.first == c->peer; });
+    if (peer != per_peer_.end() && --peer->second <= 0) per_peer_.erase(peer);
+  }
+  auto it = std::find_if(conns_.begin(), conns_.end(), [c](const auto& q) { return q.get() == c; });
+  if (it != conns_.end()) {
+    std::swap(*it, conns_.back());
+    conns_.pop_back();
   }
 }
 

@@ -1,22 +1,26 @@
 // The front of the controller's HTTP server (http_server.h): it takes the
-// connections the listener accepted, completes their TLS handshakes and
-// reads each request's head (and its small body) on ONE thread with epoll,
-// so that a slow client costs a descriptor and a buffer, never a worker
-// thread. Only a request whose bytes have all arrived is handed on, and the
-// worker then reads it from memory.
+// connections the listener accepted, completes their TLS handshakes, reads
+// each request's head (and its small body), and writes each answer, all on
+// ONE thread with epoll, so that a slow client costs a descriptor and a
+// buffer, never a worker thread. Only a request whose bytes have all arrived
+// is handed on; the worker reads it from memory, draws its answer into
+// memory and hands it back to be written.
 //
 //   Add(fd) --(TLS: handshake)--> READING --head (+ body) complete--> OnRequest
-//     |                             |
-//     +-- over max_pending, or      +-- head_timeout, head over max_head_bytes,
-//         max_pending_per_peer:         body over max_body_bytes, chunked,
-//         closed at once                EOF: answered 4xx where it can be, closed
+//     |                             |                                   |
+//     +-- a peer over               +-- head_timeout, head over         | (a worker)
+//         max_pending_per_peer:         max_head_bytes, body over       v
+//         closed at once; over          max_body_bytes, chunked, EOF:  Send(conn)
+//         max_pending: the oldest       answered 4xx where it can be,   |
+//         READING one is closed         closed                          v
+//         to make room                                    SENDING --all written--> closed
+//                                                           |
+//                                     answer_timeout, error, or pushed out (over
+//                                     max_sending / max_sending_bytes: the oldest
+//                                     SENDING goes first): closed, the answer cut
 //
-// A worker answers through GateConnection, whose reads and writes wait at
-// most until its deadline: a client that reads its answer slowly holds a
-// worker for at most that long (HttpServerOptions::answer_timeout).
-//
-// Threading: Add() and Stop() from any thread; everything else on the
-// gate's own thread, which calls OnRequest (that must not block). A
+// Threading: Add(), Send() and Stop() from any thread; everything else on
+// the gate's own thread, which calls OnRequest (that must not block). A
 // GateConnection belongs to one thread at a time.
 #ifndef TRAINLET_CONTROLLER_HTTP_GATE_H_
 #define TRAINLET_CONTROLLER_HTTP_GATE_H_
@@ -60,41 +64,32 @@ class TlsContext {
 };
 
 // One request whose bytes the gate has read, with the connection it came
-// on: a worker reads the buffered bytes first, then the socket, and writes
-// the answer, never waiting past the deadline. Closes the connection when
-// destroyed (after a TLS close_notify, best effort).
+// on: a worker reads those bytes (never the socket) and writes its answer
+// into memory; HttpGate::Send then writes it out. Closes the connection when
+// destroyed before that (the server stopping, a 503).
 class GateConnection {
  public:
-  GateConnection(int fd, SSL* ssl, std::string buffered);
+  GateConnection(int fd, SSL* ssl, std::string request);
   ~GateConnection();
   GateConnection(const GateConnection&) = delete;
   GateConnection& operator=(const GateConnection&) = delete;
 
-  // Reads and writes give up at `deadline` (Clock::Monotonic()).
-  void set_deadline(absl::Time deadline) { deadline_ = deadline; }
-  // >0 bytes read; 0 the peer closed; -1 an error or the deadline.
+  // The request's bytes the gate read; 0 past their end (never the socket).
   ssize_t Read(char* data, size_t size);
-  // >0 bytes written (maybe fewer than `size`); -1 an error or the deadline.
-  ssize_t Write(const char* data, size_t size);
-  // True when a Read would return at once, waiting up to `wait` (and never
-  // past the deadline).
-  bool WaitReadable(absl::Duration wait) const;
-  bool WaitWritable(absl::Duration wait) const;
-  // Ends the connection's reads and writes from another thread (Stop()).
-  void Abort();
+  // Appends to the answer; the socket is not touched.
+  void Write(const char* data, size_t size) { answer_.append(data, size); }
 
   int fd() const { return fd_; }
   void PeerAddress(std::string* ip, int* port) const;
   void LocalAddress(std::string* ip, int* port) const;
 
  private:
-  bool Wait(short events, absl::Duration wait) const;
-
-  const int fd_;
-  SSL* const ssl_;
-  std::string buffered_;
+  friend class HttpGate;
+  int fd_;
+  SSL* ssl_;
+  const std::string request_;
   size_t consumed_ = 0;
-  absl::Time deadline_ = absl::InfiniteFuture();
+  std::string answer_;
 };
 
 class HttpGate {
@@ -106,10 +101,18 @@ class HttpGate {
     size_t max_head_bytes = 32 * 1024;
     // A request body (the views take none); over it: 413. Chunked: 411.
     size_t max_body_bytes = 1024;
-    // Connections still sending their request, in all and from one address;
-    // beyond either, a new one is closed at once.
+    // Connections still sending their request, from one address (beyond,
+    // a new one is closed at once) and in all (beyond, the one sending
+    // longest is closed to make room: a client that sends its request at
+    // once gets in beside any number of slow ones).
     int max_pending = 256;
     int max_pending_per_peer = 32;
+    // From Send() to the answer's last byte written.
+    absl::Duration answer_timeout = absl::Seconds(30);
+    // Answers still being written, and their bytes not yet written; beyond
+    // either, the oldest is cut to make room.
+    int max_sending = 128;
+    size_t max_sending_bytes = 64 << 20;
     // Not owned; null: plaintext.
     SSL_CTX* tls = nullptr;
   };
@@ -123,7 +126,11 @@ class HttpGate {
     int64_t timed_out = 0;  // no whole request within head_timeout.
     int64_t bad = 0;        // answered 4xx (too large, chunked) or TLS failed.
     int64_t busy = 0;       // answered 503 (OnRequest had no room).
-    int pending = 0;        // now.
+    int64_t evicted = 0;    // closed while reading, for a newer one (max_pending).
+    int64_t sent = 0;       // answers written whole.
+    int64_t dropped = 0;    // answers cut: answer_timeout, a cap, the peer gone.
+    int pending = 0;        // reading now.
+    int sending = 0;        // writing now.
   };
 
   // Starts the gate's thread. Internal when epoll or eventfd fail.
@@ -134,21 +141,29 @@ class HttpGate {
 
   // Takes an accepted, non-blocking socket (the listener's callback).
   void Add(int fd);
+  // Writes the answer a worker drew into `conn`, then closes it.
+  void Send(std::unique_ptr<GateConnection> conn);
   // Closes every connection still sending and joins the thread. Idempotent.
   void Stop();
   Stats stats() const;
 
  private:
-  struct Pending;
+  struct Conn;
   HttpGate(Options options, OnRequest on_request);
   void Loop();
   void Register(int fd);
   // Handshakes and reads what has arrived; hands on, answers or closes.
-  void Advance(Pending* p);
-  void Want(Pending* p, uint32_t events);
+  void Advance(Conn* c);
+  // Starts writing a worker's answer.
+  void StartSending(std::unique_ptr<GateConnection> conn);
+  // Writes what the socket takes; closes the connection once all is written.
+  void Flush(Conn* c);
+  void Want(Conn* c, uint32_t events);
   // Writes a short answer (best effort, one try) and closes.
-  void Answer(Pending* p, absl::string_view status_line, int64_t Stats::*counter);
-  void Close(Pending* p);
+  void Answer(Conn* c, absl::string_view status_line, int64_t Stats::*counter);
+  void Close(Conn* c, int64_t Stats::*counter = nullptr);
+  // The READING (or SENDING) connection with the earliest deadline.
+  Conn* Oldest(bool sending) const;
 
   const Options options_;
   const OnRequest on_request_;
@@ -158,12 +173,16 @@ class HttpGate {
 
   mutable absl::Mutex mu_;
   std::vector<int> incoming_ ABSL_GUARDED_BY(mu_);
+  std::vector<std::unique_ptr<GateConnection>> answers_ ABSL_GUARDED_BY(mu_);
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   Stats stats_ ABSL_GUARDED_BY(mu_);
 
   // Gate-thread state.
-  std::vector<std::unique_ptr<Pending>> pending_;
-  std::vector<std::pair<std::string, int>> per_peer_;  // address -> pending.
+  std::vector<std::unique_ptr<Conn>> conns_;
+  int reading_ = 0;
+  int sending_ = 0;
+  size_t sending_bytes_ = 0;                           // not yet written.
+  std::vector<std::pair<std::string, int>> per_peer_;  // address -> reading.
 };
 
 }  // namespace trainlet::controller

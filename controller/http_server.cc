@@ -6,7 +6,6 @@
 #include <condition_variable>
 #include <deque>
 #include <mutex>
-#include <set>
 #include <thread>
 #include <utility>
 #include <vector>
@@ -31,15 +30,18 @@ namespace {
 constexpr char kJobPath[] = R"(/api/jobs/([^/]{1,512}))";
 constexpr char kEvidencePath[] = R"(/api/jobs/([^/]{1,512})/evidence)";
 
-// httplib's view of a request the gate read: the bytes it buffered, then
-// the socket, never past the connection's deadline.
+// httplib's view of a request the gate read: its bytes, and the answer
+// drawn into memory (the gate writes it: a worker never waits on a socket).
 class ConnectionStream : public httplib::Stream {
  public:
   explicit ConnectionStream(GateConnection* conn) : conn_(conn) {}
-  bool is_readable() const override { return conn_->WaitReadable(absl::Seconds(5)); }
-  bool is_writable() const override { return conn_->WaitWritable(absl::Seconds(5)); }
+  bool is_readable() const override { return true; }  // a read never waits.
+  bool is_writable() const override { return true; }
   ssize_t read(char* ptr, size_t size) override { return conn_->Read(ptr, size); }
-  ssize_t write(const char* ptr, size_t size) override { return conn_->Write(ptr, size); }
+  ssize_t write(const char* ptr, size_t size) override {
+    conn_->Write(ptr, size);
+    return static_cast<ssize_t>(size);
+  }
   void get_remote_ip_and_port(std::string& ip, int& port) const override {
     conn_->PeerAddress(&ip, &port);
   }
@@ -57,7 +59,11 @@ class Router : public httplib::Server {
  public:
   bool Serve(httplib::Stream& stream) {
     bool closed = false;
-    return process_request(stream, /*close_connection=*/true, closed, nullptr);
+    // Range is ignored (RFC 9110 lets a server): httplib answers N parts
+    // with N copies of the answer built in memory, so one request of 1,000
+    // parts of a 2 MB /metrics would cost 2 GB.
+    return process_request(stream, /*close_connection=*/true, closed,
+                           [](httplib::Request& req) { req.ranges.clear(); });
   }
 };
 
@@ -161,7 +167,6 @@ struct HttpServer::Impl {
   mutable std::mutex mu;
   std::condition_variable work;
   std::deque<std::unique_ptr<GateConnection>> queue;
-  std::set<GateConnection*> in_flight;
   bool stopping = false;
   std::vector<std::thread> workers;
   int64_t served = 0;
@@ -178,6 +183,8 @@ struct HttpServer::Impl {
     return nullptr;
   }
 
+  // Draws each answer into memory and hands it to the gate to write: no
+  // worker waits on a client.
   void Work() {
     for (;;) {
       std::unique_ptr<GateConnection> conn;
@@ -187,13 +194,11 @@ struct HttpServer::Impl {
         if (stopping) return;
         conn = std::move(queue.front());
         queue.pop_front();
-        in_flight.insert(conn.get());
       }
-      conn->set_deadline(Clock::Monotonic()->Now() + options.answer_timeout);
       ConnectionStream stream(conn.get());
       router.Serve(stream);
+      gate->Send(std::move(conn));
       std::lock_guard<std::mutex> lock(mu);
-      in_flight.erase(conn.get());
       ++served;
     }
   }
@@ -335,6 +340,9 @@ absl::StatusOr<std::unique_ptr<HttpServer>> HttpServer::Start(const HttpServerOp
   gate.head_timeout = options.head_timeout;
   gate.max_pending = options.max_pending;
   gate.max_pending_per_peer = options.max_pending_per_peer;
+  gate.answer_timeout = options.answer_timeout;
+  gate.max_sending = options.max_answers_sending;
+  gate.max_sending_bytes = options.max_bytes_sending;
   gate.tls = impl.tls ? impl.tls->get() : nullptr;
   auto started = HttpGate::Start(gate, [&impl](std::unique_ptr<GateConnection> conn) {
     return impl.Enqueue(std::move(conn));
@@ -363,7 +371,6 @@ void HttpServer::Stop() {
     std::lock_guard<std::mutex> lock(impl.mu);
     if (impl.stopping && impl.workers.empty()) return;
     impl.stopping = true;
-    for (GateConnection* conn : impl.in_flight) conn->Abort();
     impl.queue.clear();
   }
   impl.work.notify_all();
@@ -378,6 +385,8 @@ HttpServer::Stats HttpServer::stats() const {
     const HttpGate::Stats g = impl_->gate->stats();
     s.timed_out = g.timed_out;
     s.refused = g.refused;
+    s.dropped = g.dropped;
+    s.evicted = g.evicted;
   }
   if (impl_->listener) s.refused += impl_->listener->stats().refused_full;
   std::lock_guard<std::mutex> lock(impl_->mu);

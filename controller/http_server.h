@@ -1,30 +1,16 @@
 // The controller's HTTP adapter: read-only views of what a ViewSource (the
 // one seam: the controller's core adapted by snapshot.h, or a fixed
-// snapshot in tests) says, drawn by views.h.
+// snapshot in tests) says, drawn by views.h: GET / (the page,
+// status_page.cc), /api/jobs (RenderJobsJson), /api/jobs/JOB?from=K&limit=N
+// (RenderJobJson, nodes paged), /api/jobs/JOB/evidence (RenderEvidenceJson),
+// /metrics (PrometheusRenderer) and /healthz. The paths, the token, the
+// answers and every bound: docs/controller-views.md.
 //
-//   GET /                       the status page (one self-contained HTML page,
-//                               inline JS and CSS; status_page.cc)
-//   GET /api/jobs               every job's summary (RenderJobsJson)
-//   GET /api/jobs/JOB?from=K&limit=N
-//                               one job, its nodes K.. (at most N, and at most
-//                               max_answer_bytes of JSON; next_from says where
-//                               the next page starts) (RenderJobJson)
-//   GET /api/jobs/JOB/evidence  every hang's whole evidence (RenderEvidenceJson)
-//   GET /metrics                Prometheus text 0.0.4 (PrometheusRenderer)
-//   GET /healthz                "ok"
-// Anything else: 404; other methods: 405 (HEAD works where GET does). No
-// files are served. With a token, every path but `/` (the page holds no
-// data) and `/healthz` wants `Authorization: Bearer TOKEN` (401 otherwise).
-//
-// Bounded, and slow clients cannot take it down: connections come from a
-// TcpListener (a cap on open connections, survives running out of
-// descriptors) to an HttpGate, which reads each request (and does the TLS
-// handshake) on one epoll thread with a deadline; only complete requests
-// reach the worker threads, through a bounded queue (503 when full), and a
-// worker gives up on a client that reads its answer too slowly
-// (answer_timeout). One request per connection. An answer holds at most
-// max_answer_bytes of JSON (a job's nodes are paged) and `/metrics` one job
-// at a time.
+// Slow clients cannot take it down: connections come from a TcpListener
+// (a cap on open connections) to an HttpGate, which reads each request (and
+// does the TLS handshake) on one epoll thread; only complete requests reach
+// the worker threads, through a bounded queue; a worker draws the answer
+// into memory and the gate writes it, cutting it when the client is too slow.
 //
 // Threading: Start() binds and starts the listener's, the gate's and the
 // workers' threads; the ViewSource is called on worker threads,
@@ -73,13 +59,19 @@ struct HttpServerOptions {
   int threads = 4;
   int max_queued_requests = 64;  // complete requests waiting for a worker; beyond: 503.
   int max_connections = 512;     // open at once; beyond, new ones are closed.
-  // Connections still sending their request, from one address (and in all).
+  // Connections still sending their request, from one address (beyond, new
+  // ones are closed) and in all (beyond, the oldest is closed for a new one).
   int max_pending_per_peer = 32;
   int max_pending = 256;
-  absl::Duration head_timeout = absl::Seconds(10);    // accept -> whole request.
-  absl::Duration answer_timeout = absl::Seconds(30);  // a worker's time on one request.
-  size_t max_answer_bytes = 4 << 20;                  // JSON of one answer (not /metrics).
-  size_t default_page_nodes = 256;                    // /api/jobs/JOB without limit=.
+  absl::Duration head_timeout = absl::Seconds(10);  // accept -> whole request.
+  // An answer not read whole within this is cut (its connection closed).
+  absl::Duration answer_timeout = absl::Seconds(30);
+  // Answers waiting for clients to read them, and their bytes not yet
+  // written; beyond either the oldest is cut.
+  int max_answers_sending = 128;
+  size_t max_bytes_sending = 64 << 20;
+  size_t max_answer_bytes = 4 << 20;  // JSON of one answer (not /metrics).
+  size_t default_page_nodes = 256;    // /api/jobs/JOB without limit=.
   size_t max_page_nodes = 4096;
   std::string token;  // empty: no token.
   HttpTls tls_mode = HttpTls::kOff;
@@ -109,6 +101,8 @@ class HttpServer {
     int64_t busy = 0;       // answered 503: the queue was full.
     int64_t timed_out = 0;  // no whole request within head_timeout.
     int64_t refused = 0;    // closed at once: over a connection cap.
+    int64_t dropped = 0;    // answers cut: not read in time, or over a cap.
+    int64_t evicted = 0;    // closed while sending its request, for a newer one.
   };
   Stats stats() const;
 

@@ -221,6 +221,28 @@ TEST_F(HttpServerTest, HeadOfThePage_HasNoBody) {
   EXPECT_TRUE(res->body.empty());
 }
 
+// httplib answers a Range of N parts with N copies of the answer, built in
+// memory (1,000 parts of a 2 MB /metrics: 2 GB from one request). The views
+// ignore Range, as RFC 9110 lets a server do: the whole answer, once.
+TEST_F(HttpServerTest, Range_IsIgnoredTheWholeAnswerComesOnce) {
+  std::string parts = "bytes=0-";
+  for (int i = 0; i < 50; ++i) parts += ",0-";
+  for (const char* path : {"/", "/metrics", "/healthz"}) {
+    auto res = client_->Get(path, {{"Range", parts}});
+    ASSERT_TRUE(res) << path << ": " << httplib::to_string(res.error());
+    EXPECT_EQ(res->status, 200) << path;
+    EXPECT_FALSE(res->has_header("Content-Range")) << path;
+    EXPECT_THAT(res->get_header_value("Content-Type"), Not(HasSubstr("multipart"))) << path;
+    auto plain = client_->Get(path);
+    ASSERT_TRUE(plain);
+    EXPECT_EQ(res->body.size(), plain->body.size()) << path;
+  }
+  auto one = client_->Get("/", {{"Range", "bytes=0-9"}});
+  ASSERT_TRUE(one);
+  EXPECT_EQ(one->status, 200);
+  EXPECT_EQ(one->body, StatusPageHtml());
+}
+
 TEST_F(HttpServerTest, OverlongRequestLineOrHeaderOrBody_IsRefused) {
   auto uri = client_->Get(("/" + std::string(4096, 'a')).c_str());
   ASSERT_TRUE(uri);
@@ -387,6 +409,125 @@ TEST(HttpServerSlowClients, DripFedHeaders_DoNotTakeTheViewsDown) {
   EXPECT_EQ((*server)->stats().timed_out, kSlow);
 }
 
+// Requests whose length the gate and httplib read apart (two Content-Length
+// headers, a bare CR before one): the gate hands on what it read as whole,
+// and the worker never waits on the socket for the rest. Each is answered
+// (4xx) at once, and the views answer beside them.
+TEST(HttpServerSlowClients, LengthTheGateAndTheParserReadApart_HoldsNoWorker) {
+  HttpServerOptions options = Loopback();
+  options.answer_timeout = absl::Seconds(60);
+  auto server = HttpServer::Start(options, [] { return testing::SampleSnapshot(); });
+  ASSERT_TRUE(server.ok()) << server.status();
+  const int port = (*server)->port();
+  const std::string kTricks[] = {
+      "POST /healthz HTTP/1.1\r\nHost: x\r\nContent-Length: 1000\r\nContent-Length: 0\r\n\r\n",
+      "POST /healthz HTTP/1.1\r\nHost: x\r\rContent-Length: 1000\r\n\r\n",
+  };
+  std::vector<int> tricky;
+  for (int i = 0; i < 8; ++i) {  // twice the workers.
+    const int fd = Connect(port);
+    ASSERT_GE(fd, 0);
+    const std::string& request = kTricks[i % 2];
+    (void)!send(fd, request.data(), request.size(), MSG_NOSIGNAL);
+    tricky.push_back(fd);
+  }
+  httplib::Client client("127.0.0.1", port);
+  // The workers answered them at once; 10 s is room for a loaded machine
+  // (a worker that waited for the rest of a body held it 60 s).
+  client.set_read_timeout(10, 0);
+  auto res = client.Get("/healthz");
+  ASSERT_TRUE(res) << httplib::to_string(res.error());
+  EXPECT_EQ(res->status, 200);
+  for (int fd : tricky) {
+    bool closed = false;
+    EXPECT_THAT(ReadUntilClosed(fd, absl::Seconds(10), &closed), HasSubstr("HTTP/1.1 4"));
+    EXPECT_TRUE(closed);
+    close(fd);
+  }
+}
+
+// A connection whose receive buffer is a few KiB: the kernel holds little
+// of what the server sends it.
+int ConnectSmallWindow(int port) {
+  const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  const int small = 4096;
+  setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &small, sizeof(small));
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_port = htons(static_cast<uint16_t>(port));
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) != 0) {
+    close(fd);
+    return -1;
+  }
+  return fd;
+}
+
+// Clients that ask for a big answer and never read it (the answer is far
+// over what the kernel's buffers hold) cost memory the gate bounds, never a
+// worker: the views answer beside them, and their answers are dropped when
+// the bytes held for them pass the cap.
+TEST(HttpServerSlowClients, ClientsThatNeverReadTheirAnswer_HoldNoWorker) {
+  const ControllerSnapshot big = BigJob();
+  HttpServerOptions options = Loopback();
+  options.answer_timeout = absl::Seconds(120);
+  options.max_answer_bytes = 12 << 20;   // a page of ~12 MiB each,
+  options.max_bytes_sending = 32 << 20;  // of which the gate holds 32 MiB.
+  auto server = HttpServer::Start(options, [&big] { return big; });
+  ASSERT_TRUE(server.ok()) << server.status();
+  const int port = (*server)->port();
+  constexpr int kStalled = 8;  // twice the workers.
+  std::vector<int> stalled;
+  for (int i = 0; i < kStalled; ++i) {
+    const int fd = ConnectSmallWindow(port);
+    ASSERT_GE(fd, 0);
+    const std::string get = "GET /api/jobs/big?limit=4096 HTTP/1.1\r\nHost: x\r\n\r\n";
+    (void)!send(fd, get.data(), get.size(), MSG_NOSIGNAL);
+    stalled.push_back(fd);
+  }
+  httplib::Client client("127.0.0.1", port);
+  // Each stalled answer takes a worker a fraction of a second to draw; 30 s
+  // is room for a loaded machine (a worker that wrote it waited 120 s).
+  client.set_read_timeout(30, 0);
+  for (const char* path : {"/healthz", "/api/jobs", "/"}) {
+    auto res = client.Get(path);
+    ASSERT_TRUE(res) << path << ": " << httplib::to_string(res.error());
+    EXPECT_EQ(res->status, 200) << path;
+  }
+  // 8 answers of ~12 MiB, at most 32 MiB held: most were dropped.
+  for (int i = 0; i < 300 && (*server)->stats().dropped < kStalled - 3; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  EXPECT_GE((*server)->stats().dropped, kStalled - 3);
+  for (int fd : stalled) close(fd);
+}
+
+// An answer not read whole within answer_timeout is dropped: the
+// connection is closed.
+TEST(HttpServerSlowClients, AnswerNotReadInTime_IsDropped) {
+  const ControllerSnapshot big = BigJob();
+  HttpServerOptions options = Loopback();
+  options.answer_timeout = absl::Seconds(2);
+  options.max_answer_bytes = 12 << 20;
+  auto server = HttpServer::Start(options, [&big] { return big; });
+  ASSERT_TRUE(server.ok()) << server.status();
+  const int fd = ConnectSmallWindow((*server)->port());
+  ASSERT_GE(fd, 0);
+  const std::string get = "GET /api/jobs/big?limit=4096 HTTP/1.1\r\nHost: x\r\n\r\n";
+  (void)!send(fd, get.data(), get.size(), MSG_NOSIGNAL);
+  for (int i = 0; i < 300 && (*server)->stats().dropped < 1; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  EXPECT_EQ((*server)->stats().dropped, 1);
+  // What reached the socket, then its end: the answer was cut.
+  bool closed = false;
+  const std::string got = ReadUntilClosed(fd, absl::Seconds(30), &closed);
+  EXPECT_TRUE(closed);
+  EXPECT_THAT(got, HasSubstr("HTTP/1.1 200"));
+  EXPECT_LT(got.size(), 12u << 20);
+  close(fd);
+}
+
 TEST(HttpServerSlowClients, TooManyFromOneAddress_AreClosedAtOnce) {
   HttpServerOptions options = Loopback();
   options.max_pending_per_peer = 4;
@@ -403,6 +544,35 @@ TEST(HttpServerSlowClients, TooManyFromOneAddress_AreClosedAtOnce) {
   close(fifth);
   for (int fd : fds) close(fd);
   EXPECT_GE((*server)->stats().refused, 1);
+}
+
+// Slow clients from many addresses fill the gate (256 sending their
+// request); a new client then takes the place of the one that has been
+// sending longest, instead of being refused: the views stay up beside them.
+TEST(HttpServerSlowClients, GateFull_TheOldestWaitingMakesRoomForANewOne) {
+  HttpServerOptions options = Loopback();
+  options.max_pending = 8;  // all from 127.0.0.1, under its 32 a peer.
+  auto server = HttpServer::Start(options, [] { return testing::SampleSnapshot(); });
+  ASSERT_TRUE(server.ok()) << server.status();
+  std::vector<int> silent;
+  for (int i = 0; i < 8; ++i) {
+    const int fd = Connect((*server)->port());
+    ASSERT_GE(fd, 0);
+    (void)!send(fd, "GET /healthz HTTP/1.1\r\n", 23, MSG_NOSIGNAL);
+    silent.push_back(fd);
+  }
+  httplib::Client client("127.0.0.1", (*server)->port());
+  client.set_read_timeout(10, 0);
+  auto res = client.Get("/healthz");
+  ASSERT_TRUE(res) << httplib::to_string(res.error());
+  EXPECT_EQ(res->status, 200);
+  // The oldest made room, closed.
+  EXPECT_EQ((*server)->stats().evicted, 1);
+  EXPECT_EQ((*server)->stats().refused, 0);
+  bool closed = false;
+  ReadUntilClosed(silent[0], absl::Seconds(5), &closed);
+  EXPECT_TRUE(closed);
+  for (int fd : silent) close(fd);
 }
 
 // ---- Token.
@@ -526,6 +696,30 @@ TEST_F(HttpServerTlsTest, MutualTls_WantsAClientCertificateOfTheCa) {
               HasSubstr("HTTP/1.1 200"));
   EXPECT_EQ(TlsGet(server->port(), "/healthz", nullptr, server_tls_.ca_pem), "");
   EXPECT_EQ(TlsGet(server->port(), "/healthz", &stranger_tls_, server_tls_.ca_pem), "");
+}
+
+// An answer far over what the socket's buffers hold is written in parts as
+// the client reads, and arrives whole.
+TEST_F(HttpServerTlsTest, BigAnswer_ArrivesWholeOverTls) {
+  const ControllerSnapshot big = BigJob();
+  HttpServerOptions options = Loopback();
+  options.tls_mode = HttpTls::kServer;
+  options.tls = server_tls_;
+  options.max_answer_bytes = 12 << 20;
+  auto server = HttpServer::Start(options, [&big] { return big; });
+  ASSERT_TRUE(server.ok()) << server.status();
+  const std::string got =
+      TlsGet((*server)->port(), "/api/jobs/big?limit=4096", nullptr, server_tls_.ca_pem);
+  const size_t head_end = got.find("\r\n\r\n");
+  ASSERT_NE(head_end, std::string::npos);
+  const std::string head = got.substr(0, head_end);
+  EXPECT_THAT(head, HasSubstr("HTTP/1.1 200"));
+  const size_t at = head.find("Content-Length: ");
+  ASSERT_NE(at, std::string::npos);
+  const size_t length = std::stoul(head.substr(at + 16));
+  EXPECT_GT(length, 8u << 20);
+  EXPECT_EQ(got.size() - head_end - 4, length);
+  EXPECT_EQ((*server)->stats().dropped, 0);
 }
 
 TEST_F(HttpServerTlsTest, StalledHandshake_DoesNotHoldAWorker) {

@@ -1,10 +1,8 @@
 #include "controller/job_tokens.h"
 
-#include <cerrno>
-#include <cstdio>
-#include <cstring>
 #include <utility>
 
+#include "absl/container/flat_hash_set.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -57,20 +55,23 @@ JobTokens JobTokens::AnyJob(std::string token) {
 
 absl::StatusOr<JobTokens> JobTokens::Parse(absl::string_view text, absl::string_view origin) {
   JobTokens t;
+  absl::flat_hash_set<std::string> seen;
   int number = 0;
   for (absl::string_view line : absl::StrSplit(text, '\n')) {
     ++number;
     line = absl::StripTrailingAsciiWhitespace(line);
     if (line.empty() || absl::StartsWith(absl::StripLeadingAsciiWhitespace(line), "#")) continue;
     Entry entry;
-    if (absl::StartsWith(line, kJobsPrefix)) {
-      const size_t space = line.find_first_of(" \t");
+    // A scoped line may be indented; an unscoped one is the whole line.
+    const absl::string_view scoped = absl::StripLeadingAsciiWhitespace(line);
+    if (absl::StartsWith(scoped, kJobsPrefix)) {
+      const size_t space = scoped.find_first_of(" \t");
       if (space == absl::string_view::npos) {
         return LineError(origin, number,
                          "expected \"jobs=PATTERN[,PATTERN...] TOKEN\" (a token after a space)");
       }
       for (absl::string_view p :
-           absl::StrSplit(line.substr(kJobsPrefix.size(), space - kJobsPrefix.size()), ',')) {
+           absl::StrSplit(scoped.substr(kJobsPrefix.size(), space - kJobsPrefix.size()), ',')) {
         if (!IsPattern(p)) {
           return LineError(origin, number,
                            absl::StrCat("\"", p.substr(0, 140),
@@ -79,7 +80,12 @@ absl::StatusOr<JobTokens> JobTokens::Parse(absl::string_view text, absl::string_
         }
         entry.scope.patterns.emplace_back(p);
       }
-      entry.token = std::string(absl::StripLeadingAsciiWhitespace(line.substr(space)));
+      entry.token = std::string(absl::StripLeadingAsciiWhitespace(scoped.substr(space)));
+      if (entry.token.find_first_of(" \t") != std::string::npos) {
+        return LineError(origin, number,
+                         "a job-scoped token is one word after \"jobs=PATTERN[,PATTERN...] \"; "
+                         "comments go on lines of their own");
+      }
     } else {
       entry.scope.all_jobs = true;
       entry.token = std::string(line);
@@ -97,11 +103,15 @@ absl::StatusOr<JobTokens> JobTokens::Parse(absl::string_view text, absl::string_
                                       i, " (gRPC metadata carries 0x20-0x7E only)"));
       }
     }
-    for (const Entry& other : t.entries_) {
-      if (other.token == entry.token) {
-        return LineError(origin, number,
-                         "the same token is listed twice; give each scope its own token");
-      }
+    if (static_cast<int>(t.entries_.size()) >= kMaxTokens) {
+      return LineError(origin, number,
+                       absl::StrCat("more than ", kMaxTokens,
+                                    " tokens (every call is compared with each); give a team's "
+                                    "jobs one token with a pattern"));
+    }
+    if (!seen.insert(entry.token).second) {
+      return LineError(origin, number,
+                       "the same token is listed twice; give each scope its own token");
     }
     t.entries_.push_back(std::move(entry));
   }
@@ -115,29 +125,10 @@ absl::StatusOr<JobTokens> JobTokens::Parse(absl::string_view text, absl::string_
 }
 
 absl::StatusOr<JobTokens> JobTokens::ReadFile(const std::string& path, absl::string_view origin) {
-  std::FILE* f = std::fopen(path.c_str(), "rb");
-  if (f == nullptr) {
-    return absl::FailedPreconditionError(
-        absl::StrCat(origin, ": cannot read token file ", path, ": ", std::strerror(errno)));
-  }
-  std::string data;
-  char buf[4096];
-  size_t n;
-  while ((n = std::fread(buf, 1, sizeof(buf), f)) > 0 && data.size() <= kMaxFileBytes) {
-    data.append(buf, n);
-  }
-  const bool read_error = std::ferror(f) != 0;
-  const int saved_errno = errno;
-  std::fclose(f);
-  if (read_error) {
-    return absl::FailedPreconditionError(
-        absl::StrCat(origin, ": cannot read token file ", path, ": ", std::strerror(saved_errno)));
-  }
-  if (data.size() > kMaxFileBytes) {
-    return absl::FailedPreconditionError(
-        absl::StrCat(origin, ": token file ", path, " is larger than ", kMaxFileBytes, " bytes"));
-  }
-  return Parse(data, absl::StrCat(origin, " ", path));
+  absl::StatusOr<std::string> text =
+      rendezvous::ReadBoundedFile(path, kMaxFileBytes, origin, "token file");
+  if (!text.ok()) return text.status();
+  return Parse(*text, absl::StrCat(origin, " ", path));
 }
 
 const TokenScope* JobTokens::Find(absl::string_view presented) const {

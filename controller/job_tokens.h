@@ -9,9 +9,12 @@
 //   jobs=team-a-* 3f9a1c...                a token for the jobs it names:
 //   jobs=team-b-train,team-b-eval 77c1...  job ids, or prefixes ending in '*'
 //
-// A line that does not start with "jobs=" is a token for every job: the
-// whole line minus trailing whitespace, as a single-token file always was.
-// Tokens are printable ASCII (gRPC metadata), and each is listed once.
+// A line that does not start with "jobs=" (after any indentation) is a
+// token for every job: the whole line minus trailing whitespace, as a
+// single-token file always was. A scoped token is one word: a comment goes
+// on a line of its own.
+// Tokens are printable ASCII (gRPC metadata), each is listed once, and a
+// file lists at most kMaxTokens.
 //
 // Pure and thread-compatible; Find compares in constant time.
 #ifndef TRAINLET_CONTROLLER_JOB_TOKENS_H_
@@ -24,6 +27,10 @@
 #include "absl/strings/string_view.h"
 
 namespace trainlet::controller {
+
+// Tokens a file may list (every call compares the one it presents with
+// each of them).
+inline constexpr int kMaxTokens = 4096;
 
 // The jobs a token may write and read.
 struct TokenScope {

@@ -70,6 +70,42 @@ TEST(JobTokensTest, Errors_NameTheLine) {
   }
 }
 
+// A scoped line with a comment after its token (as the docs' example had
+// it) made the comment part of the token, so the team's agents were
+// refused; an indented scoped line became a token for every job whose
+// text was "  jobs=...".
+TEST(JobTokensTest, ScopedLine_CommentAfterTheTokenOrIndented) {
+  auto t = JobTokens::Parse("jobs=team-a-* tok-a   # team A\n", "--token-file f");
+  ASSERT_FALSE(t.ok());
+  EXPECT_THAT(t.status().message(), HasSubstr("line 1: a job-scoped token is one word"));
+  EXPECT_THAT(t.status().message(), HasSubstr("comments go on lines of their own"));
+  t = JobTokens::Parse("admin\n  jobs=team-a-* tok-a\n\tjobs=team-b-* tok-b\n", "--token-file f");
+  ASSERT_TRUE(t.ok()) << t.status();
+  ASSERT_NE(t->Find("tok-a"), nullptr);
+  EXPECT_FALSE(t->Find("tok-a")->all_jobs);
+  EXPECT_TRUE(t->Find("tok-a")->Allows("team-a-x"));
+  EXPECT_FALSE(t->Find("tok-b")->Allows("team-a-x"));
+  // An unscoped line is still the whole line, as an agents' file has it.
+  EXPECT_NE(t->Find("admin"), nullptr);
+}
+
+// Every RPC compares the presented token with every listed one (each in
+// constant time), and parsing compared each new token with all before it:
+// a 1 MiB file of short tokens (130,000) took minutes to load and made
+// every call compare 130,000 tokens. The file holds at most 4,096.
+TEST(JobTokensTest, TooManyTokens_IsAnErrorNamingTheLimit) {
+  std::string text;
+  for (int i = 0; i <= kMaxTokens; ++i) text += "tok-" + std::to_string(i) + "\n";
+  auto t = JobTokens::Parse(text, "--token-file f");
+  ASSERT_FALSE(t.ok());
+  EXPECT_THAT(t.status().message(), HasSubstr("more than 4096 tokens"));
+  EXPECT_THAT(t.status().message(), HasSubstr("line 4097"));
+  text.erase(text.rfind("tok-"));
+  t = JobTokens::Parse(text, "--token-file f");
+  ASSERT_TRUE(t.ok()) << t.status();
+  EXPECT_EQ(t->size(), static_cast<size_t>(kMaxTokens));
+}
+
 TEST(JobTokensTest, ReadFile_NamesTheFile) {
   trainlet::testing::TempRoot root;
   auto t = JobTokens::ReadFile(root.Write("tokens", "jobs=j tok\n"), "--token-file");

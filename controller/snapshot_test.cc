@@ -18,7 +18,7 @@ v1::HealthReport Report(const std::string& node, uint64_t seq, uint64_t round, i
   v1::HealthReport r;
   r.set_job_id("job");
   r.set_node_id(node);
-  r.set_incarnation(node == "pod-0" ? 0xa1 : 0xb2);
+  r.set_incarnation(node == "pod-0" ? 0xa1a1a1a1'00000001 : 0xb2b2b2b2'00000002);
   r.set_sequence(seq);
   r.set_round(round);
   r.set_node_rank(node == "pod-0" ? 0 : 1);
@@ -125,7 +125,7 @@ TEST_F(SnapshotTest, NodesWorkersProgressGpusRestartsAndHangsReachTheViews) {
   const NodeView& n = j.nodes[0];
   EXPECT_EQ(n.node_id, "pod-0");
   EXPECT_TRUE(n.up);
-  EXPECT_EQ(n.incarnation, 0xa1u);
+  EXPECT_EQ(n.incarnation, 0xa1a1a1a1'00000000u);  // ShownIncarnation: the high 32 bits.
   EXPECT_EQ(n.report_lag_ms, 40);
   EXPECT_EQ(n.agent_state, AgentState::kRunning);
   ASSERT_EQ(n.workers.size(), 1u);
@@ -203,7 +203,8 @@ class ElasticViewsTest : public ::testing::Test {
   ElasticViewsTest() : core_(ControllerOptions{}, &clock_, &sink_) {}
   v1::HealthReport Node(int index, uint64_t round, int node_rank, int nnodes) {
     const std::string id = std::string("node-") + static_cast<char>('a' + index);
-    v1::HealthReport r = testing::MakeReport("job", id, 100 + index, ++seq_[index], round);
+    v1::HealthReport r =
+        testing::MakeReport("job", id, uint64_t{100u + index} << 32 | 7, ++seq_[index], round);
     r.set_node_rank(node_rank);
     r.set_nnodes(nnodes);
     r.set_world_size(2 * nnodes);
@@ -315,7 +316,7 @@ TEST_F(ElasticViewsTest, LostNode_SucceededJob_StartCommandTimelineAndSeries) {
   EXPECT_THAT(table, HasSubstr("JOB job: succeeded"));
   EXPECT_THAT(table, HasSubstr("0/2 (1 lost)"));  // finished: its members went quiet.
   EXPECT_THAT(table, HasSubstr("command: python train.py --epochs 3"));
-  EXPECT_THAT(table, HasSubstr("node-c  -     0000000000000066  lost"));
+  EXPECT_THAT(table, HasSubstr("node-c  -     00000066     lost"));
   EXPECT_THAT(table, HasSubstr("after: node node-c lost: stream broken"));
   const std::string metrics = RenderPrometheus(full);
   EXPECT_THAT(metrics, HasSubstr("trainlet_job_info{job_id=\"job\",state=\"succeeded\"} 1\n"));

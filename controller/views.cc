@@ -554,10 +554,12 @@ void AppendJobDetail(std::string& out, const JobView& job, bool full, int64_t no
     for (const WorkerView& w : node.workers) worker_restarts += w.restarts;
     rows.push_back(
         {Cell(node.node_id), node.node_rank >= 0 && !node.lost ? absl::StrCat(node.node_rank) : "-",
-         absl::StrFormat("%016x", node.incarnation), UpCell(node), Duration(node.report_age_ms),
-         Duration(node.report_lag_ms), AgentStateName(node.agent_state),
-         node.lost ? "-" : RankList(node.workers), WorkerSummary(node.workers),
-         absl::StrCat(worker_restarts),
+         // As the agent's log prefix says it (inc=1a2b3c4d): the high half,
+         // all the views are given (ShownIncarnation).
+         absl::StrFormat("%08x", static_cast<uint32_t>(node.incarnation >> 32)), UpCell(node),
+         Duration(node.report_age_ms), Duration(node.report_lag_ms),
+         AgentStateName(node.agent_state), node.lost ? "-" : RankList(node.workers),
+         WorkerSummary(node.workers), absl::StrCat(worker_restarts),
          node.progress.known && node.progress.step >= 0 ? absl::StrCat(node.progress.step) : "-",
          Rate(node.progress.steps_per_second),
          node.progress.known ? Duration(node.progress.age_ms) : "-", GpuSummary(node.gpus)});

@@ -249,7 +249,7 @@ TEST(ParseSnapshotJson, RoundTripsRenderJson) {
   ASSERT_TRUE(parsed.ok()) << parsed.status();
   // Same document again (invalid UTF-8 became U+FFFD the first time).
   EXPECT_EQ(RenderJson(*parsed), RenderJson(original));
-  EXPECT_EQ(parsed->jobs[0].nodes[2].incarnation, 0xffffffffffffffffu);
+  EXPECT_EQ(parsed->jobs[0].nodes[2].incarnation, 0xffffffff00000000u);
   // The table too (but for the invalid UTF-8, now U+FFFD).
   EXPECT_EQ(RenderStatusTable(*parsed, "demo"), RenderStatusTable(original, "demo"));
 }

@@ -18,7 +18,7 @@ Exit 0 when every document passes, 1 with one line per problem otherwise.
    rules, read from the sources so that they cannot drift:
    - terminationGracePeriodSeconds at least GRACE_MARGIN_S above the grace
      period it passes (--grace-period, TRAINLET_GRACE_PERIOD, else the default
-     in agent/run_config.cc);
+     in config/run_config.cc);
    - podFailurePolicy only with restartPolicy: Never, every rule naming a real
      container, and its exit codes within the contract of common/exit_codes.h
      (docs/exit-codes.md): FailJob only on codes retrying cannot fix, and on
@@ -31,9 +31,9 @@ Exit 0 when every document passes, 1 with one line per problem otherwise.
      parallelism, a TrainJob and its runtime (trainer env and command merged
      into the node container), agents and their standalone coordinator (and a
      bare TRAINLET_COORDINATOR name must be a Service here);
-   - TRAINLET_* names and values against the option tables in agent/*.cc and
-     the names the sources read; gRPC probes on the health port; the token
-     file inside a mounted Secret;
+   - TRAINLET_* names and values against the option tables in cmd/, config/
+     and agent/ and the names the sources read; gRPC probes on the health
+     port; the token file inside a mounted Secret;
    - an elastic Job (TRAINLET_NNODES=MIN:MAX, completions > MIN) succeeds with
      MIN pods (Job successPolicy); a standalone coordinator runs in a Job
      that does not retry once the job is over, never in a Deployment.
@@ -98,7 +98,7 @@ class Contract:
         # or this node's GPUs are unusable and a pod elsewhere should replace it.
         self.ignorable = {c["kExitPeerFailed"], c["kExitNodeUnhealthy"]}
         # A standalone coordinator's exit ends the job: 0 it succeeded, 75 it
-        # failed, 79 restarts exhausted (agent/standalone_coordinator.cc). A
+        # failed, 79 restarts exhausted (cmd/standalone_coordinator.cc). A
         # new one would remember nothing, so its Job must not retry these.
         self.coordinator_must_fail = {c["kExitUsage"], c["kExitConfig"], c["kExitPeerFailed"],
                                       c["kExitRestartsExhausted"]}
@@ -131,34 +131,39 @@ def parse_duration_s(text):
 
 
 def default_grace_period_s(repo=REPO):
-    """--grace-period's default, from the option table in agent/run_config.cc."""
-    with open(os.path.join(repo, "agent", "run_config.cc")) as f:
+    """--grace-period's default, from the option table in config/run_config.cc."""
+    with open(os.path.join(repo, "config", "run_config.cc")) as f:
         m = re.search(r'\{"grace-period",\s*OptionKind::kDuration,\s*"DURATION",\s*"([^"]+)"', f.read())
     if not m:
-        raise RuntimeError("agent/run_config.cc: no grace-period option; update deploy/validate.py")
+        raise RuntimeError("config/run_config.cc: no grace-period option; update deploy/validate.py")
     return parse_duration_s(m.group(1))
 
 
 OPTION_SPEC = re.compile(r'\{"([a-z][a-z0-9-]*)",\s*OptionKind::(k\w+),\s*"([^"]*)",\s*"([^"]*)"')
-SOURCE_DIRS = ("agent", "common", "rendezvous", "launcher", "mpi", "topology")
+# Where the option tables are (each command's own, and the shared ones).
+OPTION_DIRS = ("cmd", "config", "agent")
+SOURCE_DIRS = ("cmd", "config", "agent", "progress", "common", "rendezvous", "launcher", "mpi",
+               "topology")
 
 
 class OptionTables:
-    """trainlet's options, read from the option tables in agent/*.cc, and the
+    """trainlet's options, read from the option tables in cmd/, config/ and agent/, and the
     TRAINLET_* variables the sources read by name (docs/configuration.md)."""
 
     def __init__(self, repo=REPO):
         self.specs = {}  # name -> [(file, kind, value_name, default_text)]
-        for name in sorted(os.listdir(os.path.join(repo, "agent"))):
-            if not name.endswith(".cc") or name.endswith("_test.cc"):
-                continue
-            with open(os.path.join(repo, "agent", name)) as f:
-                for m in OPTION_SPEC.finditer(f.read()):
-                    self.specs.setdefault(m.group(1), []).append((name, *m.groups()[1:]))
+        for d in OPTION_DIRS:
+            for name in sorted(os.listdir(os.path.join(repo, d))):
+                if not name.endswith(".cc") or name.endswith("_test.cc"):
+                    continue
+                with open(os.path.join(repo, d, name)) as f:
+                    for m in OPTION_SPEC.finditer(f.read()):
+                        self.specs.setdefault(m.group(1), []).append((name, *m.groups()[1:]))
         needed = ["grace-period", "health-port", "port", "token-file", "nnodes", "nproc-per-node"]
         missing = [n for n in needed if n not in self.specs]
         if missing:
-            raise RuntimeError(f"agent/*.cc: no option {', '.join(missing)}; update deploy/validate.py")
+            raise RuntimeError(f"cmd/, config/, agent/: no option {', '.join(missing)}; "
+                               "update deploy/validate.py")
         self.env_names = {env_name(n) for n in self.specs}
         for d in SOURCE_DIRS:
             for root, _, files in os.walk(os.path.join(repo, d)):
@@ -170,16 +175,16 @@ class OptionTables:
                             self.env_names |= set(re.findall(r'"(TRAINLET_[A-Z0-9_]+)"', fh.read()))
 
     def spec(self, name, source):
-        """(kind, value_name, default_text) of option `name` in agent/`source`."""
+        """(kind, value_name, default_text) of option `name` in `source` (a file name)."""
         for f, kind, value_name, default in self.specs.get(name, []):
             if f == source:
                 return kind, value_name, default
-        raise RuntimeError(f"agent/{source}: no option {name}; update deploy/validate.py")
+        raise RuntimeError(f"{source}: no option {name}; update deploy/validate.py")
 
     def default_int(self, name, source):
         m = re.match(r"\d+", self.spec(name, source)[2])
         if not m:
-            raise RuntimeError(f"agent/{source}: --{name}'s default is not a number; update deploy/validate.py")
+            raise RuntimeError(f"{source}: --{name}'s default is not a number; update deploy/validate.py")
         return int(m.group(0))
 
     def problem(self, var, value):
@@ -501,7 +506,7 @@ class Validator:
 
     def check_probes(self, cw, c, sub, argv):
         """A gRPC probe must reach trainlet's health service: the agent's --health-port
-        (agent/run_config.cc), the coordinator's own port or its --health-port."""
+        (config/run_config.cc), the coordinator's own port or its --health-port."""
         opts = self.contract.options
         try:
             if sub == "coordinator":

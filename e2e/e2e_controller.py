@@ -143,10 +143,13 @@ class ControllerTest(E2ETestCase):
         ctl.signal(signal.SIGTERM)
         ctl.wait(10)
         with sqlite3.connect(db) as conn:
-            hangs = conn.execute("select node_id, cause, evidence from history "
+            hangs = conn.execute("select node_id, cause, evidence, verdict from history "
                                  "where job_id = 'jobH' and kind = ?", (HANG,)).fetchall()
         self.assertGreaterEqual(len(hangs), 1, hangs)
-        node, cause, evidence = hangs[0]
+        node, cause, evidence, verdict = hangs[0]
+        # The verdict too: the suspect, not "declared by the agent of" the
+        # reporting node.
+        self.assertRegex(verdict, r"^hang: suspect rank \d+ on jobH-n\d ")
         # The job's verdict names the suspect first (docs/progress.md, "Who
         # hung"), in the cause and in the evidence, whose first worker is it.
         self.assertRegex(cause, r"^hang: suspect rank \d+ on jobH-n\d \(not in a collective")

@@ -429,8 +429,8 @@ class ControllerViewsTest(unittest.TestCase):
         table = subprocess.run([TRAINLET, "status"], env=env, capture_output=True, text=True,
                                timeout=30)
         self.assertEqual(table.returncode, 0, table.stderr)
-        self.assertIn("demo-node-2  2     ffffffffffffffff  stale", table.stdout)
-        self.assertIn("demo-node-3  -     0000000000000033  lost", table.stdout)
+        self.assertIn("demo-node-2  2     ffffffff     stale", table.stdout)
+        self.assertIn("demo-node-3  -     00000033     lost", table.stdout)
         js = subprocess.run([TRAINLET, "status", "--json", "demo"], env=env, capture_output=True,
                             text=True, timeout=30)
         self.assertEqual(js.returncode, 0, js.stderr)
@@ -443,6 +443,35 @@ class ControllerViewsTest(unittest.TestCase):
                                "--timeout=2s"], capture_output=True, text=True, timeout=30)
         self.assertEqual(down.returncode, 69)
         self.assertIn("cannot reach the controller", down.stderr)
+
+
+@unittest.skipUnless(os.path.exists(TRAINLET), "no trainlet at %s" % TRAINLET)
+class StatusSignalsTest(unittest.TestCase):
+    """`trainlet status` is a foreground command: Ctrl-C (SIGINT) and SIGTERM
+    end it at once, even while it waits on a controller that says nothing
+    (the agent's commands block those signals for their signalfd; status
+    must not inherit that)."""
+
+    def test_sigint_and_sigterm_end_a_waiting_status(self):
+        with socket.socket() as silent:
+            silent.bind(("127.0.0.1", 0))
+            silent.listen(8)  # accepted by the kernel, never answered.
+            port = silent.getsockname()[1]
+            for sig in (signal.SIGINT, signal.SIGTERM):
+                proc = subprocess.Popen(
+                    [TRAINLET, "status", "--controller=127.0.0.1:%d" % port, "--timeout=60s"],
+                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                try:
+                    time.sleep(1)  # connected and waiting for an answer.
+                    self.assertIsNone(proc.poll())
+                    proc.send_signal(sig)
+                    # At once; 10 s is room for a loaded machine (it waited
+                    # out its 60 s before).
+                    self.assertEqual(proc.wait(10), -sig)
+                finally:
+                    if proc.poll() is None:
+                        proc.kill()
+                        proc.wait()
 
 
 # The worker of the elastic job: a step and a loss every 0.1 s on

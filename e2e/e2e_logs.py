@@ -76,6 +76,76 @@ class LogTest(E2ETestCase):
         self.assertRegex(node1[1], r"^exiting with code 3: job failed: ")
         self.assert_no_leftovers()
 
+    def test_a_restart_is_one_line_on_each_node(self):
+        # Rank 1 (node 1) fails once; the job restarts. Node 0 hosts the
+        # coordinator: its agent says why once, as node 1's does (before,
+        # the coordinator's "opening round 2: ..." said it a second time).
+        once = self.path("failed-once")
+        fail_once = ["sh", "-c", 'if [ "$RANK" = 1 ] && [ ! -e "$0" ]; then : > "$0"; exit 3; fi',
+                     once]
+        agents = self.start_job(2, 1, fail_once, extra_args=["--max-restarts=1"])
+        self.assert_codes(agents, [0, 0], timeout=60)
+        for a in agents:
+            said = [m for m in messages(a.stderr) if "(global rank 1) on node n1 exited with code 3"
+                    in m]
+            self.assertEqual(len(said), 1, a.describe())
+            self.assertRegex(said[0], r"^restart: worker local rank 0 \(global rank 1\) on node n1 "
+                                      r"exited with code 3.*; re-joining for round 2")
+        self.assert_no_leftovers()
+
+    def test_a_lost_node_is_one_line_on_each_node(self):
+        # An elastic job of 3; node 2's agent is killed. Node 0 (the
+        # coordinator's) and node 1 each say once that n2 was lost, in the
+        # restart line (before, node 0 said it twice more: the coordinator's
+        # "round 1: ... lost" and "opening round 2: ... lost").
+        first_round_sleeps = ["sh", "-c", '[ "$TORCHELASTIC_RESTART_COUNT" = 0 ] || exit 0; '
+                                          ': > "$E2E_DIR/up-$RANK"; exec sleep 30']
+        agents = self.start_job(3, 1, first_round_sleeps,
+                                extra_args=["--nnodes=2:3", "--max-restarts=1",
+                                            "--grace-period=5s"])
+        self.wait_for_files(["up-0", "up-1", "up-2"], 30)
+        agents[2].kill()
+        self.assert_codes(agents[:2], [0, 0], timeout=60)
+        for a in agents[:2]:
+            said = [m for m in messages(a.stderr) if "node n2 (rank 2) lost" in m]
+            self.assertEqual(len(said), 1, a.describe())
+            self.assertRegex(said[0], r"^restart: node n2 \(rank 2\) lost: ")
+        self.assert_no_leftovers()
+
+    def test_a_hang_declared_is_one_line_on_each_node(self):
+        # Node 1's worker reports progress once and goes silent: node 1
+        # declares it hung, and node 0 (which hosts the coordinator) takes
+        # its own evidence. Each says so once.
+        silent = ["sh", "-c", 'if [ "$RANK" = 1 ]; then echo step=1 > "$TRAINLET_PROGRESS_FILE"; '
+                              'fi; exec sleep 30']
+        agents = self.start_job(2, 1, silent, extra_args=["--hang-timeout=1s", "--grace-period=5s"])
+        self.assert_codes(agents, [harness.EXIT_PEER_FAILED, 80], timeout=60)
+        node0 = [m for m in messages(agents[0].stderr)
+                 if "declared worker rank 1 hung" in m and "evidence:" not in m]
+        self.assertEqual(len(node0), 1, agents[0].describe())
+        self.assertRegex(node0[0], r"^node n1 declared worker rank 1 hung; taking this node's "
+                                   r"evidence")
+        node1 = [m for m in messages(agents[1].stderr) if "hung" in m and "evidence:" not in m
+                 and "exiting with code" not in m]
+        self.assertEqual(len(node1), 1, agents[1].describe())
+        self.assertRegex(node1[0], r"^worker rank 1 \(local rank 0\) is hung: ")
+        self.assert_no_leftovers()
+
+    def test_a_hang_ended_by_a_failure_is_one_line_on_each_node(self):
+        # Node 1's worker goes silent and is declared hung; node 0's worker,
+        # asked for its stacks (SIGUSR1), fails instead: the failure decides
+        # the round, and the hang has no verdict. Node 0 (the coordinator's)
+        # says so once.
+        command = ["sh", "-c", 'if [ "$RANK" = 1 ]; then echo step=1 > "$TRAINLET_PROGRESS_FILE"; '
+                               'exec sleep 30; fi; trap "exit 3" USR1; '
+                               ': > "$TRAINLET_TRACEBACK_FILE"; while :; do sleep 0.05; done']
+        agents = self.start_job(2, 1, command, extra_args=["--hang-timeout=1s", "--grace-period=5s"])
+        self.assert_codes(agents, [3, harness.EXIT_PEER_FAILED], timeout=60)
+        node0 = [m for m in messages(agents[0].stderr) if "without a verdict" in m]
+        self.assertEqual(len(node0), 1, agents[0].describe())
+        self.assertRegex(node0[0], r"^the hang investigation of round 1 ended without a verdict")
+        self.assert_no_leftovers()
+
     def test_a_success_is_one_line_and_internals_are_debug(self):
         agents = self.start_job(2, 1, ["true"], extra_args=["--log-level=info"])
         self.assert_codes(agents, [0, 0], timeout=60)

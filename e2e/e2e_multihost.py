@@ -237,7 +237,7 @@ class MultiHostTest(E2ETestCase):
         # docs/environment.md, "Using a nested torchrun": trainlet starts one
         # torchrun per host, whose static rendezvous reads PET_NNODES,
         # PET_NODE_RANK, PET_MASTER_ADDR and PET_MASTER_PORT. torchrun 1.13 on
-        # Python 3.11 needs explicit --redirects/--tee (docs/benchmarks.md).
+        # Python 3.11 needs explicit --redirects/--tee (docs/benchmarks-history.md, section 1).
         names = ["tr-0", "tr-1"]
         cluster = self.make_cluster(names)
         env = self.base_env(E2E_INIT_TIMEOUT=25)

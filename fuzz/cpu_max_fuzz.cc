@@ -2,7 +2,7 @@
 // is one, is at least 1 CPU.
 #include <string>
 
-#include "agent/system_probe.h"
+#include "config/system_probe.h"
 #include "fuzz/fuzz_util.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {

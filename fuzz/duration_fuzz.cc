@@ -3,7 +3,7 @@
 #include <string>
 
 #include "absl/time/time.h"
-#include "agent/options.h"
+#include "config/options.h"
 #include "fuzz/fuzz_util.h"
 
 namespace agent = trainlet::agent;

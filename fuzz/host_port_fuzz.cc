@@ -4,8 +4,8 @@
 // brackets) and HOST:PORT survives a round trip through JoinHostPort.
 #include <string>
 
-#include "agent/options.h"
 #include "common/host_names.h"
+#include "config/options.h"
 #include "fuzz/fuzz_util.h"
 
 namespace agent = trainlet::agent;

@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "agent/k8s_discovery.h"
+#include "config/k8s_discovery.h"
 #include "fuzz/fuzz_util.h"
 
 namespace agent = trainlet::agent;

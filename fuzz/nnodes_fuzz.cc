@@ -3,7 +3,7 @@
 // through NnodesToString.
 #include <string>
 
-#include "agent/options.h"
+#include "config/options.h"
 #include "fuzz/fuzz_util.h"
 
 namespace agent = trainlet::agent;

@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "absl/strings/match.h"
-#include "agent/options.h"
+#include "config/options.h"
 #include "fuzz/fuzz_util.h"
 
 namespace agent = trainlet::agent;

@@ -10,7 +10,7 @@
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
-#include "agent/options.h"
+#include "config/options.h"
 #include "fuzz/fuzz_util.h"
 
 namespace agent = trainlet::agent;

@@ -1,5 +1,5 @@
 // LineTail: the last lines a process wrote, kept for diagnostics (a hung
-// worker's evidence, agent/hang_evidence.h). Bounded: at most kMaxLines
+// worker's evidence, progress/hang_evidence.h). Bounded: at most kMaxLines
 // lines of at most kMaxLineBytes each (longer ones are cut, marked with
 // "..."); a partial line per stream is held until its newline, and counts
 // as a line when read. Bytes are kept as written: escape them before logging.

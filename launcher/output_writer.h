@@ -1,29 +1,18 @@
 // OutputWriter: writes whole lines to one output fd (the agent's stdout or
 // stderr) from its own thread, so that a reader that stalls (a full pipe, a
-// stopped terminal, a slow log collector) can never block the caller.
-//
-// Lines are queued in a bounded buffer (1 MiB by default). Flow control is
-// the caller's, through Room(): from half the capacity on, the caller stops
-// reading its sources (the workers' pipes), so a slow but live reader slows
-// the workers down, as it would without the agent in between, and nothing
-// is lost; on_room tells it when to read again. If the reader made no
-// progress for stall_timeout (1 s), it is stalled: the caller reads on, and
-// lines that do not fit are dropped whole and counted. Once the reader
-// catches up (the buffer is at most half full again), one notice line
-//   trainlet: dropped 123456 bytes (789 lines) of worker stdout: the reader is not keeping up
-// is written in the stream, at most once per notice interval (10 s).
+// stopped terminal, a slow log collector) can never block the caller. What
+// a user sees (the 1 MiB buffer, a slow reader slowing the workers, a reader
+// stalled for 1 s costing dropped lines and a notice, the 2 s at exit):
+// docs/pid1.md, "Worker output with --prefix-output". Flow control is the
+// caller's, through Room() and on_room.
 //
 // The fd itself is never made non-blocking (its open file description is
 // shared with the parent shell or terminal): the thread polls for POLLOUT and
-// writes chunks of whole lines. To a pipe or socket a chunk is at most
-// PIPE_BUF bytes, which a pipe writes atomically, so lines of several
-// workers, and the agent's own log lines written to the same pipe by other
-// threads, never interleave mid-line; files and terminals serialize whole
-// write(2) calls, so chunks to them are up to 64 KiB.
-//
-// Shutdown (Close(), or the destructor) flushes with a bounded wait (2 s by
-// default) and never hangs: a thread still stuck after that is detached with
-// its state, and whatever is left is dropped and logged.
+// writes chunks of whole lines, at most PIPE_BUF bytes to a pipe or socket
+// (written atomically, so lines of several writers never interleave
+// mid-line), up to 64 KiB to files and terminals (which serialize whole
+// write(2) calls). Close() never hangs: a thread still stuck after the flush
+// wait is detached with its state, and what is left is dropped and logged.
 //
 // Threading: every method may be called from any thread; the one writer
 // thread is owned by this object (on_room runs on it).

@@ -1,72 +1,29 @@
 // Supervisor: the tini-like core of the agent, and the real WorkerGroup
 // (worker_group.h). It starts the round's workers, each in its own process
-// group, and helpers (e.g. sshd), restarted by policy with a bounded
-// backoff; it is the only reaper of the process (workers, helpers, and as
-// PID 1 or child subreaper every orphaned descendant); it reports exits
-// shell-style, hands the agent the signals it receives, relays signals to
-// the workers' process groups, and relays "[rank N] "/"[<name>] "-prefixed
-// output through OutputWriters that never block it: while a writer's reader
-// is slow it leaves the lines in the processes' pipes (they wait, nothing is
-// lost); once the reader has stalled for 1 s it reads on and the writer
-// drops whole lines, counted (docs/pid1.md). It keeps each prefixed worker's
-// last lines (LineTail) for diagnostics, and polls one more fd for its
-// caller (WatchFd: the agent's inotify fd). No gRPC in here.
+// group, and helpers (e.g. sshd) restarted by policy; it is the only reaper
+// of the process (as PID 1 or child subreaper, of every orphaned descendant
+// too); it reports exits shell-style, hands the agent its signals, relays
+// signals to the workers' groups, relays prefixed output through
+// OutputWriters that never block it, keeps each prefixed worker's last lines
+// (LineTail), and polls one more fd for its caller (WatchFd). The
+// entrypoint's own processes are never signalled. No gRPC. What it does and
+// why, step by step: docs/pid1.md.
 //
-//   Start(workers) --> running --Wait()--> kWorkerExited (one per worker)
-//        ^                |                     |  every leader reaped
-//        |   SignalWorkers(TERM ... KILL)       v
-//        |   (the caller's policy)         leaders gone, group members left:
-//        |                                 poll kill(-pgid, 0) every 20 ms;
-//        |                                 signals for a group with a member
-//        |                                 reading a pipe (its `tee`) are
-//        |                                 held until 2 s after its leader
-//        |                                 exited, then delivered
-//        |                                      |  every group empty
-//        |                                      v
-//        |                                 orphans the workers left outside
-//        |                                 their groups (adopted children we
-//        |                                 did not start, and not the
-//        |                                 entrypoint's): SIGKILL, reap
-//        |                                 (only while no helper runs)
-//        +------------------------------- kWorkersGone (once per Start())
+//   Start(workers) -> running -Wait()-> kWorkerExited (one per worker)
+//        ^   SignalWorkers(TERM..KILL)        | leaders reaped; groups drain
+//        |   (the caller's policy)            v (a `tee` gets 2 s)
+//        +---- kWorkersGone <-- every group empty, the workers' orphans killed
+//   StartHelper(h) -> running -exit-> kHelperExited{will_restart}: again
+//        after 1 s, 2 s, 4 s ... 30 s (reset once it stayed up 60 s)
 //
-//   StartHelper(h) --> running --exit--> kHelperExited{will_restart}
-//                        ^                  | RestartPolicy says restart
-//                        +-- after 1 s, 2 s, 4 s ... 30 s (reset once it
-//                            stayed up 60 s)
-//
-// The children this process already has when the Supervisor is created are
-// the entrypoint's, not the workers' (the `tee` of an entrypoint's `exec >
-// >(tee log)`, a sidecar started with `&` before `exec trainlet`): they, and
-// adopted processes in their process groups or in this process's own, or
-// that started before the first worker, are never signalled; they are
-// reaped when they exit.
-//
-// The destructor lets worker groups whose leader exited drain where a
-// member reads a pipe (the rest of their 2 s), then kills everything else
-// that is still our child (worker groups, helpers, and every adopted
-// orphan, repeatedly, as killing a process orphans its own children),
-// bounded to 10 s, and flushes output for at most 2 s (what is still in the
-// pipes of exited processes included). The entrypoint's processes are left
-// running: they see their pipes close when the process exits
-// (output_readers.h). See docs/pid1.md.
-//
-// Threading model: one owning thread calls every method except Wake(), which
-// any thread may call (it only writes an eventfd) to interrupt Wait(). The
-// thread that calls Start() must live as long as the workers: they get
-// PR_SET_PDEATHSIG(SIGKILL), which fires when the forking THREAD exits, not
-// the process; in the agent that is the main thread. Output is written by
-// two threads owned by this object (one per output fd).
-//
-// Process-wide assumptions (the agent's, documented in docs/pid1.md):
-//  - PrepareProcessForSupervision() ran in main() before any thread, so
-//    SIGCHLD and the forwarded signals are blocked everywhere and arrive only
-//    through this object's signalfd. Create() checks the calling thread.
-//  - At most one Supervisor per process, and nothing else in the process
-//    starts or waits for children: Wait() calls waitpid(-1, WNOHANG) and
-//    would steal them, and every child this object did not start (and that
-//    is not the entrypoint's, above) is treated as an adopted orphan and
-//    killed. Spawn helpers through the Supervisor.
+// Threading: one owning thread calls every method but Wake() (any thread:
+// it interrupts Wait()). The thread that calls Start() must outlive the
+// workers (PR_SET_PDEATHSIG fires when the forking thread exits); two owned
+// threads write the output. PrepareProcessForSupervision() must have run in
+// main() before any thread (signals arrive only through the signalfd;
+// Create() checks). At most one Supervisor per process, and nothing else in
+// it may start or wait for children (spawn helpers through it): Wait() reaps
+// with waitpid(-1), and a child it did not start is an orphan to kill.
 #ifndef TRAINLET_LAUNCHER_SUPERVISOR_H_
 #define TRAINLET_LAUNCHER_SUPERVISOR_H_
 

@@ -1,7 +1,8 @@
 // The launcher's wait for its MPI workers: `mpirun` must not start until
 // every worker is really reachable over SSH, that is, until one SshProber
 // probe of each worker succeeds (name resolves, port answers, pinned host key,
-// job key accepted, `true` runs).
+// job key accepted, `true` runs). What it checks, its retries, logs and bound
+// as a user sees them: docs/mpi.md, "Readiness that means something".
 //
 // The states of one worker within a Wait:
 //
@@ -10,38 +11,19 @@
 //                                      ^   |
 //              (its backoff is over)   |   | any other stage
 //                                      |   v
-//                                     BACKOFF
+//                                     BACKOFF (min_backoff doubling up to max_backoff)
 //
 //   PENDING, PROBING, BACKOFF --(the bound passes)--> FAILED: DeadlineExceeded
 //   any state ------------------------(Cancel)-----> CANCELLED: Cancelled
 //
-// Each pending worker is probed, and a failed one is probed again after an
-// exponential backoff (min_backoff doubling up to max_backoff, counted from
-// the start of the failed attempt, so a probe that timed out is retried at
-// once). A worker that answered ok once stays ok. While waiting, one line
-// at most every log_interval says who is pending and why:
-//
-//   waiting for 2/3 workers: w1 (DNS: w1.job: Name or service not known),
-//   w2 (connect: 10.0.0.7 port 2222: connection refused); 4m50s left
-//
-// A host-key mismatch is logged at once as a warning. It is retried like the
-// rest (a replaced pod may come back with the key it pinned), and if it is
-// still there when the bound passes, the error says "host key mismatch".
-//
-// When the bound passes, no new probe starts; those in flight (their
-// timeouts were cut to end at the bound) are waited for and their answers
-// count.
-//
-// Time: deadlines and backoffs are read from the injected Clock; between
-// attempts the threads wait on a condition variable (woken by every probe
-// result and by Cancel) with a short real timeout, so that tests drive the
-// waiter with a SimulatedClock that the fake prober advances, without real
-// sleeps.
+// Time comes from the injected Clock; between attempts the threads wait on a
+// condition variable (woken by every result and by Cancel) with a short real
+// timeout, so tests drive the waiter with a SimulatedClock, without sleeps.
 //
 // Threading: Wait() blocks its caller; the probes run on a pool of at most
 // `parallelism` threads owned by the waiter. Cancel() and stats() may be
 // called from any thread. After Wait returns OK or DeadlineExceeded no probe
-// is running; after Cancelled, probes still in flight finish (each bounded by
+// is running; after Cancelled, probes in flight finish (each bounded by
 // attempt_timeout) and are joined by the next Wait or the destructor, so the
 // prober must outlive the waiter.
 #ifndef TRAINLET_MPI_READINESS_H_

@@ -1185,13 +1185,15 @@ absl::Status Coordinator::Leave(const v1::LeaveRequest& request) {
 void Coordinator::HandleFailureLocked(const std::string& node_id, const std::string& reason,
                                       int exit_code, bool remove_node, Actions* actions,
                                       const v1::HangVerdict* hang) {
-  // A node lost or gone is news to every agent; a failure an agent reported
-  // is its own log's (and the verdict's or restart's) when it hosts us.
-  TLOG_AT(remove_node ? LogLevel::kWarning : OutcomeLevel(LogLevel::kWarning))
-      << "round " << round_ << ": " << reason;
+  // Every failure, a node lost or gone too, ends in a restart or a verdict
+  // that every agent logs with this reason: the hosting agent's log says
+  // it there, once.
+  TLOG_AT(OutcomeLevel(LogLevel::kWarning)) << "round " << round_ << ": " << reason;
   if (hang == nullptr && hang_.round == round_ && round_ != 0) {
-    TLOG(kInfo) << "round " << round_
-                << ": the hang investigation ends without a verdict (the failure above came first)";
+    // The hosting agent, asked for its evidence, says so itself.
+    TLOG_AT(OutcomeLevel(LogLevel::kInfo))
+        << "round " << round_
+        << ": the hang investigation ends without a verdict (the failure above came first)";
   }
   hang_ = HangInvestigation{};
   if (remove_node) {
@@ -1244,7 +1246,7 @@ void Coordinator::ReopenLocked(const std::string& reason, Actions* actions,
   // take it by datagram get the Rejoin as a REJOIN datagram: no stream write.
   // Logged before the Rejoins go out (thousands of stream writes or
   // datagrams at scale): the restart's start, for whoever times it.
-  TLOG(kInfo) << "opening round " << next_round << ": " << reason;
+  TLOG_AT(OutcomeLevel(LogLevel::kInfo)) << "opening round " << next_round << ": " << reason;
   rejoin_by_datagram_ = d;
   rejoin_by_datagram_.mutable_rejoin()->set_ready_by_datagram(true);
   std::vector<OutgoingDatagram> rejoins;
@@ -1349,7 +1351,7 @@ void Coordinator::NoteHangLocked(Member& m, const v1::HangReport& hang, Actions*
     hang_.declared_by = node;
     hang_.declared_rank = m.assignment.self().first_global_rank() + hang.declared_local_rank();
     hang_.silence_ms = hang.silence_ms();
-    hang_.expected = 1;
+    hang_.asked.insert(node);
     v1::Directive d = NewDirectiveLocked();
     d.mutable_collect_evidence()->set_declared_by_node(node);
     d.mutable_collect_evidence()->set_declared_rank(hang_.declared_rank);
@@ -1357,7 +1359,7 @@ void Coordinator::NoteHangLocked(Member& m, const v1::HangReport& hang, Actions*
     ++member_walks_;
     for (auto& [id, other] : members_) {
       if (!other.in_round || &other == &m || other.state == v1::ReportRequest::SUCCEEDED) continue;
-      ++hang_.expected;
+      hang_.asked.insert(id);
       if (other.sink) {
         other.sink->Send(d, /*last=*/false);
       } else if (other.released) {
@@ -1369,22 +1371,26 @@ void Coordinator::NoteHangLocked(Member& m, const v1::HangReport& hang, Actions*
       }
     }
     SendLocked(std::move(datagrams), actions);
-    TLOG(kWarning) << "round " << round_ << ": " << NodeLabel(m) << " declared worker rank "
-                   << hang_.declared_rank << " hung (no progress for "
-                   << absl::FormatDuration(absl::Milliseconds(hang.silence_ms()))
-                   << "); asking every node for its evidence (at most "
-                   << absl::FormatDuration(kHangEvidenceWait) << ")";
+    // The hosting agent says it itself (its worker is hung, or it takes its
+    // evidence for another node's).
+    TLOG_AT(OutcomeLevel(LogLevel::kWarning))
+        << "round " << round_ << ": " << NodeLabel(m) << " declared worker rank "
+        << hang_.declared_rank << " hung (no progress for "
+        << absl::FormatDuration(absl::Milliseconds(hang.silence_ms()))
+        << "); asking every node for its evidence (at most "
+        << absl::FormatDuration(kHangEvidenceWait) << ")";
   }
-  if (hang_.round != round_ || !hang.collected()) return;
+  if (hang_.round != round_ || !hang.collected() || hang_.asked.count(node) == 0) return;
   if (!hang_.answered.insert(node).second) return;  // a repeat (a heartbeat)
   AddHangCandidates(hang, node, m.assignment.self().first_global_rank(), &hang_.candidates);
-  if (static_cast<int>(hang_.answered.size()) >= hang_.expected) JudgeHangLocked(actions);
+  if (hang_.answered.size() >= hang_.asked.size()) JudgeHangLocked(actions);
 }
 
 void Coordinator::HangAnsweredLocked(const Member& m, Actions* actions) {
-  if (hang_.round != round_ || phase_ != Phase::kRunning) return;
-  if (!hang_.answered.insert(m.join.member().node_id()).second) return;
-  if (static_cast<int>(hang_.answered.size()) >= hang_.expected) JudgeHangLocked(actions);
+  const std::string& node = m.join.member().node_id();
+  if (hang_.round != round_ || phase_ != Phase::kRunning || hang_.asked.count(node) == 0) return;
+  if (!hang_.answered.insert(node).second) return;
+  if (hang_.answered.size() >= hang_.asked.size()) JudgeHangLocked(actions);
 }
 
 void Coordinator::JudgeHangLocked(Actions* actions) {
@@ -1409,7 +1415,7 @@ void Coordinator::JudgeHangLocked(Actions* actions) {
       "nodes",
       verdict->summary(), SafeForLog(h.declared_by, kMaxIdLength), h.declared_rank,
       absl::FormatDuration(absl::Trunc(absl::Milliseconds(h.silence_ms), absl::Seconds(1))),
-      h.answered.size(), h.expected);
+      h.answered.size(), h.asked.size());
   // The suspect's node fails the round, as its worker's exit would have.
   HandleFailureLocked(verdict->suspect_node_id(), reason, kExitWorkerHung, false, actions,
                       &*verdict);

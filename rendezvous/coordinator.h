@@ -258,12 +258,13 @@ struct CoordinatorOptions {
   // off with TLS (a DIRECTIVE datagram is signed, not encrypted).
   int release_streams_from = 0;
   // Set by the agent that hosts this coordinator (`trainlet run` on node
-  // rank 0): that agent logs the round it got, the failures its own workers
-  // report and the verdict itself, so the coordinator's lines for them (and
+  // rank 0): that agent logs the round it got, every failure (a worker's, a
+  // node lost or gone) as the reason of the restart or verdict it causes
+  // (every agent gets it, by datagram too), and a hang declared (its own, or
+  // the CollectEvidence it takes), so the coordinator's lines for them (and
   // the timing of a round's answers) go to DEBUG and node 0's log says each
   // once. A standalone coordinator logs them at INFO (its log is their only
-  // account). A restart ("opening round") stays INFO: an agent told by a
-  // REJOIN datagram does not know why.
+  // account).
   bool hosted_by_agent = false;
   Clock* clock = nullptr;  // Clock::Real() when null.
 };
@@ -776,8 +777,11 @@ class Coordinator {
     std::string declared_by;  // the node that declared it first
     int declared_rank = -1;   // its hung worker's global rank
     int64_t silence_ms = 0;
-    int expected = 0;                       // members asked (the declarer included)
-    std::set<std::string> answered;         // members whose evidence is in
+    // The members asked (the declarer included); only theirs is an answer
+    // (a node whose workers had all exited before is not asked, and its
+    // repeated SUCCEEDED must not stand in for another's evidence).
+    std::set<std::string> asked;
+    std::set<std::string> answered;         // those of `asked` whose evidence is in
     std::vector<HangCandidate> candidates;  // bounded by the round's workers
   };
   HangInvestigation hang_ ABSL_GUARDED_BY(mu_);

@@ -198,8 +198,9 @@ absl::StatusOr<v1::Assignment> CoordinatorClient::Join(const v1::JoinRequest& re
     if (absl::IsUnavailable(s) && now >= next_log) {
       TLOG(kInfo) << "coordinator " << options_.target
                   << (connected ? " asks to try again (" : " not reachable yet (")
-                  << SafeForLog(s.message()) << "); " << (connected ? "retrying" : "waiting for it")
-                  << " until " << absl::FormatTime(wall(deadline));
+                  << SafeForLog(s.message(), 512) << "); "
+                  << (connected ? "retrying" : "waiting for it") << " until "
+                  << absl::FormatTime(wall(deadline));
       next_log = now + absl::Seconds(30);
     }
     if (absl::IsUnavailable(s) && !connected) {

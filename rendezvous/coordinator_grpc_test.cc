@@ -1,15 +1,15 @@
 // In-process tests over real gRPC: a real server on 127.0.0.1:0 with the
-// coordinator service, and simulated agents as threads using the real client.
+// coordinator service, called with the real client. (Jobs of real agents
+// over it are agent/job_grpc_test.cc and agent/elastic_grpc_test.cc: they
+// need agent/, which rendezvous/ must not depend on.)
 #include <grpcpp/grpcpp.h>
 
 #include <memory>
-#include <set>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "absl/synchronization/mutex.h"
 #include "common/periodic.h"
 #include "gmock/gmock.h"
 #include "grpc/health/v1/health.grpc.pb.h"
@@ -76,76 +76,6 @@ class GrpcCoordinatorTest : public ::testing::Test {
   std::unique_ptr<GrpcServer> server_;
   std::string target_;
 };
-
-// A simulated agent: join, watch, report, wait for the verdict.
-struct SimAgent {
-  v1::Assignment assignment;
-  absl::Status join_status;
-  absl::Mutex mu;
-  std::vector<v1::Directive> directives ABSL_GUARDED_BY(mu);
-  bool ended ABSL_GUARDED_BY(mu) = false;
-  absl::Status end_status ABSL_GUARDED_BY(mu);
-};
-
-TEST_F(GrpcCoordinatorTest, EightAgentsAsThreads_JoinRunAndFinish) {
-  constexpr int kNodes = 8;
-  Start(kNodes);
-  std::vector<std::unique_ptr<SimAgent>> agents;
-  std::vector<std::thread> threads;
-  for (int i = 0; i < kNodes; ++i) agents.push_back(std::make_unique<SimAgent>());
-  for (int i = 0; i < kNodes; ++i) {
-    threads.emplace_back([&, i] {
-      auto client = Client();
-      SimAgent& a = *agents[i];
-      auto req = Req(absl::StrCat("node-", i), 100 + i, (kNodes - 1) - i);
-      auto res = client->Join(req, absl::Now() + absl::Seconds(20));
-      a.join_status = res.status();
-      if (!res.ok()) return;
-      a.assignment = *res;
-      v1::WatchRequest w;
-      *w.mutable_member() = req.member();
-      w.set_job_id("job");
-      w.set_round(res->round());
-      auto stream = client->Watch(
-          w,
-          [&a](const v1::Directive& d) {
-            absl::MutexLock l(&a.mu);
-            a.directives.push_back(d);
-          },
-          [&a](const absl::Status& s) {
-            absl::MutexLock l(&a.mu);
-            a.ended = true;
-            a.end_status = s;
-          });
-      v1::ReportRequest rep;
-      *rep.mutable_member() = req.member();
-      rep.set_job_id("job");
-      rep.set_round(res->round());
-      rep.set_state(v1::ReportRequest::SUCCEEDED);
-      // The watch must be attached before the verdict can reach it.
-      absl::SleepFor(absl::Milliseconds(50));
-      EXPECT_TRUE(client->Report(rep, absl::Seconds(5)).ok());
-      absl::MutexLock l(&a.mu);
-      a.mu.AwaitWithTimeout(absl::Condition(&a.ended), absl::Seconds(10));
-    });
-  }
-  for (auto& t : threads) t.join();
-  std::set<int> ranks;
-  for (int i = 0; i < kNodes; ++i) {
-    SimAgent& a = *agents[i];
-    ASSERT_TRUE(a.join_status.ok()) << a.join_status;
-    EXPECT_EQ(a.assignment.node_rank(), (kNodes - 1) - i) << "rank hints are honoured";
-    EXPECT_EQ(a.assignment.world_size(), 2 * kNodes);
-    EXPECT_EQ(a.assignment.master_addr(), "127.0.0.1");
-    ranks.insert(a.assignment.node_rank());
-    absl::MutexLock l(&a.mu);
-    EXPECT_TRUE(a.ended);
-    ASSERT_EQ(a.directives.size(), 1u);
-    EXPECT_TRUE(a.directives[0].has_job_finished());
-  }
-  EXPECT_EQ(ranks.size(), static_cast<size_t>(kNodes));
-  EXPECT_TRUE(core_->AwaitDrained(absl::Seconds(5)));
-}
 
 TEST_F(GrpcCoordinatorTest, Join_WrongToken_IsRejectedWithoutRetry) {
   Start(2, "right");
@@ -222,51 +152,6 @@ TEST_F(GrpcCoordinatorTest, Join_UnresolvableName_RetriesThenNamesTheAddress) {
   auto res = client.Join(Req("a", 1), absl::Now() + absl::Milliseconds(800));
   ASSERT_FALSE(res.ok());
   EXPECT_THAT(res.status().message(), HasSubstr("no-such-host.invalid:29400"));
-}
-
-TEST_F(GrpcCoordinatorTest, WatchStreamBreak_FailsTheJobForOthers) {
-  Start(2);
-  auto c0 = Client(), c1 = Client();
-  auto r0 = Req("a", 1, 0), r1 = Req("b", 2, 1);
-  absl::StatusOr<v1::Assignment> a0, a1;
-  std::thread t([&] { a1 = c1->Join(r1, absl::Now() + absl::Seconds(10)); });
-  a0 = c0->Join(r0, absl::Now() + absl::Seconds(10));
-  t.join();
-  ASSERT_TRUE(a0.ok() && a1.ok());
-  SimAgent s0;
-  auto watch = [&](CoordinatorClient* c, const v1::JoinRequest& r, SimAgent* s) {
-    v1::WatchRequest w;
-    *w.mutable_member() = r.member();
-    w.set_job_id("job");
-    w.set_round(1);
-    return c->Watch(
-        w,
-        [s](const v1::Directive& d) {
-          absl::MutexLock l(&s->mu);
-          s->directives.push_back(d);
-        },
-        [s](const absl::Status& st) {
-          absl::MutexLock l(&s->mu);
-          s->ended = true;
-        });
-  };
-  SimAgent s1;
-  auto w0 = watch(c0.get(), r0, &s0);
-  auto w1 = watch(c1.get(), r1, &s1);
-  ASSERT_TRUE(WaitFor([&] { return core_->GetSnapshot().members == 2; }));
-  absl::SleepFor(absl::Milliseconds(100));
-  w1.reset();  // agent b vanishes: its stream is cancelled.
-  // Lost once kStreamLossGrace passed without a re-opened stream (this test
-  // has no ticker: it ticks the real clock itself).
-  ASSERT_TRUE(WaitFor([&] {
-    core_->Tick();
-    absl::MutexLock l(&s0.mu);
-    return s0.ended;
-  }));
-  absl::MutexLock l(&s0.mu);
-  ASSERT_EQ(s0.directives.size(), 1u);
-  EXPECT_TRUE(s0.directives[0].has_job_failed());
-  EXPECT_EQ(s0.directives[0].job_failed().failed_node_id(), "b");
 }
 
 TEST(GrpcServerTest, PortInUse_IsAClearError) {

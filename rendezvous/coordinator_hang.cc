@@ -139,8 +139,22 @@ std::optional<v1::HangVerdict> ChooseHangSuspect(absl::Span<const HangCandidate>
                      elsewhere.size() > 1 ? absl::StrCat(" (", elsewhere.size(), " ranks are not)")
                                           : std::string(),
                      suspect->where.empty() ? "" : ": ", suspect->where);
+  } else if (all.size() == 1) {
+    // Nothing to tell it apart from (one worker, or the only evidence that
+    // came): what is known of its stack.
+    suspect = all.front();
+    why = absl::StrCat(
+        "the only rank with evidence; ",
+        suspect->stack == v1::WorkerEvidence::IN_COLLECTIVE
+            ? absl::StrCat("in a collective", suspect->where.empty() ? "" : ": ", suspect->where)
+            : std::string("no Python stack"));
   } else {
-    const char* stacks = "no stack outside a collective";
+    // "No stack outside a collective" would read as if every stack were in
+    // one where no worker had a stack at all (none opted in).
+    const bool any_stack = std::any_of(all.begin(), all.end(), [](const HangCandidate* c) {
+      return c->stack != v1::WorkerEvidence::STACK_UNKNOWN;
+    });
+    const char* stacks = any_stack ? "no stack outside a collective" : "no Python stack";
     const Pick oldest = OldestProgress(all);
     const Pick lowest = LowestStep(oldest);
     suspect = LowestRank(lowest);

@@ -78,6 +78,27 @@ TEST(ChooseHangSuspect, NoStackSaysMore_TheOldestProgress_AgesWithinASecondAreEq
   EXPECT_THAT(v->summary(), HasSubstr("nothing else told the ranks apart"));
 }
 
+TEST(ChooseHangSuspect, TheSummarySaysWhenNoRankHadAStack_OrOnlyOneHadEvidence) {
+  // No worker opted in to stacks: "no stack outside a collective" would
+  // read as if every stack were in one.
+  std::vector<HangCandidate> c = {C("n0", 0, kUnknown, 10000), C("n1", 1, kUnknown, 14000)};
+  std::optional<v1::HangVerdict> v = ChooseHangSuspect(c);
+  ASSERT_TRUE(v.has_value());
+  EXPECT_EQ(v->summary(),
+            "suspect rank 1 on n1 (no Python stack; the oldest progress: 14s ago "
+            "at step 6)");
+  // One worker, the one declared (a single-node job of one worker): nothing
+  // to tell it apart from, and the summary says what is known of it.
+  v = ChooseHangSuspect({C("n0", 0, kUnknown)});
+  ASSERT_TRUE(v.has_value());
+  EXPECT_EQ(v->summary(), "suspect rank 0 on n0 (the only rank with evidence; no Python stack)");
+  v = ChooseHangSuspect({C("n0", 0, kIn, 10000, 6, "barrier (distributed_c10d.py:4159)")});
+  ASSERT_TRUE(v.has_value());
+  EXPECT_EQ(v->summary(),
+            "suspect rank 0 on n0 (the only rank with evidence; in a collective: "
+            "barrier (distributed_c10d.py:4159))");
+}
+
 TEST(ChooseHangSuspect, WorkersThatNeverReportedAreNotTheOldest_AndNoneIsNoVerdict) {
   const std::vector<HangCandidate> c = {C("n0", 0, kUnknown, -1, -1), C("n0", 1, kUnknown, 5000)};
   const std::optional<v1::HangVerdict> v = ChooseHangSuspect(c);

@@ -4,24 +4,17 @@
 //
 //   Coordinator (the state machine, coordinator.h)
 //     <- CoordinatorService (gRPC adapter, token check)
-//     <- GrpcServer on bind_addr:port (our own listener: survives descriptor
-//        exhaustion, caps connections; grpc.health.v1 on the same port;
-//        mutual TLS on every connection when options.tls is set)
-//   + a ticker thread calling Coordinator::Tick every 20 ms (timeouts).
-//   + a memory thread giving the heap pages a round freed back to the
-//     kernel once its answers are all sent (MemoryTrimmer, grpc_memory.h).
-//   + a LivenessReceiver (liveness_receiver.h) on UDP bind_addr:port, the
-//     same number as the gRPC port: the members' liveness datagrams. When
-//     the UDP port cannot be bound, a warning says so and the members fall
-//     back to Report heartbeats.
+//     <- GrpcServer on bind_addr:port (grpc_server.h: our own listener,
+//        grpc.health.v1 on the same port, mutual TLS when options.tls is set)
+//   + a ticker thread calling Coordinator::Tick every 20 ms (timeouts);
+//   + a memory thread giving back the heap pages a round freed (grpc_memory.h);
+//   + a LivenessReceiver on UDP bind_addr:port (liveness_receiver.h); when
+//     that port cannot be bound, a warning says so and the members fall back
+//     to Report heartbeats.
 //
 // Start binds the port first, so a taken port fails before anything else is
 // built: IsAddressInUse(status) tells it apart (the agent then joins the
 // agent that holds it, as torchrun's c10d rendezvous does).
-//
-// Health on this port: SERVING after SetServing(true), while the listener can
-// accept connections (NOT_SERVING while the process is out of descriptors or
-// at the connection cap).
 //
 // Threading: Start/SetServing/Shutdown from the owner's thread; core() is
 // thread-safe (see coordinator.h). Shutdown (idempotent; the destructor runs

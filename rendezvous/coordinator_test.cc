@@ -931,7 +931,7 @@ TEST_F(HangTest, EvidenceMissing_JudgedAtTheWaitWithWhatCame_AndTheJobRestarts) 
   const v1::Directive& d = sinks_[2]->directives.back();
   ASSERT_TRUE(d.has_rejoin());
   EXPECT_EQ(d.rejoin().reason(),
-            "hang: suspect rank 0 on a (no stack outside a collective; the oldest progress: 16s "
+            "hang: suspect rank 0 on a (no Python stack; the oldest progress: 16s "
             "ago at step 6); declared by node b (rank 1: no progress for 10s); evidence from 2 "
             "of 3 nodes (restart 1 of 1)");
   EXPECT_EQ(d.rejoin().hang().suspect_rank(), 0);
@@ -973,7 +973,26 @@ TEST_F(HangTest, ASucceededNodeHasNothingToAdd_AndEvidenceWithoutADeclarationIsN
   ASSERT_TRUE(Report(reqs_[2], 1, v1::ReportRequest::SUCCEEDED).ok());
   ASSERT_EQ(core_->GetSnapshot().phase, Phase::kFailed);
   EXPECT_THAT(core_->GetSnapshot().verdict,
-              ::testing::StartsWith("hang: suspect rank 0 on a (no stack outside a collective"));
+              ::testing::StartsWith("hang: suspect rank 0 on a (the only rank with evidence; in a "
+                                    "collective: barrier)"));
+}
+
+TEST_F(HangTest, OnlyTheMembersAskedAnswer_ASucceededNodesRepeatIsNoAnswer) {
+  StartTrio();
+  // b's workers all exited 0 before the hang: not asked.
+  ASSERT_TRUE(Report(reqs_[1], 1, v1::ReportRequest::SUCCEEDED).ok());
+  ASSERT_TRUE(
+      ReportHang(0, Collected(v1::WorkerEvidence::IN_COLLECTIVE, "barrier", Declared())).ok());
+  // b's heartbeat repeats its SUCCEEDED, and b (or anyone not asked) sends
+  // evidence nobody asked it for: neither stands in for c's.
+  ASSERT_TRUE(Report(reqs_[1], 1, v1::ReportRequest::SUCCEEDED).ok());
+  ASSERT_TRUE(ReportHang(1, Collected(v1::WorkerEvidence::NOT_IN_COLLECTIVE, "b.py:1")).ok());
+  EXPECT_EQ(core_->GetSnapshot().phase, Phase::kRunning) << "c's evidence is not in yet";
+  ASSERT_TRUE(ReportHang(2, Collected(v1::WorkerEvidence::NOT_IN_COLLECTIVE, "c.py:7")).ok());
+  ASSERT_EQ(core_->GetSnapshot().phase, Phase::kFailed);
+  EXPECT_EQ(core_->GetSnapshot().verdict,
+            "hang: suspect rank 2 on c (not in a collective: c.py:7); declared by node a (rank 0: "
+            "no progress for 10s); evidence from 2 of 2 nodes");
 }
 
 TEST_F(HangTest, AMalformedHangReportIsRefused_NamingTheField) {

@@ -3,7 +3,7 @@
 //
 // At 10,000 agents the coordinator holds 10,000 gRPC connections, each with
 // an open Watch stream; gRPC 1.51's per-connection state is nearly all of
-// node 0's memory (docs/benchmarks.md, section 7). One piece of it is ours
+// node 0's memory (docs/benchmarks-history.md, section 7). One piece of it is ours
 // to choose: the TCP read buffers. gRPC 1.51's default ("tcp_read_chunks",
 // an experiment that is on by default) reads into 8 KiB blocks, and every
 // idle connection keeps one: 80 MB at 10,000 connections whose traffic is a

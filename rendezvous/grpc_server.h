@@ -1,27 +1,19 @@
-// A gRPC server for this process on listening sockets it owns (tcp_listener.h:
-// an accept loop that survives running out of descriptors and refuses
-// connections beyond a cap), with the standard grpc.health.v1 service
-// (kubelet gRPC probes, `trainlet health`) and whatever services the caller
-// registers. The building block of CoordinatorHost (coordinator_host.h) and
-// HealthServer (health_server.h).
-//
-// Every connection gets the same limits: requests up to kMaxRequestBytes,
-// kMaxStreamsPerConnection concurrent streams, kHandshakeTimeout to speak
-// HTTP/2, keepalive derived from the heartbeat timeout (keepalive.h: only
-// for half-open connections), and one
-// gRPC memory quota of kMemoryQuotaBytes for the whole server.
+// A gRPC server for this process on listening sockets it owns
+// (tcp_listener.h), with the standard grpc.health.v1 service (kubelet gRPC
+// probes, `trainlet health`; SERVING when the owner said so and the listener
+// can accept) and whatever services the caller registers. The building block
+// of CoordinatorHost (coordinator_host.h) and HealthServer (health_server.h).
+// Every connection gets the limits of docs/protocol.md, "Connections" and
+// "Limits at scale" (kMaxRequestBytes, kMaxStreamsPerConnection, kHandshakeTimeout, keepalive.h,
+// one kMemoryQuotaBytes quota for the whole server).
 //
 // With GrpcServerOptions::tls set, every connection is TLS with a client
 // certificate: gRPC runs the handshake on the connections our listener hands
-// it (the same cap and descriptor handling); a client without a certificate,
-// or one that cannot prove it holds the certificate's key, is refused in the
-// handshake. The chain is NOT checked against the CA here: each service
-// must (CoordinatorService does, with PeerVerifier), so that a refused
-// client gets a status that says why. The health service answers any TLS
-// client.
-//
-// Health answers SERVING when the owner said so (SetServing) and the listener
-// can accept connections (not out of descriptors, not at its cap).
+// it; a client without a certificate, or one that cannot prove it holds the
+// certificate's key, is refused in the handshake. The chain is NOT checked
+// against the CA here: each service must (CoordinatorService does, with
+// PeerVerifier), so that a refused client gets a status that says why. The
+// health service answers any TLS client.
 //
 // Threading: Start, SetServing, Shutdown from any one thread at a time;
 // accepting() from any thread. RPCs run on gRPC's callback threads.

@@ -1,58 +1,13 @@
-// The UDP liveness datagram (docs/protocol.md, "Liveness"): what an agent
-// sends the coordinator every liveness interval to say "this member is
-// alive", instead of a unary Report, and the acknowledgement the coordinator
-// sends back (at most every timeout/4 per member) to say "heard you, and I
-// am alive". Fixed size, little-endian:
-//
-//   offset size  field
-//        0    4  magic "TLVD"
-//        4    1  version (kLivenessDatagramVersion)
-//        5    1  kind: 0 alive (agent -> coordinator), 1 ack (coordinator -> agent),
-//                      2 ready (agent -> coordinator: alive, and its workers have
-//                        stopped; it re-joins `round` without a Join call:
-//                        docs/protocol.md, "Re-join on the stream"),
-//                      3 rejoin (coordinator -> agent: the Rejoin directive,
-//                        ready_by_datagram, for round `round`; sent at a
-//                        restart to members whose Watch accepts it, and again
-//                        in answer to their alive datagrams until heeded)
-//                      4 directive (coordinator -> agent: a whole
-//                        v1::Directive after these 48 bytes, below: what a
-//                        released member's stream would carry, and the
-//                        Rejoin with its reason to a member whose Watch
-//                        accepts_rejoin_directive)
-//                      5 taken (agent -> coordinator: alive, and it took the
-//                        job's verdict of round `round` from a directive
-//                        datagram; the coordinator stops repeating it)
-//        6    2  zero (directive: the payload's length, little-endian)
-//        8    4  slot         Assignment.liveness_slot
-//       12    4  zero
-//       16    8  incarnation  the member's incarnation
-//       24    8  round        the round the agent is in (0: none yet); ready: the
-//                             round it is ready for (Rejoin.next_round); rejoin:
-//                             the round to re-join (Rejoin.next_round)
-//       32    8  seq          alive: strictly increasing per incarnation (from 1);
-//                             ack: the seq of the alive datagram it acknowledges;
-//                             rejoin: 0 (a replay is harmless: the agent takes a
-//                             rejoin only for a round above its own)
-//       40    8  mac          SipHash-2-4(Assignment.liveness_key, bytes 0..39)
-//
-// A directive datagram (kind 4) is those 48 bytes, with seq 0 and `round`
-// the directive's round, followed by the payload: a serialized v1::Directive
-// of 1 to kMaxDirectivePayloadBytes bytes (the coordinator sends a member
-// whose directive does not fit its stream instead, or none: docs/protocol.md,
-// "Released streams"). Its MAC is SipHash-2-4 of bytes 0..39 followed by the
-// payload, so the payload cannot be changed or cut.
-//
-// The MAC covers the kind, so an ack cannot pass for an alive datagram or
-// the other way round. An ack carries the member's slot, incarnation and
-// round: the agent takes it only for its own, with a seq above the last ack
-// it took and no higher than the last it sent (RoundMachine).
-//
-// The key is drawn per member incarnation by the coordinator (a CSPRNG) and
-// travels only in the Assignment, on the authenticated (TLS when configured)
-// gRPC channel; without it a datagram cannot be forged, and the coordinator
-// takes a seq only above the last one it accepted, so a replayed datagram
-// is ignored.
+// The UDP liveness datagrams (docs/protocol.md: "Liveness" has the format
+// and its security, "Re-join on the stream" the ready and rejoin kinds,
+// "Released streams" the directive and taken kinds): what an agent sends the
+// coordinator every liveness interval instead of a unary Report, the ack the
+// coordinator sends back, and the directives it sends a member by datagram.
+// 48 bytes, little-endian: magic "TLVD" (4), version (1), kind (1), zero or
+// a directive's payload length (2), slot (4), zero (4), incarnation (8),
+// round (8), seq (8), then SipHash-2-4 under the member's liveness_key of
+// bytes 0..39 (a directive: and its payload, a serialized v1::Directive of at
+// most kMaxDirectivePayloadBytes).
 //
 // Parsing checks the size, magic, version, kind and the zero bytes only;
 // the slot, incarnation, round, seq and MAC are the receiver's to check
@@ -78,12 +33,12 @@ inline constexpr uint8_t kLivenessDatagramVersion = 1;
 inline constexpr std::array<uint8_t, 4> kLivenessMagic = {'T', 'L', 'V', 'D'};
 
 enum class LivenessKind : uint8_t {
-  kAlive = 0,
-  kAck = 1,
-  kReady = 2,
-  kRejoin = 3,
-  kDirective = 4,
-  kTaken = 5,
+  kAlive = 0,      // agent -> coordinator: this member is alive.
+  kAck = 1,        // coordinator -> agent: heard you (at most every T/4 per member).
+  kReady = 2,      // agent -> coordinator: alive, workers stopped, re-joins `round`.
+  kRejoin = 3,     // coordinator -> agent: the Rejoin directive for `round`.
+  kDirective = 4,  // coordinator -> agent: a v1::Directive follows the 48 bytes.
+  kTaken = 5,      // agent -> coordinator: alive, took `round`'s verdict by datagram.
 };
 
 // The largest directive payload: a whole datagram of at most 1,232 bytes,

@@ -1,30 +1,23 @@
 // LivenessReceiver: the coordinator's UDP liveness plane (docs/protocol.md,
-// "Liveness"). It binds a UDP socket on the coordinator's address and the
-// same port number as its gRPC listener (TCP and UDP ports are separate),
-// and one "liveness" thread receives the members' datagrams
-// (liveness_datagram.h) and hands them to the core in batches:
+// "Liveness", with its acks). It binds a UDP socket on the coordinator's address
+// and the same port number as its gRPC listener, and one "liveness" thread
+// hands the members' datagrams (liveness_datagram.h) to the core in batches:
 //
-//   poll (sleeps until a datagram arrives)
-//     -> wait kLivenessCoalesce (coordinator.h), so that one wake-up
-//        carries many datagrams
+//   poll -> wait kLivenessCoalesce (one wake-up carries many datagrams)
 //     -> drain with recvmmsg (non-blocking, up to kLivenessBatch at a time)
 //     -> parse each (size, magic, version), drop the malformed
-//     -> Coordinator::NoteLivenessBatch (one lock per batch: slot, MAC,
-//        incarnation, seq), which also makes the acks due (one per member
-//        per AckInterval)
-//     -> sendmmsg the acks, each to the address its datagram came from
-//        (non-blocking: an ack the kernel cannot take is dropped; the
-//        agent falls back to Reports when acks stop)
+//     -> Coordinator::NoteLivenessBatch (one lock per batch), which also
+//        makes the acks due
+//     -> sendmmsg the acks to where their datagrams came from (non-blocking:
+//        an ack the kernel cannot take is dropped; the agent falls back to
+//        Reports when acks stop)
 //
-// It is also the core's DatagramSender: a restart's REJOIN datagrams go out
-// from the socket each member's datagrams came in on, from the thread that
-// made the restart (sendmmsg; a full buffer is waited on briefly, at most
-// 200 ms in all, then the rest is dropped: the core sends again what is not
-// confirmed).
-//
-// Everything received is bounded (a fixed-size buffer per datagram; a
-// longer one is truncated and rejected); rejected datagrams are counted and
-// logged at most a few times per 10 s, never acted on.
+// It is also the core's DatagramSender: REJOIN and DIRECTIVE datagrams go out
+// from the socket each member's datagrams came in on, on the thread that made
+// them (sendmmsg; a full buffer is waited on at most 200 ms in all, then the
+// rest is dropped: the core sends again what is not confirmed). Everything
+// received is bounded; rejected datagrams are counted and logged at most a
+// few times per 10 s, never acted on.
 //
 // Threading: Start and the destructor from the owner's thread; stats() from
 // any thread. The core must outlive the receiver.

@@ -1,25 +1,10 @@
 // A TCP listener that owns its listening sockets and its accept loop, for a
 // gRPC server that is handed accepted connections
-// (ServerBuilder::experimental().AddExternalConnectionAcceptor, FROM_FD).
-// gRPC 1.51's own accept loop stops for good after one EMFILE ("Failed
-// accept4: Too many open files"), and it has no connection limit. This one:
-//
-//  - accepts with accept4(SOCK_CLOEXEC | SOCK_NONBLOCK) on its own thread;
-//  - survives running out of descriptors (EMFILE/ENFILE): it holds one
-//    reserve descriptor; when accept4 fails for lack of descriptors it closes
-//    the reserve, accepts the waiting connections and closes them at once (the
-//    peer sees the connection end instead of hanging in the backlog, and the
-//    loop does not spin on a readable socket it cannot accept), reopens the
-//    reserve, and backs off (10 ms, doubling to 500 ms) before accepting again;
-//  - refuses (accepts and closes at once) connections beyond
-//    `max_connections`, counting the connections it handed over that are
-//    still open (each remembered by descriptor number and socket inode, so a
-//    closed one is noticed even when its number was reused), and connections
-//    that would leave the process fewer than kDescriptorHeadroom descriptors;
-//  - says whether it can accept: accepting() is false while it is out of
-//    descriptors or at its connection cap, and true again once a descriptor
-//    is free (probed after each backoff) and it is below the cap (rechecked
-//    every 100 ms while full).
+// (ServerBuilder::experimental().AddExternalConnectionAcceptor, FROM_FD), and
+// for the controller's HTTP gate. gRPC 1.51's own accept loop stops for good
+// after one EMFILE and has no connection limit; this one survives running
+// out of descriptors and caps connections (TcpListener below; what a client
+// sees: docs/protocol.md, "Connections").
 //
 //   ACCEPTING --accept4: EMFILE/ENFILE/ENOMEM--> EXHAUSTED (refuse waiting ones, back off)
 //       ^  ^                                         |
@@ -102,6 +87,23 @@ int BindSocket(BindAddress a, int port, int socktype, bool wildcard,
 // torchrun's c10d rendezvous does.
 bool IsAddressInUse(const absl::Status& status);
 
+// The listener:
+//  - accepts with accept4(SOCK_CLOEXEC | SOCK_NONBLOCK) on its own thread;
+//  - survives running out of descriptors (EMFILE/ENFILE): it holds one
+//    reserve descriptor; when accept4 fails for lack of descriptors it closes
+//    the reserve, accepts the waiting connections and closes them at once (the
+//    peer sees the connection end instead of hanging in the backlog, and the
+//    loop does not spin on a readable socket it cannot accept), reopens the
+//    reserve, and backs off (10 ms, doubling to 500 ms) before accepting again;
+//  - refuses (accepts and closes at once) connections beyond
+//    `max_connections`, counting the connections it handed over that are
+//    still open (each remembered by descriptor number and socket inode, so a
+//    closed one is noticed even when its number was reused), and connections
+//    that would leave the process fewer than kDescriptorHeadroom descriptors;
+//  - says whether it can accept: accepting() is false while it is out of
+//    descriptors or at its connection cap, and true again once a descriptor
+//    is free (probed after each backoff) and it is below the cap (rechecked
+//    every 100 ms while full).
 class TcpListener {
  public:
   using OnConnection = std::function<void(int fd, int listener_fd)>;  // takes the fd.

@@ -10,9 +10,6 @@
 #include <sys/stat.h>
 
 #include <algorithm>
-#include <cerrno>
-#include <cstdio>
-#include <cstring>
 #include <memory>
 
 #include "absl/status/status.h"
@@ -20,6 +17,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "common/logging.h"
+#include "rendezvous/token.h"
 
 namespace trainlet::rendezvous {
 namespace {
@@ -98,34 +96,12 @@ absl::StatusOr<FileContents> ReadFile(const TlsFiles& files, const TlsFile& f) {
   if (f.path.empty()) {
     return absl::FailedPreconditionError(absl::StrCat(who, ": empty path"));
   }
-  std::FILE* file = std::fopen(f.path.c_str(), "rb");
-  if (file == nullptr) {
-    return absl::FailedPreconditionError(
-        absl::StrFormat("%s: cannot read %s: %s (a mounted Secret's file must exist and be "
-                        "readable by this process)",
-                        who, SafeForLog(f.path, 256), std::strerror(errno)));
-  }
   FileContents out;
-  struct stat st;
-  // The mode of the file opened, not of a path that could change after.
-  if (fstat(fileno(file), &st) == 0) out.mode = st.st_mode;
-  char buf[4096];
-  size_t n;
-  while ((n = std::fread(buf, 1, sizeof(buf), file)) > 0 && out.data.size() <= kMaxTlsFileBytes) {
-    out.data.append(buf, n);
-  }
-  const bool read_error = std::ferror(file) != 0;
-  const int saved_errno = errno;
-  std::fclose(file);
-  if (read_error) {
-    return absl::FailedPreconditionError(absl::StrFormat(
-        "%s: cannot read %s: %s", who, SafeForLog(f.path, 256), std::strerror(saved_errno)));
-  }
-  if (out.data.size() > kMaxTlsFileBytes) {
-    return absl::FailedPreconditionError(
-        absl::StrFormat("%s: %s is larger than %d bytes; expected a PEM file", who,
-                        SafeForLog(f.path, 256), kMaxTlsFileBytes));
-  }
+  unsigned mode = 0;
+  absl::StatusOr<std::string> data = ReadBoundedFile(f.path, kMaxTlsFileBytes, who, "", &mode);
+  if (!data.ok()) return data.status();
+  out.data = *std::move(data);
+  out.mode = static_cast<mode_t>(mode);
   return out;
 }
 

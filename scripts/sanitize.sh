@@ -39,7 +39,8 @@ cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTRAINLET_BUI
   -DTRAINLET_FUZZ=ON -DTRAINLET_FUZZ_ENGINE=replay \
   -DCMAKE_C_FLAGS="$SANITIZE" -DCMAKE_CXX_FLAGS="$SANITIZE" \
   -DCMAKE_EXE_LINKER_FLAGS="-fsanitize=address,undefined" >/dev/null
-SHORT_TESTS=(common/common_test launcher/launcher_test agent/agent_config_test agent/agent_test
+SHORT_TESTS=(common/common_test launcher/launcher_test config/config_test agent/agent_env_test
+  agent/agent_test progress/progress_test
   rendezvous/rendezvous_core_test topology/topology_test topology/nvml_test
   topology/probe_nvml_test)
 if ((SHORT)); then

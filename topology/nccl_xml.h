@@ -1,28 +1,11 @@
 // NCCL's topology file (NCCL_TOPO_FILE) from a node probe, and a strict
-// linter that mirrors the rules of NCCL's own XML parser (src/graph/xml.cc;
-// see shared reference gpu-topology.md §1.4), since NCCL does not export its
-// parser and a file it rejects fails every communicator's init.
-//
-// The file is a "skeleton", the style cloud vendors ship (Azure's
-// ndv4/ndv5-topo.xml): <system version="1">, one <cpu> per NUMA node (numaid,
-// cpumap-format affinity, arch, vendor, familyid, modelid), under it the
-// chain of PCIe switches NCCL itself would build from sysfs (it keeps every
-// second bus id on the way up: a switch's upstream port, never its
-// downstream ports or the root port), and leaf <pci> entries for each GPU and
-// NIC (busid, class and, for GPUs, vendor, device, link_speed, link_width).
-// No <gpu> or <nic> children: NCCL needs `rank` on a <gpu> and sets it only
-// for its own GPU, a <gpu> with an <nvlink> child makes NCCL skip NVML's
-// NVLink detection (a stale file would hide a broken link), and <net>
-// attributes in a file override what the network plugin detects. NCCL fills
-// in those from NVML and its plugins at run time, by bus id, and fills any
-// attribute the file leaves out (a switch's link) from sysfs. A device whose
-// PCI path is unknown (NVML saw it, sysfs did not) is left out: a <pci> with
-// a parent stops NCCL's own sysfs walk, so a guessed place would be worse
-// than none.
-//
-// Values go in only after validation (bus ids, hex ids, the PCIe speeds NCCL
-// knows, cpumap groups, plain names): NCCL's parser does not decode entities,
-// so nothing is escaped; an invalid value is left out instead.
+// linter that mirrors the rules of NCCL's own XML parser (src/graph/xml.cc),
+// since NCCL does not export its parser and a file it rejects fails every
+// communicator's init. The file is a skeleton (<system>, a <cpu> per NUMA
+// node, the PCIe switch chain, leaf <pci> entries for GPUs and NICs, no
+// <gpu> or <nic> children); what goes in, what is left out and why:
+// docs/topology.md, "The NCCL topology file". Values go in only after
+// validation: NCCL's parser decodes no entities, so nothing is escaped.
 //
 // Pure functions; safe from any thread.
 #ifndef TRAINLET_TOPOLOGY_NCCL_XML_H_

@@ -181,4 +181,9 @@ void ApplyVisibility(const std::map<std::string, std::string>& env, v1::NodeProb
   probe->set_visibility_note(note);
 }
 
+bool HasContainerGpuView(const v1::NodeProbe& probe) {
+  return probe.nvml().status() == v1::Source::OK ||
+         probe.nvidia_procfs().status() == v1::Source::OK;
+}
+
 }  // namespace trainlet::topology

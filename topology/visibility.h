@@ -1,7 +1,7 @@
 // Which of a node's GPUs the CUDA programs the agent starts can use, and
 // their CUDA ordinals: NVIDIA_VISIBLE_DEVICES (the container runtime's), then
 // CUDA_VISIBLE_DEVICES (the CUDA runtime's), with the semantics of
-// agent/system_probe.h VisibleGpus() applied to the GPU list itself, so that
+// config/system_probe.h VisibleGpus() applied to the GPU list itself, so that
 // indices and GPU-/MIG- UUIDs select particular GPUs.
 //
 // Pure function; safe from any thread.
@@ -41,6 +41,10 @@ namespace trainlet::topology {
 //    names those GPUs in its workers' CUDA_VISIBLE_DEVICES
 //    (agent/gpu_placement.h), since CUDA itself would see them all.
 void ApplyVisibility(const std::map<std::string, std::string>& env, v1::NodeProbe* probe);
+
+// True when the probe's GPU list is this container's (NVML or the driver's
+// procfs answered), so that its visible GPUs may be counted and placed.
+bool HasContainerGpuView(const v1::NodeProbe& probe);
 
 }  // namespace trainlet::topology
 

@@ -28,7 +28,7 @@ ControllerSnapshot SampleSnapshot(int64_t tick) {
   NodeView n0;
   n0.node_id = "demo-node-0";
   n0.node_rank = 0;
-  n0.incarnation = 0x1a2b3c4d5e6f7081;
+  n0.incarnation = 0x1a2b3c4d00000000;
   n0.up = true;
   n0.report_age_ms = 800;
   n0.report_lag_ms = 12;
@@ -50,7 +50,7 @@ ControllerSnapshot SampleSnapshot(int64_t tick) {
   NodeView n1 = n0;
   n1.node_id = "demo-node-1";
   n1.node_rank = 1;
-  n1.incarnation = 0x0000000000000042;
+  n1.incarnation = 0x0000004200000000;
   n1.report_age_ms = 1500;
   n1.report_lag_ms = 40;
   n1.workers = {{0, 2, 5200, WorkerState::kRunning, 0, 0}, {1, 3, 0, WorkerState::kHung, 137, 1}};
@@ -64,7 +64,7 @@ ControllerSnapshot SampleSnapshot(int64_t tick) {
   NodeView n2;
   n2.node_id = "demo-node-2";
   n2.node_rank = 2;
-  n2.incarnation = 0xffffffffffffffff;
+  n2.incarnation = 0xffffffff00000000;
   n2.up = false;
   n2.report_age_ms = 65000 + tick * 1000;
   n2.report_lag_ms = -1;
@@ -83,7 +83,7 @@ ControllerSnapshot SampleSnapshot(int64_t tick) {
   NodeView n3;
   n3.node_id = "demo-node-3";
   n3.node_rank = 3;
-  n3.incarnation = 0x33;
+  n3.incarnation = 0x0000003300000000;
   n3.lost = true;
   n3.lost_at_unix_ms = 1795431600000 + 600000;
   n3.lost_reason = "stream broken";
@@ -152,7 +152,7 @@ ControllerSnapshot SampleSnapshot(int64_t tick) {
   NodeView d0;
   d0.node_id = "done-0";
   d0.node_rank = 0;
-  d0.incarnation = 0xd0;
+  d0.incarnation = 0x000000d000000000;
   d0.report_age_ms = 3660000 + tick * 1000;
   d0.agent_state = AgentState::kDone;
   d0.round = 1;
@@ -176,7 +176,7 @@ ControllerSnapshot SampleSnapshot(int64_t tick) {
   NodeView w0;
   w0.node_id = "wait-0";
   w0.node_rank = 0;
-  w0.incarnation = 0x77;
+  w0.incarnation = 0x0000007700000000;
   w0.up = true;
   w0.report_age_ms = 1000;
   w0.agent_state = AgentState::kJoining;
@@ -194,7 +194,7 @@ ControllerSnapshot SampleSnapshot(int64_t tick) {
   NodeView on;
   on.node_id = "n\xff\x01<script>alert(1)</script>";
   on.node_rank = 0;
-  on.incarnation = 7;
+  on.incarnation = 0x0000000700000000;
   on.up = false;
   on.report_age_ms = 20000;
   on.agent_state = AgentState::kJoining;

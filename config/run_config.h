@@ -1,0 +1,207 @@
+// The configuration of `trainlet run [OPTIONS] -- COMMAND [ARGS...]`: one
+// agent per node that joins the job's coordinator (hosting it when it is node
+// rank 0, or when the coordinator address is this host's own), starts
+// nproc-per-node workers and supervises them.
+//
+// ParseRunConfig() turns the words after "run", the process environment and
+// the probed SystemInfo into a validated RunConfig. Each value comes from, in
+// order: its flag, its TRAINLET_* variable, Kubernetes discovery
+// (k8s_discovery.h), its default. With nothing set at all the result is a
+// local single-node run, like plain torchrun --standalone: nnodes 1, node
+// rank 0, one worker per visible GPU (or 1), the coordinator hosted on
+// 127.0.0.1 on a free port, no health server outside Kubernetes.
+// docs/configuration.md is the user copy.
+//
+// Errors: InvalidArgument for a malformed or unknown flag or value, a
+// torchrun flag (with trainlet's equivalent), no way to find the
+// coordinator, or more than one worker per node for Paddle's launcher
+// (DetectNestedLauncher(); nproc-per-node defaults to 1 for it) (exit 64);
+// FailedPrecondition for values that are well-formed but cannot make a job:
+// rank hint >= nnodes, a JobSet/Kubeflow pod without a node count, a Volcano
+// job of several tasks without an explicit node count and coordinator
+// (KubernetesDiscovery::volcano_tasks), an unreadable or empty token file,
+// TLS options given in part or naming unusable files, gpu workers without GPUs, no hostname for the
+// node id (exit 78; see ExitCodeForConfigError()).
+//
+// Pure function except for reading the token and TLS files and calling
+// SystemInfo::resolve (at most once: for a coordinator name that is neither
+// loopback, an address of this host nor its own name, when no rank hint
+// decides who hosts it; or for this host's canonical name when it hosts a
+// multi-node job with no coordinator address and no FQDN); thread-compatible.
+#ifndef TRAINLET_CONFIG_RUN_CONFIG_H_
+#define TRAINLET_CONFIG_RUN_CONFIG_H_
+
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "common/logging.h"
+#include "config/k8s_discovery.h"
+#include "config/options.h"
+#include "config/system_probe.h"
+
+namespace trainlet::agent {
+
+// kDefault: the visible GPUs, or 1 without any (torchrun's default is 1).
+enum class NprocKind { kDefault, kFixed, kAuto, kGpu, kCpu };
+
+inline constexpr int kDefaultCoordinatorPort = 29400;
+inline constexpr int kMaxNprocPerNode = 1024;
+
+// Whether this agent runs the job's coordinator.
+enum class HostCoordinator {
+  kNo,   // join the one at coordinator_host:coordinator_port.
+  kYes,  // host it (node rank 0, or a single-node run); fail if the port is taken.
+  // Host it if this agent can bind the port, else join the agent that did:
+  // a local coordinator address and no node rank (several agents on one
+  // host), as torchrun's c10d rendezvous does.
+  kIfPortFree,
+};
+
+struct RunConfig {
+  bool help_requested = false;  // -h/--help: print RunHelpText(), exit 0.
+  NnodesRange nnodes;           // --nnodes N | MIN:MAX
+  // --nproc-per-node N|auto|gpu|cpu, resolved to nproc_per_node with
+  // SystemInfo: default = visible GPUs, else 1; auto = GPUs if any, else
+  // CPUs; gpu = GPUs (error if none); cpu = CPUs; N in 1..1024.
+  NprocKind nproc_kind = NprocKind::kDefault;
+  int nproc_per_node = 1;
+  int node_rank_hint = -1;       // --node-rank; -1 = none (the coordinator picks).
+  std::string coordinator_host;  // --coordinator HOST[:PORT]; unbracketed IPv6.
+  // 0: any free port (a single-node run with nothing configured); the agent
+  // hosting the coordinator then dials the port it bound.
+  int coordinator_port = kDefaultCoordinatorPort;
+  HostCoordinator host_coordinator = HostCoordinator::kNo;  // --host-coordinator
+  // Where the coordinator listens (an IP literal, unbracketed IPv6):
+  // --bind-addr, else loopback for a single-node job or a loopback
+  // coordinator address ("::1" when that address is ::1, else 127.0.0.1),
+  // else 0.0.0.0. The hosting agent dials the coordinator at this address
+  // (127.0.0.1 for 0.0.0.0, ::1 for ::).
+  std::string bind_addr = "0.0.0.0";
+  // Where the health server listens: --bind-addr, else 0.0.0.0 in Kubernetes
+  // (kubelet probes the pod IP), else bind_addr.
+  std::string health_bind_addr = "0.0.0.0";
+  std::string job_id;  // --job-id
+  // --token-file, else in Kubernetes kKubernetesTokenPath when that file
+  // exists; empty = no authentication.
+  std::string token_file;
+  std::string token;  // its content minus trailing whitespace; never empty with a file.
+  // --tls-cert/--tls-key/--tls-ca/--tls-dir, checked (ParseTlsOptions);
+  // tls.server_name from --tls-server-name, else empty (CoordinatorTlsName).
+  rendezvous::TlsConfig tls;
+  // --master-port; 0 (a single-node run with nothing configured): a free port
+  // the agent picks at start.
+  int master_port = 29500;
+  // --grace-period. 25 s, so that with Kubernetes' default
+  // terminationGracePeriodSeconds (30) trainlet's SIGKILL and exit come before
+  // the kubelet's (docs/kubernetes.md).
+  absl::Duration grace_period = absl::Seconds(25);
+  absl::Duration join_timeout = absl::Minutes(10);  // --join-timeout
+  // --hang-timeout: a worker that reported progress and then stays silent
+  // this long is declared hung (docs/progress.md); zero: off.
+  absl::Duration hang_timeout = absl::ZeroDuration();
+  std::string node_id;  // --node-id, default hostname.
+  // The address every peer can reach this node at; MASTER_ADDR and the other
+  // address variables when this node is rank 0. --advertise-addr, else, on a
+  // node that may host the coordinator (host_coordinator != kNo): the
+  // coordinator host when it was configured and is not loopback (exactly what
+  // peers dial); "127.0.0.1" (or "::1") when the whole job is on this host
+  // (outside Kubernetes, or a single-node job); else this host's FQDN,
+  // canonical name or hostname. Empty on other nodes: the coordinator
+  // records the address their join comes from.
+  std::string advertise_addr;
+  // The name peers dial this node's coordinator at when it is not
+  // advertise_addr: an MPI launcher in a JobSet or Volcano pod with no
+  // coordinator and no --advertise-addr configured advertises its FQDN, but
+  // its workers dial <hostname>.<subdomain>. Empty otherwise.
+  std::string coordinator_dialled_name;
+  // --health-port; 0 = no health server. Default 29401 in Kubernetes, else 0.
+  int health_port = 0;
+  // --controller as "host:port" (port 29600 unless given); empty: no
+  // health reports (agent/reporter.h).
+  std::string controller;
+  absl::Duration report_interval = absl::Seconds(5);  // --report-interval, 100ms..1h.
+  // A single-node run with no coordinator configured (or --standalone): the
+  // coordinator runs inside this agent and is called directly, with no
+  // server, client or socket (docs/configuration.md, "A single-node run").
+  bool in_process_coordinator = false;
+  bool prefix_output = false;                       // --prefix-output
+  GpuBinding gpu_binding = GpuBinding::kList;       // --gpu-binding
+  bool bind_numa = false;                           // --bind-numa
+  absl::Duration probe_timeout = absl::Seconds(2);  // --probe-timeout; 0: no probe.
+  // The node probe's result (SystemInfo::probe_node); null when it is off,
+  // unavailable or too slow. Placement, NCCL advice and the join's topology
+  // come from it.
+  std::shared_ptr<const v1::NodeProbe> node_probe;
+  // Set instead of node_probe when the probe's answer could change no
+  // worker's environment, so the agent did not wait for it: a single-node
+  // run (no NCCL socket or HCA advice), no /dev/nvidia* device and no NVML
+  // (no GPU to place, count, check or advise on), no --bind-numa. RunAgent
+  // calls it (which starts the probe) once the workers run and the agent
+  // first idles, and logs the probe's summary and warnings (a small
+  // /dev/shm, say) when it finishes; a job that ends first goes without
+  // them, and never pays for the probe.
+  std::function<void(NodeProbeCallback done)> node_probe_later;
+  std::vector<int> allowed_cpus;  // SystemInfo's, for --bind-numa.
+  // The variables NCCL's own config files set (topology::NcclConfFileVars),
+  // read once at start with the probe: NCCL advice never overrides them.
+  std::map<std::string, std::string> nccl_conf_vars;
+  LogLevel log_level = LogLevel::kInfo;  // --log-level
+  RoundPolicy policy;  // --max-restarts, --last-call, --heartbeat-timeout, --min-nodes-timeout
+  std::vector<std::string> command;  // after `--`; never empty unless help.
+  // Lines the agent logs at INFO once at start, as they are: what it made
+  // of a torchrun flag that changes nothing here (--rdzv-backend=c10d).
+  std::vector<std::string> notes;
+  // "node rank 2 from JOB_COMPLETION_INDEX", ... one per value that did not
+  // come from a flag or TRAINLET_* variable, for a startup log line.
+  std::vector<std::string> discovery_notes;
+  // Configuration the agent should warn about once at start (a multi-node
+  // job without a token, ...). Each entry is one complete sentence.
+  std::vector<std::string> warnings;
+};
+
+// Which command the configuration is for. The MPI commands share `run`'s
+// config layer with these differences (docs/mpi.md):
+//   kLauncher  --nnodes counts worker pods (the job has one node more: the
+//              launcher); it hosts the coordinator unless --coordinator names
+//              another host; no node rank; COMMAND required.
+//   kWorker    never hosts the coordinator: --coordinator, else in a JobSet
+//              pod <jobset>-launcher-0-0.<subdomain>; --nnodes optional; no
+//              COMMAND; advertises its own name (the hostfiles' entry).
+// In JobSet pods both take the job id <jobset> (the hostname prefix without
+// its replicated-job name), so that launcher and workers agree.
+struct RunConfigMode {
+  absl::string_view usage;  // quoted in errors.
+  MpiRole mpi = MpiRole::kNone;
+};
+
+// `args` are the words after "run"; `env` the agent's environment.
+absl::StatusOr<RunConfig> ParseRunConfig(const std::vector<std::string>& args,
+                                         const std::map<std::string, std::string>& env,
+                                         const SystemInfo& sys);
+
+// The config from options already parsed against `table` (which holds every
+// option of RunOptionTable(), maybe hidden, plus the command's own).
+absl::StatusOr<RunConfig> RunConfigFromOptions(const ParsedOptions& parsed,
+                                               const std::vector<OptionSpec>& table,
+                                               const RunConfigMode& mode,
+                                               const std::map<std::string, std::string>& env,
+                                               const SystemInfo& sys);
+
+// The name the coordinator's TLS certificate must carry, as this agent
+// checks it: --tls-server-name; else, when this agent hosts the coordinator
+// (it dials it on loopback), the address its peers dial
+// (coordinator_dialled_name, else advertise_addr);
+// else empty: the host of --coordinator, which the client dials.
+std::string CoordinatorTlsName(const RunConfig& config, bool hosting);
+
+// The option table of `trainlet run` (drives parsing, env names and help).
+const std::vector<OptionSpec>& RunOptionTable();
+std::string RunHelpText();
+
+}  // namespace trainlet::agent
+
+#endif  // TRAINLET_CONFIG_RUN_CONFIG_H_
