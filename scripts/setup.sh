@@ -9,6 +9,7 @@ cd "$(dirname "$0")/.."
 
 PACKAGES=(
   build-essential cmake ninja-build pkg-config ccache
+  lld                                   # links 3-4x faster than GNU ld (CMakeLists.txt)
   libgrpc++-dev libprotobuf-dev protobuf-compiler protobuf-compiler-grpc libabsl-dev
   libgtest-dev libgmock-dev
   python3 python3-torch python3-numpy   # the demo and the real-client tests
