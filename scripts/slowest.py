@@ -38,9 +38,13 @@ def ninja_steps(path, since):
             if since is not None and seconds < since:
                 continue
             steps.setdefault((start, end, cmd_hash), []).append(output)
+    # Outputs are relative to the build folder: named from where we are.
+    folder = os.path.dirname(path)
     rows = []
     for (start, end, _), outputs in steps.items():
         name = min(outputs, key=len)
+        if not os.path.isabs(name) and folder:
+            name = os.path.join(folder, name)
         rows.append(((int(end) - int(start)) / 1000.0, name))
     return rows
 
