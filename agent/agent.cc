@@ -18,7 +18,6 @@
 #include "common/exit_codes.h"
 #include "common/logging.h"
 #include "controller/report_limits.h"
-#include "launcher/command_resolver.h"
 #include "launcher/signals.h"
 #include "progress/hang_evidence.h"
 #include "topology/env_advice.h"
@@ -56,18 +55,6 @@ RoundOptions RoundOptionsFrom(const RunConfig& config, uint64_t incarnation, int
   o.hang_timeout = config.hang_timeout;
   if (config.node_probe != nullptr) o.topology = JoinTopology(*config.node_probe);
   return o;
-}
-
-int ExitCodeForPlanError(const absl::Status& status) {
-  switch (status.code()) {
-    case absl::StatusCode::kDeadlineExceeded:
-      return kExitUnavailable;
-    case absl::StatusCode::kInvalidArgument:
-    case absl::StatusCode::kFailedPrecondition:
-      return kExitConfig;
-    default:
-      return launcher::ExitCodeForSpawnError(status);
-  }
 }
 
 void TorchrunPlan::Prepare(const v1::Assignment& assignment, Ready ready) {

@@ -43,6 +43,7 @@ class AgentTest : public ::testing::Test {
     config_.nproc_per_node = 2;
     config_.nnodes = {2, 2};
     config_.grace_period = absl::Seconds(30);
+    config_.join_timeout = absl::Minutes(10);  // a RunConfig has no defaults of its own
   }
 
   RoundOptions Options() {

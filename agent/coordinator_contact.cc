@@ -5,7 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/logging.h"
-#include "rendezvous/coordinator.h"
+#include "rendezvous/protocol.h"
 
 namespace trainlet::agent {
 

@@ -10,7 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
-#include "rendezvous/coordinator.h"
+#include "rendezvous/protocol.h"
 #include "topology/visibility.h"
 
 namespace trainlet::agent {

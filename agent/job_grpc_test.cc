@@ -30,6 +30,9 @@ class JobGrpcTest : public ::testing::Test {
     rendezvous::CoordinatorOptions o;
     o.job_id = "job";
     o.min_nodes = o.max_nodes = nnodes;
+    o.last_call = absl::Milliseconds(500);
+    o.heartbeat_timeout = absl::Seconds(5);
+    o.min_nodes_timeout = absl::Minutes(5);
     o.incarnation = rendezvous::NewIncarnation();
     absl::Status started = job_.StartCoordinator(o);
     ASSERT_TRUE(started.ok()) << started;

@@ -27,17 +27,12 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "common/exit_codes.h"  // ExitCodeForPlanError
 #include "config/run_config.h"
 #include "launcher/worker.h"
 #include "trainlet/v1/rendezvous.pb.h"
 
 namespace trainlet::agent {
-
-// The exit code of a round whose plan could not prepare it:
-// DeadlineExceeded (the MPI workers never became reachable) -> 69;
-// InvalidArgument or FailedPrecondition (what the peers sent cannot be
-// written, a key that is not one) -> 78; otherwise as a spawn error.
-int ExitCodeForPlanError(const absl::Status& status);
 
 class LaunchPlan {
  public:

@@ -72,17 +72,6 @@ std::shared_ptr<NodeProbeRun> StartNodeProbe(const topology::ProbeOptions& optio
   return run;
 }
 
-NodeProbeRun& LazyNodeProbe::Run() {
-  absl::MutexLock lock(&mu_);
-  if (run_ == nullptr) run_ = StartNodeProbe(options_);
-  return *run_;
-}
-
-bool LazyNodeProbe::started() const {
-  absl::MutexLock lock(&mu_);
-  return run_ != nullptr;
-}
-
 void WhenNodeProbeDone(NodeProbeRun& run, NodeProbeCallback done) {
   std::shared_ptr<const v1::NodeProbe> result;
   {
@@ -111,6 +100,30 @@ std::shared_ptr<const v1::NodeProbe> ProbeNodeBounded(const topology::ProbeOptio
                                                       absl::Duration timeout, std::string* note) {
   std::shared_ptr<NodeProbeRun> run = StartNodeProbe(options);
   return AwaitNodeProbe(*run, timeout, note);
+}
+
+SystemInfo AgentSystemInfo(const std::map<std::string, std::string>& env) {
+  SystemInfo sys = ProbeSystem(env);
+  const topology::ProbeOptions options = AgentProbeOptions(env);
+  sys.node_probe_available = true;
+  sys.node_probe_deferrable = !ProbeLoadsNvml(options) && ProbeReadsThisMachine(options);
+  return sys;
+}
+
+absl::Status ProbeNodeBeforeWorkers(const std::map<std::string, std::string>& env,
+                                    const SystemInfo& sys, RunConfig* config) {
+  if (config->node_probe_timing != NodeProbeTiming::kBeforeWorkers) return absl::OkStatus();
+  std::string note;
+  std::shared_ptr<const v1::NodeProbe> probe =
+      ProbeNodeBounded(AgentProbeOptions(env), config->probe_timeout, &note);
+  return ResolveWithNodeProbe(std::move(probe), note, env, sys, config);
+}
+
+void StartNodeProbeOnceWorkersRun(const RunConfig& config,
+                                  const std::map<std::string, std::string>& env,
+                                  NodeProbeCallback done) {
+  if (config.node_probe_timing != NodeProbeTiming::kOnceWorkersRun) return;
+  WhenNodeProbeDone(*StartNodeProbe(AgentProbeOptions(env)), std::move(done));
 }
 
 namespace {

@@ -14,27 +14,33 @@
 //
 // Thread-safe. StartNodeProbe() (and ProbeNodeBounded()) starts one detached
 // thread per call; a probe still running at the deadline finishes (or hangs)
-// on it, owning its own state. The agent's probe is a LazyNodeProbe: it
-// starts when the options ask for it (--probe-timeout=0 keeps a hung driver
-// away), and where its answer changes no worker's environment (a single-node
-// run without GPUs) only once the workers run and the agent first idles, so
-// that it never delays their start or competes with it for a CPU.
+// on it, owning its own state. The config only plans the agent's probe
+// (RunConfig::node_probe_timing): the agent runs it before the workers
+// (ProbeNodeBeforeWorkers) where its answer may change them, never with
+// --probe-timeout=0 (which keeps a hung driver away), and where its answer
+// changes no worker's environment (a single-node run without GPUs) only once
+// the workers run and the agent first idles (StartNodeProbeOnceWorkersRun),
+// so that it never delays their start or competes with it for a CPU.
 #ifndef TRAINLET_AGENT_NODE_PROBE_H_
 #define TRAINLET_AGENT_NODE_PROBE_H_
 
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
 #include <vector>
 
-#include "absl/base/thread_annotations.h"
-#include "absl/synchronization/mutex.h"
+#include "absl/status/status.h"
 #include "absl/time/time.h"
+#include "config/run_config.h"
 #include "config/system_probe.h"
 #include "topology/probe.h"
 #include "trainlet/v1/topology.pb.h"
 
 namespace trainlet::agent {
+
+// Called with the node probe's result once it has finished.
+using NodeProbeCallback = std::function<void(std::shared_ptr<const v1::NodeProbe>)>;
 
 // The agent's probe options: /sys, /proc, /dev as they are, NVML from
 // TRAINLET_NVML_LIBRARY (default libnvidia-ml.so.1, tried only where
@@ -59,23 +65,6 @@ std::shared_ptr<NodeProbeRun> StartNodeProbe(const topology::ProbeOptions& optio
 // thread, or at once on the caller's when it has. Never waits.
 void WhenNodeProbeDone(NodeProbeRun& run, NodeProbeCallback done);
 
-// A probe that starts when first asked for: Run() starts it once, on the
-// first call from any thread, and returns that run to every call.
-class LazyNodeProbe {
- public:
-  explicit LazyNodeProbe(topology::ProbeOptions options) : options_(std::move(options)) {}
-  LazyNodeProbe(const LazyNodeProbe&) = delete;
-  LazyNodeProbe& operator=(const LazyNodeProbe&) = delete;
-
-  NodeProbeRun& Run();
-  bool started() const;
-
- private:
-  const topology::ProbeOptions options_;
-  mutable absl::Mutex mu_;
-  std::shared_ptr<NodeProbeRun> run_ ABSL_GUARDED_BY(mu_);  // set once
-};
-
 // Waits at most `timeout` (from now) for a started probe; null when it did
 // not finish in time, with `*note` saying so. May be called again.
 std::shared_ptr<const v1::NodeProbe> AwaitNodeProbe(NodeProbeRun& run, absl::Duration timeout,
@@ -85,6 +74,29 @@ std::shared_ptr<const v1::NodeProbe> AwaitNodeProbe(NodeProbeRun& run, absl::Dur
 // `timeout`.
 std::shared_ptr<const v1::NodeProbe> ProbeNodeBounded(const topology::ProbeOptions& options,
                                                       absl::Duration timeout, std::string* note);
+
+// ---- The agent commands' node facts (`run`, `mpi-launcher`, `mpi-worker`).
+
+// The machine's facts the config is resolved from: ProbeSystem(env)'s (no
+// GPU driver, no DNS), and that the agent runs the node probe the config
+// plans, which may wait for the workers where it loads no GPU driver (NVML)
+// and reads this machine's own /sys, /proc and /dev.
+SystemInfo AgentSystemInfo(const std::map<std::string, std::string>& env);
+
+// Where `config` plans the probe before the workers (kBeforeWorkers): runs
+// it with AgentProbeOptions(env), waits at most config->probe_timeout, and
+// resolves the rest of the config with its answer (ResolveWithNodeProbe:
+// the worker count, NCCL's config files). Any other plan: nothing. Errors:
+// ResolveWithNodeProbe's (--nproc-per-node=gpu without a GPU: exit 78).
+absl::Status ProbeNodeBeforeWorkers(const std::map<std::string, std::string>& env,
+                                    const SystemInfo& sys, RunConfig* config);
+
+// Where `config` plans the probe for once the workers run
+// (kOnceWorkersRun): starts it, and hands its answer to `done` on the
+// probe's thread when it finishes. Any other plan: nothing. Never waits.
+void StartNodeProbeOnceWorkersRun(const RunConfig& config,
+                                  const std::map<std::string, std::string>& env,
+                                  NodeProbeCallback done);
 
 // One line for the startup log: "8 GPUs visible (NVIDIA H100 80GB HBM3;
 // NVML OK 550.54.15), 9 NICs (8 InfiniBand), 2 NUMA nodes, /dev/shm 64 GiB,

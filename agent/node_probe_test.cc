@@ -10,6 +10,7 @@
 
 #include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
+#include "common/testing/temp_root.h"
 #include "gmock/gmock.h"
 #include "google/protobuf/descriptor.h"
 #include "gtest/gtest.h"
@@ -168,34 +169,75 @@ TEST(WhenNodeProbeDone, CalledOnceTheProbeEnds_OrAtOnceAfterIt) {
   EXPECT_EQ(got[1], got[0]);
 }
 
-TEST(LazyNodeProbe, StartsOnTheFirstRunOnly_AndEveryCallerGetsThatRun) {
-  std::atomic<int> probes{0};
-  topology::ProbeOptions o;
-  o.sysfs_root = "/nonexistent";
-  o.nccl_library.clear();
-  o.read_nvml = [&probes](const topology::NvmlOptions&, v1::NodeProbe* probe,
-                          std::vector<v1::Gpu>*) {
-    probes.fetch_add(1);
-    probe->mutable_nvml()->set_status(v1::Source::OK);
-  };
-  LazyNodeProbe lazy(o);
-  EXPECT_FALSE(lazy.started());
-  absl::SleepFor(absl::Milliseconds(50));
-  EXPECT_EQ(probes.load(), 0);  // nothing runs until asked
+// What main gives the config: the probe is the agent's to run, and may wait
+// for the workers only where it loads no driver and reads this machine.
+TEST(AgentSystemInfo, SaysWhetherTheProbeMayWaitForTheWorkers) {
+  const SystemInfo plain = AgentSystemInfo({{"TRAINLET_NVML_LIBRARY", "none"}});
+  EXPECT_TRUE(plain.node_probe_available);
+  EXPECT_TRUE(plain.node_probe_deferrable);
+  EXPECT_FALSE(
+      AgentSystemInfo({{"TRAINLET_NVML_LIBRARY", "libnvidia-ml.so.1"}}).node_probe_deferrable)
+      << "a probe that loads NVML may hang in the driver";
+  EXPECT_FALSE(
+      AgentSystemInfo({{"TRAINLET_NVML_LIBRARY", "none"}, {"TRAINLET_PROBE_ROOT", "/nonexistent"}})
+          .node_probe_deferrable)
+      << "a fixture tree is not this machine";
+}
 
-  std::vector<NodeProbeRun*> runs(4, nullptr);
-  std::vector<std::thread> callers;
-  for (size_t i = 0; i < runs.size(); ++i) {
-    callers.emplace_back([&lazy, &runs, i] { runs[i] = &lazy.Run(); });
-  }
-  for (std::thread& t : callers) t.join();
-  EXPECT_TRUE(lazy.started());
-  for (NodeProbeRun* run : runs) EXPECT_EQ(run, runs[0]);
-  std::string note;
-  std::shared_ptr<const v1::NodeProbe> probe = AwaitNodeProbe(lazy.Run(), absl::Seconds(30), &note);
-  ASSERT_NE(probe, nullptr) << note;
-  EXPECT_EQ(probe->nvml().status(), v1::Source::OK);
-  EXPECT_EQ(probes.load(), 1);
+// A config that plans the probe before its workers gets their count (and
+// NCCL's config files) only from the agent's probe; any other plan is left
+// alone.
+TEST(ProbeNodeBeforeWorkers, ResolvesTheWorkerCountWithTheProbesAnswer) {
+  trainlet::testing::TempRoot root;
+  root.Write("etc/nccl.conf", "NCCL_IB_HCA=mlx5_4\n");
+  const std::map<std::string, std::string> env = {{"TRAINLET_NVML_LIBRARY", "none"},
+                                                  {"TRAINLET_PROBE_ROOT", root.path() + "/none"}};
+  SystemInfo sys;
+  sys.hostname = "node-a";
+  sys.cpu_count = 4;
+  sys.root = root.path();
+  sys.node_probe_available = true;
+  absl::StatusOr<RunConfig> c =
+      ParseRunConfig({"--nnodes=2", "--coordinator=head", "--", "train"}, env, sys);
+  ASSERT_TRUE(c.ok()) << c.status();
+  ASSERT_EQ(c->node_probe_timing, NodeProbeTiming::kBeforeWorkers);
+  EXPECT_EQ(c->nproc_per_node, 0) << "the count waits for the probe";
+  ASSERT_TRUE(ProbeNodeBeforeWorkers(env, sys, &*c).ok());
+  EXPECT_NE(c->node_probe, nullptr);
+  EXPECT_EQ(c->nproc_per_node, 1);
+  EXPECT_EQ(c->nccl_conf_vars.at("NCCL_IB_HCA"), "mlx5_4");
+
+  absl::StatusOr<RunConfig> off = ParseRunConfig(
+      {"--nnodes=2", "--coordinator=head", "--probe-timeout=0", "--", "train"}, env, sys);
+  ASSERT_TRUE(off.ok()) << off.status();
+  EXPECT_EQ(off->node_probe_timing, NodeProbeTiming::kOff);
+  ASSERT_TRUE(ProbeNodeBeforeWorkers(env, sys, &*off).ok());
+  EXPECT_EQ(off->node_probe, nullptr);
+  EXPECT_EQ(off->nproc_per_node, 1);
+  EXPECT_TRUE(off->nccl_conf_vars.empty());
+}
+
+TEST(StartNodeProbeOnceWorkersRun, StartsOnlyTheProbeTheConfigPlansForThen) {
+  const std::map<std::string, std::string> env = {{"TRAINLET_NVML_LIBRARY", "none"},
+                                                  {"TRAINLET_PROBE_ROOT", "/nonexistent"}};
+  absl::Mutex mu;
+  int calls = 0;
+  std::shared_ptr<const v1::NodeProbe> got;
+  auto record = [&](std::shared_ptr<const v1::NodeProbe> p) {
+    absl::MutexLock lock(&mu);
+    ++calls;
+    got = std::move(p);
+  };
+  RunConfig config;
+  config.node_probe_timing = NodeProbeTiming::kBeforeWorkers;  // the agent probed already
+  StartNodeProbeOnceWorkersRun(config, env, record);
+  config.node_probe_timing = NodeProbeTiming::kOnceWorkersRun;
+  StartNodeProbeOnceWorkersRun(config, env, record);
+  absl::MutexLock lock(&mu);
+  auto called = [&calls] { return calls > 0; };
+  ASSERT_TRUE(mu.AwaitWithTimeout(absl::Condition(&called), absl::Seconds(30)));
+  EXPECT_NE(got, nullptr);
+  EXPECT_EQ(calls, 1);
 }
 
 TEST(ProbeSummaryLine, SaysWhatTheNodeHasAndEscapes) {

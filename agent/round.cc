@@ -11,114 +11,19 @@
 #include "agent/verdict.h"
 #include "common/exit_codes.h"
 #include "common/logging.h"
-#include "launcher/command_resolver.h"
 #include "launcher/signals.h"
 #include "rendezvous/error_reason.h"
+#include "rendezvous/protocol.h"
 #include "rendezvous/protocol_version.h"
 
 namespace trainlet::agent {
 namespace {
-
-// Where an exit code can come from, in the order a rule tries them.
-enum class Source {
-  kRestartsExhausted,  // 79 when the restart budget ran out.
-  kRunningFailure,     // the first worker that failed while the round ran.
-  kAnyFailure,         // the first worker that exited non-zero, stops included.
-  kSignal,             // 128 + the terminating signal.
-  kGiven,              // the code the ending carries (join or spawn error).
-  kSuccess,            // 0
-  kPeerFailed,         // 75
-  kUnavailable,        // 69
-};
-
-struct ExitRule {
-  Ending ending;
-  std::vector<Source> sources;  // the first one that applies wins.
-};
-
-// The exit policy (docs/exit-codes.md). A signal is tini-like: the first
-// failing worker's code, else 128+N. A verdict prefers this node's own
-// failure over the generic 75, so that the pod of the failing worker carries
-// the worker's code.
-const std::vector<ExitRule>& ExitPolicy() {
-  static const std::vector<ExitRule>* const kPolicy = new std::vector<ExitRule>{
-      {Ending::kJobFinished, {Source::kSuccess}},
-      {Ending::kJobFailed,
-       {Source::kRestartsExhausted, Source::kRunningFailure, Source::kSignal, Source::kPeerFailed}},
-      {Ending::kSignal, {Source::kAnyFailure, Source::kSignal}},
-      {Ending::kFenced, {Source::kUnavailable}},
-      {Ending::kCoordinatorLost, {Source::kRunningFailure, Source::kUnavailable}},
-      {Ending::kCoordinatorLostAfterSuccess, {Source::kSuccess}},
-      {Ending::kNoVerdict, {Source::kRunningFailure, Source::kUnavailable}},
-      {Ending::kJoinFailed, {Source::kGiven}},
-      {Ending::kSpawnFailed, {Source::kGiven}},
-      {Ending::kNodeUnhealthy, {Source::kGiven}},
-  };
-  return *kPolicy;
-}
 
 std::string SignalText(int sig) { return absl::StrFormat("signal %d (%s)", sig, strsignal(sig)); }
 
 constexpr char kEveryWorkerExited0[] = "every worker on every node exited 0";
 
 }  // namespace
-
-absl::string_view EndingName(Ending ending) {
-  switch (ending) {
-    case Ending::kJobFinished:
-      return "job finished";
-    case Ending::kJobFailed:
-      return "job failed";
-    case Ending::kSignal:
-      return "stopped by a signal";
-    case Ending::kFenced:
-      return "declared lost by the coordinator";
-    case Ending::kCoordinatorLost:
-      return "lost the coordinator";
-    case Ending::kCoordinatorLostAfterSuccess:
-      return "lost the coordinator after the local workers succeeded";
-    case Ending::kNoVerdict:
-      return "no verdict from the coordinator";
-    case Ending::kJoinFailed:
-      return "rendezvous failed";
-    case Ending::kSpawnFailed:
-      return "cannot start COMMAND";
-    case Ending::kNodeUnhealthy:
-      return "node unhealthy";
-  }
-  return "unknown";
-}
-
-int ExitCodeFor(const EndingFacts& f) {
-  for (const ExitRule& rule : ExitPolicy()) {
-    if (rule.ending != f.ending) continue;
-    for (Source source : rule.sources) {
-      switch (source) {
-        case Source::kRestartsExhausted:
-          if (f.restarts_exhausted) return kExitRestartsExhausted;
-          break;
-        case Source::kRunningFailure:
-          if (f.running_failure != 0) return f.running_failure;
-          break;
-        case Source::kAnyFailure:
-          if (f.any_failure != 0) return f.any_failure;
-          break;
-        case Source::kSignal:
-          if (f.signal != 0) return kExitSignalBase + f.signal;
-          break;
-        case Source::kGiven:
-          return f.given_code;
-        case Source::kSuccess:
-          return kExitSuccess;
-        case Source::kPeerFailed:
-          return kExitPeerFailed;
-        case Source::kUnavailable:
-          return kExitUnavailable;
-      }
-    }
-  }
-  return kExitInternal;
-}
 
 absl::string_view RoundStateName(RoundState state) {
   switch (state) {
@@ -474,7 +379,7 @@ void RoundMachine::OnWorkersStarted(const WorkersStarted& e, Actions* out) {
     out->push_back(SetServing{true});
     return;
   }
-  const int code = e.exit_code != 0 ? e.exit_code : launcher::ExitCodeForSpawnError(e.status);
+  const int code = e.exit_code != 0 ? e.exit_code : ExitCodeForSpawnError(e.status);
   status_.last_failure = std::string(e.status.message());
   v1::ReportRequest r = NewReport(v1::ReportRequest::FAILED);
   r.set_exit_code(code);

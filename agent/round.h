@@ -83,6 +83,7 @@
 #include "agent/hang_watch.h"
 #include "agent/round_io.h"
 #include "common/clock.h"
+#include "common/exit_codes.h"
 #include "launcher/worker.h"
 #include "progress/hang_evidence.h"
 #include "trainlet/v1/rendezvous.pb.h"
@@ -96,40 +97,8 @@ namespace v1 = ::trainlet::v1;
 // timeout) got no ack: UDP to or from the coordinator does not get through,
 // or the coordinator is gone without closing the stream.
 inline constexpr int kReadiesBeforeJoin = 5;
-// ---- Exit policy: one table from how the agent's run ended to its exit code
-// (docs/exit-codes.md is the user copy).
 
-enum class Ending {
-  kJobFinished,                  // the coordinator: every worker of the job exited 0.
-  kJobFailed,                    // the coordinator: the job failed.
-  kSignal,                       // a terminating signal stopped the agent.
-  kFenced,                       // the coordinator declared this incarnation lost.
-  kCoordinatorLost,              // nothing from the coordinator for its silence limit.
-  kCoordinatorLostAfterSuccess,  // ... after every local worker exited 0.
-  kNoVerdict,                    // no verdict within the verdict timeout after a stop.
-  kJoinFailed,                   // the rendezvous failed (code decided by the error).
-  kSpawnFailed,                  // COMMAND could not be started (126/127/71...).
-  kNodeUnhealthy,                // elastic: this node's GPU health is fatal (81).
-};
-absl::string_view EndingName(Ending ending);
-
-struct EndingFacts {
-  Ending ending = Ending::kJobFinished;
-  // The first worker that failed while the round ran (not one stopped by
-  // us), or 0.
-  int running_failure = 0;
-  // The first worker that exited non-zero at all, stops included, or 0.
-  int any_failure = 0;
-  int signal = 0;                   // the terminating signal, or 0.
-  bool restarts_exhausted = false;  // kJobFailed: the budget ran out.
-  int given_code = 0;               // kJoinFailed, kSpawnFailed.
-  // What happened, for a person: the coordinator's reason for a verdict,
-  // the error of a failed join, ...; empty when the ending says it all.
-  std::string why;
-};
-
-// The exit code for `facts` by the exit policy table.
-int ExitCodeFor(const EndingFacts& facts);
+// The exit policy (Ending, EndingFacts, ExitCodeFor) is common/exit_codes.h's.
 
 // ---- The machine.
 
@@ -139,7 +108,7 @@ struct RoundOptions {
   int rank_hint = -1;
   std::string advertise_addr;
   int local_world_size = 1;
-  int master_port = 29500;
+  int master_port = 0;
   bool want_nodes = true;  // ask for the member list (TF_CONFIG).
   // Offer UDP liveness datagrams (JoinRequest.udp_liveness).
   bool udp_liveness = true;
@@ -156,9 +125,9 @@ struct RoundOptions {
   // (`run`); 1 = the MPI launcher's COMMAND; 0 = none (an MPI worker: its
   // ranks arrive through sshd, and it holds until the job's verdict).
   int local_processes = -1;
-  bool elastic = false;  // max_restarts > 0: lost coordinator -> re-join.
-  absl::Duration grace_period = absl::Seconds(25);  // as RunConfig's
-  absl::Duration join_timeout = absl::Minutes(10);
+  bool elastic = false;         // max_restarts > 0: lost coordinator -> re-join.
+  absl::Duration grace_period;  // RunConfig's (RoundOptionsFrom)
+  absl::Duration join_timeout;
   // How long a stop whose outcome is the coordinator's to decide (a local
   // failure, a StopWorkers directive) waits for the verdict.
   absl::Duration verdict_timeout = absl::Seconds(10);
@@ -171,7 +140,7 @@ struct RoundOptions {
   // At most one "still waiting" line per this while joining.
   absl::Duration progress_log_interval = absl::Seconds(10);
   // --hang-timeout: zero is off.
-  absl::Duration hang_timeout = absl::ZeroDuration();
+  absl::Duration hang_timeout;
   // How long to wait at most for a hung worker's Python stacks after
   // SIGUSR1; the wait ends earlier once the traceback file grew and then
   // did not grow for traceback_quiet (faulthandler has written every

@@ -37,7 +37,7 @@ struct JoinAnswered {
 };
 struct WorkersStarted {
   absl::Status status;
-  // The exit code a failure means; 0: launcher::ExitCodeForSpawnError.
+  // The exit code a failure means; 0: ExitCodeForSpawnError.
   int exit_code = 0;
 };
 struct WorkerExited {

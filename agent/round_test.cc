@@ -1,5 +1,5 @@
-// The exit policy table and the machine's bookkeeping that the executor
-// tests (agent_test.cc) do not reach.
+// The machine's bookkeeping that the executor tests (agent_test.cc) do not
+// reach (the exit policy's own tests are common/exit_codes_test.cc's).
 #include "agent/round.h"
 
 #include <signal.h>
@@ -15,65 +15,6 @@
 
 namespace trainlet::agent {
 namespace {
-
-EndingFacts Facts(Ending ending) {
-  EndingFacts f;
-  f.ending = ending;
-  return f;
-}
-
-TEST(ExitPolicy, FollowsTheContract) {
-  EXPECT_EQ(ExitCodeFor(Facts(Ending::kJobFinished)), 0);
-
-  EndingFacts failed = Facts(Ending::kJobFailed);
-  EXPECT_EQ(ExitCodeFor(failed), kExitPeerFailed);
-  failed.any_failure = 143;  // our workers, stopped by us: not this node's failure
-  EXPECT_EQ(ExitCodeFor(failed), kExitPeerFailed);
-  failed.signal = SIGTERM;
-  EXPECT_EQ(ExitCodeFor(failed), 128 + SIGTERM);
-  failed.running_failure = 3;
-  EXPECT_EQ(ExitCodeFor(failed), 3);
-  failed.restarts_exhausted = true;  // the same on every node, the failing one too
-  EXPECT_EQ(ExitCodeFor(failed), kExitRestartsExhausted);
-
-  EndingFacts signal = Facts(Ending::kSignal);
-  signal.signal = SIGINT;
-  EXPECT_EQ(ExitCodeFor(signal), 128 + SIGINT);
-  signal.any_failure = 5;  // tini: the first failing worker's code
-  EXPECT_EQ(ExitCodeFor(signal), 5);
-
-  EndingFacts fenced = Facts(Ending::kFenced);
-  fenced.running_failure = 3;
-  EXPECT_EQ(ExitCodeFor(fenced), kExitUnavailable);
-
-  EndingFacts lost = Facts(Ending::kCoordinatorLost);
-  EXPECT_EQ(ExitCodeFor(lost), kExitUnavailable);
-  lost.running_failure = 9;
-  EXPECT_EQ(ExitCodeFor(lost), 9);
-  EXPECT_EQ(ExitCodeFor(Facts(Ending::kCoordinatorLostAfterSuccess)), 0);
-
-  EndingFacts no_verdict = Facts(Ending::kNoVerdict);
-  no_verdict.running_failure = 7;
-  EXPECT_EQ(ExitCodeFor(no_verdict), 7);
-
-  EndingFacts join = Facts(Ending::kJoinFailed);
-  join.given_code = kExitRejected;
-  EXPECT_EQ(ExitCodeFor(join), kExitRejected);
-  EndingFacts spawn = Facts(Ending::kSpawnFailed);
-  spawn.given_code = kExitNotFound;
-  EXPECT_EQ(ExitCodeFor(spawn), kExitNotFound);
-}
-
-TEST(ExitPolicy, EveryEndingHasARule) {
-  for (Ending e :
-       {Ending::kJobFinished, Ending::kJobFailed, Ending::kSignal, Ending::kFenced,
-        Ending::kCoordinatorLost, Ending::kCoordinatorLostAfterSuccess, Ending::kNoVerdict,
-        Ending::kJoinFailed, Ending::kSpawnFailed, Ending::kNodeUnhealthy}) {
-    EndingFacts f = Facts(e);
-    f.signal = SIGTERM;  // a signal ending always has one
-    EXPECT_NE(ExitCodeFor(f), kExitInternal) << EndingName(e);
-  }
-}
 
 TEST(RoundMachine, StartsByJoiningWithTheConfiguredTimeout) {
   SimulatedClock clock;
@@ -583,17 +524,6 @@ TEST_F(HangTest, ARejoinForAnotherReasonIsNotALocalFailure_AndStaticJobsIgnoreHe
   EXPECT_FALSE(Find<StartJoin>(actions)->after_local_failure);
   EXPECT_TRUE(machine_->Handle(NodeUnhealthy{"GPU 0"}).empty()) << "not elastic";
   EXPECT_EQ(machine_->state(), RoundState::kJoining);
-}
-
-TEST(ExitPolicy, AHungWorkerIsThisNodesRunningFailure) {
-  EndingFacts f = Facts(Ending::kJobFailed);
-  f.running_failure = kExitWorkerHung;
-  f.any_failure = kExitWorkerHung;
-  EXPECT_EQ(ExitCodeFor(f), kExitWorkerHung);
-  f.restarts_exhausted = true;
-  EXPECT_EQ(ExitCodeFor(f), kExitRestartsExhausted);
-  f.ending = Ending::kNoVerdict;
-  EXPECT_EQ(ExitCodeFor(f), kExitWorkerHung);
 }
 
 }  // namespace

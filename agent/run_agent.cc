@@ -10,6 +10,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <memory>
+#include <optional>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -132,6 +133,219 @@ void LogNodeProbe(std::shared_ptr<const v1::NodeProbe> probe) {
   }
 }
 
+// Keeps node 0's coordinator up after the verdict until every agent heard
+// it (at most kDrainWait); a terminating signal cuts the wait short.
+void AwaitVerdictHeard(rendezvous::CoordinatorHost* host, launcher::Supervisor* supervisor) {
+  const rendezvous::Phase phase = host->core().GetSnapshot().phase;
+  if (phase != rendezvous::Phase::kSucceeded && phase != rendezvous::Phase::kFailed) return;
+  const absl::Time give_up = Clock::Monotonic()->Now() + kDrainWait;
+  bool drained = false;
+  while (!(drained = host->core().AwaitDrained(absl::Milliseconds(100))) &&
+         Clock::Monotonic()->Now() < give_up) {
+    if (supervisor == nullptr) continue;
+    launcher::WorkerGroup::Event ev = supervisor->Wait(absl::ZeroDuration());
+    if (ev.type == launcher::WorkerGroup::EventType::kSignal &&
+        launcher::IsTerminatingSignal(ev.signal)) {
+      TLOG(kInfo) << "signal " << ev.signal
+                  << " while waiting for every agent to hear the verdict: exiting now";
+      break;
+    }
+  }
+  if (!drained) {
+    TLOG(kWarning) << "not every agent acknowledged the verdict (waited at most "
+                   << absl::FormatDuration(kDrainWait) << ")";
+  }
+}
+
+// What one run owns, in the order it is built. However the run ends (a
+// start-up error, a plan that cannot be set up, the agent's exit), the
+// destructor tears it down once, in this order: the reports stop (their
+// enrichment reads the coordinator); the in-process coordinator shuts down
+// with its ticker (its stored callbacks refer to the client); the client
+// goes (its callbacks refer to the agent), then the agent; node 0's
+// coordinator stays until every agent heard the verdict; the health
+// server; last the supervisor, which stops and reaps whatever still runs
+// and flushes the workers' output; then the progress files.
+struct RunServices {
+  RunServices() = default;
+  RunServices(const RunServices&) = delete;
+  RunServices& operator=(const RunServices&) = delete;
+  ~RunServices() {
+    reporter.reset();
+    report_transport.reset();
+    local_ticker.reset();
+    if (local_core) local_core->Shutdown("the agent is exiting");
+    client.reset();
+    agent.reset();
+    if (host) {
+      AwaitVerdictHeard(host.get(), supervisor.get());
+      host->Shutdown(absl::Milliseconds(100));
+    }
+    if (health) health->Shutdown();
+    supervisor.reset();
+    progress.reset();
+  }
+
+  std::unique_ptr<launcher::Supervisor> supervisor;
+  std::unique_ptr<rendezvous::HealthServer> health;
+  std::unique_ptr<rendezvous::CoordinatorHost> host;    // node 0's coordinator, over gRPC.
+  std::unique_ptr<rendezvous::Coordinator> local_core;  // a single-node run's, in process.
+  std::unique_ptr<PeriodicThread> local_ticker;  // local_core's, from the workers' first idle.
+  std::unique_ptr<rendezvous::RendezvousClient> client;
+  std::unique_ptr<ProgressDir> progress;
+  std::unique_ptr<GrpcReportTransport> report_transport;
+  std::unique_ptr<Reporter> reporter;
+  std::optional<Agent> agent;
+};
+
+// The coordinator, when this agent hosts it: in process for a single-node
+// run, else node 0's over gRPC. kIfPortFree: whoever binds the port hosts
+// it, the others join (torchrun's c10d semantics). The exit code when it
+// cannot be hosted.
+std::optional<int> StartCoordinator(const RunConfig& config, uint64_t incarnation, bool in_process,
+                                    RunServices* run) {
+  if (in_process) {
+    // Its ticker starts with the workers' first idle wait (SeamsOf): a single
+    // member's round closes when it joins and its verdicts come with its
+    // reports, so until then there is nothing to time out, and a job that
+    // ends at once never pays for the thread.
+    rendezvous::CoordinatorOptions core = CoordinatorOptionsFrom(config);
+    core.hosted_by_agent = true;  // this agent's log says the round and verdict
+    run->local_core = std::make_unique<rendezvous::Coordinator>(std::move(core));
+  } else if (config.host_coordinator != HostCoordinator::kNo) {
+    rendezvous::CoordinatorHostOptions o;
+    o.core = CoordinatorOptionsFrom(config);
+    o.core.hosted_by_agent = true;  // this agent's log says the round and verdict
+    o.token = config.token;
+    o.bind_addr = config.bind_addr;
+    o.port = config.coordinator_port;
+    o.reserved_descriptors = DescriptorsForAgent(config.nproc_per_node, 0);
+    o.tls = config.tls;
+    auto started = rendezvous::CoordinatorHost::Start(std::move(o));
+    if (started.ok()) {
+      run->host = std::move(*started);
+    } else if (config.host_coordinator == HostCoordinator::kIfPortFree &&
+               rendezvous::IsAddressInUse(started.status())) {
+      TLOG(kInfo) << "another agent on this host holds the coordinator port "
+                  << config.coordinator_port << ": joining it";
+    } else if (rendezvous::IsAddressInUse(started.status()) &&
+               PortHeldByThisJob(config, incarnation)) {
+      // Not a port to change: two agents of one job both meant to host.
+      TLOG(kError) << "cannot host the coordinator: " << SecondHostMessage(config);
+      return kExitConfig;
+    } else {
+      TLOG(kError) << started.status().message();
+      return kExitOsError;
+    }
+  }
+  return std::nullopt;
+}
+
+// The rendezvous client: direct calls to the in-process coordinator, else
+// gRPC (the hosting agent dials its own coordinator where it listens).
+void Connect(const RunConfig& config, bool in_process, RunServices* run) {
+  rendezvous::ClientOptions client_options;
+  client_options.target = run->host
+                              ? JoinHostPort(DialAddressFor(config.bind_addr), run->host->port())
+                              : JoinHostPort(config.coordinator_host, config.coordinator_port);
+  client_options.token = config.token;
+  client_options.tls = config.tls;
+  client_options.tls.server_name = CoordinatorTlsName(config, run->host != nullptr);
+  const rendezvous::KeepaliveSettings keepalive =
+      rendezvous::KeepaliveFor(config.policy.heartbeat_timeout);
+  client_options.keepalive_time = keepalive.time;
+  client_options.keepalive_timeout = keepalive.timeout;
+  if (in_process) {
+    run->client = std::make_unique<rendezvous::InProcessRendezvousClient>(run->local_core.get(),
+                                                                          DialAddressFor(""));
+  } else {
+    run->client = std::make_unique<rendezvous::GrpcRendezvousClient>(client_options);
+  }
+  TLOG(kInfo) << "joining job " << config.job_id << " at "
+              << (in_process ? std::string("this agent's own coordinator") : client_options.target)
+              << " as node " << config.node_id
+              << (config.node_rank_hint >= 0
+                      ? absl::StrCat(" (rank hint ", config.node_rank_hint, ")")
+                      : "")
+              << "; command: " << SafeForLog(absl::StrJoin(config.command, " "), 512);
+}
+
+// The executor's seams over the services of `run`.
+AgentSeams SeamsOf(const RunConfig& config, const std::map<std::string, std::string>& base_env,
+                   RunServices* run) {
+  AgentSeams seams;
+  seams.workers = run->supervisor.get();
+  seams.progress = run->progress.get();
+  if (config.node_probe != nullptr && config.policy.max_restarts > 0 &&
+      config.probe_timeout > absl::ZeroDuration()) {
+    seams.node_health = [&config, &base_env]() -> std::vector<std::string> {
+      std::string note;
+      std::shared_ptr<const v1::NodeProbe> probe =
+          ProbeNodeBounded(AgentProbeOptions(base_env), config.probe_timeout, &note);
+      if (probe == nullptr) {
+        TLOG(kWarning) << "GPU health re-check: " << note << "; re-joining regardless";
+        return {};
+      }
+      return FatalGpuHealth(*probe);
+    };
+  }
+  seams.client = run->client.get();
+  seams.clock = Clock::Monotonic();
+  seams.stdin_is_terminal = launcher::StdinIsForegroundTerminal();
+  rendezvous::HealthServer* health_server = run->health.get();
+  rendezvous::CoordinatorHost* coordinator_host = run->host.get();
+  seams.set_serving = [health_server, coordinator_host](bool on) {
+    if (health_server != nullptr) health_server->SetServing(on);
+    if (coordinator_host != nullptr) coordinator_host->SetServing(on);
+  };
+  // Once the workers run and the agent is idle: the in-process coordinator's
+  // ticker starts, a node probe that changes nothing here starts (logged
+  // when it ends), and the code of start-up (static initialisers, options,
+  // probe, join), which does not run again, leaves the resident set.
+  seams.idle_with_workers = [&local_ticker = run->local_ticker, core = run->local_core.get(),
+                             &config, &base_env] {
+    StartNodeProbeOnceWorkersRun(config, base_env, &LogNodeProbe);
+    if (core != nullptr) {
+      local_ticker = std::make_unique<PeriodicThread>(rendezvous::kCoordinatorTickEvery,
+                                                      [core] { core->Tick(); });
+    }
+    if (absl::Status s = DropCodePages(); !s.ok()) TLOG(kDebug) << s.message();
+  };
+  return seams;
+}
+
+// Health reports to the controller (docs/controller.md): a thread of
+// their own; nothing the controller does reaches the job.
+Reporter* StartReports(const RunConfig& config, uint64_t incarnation, RunServices* run) {
+  rendezvous::TlsConfig controller_tls = config.tls;
+  controller_tls.server_name.clear();  // --tls-server-name names the coordinator.
+  run->report_transport = std::make_unique<GrpcReportTransport>(
+      config.controller, config.token, controller_tls, config.report_interval);
+  ReporterOptions ro;
+  ro.job_id = config.job_id;
+  ro.node_id = config.node_id;
+  ro.incarnation = incarnation;
+  ro.interval = config.report_interval;
+  ro.send_timeout = std::min(absl::Seconds(2), config.report_interval);
+  ro.command = CommandLineOf(config.command);
+  ro.min_nodes = config.nnodes.min;
+  ro.max_nodes = config.nnodes.max;
+  ro.join_timeout = config.join_timeout;
+  std::shared_ptr<const v1::NodeProbe> probe = config.node_probe;
+  rendezvous::Coordinator* coordinator = run->host ? &run->host->core() : run->local_core.get();
+  ro.enrich = [probe, coordinator](v1::HealthReport* r) {
+    r->set_agent_rss_bytes(AgentRssBytes());
+    if (probe) AddGpuReports(*probe, r);
+    if (coordinator != nullptr) AddCoordinatorView(coordinator->GetSnapshot(), r);
+  };
+  run->reporter =
+      std::make_unique<Reporter>(std::move(ro), run->report_transport.get(), Clock::Monotonic());
+  run->reporter->Start();
+  TLOG(kInfo) << "health reports to the controller at " << SafeForLog(config.controller)
+              << " every " << absl::FormatDuration(config.report_interval);
+  return run->reporter.get();
+}
+
 }  // namespace
 
 int RunAgent(const RunConfig& config, const std::map<std::string, std::string>& base_env,
@@ -162,8 +376,10 @@ int RunAgent(const RunConfig& config, const std::map<std::string, std::string>& 
                       "binding CPUs only";
   }
 
-  auto supervisor = launcher::Supervisor::Create({});
-  if (!supervisor.ok()) {
+  RunServices run;
+  if (auto supervisor = launcher::Supervisor::Create({}); supervisor.ok()) {
+    run.supervisor = *std::move(supervisor);
+  } else {
     TLOG(kError) << "cannot supervise workers: " << supervisor.status().message();
     return kExitOsError;
   }
@@ -174,7 +390,7 @@ int RunAgent(const RunConfig& config, const std::map<std::string, std::string>& 
         launcher::ResolveCommand(config.command[0], path == base_env.end() ? "" : path->second);
     if (!resolved.ok()) {
       TLOG(kError) << resolved.status().message();
-      return launcher::ExitCodeForSpawnError(resolved.status());
+      return ExitCodeForSpawnError(resolved.status());
     }
   }
   // A single-node run: the coordinator inside this agent, called directly.
@@ -190,220 +406,48 @@ int RunAgent(const RunConfig& config, const std::map<std::string, std::string>& 
   }
 
   // The health server: grpc.health.v1 only (kubelet probes).
-  std::unique_ptr<rendezvous::HealthServer> health;
   if (config.health_port > 0) {
     auto started = rendezvous::HealthServer::Start(config.health_bind_addr, config.health_port);
     if (!started.ok()) {
       TLOG(kError) << started.status().message() << " (--health-port)";
       return kExitOsError;
     }
-    health = std::move(*started);
+    run.health = std::move(*started);
   }
 
-  // The coordinator, when this agent hosts it. kIfPortFree: whoever binds
-  // the port hosts it, the others join (torchrun's c10d semantics).
-  std::unique_ptr<rendezvous::CoordinatorHost> host;
-  std::unique_ptr<rendezvous::Coordinator> local_core;
-  std::unique_ptr<PeriodicThread> local_ticker;
-  if (in_process) {
-    // Its ticker starts with the workers' first idle wait (below): a single
-    // member's round closes when it joins and its verdicts come with its
-    // reports, so until then there is nothing to time out, and a job that
-    // ends at once never pays for the thread.
-    rendezvous::CoordinatorOptions core = CoordinatorOptionsFrom(config);
-    core.hosted_by_agent = true;  // this agent's log says the round and verdict
-    local_core = std::make_unique<rendezvous::Coordinator>(std::move(core));
-  } else if (config.host_coordinator != HostCoordinator::kNo) {
-    rendezvous::CoordinatorHostOptions o;
-    o.core = CoordinatorOptionsFrom(config);
-    o.core.hosted_by_agent = true;  // this agent's log says the round and verdict
-    o.token = config.token;
-    o.bind_addr = config.bind_addr;
-    o.port = config.coordinator_port;
-    o.reserved_descriptors = DescriptorsForAgent(config.nproc_per_node, 0);
-    o.tls = config.tls;
-    auto started = rendezvous::CoordinatorHost::Start(std::move(o));
-    if (started.ok()) {
-      host = std::move(*started);
-    } else if (config.host_coordinator == HostCoordinator::kIfPortFree &&
-               rendezvous::IsAddressInUse(started.status())) {
-      TLOG(kInfo) << "another agent on this host holds the coordinator port "
-                  << config.coordinator_port << ": joining it";
-    } else if (rendezvous::IsAddressInUse(started.status()) &&
-               PortHeldByThisJob(config, incarnation)) {
-      // Not a port to change: two agents of one job both meant to host.
-      TLOG(kError) << "cannot host the coordinator: " << SecondHostMessage(config);
-      return kExitConfig;
-    } else {
-      TLOG(kError) << started.status().message();
-      return kExitOsError;
-    }
+  if (std::optional<int> failed = StartCoordinator(config, incarnation, in_process, &run)) {
+    return *failed;
   }
-
-  // The hosting agent dials its own coordinator where it listens.
-  std::unique_ptr<rendezvous::RendezvousClient> client;
-  rendezvous::ClientOptions client_options;
-  client_options.target = host ? JoinHostPort(DialAddressFor(config.bind_addr), host->port())
-                               : JoinHostPort(config.coordinator_host, config.coordinator_port);
-  client_options.token = config.token;
-  client_options.tls = config.tls;
-  client_options.tls.server_name = CoordinatorTlsName(config, host != nullptr);
-  const rendezvous::KeepaliveSettings keepalive =
-      rendezvous::KeepaliveFor(config.policy.heartbeat_timeout);
-  client_options.keepalive_time = keepalive.time;
-  client_options.keepalive_timeout = keepalive.timeout;
-  if (in_process) {
-    client = std::make_unique<rendezvous::InProcessRendezvousClient>(local_core.get(),
-                                                                     DialAddressFor(""));
-  } else {
-    client = std::make_unique<rendezvous::GrpcRendezvousClient>(client_options);
-  }
-  TLOG(kInfo) << "joining job " << config.job_id << " at "
-              << (in_process ? std::string("this agent's own coordinator") : client_options.target)
-              << " as node " << config.node_id
-              << (config.node_rank_hint >= 0
-                      ? absl::StrCat(" (rank hint ", config.node_rank_hint, ")")
-                      : "")
-              << "; command: " << SafeForLog(absl::StrJoin(config.command, " "), 512);
+  Connect(config, in_process, &run);
 
   // Progress files (docs/progress.md); without them no hang detection.
-  std::unique_ptr<ProgressDir> progress;
   if (absl::StatusOr<std::unique_ptr<ProgressDir>> dir = ProgressDir::Create({}, base_env);
       dir.ok()) {
-    progress = std::move(*dir);
+    run.progress = std::move(*dir);
   } else if (config.hang_timeout > absl::ZeroDuration()) {
     TLOG(kWarning) << dir.status().message() << "; --hang-timeout is off";
   } else {
     TLOG(kDebug) << dir.status().message();
   }
 
-  AgentSeams seams;
-  seams.workers = supervisor->get();
-  seams.progress = progress.get();
-  if (config.node_probe != nullptr && config.policy.max_restarts > 0 &&
-      config.probe_timeout > absl::ZeroDuration()) {
-    seams.node_health = [&config, &base_env]() -> std::vector<std::string> {
-      std::string note;
-      std::shared_ptr<const v1::NodeProbe> probe =
-          ProbeNodeBounded(AgentProbeOptions(base_env), config.probe_timeout, &note);
-      if (probe == nullptr) {
-        TLOG(kWarning) << "GPU health re-check: " << note << "; re-joining regardless";
-        return {};
-      }
-      return FatalGpuHealth(*probe);
-    };
-  }
-  seams.client = client.get();
-  seams.clock = Clock::Monotonic();
-  seams.stdin_is_terminal = launcher::StdinIsForegroundTerminal();
-  rendezvous::HealthServer* health_server = health.get();
-  rendezvous::CoordinatorHost* coordinator_host = host.get();
-  seams.set_serving = [health_server, coordinator_host](bool on) {
-    if (health_server != nullptr) health_server->SetServing(on);
-    if (coordinator_host != nullptr) coordinator_host->SetServing(on);
-  };
-  // Once the workers run and the agent is idle: the in-process coordinator's
-  // ticker starts, a node probe that changes nothing here starts (logged
-  // when it ends), and the code of start-up (static initialisers, options,
-  // probe, join), which does not run again, leaves the resident set.
-  seams.idle_with_workers = [&local_ticker, core = local_core.get(), &config] {
-    if (config.node_probe_later) config.node_probe_later(&LogNodeProbe);
-    if (core != nullptr) {
-      local_ticker = std::make_unique<PeriodicThread>(rendezvous::kCoordinatorTickEvery,
-                                                      [core] { core->Tick(); });
-    }
-    if (absl::Status s = DropCodePages(); !s.ok()) TLOG(kDebug) << s.message();
-  };
-  // Health reports to the controller (docs/controller.md): a thread of
-  // their own; nothing the controller does reaches the job.
-  std::unique_ptr<GrpcReportTransport> report_transport;
-  std::unique_ptr<Reporter> reporter;
-  if (!config.controller.empty()) {
-    rendezvous::TlsConfig controller_tls = config.tls;
-    controller_tls.server_name.clear();  // --tls-server-name names the coordinator.
-    report_transport = std::make_unique<GrpcReportTransport>(
-        config.controller, config.token, controller_tls, config.report_interval);
-    ReporterOptions ro;
-    ro.job_id = config.job_id;
-    ro.node_id = config.node_id;
-    ro.incarnation = incarnation;
-    ro.interval = config.report_interval;
-    ro.send_timeout = std::min(absl::Seconds(2), config.report_interval);
-    ro.command = CommandLineOf(config.command);
-    ro.min_nodes = config.nnodes.min;
-    ro.max_nodes = config.nnodes.max;
-    ro.join_timeout = config.join_timeout;
-    std::shared_ptr<const v1::NodeProbe> probe = config.node_probe;
-    rendezvous::Coordinator* coordinator = host ? &host->core() : local_core.get();
-    ro.enrich = [probe, coordinator](v1::HealthReport* r) {
-      r->set_agent_rss_bytes(AgentRssBytes());
-      if (probe) AddGpuReports(*probe, r);
-      if (coordinator != nullptr) AddCoordinatorView(coordinator->GetSnapshot(), r);
-    };
-    reporter =
-        std::make_unique<Reporter>(std::move(ro), report_transport.get(), Clock::Monotonic());
-    reporter->Start();
-    seams.reporter = reporter.get();
-    TLOG(kInfo) << "health reports to the controller at " << SafeForLog(config.controller)
-                << " every " << absl::FormatDuration(config.report_interval);
-  }
+  AgentSeams seams = SeamsOf(config, base_env, &run);
+  if (!config.controller.empty()) seams.reporter = StartReports(config, incarnation, &run);
   RoundOptions round_options = RoundOptionsFrom(config, incarnation, master_port);
   if (setup) {
-    absl::StatusOr<LaunchPlan*> plan = setup(supervisor->get(), &round_options);
+    absl::StatusOr<LaunchPlan*> plan = setup(run.supervisor.get(), &round_options);
     if (!plan.ok()) {
       TLOG(kError) << plan.status().message();
-      reporter.reset();
-      client.reset();
-      if (host) host->Shutdown(absl::Milliseconds(100));
-      if (health) health->Shutdown();
-      supervisor->reset();
       return ExitCodeForConfigError(plan.status());
     }
     seams.plan = *plan;
   }
-  Agent agent(config, base_env, std::move(round_options), seams);
+  Agent& agent = run.agent.emplace(config, base_env, std::move(round_options), seams);
   const int exit_code = agent.Run();
   launcher::SetTerminationReason(agent.status().exit_reason);
   // The final state goes out once more (at most 500 ms, and only when the
   // controller answered the last report); the exit code is already decided.
-  if (reporter) reporter->Stop(absl::Milliseconds(500));
-  if (local_core) {
-    // The only member heard the verdict already: nobody to wait for. The
-    // in-process core's stored callbacks refer to the client, so it goes
-    // (with its ticker) before the client.
-    local_ticker.reset();
-    local_core->Shutdown("the agent is exiting");
-  }
-  // The client's callbacks refer to the agent: stop them before it goes.
-  client.reset();
-
-  if (host) {
-    const rendezvous::Phase phase = host->core().GetSnapshot().phase;
-    if (phase == rendezvous::Phase::kSucceeded || phase == rendezvous::Phase::kFailed) {
-      // Keep the coordinator up until every agent heard the verdict; a
-      // terminating signal cuts the wait short.
-      const absl::Time give_up = Clock::Monotonic()->Now() + kDrainWait;
-      bool drained = false;
-      while (!(drained = host->core().AwaitDrained(absl::Milliseconds(100))) &&
-             Clock::Monotonic()->Now() < give_up) {
-        launcher::WorkerGroup::Event ev = (*supervisor)->Wait(absl::ZeroDuration());
-        if (ev.type == launcher::WorkerGroup::EventType::kSignal &&
-            launcher::IsTerminatingSignal(ev.signal)) {
-          TLOG(kInfo) << "signal " << ev.signal
-                      << " while waiting for every agent to hear the verdict: exiting now";
-          break;
-        }
-      }
-      if (!drained) {
-        TLOG(kWarning) << "not every agent acknowledged the verdict (waited at most "
-                       << absl::FormatDuration(kDrainWait) << ")";
-      }
-    }
-    host->Shutdown(absl::Milliseconds(100));
-  }
-  if (health) health->Shutdown();
-  supervisor->reset();
-  return exit_code;
+  if (run.reporter) run.reporter->Stop(absl::Milliseconds(500));
+  return exit_code;  // `run` tears everything down, in order.
 }
 
 }  // namespace trainlet::agent

@@ -7,23 +7,23 @@ namespace trainlet::agent {
 
 namespace v1 = ::trainlet::v1;
 
-int ExitCodeForJoinError(const absl::Status& status) {
+JoinRefusal JoinRefusalOf(const absl::Status& status) {
   switch (rendezvous::ReasonOf(status)) {
     case v1::ErrorInfo::FENCED:
-      // This pod should be restarted (a new incarnation may scale the job
-      // back up), so not a never-retry code.
-      return kExitUnavailable;
+      return JoinRefusal::kFenced;
     case v1::ErrorInfo::JOB_FAILED:
-      return kExitPeerFailed;
+      return JoinRefusal::kJobFailed;
     case v1::ErrorInfo::RESTARTS_EXHAUSTED:
-      return kExitRestartsExhausted;
+      return JoinRefusal::kRestartsExhausted;
     case v1::ErrorInfo::JOB_SUCCEEDED:
-      // Too late to take part, but there is nothing left to do: the job
-      // succeeded (a pod restarted after the end, a left-out survivor).
-      return 0;
+      return JoinRefusal::kJobSucceeded;
     default:
-      return ExitCodeForRendezvousError(status);
+      return JoinRefusal::kNone;
   }
+}
+
+int ExitCodeForJoinError(const absl::Status& status) {
+  return ::trainlet::ExitCodeForJoinError(status, JoinRefusalOf(status));
 }
 
 }  // namespace trainlet::agent

@@ -168,6 +168,8 @@ Result RunOnce(int n, bool last_pattern, int wave, int join_timeout_s) {
   o.max_nodes = n;
   // Nobody sends heartbeats here; keep the members alive past the run.
   o.heartbeat_timeout = absl::Minutes(10);
+  o.last_call = absl::Milliseconds(500);
+  o.min_nodes_timeout = absl::Minutes(5);
   o.incarnation = rdzv::NewIncarnation();
   rdzv::Coordinator core(o);
   rdzv::CoordinatorService service(&core, "");

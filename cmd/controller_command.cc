@@ -9,8 +9,7 @@
 #include "common/exit_codes.h"
 #include "controller/controller_host.h"
 #include "controller/report_limits.h"
-#include "launcher/signals.h"
-#include "launcher/supervisor.h"
+#include "launcher/signal_wait.h"
 
 namespace trainlet::agent {
 namespace {
@@ -190,10 +189,10 @@ absl::StatusOr<ControllerConfig> ParseControllerConfig(
 
 int RunController(const ControllerConfig& config) {
   SetLogPrefix("controller");
-  // The signal-handling part of the supervisor: no workers here.
-  auto events = launcher::Supervisor::Create({});
-  if (!events.ok()) {
-    TLOG(kError) << events.status().message();
+  // Serves until a terminating signal; no workers here.
+  auto signals = launcher::SignalWait::Create();
+  if (!signals.ok()) {
+    TLOG(kError) << signals.status().message();
     return kExitOsError;
   }
   for (const std::string& warning : config.warnings) TLOG(kWarning) << warning;
@@ -216,21 +215,15 @@ int RunController(const ControllerConfig& config) {
   auto host = controller::ControllerHost::Start(std::move(options));
   if (!host.ok()) {
     TLOG(kError) << host.status().message();
-    return host.status().code() == absl::StatusCode::kFailedPrecondition ||
-                   host.status().code() == absl::StatusCode::kDataLoss
-               ? kExitConfig
-               : kExitOsError;
+    return ExitCodeForServerStartError(host.status());
   }
-  int exit_code = kExitSuccess;
-  while (true) {
-    launcher::Supervisor::Event ev = (*events)->Wait(absl::Seconds(1));
-    if (ev.type == launcher::Supervisor::EventType::kSignal &&
-        launcher::IsTerminatingSignal(ev.signal)) {
-      TLOG(kInfo) << "received signal " << ev.signal << "; shutting down";
-      exit_code = kExitSignalBase + ev.signal;
-      break;
-    }
-  }
+  int sig = 0;
+  while (sig == 0) sig = (*signals)->AwaitTerminatingSignal(absl::InfiniteDuration());
+  TLOG(kInfo) << "received signal " << sig << "; shutting down";
+  EndingFacts ending;  // a signal is its normal end
+  ending.ending = Ending::kSignal;
+  ending.signal = sig;
+  const int exit_code = ExitCodeFor(ending);
   (*host)->Shutdown(absl::Milliseconds(200));
   TLOG(kInfo) << "exiting with code " << exit_code;
   return exit_code;

@@ -7,7 +7,9 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "cmd/controller_command.h"
+#include "cmd/health_probe.h"
 #include "cmd/probe_command.h"
+#include "cmd/status_command.h"
 #include "config/coordinator_config.h"
 #include "config/mpi_config.h"
 #include "config/options.h"
@@ -76,6 +78,8 @@ const std::vector<std::string>& KnownTrainletVariables() {
     add(CoordinatorOptionTable());
     add(ControllerOptionTable());
     add(ProbeOptionTable());
+    add(StatusOptionTable());
+    add(HealthOptionTable());
     std::sort(names->begin(), names->end());
     names->erase(std::unique(names->begin(), names->end()), names->end());
     return names;

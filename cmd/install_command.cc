@@ -10,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/exit_codes.h"
 #include "common/logging.h"
+#include "config/options.h"
 
 namespace trainlet::agent {
 namespace {
@@ -91,24 +92,45 @@ absl::StatusOr<std::string> InstallBinary(const std::string& source, const std::
   return target;
 }
 
-int RunInstall(const std::vector<std::string>& args, const std::string& self, std::ostream& out,
-               std::ostream& err) {
+absl::StatusOr<InstallArgs> ParseInstallArgs(const std::vector<std::string>& args) {
+  InstallArgs parsed;
   if (args.size() == 1 && (args[0] == "-h" || args[0] == "--help")) {
-    out << kUsage;
-    return kExitSuccess;
+    parsed.help = true;
+    return parsed;
   }
   if (args.size() != 1 || args[0].empty() || args[0][0] == '-') {
-    err << "trainlet install: expected one argument, DEST (a file path or a directory)\n\n"
-        << kUsage;
-    return kExitUsage;
+    return absl::InvalidArgumentError(
+        "expected one argument, DEST (a file path or a directory); usage: trainlet install DEST");
   }
-  absl::StatusOr<std::string> written = InstallBinary(self, args[0]);
+  parsed.dest = args[0];
+  return parsed;
+}
+
+std::string InstallHelpText() { return kUsage; }
+
+int Install(const std::string& dest, const std::string& self, std::ostream& out,
+            std::ostream& err) {
+  absl::StatusOr<std::string> written = InstallBinary(self, dest);
   if (!written.ok()) {
     err << "trainlet install: " << written.status().message() << "\n";
     return kExitOsError;
   }
   out << "trainlet install: installed " << SafeForLog(*written, 256) << "\n";
   return kExitSuccess;
+}
+
+int RunInstall(const std::vector<std::string>& args, const std::string& self, std::ostream& out,
+               std::ostream& err) {
+  absl::StatusOr<InstallArgs> parsed = ParseInstallArgs(args);
+  if (!parsed.ok()) {
+    err << UsageErrorText("install", parsed.status());
+    return kExitUsage;
+  }
+  if (parsed->help) {
+    out << InstallHelpText();
+    return kExitSuccess;
+  }
+  return Install(parsed->dest, self, out, err);
 }
 
 }  // namespace trainlet::agent

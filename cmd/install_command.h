@@ -26,9 +26,21 @@ namespace trainlet::agent {
 // (source not a regular file), an I/O error's code otherwise.
 absl::StatusOr<std::string> InstallBinary(const std::string& source, const std::string& dest);
 
-// The subcommand: `args` are what follows "install" (DEST, or --help).
-// Installs `self` (the caller passes /proc/self/exe) and prints the path to
-// `out`. Exit code: 0 installed, 64 bad arguments, 71 the copy failed.
+// The words after "install": DEST, or -h/--help (an empty `dest`).
+// InvalidArgument otherwise.
+struct InstallArgs {
+  bool help = false;
+  std::string dest;
+};
+absl::StatusOr<InstallArgs> ParseInstallArgs(const std::vector<std::string>& args);
+std::string InstallHelpText();
+
+// Installs `self` (the caller passes /proc/self/exe) at `dest` and prints
+// the path to `out`. Exit code: 0 installed, 71 the copy failed.
+int Install(const std::string& dest, const std::string& self, std::ostream& out, std::ostream& err);
+
+// Both: `args` are what follows "install". Exit code: 0 installed (or
+// help), 64 bad arguments, 71 the copy failed.
 int RunInstall(const std::vector<std::string>& args, const std::string& self, std::ostream& out,
                std::ostream& err);
 

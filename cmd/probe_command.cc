@@ -80,39 +80,32 @@ std::string DefaultRouteInterface(const std::string& route_text) {
   return "";
 }
 
-int RunProbeCommand(const std::vector<std::string>& args,
-                    const std::map<std::string, std::string>& env, std::ostream& out,
-                    std::ostream& err) {
+absl::StatusOr<ProbeCommandOptions> ParseProbeOptions(
+    const std::vector<std::string>& args, const std::map<std::string, std::string>& env) {
   const std::vector<OptionSpec>& table = ProbeOptionTable();
-  auto usage_error = [&](const absl::Status& s) {
-    err << "trainlet probe: " << s.message() << "\nRun 'trainlet probe --help' for usage.\n";
-    return kExitUsage;
-  };
   absl::StatusOr<ParsedOptions> parsed = ParseOptions(table, args, env, kProbeUsage);
-  if (!parsed.ok()) return usage_error(parsed.status());
+  if (!parsed.ok()) return parsed.status();
+  ProbeCommandOptions out;
   if (parsed->help_requested) {
-    out << ProbeHelpText();
-    return kExitSuccess;
+    out.help = true;
+    return out;
   }
-  if (parsed->saw_separator) {
-    return usage_error(absl::InvalidArgumentError("probe takes no COMMAND"));
-  }
+  if (parsed->saw_separator) return absl::InvalidArgumentError("probe takes no COMMAND");
   const OptionValue format_value = ValueOrDefault(*parsed, table, "format");
-  const std::string format = absl::AsciiStrToLower(absl::StripAsciiWhitespace(format_value.text));
-  if (format != "json" && format != "nccl-topo" && format != "env") {
-    return usage_error(absl::InvalidArgumentError(
+  out.format = absl::AsciiStrToLower(absl::StripAsciiWhitespace(format_value.text));
+  if (out.format != "json" && out.format != "nccl-topo" && out.format != "env") {
+    return absl::InvalidArgumentError(
         absl::StrCat(format_value.origin, ": expected json, nccl-topo or env, got \"",
-                     absl::CEscape(format_value.text.substr(0, 32)), "\"")));
+                     absl::CEscape(format_value.text.substr(0, 32)), "\""));
   }
-  absl::Duration timeout;
   if (absl::Status s =
-          ParseDurationOptions(*parsed, table, {{"timeout", absl::Milliseconds(1), &timeout}});
+          ParseDurationOptions(*parsed, table, {{"timeout", absl::Milliseconds(1), &out.timeout}});
       !s.ok()) {
-    return usage_error(s);
+    return s;
   }
   // Unlike the agent's probe (AgentProbeOptions), the command always tries
   // the libraries it is given, NCCL's included.
-  topology::ProbeOptions options;
+  topology::ProbeOptions& options = out.probe;
   options.env = env;
   const std::string probe_root(ValueOrDefault(*parsed, table, "probe-root").text);
   if (!probe_root.empty()) {
@@ -125,7 +118,29 @@ int RunProbeCommand(const std::vector<std::string>& args,
   }
   options.nvml.library = Library(ValueOrDefault(*parsed, table, "nvml-library"));
   options.nccl_library = Library(ValueOrDefault(*parsed, table, "nccl-library"));
+  return out;
+}
 
+int RunProbeCommand(const std::vector<std::string>& args,
+                    const std::map<std::string, std::string>& env, std::ostream& out,
+                    std::ostream& err) {
+  absl::StatusOr<ProbeCommandOptions> options = ParseProbeOptions(args, env);
+  if (!options.ok()) {
+    err << UsageErrorText("probe", options.status());
+    return ExitCodeForConfigError(options.status());
+  }
+  if (options->help) {
+    out << ProbeHelpText();
+    return kExitSuccess;
+  }
+  return RunProbe(*options, env, out, err);
+}
+
+int RunProbe(const ProbeCommandOptions& command, const std::map<std::string, std::string>& env,
+             std::ostream& out, std::ostream& err) {
+  const topology::ProbeOptions& options = command.probe;
+  const absl::Duration timeout = command.timeout;
+  const std::string& format = command.format;
   std::string note;
   std::shared_ptr<const v1::NodeProbe> probe = ProbeNodeBounded(options, timeout, &note);
   if (probe == nullptr) {

@@ -13,14 +13,32 @@
 #include <string>
 #include <vector>
 
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
 #include "config/options.h"
+#include "topology/probe.h"
 
 namespace trainlet::agent {
 
-// Runs the command with `args` (the words after "probe"); writes the result
-// to `out` and errors to `err`; returns the exit code: 0, 64 (usage), 69
-// (the probe did not finish within --timeout), 78 (an NCCL topology file
-// for this node would exceed NCCL's parser limits).
+struct ProbeCommandOptions {
+  bool help = false;
+  std::string format = "json";  // json, nccl-topo or env.
+  absl::Duration timeout = absl::Seconds(10);
+  topology::ProbeOptions probe;
+};
+
+// Parses the words after "probe" and the TRAINLET_* variables.
+// InvalidArgument naming the input.
+absl::StatusOr<ProbeCommandOptions> ParseProbeOptions(
+    const std::vector<std::string>& args, const std::map<std::string, std::string>& env);
+
+// Probes as parsed; writes the result to `out` and errors to `err`; returns
+// the exit code: 0, 69 (the probe did not finish within --timeout), 78 (an
+// NCCL topology file for this node would exceed NCCL's parser limits).
+int RunProbe(const ProbeCommandOptions& options, const std::map<std::string, std::string>& env,
+             std::ostream& out, std::ostream& err);
+
+// Both, with `args` (the words after "probe"): 64 for a usage error.
 int RunProbeCommand(const std::vector<std::string>& args,
                     const std::map<std::string, std::string>& env, std::ostream& out,
                     std::ostream& err);

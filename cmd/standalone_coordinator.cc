@@ -8,8 +8,7 @@
 #include "common/logging.h"
 #include "config/coordinator_options.h"
 #include "config/options.h"
-#include "launcher/signals.h"
-#include "launcher/supervisor.h"
+#include "launcher/signal_wait.h"
 #include "rendezvous/coordinator.h"
 #include "rendezvous/coordinator_host.h"
 #include "rendezvous/health_server.h"
@@ -29,10 +28,10 @@ int RunStandaloneCoordinator(const CoordinatorConfig& config) {
     TLOG(kError) << s.message();
     return kExitOsError;
   }
-  // The signal-handling part of the supervisor: no workers here.
-  auto events = launcher::Supervisor::Create({});
-  if (!events.ok()) {
-    TLOG(kError) << events.status().message();
+  // Serves until a terminating signal or the job's end; no workers here.
+  auto signals = launcher::SignalWait::Create();
+  if (!signals.ok()) {
+    TLOG(kError) << signals.status().message();
     return kExitOsError;
   }
   for (const std::string& warning : config.warnings) TLOG(kWarning) << warning;
@@ -61,27 +60,25 @@ int RunStandaloneCoordinator(const CoordinatorConfig& config) {
   rendezvous::Coordinator& core = (*host)->core();
   (*host)->SetServing(true);
   if (health) health->SetServing(true);
-  int exit_code = kExitSuccess;
+  EndingFacts ending;
   while (true) {
-    launcher::Supervisor::Event ev = (*events)->Wait(absl::Milliseconds(100));
-    if (ev.type == launcher::Supervisor::EventType::kSignal &&
-        launcher::IsTerminatingSignal(ev.signal)) {
-      TLOG(kInfo) << "received signal " << ev.signal << "; shutting down";
-      exit_code = kExitSignalBase + ev.signal;
+    if (const int sig = (*signals)->AwaitTerminatingSignal(absl::Milliseconds(100)); sig != 0) {
+      TLOG(kInfo) << "received signal " << sig << "; shutting down";
+      ending.ending = Ending::kSignal;
+      ending.signal = sig;
       break;
     }
     if (core.Drained()) {
       rendezvous::Coordinator::Snapshot s = core.GetSnapshot();
-      if (s.phase == rendezvous::Phase::kSucceeded) {
-        exit_code = kExitSuccess;
-      } else {
-        exit_code = s.restarts_exhausted ? kExitRestartsExhausted : kExitPeerFailed;
-      }
+      ending.ending =
+          s.phase == rendezvous::Phase::kSucceeded ? Ending::kJobFinished : Ending::kJobFailed;
+      ending.restarts_exhausted = s.restarts_exhausted;
       break;
     }
   }
   (*host)->Shutdown(absl::Milliseconds(200));
   if (health) health->Shutdown();
+  const int exit_code = ExitCodeFor(ending);
   TLOG(kInfo) << "exiting with code " << exit_code;
   return exit_code;
 }

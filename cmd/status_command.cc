@@ -318,20 +318,6 @@ class HttpViewsClient : public ViewsClient {
   const absl::Duration timeout_;
 };
 
-int ExitCodeOf(const absl::Status& s) {
-  switch (s.code()) {
-    case absl::StatusCode::kNotFound:
-      return kExitStatusJobUnknown;
-    case absl::StatusCode::kUnauthenticated:
-    case absl::StatusCode::kPermissionDenied:
-      return kExitRejected;
-    case absl::StatusCode::kFailedPrecondition:
-      return kExitConfig;
-    default:
-      return kExitUnavailable;
-  }
-}
-
 }  // namespace
 
 absl::Status ParseHttpAddress(absl::string_view text, std::string* host, int* port) {
@@ -377,116 +363,108 @@ absl::Status ParseHttpAddress(absl::string_view text, std::string* host, int* po
   return absl::OkStatus();
 }
 
+namespace {
+
+constexpr char kStatusUsage[] = "trainlet status [OPTIONS] [JOB]";
+constexpr char kStatusDescription[] =
+    "Prints what the trainlet controller knows of its jobs: state, start,\n"
+    "duration, command, the root cause of a failure, nodes (lost ones apart),\n"
+    "ranks, workers, progress, the rounds with their restart causes, hangs, GPU\n"
+    "health (docs/controller-views.md). JOB: that job only, in full.\n"
+    "\n"
+    "Exit codes: 0; 1 JOB unknown to the controller; 64 usage; 69 the controller\n"
+    "is unreachable or did not answer as one; 77 it refused the token or\n"
+    "certificate; 78 a token or TLS file that cannot be used.";
+// The longest --timeout: a person waits for the answer.
+constexpr absl::Duration kMaxTimeout = absl::Minutes(5);
+
+}  // namespace
+
+const std::vector<OptionSpec>& StatusOptionTable() {
+  static const auto* table = new std::vector<OptionSpec>{
+      {"controller", OptionKind::kString, "HOST:PORT", "127.0.0.1:29680",
+       "The controller: the address `trainlet run --controller` was given (its gRPC port) or "
+       "its views (--http). TRAINLET_CONTROLLER_HTTP, when set, comes before "
+       "TRAINLET_CONTROLLER."},
+      {"json", OptionKind::kBool, "", "false",
+       "JSON (the documents of /api/jobs) instead of a table.", /*hidden=*/false,
+       /*flag_only=*/true},
+      {"evidence", OptionKind::kBool, "", "false", "With JOB: every line of every hang's evidence.",
+       /*hidden=*/false, /*flag_only=*/true},
+      {"timeout", OptionKind::kDuration, "DURATION", "5s",
+       "Give up on an answer after DURATION (at most 5m).", /*hidden=*/false,
+       /*flag_only=*/true},
+      {"token-file", OptionKind::kString, "PATH", "",
+       "The controller's token: its --token-file on the gRPC port, its --http-token-file on the "
+       "views."},
+      {"tls-cert", OptionKind::kString, "PATH", "",
+       "This client's certificate for mutual TLS, as `trainlet run` has it: the address is then "
+       "the controller's gRPC port. Needs --tls-key and --tls-ca."},
+      {"tls-key", OptionKind::kString, "PATH", "", "The private key of --tls-cert."},
+      {"tls-ca", OptionKind::kString, "PATH", "",
+       "The CA certificate(s) the controller's certificate must be signed by."},
+      {"tls-dir", OptionKind::kString, "DIR", "",
+       "A mounted cert-manager Secret: DIR/tls.crt, DIR/tls.key and DIR/ca.crt, for any of the "
+       "three not given by its own option."},
+      {"tls-server-name", OptionKind::kString, "NAME", "the controller host dialled",
+       "Name (DNS or IP) the controller's certificate must carry."},
+  };
+  return *table;
+}
+
 absl::StatusOr<StatusOptions> ParseStatusOptions(const std::vector<std::string>& args,
                                                  const std::map<std::string, std::string>& env) {
+  const std::vector<OptionSpec>& table = StatusOptionTable();
+  absl::StatusOr<ParsedOptions> parsed =
+      ParseOptions(table, args, env, kStatusUsage, /*foreign=*/{}, /*takes_words=*/true);
+  if (!parsed.ok()) return parsed.status();
   StatusOptions options;
-  std::string address = "127.0.0.1:29680";
-  auto from_env = [&](const char* name) -> const std::string* {
-    auto it = env.find(name);
-    return it != env.end() && !it->second.empty() ? &it->second : nullptr;
-  };
-  // The agents' variable is the gRPC address: one address serves both.
-  for (const char* name : {"TRAINLET_CONTROLLER", "TRAINLET_CONTROLLER_HTTP"}) {
-    if (const std::string* v = from_env(name)) {
-      address = *v;
-      options.address_source = name;
+  if (parsed->help_requested) {
+    options.help = true;
+    return options;
+  }
+  if (parsed->saw_separator) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("status runs no COMMAND; remove -- and what follows; usage: ", kStatusUsage));
+  }
+  if (parsed->words.size() > 1) {
+    return absl::InvalidArgumentError(absl::StrCat("one JOB at most (got '",
+                                                   SafeForLog(parsed->words[0], 64), "' and '",
+                                                   SafeForLog(parsed->words[1], 64), "')"));
+  }
+  if (!parsed->words.empty()) options.job = parsed->words[0];
+  // The agents' variable is the gRPC address: one address serves both. The
+  // views' own variable comes before it, a flag before either.
+  OptionValue address = ValueOrDefault(*parsed, table, "controller");
+  if (address.source != ValueSource::kFlag) {
+    auto http = env.find("TRAINLET_CONTROLLER_HTTP");
+    if (http != env.end() && !http->second.empty()) {
+      address = {http->second, "TRAINLET_CONTROLLER_HTTP", ValueSource::kEnv};
     }
   }
-  if (const std::string* v = from_env("TRAINLET_TOKEN_FILE")) {
-    options.token_file = {"TRAINLET_TOKEN_FILE", *v};
+  options.address_source = address.source == ValueSource::kDefault ? "the default" : address.origin;
+  for (const char* name : {"json", "evidence"}) {
+    absl::StatusOr<bool> on = ParseBoolValue(ValueOrDefault(*parsed, table, name));
+    if (!on.ok()) return on.status();
+    *(std::string(name) == "json" ? &options.json : &options.evidence) = *on;
   }
-  const char* const kTlsFlags[] = {"tls-cert", "tls-key", "tls-ca", "tls-dir"};
-  for (const char* name : kTlsFlags) {
-    if (const std::string* v = from_env(EnvNameFor(name).c_str())) {
-      options.tls_files[name] = {EnvNameFor(name), *v};
-    }
+  const OptionValue timeout_value = ValueOrDefault(*parsed, table, "timeout");
+  absl::StatusOr<absl::Duration> timeout = ParseDurationValue(timeout_value, absl::Milliseconds(1));
+  if (!timeout.ok()) return timeout.status();
+  if (*timeout > kMaxTimeout) {
+    return absl::InvalidArgumentError(absl::StrCat(timeout_value.origin, "=",
+                                                   SafeForLog(timeout_value.text, 32), ": at most ",
+                                                   absl::FormatDuration(kMaxTimeout)));
   }
-  if (const std::string* v = from_env("TRAINLET_TLS_SERVER_NAME")) options.tls_server_name = *v;
-  for (size_t i = 0; i < args.size(); ++i) {
-    const std::string& arg = args[i];
-    auto value_of = [&](absl::string_view flag, std::string* value) -> absl::StatusOr<bool> {
-      if (arg == flag) {
-        if (i + 1 >= args.size()) {
-          return absl::InvalidArgumentError(absl::StrCat(flag, " needs a value"));
-        }
-        *value = args[++i];
-        return true;
-      }
-      if (absl::StartsWith(arg, absl::StrCat(flag, "="))) {
-        *value = arg.substr(flag.size() + 1);
-        return true;
-      }
-      return false;
-    };
-    std::string value;
-    if (arg == "-h" || arg == "--help") {
-      options.help = true;
-      return options;
-    }
-    if (arg == "--json") {
-      options.json = true;
-      continue;
-    }
-    if (arg == "--evidence") {
-      options.evidence = true;
-      continue;
-    }
-    auto controller = value_of("--controller", &value);
-    if (!controller.ok()) return controller.status();
-    if (*controller) {
-      address = value;
-      options.address_source = "--controller";
-      continue;
-    }
-    auto timeout = value_of("--timeout", &value);
-    if (!timeout.ok()) return timeout.status();
-    if (*timeout) {
-      absl::Duration d;
-      if (!absl::ParseDuration(value, &d) || d <= absl::ZeroDuration() || d > absl::Minutes(5)) {
-        return absl::InvalidArgumentError(absl::StrCat("--timeout=", SafeForLog(value, 32),
-                                                       ": expected a duration up to 5m, like 5s"));
-      }
-      options.timeout_seconds = absl::ToDoubleSeconds(d);
-      continue;
-    }
-    auto token = value_of("--token-file", &value);
-    if (!token.ok()) return token.status();
-    if (*token) {
-      options.token_file = {"--token-file", value};
-      continue;
-    }
-    bool matched = false;
-    for (const char* name : kTlsFlags) {
-      const std::string flag = absl::StrCat("--", name);
-      auto tls = value_of(flag, &value);
-      if (!tls.ok()) return tls.status();
-      if (*tls) {
-        options.tls_files[name] = {flag, value};
-        matched = true;
-        break;
-      }
-    }
-    if (matched) continue;
-    auto server_name = value_of("--tls-server-name", &value);
-    if (!server_name.ok()) return server_name.status();
-    if (*server_name) {
-      options.tls_server_name = value;
-      continue;
-    }
-    if (absl::StartsWith(arg, "-")) {
-      return absl::InvalidArgumentError(absl::StrCat("unknown flag ", SafeForLog(arg, 64)));
-    }
-    if (!options.job.empty()) {
-      return absl::InvalidArgumentError(absl::StrCat("one JOB at most (got '",
-                                                     SafeForLog(options.job, 64), "' and '",
-                                                     SafeForLog(arg, 64), "')"));
-    }
-    options.job = arg;
+  options.timeout_seconds = absl::ToDoubleSeconds(*timeout);
+  if (const OptionValue* token = parsed->Find("token-file")) options.token_file = *token;
+  for (const char* name : {"tls-cert", "tls-key", "tls-ca", "tls-dir", "tls-server-name"}) {
+    if (const OptionValue* v = parsed->Find(name)) options.tls.values[name] = *v;
   }
   if (options.evidence && options.job.empty()) {
     return absl::InvalidArgumentError("--evidence needs a JOB: trainlet status --evidence JOB");
   }
-  if (absl::Status s = ParseHttpAddress(address, &options.host, &options.port); !s.ok()) {
+  if (absl::Status s = ParseHttpAddress(address.text, &options.host, &options.port); !s.ok()) {
     return absl::InvalidArgumentError(
         absl::StrCat(s.message(), " (from ", options.address_source, ")"));
   }
@@ -494,53 +472,29 @@ absl::StatusOr<StatusOptions> ParseStatusOptions(const std::vector<std::string>&
 }
 
 std::string StatusHelpText() {
-  return "Usage: trainlet status [--controller=HOST:PORT] [--json] [--evidence] [--timeout=DUR]\n"
-         "                       [--token-file=PATH] "
-         "[--tls-cert/--tls-key/--tls-ca/--tls-dir=...]\n"
-         "                       [JOB]\n"
-         "\n"
-         "Prints what the trainlet controller knows of its jobs: state, start, duration,\n"
-         "command, the root cause of a failure, nodes (lost ones apart), ranks, workers,\n"
-         "progress, the rounds with their restart causes, hangs, GPU health\n"
-         "(docs/controller-views.md).\n"
-         "\n"
-         "  --controller=HOST:PORT  the controller: the address `trainlet run --controller`\n"
-         "                          was given (its gRPC port) or its views (--http);\n"
-         "                          default TRAINLET_CONTROLLER_HTTP, else\n"
-         "                          TRAINLET_CONTROLLER, else 127.0.0.1:29680\n"
-         "  --json                  JSON (the documents of /api/jobs) instead of a table\n"
-         "  --evidence              with JOB: every line of every hang's evidence\n"
-         "  --timeout=DUR           give up on an answer after DUR (default 5s)\n"
-         "  --token-file=PATH       the controller's token (TRAINLET_TOKEN_FILE): its\n"
-         "                          --token-file on the gRPC port, --http-token-file on\n"
-         "                          the views\n"
-         "  --tls-cert, --tls-key, --tls-ca, --tls-dir, --tls-server-name\n"
-         "                          mutual TLS, as `trainlet run` (TRAINLET_TLS_*): the\n"
-         "                          address is then the controller's gRPC port\n"
-         "  JOB                     that job only, in full\n"
-         "\n"
-         "Exit codes: 0; 1 JOB unknown to the controller; 64 usage; 69 the controller\n"
-         "is unreachable or did not answer as one; 77 it refused the token or\n"
-         "certificate; 78 a token or TLS file that cannot be used.\n";
+  return HelpText(kStatusUsage, kStatusDescription, StatusOptionTable(),
+                  /*kubernetes_discovery=*/false);
 }
 
 int RunStatusCommand(const std::vector<std::string>& args,
                      const std::map<std::string, std::string>& env, std::ostream& out,
                      std::ostream& err) {
-  auto options = ParseStatusOptions(args, env);
+  absl::StatusOr<StatusOptions> options = ParseStatusOptions(args, env);
   if (!options.ok()) {
-    err << "trainlet status: " << options.status().message() << "\n"
-        << "Run 'trainlet status --help' for usage.\n";
-    return kExitUsage;
+    err << UsageErrorText("status", options.status());
+    return ExitCodeForConfigError(options.status());
   }
   if (options->help) {
     out << StatusHelpText();
     return kExitSuccess;
   }
+  return RunStatus(*options, out, err);
+}
+
+int RunStatus(const StatusOptions& options, std::ostream& out, std::ostream& err) {
   std::string token;
-  if (!options->token_file.second.empty()) {
-    OptionValue v{options->token_file.second, options->token_file.first, ValueSource::kFlag};
-    absl::StatusOr<std::string> read = ReadTokenFile(v);
+  if (options.token_file.has_value()) {
+    absl::StatusOr<std::string> read = ReadTokenFile(*options.token_file);
     if (!read.ok()) {
       err << "trainlet status: " << read.status().message() << "\n";
       return kExitConfig;
@@ -548,17 +502,9 @@ int RunStatusCommand(const std::vector<std::string>& args,
     token = *std::move(read);
   }
   rendezvous::TlsConfig tls;
-  if (!options->tls_files.empty() || !options->tls_server_name.empty()) {
-    ParsedOptions parsed;
-    for (const auto& [name, value] : options->tls_files) {
-      parsed.values[name] = OptionValue{value.second, value.first, ValueSource::kFlag};
-    }
-    if (!options->tls_server_name.empty()) {
-      parsed.values["tls-server-name"] =
-          OptionValue{options->tls_server_name, "--tls-server-name", ValueSource::kFlag};
-    }
+  if (!options.tls.values.empty()) {
     std::vector<std::string> warnings;
-    absl::StatusOr<rendezvous::TlsConfig> loaded = ParseTlsOptions(parsed, &warnings);
+    absl::StatusOr<rendezvous::TlsConfig> loaded = ParseTlsOptions(options.tls, &warnings);
     if (!loaded.ok()) {
       err << "trainlet status: " << loaded.status().message() << "\n";
       return ExitCodeForConfigError(loaded.status());
@@ -567,27 +513,27 @@ int RunStatusCommand(const std::vector<std::string>& args,
     tls = *std::move(loaded);
   }
 
-  const std::string where = JoinHostPort(options->host, options->port);
-  const absl::Duration timeout = absl::Seconds(options->timeout_seconds);
+  const std::string where = JoinHostPort(options.host, options.port);
+  const absl::Duration timeout = absl::Seconds(options.timeout_seconds);
   std::unique_ptr<ViewsClient> client;
   if (tls.enabled()) {
-    client = NewGrpcViewsClient(options->host, options->port, token, tls, timeout);
+    client = NewGrpcViewsClient(options.host, options.port, token, tls, timeout);
   } else {
-    absl::StatusOr<Speaks> speaks = Probe(options->host, options->port, timeout);
+    absl::StatusOr<Speaks> speaks = Probe(options.host, options.port, timeout);
     if (!speaks.ok()) {
       err << "trainlet status: cannot reach the controller at " << where << " ("
           << speaks.status().message() << "); is `trainlet controller` running there? ("
-          << options->address_source
+          << options.address_source
           << " gives the address: its gRPC --listen port or its --http views)\n";
       return kExitUnavailable;
     }
     switch (*speaks) {
       case Speaks::kHttp:
-        client = std::make_unique<HttpViewsClient>(options->host, options->port, token,
-                                                   options->timeout_seconds);
+        client = std::make_unique<HttpViewsClient>(options.host, options.port, token,
+                                                   options.timeout_seconds);
         break;
       case Speaks::kGrpc:
-        client = NewGrpcViewsClient(options->host, options->port, token, tls, timeout);
+        client = NewGrpcViewsClient(options.host, options.port, token, tls, timeout);
         break;
       case Speaks::kTls:
         err << "trainlet status: the controller at " << where
@@ -597,35 +543,35 @@ int RunStatusCommand(const std::vector<std::string>& args,
       case Speaks::kOther:
         err << "trainlet status: " << where
             << " answered neither HTTP nor gRPC: is it a trainlet controller's address? ("
-            << options->address_source << ")\n";
+            << options.address_source << ")\n";
         return kExitUnavailable;
     }
   }
 
   auto fail = [&](const absl::Status& s) {
     err << "trainlet status: " << s.message() << "\n";
-    return ExitCodeOf(s);
+    return ExitCodeForStatusQuery(s);
   };
-  if (options->evidence) {
-    absl::StatusOr<std::vector<controller::EvidenceView>> hangs = client->Evidence(options->job);
+  if (options.evidence) {
+    absl::StatusOr<std::vector<controller::EvidenceView>> hangs = client->Evidence(options.job);
     if (!hangs.ok()) {
       if (hangs.status().code() == absl::StatusCode::kNotFound) {
         err << "trainlet status: the controller at " << where << " knows no job '"
-            << SafeForLog(options->job, 128) << "'\n";
+            << SafeForLog(options.job, 128) << "'\n";
         return kExitStatusJobUnknown;
       }
       return fail(hangs.status());
     }
-    out << (options->json ? controller::RenderEvidenceJson(options->job, *hangs)
-                          : controller::RenderEvidenceText(options->job, *hangs));
+    out << (options.json ? controller::RenderEvidenceJson(options.job, *hangs)
+                         : controller::RenderEvidenceText(options.job, *hangs));
     return kExitSuccess;
   }
   absl::StatusOr<controller::ControllerSnapshot> snapshot = client->Summary();
   if (!snapshot.ok()) return fail(snapshot.status());
   std::vector<controller::JobView> jobs;
-  bool found = options->job.empty();
+  bool found = options.job.empty();
   for (const controller::JobView& summary : snapshot->jobs) {
-    if (!options->job.empty() && summary.job_id != options->job) continue;
+    if (!options.job.empty() && summary.job_id != options.job) continue;
     absl::StatusOr<controller::JobView> job = client->Job(summary.job_id);
     if (job.status().code() == absl::StatusCode::kNotFound) continue;  // forgotten meanwhile.
     if (!job.ok()) return fail(job.status());
@@ -633,14 +579,14 @@ int RunStatusCommand(const std::vector<std::string>& args,
     found = true;
   }
   snapshot->jobs = std::move(jobs);
-  if (options->json) {
+  if (options.json) {
     out << controller::RenderJson(*snapshot);
   } else {
-    out << controller::RenderStatusTable(*snapshot, options->job);
+    out << controller::RenderStatusTable(*snapshot, options.job);
   }
   if (!found) {
     err << "trainlet status: the controller at " << where << " knows no job '"
-        << SafeForLog(options->job, 128) << "'\n";
+        << SafeForLog(options.job, 128) << "'\n";
     return kExitStatusJobUnknown;
   }
   return kExitSuccess;

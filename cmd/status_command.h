@@ -20,18 +20,18 @@
 #include <iosfwd>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
+#include "config/options.h"
 #include "controller/view_model.h"
 #include "rendezvous/tls_files.h"
 
 namespace trainlet::agent {
-
-inline constexpr int kExitStatusJobUnknown = 1;
 
 struct StatusOptions {
   std::string host = "127.0.0.1";
@@ -42,11 +42,14 @@ struct StatusOptions {
   double timeout_seconds = 5;
   std::string job;  // empty: every job.
   bool help = false;
-  // File inputs, read by RunStatusCommand: {flag or variable, path}.
-  std::pair<std::string, std::string> token_file;                        // empty path: none.
-  std::map<std::string, std::pair<std::string, std::string>> tls_files;  // "tls-cert" -> ...
-  std::string tls_server_name;
+  // File inputs, read by RunStatus: --token-file or TRAINLET_TOKEN_FILE, and
+  // the --tls-* values (ParseTlsOptions reads them).
+  std::optional<OptionValue> token_file;
+  ParsedOptions tls;
 };
+
+// Its option table (drives parsing, TRAINLET_* names and help).
+const std::vector<OptionSpec>& StatusOptionTable();
 
 // Parses the words after "status". InvalidArgument naming the flag.
 absl::StatusOr<StatusOptions> ParseStatusOptions(const std::vector<std::string>& args,
@@ -76,8 +79,11 @@ std::unique_ptr<ViewsClient> NewGrpcViewsClient(const std::string& host, int por
                                                 const rendezvous::TlsConfig& tls,
                                                 absl::Duration timeout);
 
-// Runs the command; writes the result to `out`, errors to `err`; returns
-// the exit code.
+// Runs the command as parsed; writes the result to `out`, errors to `err`;
+// returns the exit code.
+int RunStatus(const StatusOptions& options, std::ostream& out, std::ostream& err);
+
+// Both: parses `args` (a usage error is said on `err`, exit 64), then runs.
 int RunStatusCommand(const std::vector<std::string>& args,
                      const std::map<std::string, std::string>& env, std::ostream& out,
                      std::ostream& err);

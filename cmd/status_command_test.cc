@@ -65,6 +65,37 @@ TEST(ParseStatusOptions, FlagBeatsEnvironmentBeatsDefault) {
   EXPECT_EQ(flag->timeout_seconds, 2);
 }
 
+// The option table's forms and precedence: --controller, then
+// TRAINLET_CONTROLLER_HTTP, then TRAINLET_CONTROLLER (the agents'), named in
+// errors; bool flags take =true|false; --timeout is bounded.
+TEST(ParseStatusOptions, OptionTableFormsAndPrecedence) {
+  auto both = ParseStatusOptions(
+      {}, {{"TRAINLET_CONTROLLER", "grpc:29600"}, {"TRAINLET_CONTROLLER_HTTP", "views:29680"}});
+  ASSERT_TRUE(both.ok()) << both.status();
+  EXPECT_EQ(both->host, "views");
+  EXPECT_EQ(both->address_source, "TRAINLET_CONTROLLER_HTTP");
+  auto agents = ParseStatusOptions({}, {{"TRAINLET_CONTROLLER", "grpc:29600"}});
+  ASSERT_TRUE(agents.ok()) << agents.status();
+  EXPECT_EQ(agents->port, 29600);
+  EXPECT_EQ(agents->address_source, "TRAINLET_CONTROLLER");
+  auto flag = ParseStatusOptions({"--controller=a:1", "--json=false", "--evidence", "demo"},
+                                 {{"TRAINLET_CONTROLLER_HTTP", "views:29680"}});
+  ASSERT_TRUE(flag.ok()) << flag.status();
+  EXPECT_EQ(flag->host, "a");
+  EXPECT_FALSE(flag->json);
+  EXPECT_TRUE(flag->evidence);
+  EXPECT_EQ(flag->job, "demo");
+  auto token = ParseStatusOptions({}, {{"TRAINLET_TOKEN_FILE", "/t"}});
+  ASSERT_TRUE(token.ok() && token->token_file.has_value());
+  EXPECT_EQ(token->token_file->origin, "TRAINLET_TOKEN_FILE");
+  EXPECT_THAT(ParseStatusOptions({"--timeout=10m"}, {}).status().message(),
+              HasSubstr("--timeout=10m: at most 5m"));
+  EXPECT_THAT(ParseStatusOptions({"--jsn"}, {}).status().message(),
+              HasSubstr("did you mean --json?"));
+  EXPECT_THAT(ParseStatusOptions({"--", "x"}, {}).status().message(), HasSubstr("no COMMAND"));
+  EXPECT_TRUE(ParseStatusOptions({"--bogus", "-h"}, {})->help);
+}
+
 TEST(ParseStatusOptions, BadInput_NamesIt) {
   EXPECT_THAT(ParseStatusOptions({"--nope"}, {}).status().message(), HasSubstr("--nope"));
   EXPECT_THAT(ParseStatusOptions({"a", "b"}, {}).status().message(), HasSubstr("one JOB"));

@@ -6,6 +6,47 @@
 #include "absl/strings/str_split.h"
 
 namespace trainlet {
+namespace {
+
+// Where an exit code can come from, in the order a rule tries them.
+enum class Source {
+  kRestartsExhausted,  // 79 when the restart budget ran out.
+  kRunningFailure,     // the first worker that failed while the round ran.
+  kAnyFailure,         // the first worker that exited non-zero, stops included.
+  kSignal,             // 128 + the terminating signal.
+  kGiven,              // the code the ending carries (join or spawn error).
+  kSuccess,            // 0
+  kPeerFailed,         // 75
+  kUnavailable,        // 69
+};
+
+struct ExitRule {
+  Ending ending;
+  std::vector<Source> sources;  // the first one that applies wins.
+};
+
+// The exit policy (docs/exit-codes.md). A signal is tini-like: the first
+// failing worker's code, else 128+N. A verdict prefers this node's own
+// failure over the generic 75, so that the pod of the failing worker carries
+// the worker's code.
+const std::vector<ExitRule>& ExitPolicy() {
+  static const std::vector<ExitRule>* const kPolicy = new std::vector<ExitRule>{
+      {Ending::kJobFinished, {Source::kSuccess}},
+      {Ending::kJobFailed,
+       {Source::kRestartsExhausted, Source::kRunningFailure, Source::kSignal, Source::kPeerFailed}},
+      {Ending::kSignal, {Source::kAnyFailure, Source::kSignal}},
+      {Ending::kFenced, {Source::kUnavailable}},
+      {Ending::kCoordinatorLost, {Source::kRunningFailure, Source::kUnavailable}},
+      {Ending::kCoordinatorLostAfterSuccess, {Source::kSuccess}},
+      {Ending::kNoVerdict, {Source::kRunningFailure, Source::kUnavailable}},
+      {Ending::kJoinFailed, {Source::kGiven}},
+      {Ending::kSpawnFailed, {Source::kGiven}},
+      {Ending::kNodeUnhealthy, {Source::kGiven}},
+  };
+  return *kPolicy;
+}
+
+}  // namespace
 
 const std::vector<ExitCodeRow>& ExitCodeTable() {
   static const auto* table = new std::vector<ExitCodeRow>{
@@ -69,6 +110,63 @@ std::string FormatExitCodeTable(size_t width) {
   return out;
 }
 
+absl::string_view EndingName(Ending ending) {
+  switch (ending) {
+    case Ending::kJobFinished:
+      return "job finished";
+    case Ending::kJobFailed:
+      return "job failed";
+    case Ending::kSignal:
+      return "stopped by a signal";
+    case Ending::kFenced:
+      return "declared lost by the coordinator";
+    case Ending::kCoordinatorLost:
+      return "lost the coordinator";
+    case Ending::kCoordinatorLostAfterSuccess:
+      return "lost the coordinator after the local workers succeeded";
+    case Ending::kNoVerdict:
+      return "no verdict from the coordinator";
+    case Ending::kJoinFailed:
+      return "rendezvous failed";
+    case Ending::kSpawnFailed:
+      return "cannot start COMMAND";
+    case Ending::kNodeUnhealthy:
+      return "node unhealthy";
+  }
+  return "unknown";
+}
+
+int ExitCodeFor(const EndingFacts& f) {
+  for (const ExitRule& rule : ExitPolicy()) {
+    if (rule.ending != f.ending) continue;
+    for (Source source : rule.sources) {
+      switch (source) {
+        case Source::kRestartsExhausted:
+          if (f.restarts_exhausted) return kExitRestartsExhausted;
+          break;
+        case Source::kRunningFailure:
+          if (f.running_failure != 0) return f.running_failure;
+          break;
+        case Source::kAnyFailure:
+          if (f.any_failure != 0) return f.any_failure;
+          break;
+        case Source::kSignal:
+          if (f.signal != 0) return kExitSignalBase + f.signal;
+          break;
+        case Source::kGiven:
+          return f.given_code;
+        case Source::kSuccess:
+          return kExitSuccess;
+        case Source::kPeerFailed:
+          return kExitPeerFailed;
+        case Source::kUnavailable:
+          return kExitUnavailable;
+      }
+    }
+  }
+  return kExitInternal;
+}
+
 int ExitCodeForRendezvousError(const absl::Status& status) {
   switch (status.code()) {
     case absl::StatusCode::kOk:
@@ -88,6 +186,88 @@ int ExitCodeForRendezvousError(const absl::Status& status) {
       return kExitUnavailable;
     default:
       return kExitInternal;
+  }
+}
+
+int ExitCodeForJoinError(const absl::Status& status, JoinRefusal refusal) {
+  switch (refusal) {
+    case JoinRefusal::kFenced:
+      // This pod should be restarted (a new incarnation may scale the job
+      // back up), so not a never-retry code.
+      return kExitUnavailable;
+    case JoinRefusal::kJobFailed:
+      return kExitPeerFailed;
+    case JoinRefusal::kRestartsExhausted:
+      return kExitRestartsExhausted;
+    case JoinRefusal::kJobSucceeded:
+      // Too late to take part, but there is nothing left to do: the job
+      // succeeded (a pod restarted after the end, a left-out survivor).
+      return kExitSuccess;
+    case JoinRefusal::kNone:
+      break;
+  }
+  return ExitCodeForRendezvousError(status);
+}
+
+int ExitCodeForConfigError(const absl::Status& status) {
+  switch (status.code()) {
+    case absl::StatusCode::kOk:
+      return kExitSuccess;
+    case absl::StatusCode::kInvalidArgument:
+      return kExitUsage;
+    case absl::StatusCode::kFailedPrecondition:
+      return kExitConfig;
+    default:
+      return kExitInternal;
+  }
+}
+
+int ExitCodeForSpawnError(const absl::Status& status) {
+  switch (status.code()) {
+    case absl::StatusCode::kNotFound:
+      return kExitNotFound;
+    case absl::StatusCode::kPermissionDenied:
+      return kExitNotExecutable;
+    case absl::StatusCode::kResourceExhausted:
+      return kExitOsError;
+    default:
+      return kExitInternal;
+  }
+}
+
+int ExitCodeForPlanError(const absl::Status& status) {
+  switch (status.code()) {
+    case absl::StatusCode::kDeadlineExceeded:
+      return kExitUnavailable;
+    case absl::StatusCode::kInvalidArgument:
+    case absl::StatusCode::kFailedPrecondition:
+      return kExitConfig;
+    default:
+      return ExitCodeForSpawnError(status);
+  }
+}
+
+int ExitCodeForServerStartError(const absl::Status& status) {
+  switch (status.code()) {
+    case absl::StatusCode::kFailedPrecondition:
+    case absl::StatusCode::kDataLoss:
+      return kExitConfig;
+    default:
+      return kExitOsError;
+  }
+}
+
+int ExitCodeForStatusQuery(const absl::Status& status) {
+  switch (status.code()) {
+    case absl::StatusCode::kNotFound:
+      return kExitStatusJobUnknown;
+    case absl::StatusCode::kUnauthenticated:
+    case absl::StatusCode::kPermissionDenied:
+      return kExitRejected;
+    case absl::StatusCode::kFailedPrecondition:
+      return kExitConfig;
+    default:
+      return kExitUnavailable;
   }
 }
 

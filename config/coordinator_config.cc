@@ -17,7 +17,8 @@ constexpr absl::string_view kCoordinatorDescription =
 const std::vector<OptionSpec>& CoordinatorOptionTable() {
   static const std::vector<OptionSpec>* table = [] {
     auto* t = new std::vector<OptionSpec>{
-        {"port", OptionKind::kInt, "PORT", "29400", "Port to listen on, 1..65535."},
+        {"port", OptionKind::kInt, "PORT", absl::StrCat(kDefaultCoordinatorPort),
+         "Port to listen on, 1..65535."},
         {"bind-addr", OptionKind::kString, "ADDR", "0.0.0.0",
          "Address to listen on; :: or [::] for IPv6."},
         {"nnodes", OptionKind::kString, "N|MIN:MAX", "1",

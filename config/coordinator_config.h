@@ -25,12 +25,13 @@
 namespace trainlet::agent {
 
 struct CoordinatorConfig {
-  bool help_requested = false;        // -h/--help: print CoordinatorHelpText(), exit 0.
-  int port = 29400;                   // --port, 1..65535
-  std::string bind_addr = "0.0.0.0";  // --bind-addr; unbracketed IPv6 ("::").
-  NnodesRange nnodes;                 // --nnodes N | MIN:MAX
-  std::string job_id = "trainlet";    // --job-id
-  std::string token_file;             // --token-file; empty = no authentication.
+  bool help_requested = false;  // -h/--help: print CoordinatorHelpText(), exit 0.
+  // Every value from CoordinatorOptionTable() (its defaults included).
+  int port = 0;            // --port, 1..65535
+  std::string bind_addr;   // --bind-addr; unbracketed IPv6 ("::").
+  NnodesRange nnodes;      // --nnodes N | MIN:MAX
+  std::string job_id;      // --job-id
+  std::string token_file;  // --token-file; empty = no authentication.
   std::string token;
   // --tls-cert/--tls-key/--tls-ca/--tls-dir (ParseTlsOptions); disabled: plaintext.
   rendezvous::TlsConfig tls;

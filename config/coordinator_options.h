@@ -1,6 +1,8 @@
 // The coordinator's options from either configuration that can host one:
 // RunConfig (node rank 0's agent) or CoordinatorConfig (standalone). Both
-// carry the same job and elastic fields under the same names.
+// carry the same job and elastic fields under the same names; every value
+// comes from the config (whose defaults are its option table's), none from
+// rendezvous::CoordinatorOptions itself.
 #ifndef TRAINLET_CONFIG_COORDINATOR_OPTIONS_H_
 #define TRAINLET_CONFIG_COORDINATOR_OPTIONS_H_
 
@@ -8,9 +10,6 @@
 #include "rendezvous/coordinator.h"
 
 namespace trainlet::agent {
-
-static_assert(RoundPolicy{}.release_streams_from == rendezvous::kReleaseStreamsFrom,
-              "--release-streams-from's default is the coordinator's");
 
 template <typename Config>
 rendezvous::CoordinatorOptions CoordinatorOptionsFrom(const Config& config) {

@@ -56,7 +56,8 @@ std::vector<OptionSpec> MpiOptionTable(MpiRole role) {
           "hostfiles.";
     } else if (role == MpiRole::kWorker && spec.name == "coordinator") {
       spec.default_text = "in a JobSet pod <jobset>-launcher-0-0.<subdomain>";
-      spec.help = "The launcher's coordinator address, HOST[:PORT] (port 29400 unless given).";
+      spec.help = absl::StrCat("The launcher's coordinator address, HOST[:PORT] (port ",
+                               kDefaultCoordinatorPort, " unless given).");
     } else if (role == MpiRole::kLauncher && spec.name == "coordinator") {
       spec.default_text = "none: this launcher hosts it";
       spec.help =
@@ -126,12 +127,10 @@ absl::StatusOr<MpiConfig> ParseMpiConfig(MpiRole role, const std::vector<std::st
   }
   if (const OptionValue* v = parsed->Find("ssh-key-dir")) c.ssh_key_dir = v->text;
   if (role == MpiRole::kWorker) {
-    if (const OptionValue* v = parsed->Find("ssh-port")) {
-      absl::StatusOr<int> port = ParseIntValue(*v, 1, 65535);
-      if (!port.ok()) return port.status();
-      c.ssh_port = *port;
-    }
-    if (const OptionValue* v = parsed->Find("sshd")) c.sshd = v->text;
+    absl::StatusOr<int> port = ParseIntValue(ValueOrDefault(*parsed, table, "ssh-port"), 1, 65535);
+    if (!port.ok()) return port.status();
+    c.ssh_port = *port;
+    c.sshd = ValueOrDefault(*parsed, table, "sshd").text;
     return c;
   }
   const OptionValue mpi = ValueOrDefault(*parsed, table, "mpi");

@@ -21,22 +21,21 @@
 
 namespace trainlet::agent {
 
-inline constexpr int kDefaultSshPort = 2222;
-
 struct MpiConfig {
   MpiRole role = MpiRole::kLauncher;
   // The rendezvous side. Launcher: nnodes = worker pods + 1; nproc_per_node
   // = its slots with --launcher-as-node. Worker: nproc_per_node = its slots.
   RunConfig run;
-  std::string state_dir;                // --state-dir; empty: the per-job, per-node default.
-  std::string ssh_key_dir;              // --ssh-key-dir: a mounted Secret's files; empty: generate.
-  int ssh_port = kDefaultSshPort;       // worker: its sshd's port.
-  std::string sshd = "/usr/sbin/sshd";  // worker: OpenSSH's sshd.
-  std::string mpi = "auto";             // launcher: auto|openmpi|openmpi5|mpich|intel.
-  bool launcher_as_node = false;        // launcher: it hosts ranks too.
-  absl::Duration ready_timeout = absl::Minutes(5);       // launcher
-  absl::Duration placement_timeout = absl::Seconds(60);  // launcher; 0 = no check
-  bool require_placement = false;                        // launcher
+  std::string state_dir;    // --state-dir; empty: the per-job, per-node default.
+  std::string ssh_key_dir;  // --ssh-key-dir: a mounted Secret's files; empty: generate.
+  // The rest from MpiOptionTable(role)'s defaults, as ParseMpiConfig sets them.
+  int ssh_port = 0;                  // worker: its sshd's port.
+  std::string sshd;                  // worker: OpenSSH's sshd.
+  std::string mpi;                   // launcher: auto|openmpi|openmpi5|mpich|intel.
+  bool launcher_as_node = false;     // launcher: it hosts ranks too.
+  absl::Duration ready_timeout;      // launcher
+  absl::Duration placement_timeout;  // launcher; 0 = no check
+  bool require_placement = false;    // launcher
 };
 
 absl::StatusOr<MpiConfig> ParseMpiConfig(MpiRole role, const std::vector<std::string>& args,

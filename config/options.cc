@@ -48,11 +48,18 @@ const OptionSpec* LookupFlag(const std::vector<OptionSpec>& table, absl::string_
   return nullptr;
 }
 
+// Whether a command with this table reads TRAINLET_* variables (and so
+// takes --strict-env).
+bool ReadsEnvironment(const std::vector<OptionSpec>& table) {
+  return std::any_of(table.begin(), table.end(),
+                     [](const OptionSpec& spec) { return !spec.flag_only; });
+}
+
 std::string UnknownFlagError(const std::vector<OptionSpec>& table, absl::string_view name,
                              absl::string_view usage) {
   std::vector<std::string> names;
   for (const OptionSpec& spec : table) names.push_back(spec.name);
-  names.push_back(std::string(kStrictEnvFlag).substr(2));
+  if (ReadsEnvironment(table)) names.push_back(std::string(kStrictEnvFlag).substr(2));
   const std::string best = ClosestName(name, names);
   std::string hint = best.empty() ? "" : absl::StrCat(" (did you mean --", best, "?)");
   return absl::StrCat("unknown flag --", name, hint, "; usage: ", usage, " (see --help)");
@@ -217,7 +224,8 @@ absl::StatusOr<ParsedOptions> ParseOptions(const std::vector<OptionSpec>& table,
                                            const std::vector<std::string>& args,
                                            const std::map<std::string, std::string>& env,
                                            absl::string_view usage,
-                                           const std::vector<ForeignFlag>& foreign) {
+                                           const std::vector<ForeignFlag>& foreign,
+                                           bool takes_words) {
   ParsedOptions out;
   // Help wins over every other problem, so that `--help` always works.
   for (const std::string& arg : args) {
@@ -246,7 +254,9 @@ absl::StatusOr<ParsedOptions> ParseOptions(const std::vector<OptionSpec>& table,
                                                        absl::CEscape(arg.substr(0, 128)),
                                                        "; usage: ", usage, " (see --help)"));
       }
-      return absl::InvalidArgumentError(PositionalError(arg, usage));
+      if (!takes_words) return absl::InvalidArgumentError(PositionalError(arg, usage));
+      out.words.push_back(arg);
+      continue;
     }
     std::optional<std::string> inline_value;
     std::string name;
@@ -279,8 +289,9 @@ absl::StatusOr<ParsedOptions> ParseOptions(const std::vector<OptionSpec>& table,
       value.text = *inline_value;
     } else {
       if (i + 1 >= args.size() || args[i + 1] == "--" || absl::StartsWith(args[i + 1], "--")) {
-        return absl::InvalidArgumentError(absl::StrCat(value.origin, ": expected a value (",
-                                                       spec->value_name, ") after the flag"));
+        return absl::InvalidArgumentError(absl::StrCat(
+            value.origin, ": expected a value (", spec->value_name, ") after the flag (",
+            value.origin, " needs a value: ", value.origin, "=", spec->value_name, ")"));
       }
       value.text = args[++i];
     }
@@ -316,16 +327,26 @@ std::string HelpText(absl::string_view usage, absl::string_view description,
                     spec.flag_only ? "" : absl::StrCat("env ", EnvNameFor(spec.name), ", "),
                     "default: ", spec.default_text.empty() ? "none" : spec.default_text, "\n");
   }
-  absl::StrAppend(&out, "  ", kStrictEnvFlag,
-                  "\n      An unknown TRAINLET_* variable (a typo such as TRAINLET_HANG_TIMOUT) "
-                  "is an error (exit 64) instead of a warning.\n      env ",
-                  kStrictEnvVariable, ", default: false\n");
-  absl::StrAppend(&out, "  -h, --help\n      Print this help and exit.\n\n",
-                  kubernetes_discovery
-                      ? "Precedence: flag > TRAINLET_* environment variable > Kubernetes "
-                        "discovery > default.\n"
-                      : "Precedence: flag > TRAINLET_* environment variable > default.\n",
-                  "Durations accept 30s, 500ms, 2m, 1h30m or plain seconds.\n");
+  const bool reads_env = ReadsEnvironment(table);
+  if (reads_env) {
+    absl::StrAppend(&out, "  ", kStrictEnvFlag,
+                    "\n      An unknown TRAINLET_* variable (a typo such as TRAINLET_HANG_TIMOUT) "
+                    "is an error (exit 64) instead of a warning.\n      env ",
+                    kStrictEnvVariable, ", default: false\n");
+  }
+  absl::StrAppend(&out, "  -h, --help\n      Print this help and exit.\n");
+  if (reads_env) {
+    absl::StrAppend(&out, "\n",
+                    kubernetes_discovery
+                        ? "Precedence: flag > TRAINLET_* environment variable > Kubernetes "
+                          "discovery > default.\n"
+                        : "Precedence: flag > TRAINLET_* environment variable > default.\n");
+  }
+  if (std::any_of(table.begin(), table.end(),
+                  [](const OptionSpec& spec) { return spec.kind == OptionKind::kDuration; })) {
+    absl::StrAppend(&out, reads_env ? "" : "\n",
+                    "Durations accept 30s, 500ms, 2m, 1h30m or plain seconds.\n");
+  }
   return out;
 }
 
@@ -376,7 +397,8 @@ absl::StatusOr<absl::Duration> ParseDurationValue(const OptionValue& v, absl::Du
 
 std::vector<OptionSpec> RoundPolicyOptionSpecs() {
   return {
-      {"max-restarts", OptionKind::kInt, "N", "0, or 3 when --nnodes is MIN:MAX",
+      {"max-restarts", OptionKind::kInt, "N",
+       absl::StrCat("0, or ", kElasticMaxRestarts, " when --nnodes is MIN:MAX"),
        "Restarts of the whole job (new rounds) before it fails."},
       {"last-call", OptionKind::kDuration, "DURATION", "500ms",
        "How long a round stays open for more nodes once MIN have joined."},
@@ -384,6 +406,9 @@ std::vector<OptionSpec> RoundPolicyOptionSpecs() {
        "A node silent for this long is declared dead."},
       {"min-nodes-timeout", OptionKind::kDuration, "DURATION", "5m",
        "Elastic: how long to wait for replacements when fewer than MIN nodes survive."},
+      // 2000: a round this large holds about 400 MB of gRPC connection state
+      // on node 0 with its streams open; below it a killed agent is still
+      // found by its stream closing (rendezvous::kStreamLossGrace).
       {"release-streams-from", OptionKind::kInt, "N", "2000",
        "Rounds of N or more nodes run without a gRPC stream per node once its UDP liveness is "
        "acknowledged (node 0 keeps ~40 KiB less per node; a killed agent is then found at the "
@@ -403,7 +428,7 @@ absl::StatusOr<RoundPolicy> ParseRoundPolicy(
     if (!restarts.ok()) return restarts.status();
     p.max_restarts = *restarts;
   } else {
-    p.max_restarts = nnodes.elastic() ? 3 : 0;
+    p.max_restarts = nnodes.elastic() ? kElasticMaxRestarts : 0;
   }
   absl::StatusOr<int> release =
       ParseIntValue(ValueOrDefault(parsed, table, "release-streams-from"), 0, kMaxNodes);
@@ -665,17 +690,9 @@ absl::StatusOr<rendezvous::TlsConfig> ParseTlsOptions(const ParsedOptions& parse
   return tls;
 }
 
-int ExitCodeForConfigError(const absl::Status& status) {
-  switch (status.code()) {
-    case absl::StatusCode::kOk:
-      return kExitSuccess;
-    case absl::StatusCode::kInvalidArgument:
-      return kExitUsage;
-    case absl::StatusCode::kFailedPrecondition:
-      return kExitConfig;
-    default:
-      return kExitInternal;
-  }
+std::string UsageErrorText(absl::string_view command, const absl::Status& status) {
+  return absl::StrCat("trainlet ", command, ": ", status.message(), "\nRun 'trainlet ", command,
+                      " --help' for usage.\n");
 }
 
 }  // namespace trainlet::agent

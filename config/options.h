@@ -83,6 +83,9 @@ struct ParsedOptions {
   std::map<std::string, OptionValue> values;
   bool saw_separator = false;        // a `--` was present.
   std::vector<std::string> command;  // everything after `--`.
+  // The words before `--` that are no flag's, in order, for a command that
+  // takes them (`trainlet status JOB`); see ParseOptions' `takes_words`.
+  std::vector<std::string> words;
 
   // The flag or env value of `name`, or nullptr when neither is set.
   const OptionValue* Find(absl::string_view name) const;
@@ -99,17 +102,22 @@ std::string EnvNameFor(absl::string_view option_name);
 // (InvalidArgument): a `foreign` flag (with its hint), unknown flag (with the
 // closest known name when it is within edit distance 2), missing value,
 // value on a bool flag that is not a boolean, a positional word before `--`
-// (with a hint to put the command after `--`). `usage` is the one-line
-// synopsis quoted in errors, e.g. "trainlet run [OPTIONS] -- COMMAND [ARGS...]".
+// (with a hint to put the command after `--`) unless `takes_words`, when
+// such words go to ParsedOptions::words for the command to check. `usage`
+// is the one-line synopsis quoted in errors, e.g.
+// "trainlet run [OPTIONS] -- COMMAND [ARGS...]".
 absl::StatusOr<ParsedOptions> ParseOptions(const std::vector<OptionSpec>& table,
                                            const std::vector<std::string>& args,
                                            const std::map<std::string, std::string>& env,
                                            absl::string_view usage,
-                                           const std::vector<ForeignFlag>& foreign = {});
+                                           const std::vector<ForeignFlag>& foreign = {},
+                                           bool takes_words = false);
 
 // The help text for `table`: usage line, description paragraph, then one
 // entry per option with its env var and default, then the precedence rule
-// (which names Kubernetes discovery only when the subcommand does it).
+// (which names Kubernetes discovery only when the subcommand does it). A
+// table whose options are all flag_only reads no TRAINLET_* variable: its
+// help names neither --strict-env nor the precedence.
 std::string HelpText(absl::string_view usage, absl::string_view description,
                      const std::vector<OptionSpec>& table, bool kubernetes_discovery);
 
@@ -184,6 +192,10 @@ enum class GpuBinding { kList, kSingle, kNone };
 // "list", "single", "none" (case-insensitive); an error naming `origin` otherwise.
 absl::StatusOr<GpuBinding> ParseGpuBinding(absl::string_view text, absl::string_view origin);
 
+// The coordinator's port: `coordinator --port`'s default, and `run
+// --coordinator`'s when the address has none.
+inline constexpr int kDefaultCoordinatorPort = 29400;
+
 // Number of nodes: N, or MIN:MAX for an elastic job.
 inline constexpr int kMaxNodes = 100000;
 struct NnodesRange {
@@ -197,16 +209,17 @@ std::string NnodesToString(const NnodesRange& n);  // "4" or "2:4".
 
 // The round policy every host of a coordinator applies (the options of
 // RoundPolicyOptionSpecs()), parsed in one place for `run` and `coordinator`.
+// No defaults here: ParseRoundPolicy() takes them from the option table.
 struct RoundPolicy {
-  int max_restarts = 0;                                 // --max-restarts; 3 when elastic.
-  absl::Duration last_call = absl::Milliseconds(500);   // --last-call
-  absl::Duration heartbeat_timeout = absl::Seconds(5);  // --heartbeat-timeout
-  absl::Duration min_nodes_timeout = absl::Minutes(5);  // --min-nodes-timeout
-  // --release-streams-from (rendezvous::CoordinatorOptions; 0: never); the
-  // default is rendezvous::kReleaseStreamsFrom (checked in
-  // coordinator_options.h).
-  int release_streams_from = 2000;
+  int max_restarts = 0;              // --max-restarts; kElasticMaxRestarts when elastic.
+  absl::Duration last_call;          // --last-call
+  absl::Duration heartbeat_timeout;  // --heartbeat-timeout
+  absl::Duration min_nodes_timeout;  // --min-nodes-timeout
+  // --release-streams-from (rendezvous::CoordinatorOptions; 0: never).
+  int release_streams_from = 0;
 };
+// --max-restarts when --nnodes is MIN:MAX and nothing says otherwise.
+inline constexpr int kElasticMaxRestarts = 3;
 // Parses the RoundPolicyOptionSpecs() values from `parsed` (flag or env),
 // falling back to `discovered_max_restarts` (Kubernetes) and then the
 // defaults; max_restarts defaults to 3 for an elastic `nnodes`.
@@ -267,12 +280,9 @@ absl::StatusOr<rendezvous::TlsConfig> ParseTlsOptions(const ParsedOptions& parse
 // (outside printable ASCII 0x20-0x7E).
 absl::StatusOr<std::string> ReadTokenFile(const OptionValue& path);
 
-// The process exit code for a configuration error: kExitUsage (64) for
-// InvalidArgument (a malformed flag or env value), kExitConfig (78) for
-// FailedPrecondition (consistent syntax, impossible job: rank hint >= nnodes,
-// unreadable or empty token file, no GPU, no node count in a JobSet pod),
-// kExitInternal otherwise.
-int ExitCodeForConfigError(const absl::Status& status);
+// What every command prints for an error in its options or configuration:
+// "trainlet COMMAND: MESSAGE\nRun 'trainlet COMMAND --help' for usage.\n".
+std::string UsageErrorText(absl::string_view command, const absl::Status& status);
 
 }  // namespace trainlet::agent
 

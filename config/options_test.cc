@@ -255,6 +255,43 @@ TEST(ParseOptions, PositionalBeforeSeparatorIsRejected) {
   EXPECT_THAT(p.status().message(), HasSubstr("after --"));
 }
 
+TEST(ParseOptions, WordsBeforeSeparator_KeptForACommandThatTakesThem) {
+  auto p = ParseOptions(Table(), {"job-a", "--nnodes", "2", "--prefix-output", "job-b"}, {}, kUsage,
+                        /*foreign=*/{}, /*takes_words=*/true);
+  ASSERT_TRUE(p.ok()) << p.status();
+  EXPECT_EQ(p->words, (std::vector<std::string>{"job-a", "job-b"}));
+  EXPECT_EQ(Text(*p, "nnodes"), "2");
+  EXPECT_EQ(Text(*p, "prefix-output"), "true");
+}
+
+TEST(ParseOptions, MissingValue_SaysTheFlagNeedsOneAndHowToGiveIt) {
+  auto p = Parse({"--grace-period"});
+  EXPECT_THAT(p.status().message(),
+              HasSubstr("--grace-period needs a value: --grace-period=DURATION"));
+}
+
+// A command whose options are all flags (`trainlet health`) reads no
+// TRAINLET_* variable: neither its help nor its errors offer --strict-env.
+TEST(HelpText, FlagsOnly_NoStrictEnvAndNoPrecedence) {
+  const std::vector<OptionSpec> flags = {{"timeout-ms", OptionKind::kInt, "N", "1000", "Wait.",
+                                          /*hidden=*/false,
+                                          /*flag_only=*/true}};
+  const std::string help = HelpText("trainlet x", "X.", flags, false);
+  EXPECT_THAT(help, HasSubstr("--timeout-ms=N"));
+  EXPECT_THAT(help, Not(HasSubstr("--strict-env")));
+  EXPECT_THAT(help, Not(HasSubstr("Precedence")));
+  EXPECT_THAT(ParseOptions(flags, {"--strict-en"}, {}, "trainlet x").status().message(),
+              Not(HasSubstr("did you mean --strict-env")));
+  // A table that reads variables keeps both.
+  EXPECT_THAT(HelpText("trainlet test", "T.", Table(), false), HasSubstr("--strict-env"));
+  EXPECT_THAT(HelpText("trainlet test", "T.", Table(), false), HasSubstr("Precedence"));
+}
+
+TEST(UsageErrorText, NamesTheCommandAndItsHelp) {
+  EXPECT_EQ(UsageErrorText("status", absl::InvalidArgumentError("one JOB at most")),
+            "trainlet status: one JOB at most\nRun 'trainlet status --help' for usage.\n");
+}
+
 TEST(ParseOptions, HelpWinsOverOtherErrors) {
   for (const char* help : {"-h", "--help"}) {
     auto p = Parse({"--bogus", help}, {{"TRAINLET_PREFIX_OUTPUT", "maybe"}});

@@ -4,7 +4,12 @@
 // nproc-per-node workers and supervises them.
 //
 // ParseRunConfig() turns the words after "run", the process environment and
-// the probed SystemInfo into a validated RunConfig. Each value comes from, in
+// the machine's facts (SystemInfo) into a validated RunConfig. It does no I/O
+// on hardware: where the node probe's answer can change the workers (their
+// count, placement, NCCL advice), the config plans the probe
+// (node_probe_timing) and the agent runs it (agent/node_probe.h), then hands
+// its answer to ResolveWithNodeProbe(). The steps are config/run_resolvers.h's,
+// each a pure function of its inputs. Each value comes from, in
 // order: its flag, its TRAINLET_* variable, Kubernetes discovery
 // (k8s_discovery.h), its default. With nothing set at all the result is a
 // local single-node run, like plain torchrun --standalone: nnodes 1, node
@@ -23,16 +28,17 @@
 // TLS options given in part or naming unusable files, gpu workers without GPUs, no hostname for the
 // node id (exit 78; see ExitCodeForConfigError()).
 //
-// Pure function except for reading the token and TLS files and calling
-// SystemInfo::resolve (at most once: for a coordinator name that is neither
-// loopback, an address of this host nor its own name, when no rank hint
-// decides who hosts it; or for this host's canonical name when it hosts a
-// multi-node job with no coordinator address and no FQDN); thread-compatible.
+// Pure function except for reading the token, TLS and NCCL config files and
+// calling SystemInfo::resolve (at most once: for a coordinator name that is
+// neither loopback, an address of this host nor its own name, when no rank
+// hint decides who hosts it; or for this host's canonical name when it hosts
+// a multi-node job with no coordinator address and no FQDN); thread-compatible.
 #ifndef TRAINLET_CONFIG_RUN_CONFIG_H_
 #define TRAINLET_CONFIG_RUN_CONFIG_H_
 
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -42,14 +48,44 @@
 #include "config/k8s_discovery.h"
 #include "config/options.h"
 #include "config/system_probe.h"
+#include "trainlet/v1/topology.pb.h"
 
 namespace trainlet::agent {
 
 // kDefault: the visible GPUs, or 1 without any (torchrun's default is 1).
 enum class NprocKind { kDefault, kFixed, kAuto, kGpu, kCpu };
 
-inline constexpr int kDefaultCoordinatorPort = 29400;
+// The numbers inside the option table's computed defaults (RunOptionTable()
+// prints them, the resolvers apply them; kDefaultCoordinatorPort is
+// options.h's).
+inline constexpr int kDefaultMasterPort = 29500;
+inline constexpr int kKubernetesHealthPort = 29401;
+inline constexpr int kDefaultControllerPort = 29600;
 inline constexpr int kMaxNprocPerNode = 1024;
+
+// When the agent runs the node probe (topology/probe.h, agent/node_probe.h).
+enum class NodeProbeTiming {
+  kOff,  // --probe-timeout=0, or a caller that runs none (SystemInfo::node_probe_available).
+  // Before the workers start, waiting at most --probe-timeout, its answer
+  // given to ResolveWithNodeProbe(): the worker count, placement and NCCL
+  // advice may depend on it.
+  kBeforeWorkers,
+  // Once the workers run and the agent first idles, only to log its summary
+  // and warnings (a small /dev/shm, say): its answer could change no
+  // worker's environment (a single-node run, no /dev/nvidia* device and no
+  // NVML, no --bind-numa), so nobody waits for it, and a job that ends first
+  // never pays for it.
+  kOnceWorkersRun,
+};
+
+// --nproc-per-node as given, kept so that the worker count can be resolved
+// once the node probe has answered (ResolveWithNodeProbe()).
+// Its kind is RunConfig::nproc_kind.
+struct NprocRequest {
+  int fixed = 0;                     // kFixed's N.
+  std::optional<OptionValue> value;  // where it came from; none: the default.
+  bool nested_paddle = false;        // COMMAND is Paddle's launcher: 1 by default.
+};
 
 // Whether this agent runs the job's coordinator.
 enum class HostCoordinator {
@@ -61,6 +97,8 @@ enum class HostCoordinator {
   kIfPortFree,
 };
 
+// Every value is set by the resolvers (run_resolvers.h) from the options,
+// the machine's facts and RunOptionTable()'s defaults: no default lives here.
 struct RunConfig {
   bool help_requested = false;  // -h/--help: print RunHelpText(), exit 0.
   NnodesRange nnodes;           // --nnodes N | MIN:MAX
@@ -68,22 +106,25 @@ struct RunConfig {
   // SystemInfo: default = visible GPUs, else 1; auto = GPUs if any, else
   // CPUs; gpu = GPUs (error if none); cpu = CPUs; N in 1..1024.
   NprocKind nproc_kind = NprocKind::kDefault;
-  int nproc_per_node = 1;
+  // 0 until resolved: with node_probe_timing kBeforeWorkers, by
+  // ResolveWithNodeProbe().
+  int nproc_per_node = 0;
+  NprocRequest nproc_request;
   int node_rank_hint = -1;       // --node-rank; -1 = none (the coordinator picks).
   std::string coordinator_host;  // --coordinator HOST[:PORT]; unbracketed IPv6.
   // 0: any free port (a single-node run with nothing configured); the agent
   // hosting the coordinator then dials the port it bound.
-  int coordinator_port = kDefaultCoordinatorPort;
+  int coordinator_port = 0;
   HostCoordinator host_coordinator = HostCoordinator::kNo;  // --host-coordinator
   // Where the coordinator listens (an IP literal, unbracketed IPv6):
   // --bind-addr, else loopback for a single-node job or a loopback
   // coordinator address ("::1" when that address is ::1, else 127.0.0.1),
   // else 0.0.0.0. The hosting agent dials the coordinator at this address
   // (127.0.0.1 for 0.0.0.0, ::1 for ::).
-  std::string bind_addr = "0.0.0.0";
+  std::string bind_addr;
   // Where the health server listens: --bind-addr, else 0.0.0.0 in Kubernetes
   // (kubelet probes the pod IP), else bind_addr.
-  std::string health_bind_addr = "0.0.0.0";
+  std::string health_bind_addr;
   std::string job_id;  // --job-id
   // --token-file, else in Kubernetes kKubernetesTokenPath when that file
   // exists; empty = no authentication.
@@ -94,15 +135,15 @@ struct RunConfig {
   rendezvous::TlsConfig tls;
   // --master-port; 0 (a single-node run with nothing configured): a free port
   // the agent picks at start.
-  int master_port = 29500;
-  // --grace-period. 25 s, so that with Kubernetes' default
-  // terminationGracePeriodSeconds (30) trainlet's SIGKILL and exit come before
-  // the kubelet's (docs/kubernetes.md).
-  absl::Duration grace_period = absl::Seconds(25);
-  absl::Duration join_timeout = absl::Minutes(10);  // --join-timeout
+  int master_port = 0;
+  // --grace-period. Its default leaves room below Kubernetes' default
+  // terminationGracePeriodSeconds (30), so that trainlet's SIGKILL and exit
+  // come before the kubelet's (docs/kubernetes.md).
+  absl::Duration grace_period;
+  absl::Duration join_timeout;  // --join-timeout
   // --hang-timeout: a worker that reported progress and then stays silent
   // this long is declared hung (docs/progress.md); zero: off.
-  absl::Duration hang_timeout = absl::ZeroDuration();
+  absl::Duration hang_timeout;
   std::string node_id;  // --node-id, default hostname.
   // The address every peer can reach this node at; MASTER_ADDR and the other
   // address variables when this node is rank 0. --advertise-addr, else, on a
@@ -123,28 +164,20 @@ struct RunConfig {
   // --controller as "host:port" (port 29600 unless given); empty: no
   // health reports (agent/reporter.h).
   std::string controller;
-  absl::Duration report_interval = absl::Seconds(5);  // --report-interval, 100ms..1h.
+  absl::Duration report_interval;  // --report-interval, 100ms..1h.
   // A single-node run with no coordinator configured (or --standalone): the
   // coordinator runs inside this agent and is called directly, with no
   // server, client or socket (docs/configuration.md, "A single-node run").
   bool in_process_coordinator = false;
-  bool prefix_output = false;                       // --prefix-output
-  GpuBinding gpu_binding = GpuBinding::kList;       // --gpu-binding
-  bool bind_numa = false;                           // --bind-numa
-  absl::Duration probe_timeout = absl::Seconds(2);  // --probe-timeout; 0: no probe.
-  // The node probe's result (SystemInfo::probe_node); null when it is off,
-  // unavailable or too slow. Placement, NCCL advice and the join's topology
-  // come from it.
+  bool prefix_output = false;                  // --prefix-output
+  GpuBinding gpu_binding = GpuBinding::kList;  // --gpu-binding
+  bool bind_numa = false;                      // --bind-numa
+  absl::Duration probe_timeout;                // --probe-timeout; 0: no probe.
+  NodeProbeTiming node_probe_timing = NodeProbeTiming::kOff;
+  // The node probe's result (ResolveWithNodeProbe()); null when it is off,
+  // unavailable, too slow or not waited for. Placement, NCCL advice and the
+  // join's topology come from it.
   std::shared_ptr<const v1::NodeProbe> node_probe;
-  // Set instead of node_probe when the probe's answer could change no
-  // worker's environment, so the agent did not wait for it: a single-node
-  // run (no NCCL socket or HCA advice), no /dev/nvidia* device and no NVML
-  // (no GPU to place, count, check or advise on), no --bind-numa. RunAgent
-  // calls it (which starts the probe) once the workers run and the agent
-  // first idles, and logs the probe's summary and warnings (a small
-  // /dev/shm, say) when it finishes; a job that ends first goes without
-  // them, and never pays for the probe.
-  std::function<void(NodeProbeCallback done)> node_probe_later;
   std::vector<int> allowed_cpus;  // SystemInfo's, for --bind-numa.
   // The variables NCCL's own config files set (topology::NcclConfFileVars),
   // read once at start with the probe: NCCL advice never overrides them.
@@ -190,6 +223,20 @@ absl::StatusOr<RunConfig> RunConfigFromOptions(const ParsedOptions& parsed,
                                                const RunConfigMode& mode,
                                                const std::map<std::string, std::string>& env,
                                                const SystemInfo& sys);
+
+// The rest of the config once the node probe planned before the workers
+// (node_probe_timing kBeforeWorkers) has answered, as the agent ran it:
+// `probe` its answer, null when it did not finish within probe_timeout
+// (`note` says why: a warning, and the worker count from /dev/nvidia*).
+// Resolves the worker count (where NVML or the NVIDIA driver listed the
+// container's GPUs, its visible GPUs count) and reads NCCL's own config
+// files (`env`, below sys.root). Errors: FailedPrecondition for
+// --nproc-per-node=gpu without a GPU; InvalidArgument for several workers
+// under Paddle's launcher. Pure but for those files.
+absl::Status ResolveWithNodeProbe(std::shared_ptr<const v1::NodeProbe> probe,
+                                  absl::string_view note,
+                                  const std::map<std::string, std::string>& env,
+                                  const SystemInfo& sys, RunConfig* config);
 
 // The name the coordinator's TLS certificate must carry, as this agent
 // checks it: --tls-server-name; else, when this agent hosts the coordinator

@@ -702,17 +702,34 @@ TEST(ParseRunConfig, NprocDefaultIsTheVisibleGpusOrOne) {
   EXPECT_EQ(pet->nproc_per_node, 3);
 }
 
-// A machine whose node probe answers `probe` (nullptr: too slow), counting calls.
-SystemInfo ProbedMachine(std::shared_ptr<v1::NodeProbe> probe, int* calls,
-                         absl::Duration* timeout_seen = nullptr) {
-  SystemInfo sys = Machine(32, 0);
-  sys.probe_node = [probe, calls, timeout_seen](absl::Duration timeout, std::string* note) {
-    ++*calls;
-    if (timeout_seen != nullptr) *timeout_seen = timeout;
-    if (probe == nullptr) *note = "did not finish within 2s; going on without it";
-    return std::shared_ptr<const v1::NodeProbe>(probe);
-  };
-  return sys;
+// A machine whose node probe (which the agent runs: main's AgentSystemInfo)
+// answers `probe` (nullptr: too slow), counting the probes.
+struct Probed {
+  SystemInfo sys;
+  std::shared_ptr<v1::NodeProbe> probe;
+  int* calls;
+  absl::Duration* timeout_seen;
+};
+Probed ProbedMachine(std::shared_ptr<v1::NodeProbe> probe, int* calls,
+                     absl::Duration* timeout_seen = nullptr) {
+  Probed m{Machine(32, 0), std::move(probe), calls, timeout_seen};
+  m.sys.node_probe_available = true;
+  return m;
+}
+
+// ParseFlags, then what the agent does where the config plans the probe
+// before the workers (agent/node_probe.h's ProbeNodeBeforeWorkers), with
+// the machine's answer.
+absl::StatusOr<RunConfig> ParseFlags(std::vector<std::string> flags, const Env& env,
+                                     const Probed& m) {
+  absl::StatusOr<RunConfig> c = ParseFlags(std::move(flags), env, m.sys);
+  if (!c.ok() || c->node_probe_timing != NodeProbeTiming::kBeforeWorkers) return c;
+  ++*m.calls;
+  if (m.timeout_seen != nullptr) *m.timeout_seen = c->probe_timeout;
+  const std::string note =
+      m.probe == nullptr ? "did not finish within 2s; going on without it" : "";
+  if (absl::Status s = ResolveWithNodeProbe(m.probe, note, env, m.sys, &*c); !s.ok()) return s;
+  return c;
 }
 
 TEST(ParseRunConfig, NprocDefaultIsNvmlsVisibleGpusWhenTheProbeHasThem) {
@@ -759,21 +776,22 @@ TEST(ParseRunConfig, ProbeTooSlowIsAWarningAndZeroTimeoutTurnsItOff) {
 }
 
 TEST(ParseRunConfig, ProbeThatCanChangeNoWorkersEnv_IsNotWaitedFor) {
-  // A probe that reads no GPU driver (main sets when_node_probed): a
-  // single-node run without GPUs and without --bind-numa does not wait.
+  // A probe that reads no GPU driver (main's AgentSystemInfo says it is
+  // deferrable): a single-node run without GPUs and without --bind-numa
+  // does not wait.
   auto probe = std::make_shared<v1::NodeProbe>();
   int calls = 0;
   auto machine = [&](int gpu_devices) {
-    SystemInfo sys = ProbedMachine(probe, &calls);
-    sys.gpu_devices = gpu_devices;
-    sys.when_node_probed = [](NodeProbeCallback) {};
-    return sys;
+    Probed m = ProbedMachine(probe, &calls);
+    m.sys.gpu_devices = gpu_devices;
+    m.sys.node_probe_deferrable = true;
+    return m;
   };
   auto single = ParseFlags({}, {}, machine(0));
   ASSERT_TRUE(single.ok()) << single.status();
   EXPECT_EQ(calls, 0);
   EXPECT_EQ(single->node_probe, nullptr);
-  EXPECT_TRUE(single->node_probe_later);
+  EXPECT_EQ(single->node_probe_timing, NodeProbeTiming::kOnceWorkersRun);
   EXPECT_TRUE(single->warnings.empty());
   // Anything its answer can change: waited for, as before.
   for (const auto& [flags, gpu_devices] : std::vector<std::pair<std::vector<std::string>, int>>{
@@ -786,14 +804,14 @@ TEST(ParseRunConfig, ProbeThatCanChangeNoWorkersEnv_IsNotWaitedFor) {
     ASSERT_TRUE(c.ok()) << absl::StrJoin(flags, " ") << ": " << c.status();
     EXPECT_EQ(calls, 1) << absl::StrJoin(flags, " ");
     EXPECT_EQ(c->node_probe, probe) << absl::StrJoin(flags, " ");
-    EXPECT_FALSE(c->node_probe_later) << absl::StrJoin(flags, " ");
+    EXPECT_EQ(c->node_probe_timing, NodeProbeTiming::kBeforeWorkers) << absl::StrJoin(flags, " ");
   }
   // --probe-timeout=0: no probe at all.
   auto off = ParseFlags({"--probe-timeout=0"}, {}, machine(0));
   ASSERT_TRUE(off.ok());
-  EXPECT_FALSE(off->node_probe_later);
-  // Without when_node_probed (a probe that loads NVML or reads a fixture
-  // tree), it is waited for.
+  EXPECT_EQ(off->node_probe_timing, NodeProbeTiming::kOff);
+  // Not deferrable (a probe that loads NVML or reads a fixture tree): it is
+  // waited for.
   calls = 0;
   auto nvml = ParseFlags({}, {}, ProbedMachine(probe, &calls));
   ASSERT_TRUE(nvml.ok());
@@ -1243,8 +1261,8 @@ TEST(ParseRunConfig, NcclConfigFilesAreReadOnceWithTheProbe) {
   root.Write("etc/nccl.conf", "NCCL_IB_HCA=mlx5_4\n");
   auto probe = std::make_shared<v1::NodeProbe>();
   int calls = 0;
-  SystemInfo sys = ProbedMachine(probe, &calls);
-  sys.root = root.path();
+  Probed sys = ProbedMachine(probe, &calls);
+  sys.sys.root = root.path();
   auto c = ParseFlags({}, {}, sys);
   ASSERT_TRUE(c.ok()) << c.status();
   EXPECT_EQ(c->nccl_conf_vars.at("NCCL_IB_HCA"), "mlx5_4");

@@ -34,6 +34,7 @@
 #include "common/net_interfaces.h"
 #include "topology/sysfs.h"
 #include "topology/visibility.h"
+#include "trainlet/v1/topology.pb.h"
 
 namespace trainlet::agent {
 namespace {

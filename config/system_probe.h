@@ -5,8 +5,9 @@
 // root directory, so tests point it at a temp dir; the resolver is a plain
 // function, so tests inject a fake one.
 //
-// ProbeSystem() does cheap local reads only (no DNS): names are resolved
-// later, through SystemInfo::resolve, and only when a decision needs it
+// ProbeSystem() does cheap local reads only (no DNS, no GPU driver): names
+// are resolved later, through SystemInfo::resolve, and only when a decision
+// needs it
 // (ParseRunConfig() asks only for a coordinator name that is neither
 // loopback, an address of this host, nor its hostname or FQDN).
 //
@@ -24,7 +25,6 @@
 
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
-#include "trainlet/v1/topology.pb.h"
 
 namespace trainlet::agent {
 
@@ -35,9 +35,6 @@ struct ResolvedHost {
 };
 // Resolves a host name; nullopt when it does not resolve (in time).
 using HostResolver = std::function<std::optional<ResolvedHost>(const std::string& host)>;
-
-// Called with the node probe's result once it has finished.
-using NodeProbeCallback = std::function<void(std::shared_ptr<const v1::NodeProbe>)>;
 
 struct SystemInfo {
   // Prefix of every file the agent reads about the machine ("/" in
@@ -62,20 +59,17 @@ struct SystemInfo {
   int gpu_devices = 0;
   int gpu_count = 0;
   std::string gpu_note;  // how gpu_count was found, for the startup log.
-  // Runs the node probe (topology/probe.h, via agent/node_probe.h), giving
-  // up after `timeout`: null when it did not finish in time, with `*note`
-  // saying so. Set by main; unset (tests, or a caller that wants none): no
-  // probe. When NVML answered, its visible GPUs replace gpu_count.
-  std::function<std::shared_ptr<const v1::NodeProbe>(absl::Duration timeout, std::string* note)>
-      probe_node;
-  // Set by main only where the probe reads no GPU driver (it does not load
-  // NVML) and the machine's own /sys, /proc and /dev (no fixture tree):
-  // starts the probe unless it has started, and hands its result to `done`
-  // once it has finished, on the probe's thread (at once when it has); never
-  // waits. ParseRunConfig uses it
-  // instead of probe_node where the answer can change no worker's
-  // environment (run_config.h, node_probe_later).
-  std::function<void(NodeProbeCallback done)> when_node_probed;
+  // The node probe (topology/probe.h) is hardware I/O, so the config only
+  // plans it (RunConfig::node_probe_timing) and the agent runs it
+  // (agent/node_probe.h's AgentSystemInfo sets these). Whether the caller
+  // runs the probe the config plans: false (tests, or a caller that wants
+  // none): no probe.
+  bool node_probe_available = false;
+  // Whether that probe loads no GPU driver (no NVML) and reads this
+  // machine's own /sys, /proc and /dev (no fixture tree): then, where its
+  // answer can change no worker's environment, it may start once the
+  // workers run instead of before them.
+  bool node_probe_deferrable = false;
 };
 
 inline constexpr absl::Duration kResolveTimeout = absl::Seconds(2);

@@ -139,7 +139,11 @@ def default_grace_period_s(repo=REPO):
     return parse_duration_s(m.group(1))
 
 
-OPTION_SPEC = re.compile(r'\{"([a-z][a-z0-9-]*)",\s*OptionKind::(k\w+),\s*"([^"]*)",\s*"([^"]*)"')
+# The default is a string literal, or absl::StrCat(...) of one (its first
+# piece) or of a named constant first (the option table is the one source of
+# a default; docs/configuration.md): the constant's value stands for it.
+OPTION_SPEC = re.compile(r'\{"([a-z][a-z0-9-]*)",\s*OptionKind::(k\w+),\s*"([^"]*)",\s*'
+                         r'(?:"([^"]*)"|absl::StrCat\((?:(k\w+)|"([^"]*)"))')
 # Where the option tables are (each command's own, and the shared ones).
 OPTION_DIRS = ("cmd", "config", "agent")
 SOURCE_DIRS = ("cmd", "config", "agent", "progress", "common", "rendezvous", "launcher", "mpi",
@@ -158,7 +162,10 @@ class OptionTables:
                     continue
                 with open(os.path.join(repo, d, name)) as f:
                     for m in OPTION_SPEC.finditer(f.read()):
-                        self.specs.setdefault(m.group(1), []).append((name, *m.groups()[1:]))
+                        default = (self.constant(repo, m.group(5)) if m.group(5) is not None
+                                   else m.group(4) if m.group(4) is not None else m.group(6))
+                        self.specs.setdefault(m.group(1), []).append(
+                            (name, m.group(2), m.group(3), default))
         needed = ["grace-period", "health-port", "port", "token-file", "nnodes", "nproc-per-node"]
         missing = [n for n in needed if n not in self.specs]
         if missing:
@@ -173,6 +180,19 @@ class OptionTables:
                     if f.endswith((".cc", ".h")) and "_test." not in f:
                         with open(os.path.join(root, f), errors="replace") as fh:
                             self.env_names |= set(re.findall(r'"(TRAINLET_[A-Z0-9_]+)"', fh.read()))
+
+    @staticmethod
+    def constant(repo, const_name):
+        """The value of `inline constexpr ... kName = VALUE;` in the option headers, as text."""
+        for d in OPTION_DIRS:
+            for name in sorted(os.listdir(os.path.join(repo, d))):
+                if name.endswith(".h"):
+                    with open(os.path.join(repo, d, name)) as f:
+                        m = re.search(r"\b%s\s*=\s*([^;]+);" % re.escape(const_name), f.read())
+                    if m:
+                        return m.group(1).strip().strip('"')
+        raise RuntimeError(f"{const_name}: no such constant in {', '.join(OPTION_DIRS)}; "
+                           "update deploy/validate.py")
 
     def spec(self, name, source):
         """(kind, value_name, default_text) of option `name` in `source` (a file name)."""

@@ -179,7 +179,7 @@ class ElasticTest(E2ETestCase):
 
     def check_frozen_node_lost_in_time(self, agents, timeout, what=""):
         """Freezes n2 (SIGSTOP) and checks node 0 declares it lost within
-        +-5% of `timeout` (rendezvous/coordinator.h, the budget), and the
+        +-5% of `timeout` (rendezvous/protocol.h, the budget), and the
         survivors' workers restart after that."""
         stopped_wall, stopped_at = time.time(), time.monotonic()
         os.kill(agents[2].pid, signal.SIGSTOP)
@@ -206,7 +206,7 @@ class ElasticTest(E2ETestCase):
         # agent's streams long before --heartbeat-timeout, and a closed stream
         # counted as a lost node. The timeout must mean what it says (+-5%).
         # Protocol 3: the agents' UDP liveness datagrams decide, within the
-        # same window (rendezvous/coordinator.h, the +-5% budget).
+        # same window (rendezvous/protocol.h, the +-5% budget).
         agents = self.start_elastic(3, "2:3", extra_args=["--heartbeat-timeout=8s"])
         self.assert_ranks(self.starts(0, 3), ["n0", "n1", "n2"])
         self.check_frozen_node_lost_in_time(agents, 8.0)

@@ -101,6 +101,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   rdv::CoordinatorOptions o;
   o.job_id = "job";
   o.min_nodes = o.max_nodes = 2;
+  o.last_call = absl::Milliseconds(500);
+  o.heartbeat_timeout = absl::Seconds(5);
+  o.min_nodes_timeout = absl::Minutes(5);
   o.incarnation = 1;
   o.clock = &clock;
   rdv::Coordinator core(o);

@@ -7,7 +7,6 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
-#include "common/exit_codes.h"
 
 namespace trainlet {
 namespace launcher {
@@ -70,19 +69,6 @@ absl::StatusOr<std::string> ResolveCommand(const std::string& command,
   if (!denied_path.empty()) return NotExecutableError(command, denied_path, denied_why);
   return absl::NotFoundError(
       absl::StrCat("trainlet: COMMAND '", command, "' not found in PATH (", search, ")"));
-}
-
-int ExitCodeForSpawnError(const absl::Status& status) {
-  switch (status.code()) {
-    case absl::StatusCode::kNotFound:
-      return kExitNotFound;
-    case absl::StatusCode::kPermissionDenied:
-      return kExitNotExecutable;
-    case absl::StatusCode::kResourceExhausted:
-      return kExitOsError;
-    default:
-      return kExitInternal;
-  }
 }
 
 }  // namespace launcher

@@ -25,11 +25,6 @@ inline constexpr char kDefaultPath[] = "/usr/local/bin:/usr/bin:/bin";
 //                             directory, or no execute permission): 126.
 absl::StatusOr<std::string> ResolveCommand(const std::string& command, const std::string& path_env);
 
-// Maps a spawn error to the agent's exit code: NotFound -> 127,
-// PermissionDenied -> 126, ResourceExhausted (fork/pipe/fd limits) -> 71
-// (kExitOsError), anything else -> 70 (kExitInternal).
-int ExitCodeForSpawnError(const absl::Status& status);
-
 }  // namespace launcher
 }  // namespace trainlet
 

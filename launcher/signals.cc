@@ -3,6 +3,7 @@
 #include <errno.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <sys/signalfd.h>
 #include <unistd.h>
 
 #include "absl/strings/str_cat.h"
@@ -33,6 +34,23 @@ sigset_t SupervisedSignalSet() {
   sigaddset(&set, SIGCHLD);
   for (int sig : ForwardedSignals()) sigaddset(&set, sig);
   return set;
+}
+
+absl::StatusOr<int> OpenSupervisedSignalFd() {
+  sigset_t wanted = SupervisedSignalSet();
+  sigset_t blocked;
+  pthread_sigmask(SIG_BLOCK, nullptr, &blocked);
+  for (int sig = 1; sig < NSIG; ++sig) {
+    if (sigismember(&wanted, sig) == 1 && sigismember(&blocked, sig) != 1) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("trainlet: signal ", sig, " (", strsignal(sig),
+                       ") is not blocked; call PrepareProcessForSupervision() at the start of "
+                       "main(), before any thread exists"));
+    }
+  }
+  const int fd = signalfd(-1, &wanted, SFD_NONBLOCK | SFD_CLOEXEC);
+  if (fd < 0) return SyscallError("signalfd", errno);
+  return fd;
 }
 
 bool StdinIsForegroundTerminal() {

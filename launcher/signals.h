@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 
 namespace trainlet {
 namespace launcher {
@@ -41,6 +42,13 @@ bool IsTerminatingSignal(int sig);
 // SIGCHLD plus ForwardedSignals(): the set PrepareProcessForSupervision()
 // blocks and the Supervisor's signalfd reads.
 sigset_t SupervisedSignalSet();
+
+// A non-blocking, close-on-exec signalfd of SupervisedSignalSet(), for the
+// one reader of those signals (the Supervisor, or a SignalWait). The caller
+// closes it. FailedPrecondition when one of them is not blocked in the
+// calling thread (PrepareProcessForSupervision() did not run before it);
+// Internal when signalfd(2) fails.
+absl::StatusOr<int> OpenSupervisedSignalFd();
 
 // True if stdin is a terminal whose foreground process group is this
 // process's group: the agent then may hand it to a single local worker

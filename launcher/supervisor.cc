@@ -83,21 +83,9 @@ bool ShouldRestart(RestartPolicy policy, int exit_code) {
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<Supervisor>> Supervisor::Create(const Options& options) {
-  sigset_t wanted = SupervisedSignalSet();
-  sigset_t blocked;
-  pthread_sigmask(SIG_BLOCK, nullptr, &blocked);
-  for (int sig = 1; sig < NSIG; ++sig) {
-    if (sigismember(&wanted, sig) == 1 && sigismember(&blocked, sig) != 1) {
-      return absl::FailedPreconditionError(
-          absl::StrCat("trainlet: signal ", sig, " (", strsignal(sig),
-                       ") is not blocked; call PrepareProcessForSupervision() at the start of "
-                       "main(), before any thread exists"));
-    }
-  }
-  int signal_fd = signalfd(-1, &wanted, SFD_NONBLOCK | SFD_CLOEXEC);
-  if (signal_fd < 0) {
-    return absl::InternalError(absl::StrCat("trainlet: signalfd failed: ", strerror(errno)));
-  }
+  absl::StatusOr<int> opened = OpenSupervisedSignalFd();
+  if (!opened.ok()) return opened.status();
+  const int signal_fd = *opened;
   int wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
   int room_fd = wake_fd < 0 ? -1 : eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
   if (wake_fd < 0 || room_fd < 0) {

@@ -4,6 +4,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
+#include <cstdlib>
 #include <iterator>
 #include <random>
 #include <system_error>
@@ -167,49 +169,6 @@ absl::string_view PhaseName(Phase phase) {
   return "unknown";
 }
 
-namespace {
-// How long one Report from each of `nnodes` members takes at
-// kMaxHeardReportsPerSecond.
-absl::Duration ReportsAtTheCap(int nnodes) {
-  return absl::Seconds(std::max(nnodes, 0)) / kMaxHeardReportsPerSecond;
-}
-}  // namespace
-
-absl::Duration HeardReportInterval(absl::Duration heartbeat_timeout, int nnodes) {
-  const absl::Duration interval = HeartbeatInterval(heartbeat_timeout);
-  return std::max({interval, heartbeat_timeout - interval, ReportsAtTheCap(nnodes)});
-}
-
-absl::Duration FirstReportDelay(absl::Duration heartbeat_timeout, int nnodes, int node_rank) {
-  const absl::Duration interval = HeartbeatInterval(heartbeat_timeout);
-  const absl::Duration needed = ReportsAtTheCap(nnodes);
-  const absl::Duration window = std::min(heartbeat_timeout / 2 - interval, needed);
-  if (needed <= interval || window <= absl::ZeroDuration()) return interval;
-  // The fractional part of rank x (golden ratio - 1): a low-discrepancy
-  // sequence, so consecutive ranks land far apart in the window.
-  const double step = 0.6180339887498949 * static_cast<double>(std::max(node_rank, 0));
-  const double fraction = step - std::floor(step);
-  return interval + window * fraction;
-}
-
-absl::Duration AckInterval(absl::Duration heartbeat_timeout) { return heartbeat_timeout / 4; }
-
-absl::Duration HeartbeatInterval(absl::Duration heartbeat_timeout) {
-  return std::max(heartbeat_timeout / kHeartbeatsPerTimeout - kMaxTickDelay - kLivenessCoalesce,
-                  heartbeat_timeout / (2 * kHeartbeatsPerTimeout));
-}
-
-absl::Duration SilenceLimit(absl::Duration heartbeat_timeout) {
-  // (The budget is in coordinator.h.) Never below the interval itself.
-  return std::max(heartbeat_timeout + heartbeat_timeout / (2 * kHeartbeatsPerTimeout) -
-                      kMaxTickDelay - kLivenessCoalesce,
-                  2 * HeartbeatInterval(heartbeat_timeout));
-}
-
-absl::Duration UdpHeardWithin(absl::Duration heartbeat_timeout) {
-  return 2 * HeartbeatInterval(heartbeat_timeout) + kLivenessCoalesce;
-}
-
 uint64_t NewIncarnation() {
   static std::mt19937_64* rng = [] {
     // getrandom(2) rather than std::random_device, whose set-up runs CPUID:
@@ -234,6 +193,12 @@ Coordinator::Coordinator(CoordinatorOptions options)
       clock_(options_.clock ? options_.clock : Clock::Real()),
       elastic_(options_.min_nodes != options_.max_nodes),
       reject_log_(kRejectLogBurst, absl::Seconds(10), clock_) {
+  // CoordinatorOptions hold no defaults (the option tables do): a heartbeat
+  // timeout left unset would lose every member at the first tick.
+  if (options_.heartbeat_timeout <= absl::ZeroDuration()) {
+    std::fprintf(stderr, "trainlet: internal error: a coordinator without a heartbeat timeout\n");
+    std::abort();
+  }
   absl::MutexLock lock(&mu_);
   gathering_since_ = clock_->Now();
 }

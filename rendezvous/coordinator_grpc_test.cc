@@ -32,6 +32,9 @@ class GrpcCoordinatorTest : public ::testing::Test {
     CoordinatorOptions o;
     o.job_id = "job";
     o.min_nodes = o.max_nodes = nnodes;
+    o.last_call = absl::Milliseconds(500);
+    o.heartbeat_timeout = absl::Seconds(5);
+    o.min_nodes_timeout = absl::Minutes(5);
     o.incarnation = NewIncarnation();
     core_ = std::make_unique<Coordinator>(o);
     service_ = std::make_unique<CoordinatorService>(core_.get(), token);

@@ -42,7 +42,7 @@ namespace trainlet::rendezvous {
 // How often the coordinator's timeouts are applied (Coordinator::Tick), here
 // and in a single-node run's in-process coordinator.
 inline constexpr absl::Duration kCoordinatorTickEvery = absl::Milliseconds(20);
-static_assert(kCoordinatorTickEvery <= kMaxTickDelay, "the +-5% budget assumes it (coordinator.h)");
+static_assert(kCoordinatorTickEvery <= kMaxTickDelay, "the +-5% budget assumes it (protocol.h)");
 
 class CoordinatorService;
 class GrpcServer;

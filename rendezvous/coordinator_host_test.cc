@@ -56,6 +56,9 @@ CoordinatorHostOptions HostOptions(int nnodes) {
   CoordinatorHostOptions o;
   o.core.job_id = "job";
   o.core.min_nodes = o.core.max_nodes = nnodes;
+  o.core.last_call = absl::Milliseconds(500);
+  o.core.heartbeat_timeout = absl::Seconds(5);
+  o.core.min_nodes_timeout = absl::Minutes(5);
   o.core.incarnation = NewIncarnation();
   o.token = "tok";
   o.bind_addr = "127.0.0.1";

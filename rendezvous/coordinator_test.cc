@@ -2195,6 +2195,9 @@ TEST_F(CoordinatorTest, Replies_NeverEchoTheJobIdOrAnotherIncarnation) {
   o.job_id = "secret-job-4711";
   o.min_nodes = o.max_nodes = 2;
   o.max_restarts = 1;
+  o.last_call = absl::Milliseconds(500);
+  o.heartbeat_timeout = absl::Seconds(5);
+  o.min_nodes_timeout = absl::Seconds(60);
   o.incarnation = 0xC0;
   o.clock = &clock_;
   core_ = std::make_unique<Coordinator>(o);

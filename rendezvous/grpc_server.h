@@ -44,7 +44,7 @@ namespace trainlet::rendezvous {
 class HealthService;
 
 // The largest request the server reads (RESOURCE_EXHAUSTED beyond it); a
-// JoinRequest is at most kMaxJoinRequestBytes (coordinator.h).
+// JoinRequest is at most kMaxJoinRequestBytes (protocol.h).
 inline constexpr int kMaxRequestBytes = 64 * 1024;
 // An agent has at most Join, Watch, Report and Leave open on its connection.
 inline constexpr int kMaxStreamsPerConnection = 16;

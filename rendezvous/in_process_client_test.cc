@@ -20,6 +20,9 @@ class InProcessClientTest : public ::testing::Test {
     o.job_id = "job";
     o.min_nodes = 1;
     o.max_nodes = 1;
+    o.last_call = absl::Milliseconds(500);
+    o.heartbeat_timeout = absl::Seconds(5);
+    o.min_nodes_timeout = absl::Minutes(5);
     o.clock = &clock_;
     core_ = std::make_unique<Coordinator>(o);
     client_ = std::make_unique<InProcessRendezvousClient>(core_.get(), "127.0.0.1");

@@ -19,7 +19,7 @@
 //
 // Liveness itself is not keepalive's: agents send UDP liveness datagrams
 // (or, where UDP does not get through, Report heartbeats) every heartbeat
-// interval, and the coordinator core decides (coordinator.h, SilenceLimit).
+// interval, and the coordinator core decides (protocol.h, SilenceLimit).
 // The server uses KeepaliveFor too.
 //
 // Pure functions, no gRPC include: the client and the server both use them.

@@ -248,7 +248,7 @@ void LivenessReceiver::Loop() {
     }
     if (polls.back().revents != 0) return;
     // Let the datagrams of this moment gather: one wake-up, one lock, many
-    // members (the delay is in the +-5% budget, coordinator.h). Not while
+    // members (the delay is in the +-5% budget, protocol.h). Not while
     // a burst comes in (a restart's READYs and confirmations, thousands at
     // once): then the socket's buffer, which the kernel may cap at a few
     // hundred datagrams, is drained without a pause.

@@ -3,7 +3,7 @@
 // and the same port number as its gRPC listener, and one "liveness" thread
 // hands the members' datagrams (liveness_datagram.h) to the core in batches:
 //
-//   poll -> wait kLivenessCoalesce (one wake-up carries many datagrams)
+//   poll -> wait kLivenessCoalesce (protocol.h; one wake-up carries many datagrams)
 //     -> drain with recvmmsg (non-blocking, up to kLivenessBatch at a time)
 //     -> parse each (size, magic, version), drop the malformed
 //     -> Coordinator::NoteLivenessBatch (one lock per batch), which also

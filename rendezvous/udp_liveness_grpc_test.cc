@@ -123,7 +123,9 @@ CoordinatorHostOptions PairHostOptions(absl::Duration timeout, int max_restarts 
   o.core.job_id = "job";
   o.core.min_nodes = o.core.max_nodes = 2;
   o.core.max_restarts = max_restarts;
+  o.core.last_call = absl::Milliseconds(500);
   o.core.heartbeat_timeout = timeout;
+  o.core.min_nodes_timeout = absl::Minutes(5);
   o.core.incarnation = NewIncarnation();
   o.token = "tok";
   o.bind_addr = "127.0.0.1";
@@ -319,6 +321,7 @@ TEST_F(UdpLivenessGrpcTest, GarbageAndForgeriesOnThePort_AreIgnored) {
 TEST(LivenessReceiverBind, WildcardTakesIpv4_NamesBind_BadNamesAreNamed) {
   CoordinatorOptions o;
   o.job_id = "job";
+  o.heartbeat_timeout = absl::Seconds(5);
   o.incarnation = NewIncarnation();
   Coordinator core(o);
   auto bad = LivenessReceiver::Start("no-such-host.invalid", 0, &core);

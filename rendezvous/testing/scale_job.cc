@@ -59,7 +59,9 @@ absl::StatusOr<ScaleJobCost> RunScaleJob(int n, bool elastic) {
   o.min_nodes = elastic ? n - 1 : n;
   o.max_nodes = n;
   o.max_restarts = elastic ? 1 : 0;
+  o.last_call = absl::Milliseconds(500);
   o.heartbeat_timeout = absl::Seconds(5);
+  o.min_nodes_timeout = absl::Minutes(5);
   o.incarnation = 0xC0;
   o.clock = &clock;
   Coordinator core(o);

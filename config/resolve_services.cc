@@ -1,0 +1,70 @@
+// ResolveServices (run_resolvers.h): the ports this node's workers and
+// servers use, and where its health reports go.
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "config/run_resolvers.h"
+
+namespace trainlet::agent {
+namespace {
+
+// Ports this agent may listen on must differ from each other (0 = any free
+// port never clashes).
+absl::Status CheckPortClash(absl::string_view a_flag, int a, absl::string_view b_flag, int b) {
+  if (a != b || a == 0) return absl::OkStatus();
+  return absl::InvalidArgumentError(
+      absl::StrFormat("%s: port %d is also %s; this node would listen on it twice, pick another",
+                      a_flag, a, b_flag));
+}
+
+}  // namespace
+
+absl::Status ResolveServices(RunInputs* in, RunConfig* c) {
+  if (std::optional<OptionValue> master = Pick(in->parsed, "master-port", in->k8s.master_port)) {
+    absl::StatusOr<int> port = ParseIntValue(*master, 1, 65535);
+    if (!port.ok()) return port.status();
+    c->master_port = *port;
+    NoteDiscovered(*master, "master port", c);
+  } else {
+    // 0: the agent picks a free port at start.
+    c->master_port = in->single_local ? 0 : kDefaultMasterPort;
+  }
+  if (const OptionValue* health = in->parsed.Find("health-port")) {
+    absl::StatusOr<int> port = ParseIntValue(*health, 0, 65535);
+    if (!port.ok()) return port.status();
+    c->health_port = *port;
+  } else {
+    // The health server is for kubelet probes.
+    c->health_port = in->k8s.in_kubernetes ? kKubernetesHealthPort : 0;
+  }
+  if (const OptionValue* controller = in->parsed.Find("controller")) {
+    absl::StatusOr<HostPort> hp = ParseHostPortValue(*controller, kDefaultControllerPort);
+    if (!hp.ok()) return hp.status();
+    c->controller = JoinHostPort(hp->host, hp->port);
+  }
+  if (absl::Status s =
+          ParseDurationOptions(in->parsed, in->table,
+                               {{"report-interval", absl::Milliseconds(100), &c->report_interval}});
+      !s.ok()) {
+    return s;
+  }
+  if (c->report_interval > absl::Hours(1)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(ValueOrDefault(in->parsed, in->table, "report-interval").origin,
+                     ": at most 1h, got ", absl::FormatDuration(c->report_interval)));
+  }
+  if (absl::Status s =
+          CheckPortClash("--health-port", c->health_port, "--master-port", c->master_port);
+      !s.ok()) {
+    return s;
+  }
+  if (c->host_coordinator == HostCoordinator::kNo) return absl::OkStatus();
+  if (absl::Status s = CheckPortClash("--health-port", c->health_port, "the coordinator port",
+                                      c->coordinator_port);
+      !s.ok()) {
+    return s;
+  }
+  return CheckPortClash("--master-port", c->master_port, "the coordinator port",
+                        c->coordinator_port);
+}
+
+}  // namespace trainlet::agent
