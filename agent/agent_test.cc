@@ -2090,7 +2090,9 @@ TEST_F(PlanTest, TickFailure_StopsTheProcesses_ExitsWithTheOverride) {
   EXPECT_THAT(workers_.signals_sent, ElementsAre(SIGTERM));
   ASSERT_EQ(client_.CountReports(v1::ReportRequest::FAILED) >= 1, true);
   for (const auto& r : client_.reports()) {
-    if (r.state() == v1::ReportRequest::FAILED) EXPECT_EQ(r.exit_code(), kExitConfig);
+    if (r.state() == v1::ReportRequest::FAILED) {
+      EXPECT_EQ(r.exit_code(), kExitConfig);
+    }
   }
 }
 

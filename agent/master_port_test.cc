@@ -93,7 +93,9 @@ TEST(TcpLocalPortsFromKernel, ListsThisProcesssListeners) {
   absl::StatusOr<std::set<int>> listening = TcpLocalPortsFromKernel(/*listening_only=*/true);
   ASSERT_TRUE(listening.ok()) << listening.status();
   EXPECT_THAT(*listening, Contains(v4.port));
-  if (v6.port > 0) EXPECT_THAT(*listening, Contains(v6.port));
+  if (v6.port > 0) {
+    EXPECT_THAT(*listening, Contains(v6.port));
+  }
   absl::StatusOr<std::set<int>> every = TcpLocalPortsFromKernel(/*listening_only=*/false);
   ASSERT_TRUE(every.ok()) << every.status();
   EXPECT_THAT(*every, Contains(v4.port));

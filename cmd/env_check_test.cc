@@ -101,6 +101,9 @@ TEST(KnownTrainletVariables, EveryNameTheDocsAndScriptsUseIsKnown) {
       "TRAINLET_FUZZ_CI_SECONDS", "TRAINLET_SKIP_DIRS",
       "TRAINLET_E2E_PYTHON",      "TRAINLET_DEPLOY_PYTHON",
       "TRAINLET_IMAGE",           "TRAINLET_STATIC_BUILD",
+      "TRAINLET_WERROR",          "TRAINLET_LINKER",
+      "TRAINLET_TEST_OPT",        "TRAINLET_UNITY_TESTS",
+      "TRAINLET_GTEST_RULES",
   };
   // The typos the docs show as examples of the warning.
   const std::set<std::string> kTyposShown = {"TRAINLET_HANG_TIMOUT", "TRAINLET_NPROC_PER_NODES"};

@@ -80,18 +80,28 @@ class LogLine {
   LogLevel level_;
   std::ostringstream stream_;
 };
+
+// Turns `TLOG(...) << a << b` into a void expression: `&` binds more loosely
+// than `<<`, so the whole chain is its right operand (glog's idiom).
+struct LogVoidify {
+  void operator&(std::ostream&) {}
+};
 }  // namespace internal
 }  // namespace trainlet
 
+// TLOG is one expression, not an `if` with an `else`: in an unbraced
+// `if (x) TLOG(kInfo) << ...;` gcc saw the macro's `else` as ambiguous
+// (-Wdangling-else), and a caller's own `else` can only be the caller's. A
+// disabled level evaluates none of the operands.
 #define TLOG_ENABLED(level) (::trainlet::LogLevel::level >= ::trainlet::GetLogLevel())
-#define TLOG(level)           \
-  if (!TLOG_ENABLED(level)) { \
-  } else                      \
-    ::trainlet::internal::LogLine(::trainlet::LogLevel::level).stream()
+#define TLOG(level)                                           \
+  !TLOG_ENABLED(level) ? static_cast<void>(0)                 \
+                       : ::trainlet::internal::LogVoidify() & \
+                             ::trainlet::internal::LogLine(::trainlet::LogLevel::level).stream()
 // TLOG with a level decided at run time (a LogLevel value).
-#define TLOG_AT(level_value)                       \
-  if ((level_value) < ::trainlet::GetLogLevel()) { \
-  } else                                           \
-    ::trainlet::internal::LogLine(level_value).stream()
+#define TLOG_AT(level_value)                  \
+  ((level_value) < ::trainlet::GetLogLevel()) \
+      ? static_cast<void>(0)                  \
+      : ::trainlet::internal::LogVoidify() & ::trainlet::internal::LogLine(level_value).stream()
 
 #endif  // TRAINLET_COMMON_LOGGING_H_

@@ -52,6 +52,62 @@ TEST(TlogAt, TakesTheLevelAtRunTime) {
   SetLogLevel(saved);
 }
 
+// The old TLOG (`if (!enabled) {} else stream`) put an `if` with an `else`
+// inside the caller's unbraced `if`, and gcc warned that the `else` was
+// ambiguous (-Wdangling-else). Made an error here, this file did not compile
+// with it.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic error "-Wdangling-else"
+TEST(Tlog, IsOneStatementInAnUnbracedIf) {
+  const LogLevel saved = GetLogLevel();
+  SetLogLevel(LogLevel::kInfo);
+  int evaluated = 0;
+  auto count = [&evaluated] { return ++evaluated; };
+  for (bool taken : {true, false}) {
+    if (taken) TLOG(kError) << "alone " << count();
+  }
+  EXPECT_EQ(evaluated, 1);
+  EXPECT_EQ(LastErrorMessage(), "alone 1");
+  const LogLevel error = LogLevel::kError;
+  for (bool taken : {true, false}) {
+    if (taken) TLOG_AT(error) << "at run time " << count();
+  }
+  EXPECT_EQ(evaluated, 2);
+  EXPECT_EQ(LastErrorMessage(), "at run time 2");
+  evaluated = 0;
+  int else_ran = 0;
+  for (bool taken : {true, false}) {
+    if (taken)
+      TLOG(kError) << "taken " << count();
+    else
+      ++else_ran;
+  }
+  EXPECT_EQ(evaluated, 1);
+  EXPECT_EQ(else_ran, 1);
+  EXPECT_EQ(LastErrorMessage(), "taken 1");
+  // Below the level: nothing is evaluated, and the `else` is still the
+  // caller's.
+  for (bool taken : {true, false}) {
+    if (taken)
+      TLOG(kDebug) << count();
+    else
+      ++else_ran;
+  }
+  EXPECT_EQ(evaluated, 1);
+  EXPECT_EQ(else_ran, 2);
+  const LogLevel debug = LogLevel::kDebug;
+  for (bool taken : {true, false}) {
+    if (taken)
+      TLOG_AT(debug) << count();
+    else
+      ++else_ran;
+  }
+  EXPECT_EQ(evaluated, 1);
+  EXPECT_EQ(else_ran, 3);
+  SetLogLevel(saved);
+}
+#pragma GCC diagnostic pop
+
 TEST(LogLimiter, LetsABurstThroughThenCountsUntilTheNextPeriod) {
   SimulatedClock clock;
   LogLimiter limiter(3, absl::Seconds(10), &clock);

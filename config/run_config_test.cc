@@ -15,6 +15,9 @@
 
 namespace trainlet::agent {
 namespace {
+// Its own namespace: the files of one test executable are compiled as one
+// unit (TRAINLET_UNITY_TESTS), and other files have helpers of these names.
+namespace run_config_test {
 
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
@@ -1405,11 +1408,15 @@ TEST(ParseRunConfig, Advertise_OnlyTheHostingNodeUnlessGiven) {
   EXPECT_EQ(given0->advertise_addr, "fd00::9");
 }
 
+}  // namespace run_config_test
 }  // namespace
 }  // namespace trainlet::agent
 
 namespace trainlet::agent {
 namespace {
+// Its own namespace: the files of one test executable are compiled as one
+// unit (TRAINLET_UNITY_TESTS), and other files have helpers of these names.
+namespace run_config_test {
 
 TEST(ParseRunConfig, HostCoordinator_AutoFollowsRankHint_NoJoinsTheStandaloneOne) {
   std::map<std::string, std::string> env;
@@ -1433,5 +1440,6 @@ TEST(ParseRunConfig, HostCoordinator_AutoFollowsRankHint_NoJoinsTheStandaloneOne
       << bad.status();
 }
 
+}  // namespace run_config_test
 }  // namespace
 }  // namespace trainlet::agent

@@ -102,7 +102,9 @@ TEST(ListChildren, NoChildAtAll_Empty_ThenAnotherThreadsChildIsListed) {
 
   // A child spawned by another thread is this process's child too.
   pid_t child = -1;
-  std::thread([&] { child = SpawnShell("sleep 30"); }).join();
+  // `exec`: dash would fork the sleep, and killing the shell would leave it
+  // holding ctest's output pipe for 30 s.
+  std::thread([&] { child = SpawnShell("exec sleep 30"); }).join();
   ASSERT_GT(child, 0);
   absl::StatusOr<std::vector<ChildProcess>> children = ListChildren();
   ASSERT_TRUE(children.ok()) << children.status();

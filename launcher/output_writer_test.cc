@@ -22,6 +22,9 @@
 namespace trainlet {
 namespace launcher {
 namespace {
+// Its own namespace: the files of one test executable are compiled as one
+// unit (TRAINLET_UNITY_TESTS), and other files have helpers of these names.
+namespace output_writer_test {
 
 using testing::CaptureFd;
 
@@ -319,6 +322,7 @@ TEST(OutputWriter, BrokenPipe_DiscardsOutputWithoutDying) {
   sigaction(SIGPIPE, &old_action, nullptr);
 }
 
+}  // namespace output_writer_test
 }  // namespace
 }  // namespace launcher
 }  // namespace trainlet

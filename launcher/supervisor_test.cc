@@ -33,6 +33,9 @@
 namespace trainlet {
 namespace launcher {
 namespace {
+// Its own namespace: the files of one test executable are compiled as one
+// unit (TRAINLET_UNITY_TESTS), and other files have helpers of these names.
+namespace supervisor_test {
 
 using testing::CaptureFd;
 using ::testing::HasSubstr;
@@ -1274,6 +1277,7 @@ TEST_F(SupervisorTest, OutputTail_KeepsAPrefixedWorkersLastLines) {
   EXPECT_EQ(supervisor_->worker_pid(0), -1) << "a reaped leader's pid may be reused";
 }
 
+}  // namespace supervisor_test
 }  // namespace
 }  // namespace launcher
 }  // namespace trainlet

@@ -65,7 +65,7 @@ TEST(TerminationMessage, BoundedToWhatTheKubeletKeeps) {
 }
 
 TEST(TerminationLog, WritesTheMessageOverAnEmptyFile) {
-  testing::TempRoot root;
+  trainlet::testing::TempRoot root;
   const std::string path = root.Write("termination-log", "");
   TerminationLog log(path, /*create=*/false);
   ASSERT_TRUE(log.Write("exit code 3 on node n1: x\n").ok());
@@ -73,7 +73,7 @@ TEST(TerminationLog, WritesTheMessageOverAnEmptyFile) {
 }
 
 TEST(TerminationLog, ReplacesAStaleMessageThatNobodyWroteDuringTheRun) {
-  testing::TempRoot root;
+  trainlet::testing::TempRoot root;
   const std::string path = root.Write("termination-log", "an older run's longer message\n");
   TerminationLog log(path, /*create=*/true);
   ASSERT_TRUE(log.Write("exit code 0\n").ok());
@@ -84,7 +84,7 @@ TEST(TerminationLog, KeepsAFileLargerThanAMessageCanBe) {
   // TRAINLET_TERMINATION_LOG naming a file that is not a termination
   // message (a training log, through a symlink say): no message is ever
   // above 4096 bytes, so that file is somebody's data, kept whole.
-  testing::TempRoot root;
+  trainlet::testing::TempRoot root;
   const std::string data = std::string(kMaxTerminationMessageBytes, 'd') + "\n";
   const std::string path = root.Write("train.log", data);
   const std::string link = root.path() + "/msg";
@@ -98,7 +98,7 @@ TEST(TerminationLog, KeepsAFileLargerThanAMessageCanBe) {
 }
 
 TEST(TerminationLog, KeepsAMessageAWorkerWroteDuringTheRun) {
-  testing::TempRoot root;
+  trainlet::testing::TempRoot root;
   const std::string path = root.Write("termination-log", "");
   TerminationLog log(path, /*create=*/false);
   root.Write("termination-log", "loss diverged at step 1200\n");  // the worker's own
@@ -108,7 +108,7 @@ TEST(TerminationLog, KeepsAMessageAWorkerWroteDuringTheRun) {
 }
 
 TEST(TerminationLog, TheDefaultFileIsNeverCreated) {
-  testing::TempRoot root;
+  trainlet::testing::TempRoot root;
   const std::string path = root.path() + "/termination-log";
   TerminationLog log(path, /*create=*/false);
   EXPECT_TRUE(absl::IsNotFound(log.Write("exit code 0\n")));
@@ -116,7 +116,7 @@ TEST(TerminationLog, TheDefaultFileIsNeverCreated) {
 }
 
 TEST(TerminationLog, ANamedFileIsCreated) {
-  testing::TempRoot root;
+  trainlet::testing::TempRoot root;
   const std::string path = root.path() + "/msg";
   TerminationLog log(path, /*create=*/true);
   ASSERT_TRUE(log.Write("exit code 0\n").ok());
@@ -124,7 +124,7 @@ TEST(TerminationLog, ANamedFileIsCreated) {
 }
 
 TEST(TerminationLog, NotWritableIsAnErrorAndWritesNothing) {
-  testing::TempRoot root;
+  trainlet::testing::TempRoot root;
   // A directory, and a path under a missing directory: neither can be
   // written (root ignores file modes, so modes cannot show it here).
   EXPECT_FALSE(TerminationLog(root.path(), /*create=*/true).Write("exit code 1\n").ok());
@@ -134,7 +134,7 @@ TEST(TerminationLog, NotWritableIsAnErrorAndWritesNothing) {
 }
 
 TEST(TerminationLog, NeverBlocksOnAFifo) {
-  testing::TempRoot root;
+  trainlet::testing::TempRoot root;
   const std::string path = root.path() + "/fifo";
   ASSERT_EQ(mkfifo(path.c_str(), 0600), 0);
   // Never opened (no wait for a reader; a device is never opened either),

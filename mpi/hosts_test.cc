@@ -8,6 +8,9 @@
 
 namespace trainlet::mpi {
 namespace {
+// Its own namespace: the files of one test executable are compiled as one
+// unit (TRAINLET_UNITY_TESTS), and other files have helpers of these names.
+namespace hosts_test {
 
 using ::testing::AllOf;
 using ::testing::HasSubstr;
@@ -95,5 +98,6 @@ TEST(TotalSlots, SumsSlots) {
   EXPECT_EQ(TotalSlots({}), 0);
 }
 
+}  // namespace hosts_test
 }  // namespace
 }  // namespace trainlet::mpi

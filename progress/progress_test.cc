@@ -102,14 +102,18 @@ TEST_P(ProgressDirTest, PrivateDirectory_RemovedWithItsFiles) {
 TEST_P(ProgressDirTest, ReportsWritesAndTouches_OncePerCollect) {
   EXPECT_TRUE(dir_->Collect().empty());
   Write(dir_->ProgressFile(1), "step=10 loss=0.3\n");
-  if (GetParam()) EXPECT_TRUE(Readable(dir_->fd(), 1000));
+  if (GetParam()) {
+    EXPECT_TRUE(Readable(dir_->fd(), 1000));
+  }
   std::vector<ProgressUpdate> updates = dir_->Collect();
   ASSERT_EQ(updates.size(), 1u);
   EXPECT_EQ(updates[0].local_rank, 1);
   ASSERT_TRUE(updates[0].line.has_value());
   EXPECT_EQ(updates[0].line->Text(), "step=10 loss=0.3");
   EXPECT_TRUE(dir_->Collect().empty()) << "nothing changed since";
-  if (GetParam()) EXPECT_FALSE(Readable(dir_->fd(), 0)) << "the fd was drained";
+  if (GetParam()) {
+    EXPECT_FALSE(Readable(dir_->fd(), 0)) << "the fd was drained";
+  }
 
   // A touch (utimes) is progress without a line.
   struct timespec times[2] = {{0, UTIME_NOW}, {0, UTIME_NOW}};

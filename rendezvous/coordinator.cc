@@ -617,6 +617,7 @@ void Coordinator::WithdrawSilentReadiesLocked(absl::Time now) {
   if (released_ == 0 || gathering_ == 0) return;
   const absl::Duration limit = SilenceLimit(options_.heartbeat_timeout);
   std::vector<std::string> silent;
+  ++member_walks_;
   for (const Slot& slot : slots_) {
     if (slot.member == nullptr) continue;
     const Member& m = *slot.member;
@@ -669,6 +670,7 @@ void Coordinator::AnswerSent(const v1::Member& who, uint64_t round) {
 
 uint64_t Coordinator::NextRoundLocked() const {
   uint64_t last_round = round_;
+  ++member_walks_;
   for (const auto& [id, m] : members_) {
     if (m.ticket != 0) last_round = std::max<uint64_t>(last_round, m.join.last_round());
   }
@@ -689,6 +691,7 @@ std::string Coordinator::GatheringStatusLocked() const {
     // With a hint on every joined node, the missing ones are known by rank.
     std::vector<bool> held(options_.max_nodes, false);
     bool all_hinted = true;
+    ++member_walks_;
     for (const auto& [id, m] : members_) {
       if (m.ticket == 0) continue;
       if (m.join.rank_hint() < 0 || m.join.rank_hint() >= options_.max_nodes) {
@@ -731,6 +734,7 @@ void Coordinator::ExpireJoinsLocked(absl::Time now, Actions* actions) {
   // per call: it walks the members).
   std::string msg;
   next_join_expiry_ = absl::InfiniteFuture();
+  ++member_walks_;
   for (auto it = members_.begin(); it != members_.end();) {
     auto next = std::next(it);
     Member& m = it->second;
@@ -779,6 +783,7 @@ void Coordinator::CloseRoundLocked(Actions* actions) {
   std::vector<Member*> joined;
   std::vector<RankCandidate> candidates;
   std::vector<Member*> left_out;
+  ++member_walks_;
   for (auto& [id, m] : members_) {
     if (m.ticket == 0) {
       SetInRoundLocked(m, false);
@@ -1212,6 +1217,7 @@ void Coordinator::ReopenLocked(const std::string& reason, Actions* actions,
   std::vector<OutgoingDatagram> rejoins;
   rejoin_checks_ = {};
   expected_.clear();
+  ++member_walks_;
   for (auto& [id, m] : members_) {
     if (!m.in_round) continue;
     expected_.insert(id);
@@ -1272,6 +1278,7 @@ void Coordinator::FailJobLocked(const std::string& reason, const std::string& no
   TLOG_AT(OutcomeLevel(LogLevel::kError)) << "coordinator: the job failed: " << reason;
   const absl::Status over = JobOverErrorLocked();
   std::vector<OutgoingDatagram> verdicts;
+  ++member_walks_;
   for (auto& [id, m] : members_) {
     if (m.ticket != 0) {
       actions->push_back([d = std::move(m.done), over] { d(over); });
@@ -1290,6 +1297,7 @@ void Coordinator::FinishJobLocked(Actions* actions) {
   TLOG_AT(OutcomeLevel(LogLevel::kInfo))
       << "coordinator: the job succeeded: every worker of round " << round_ << " exited 0";
   std::vector<OutgoingDatagram> verdicts;
+  ++member_walks_;
   for (auto& [id, m] : members_) {
     if (m.sink) m.sink->Send(verdict_directive_, /*last=*/true);
     TellReleasedVerdictLocked(m, &verdicts);
@@ -1313,6 +1321,7 @@ void Coordinator::NoteHangLocked(Member& m, const v1::HangReport& hang, Actions*
     d.mutable_collect_evidence()->set_declared_by_node(node);
     d.mutable_collect_evidence()->set_declared_rank(hang_.declared_rank);
     std::vector<OutgoingDatagram> datagrams;
+    ++member_walks_;
     for (auto& [id, other] : members_) {
       if (!other.in_round || &other == &m || other.state == v1::ReportRequest::SUCCEEDED) continue;
       hang_.asked.insert(id);
@@ -1443,6 +1452,7 @@ void Coordinator::Tick() {
       // After the verdict: a released member that went silent without
       // saying TAKEN is gone (or cannot be reached): stop waiting for it.
       const absl::Duration limit = SilenceLimit(options_.heartbeat_timeout);
+      ++member_walks_;
       for (Slot& slot : slots_) {
         if (slot.member != nullptr && slot.member->verdict_pending &&
             now - slot.last_heard >= limit) {
@@ -1456,6 +1466,7 @@ void Coordinator::Tick() {
       // one of its deadlines passed.
       const absl::Duration limit = SilenceLimit(options_.heartbeat_timeout);
       std::string disconnected, silent;
+      ++member_walks_;
       for (const Slot& slot : slots_) {
         if (slot.member == nullptr) continue;
         if (disconnected.empty() && now - slot.stream_lost_at >= kStreamLossGrace &&
@@ -1850,6 +1861,7 @@ void Coordinator::Shutdown(absl::string_view reason) {
     datagram_sender_ = nullptr;  // the host destroys it after this
     rejoin_checks_ = {};
     std::string why(reason);
+    ++member_walks_;
     for (auto& [id, m] : members_) {
       if (m.ticket != 0) {
         actions.push_back([d = std::move(m.done), why] {
@@ -1899,6 +1911,7 @@ bool Coordinator::DrainedLocked() const {
 
 void Coordinator::UnplacedWorkersLocked(v1::ReportResponse* response) const {
   std::vector<std::pair<int, const std::string*>> unplaced;
+  ++member_walks_;
   for (const auto& [id, m] : members_) {
     if (m.in_round && m.join.role() == v1::ROLE_MPI_WORKER && m.join.local_world_size() > 0 &&
         m.mpi_sessions == 0) {

@@ -397,6 +397,14 @@ class Coordinator {
 
   const CoordinatorOptions& options() const { return options_; }
 
+  // How many times the core walked all its members (the member map or the
+  // slot array) so far: coordinator_scale_test checks that a job's count
+  // does not grow with its size (bench/coordinator_scale.cc has the CPU time).
+  uint64_t MemberWalksForTest() const {
+    absl::MutexLock lock(&mu_);
+    return member_walks_;
+  }
+
  private:
   struct Member {
     v1::JoinRequest join;
@@ -630,6 +638,7 @@ class Coordinator {
   bool shut_down_ ABSL_GUARDED_BY(mu_) = false;
   uint64_t next_id_ ABSL_GUARDED_BY(mu_) = 1;
   std::map<std::string, Member> members_ ABSL_GUARDED_BY(mu_);
+  mutable uint64_t member_walks_ ABSL_GUARDED_BY(mu_) = 0;  // MemberWalksForTest()
   std::map<std::string, int> previous_rank_ ABSL_GUARDED_BY(mu_);
   // Members of the last round told to re-join (cleared when a round closes).
   std::set<std::string> expected_ ABSL_GUARDED_BY(mu_);

@@ -35,6 +35,9 @@
 
 namespace trainlet::rendezvous {
 namespace {
+// Its own namespace: the files of one test executable are compiled as one
+// unit (TRAINLET_UNITY_TESTS), and other files have helpers of these names.
+namespace coordinator_host_test {
 
 using ::grpc::health::v1::HealthCheckResponse;
 using ::testing::HasSubstr;
@@ -293,5 +296,6 @@ TEST(GrpcServer, ListenAddressesParse) {
   EXPECT_FALSE(ParseListenAddress("host:99999").ok());
 }
 
+}  // namespace coordinator_host_test
 }  // namespace
 }  // namespace trainlet::rendezvous

@@ -2638,7 +2638,9 @@ TEST_F(MpiCoordinatorTest, LauncherWithoutSlotsJoins_EveryNodeSeesRolesAndKeys) 
       EXPECT_EQ(n.ssh().client_public_key(), "ssh-ed25519 AAAAjobkey");
       EXPECT_EQ(n.local_world_size(), 0);
     }
-    if (n.member().node_id() == "w0") EXPECT_EQ(n.ssh().host_public_key(), "ssh-ed25519 AAAAhost0");
+    if (n.member().node_id() == "w0") {
+      EXPECT_EQ(n.ssh().host_public_key(), "ssh-ed25519 AAAAhost0");
+    }
   }
   EXPECT_EQ(launchers, 1);
 }

@@ -193,7 +193,9 @@ TEST(DirectiveDatagram, AnyFlippedBitOfHeaderOrPayload_FailsTheMac) {
       flipped[i] = static_cast<char>(flipped[i] ^ (1 << bit));
       std::optional<DirectiveDatagram> d =
           ParseDirectiveDatagram(reinterpret_cast<const uint8_t*>(flipped.data()), flipped.size());
-      if (d.has_value()) EXPECT_FALSE(IsOwnDirective(*d, 7, 8, Key(3))) << i << ":" << bit;
+      if (d.has_value()) {
+        EXPECT_FALSE(IsOwnDirective(*d, 7, 8, Key(3))) << i << ":" << bit;
+      }
     }
   }
 }

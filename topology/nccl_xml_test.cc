@@ -14,6 +14,9 @@
 
 namespace trainlet::topology {
 namespace {
+// Its own namespace: the files of one test executable are compiled as one
+// unit (TRAINLET_UNITY_TESTS), and other files have helpers of these names.
+namespace nccl_xml_test {
 
 using testing::ExpectGolden;
 using testing::FixtureTree;
@@ -268,5 +271,6 @@ TEST(NcclTopologyXml, LeavesNcclRoomForItsOwnNodes) {
   EXPECT_TRUE(NcclTopologyXml(probe).ok());
 }
 
+}  // namespace nccl_xml_test
 }  // namespace
 }  // namespace trainlet::topology
