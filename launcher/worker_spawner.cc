@@ -86,8 +86,8 @@ struct ChildPlacement {
 };
 
 [[noreturn]] void RunChild(pid_t parent, const char* path, char* const argv[], char* const envp[],
-                           int out_source, int err_source, int error_fd, bool foreground_tty,
-                           const ChildPlacement& placement) {
+                           int out_source, int err_source, int control_source, int error_fd,
+                           bool foreground_tty, const ChildPlacement& placement) {
   if (setpgid(0, 0) != 0) ChildFail(error_fd, kStageSetpgid, errno);
   // Take the terminal on stdin as our foreground process group, as tini
   // does, so that the worker can read it (pdb, input()). Every signal is
@@ -106,6 +106,14 @@ struct ChildPlacement {
   if (out_source < 0 || err_source < 0 || !Redirect(out_source, STDOUT_FILENO) ||
       !Redirect(err_source, STDERR_FILENO)) {
     ChildFail(error_fd, kStageRedirect, errno);
+  }
+  // A standby's control socket at fd 3 (launcher/standby_pool.h), moving
+  // the error pipe out of its way first.
+  if (control_source >= 0) {
+    if (error_fd == kControlFd) error_fd = fcntl(error_fd, F_DUPFD_CLOEXEC, kControlFd + 1);
+    if (error_fd < 0 || !Redirect(control_source, kControlFd)) {
+      ChildFail(error_fd < 0 ? kControlFd : error_fd, kStageRedirect, errno);
+    }
   }
 
   // The agent raised its own soft descriptor limit (common/descriptors.h);
@@ -144,6 +152,7 @@ struct ChildArgs {
   char* const* envp;
   int out_source;
   int err_source;
+  int control_source;
   int error_fd;
   bool foreground_tty;
   ChildPlacement placement;
@@ -151,8 +160,8 @@ struct ChildArgs {
 
 int ChildEntry(void* raw) {
   const ChildArgs* a = static_cast<const ChildArgs*>(raw);
-  RunChild(a->parent, a->path, a->argv, a->envp, a->out_source, a->err_source, a->error_fd,
-           a->foreground_tty, a->placement);
+  RunChild(a->parent, a->path, a->argv, a->envp, a->out_source, a->err_source, a->control_source,
+           a->error_fd, a->foreground_tty, a->placement);
 }
 
 // --- Parent side. ---
@@ -209,7 +218,8 @@ std::string PathFromEnv(const std::vector<std::string>& env) {
 
 }  // namespace
 
-absl::StatusOr<SpawnedWorker> SpawnWorker(const ProcessSpec& spec, int stdout_fd, int stderr_fd) {
+absl::StatusOr<SpawnedWorker> SpawnWorker(const ProcessSpec& spec, int stdout_fd, int stderr_fd,
+                                          int control_fd) {
   if (spec.argv.empty()) {
     return absl::InvalidArgumentError(
         absl::StrCat("trainlet: worker with local rank ", spec.local_rank, " has an empty argv"));
@@ -254,8 +264,8 @@ absl::StatusOr<SpawnedWorker> SpawnWorker(const ProcessSpec& spec, int stdout_fd
   // exec'd or failed. The child runs on its own stack and touches no memory
   // but that stack (and errno). Every signal is blocked around the clone so
   // no handler can run in the child before RunChild resets them.
-  ChildArgs args{getpid(),  path->c_str(), argv.data(),         envp.data(), stdout_fd,
-                 stderr_fd, error_pipe[1], spec.foreground_tty, {}};
+  ChildArgs args{getpid(),  path->c_str(), argv.data(),   envp.data(),         stdout_fd,
+                 stderr_fd, control_fd,    error_pipe[1], spec.foreground_tty, {}};
   // The placement's masks, built here for the same reason.
   std::unique_ptr<cpu_set_t, void (*)(cpu_set_t*)> cpus(nullptr, [](cpu_set_t* p) { CPU_FREE(p); });
   std::vector<unsigned long> nodes;

@@ -35,8 +35,12 @@ struct SpawnedWorker {
 // starts the worker. When !spec.prefix_output the worker's stdout/stderr are
 // `stdout_fd`/`stderr_fd`. Errors: NotFound (127), PermissionDenied (126),
 // ResourceExhausted (fork/pipe limits), Internal; the message names the
-// command. On error no child is left behind.
-absl::StatusOr<SpawnedWorker> SpawnWorker(const ProcessSpec& spec, int stdout_fd, int stderr_fd);
+// command. On error no child is left behind. With `control_fd` >= 0 the
+// child has it as fd kControlFd (a standby's control socket,
+// standby_pool.h); every other fd of the agent is CLOEXEC.
+inline constexpr int kControlFd = 3;
+absl::StatusOr<SpawnedWorker> SpawnWorker(const ProcessSpec& spec, int stdout_fd, int stderr_fd,
+                                          int control_fd = -1);
 
 // Whether this process may set a memory policy (set_mempolicy(2), tried with
 // MPOL_DEFAULT on the calling thread, which changes nothing): false under a
