@@ -146,16 +146,11 @@ absl::StatusOr<SpawnedWorker> StandbyPool::Take(const ProcessSpec& worker, int s
     standbys_.erase(it);
     return absl::FailedPreconditionError("its standby was still preparing");
   }
-  int out_pipe[2] = {-1, -1};
-  int err_pipe[2] = {-1, -1};
+  OutputPipes pipes;
   if (worker.prefix_output) {
-    if (pipe2(out_pipe, O_CLOEXEC) != 0 || pipe2(err_pipe, O_CLOEXEC) != 0) {
-      const int error = errno;
-      for (int* fd : {&out_pipe[0], &out_pipe[1], &err_pipe[0], &err_pipe[1]}) CloseFd(fd);
-      return absl::ResourceExhaustedError(absl::StrCat("pipe: ", strerror(error)));
-    }
-    stdout_fd = out_pipe[1];
-    stderr_fd = err_pipe[1];
+    if (absl::Status made = pipes.Make("a worker from its standby"); !made.ok()) return made;
+    stdout_fd = pipes.stdout_write();
+    stderr_fd = pipes.stderr_write();
   }
   const std::vector<std::string>& env =
       worker.standby_env.empty() ? worker.env : worker.standby_env;
@@ -171,12 +166,9 @@ absl::StatusOr<SpawnedWorker> StandbyPool::Take(const ProcessSpec& worker, int s
   const absl::Time deadline = MonotonicNow() + kHandoverTimeout;
   absl::Status sent = SendAll(standby.control, head, fds, deadline);
   if (sent.ok()) sent = SendAll(standby.control, payload, nullptr, deadline);
-  CloseFd(&out_pipe[1]);
-  CloseFd(&err_pipe[1]);
+  pipes.CloseWriteEnds();
   const pid_t pid = standby.pid;
   if (!sent.ok()) {
-    CloseFd(&out_pipe[0]);
-    CloseFd(&err_pipe[0]);
     standby.dropped = true;
     Kill(&standby);
     standbys_.erase(it);
@@ -184,14 +176,9 @@ absl::StatusOr<SpawnedWorker> StandbyPool::Take(const ProcessSpec& worker, int s
   }
   CloseControl(&standby);
   standbys_.erase(it);
+  if (worker.prefix_output) return pipes.Release(pid);
   SpawnedWorker spawned;
   spawned.pid = pid;
-  if (worker.prefix_output) {
-    fcntl(out_pipe[0], F_SETFL, O_NONBLOCK);
-    fcntl(err_pipe[0], F_SETFL, O_NONBLOCK);
-    spawned.stdout_pipe = out_pipe[0];
-    spawned.stderr_pipe = err_pipe[0];
-  }
   return spawned;
 }
 

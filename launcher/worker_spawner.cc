@@ -13,6 +13,7 @@
 #include <algorithm>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/match.h"
@@ -239,23 +240,20 @@ absl::StatusOr<SpawnedWorker> SpawnWorker(const ProcessSpec& spec, int stdout_fd
   envp.push_back(nullptr);
 
   int error_pipe[2] = {-1, -1};
-  int out_pipe[2] = {-1, -1};
-  int err_pipe[2] = {-1, -1};
+  OutputPipes pipes;
   auto close_all = [&] {
-    for (int* fd :
-         {&error_pipe[0], &error_pipe[1], &out_pipe[0], &out_pipe[1], &err_pipe[0], &err_pipe[1]}) {
+    for (int* fd : {&error_pipe[0], &error_pipe[1]}) {
       CloseIfOpen(fd);
     }
   };
   if (pipe2(error_pipe, O_CLOEXEC) != 0) return ResourceError(command, "pipe", errno);
   if (spec.prefix_output) {
-    if (pipe2(out_pipe, O_CLOEXEC) != 0 || pipe2(err_pipe, O_CLOEXEC) != 0) {
-      int error = errno;
+    if (absl::Status made = pipes.Make(absl::StrCat("COMMAND '", command, "'")); !made.ok()) {
       close_all();
-      return ResourceError(command, "pipe", error);
+      return made;
     }
-    stdout_fd = out_pipe[1];
-    stderr_fd = err_pipe[1];
+    stdout_fd = pipes.stdout_write();
+    stderr_fd = pipes.stderr_write();
   }
 
   // clone(CLONE_VM | CLONE_VFORK), as posix_spawn does, rather than fork():
@@ -311,8 +309,7 @@ absl::StatusOr<SpawnedWorker> SpawnWorker(const ProcessSpec& spec, int stdout_fd
   // child's progress; EACCES (child already exec'd) and ESRCH are fine.
   setpgid(pid, pid);
   CloseIfOpen(&error_pipe[1]);
-  CloseIfOpen(&out_pipe[1]);
-  CloseIfOpen(&err_pipe[1]);
+  pipes.CloseWriteEnds();
 
   ChildFailure failure = {0, 0};
   ssize_t n;
@@ -338,14 +335,40 @@ absl::StatusOr<SpawnedWorker> SpawnWorker(const ProcessSpec& spec, int stdout_fd
                                             " failed in the child: ", strerror(failure.error)));
   }
 
+  if (spec.prefix_output) return pipes.Release(pid);
   SpawnedWorker spawned;
   spawned.pid = pid;
-  if (spec.prefix_output) {
-    fcntl(out_pipe[0], F_SETFL, O_NONBLOCK);
-    fcntl(err_pipe[0], F_SETFL, O_NONBLOCK);
-    spawned.stdout_pipe = out_pipe[0];
-    spawned.stderr_pipe = err_pipe[0];
+  return spawned;
+}
+
+OutputPipes::~OutputPipes() {
+  for (int* fd : {&out_[0], &out_[1], &err_[0], &err_[1]}) CloseIfOpen(fd);
+}
+
+absl::Status OutputPipes::Make(const std::string& what) {
+  if (pipe2(out_, O_CLOEXEC) != 0 || pipe2(err_, O_CLOEXEC) != 0) {
+    const int error = errno;
+    for (int* fd : {&out_[0], &out_[1], &err_[0], &err_[1]}) CloseIfOpen(fd);
+    return absl::ResourceExhaustedError(absl::StrCat("trainlet: cannot start ", what,
+                                                     ": pipe failed: ", strerror(error),
+                                                     "; check the pod's open-files limit"));
   }
+  return absl::OkStatus();
+}
+
+void OutputPipes::CloseWriteEnds() {
+  CloseIfOpen(&out_[1]);
+  CloseIfOpen(&err_[1]);
+}
+
+SpawnedWorker OutputPipes::Release(pid_t pid) {
+  CloseWriteEnds();
+  SpawnedWorker spawned;
+  spawned.pid = pid;
+  fcntl(out_[0], F_SETFL, O_NONBLOCK);
+  fcntl(err_[0], F_SETFL, O_NONBLOCK);
+  spawned.stdout_pipe = std::exchange(out_[0], -1);
+  spawned.stderr_pipe = std::exchange(err_[0], -1);
   return spawned;
 }
 

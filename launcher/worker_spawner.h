@@ -31,6 +31,30 @@ struct SpawnedWorker {
   int stderr_pipe = -1;
 };
 
+// A prefixed worker's stdout and stderr pipes (ProcessSpec::prefix_output),
+// shared by a cold start and a standby's handover: made O_CLOEXEC, the
+// write ends handed to the process, then the read ends (made O_NONBLOCK)
+// released into a SpawnedWorker. Whatever is still open is closed at the
+// end. Thread-compatible.
+class OutputPipes {
+ public:
+  OutputPipes() = default;
+  ~OutputPipes();
+  OutputPipes(const OutputPipes&) = delete;
+  OutputPipes& operator=(const OutputPipes&) = delete;
+  // ResourceExhausted naming `what` when the pipes cannot be made.
+  absl::Status Make(const std::string& what);
+  int stdout_write() const { return out_[1]; }
+  int stderr_write() const { return err_[1]; }
+  void CloseWriteEnds();
+  // The worker `pid` with the read ends; they are the caller's now.
+  SpawnedWorker Release(pid_t pid);
+
+ private:
+  int out_[2] = {-1, -1};
+  int err_[2] = {-1, -1};
+};
+
 // Resolves spec.argv[0] with ResolveCommand (PATH taken from spec.env) and
 // starts the worker. When !spec.prefix_output the worker's stdout/stderr are
 // `stdout_fd`/`stderr_fd`. Errors: NotFound (127), PermissionDenied (126),
