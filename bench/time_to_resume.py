@@ -16,8 +16,10 @@ rank 0's pid (broadcast at start), so "the new world" needs no restart count
 (torchrun's differs between agents).
 
 Scenarios (--scenarios), each from a fresh cluster once all 8 ranks have
-stepped in a world of 8 and --settle seconds more (with --warm-workers: also
-until every agent says its standbys are ready, --standby-ready):
+stepped in a world of 8 and --settle seconds more (with --warm-workers: from
+the moment every pod has NPROC standbys, i.e. processes that are neither its
+agent nor a worker, all idle (no CPU tick in 0.5 s: torch imported), whose
+CPU over the settle time, in % of one core, and RSS are printed):
   kill   kill -9 of pod3 as a pod dies: every process in its namespace
          (`ip netns pids`, listed before the clock starts; the agent first).
          Timed from the kill to the moment every one of the 6 survivors has
@@ -316,13 +318,49 @@ class Job:
 
     victim = None
 
-    def standbys_ready(self):
-        """True once every agent's log matches --standby-ready NPROC times."""
-        return all(len(re.findall(self.args.standby_ready, a.stderr)) >= NPROC
-                   for a in self.agents)
+    def standbys(self, workers):
+        """The pids of each pod that are neither its agent nor in `workers`
+        (with --warm-workers: its standbys), by pod."""
+        out = []
+        for agent, host in zip(self.agents, self.cluster.hosts):
+            r = netns._run(["ip", "netns", "pids", host.ns], check=False)
+            out.append([int(p) for p in r.stdout.split()
+                        if int(p) != agent.pid and int(p) not in workers])
+        return out
+
+    def idle_standbys(self, workers):
+        """{pid: CPU ticks} of every pod's standbys once each pod has NPROC of
+        them and none used the CPU for 0.5 s (they have imported what they
+        preload and wait), else None."""
+        per_pod = self.standbys(workers)
+        if any(len(pids) < NPROC for pids in per_pod):
+            return None
+        ticks = {p: cpu_ticks(p) for pids in per_pod for p in pids}
+        time.sleep(0.5)
+        return ticks if all(cpu_ticks(p) == t for p, t in ticks.items()) else None
 
     def close(self):
         self.h.close()
+
+
+def cpu_ticks(pid):
+    """utime + stime of pid in clock ticks, or -1 when it is gone."""
+    try:
+        with open("/proc/%d/stat" % pid) as f:
+            rest = f.read().rsplit(")", 1)[1].split()
+    except OSError:
+        return -1
+    return int(rest[11]) + int(rest[12])
+
+
+def rss_kb(pid):
+    """VmRSS of pid in kB (0 when it is gone)."""
+    with contextlib.suppress(OSError):
+        with open("/proc/%d/status" % pid) as f:
+            for line in f:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1])
+    return 0
 
 
 def kill_pod(cluster, host, agent_pid):
@@ -345,13 +383,23 @@ def measure(args, system, scenario, run_dir, port):
         world = PODS * NPROC
         old = job.wait("every rank stepping in a world of %d" % world, args.timeout,
                        lambda: steady_world(job.events.all, world, 3))
-        settle_end = time.monotonic() + args.settle
+        standby_ticks = None
         if system == "trainlet-warm":
-            job.wait("standbys ready (--standby-ready %r in every agent's log)"
-                     % args.standby_ready, args.timeout,
-                     lambda: True if job.standbys_ready() else None)
+            workers = {e["pid"] for e in job.events.all if e["kind"] == "start"}
+            standby_ticks = job.wait("%d idle standbys in every pod" % NPROC, args.timeout,
+                                     lambda: job.idle_standbys(workers))
+        settle_start = time.monotonic()
         job.wait("settle", args.settle + 5,
-                 lambda: True if time.monotonic() >= settle_end else None)
+                 lambda: True if time.monotonic() >= settle_start + args.settle else None)
+        standby = None
+        if standby_ticks:
+            # Their CPU while the job trains (% of one core, all standbys
+            # together per standby) and their RSS, just before the kill.
+            used = sum(cpu_ticks(p) - t for p, t in standby_ticks.items())
+            elapsed = time.monotonic() - settle_start
+            standby = {"cpu_pct": 100.0 * used / os.sysconf("SC_CLK_TCK") / elapsed
+                       / len(standby_ticks),
+                       "rss_mb": [rss_kb(p) / 1024.0 for p in standby_ticks]}
         if scenario == "kill":
             job.victim = job.agents[VICTIM].name
             t0, wall0 = kill_pod(job.cluster, job.cluster.hosts[VICTIM], job.agents[VICTIM].pid)
@@ -378,6 +426,8 @@ def measure(args, system, scenario, run_dir, port):
                    if e["kind"] == "resumed" and e["world_id"] == wid}
         out = {"resume": at - t0, "script": max(starts[p] for p in new_pids) - t0,
                "resumed_from": sorted(resumed)}
+        if standby:
+            out["standby"] = standby
         if system.startswith("trainlet"):
             # The agent's part: each survivor's first NPROC workers after t0
             # exec'd (or handed over), by its log's wall clock (ms).
@@ -442,8 +492,6 @@ def main():
                    help="seconds from the kill or failure to every survivor stepping")
     p.add_argument("--worker-started", default=r"started worker |handed over|standby .*became",
                    help="regex of the agent's log line for a worker exec'd or handed over")
-    p.add_argument("--standby-ready", default=r"standby .*ready",
-                   help="regex of the agent's log line for a standby ready (once per slot)")
     p.add_argument("--quiet", type=float, default=0.15,
                    help="before each run wait (up to --quiet-wait s) until the CPUs are less "
                         "than this fraction busy (the machine may be shared)")
@@ -462,6 +510,7 @@ def main():
         args.repeat, args.settle = 1, 1.0
     if args.repeat < 1:
         p.error("--repeat: at least 1")
+    args.trainlet = os.path.abspath(args.trainlet)  # started from the netns hosts
     uses_trainlet = any(s.startswith("trainlet") for s in systems)
     if uses_trainlet and not os.access(args.trainlet, os.X_OK):
         p.error("--trainlet: %s is not an executable (build it: ninja -C build trainlet)"
@@ -507,6 +556,10 @@ def main():
                 extra = "".join("  %s %.3fs" % (k, r[k]) for k in ("script", "agent") if k in r)
                 if "resumed_from" in r:
                     extra += "  resumed from step %s" % ",".join(map(str, r["resumed_from"]))
+                if "standby" in r:
+                    sb = r["standby"]
+                    extra += "  standbys: CPU %.2f%% of a core each, RSS %.0f-%.0f MB" % (
+                        sb["cpu_pct"], min(sb["rss_mb"]), max(sb["rss_mb"]))
                 print("  %-22s run %d: %.3fs%s  (CPUs %.0f%% busy before, load %.2f)"
                       % (label, rep, r["resume"], extra, busy * 100, load), flush=True)
                 if not args.keep:
@@ -551,16 +604,13 @@ def report(results, systems, scenarios, notes, args):
             if s == "worker" or not rs:
                 continue
             row(s, [r["resume"] for r in rs])
-        for s in systems:
-            rs = results.get("%s %s" % (s, sc))
-            if s == "worker" or not rs:
-                continue
-            row("  %s: -> last new worker's script running" % s, [r["script"] for r in rs])
+            row("  -> last new worker's script running", [r["script"] for r in rs])
             if "agent" in rs[0]:
-                row("  %s: agent's part (-> last worker exec'd)" % s, [r["agent"] for r in rs])
+                row("  agent's part: -> last worker exec'd", [r["agent"] for r in rs])
     for n in notes:
         print(n)
-    summary = {label: {k: [r[k] for r in rs if k in r] for k in ("resume", "script", "agent")}
+    summary = {label: {k: [r[k] for r in rs if k in r]
+                       for k in ("resume", "script", "agent", "standby")}
                for label, rs in results.items()}
     print(json.dumps({"time_to_resume": summary, "repeat": args.repeat, "notes": notes}))
 
