@@ -28,10 +28,12 @@ CPU over the settle time, in % of one core, and RSS are printed):
          steps ahead, through the file fail.json). Timed from its last record
          before the exit to every one of the 8 ranks having completed a step in
          a new world of 8.
-Also recorded: kill/fail -> the last new worker's script running (its first
-statement), and for trainlet the agent's part: kill/fail -> the last
+Also recorded, each from the kill/fail to the last rank of the new world
+getting there: `script`, the training script's first statement; `init`,
+init_process_group done; `ddp`, the checkpoint loaded and DDP built (its
+first collectives); and for trainlet `agent`, the agent's part: the last
 survivor's worker exec'd (the agents' `started worker` INFO lines, which come
-after the exec; wall clock, ms) or handed over (--warm-workers).
+after the exec, or after the handover with --warm-workers; wall clock, ms).
 
 Systems (--systems):
   worker          one cold worker alone, in the root namespace: from Popen to
@@ -134,6 +136,7 @@ dist.init_process_group("gloo", timeout=timedelta(seconds=60))
 wid = torch.tensor([float(os.getpid())], dtype=torch.float64)
 dist.broadcast(wid, 0)  # the world's identity: its rank 0's pid
 WORLD_ID = int(wid.item())
+record("init", world_id=WORLD_ID)
 torch.manual_seed(0)
 model = torch.nn.Linear(16, 1)
 opt = torch.optim.SGD(model.parameters(), lr=0.001)
@@ -424,8 +427,12 @@ def measure(args, system, scenario, run_dir, port):
                     if e["kind"] == "resumed" and e["world_id"] == wid]
         resumed = {e["step"] for e in job.events.all
                    if e["kind"] == "resumed" and e["world_id"] == wid}
+        # Where the time went in the new world: the last rank to reach each point.
+        def last(kind):
+            return max(e["t"] for e in job.events.all
+                       if e["kind"] == kind and e["world_id"] == wid) - t0
         out = {"resume": at - t0, "script": max(starts[p] for p in new_pids) - t0,
-               "resumed_from": sorted(resumed)}
+               "init": last("init"), "ddp": last("resumed"), "resumed_from": sorted(resumed)}
         if standby:
             out["standby"] = standby
         if system.startswith("trainlet"):
@@ -553,7 +560,8 @@ def main():
                     print("  %-22s run %d: FAILED: %s" % (label, rep, e), flush=True)
                     continue
                 results.setdefault(label, []).append(r)
-                extra = "".join("  %s %.3fs" % (k, r[k]) for k in ("script", "agent") if k in r)
+                extra = "".join("  %s %.3fs" % (k, r[k]) for k in ("agent", "script", "init", "ddp")
+                                if k in r)
                 if "resumed_from" in r:
                     extra += "  resumed from step %s" % ",".join(map(str, r["resumed_from"]))
                 if "standby" in r:
@@ -583,6 +591,12 @@ WHAT = {
 }
 
 
+PHASES = [("agent", "agent's part: last worker exec'd"),
+          ("script", "last new worker's script running"),
+          ("init", "last init_process_group done"),
+          ("ddp", "last checkpoint loaded, DDP built")]
+
+
 def report(results, systems, scenarios, notes, args):
     cold = [r["resume"] for r in results.get("worker", [])]
     base = statistics.median(cold) if cold else None
@@ -604,13 +618,13 @@ def report(results, systems, scenarios, notes, args):
             if s == "worker" or not rs:
                 continue
             row(s, [r["resume"] for r in rs])
-            row("  -> last new worker's script running", [r["script"] for r in rs])
-            if "agent" in rs[0]:
-                row("  agent's part: -> last worker exec'd", [r["agent"] for r in rs])
+            for key, what in PHASES:
+                if key in rs[0]:
+                    row("  " + what, [r[key] for r in rs])
     for n in notes:
         print(n)
     summary = {label: {k: [r[k] for r in rs if k in r]
-                       for k in ("resume", "script", "agent", "standby")}
+                       for k in ["resume", "standby"] + [k for k, _ in PHASES]}
                for label, rs in results.items()}
     print(json.dumps({"time_to_resume": summary, "repeat": args.repeat, "notes": notes}))
 
