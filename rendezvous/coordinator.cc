@@ -960,6 +960,18 @@ absl::Status Coordinator::JobOverErrorLocked() const {
       verdict_exhausted_ ? v1::ErrorInfo::RESTARTS_EXHAUSTED : v1::ErrorInfo::JOB_FAILED);
 }
 
+absl::Status Coordinator::NotCurrentLocked(uint64_t round, const Member& member,
+                                           absl::Status stale) const {
+  if (round == round_ && !member.in_round && !recent_restarts_.empty() &&
+      recent_restarts_.back().round == round_ + 1) {
+    // Its round was restarted (its Rejoin may still be on the way): say why,
+    // as the Rejoin does, so that the agent's one restart line can.
+    return WithReason(absl::AbortedError(recent_restarts_.back().reason),
+                      v1::ErrorInfo::ROUND_RESTARTED);
+  }
+  return stale;
+}
+
 v1::Directive Coordinator::NewDirectiveLocked() const {
   v1::Directive d;
   d.set_coordinator_incarnation(options_.incarnation);
@@ -981,9 +993,10 @@ absl::StatusOr<uint64_t> Coordinator::Watch(const v1::WatchRequest& request,
     const bool terminal = phase_ == Phase::kSucceeded || phase_ == Phase::kFailed;
     if (!terminal) {
       if (request.round() != round_ || !member.in_round || phase_ != Phase::kRunning) {
-        return absl::AbortedError(
-            absl::StrFormat("round %d is not current (current round %d, %s); re-join",
-                            request.round(), round_, PhaseName(phase_)));
+        return NotCurrentLocked(request.round(), member,
+                                absl::AbortedError(absl::StrFormat(
+                                    "round %d is not current (current round %d, %s); re-join",
+                                    request.round(), round_, PhaseName(phase_))));
       }
     }
     id = next_id_++;
@@ -1054,16 +1067,11 @@ absl::Status Coordinator::Report(const v1::ReportRequest& request, v1::ReportRes
     absl::StatusOr<Member*> m = FindMemberLocked(request.member(), request.job_id());
     if (!m.ok()) return m.status();
     Member& member = **m;
-    if (request.round() == round_ && !member.in_round && !recent_restarts_.empty() &&
-        recent_restarts_.back().round == round_ + 1) {
-      // Its round was restarted (its Rejoin may still be on the way): say
-      // why, as the Rejoin does, so that the agent's one restart line can.
-      return WithReason(absl::AbortedError(recent_restarts_.back().reason),
-                        v1::ErrorInfo::ROUND_RESTARTED);
-    }
     if (request.round() != round_ || !member.in_round) {
-      return absl::AbortedError(absl::StrFormat(
-          "report for round %d, but the current round is %d; re-join", request.round(), round_));
+      return NotCurrentLocked(request.round(), member,
+                              absl::AbortedError(absl::StrFormat(
+                                  "report for round %d, but the current round is %d; re-join",
+                                  request.round(), round_)));
     }
     if (absl::Status s = ValidateReportLocked(request, member); !s.ok()) return s;
     const absl::Time now = clock_->Now();

@@ -510,6 +510,11 @@ class Coordinator {
   // Drops a parked join (CancelJoin, deadline) from the round.
   void WithdrawJoinLocked(std::map<std::string, Member>::iterator it)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The answer to a request of `member` for `round` when that round is not
+  // current: ROUND_RESTARTED with the restart's reason when it is the round
+  // just restarted (the request crossed its Rejoin), else `stale`.
+  absl::Status NotCurrentLocked(uint64_t round, const Member& member, absl::Status stale) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   v1::Directive NewDirectiveLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // FAILED_PRECONDITION when (node, incarnation) was declared lost.
   absl::Status CheckNotFencedLocked(const v1::Member& who) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

@@ -2150,6 +2150,15 @@ TEST_F(CoordinatorTest, AReportThatCrossesItsRoundsRestart_IsToldWhy) {
   EXPECT_TRUE(absl::IsAborted(late)) << late;
   EXPECT_EQ(ReasonOf(late), v1::ErrorInfo::ROUND_RESTARTED);
   EXPECT_THAT(late.message(), HasSubstr("on node b exited with code 3"));
+  // So is a Watch that crossed it (a worker that failed at once).
+  auto watch = std::make_shared<RecordingSink>();
+  v1::WatchRequest w;
+  *w.mutable_member() = rb.member();
+  w.set_job_id("job");
+  w.set_round(1);
+  absl::StatusOr<uint64_t> watched = core_->Watch(w, watch);
+  ASSERT_FALSE(watched.ok());
+  EXPECT_EQ(ReasonOf(watched.status()), v1::ErrorInfo::ROUND_RESTARTED);
   // A report for an older round is still only stale.
   absl::Status older = Report(ra, 0, v1::ReportRequest::RUNNING, 0);
   EXPECT_EQ(ReasonOf(older), v1::ErrorInfo::REASON_UNSPECIFIED);
