@@ -176,7 +176,8 @@ class CoordinatorContact {
   // answer, ack) may be missing before it is lost: 1.05 heartbeat timeouts
   // plus, while no acks come, the part of the Report interval above
   // timeout/10. A broken stream is no loss: it is re-opened while the
-  // Reports go on (the coordinator waits kStreamLossGrace for it).
+  // Reports go on (the coordinator probes this node meanwhile, or waits
+  // kStreamLossGrace for it).
   absl::Duration SilenceLimit() const;
   bool acks_flowing() const { return acks_flowing_; }
 
