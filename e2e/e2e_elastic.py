@@ -72,10 +72,11 @@ class ElasticTest(E2ETestCase):
         agents = self.start_elastic(4, "2:4")
         first = self.starts(0, 4)
         self.assert_ranks(first, ["n0", "n1", "n2", "n3"])
-        # Two datagram intervals (470 ms at the default 5 s): n2 has told the
-        # coordinator that its acks arrive, so its closed stream is probed
-        # (docs/protocol.md, "Stream loss") rather than given the 150 ms grace.
-        time.sleep(1.0)
+        # n2 sent its first liveness datagram before it started its worker;
+        # half a second more for the coordinator to have read it on a loaded
+        # host, so that it knows where to probe (docs/protocol.md, "Stream
+        # loss").
+        time.sleep(0.5)
         killed_at = time.monotonic()
         os.kill(agents[2].pid, signal.SIGKILL)
         second = self.starts(1, 3)

@@ -1516,15 +1516,18 @@ void Coordinator::Tick() {
 bool Coordinator::MayProbeLocked(const Member& m) const {
   const Slot& slot = slots_[m.slot];
   return datagram_sender_ != nullptr && !shut_down_ && udp_port_ != 0 && m.join.udp_liveness() &&
-         slot.socket >= 0 && slot.acks_reach &&
+         slot.socket >= 0 && !slot.acks_lost &&
          clock_->Now() - slot.last_datagram <= UdpHeardWithin(options_.heartbeat_timeout);
 }
 
 void Coordinator::StartProbeLocked(Slot& slot, Actions* actions) {
-  const absl::Time now = clock_->Now();
+  const absl::Time now = slot.stream_lost_at;  // (set by the caller, just now)
   slot.probe_nonce = NewIncarnation();  // random, non-zero: an answer cannot be guessed
   slot.probe_next = now + kStreamProbeEvery;
-  slot.probe_until = now + options_.stream_probe_window;
+  // A member that said its acks arrive answers within the window; one
+  // not known yet has the grace it had before probes (a refusal, an
+  // answer still decide at once).
+  slot.probe_until = now + (slot.acks_reach ? options_.stream_probe_window : kStreamLossGrace);
   probing_.insert(slot.member->slot);
   SendLocked({ProbeDatagramLocked(slot)}, actions);
 }
@@ -1618,7 +1621,7 @@ absl::Time Coordinator::CheckProbes(absl::Time drained_at) {
     if (lost != nullptr) {
       LoseProbedLocked(*lost,
                        absl::StrCat("no answer to a probe within ",
-                                    absl::FormatDuration(options_.stream_probe_window)),
+                                    absl::FormatDuration(lost->probe_until - lost->stream_lost_at)),
                        &actions);
       // Whatever else is out is looked at again at once.
       if (!probing_.empty()) next = now;
@@ -1913,8 +1916,14 @@ LivenessBatchStats Coordinator::NoteLivenessBatch(absl::Span<const LivenessDatag
       slot.last_seq = d.seq;
       slot.last_heard = now;
       slot.last_datagram = now;
-      if (d.kind == LivenessKind::kAlive || d.kind == LivenessKind::kAliveAcked) {
-        slot.acks_reach = d.kind == LivenessKind::kAliveAcked;
+      if (d.kind == LivenessKind::kAliveAcked) {
+        slot.acks_reach = true;
+        slot.acks_lost = false;
+      } else if (d.kind == LivenessKind::kAlive) {
+        // Sent after one of its datagrams was acked, yet not ALIVE_ACKED:
+        // the acks do not get back to it (or it is older than probes).
+        slot.acks_reach = false;
+        if (slot.acked_seq != 0 && d.seq > slot.acked_seq) slot.acks_lost = true;
       }
       if (origin != nullptr && i < origin->from.size()) {
         slot.socket = origin->socket;
@@ -1925,6 +1934,7 @@ LivenessBatchStats Coordinator::NoteLivenessBatch(absl::Span<const LivenessDatag
       auto ack = [&] {
         acks->push_back({i, EncodeLivenessDatagram(d.slot, d.incarnation, d.round, d.seq, slot.key,
                                                    LivenessKind::kAck)});
+        slot.acked_seq = std::max(slot.acked_seq, d.seq);
         ++stats.acks;
       };
       Member& member = *slot.member;

@@ -74,23 +74,27 @@
 // stream closes while its round runs is either an agent that died (kill -9,
 // OOM: its process and sockets are gone) or a live agent whose stream broke
 // (a reset connection), which is no lost node. Where the member's datagrams
-// arrive and it says the coordinator's acks reach it (its alive datagrams
-// are ALIVE_ACKED, so UDP works both ways), the coordinator asks it: a PROBE
-// datagram under its key with a fresh nonce, at once and every
-// kStreamProbeEvery. The liveness thread applies what comes back
-// (NoteLivenessBatch, NoteProbesRefused) and then the deadline (CheckProbes,
-// with the time it began draining its sockets, so that an answer that
-// arrived in time is never missed, however late the thread runs):
+// arrive, and nothing says that the coordinator's do not reach it, the
+// coordinator asks it: a PROBE datagram under its key with a fresh nonce, at
+// once and every kStreamProbeEvery. The liveness thread applies what comes
+// back (NoteLivenessBatch, NoteProbesRefused) and then the deadline
+// (CheckProbes, with the time it began draining its sockets, so that an
+// answer that arrived in time is never missed, however late the thread
+// runs):
 //
 //   RUNNING, stream closes --PROBE (nonce), again every kStreamProbeEvery-->
 //     +-- PROBE_ANSWER with the nonce, its stream re-opened, a Report: kept
 //     |   (from then on only its silence, the heartbeat timeout, loses it)
 //     +-- ICMP port unreachable quoting one of the PROBEs: lost at once
-//     +-- nothing by kStreamProbeWindow after the close: lost
+//     +-- nothing by the window's end: lost. The window is
+//         kStreamProbeWindow when the member said that the coordinator's
+//         acks reach it (its alive datagrams are ALIVE_ACKED: UDP works both
+//         ways, a live agent answers); kStreamLossGrace when that is not
+//         known yet (its first datagrams), as long as it had before.
 //
-// Any other member (UDP not heard lately, acks not reaching it, an agent
-// older than probes) has kStreamLossGrace to re-open its stream or report
-// (Tick decides), as before.
+// A member whose acks do not reach it (a plain ALIVE after an ack), or
+// whose UDP is not heard lately, is not probed: it has kStreamLossGrace to
+// re-open its stream or report (Tick decides), as before.
 //
 // When a round closes (GATHERING -> RUNNING): at MAX joiners; or, after a
 // restart, as soon as every survivor told to re-join is back (and at least
@@ -630,9 +634,14 @@ class Coordinator {
     // re-opened it or reported since); lost at + kStreamLossGrace unless
     // probed (probe_nonce), see "Stream loss".
     absl::Time stream_lost_at = absl::InfiniteFuture();
-    // Its latest alive datagram was ALIVE_ACKED: the coordinator's acks
-    // reach it, so a probe would too.
+    // What its datagrams say of the way back to it ("Stream loss"): its
+    // latest alive datagram was ALIVE_ACKED (the coordinator's acks reach
+    // it, so a probe would too), or a plain ALIVE came after one of its
+    // datagrams was acked (they do not). Neither: not known yet (its first
+    // datagrams, or an agent older than probes that was never acked).
     bool acks_reach = false;
+    bool acks_lost = false;
+    uint64_t acked_seq = 0;  // the highest seq an ack was made for.
     // The probe out since its stream closed: its nonce (0: none), when it
     // goes again, and the end of its window (lost then, unanswered).
     uint64_t probe_nonce = 0;
@@ -670,7 +679,8 @@ class Coordinator {
   // Stream loss ("Stream loss" above). Whether to probe `m`, whose stream
   // just closed while it ran, rather than give it kStreamLossGrace.
   bool MayProbeLocked(const Member& m) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Sends the first PROBE (an action) and arms the window.
+  // Sends the first PROBE (an action) and arms the window, from
+  // slot.stream_lost_at.
   void StartProbeLocked(Slot& slot, Actions* actions) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The member's stream loss is over (re-opened, reported, answered, erased,
   // a new round): no grace, no probe.

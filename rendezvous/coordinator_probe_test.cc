@@ -1,7 +1,9 @@
 // Stream loss (coordinator.h, "Stream loss"): a member whose stream closes
-// while it runs, and whose UDP works both ways, is asked over UDP: kept when
-// it answers, lost at once when its port refuses the probe, lost when the
-// window ends unanswered. The core alone, on a simulated clock, with a
+// while it runs, and whose UDP is heard, is asked over UDP: kept when it
+// answers, lost at once when its port refuses the probe, lost when the
+// window ends unanswered (50 ms where it said its acks arrive, the 150 ms
+// grace where that is not known yet); one whose acks do not arrive gets the
+// grace without a probe. The core alone, on a simulated clock, with a
 // recording DatagramSender standing in for the liveness thread (the test
 // calls CheckProbes and NoteProbesRefused as that thread would).
 #include <arpa/inet.h>
@@ -334,9 +336,13 @@ TEST_F(StreamProbeTest, StreamReopenedOrReportDuringTheProbe_Kept) {
   EXPECT_EQ(Probes().size(), probes + 1) << "no probe after the Report";
 }
 
-TEST_F(StreamProbeTest, NoProofThatUdpWorksBothWays_TheGraceAsBefore) {
-  // b's datagrams arrive, but say that acks do not reach it (plain ALIVE):
-  // a probe might not either. No probe; lost at kStreamLossGrace.
+TEST_F(StreamProbeTest, AcksNotReachingIt_NotProbed_TheGraceAsBefore) {
+  // b's first datagram is acked; its next one is still plain ALIVE: the
+  // acks do not get back to it (UDP one way, or an agent older than
+  // probes), nor would a probe. No probe; lost at kStreamLossGrace.
+  core_->Tick();  // (acks are made only while the ticker runs)
+  EXPECT_EQ(Alive(1, LivenessKind::kAlive).acks, 1);
+  clock_.Advance(absl::Milliseconds(470));
   EXPECT_EQ(Alive(1, LivenessKind::kAlive).accepted, 1);
   core_->WatchClosed(watch_[1]);
   EXPECT_TRUE(Probes().empty());
@@ -349,6 +355,52 @@ TEST_F(StreamProbeTest, NoProofThatUdpWorksBothWays_TheGraceAsBefore) {
   ASSERT_EQ(Snap().restarts.size(), 1u);
   EXPECT_THAT(Snap().restarts[0].reason,
               HasSubstr("lost: its agent disconnected (watch stream closed) (restart 1 of 1)"));
+}
+
+TEST_F(StreamProbeTest, AcksArriveAgain_ProbedAgain) {
+  core_->Tick();
+  EXPECT_EQ(Alive(1, LivenessKind::kAlive).acks, 1);
+  clock_.Advance(absl::Milliseconds(470));
+  EXPECT_EQ(Alive(1, LivenessKind::kAlive).accepted, 1);
+  CloseB();  // ALIVE_ACKED first: the acks reach it now
+  DrainUntil(kStreamProbeWindow);
+  EXPECT_TRUE(BLost()) << "at the short window";
+}
+
+TEST_F(StreamProbeTest, NotKnownYet_ProbedWithinTheGrace_AnAnswerOrARefusalStillDecides) {
+  // b's first datagram, not acked yet (a round's first moments): whether
+  // the acks reach it is not known. Probed, with the grace for a window.
+  EXPECT_EQ(Alive(1, LivenessKind::kAlive).accepted, 1);
+  closed_at_ = clock_.Now();
+  core_->WatchClosed(watch_[1]);
+  ASSERT_EQ(Probes().size(), 1u);
+  DrainUntil(kStreamLossGrace - absl::Milliseconds(1));
+  EXPECT_EQ(Snap().phase, Phase::kRunning) << "not at the short window";
+  EXPECT_EQ(Probes().size(), 15u) << "every 10 ms, bounded by the window";
+  DrainUntil(kStreamLossGrace);
+  EXPECT_TRUE(BLost());
+  ASSERT_EQ(Snap().restarts.size(), 1u);
+  EXPECT_THAT(Snap().restarts[0].reason,
+              HasSubstr("(watch stream closed; no answer to a probe within 150ms)"));
+}
+
+TEST_F(StreamProbeTest, NotKnownYet_ARefusalLosesItAtOnce) {
+  EXPECT_EQ(Alive(1, LivenessKind::kAlive).accepted, 1);
+  core_->WatchClosed(watch_[1]);
+  ASSERT_EQ(Probes().size(), 1u);
+  EXPECT_EQ(core_->NoteProbesRefused({Probes()[0].probe}), 1);
+  EXPECT_TRUE(BLost());
+}
+
+TEST_F(StreamProbeTest, NotKnownYet_AnAnswerKeepsIt) {
+  EXPECT_EQ(Alive(1, LivenessKind::kAlive).accepted, 1);
+  closed_at_ = clock_.Now();
+  core_->WatchClosed(watch_[1]);
+  ASSERT_EQ(Probes().size(), 1u);
+  EXPECT_EQ(Answer(Probes()[0].probe, 1).probe_answers, 1);
+  DrainUntil(kStreamLossGrace * 2);
+  core_->Tick();
+  EXPECT_EQ(Snap().phase, Phase::kRunning);
 }
 
 TEST_F(StreamProbeTest, UdpNotHeardLately_NoProbe) {

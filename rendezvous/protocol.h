@@ -75,14 +75,16 @@ absl::Duration FirstReportDelay(absl::Duration heartbeat_timeout, int nnodes, in
 absl::Duration AckInterval(absl::Duration heartbeat_timeout);
 
 // Stream loss (coordinator.h, "Stream loss"). A member whose directive
-// stream closes while its round runs, and whose UDP works both ways, is
-// probed: a PROBE datagram at once and every kStreamProbeEvery, lost when
-// none is answered within kStreamProbeWindow of the close (or at once when
-// its port refuses one). An agent answers a probe from a thread of its own
-// (LivenessSender), so a busy main loop does not delay the answer: the
-// window is one thread's wake-up on a loaded host, many times over, and
-// five probes, so that a lost datagram costs nothing. Any other member has
-// kStreamLossGrace (keepalive.h) to re-open its stream or report.
+// stream closes while its round runs, and whose UDP is heard, is probed: a
+// PROBE datagram at once and every kStreamProbeEvery; lost at once when its
+// port refuses one, and when none is answered within kStreamProbeWindow of
+// the close where it said that the coordinator's acks reach it
+// (ALIVE_ACKED), else within kStreamLossGrace (keepalive.h). An agent
+// answers a probe from a thread of its own (LivenessSender), so a busy main
+// loop does not delay the answer: the window is one thread's wake-up on a
+// loaded host, many times over, and five probes, so that a lost datagram
+// costs nothing. A member whose acks do not reach it has kStreamLossGrace
+// to re-open its stream or report.
 inline constexpr absl::Duration kStreamProbeEvery = absl::Milliseconds(10);
 inline constexpr absl::Duration kStreamProbeWindow = absl::Milliseconds(50);
 
