@@ -1521,8 +1521,10 @@ bool Coordinator::MayProbeLocked(const Member& m) const {
 }
 
 void Coordinator::StartProbeLocked(Slot& slot, Actions* actions) {
-  const absl::Time now = slot.stream_lost_at;  // (set by the caller, just now)
-  slot.probe_nonce = NewIncarnation();  // random, non-zero: an answer cannot be guessed
+  // From the close (the caller set stream_lost_at just now); a random,
+  // non-zero nonce, so that an answer cannot be guessed.
+  const absl::Time now = slot.stream_lost_at;
+  slot.probe_nonce = NewIncarnation();
   slot.probe_next = now + kStreamProbeEvery;
   // A member that said its acks arrive answers within the window; one
   // not known yet has the grace it had before probes (a refusal, an
