@@ -182,6 +182,7 @@ Agent::Agent(const RunConfig& config, std::map<std::string, std::string> base_en
       machine_(std::move(options), seams_.clock) {
   if (seams_.plan == nullptr) {
     default_plan_ = std::make_unique<TorchrunPlan>(config_, base_env_, seams_.stdin_is_terminal);
+    warm_ = std::make_unique<WarmWorkers>(config_);
   }
   plan_ = seams_.plan != nullptr ? seams_.plan : default_plan_.get();
   // The handler runs before the same Report's callback, on the same thread.
@@ -331,7 +332,9 @@ void Agent::StartPrepared() {
     seams_.progress->Reset(ranks);
     progress_pids_.clear();
   }
+  if (warm_ != nullptr) warm_->BeforeStart(&specs, seams_.workers);
   absl::Status started = seams_.workers->Start(specs);
+  if (started.ok() && warm_ != nullptr) warm_->AfterStart(specs, seams_.workers);
   if (started.ok() && idle_hook_ == IdleHook::kNotYet) idle_hook_ = IdleHook::kDue;
   workers_.clear();
   if (started.ok()) {

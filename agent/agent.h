@@ -40,6 +40,7 @@
 #include "agent/launch_plan.h"
 #include "agent/reporter.h"
 #include "agent/round.h"
+#include "agent/warm_workers.h"
 #include "common/clock.h"
 #include "config/run_config.h"
 #include "launcher/worker_group.h"
@@ -140,6 +141,8 @@ class Agent {
   RoundMachine machine_;
   std::unique_ptr<TorchrunPlan> default_plan_;
   LaunchPlan* plan_;
+  // --warm-workers, for `run`'s own plan only.
+  std::unique_ptr<WarmWorkers> warm_;
   std::unique_ptr<rendezvous::WatchStream> watch_;
   int exit_code_ = -1;
   bool round_started_ = false;  // a round's processes were asked for.

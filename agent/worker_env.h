@@ -115,6 +115,11 @@ std::optional<std::string> TfConfigJson(const WorkerEnvInput& in, int rank);
 std::vector<std::string> BuildWorkerEnv(const std::map<std::string, std::string>& base,
                                         const WorkerEnvInput& in, int local_rank);
 
+// Every name FrameworkEnv() and KubeflowV1Env() may set, whatever the
+// input: their values follow the round. A warm standby worker is started
+// without them and handed them (agent/warm_workers.h).
+const std::vector<std::string>& RoundVariableNames();
+
 // The inherited PADDLE_* variables BuildWorkerEnv() always drops: the ones
 // FrameworkEnv() may set, and a v1 PaddleJob's parameter-server ones.
 const std::vector<std::string>& InheritedPaddleNamesDropped();

@@ -416,3 +416,40 @@ TEST(WorkerEnvGolden, KubeflowV1SpellingsOneWorkerPerNode) {
 
 }  // namespace
 }  // namespace trainlet::agent
+
+namespace trainlet::agent {
+namespace {
+
+// Every name either layer sets, for node 0 and a later node, one worker per
+// node and several, nested Paddle or not, is a round variable: a warm
+// standby is started without them and handed them (warm_workers.h), so one
+// missing here would be stale in a warm worker.
+TEST(RoundVariableNames, CoverEverythingTheLayersSet) {
+  const std::vector<std::string>& names = RoundVariableNames();
+  for (NestedLauncher nested : {NestedLauncher::kNone, NestedLauncher::kPaddle}) {
+    for (int local_world_size : {1, 2}) {
+      for (int node_rank : {0, 1}) {
+        WorkerEnvInput in;
+        in.job_id = "j";
+        in.node_rank = node_rank;
+        in.nnodes = 2;
+        in.local_world_size = local_world_size;
+        in.first_global_rank = node_rank * local_world_size;
+        in.world_size = 2 * local_world_size;
+        in.master_addr = "10.0.0.1";
+        in.nodes = {{"10.0.0.1", local_world_size}, {"10.0.0.2", local_world_size}};
+        in.self_addr = in.nodes[node_rank].addr;
+        in.nested = nested;
+        auto layers = FrameworkEnv(in, 0);
+        for (auto& kv : KubeflowV1Env(in, 0)) layers.push_back(kv);
+        for (const auto& [name, value] : layers) {
+          EXPECT_NE(std::find(names.begin(), names.end(), name), names.end())
+              << name << " (nested " << static_cast<int>(nested) << ", node " << node_rank << ")";
+        }
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace trainlet::agent

@@ -6,6 +6,8 @@
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
 #include "config/nested_launcher.h"
 #include "config/run_resolvers.h"
 #include "topology/env_advice.h"
@@ -13,6 +15,34 @@
 
 namespace trainlet::agent {
 namespace {
+
+// "torch,transformers" -> {"torch", "transformers"}: dotted Python
+// identifiers (ASCII), at most 64 of at most 200 bytes each.
+absl::StatusOr<std::vector<std::string>> ParseModuleList(absl::string_view text) {
+  std::vector<std::string> modules;
+  for (absl::string_view name : absl::StrSplit(text, ',')) {
+    name = absl::StripAsciiWhitespace(name);
+    if (name.empty()) continue;
+    bool ok = name.size() <= 200;
+    bool start = true;
+    for (char ch : name) {
+      const unsigned char c = static_cast<unsigned char>(ch);
+      if (c == '.') {
+        ok = ok && !start;
+        start = true;
+      } else {
+        ok = ok && (absl::ascii_isalpha(c) || c == '_' || (!start && absl::ascii_isdigit(c)));
+        start = false;
+      }
+    }
+    if (!ok || start)
+      return absl::InvalidArgumentError(absl::StrCat("'", name, "' is no module name"));
+    modules.emplace_back(name);
+  }
+  if (modules.empty()) return absl::InvalidArgumentError("no module named");
+  if (modules.size() > 64) return absl::InvalidArgumentError("more than 64 modules");
+  return modules;
+}
 
 // Several workers under Paddle's launcher (it starts one process per device
 // itself) would all take the same PADDLE_RANK and never meet.
@@ -128,6 +158,18 @@ absl::Status ResolveWorkers(RunInputs* in, RunConfig* c) {
       ParseBoolValue(ValueOrDefault(in->parsed, in->table, "bind-numa"));
   if (!bind_numa.ok()) return bind_numa.status();
   c->bind_numa = *bind_numa;
+  absl::StatusOr<bool> warm = ParseBoolValue(ValueOrDefault(in->parsed, in->table, "warm-workers"));
+  if (!warm.ok()) return warm.status();
+  c->warm_workers = *warm;
+  if (const OptionValue* preload = in->parsed.Find("preload"); preload != nullptr) {
+    absl::StatusOr<std::vector<std::string>> modules = ParseModuleList(preload->text);
+    if (!modules.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(preload->origin, "=", preload->text, ": ", modules.status().message(),
+                       "; give Python module names separated by commas, e.g. torch,transformers"));
+    }
+    c->preload = *std::move(modules);
+  }
   // What the node has (topology/probe.h) is for the agent to find out,
   // bounded in time and never fatal; here only when. It need not be waited
   // for where its answer can change no worker's environment: a single-node

@@ -157,6 +157,12 @@ const std::vector<OptionSpec>& RunOptionTable() {
         {"bind-numa", OptionKind::kBool, "", "false",
          "Bind each worker's CPUs and memory to its GPU's NUMA node (without GPUs: spread "
          "workers over the NUMA nodes)."},
+        {"warm-workers", OptionKind::kBool, "", "false",
+         "Keep a standby Python interpreter per worker, --preload's modules imported, that "
+         "becomes the next round's worker after a restart instead of a cold start; for COMMANDs "
+         "`python [OPTIONS] SCRIPT|-m MODULE ...` (docs/warm-workers.md)."},
+        {"preload", OptionKind::kString, "MODULES", "torch, when it is importable",
+         "Comma-separated modules a warm standby imports while it waits (--warm-workers)."},
         {"probe-timeout", OptionKind::kDuration, "DURATION", "2s",
          "Time the node probe (GPUs, NICs, NUMA, /dev/shm; `trainlet probe`) may take at start "
          "before the agent goes on without it; 0 turns it off."},

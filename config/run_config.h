@@ -172,6 +172,8 @@ struct RunConfig {
   bool prefix_output = false;                  // --prefix-output
   GpuBinding gpu_binding = GpuBinding::kList;  // --gpu-binding
   bool bind_numa = false;                      // --bind-numa
+  bool warm_workers = false;                   // --warm-workers
+  std::vector<std::string> preload;            // --preload; empty: torch if importable
   absl::Duration probe_timeout;                // --probe-timeout; 0: no probe.
   NodeProbeTiming node_probe_timing = NodeProbeTiming::kOff;
   // The node probe's result (ResolveWithNodeProbe()); null when it is off,

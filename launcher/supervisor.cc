@@ -135,6 +135,7 @@ Supervisor::~Supervisor() {
   // The workers first (as before: their groups, and their orphans), then the
   // helpers, then whatever else is still our child.
   ForgetWorkers();
+  standbys_.Drop("");
   tearing_down_ = true;  // helpers now end for good: no restart, no warning.
   for (auto& helper : helpers_) {
     Process& p = helper->process;
@@ -143,6 +144,7 @@ Supervisor::~Supervisor() {
   for (;;) {
     ReapChildren();
     int alive = KillAdoptedChildren("left behind at exit");
+    alive += static_cast<int>(standbys_.pids().size());  // killed, not reaped yet
     for (auto& helper : helpers_) {
       Process& p = helper->process;
       if (p.pid > 0 && !p.reaped) {
@@ -206,7 +208,16 @@ OutputWriter* Supervisor::Writer(int which_fd) {
 absl::Status Supervisor::Spawn(const ProcessSpec& spec, Process* process) {
   // Whatever started before this is no descendant of a worker or helper.
   if (workers_since_ticks_ == kNoWorkerYet) workers_since_ticks_ = BootTimeTicks();
-  absl::StatusOr<SpawnedWorker> spawned = SpawnWorker(spec, options_.stdout_fd, options_.stderr_fd);
+  absl::StatusOr<SpawnedWorker> spawned = absl::FailedPreconditionError("cold");
+  if (spec.from_standby && spec.role == ProcessRole::kWorker) {
+    spawned = standbys_.Take(spec, options_.stdout_fd, options_.stderr_fd);
+    if (!spawned.ok()) {
+      TLOG(kInfo) << "warm workers: local rank " << spec.local_rank
+                  << " starts cold: " << spawned.status().message();
+    }
+  }
+  const bool cold_fallback = !spawned.ok();
+  if (cold_fallback) spawned = SpawnWorker(spec, options_.stdout_fd, options_.stderr_fd);
   if (!spawned.ok()) return spawned.status();
   process->spec = spec;
   process->pid = spawned->pid;
@@ -214,6 +225,7 @@ absl::Status Supervisor::Spawn(const ProcessSpec& spec, Process* process) {
   process->group_gone = false;
   process->started = MonotonicNow();
   process->has_terminal = false;
+  process->warm = spec.from_standby && spawned.ok() && !cold_fallback;
   if (spec.prefix_output) {
     const std::string prefix = spec.role == ProcessRole::kWorker
                                    ? absl::StrCat("[rank ", spec.global_rank, "] ")
@@ -270,7 +282,7 @@ absl::Status Supervisor::Start(const std::vector<ProcessSpec>& workers) {
     }
     TLOG(kInfo) << "started worker local_rank=" << spec.local_rank
                 << " global_rank=" << spec.global_rank << " pid=" << worker.pid << ": "
-                << spec.argv[0];
+                << spec.argv[0] << (worker.warm ? " (warm: its standby)" : "");
     workers_.push_back(std::move(worker));
   }
   gone_phase_ = GonePhase::kWaitingForGroups;
@@ -421,6 +433,16 @@ std::vector<std::string> Supervisor::OutputTail(int local_rank) const {
   return {};
 }
 
+absl::Status Supervisor::StartStandby(const ProcessSpec& spec, const std::string& boot) {
+  if (spec.role != ProcessRole::kWorker) {
+    return absl::InvalidArgumentError("trainlet: a standby is a worker's");
+  }
+  if (workers_since_ticks_ == kNoWorkerYet) workers_since_ticks_ = BootTimeTicks();
+  return standbys_.Start(spec, boot);
+}
+
+void Supervisor::DropStandbys(const std::string& why) { standbys_.Drop(why); }
+
 void Supervisor::WatchFd(int fd, int slot) {
   if (slot < 0 || slot >= kWatchedFdSlots) return;
   watched_fd_[slot] = fd;
@@ -442,6 +464,7 @@ void Supervisor::ReapChildren() {
     if (pid < 0 && errno == EINTR) continue;
     if (pid <= 0) return;  // 0: children left but none dead; ECHILD: none at all
     orphans_seen_.erase(pid);
+    if (standbys_.OnReaped(pid, status)) continue;
     if (Process* w = FindWorker(pid)) {
       OnWorkerReaped(w, status);
     } else if (Helper* h = FindHelper(pid)) {
@@ -602,6 +625,9 @@ void Supervisor::PollOnce(absl::Duration timeout) {
   for (Process& w : workers_) add(w);
   for (auto& helper : helpers_) add(helper->process);
   for (Stream& stream : retired_streams_) add_stream(&stream);
+  const size_t standbys_from = fds.size();
+  const std::vector<int> standby_fds = standbys_.PollFds();
+  for (int fd : standby_fds) fds.push_back({fd, POLLIN, 0});
   if (paused) timeout = std::min(timeout, kPausedPollInterval);
   int ready = poll(fds.data(), fds.size(), PollMillis(timeout));
   if (ready <= 0) return;  // timeout, or EINTR (nothing is unblocked, but be safe)
@@ -621,6 +647,9 @@ void Supervisor::PollOnce(absl::Duration timeout) {
   }
   for (size_t i = 0; i < streams.size(); ++i) {
     if (fds[i + kStreamsFrom].revents != 0) ReadStream(streams[i], /*until_drained=*/false);
+  }
+  for (size_t i = 0; i < standby_fds.size(); ++i) {
+    if (fds[standbys_from + i].revents != 0) standbys_.OnReadable(standby_fds[i]);
   }
   retired_streams_.erase(std::remove_if(retired_streams_.begin(), retired_streams_.end(),
                                         [](const Stream& s) { return s.fd < 0; }),
@@ -700,6 +729,7 @@ bool Supervisor::GroupAlive(Process* w) {
 }
 
 bool Supervisor::IsKnownChild(pid_t pid) const {
+  if (standbys_.Owns(pid)) return true;
   for (const Process& w : workers_) {
     if (w.pid == pid && !w.reaped) return true;
   }

@@ -46,6 +46,7 @@
 #include "launcher/output_prefixer.h"
 #include "launcher/output_writer.h"
 #include "launcher/restart_backoff.h"
+#include "launcher/standby_pool.h"
 #include "launcher/worker.h"
 #include "launcher/worker_group.h"
 
@@ -120,6 +121,10 @@ class Supervisor : public WorkerGroup {
   void SignalWorkers(int sig) override;
   int running_workers() const override;
   void WatchFd(int fd, int slot = 0) override;
+  absl::Status StartStandby(const ProcessSpec& spec, const std::string& boot) override;
+  void DropStandbys(const std::string& why) override;
+  int ready_standbys() const override { return standbys_.ready(); }
+  pid_t standby_pid(int local_rank) const override { return standbys_.pid(local_rank); }
   pid_t worker_pid(int local_rank) const override;
   // Workers with prefix_output: the last LineTail::kMaxLines lines.
   std::vector<std::string> OutputTail(int local_rank) const override;
@@ -148,6 +153,7 @@ class Supervisor : public WorkerGroup {
     bool reaped = false;        // the leader has been waited for
     bool group_gone = false;    // kill(-pid, 0) said ESRCH after the leader was reaped
     bool has_terminal = false;  // foreground_tty: it got the terminal
+    bool warm = false;          // it was a warm standby (from_standby)
     absl::Time started;         // monotonic
     // Workers: until when the rest of the group may drain after the leader
     // was reaped (monotonic; InfinitePast when no member read a pipe), and
@@ -255,6 +261,9 @@ class Supervisor : public WorkerGroup {
   std::vector<Process> workers_;
   std::vector<Stream> retired_streams_;
   std::vector<std::unique_ptr<Helper>> helpers_;
+  // Warm standbys of the next round's workers (standby_pool.h); Spawn()
+  // takes one for a spec with from_standby.
+  StandbyPool standbys_;
   std::deque<ProcessExit> pending_exits_;
   std::deque<ProcessExit> pending_helper_exits_;
   std::deque<int> pending_signals_;

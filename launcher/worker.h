@@ -57,6 +57,13 @@ struct ProcessSpec {
   // MemoryPolicyAvailable() in worker_spawner.h).
   std::vector<int> cpus;
   int numa_node = -1;
+  // Workers: become the warm standby of this local rank, if one is ready,
+  // rather than start cold (WorkerGroup::StartStandby). The standby was
+  // started with this spec's argv rewritten for it; it is handed
+  // `standby_env` (the environment the interpreter is to see), or `env` when
+  // that is empty.
+  bool from_standby = false;
+  std::vector<std::string> standby_env;
 };
 
 struct ProcessExit {

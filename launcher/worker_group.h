@@ -90,6 +90,25 @@ class WorkerGroup {
   // may then be reused).
   virtual pid_t worker_pid(int local_rank) const = 0;
 
+  // Warm standbys (launcher/standby_pool.h, docs/warm-workers.md): a
+  // process per local rank started ahead of the next round, which Start()
+  // makes that rank's worker when its spec says from_standby (else, or when
+  // the standby is not ready, the worker starts cold, with one line why).
+  // `boot` is written to the standby's control socket before it starts.
+  // Replaces a standby of the same local rank. The defaults keep none.
+  virtual absl::Status StartStandby(const ProcessSpec& spec, const std::string& boot) {
+    (void)spec;
+    (void)boot;
+    return absl::UnimplementedError("this worker group keeps no standbys");
+  }
+  // Kills every standby; `why` is logged when there were any (not if empty).
+  virtual void DropStandbys(const std::string& why) { (void)why; }
+  virtual int ready_standbys() const { return 0; }
+  virtual pid_t standby_pid(int local_rank) const {
+    (void)local_rank;
+    return -1;
+  }
+
   // The last lines (stdout and stderr, in the order read; bounded, see
   // Supervisor) the worker with `local_rank` of the latest Start() wrote,
   // when its output goes through the group (ProcessSpec::prefix_output);

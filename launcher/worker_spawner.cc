@@ -13,6 +13,7 @@
 #include <algorithm>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/match.h"
@@ -86,8 +87,8 @@ struct ChildPlacement {
 };
 
 [[noreturn]] void RunChild(pid_t parent, const char* path, char* const argv[], char* const envp[],
-                           int out_source, int err_source, int error_fd, bool foreground_tty,
-                           const ChildPlacement& placement) {
+                           int out_source, int err_source, int control_source, int error_fd,
+                           bool foreground_tty, const ChildPlacement& placement) {
   if (setpgid(0, 0) != 0) ChildFail(error_fd, kStageSetpgid, errno);
   // Take the terminal on stdin as our foreground process group, as tini
   // does, so that the worker can read it (pdb, input()). Every signal is
@@ -106,6 +107,14 @@ struct ChildPlacement {
   if (out_source < 0 || err_source < 0 || !Redirect(out_source, STDOUT_FILENO) ||
       !Redirect(err_source, STDERR_FILENO)) {
     ChildFail(error_fd, kStageRedirect, errno);
+  }
+  // A standby's control socket at fd 3 (launcher/standby_pool.h), moving
+  // the error pipe out of its way first.
+  if (control_source >= 0) {
+    if (error_fd == kControlFd) error_fd = fcntl(error_fd, F_DUPFD_CLOEXEC, kControlFd + 1);
+    if (error_fd < 0 || !Redirect(control_source, kControlFd)) {
+      ChildFail(error_fd < 0 ? kControlFd : error_fd, kStageRedirect, errno);
+    }
   }
 
   // The agent raised its own soft descriptor limit (common/descriptors.h);
@@ -144,6 +153,7 @@ struct ChildArgs {
   char* const* envp;
   int out_source;
   int err_source;
+  int control_source;
   int error_fd;
   bool foreground_tty;
   ChildPlacement placement;
@@ -151,8 +161,8 @@ struct ChildArgs {
 
 int ChildEntry(void* raw) {
   const ChildArgs* a = static_cast<const ChildArgs*>(raw);
-  RunChild(a->parent, a->path, a->argv, a->envp, a->out_source, a->err_source, a->error_fd,
-           a->foreground_tty, a->placement);
+  RunChild(a->parent, a->path, a->argv, a->envp, a->out_source, a->err_source, a->control_source,
+           a->error_fd, a->foreground_tty, a->placement);
 }
 
 // --- Parent side. ---
@@ -209,7 +219,8 @@ std::string PathFromEnv(const std::vector<std::string>& env) {
 
 }  // namespace
 
-absl::StatusOr<SpawnedWorker> SpawnWorker(const ProcessSpec& spec, int stdout_fd, int stderr_fd) {
+absl::StatusOr<SpawnedWorker> SpawnWorker(const ProcessSpec& spec, int stdout_fd, int stderr_fd,
+                                          int control_fd) {
   if (spec.argv.empty()) {
     return absl::InvalidArgumentError(
         absl::StrCat("trainlet: worker with local rank ", spec.local_rank, " has an empty argv"));
@@ -229,23 +240,20 @@ absl::StatusOr<SpawnedWorker> SpawnWorker(const ProcessSpec& spec, int stdout_fd
   envp.push_back(nullptr);
 
   int error_pipe[2] = {-1, -1};
-  int out_pipe[2] = {-1, -1};
-  int err_pipe[2] = {-1, -1};
+  OutputPipes pipes;
   auto close_all = [&] {
-    for (int* fd :
-         {&error_pipe[0], &error_pipe[1], &out_pipe[0], &out_pipe[1], &err_pipe[0], &err_pipe[1]}) {
+    for (int* fd : {&error_pipe[0], &error_pipe[1]}) {
       CloseIfOpen(fd);
     }
   };
   if (pipe2(error_pipe, O_CLOEXEC) != 0) return ResourceError(command, "pipe", errno);
   if (spec.prefix_output) {
-    if (pipe2(out_pipe, O_CLOEXEC) != 0 || pipe2(err_pipe, O_CLOEXEC) != 0) {
-      int error = errno;
+    if (absl::Status made = pipes.Make(absl::StrCat("COMMAND '", command, "'")); !made.ok()) {
       close_all();
-      return ResourceError(command, "pipe", error);
+      return made;
     }
-    stdout_fd = out_pipe[1];
-    stderr_fd = err_pipe[1];
+    stdout_fd = pipes.stdout_write();
+    stderr_fd = pipes.stderr_write();
   }
 
   // clone(CLONE_VM | CLONE_VFORK), as posix_spawn does, rather than fork():
@@ -254,8 +262,8 @@ absl::StatusOr<SpawnedWorker> SpawnWorker(const ProcessSpec& spec, int stdout_fd
   // exec'd or failed. The child runs on its own stack and touches no memory
   // but that stack (and errno). Every signal is blocked around the clone so
   // no handler can run in the child before RunChild resets them.
-  ChildArgs args{getpid(),  path->c_str(), argv.data(),         envp.data(), stdout_fd,
-                 stderr_fd, error_pipe[1], spec.foreground_tty, {}};
+  ChildArgs args{getpid(),  path->c_str(), argv.data(),   envp.data(),         stdout_fd,
+                 stderr_fd, control_fd,    error_pipe[1], spec.foreground_tty, {}};
   // The placement's masks, built here for the same reason.
   std::unique_ptr<cpu_set_t, void (*)(cpu_set_t*)> cpus(nullptr, [](cpu_set_t* p) { CPU_FREE(p); });
   std::vector<unsigned long> nodes;
@@ -301,8 +309,7 @@ absl::StatusOr<SpawnedWorker> SpawnWorker(const ProcessSpec& spec, int stdout_fd
   // child's progress; EACCES (child already exec'd) and ESRCH are fine.
   setpgid(pid, pid);
   CloseIfOpen(&error_pipe[1]);
-  CloseIfOpen(&out_pipe[1]);
-  CloseIfOpen(&err_pipe[1]);
+  pipes.CloseWriteEnds();
 
   ChildFailure failure = {0, 0};
   ssize_t n;
@@ -328,14 +335,40 @@ absl::StatusOr<SpawnedWorker> SpawnWorker(const ProcessSpec& spec, int stdout_fd
                                             " failed in the child: ", strerror(failure.error)));
   }
 
+  if (spec.prefix_output) return pipes.Release(pid);
   SpawnedWorker spawned;
   spawned.pid = pid;
-  if (spec.prefix_output) {
-    fcntl(out_pipe[0], F_SETFL, O_NONBLOCK);
-    fcntl(err_pipe[0], F_SETFL, O_NONBLOCK);
-    spawned.stdout_pipe = out_pipe[0];
-    spawned.stderr_pipe = err_pipe[0];
+  return spawned;
+}
+
+OutputPipes::~OutputPipes() {
+  for (int* fd : {&out_[0], &out_[1], &err_[0], &err_[1]}) CloseIfOpen(fd);
+}
+
+absl::Status OutputPipes::Make(const std::string& what) {
+  if (pipe2(out_, O_CLOEXEC) != 0 || pipe2(err_, O_CLOEXEC) != 0) {
+    const int error = errno;
+    for (int* fd : {&out_[0], &out_[1], &err_[0], &err_[1]}) CloseIfOpen(fd);
+    return absl::ResourceExhaustedError(absl::StrCat("trainlet: cannot start ", what,
+                                                     ": pipe failed: ", strerror(error),
+                                                     "; check the pod's open-files limit"));
   }
+  return absl::OkStatus();
+}
+
+void OutputPipes::CloseWriteEnds() {
+  CloseIfOpen(&out_[1]);
+  CloseIfOpen(&err_[1]);
+}
+
+SpawnedWorker OutputPipes::Release(pid_t pid) {
+  CloseWriteEnds();
+  SpawnedWorker spawned;
+  spawned.pid = pid;
+  fcntl(out_[0], F_SETFL, O_NONBLOCK);
+  fcntl(err_[0], F_SETFL, O_NONBLOCK);
+  spawned.stdout_pipe = std::exchange(out_[0], -1);
+  spawned.stderr_pipe = std::exchange(err_[0], -1);
   return spawned;
 }
 

@@ -31,12 +31,40 @@ struct SpawnedWorker {
   int stderr_pipe = -1;
 };
 
+// A prefixed worker's stdout and stderr pipes (ProcessSpec::prefix_output),
+// shared by a cold start and a standby's handover: made O_CLOEXEC, the
+// write ends handed to the process, then the read ends (made O_NONBLOCK)
+// released into a SpawnedWorker. Whatever is still open is closed at the
+// end. Thread-compatible.
+class OutputPipes {
+ public:
+  OutputPipes() = default;
+  ~OutputPipes();
+  OutputPipes(const OutputPipes&) = delete;
+  OutputPipes& operator=(const OutputPipes&) = delete;
+  // ResourceExhausted naming `what` when the pipes cannot be made.
+  absl::Status Make(const std::string& what);
+  int stdout_write() const { return out_[1]; }
+  int stderr_write() const { return err_[1]; }
+  void CloseWriteEnds();
+  // The worker `pid` with the read ends; they are the caller's now.
+  SpawnedWorker Release(pid_t pid);
+
+ private:
+  int out_[2] = {-1, -1};
+  int err_[2] = {-1, -1};
+};
+
 // Resolves spec.argv[0] with ResolveCommand (PATH taken from spec.env) and
 // starts the worker. When !spec.prefix_output the worker's stdout/stderr are
 // `stdout_fd`/`stderr_fd`. Errors: NotFound (127), PermissionDenied (126),
 // ResourceExhausted (fork/pipe limits), Internal; the message names the
-// command. On error no child is left behind.
-absl::StatusOr<SpawnedWorker> SpawnWorker(const ProcessSpec& spec, int stdout_fd, int stderr_fd);
+// command. On error no child is left behind. With `control_fd` >= 0 the
+// child has it as fd kControlFd (a standby's control socket,
+// standby_pool.h); every other fd of the agent is CLOEXEC.
+inline constexpr int kControlFd = 3;
+absl::StatusOr<SpawnedWorker> SpawnWorker(const ProcessSpec& spec, int stdout_fd, int stderr_fd,
+                                          int control_fd = -1);
 
 // Whether this process may set a memory policy (set_mempolicy(2), tried with
 // MPOL_DEFAULT on the calling thread, which changes nothing): false under a

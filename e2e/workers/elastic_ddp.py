@@ -6,7 +6,9 @@ rename); every worker loads it at start, so a restarted round resumes where the
 job was. Each step appends "<restart> <world> <step>" to
 $E2E_DIR/progress.rank<RANK> (rank 0 also to $E2E_DIR/progress), and rank 0
 writes $E2E_DIR/done.json at the end. E2E_STEP_SLEEP slows steps so that a test
-can kill a node mid-training.
+can kill a node mid-training. Every step also all_reduces a one from each rank
+and asserts the sum is the world size. With E2E_FAIL_RANK, that rank exits 1
+in round 0 once $E2E_DIR/fail exists.
 """
 import json
 import os
@@ -36,7 +38,13 @@ if os.path.exists(ckpt_path):
     start = ckpt["step"]
 resumed_from = start
 
+fail_rank = os.environ.get("E2E_FAIL_RANK")
 for step in range(start + 1, steps + 1):
+    if restart == 0 and str(rank) == fail_rank and os.path.exists(os.path.join(d, "fail")):
+        raise SystemExit(1)
+    ones = torch.ones(1)
+    dist.all_reduce(ones)
+    assert ones.item() == world, "all_reduce sum %s in a world of %d" % (ones.item(), world)
     x = torch.full((8, 4), float(step))
     loss = model(x).pow(2).mean()
     opt.zero_grad()
@@ -57,5 +65,5 @@ dist.barrier()
 if rank == 0:
     with open(os.path.join(d, "done.json"), "w") as f:
         json.dump({"steps": steps, "restart": restart, "world": world,
-                   "resumed_from": resumed_from}, f)
+                   "resumed_from": resumed_from, "sums_checked": True}, f)
 dist.destroy_process_group()

@@ -48,6 +48,14 @@ class FakeWorkerGroup : public WorkerGroup {
   // A made-up pid (4000 + local_rank) while the worker runs.
   pid_t worker_pid(int local_rank) const override;
   std::vector<std::string> OutputTail(int local_rank) const override { return output_tail; }
+  // Standbys: recorded; StartStandby fails with `standby_error` when set.
+  absl::Status StartStandby(const ProcessSpec& spec, const std::string& boot) override {
+    (void)boot;
+    if (!standby_error.ok()) return standby_error;
+    standbys_started.push_back(spec);
+    return absl::OkStatus();
+  }
+  void DropStandbys(const std::string& why) override { standbys_dropped.push_back(why); }
 
   // ---- Test controls.
   // The worker with `local_rank` of the latest Start() exits with `code`.
@@ -70,6 +78,9 @@ class FakeWorkerGroup : public WorkerGroup {
 
   // What the agent did.
   std::vector<std::vector<ProcessSpec>> starts;
+  absl::Status standby_error = absl::OkStatus();
+  std::vector<ProcessSpec> standbys_started;
+  std::vector<std::string> standbys_dropped;
   std::vector<int> signals_sent;
   int wait_calls = 0;
   std::vector<std::pair<int, int>> watched_fds;  // (slot, fd) of each WatchFd call
