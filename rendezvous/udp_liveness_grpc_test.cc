@@ -134,19 +134,25 @@ CoordinatorHostOptions PairHostOptions(absl::Duration timeout, int max_restarts 
   return o;
 }
 
+// Starts a coordinator host for `o`: *target is what its clients dial,
+// *client their options (the target and the token).
+void StartPairHost(const CoordinatorHostOptions& o, std::unique_ptr<CoordinatorHost>* host,
+                   std::string* target, ClientOptions* client) {
+  absl::StatusOr<std::unique_ptr<CoordinatorHost>> started = CoordinatorHost::Start(o);
+  ASSERT_TRUE(started.ok()) << started.status();
+  *host = std::move(*started);
+  *target = absl::StrCat("127.0.0.1:", (*host)->port());
+  client->target = *target;
+  client->token = "tok";
+}
+
 class UdpLivenessGrpcTest : public ::testing::Test {
  protected:
   void Start(absl::Duration timeout) {
     timeout_ = timeout;
-    absl::StatusOr<std::unique_ptr<CoordinatorHost>> host =
-        CoordinatorHost::Start(PairHostOptions(timeout));
-    ASSERT_TRUE(host.ok()) << host.status();
-    host_ = std::move(*host);
-    ASSERT_EQ(host_->liveness_port(), host_->port()) << "the same number as the gRPC port";
-    target_ = absl::StrCat("127.0.0.1:", host_->port());
     ClientOptions c;
-    c.target = target_;
-    c.token = "tok";
+    ASSERT_NO_FATAL_FAILURE(StartPairHost(PairHostOptions(timeout), &host_, &target_, &c));
+    ASSERT_EQ(host_->liveness_port(), host_->port()) << "the same number as the gRPC port";
     client_ = std::make_unique<CoordinatorClient>(c);
     a_ = Req("node-a", 0);
     b_ = Req("node-b", 1);
@@ -358,14 +364,9 @@ class ReadyRejoinGrpcTest : public ::testing::Test {
   // accepts_rejoin_datagram = `rejoin_datagram`), heard over UDP; then b's
   // worker fails and the round re-opens as round 2.
   void StartAndFail(bool rejoin_datagram) {
-    absl::StatusOr<std::unique_ptr<CoordinatorHost>> host =
-        CoordinatorHost::Start(PairHostOptions(absl::Seconds(5), /*max_restarts=*/1));
-    ASSERT_TRUE(host.ok()) << host.status();
-    host_ = std::move(*host);
-    target_ = absl::StrCat("127.0.0.1:", host_->port());
     ClientOptions c;
-    c.target = target_;
-    c.token = "tok";
+    ASSERT_NO_FATAL_FAILURE(
+        StartPairHost(PairHostOptions(absl::Seconds(5), /*max_restarts=*/1), &host_, &target_, &c));
     client_ = std::make_unique<CoordinatorClient>(c);
     std::thread join_b(
         [&] { assigned_[1] = client_->Join(reqs_[1], absl::Now() + absl::Seconds(10)); });
@@ -557,13 +558,8 @@ class StreamLossGrpcTest : public ::testing::Test {
   void Start(absl::Duration window) {
     CoordinatorHostOptions o = PairHostOptions(absl::Seconds(60));
     o.core.stream_probe_window = window;
-    absl::StatusOr<std::unique_ptr<CoordinatorHost>> host = CoordinatorHost::Start(o);
-    ASSERT_TRUE(host.ok()) << host.status();
-    host_ = std::move(*host);
-    target_ = absl::StrCat("127.0.0.1:", host_->port());
     ClientOptions c;
-    c.target = target_;
-    c.token = "tok";
+    ASSERT_NO_FATAL_FAILURE(StartPairHost(o, &host_, &target_, &c));
     absl::Notification joined[2];
     for (int i = 0; i < 2; ++i) {
       clients_[i] = std::make_unique<GrpcRendezvousClient>(c);
