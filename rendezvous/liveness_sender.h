@@ -77,7 +77,7 @@ class LivenessSender {
   LivenessSender(int fd, int udp_port) : fd_(fd), udp_port_(udp_port) {}
   // The answering thread: reads the socket until the stop pipe is written.
   void Loop();
-  // Answers `probe` when it is this agent's own.
+  // Answers the datagram in `data` when it is a probe for this agent.
   void Answer(const uint8_t* data, size_t size);
 
   const int fd_;
