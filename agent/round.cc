@@ -755,7 +755,14 @@ bool RoundMachine::HandleFinalError(const absl::Status& status, Actions* out) {
       CoordinatorLost(Quoted(status.message()), out);
       return true;
     }
-    if (restarts) {
+    if (restarts && rendezvous::ReasonOf(status) == v1::ErrorInfo::ROUND_RESTARTED) {
+      // The Rejoin's reason, answered to a Report that crossed it: the same
+      // one line the Rejoin would have given (OnDirective).
+      TLOG(kInfo) << "restart: " << Quoted(status.message()) << "; re-joining for round "
+                  << assignment_.round() + 1;
+      outcome_ = Outcome::kRejoin;
+      BeginStop("restart", 0, out);
+    } else if (restarts) {
       TLOG(kWarning) << "the coordinator moved on (" << Quoted(status.message())
                      << "); stopping the workers and re-joining";
       outcome_ = Outcome::kRejoin;

@@ -1064,6 +1064,13 @@ absl::Status Coordinator::Report(const v1::ReportRequest& request, v1::ReportRes
     absl::StatusOr<Member*> m = FindMemberLocked(request.member(), request.job_id());
     if (!m.ok()) return m.status();
     Member& member = **m;
+    if (request.round() == round_ && !member.in_round && !recent_restarts_.empty() &&
+        recent_restarts_.back().round == round_ + 1) {
+      // Its round was restarted (its Rejoin may still be on the way): say
+      // why, as the Rejoin does, so that the agent's one restart line can.
+      return WithReason(absl::AbortedError(recent_restarts_.back().reason),
+                        v1::ErrorInfo::ROUND_RESTARTED);
+    }
     if (request.round() != round_ || !member.in_round) {
       return absl::AbortedError(absl::StrFormat(
           "report for round %d, but the current round is %d; re-join", request.round(), round_));
