@@ -70,6 +70,32 @@
 //      --Release, stream ends--> released --REJOIN / DIRECTIVE datagrams-->
 //      Watch again (acks stopped) --> served on the stream
 //
+// Stream loss (docs/protocol.md, "Stream loss"): a member whose directive
+// stream closes while its round runs is either an agent that died (kill -9,
+// OOM: its process and sockets are gone) or a live agent whose stream broke
+// (a reset connection), which is no lost node. Where the member's datagrams
+// arrive, and nothing says that the coordinator's do not reach it, the
+// coordinator asks it: a PROBE datagram under its key with a fresh nonce, at
+// once and every kStreamProbeEvery. The liveness thread applies what comes
+// back (NoteLivenessBatch, NoteProbesRefused) and then the deadline
+// (CheckProbes, with the time it began draining its sockets, so that an
+// answer that arrived in time is never missed, however late the thread
+// runs):
+//
+//   RUNNING, stream closes --PROBE (nonce), again every kStreamProbeEvery-->
+//     +-- PROBE_ANSWER with the nonce, its stream re-opened, a Report: kept
+//     |   (from then on only its silence, the heartbeat timeout, loses it)
+//     +-- ICMP port unreachable quoting one of the PROBEs: lost at once
+//     +-- nothing by the window's end: lost. The window is
+//         kStreamProbeWindow when the member said that the coordinator's
+//         acks reach it (its alive datagrams are ALIVE_ACKED: UDP works both
+//         ways, a live agent answers); kStreamLossGrace when that is not
+//         known yet (its first datagrams), as long as it had before.
+//
+// A member whose acks do not reach it (a plain ALIVE after an ack), or
+// whose UDP is not heard lately, is not probed: it has kStreamLossGrace to
+// re-open its stream or report (Tick decides), as before.
+//
 // When a round closes (GATHERING -> RUNNING): at MAX joiners; or, after a
 // restart, as soon as every survivor told to re-join is back (and at least
 // MIN joined), since nobody else is known to be coming; otherwise once MIN
@@ -106,7 +132,8 @@
 // O(n log n) (rank order), plus O(n) per member that asked for the member
 // list (want_nodes: its answer carries n entries). A liveness datagram is
 // O(1) (a flat slot array). Tick scans that flat array once per call
-// (silence and stream deadlines), touching a member only when one is due.
+// (silence and stream deadlines), touching a member only when one is due;
+// CheckProbes walks only the members being probed.
 //
 // Threading: every public method is thread-safe. Callbacks (JoinDone,
 // DirectiveSink) run after the lock is released, so they may call back into
@@ -188,6 +215,10 @@ struct CoordinatorOptions {
   // `trainlet run` and `trainlet coordinator`, off with TLS (a DIRECTIVE
   // datagram is signed, not encrypted).
   int release_streams_from = 0;
+  // How long a probed member has to answer after its stream closed ("Stream
+  // loss" above): kStreamProbeWindow, widened only by tests whose host may
+  // stall a thread for longer.
+  absl::Duration stream_probe_window = kStreamProbeWindow;
   // Set by the agent that hosts this coordinator (`trainlet run` on node
   // rank 0): that agent logs the round it got, every failure (a worker's, a
   // node lost or gone) as the reason of the restart or verdict it causes
@@ -236,6 +267,9 @@ struct OutgoingDatagram {
   int socket = 0;
   sockaddr_storage to{};
   std::string bytes;
+  // A stream-loss probe (see "Stream loss" above): whoever sends it calls
+  // Coordinator::CheckProbes from now on, until it returns InfiniteFuture.
+  bool probe = false;
 };
 
 // Sends the coordinator's own datagrams from the liveness sockets (the
@@ -270,9 +304,11 @@ struct LivenessBatchStats {
   int unknown_slot = 0;       // no member holds the slot (or UDP liveness is off).
   int bad_mac = 0;            // not signed with the slot's key (forged, or an old key).
   int wrong_incarnation = 0;  // a MAC-valid datagram of another incarnation.
-  int stale_seq = 0;          // seq not above the last accepted one (replayed, reordered).
-  int taken = 0;              // TAKEN datagrams among the accepted.
-  int directives = 0;         // DIRECTIVE datagrams sent again in answer (released members).
+  int stale_seq = 0;      // seq not above the last accepted one (replayed, reordered), or a probe
+                          // answer for no probe out now (late, replayed, another nonce).
+  int taken = 0;          // TAKEN datagrams among the accepted.
+  int directives = 0;     // DIRECTIVE datagrams sent again in answer (released members).
+  int probe_answers = 0;  // answers to a stream-loss probe out (among the accepted).
   int rejected() const { return unknown_slot + bad_mac + wrong_incarnation + stale_seq; }
 };
 
@@ -351,6 +387,20 @@ class Coordinator {
                                        std::vector<LivenessAck>* acks = nullptr,
                                        std::vector<std::function<void()>>* deferred = nullptr,
                                        const LivenessOrigin* origin = nullptr);
+
+  // Stream-loss probes (see "Stream loss" above), for whoever sends the
+  // core's datagrams (the liveness thread). `refused`: the PROBE datagrams
+  // that ICMP port-unreachable messages quoted back to it, parsed; each that
+  // is a probe out now (its member's slot, incarnation, nonce and MAC) makes
+  // that member lost at once. Returns how many matched.
+  int NoteProbesRefused(absl::Span<const LivenessDatagram> refused);
+  // Sends the probes due again, and declares lost a member whose probe
+  // window ended by `drained_at` unanswered: `drained_at` is the clock's time
+  // (clock()) just before the caller last drained its sockets and applied
+  // what it found, so every answer that arrived in time has been counted.
+  // Returns when to call it next (InfiniteFuture: no probe is out).
+  absl::Time CheckProbes(absl::Time drained_at);
+  Clock* clock() const { return clock_; }
 
   // Fails pending joins and ends every stream with UNAVAILABLE.
   void Shutdown(absl::string_view reason);
@@ -586,8 +636,22 @@ class Coordinator {
     absl::Time last_datagram = absl::InfinitePast();
     absl::Time last_ack = absl::InfinitePast();  // the last ack made for it.
     // When its stream closed while it ran (InfiniteFuture: it did not, or it
-    // re-opened it or reported since); lost at + kStreamLossGrace.
+    // re-opened it or reported since); lost at + kStreamLossGrace unless
+    // probed (probe_nonce), see "Stream loss".
     absl::Time stream_lost_at = absl::InfiniteFuture();
+    // What its datagrams say of the way back to it ("Stream loss"): its
+    // latest alive datagram was ALIVE_ACKED (the coordinator's acks reach
+    // it, so a probe would too), or a plain ALIVE came after one of its
+    // datagrams was acked (they do not). Neither: not known yet (its first
+    // datagrams, or an agent older than probes that was never acked).
+    bool acks_reach = false;
+    bool acks_lost = false;
+    uint64_t acked_seq = 0;  // the highest seq an ack was made for.
+    // The probe out since its stream closed: its nonce (0: none), when it
+    // goes again, and the end of its window (lost then, unanswered).
+    uint64_t probe_nonce = 0;
+    absl::Time probe_next = absl::InfiniteFuture();
+    absl::Time probe_until = absl::InfiniteFuture();
     // Where its last accepted datagram came from (socket -1: none yet).
     int socket = -1;
     sockaddr_storage from{};
@@ -617,6 +681,22 @@ class Coordinator {
   // that (accepts_rejoin_directive), else the 48-byte REJOIN datagram.
   OutgoingDatagram RejoinDatagramLocked(const Slot& slot) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   LivenessBytes RejoinBytesLocked(const Slot& slot) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Stream loss ("Stream loss" above). Whether to probe `m`, whose stream
+  // just closed while it ran, rather than give it kStreamLossGrace.
+  bool MayProbeLocked(const Member& m) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Sends the first PROBE (an action) and arms the window, from
+  // slot.stream_lost_at.
+  void StartProbeLocked(Slot& slot, Actions* actions) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The member's stream loss is over (re-opened, reported, answered, erased,
+  // a new round): no grace, no probe.
+  void ClearStreamLossLocked(Slot& slot) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Whether the probe out for `slot` still has a member to judge: running,
+  // in the round, not SUCCEEDED, no stream open.
+  bool ProbeStillDueLocked(const Slot& slot) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  OutgoingDatagram ProbeDatagramLocked(const Slot& slot) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The member of `slot` is lost by its probe (`how`: why).
+  void LoseProbedLocked(const Slot& slot, absl::string_view how, Actions* actions)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const CoordinatorOptions options_;
   Clock* const clock_;
@@ -679,6 +759,9 @@ class Coordinator {
   std::string launcher_node_ ABSL_GUARDED_BY(mu_);
   std::vector<Slot> slots_ ABSL_GUARDED_BY(mu_);
   std::vector<uint32_t> free_slots_ ABSL_GUARDED_BY(mu_);
+  // The slots with a probe out (Slot::probe_nonce), so that CheckProbes
+  // walks only those.
+  std::set<uint32_t> probing_ ABSL_GUARDED_BY(mu_);
   int udp_port_ ABSL_GUARDED_BY(mu_) = 0;  // 0: UDP liveness off.
   DatagramSender* datagram_sender_ ABSL_GUARDED_BY(mu_) = nullptr;
   std::function<void(uint64_t, int)> answer_observer_ ABSL_GUARDED_BY(mu_);
