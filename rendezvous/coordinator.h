@@ -1,7 +1,7 @@
 // The rendezvous state machine: who is in the job, which rank each node has,
-// and what every agent must do next. No gRPC in here: the gRPC adapter
+// and what every agent must do next. No gRPC here: the gRPC adapter
 // (coordinator_service.h) turns calls into these methods, and tests drive it
-// directly with a SimulatedClock.
+// with a SimulatedClock. The design, message by message: docs/protocol.md.
 //
 //                 join x MIN, then last call / MAX,
 //                 or (restart) every survivor back
@@ -18,129 +18,24 @@
 //                                       ^
 //           member lost / worker failed, no restarts left (from RUNNING)
 //
-// Members are (node_id, incarnation). A node id belongs to one live
-// incarnation at a time: a second live one is rejected (two pods claim the
-// same identity); a new one replaces a dead one, which is then fenced. Live
-// means a Join parked or a Watch open: an incarnation with neither (say, it
-// died while stopping its workers for a restart round) is dead. A
-// member declared lost (stream broken, heartbeat timeout, left) is fenced
-// too: if it was only frozen (SIGSTOP, network cut) and comes back, every
-// request it makes fails with FAILED_PRECONDITION and reason FENCED, and it
-// must restart as a new incarnation to join again.
-// Rounds are numbered above every round a joiner reports, so a restarted
-// coordinator never reuses a number.
+// Members are (node_id, incarnation); a member declared lost is fenced
+// ("Identity, generations, authentication"). Inside RUNNING, three smaller
+// machines, each drawn in docs/protocol.md: a closed stream probed over UDP
+// ("Stream loss"), re-joins and Rejoins by datagram ("Re-join on the
+// stream"), released streams ("Released streams"); and a hang's
+// investigation (docs/progress.md, "Who hung"; the suspect:
+// coordinator_hang.h). Everything from the network is validated and bounded
+// (the kMax constants; "Field bounds").
 //
-// A survivor re-joins with a Join call, or, when its stream accepts an
-// assignment and it holds a UDP liveness slot, with a READY datagram
-// (NoteLivenessBatch; its Rejoin says ready_by_datagram and its stream stays
-// open): a parked join like any other, whose answer goes down the stream as
-// a Directive carrying the Assignment (docs/protocol.md, "Re-join on the
-// stream"). Its stream closing before the round does withdraws it. Where
-// the member's Watch accepts it and its datagrams' address is known, that
-// Rejoin itself goes as a REJOIN datagram (DatagramSender) instead of a
-// stream write: the Rejoin, reason and all, as a DIRECTIVE datagram where
-// the Watch accepts_rejoin_directive, else the 48-byte REJOIN. The agent confirms it at once with
-// an alive datagram of the new round (it sends no other while it stops its workers); unconfirmed,
-// it goes again, kRejoinConfirmWithin later or at once for an alive datagram of the old round (it
-// was not taken), at most kRejoinDatagramTries times, and then down the stream:
-//
-//   restart --REJOIN--> confirmed (alive, new round) --READY--> parked
-//      |  not confirmed within kRejoinConfirmWithin,       re-join
-//      |  or an alive datagram of the old round:              |
-//      +--REJOIN again (x kRejoinDatagramTries), then the     | round closes
-//         Rejoin down the stream                              v
-//                                              assignment down the stream
-//
-// Released streams (docs/protocol.md): in a round of release_streams_from
-// members or more, a member whose Watch accepts_release and whose datagrams
-// the coordinator has acked at least twice gets a Release as its stream's
-// last directive; its stream then ends, its connection goes idle (and gRPC
-// closes it within kConnectionIdleClose), and what the stream would have
-// carried goes as signed datagrams to where its datagrams come from: the
-// Rejoin as a REJOIN (repeated, without the stream to fall back on, for
-// every alive datagram of the old round), the assignment of a re-join by
-// READY as a DIRECTIVE datagram (again for every READY after the close), the
-// job's verdict as a DIRECTIVE datagram (again for every alive datagram,
-// until a TAKEN datagram says the agent has it). A released member is found
-// lost by its silence alone (heartbeat timeout), not by a stream closing;
-// one that opens a Watch again (its acks stopped) is served on it as
-// before. An assignment that does not fit a datagram keeps the stream.
-//
-//   RUNNING, acked twice, Watch accepts_release, round >= release_streams_from
-//      --Release, stream ends--> released --REJOIN / DIRECTIVE datagrams-->
-//      Watch again (acks stopped) --> served on the stream
-//
-// Stream loss (docs/protocol.md, "Stream loss"): a member whose directive
-// stream closes while its round runs is either an agent that died (kill -9,
-// OOM: its process and sockets are gone) or a live agent whose stream broke
-// (a reset connection), which is no lost node. Where the member's datagrams
-// arrive, and nothing says that the coordinator's do not reach it, the
-// coordinator asks it: a PROBE datagram under its key with a fresh nonce, at
-// once and every kStreamProbeEvery. The liveness thread applies what comes
-// back (NoteLivenessBatch, NoteProbesRefused) and then the deadline
-// (CheckProbes, with the time it began draining its sockets, so that an
-// answer that arrived in time is never missed, however late the thread
-// runs):
-//
-//   RUNNING, stream closes --PROBE (nonce), again every kStreamProbeEvery-->
-//     +-- PROBE_ANSWER with the nonce, its stream re-opened, a Report: kept
-//     |   (from then on only its silence, the heartbeat timeout, loses it)
-//     +-- ICMP port unreachable quoting one of the PROBEs: lost at once
-//     +-- nothing by the window's end: lost. The window is
-//         kStreamProbeWindow when the member said that the coordinator's
-//         acks reach it (its alive datagrams are ALIVE_ACKED: UDP works both
-//         ways, a live agent answers); kStreamLossGrace when that is not
-//         known yet (its first datagrams), as long as it had before.
-//
-// A member whose acks do not reach it (a plain ALIVE after an ack), or
-// whose UDP is not heard lately, is not probed: it has kStreamLossGrace to
-// re-open its stream or report (Tick decides), as before.
-//
-// When a round closes (GATHERING -> RUNNING): at MAX joiners; or, after a
-// restart, as soon as every survivor told to re-join is back (and at least
-// MIN joined), since nobody else is known to be coming; otherwise once MIN
-// joined and --last-call has passed. A coordinator's first round (including
-// that of a restarted coordinator) always uses last call.
-//
-// Everything from the network is validated and bounded (see the kMax
-// constants; INVALID_ARGUMENT names the field), escaped before it is logged,
-// and rejected requests are logged at most a few times per 10 s. Replies
-// never echo the coordinator's job id or another member's incarnation.
-//
-// Hangs (docs/progress.md, "Who hung"): a Report whose HangReport declares
-// a worker hung opens the round's investigation: every other member still
-// running gets a CollectEvidence directive (down its stream, or as a
-// DIRECTIVE datagram when released) and answers with its evidence; once all
-// have, or kHangEvidenceWait after the declaration, the suspect is chosen
-// (coordinator_hang.h) and the round fails for it, exit code 80, with the
-// HangVerdict in the Rejoin or JobFailed. A failure of the round meanwhile
-// ends the investigation without a verdict.
-//
-//   RUNNING --declared--> investigating --every member's evidence, or
-//                              |             kHangEvidenceWait--> verdict:
-//                              |             Rejoin / JobFailed (reason "hang: suspect ...")
-//                              +--another failure: its Rejoin / JobFailed, no verdict
-//
-// While a round gathers, progress is logged at INFO at most every 10 s
-// ("round 1: 2/3 joined; waiting for rank 2"), and a parked Join is answered
-// DEADLINE_EXCEEDED shortly before its caller's deadline with what the round
-// still waits for.
-//
-// Cost: Join, Report, Watch, WatchClosed, CancelJoin, Leave and GetSnapshot
-// are O(log n) in the number of members (counters and indexes kept as members
-// change, no walk over the member map); closing or re-opening a round is
-// O(n log n) (rank order), plus O(n) per member that asked for the member
-// list (want_nodes: its answer carries n entries). A liveness datagram is
-// O(1) (a flat slot array). Tick scans that flat array once per call
-// (silence and stream deadlines), touching a member only when one is due;
-// CheckProbes walks only the members being probed.
+// Cost: every call is O(log n) in the members but closing or re-opening a
+// round (O(n log n)) and answers with the member list; a datagram is O(1);
+// Tick scans a flat slot array once ("Limits at scale").
 //
 // Threading: every public method is thread-safe. Callbacks (JoinDone,
-// DirectiveSink) run after the lock is released, so they may call back into
-// the coordinator: on the calling thread, except that a call that sets off
-// kSplitActionsFrom or more of them (a round's answers at scale) runs half
-// on a second thread (RunActions), so they must be thread-safe. Time only moves through Tick(),
-// which the owner calls periodically (the service runs a ticker thread).
+// DirectiveSink) run after the lock is released, on the calling thread,
+// except that a call that sets off kSplitActionsFrom or more of them runs
+// half on a second thread (RunActions): they must be thread-safe. Time only
+// moves through Tick(), which the owner calls (the service's ticker thread).
 #ifndef TRAINLET_RENDEZVOUS_COORDINATOR_H_
 #define TRAINLET_RENDEZVOUS_COORDINATOR_H_
 

@@ -50,7 +50,7 @@ absl::Duration UdpHeardWithin(absl::Duration heartbeat_timeout);
 // Reports at scale. A member the coordinator hears over UDP still sends a
 // Report now and then (it repeats its state and tells the agent the
 // coordinator lives); each costs the coordinator about 115 us of CPU, against
-// a few us for a datagram (docs/benchmarks.md section 7). So the Report
+// a few us for a datagram (docs/benchmarks-history.md, section 7). So the Report
 // interval of such a member grows with the round, keeping them at most
 // kMaxHeardReportsPerSecond: max(T - interval, n / 500 s), 4.53 s at 5 s up
 // to 2,265 nodes, 20 s at 10,000 (Assignment.report_interval_ms).
