@@ -211,7 +211,8 @@ void RoundMachine::FallBackToJoin(absl::string_view why, Actions* out) {
   TLOG(kInfo) << "re-joining round " << rejoin_round_ << " with a Join call: " << why;
   // The stream stays open until the answer's new one replaces it: the round
   // may have closed with this node already, and a stream that closes while
-  // it runs is a lost node unless re-opened within kStreamLossGrace.
+  // it runs is a lost node unless this agent answers the coordinator's
+  // probe or re-opens it (docs/protocol.md, "Stream loss").
   rejoin_by_datagram_ = false;
   Join(out);
 }
