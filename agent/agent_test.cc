@@ -2119,6 +2119,37 @@ TEST_F(PlanTest, RoundMovedOnInAJobWithRestarts_RejoinsWithoutLocalPolicy) {
   EXPECT_EQ(plan_.prepares, 2);
 }
 
+// The same race with the coordinator saying why (ROUND_RESTARTED): this
+// node's one restart line gives the cause, as the Rejoin would have, and no
+// "moved on" warning (e2e_logs: one line per restart on each node).
+TEST_F(PlanTest, AReportThatCrossedTheRestart_LogsItsCauseOnce) {
+  v1::Assignment first = MakeAssignment(1, 1, 2, 2, kHeartbeat);
+  first.set_max_restarts(1);
+  JoinAnswers({first, MakeAssignment(2, 1, 2, 2, kHeartbeat, 1)});
+  plan_.answer_at_once = true;
+  plan_.processes = 0;
+  bool crossed = true;
+  client_.report_status = [&](const v1::ReportRequest& r) {
+    if (r.round() == 1 && crossed) {
+      return rendezvous::WithReason(
+          absl::AbortedError("worker local rank 0 (global rank 1) on node n1 exited with code 3"),
+          v1::ErrorInfo::ROUND_RESTARTED);
+    }
+    return absl::OkStatus();
+  };
+  WhenIdle([] {});
+  WhenIdle([&] { crossed = false; });
+  WhenIdle([&] { client_.SendDirective(JobFinished(2)); });
+  ::testing::internal::CaptureStderr();
+  const int code = RunWithPlan(0);
+  const std::string log = ::testing::internal::GetCapturedStderr();
+  EXPECT_EQ(code, 0);
+  EXPECT_EQ(plan_.prepares, 2);
+  EXPECT_THAT(log, HasSubstr("restart: worker local rank 0 (global rank 1) on node n1 exited "
+                             "with code 3; re-joining for round 2"));
+  EXPECT_THAT(log, Not(HasSubstr("moved on")));
+}
+
 TEST(ExitCodeForPlanError, MapsCodes) {
   EXPECT_EQ(ExitCodeForPlanError(absl::DeadlineExceededError("w1 not reachable")),
             kExitUnavailable);

@@ -35,11 +35,13 @@ void CoordinatorContact::BeginRound(const v1::Assignment& a, bool stream_open, A
   // proof of this round).
   last_acked_seq_ = liveness_seq_;
   udp_port_ = 0;
+  stream_loss_probes_ = false;
   next_datagram_ = absl::InfiniteFuture();
   std::optional<rendezvous::LivenessKey> key = rendezvous::LivenessKeyFromBytes(a.liveness_key());
   if (options_.udp_liveness && a.liveness_udp_port() > 0 && a.liveness_udp_port() <= 65535 &&
       key.has_value() && heartbeat_interval_ > absl::ZeroDuration()) {
     udp_port_ = static_cast<int>(a.liveness_udp_port());
+    stream_loss_probes_ = a.stream_loss_probes();
     liveness_slot_ = a.liveness_slot();
     liveness_key_ = *key;
     next_datagram_ = now;
@@ -268,6 +270,10 @@ void CoordinatorContact::Unrelease(absl::string_view why) {
 // ---- UDP liveness.
 
 SendLiveness CoordinatorContact::Datagram(uint64_t round, rendezvous::LivenessKind kind) {
+  if (kind == rendezvous::LivenessKind::kAlive || kind == rendezvous::LivenessKind::kAliveAcked) {
+    said_acked_ = AcksReachThisNode();
+    kind = said_acked_ ? rendezvous::LivenessKind::kAliveAcked : rendezvous::LivenessKind::kAlive;
+  }
   return SendLiveness{rendezvous::EncodeLivenessDatagram(
       liveness_slot_, options_.me.incarnation(), round, ++liveness_seq_, liveness_key_, kind)};
 }
@@ -304,7 +310,12 @@ bool CoordinatorContact::TakeOwnAck(const rendezvous::LivenessDatagram& ack, uin
     return false;
   }
   last_acked_seq_ = ack.seq;
+  last_own_ack_ = clock_->Now();
   return true;
+}
+
+bool CoordinatorContact::AcksReachThisNode() const {
+  return stream_loss_probes_ && udp_port_ != 0 && clock_->Now() - last_own_ack_ < AckSilence();
 }
 
 void CoordinatorContact::OnAck(const rendezvous::LivenessDatagram& ack) {
@@ -318,6 +329,11 @@ void CoordinatorContact::OnAck(const rendezvous::LivenessDatagram& ack) {
     // The Report due soon (the first of the round, or the short interval)
     // waits for the longer one: the ack said all it would have asked.
     next_heartbeat_ = std::max(next_heartbeat_, last_ack_ + ReportInterval());
+  }
+  if (!said_acked_ && AcksReachThisNode()) {
+    // Say so now, not an interval from now: until the coordinator knows,
+    // a closed stream costs it kStreamLossGrace instead of a probe.
+    next_datagram_ = std::min(next_datagram_, last_ack_);
   }
 }
 

@@ -23,6 +23,14 @@
 //   RELEASED: no stream, no periodic Report, directives by datagram ---+   |
 //   any state: nothing answered for SilenceLimit() -> Tick says "lost" <---+
 //
+// Where the Assignment says stream_loss_probes, its alive datagrams are
+// ALIVE_ACKED while an ack of this node's came within the ack silence (any
+// round), and the first one goes at once when acks begin to flow: the
+// coordinator then asks this node over UDP, instead of waiting
+// kStreamLossGrace, when its stream closes (the PROBEs themselves are
+// answered by rendezvous::LivenessSender's thread; docs/protocol.md,
+// "Stream loss").
+//
 // Threading: not thread-safe; the round drives it from one thread.
 #ifndef TRAINLET_AGENT_COORDINATOR_CONTACT_H_
 #define TRAINLET_AGENT_COORDINATOR_CONTACT_H_
@@ -134,9 +142,13 @@ class CoordinatorContact {
   bool has_udp() const { return udp_port_ != 0; }
   absl::Duration heartbeat_interval() const { return heartbeat_interval_; }
   // A datagram of `kind` for `round` with the next seq, under this round's
-  // key.
+  // key. An alive one says ALIVE_ACKED while AcksReachThisNode().
   SendLiveness Datagram(uint64_t round,
                         rendezvous::LivenessKind kind = rendezvous::LivenessKind::kAlive);
+  // The coordinator probes on stream loss (Assignment.stream_loss_probes)
+  // and one of its acks of this node came within the ack silence: its
+  // datagrams reach this node.
+  bool AcksReachThisNode() const;
   // A coordinator's 48-byte datagram (an ack or a REJOIN), parsed (not yet
   // checked as this node's).
   std::optional<rendezvous::LivenessDatagram> ParseDatagram(const DatagramReceived& e);
@@ -164,7 +176,8 @@ class CoordinatorContact {
   // answer, ack) may be missing before it is lost: 1.05 heartbeat timeouts
   // plus, while no acks come, the part of the Report interval above
   // timeout/10. A broken stream is no loss: it is re-opened while the
-  // Reports go on (the coordinator waits kStreamLossGrace for it).
+  // Reports go on (the coordinator probes this node meanwhile, or waits
+  // kStreamLossGrace for it).
   absl::Duration SilenceLimit() const;
   bool acks_flowing() const { return acks_flowing_; }
 
@@ -224,6 +237,12 @@ class CoordinatorContact {
   uint64_t last_acked_seq_ = 0;
   int64_t ignored_acks_ = 0;
   int64_t acks_stopped_ = 0;  // times the acks stopped (logged at INFO once).
+  // Stream-loss probes (Assignment.stream_loss_probes this round): the last
+  // own ack taken, of any round (READYs' too), and whether the last alive
+  // datagram said ALIVE_ACKED.
+  bool stream_loss_probes_ = false;
+  absl::Time last_own_ack_ = absl::InfinitePast();
+  bool said_acked_ = false;
 };
 
 }  // namespace trainlet::agent

@@ -65,9 +65,11 @@ class CoordinatorContactTest : public ::testing::Test {
   }
   // Runs to `until` (from the start), ticking at each deadline and, when
   // `ack`, answering each liveness datagram with its ack. Returns when each
-  // Report went (from the start); OpenWatch requests go to *opened.
+  // Report went (from the start); OpenWatch requests go to *opened, the
+  // kinds of the liveness datagrams sent to *kinds.
   std::vector<absl::Duration> RunTo(absl::Duration until, bool ack,
-                                    std::vector<v1::WatchRequest>* opened = nullptr) {
+                                    std::vector<v1::WatchRequest>* opened = nullptr,
+                                    std::vector<LivenessKind>* kinds = nullptr) {
     std::vector<absl::Duration> reports;
     while (true) {
       const absl::Time next = contact_.NextDeadline(/*running=*/true);
@@ -80,8 +82,9 @@ class CoordinatorContactTest : public ::testing::Test {
         if (const auto* w = std::get_if<OpenWatch>(&a); w != nullptr && opened != nullptr) {
           opened->push_back(w->request);
         }
-        if (const auto* d = std::get_if<SendLiveness>(&a); d != nullptr && ack) {
-          contact_.OnAck(AckOf(d->datagram));
+        if (const auto* d = std::get_if<SendLiveness>(&a); d != nullptr) {
+          if (kinds != nullptr) kinds->push_back(KindOf(d->datagram));
+          if (ack) contact_.OnAck(AckOf(d->datagram));
         }
       }
     }
@@ -98,6 +101,12 @@ class CoordinatorContactTest : public ::testing::Test {
         d->slot, d->incarnation, d->round, d->seq, *rendezvous::LivenessKeyFromBytes(key),
         LivenessKind::kAck);
     return *rendezvous::ParseCoordinatorDatagram(ack.data(), ack.size());
+  }
+  static LivenessKind KindOf(const rendezvous::LivenessBytes& sent) {
+    std::optional<rendezvous::LivenessDatagram> d =
+        rendezvous::ParseAgentDatagram(sent.data(), sent.size());
+    EXPECT_TRUE(d.has_value());
+    return d.has_value() ? d->kind : LivenessKind::kAck;
   }
   static ReportAnswered Heard(bool heard) {
     ReportAnswered r;
@@ -279,6 +288,73 @@ TEST_F(CoordinatorContactTest, Datagrams_SeqStrictlyIncreases_AcrossRounds) {
     EXPECT_GT(d->seq, seq);
     seq = d->seq;
   }
+}
+
+// Stream loss (docs/protocol.md): where the coordinator probes a member
+// whose stream closed, the member's alive datagrams say whether the
+// coordinator's acks reach it (only then does a probe decide, not the grace).
+TEST_F(CoordinatorContactTest, StreamLossProbes_AliveAckedWhileAcksCome_SaidAtTheFirstAck) {
+  v1::Assignment a = Udp();
+  a.set_stream_loss_probes(true);
+  std::vector<RoundAction> out;
+  contact_.BeginRound(a, false, &out);
+  out.clear();
+  Tick(&out);
+  ASSERT_EQ(out.size(), 1u);
+  const rendezvous::LivenessBytes first = std::get<SendLiveness>(out[0]).datagram;
+  EXPECT_EQ(KindOf(first), LivenessKind::kAlive) << "no ack yet";
+  EXPECT_FALSE(contact_.AcksReachThisNode());
+  // The first ack: said at once, not an interval later.
+  contact_.OnAck(AckOf(first));
+  EXPECT_TRUE(contact_.AcksReachThisNode());
+  EXPECT_EQ(contact_.NextDeadline(true), clock_.Now());
+  out.clear();
+  Tick(&out);
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(KindOf(std::get<SendLiveness>(out[0]).datagram), LivenessKind::kAliveAcked);
+  // While acks come, every alive datagram says so.
+  std::vector<LivenessKind> kinds;
+  RunTo(absl::Seconds(3), /*ack=*/true, nullptr, &kinds);
+  ASSERT_GE(kinds.size(), 5u);
+  for (LivenessKind k : kinds) EXPECT_EQ(k, LivenessKind::kAliveAcked);
+  // They stop: once none came for the ack silence, plain ALIVE again.
+  kinds.clear();
+  RunTo(absl::Seconds(3) + kTimeout * kAckSilenceFraction + kInterval, /*ack=*/false, nullptr,
+        &kinds);
+  ASSERT_GE(kinds.size(), 2u);
+  EXPECT_EQ(kinds.front(), LivenessKind::kAliveAcked);
+  EXPECT_EQ(kinds.back(), LivenessKind::kAlive);
+  EXPECT_FALSE(contact_.AcksReachThisNode());
+}
+
+TEST_F(CoordinatorContactTest, StreamLossProbes_ANewRoundSaysItAtOnce_AReadysAckCounts) {
+  v1::Assignment a = Udp();
+  a.set_stream_loss_probes(true);
+  std::vector<RoundAction> out;
+  contact_.BeginRound(a, false, &out);
+  // A restart: the READY of round 2 is acked (the coordinator holds the
+  // re-join), then round 2 begins; its first datagram already says it.
+  const SendLiveness ready = contact_.Datagram(2, LivenessKind::kReady);
+  EXPECT_EQ(KindOf(ready.datagram), LivenessKind::kReady) << "a READY stays a READY";
+  ASSERT_TRUE(contact_.TakeOwnAck(AckOf(ready.datagram), 2));
+  v1::Assignment next = a;
+  next.set_round(2);
+  contact_.BeginRound(next, /*stream_open=*/true, &out);
+  out.clear();
+  Tick(&out);
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(KindOf(std::get<SendLiveness>(out[0]).datagram), LivenessKind::kAliveAcked);
+}
+
+TEST_F(CoordinatorContactTest, WithoutStreamLossProbes_PlainAliveEvenWhenAcked) {
+  // An older coordinator would take kind 8 for a malformed datagram.
+  std::vector<RoundAction> out;
+  contact_.BeginRound(Udp(), false, &out);
+  std::vector<LivenessKind> kinds;
+  RunTo(absl::Seconds(3), /*ack=*/true, nullptr, &kinds);
+  ASSERT_GE(kinds.size(), 5u);
+  for (LivenessKind k : kinds) EXPECT_EQ(k, LivenessKind::kAlive);
+  EXPECT_FALSE(contact_.AcksReachThisNode());
 }
 
 TEST_F(CoordinatorContactTest, BrokenStream_IsReopenedWithBackoff) {

@@ -211,7 +211,8 @@ void RoundMachine::FallBackToJoin(absl::string_view why, Actions* out) {
   TLOG(kInfo) << "re-joining round " << rejoin_round_ << " with a Join call: " << why;
   // The stream stays open until the answer's new one replaces it: the round
   // may have closed with this node already, and a stream that closes while
-  // it runs is a lost node unless re-opened within kStreamLossGrace.
+  // it runs is a lost node unless this agent answers the coordinator's
+  // probe or re-opens it (docs/protocol.md, "Stream loss").
   rejoin_by_datagram_ = false;
   Join(out);
 }
@@ -755,7 +756,14 @@ bool RoundMachine::HandleFinalError(const absl::Status& status, Actions* out) {
       CoordinatorLost(Quoted(status.message()), out);
       return true;
     }
-    if (restarts) {
+    if (restarts && rendezvous::ReasonOf(status) == v1::ErrorInfo::ROUND_RESTARTED) {
+      // The Rejoin's reason, answered to a Report that crossed it: the same
+      // one line the Rejoin would have given (OnDirective).
+      TLOG(kInfo) << "restart: " << Quoted(status.message()) << "; re-joining for round "
+                  << assignment_.round() + 1;
+      outcome_ = Outcome::kRejoin;
+      BeginStop("restart", 0, out);
+    } else if (restarts) {
       TLOG(kWarning) << "the coordinator moved on (" << Quoted(status.message())
                      << "); stopping the workers and re-joining";
       outcome_ = Outcome::kRejoin;

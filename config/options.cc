@@ -408,7 +408,8 @@ std::vector<OptionSpec> RoundPolicyOptionSpecs() {
        "Elastic: how long to wait for replacements when fewer than MIN nodes survive."},
       // 2000: a round this large holds about 400 MB of gRPC connection state
       // on node 0 with its streams open; below it a killed agent is still
-      // found by its stream closing (rendezvous::kStreamLossGrace).
+      // found by its stream closing and a probe over UDP (docs/protocol.md,
+      // "Stream loss").
       {"release-streams-from", OptionKind::kInt, "N", "2000",
        "Rounds of N or more nodes run without a gRPC stream per node once its UDP liveness is "
        "acknowledged (node 0 keeps ~40 KiB less per node; a killed agent is then found at the "

@@ -6,7 +6,13 @@
 // Coordinator::NoteLivenessBatch of a running two-member job: nothing
 // crashes, every datagram is counted once, and none without the members'
 // keys is accepted or acked. The same bytes as an ack parse as one kind at
-// most, and as a directive datagram only when it is one.
+// most, and as a directive datagram only when it is one. Stream loss: the
+// bytes as a PROBE (what an agent's answering thread takes, and what an
+// ICMP error quotes back to the coordinator) parse only as that kind, and
+// its answer re-encodes as a PROBE_ANSWER of the same fields; with a probe
+// out for member b, neither the input's answers nor its quoted probes
+// keep b or make it lost (they lack its key and the nonce): b is lost when
+// the window ends, exactly.
 #include <cstring>
 #include <memory>
 #include <vector>
@@ -16,8 +22,17 @@
 #include "rendezvous/coordinator.h"
 #include "rendezvous/liveness_datagram.h"
 #include "rendezvous/protocol_version.h"
+#include "rendezvous/testing/recording_datagram_sender.h"
 
 namespace rdv = trainlet::rendezvous;
+
+namespace {
+class NullSink : public rdv::DirectiveSink {
+ public:
+  void Send(const trainlet::v1::Directive&, bool) override {}
+  void Close(const absl::Status&) override {}
+};
+}  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   std::optional<rdv::LivenessDatagram> d = rdv::ParseLivenessDatagram(data, size);
@@ -97,6 +112,26 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     }
   }
 
+  // A probe (what an agent's answering thread takes): only that kind; its
+  // answer carries the same fields, as the agent's datagram it is.
+  std::optional<rdv::LivenessDatagram> probe = rdv::ParseProbe(data, size);
+  if (probe.has_value()) {
+    FUZZ_CHECK(size == rdv::kLivenessDatagramBytes && probe->kind == rdv::LivenessKind::kProbe,
+               "a probe of another size or kind");
+    FUZZ_CHECK(!agent.has_value() && !from_coordinator.has_value() && !ack.has_value(),
+               "a probe parsed as another kind too");
+    rdv::LivenessKey zero{};
+    if (rdv::IsOwnProbe(*probe, probe->slot, probe->incarnation, zero)) {
+      const rdv::LivenessBytes answer = rdv::EncodeProbeAnswer(*probe, zero);
+      std::optional<rdv::LivenessDatagram> a =
+          rdv::ParseAgentDatagram(answer.data(), answer.size());
+      FUZZ_CHECK(a.has_value() && a->kind == rdv::LivenessKind::kProbeAnswer &&
+                     a->slot == probe->slot && a->incarnation == probe->incarnation &&
+                     a->round == probe->round && a->seq == probe->seq && a->MacValid(zero),
+                 "a probe's answer differs from the probe");
+    }
+  }
+
   trainlet::SimulatedClock clock;
   rdv::CoordinatorOptions o;
   o.job_id = "job";
@@ -107,7 +142,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   o.incarnation = 1;
   o.clock = &clock;
   rdv::Coordinator core(o);
-  core.EnableUdpLiveness(29400);
+  rdv::RecordingDatagramSender sender;
+  core.EnableUdpLiveness(29400, &sender);
+  trainlet::v1::Assignment assigned[2];
+  trainlet::v1::JoinRequest members[2];
   for (int i = 0; i < 2; ++i) {
     trainlet::v1::JoinRequest r;
     r.mutable_member()->set_node_id(i == 0 ? "a" : "b");
@@ -116,10 +154,40 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     r.set_protocol_version(rdv::kProtocolVersion);
     r.set_rank_hint(i);
     r.set_local_world_size(1);
+    r.set_master_port(29500);
     r.set_udp_liveness(true);
-    core.Join(r, "10.0.0.1", absl::InfiniteFuture(), [](auto) {});
+    members[i] = r;
+    core.Join(r, "10.0.0.1", absl::InfiniteFuture(),
+              [&assigned, i](absl::StatusOr<trainlet::v1::Assignment> a) {
+                if (a.ok()) assigned[i] = *a;
+              });
   }
-  std::vector<rdv::LivenessDatagram> batch;
+  // Both watch; b says the coordinator's acks reach it, then its stream
+  // closes: a probe is out for b.
+  uint64_t watch_b = 0;
+  for (int i = 0; i < 2; ++i) {
+    trainlet::v1::WatchRequest w;
+    *w.mutable_member() = members[i].member();
+    w.set_job_id("job");
+    w.set_round(1);
+    absl::StatusOr<uint64_t> id = core.Watch(w, std::make_shared<NullSink>());
+    FUZZ_CHECK(id.ok(), "a member's watch refused");
+    watch_b = *id;
+  }
+  {
+    const rdv::LivenessBytes b = rdv::EncodeLivenessDatagram(
+        assigned[1].liveness_slot(), 2, 1, 1,
+        *rdv::LivenessKeyFromBytes(assigned[1].liveness_key()), rdv::LivenessKind::kAliveAcked);
+    const sockaddr_storage from[1] = {};
+    const rdv::LivenessOrigin origin{0, from};
+    FUZZ_CHECK(core.NoteLivenessBatch({*rdv::ParseAgentDatagram(b.data(), b.size())}, nullptr,
+                                      nullptr, &origin)
+                       .accepted == 1,
+               "b's own datagram refused");
+  }
+  core.WatchClosed(watch_b);
+  FUZZ_CHECK(sender.sent().size() == 1, "no probe for b");
+  std::vector<rdv::LivenessDatagram> batch, quoted;
   size_t cut = 0;
   for (size_t off = 0; off + rdv::kLivenessDatagramBytes <= size;
        off += rdv::kLivenessDatagramBytes) {
@@ -127,6 +195,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     std::optional<rdv::LivenessDatagram> p =
         rdv::ParseAgentDatagram(data + off, rdv::kLivenessDatagramBytes);
     if (p.has_value()) batch.push_back(*p);
+    std::optional<rdv::LivenessDatagram> q =
+        rdv::ParseProbe(data + off, rdv::kLivenessDatagramBytes);
+    if (q.has_value()) quoted.push_back(*q);
   }
   std::vector<rdv::LivenessAck> acks;
   const rdv::LivenessBatchStats s = core.NoteLivenessBatch(batch, &acks);
@@ -134,6 +205,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   FUZZ_CHECK(s.accepted == 0, "accepted a datagram without the member's random key");
   FUZZ_CHECK(acks.empty(), "acked a datagram it did not accept");
   FUZZ_CHECK(batch.size() <= cut, "more datagrams than pieces");
+  FUZZ_CHECK(core.NoteProbesRefused(quoted) == 0, "a refusal without the nonce and key counted");
   core.Tick();
+  FUZZ_CHECK(core.GetSnapshot().phase == rdv::Phase::kRunning, "b lost before its window ended");
+  clock.Advance(rdv::kStreamProbeWindow);
+  FUZZ_CHECK(core.CheckProbes(clock.Now()) == absl::InfiniteFuture(), "a probe still out");
+  FUZZ_CHECK(core.GetSnapshot().phase == rdv::Phase::kFailed, "b kept by what the input said");
   return 0;
 }

@@ -423,6 +423,7 @@ void Coordinator::EraseMemberLocked(std::map<std::string, Member>::iterator it) 
   SetSinkLocked(it->second, nullptr, 0);
   SetReleasedLocked(it->second, false);
   SetVerdictPendingLocked(it->second, false);
+  probing_.erase(it->second.slot);
   slots_[it->second.slot] = Slot{};
   free_slots_.push_back(it->second.slot);
   members_.erase(it);
@@ -888,6 +889,8 @@ void Coordinator::CloseRoundLocked(Actions* actions) {
       m.assignment.set_liveness_slot(m.slot);
       m.assignment.set_liveness_key(
           std::string(reinterpret_cast<const char*>(slot.key.data()), slot.key.size()));
+      // ("Stream loss": probes go from the liveness socket.)
+      m.assignment.set_stream_loss_probes(datagram_sender_ != nullptr);
     }
     *m.assignment.mutable_self() = std::move(nodes[r]);
     SetTicketLocked(m, 0);
@@ -899,7 +902,7 @@ void Coordinator::CloseRoundLocked(Actions* actions) {
     UpdateMustStayAliveLocked(m);
     unfinished_ += MustSucceedLocked(m);
     SlotOf(m).last_heard = now;
-    SlotOf(m).stream_lost_at = absl::InfiniteFuture();
+    ClearStreamLossLocked(SlotOf(m));
     // The answer's one copy of the assignment (the member keeps its own).
     actions->push_back([d = std::move(m.done), a = m.assignment,
                         list = m.join.want_nodes() ? round_nodes_ : nullptr]() mutable {
@@ -960,6 +963,18 @@ absl::Status Coordinator::JobOverErrorLocked() const {
       verdict_exhausted_ ? v1::ErrorInfo::RESTARTS_EXHAUSTED : v1::ErrorInfo::JOB_FAILED);
 }
 
+absl::Status Coordinator::NotCurrentLocked(uint64_t round, const Member& member,
+                                           absl::Status stale) const {
+  if (round == round_ && !member.in_round && !recent_restarts_.empty() &&
+      recent_restarts_.back().round == round_ + 1) {
+    // Its round was restarted (its Rejoin may still be on the way): say why,
+    // as the Rejoin does, so that the agent's one restart line can.
+    return WithReason(absl::AbortedError(recent_restarts_.back().reason),
+                      v1::ErrorInfo::ROUND_RESTARTED);
+  }
+  return stale;
+}
+
 v1::Directive Coordinator::NewDirectiveLocked() const {
   v1::Directive d;
   d.set_coordinator_incarnation(options_.incarnation);
@@ -981,9 +996,10 @@ absl::StatusOr<uint64_t> Coordinator::Watch(const v1::WatchRequest& request,
     const bool terminal = phase_ == Phase::kSucceeded || phase_ == Phase::kFailed;
     if (!terminal) {
       if (request.round() != round_ || !member.in_round || phase_ != Phase::kRunning) {
-        return absl::AbortedError(
-            absl::StrFormat("round %d is not current (current round %d, %s); re-join",
-                            request.round(), round_, PhaseName(phase_)));
+        return NotCurrentLocked(request.round(), member,
+                                absl::AbortedError(absl::StrFormat(
+                                    "round %d is not current (current round %d, %s); re-join",
+                                    request.round(), round_, PhaseName(phase_))));
       }
     }
     id = next_id_++;
@@ -1000,7 +1016,7 @@ absl::StatusOr<uint64_t> Coordinator::Watch(const v1::WatchRequest& request,
     SetReleasedLocked(member, false);
     SetVerdictPendingLocked(member, false);
     SlotOf(member).last_heard = clock_->Now();
-    SlotOf(member).stream_lost_at = absl::InfiniteFuture();  // re-opened in time
+    ClearStreamLossLocked(SlotOf(member));  // re-opened in time
     if (terminal) {
       verdict = verdict_directive_;
       send_verdict = true;
@@ -1037,10 +1053,17 @@ void Coordinator::WatchClosed(uint64_t watch_id) {
         WithdrawJoinLocked(it);
       } else if (phase_ == Phase::kRunning && m.in_round &&
                  m.state != v1::ReportRequest::SUCCEEDED) {
-        // Lost unless its agent re-opens the stream or heartbeats within
-        // kStreamLossGrace (Tick decides).
-        SlotOf(m).stream_lost_at = clock_->Now();
-        TLOG(kDebug) << "the stream of node " << SafeForLog(it->first) << " closed";
+        // A dead agent, or a live one whose stream broke ("Stream loss"):
+        // asked over UDP where that works both ways (CheckProbes decides),
+        // else lost unless its agent re-opens the stream or heartbeats
+        // within kStreamLossGrace (Tick decides).
+        Slot& slot = SlotOf(m);
+        ClearStreamLossLocked(slot);
+        slot.stream_lost_at = clock_->Now();
+        const bool probe = MayProbeLocked(m);
+        if (probe) StartProbeLocked(slot, &actions);
+        TLOG(kDebug) << "the stream of node " << SafeForLog(it->first) << " closed"
+                     << (probe ? "; probing its agent over UDP" : "");
       }
     }
   }
@@ -1055,14 +1078,16 @@ absl::Status Coordinator::Report(const v1::ReportRequest& request, v1::ReportRes
     if (!m.ok()) return m.status();
     Member& member = **m;
     if (request.round() != round_ || !member.in_round) {
-      return absl::AbortedError(absl::StrFormat(
-          "report for round %d, but the current round is %d; re-join", request.round(), round_));
+      return NotCurrentLocked(request.round(), member,
+                              absl::AbortedError(absl::StrFormat(
+                                  "report for round %d, but the current round is %d; re-join",
+                                  request.round(), round_)));
     }
     if (absl::Status s = ValidateReportLocked(request, member); !s.ok()) return s;
     const absl::Time now = clock_->Now();
     Slot& slot = SlotOf(member);
     slot.last_heard = now;
-    slot.stream_lost_at = absl::InfiniteFuture();  // its agent is alive
+    ClearStreamLossLocked(slot);  // its agent is alive
     if (response != nullptr) {
       response->set_udp_heard(now - slot.last_datagram <=
                               UdpHeardWithin(options_.heartbeat_timeout));
@@ -1469,8 +1494,10 @@ void Coordinator::Tick() {
       ++member_walks_;
       for (const Slot& slot : slots_) {
         if (slot.member == nullptr) continue;
-        if (disconnected.empty() && now - slot.stream_lost_at >= kStreamLossGrace &&
-            slot.member->in_round && slot.member->sink == nullptr) {
+        // (A probed member is CheckProbes' to judge.)
+        if (disconnected.empty() && slot.probe_nonce == 0 &&
+            now - slot.stream_lost_at >= kStreamLossGrace && slot.member->in_round &&
+            slot.member->sink == nullptr) {
           disconnected = slot.member->join.member().node_id();
         }
         if (silent.empty() && slot.must_stay_alive && now - slot.last_heard >= limit) {
@@ -1497,6 +1524,129 @@ void Coordinator::Tick() {
     }
   }
   RunActions(&actions);
+}
+
+// ---- Stream loss ("Stream loss" in coordinator.h).
+
+bool Coordinator::MayProbeLocked(const Member& m) const {
+  const Slot& slot = slots_[m.slot];
+  return datagram_sender_ != nullptr && !shut_down_ && udp_port_ != 0 && m.join.udp_liveness() &&
+         slot.socket >= 0 && !slot.acks_lost &&
+         clock_->Now() - slot.last_datagram <= UdpHeardWithin(options_.heartbeat_timeout);
+}
+
+void Coordinator::StartProbeLocked(Slot& slot, Actions* actions) {
+  // From the close (the caller set stream_lost_at just now); a random,
+  // non-zero nonce, so that an answer cannot be guessed.
+  const absl::Time now = slot.stream_lost_at;
+  slot.probe_nonce = NewIncarnation();
+  slot.probe_next = now + kStreamProbeEvery;
+  // A member that said its acks arrive answers within the window; one
+  // not known yet has the grace it had before probes (a refusal, an
+  // answer still decide at once).
+  slot.probe_until = now + (slot.acks_reach ? options_.stream_probe_window : kStreamLossGrace);
+  probing_.insert(slot.member->slot);
+  SendLocked({ProbeDatagramLocked(slot)}, actions);
+}
+
+void Coordinator::ClearStreamLossLocked(Slot& slot) {
+  slot.stream_lost_at = absl::InfiniteFuture();
+  if (slot.probe_nonce == 0) return;
+  slot.probe_nonce = 0;
+  slot.probe_next = slot.probe_until = absl::InfiniteFuture();
+  if (slot.member != nullptr) probing_.erase(slot.member->slot);
+}
+
+bool Coordinator::ProbeStillDueLocked(const Slot& slot) const {
+  const Member* m = slot.member;
+  return m != nullptr && slot.probe_nonce != 0 && phase_ == Phase::kRunning && !shut_down_ &&
+         m->in_round && m->state != v1::ReportRequest::SUCCEEDED && m->sink == nullptr;
+}
+
+OutgoingDatagram Coordinator::ProbeDatagramLocked(const Slot& slot) const {
+  const LivenessBytes b = EncodeLivenessDatagram(slot.member->slot, slot.incarnation, round_,
+                                                 slot.probe_nonce, slot.key, LivenessKind::kProbe);
+  OutgoingDatagram d{slot.socket, slot.from, std::string(b.begin(), b.end())};
+  d.probe = true;
+  return d;
+}
+
+void Coordinator::LoseProbedLocked(const Slot& slot, absl::string_view how, Actions* actions) {
+  const std::string node = slot.member->join.member().node_id();
+  HandleFailureLocked(
+      node,
+      absl::StrCat(NodeLabel(*slot.member), " lost: its agent disconnected (watch stream closed; ",
+                   how, ")"),
+      0, true, actions);
+}
+
+int Coordinator::NoteProbesRefused(absl::Span<const LivenessDatagram> refused) {
+  Actions actions;
+  int matched = 0;
+  {
+    absl::MutexLock lock(&mu_);
+    for (const LivenessDatagram& d : refused) {
+      // Only a probe out now, of ours (its nonce and MAC: a forged ICMP
+      // message cannot name one), for its member's incarnation.
+      if (d.kind != LivenessKind::kProbe || d.slot >= slots_.size()) continue;
+      const Slot& slot = slots_[d.slot];
+      if (!ProbeStillDueLocked(slot) || d.seq != slot.probe_nonce ||
+          d.incarnation != slot.incarnation || !d.MacValid(slot.key)) {
+        continue;
+      }
+      ++matched;
+      // One loss per call, as Tick does: it re-opens the round (or ends
+      // the job), and a probe of another member then has nothing to judge.
+      LoseProbedLocked(slot, "its liveness port refused a probe", &actions);
+      break;
+    }
+  }
+  RunActions(&actions);
+  return matched;
+}
+
+absl::Time Coordinator::CheckProbes(absl::Time drained_at) {
+  Actions actions;
+  absl::Time next = absl::InfiniteFuture();
+  {
+    absl::MutexLock lock(&mu_);
+    const absl::Time now = clock_->Now();
+    std::vector<OutgoingDatagram> again;
+    const Slot* lost = nullptr;
+    for (auto it = probing_.begin(); it != probing_.end();) {
+      Slot& slot = slots_[*it];
+      if (!ProbeStillDueLocked(slot)) {
+        // Its round ended, it succeeded or re-opened its stream: nothing to judge.
+        ++it;
+        ClearStreamLossLocked(slot);
+        continue;
+      }
+      ++it;
+      if (drained_at >= slot.probe_until) {
+        lost = &slot;
+        break;
+      }
+      if (now >= slot.probe_next && slot.probe_next < slot.probe_until) {
+        again.push_back(ProbeDatagramLocked(slot));
+        // (After a stall, the next one a whole interval from now.)
+        slot.probe_next = std::max(slot.probe_next + kStreamProbeEvery, now + kStreamProbeEvery);
+      }
+      next =
+          std::min({next, slot.probe_until,
+                    slot.probe_next < slot.probe_until ? slot.probe_next : absl::InfiniteFuture()});
+    }
+    if (lost != nullptr) {
+      LoseProbedLocked(*lost,
+                       absl::StrCat("no answer to a probe within ",
+                                    absl::FormatDuration(lost->probe_until - lost->stream_lost_at)),
+                       &actions);
+      // Whatever else is out is looked at again at once.
+      if (!probing_.empty()) next = now;
+    }
+    SendLocked(std::move(again), &actions);
+  }
+  RunActions(&actions);
+  return next;
 }
 
 void Coordinator::EnableUdpLiveness(int udp_port, DatagramSender* sender) {
@@ -1755,6 +1905,27 @@ LivenessBatchStats Coordinator::NoteLivenessBatch(absl::Span<const LivenessDatag
         ++stats.wrong_incarnation;
         continue;
       }
+      if (d.kind == LivenessKind::kProbeAnswer) {
+        // Its seq is the probe's nonce, not the agent's counter: only the
+        // answer to the probe out now counts (a late, replayed or forged
+        // one is nothing), and it keeps the member ("Stream loss").
+        if (slot.probe_nonce == 0 || d.seq != slot.probe_nonce) {
+          ++stats.stale_seq;
+          continue;
+        }
+        slot.last_heard = now;
+        slot.last_datagram = now;
+        if (origin != nullptr && i < origin->from.size()) {
+          slot.socket = origin->socket;
+          slot.from = origin->from[i];
+        }
+        TLOG(kDebug) << "node " << SafeForLog(slot.member->join.member().node_id())
+                     << " answered the probe after its stream closed: its agent lives";
+        ClearStreamLossLocked(slot);
+        ++stats.accepted;
+        ++stats.probe_answers;
+        continue;
+      }
       if (d.seq <= slot.last_seq) {
         ++stats.stale_seq;
         continue;
@@ -1762,6 +1933,15 @@ LivenessBatchStats Coordinator::NoteLivenessBatch(absl::Span<const LivenessDatag
       slot.last_seq = d.seq;
       slot.last_heard = now;
       slot.last_datagram = now;
+      if (d.kind == LivenessKind::kAliveAcked) {
+        slot.acks_reach = true;
+        slot.acks_lost = false;
+      } else if (d.kind == LivenessKind::kAlive) {
+        // Sent after one of its datagrams was acked, yet not ALIVE_ACKED:
+        // the acks do not get back to it (or it is older than probes).
+        slot.acks_reach = false;
+        if (slot.acked_seq != 0 && d.seq > slot.acked_seq) slot.acks_lost = true;
+      }
       if (origin != nullptr && i < origin->from.size()) {
         slot.socket = origin->socket;
         slot.from = origin->from[i];
@@ -1771,6 +1951,7 @@ LivenessBatchStats Coordinator::NoteLivenessBatch(absl::Span<const LivenessDatag
       auto ack = [&] {
         acks->push_back({i, EncodeLivenessDatagram(d.slot, d.incarnation, d.round, d.seq, slot.key,
                                                    LivenessKind::kAck)});
+        slot.acked_seq = std::max(slot.acked_seq, d.seq);
         ++stats.acks;
       };
       Member& member = *slot.member;

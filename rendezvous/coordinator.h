@@ -1,7 +1,7 @@
 // The rendezvous state machine: who is in the job, which rank each node has,
-// and what every agent must do next. No gRPC in here: the gRPC adapter
+// and what every agent must do next. No gRPC here: the gRPC adapter
 // (coordinator_service.h) turns calls into these methods, and tests drive it
-// directly with a SimulatedClock.
+// with a SimulatedClock. The design, message by message: docs/protocol.md.
 //
 //                 join x MIN, then last call / MAX,
 //                 or (restart) every survivor back
@@ -18,102 +18,24 @@
 //                                       ^
 //           member lost / worker failed, no restarts left (from RUNNING)
 //
-// Members are (node_id, incarnation). A node id belongs to one live
-// incarnation at a time: a second live one is rejected (two pods claim the
-// same identity); a new one replaces a dead one, which is then fenced. Live
-// means a Join parked or a Watch open: an incarnation with neither (say, it
-// died while stopping its workers for a restart round) is dead. A
-// member declared lost (stream broken, heartbeat timeout, left) is fenced
-// too: if it was only frozen (SIGSTOP, network cut) and comes back, every
-// request it makes fails with FAILED_PRECONDITION and reason FENCED, and it
-// must restart as a new incarnation to join again.
-// Rounds are numbered above every round a joiner reports, so a restarted
-// coordinator never reuses a number.
+// Members are (node_id, incarnation); a member declared lost is fenced
+// ("Identity, generations, authentication"). Inside RUNNING, three smaller
+// machines, each drawn in docs/protocol.md: a closed stream probed over UDP
+// ("Stream loss"), re-joins and Rejoins by datagram ("Re-join on the
+// stream"), released streams ("Released streams"); and a hang's
+// investigation (docs/progress.md, "Who hung"; the suspect:
+// coordinator_hang.h). Everything from the network is validated and bounded
+// (the kMax constants; "Field bounds").
 //
-// A survivor re-joins with a Join call, or, when its stream accepts an
-// assignment and it holds a UDP liveness slot, with a READY datagram
-// (NoteLivenessBatch; its Rejoin says ready_by_datagram and its stream stays
-// open): a parked join like any other, whose answer goes down the stream as
-// a Directive carrying the Assignment (docs/protocol.md, "Re-join on the
-// stream"). Its stream closing before the round does withdraws it. Where
-// the member's Watch accepts it and its datagrams' address is known, that
-// Rejoin itself goes as a REJOIN datagram (DatagramSender) instead of a
-// stream write: the Rejoin, reason and all, as a DIRECTIVE datagram where
-// the Watch accepts_rejoin_directive, else the 48-byte REJOIN. The agent confirms it at once with
-// an alive datagram of the new round (it sends no other while it stops its workers); unconfirmed,
-// it goes again, kRejoinConfirmWithin later or at once for an alive datagram of the old round (it
-// was not taken), at most kRejoinDatagramTries times, and then down the stream:
-//
-//   restart --REJOIN--> confirmed (alive, new round) --READY--> parked
-//      |  not confirmed within kRejoinConfirmWithin,       re-join
-//      |  or an alive datagram of the old round:              |
-//      +--REJOIN again (x kRejoinDatagramTries), then the     | round closes
-//         Rejoin down the stream                              v
-//                                              assignment down the stream
-//
-// Released streams (docs/protocol.md): in a round of release_streams_from
-// members or more, a member whose Watch accepts_release and whose datagrams
-// the coordinator has acked at least twice gets a Release as its stream's
-// last directive; its stream then ends, its connection goes idle (and gRPC
-// closes it within kConnectionIdleClose), and what the stream would have
-// carried goes as signed datagrams to where its datagrams come from: the
-// Rejoin as a REJOIN (repeated, without the stream to fall back on, for
-// every alive datagram of the old round), the assignment of a re-join by
-// READY as a DIRECTIVE datagram (again for every READY after the close), the
-// job's verdict as a DIRECTIVE datagram (again for every alive datagram,
-// until a TAKEN datagram says the agent has it). A released member is found
-// lost by its silence alone (heartbeat timeout), not by a stream closing;
-// one that opens a Watch again (its acks stopped) is served on it as
-// before. An assignment that does not fit a datagram keeps the stream.
-//
-//   RUNNING, acked twice, Watch accepts_release, round >= release_streams_from
-//      --Release, stream ends--> released --REJOIN / DIRECTIVE datagrams-->
-//      Watch again (acks stopped) --> served on the stream
-//
-// When a round closes (GATHERING -> RUNNING): at MAX joiners; or, after a
-// restart, as soon as every survivor told to re-join is back (and at least
-// MIN joined), since nobody else is known to be coming; otherwise once MIN
-// joined and --last-call has passed. A coordinator's first round (including
-// that of a restarted coordinator) always uses last call.
-//
-// Everything from the network is validated and bounded (see the kMax
-// constants; INVALID_ARGUMENT names the field), escaped before it is logged,
-// and rejected requests are logged at most a few times per 10 s. Replies
-// never echo the coordinator's job id or another member's incarnation.
-//
-// Hangs (docs/progress.md, "Who hung"): a Report whose HangReport declares
-// a worker hung opens the round's investigation: every other member still
-// running gets a CollectEvidence directive (down its stream, or as a
-// DIRECTIVE datagram when released) and answers with its evidence; once all
-// have, or kHangEvidenceWait after the declaration, the suspect is chosen
-// (coordinator_hang.h) and the round fails for it, exit code 80, with the
-// HangVerdict in the Rejoin or JobFailed. A failure of the round meanwhile
-// ends the investigation without a verdict.
-//
-//   RUNNING --declared--> investigating --every member's evidence, or
-//                              |             kHangEvidenceWait--> verdict:
-//                              |             Rejoin / JobFailed (reason "hang: suspect ...")
-//                              +--another failure: its Rejoin / JobFailed, no verdict
-//
-// While a round gathers, progress is logged at INFO at most every 10 s
-// ("round 1: 2/3 joined; waiting for rank 2"), and a parked Join is answered
-// DEADLINE_EXCEEDED shortly before its caller's deadline with what the round
-// still waits for.
-//
-// Cost: Join, Report, Watch, WatchClosed, CancelJoin, Leave and GetSnapshot
-// are O(log n) in the number of members (counters and indexes kept as members
-// change, no walk over the member map); closing or re-opening a round is
-// O(n log n) (rank order), plus O(n) per member that asked for the member
-// list (want_nodes: its answer carries n entries). A liveness datagram is
-// O(1) (a flat slot array). Tick scans that flat array once per call
-// (silence and stream deadlines), touching a member only when one is due.
+// Cost: every call is O(log n) in the members but closing or re-opening a
+// round (O(n log n)) and answers with the member list; a datagram is O(1);
+// Tick scans a flat slot array once ("Limits at scale").
 //
 // Threading: every public method is thread-safe. Callbacks (JoinDone,
-// DirectiveSink) run after the lock is released, so they may call back into
-// the coordinator: on the calling thread, except that a call that sets off
-// kSplitActionsFrom or more of them (a round's answers at scale) runs half
-// on a second thread (RunActions), so they must be thread-safe. Time only moves through Tick(),
-// which the owner calls periodically (the service runs a ticker thread).
+// DirectiveSink) run after the lock is released, on the calling thread,
+// except that a call that sets off kSplitActionsFrom or more of them runs
+// half on a second thread (RunActions): they must be thread-safe. Time only
+// moves through Tick(), which the owner calls (the service's ticker thread).
 #ifndef TRAINLET_RENDEZVOUS_COORDINATOR_H_
 #define TRAINLET_RENDEZVOUS_COORDINATOR_H_
 
@@ -188,6 +110,10 @@ struct CoordinatorOptions {
   // `trainlet run` and `trainlet coordinator`, off with TLS (a DIRECTIVE
   // datagram is signed, not encrypted).
   int release_streams_from = 0;
+  // How long a probed member has to answer after its stream closed ("Stream
+  // loss" above): kStreamProbeWindow, widened only by tests whose host may
+  // stall a thread for longer.
+  absl::Duration stream_probe_window = kStreamProbeWindow;
   // Set by the agent that hosts this coordinator (`trainlet run` on node
   // rank 0): that agent logs the round it got, every failure (a worker's, a
   // node lost or gone) as the reason of the restart or verdict it causes
@@ -236,6 +162,9 @@ struct OutgoingDatagram {
   int socket = 0;
   sockaddr_storage to{};
   std::string bytes;
+  // A stream-loss probe (see "Stream loss" above): whoever sends it calls
+  // Coordinator::CheckProbes from now on, until it returns InfiniteFuture.
+  bool probe = false;
 };
 
 // Sends the coordinator's own datagrams from the liveness sockets (the
@@ -270,9 +199,11 @@ struct LivenessBatchStats {
   int unknown_slot = 0;       // no member holds the slot (or UDP liveness is off).
   int bad_mac = 0;            // not signed with the slot's key (forged, or an old key).
   int wrong_incarnation = 0;  // a MAC-valid datagram of another incarnation.
-  int stale_seq = 0;          // seq not above the last accepted one (replayed, reordered).
-  int taken = 0;              // TAKEN datagrams among the accepted.
-  int directives = 0;         // DIRECTIVE datagrams sent again in answer (released members).
+  int stale_seq = 0;      // seq not above the last accepted one (replayed, reordered), or a probe
+                          // answer for no probe out now (late, replayed, another nonce).
+  int taken = 0;          // TAKEN datagrams among the accepted.
+  int directives = 0;     // DIRECTIVE datagrams sent again in answer (released members).
+  int probe_answers = 0;  // answers to a stream-loss probe out (among the accepted).
   int rejected() const { return unknown_slot + bad_mac + wrong_incarnation + stale_seq; }
 };
 
@@ -351,6 +282,20 @@ class Coordinator {
                                        std::vector<LivenessAck>* acks = nullptr,
                                        std::vector<std::function<void()>>* deferred = nullptr,
                                        const LivenessOrigin* origin = nullptr);
+
+  // Stream-loss probes (see "Stream loss" above), for whoever sends the
+  // core's datagrams (the liveness thread). `refused`: the PROBE datagrams
+  // that ICMP port-unreachable messages quoted back to it, parsed; each that
+  // is a probe out now (its member's slot, incarnation, nonce and MAC) makes
+  // that member lost at once. Returns how many matched.
+  int NoteProbesRefused(absl::Span<const LivenessDatagram> refused);
+  // Sends the probes due again, and declares lost a member whose probe
+  // window ended by `drained_at` unanswered: `drained_at` is the clock's time
+  // (clock()) just before the caller last drained its sockets and applied
+  // what it found, so every answer that arrived in time has been counted.
+  // Returns when to call it next (InfiniteFuture: no probe is out).
+  absl::Time CheckProbes(absl::Time drained_at);
+  Clock* clock() const { return clock_; }
 
   // Fails pending joins and ends every stream with UNAVAILABLE.
   void Shutdown(absl::string_view reason);
@@ -510,6 +455,11 @@ class Coordinator {
   // Drops a parked join (CancelJoin, deadline) from the round.
   void WithdrawJoinLocked(std::map<std::string, Member>::iterator it)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The answer to a request of `member` for `round` when that round is not
+  // current: ROUND_RESTARTED with the restart's reason when it is the round
+  // just restarted (the request crossed its Rejoin), else `stale`.
+  absl::Status NotCurrentLocked(uint64_t round, const Member& member, absl::Status stale) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   v1::Directive NewDirectiveLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // FAILED_PRECONDITION when (node, incarnation) was declared lost.
   absl::Status CheckNotFencedLocked(const v1::Member& who) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -581,8 +531,22 @@ class Coordinator {
     absl::Time last_datagram = absl::InfinitePast();
     absl::Time last_ack = absl::InfinitePast();  // the last ack made for it.
     // When its stream closed while it ran (InfiniteFuture: it did not, or it
-    // re-opened it or reported since); lost at + kStreamLossGrace.
+    // re-opened it or reported since); lost at + kStreamLossGrace unless
+    // probed (probe_nonce), see "Stream loss".
     absl::Time stream_lost_at = absl::InfiniteFuture();
+    // What its datagrams say of the way back to it ("Stream loss"): its
+    // latest alive datagram was ALIVE_ACKED (the coordinator's acks reach
+    // it, so a probe would too), or a plain ALIVE came after one of its
+    // datagrams was acked (they do not). Neither: not known yet (its first
+    // datagrams, or an agent older than probes that was never acked).
+    bool acks_reach = false;
+    bool acks_lost = false;
+    uint64_t acked_seq = 0;  // the highest seq an ack was made for.
+    // The probe out since its stream closed: its nonce (0: none), when it
+    // goes again, and the end of its window (lost then, unanswered).
+    uint64_t probe_nonce = 0;
+    absl::Time probe_next = absl::InfiniteFuture();
+    absl::Time probe_until = absl::InfiniteFuture();
     // Where its last accepted datagram came from (socket -1: none yet).
     int socket = -1;
     sockaddr_storage from{};
@@ -612,6 +576,22 @@ class Coordinator {
   // that (accepts_rejoin_directive), else the 48-byte REJOIN datagram.
   OutgoingDatagram RejoinDatagramLocked(const Slot& slot) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   LivenessBytes RejoinBytesLocked(const Slot& slot) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Stream loss ("Stream loss" above). Whether to probe `m`, whose stream
+  // just closed while it ran, rather than give it kStreamLossGrace.
+  bool MayProbeLocked(const Member& m) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Sends the first PROBE (an action) and arms the window, from
+  // slot.stream_lost_at.
+  void StartProbeLocked(Slot& slot, Actions* actions) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The member's stream loss is over (re-opened, reported, answered, erased,
+  // a new round): no grace, no probe.
+  void ClearStreamLossLocked(Slot& slot) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Whether the probe out for `slot` still has a member to judge: running,
+  // in the round, not SUCCEEDED, no stream open.
+  bool ProbeStillDueLocked(const Slot& slot) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  OutgoingDatagram ProbeDatagramLocked(const Slot& slot) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The member of `slot` is lost by its probe (`how`: why).
+  void LoseProbedLocked(const Slot& slot, absl::string_view how, Actions* actions)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const CoordinatorOptions options_;
   Clock* const clock_;
@@ -674,6 +654,9 @@ class Coordinator {
   std::string launcher_node_ ABSL_GUARDED_BY(mu_);
   std::vector<Slot> slots_ ABSL_GUARDED_BY(mu_);
   std::vector<uint32_t> free_slots_ ABSL_GUARDED_BY(mu_);
+  // The slots with a probe out (Slot::probe_nonce), so that CheckProbes
+  // walks only those.
+  std::set<uint32_t> probing_ ABSL_GUARDED_BY(mu_);
   int udp_port_ ABSL_GUARDED_BY(mu_) = 0;  // 0: UDP liveness off.
   DatagramSender* datagram_sender_ ABSL_GUARDED_BY(mu_) = nullptr;
   std::function<void(uint64_t, int)> answer_observer_ ABSL_GUARDED_BY(mu_);

@@ -346,26 +346,43 @@ void GrpcRendezvousClient::Join(const v1::JoinRequest& request, absl::Duration t
   client_.ResetJoinCancel();
   join_thread_ = std::thread([this, request, timeout, done = std::move(done)] {
     absl::StatusOr<v1::Assignment> result = client_.Join(request, absl::Now() + timeout);
-    if (result.ok()) ConnectLiveness(result->liveness_udp_port());
+    if (result.ok()) ConnectLiveness(*result, request.member().incarnation());
     done(std::move(result));
   });
 }
 
 void GrpcRendezvousClient::CancelJoin() { client_.CancelJoin(); }
 
-void GrpcRendezvousClient::ConnectLiveness(uint32_t udp_port) {
+void GrpcRendezvousClient::ConnectLiveness(const v1::Assignment& assignment, uint64_t incarnation) {
+  const uint32_t udp_port = assignment.liveness_udp_port();
+  // Who the coordinator's probes ask for: this answer's slot and key (a
+  // re-join by READY keeps both; docs/protocol.md, "Stream loss").
+  auto identify = [&](LivenessSender& sender) {
+    if (std::optional<LivenessKey> key = LivenessKeyFromBytes(assignment.liveness_key())) {
+      sender.SetIdentity(assignment.liveness_slot(), incarnation, *key);
+    }
+  };
+  std::shared_ptr<LivenessSender> kept;
   {
     absl::MutexLock lock(&mu_);
     if (udp_port == 0) {
       liveness_ = nullptr;
       return;
     }
-    if (liveness_ != nullptr && liveness_->udp_port() == static_cast<int>(udp_port)) return;
+    if (liveness_ != nullptr && liveness_->udp_port() == static_cast<int>(udp_port)) {
+      kept = liveness_;
+    }
+  }
+  if (kept != nullptr) {
+    identify(*kept);
+    return;
   }
   absl::StatusOr<std::unique_ptr<LivenessSender>> sender =
       LivenessSender::Connect(options_.target, static_cast<int>(udp_port));
   if (!sender.ok()) {
     TLOG(kWarning) << sender.status().message() << "; sending Report heartbeats instead";
+  } else {
+    identify(**sender);
   }
   absl::MutexLock lock(&mu_);
   liveness_ = sender.ok() ? std::shared_ptr<LivenessSender>(std::move(*sender)) : nullptr;

@@ -156,8 +156,9 @@ class GrpcRendezvousClient : public RendezvousClient {
   };
   void Enqueue(Call call);
   void SenderLoop();
-  // On the join thread: a sender for the port the answer offers (0: none).
-  void ConnectLiveness(uint32_t udp_port);
+  // On the join thread: a sender for the port the answer offers (0: none),
+  // answering probes for this `incarnation` under the answer's slot and key.
+  void ConnectLiveness(const v1::Assignment& assignment, uint64_t incarnation);
   bool IdleLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return queue_.empty() && !busy_; }
 
   const ClientOptions options_;

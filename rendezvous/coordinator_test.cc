@@ -2135,6 +2135,35 @@ TEST_F(CoordinatorTest, RestartBudgetExhausted_FailsJob) {
   EXPECT_THAT(s->directives[0].job_failed().reason(), HasSubstr("restart budget exhausted"));
 }
 
+// A node whose workers succeeded reports just after another node's failure
+// restarted the round: its Report crossed the Rejoin. It is told why, with
+// ROUND_RESTARTED, so that its agent logs the restart's cause once (as the
+// Rejoin would) instead of "the current round is 1".
+TEST_F(CoordinatorTest, AReportThatCrossesItsRoundsRestart_IsToldWhy) {
+  Make(2, 2, /*max_restarts=*/1);
+  auto ra = Req("a", 1, 0);
+  auto rb = Req("b", 1, 1);
+  Join(ra);
+  Join(rb);
+  ASSERT_TRUE(Report(rb, 1, v1::ReportRequest::FAILED, 3).ok());
+  absl::Status late = Report(ra, 1, v1::ReportRequest::SUCCEEDED, 0);
+  EXPECT_TRUE(absl::IsAborted(late)) << late;
+  EXPECT_EQ(ReasonOf(late), v1::ErrorInfo::ROUND_RESTARTED);
+  EXPECT_THAT(late.message(), HasSubstr("on node b exited with code 3"));
+  // So is a Watch that crossed it (a worker that failed at once).
+  auto watch = std::make_shared<RecordingSink>();
+  v1::WatchRequest w;
+  *w.mutable_member() = rb.member();
+  w.set_job_id("job");
+  w.set_round(1);
+  absl::StatusOr<uint64_t> watched = core_->Watch(w, watch);
+  ASSERT_FALSE(watched.ok());
+  EXPECT_EQ(ReasonOf(watched.status()), v1::ErrorInfo::ROUND_RESTARTED);
+  // A report for an older round is still only stale.
+  absl::Status older = Report(ra, 0, v1::ReportRequest::RUNNING, 0);
+  EXPECT_EQ(ReasonOf(older), v1::ErrorInfo::REASON_UNSPECIFIED);
+}
+
 TEST_F(CoordinatorTest, FreshCoordinator_ContinuesRoundNumbersCarriedByJoiners) {
   Make(1, 1);
   auto r = Req("a", 1, 0);

@@ -38,8 +38,10 @@ struct KeepaliveSettings {
 // time = max(heartbeat_timeout, 1 s); timeout = max(2 x heartbeat_timeout, 2 s).
 KeepaliveSettings KeepaliveFor(absl::Duration heartbeat_timeout);
 
-// A member whose directive stream closes while the job runs is lost unless
-// it re-opens the stream (or a heartbeat arrives) within this: an agent that
+// A member whose directive stream closes while the job runs, and who has
+// not said that the coordinator's acks reach it (protocol.h,
+// kStreamProbeWindow), is lost unless it re-opens the stream (or a
+// heartbeat or a probe's answer arrives) within this: an agent that
 // died (kill -9) is noticed this fast, while a stream that only broke (a
 // reset connection) is re-opened by its agent within ~20 ms and is no loss.
 inline constexpr absl::Duration kStreamLossGrace = absl::Milliseconds(150);

@@ -73,7 +73,7 @@ std::optional<LivenessDatagram> ParseAnyKind(const uint8_t* data, size_t size) {
   if (data == nullptr || size != kLivenessDatagramBytes || !HeaderLooksRight(data)) {
     return std::nullopt;
   }
-  if (data[5] > static_cast<uint8_t>(LivenessKind::kTaken) ||
+  if (data[5] > static_cast<uint8_t>(LivenessKind::kAliveAcked) ||
       data[5] == static_cast<uint8_t>(LivenessKind::kDirective)) {
     return std::nullopt;
   }
@@ -99,11 +99,17 @@ std::optional<LivenessDatagram> ParseLivenessDatagram(const uint8_t* data, size_
 
 std::optional<LivenessDatagram> ParseAgentDatagram(const uint8_t* data, size_t size) {
   std::optional<LivenessDatagram> d = ParseAnyKind(data, size);
-  if (!d.has_value() || (d->kind != LivenessKind::kAlive && d->kind != LivenessKind::kReady &&
-                         d->kind != LivenessKind::kTaken)) {
-    return std::nullopt;
+  if (!d.has_value()) return std::nullopt;
+  switch (d->kind) {
+    case LivenessKind::kAlive:
+    case LivenessKind::kReady:
+    case LivenessKind::kTaken:
+    case LivenessKind::kProbeAnswer:
+    case LivenessKind::kAliveAcked:
+      return d;
+    default:
+      return std::nullopt;
   }
-  return d;
 }
 
 bool DirectiveDatagram::MacValid(const LivenessKey& key) const {
@@ -150,6 +156,21 @@ std::optional<LivenessDatagram> ParseCoordinatorDatagram(const uint8_t* data, si
     return std::nullopt;
   }
   return d;
+}
+
+std::optional<LivenessDatagram> ParseProbe(const uint8_t* data, size_t size) {
+  return ParseLivenessDatagram(data, size, LivenessKind::kProbe);
+}
+
+bool IsOwnProbe(const LivenessDatagram& probe, uint32_t slot, uint64_t incarnation,
+                const LivenessKey& key) {
+  return probe.kind == LivenessKind::kProbe && probe.slot == slot &&
+         probe.incarnation == incarnation && probe.MacValid(key);
+}
+
+LivenessBytes EncodeProbeAnswer(const LivenessDatagram& probe, const LivenessKey& key) {
+  return EncodeLivenessDatagram(probe.slot, probe.incarnation, probe.round, probe.seq, key,
+                                LivenessKind::kProbeAnswer);
 }
 
 bool IsOwnNewerRejoin(const LivenessDatagram& rejoin, uint32_t slot, uint64_t incarnation,

@@ -1,8 +1,10 @@
 // The UDP liveness datagrams (docs/protocol.md: "Liveness" has the format
 // and its security, "Re-join on the stream" the ready and rejoin kinds,
-// "Released streams" the directive and taken kinds): what an agent sends the
-// coordinator every liveness interval instead of a unary Report, the ack the
-// coordinator sends back, and the directives it sends a member by datagram.
+// "Released streams" the directive and taken kinds, "Stream loss" the probe,
+// probe answer and alive-acked kinds): what an agent sends the coordinator
+// every liveness interval instead of a unary Report, the ack the coordinator
+// sends back, the directives it sends a member by datagram, and the probe it
+// sends a member whose stream closed.
 // 48 bytes, little-endian: magic "TLVD" (4), version (1), kind (1), zero or
 // a directive's payload length (2), slot (4), zero (4), incarnation (8),
 // round (8), seq (8), then SipHash-2-4 under the member's liveness_key of
@@ -33,12 +35,15 @@ inline constexpr uint8_t kLivenessDatagramVersion = 1;
 inline constexpr std::array<uint8_t, 4> kLivenessMagic = {'T', 'L', 'V', 'D'};
 
 enum class LivenessKind : uint8_t {
-  kAlive = 0,      // agent -> coordinator: this member is alive.
-  kAck = 1,        // coordinator -> agent: heard you (at most every T/4 per member).
-  kReady = 2,      // agent -> coordinator: alive, workers stopped, re-joins `round`.
-  kRejoin = 3,     // coordinator -> agent: the Rejoin directive for `round`.
-  kDirective = 4,  // coordinator -> agent: a v1::Directive follows the 48 bytes.
-  kTaken = 5,      // agent -> coordinator: alive, took `round`'s verdict by datagram.
+  kAlive = 0,        // agent -> coordinator: this member is alive.
+  kAck = 1,          // coordinator -> agent: heard you (at most every T/4 per member).
+  kReady = 2,        // agent -> coordinator: alive, workers stopped, re-joins `round`.
+  kRejoin = 3,       // coordinator -> agent: the Rejoin directive for `round`.
+  kDirective = 4,    // coordinator -> agent: a v1::Directive follows the 48 bytes.
+  kTaken = 5,        // agent -> coordinator: alive, took `round`'s verdict by datagram.
+  kProbe = 6,        // coordinator -> agent: are you alive? (seq: a nonce; its stream closed)
+  kProbeAnswer = 7,  // agent -> coordinator: alive (seq: the probe's nonce).
+  kAliveAcked = 8,   // agent -> coordinator: alive, and the coordinator's acks reach it.
 };
 
 // The largest directive payload: a whole datagram of at most 1,232 bytes,
@@ -72,8 +77,8 @@ LivenessBytes EncodeLivenessDatagram(uint32_t slot, uint64_t incarnation, uint64
 // zero bytes are right and the kind is `kind`. Never reads past `size`.
 std::optional<LivenessDatagram> ParseLivenessDatagram(const uint8_t* data, size_t size,
                                                       LivenessKind kind = LivenessKind::kAlive);
-// What the coordinator takes from an agent: alive, ready or taken (`kind`
-// says which).
+// What the coordinator takes from an agent: alive, ready, taken, probe
+// answer or alive-acked (`kind` says which).
 std::optional<LivenessDatagram> ParseAgentDatagram(const uint8_t* data, size_t size);
 // What an agent takes from the coordinator in 48 bytes: ack or rejoin
 // (a directive datagram: ParseDirectiveDatagram).
@@ -99,6 +104,18 @@ std::optional<DirectiveDatagram> ParseDirectiveDatagram(const uint8_t* data, siz
 // its key. (Which directive it takes is the round machine's business.)
 bool IsOwnDirective(const DirectiveDatagram& d, uint32_t slot, uint64_t incarnation,
                     const LivenessKey& key);
+
+// A probe (kind kProbe) as an agent's liveness socket receives it; nullopt
+// for anything else. Never reads past `size`.
+std::optional<LivenessDatagram> ParseProbe(const uint8_t* data, size_t size);
+// Whether `probe` is this member's own: its slot and incarnation, a MAC
+// under its key (the nonce is the coordinator's to check in the answer).
+bool IsOwnProbe(const LivenessDatagram& probe, uint32_t slot, uint64_t incarnation,
+                const LivenessKey& key);
+// The answer to `probe` (already checked with IsOwnProbe): kind
+// kProbeAnswer, the probe's slot, incarnation, round and nonce (seq), under
+// `key`.
+LivenessBytes EncodeProbeAnswer(const LivenessDatagram& probe, const LivenessKey& key);
 
 // Whether `rejoin` (kind kRejoin) is this member's own (slot, incarnation,
 // a MAC under its key) and asks for a round above `current_round`: an older

@@ -158,6 +158,50 @@ TEST(LivenessDatagram, TakenIsAnAgentsKind_NotTheCoordinators) {
   EXPECT_FALSE(ParseCoordinatorDatagram(taken.data(), taken.size()).has_value());
 }
 
+TEST(LivenessDatagram, ProbeIsTheCoordinatorsKind_AnsweredWithItsFieldsUnderTheKey) {
+  // Stream loss (docs/protocol.md): a PROBE reaches the agent's answering
+  // thread only (ParseProbe), never its loop's parser or the coordinator's.
+  const LivenessBytes probe =
+      EncodeLivenessDatagram(7, 8, 9, 0xFEEDFACE, Key(3), LivenessKind::kProbe);
+  EXPECT_EQ(probe[5], 6);
+  std::optional<LivenessDatagram> p = ParseProbe(probe.data(), probe.size());
+  ASSERT_TRUE(p.has_value());
+  EXPECT_FALSE(ParseAgentDatagram(probe.data(), probe.size()).has_value());
+  EXPECT_FALSE(ParseCoordinatorDatagram(probe.data(), probe.size()).has_value());
+  EXPECT_FALSE(ParseProbe(probe.data(), probe.size() - 1).has_value());
+  EXPECT_TRUE(IsOwnProbe(*p, 7, 8, Key(3)));
+  EXPECT_FALSE(IsOwnProbe(*p, 6, 8, Key(3))) << "another slot";
+  EXPECT_FALSE(IsOwnProbe(*p, 7, 9, Key(3))) << "another incarnation";
+  EXPECT_FALSE(IsOwnProbe(*p, 7, 8, Key(4))) << "another key";
+  const LivenessBytes ack = EncodeLivenessDatagram(7, 8, 9, 0xFEEDFACE, Key(3), LivenessKind::kAck);
+  EXPECT_FALSE(ParseProbe(ack.data(), ack.size()).has_value()) << "an ack is no probe";
+  // The answer: the probe's fields, its own kind, under the same key; the
+  // coordinator takes it (and an alive-acked datagram) from an agent.
+  const LivenessBytes answer = EncodeProbeAnswer(*p, Key(3));
+  EXPECT_EQ(answer[5], 7);
+  std::optional<LivenessDatagram> a = ParseAgentDatagram(answer.data(), answer.size());
+  ASSERT_TRUE(a.has_value());
+  EXPECT_EQ(a->kind, LivenessKind::kProbeAnswer);
+  EXPECT_EQ(a->slot, 7u);
+  EXPECT_EQ(a->incarnation, 8u);
+  EXPECT_EQ(a->round, 9u);
+  EXPECT_EQ(a->seq, 0xFEEDFACEu);
+  EXPECT_TRUE(a->MacValid(Key(3)));
+  EXPECT_FALSE(ParseCoordinatorDatagram(answer.data(), answer.size()).has_value());
+  const LivenessBytes acked =
+      EncodeLivenessDatagram(7, 8, 9, 10, Key(3), LivenessKind::kAliveAcked);
+  std::optional<LivenessDatagram> aa = ParseAgentDatagram(acked.data(), acked.size());
+  ASSERT_TRUE(aa.has_value());
+  EXPECT_EQ(aa->kind, LivenessKind::kAliveAcked);
+  EXPECT_FALSE(ParseCoordinatorDatagram(acked.data(), acked.size()).has_value());
+  // Kinds past the last one are malformed.
+  LivenessBytes unknown = acked;
+  unknown[5] = 9;
+  EXPECT_FALSE(ParseAgentDatagram(unknown.data(), unknown.size()).has_value());
+  EXPECT_FALSE(ParseCoordinatorDatagram(unknown.data(), unknown.size()).has_value());
+  EXPECT_FALSE(ParseProbe(unknown.data(), unknown.size()).has_value());
+}
+
 TEST(DirectiveDatagram, RoundTrip_LengthAtBytesSixAndSeven_MacOverThePayload) {
   const std::string payload = "a serialized directive, any bytes";
   std::optional<std::string> bytes = EncodeDirectiveDatagram(7, 8, 9, payload, Key(3));

@@ -2,6 +2,7 @@
 
 #include <arpa/inet.h>
 #include <fcntl.h>
+#include <linux/errqueue.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <poll.h>
@@ -21,6 +22,21 @@
 
 namespace trainlet::rendezvous {
 namespace {
+
+// After a send that failed with an error other than a full buffer: whether
+// to skip the datagram (true), or to try it once more (false). With
+// IP_RECVERR an ICMP error of an earlier datagram stays pending on the
+// socket, and the next call returns it instead of sending: the first
+// failure may be another destination's; a second one is this one's own.
+bool SkipAfterError(bool* retried) {
+  if (errno == EINTR) return false;
+  if (!*retried) {
+    *retried = true;
+    return false;
+  }
+  *retried = false;
+  return true;
+}
 
 // At most this many datagrams go to the core under one lock.
 constexpr int kMaxCallsPerBatch = 16;
@@ -60,6 +76,12 @@ absl::StatusOr<std::unique_ptr<LivenessReceiver>> LivenessReceiver::Start(const 
       setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &rcvbuf, sizeof(rcvbuf));
       const int sndbuf = kSendBufferBytes;
       setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &sndbuf, sizeof(sndbuf));
+      // ICMP errors onto the error queue, where a probe's port unreachable
+      // names its member (DrainErrors). An unconnected socket gets none
+      // otherwise. (IPV6_RECVERR fails on an IPv4 socket: harmless.)
+      const int on = 1;
+      setsockopt(fd, SOL_IP, IP_RECVERR, &on, sizeof(on));
+      setsockopt(fd, SOL_IPV6, IPV6_RECVERR, &on, sizeof(on));
     });
     if (fd < 0) {
       error = strerror(-fd);
@@ -88,6 +110,7 @@ absl::StatusOr<std::unique_ptr<LivenessReceiver>> LivenessReceiver::Start(const 
 
 LivenessReceiver::~LivenessReceiver() {
   if (thread_.joinable()) {
+    stopping_.store(true);
     const ssize_t n = write(wake_[1], "x", 1);
     (void)n;
     thread_.join();
@@ -107,10 +130,21 @@ LivenessReceiverStats LivenessReceiver::stats() const {
   s.batches = batches_.load();
   s.acks_sent = acks_sent_.load();
   s.sent = sent_.load();
+  s.probes_answered = probes_answered_.load();
+  s.icmp_errors = icmp_errors_.load();
+  s.probes_refused = probes_refused_.load();
   return s;
 }
 
 void LivenessReceiver::Send(std::vector<OutgoingDatagram> datagrams) {
+  // A probe: the liveness thread keeps its time from now on (it may be
+  // sleeping in poll with no deadline).
+  if (std::any_of(datagrams.begin(), datagrams.end(),
+                  [](const OutgoingDatagram& d) { return d.probe; })) {
+    probe_sent_.store(true);
+    const ssize_t n = write(wake_[1], "p", 1);
+    (void)n;  // a full pipe already wakes it
+  }
   mmsghdr msgs[kLivenessBatch];
   iovec iov[kLivenessBatch];
   int64_t sent = 0;
@@ -136,11 +170,13 @@ void LivenessReceiver::Send(std::vector<OutgoingDatagram> datagrams) {
     if (socket < 0 || socket >= static_cast<int>(fds_.size())) continue;
     const int fd = fds_[static_cast<size_t>(socket)];
     size_t done = 0;
+    bool retried = false;
     while (done < n) {
       const int rc = sendmmsg(fd, msgs + done, static_cast<unsigned>(n - done), MSG_DONTWAIT);
       if (rc > 0) {
         sent += rc;
         done += static_cast<size_t>(rc);
+        retried = false;
         continue;
       }
       if (rc < 0 && errno == EINTR) continue;
@@ -150,7 +186,7 @@ void LivenessReceiver::Send(std::vector<OutgoingDatagram> datagrams) {
         sent_.fetch_add(sent, std::memory_order_relaxed);
         return;  // still full: the rest come with the members' next datagrams.
       }
-      ++done;  // this destination's error (unreachable): skip it.
+      if (SkipAfterError(&retried)) ++done;  // this destination's error (unreachable)
     }
   }
   sent_.fetch_add(sent, std::memory_order_relaxed);
@@ -165,6 +201,7 @@ void LivenessReceiver::Drain(int fd, std::vector<LivenessDatagram>* batch,
   static thread_local sockaddr_storage addrs[kLivenessBatch];
   mmsghdr msgs[kLivenessBatch];
   iovec iov[kLivenessBatch];
+  bool error_seen = false;
   for (int calls = 0; calls < kMaxCallsPerBatch; ++calls) {
     for (int i = 0; i < kLivenessBatch; ++i) {
       iov[i] = {bufs[i], sizeof(bufs[i])};
@@ -175,6 +212,12 @@ void LivenessReceiver::Drain(int fd, std::vector<LivenessDatagram>* batch,
       msgs[i].msg_hdr.msg_namelen = sizeof(addrs[i]);
     }
     const int n = recvmmsg(fd, msgs, kLivenessBatch, MSG_DONTWAIT, nullptr);
+    if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && !error_seen) {
+      // An ICMP error pending on the socket (IP_RECVERR) is returned once,
+      // instead of the datagrams: read on.
+      error_seen = true;
+      continue;
+    }
     if (n <= 0) return;  // EAGAIN: drained; anything else: try at the next wake-up.
     *received += n;
     for (int i = 0; i < n; ++i) {
@@ -211,50 +254,119 @@ int LivenessReceiver::SendAcks(int fd, const std::vector<LivenessAck>& acks,
           to.ss_family == AF_INET6 ? sizeof(sockaddr_in6) : sizeof(sockaddr_in);
     }
     size_t done = 0;
+    bool retried = false;
     while (done < n) {
       const int rc = sendmmsg(fd, msgs + done, static_cast<unsigned>(n - done), MSG_DONTWAIT);
       if (rc > 0) {
         sent += rc;
         done += static_cast<size_t>(rc);
+        retried = false;
         continue;
       }
       // The buffer is full: the rest wait for their members' next
       // datagrams. Any other error is this destination's (unreachable,
       // refused by a firewall): skip it, not the members after it.
       if (rc < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == ENOBUFS)) return sent;
-      ++done;
+      if (SkipAfterError(&retried)) ++done;
     }
   }
   return sent;
 }
 
+void LivenessReceiver::DrainErrors(int fd, std::vector<LivenessDatagram>* refused) {
+  // An ICMP message quotes the start of the datagram it answers, which the
+  // kernel gives back as the data; one byte more than a datagram shows a
+  // longer one (not a probe) as truncated.
+  uint8_t buf[kLivenessDatagramBytes + 1];
+  alignas(cmsghdr) char control[256];
+  int64_t errors = 0;
+  for (int i = 0; i < kLivenessBatch; ++i) {
+    sockaddr_storage to;
+    iovec iov = {buf, sizeof(buf)};
+    msghdr msg = {};
+    msg.msg_name = &to;
+    msg.msg_namelen = sizeof(to);
+    msg.msg_iov = &iov;
+    msg.msg_iovlen = 1;
+    msg.msg_control = control;
+    msg.msg_controllen = sizeof(control);
+    const ssize_t n = recvmsg(fd, &msg, MSG_ERRQUEUE | MSG_DONTWAIT);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) break;  // EAGAIN: the queue is empty.
+    ++errors;
+    bool port_unreachable = false;
+    for (cmsghdr* c = CMSG_FIRSTHDR(&msg); c != nullptr; c = CMSG_NXTHDR(&msg, c)) {
+      const bool recverr = (c->cmsg_level == SOL_IP && c->cmsg_type == IP_RECVERR) ||
+                           (c->cmsg_level == SOL_IPV6 && c->cmsg_type == IPV6_RECVERR);
+      if (!recverr || c->cmsg_len < CMSG_LEN(sizeof(sock_extended_err))) continue;
+      sock_extended_err e;
+      std::memcpy(&e, CMSG_DATA(c), sizeof(e));
+      port_unreachable = e.ee_errno == ECONNREFUSED &&
+                         (e.ee_origin == SO_EE_ORIGIN_ICMP || e.ee_origin == SO_EE_ORIGIN_ICMP6);
+    }
+    if (!port_unreachable || (msg.msg_flags & MSG_TRUNC) != 0) continue;
+    // Only a PROBE counts (the core checks that it is one out now, by its
+    // nonce and MAC); an ack or a REJOIN to a gone agent is nothing new.
+    std::optional<LivenessDatagram> d = ParseProbe(buf, static_cast<size_t>(n));
+    if (d.has_value()) refused->push_back(*d);
+  }
+  icmp_errors_.fetch_add(errors, std::memory_order_relaxed);
+}
+
 void LivenessReceiver::Loop() {
+  Clock* const clock = core_->clock();
   std::vector<pollfd> polls;
   for (int fd : fds_) polls.push_back({fd, POLLIN, 0});
   polls.push_back({wake_[0], POLLIN, 0});
   std::vector<LivenessDatagram> batch;
   std::vector<sockaddr_storage> from;
   std::vector<LivenessAck> acks;
+  std::vector<LivenessDatagram> refused;
   std::vector<std::function<void()>> deferred;
   batch.reserve(kLivenessBatch * kMaxCallsPerBatch);
   bool busy = false;  // the last wake-up found a burst
   from.reserve(kLivenessBatch * kMaxCallsPerBatch);
+  // While a stream-loss probe is out: when the core wants CheckProbes next
+  // (on its clock).
+  absl::Time probe_due = absl::InfiniteFuture();
   while (true) {
+    int timeout_ms = -1;
+    if (probe_due != absl::InfiniteFuture()) {
+      // Until then, and at most a probe interval (a test's simulated clock
+      // moves without waking this thread).
+      const absl::Duration wait =
+          std::clamp(probe_due - clock->Now(), absl::ZeroDuration(), kStreamProbeEvery);
+      timeout_ms =
+          static_cast<int>(absl::ToInt64Milliseconds(absl::Ceil(wait, absl::Milliseconds(1))));
+    }
     for (pollfd& p : polls) p.revents = 0;
-    const int rc = poll(polls.data(), polls.size(), -1);
+    const int rc = poll(polls.data(), polls.size(), timeout_ms);
     if (rc < 0 && errno != EINTR) {
       TLOG(kError) << "liveness receiver: poll: " << strerror(errno) << "; UDP liveness stops";
       return;
     }
-    if (polls.back().revents != 0) return;
+    if (polls.back().revents != 0) {
+      char buf[64];
+      while (read(wake_[0], buf, sizeof(buf)) > 0) {
+      }
+      if (stopping_.load()) return;
+    }
+    // A probe sent since the last turn, or one still out.
+    const bool probing = probe_sent_.exchange(false) || probe_due != absl::InfiniteFuture();
     // Let the datagrams of this moment gather: one wake-up, one lock, many
     // members (the delay is in the +-5% budget, protocol.h). Not while
     // a burst comes in (a restart's READYs and confirmations, thousands at
     // once): then the socket's buffer, which the kernel may cap at a few
-    // hundred datagrams, is drained without a pause.
-    if (!busy) absl::SleepFor(kLivenessCoalesce);
+    // hundred datagrams, is drained without a pause; nor while a probe is
+    // out (its answer, or its refusal, decides a member's fate at once).
+    if (!busy && !probing) absl::SleepFor(kLivenessCoalesce);
+    // Whatever arrived before this moment is applied below, before
+    // CheckProbes judges a window that ended by then.
+    const absl::Time drained_at = clock->Now();
+    refused.clear();
     int64_t received = 0, malformed = 0;
     for (size_t i = 0; i + 1 < polls.size(); ++i) {
+      DrainErrors(polls[i].fd, &refused);
       batch.clear();
       from.clear();
       acks.clear();
@@ -271,6 +383,7 @@ void LivenessReceiver::Loop() {
       // A round a READY closed: its answers, after this batch's acks.
       RunActions(&deferred);
       accepted_.fetch_add(s.accepted, std::memory_order_relaxed);
+      probes_answered_.fetch_add(s.probe_answers, std::memory_order_relaxed);
       rejected_.fetch_add(s.rejected(), std::memory_order_relaxed);
       if (s.rejected() > 0 || malformed > 0) {
         int64_t suppressed = 0;
@@ -287,6 +400,11 @@ void LivenessReceiver::Loop() {
     }
     received_.fetch_add(received, std::memory_order_relaxed);
     busy = received >= kBusyBatch;
+    if (!refused.empty()) {
+      probes_refused_.fetch_add(core_->NoteProbesRefused(refused), std::memory_order_relaxed);
+    }
+    probe_due =
+        probing || !refused.empty() ? core_->CheckProbes(drained_at) : absl::InfiniteFuture();
   }
 }
 

@@ -3,7 +3,10 @@
 // and the same port number as its gRPC listener, and one "liveness" thread
 // hands the members' datagrams (liveness_datagram.h) to the core in batches:
 //
-//   poll -> wait kLivenessCoalesce (protocol.h; one wake-up carries many datagrams)
+//   poll -> wait kLivenessCoalesce (protocol.h; one wake-up carries many
+//           datagrams; not while a stream-loss probe is out)
+//     -> read the ICMP errors (IP_RECVERR): a PROBE that a port unreachable
+//        quotes back goes to Coordinator::NoteProbesRefused
 //     -> drain with recvmmsg (non-blocking, up to kLivenessBatch at a time)
 //     -> parse each (size, magic, version), drop the malformed
 //     -> Coordinator::NoteLivenessBatch (one lock per batch), which also
@@ -11,11 +14,14 @@
 //     -> sendmmsg the acks to where their datagrams came from (non-blocking:
 //        an ack the kernel cannot take is dropped; the agent falls back to
 //        Reports when acks stop)
+//     -> while a probe is out: Coordinator::CheckProbes with the time the
+//        drain began, and poll no longer than until its next deadline
 //
 // It is also the core's DatagramSender: REJOIN and DIRECTIVE datagrams go out
 // from the socket each member's datagrams came in on, on the thread that made
 // them (sendmmsg; a full buffer is waited on at most 200 ms in all, then the
-// rest is dropped: the core sends again what is not confirmed). Everything
+// rest is dropped: the core sends again what is not confirmed); a PROBE
+// among them wakes the liveness thread to keep the probe's time. Everything
 // received is bounded; rejected datagrams are counted and logged at most a
 // few times per 10 s, never acted on.
 //
@@ -50,6 +56,9 @@ struct LivenessReceiverStats {
   int64_t batches = 0;    // core lock acquisitions.
   int64_t acks_sent = 0;  // acks the kernel took (and REJOINs repeated for an alive datagram).
   int64_t sent = 0;       // REJOINs sent unasked (DatagramSender) the kernel took.
+  int64_t probes_answered = 0;  // answers to a stream-loss probe out (among the accepted).
+  int64_t icmp_errors = 0;      // ICMP errors read from the sockets' error queues.
+  int64_t probes_refused = 0;   // ... that quoted a probe out, whose member was then lost.
 };
 
 class LivenessReceiver : public DatagramSender {
@@ -74,6 +83,9 @@ class LivenessReceiver : public DatagramSender {
  private:
   LivenessReceiver(Coordinator* core) : core_(core) {}
   void Loop();
+  // Reads `fd`'s error queue (bounded); the PROBEs that ICMP port
+  // unreachable messages quoted go to `refused`.
+  void DrainErrors(int fd, std::vector<LivenessDatagram>* refused);
   // Receives what is queued on `fd` (bounded); false when nothing was.
   // `from` gets each datagram's source address, index for index.
   void Drain(int fd, std::vector<LivenessDatagram>* batch, std::vector<sockaddr_storage>* from,
@@ -85,10 +97,13 @@ class LivenessReceiver : public DatagramSender {
   Coordinator* const core_;
   std::vector<int> fds_;
   int wake_[2] = {-1, -1};
+  std::atomic<bool> stopping_{false};
+  // Send() sent a probe: the loop keeps its time (CheckProbes) from now on.
+  std::atomic<bool> probe_sent_{false};
   int port_ = 0;
   int receive_buffer_bytes_ = 0;
   std::atomic<int64_t> received_{0}, accepted_{0}, malformed_{0}, rejected_{0}, batches_{0},
-      acks_sent_{0}, sent_{0};
+      acks_sent_{0}, sent_{0}, probes_answered_{0}, icmp_errors_{0}, probes_refused_{0};
   LogLimiter log_{5, absl::Seconds(10)};
   std::thread thread_;
 };

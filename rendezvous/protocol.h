@@ -50,7 +50,7 @@ absl::Duration UdpHeardWithin(absl::Duration heartbeat_timeout);
 // Reports at scale. A member the coordinator hears over UDP still sends a
 // Report now and then (it repeats its state and tells the agent the
 // coordinator lives); each costs the coordinator about 115 us of CPU, against
-// a few us for a datagram (docs/benchmarks.md section 7). So the Report
+// a few us for a datagram (docs/benchmarks-history.md, section 7). So the Report
 // interval of such a member grows with the round, keeping them at most
 // kMaxHeardReportsPerSecond: max(T - interval, n / 500 s), 4.53 s at 5 s up
 // to 2,265 nodes, 20 s at 10,000 (Assignment.report_interval_ms).
@@ -74,8 +74,19 @@ absl::Duration FirstReportDelay(absl::Duration heartbeat_timeout, int nnodes, in
 // never reads them.
 absl::Duration AckInterval(absl::Duration heartbeat_timeout);
 
-// kStreamLossGrace (keepalive.h): how long a member whose directive stream
-// closed while the job runs has to re-open it before it is lost.
+// Stream loss (coordinator.h, "Stream loss"). A member whose directive
+// stream closes while its round runs, and whose UDP is heard, is probed: a
+// PROBE datagram at once and every kStreamProbeEvery; lost at once when its
+// port refuses one, and when none is answered within kStreamProbeWindow of
+// the close where it said that the coordinator's acks reach it
+// (ALIVE_ACKED), else within kStreamLossGrace (keepalive.h). An agent
+// answers a probe from a thread of its own (LivenessSender), so a busy main
+// loop does not delay the answer: the window is one thread's wake-up on a
+// loaded host, many times over, and five probes, so that a lost datagram
+// costs nothing. A member whose acks do not reach it has kStreamLossGrace
+// to re-open its stream or report.
+inline constexpr absl::Duration kStreamProbeEvery = absl::Milliseconds(10);
+inline constexpr absl::Duration kStreamProbeWindow = absl::Milliseconds(50);
 
 // Bounds on what a request may carry (INVALID_ARGUMENT beyond them).
 inline constexpr size_t kMaxJoinRequestBytes = 32 * 1024;  // the whole JoinRequest.

@@ -29,6 +29,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -133,19 +134,25 @@ CoordinatorHostOptions PairHostOptions(absl::Duration timeout, int max_restarts 
   return o;
 }
 
+// Starts a coordinator host for `o`: *target is what its clients dial,
+// *client their options (the target and the token).
+void StartPairHost(const CoordinatorHostOptions& o, std::unique_ptr<CoordinatorHost>* host,
+                   std::string* target, ClientOptions* client) {
+  absl::StatusOr<std::unique_ptr<CoordinatorHost>> started = CoordinatorHost::Start(o);
+  ASSERT_TRUE(started.ok()) << started.status();
+  *host = std::move(*started);
+  *target = absl::StrCat("127.0.0.1:", (*host)->port());
+  client->target = *target;
+  client->token = "tok";
+}
+
 class UdpLivenessGrpcTest : public ::testing::Test {
  protected:
   void Start(absl::Duration timeout) {
     timeout_ = timeout;
-    absl::StatusOr<std::unique_ptr<CoordinatorHost>> host =
-        CoordinatorHost::Start(PairHostOptions(timeout));
-    ASSERT_TRUE(host.ok()) << host.status();
-    host_ = std::move(*host);
-    ASSERT_EQ(host_->liveness_port(), host_->port()) << "the same number as the gRPC port";
-    target_ = absl::StrCat("127.0.0.1:", host_->port());
     ClientOptions c;
-    c.target = target_;
-    c.token = "tok";
+    ASSERT_NO_FATAL_FAILURE(StartPairHost(PairHostOptions(timeout), &host_, &target_, &c));
+    ASSERT_EQ(host_->liveness_port(), host_->port()) << "the same number as the gRPC port";
     client_ = std::make_unique<CoordinatorClient>(c);
     a_ = Req("node-a", 0);
     b_ = Req("node-b", 1);
@@ -357,14 +364,9 @@ class ReadyRejoinGrpcTest : public ::testing::Test {
   // accepts_rejoin_datagram = `rejoin_datagram`), heard over UDP; then b's
   // worker fails and the round re-opens as round 2.
   void StartAndFail(bool rejoin_datagram) {
-    absl::StatusOr<std::unique_ptr<CoordinatorHost>> host =
-        CoordinatorHost::Start(PairHostOptions(absl::Seconds(5), /*max_restarts=*/1));
-    ASSERT_TRUE(host.ok()) << host.status();
-    host_ = std::move(*host);
-    target_ = absl::StrCat("127.0.0.1:", host_->port());
     ClientOptions c;
-    c.target = target_;
-    c.token = "tok";
+    ASSERT_NO_FATAL_FAILURE(
+        StartPairHost(PairHostOptions(absl::Seconds(5), /*max_restarts=*/1), &host_, &target_, &c));
     client_ = std::make_unique<CoordinatorClient>(c);
     std::thread join_b(
         [&] { assigned_[1] = client_->Join(reqs_[1], absl::Now() + absl::Seconds(10)); });
@@ -539,6 +541,139 @@ TEST_F(ReadyRejoinGrpcTest, RejoinDatagrams_ReachEachMembersSocket_NoStreamWrite
     EXPECT_TRUE(got_[0].empty() && got_[1].empty()) << "no Rejoin down the streams";
   }
   ReadyUntilAssigned();
+}
+
+// Stream loss over real gRPC and real UDP (coordinator.h, "Stream loss"):
+// agents are the real GrpcRendezvousClient, whose LivenessSender answers
+// the coordinator's probes on a thread of its own. A live agent whose
+// stream breaks answers and is kept (D4); a killed one (its sockets
+// closed) is lost at once by the ICMP port unreachable its probe gets; one
+// that cannot answer and gives no ICMP (a pod deleted with its address) is
+// lost when the probe window ends. Nothing here is found by silence (a 60 s
+// heartbeat timeout), and only the window's test depends on it being short.
+class StreamLossGrpcTest : public ::testing::Test {
+ protected:
+  // A static pair running round 1 with the probe window `window`, both
+  // watching, both having said that the coordinator's acks reach them.
+  void Start(absl::Duration window) {
+    CoordinatorHostOptions o = PairHostOptions(absl::Seconds(60));
+    o.core.stream_probe_window = window;
+    ClientOptions c;
+    ASSERT_NO_FATAL_FAILURE(StartPairHost(o, &host_, &target_, &c));
+    absl::Notification joined[2];
+    for (int i = 0; i < 2; ++i) {
+      clients_[i] = std::make_unique<GrpcRendezvousClient>(c);
+      clients_[i]->Join(reqs_[i], absl::Seconds(10),
+                        [this, i, &joined](absl::StatusOr<v1::Assignment> a) {
+                          assigned_[i] = std::move(a);
+                          joined[i].Notify();
+                        });
+    }
+    for (int i = 0; i < 2; ++i) {
+      ASSERT_TRUE(joined[i].WaitForNotificationWithTimeout(absl::Seconds(20)));
+      ASSERT_TRUE(assigned_[i].ok()) << assigned_[i].status();
+      ASSERT_TRUE(assigned_[i]->stream_loss_probes());
+      v1::WatchRequest w;
+      *w.mutable_member() = reqs_[i].member();
+      w.set_job_id("job");
+      w.set_round(1);
+      watches_[i] = clients_[i]->Watch(
+          w, [](const v1::Directive&) {}, [](const absl::Status&) {});
+      // What an agent sends once an ack came (CoordinatorContact).
+      clients_[i]->SendLivenessDatagram(AliveAcked(i));
+    }
+    ASSERT_TRUE(WaitFor([&] {
+      return host_->core().GetSnapshot().watching == 2 && host_->liveness_stats().accepted >= 2;
+    }));
+  }
+  void TearDown() override {
+    for (int i = 0; i < 2; ++i) watches_[i].reset();
+    if (host_) host_->Shutdown(absl::ZeroDuration());
+  }
+  LivenessBytes AliveAcked(int i) {
+    return EncodeLivenessDatagram(assigned_[i]->liveness_slot(), reqs_[i].member().incarnation(), 1,
+                                  ++seq_[i], *LivenessKeyFromBytes(assigned_[i]->liveness_key()),
+                                  LivenessKind::kAliveAcked);
+  }
+  static bool WaitFor(const std::function<bool()>& pred,
+                      absl::Duration timeout = absl::Seconds(20)) {
+    const absl::Time until = absl::Now() + timeout;
+    while (!pred()) {
+      if (absl::Now() > until) return false;
+      absl::SleepFor(absl::Milliseconds(1));
+    }
+    return true;
+  }
+  bool Running() const { return host_->core().GetSnapshot().phase == Phase::kRunning; }
+
+  const v1::JoinRequest reqs_[2] = {Req("node-a", 0), Req("node-b", 1)};
+  std::unique_ptr<CoordinatorHost> host_;
+  std::string target_;
+  std::unique_ptr<GrpcRendezvousClient> clients_[2];
+  absl::StatusOr<v1::Assignment> assigned_[2];
+  std::unique_ptr<WatchStream> watches_[2];
+  uint64_t seq_[2] = {0, 0};
+};
+
+TEST_F(StreamLossGrpcTest, LiveAgent_StreamBreaks_ItAnswersTheProbe_AndIsNotLost) {
+  // (A roomy window: what this proves is that the agent answers, not how
+  // fast a loaded host lets it.)
+  Start(absl::Seconds(30));
+  watches_[1].reset();  // the stream breaks; the agent and its socket live
+  ASSERT_TRUE(WaitFor([&] { return host_->liveness_stats().probes_answered >= 1; }));
+  // Well past the grace a stream without probes has: still a member.
+  absl::SleepFor(3 * kStreamLossGrace);
+  const Coordinator::Snapshot s = host_->core().GetSnapshot();
+  EXPECT_EQ(s.phase, Phase::kRunning) << s.verdict;
+  EXPECT_TRUE(s.lost_nodes.empty());
+  EXPECT_EQ(s.watching, 1);
+  EXPECT_EQ(host_->liveness_stats().probes_refused, 0);
+}
+
+TEST_F(StreamLossGrpcTest, KilledAgent_ItsPortRefusesTheProbe_LostAtOnce) {
+  // A window no test waits for: only the refusal can find it lost.
+  Start(absl::Seconds(30));
+  // kill -9 closes every socket of the agent: its liveness socket (the
+  // client and its sender), then its stream.
+  clients_[1].reset();
+  const absl::Time killed = absl::Now();
+  watches_[1].reset();
+  ASSERT_TRUE(WaitFor([&] { return !Running(); }));
+  const absl::Duration took = absl::Now() - killed;
+  const Coordinator::Snapshot s = host_->core().GetSnapshot();
+  EXPECT_EQ(s.phase, Phase::kFailed);
+  EXPECT_THAT(s.verdict, HasSubstr("node node-b (rank 1) lost: its agent disconnected (watch "
+                                   "stream closed; its liveness port refused a probe)"));
+  EXPECT_EQ(host_->liveness_stats().probes_refused, 1);
+  EXPECT_GE(host_->liveness_stats().icmp_errors, 1);
+  std::cerr << "[measure] stream closed, port closed -> node lost: " << took
+            << " (kStreamLossGrace was " << kStreamLossGrace << ")\n";
+}
+
+TEST_F(StreamLossGrpcTest, AgentThatCannotAnswer_NoIcmp_LostWhenTheWindowEnds) {
+  Start(kStreamProbeWindow);
+  // b's datagrams now come from a socket that lives but answers nothing (no
+  // identity: its thread drops every probe), as a pod deleted with its
+  // address does (no ICMP comes back either): the probes go there.
+  absl::StatusOr<std::unique_ptr<LivenessSender>> mute =
+      LivenessSender::Connect(target_, static_cast<int>(assigned_[1]->liveness_udp_port()));
+  ASSERT_TRUE(mute.ok()) << mute.status();
+  const int64_t accepted = host_->liveness_stats().accepted;
+  ASSERT_TRUE((*mute)->Send(AliveAcked(1)));
+  ASSERT_TRUE(WaitFor([&] { return host_->liveness_stats().accepted > accepted; }));
+  const absl::Time closed = absl::Now();
+  watches_[1].reset();
+  ASSERT_TRUE(WaitFor([&] { return !Running(); }));
+  const absl::Duration took = absl::Now() - closed;
+  const Coordinator::Snapshot s = host_->core().GetSnapshot();
+  EXPECT_EQ(s.phase, Phase::kFailed);
+  EXPECT_THAT(s.verdict,
+              HasSubstr("node node-b (rank 1) lost: its agent disconnected (watch stream closed; "
+                        "no answer to a probe within 50ms)"));
+  EXPECT_GE(took, kStreamProbeWindow) << "never before the window ends";
+  EXPECT_EQ(host_->liveness_stats().probes_answered, 0);
+  EXPECT_EQ(host_->liveness_stats().probes_refused, 0);
+  std::cerr << "[measure] stream closed, no answer, no ICMP -> node lost: " << took << "\n";
 }
 
 }  // namespace
