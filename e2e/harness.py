@@ -16,6 +16,7 @@ import datetime
 import errno
 import json
 import os
+import random
 import re
 import shutil
 import signal
@@ -57,22 +58,47 @@ def worker(name):
 _handed_out = set()
 
 
-def free_ports(n):
-    """n distinct free TCP ports (bound on 0.0.0.0 at the time of the call), none of them handed
-    out before by this process."""
-    socks, ports = [], []
+def _ephemeral_low():
     try:
-        while len(ports) < n:
-            s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-            s.bind(("0.0.0.0", 0))
-            port = s.getsockname()[1]
-            socks.append(s)
-            # TF_CONFIG uses MASTER_PORT+1..; keep a little room above each port.
-            if port not in ports and port not in _handed_out and port < 65000:
-                ports.append(port)
-    finally:
-        for s in socks:
+        with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
+            return int(f.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32768
+
+
+def _bindable(port):
+    """Whether `port` can be bound now for TCP and UDP on 0.0.0.0 (the
+    coordinator's liveness datagrams use its port number too)."""
+    for kind in (socket.SOCK_STREAM, socket.SOCK_DGRAM):
+        s = socket.socket(socket.AF_INET, kind)
+        try:
+            s.bind(("0.0.0.0", port))
+        except OSError:
+            return False
+        finally:
             s.close()
+    return True
+
+
+def free_ports(n):
+    """n distinct free TCP ports (bindable for TCP and UDP on 0.0.0.0 at the time of the call),
+    none of them handed out before by this process. Chosen at random below the kernel's
+    ephemeral range: a port from bind(0) is an ephemeral one, which any process's next outgoing
+    connection may take as its local port before the agent binds it (seen as both agents of
+    e2e_first_hour finding their coordinator port taken under a loaded ctest -j2)."""
+    high = min(_ephemeral_low(), 32768) - 1
+    low = max(1024, high - 12000)
+    ports = []
+    for _ in range(10000):
+        if len(ports) == n:
+            break
+        # TF_CONFIG uses MASTER_PORT+1..; keep a little room above each port.
+        port = random.randrange(low, high - 8)
+        if port in ports or port in _handed_out or not _bindable(port):
+            continue
+        ports.append(port)
+    if len(ports) < n:
+        raise RuntimeError("no %d free ports in %d..%d" % (n, low, high))
     _handed_out.update(ports)
     return ports
 
