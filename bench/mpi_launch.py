@@ -45,64 +45,18 @@ import statistics
 import sys
 import tempfile
 import time
-import uuid
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(os.path.dirname(HERE), "e2e"))
 
-import harness  # noqa: E402 (e2e helpers: Proc)
+import harness  # noqa: E402 (e2e helpers: the trainlet binary)
 import mpi_support as ms  # noqa: E402
 import netns  # noqa: E402
+from benchlib import BenchHarness  # noqa: E402
 from rendezvous_launch import wait_quiet  # noqa: E402
 
 WORKERS = ["w0", "w1", "w2"]
 BARE_SSHD_PORT = 2222
-
-
-class BenchHarness:
-    """The part of harness.E2ETestCase that netns.Cluster and mpi_support use
-    (start, base_env, addCleanup, dir), for a program that is not a test:
-    processes' output goes to files under `dir`; close() kills what was
-    started and runs the cleanups (the cluster's teardown), last first."""
-
-    def __init__(self, directory):
-        self.dir = directory
-        self.tag = uuid.uuid4().hex
-        self.procs = []
-        self._cleanups = []
-
-    def addCleanup(self, fn, *args, **kwargs):  # noqa: N802 (unittest's name)
-        self._cleanups.append((fn, args, kwargs))
-
-    def base_env(self, **extra):
-        env = {k: v for k, v in os.environ.items()
-               if not k.startswith(("TRAINLET_", "OMPI_", "PRTE_", "HYDRA_", "I_MPI_"))}
-        env[harness.TAG_VAR] = self.tag
-        env.update({k: str(v) for k, v in extra.items()})
-        return env
-
-    def start(self, name, argv, env=None, prefix=()):
-        p = harness.Proc(name, argv, env if env is not None else self.base_env(), self.dir,
-                         prefix)
-        self.procs.append(p)
-        return p
-
-    def path(self, *parts):
-        return os.path.join(self.dir, *parts)
-
-    def close(self):
-        for p in self.procs:
-            if p.running():
-                p.kill()
-        while self._cleanups:
-            fn, args, kwargs = self._cleanups.pop()
-            try:
-                fn(*args, **kwargs)
-            except Exception as e:  # keep tearing down the rest
-                print("cleanup %s failed: %s" % (getattr(fn, "__name__", fn), e),
-                      file=sys.stderr)
-        for p in self.procs:
-            p.close()
 
 
 class Bench:
