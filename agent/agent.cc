@@ -198,6 +198,7 @@ int Agent::Run() {
   PublishStatus();
   while (!machine_.done()) {
     absl::Time next = machine_.NextDeadline();
+    if (warm_ != nullptr) next = std::min(next, warm_->NextDeadline());
     if (seams_.progress != nullptr && seams_.progress->fd() >= 0) {
       const bool quiet = seams_.clock->Now() < progress_quiet_until_;
       if (quiet) next = std::min(next, progress_quiet_until_);
@@ -256,6 +257,7 @@ int Agent::Run() {
     for (std::string& d : directive_datagrams_) Feed(DirectiveDatagramReceived{std::move(d)});
     DrainInbox();
     Feed(Tick{});
+    if (warm_ != nullptr) warm_->Tick(seams_.clock->Now(), seams_.workers);
     if (!machine_.done()) {
       if (absl::Status s = plan_->Tick(seams_.clock->Now()); !s.ok()) {
         Feed(LocalFailure{ExitCodeForPlanError(s), std::string(s.message())});
@@ -334,7 +336,9 @@ void Agent::StartPrepared() {
   }
   if (warm_ != nullptr) warm_->BeforeStart(&specs, seams_.workers);
   absl::Status started = seams_.workers->Start(specs);
-  if (started.ok() && warm_ != nullptr) warm_->AfterStart(specs, seams_.workers);
+  if (started.ok() && warm_ != nullptr) {
+    warm_->AfterStart(specs, seams_.workers, seams_.clock->Now());
+  }
   if (started.ok() && idle_hook_ == IdleHook::kNotYet) idle_hook_ = IdleHook::kDue;
   workers_.clear();
   if (started.ok()) {

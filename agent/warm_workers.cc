@@ -167,6 +167,9 @@ std::string WarmWorkers::Mismatch(const Prepared& prepared, const launcher::Proc
 
 void WarmWorkers::BeforeStart(std::vector<launcher::ProcessSpec>* specs,
                               launcher::WorkerGroup* group) {
+  // Standbys not started yet (the round ended within kStartDelay): none.
+  pending_.clear();
+  pending_due_ = absl::InfiniteFuture();
   if (!enabled_ || prepared_.empty()) return;
   std::string why;
   int workers = 0;
@@ -197,7 +200,7 @@ void WarmWorkers::BeforeStart(std::vector<launcher::ProcessSpec>* specs,
 }
 
 void WarmWorkers::AfterStart(const std::vector<launcher::ProcessSpec>& specs,
-                             launcher::WorkerGroup* group) {
+                             launcher::WorkerGroup* group, absl::Time now) {
   if (!enabled_) return;
   prepared_.clear();
   for (const launcher::ProcessSpec& spec : specs) {
@@ -208,6 +211,16 @@ void WarmWorkers::AfterStart(const std::vector<launcher::ProcessSpec>& specs,
       return;
     }
   }
+  pending_ = specs;
+  pending_due_ = now + kStartDelay;
+  Tick(now, group);
+}
+
+void WarmWorkers::Tick(absl::Time now, launcher::WorkerGroup* group) {
+  if (!enabled_ || pending_.empty() || now < pending_due_) return;
+  std::vector<launcher::ProcessSpec> specs = std::move(pending_);
+  pending_.clear();
+  pending_due_ = absl::InfiniteFuture();
   for (const launcher::ProcessSpec& spec : specs) {
     if (spec.role != launcher::ProcessRole::kWorker) continue;
     absl::Status started =

@@ -6,8 +6,9 @@
 // round's variables and stdout/stderr) instead of starting cold.
 //
 //   off (not asked, or COMMAND cannot be warmed: one line why, once)
-//   on:  no standbys -AfterStart()-> standbys prepared for these specs
-//          ^                                  |
+//   on:  no standbys -AfterStart()-> pending -Tick(), kStartDelay later->
+//          ^                         standbys prepared for these specs
+//          |                                  |
 //          |              BeforeStart(next specs): same argv, static env
 //          |              and placement? yes: from_standby; no: dropped,
 //          +------------- one INFO line why, the round starts cold
@@ -28,6 +29,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/time/time.h"
 #include "config/python_command.h"
 #include "config/run_config.h"
 #include "launcher/worker.h"
@@ -68,8 +70,16 @@ class WarmWorkers {
   // standbys were prepared as these workers start (with the environment
   // the interpreter is to see), else drops them with one INFO line why.
   void BeforeStart(std::vector<launcher::ProcessSpec>* specs, launcher::WorkerGroup* group);
-  // After the round's workers started: standbys for the next round.
-  void AfterStart(const std::vector<launcher::ProcessSpec>& specs, launcher::WorkerGroup* group);
+  // After the round's workers started: standbys for the next round, started
+  // by Tick() kStartDelay after `now`, so that their interpreters' start
+  // (at the pod's priority; only the preload runs at nice 19) does not
+  // compete with the new workers' and the other agents' restart.
+  static constexpr absl::Duration kStartDelay = absl::Seconds(1);
+  void AfterStart(const std::vector<launcher::ProcessSpec>& specs, launcher::WorkerGroup* group,
+                  absl::Time now);
+  // Starts the pending standbys once due; when Tick() is next needed.
+  void Tick(absl::Time now, launcher::WorkerGroup* group);
+  absl::Time NextDeadline() const { return pending_due_; }
 
  private:
   struct Prepared {
@@ -84,8 +94,10 @@ class WarmWorkers {
 
   bool enabled_ = false;
   std::optional<PythonCommand> command_;
-  std::string preload_;               // "auto" or "a,b"
-  std::map<int, Prepared> prepared_;  // by local rank, of the standbys started
+  std::string preload_;                         // "auto" or "a,b"
+  std::map<int, Prepared> prepared_;            // by local rank, of the standbys started
+  std::vector<launcher::ProcessSpec> pending_;  // AfterStart's, until Tick() starts them
+  absl::Time pending_due_ = absl::InfiniteFuture();
 };
 
 }  // namespace trainlet::agent

@@ -17,6 +17,15 @@ using ::testing::HasSubstr;
 using ::testing::IsEmpty;
 using V = std::vector<std::string>;
 
+const absl::Time kNow = absl::UnixEpoch() + absl::Hours(1);
+
+// AfterStart, then Tick() when the standbys are due.
+void StartStandbys(WarmWorkers* warm, const std::vector<launcher::ProcessSpec>& specs,
+                   launcher::testing::FakeWorkerGroup* group) {
+  warm->AfterStart(specs, group, kNow);
+  warm->Tick(kNow + WarmWorkers::kStartDelay, group);
+}
+
 RunConfig Config(V command, bool warm = true) {
   RunConfig config;
   config.command = std::move(command);
@@ -107,7 +116,7 @@ TEST(WarmWorkers, NextRoundTakesTheStandbys_WhenOnlyTheRoundsVariablesChanged) {
   auto first = Round(argv, 0);
   warm.BeforeStart(&first, &group);  // no standbys yet: cold.
   EXPECT_FALSE(first[0].from_standby);
-  warm.AfterStart(first, &group);
+  StartStandbys(&warm, first, &group);
   ASSERT_EQ(group.standbys_started.size(), 2u);
   EXPECT_EQ(group.standbys_started[1].local_rank, 1);
   auto second = Round(argv, 1);
@@ -144,7 +153,7 @@ TEST(WarmWorkers, DropsTheStandbys_SayingWhy) {
     WarmWorkers warm(Config(argv));
     SimulatedClock clock;
     launcher::testing::FakeWorkerGroup group(&clock);
-    warm.AfterStart(Round(argv, 0), &group);
+    StartStandbys(&warm, Round(argv, 0), &group);
     auto next = Round(argv, 1);
     c.change(&next);
     warm.BeforeStart(&next, &group);
@@ -152,9 +161,31 @@ TEST(WarmWorkers, DropsTheStandbys_SayingWhy) {
     ASSERT_EQ(group.standbys_dropped.size(), 1u) << c.name;
     EXPECT_EQ(group.standbys_dropped[0], c.why + "; this round starts cold") << c.name;
     // And the round after is prepared anew.
-    warm.AfterStart(next, &group);
+    StartStandbys(&warm, next, &group);
     EXPECT_EQ(group.standbys_started.size(), 2 + next.size()) << c.name;
   }
+}
+
+TEST(WarmWorkers, StandbysStartAfterTheDelay_AndNotForARoundThatEndedFirst) {
+  const V argv = {"python3", "t.py"};
+  WarmWorkers warm(Config(argv));
+  SimulatedClock clock;
+  launcher::testing::FakeWorkerGroup group(&clock);
+  warm.AfterStart(Round(argv, 0), &group, kNow);
+  EXPECT_EQ(warm.NextDeadline(), kNow + WarmWorkers::kStartDelay);
+  warm.Tick(kNow + WarmWorkers::kStartDelay - absl::Milliseconds(1), &group);
+  EXPECT_THAT(group.standbys_started, IsEmpty());
+  // The round ends before they start: the next one is cold, and prepares
+  // its own.
+  auto next = Round(argv, 1);
+  warm.BeforeStart(&next, &group);
+  EXPECT_FALSE(next[0].from_standby);
+  EXPECT_EQ(warm.NextDeadline(), absl::InfiniteFuture());
+  warm.Tick(kNow + absl::Hours(1), &group);
+  EXPECT_THAT(group.standbys_started, IsEmpty());
+  warm.AfterStart(next, &group, kNow + absl::Seconds(5));
+  warm.Tick(kNow + absl::Seconds(6), &group);
+  EXPECT_EQ(group.standbys_started.size(), 2u);
 }
 
 TEST(WarmWorkers, EnvPrefixedCommand_IsHandedTheEnvTheInterpreterSees) {
@@ -162,7 +193,7 @@ TEST(WarmWorkers, EnvPrefixedCommand_IsHandedTheEnvTheInterpreterSees) {
   WarmWorkers warm(Config(argv));
   SimulatedClock clock;
   launcher::testing::FakeWorkerGroup group(&clock);
-  warm.AfterStart(Round(argv, 0), &group);
+  StartStandbys(&warm, Round(argv, 0), &group);
   auto next = Round(argv, 1);
   warm.BeforeStart(&next, &group);
   ASSERT_TRUE(next[0].from_standby);
@@ -179,7 +210,7 @@ TEST(WarmWorkers, AWorkerOnTheTerminalOrAFailedStandbyStart_TurnsItOff) {
     auto specs = Round(argv, 0);
     specs.resize(1);
     specs[0].foreground_tty = true;
-    warm.AfterStart(specs, &group);
+    StartStandbys(&warm, specs, &group);
     EXPECT_FALSE(warm.enabled());
     EXPECT_THAT(group.standbys_started, IsEmpty());
   }
@@ -188,7 +219,7 @@ TEST(WarmWorkers, AWorkerOnTheTerminalOrAFailedStandbyStart_TurnsItOff) {
     SimulatedClock clock;
     launcher::testing::FakeWorkerGroup group(&clock);
     group.standby_error = absl::UnimplementedError("no standbys here");
-    warm.AfterStart(Round(argv, 0), &group);
+    StartStandbys(&warm, Round(argv, 0), &group);
     EXPECT_FALSE(warm.enabled());
     auto next = Round(argv, 1);
     warm.BeforeStart(&next, &group);
