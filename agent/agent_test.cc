@@ -1985,6 +1985,27 @@ class FakePlan : public LaunchPlan {
 
 class PlanTest : public AgentTest {
  protected:
+  // Round 1 of a job with a restart in its assignment (not in the agent's
+  // own policy), whose Reports are answered `crossed` until the agent idles
+  // twice; then round 2 finishes. The exit code; the log in `log`.
+  int RunWithRoundOneReportsAnswered(const absl::Status& crossed, std::string* log) {
+    v1::Assignment first = MakeAssignment(1, 1, 2, 2, kHeartbeat);
+    first.set_max_restarts(1);
+    JoinAnswers({first, MakeAssignment(2, 1, 2, 2, kHeartbeat, 1)});
+    plan_.answer_at_once = true;
+    plan_.processes = 0;
+    auto answering = std::make_shared<bool>(true);
+    client_.report_status = [answering, crossed](const v1::ReportRequest& r) {
+      return r.round() == 1 && *answering ? crossed : absl::OkStatus();
+    };
+    WhenIdle([] {});
+    WhenIdle([answering] { *answering = false; });
+    WhenIdle([this] { client_.SendDirective(JobFinished(2)); });
+    ::testing::internal::CaptureStderr();
+    const int code = RunWithPlan(0);
+    *log = ::testing::internal::GetCapturedStderr();
+    return code;
+  }
   int RunWithPlan(int local_processes) {
     AgentSeams seams;
     seams.workers = &workers_;
@@ -2100,22 +2121,11 @@ TEST_F(PlanTest, TickFailure_StopsTheProcesses_ExitsWithTheOverride) {
 // the assignment. A heartbeat answered "round moved on" (ABORTED) before the
 // Rejoin directive arrives is then a restart, not a lost coordinator.
 TEST_F(PlanTest, RoundMovedOnInAJobWithRestarts_RejoinsWithoutLocalPolicy) {
-  v1::Assignment first = MakeAssignment(1, 1, 2, 2, kHeartbeat);
-  first.set_max_restarts(1);
-  JoinAnswers({first, MakeAssignment(2, 1, 2, 2, kHeartbeat, 1)});
-  plan_.answer_at_once = true;
-  plan_.processes = 0;
-  bool moved_on = true;
-  client_.report_status = [&](const v1::ReportRequest& r) {
-    if (r.round() == 1 && moved_on) {
-      return absl::AbortedError("report for round 1, but the current round is 1; re-join");
-    }
-    return absl::OkStatus();
-  };
-  WhenIdle([] {});
-  WhenIdle([&] { moved_on = false; });
-  WhenIdle([&] { client_.SendDirective(JobFinished(2)); });
-  EXPECT_EQ(RunWithPlan(0), 0);
+  std::string log;
+  EXPECT_EQ(
+      RunWithRoundOneReportsAnswered(
+          absl::AbortedError("report for round 1, but the current round is 1; re-join"), &log),
+      0);
   EXPECT_EQ(plan_.prepares, 2);
 }
 
@@ -2123,27 +2133,13 @@ TEST_F(PlanTest, RoundMovedOnInAJobWithRestarts_RejoinsWithoutLocalPolicy) {
 // node's one restart line gives the cause, as the Rejoin would have, and no
 // "moved on" warning (e2e_logs: one line per restart on each node).
 TEST_F(PlanTest, AReportThatCrossedTheRestart_LogsItsCauseOnce) {
-  v1::Assignment first = MakeAssignment(1, 1, 2, 2, kHeartbeat);
-  first.set_max_restarts(1);
-  JoinAnswers({first, MakeAssignment(2, 1, 2, 2, kHeartbeat, 1)});
-  plan_.answer_at_once = true;
-  plan_.processes = 0;
-  bool crossed = true;
-  client_.report_status = [&](const v1::ReportRequest& r) {
-    if (r.round() == 1 && crossed) {
-      return rendezvous::WithReason(
-          absl::AbortedError("worker local rank 0 (global rank 1) on node n1 exited with code 3"),
-          v1::ErrorInfo::ROUND_RESTARTED);
-    }
-    return absl::OkStatus();
-  };
-  WhenIdle([] {});
-  WhenIdle([&] { crossed = false; });
-  WhenIdle([&] { client_.SendDirective(JobFinished(2)); });
-  ::testing::internal::CaptureStderr();
-  const int code = RunWithPlan(0);
-  const std::string log = ::testing::internal::GetCapturedStderr();
-  EXPECT_EQ(code, 0);
+  std::string log;
+  EXPECT_EQ(RunWithRoundOneReportsAnswered(
+                rendezvous::WithReason(absl::AbortedError("worker local rank 0 (global rank 1) on "
+                                                          "node n1 exited with code 3"),
+                                       v1::ErrorInfo::ROUND_RESTARTED),
+                &log),
+            0);
   EXPECT_EQ(plan_.prepares, 2);
   EXPECT_THAT(log, HasSubstr("restart: worker local rank 0 (global rank 1) on node n1 exited "
                              "with code 3; re-joining for round 2"));
