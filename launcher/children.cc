@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include <cstdint>
+#include <cstdio>
 #include <map>
 #include <optional>
 #include <string>
@@ -191,6 +192,32 @@ std::optional<PipeId> StdinPipe(const ChildProcess& child) {
     return std::nullopt;
   }
   return PipeId{st.st_dev, st.st_ino};
+}
+
+std::vector<PipeId> PipeReadEnds(const ChildProcess& child) {
+  std::vector<PipeId> pipes;
+  const std::string fd_dir = absl::StrCat("/proc/", child.pid_in_proc, "/fd");
+  DIR* dir = opendir(fd_dir.c_str());
+  if (dir == nullptr) return pipes;
+  int listed = 0;
+  while (struct dirent* entry = readdir(dir)) {
+    if (entry->d_name[0] == '.') continue;
+    if (++listed > 4096) break;  // bounded: a child with a huge table
+    struct stat st;
+    if (stat(absl::StrCat(fd_dir, "/", entry->d_name).c_str(), &st) != 0 || !S_ISFIFO(st.st_mode)) {
+      continue;
+    }
+    // The read end: "flags:" in fdinfo (octal) has no write access.
+    const std::string info =
+        ReadProcFile(absl::StrCat("/proc/", child.pid_in_proc, "/fdinfo/", entry->d_name));
+    const size_t at = info.find("flags:");
+    if (at == std::string::npos) continue;
+    unsigned long flags = 0;
+    if (sscanf(info.c_str() + at + 6, "%lo", &flags) != 1) continue;
+    if ((flags & O_ACCMODE) == O_RDONLY) pipes.push_back(PipeId{st.st_dev, st.st_ino});
+  }
+  closedir(dir);
+  return pipes;
 }
 
 std::optional<PipeId> PipeOfFd(int fd) {

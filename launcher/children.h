@@ -62,6 +62,12 @@ using PipeId = std::pair<dev_t, ino_t>;
 // or it is gone, or /proc does not let us see it (another user's).
 std::optional<PipeId> StdinPipe(const ChildProcess& child);
 
+// The pipes `child` holds a read end of, on any descriptor (its stdin or
+// not yet: a shell's process substitution has the pipe on a high descriptor
+// until it makes it the stdin of what it runs). Empty when it is gone or
+// /proc does not let us see it.
+std::vector<PipeId> PipeReadEnds(const ChildProcess& child);
+
 // The pipe this process's own descriptor `fd` is, or nullopt.
 std::optional<PipeId> PipeOfFd(int fd);
 

@@ -68,8 +68,16 @@ OutputReaders FinishOutputReaders(absl::Duration timeout) {
     if (child.state == 'Z' || child.state == 'X') continue;
     // Another user's process or a vanished child: not known to read our
     // output.
-    const std::optional<PipeId> pipe = StdinPipe(child);
-    if (!pipe || write_ends.count(*pipe) == 0) continue;
+    // Its stdin; or, when the agent exits very early, a read end it has
+    // not made its stdin yet (a process substitution's shell).
+    std::optional<PipeId> pipe = StdinPipe(child);
+    if (!pipe || write_ends.count(*pipe) == 0) {
+      pipe.reset();
+      for (const PipeId& read_end : PipeReadEnds(child)) {
+        if (write_ends.count(read_end) > 0) pipe = read_end;
+      }
+    }
+    if (!pipe) continue;
     readers.push_back(child.pid);
     names.push_back(absl::StrCat(child.pid, " (", child.comm, ")"));
     pipes.push_back(*pipe);

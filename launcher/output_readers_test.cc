@@ -102,6 +102,36 @@ TEST(FinishOutputReaders, AReaderThatKeepsRunning_IsLeftAfterTheTimeout) {
   close(fds[1]);
 }
 
+// As a process substitution's shell right after bash forked it, when the
+// agent exits at once (a usage error) under load: the read end is on a high
+// descriptor, not yet its stdin. It is a reader too (e2e_entrypoint's
+// ExitPathsTest failed when it was missed and the namespace took it).
+TEST(FinishOutputReaders, AReaderWithTheReadEndNotYetOnItsStdin_IsWaitedFor) {
+  TempDir dir;
+  int fds[2];
+  ASSERT_EQ(pipe2(fds, O_CLOEXEC), 0);
+  const std::string out = dir.File("out");
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_adddup2(&actions, fds[0], 9);  // stdin stays ours
+  // It makes the read end its stdin only 0.3 s later, as a slow shell would.
+  const std::string script = absl::StrCat("sleep 0.3; exec 0<&9 9<&-; cat > '", out,
+                                          ".part'; mv '", out, ".part' '", out, "'");
+  pid_t reader = -1;
+  const char* argv[] = {"/bin/sh", "-c", script.c_str(), nullptr};
+  ASSERT_EQ(posix_spawn(&reader, "/bin/sh", &actions, nullptr, const_cast<char**>(argv), environ),
+            0);
+  posix_spawn_file_actions_destroy(&actions);
+  close(fds[0]);
+  WriteAll(fds[1], "last words\n");
+  OutputReaders readers = FinishOutputReaders(absl::Seconds(10));
+  EXPECT_EQ(readers.found, 1);
+  EXPECT_EQ(readers.still_running, 0);
+  EXPECT_EQ(ReadFile(out), "last words\n");
+  EXPECT_EQ(ProcessState(reader), 0) << "reaped";
+  close(fds[1]);
+}
+
 TEST(FinishOutputReaders, AChildNotReadingOurPipes_IsNotWaitedForAndNothingIsClosed) {
   int fds[2];
   ASSERT_EQ(pipe2(fds, O_CLOEXEC), 0);
