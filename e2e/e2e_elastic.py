@@ -198,11 +198,17 @@ class ElasticTest(E2ETestCase):
         detected = lost - stopped_wall  # both this host's wall clock; the log has ms
         print("\n[measure] %sSIGSTOP -> n2 declared lost %.3fs, survivors' workers restarted "
               "%.3fs (heartbeat timeout %gs)" % (what, detected, took, timeout))
-        # The restart only adds to the detection, so `took` has the lower bound.
-        self.assertGreaterEqual(took, timeout * 0.95, self.describe_all())
+        # The silence starts at n2's last heartbeat, which came up to one send
+        # interval (T/10) before the SIGSTOP, later still when this loaded
+        # host delayed its sender (0.1 s allowed): the lower bound counts from
+        # there. Early losses of the kind D4 is about (keepalive closing the
+        # streams at T/2) stay far below it. The restart only adds to the
+        # detection, so `took` has the lower bound too.
+        earliest = timeout * 0.95 - timeout / 10 - 0.1
+        self.assertGreaterEqual(took, earliest, self.describe_all())
         # The declaration: +5%, and 0.3 s for this loaded host's scheduling
         # (the exact arithmetic is proven on a fake clock, UdpLivenessTest).
-        self.assertGreaterEqual(detected, timeout * 0.95 - 0.002, self.describe_all())
+        self.assertGreaterEqual(detected, earliest - 0.002, self.describe_all())
         self.assertLessEqual(detected, timeout * 1.05 + 0.3, self.describe_all())
         # The whole path: REJOIN, old workers stopped, round closed, Python
         # workers started and their files written.

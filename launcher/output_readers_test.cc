@@ -115,8 +115,8 @@ TEST(FinishOutputReaders, AReaderWithTheReadEndNotYetOnItsStdin_IsWaitedFor) {
   posix_spawn_file_actions_init(&actions);
   posix_spawn_file_actions_adddup2(&actions, fds[0], 9);  // stdin stays ours
   // It makes the read end its stdin only 0.3 s later, as a slow shell would.
-  const std::string script = absl::StrCat("sleep 0.3; exec 0<&9 9<&-; cat > '", out,
-                                          ".part'; mv '", out, ".part' '", out, "'");
+  const std::string script = absl::StrCat("sleep 0.3; exec 0<&9 9<&-; cat > '", out, ".part'; mv '",
+                                          out, ".part' '", out, "'");
   pid_t reader = -1;
   const char* argv[] = {"/bin/sh", "-c", script.c_str(), nullptr};
   ASSERT_EQ(posix_spawn(&reader, "/bin/sh", &actions, nullptr, const_cast<char**>(argv), environ),
