@@ -85,11 +85,7 @@ StandbyPool::~StandbyPool() {
 
 absl::Status StandbyPool::Start(const ProcessSpec& spec, const std::string& boot) {
   auto old = standbys_.find(spec.local_rank);
-  if (old != standbys_.end()) {
-    old->second.dropped = true;
-    Kill(&old->second);
-    standbys_.erase(old);
-  }
+  if (old != standbys_.end()) Discard(old);
   if (dev_null_ < 0) {
     dev_null_ = open("/dev/null", O_RDWR | O_CLOEXEC);
     if (dev_null_ < 0)
@@ -133,17 +129,13 @@ absl::StatusOr<SpawnedWorker> StandbyPool::Take(const ProcessSpec& worker, int s
   }
   Standby& standby = it->second;
   if (standby.control < 0) {
-    standby.dropped = true;
-    Kill(&standby);
-    standbys_.erase(it);
+    Discard(it);
     return absl::FailedPreconditionError("its standby closed its socket");
   }
   if (standby.state != State::kReady) {
     // Its preload runs at nice 19 and cannot be sped up now: the worker
     // would wait on it. A cold start is faster.
-    standby.dropped = true;
-    Kill(&standby);
-    standbys_.erase(it);
+    Discard(it);
     return absl::FailedPreconditionError("its standby was still preparing");
   }
   OutputPipes pipes;
@@ -169,9 +161,7 @@ absl::StatusOr<SpawnedWorker> StandbyPool::Take(const ProcessSpec& worker, int s
   pipes.CloseWriteEnds();
   const pid_t pid = standby.pid;
   if (!sent.ok()) {
-    standby.dropped = true;
-    Kill(&standby);
-    standbys_.erase(it);
+    Discard(it);
     return absl::UnavailableError(absl::StrCat("its standby (pid ", pid, "): ", sent.message()));
   }
   CloseControl(&standby);
@@ -188,10 +178,7 @@ void StandbyPool::Drop(const std::string& why) {
     TLOG(kInfo) << "warm workers: dropped " << standbys_.size() << " standby worker"
                 << (standbys_.size() == 1 ? "" : "s") << ": " << why;
   }
-  for (auto& [rank, standby] : standbys_) {
-    standby.dropped = true;
-    Kill(&standby);
-  }
+  for (auto& [rank, standby] : standbys_) Kill(&standby);
   standbys_.clear();
 }
 
@@ -246,9 +233,7 @@ void StandbyPool::OnReadable(int fd) {
         TLOG(kInfo) << "warm workers: dropped the standby for local rank " << rank << ": " << broken
                     << "; that worker starts cold";
       }
-      standby.dropped = true;
-      Kill(&standby);
-      standbys_.erase(it);
+      Discard(it);
     }
     return;
   }
@@ -309,6 +294,11 @@ void StandbyPool::Kill(Standby* standby) {
     killed_.insert(standby->pid);
     standby->pid = -1;
   }
+}
+
+void StandbyPool::Discard(std::map<int, Standby>::iterator it) {
+  Kill(&it->second);
+  standbys_.erase(it);
 }
 
 void StandbyPool::CloseControl(Standby* standby) { CloseFd(&standby->control); }

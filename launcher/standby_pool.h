@@ -97,10 +97,11 @@ class StandbyPool {
     pid_t pid = -1;
     int control = -1;  // our end, O_NONBLOCK | O_CLOEXEC; -1 once closed
     State state = State::kPreparing;
-    std::string line;      // what arrived of the current line
-    bool dropped = false;  // killed on purpose: its exit is not news
+    std::string line;  // what arrived of the current line
   };
   void Kill(Standby* standby);
+  // Kills the standby at `it` (its exit is then no news) and forgets it.
+  void Discard(std::map<int, Standby>::iterator it);
   void CloseControl(Standby* standby);
 
   std::map<int, Standby> standbys_;  // by local rank
