@@ -24,6 +24,15 @@ bool IsRoundVariable(absl::string_view entry) {
   return kNames->count(NameOf(entry)) > 0;
 }
 
+// `env` without the round's variables: what a standby is prepared with.
+std::vector<std::string> StaticEnv(const std::vector<std::string>& env) {
+  std::vector<std::string> out;
+  for (const std::string& entry : env) {
+    if (!IsRoundVariable(entry)) out.push_back(entry);
+  }
+  return out;
+}
+
 // The -c program: reads the standby program (exactly `size` bytes) from the
 // control socket, where the agent put it before the process started, and
 // runs it in __main__ (which it then cleans for the script).
@@ -110,10 +119,7 @@ launcher::ProcessSpec StandbySpecFor(const launcher::ProcessSpec& worker,
   standby.argv.push_back(command.target_name);
   standby.argv.push_back(preload);
   standby.argv.insert(standby.argv.end(), command.args.begin(), command.args.end());
-  standby.env.clear();
-  for (const std::string& entry : worker.env) {
-    if (!IsRoundVariable(entry)) standby.env.push_back(entry);
-  }
+  standby.env = StaticEnv(worker.env);
   return standby;
 }
 
@@ -132,9 +138,7 @@ WarmWorkers::WarmWorkers(const RunConfig& config) {
 WarmWorkers::Prepared WarmWorkers::PreparedFor(const launcher::ProcessSpec& worker) {
   Prepared p;
   p.argv = worker.argv;
-  for (const std::string& entry : worker.env) {
-    if (!IsRoundVariable(entry)) p.static_env.push_back(entry);
-  }
+  p.static_env = StaticEnv(worker.env);
   p.cpus = worker.cpus;
   p.numa_node = worker.numa_node;
   return p;
