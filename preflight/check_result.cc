@@ -119,8 +119,8 @@ absl::Status ValidateLink(const v1::LinkResult& l, int i) {
     return Invalid(at, absl::StrCat(".error is over ", kMaxErrorBytes, " bytes"));
   }
   if (!NonNegative(l.seconds()) || !NonNegative(l.bandwidth_bytes_per_second()) ||
-      !NonNegative(l.rtt_seconds())) {
-    return Invalid(at, ": seconds, bandwidth and rtt must be finite and >= 0");
+      !NonNegative(l.rtt_seconds()) || l.samples() < 0) {
+    return Invalid(at, ": seconds, bandwidth, rtt and samples must be finite and >= 0");
   }
   return absl::OkStatus();
 }

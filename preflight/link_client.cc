@@ -218,6 +218,79 @@ std::string Open(const LinkIdentity& me, const std::string& to_node, const Addre
   return last;
 }
 
+// One bulk sample on an open connection: up to `declared` bytes within
+// `max_time`. All of them answered by the peer's DONE, or, at the time
+// limit, what the peer's kernel acknowledged (sent minus what is still
+// queued here), after which the connection is reset so that nothing drains.
+struct Sample {
+  uint64_t bytes = 0;
+  absl::Duration time;
+  std::string error;
+};
+Sample Transfer(Socket& sock, uint64_t declared, absl::Duration max_time, Clock* clock) {
+  Sample out;
+  const int fd = sock.fd();
+  const absl::Time start = clock->Now();
+  const absl::Time stop = start + max_time;
+  if (!WriteAll(fd, EncodeFrame({FrameType::kBulk, declared}), stop, clock, &out.error)) {
+    return out;
+  }
+  const std::string chunk(static_cast<size_t>(std::min<uint64_t>(kChunkBytes, declared)), '\0');
+  uint64_t sent = 0;
+  std::string done_bytes;
+  while (true) {
+    const absl::Time now = clock->Now();
+    if (now >= stop) break;
+    pollfd p{fd, static_cast<short>(POLLIN | (sent < declared ? POLLOUT : 0)), 0};
+    const int ms = static_cast<int>(std::clamp<int64_t>(
+        absl::ToInt64Milliseconds(stop - now + absl::Microseconds(999)), 1, 60000));
+    const int rc = poll(&p, 1, ms);
+    if (rc < 0 && errno != EINTR) {
+      out.error = absl::StrCat("poll: ", std::strerror(errno));
+      return out;
+    }
+    if (rc <= 0) continue;
+    if ((p.revents & POLLOUT) != 0 && sent < declared) {
+      const size_t n = static_cast<size_t>(std::min<uint64_t>(chunk.size(), declared - sent));
+      const ssize_t w = send(fd, chunk.data(), n, MSG_DONTWAIT | MSG_NOSIGNAL);
+      if (w < 0 && errno != EAGAIN && errno != EINTR) {
+        out.error = std::strerror(errno);
+        return out;
+      }
+      if (w > 0) sent += static_cast<uint64_t>(w);
+    }
+    if ((p.revents & (POLLIN | POLLERR | POLLHUP)) != 0) {
+      char buf[kFrameBytes];
+      const ssize_t r = recv(fd, buf, kFrameBytes - done_bytes.size(), MSG_DONTWAIT);
+      if (r == 0 || (r < 0 && errno != EAGAIN && errno != EINTR)) {
+        out.error = r == 0 ? "the peer closed the connection" : std::strerror(errno);
+        return out;
+      }
+      if (r > 0) done_bytes.append(buf, static_cast<size_t>(r));
+      if (done_bytes.size() == kFrameBytes) {
+        out.time = clock->Now() - start;
+        Frame f;
+        std::string error;
+        if (ParseFrame(done_bytes, &f, &error) != Parsed::kOk || f.type != FrameType::kDone ||
+            sent != declared) {
+          out.error = "not a DONE frame after the data";
+          return out;
+        }
+        out.bytes = declared;
+        sock.Close();
+        return out;
+      }
+    }
+  }
+  // Time is up: what the peer acknowledged is what went through.
+  int queued = 0;
+  if (ioctl(fd, SIOCOUTQ, &queued) != 0) queued = 0;
+  out.time = clock->Now() - start;
+  out.bytes = sent - std::min<uint64_t>(sent, static_cast<uint64_t>(std::max(queued, 0)));
+  sock.Reset();
+  return out;
+}
+
 }  // namespace
 
 v1::LinkResult MeasureLink(const LinkIdentity& me, const v1::LinkTarget& target,
@@ -279,69 +352,40 @@ v1::LinkResult MeasureLink(const LinkIdentity& me, const v1::LinkTarget& target,
   }
   if (pings > 0) result.set_rtt_seconds(absl::ToDoubleSeconds(best));
 
-  // The transfer: as much as the peer's kernel acknowledges within max_time.
-  const uint64_t declared = std::min(options.max_bytes, reply.max_bulk_bytes);
-  if (declared == 0 || options.max_time <= absl::ZeroDuration()) return result;
-  const absl::Time start = clock->Now();
-  const absl::Time stop = start + options.max_time;
-  if (!WriteAll(fd, EncodeFrame({FrameType::kBulk, declared}), stop, clock, &error)) {
-    return fail(absl::StrCat(addr->text, ": bulk: ", error));
-  }
-  const std::string chunk(static_cast<size_t>(std::min<uint64_t>(kChunkBytes, declared)), '\0');
-  uint64_t sent = 0;
-  std::string done_bytes;
-  absl::Time end;
-  bool done = false;
-  while (true) {
-    const absl::Time now = clock->Now();
-    if (now >= stop) break;
-    pollfd p{fd, static_cast<short>(POLLIN | (sent < declared ? POLLOUT : 0)), 0};
-    const int ms = static_cast<int>(std::clamp<int64_t>(
-        absl::ToInt64Milliseconds(stop - now + absl::Microseconds(999)), 1, 60000));
-    const int rc = poll(&p, 1, ms);
-    if (rc < 0 && errno != EINTR) return fail(absl::StrCat("poll: ", std::strerror(errno)));
-    if (rc <= 0) continue;
-    if ((p.revents & POLLOUT) != 0 && sent < declared) {
-      const size_t n = static_cast<size_t>(std::min<uint64_t>(chunk.size(), declared - sent));
-      const ssize_t w = send(fd, chunk.data(), n, MSG_DONTWAIT | MSG_NOSIGNAL);
-      if (w < 0 && errno != EAGAIN && errno != EINTR) {
-        return fail(absl::StrCat(addr->text, ": bulk: ", std::strerror(errno)));
-      }
-      if (w > 0) sent += static_cast<uint64_t>(w);
+  // The transfer, in samples that share the budget, each on a connection of
+  // its own: the best is the link's (as the smallest round trip is), since
+  // a wake-up late on a busy host slows one sample, a slow link every one.
+  const uint64_t budget = std::min(options.max_bytes, reply.max_bulk_bytes);
+  const int samples = std::clamp(options.samples, 1, kMaxSamples);
+  const uint64_t per_sample = budget / static_cast<uint64_t>(samples);
+  const absl::Duration per_time = options.max_time / samples;
+  if (per_sample == 0 || per_time <= absl::ZeroDuration()) return result;
+  uint64_t total = 0;
+  int taken = 0;
+  for (int i = 0; i < samples; ++i) {
+    if (i > 0) {
+      Reply again;
+      const std::string error = Open(me, target.node_id(), *addr,
+                                     clock->Now() + options.connect_timeout, clock, &sock, &again);
+      if (!error.empty()) break;  // the samples taken stand; a refusal now is no verdict.
     }
-    if ((p.revents & (POLLIN | POLLERR | POLLHUP)) != 0) {
-      char buf[kFrameBytes];
-      const ssize_t r = recv(fd, buf, kFrameBytes - done_bytes.size(), MSG_DONTWAIT);
-      if (r == 0 || (r < 0 && errno != EAGAIN && errno != EINTR)) {
-        return fail(absl::StrCat(addr->text, ": bulk: ",
-                                 r == 0 ? "the peer closed the connection" : std::strerror(errno)));
-      }
-      if (r > 0) done_bytes.append(buf, static_cast<size_t>(r));
-      if (done_bytes.size() == kFrameBytes) {
-        end = clock->Now();
-        Frame f;
-        if (ParseFrame(done_bytes, &f, &error) != Parsed::kOk || f.type != FrameType::kDone ||
-            sent != declared) {
-          return fail(absl::StrCat(addr->text, ": bulk: not a DONE frame after the data"));
-        }
-        done = true;
-        break;
-      }
+    const Sample sample = Transfer(sock, per_sample, per_time, clock);
+    if (!sample.error.empty()) {
+      if (taken == 0) return fail(absl::StrCat(addr->text, ": bulk: ", sample.error));
+      break;
+    }
+    ++taken;
+    total += sample.bytes;
+    const double seconds = absl::ToDoubleSeconds(sample.time);
+    const double rate = seconds > 0 ? static_cast<double>(sample.bytes) / seconds : 0;
+    if (taken == 1 || rate > result.bandwidth_bytes_per_second()) {
+      result.set_bytes(sample.bytes);
+      result.set_seconds(seconds);
+      result.set_bandwidth_bytes_per_second(rate);
     }
   }
-  uint64_t bytes = declared;
-  if (!done) {
-    // Time is up: what the peer acknowledged is what went through.
-    int queued = 0;
-    if (ioctl(fd, SIOCOUTQ, &queued) != 0) queued = 0;
-    end = clock->Now();
-    bytes = sent - std::min<uint64_t>(sent, static_cast<uint64_t>(std::max(queued, 0)));
-    sock.Reset();
-  }
-  const double seconds = absl::ToDoubleSeconds(end - start);
-  result.set_bytes(bytes);
-  result.set_seconds(seconds);
-  result.set_bandwidth_bytes_per_second(seconds > 0 ? static_cast<double>(bytes) / seconds : 0);
+  result.set_samples(taken);
+  result.set_total_bytes(total);
   return result;
 }
 

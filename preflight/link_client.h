@@ -1,9 +1,11 @@
 // The client side of the link measurer: connect to a ring neighbour's
 // LinkServer, time a few ping-pongs (the smallest is the link's RTT), then
-// send up to max_bytes for at most max_time and count what the peer's
-// kernel acknowledged (the bytes sent minus those still queued, SIOCOUTQ):
-// a slow link is timed within max_time however large the socket buffers,
-// and nothing waits for a queue to drain.
+// send up to max_bytes for at most max_time, in two samples, and count what
+// the peer's kernel acknowledged (the bytes sent minus those still queued,
+// SIOCOUTQ): a slow link is timed within max_time however large the socket
+// buffers, and nothing waits for a queue to drain. The better sample is the
+// link's bandwidth, as the smallest round trip is its RTT: a busy host's late
+// wake-up slows one sample, a slow link both.
 //
 // Every step has a deadline: connecting and being accepted within
 // connect_timeout (a peer still at the previous round, refusing or BUSY is
@@ -39,13 +41,17 @@ struct LinkIdentity {
 };
 
 struct MeasureOptions {
-  uint64_t max_bytes = uint64_t{16} << 20;
+  uint64_t max_bytes = uint64_t{16} << 20;  // for all the samples together.
   absl::Duration max_time = absl::Milliseconds(250);
+  // The transfer in this many parts (each max_bytes/samples within
+  // max_time/samples, on a connection of its own); the best counts.
+  int samples = 3;
   int pings = 5;
   absl::Duration connect_timeout = absl::Seconds(1);
   absl::Duration ping_timeout = absl::Milliseconds(500);  // for all the pings together.
 };
 inline constexpr int kMaxPings = 64;  // the server's default limit.
+inline constexpr int kMaxSamples = 8;
 
 // Measures the link to `target`. `resolver` resolves a target host that is
 // not a numeric address (nullptr: such a target fails).

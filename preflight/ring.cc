@@ -87,10 +87,14 @@ NetworkVerdict AnalyzeLinks(const std::vector<v1::LinkResult>& links,
 
   // Every node's bad links, as indexes into `bad`.
   std::vector<BadLink> bad;
-  std::map<std::string, int> measured;  // links each node is an end of.
+  std::map<std::string, int> measured;  // links each node is an end of,
+  std::map<std::string, int> sends;     // of which it measured (sent on),
+  std::map<std::string, int> receives;  // and was measured by.
   for (const v1::LinkResult* l : distinct) {
     ++measured[l->from_node()];
     ++measured[l->to_node()];
+    ++sends[l->from_node()];
+    ++receives[l->to_node()];
     const double bw = l->bandwidth_bytes_per_second();
     std::string why;
     if (!l->error().empty()) {
@@ -123,11 +127,23 @@ NetworkVerdict AnalyzeLinks(const std::vector<v1::LinkResult>& links,
       for (size_t i : idx) out.insert(bad[i].from_node == node ? bad[i].to_node : bad[i].from_node);
       return out.size();
     };
+    // The shape of a node's own fault: most of its links bad, or every link
+    // in one direction (a NIC slow to send, or to receive). Two bad links
+    // one each way, among good ones, are two unlucky measurements (on a
+    // busy host, its process woke late twice), not a fault.
+    auto fault_shaped = [&](const std::string& node, const std::vector<size_t>& idx) {
+      int out = 0, in = 0;
+      for (size_t i : idx) (bad[i].from_node == node ? out : in) += 1;
+      const int n = static_cast<int>(idx.size());
+      return 2 * n > measured[node] || (sends[node] >= 2 && out == sends[node]) ||
+             (receives[node] >= 2 && in == receives[node]);
+    };
     const std::string* best = nullptr;
     size_t best_links = 0, best_peers = 0;
     for (const auto& [node, idx] : ends) {  // by name, so ties go to the first.
       const size_t p = peers(node, idx);
       if (p < 2) continue;  // one peer: either end could be the bad one.
+      if (!fault_shaped(node, idx)) continue;
       if (idx.size() > best_links || (idx.size() == best_links && p > best_peers)) {
         best = &node;
         best_links = idx.size();
