@@ -8,6 +8,9 @@
 #ifndef TRAINLET_TOPOLOGY_NVML_INTERNAL_H_
 #define TRAINLET_TOPOLOGY_NVML_INTERNAL_H_
 
+#include <unistd.h>
+
+#include <cerrno>
 #include <cstddef>
 #include <string>
 #include <vector>
@@ -34,6 +37,20 @@ inline constexpr char kNvmlReaderMagic[] = "TRNVML1\n";
 inline constexpr size_t kNvmlReaderMagicSize = sizeof(kNvmlReaderMagic) - 1;
 inline constexpr size_t kNvmlReaderHeaderSize = kNvmlReaderMagicSize + 4;
 inline constexpr size_t kNvmlReaderMaxPayload = 1 << 20;
+
+// write(2) until all of `data` is out (retrying EINTR and short writes);
+// false on an error. Both ends of the reader's pipes use it.
+inline bool WriteFully(int fd, const void* data, size_t size) {
+  const char* p = static_cast<const char*>(data);
+  while (size > 0) {
+    const ssize_t n = write(fd, p, size);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return false;
+    p += n;
+    size -= static_cast<size_t>(n);
+  }
+  return true;
+}
 
 }  // namespace trainlet::topology
 

@@ -84,17 +84,6 @@ void SetSource(v1::Source* source, v1::Source::Status status, std::string reason
   source->set_reason(std::move(reason));
 }
 
-bool WriteAll(int fd, const unsigned char* data, size_t size) {
-  while (size > 0) {
-    const ssize_t n = write(fd, data, size);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return false;
-    data += n;
-    size -= static_cast<size_t>(n);
-  }
-  return true;
-}
-
 #if TRAINLET_HAVE_NVML_READER
 // The reader, inflated into a sealed memfd.
 Fd ReaderMemfd(std::string* why) {
@@ -126,7 +115,7 @@ Fd ReaderMemfd(std::string* why) {
     const size_t produced = out.size() - z.avail_out;
     total += produced;
     if ((rc != Z_OK && rc != Z_STREAM_END) || total > kMaxReaderBytes ||
-        !WriteAll(memfd.get(), out.data(), produced)) {
+        !WriteFully(memfd.get(), out.data(), produced)) {
       break;
     }
   }

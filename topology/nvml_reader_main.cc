@@ -57,17 +57,6 @@ int Usage(const char* why) {
   return 2;
 }
 
-bool WriteAll(int fd, const char* data, size_t size) {
-  while (size > 0) {
-    const ssize_t n = write(fd, data, size);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return false;
-    data += n;
-    size -= static_cast<size_t>(n);
-  }
-  return true;
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -109,7 +98,7 @@ int main(int argc, char** argv) {
   answer += payload;
   static_assert(kNvmlReaderHeaderSize == kNvmlReaderMagicSize + 4, "magic, then 4 bytes");
   const int fd = static_cast<int>(result_fd);
-  if (!WriteAll(fd, answer.data(), answer.size()) || close(fd) != 0) {
+  if (!trainlet::topology::WriteFully(fd, answer.data(), answer.size()) || close(fd) != 0) {
     fprintf(stderr, "trainlet-nvml-reader: cannot write the answer to fd %d: %s\n", fd,
             strerror(errno));
     return 3;
