@@ -72,8 +72,9 @@ endif()
 if(TRAINLET_BUILD_TESTS)
   # The fake libnvidia-ml.so.1 (testing/fake_nvml.cc), test-only and never
   # installed: each flavour is a file named exactly libnvidia-ml.so.1 in a
-  # folder of its own under the build tree. Portable (portable_glibc.cmake):
-  # the same file loads in the Debian 11, 12 and 13 roots.
+  # folder of its own under the build tree. With the reader, portable
+  # (portable_glibc.cmake): the same file loads in the Debian 11, 12 and 13
+  # roots.
   function(trainlet_fake_nvml target folder)
     add_library(${target} SHARED testing/fake_nvml.cc testing/tiny_json.cc)
     target_compile_definitions(${target} PRIVATE ${ARGN})
@@ -81,7 +82,8 @@ if(TRAINLET_BUILD_TESTS)
       PREFIX "lib" OUTPUT_NAME "nvidia-ml" SUFFIX ".so.1" NO_SONAME ON
       CXX_VISIBILITY_PRESET hidden VISIBILITY_INLINES_HIDDEN ON
       LIBRARY_OUTPUT_DIRECTORY ${CMAKE_CURRENT_BINARY_DIR}/${folder})
-    if(CMAKE_SYSTEM_PROCESSOR MATCHES "^(x86_64|AMD64|aarch64|arm64)$")
+    # Where the reader is built, it is tested in older roots with this file.
+    if(TRAINLET_NVML_READER)
       trainlet_portable_glibc(${target})
     endif()
   endfunction()

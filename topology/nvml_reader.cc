@@ -84,9 +84,19 @@ void SetSource(v1::Source* source, v1::Source::Status status, std::string reason
   source->set_reason(std::move(reason));
 }
 
+// The reader, gzip-compressed; empty when this build carries none.
+absl::string_view EmbeddedReader() {
 #if TRAINLET_HAVE_NVML_READER
+  return absl::string_view(
+      reinterpret_cast<const char*>(trainlet_nvml_reader_gz),
+      static_cast<size_t>(trainlet_nvml_reader_gz_end - trainlet_nvml_reader_gz));
+#else
+  return absl::string_view();
+#endif
+}
+
 // The reader, inflated into a sealed memfd.
-Fd ReaderMemfd(std::string* why) {
+Fd ReaderMemfd(absl::string_view gz, std::string* why) {
   int fd = memfd_create("trainlet-nvml-reader", MFD_CLOEXEC | MFD_ALLOW_SEALING | kMfdExec);
   if (fd < 0 && (errno == EINVAL || errno == EACCES)) {
     // A kernel before 6.3 (EINVAL), or vm.memfd_noexec=2 (EACCES): the memfd
@@ -103,8 +113,8 @@ Fd ReaderMemfd(std::string* why) {
     *why = "inflateInit2 failed";
     return Fd();
   }
-  z.next_in = const_cast<Bytef*>(trainlet_nvml_reader_gz);
-  z.avail_in = static_cast<uInt>(trainlet_nvml_reader_gz_end - trainlet_nvml_reader_gz);
+  z.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(gz.data()));
+  z.avail_in = static_cast<uInt>(gz.size());
   std::vector<unsigned char> out(64 << 10);
   size_t total = 0;
   int rc = Z_OK;
@@ -129,7 +139,6 @@ Fd ReaderMemfd(std::string* why) {
   fcntl(memfd.get(), F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE | F_SEAL_SEAL);
   return memfd;
 }
-#endif
 
 bool PreadAll(int fd, void* buf, size_t size, off_t offset) {
   return pread(fd, buf, size, offset) == static_cast<ssize_t>(size);
@@ -432,7 +441,7 @@ bool CheckMessage(const google::protobuf::Message& m, int depth, std::string* wh
 
 }  // namespace
 
-bool NvmlReaderBuiltIn() { return TRAINLET_HAVE_NVML_READER != 0; }
+bool NvmlReaderBuiltIn() { return !EmbeddedReader().empty(); }
 
 absl::Status ParseNvmlReaderAnswer(absl::string_view answer, v1::NodeProbe* probe,
                                    std::vector<v1::Gpu>* gpus) {
@@ -480,13 +489,13 @@ void ReadNvmlThroughReader(const NvmlOptions& options, const NvmlReaderSeams& se
                            v1::NodeProbe* probe, std::vector<v1::Gpu>* gpus) {
   gpus->clear();
   v1::Source* source = probe->mutable_nvml();
-#if !TRAINLET_HAVE_NVML_READER
-  SetSource(source, v1::Source::ABSENT,
-            "this build carries no NVML reader (TRAINLET_NVML_READER is off)");
-  return;
-#else
+  if (!NvmlReaderBuiltIn()) {
+    SetSource(source, v1::Source::ABSENT,
+              "this build carries no NVML reader (TRAINLET_NVML_READER is off)");
+    return;
+  }
   std::string why;
-  Fd memfd = ReaderMemfd(&why);
+  Fd memfd = ReaderMemfd(EmbeddedReader(), &why);
   if (memfd.get() < 0) {
     SetSource(source, v1::Source::ERROR, absl::StrCat("cannot prepare the NVML reader: ", why));
     return;
@@ -624,7 +633,6 @@ void ReadNvmlThroughReader(const NvmlOptions& options, const NvmlReaderSeams& se
               absl::StrCat(who, " gave an answer trainlet rejects: ", s.message()));
     return;
   }
-#endif
 }
 
 }  // namespace trainlet::topology

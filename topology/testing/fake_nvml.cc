@@ -1,9 +1,10 @@
 // A fake libnvidia-ml.so.1 for tests (never installed): it exports NVML's
 // real C symbols and answers them from a JSON description named by the
 // environment variable FAKE_NVML_FIXTURE, read at each first nvmlInit. It
-// links nothing but glibc (libstdc++ inside, fixtures read by tiny_json.h,
-// topology/portable_glibc.cmake), so that the same file loads in Debian 11,
-// 12 and 13 roots (e2e/e2e_nvml_roots.py). Every
+// needs no protobuf (fixtures are read by tiny_json.h) and, where the NVML
+// reader is built, links libstdc++ in and pins its glibc symbol versions
+// (topology/portable_glibc.cmake), so that the same file loads in the
+// Debian 11, 12 and 13 roots (e2e/e2e_nvml_roots.py). Every
 // struct is written at its FULL size (68-byte nvmlPciInfo_t, 24-byte
 // nvmlMemory_t, 40-byte nvmlFieldValue_t, all cpuSetSize words), so a caller
 // that declares a struct too small overruns it, which the caller's guard bytes
