@@ -86,6 +86,7 @@ std::vector<launcher::ProcessSpec> WorkerSpecsFor(
   in.world_size = a.world_size();
   in.master_addr = a.master_addr();
   in.master_port = a.master_port();
+  in.agent_store_port = a.agent_store_port();
   in.restart_count = a.restart_count();
   in.max_restarts = a.max_restarts();
   for (const auto& n : a.nodes()) in.nodes.push_back({n.addr(), n.local_world_size()});
@@ -494,6 +495,7 @@ void Agent::Execute(const std::vector<RoundAction>& actions) {
             round_started_ = true;
             const uint64_t round = a.assignment.round();
             preparing_round_ = round;
+            if (seams_.round_starting) seams_.round_starting(a.assignment);
             plan_->Prepare(a.assignment,
                            [this, round](absl::StatusOr<std::vector<launcher::ProcessSpec>> specs) {
                              PostPrepared(round, std::move(specs));

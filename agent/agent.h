@@ -80,6 +80,9 @@ struct AgentSeams {
   // handed to it (Update), and events such as a hang with its evidence
   // (AddEvent); neither blocks. Null: no reports.
   StatusReporter* reporter = nullptr;
+  // Called with each round's assignment before its local processes are
+  // prepared (--agent-store: AgentStore::OnRound). May be empty.
+  std::function<void(const v1::Assignment&)> round_starting;
 };
 
 // The round's options from the run configuration. `master_port` is the one

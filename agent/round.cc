@@ -182,6 +182,7 @@ void RoundMachine::Join(Actions* out) {
   r.set_advertise_addr(options_.advertise_addr);
   r.set_local_world_size(options_.local_world_size);
   r.set_master_port(options_.master_port);
+  r.set_agent_store_port(options_.agent_store_port);
   r.set_last_round(last_round_);
   r.set_restart_count(last_restart_count_);
   r.set_want_nodes(options_.want_nodes);

@@ -109,6 +109,9 @@ struct RoundOptions {
   std::string advertise_addr;
   int local_world_size = 1;
   int master_port = 0;
+  // --agent-store: the port of this agent's store, listening before the
+  // first Join (JoinRequest.agent_store_port); 0: none.
+  int agent_store_port = 0;
   bool want_nodes = true;  // ask for the member list (TF_CONFIG).
   // Offer UDP liveness datagrams (JoinRequest.udp_liveness).
   bool udp_liveness = true;

@@ -23,6 +23,8 @@ TEST(RoundMachine, StartsByJoiningWithTheConfiguredTimeout) {
   o.me.set_incarnation(7);
   o.job_id = "job";
   o.join_timeout = absl::Seconds(42);
+  o.master_port = 29500;
+  o.agent_store_port = 29499;
   RoundMachine m(o, &clock);
   std::vector<RoundAction> actions = m.Start();
   ASSERT_EQ(actions.size(), 1u);
@@ -30,6 +32,8 @@ TEST(RoundMachine, StartsByJoiningWithTheConfiguredTimeout) {
   ASSERT_NE(join, nullptr);
   EXPECT_EQ(join->timeout, absl::Seconds(42));
   EXPECT_EQ(join->request.job_id(), "job");
+  EXPECT_EQ(join->request.master_port(), 29500);
+  EXPECT_EQ(join->request.agent_store_port(), 29499);
   EXPECT_EQ(m.state(), RoundState::kJoining);
   // While joining, the only deadline is the next progress line.
   EXPECT_EQ(m.NextDeadline(), clock.Now() + o.progress_log_interval);

@@ -17,6 +17,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "agent/agent.h"
+#include "agent/agent_store.h"
 #include "agent/master_port.h"
 #include "agent/node_probe.h"
 #include "agent/reporter.h"
@@ -195,6 +196,7 @@ struct RunServices {
   std::unique_ptr<ProgressDir> progress;
   std::unique_ptr<GrpcReportTransport> report_transport;
   std::unique_ptr<Reporter> reporter;
+  std::unique_ptr<AgentStore> store;  // --agent-store; its helper is the supervisor's.
   std::optional<Agent> agent;
 };
 
@@ -405,6 +407,19 @@ int RunAgent(const RunConfig& config, const std::map<std::string, std::string>& 
     master_port = *port;
   }
 
+  // --agent-store: the store starts now, beside the coordinator and the
+  // connection; the agent joins once it listens.
+  if (config.agent_store && setup) {
+    TLOG(kWarning) << "--agent-store is for `run`'s torch workers; ignored here";
+  } else if (config.agent_store) {
+    const int port = AgentStorePort(config, master_port);
+    run.store = std::make_unique<AgentStore>(run.supervisor.get(), port);
+    if (absl::Status s = run.store->Launch(AgentStoreSpec(config, base_env, port)); !s.ok()) {
+      TLOG(kError) << "--agent-store: " << s.message();
+      return ExitCodeForSpawnError(s);
+    }
+  }
+
   // The health server: grpc.health.v1 only (kubelet probes).
   if (config.health_port > 0) {
     auto started = rendezvous::HealthServer::Start(config.health_bind_addr, config.health_port);
@@ -430,9 +445,23 @@ int RunAgent(const RunConfig& config, const std::map<std::string, std::string>& 
     TLOG(kDebug) << dir.status().message();
   }
 
+  if (run.store != nullptr) {
+    int signal = 0;
+    if (absl::Status s = run.store->AwaitListening(kAgentStoreStartTimeout, &signal); !s.ok()) {
+      if (signal != 0) return 128 + signal;
+      TLOG(kError) << s.message();
+      return kExitConfig;
+    }
+  }
   AgentSeams seams = SeamsOf(config, base_env, &run);
   if (!config.controller.empty()) seams.reporter = StartReports(config, incarnation, &run);
   RoundOptions round_options = RoundOptionsFrom(config, incarnation, master_port);
+  if (run.store != nullptr) {
+    round_options.agent_store_port = run.store->port();
+    seams.round_starting = [store = run.store.get()](const v1::Assignment& a) {
+      store->OnRound(a);
+    };
+  }
   if (setup) {
     absl::StatusOr<LaunchPlan*> plan = setup(run.supervisor.get(), &round_options);
     if (!plan.ok()) {

@@ -65,23 +65,29 @@ void AppendTorchrunEnv(const WorkerEnvInput& in, int local_rank, EnvList* env) {
   const int rank = in.first_global_rank + local_rank;
   const std::string rank_text = absl::StrCat(rank);
   const std::string world_text = absl::StrCat(in.world_size);
-  env->insert(env->end(), {
-                              {"MASTER_ADDR", in.master_addr},
-                              {"MASTER_PORT", absl::StrCat(in.master_port)},
-                              {"RANK", rank_text},
-                              {"WORLD_SIZE", world_text},
-                              {"LOCAL_RANK", absl::StrCat(local_rank)},
-                              {"LOCAL_WORLD_SIZE", absl::StrCat(in.local_world_size)},
-                              {"GROUP_RANK", absl::StrCat(in.node_rank)},
-                              {"GROUP_WORLD_SIZE", absl::StrCat(in.nnodes)},
-                              {"ROLE_NAME", "default"},
-                              {"ROLE_RANK", rank_text},
-                              {"ROLE_WORLD_SIZE", world_text},
-                              {"NODE_RANK", absl::StrCat(in.node_rank)},
-                              {"TORCHELASTIC_RUN_ID", in.job_id},
-                              {"TORCHELASTIC_RESTART_COUNT", absl::StrCat(in.restart_count)},
-                              {"TORCHELASTIC_MAX_RESTARTS", absl::StrCat(in.max_restarts)},
-                          });
+  env->insert(env->end(),
+              {
+                  {"MASTER_ADDR", in.master_addr},
+                  {"MASTER_PORT",
+                   absl::StrCat(in.agent_store_port > 0 ? in.agent_store_port : in.master_port)},
+                  {"RANK", rank_text},
+                  {"WORLD_SIZE", world_text},
+                  {"LOCAL_RANK", absl::StrCat(local_rank)},
+                  {"LOCAL_WORLD_SIZE", absl::StrCat(in.local_world_size)},
+                  {"GROUP_RANK", absl::StrCat(in.node_rank)},
+                  {"GROUP_WORLD_SIZE", absl::StrCat(in.nnodes)},
+                  {"ROLE_NAME", "default"},
+                  {"ROLE_RANK", rank_text},
+                  {"ROLE_WORLD_SIZE", world_text},
+                  {"NODE_RANK", absl::StrCat(in.node_rank)},
+                  {"TORCHELASTIC_RUN_ID", in.job_id},
+                  {"TORCHELASTIC_RESTART_COUNT", absl::StrCat(in.restart_count)},
+                  {"TORCHELASTIC_MAX_RESTARTS", absl::StrCat(in.max_restarts)},
+              });
+  // torch's env:// rendezvous then makes every rank a client of the agent's
+  // store at MASTER_ADDR:MASTER_PORT, its keys under
+  // /worker/attempt_<TORCHELASTIC_RESTART_COUNT> (torchrun's convention).
+  if (in.agent_store_port > 0) env->emplace_back("TORCHELASTIC_USE_AGENT_STORE", "True");
 }
 
 // jax.distributed.initialize() with no arguments.
@@ -331,6 +337,7 @@ const std::vector<std::string>& RoundVariableNames() {
                                                                  "TORCHELASTIC_MAX_RESTARTS",
                                                                  "TORCHELASTIC_RESTART_COUNT",
                                                                  "TORCHELASTIC_RUN_ID",
+                                                                 "TORCHELASTIC_USE_AGENT_STORE",
                                                                  "WORKER_ADDRS",
                                                                  "WORKER_PORT",
                                                                  "WORLD_SIZE"};

@@ -49,6 +49,10 @@ struct WorkerEnvInput {
   int world_size = 1;
   std::string master_addr;
   int master_port = 29500;
+  // The rank-0 node's --agent-store port (Assignment.agent_store_port): torch's
+  // MASTER_PORT, with TORCHELASTIC_USE_AGENT_STORE=True; 0: none. JAX, TF,
+  // XGBoost and Paddle keep master_port.
+  int agent_store_port = 0;
   int restart_count = 0;
   int max_restarts = 0;
   // Node-rank order; TF_CONFIG, the Paddle endpoints and WORKER_ADDRS use it.

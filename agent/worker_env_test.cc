@@ -15,6 +15,7 @@ namespace {
 
 using ::testing::Contains;
 using ::testing::ElementsAreArray;
+using ::testing::Key;
 using ::testing::Not;
 using Pairs = std::vector<std::pair<std::string, std::string>>;
 
@@ -125,6 +126,22 @@ TEST(FrameworkEnv, AllVariablesForNodeOneOfTwo) {
       {"PET_NPROC_PER_NODE", "2"},
   };
   EXPECT_THAT(FrameworkEnv(SecondOfTwoNodes(), 1), ElementsAreArray(expected));
+}
+
+TEST(FrameworkEnv, AgentStore_IsTorchsMasterPortOnly) {
+  WorkerEnvInput in = SecondOfTwoNodes();
+  EXPECT_THAT(FrameworkEnv(in, 1), Not(Contains(Key(std::string("TORCHELASTIC_USE_AGENT_STORE")))));
+  in.agent_store_port = 29499;
+  const Pairs env = FrameworkEnv(in, 1);
+  EXPECT_THAT(env, Contains(std::make_pair(std::string("MASTER_PORT"), std::string("29499"))));
+  EXPECT_THAT(env, Contains(std::make_pair(std::string("TORCHELASTIC_USE_AGENT_STORE"),
+                                           std::string("True"))));
+  // The other frameworks' rank 0 still listens on --master-port.
+  EXPECT_THAT(env, Contains(std::make_pair(std::string("JAX_COORDINATOR_ADDRESS"),
+                                           std::string("job-node-0-0.job:29500"))));
+  EXPECT_THAT(env,
+              Contains(std::make_pair(std::string("DMLC_TRACKER_PORT"), std::string("29500"))));
+  EXPECT_THAT(env, Contains(std::make_pair(std::string("PET_MASTER_PORT"), std::string("29500"))));
 }
 
 TEST(FrameworkEnv, LocalRankZero) {

@@ -47,8 +47,10 @@ Systems (--systems):
                   else default (max restarts 3 for MIN:MAX, 500 ms last call is
                   not paid on a restart; 5 s only makes sure 4 pods on 2 loaded
                   CPUs make the first round).
-  trainlet-warm   the same with --warm-workers, when `trainlet run --help`
-                  lists it (else reported as n/a).
+  trainlet-store  the same with --agent-store --agent-store-port=PORT+2
+                  (torch's store in the agent, listening across rounds).
+  trainlet-warm   the same with --warm-workers and --agent-store, when
+                  `trainlet run --help` lists them (else reported as n/a).
   torchrun        `python3 -m torch.distributed.run --nnodes=3:4
                   --nproc_per_node=2 --rdzv_backend=c10d
                   --rdzv_endpoint=pod0:PORT --rdzv_id=ttr --max_restarts=3
@@ -103,7 +105,7 @@ PY = "/usr/bin/python3"
 PODS, NPROC = 4, 2
 VICTIM = PODS - 1  # never pod0: it hosts trainlet's coordinator and torchrun's store
 EXIT_SKIP = 77
-SYSTEMS = ("worker", "trainlet", "trainlet-warm", "torchrun", "torchrun-tuned")
+SYSTEMS = ("worker", "trainlet", "trainlet-store", "trainlet-warm", "torchrun", "torchrun-tuned")
 SCENARIOS = ("kill", "fail")
 TORCHRUN_TUNED = ["--monitor_interval=0.1",
                   "--rdzv_conf=join_timeout=60,last_call_timeout=1,close_timeout=1"]
@@ -295,6 +297,8 @@ class Job:
                     "--job-id=ttr", "--last-call=5s", "--log-level=info"]
             if self.system == "trainlet-warm":
                 argv.append("--warm-workers")
+            if self.system in ("trainlet-store", "trainlet-warm"):
+                argv += ["--agent-store", "--agent-store-port=%d" % (port + 2)]
             return argv + ["--", PY, self.script]
         argv = [PY, "-m", "torch.distributed.run", "--nnodes=3:%d" % PODS,
                 "--nproc_per_node=%d" % NPROC, "--rdzv_backend=c10d",
@@ -468,6 +472,11 @@ def cold_worker(args, run_dir):
         h.close()
 
 
+def has_agent_store(trainlet):
+    r = subprocess.run([trainlet, "run", "--help"], capture_output=True, text=True)
+    return "--agent-store" in r.stdout
+
+
 def has_warm_workers(trainlet):
     r = subprocess.run([trainlet, "run", "--help"], stdout=subprocess.PIPE,
                        stderr=subprocess.STDOUT, text=True, timeout=30)
@@ -527,6 +536,10 @@ def main():
         print("time_to_resume: skipped: %s" % reason)
         return EXIT_SKIP
     notes = []
+    for s in ("trainlet-store", "trainlet-warm"):
+        if s in systems and not has_agent_store(args.trainlet):
+            systems.remove(s)
+            notes.append("%s: n/a (this binary has no --agent-store)" % s)
     if "trainlet-warm" in systems and not has_warm_workers(args.trainlet):
         systems.remove("trainlet-warm")
         notes.append("warm: n/a (this binary has no --warm-workers)")

@@ -29,7 +29,9 @@ constexpr absl::string_view kWorkerDescription =
 // Options of `run` that mean nothing to the MPI command: parsed (the config
 // layer reads them) but left out of --help.
 bool HiddenFor(MpiRole role, const std::string& name) {
-  static const char* const kBoth[] = {"standalone", "master-port", "prefix-output"};
+  static const char* const kBoth[] = {"standalone",      "master-port", "prefix-output",
+                                      "warm-workers",    "preload",     "agent-store",
+                                      "agent-store-port"};
   for (const char* n : kBoth) {
     if (name == n) return true;
   }

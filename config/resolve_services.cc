@@ -28,6 +28,15 @@ absl::Status ResolveServices(RunInputs* in, RunConfig* c) {
     // 0: the agent picks a free port at start.
     c->master_port = in->single_local ? 0 : kDefaultMasterPort;
   }
+  absl::StatusOr<bool> agent_store =
+      ParseBoolValue(ValueOrDefault(in->parsed, in->table, "agent-store"));
+  if (!agent_store.ok()) return agent_store.status();
+  c->agent_store = *agent_store;
+  if (const OptionValue* store = in->parsed.Find("agent-store-port")) {
+    absl::StatusOr<int> port = ParseIntValue(*store, 1, 65535);
+    if (!port.ok()) return port.status();
+    c->agent_store_port = *port;
+  }
   if (const OptionValue* health = in->parsed.Find("health-port")) {
     absl::StatusOr<int> port = ParseIntValue(*health, 0, 65535);
     if (!port.ok()) return port.status();
@@ -56,6 +65,21 @@ absl::Status ResolveServices(RunInputs* in, RunConfig* c) {
           CheckPortClash("--health-port", c->health_port, "--master-port", c->master_port);
       !s.ok()) {
     return s;
+  }
+  if (c->agent_store) {
+    // 0: --master-port - 1, known only once the agent picked a free one.
+    const int store_port = c->agent_store_port > 0 ? c->agent_store_port
+                           : c->master_port > 1    ? c->master_port - 1
+                                                   : 0;
+    for (const auto& [flag, port] :
+         {std::pair<const char*, int>{"--master-port", c->master_port},
+          {"--health-port", c->health_port},
+          {"the coordinator port",
+           c->host_coordinator == HostCoordinator::kNo ? 0 : c->coordinator_port}}) {
+      if (absl::Status s = CheckPortClash("--agent-store-port", store_port, flag, port); !s.ok()) {
+        return s;
+      }
+    }
   }
   if (c->host_coordinator == HostCoordinator::kNo) return absl::OkStatus();
   if (absl::Status s = CheckPortClash("--health-port", c->health_port, "the coordinator port",

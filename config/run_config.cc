@@ -163,6 +163,13 @@ const std::vector<OptionSpec>& RunOptionTable() {
          "`python [OPTIONS] SCRIPT|-m MODULE ...` (docs/warm-workers.md)."},
         {"preload", OptionKind::kString, "MODULES", "torch, when it is importable",
          "Comma-separated modules a warm standby imports while it waits (--warm-workers)."},
+        {"agent-store", OptionKind::kBool, "", "false",
+         "Host torch's c10d store in the agent (a Python process with torch imported, listening "
+         "before the agent joins) instead of in rank 0, as torchrun does: a restarted round's "
+         "workers find it listening at once (docs/warm-workers.md, \"The agent's store\")."},
+        {"agent-store-port", OptionKind::kInt, "PORT", "--master-port - 1",
+         "Port of --agent-store's store: the workers' MASTER_PORT (JAX, TF, XGBoost and Paddle "
+         "keep --master-port)."},
         {"probe-timeout", OptionKind::kDuration, "DURATION", "2s",
          "Time the node probe (GPUs, NICs, NUMA, /dev/shm; `trainlet probe`) may take at start "
          "before the agent goes on without it; 0 turns it off."},

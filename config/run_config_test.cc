@@ -276,6 +276,22 @@ TEST(ParseRunConfig, PortClashes) {
   EXPECT_TRUE(ParseFlags({"--master-port=29400", "--coordinator=h", "--nnodes=2"}).ok());
   // Free ports (0) never clash.
   EXPECT_TRUE(ParseFlags({"--health-port=29500"}).ok());
+  // --agent-store's port: --master-port - 1 unless given.
+  ExpectInvalid(
+      ParseFlags({"--agent-store", "--agent-store-port=29500", "--coordinator=h", "--nnodes=2"}),
+      "--agent-store-port: port 29500 is also --master-port");
+  ExpectInvalid(
+      ParseFlags({"--agent-store", "--health-port=29499", "--coordinator=h", "--nnodes=2"}),
+      "--agent-store-port: port 29499 is also --health-port");
+  ExpectInvalid(ParseFlags({"--agent-store", "--master-port=29401", "--nnodes=2", "--node-rank=0"}),
+                "--agent-store-port: port 29400 is also the coordinator port");
+  EXPECT_TRUE(ParseFlags({"--agent-store-port=29500"}).ok()) << "not used without --agent-store";
+  ExpectInvalid(ParseFlags({"--agent-store", "--agent-store-port=0"}),
+                "--agent-store-port: expected an integer in 1..65535");
+  absl::StatusOr<RunConfig> c = ParseFlags({"--agent-store", "--agent-store-port=4000"});
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_TRUE(c->agent_store);
+  EXPECT_EQ(c->agent_store_port, 4000);
 }
 
 TEST(ParseRunConfig, OtherBadValues) {

@@ -152,6 +152,17 @@ class WarmTest(E2ETestCase):
         self.assertIn("warm workers: local rank 0 starts cold: no standby", agent.stderr)
         self.assert_no_leftovers()
 
+    def test_an_agent_store_without_torch_exits_78_saying_why(self):
+        # python3 -S: no site-packages, so no torch for the store either.
+        agent = self.single_node([PY, "-S", WARM_WORKER], warm=False,
+                                 extra_args=["--agent-store"])
+        self.assertEqual(agent.wait(60), 78, agent.describe())
+        self.assertIn("cannot import torch.distributed.TCPStore", agent.stderr)
+        self.assertIn("--agent-store: the store exited with code 78 before it listened on port %d"
+                      % (self.master_port - 1), agent.stderr)
+        self.assertNotIn("started worker", agent.stderr)
+        self.assert_no_leftovers()
+
     def test_a_command_that_cannot_be_warmed_runs_cold_saying_why(self):
         for command, why in (
                 (["sh", "-c", "exit 0"], "COMMAND is not a Python interpreter"),
@@ -196,7 +207,7 @@ class WarmTest(E2ETestCase):
 
     # --- real torch DDP on pod-like hosts ---
 
-    def ddp_on_hosts(self, count, nnodes, env_extra):
+    def ddp_on_hosts(self, count, nnodes, env_extra, agent_store=False):
         names = ["warm-%d" % i for i in range(count)]
         cluster = self.netns_cluster(names)
         env = self.base_env(GLOO_SOCKET_IFNAME="eth0", OMP_NUM_THREADS="1", PYTHONUNBUFFERED="1",
@@ -207,6 +218,8 @@ class WarmTest(E2ETestCase):
                     "--coordinator=%s:29400" % names[0], "--nproc-per-node=1",
                     "--job-id=warmddp", "--join-timeout=60s", "--grace-period=5s",
                     "--max-restarts=2", "--warm-workers"]
+            if agent_store:
+                args.append("--agent-store")
             agents.append(cluster.start(h, h.name, [harness.TRAINLET, "run"] + args +
                                         ["--", PY, DDP], env=env))
         return agents
@@ -219,8 +232,12 @@ class WarmTest(E2ETestCase):
             lines = f.read().split()
         return int(lines[-1]) if lines and len(lines) % 3 == 0 else 0
 
-    def check_resumed(self, survivors, world):
+    def check_resumed(self, survivors, world, agent_store=False):
         done = self.read_json("done.json")
+        # torch's env:// made every rank a client of rank 0's agent store
+        # (MASTER_PORT = --master-port - 1), or rank 0 hosted it.
+        self.assertEqual(done["agent_store"], "True" if agent_store else None)
+        self.assertEqual(done["master_port"], "29499" if agent_store else "29500")
         self.assertEqual(done["restart"], 1)
         self.assertEqual(done["world"], world)
         self.assertGreaterEqual(done["resumed_from"], 8, "resumed from the checkpoint")
@@ -236,13 +253,16 @@ class WarmTest(E2ETestCase):
         self.assert_no_leftovers()
 
     def test_kill9_of_a_pod_the_survivors_resume_warm_from_the_checkpoint(self):
-        agents = self.ddp_on_hosts(3, "2:3", {})
+        # With --agent-store: rank 0's store listens across the restart.
+        agents = self.ddp_on_hosts(3, "2:3", {}, agent_store=True)
         poll_until(lambda: self.step_reached() >= 8 and
                    all(len(READY.findall(a.stderr)) >= 1 for a in agents), 120,
                    what="DDP at step 8 with standbys ready\n" + self.describe_all())
         os.kill(agents[2].pid, signal.SIGKILL)  # the pod: its workers go by PDEATHSIG
         self.assert_codes(agents[:2], [0, 0], timeout=120)
-        self.check_resumed(agents[:2], world=2)
+        self.check_resumed(agents[:2], world=2, agent_store=True)
+        for a in agents[:2]:
+            self.assertIn("agent store listening on port 29499", a.stderr, a.describe())
 
     def test_a_worker_failure_restarts_every_pod_warm_from_the_checkpoint(self):
         agents = self.ddp_on_hosts(2, "2", {"E2E_FAIL_RANK": 1})

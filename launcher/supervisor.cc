@@ -573,6 +573,12 @@ void Supervisor::RestartDueHelpers() {
   }
 }
 
+bool Supervisor::KillsOrphansAtRoundEnd() const {
+  return std::none_of(helpers_.begin(), helpers_.end(), [](const std::unique_ptr<Helper>& h) {
+    return h->process.spec.leaves_orphans;
+  });
+}
+
 void Supervisor::AdvanceGonePhase() {
   if (gone_phase_ == GonePhase::kWaitingForGroups) {
     if (running_workers() > 0 || AnyGroupAlive()) return;

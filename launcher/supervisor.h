@@ -213,9 +213,10 @@ class Supervisor : public WorkerGroup {
   // Polls (reading output, reaping) until every group whose leader exited
   // is empty or past its drain time.
   void AwaitDrainingGroups();
-  // Orphans are killed at round ends only while no helper runs: a helper's
-  // orphans cannot be told from the workers' (docs/pid1.md).
-  bool KillsOrphansAtRoundEnd() const { return helpers_.empty(); }
+  // Orphans are killed at round ends only while no helper that may leave
+  // some runs: a helper's orphans cannot be told from the workers'
+  // (docs/pid1.md).
+  bool KillsOrphansAtRoundEnd() const;
   // Children of this process that it did not start: SIGKILLs the live ones
   // and returns how many there are, zombies not yet reaped included. Logs
   // each the first time; `what` says whose they are.

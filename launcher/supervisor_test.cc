@@ -453,6 +453,29 @@ TEST_F(SupervisorTest, OrphanInNewSession_IsKilledAndReapedBeforeWorkersGone) {
   EXPECT_TRUE(testing::ZombieChildrenOf(getpid()).empty());
 }
 
+// A helper that may leave orphans (an sshd) keeps the round end from killing
+// any; one that starts nothing (the agent's store) does not.
+TEST_F(SupervisorTest, OrphansAtRoundEnd_KilledUnlessAHelperMayLeaveSome) {
+  // First beside a store-like helper, then with an sshd-like one added.
+  for (const bool helper_leaves_orphans : {false, true}) {
+    SCOPED_TRACE(helper_leaves_orphans ? "sshd-like helper" : "store-like helper");
+    ProcessSpec helper = ShellHelper(helper_leaves_orphans ? "sshd" : "store", "exec sleep 30",
+                                     RestartPolicy::kNever, dir_.path());
+    helper.leaves_orphans = helper_leaves_orphans;
+    ASSERT_TRUE(supervisor_->StartHelper(helper).ok());
+    const std::string orphan_file = dir_.File("orphan");
+    unlink(orphan_file.c_str());
+    const std::string script = "setsid sleep 30 & echo $! > \"$DIR/orphan\"; sleep 0.2";
+    ASSERT_TRUE(supervisor_->Start({ShellWorker(script, dir_.path())}).ok());
+    const pid_t orphan = ReadPidFile(orphan_file);
+    ASSERT_GT(orphan, 0);
+    EXPECT_EQ(NextExit().exit_code, 0);
+    EXPECT_EQ(supervisor_->Wait(kTimeout).type, EventType::kWorkersGone);
+    EXPECT_EQ(ProcessState(orphan) != 0, helper_leaves_orphans) << "orphan " << orphan;
+    KillIfAlive(orphan);
+  }
+}
+
 TEST_F(SupervisorTest, OrphanThatExitsByItself_IsReapedAndNotAnEvent) {
   // The inner sh exits at once: its child is adopted by us while the worker
   // still runs, and then exits on its own.

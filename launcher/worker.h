@@ -64,6 +64,10 @@ struct ProcessSpec {
   // that is empty.
   bool from_standby = false;
   std::vector<std::string> standby_env;
+  // Helpers: false for one that starts no processes (the agent's store), so
+  // that the orphans at a round's end are still known to be the workers'
+  // and are killed (Supervisor; docs/pid1.md).
+  bool leaves_orphans = true;
 };
 
 struct ProcessExit {

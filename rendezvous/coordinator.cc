@@ -249,6 +249,10 @@ absl::Status Coordinator::ValidateJoinLocked(const v1::JoinRequest& r) const {
     return absl::InvalidArgumentError(
         absl::StrFormat("master_port: expected 1..65535, got %d", r.master_port()));
   }
+  if (r.agent_store_port() < 0 || r.agent_store_port() > 65535) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "agent_store_port: expected 0 (none) or 1..65535, got %d", r.agent_store_port()));
+  }
   if (!r.advertise_addr().empty() && !IsValidHost(r.advertise_addr())) {
     return absl::InvalidArgumentError(
         "advertise_addr: expected a host name or an IP address (no port, no brackets)");
@@ -846,6 +850,7 @@ void Coordinator::CloseRoundLocked(Actions* actions) {
   common.set_world_size(world_size);
   common.set_master_addr(by_rank[0]->addr);
   common.set_master_port(by_rank[0]->join.master_port());
+  common.set_agent_store_port(by_rank[0]->join.agent_store_port());
   common.set_restart_count(restart_count_);
   common.set_max_restarts(options_.max_restarts);
   common.set_job_id(options_.job_id);

@@ -185,6 +185,31 @@ TEST_F(CoordinatorTest, StaticRound_ClosesWhenAllJoined_HintsBecomeRanks) {
   EXPECT_EQ(a->assignment().nodes_size(), 0) << "nodes only on request";
 }
 
+TEST_F(CoordinatorTest, AgentStorePort_IsRankZerosForEveryone) {
+  Make(2, 2);
+  auto r0 = Req("n-0", 1, 0);
+  r0.set_agent_store_port(29499);
+  auto r1 = Req("n-1", 2, 1);
+  r1.set_agent_store_port(29000);
+  auto a = Join(r0);
+  auto b = Join(r1);
+  ASSERT_TRUE(a->done() && b->done());
+  EXPECT_EQ(a->assignment().agent_store_port(), 29499);
+  EXPECT_EQ(b->assignment().agent_store_port(), 29499);
+  EXPECT_EQ(b->assignment().master_port(), 29500);
+}
+
+TEST_F(CoordinatorTest, AgentStorePort_NoneWhenRankZeroHostsNone) {
+  Make(2, 2);
+  auto r1 = Req("n-1", 2, 1);
+  r1.set_agent_store_port(29499);
+  auto a = Join(Req("n-0", 1, 0));
+  auto b = Join(r1);
+  ASSERT_TRUE(a->done() && b->done());
+  EXPECT_EQ(a->assignment().agent_store_port(), 0);
+  EXPECT_EQ(b->assignment().agent_store_port(), 0);
+}
+
 TEST_F(CoordinatorTest, WantNodes_GetsWholeMemberListInRankOrder) {
   Make(2, 2);
   auto r0 = Req("n-1", 1);
@@ -284,6 +309,11 @@ TEST_F(CoordinatorTest, Join_MalformedFields_AreRejectedNamingTheField) {
   r = Req("a", 1);
   r.set_master_port(70000);
   EXPECT_THAT(Join(r)->status().message(), HasSubstr("master_port"));
+  r = Req("a", 1);
+  r.set_agent_store_port(-1);
+  EXPECT_THAT(Join(r)->status().message(), HasSubstr("agent_store_port"));
+  r.set_agent_store_port(65536);
+  EXPECT_THAT(Join(r)->status().message(), HasSubstr("agent_store_port"));
   EXPECT_EQ(core_->GetSnapshot().gathering, 0);
 }
 

@@ -65,5 +65,7 @@ dist.barrier()
 if rank == 0:
     with open(os.path.join(d, "done.json"), "w") as f:
         json.dump({"steps": steps, "restart": restart, "world": world,
-                   "resumed_from": resumed_from, "sums_checked": True}, f)
+                   "resumed_from": resumed_from, "sums_checked": True,
+                   "agent_store": os.environ.get("TORCHELASTIC_USE_AGENT_STORE"),
+                   "master_port": os.environ["MASTER_PORT"]}, f)
 dist.destroy_process_group()
