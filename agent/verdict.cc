@@ -17,6 +17,8 @@ JoinRefusal JoinRefusalOf(const absl::Status& status) {
       return JoinRefusal::kRestartsExhausted;
     case v1::ErrorInfo::JOB_SUCCEEDED:
       return JoinRefusal::kJobSucceeded;
+    case v1::ErrorInfo::PREFLIGHT_FAILED:
+      return JoinRefusal::kPreflightFailed;
     default:
       return JoinRefusal::kNone;
   }

@@ -10,6 +10,7 @@ namespace {
 
 // Where an exit code can come from, in the order a rule tries them.
 enum class Source {
+  kPreflightFailed,    // 82 when --preflight=fail failed the job.
   kRestartsExhausted,  // 79 when the restart budget ran out.
   kRunningFailure,     // the first worker that failed while the round ran.
   kAnyFailure,         // the first worker that exited non-zero, stops included.
@@ -33,7 +34,8 @@ const std::vector<ExitRule>& ExitPolicy() {
   static const std::vector<ExitRule>* const kPolicy = new std::vector<ExitRule>{
       {Ending::kJobFinished, {Source::kSuccess}},
       {Ending::kJobFailed,
-       {Source::kRestartsExhausted, Source::kRunningFailure, Source::kSignal, Source::kPeerFailed}},
+       {Source::kPreflightFailed, Source::kRestartsExhausted, Source::kRunningFailure,
+        Source::kSignal, Source::kPeerFailed}},
       {Ending::kSignal, {Source::kAnyFailure, Source::kSignal}},
       {Ending::kFenced, {Source::kUnavailable}},
       {Ending::kCoordinatorLost, {Source::kRunningFailure, Source::kUnavailable}},
@@ -51,7 +53,7 @@ const std::vector<ExitRule>& ExitPolicy() {
 const std::vector<ExitCodeRow>& ExitCodeTable() {
   static const auto* table = new std::vector<ExitCodeRow>{
       {"0", "every worker on every node exited 0"},
-      {"1-63, 82-125", "a local worker's own exit code (the first local failure)"},
+      {"1-63, 83-125", "a local worker's own exit code (the first local failure)"},
       {"64",
        "usage: bad flag or environment value, a torchrun flag trainlet does not take, an "
        "unknown TRAINLET_* variable with --strict-env, no COMMAND"},
@@ -71,6 +73,7 @@ const std::vector<ExitCodeRow>& ExitCodeTable() {
        "a hang (--hang-timeout) named a local worker its suspect, and the job gave up on "
        "it"},
       {"81", "this node's GPU health is fatal (elastic job): reschedule the pod elsewhere"},
+      {"82", "--preflight=fail: a node failed a check before a round (the message names both)"},
       {"126", "COMMAND cannot be executed"},
       {"127", "COMMAND not found"},
       {"128+N", "a worker (or the agent) was killed by signal N"},
@@ -141,6 +144,9 @@ int ExitCodeFor(const EndingFacts& f) {
     if (rule.ending != f.ending) continue;
     for (Source source : rule.sources) {
       switch (source) {
+        case Source::kPreflightFailed:
+          if (f.preflight_failed) return kExitPreflightFailed;
+          break;
         case Source::kRestartsExhausted:
           if (f.restarts_exhausted) return kExitRestartsExhausted;
           break;
@@ -199,6 +205,8 @@ int ExitCodeForJoinError(const absl::Status& status, JoinRefusal refusal) {
       return kExitPeerFailed;
     case JoinRefusal::kRestartsExhausted:
       return kExitRestartsExhausted;
+    case JoinRefusal::kPreflightFailed:
+      return kExitPreflightFailed;
     case JoinRefusal::kJobSucceeded:
       // Too late to take part, but there is nothing left to do: the job
       // succeeded (a pod restarted after the end, a left-out survivor).

@@ -35,6 +35,7 @@ enum ExitCode : int {
                                 // (--hang-timeout) and the job gave up on it.
   kExitNodeUnhealthy = 81,      // elastic: this node's GPU health is fatal;
                                 // reschedule the pod on another node.
+  kExitPreflightFailed = 82,    // --preflight=fail: a node failed a check.
   kExitNotExecutable = 126,     // COMMAND exists but cannot be executed.
   kExitNotFound = 127,          // COMMAND not found.
   kExitSignalBase = 128,        // 128+N: killed by signal N.
@@ -43,7 +44,7 @@ enum ExitCode : int {
 // One row of the table `trainlet --help` prints; docs/exit-codes.md has the
 // same rows (common_test checks that), with what to check for each.
 struct ExitCodeRow {
-  const char* codes;    // "0", "1-63, 82-125", "128+N".
+  const char* codes;    // "0", "1-63, 83-125", "128+N".
   const char* meaning;  // one sentence, no final period.
 };
 const std::vector<ExitCodeRow>& ExitCodeTable();
@@ -77,6 +78,7 @@ struct EndingFacts {
   int any_failure = 0;
   int signal = 0;                   // the terminating signal, or 0.
   bool restarts_exhausted = false;  // kJobFailed: the budget ran out.
+  bool preflight_failed = false;    // kJobFailed: --preflight=fail failed it (82).
   int given_code = 0;               // kJoinFailed, kSpawnFailed.
   // What happened, for a person: the coordinator's reason for a verdict,
   // the error of a failed join, ...; empty when the ending says it all.
@@ -98,7 +100,14 @@ int ExitCodeForRendezvousError(const absl::Status& status);
 // Why the coordinator refused a join when the refusal is its verdict on the
 // job or on this node (rendezvous/error_reason.h carries it on the status);
 // kNone for any other error.
-enum class JoinRefusal { kNone, kFenced, kJobFailed, kRestartsExhausted, kJobSucceeded };
+enum class JoinRefusal {
+  kNone,
+  kFenced,
+  kJobFailed,
+  kRestartsExhausted,
+  kJobSucceeded,
+  kPreflightFailed,
+};
 
 // A join the coordinator refused or that timed out. A refusal because the
 // job is over or this incarnation is fenced is a verdict (69, 75, 79, or 0

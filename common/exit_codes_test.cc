@@ -127,7 +127,7 @@ TEST(ExitPolicy, ErrorsMapToTheirDocumentedCodes) {
   EXPECT_EQ(ExitCodeForJoinError(pre, JoinRefusal::kNone), kExitConfig);
 }
 
-// Whether a row of ExitCodeTable() covers `code`: "64", "1-63, 82-125",
+// Whether a row of ExitCodeTable() covers `code`: "64", "1-63, 83-125",
 // "128+N" (a signal's code).
 bool RowCovers(absl::string_view codes, int code) {
   for (absl::string_view part : absl::StrSplit(codes, ", ")) {
@@ -254,7 +254,7 @@ TEST(ExitCodeTable, HelpListsEveryOwnCodeOnceAndWraps) {
                    kExitNodeUnhealthy, kExitNotExecutable, kExitNotFound}) {
     EXPECT_THAT(help, ::testing::HasSubstr("\n  " + std::to_string(code) + " ")) << code;
   }
-  EXPECT_THAT(help, ::testing::HasSubstr("  1-63, 82-125\n           a local worker's"));
+  EXPECT_THAT(help, ::testing::HasSubstr("  1-63, 83-125\n           a local worker's"));
   for (absl::string_view line : absl::StrSplit(help, '\n')) EXPECT_LE(line.size(), 78u) << line;
 }
 

@@ -126,7 +126,7 @@ class HelpTest(E2ETestCase):
         self.assertEqual(commands.count("status"), 1, p.stdout)
         for code in ("80", "81"):
             self.assertRegex(p.stdout, r"\n  %s +\S" % code)
-        self.assertIn("1-63, 82-125", p.stdout)
+        self.assertIn("1-63, 83-125", p.stdout)
         self.assertNotIn("80-125", p.stdout)
 
     def test_a_misspelt_command_gets_a_did_you_mean_not_the_whole_help(self):

@@ -17,6 +17,7 @@
 #include "common/exit_codes.h"
 #include "common/host_names.h"
 #include "common/logging.h"
+#include "preflight/check_result.h"
 #include "rendezvous/colocation.h"
 #include "rendezvous/error_reason.h"
 #include "rendezvous/protocol_version.h"
@@ -276,11 +277,21 @@ absl::Status Coordinator::ValidateJoinLocked(const v1::JoinRequest& r) const {
                                                       kMaxRestartCount, r.restart_count()));
   }
   if (absl::Status s = CheckTopology(r.topology()); !s.ok()) return s;
+  if (r.has_preflight()) {
+    if (absl::Status s = preflight::ValidateReport(r.preflight()); !s.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat("preflight: ", s.message()));
+    }
+  }
   return CheckSsh(r.ssh());
 }
 
 absl::Status Coordinator::ValidateReportLocked(const v1::ReportRequest& r,
                                                const Member& member) const {
+  if (r.has_preflight()) {
+    if (absl::Status s = preflight::ValidateReport(r.preflight()); !s.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat("preflight: ", s.message()));
+    }
+  }
   if (r.mpi_sessions() < 0) {
     return absl::InvalidArgumentError(
         absl::StrFormat("mpi_sessions: expected 0 or more, got %d", r.mpi_sessions()));
@@ -336,6 +347,8 @@ void Coordinator::SetTicketLocked(Member& m, uint64_t ticket) {
   const bool expected = expected_.count(m.join.member().node_id()) > 0;
   if (m.ticket != 0) {
     --gathering_;
+    gathering_excludable_ -= m.excludable_ticket;
+    m.excludable_ticket = false;
     by_ticket_.erase(m.ticket);
     gathering_mpi_ -= m.join.role() != v1::ROLE_NODE;
     gathering_launchers_ -= m.join.role() == v1::ROLE_MPI_LAUNCHER;
@@ -345,6 +358,8 @@ void Coordinator::SetTicketLocked(Member& m, uint64_t ticket) {
   m.ready_join = false;
   if (ticket != 0) {
     ++gathering_;
+    m.excludable_ticket = ExcludableLocked(m);
+    gathering_excludable_ += m.excludable_ticket;
     by_ticket_[ticket] = m.join.member().node_id();
     gathering_mpi_ += m.join.role() != v1::ROLE_NODE;
     gathering_launchers_ += m.join.role() == v1::ROLE_MPI_LAUNCHER;
@@ -483,6 +498,7 @@ uint64_t Coordinator::Join(const v1::JoinRequest& request, absl::string_view pee
   Actions actions;
   absl::Status error;
   uint64_t ticket = 0;
+  std::string preflight_failed;  // the join's failed checks (FailedChecks)
   {
     absl::MutexLock lock(&mu_);
     error = ValidateJoinLocked(request);
@@ -548,6 +564,11 @@ uint64_t Coordinator::Join(const v1::JoinRequest& request, absl::string_view pee
         if (phase_ == Phase::kFailed) error = JobOverErrorLocked();
       }
     }
+    if (error.ok() && done && request.has_preflight()) {
+      // Judged before the scale-up decision: a failing newcomer causes none.
+      preflight_failed = FailedChecks(request.preflight());
+      error = JudgePreflightLocked(node_id, request.preflight(), preflight_failed, &actions);
+    }
     if (error.ok() && done) {
       if (phase_ == Phase::kRunning) {
         // A newcomer while running: elastic scale-up, else the round is full.
@@ -586,6 +607,7 @@ uint64_t Coordinator::Join(const v1::JoinRequest& request, absl::string_view pee
       auto [mit, inserted] = members_.try_emplace(node_id);
       Member& m = mit->second;
       m.join = request;
+      if (request.has_preflight()) m.preflight_failed = preflight_failed;
       if (inserted) AllocateSlotLocked(m);
       m.addr = request.advertise_addr().empty() ? std::string(peer_addr) : request.advertise_addr();
       ticket = next_id_++;
@@ -760,6 +782,50 @@ void Coordinator::ExpireJoinsLocked(absl::Time now, Actions* actions) {
   }
 }
 
+bool Coordinator::ExcludableLocked(const Member& m) const {
+  return options_.preflight == v1::PREFLIGHT_EXCLUDE && elastic_ && !m.preflight_failed.empty();
+}
+
+absl::Status Coordinator::ExcludedError(const std::string& node_id,
+                                        const std::string& failed) const {
+  v1::ErrorInfo info;
+  info.set_reason(v1::ErrorInfo::PREFLIGHT_EXCLUDED);
+  info.set_retry_after_ms(std::max<int64_t>(1, absl::ToInt64Milliseconds(options_.quarantine)));
+  return WithErrorInfo(absl::FailedPreconditionError(absl::StrCat(
+                           "preflight: node ", SafeForLog(node_id, 64),
+                           " left out of the round (--preflight=exclude): ", failed,
+                           "; checking again in ", absl::FormatDuration(options_.quarantine))),
+                       info);
+}
+
+absl::Status Coordinator::JudgePreflightLocked(const std::string& node_id,
+                                               const v1::PreflightReport& report,
+                                               const std::string& failed, Actions* actions) {
+  if (failed.empty() || options_.preflight == v1::PREFLIGHT_OFF) return absl::OkStatus();
+  if (options_.preflight == v1::PREFLIGHT_FAIL) {
+    const std::string reason = SafeForLog(
+        absl::StrCat("preflight: node ", node_id, " failed ", failed), kMaxPreflightLine);
+    FailJobLocked(reason, node_id, kExitPreflightFailed, /*restarts_exhausted=*/false, actions,
+                  /*hang=*/nullptr, /*preflight=*/true);
+    return JobOverErrorLocked();
+  }
+  if (options_.preflight == v1::PREFLIGHT_EXCLUDE && elastic_) {
+    TLOG(kWarning) << "preflight: node " << SafeForLog(node_id, 64) << " failed " << failed
+                   << (phase_ == Phase::kRunning ? "; left out (a round runs)"
+                                                 : "; left out of the round if enough pass");
+    if (phase_ == Phase::kRunning) return ExcludedError(node_id, failed);
+    return absl::OkStatus();
+  }
+  (void)report;
+  if (preflight_warnings_.Set(node_id, failed)) {
+    TLOG(kWarning) << "preflight: node " << SafeForLog(node_id, 64) << " failed " << failed
+                   << (options_.preflight == v1::PREFLIGHT_EXCLUDE
+                           ? " (--preflight=exclude: a static job cannot leave it out)"
+                           : "");
+  }
+  return absl::OkStatus();
+}
+
 void Coordinator::MaybeCloseRoundLocked(Actions* actions) {
   if (phase_ != Phase::kGathering || shut_down_) return;
   const int n = GatheringCountLocked();
@@ -788,11 +854,20 @@ void Coordinator::CloseRoundLocked(Actions* actions) {
   std::vector<Member*> joined;
   std::vector<RankCandidate> candidates;
   std::vector<Member*> left_out;
+  // --preflight=exclude: joiners that failed a check stay out while enough
+  // passing ones make the round (else they run, with a warning).
+  std::vector<Member*> excluded;
+  const bool exclude =
+      gathering_excludable_ > 0 && gathering_ - gathering_excludable_ >= options_.min_nodes;
   ++member_walks_;
   for (auto& [id, m] : members_) {
     if (m.ticket == 0) {
       SetInRoundLocked(m, false);
       if (m.sink != nullptr) left_out.push_back(&m);
+      continue;
+    }
+    if (exclude && m.excludable_ticket) {
+      excluded.push_back(&m);
       continue;
     }
     joined.push_back(&m);
@@ -808,6 +883,14 @@ void Coordinator::CloseRoundLocked(Actions* actions) {
   // Survivors whose stream was kept for a re-join by datagram but that did
   // not make the round (still stopping their workers): their streams end, and
   // each agent's Join call makes it a newcomer (a scale-up) as before.
+  for (Member* m : excluded) {
+    const std::string id = m->join.member().node_id();
+    const absl::Status why = ExcludedError(id, m->preflight_failed);
+    TLOG(kWarning) << why.message();
+    actions->push_back([d = std::move(m->done), why] { d(why); });
+    if (m->sink != nullptr) m->sink->Close(why);
+    EraseMemberLocked(members_.find(id));
+  }
   for (Member* m : left_out) {
     m->sink->Close(
         absl::AbortedError(absl::StrCat("round ", round_, " closed without this node; re-join")));
@@ -851,6 +934,20 @@ void Coordinator::CloseRoundLocked(Actions* actions) {
   common.set_master_addr(by_rank[0]->addr);
   common.set_master_port(by_rank[0]->join.master_port());
   common.set_agent_store_port(by_rank[0]->join.agent_store_port());
+  common.set_preflight_policy(options_.preflight);
+  preflight_warnings_.Clear();
+  for (int r = 0; r < n; ++r) {
+    const Member& m = *by_rank[r];
+    if (m.preflight_failed.empty() || options_.preflight == v1::PREFLIGHT_OFF) continue;
+    if (preflight_warnings_.Set(m.join.member().node_id(), m.preflight_failed) &&
+        options_.preflight != v1::PREFLIGHT_WARN) {
+      TLOG(kWarning) << "preflight: node " << SafeForLog(m.join.member().node_id(), 64)
+                     << " runs although it failed " << m.preflight_failed
+                     << " (too few passing nodes to leave it out)";
+    }
+  }
+  for (std::string& line : preflight_warnings_.Lines())
+    common.add_preflight_warnings(std::move(line));
   common.set_restart_count(restart_count_);
   common.set_max_restarts(options_.max_restarts);
   common.set_job_id(options_.job_id);
@@ -965,7 +1062,9 @@ absl::Status Coordinator::JobOverErrorLocked() const {
   return WithReason(
       absl::FailedPreconditionError(absl::StrCat(
           "the job failed", verdict_exhausted_ ? " (restarts exhausted)" : "", ": ", verdict_)),
-      verdict_exhausted_ ? v1::ErrorInfo::RESTARTS_EXHAUSTED : v1::ErrorInfo::JOB_FAILED);
+      verdict_preflight_   ? v1::ErrorInfo::PREFLIGHT_FAILED
+      : verdict_exhausted_ ? v1::ErrorInfo::RESTARTS_EXHAUSTED
+                           : v1::ErrorInfo::JOB_FAILED);
 }
 
 absl::Status Coordinator::NotCurrentLocked(uint64_t round, const Member& member,
@@ -1077,6 +1176,7 @@ void Coordinator::WatchClosed(uint64_t watch_id) {
 
 absl::Status Coordinator::Report(const v1::ReportRequest& request, v1::ReportResponse* response) {
   Actions actions;
+  absl::Status over;  // the job's verdict is out: said in the answer too.
   {
     absl::MutexLock lock(&mu_);
     absl::StatusOr<Member*> m = FindMemberLocked(request.member(), request.job_id());
@@ -1101,10 +1201,40 @@ absl::Status Coordinator::Report(const v1::ReportRequest& request, v1::ReportRes
     if (response != nullptr && member.join.role() == v1::ROLE_MPI_LAUNCHER) {
       UnplacedWorkersLocked(response);
     }
+    if (request.has_preflight() && phase_ == Phase::kRunning &&
+        options_.preflight != v1::PREFLIGHT_OFF) {
+      // Checks that ran beside the workers' start (warn): a running round is
+      // not left; fail still fails the job.
+      member.preflight_failed = FailedChecks(request.preflight());
+      if (!member.preflight_failed.empty()) {
+        const std::string& id = member.join.member().node_id();
+        if (options_.preflight == v1::PREFLIGHT_FAIL) {
+          (void)JudgePreflightLocked(id, request.preflight(), member.preflight_failed, &actions);
+        } else if (preflight_warnings_.Set(id, member.preflight_failed)) {
+          TLOG(kWarning) << "preflight: node " << SafeForLog(id, 64) << " failed "
+                         << member.preflight_failed;
+          // Every member hears it now, not at its next Report (minutes
+          // apart while its datagrams are acked); a released one then.
+          v1::Directive d = NewDirectiveLocked();
+          for (std::string& line : preflight_warnings_.Lines()) {
+            d.mutable_preflight_warnings()->add_lines(std::move(line));
+          }
+          ++member_walks_;
+          for (auto& [other_id, other] : members_) {
+            if (other.in_round && other.sink != nullptr) other.sink->Send(d, /*last=*/false);
+          }
+        }
+      }
+    }
+    if (response != nullptr) {
+      for (std::string& line : preflight_warnings_.Lines()) {
+        response->add_preflight_warnings(std::move(line));
+      }
+    }
     // The verdict is out: say it here too, for an agent whose stream cannot
     // deliver it (its heartbeats then carry the answer).
-    if (phase_ != Phase::kRunning) return JobOverErrorLocked();
-    switch (request.state()) {
+    if (phase_ != Phase::kRunning) over = JobOverErrorLocked();
+    switch (over.ok() ? request.state() : v1::ReportRequest::STATE_UNSPECIFIED) {
       case v1::ReportRequest::RUNNING:
         if (member.state == v1::ReportRequest::STATE_UNSPECIFIED) member.state = request.state();
         if (request.has_hang()) NoteHangLocked(member, request.hang(), &actions);
@@ -1146,7 +1276,7 @@ absl::Status Coordinator::Report(const v1::ReportRequest& request, v1::ReportRes
     }
   }
   RunActions(&actions);
-  return absl::OkStatus();
+  return over;
 }
 
 absl::Status Coordinator::Leave(const v1::LeaveRequest& request) {
@@ -1294,16 +1424,18 @@ void Coordinator::ReopenLocked(const std::string& reason, Actions* actions,
 
 void Coordinator::FailJobLocked(const std::string& reason, const std::string& node_id,
                                 int exit_code, bool restarts_exhausted, Actions* actions,
-                                const v1::HangVerdict* hang) {
+                                const v1::HangVerdict* hang, bool preflight) {
   phase_ = Phase::kFailed;
   verdict_ = reason;
   verdict_exhausted_ = restarts_exhausted;
+  verdict_preflight_ = preflight;
   verdict_directive_ = NewDirectiveLocked();
   auto* f = verdict_directive_.mutable_job_failed();
   f->set_reason(reason);
   f->set_failed_node_id(node_id);
   f->set_exit_code(exit_code);
   f->set_restarts_exhausted(restarts_exhausted);
+  f->set_preflight(preflight);
   if (hang != nullptr) *f->mutable_hang() = *hang;
   TLOG_AT(OutcomeLevel(LogLevel::kError)) << "coordinator: the job failed: " << reason;
   const absl::Status over = JobOverErrorLocked();

@@ -64,6 +64,7 @@
 #include "rendezvous/coordinator_hang.h"
 #include "rendezvous/keepalive.h"
 #include "rendezvous/liveness_datagram.h"
+#include "rendezvous/preflight_policy.h"
 #include "rendezvous/protocol.h"
 #include "trainlet/v1/rendezvous.pb.h"
 
@@ -123,6 +124,13 @@ struct CoordinatorOptions {
   // once. A standalone coordinator logs them at INFO (its log is their only
   // account).
   bool hosted_by_agent = false;
+  // --preflight (docs/preflight.md, "The policy"): what a member's failed
+  // check does. exclude: a failing joiner is left out of the round when at
+  // least min_nodes passing ones close it (answered PREFLIGHT_EXCLUDED, to
+  // try again after `quarantine`); while a round runs it is answered so at
+  // once instead of causing a scale-up. Static jobs warn instead.
+  v1::PreflightPolicy preflight = v1::PREFLIGHT_WARN;
+  absl::Duration quarantine = absl::Minutes(5);
   Clock* clock = nullptr;  // Clock::Real() when null.
 };
 
@@ -387,6 +395,11 @@ class Coordinator {
     // Released, the job has its verdict, and the member has not said TAKEN
     // yet (SetVerdictPendingLocked): Drained waits for it.
     bool verdict_pending = false;
+    // Its latest preflight's failed checks (FailedChecks); "" when it
+    // passed, or was not checked.
+    std::string preflight_failed;
+    // Its parked join counts in gathering_excludable_ (set with the ticket).
+    bool excludable_ticket = false;
   };
   using Actions = std::vector<std::function<void()>>;
 
@@ -403,6 +416,17 @@ class Coordinator {
   int GatheringCountLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   int RoundSizeLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void MaybeCloseRoundLocked(Actions* actions) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // --preflight: a join's report (validated; `failed` its FailedChecks).
+  // OK, or the error to answer the join with: the job failed (fail), or the
+  // node is left out (exclude, while a round runs). Logs failures and keeps
+  // the warnings (warn).
+  absl::Status JudgePreflightLocked(const std::string& node_id, const v1::PreflightReport& report,
+                                    const std::string& failed, Actions* actions)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Whether `m`'s failed preflight may leave it out of a round.
+  bool ExcludableLocked(const Member& m) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // PREFLIGHT_EXCLUDED for `node_id`, whose checks `failed`.
+  absl::Status ExcludedError(const std::string& node_id, const std::string& failed) const;
   void CloseRoundLocked(Actions* actions) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // A failure while running: reopen if restarts are left, else fail the job.
   // `hang` (a hang's verdict) goes with the Rejoin or JobFailed.
@@ -419,7 +443,8 @@ class Coordinator {
   }
   void FailJobLocked(const std::string& reason, const std::string& node_id, int exit_code,
                      bool restarts_exhausted, Actions* actions,
-                     const v1::HangVerdict* hang = nullptr) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+                     const v1::HangVerdict* hang = nullptr, bool preflight = false)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Hang attribution (see "Hangs" above): a member's HangReport; opens the
   // round's investigation when it declares a hang (CollectEvidence to every
   // other member still running), takes its evidence, and judges once every
@@ -623,6 +648,7 @@ class Coordinator {
   // Members of the last round told to re-join (cleared when a round closes).
   std::set<std::string> expected_ ABSL_GUARDED_BY(mu_);
   bool verdict_exhausted_ ABSL_GUARDED_BY(mu_) = false;
+  bool verdict_preflight_ ABSL_GUARDED_BY(mu_) = false;  // --preflight=fail failed it.
   // The current round has an MPI launcher: its success is the job's.
   bool launcher_in_round_ ABSL_GUARDED_BY(mu_) = false;
   // The last incarnation of each node declared lost (one entry per node id).
@@ -636,7 +662,13 @@ class Coordinator {
   int gathering_ ABSL_GUARDED_BY(mu_) = 0;            // members with a parked Join.
   int gathering_mpi_ ABSL_GUARDED_BY(mu_) = 0;        // ... of role MPI launcher or worker,
   int gathering_launchers_ ABSL_GUARDED_BY(mu_) = 0;  // ... of role MPI launcher.
-  int expected_back_ ABSL_GUARDED_BY(mu_) = 0;        // ... that are in expected_.
+  // ... that failed a preflight check and may be left out (exclude).
+  int gathering_excludable_ ABSL_GUARDED_BY(mu_) = 0;
+  // The running round's members that failed a check and run anyway (warn,
+  // or too few passing nodes to leave them out): Assignment and
+  // ReportResponse preflight_warnings.
+  PreflightWarnings preflight_warnings_ ABSL_GUARDED_BY(mu_);
+  int expected_back_ ABSL_GUARDED_BY(mu_) = 0;  // ... that are in expected_.
   // When the latest member of expected_ parked its Join (re-arms the last call).
   absl::Time expected_joined_at_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
   int in_round_ ABSL_GUARDED_BY(mu_) = 0;  // members of the current round.

@@ -64,6 +64,7 @@ struct Accepts {
 class CoordinatorTest : public ::testing::Test {
  protected:
   int release_streams_from_ = 0;  // CoordinatorOptions::release_streams_from for Make
+  v1::PreflightPolicy preflight_ = v1::PREFLIGHT_WARN;  // ... preflight
   void Make(int min_nodes, int max_nodes, int max_restarts = 0) {
     CoordinatorOptions o;
     o.job_id = "job";
@@ -76,6 +77,8 @@ class CoordinatorTest : public ::testing::Test {
     o.incarnation = 0xC0;
     o.clock = &clock_;
     o.release_streams_from = release_streams_from_;
+    o.preflight = preflight_;
+    o.quarantine = absl::Minutes(5);
     core_ = std::make_unique<Coordinator>(o);
   }
 
@@ -2192,6 +2195,145 @@ TEST_F(CoordinatorTest, AReportThatCrossesItsRoundsRestart_IsToldWhy) {
   // A report for an older round is still only stale.
   absl::Status older = Report(ra, 0, v1::ReportRequest::RUNNING, 0);
   EXPECT_EQ(ReasonOf(older), v1::ErrorInfo::REASON_UNSPECIFIED);
+}
+
+// --- Preflight (docs/preflight.md, "The policy").
+
+v1::JoinRequest WithPreflight(v1::JoinRequest r, bool pass) {
+  v1::PreflightReport* p = r.mutable_preflight();
+  p->set_node_id(r.member().node_id());
+  v1::CheckResult* c = p->add_results();
+  c->set_check("shm_size");
+  c->set_outcome(v1::CheckResult::PASS);
+  c = p->add_results();
+  c->set_check("dns");
+  c->set_outcome(pass ? v1::CheckResult::PASS : v1::CheckResult::FAIL);
+  c->set_reason(pass ? "" : "1 of 2 names do not resolve (pod-9.job)");
+  return r;
+}
+
+TEST_F(CoordinatorTest, Preflight_Warn_TheNodeRunsAndEveryAssignmentNamesIt) {
+  Make(3, 3);
+  auto a = Join(WithPreflight(Req("a", 1, 0), true));
+  auto b = Join(WithPreflight(Req("b", 2, 1), false));
+  auto c = Join(Req("c", 3, 2));  // not checked: never a warning
+  ASSERT_TRUE(a->done() && b->done() && c->done());
+  ASSERT_TRUE(b->result->ok()) << b->status();
+  for (const auto& j : {a, b, c}) {
+    EXPECT_EQ(j->assignment().preflight_policy(), v1::PREFLIGHT_WARN);
+    ASSERT_EQ(j->assignment().preflight_warnings_size(), 1);
+    EXPECT_THAT(j->assignment().preflight_warnings(0),
+                HasSubstr("node b: dns: 1 of 2 names do not resolve"));
+  }
+}
+
+TEST_F(CoordinatorTest, Preflight_Fail_FailsTheJobNamingTheNodeAndTheCheck) {
+  preflight_ = v1::PREFLIGHT_FAIL;
+  Make(2, 2);
+  auto a = Join(WithPreflight(Req("a", 1, 0), true));
+  auto b = Join(WithPreflight(Req("b", 2, 1), false));
+  ASSERT_TRUE(a->done() && b->done());
+  for (const auto& j : {a, b}) {
+    ASSERT_FALSE(j->result->ok());
+    EXPECT_EQ(ReasonOf(j->status()), v1::ErrorInfo::PREFLIGHT_FAILED) << j->status();
+    EXPECT_THAT(j->status().message(), HasSubstr("preflight: node b failed dns: 1 of 2"));
+  }
+}
+
+TEST_F(CoordinatorTest, Preflight_Exclude_TheElasticRoundClosesWithoutTheBadNode) {
+  preflight_ = v1::PREFLIGHT_EXCLUDE;
+  Make(2, 3, /*max_restarts=*/3);
+  auto bad = Join(WithPreflight(Req("bad", 1), false));
+  auto a = Join(WithPreflight(Req("a", 2), true));
+  auto b = Join(WithPreflight(Req("b", 3), true));
+  // Three joined (the maximum): the round closes at once, without "bad".
+  ASSERT_TRUE(a->done() && b->done() && bad->done());
+  ASSERT_TRUE(a->result->ok()) << a->status();
+  EXPECT_EQ(a->assignment().nnodes(), 2);
+  EXPECT_EQ(a->assignment().preflight_warnings_size(), 0);
+  ASSERT_FALSE(bad->result->ok());
+  EXPECT_EQ(ReasonOf(bad->status()), v1::ErrorInfo::PREFLIGHT_EXCLUDED);
+  EXPECT_EQ(ErrorInfoOf(bad->status()).retry_after_ms(), 300000);
+  EXPECT_THAT(bad->status().message(), HasSubstr("node bad left out of the round"));
+  // While the round runs, a failing newcomer is answered at once: no
+  // scale-up restarts the others for it.
+  auto again = Join(WithPreflight(Req("bad", 4), false));
+  ASSERT_TRUE(again->done());
+  EXPECT_EQ(ReasonOf(again->status()), v1::ErrorInfo::PREFLIGHT_EXCLUDED);
+  EXPECT_TRUE(core_->GetSnapshot().restarts.empty());
+  // Once it passes, it joins as a scale-up.
+  auto passed = Join(WithPreflight(Req("bad", 5), true));
+  EXPECT_FALSE(passed->done()) << "parked for the scale-up round";
+  ASSERT_EQ(core_->GetSnapshot().restarts.size(), 1u);
+  EXPECT_THAT(core_->GetSnapshot().restarts[0].reason, HasSubstr("scale-up: node bad joined"));
+}
+
+TEST_F(CoordinatorTest, Preflight_Exclude_TooFewPassing_TheBadNodeRunsWithAWarning) {
+  preflight_ = v1::PREFLIGHT_EXCLUDE;
+  Make(2, 3, /*max_restarts=*/3);
+  auto bad = Join(WithPreflight(Req("bad", 1), false));
+  auto a = Join(WithPreflight(Req("a", 2), true));
+  EXPECT_FALSE(a->done());
+  clock_.Advance(absl::Milliseconds(600));  // the last call
+  core_->Tick();
+  ASSERT_TRUE(a->done() && bad->done());
+  ASSERT_TRUE(bad->result->ok()) << bad->status();
+  EXPECT_EQ(bad->assignment().nnodes(), 2);
+  ASSERT_EQ(a->assignment().preflight_warnings_size(), 1);
+  EXPECT_THAT(a->assignment().preflight_warnings(0), HasSubstr("node bad: dns"));
+}
+
+TEST_F(CoordinatorTest, Preflight_Exclude_InAStaticJobOnlyWarns) {
+  preflight_ = v1::PREFLIGHT_EXCLUDE;
+  Make(2, 2);
+  auto a = Join(WithPreflight(Req("a", 1, 0), true));
+  auto b = Join(WithPreflight(Req("b", 2, 1), false));
+  ASSERT_TRUE(a->done() && b->done());
+  ASSERT_TRUE(b->result->ok()) << b->status();
+  EXPECT_EQ(a->assignment().preflight_warnings_size(), 1);
+}
+
+TEST_F(CoordinatorTest, Preflight_AReportAfterTheStart_WarnsInTheAnswers) {
+  Make(2, 2);
+  auto ra = Req("a", 1, 0);
+  auto rb = Req("b", 2, 1);
+  Join(ra);
+  Join(rb);
+  auto a_sink = Watch(ra, 1);
+  v1::ReportRequest rep;
+  *rep.mutable_member() = rb.member();
+  rep.set_job_id("job");
+  rep.set_round(1);
+  rep.set_state(v1::ReportRequest::RUNNING);
+  *rep.mutable_preflight() = WithPreflight(rb, false).preflight();
+  v1::ReportResponse answer;
+  ASSERT_TRUE(core_->Report(rep, &answer).ok());
+  ASSERT_EQ(answer.preflight_warnings_size(), 1);
+  EXPECT_THAT(answer.preflight_warnings(0), HasSubstr("node b: dns"));
+  // Every watching member is told at once.
+  ASSERT_EQ(a_sink->directives.size(), 1u);
+  ASSERT_TRUE(a_sink->directives[0].has_preflight_warnings());
+  EXPECT_THAT(a_sink->directives[0].preflight_warnings().lines(0), HasSubstr("node b: dns"));
+  // The same report again tells nobody again.
+  ASSERT_TRUE(core_->Report(rep, &answer).ok());
+  EXPECT_EQ(a_sink->directives.size(), 1u);
+  // Every member's answers say it.
+  v1::ReportRequest from_a = rep;
+  *from_a.mutable_member() = ra.member();
+  from_a.clear_preflight();
+  v1::ReportResponse a_answer;
+  ASSERT_TRUE(core_->Report(from_a, &a_answer).ok());
+  EXPECT_EQ(a_answer.preflight_warnings_size(), 1);
+}
+
+TEST_F(CoordinatorTest, Preflight_AReportBeyondItsCaps_IsRefused) {
+  Make(1, 1);
+  v1::JoinRequest r = WithPreflight(Req("a", 1, 0), true);
+  r.mutable_preflight()->mutable_results(0)->set_check("No Spaces Allowed!");
+  auto a = Join(r);
+  ASSERT_TRUE(a->done());
+  EXPECT_EQ(a->status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(a->status().message(), HasSubstr("preflight"));
 }
 
 TEST_F(CoordinatorTest, FreshCoordinator_ContinuesRoundNumbersCarriedByJoiners) {

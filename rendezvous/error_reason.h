@@ -16,8 +16,13 @@ using ErrorReason = ::trainlet::v1::ErrorInfo::Reason;
 
 // `status` with `reason` attached (a no-op on OK).
 absl::Status WithReason(absl::Status status, ErrorReason reason);
+// `status` with `info` attached (a no-op on OK): a reason with its details
+// (ErrorInfo.retry_after_ms).
+absl::Status WithErrorInfo(absl::Status status, const v1::ErrorInfo& info);
 // The attached reason, or REASON_UNSPECIFIED.
 ErrorReason ReasonOf(const absl::Status& status);
+// The attached ErrorInfo (empty when none; retry_after_ms clamped to >= 0).
+v1::ErrorInfo ErrorInfoOf(const absl::Status& status);
 
 // The wire form: a serialized ErrorInfo, or "" when none is attached.
 std::string SerializedErrorInfo(const absl::Status& status);

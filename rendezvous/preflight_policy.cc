@@ -1,0 +1,45 @@
+#include "rendezvous/preflight_policy.h"
+
+#include "absl/strings/str_cat.h"
+#include "common/logging.h"
+
+namespace trainlet::rendezvous {
+
+std::string FailedChecks(const v1::PreflightReport& report) {
+  std::string line;
+  for (const v1::CheckResult& r : report.results()) {
+    if (r.outcome() != v1::CheckResult::FAIL) continue;
+    absl::StrAppend(&line, line.empty() ? "" : "; ", r.check(), ": ", r.reason());
+  }
+  return SafeForLog(line, kMaxPreflightLine);
+}
+
+std::string FirstFailedCheck(const v1::PreflightReport& report) {
+  for (const v1::CheckResult& r : report.results()) {
+    if (r.outcome() == v1::CheckResult::FAIL) return r.check();
+  }
+  return "";
+}
+
+bool PreflightWarnings::Set(absl::string_view node_id, absl::string_view failed) {
+  const std::string text =
+      SafeForLog(absl::StrCat("node ", node_id, ": ", failed), kMaxPreflightLine);
+  for (Line& l : lines_) {
+    if (l.node_id != node_id) continue;
+    if (l.text == text) return false;
+    l.text = text;
+    return true;
+  }
+  if (static_cast<int>(lines_.size()) >= kMaxPreflightWarnings) return true;  // logged, not kept
+  lines_.push_back({std::string(node_id), text});
+  return true;
+}
+
+std::vector<std::string> PreflightWarnings::Lines() const {
+  std::vector<std::string> out;
+  out.reserve(lines_.size());
+  for (const Line& l : lines_) out.push_back(l.text);
+  return out;
+}
+
+}  // namespace trainlet::rendezvous
