@@ -20,8 +20,10 @@ namespace {
 
 constexpr char kProbeUsage[] = "trainlet probe [OPTIONS]";
 constexpr char kProbeDescription[] =
-    "Probe what this node has: GPUs (sysfs and NVML, loaded at run time; without NVML, as in "
-    "the static build, the NVIDIA driver's /proc/driver/nvidia/gpus), InfiniBand/RoCE and "
+    "Probe what this node has: GPUs (sysfs and NVML, loaded at run time, by the static build "
+    "through its NVML reader and the image's own dynamic loader; without NVML, the NVIDIA "
+    "driver's /proc/driver/nvidia/gpus), GPU health (ECC, row remapping, retired pages, the "
+    "processes holding GPU memory), InfiniBand/RoCE and "
     "network interfaces, NUMA nodes, the boot id, /dev/shm and the memlock limit, and NCCL's "
     "version. A missing library or device is reported, never an error: a CPU-only node probes "
     "cleanly. The visible GPUs honour NVIDIA_VISIBLE_DEVICES and CUDA_VISIBLE_DEVICES. Every "
@@ -44,7 +46,8 @@ const std::vector<OptionSpec>& ProbeOptionTable() {
        "driver/nvidia/gpus) and DIR/dev (nvidia device nodes) are read instead of /sys, /proc "
        "and /dev; --sysfs-root, when given, still decides sysfs."},
       {"nvml-library", OptionKind::kString, "LIB", "libnvidia-ml.so.1",
-       "What to dlopen for NVML (a soname or a path); none skips NVML."},
+       "What to dlopen for NVML (a soname, found as the image's loader finds it, or a path); "
+       "none skips NVML."},
       {"nccl-library", OptionKind::kString, "LIB", "libnccl.so.2",
        "What to dlopen for NCCL's version; none skips it."},
       {"timeout", OptionKind::kDuration, "DURATION", "10s",

@@ -61,41 +61,6 @@ bool ParseLogLevel(absl::string_view text, LogLevel* level) {
   return true;
 }
 
-std::string SafeForLog(absl::string_view text, size_t max) {
-  static constexpr char kHex[] = "0123456789abcdef";
-  const absl::string_view kept = text.substr(0, max);
-  std::string out;
-  out.reserve(kept.size() + 16);
-  for (char ch : kept) {
-    const unsigned char c = static_cast<unsigned char>(ch);
-    switch (c) {
-      case '\n':
-        out += "\\n";
-        break;
-      case '\r':
-        out += "\\r";
-        break;
-      case '\t':
-        out += "\\t";
-        break;
-      case '\\':
-        out += "\\\\";
-        break;
-      default:
-        if (c >= 0x20 && c < 0x7f) {
-          out += ch;
-        } else {
-          out += "\\x";
-          out += kHex[c >> 4];
-          out += kHex[c & 0xf];
-        }
-    }
-  }
-  if (text.size() > kept.size())
-    absl::StrAppend(&out, "...(+", text.size() - kept.size(), " bytes)");
-  return out;
-}
-
 LogLimiter::LogLimiter(int burst, absl::Duration period, Clock* clock)
     : burst_(burst), period_(period), clock_(clock ? clock : Clock::Monotonic()) {}
 

@@ -18,6 +18,7 @@ import topology_fixture
 from harness import E2ETestCase
 
 NAME = "coordinator.trainlet-static-e2e.invalid"
+TESTDATA = os.path.join(os.path.dirname(harness.HERE), "topology", "testdata")
 # Modules no Debian 12 root has, in front of the ones static glibc has built
 # in: each lookup first asks for libnss_<module>.so.2.
 NSSWITCH = ("passwd: trainletabsent files\n"
@@ -94,18 +95,46 @@ class StaticResolverTest(E2ETestCase):
 @unittest.skipUnless(is_static_build(), "TRAINLET_BIN is not a static build")
 class StaticNvmlTest(E2ETestCase):
     """A static trainlet never dlopens NVML or NCCL (static glibc would crash
-    in the loaded library): it says why, and carries on from sysfs."""
+    in the loaded library): it reads NVML through the NVML reader it carries,
+    run by this machine's dynamic loader (docs/topology.md, "NVML in the
+    static build"), and says why NCCL's version is unknown. The Debian 11, 12
+    and 13 roots: e2e_nvml_roots."""
 
-    def test_probe_says_nvml_is_unavailable_in_a_static_build(self):
-        fake = os.environ.get("E2E_FAKE_NVML") or os.path.join(
+    def fake(self):
+        return os.environ.get("E2E_FAKE_NVML") or os.path.join(
             os.path.dirname(harness.TRAINLET), "topology", "fake_nvml", "libnvidia-ml.so.1")
-        p = self.start("probe", [harness.TRAINLET, "probe", "--nvml-library=" + fake,
-                                 "--nccl-library=" + fake, "--format=json"])
+
+    def test_probe_reads_nvml_through_the_reader(self):
+        fixture = os.path.join(TESTDATA, "nvml_unhealthy.json")
+        p = self.start("probe", [harness.TRAINLET, "probe", "--nvml-library=" + self.fake(),
+                                 "--nccl-library=" + self.fake(), "--format=json"],
+                       env=self.base_env(FAKE_NVML_FIXTURE=fixture))
         self.assertEqual(p.wait(30), 0, p.describe())
         probe = json.loads(p.stdout)
-        self.assertEqual(probe["nvml"]["status"], "ABSENT", p.stdout)
-        self.assertIn("NVML unavailable: static build", probe["nvml"]["reason"], p.stdout)
+        self.assertEqual(probe["nvml"]["status"], "OK", p.stdout)
+        self.assertEqual(probe["nvml"]["version"], "550.54.15")
+        self.assertEqual(probe["cuda_driver_version"], "12040")
+        gpus = probe["gpus"]
+        self.assertEqual([g["source"] for g in gpus], ["nvml"] * 4, p.stdout)
+        self.assertTrue(gpus[1]["health"]["remap_pending"], gpus[1])
+        self.assertEqual(gpus[1]["health"]["ecc_dbe_volatile"], "1")
+        self.assertTrue(gpus[2]["health"]["retired_pages_pending"], gpus[2])
+        self.assertEqual(gpus[3]["health"]["processes"][0],
+                         {"pid": 4242, "used_memory_bytes": str(20 << 30)})
         self.assertIn("static build", probe["nccl"]["reason"], p.stdout)
+
+    def test_a_hung_driver_costs_the_reader_its_timeout_not_the_probe(self):
+        fixture = os.path.join(TESTDATA, "nvml_hang.json")
+        p = self.start("probe", [harness.TRAINLET, "probe", "--nvml-library=" + self.fake(),
+                                 "--nccl-library=none", "--format=json", "--timeout=60s"],
+                       env=self.base_env(FAKE_NVML_FIXTURE=fixture))
+        self.assertEqual(p.wait(60), 0, p.describe())
+        probe = json.loads(p.stdout)
+        self.assertEqual(probe["nvml"]["status"], "ERROR", p.stdout)
+        self.assertIn("did not answer within 5s and was killed", probe["nvml"]["reason"])
+        # The killed reader is gone (it carries the test's tag in its
+        # environment): nothing of the probe outlives it.
+        self.assert_no_leftovers(timeout=1.0)
 
 
 @unittest.skipUnless(is_static_build(), "TRAINLET_BIN is not a static build")
@@ -144,7 +173,9 @@ class StaticGpuPlacementTest(E2ETestCase):
                                  "--format=json"])
         self.assertEqual(p.wait(30), 0, p.describe())
         probe = json.loads(p.stdout)
-        self.assertIn("NVML unavailable: static build", probe["nvml"]["reason"])
+        # No libnvidia-ml.so.1 on this machine: the reader says so.
+        self.assertEqual(probe["nvml"]["status"], "ABSENT", p.stdout)
+        self.assertIn("dlopen libnvidia-ml.so.1", probe["nvml"]["reason"])
         self.assertEqual(probe["nvidia_procfs"]["status"], "OK", p.stdout)
         self.assertEqual(probe["nvidia_procfs"]["version"], topology_fixture.DRIVER_VERSION)
         gpus = probe["gpus"]

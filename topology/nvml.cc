@@ -1,29 +1,27 @@
+// NVML's reading logic, the one copy of it: linked into trainlet (the
+// dynamic build calls it in-process, nvml_in_process.cc) and into the NVML
+// reader program (nvml_reader_main.cc), which the static build runs. It
+// therefore uses no lock, no logger and nothing of absl but its strings.
 #include "topology/nvml.h"
 
 #include <dlfcn.h>
-#include <sys/auxv.h>
 
 #include <algorithm>
 #include <cctype>
 #include <cstring>
-#include <map>
 #include <memory>
 #include <utility>
 
-#include "absl/base/thread_annotations.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
-#include "absl/synchronization/mutex.h"
 #include "common/logging.h"
 #include "topology/nvml_abi.h"
+#include "topology/nvml_internal.h"
 
 namespace trainlet::topology {
 namespace {
-
-// Every NVML call, and the table of loaded libraries, is under this lock.
-ABSL_CONST_INIT absl::Mutex g_nvml_mu(absl::kConstInit);
 
 // Longest text taken from a library (dlerror, nvmlErrorString) into a reason.
 constexpr size_t kMaxLibraryText = 200;
@@ -33,6 +31,14 @@ constexpr unsigned int kMaxDevices = 256;
 constexpr int kMaxWarnings = 32;
 // Words for nvmlDeviceGetCpuAffinity: 64 x 64 = 4096 CPUs.
 constexpr unsigned int kCpuSetWords = 64;
+// nvmlDeviceGetComputeRunningProcesses is asked for this many entries (one
+// call: 6 KiB at 24 bytes each); more processes than that are counted only.
+constexpr unsigned int kMaxProcessesAsked = 256;
+// Processes kept per GPU in GpuHealth.processes (the proto says so).
+constexpr int kMaxProcessesKept = 64;
+// More retired pages than this is a broken answer (a GPU retires at most a
+// few dozen before it must be replaced).
+constexpr unsigned int kMaxRetiredPages = 1u << 16;
 
 // One NVML entry point: the symbol found and its name (for messages).
 template <typename Fn>
@@ -71,7 +77,22 @@ struct NvmlApi {
   Entry<nvmlReturn_t (*)(nvmlDevice_t, unsigned int*, unsigned int*, unsigned int*, unsigned int*)>
       remapped_rows;
   Entry<nvmlReturn_t (*)(nvmlDevice_t, int, nvmlFieldValue_t*)> field_values;
+  Entry<nvmlReturn_t (*)(nvmlDevice_t, nvmlPageRetirementCause_t, unsigned int*,
+                         unsigned long long*)>
+      retired_pages;
+  Entry<nvmlReturn_t (*)(nvmlDevice_t, nvmlEnableState_t*)> retired_pages_pending;
+  // Writes nvmlProcessInfo_v2_t entries (_v3, _v2) or nvmlProcessInfo_v1_t
+  // (unversioned): see ProcessInfoSize().
+  Entry<nvmlReturn_t (*)(nvmlDevice_t, unsigned int*, void*)> compute_processes;
 };
+
+// The size of one entry nvmlDeviceGetComputeRunningProcesses writes, by the
+// symbol resolved: 16 bytes (v1) unversioned, 24 (v2 layout) for _v2 and
+// _v3. Both layouts have pid at 0 and usedGpuMemory at 8.
+size_t ProcessInfoSize(const char* name) {
+  return strcmp(name, "nvmlDeviceGetComputeRunningProcesses") == 0 ? sizeof(nvmlProcessInfo_v1_t)
+                                                                   : sizeof(nvmlProcessInfo_v2_t);
+}
 
 // go-nvml's fallback: the newest versioned symbol the library has, else the
 // next older, else the unversioned one. `names` is newest first.
@@ -118,31 +139,18 @@ NvmlApi ResolveAll(void* h) {
   Resolve(h, {"nvmlDeviceGetTotalEccErrors"}, &api.total_ecc_errors);
   Resolve(h, {"nvmlDeviceGetRemappedRows"}, &api.remapped_rows);
   Resolve(h, {"nvmlDeviceGetFieldValues"}, &api.field_values);
+  // Without timestamps (_v2 adds them): only the counts are kept.
+  Resolve(h, {"nvmlDeviceGetRetiredPages"}, &api.retired_pages);
+  Resolve(h, {"nvmlDeviceGetRetiredPagesPendingStatus"}, &api.retired_pages_pending);
+  // go-nvml's order: the newest the driver has. _v3 and _v2 write the same
+  // 24-byte entries; drivers before CUDA 11.1 have only the unversioned
+  // call and its 16-byte entries.
+  Resolve(h,
+          {"nvmlDeviceGetComputeRunningProcesses_v3", "nvmlDeviceGetComputeRunningProcesses_v2",
+           "nvmlDeviceGetComputeRunningProcesses"},
+          &api.compute_processes);
   return api;
 }
-
-// Libraries loaded so far, by the name they were asked for. Never dlclosed
-// (as NCCL does): NVML keeps threads and state that outlive a dlclose badly.
-std::map<std::string, NvmlApi>& LoadedLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(g_nvml_mu) {
-  static auto* loaded = new std::map<std::string, NvmlApi>();
-  return *loaded;
-}
-
-// A fully static trainlet (TRAINLET_STATIC) must not dlopen NVML or NCCL:
-// static glibc's dlopen brings a second, uninitialized libc (and libstdc++)
-// into the process, and the first call that touches thread-local state on a
-// thread other than main crashes (seen with the test's fake NVML), whatever
-// glibc the image has. A static executable has no program interpreter, so
-// the kernel passes AT_BASE 0.
-bool IsStaticExecutable() { return getauxval(AT_BASE) == 0; }
-
-constexpr char kStaticBuildReason[] =
-    "NVML unavailable: static build (a fully static trainlet cannot load shared libraries; GPUs "
-    "come from the NVIDIA driver's /proc/driver/nvidia/gpus, without memory, NVLinks or health; "
-    "a dynamic build, -DTRAINLET_STATIC=OFF, reads NVML)";
-constexpr char kStaticBuildNcclReason[] =
-    "NCCL version unavailable: static build (a fully static trainlet cannot load shared "
-    "libraries)";
 
 // dlerror's text, bounded and escaped; "" when there is none.
 std::string DlError() {
@@ -336,7 +344,7 @@ uint64_t FieldAsU64(const nvmlFieldValue_t& v) {
 }
 
 // One read of NVML: the library's entry points, the warnings and the first
-// ABI violation seen. Used with g_nvml_mu held.
+// ABI violation seen. Its caller serialises NVML calls (nvml_internal.h).
 class Reader {
  public:
   Reader(const NvmlApi& api, const NvmlOptions& options, v1::NodeProbe* probe)
@@ -433,7 +441,13 @@ class Reader {
       if (!CheckGuard(memory, api_.memory.name, "24-byte nvmlMemory_t")) return false;
       if (Call(api_.memory, rc)) mem = memory.get();
     }
-    if (mem != nullptr) gpu->set_memory_bytes(mem->total);
+    if (mem != nullptr) {
+      gpu->set_memory_bytes(mem->total);
+      if (options_.health) {
+        gpu->mutable_health()->set_memory_used_known(true);
+        gpu->mutable_health()->set_memory_used_bytes(mem->used);
+      }
+    }
 
     int major = 0, minor = 0;
     if (api_.compute_capability &&
@@ -672,6 +686,86 @@ class Reader {
         health->set_recovery_action(static_cast<uint32_t>(action));
       }
     }
+    if (Done()) return;
+    ReadRetiredPages(dev, health);
+    if (Done()) return;
+    ReadProcesses(dev, health);
+  }
+
+  // How many pages are retired for `cause`: nvmlDeviceGetRetiredPages with a
+  // count of 0 answers the count alone (SUCCESS when it is 0,
+  // INSUFFICIENT_SIZE otherwise, as pynvml reads it). False when unknown.
+  bool RetiredPageCount(nvmlDevice_t dev, nvmlPageRetirementCause_t cause, uint32_t* out) {
+    Guarded<unsigned long long> addresses(1);  // never written with a count of 0
+    unsigned int count = 0;
+    nvmlReturn_t rc = api_.retired_pages.fn(dev, cause, &count, addresses.get());
+    if (!CheckGuard(addresses, api_.retired_pages.name, "page address")) return false;
+    if (rc != NVML_ERROR_INSUFFICIENT_SIZE && !Call(api_.retired_pages, rc)) return false;
+    if (count > kMaxRetiredPages) {
+      Warn(absl::StrCat(who_, ": ", api_.retired_pages.name, " says ", count,
+                        " retired pages; ignored"));
+      return false;
+    }
+    *out = count;
+    return true;
+  }
+
+  void ReadRetiredPages(nvmlDevice_t dev, v1::GpuHealth* health) {
+    uint32_t sbe = 0, dbe = 0;
+    if (api_.retired_pages &&
+        RetiredPageCount(dev, NVML_PAGE_RETIREMENT_CAUSE_MULTIPLE_SINGLE_BIT_ECC_ERRORS, &sbe) &&
+        !Done() && RetiredPageCount(dev, NVML_PAGE_RETIREMENT_CAUSE_DOUBLE_BIT_ECC_ERROR, &dbe)) {
+      health->set_retired_pages_known(true);
+      health->set_retired_pages_sbe(sbe);
+      health->set_retired_pages_dbe(dbe);
+    }
+    if (Done()) return;
+    nvmlEnableState_t pending = NVML_FEATURE_DISABLED;
+    if (api_.retired_pages_pending &&
+        Call(api_.retired_pages_pending, api_.retired_pages_pending.fn(dev, &pending))) {
+      health->set_retired_pages_pending_known(true);
+      health->set_retired_pages_pending(pending == NVML_FEATURE_ENABLED);
+    }
+  }
+
+  // One call with room for kMaxProcessesAsked entries: processes come and
+  // go between a count query and the read, so the count alone would not do.
+  void ReadProcesses(nvmlDevice_t dev, v1::GpuHealth* health) {
+    if (!api_.compute_processes) return;
+    const size_t entry = ProcessInfoSize(api_.compute_processes.name);
+    Guarded<unsigned char> infos(entry * kMaxProcessesAsked);
+    unsigned int count = kMaxProcessesAsked;
+    nvmlReturn_t rc = api_.compute_processes.fn(dev, &count, infos.get());
+    if (!CheckGuard(infos, api_.compute_processes.name,
+                    entry == sizeof(nvmlProcessInfo_v1_t) ? "16-byte nvmlProcessInfo_v1_t array"
+                                                          : "24-byte nvmlProcessInfo_v2_t array")) {
+      return;
+    }
+    if (rc == NVML_ERROR_INSUFFICIENT_SIZE && count > kMaxProcessesAsked) {
+      // More than we asked for: their number is known, not who they are.
+      health->set_processes_known(true);
+      health->set_process_count(count);
+      return;
+    }
+    if (!Call(api_.compute_processes, rc)) return;
+    if (count > kMaxProcessesAsked) {
+      Warn(absl::StrCat(who_, ": ", api_.compute_processes.name, " says ", count,
+                        " processes in room for ", kMaxProcessesAsked, "; ignored"));
+      return;
+    }
+    health->set_processes_known(true);
+    health->set_process_count(count);
+    for (unsigned int i = 0; i < count && i < static_cast<unsigned int>(kMaxProcessesKept); ++i) {
+      // Both layouts: pid at 0, usedGpuMemory at 8 (nvml_abi.h).
+      nvmlProcessInfo_v1_t info;
+      memcpy(&info, infos.get() + i * entry, sizeof(info));
+      v1::GpuProcess* process = health->add_processes();
+      process->set_pid(info.pid);
+      process->set_used_memory_bytes(info.usedGpuMemory == NVML_VALUE_NOT_AVAILABLE ||
+                                             info.usedGpuMemory > INT64_MAX
+                                         ? -1
+                                         : static_cast<int64_t>(info.usedGpuMemory));
+    }
   }
 
   const NvmlApi& api_;
@@ -802,7 +896,8 @@ std::string NcclVersionString(int code) {
   return absl::StrCat(major, ".", minor, ".", patch);
 }
 
-void ReadNvml(const NvmlOptions& options, v1::NodeProbe* probe, std::vector<v1::Gpu>* gpus) {
+void ReadNvmlUnlocked(const NvmlOptions& options, v1::NodeProbe* probe,
+                      std::vector<v1::Gpu>* gpus) {
   gpus->clear();
   v1::Source* source = probe->mutable_nvml();
   if (options.library.empty()) {
@@ -810,23 +905,16 @@ void ReadNvml(const NvmlOptions& options, v1::NodeProbe* probe, std::vector<v1::
     return;
   }
   const std::string lib = SafeForLog(options.library, 200);
-  if (IsStaticExecutable()) {
-    SetSource(source, v1::Source::ABSENT, kStaticBuildReason);
+  dlerror();
+  // Never dlclosed (as NCCL does): NVML keeps threads and state that outlive
+  // a dlclose badly. A second dlopen of a loaded library only counts a
+  // reference.
+  void* handle = dlopen(options.library.c_str(), RTLD_NOW | RTLD_LOCAL);
+  if (handle == nullptr) {
+    SetSource(source, v1::Source::ABSENT, absl::StrCat("dlopen ", lib, ": ", DlError()));
     return;
   }
-  absl::MutexLock lock(&g_nvml_mu);
-  auto& loaded = LoadedLocked();
-  auto it = loaded.find(options.library);
-  if (it == loaded.end()) {
-    dlerror();
-    void* handle = dlopen(options.library.c_str(), RTLD_NOW | RTLD_LOCAL);
-    if (handle == nullptr) {
-      SetSource(source, v1::Source::ABSENT, absl::StrCat("dlopen ", lib, ": ", DlError()));
-      return;
-    }
-    it = loaded.emplace(options.library, ResolveAll(handle)).first;
-  }
-  const NvmlApi& api = it->second;
+  const NvmlApi api = ResolveAll(handle);
   for (const char* missing :
        {!api.init ? api.init.name : nullptr, !api.device_count ? api.device_count.name : nullptr,
         !api.handle_by_index ? api.handle_by_index.name : nullptr}) {
@@ -881,20 +969,13 @@ void ReadNvml(const NvmlOptions& options, v1::NodeProbe* probe, std::vector<v1::
             absl::StrCat(gpus->size(), " of ", count, " devices read from ", lib));
 }
 
-void ReadNcclVersion(const std::string& library, v1::Source* out) {
+void ReadNcclVersionUnlocked(const std::string& library, v1::Source* out) {
   out->Clear();
   if (library.empty()) {
     SetSource(out, v1::Source::SKIPPED, "NCCL not read: no library configured");
     return;
   }
   const std::string lib = SafeForLog(library, 200);
-  if (IsStaticExecutable()) {
-    SetSource(out, v1::Source::ABSENT, kStaticBuildNcclReason);
-    return;
-  }
-  // dlerror's state is per thread, but dlopen of a library with static
-  // constructors may run code; keep NCCL loads from racing each other too.
-  absl::MutexLock lock(&g_nvml_mu);
   dlerror();
   // Never dlclosed, as NVML: NCCL starts threads (the bootstrap root) that
   // must not lose their code.

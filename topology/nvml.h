@@ -3,8 +3,15 @@
 // are declared here at their real sizes (nvml_abi.h); a missing library, a
 // missing symbol or an NVML error is data in the result, never a failure.
 //
-// Threading: every NVML call is serialised by one process-wide mutex (NVML
-// has had thread-safety bugs; NCCL does the same). Safe from any thread.
+// A fully static trainlet cannot dlopen: there NVML is read by the NVML
+// reader, a small dynamically linked program the binary carries and runs
+// through the image's own dynamic loader (nvml_reader.h), with the same
+// reading code (nvml.cc) and the same result. docs/topology.md, "NVML in the
+// static build".
+//
+// Threading: every in-process NVML call is serialised by one process-wide
+// mutex (NVML has had thread-safety bugs; NCCL does the same); reads through
+// the reader run in parallel, one process each. Safe from any thread.
 #ifndef TRAINLET_TOPOLOGY_NVML_H_
 #define TRAINLET_TOPOLOGY_NVML_H_
 
@@ -13,6 +20,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/time/time.h"
 #include "trainlet/v1/topology.pb.h"
 
 namespace trainlet::topology {
@@ -30,6 +38,16 @@ struct NvmlOptions {
   // the two compare as strings. 0: just enough 32-bit groups for the highest
   // CPU in the mask.
   int cpumap_cpus = 0;
+  // Where NVML is read. kAuto: in this process where it can load libraries
+  // (a dynamic build), through the NVML reader otherwise (the static build).
+  // kInProcess: dlopen here (a static build then reports ABSENT). kReader:
+  // through the reader in any build (tests, bench/nvml_reader).
+  enum class Via { kAuto, kInProcess, kReader };
+  Via via = Via::kAuto;
+  // The reader is killed (by pid) past this, and NVML is then ERROR: a hung
+  // driver. Generous because a cold nvmlInit on a node without persistence
+  // mode initialises every GPU, which takes seconds on 8.
+  absl::Duration reader_timeout = absl::Seconds(5);
 };
 
 // Reads every device NVML sees (the container's GPUs) into `gpus`, one
@@ -37,10 +55,13 @@ struct NvmlOptions {
 // (normalised to lowercase "%04x:%02x:%02x.%x"), memory_bytes, sm,
 // vendor_id/device_id, link_speed/link_width (current PCIe generation and
 // width), cpu_affinity (hex cpumap groups), nvlinks (aggregated per remote bus
-// id), health (when options.health), minor_number, source = "nvml".
-// Sets probe->nvml (status, reason, version = the driver version) and
-// probe->cuda_driver_version. Never fails; a device whose handle cannot be had
-// is skipped with a line in probe->warnings.
+// id), health (when options.health: ECC, row remapping, the recovery
+// action, retired pages, memory used and the compute processes),
+// minor_number, source = "nvml". Sets probe->nvml (status, reason, version =
+// the driver version) and probe->cuda_driver_version. Never fails; a device
+// whose handle cannot be had is skipped with a line in probe->warnings.
+// Through the reader (options.via), a reader that cannot run, hangs, crashes
+// or answers garbage is NVML ABSENT or ERROR with the reason.
 void ReadNvml(const NvmlOptions& options, v1::NodeProbe* probe, std::vector<v1::Gpu>* gpus);
 
 // dlopens `library` ("libnccl.so.2" or a path) and reads ncclGetVersion into

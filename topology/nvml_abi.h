@@ -66,6 +66,12 @@ enum : int { NVML_MEMORY_ERROR_TYPE_CORRECTED = 0, NVML_MEMORY_ERROR_TYPE_UNCORR
 typedef int nvmlEccCounterType_t;  // C enum
 enum : int { NVML_VOLATILE_ECC = 0, NVML_AGGREGATE_ECC = 1 };
 
+typedef int nvmlPageRetirementCause_t;  // C enum
+enum : int {
+  NVML_PAGE_RETIREMENT_CAUSE_MULTIPLE_SINGLE_BIT_ECC_ERRORS = 0,
+  NVML_PAGE_RETIREMENT_CAUSE_DOUBLE_BIT_ECC_ERROR = 1,
+};
+
 typedef int nvmlValueType_t;  // C enum
 enum : int {
   NVML_VALUE_TYPE_DOUBLE = 0,
@@ -83,6 +89,9 @@ constexpr unsigned int NVML_SYSTEM_DRIVER_VERSION_BUFFER_SIZE = 80;
 constexpr unsigned int NVML_DEVICE_PCI_BUS_ID_BUFFER_SIZE = 32;
 constexpr unsigned int NVML_DEVICE_PCI_BUS_ID_BUFFER_V2_SIZE = 16;
 constexpr unsigned int NVML_NVLINK_MAX_LINKS = 36;
+
+// nvmlProcessInfo_v1_t::usedGpuMemory when the driver cannot say.
+constexpr unsigned long long NVML_VALUE_NOT_AVAILABLE = ~0ull;  // (unsigned long long)(-1)
 
 // Field ids for nvmlDeviceGetFieldValues.
 constexpr unsigned int NVML_FI_DEV_ECC_SBE_VOL_TOTAL = 3;
@@ -125,6 +134,22 @@ typedef struct {
 // NVML_STRUCT_VERSION(Memory, 2) = sizeof(nvmlMemory_v2_t) | (2 << 24).
 constexpr unsigned int nvmlMemory_v2 = 0x02000028;
 
+// What nvmlDeviceGetComputeRunningProcesses (unversioned) writes per process.
+typedef struct {
+  unsigned int pid;
+  unsigned long long usedGpuMemory;  // NVML_VALUE_NOT_AVAILABLE: unknown
+} nvmlProcessInfo_v1_t;
+
+// What nvmlDeviceGetComputeRunningProcesses_v2 and _v3 write per process
+// (nvml.h's nvmlProcessInfo_t from the CUDA 11.1 headers on): v1's fields at v1's offsets, then
+// the MIG instance ids (0xFFFFFFFF without MIG).
+typedef struct {
+  unsigned int pid;
+  unsigned long long usedGpuMemory;
+  unsigned int gpuInstanceId;
+  unsigned int computeInstanceId;
+} nvmlProcessInfo_v2_t;
+
 typedef union {
   double dVal;
   int siVal;
@@ -160,6 +185,12 @@ static_assert(sizeof(nvmlMemory_v2_t) == 40, "nvmlMemory_v2_t is 40 bytes");
 static_assert(offsetof(nvmlMemory_v2_t, total) == 8, "nvmlMemory_v2_t.total @8");
 static_assert(offsetof(nvmlMemory_v2_t, used) == 32, "nvmlMemory_v2_t.used @32");
 static_assert((sizeof(nvmlMemory_v2_t) | (2u << 24)) == nvmlMemory_v2, "nvmlMemory_v2 version");
+static_assert(sizeof(nvmlProcessInfo_v1_t) == 16, "nvmlProcessInfo_v1_t is 16 bytes");
+static_assert(offsetof(nvmlProcessInfo_v1_t, usedGpuMemory) == 8, "v1 usedGpuMemory @8");
+static_assert(sizeof(nvmlProcessInfo_v2_t) == 24, "nvmlProcessInfo_v2_t is 24 bytes");
+static_assert(offsetof(nvmlProcessInfo_v2_t, usedGpuMemory) == 8, "v2 usedGpuMemory @8");
+static_assert(offsetof(nvmlProcessInfo_v2_t, gpuInstanceId) == 16, "v2 gpuInstanceId @16");
+static_assert(offsetof(nvmlProcessInfo_v2_t, computeInstanceId) == 20, "v2 computeInstanceId @20");
 static_assert(sizeof(nvmlValue_t) == 8, "nvmlValue_t is 8 bytes");
 static_assert(sizeof(nvmlFieldValue_t) == 40, "nvmlFieldValue_t is 40 bytes");
 static_assert(offsetof(nvmlFieldValue_t, scopeId) == 4, "nvmlFieldValue_t.scopeId @4");

@@ -118,6 +118,133 @@ TEST(ReadNvml, H100Node_EveryFieldFromTheShim) {
   }
 }
 
+TEST(ReadNvml, H100Node_ProcessesAndMemoryUsed) {
+  Result r = Read(FAKE_NVML_PATH, Testdata("nvml_h100x8.json"));
+  ASSERT_EQ(r.gpus.size(), 8u);
+  for (const v1::Gpu& g : r.gpus) {
+    EXPECT_TRUE(g.health().processes_known());
+    EXPECT_EQ(g.health().process_count(), 0u);
+    EXPECT_TRUE(g.health().memory_used_known());
+    EXPECT_EQ(g.health().memory_used_bytes(), 553648128u);
+    // Ampere and later remap rows instead: no page retirement.
+    EXPECT_FALSE(g.health().retired_pages_known());
+    EXPECT_FALSE(g.health().retired_pages_pending_known());
+  }
+}
+
+TEST(ReadNvml, UnhealthyNode_EveryHealthFact) {
+  Result r = Read(FAKE_NVML_PATH, Testdata("nvml_unhealthy.json"));
+  ASSERT_EQ(r.probe.nvml().status(), v1::Source::OK) << r.probe.nvml().reason();
+  EXPECT_THAT(Warnings(r), IsEmpty());
+  ASSERT_EQ(r.gpus.size(), 4u);
+  constexpr uint64_t kGiB = 1ull << 30;
+
+  const v1::GpuHealth& ok = r.gpus[0].health();
+  EXPECT_EQ(ok.ecc_dbe_volatile(), 0u);
+  EXPECT_FALSE(ok.remap_pending());
+  EXPECT_EQ(ok.recovery_action(), 0u);
+  ASSERT_TRUE(ok.processes_known());
+  EXPECT_EQ(ok.process_count(), 1u);
+  ASSERT_EQ(ok.processes_size(), 1);
+  EXPECT_EQ(ok.processes(0).pid(), 1001u);
+  EXPECT_EQ(ok.processes(0).used_memory_bytes(), static_cast<int64_t>(2 * kGiB));
+  EXPECT_EQ(ok.memory_used_bytes(), 2 * kGiB + 553648128u);
+
+  const v1::GpuHealth& remap = r.gpus[1].health();
+  EXPECT_TRUE(remap.ecc_known());
+  EXPECT_EQ(remap.ecc_dbe_volatile(), 1u);  // an uncorrectable ECC error
+  EXPECT_TRUE(remap.remap_known());
+  EXPECT_EQ(remap.remapped_rows_uncorrectable(), 2u);
+  EXPECT_TRUE(remap.remap_pending());
+  EXPECT_FALSE(remap.remap_failure());
+  EXPECT_TRUE(remap.recovery_action_known());
+  EXPECT_EQ(remap.recovery_action(), 1u);  // GPU reset
+  EXPECT_TRUE(remap.processes_known());
+  EXPECT_EQ(remap.processes_size(), 0);
+
+  const v1::Gpu& v100 = r.gpus[2];
+  EXPECT_EQ(v100.sm(), 70);
+  const v1::GpuHealth& retired = v100.health();
+  EXPECT_EQ(retired.ecc_sbe_volatile(), 12u);
+  EXPECT_FALSE(retired.remap_known()) << "no row remapping before Ampere";
+  EXPECT_FALSE(retired.recovery_action_known());
+  ASSERT_TRUE(retired.retired_pages_known());
+  EXPECT_EQ(retired.retired_pages_sbe(), 3u);
+  EXPECT_EQ(retired.retired_pages_dbe(), 1u);
+  ASSERT_TRUE(retired.retired_pages_pending_known());
+  EXPECT_TRUE(retired.retired_pages_pending());
+
+  const v1::GpuHealth& foreign = r.gpus[3].health();
+  ASSERT_TRUE(foreign.processes_known());
+  EXPECT_EQ(foreign.process_count(), 2u);
+  ASSERT_EQ(foreign.processes_size(), 2);
+  EXPECT_EQ(foreign.processes(0).pid(), 4242u);
+  EXPECT_EQ(foreign.processes(0).used_memory_bytes(), static_cast<int64_t>(20 * kGiB));
+  EXPECT_EQ(foreign.processes(1).pid(), 4243u);
+  EXPECT_EQ(foreign.processes(1).used_memory_bytes(), -1) << "NVML_VALUE_NOT_AVAILABLE";
+  EXPECT_EQ(foreign.memory_used_bytes(), 20 * kGiB + 553648128u);
+}
+
+TEST(ReadNvml, LegacyDriver_ProcessesIn16ByteEntries) {
+  // Only the unversioned call: 16-byte nvmlProcessInfo_v1_t entries, so the
+  // second process is at offset 16, not 24.
+  Result r = Read(FAKE_NVML_LEGACY_PATH, Testdata("nvml_unhealthy.json"));
+  ASSERT_EQ(r.probe.nvml().status(), v1::Source::OK) << r.probe.nvml().reason();
+  ASSERT_EQ(r.gpus.size(), 4u);
+  const v1::GpuHealth& foreign = r.gpus[3].health();
+  ASSERT_EQ(foreign.processes_size(), 2);
+  EXPECT_EQ(foreign.processes(0).pid(), 4242u);
+  EXPECT_EQ(foreign.processes(1).pid(), 4243u);
+  EXPECT_EQ(foreign.processes(1).used_memory_bytes(), -1);
+  EXPECT_TRUE(r.gpus[2].health().retired_pages_known());
+}
+
+TEST(ReadNvml, ManyProcesses_CountedAndCapped) {
+  std::string processes;
+  for (int i = 0; i < 300; ++i) {
+    processes += (i ? ", " : "") + std::string(R"({"pid": )") + std::to_string(5000 + i) +
+                 R"(, "usedGpuMemory": 1048576})";
+  }
+  TempFixture fixture(R"({"devices": [{"name": "NVIDIA H100 80GB HBM3", "busId": "0000:18:00.0",
+      "cc": [9, 0], "processes": [)" +
+                      processes + "]}]}");
+  Result r = Read(FAKE_NVML_PATH, fixture.path());
+  ASSERT_EQ(r.gpus.size(), 1u);
+  // More than the 256 asked for: their number, not who they are.
+  EXPECT_TRUE(r.gpus[0].health().processes_known());
+  EXPECT_EQ(r.gpus[0].health().process_count(), 300u);
+  EXPECT_EQ(r.gpus[0].health().processes_size(), 0);
+
+  processes.clear();
+  for (int i = 0; i < 100; ++i) {
+    processes += (i ? ", " : "") + std::string(R"({"pid": )") + std::to_string(5000 + i) + "}";
+  }
+  TempFixture hundred(R"({"devices": [{"name": "NVIDIA H100 80GB HBM3", "busId": "0000:18:00.0",
+      "cc": [9, 0], "processes": [)" +
+                      processes + "]}]}");
+  r = Read(FAKE_NVML_PATH, hundred.path());
+  ASSERT_EQ(r.gpus.size(), 1u);
+  EXPECT_EQ(r.gpus[0].health().process_count(), 100u);
+  EXPECT_EQ(r.gpus[0].health().processes_size(), 64) << "the first 64 kept";
+  EXPECT_EQ(r.gpus[0].health().processes(63).pid(), 5063u);
+}
+
+TEST(ReadNvml, HealthCallsFailing_AreUnknownAndWarned) {
+  TempFixture fixture(R"({"devices": [{"name": "Tesla V100-SXM2-32GB", "busId": "0000:18:00.0",
+      "cc": [7, 0], "retiredPages": {"sbe": 1, "dbe": 0, "pending": false},
+      "processes": [{"pid": 7, "usedGpuMemory": 1}]}],
+      "errors": [{"fn": "nvmlDeviceGetComputeRunningProcesses", "rc": 4},
+                 {"fn": "nvmlDeviceGetRetiredPages", "rc": 999}]})");
+  Result r = Read(FAKE_NVML_PATH, fixture.path());
+  ASSERT_EQ(r.gpus.size(), 1u);
+  EXPECT_FALSE(r.gpus[0].health().processes_known());
+  EXPECT_FALSE(r.gpus[0].health().retired_pages_known());
+  EXPECT_TRUE(r.gpus[0].health().retired_pages_pending_known());
+  EXPECT_THAT(Warnings(r),
+              Contains(HasSubstr("nvmlDeviceGetComputeRunningProcesses_v3: NO_PERMISSION (4)")));
+  EXPECT_THAT(Warnings(r), Contains(HasSubstr("nvmlDeviceGetRetiredPages: UNKNOWN (999)")));
+}
+
 TEST(ReadNvml, CpuAffinityWithoutCpuCount_UsesJustEnoughGroups) {
   Result r = Read(FAKE_NVML_PATH, Testdata("nvml_h100x8.json"));
   ASSERT_EQ(r.gpus.size(), 8u);
@@ -133,6 +260,8 @@ TEST(ReadNvml, HealthOff_LeavesHealthUnknown) {
   EXPECT_FALSE(r.gpus[5].health().ecc_known());
   EXPECT_FALSE(r.gpus[5].health().remap_known());
   EXPECT_FALSE(r.gpus[5].health().recovery_action_known());
+  EXPECT_FALSE(r.gpus[5].health().processes_known());
+  EXPECT_FALSE(r.gpus[5].health().memory_used_known());
   EXPECT_EQ(r.gpus[5].nvlinks(0).count(), 18);
 }
 

@@ -7,7 +7,9 @@
 #include <string>
 
 #include "gmock/gmock.h"
+#include "google/protobuf/util/message_differencer.h"
 #include "gtest/gtest.h"
+#include "topology/nvml_reader.h"
 #include "topology/probe.h"
 #include "topology/testing/sysfs_builder.h"
 #include "topology/testing/test_util.h"
@@ -55,6 +57,30 @@ TEST(ProbeNodeWithNvml, CloudVmShimMergesWithSysfs) {
   EXPECT_EQ(probe.gpus(0).name(), "NVIDIA A10G");
   EXPECT_EQ(probe.gpus(0).numa_node(), -1);
   EXPECT_EQ(probe.gpus(0).root_complex(), "pci0000:00");
+}
+
+// What the static build's probe reads (the NVML reader) is what a dynamic
+// build's reads (in-process), GPU health included.
+TEST(ProbeNodeWithNvml, ReaderAndInProcess_SameProbe) {
+  if (!NvmlReaderBuiltIn()) GTEST_SKIP() << "this build carries no NVML reader";
+  for (const char* fixture : {"nvml_h100x8.json", "nvml_unhealthy.json"}) {
+    SCOPED_TRACE(fixture);
+    FixtureTree tree;
+    testing::BuildDgxH100(tree.builder());
+    ProbeOptions options = WithShim(tree, fixture);
+    options.nvml.via = NvmlOptions::Via::kInProcess;
+    v1::NodeProbe in_process = ProbeNode(options);
+    options.nvml.via = NvmlOptions::Via::kReader;
+    v1::NodeProbe reader = ProbeNode(options);
+    ASSERT_EQ(reader.nvml().status(), v1::Source::OK) << reader.nvml().reason();
+    in_process.clear_probe_micros();
+    reader.clear_probe_micros();
+    std::string diff;
+    google::protobuf::util::MessageDifferencer d;
+    d.ReportDifferencesToString(&diff);
+    EXPECT_TRUE(d.Compare(in_process, reader)) << diff;
+    EXPECT_GT(reader.gpus_size(), 0);
+  }
 }
 
 TEST(ProbeNodeWithNvml, AMissingLibraryIsDataAndSysfsStillCounts) {

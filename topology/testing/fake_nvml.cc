@@ -1,6 +1,10 @@
 // A fake libnvidia-ml.so.1 for tests (never installed): it exports NVML's
 // real C symbols and answers them from a JSON description named by the
-// environment variable FAKE_NVML_FIXTURE, read at each first nvmlInit. Every
+// environment variable FAKE_NVML_FIXTURE, read at each first nvmlInit. It
+// needs no protobuf (fixtures are read by tiny_json.h) and, where the NVML
+// reader is built, links libstdc++ in and pins its glibc symbol versions
+// (topology/portable_glibc.cmake), so that the same file loads in the
+// Debian 11, 12 and 13 roots (e2e/e2e_nvml_roots.py). Every
 // struct is written at its FULL size (68-byte nvmlPciInfo_t, 24-byte
 // nvmlMemory_t, 40-byte nvmlFieldValue_t, all cpuSetSize words), so a caller
 // that declares a struct too small overruns it, which the caller's guard bytes
@@ -11,7 +15,9 @@
 //   (default)                    the symbols of a current driver.
 //   FAKE_NVML_LEGACY             an old driver: no _v2/_v3 symbols (only
 //                                nvmlInit, nvmlDeviceGetCount, ...GetPciInfo,
-//                                which write the legacy 52-byte layout), no
+//                                which write the legacy 52-byte layout,
+//                                ...GetComputeRunningProcesses, which writes
+//                                16-byte nvmlProcessInfo_v1_t entries), no
 //                                nvmlDeviceGetRemappedRows, no
 //                                nvmlDeviceGetFieldValues. A real .so cannot
 //                                pretend that dlsym fails, so "missing
@@ -41,10 +47,14 @@
 //       "ecc": {"current": true, "pending": true, "sbeVolatile": 0, "dbeVolatile": 0},
 //       "remappedRows": {"correctable": 0, "uncorrectable": 0, "pending": false,
 //                        "failure": false},
+//       "retiredPages": {"sbe": 0, "dbe": 0, "pending": false},  // page retirement
+//       "processes": [{"pid": 4242, "usedGpuMemory": 0}],  // compute processes;
+//                                        // usedGpuMemory absent: NOT_AVAILABLE
 //       "fields": {"230": 0}              // nvmlDeviceGetFieldValues, UNSIGNED_INT
 //     }],
 //     "errors": [{"fn": "nvmlDeviceGetRemappedRows", "device": 0, "link": 3, "rc": 3}],
-//     "hangInit": false                  // true: nvmlInit never returns (a hung driver)
+//     "hangInit": false,                 // true: nvmlInit never returns (a hung driver)
+//     "crashInit": false                 // true: nvmlInit aborts its process
 //   }
 // A section left out answers NOT_SUPPORTED. Field 165 (NVLink state,
 // scopeId = link) is answered from "nvlinks". An NVLink to an NVSwitch the
@@ -55,6 +65,7 @@
 // status; "device" and "link" narrow it (absent: every device / link).
 //
 // Threading: one mutex around the state, as a real NVML would be used.
+#include <fcntl.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -62,24 +73,21 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <fstream>
 #include <map>
 #include <mutex>
 #include <sstream>
 #include <string>
 #include <vector>
 
-#include "google/protobuf/struct.pb.h"
-#include "google/protobuf/util/json_util.h"
 #include "topology/nvml_abi.h"
+#include "topology/testing/tiny_json.h"
 
 #define FAKE_EXPORT extern "C" __attribute__((visibility("default")))
 
 namespace {
 
-using google::protobuf::ListValue;
-using google::protobuf::Struct;
-using google::protobuf::Value;
+using trainlet::topology::testing::Json;
+using trainlet::topology::testing::ParseJson;
 
 // Text written verbatim into nvmlPciInfo_t's strings instead of NVML's
 // formatting ("rawBusId", "rawBusIdLegacy"), for tests of the reader's
@@ -121,6 +129,11 @@ struct Device {
   bool has_remap = false;
   unsigned int remap_corr = 0, remap_unc = 0;
   bool remap_pending = false, remap_failure = false;
+  bool has_retired = false;
+  unsigned int retired_sbe = 0, retired_dbe = 0;
+  bool retired_pending = false;
+  bool has_processes = false;
+  std::vector<nvmlProcessInfo_v2_t> processes;
   std::map<unsigned int, unsigned long long> fields;
 };
 
@@ -134,6 +147,7 @@ struct Injected {
 struct State {
   int refs = 0;
   bool hang_init = false;
+  bool crash_init = false;
   bool has_driver = false;
   std::string driver;
   bool has_cuda = false;
@@ -145,24 +159,29 @@ struct State {
 std::mutex g_mu;
 State* g_state = new State();  // leaked: the shim is never unloaded
 
-const Value* Get(const Struct& s, const char* key) {
-  auto it = s.fields().find(key);
-  return it == s.fields().end() ? nullptr : &it->second;
+double Num(const Json& j, const char* key, double def = 0) {
+  const Json* v = j.Get(key);
+  return v != nullptr && v->kind == Json::kNumber ? v->number : def;
 }
-double Num(const Struct& s, const char* key, double def = 0) {
-  const Value* v = Get(s, key);
-  return v != nullptr && v->has_number_value() ? v->number_value() : def;
+std::string Str(const Json& j, const char* key) {
+  const Json* v = j.Get(key);
+  return v != nullptr && v->kind == Json::kString ? v->string : "";
 }
-std::string Str(const Struct& s, const char* key) {
-  const Value* v = Get(s, key);
-  return v != nullptr && v->has_string_value() ? v->string_value() : "";
+bool Bool(const Json& j, const char* key, bool def) {
+  const Json* v = j.Get(key);
+  return v != nullptr && v->kind == Json::kBool ? v->boolean : def;
 }
-bool Bool(const Struct& s, const char* key, bool def) {
-  const Value* v = Get(s, key);
-  return v != nullptr && v->has_bool_value() ? v->bool_value() : def;
+unsigned int Hex(const Json& j, const char* key) {
+  return static_cast<unsigned int>(strtoul(Str(j, key).c_str(), nullptr, 16));
 }
-unsigned int Hex(const Struct& s, const char* key) {
-  return static_cast<unsigned int>(strtoul(Str(s, key).c_str(), nullptr, 16));
+// The member `key` when it is an object (or an array), else nullptr.
+const Json* Object(const Json& j, const char* key) {
+  const Json* v = j.Get(key);
+  return v != nullptr && v->kind == Json::kObject ? v : nullptr;
+}
+const Json* Array(const Json& j, const char* key) {
+  const Json* v = j.Get(key);
+  return v != nullptr && v->kind == Json::kArray ? v : nullptr;
 }
 
 // "%x:%x:%x[.%x]" into domain, bus, device.
@@ -188,14 +207,14 @@ bool ParseCpuList(const std::string& text, std::vector<unsigned long>* words) {
   return true;
 }
 
-void LoadRaw(const Struct& j, RawPci* raw) {
-  raw->has_bus_id = Get(j, "rawBusId") != nullptr;
+void LoadRaw(const Json& j, RawPci* raw) {
+  raw->has_bus_id = j.Get("rawBusId") != nullptr;
   raw->bus_id = Str(j, "rawBusId");
-  raw->has_legacy = Get(j, "rawBusIdLegacy") != nullptr;
+  raw->has_legacy = j.Get("rawBusIdLegacy") != nullptr;
   raw->legacy = Str(j, "rawBusIdLegacy");
 }
 
-bool LoadDevice(const Struct& j, Device* d, std::string* why) {
+bool LoadDevice(const Json& j, Device* d, std::string* why) {
   d->uuid = Str(j, "uuid");
   d->uuid_unterminated = Bool(j, "uuidUnterminated", false);
   d->name = Str(j, "name");
@@ -208,41 +227,39 @@ bool LoadDevice(const Struct& j, Device* d, std::string* why) {
   LoadRaw(j, &d->raw);
   d->pci_device_id = Hex(j, "pciDeviceId");
   d->pci_subsystem_id = Hex(j, "pciSubSystemId");
-  if (const Value* cc = Get(j, "cc"); cc != nullptr && cc->has_list_value()) {
-    const ListValue& l = cc->list_value();
-    if (l.values_size() != 2) {
+  if (const Json* cc = Array(j, "cc")) {
+    if (cc->array.size() != 2) {
       *why = "cc must be [major, minor]";
       return false;
     }
     d->has_cc = true;
-    d->cc_major = static_cast<int>(l.values(0).number_value());
-    d->cc_minor = static_cast<int>(l.values(1).number_value());
+    d->cc_major = static_cast<int>(cc->array[0].number);
+    d->cc_minor = static_cast<int>(cc->array[1].number);
   }
-  if (Get(j, "minor") != nullptr) {
+  if (j.Get("minor") != nullptr) {
     d->has_minor = true;
     d->minor = static_cast<unsigned int>(Num(j, "minor"));
   }
-  if (const Value* p = Get(j, "pcie"); p != nullptr && p->has_struct_value()) {
+  if (const Json* p = Object(j, "pcie")) {
     d->has_pcie = true;
-    d->pcie_gen = static_cast<unsigned int>(Num(p->struct_value(), "gen"));
-    d->pcie_width = static_cast<unsigned int>(Num(p->struct_value(), "width"));
+    d->pcie_gen = static_cast<unsigned int>(Num(*p, "gen"));
+    d->pcie_width = static_cast<unsigned int>(Num(*p, "width"));
   }
-  if (const Value* m = Get(j, "memory"); m != nullptr && m->has_struct_value()) {
+  if (const Json* m = Object(j, "memory")) {
     d->has_memory = true;
-    d->memory.total = static_cast<unsigned long long>(Num(m->struct_value(), "total"));
-    d->memory.free = static_cast<unsigned long long>(Num(m->struct_value(), "free"));
-    d->memory.used = static_cast<unsigned long long>(Num(m->struct_value(), "used"));
+    d->memory.total = static_cast<unsigned long long>(Num(*m, "total"));
+    d->memory.free = static_cast<unsigned long long>(Num(*m, "free"));
+    d->memory.used = static_cast<unsigned long long>(Num(*m, "used"));
   }
-  if (Get(j, "cpuList") != nullptr) {
+  if (j.Get("cpuList") != nullptr) {
     d->has_cpus = true;
     if (!ParseCpuList(Str(j, "cpuList"), &d->cpus)) {
       *why = "cpuList '" + Str(j, "cpuList") + "' is not a cpulist";
       return false;
     }
   }
-  if (const Value* links = Get(j, "nvlinks"); links != nullptr && links->has_list_value()) {
-    for (const Value& v : links->list_value().values()) {
-      const Struct& l = v.struct_value();
+  if (const Json* links = Array(j, "nvlinks")) {
+    for (const Json& l : links->array) {
       Link link;
       link.p2p = Bool(l, "p2p", true);
       link.active = Bool(l, "active", true);
@@ -253,36 +270,64 @@ bool LoadDevice(const Struct& j, Device* d, std::string* why) {
         return false;
       }
       std::vector<unsigned int> ids;
-      if (Get(l, "link") != nullptr) ids.push_back(static_cast<unsigned int>(Num(l, "link")));
-      if (const Value* many = Get(l, "links"); many != nullptr && many->has_list_value()) {
-        for (const Value& id : many->list_value().values()) {
-          ids.push_back(static_cast<unsigned int>(id.number_value()));
-        }
+      if (l.Get("link") != nullptr) ids.push_back(static_cast<unsigned int>(Num(l, "link")));
+      if (const Json* many = Array(l, "links")) {
+        for (const Json& id : many->array) ids.push_back(static_cast<unsigned int>(id.number));
       }
       for (unsigned int id : ids) d->links[id] = link;
     }
   }
-  if (const Value* e = Get(j, "ecc"); e != nullptr && e->has_struct_value()) {
+  if (const Json* e = Object(j, "ecc")) {
     d->has_ecc = true;
-    d->ecc_current = Bool(e->struct_value(), "current", false);
-    d->ecc_pending = Bool(e->struct_value(), "pending", d->ecc_current);
-    d->sbe = static_cast<unsigned long long>(Num(e->struct_value(), "sbeVolatile"));
-    d->dbe = static_cast<unsigned long long>(Num(e->struct_value(), "dbeVolatile"));
+    d->ecc_current = Bool(*e, "current", false);
+    d->ecc_pending = Bool(*e, "pending", d->ecc_current);
+    d->sbe = static_cast<unsigned long long>(Num(*e, "sbeVolatile"));
+    d->dbe = static_cast<unsigned long long>(Num(*e, "dbeVolatile"));
   }
-  if (const Value* r = Get(j, "remappedRows"); r != nullptr && r->has_struct_value()) {
+  if (const Json* r = Object(j, "remappedRows")) {
     d->has_remap = true;
-    d->remap_corr = static_cast<unsigned int>(Num(r->struct_value(), "correctable"));
-    d->remap_unc = static_cast<unsigned int>(Num(r->struct_value(), "uncorrectable"));
-    d->remap_pending = Bool(r->struct_value(), "pending", false);
-    d->remap_failure = Bool(r->struct_value(), "failure", false);
+    d->remap_corr = static_cast<unsigned int>(Num(*r, "correctable"));
+    d->remap_unc = static_cast<unsigned int>(Num(*r, "uncorrectable"));
+    d->remap_pending = Bool(*r, "pending", false);
+    d->remap_failure = Bool(*r, "failure", false);
   }
-  if (const Value* f = Get(j, "fields"); f != nullptr && f->has_struct_value()) {
-    for (const auto& [id, value] : f->struct_value().fields()) {
+  if (const Json* r = Object(j, "retiredPages")) {
+    d->has_retired = true;
+    d->retired_sbe = static_cast<unsigned int>(Num(*r, "sbe"));
+    d->retired_dbe = static_cast<unsigned int>(Num(*r, "dbe"));
+    d->retired_pending = Bool(*r, "pending", false);
+  }
+  if (const Json* procs = Array(j, "processes")) {
+    d->has_processes = true;
+    for (const Json& p : procs->array) {
+      nvmlProcessInfo_v2_t info{};
+      info.pid = static_cast<unsigned int>(Num(p, "pid"));
+      info.usedGpuMemory = p.Get("usedGpuMemory") != nullptr
+                               ? static_cast<unsigned long long>(Num(p, "usedGpuMemory"))
+                               : NVML_VALUE_NOT_AVAILABLE;
+      info.gpuInstanceId = 0xFFFFFFFFu;
+      info.computeInstanceId = 0xFFFFFFFFu;
+      d->processes.push_back(info);
+    }
+  }
+  if (const Json* f = Object(j, "fields")) {
+    for (const auto& [id, value] : f->object) {
       d->fields[static_cast<unsigned int>(atoi(id.c_str()))] =
-          static_cast<unsigned long long>(value.number_value());
+          static_cast<unsigned long long>(value.number);
     }
   }
   return true;
+}
+
+// The whole file at `path`; false when it cannot be read.
+bool ReadFile(const char* path, std::string* out) {
+  const int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return false;
+  char buf[16384];
+  ssize_t n;
+  while ((n = read(fd, buf, sizeof(buf))) > 0) out->append(buf, static_cast<size_t>(n));
+  close(fd);
+  return n == 0;
 }
 
 // Reads FAKE_NVML_FIXTURE into *s; false (with the reason on stderr) on any
@@ -290,39 +335,36 @@ bool LoadDevice(const Struct& j, Device* d, std::string* why) {
 bool Load(State* s) {
   const char* path = getenv("FAKE_NVML_FIXTURE");
   std::string why;
+  std::string text;
+  Json j;
   if (path == nullptr) {
     why = "FAKE_NVML_FIXTURE is not set";
+  } else if (!ReadFile(path, &text)) {
+    why = std::string("cannot read ") + path;
+  } else if (!ParseJson(text, &j, &why)) {
+    why = std::string(path) + ": " + why;
   } else {
-    std::ifstream in(path);
-    std::stringstream text;
-    text << in.rdbuf();
-    Struct j;
-    if (!in) {
-      why = std::string("cannot read ") + path;
-    } else if (auto st = google::protobuf::util::JsonStringToMessage(text.str(), &j); !st.ok()) {
-      why = std::string(path) + ": " + st.ToString();
-    } else {
-      *s = State();
-      s->hang_init = Get(j, "hangInit") != nullptr && Get(j, "hangInit")->bool_value();
-      s->has_driver = Get(j, "driverVersion") != nullptr;
-      s->driver = Str(j, "driverVersion");
-      s->has_cuda = Get(j, "cudaDriverVersion") != nullptr;
-      s->cuda = static_cast<int>(Num(j, "cudaDriverVersion"));
-      if (const Value* devs = Get(j, "devices"); devs != nullptr && devs->has_list_value()) {
-        for (const Value& v : devs->list_value().values()) {
-          s->devices.emplace_back();
-          if (!LoadDevice(v.struct_value(), &s->devices.back(), &why)) break;
-        }
+    *s = State();
+    s->hang_init = Bool(j, "hangInit", false);
+    s->crash_init = Bool(j, "crashInit", false);
+    s->has_driver = j.Get("driverVersion") != nullptr;
+    s->driver = Str(j, "driverVersion");
+    s->has_cuda = j.Get("cudaDriverVersion") != nullptr;
+    s->cuda = static_cast<int>(Num(j, "cudaDriverVersion"));
+    if (const Json* devs = Array(j, "devices")) {
+      for (const Json& v : devs->array) {
+        s->devices.emplace_back();
+        if (!LoadDevice(v, &s->devices.back(), &why)) break;
       }
-      if (const Value* errs = Get(j, "errors"); errs != nullptr && errs->has_list_value()) {
-        for (const Value& v : errs->list_value().values()) {
-          Injected e;
-          e.fn = Str(v.struct_value(), "fn");
-          e.device = static_cast<int>(Num(v.struct_value(), "device", -1));
-          e.link = static_cast<int>(Num(v.struct_value(), "link", -1));
-          e.rc = static_cast<nvmlReturn_t>(Num(v.struct_value(), "rc"));
-          s->errors.push_back(e);
-        }
+    }
+    if (const Json* errs = Array(j, "errors")) {
+      for (const Json& v : errs->array) {
+        Injected e;
+        e.fn = Str(v, "fn");
+        e.device = static_cast<int>(Num(v, "device", -1));
+        e.link = static_cast<int>(Num(v, "link", -1));
+        e.rc = static_cast<nvmlReturn_t>(Num(v, "rc"));
+        s->errors.push_back(e);
       }
     }
   }
@@ -430,6 +472,8 @@ nvmlReturn_t Init(const char* fn) {
     // A driver that never answers (a GPU fallen off the bus): block forever,
     // holding the lock as a real driver holds its own.
     while (fresh.hang_init) pause();
+    // A driver that crashes its caller (the NVML reader's crash handling).
+    if (fresh.crash_init) abort();
     if (nvmlReturn_t rc = Injection(fresh, fn, -1); rc != NVML_SUCCESS) return rc;
     *g_state = fresh;
   }
@@ -484,6 +528,26 @@ nvmlReturn_t RemotePciInfo(const char* fn, nvmlDevice_t device, unsigned int lin
   nvmlPciInfo_t p;
   FillPci(it->second.remote, it->second.raw, 0, 0, &p);
   WritePci(p, pci, legacy);
+  return NVML_SUCCESS;
+}
+
+// nvmlDeviceGetComputeRunningProcesses in either layout: `entry` is 16
+// (nvmlProcessInfo_v1_t) or 24 (nvmlProcessInfo_v2_t) bytes.
+nvmlReturn_t ComputeProcesses(const char* fn, nvmlDevice_t device, unsigned int* count, void* infos,
+                              size_t entry) {
+  DEVICE_CALL(fn);
+  if (count == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
+  if (!d->has_processes) return NVML_ERROR_NOT_SUPPORTED;
+  const unsigned int n = static_cast<unsigned int>(d->processes.size());
+  if (*count < n) {
+    *count = n;
+    return NVML_ERROR_INSUFFICIENT_SIZE;
+  }
+  if (n > 0 && infos == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
+  for (unsigned int i = 0; i < n; ++i) {
+    memcpy(static_cast<unsigned char*>(infos) + i * entry, &d->processes[i], entry);
+  }
+  *count = n;
   return NVML_SUCCESS;
 }
 
@@ -626,7 +690,61 @@ FAKE_EXPORT nvmlReturn_t nvmlDeviceGetFieldValues(nvmlDevice_t device, int count
   }
   return NVML_SUCCESS;
 }
+
+FAKE_EXPORT nvmlReturn_t nvmlDeviceGetComputeRunningProcesses_v2(nvmlDevice_t device,
+                                                                 unsigned int* count,
+                                                                 nvmlProcessInfo_v2_t* infos) {
+  return ComputeProcesses("nvmlDeviceGetComputeRunningProcesses_v2", device, count, infos,
+                          sizeof(nvmlProcessInfo_v2_t));
+}
+
+FAKE_EXPORT nvmlReturn_t nvmlDeviceGetComputeRunningProcesses_v3(nvmlDevice_t device,
+                                                                 unsigned int* count,
+                                                                 nvmlProcessInfo_v2_t* infos) {
+  return ComputeProcesses("nvmlDeviceGetComputeRunningProcesses_v3", device, count, infos,
+                          sizeof(nvmlProcessInfo_v2_t));
+}
 #endif  // FAKE_NVML_LEGACY
+
+FAKE_EXPORT nvmlReturn_t nvmlDeviceGetComputeRunningProcesses(nvmlDevice_t device,
+                                                              unsigned int* count,
+                                                              nvmlProcessInfo_v1_t* infos) {
+  return ComputeProcesses("nvmlDeviceGetComputeRunningProcesses", device, count, infos,
+                          sizeof(nvmlProcessInfo_v1_t));
+}
+
+// A count of 0 asks for the count alone (SUCCESS when there are none,
+// INSUFFICIENT_SIZE otherwise); `addresses` gets made-up page addresses.
+FAKE_EXPORT nvmlReturn_t nvmlDeviceGetRetiredPages(nvmlDevice_t device,
+                                                   nvmlPageRetirementCause_t cause,
+                                                   unsigned int* count,
+                                                   unsigned long long* addresses) {
+  DEVICE_CALL("nvmlDeviceGetRetiredPages");
+  if (count == nullptr || (cause != NVML_PAGE_RETIREMENT_CAUSE_MULTIPLE_SINGLE_BIT_ECC_ERRORS &&
+                           cause != NVML_PAGE_RETIREMENT_CAUSE_DOUBLE_BIT_ECC_ERROR)) {
+    return NVML_ERROR_INVALID_ARGUMENT;
+  }
+  if (!d->has_retired) return NVML_ERROR_NOT_SUPPORTED;
+  const unsigned int n =
+      cause == NVML_PAGE_RETIREMENT_CAUSE_DOUBLE_BIT_ECC_ERROR ? d->retired_dbe : d->retired_sbe;
+  if (*count < n) {
+    *count = n;
+    return NVML_ERROR_INSUFFICIENT_SIZE;
+  }
+  if (n > 0 && addresses == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
+  for (unsigned int i = 0; i < n; ++i) addresses[i] = 0x1000ull * (i + 1) + cause;
+  *count = n;
+  return NVML_SUCCESS;
+}
+
+FAKE_EXPORT nvmlReturn_t nvmlDeviceGetRetiredPagesPendingStatus(nvmlDevice_t device,
+                                                                nvmlEnableState_t* pending) {
+  DEVICE_CALL("nvmlDeviceGetRetiredPagesPendingStatus");
+  if (pending == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
+  if (!d->has_retired) return NVML_ERROR_NOT_SUPPORTED;
+  *pending = d->retired_pending ? NVML_FEATURE_ENABLED : NVML_FEATURE_DISABLED;
+  return NVML_SUCCESS;
+}
 
 FAKE_EXPORT nvmlReturn_t nvmlDeviceGetIndex(nvmlDevice_t device, unsigned int* out) {
   DEVICE_CALL("nvmlDeviceGetIndex");
