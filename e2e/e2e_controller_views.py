@@ -457,6 +457,13 @@ class ControllerViewsTest(unittest.TestCase):
                    "a positive step rate in prometheus")
         loss = query('trainlet_node_progress_value{job_id="demo",field="loss"}')
         self.assertEqual(sorted(r["metric"]["node_id"] for r in loss), ["demo-node-0", "demo-node-1"])
+        # The failing preflight checks, and the Grafana panel's expression.
+        failing = query('trainlet_preflight_check{job_id="demo",outcome="fail"}')
+        self.assertEqual(sorted((r["metric"]["node_id"], r["metric"]["check"]) for r in failing),
+                         [("demo-node-1", "dns"), ("demo-node-1", "gpu_ecc")])
+        bad = query('trainlet_preflight_failed_checks{job_id=~"demo"} > 0')
+        self.assertEqual([(r["metric"]["node_id"], r["value"][1]) for r in bad],
+                         [("demo-node-1", "2")])
         # A finished job has no progress age: an alert on it cannot fire.
         self.assertEqual(query('trainlet_job_progress_age_seconds{job_id="done"}'), [])
         self.assertEqual(query('trainlet_job_info{job_id="done"}')[0]["metric"]["state"], "succeeded")
