@@ -16,6 +16,8 @@
 // to ctest):
 //   ninja -C build -j2 bench_nvml_reader trainlet_fake_nvml
 //   build/bench/bench_nvml_reader [--runs=50] [--fake=LIB] [--fixture=JSON]
+#include "topology/nvml_reader.h"
+
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -26,7 +28,6 @@
 
 #include "bench/flags.h"
 #include "topology/nvml.h"
-#include "topology/nvml_reader.h"
 
 namespace {
 

@@ -82,6 +82,20 @@ GpuInputs GpuInputsFromProbe(const v1::NodeProbe& probe) {
       f.remap_pending = h.remap_pending();
     }
     if (h.recovery_action_known()) f.recovery_action = h.recovery_action();
+    if (h.retired_pages_known()) {
+      f.retired_pages = uint64_t{h.retired_pages_sbe()} + h.retired_pages_dbe();
+    }
+    if (h.retired_pages_pending_known()) f.retirement_pending = h.retired_pages_pending();
+    if (h.processes_known()) {
+      std::vector<GpuProcess> processes;
+      for (const v1::GpuProcess& p : h.processes()) {
+        GpuProcess q;
+        q.pid = p.pid();
+        if (p.used_memory_bytes() >= 0) q.used_bytes = static_cast<uint64_t>(p.used_memory_bytes());
+        processes.push_back(q);
+      }
+      f.processes = std::move(processes);
+    }
     in.gpus.push_back(std::move(f));
   }
   return in;
@@ -164,19 +178,22 @@ v1::CheckResult CheckGpuForeignMemory(const GpuInputs& in, const GpuThresholds& 
                 v.known = true;
                 uint64_t foreign = 0;
                 size_t others = 0;
+                bool unknown = false;  // a process not ours, its memory unknown.
                 std::vector<std::string> pids;
                 for (const GpuProcess& p : *g.processes) {
                   if (t.is_ours && t.is_ours(p.pid)) continue;
-                  foreign += p.used_bytes;
+                  foreign += p.used_bytes.value_or(0);
+                  unknown = unknown || !p.used_bytes.has_value();
                   ++others;
                   if (pids.size() < 4) pids.push_back(absl::StrCat(p.pid));
                 }
                 v.value = static_cast<double>(foreign);
-                v.failed = foreign > t.max_foreign_memory_bytes;
-                v.what =
-                    absl::StrCat(HumanBytes(foreign), " held by processes not of this job (pid ",
-                                 absl::StrJoin(pids, ", "), pids.size() < others ? ", ..." : "",
-                                 "): a previous job's process still runs on this GPU");
+                v.failed = foreign > t.max_foreign_memory_bytes || unknown;
+                v.what = absl::StrCat(
+                    HumanBytes(foreign), unknown ? " and more (NVML cannot say how much)" : "",
+                    " held by processes not of this job (pid ", absl::StrJoin(pids, ", "),
+                    pids.size() < others ? ", ..." : "",
+                    "): a previous job's process still runs on this GPU");
                 return v;
               });
 }

@@ -24,11 +24,11 @@
 
 namespace trainlet::preflight {
 
-// A process using a GPU's memory, as NVML lists it (its pid is in the
+// A process with a context on a GPU, as NVML lists it (its pid is in the
 // namespace NVML sees, often the host's).
 struct GpuProcess {
   uint32_t pid = 0;
-  uint64_t used_bytes = 0;
+  std::optional<uint64_t> used_bytes;  // nullopt: NVML could not say.
 };
 
 // One GPU's health, each fact nullopt when NVML could not say.
@@ -53,9 +53,8 @@ struct GpuInputs {
 };
 
 // The probe's visible GPUs with the facts its GpuHealth holds (the
-// *_known flags give nullopt when false). Retired pages and processes are
-// not in the probe's schema yet: they stay nullopt (their checks SKIPPED)
-// until it carries them.
+// *_known flags give nullopt when false; retired pages are the single- and
+// double-bit ones together; processes are the first 64 NVML listed).
 GpuInputs GpuInputsFromProbe(const v1::NodeProbe& probe);
 
 struct GpuThresholds {
@@ -80,7 +79,8 @@ v1::CheckResult CheckGpuRecoveryAction(const GpuInputs& in);
 // Value: the most retired pages on one GPU.
 v1::CheckResult CheckGpuRetiredPages(const GpuInputs& in, const GpuThresholds& t);
 // Memory held on one GPU by processes that are not ours, above the
-// threshold: FAIL. Value: the most such memory on one GPU, in bytes.
+// threshold, or a process not ours whose memory NVML cannot say: FAIL.
+// Value: the most such memory on one GPU, in bytes.
 v1::CheckResult CheckGpuForeignMemory(const GpuInputs& in, const GpuThresholds& t);
 
 // All five, in the order above.

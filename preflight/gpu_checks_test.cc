@@ -154,7 +154,7 @@ TEST(GpuChecks, MemoryOfOtherProcessesFailsButOursDoesNot) {
   in.nvml_ok = true;
   GpuFacts g;
   g.index = 3;
-  g.processes = std::vector<GpuProcess>{{100, 500u << 20}, {200, 1u << 30}};
+  g.processes = std::vector<GpuProcess>{{100, uint64_t{500} << 20}, {200, uint64_t{1} << 30}};
   in.gpus.push_back(g);
   const v1::CheckResult r = CheckGpuForeignMemory(in, {});
   EXPECT_EQ(r.outcome(), v1::CheckResult::FAIL);
@@ -165,6 +165,44 @@ TEST(GpuChecks, MemoryOfOtherProcessesFailsButOursDoesNot) {
   EXPECT_EQ(CheckGpuForeignMemory(in, t).outcome(), v1::CheckResult::PASS);
   in.gpus[0].processes->clear();  // NVML says: nobody.
   EXPECT_EQ(CheckGpuForeignMemory(in, {}).outcome(), v1::CheckResult::PASS);
+}
+
+TEST(GpuChecks, AForeignProcessWhoseMemoryIsUnknownFails) {
+  GpuInputs in;
+  in.nvml_ok = true;
+  GpuFacts g;
+  g.index = 0;
+  g.processes = std::vector<GpuProcess>{{300, std::nullopt}};
+  in.gpus.push_back(g);
+  const v1::CheckResult r = CheckGpuForeignMemory(in, {});
+  EXPECT_EQ(r.outcome(), v1::CheckResult::FAIL);
+  EXPECT_THAT(r.reason(), HasSubstr("NVML cannot say how much"));
+}
+
+TEST(GpuChecks, RetiredPagesAndProcessesComeFromTheProbe) {
+  v1::NodeProbe probe = ProbeWithGpus(2);
+  v1::GpuHealth* h0 = probe.mutable_gpus(0)->mutable_health();
+  h0->set_retired_pages_known(true);
+  h0->set_retired_pages_sbe(3);
+  h0->set_retired_pages_dbe(2);
+  h0->set_retired_pages_pending_known(true);
+  h0->set_retired_pages_pending(true);
+  v1::GpuHealth* h1 = probe.mutable_gpus(1)->mutable_health();
+  h1->set_processes_known(true);
+  h1->set_process_count(1);
+  v1::GpuProcess* p = h1->add_processes();
+  p->set_pid(4242);
+  p->set_used_memory_bytes(int64_t{2} << 30);
+  const GpuInputs in = GpuInputsFromProbe(probe);
+  const v1::CheckResult retired = CheckGpuRetiredPages(in, {});
+  EXPECT_EQ(retired.outcome(), v1::CheckResult::FAIL);
+  EXPECT_THAT(retired.reason(),
+              AllOf(HasSubstr("GPU 0"), HasSubstr("pending retirement (5 retired)")));
+  const v1::CheckResult foreign = CheckGpuForeignMemory(in, {});
+  EXPECT_EQ(foreign.outcome(), v1::CheckResult::FAIL);
+  EXPECT_THAT(foreign.reason(),
+              AllOf(HasSubstr("GPU 1"), HasSubstr("2 GiB"), HasSubstr("pid 4242")));
+  EXPECT_EQ(foreign.value(), static_cast<double>(int64_t{2} << 30));
 }
 
 TEST(GpuChecks, ProbeWithoutRetiredPagesOrProcessesSkipsThoseTwo) {
@@ -179,7 +217,8 @@ TEST(GpuChecks, ProbeWithoutRetiredPagesOrProcessesSkipsThoseTwo) {
 #ifdef FAKE_NVML_PATH
 // The NVML reader the probe uses (topology/nvml.cc), against the fake
 // libnvidia-ml.so.1 with a fixture of two H100s: GPU 0 with 2 uncorrectable
-// ECC errors, a pending row remap and recovery action 1; GPU 1 healthy.
+// ECC errors, a pending row remap, recovery action 1, pages pending
+// retirement and another process's 1 GiB; GPU 1 healthy.
 TEST(GpuChecksWithFakeNvml, PendingRemapAndUncorrectableEccFailOnlyThatGpu) {
   setenv("FAKE_NVML_FIXTURE", TRAINLET_PREFLIGHT_TESTDATA "/nvml_bad_gpu.json", 1);
   topology::NvmlOptions options;
@@ -205,6 +244,15 @@ TEST(GpuChecksWithFakeNvml, PendingRemapAndUncorrectableEccFailOnlyThatGpu) {
   const v1::CheckResult action = CheckGpuRecoveryAction(in);
   EXPECT_EQ(action.outcome(), v1::CheckResult::FAIL);
   EXPECT_THAT(action.reason(), HasSubstr("GPU reset"));
+  const v1::CheckResult retired = CheckGpuRetiredPages(in, {});
+  EXPECT_EQ(retired.outcome(), v1::CheckResult::FAIL);
+  EXPECT_THAT(retired.reason(),
+              AllOf(HasSubstr("GPU 0"), HasSubstr("pending retirement (3 retired)"),
+                    Not(HasSubstr("GPU 1"))));
+  const v1::CheckResult foreign = CheckGpuForeignMemory(in, {});
+  EXPECT_EQ(foreign.outcome(), v1::CheckResult::FAIL);
+  EXPECT_THAT(foreign.reason(), AllOf(HasSubstr("GPU 0"), HasSubstr("1 GiB"), HasSubstr("pid 4242"),
+                                      Not(HasSubstr("GPU 1"))));
 }
 #endif
 

@@ -157,15 +157,27 @@ TEST(LinkMeasurer, APeerStillAtTheLastRoundIsWaitedForUntilTheConnectTimeout) {
               HasSubstr("peer at round 3, this node at 4"));
 }
 
-TEST(LinkMeasurer, NothingListeningFailsWithinTheConnectTimeout) {
-  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+// A TCP socket bound to 127.0.0.1 on a free port (not listening), and
+// that port; -1 when none could be had.
+int BoundLoopbackSocket(int* port) {
+  const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
   sockaddr_in a{};
   a.sin_family = AF_INET;
   a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
   socklen_t len = sizeof(a);
-  ASSERT_EQ(bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)), 0);
-  ASSERT_EQ(getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len), 0);
-  const int port = ntohs(a.sin_port);
+  if (fd < 0 || bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) != 0 ||
+      getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) != 0) {
+    if (fd >= 0) close(fd);
+    return -1;
+  }
+  *port = ntohs(a.sin_port);
+  return fd;
+}
+
+TEST(LinkMeasurer, NothingListeningFailsWithinTheConnectTimeout) {
+  int port = 0;
+  const int fd = BoundLoopbackSocket(&port);
+  ASSERT_GE(fd, 0);
   close(fd);  // a port nobody listens on.
   MeasureOptions o = Small();
   o.connect_timeout = absl::Milliseconds(200);
@@ -287,18 +299,14 @@ TEST(LinkServerRules, TooManyConnectionsAreAnsweredBusy) {
 }
 
 TEST(LinkServerRules, AnAlreadyBoundSocketIsServed) {
-  const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof(a);
-  ASSERT_EQ(bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)), 0);
-  ASSERT_EQ(getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len), 0);
+  int port = 0;
+  const int fd = BoundLoopbackSocket(&port);
+  ASSERT_GE(fd, 0);
   LinkServerOptions o;
   o.listen_fd = fd;
   std::unique_ptr<LinkServer> server = StartServer("pod-1", o);
   ASSERT_NE(server, nullptr);
-  EXPECT_EQ(server->port(), ntohs(a.sin_port));
+  EXPECT_EQ(server->port(), port);
   server->SetRound(4, 99);
   EXPECT_EQ(MeasureLink(Me(), Target("pod-1", server->port()), Small(), nullptr).error(), "");
 }

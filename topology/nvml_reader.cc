@@ -3,6 +3,7 @@
 #include <elf.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <sched.h>
 #include <signal.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
@@ -231,11 +232,33 @@ struct ChildPlan {
   _exit(127);
 }
 
+// The reader's process: its pid, and a pidfd for it where the kernel gives
+// one (Linux 5.2). The pidfd names the process itself, never a later one
+// with the same pid, and becomes readable when it exits, so that waiting
+// takes no polling and a kill cannot reach another process.
+struct Child {
+  pid_t pid = -1;
+  Fd pidfd;
+};
+
 // fork() without glibc's atfork handlers (gRPC's among them), as
-// posix_spawn does: the child only execs.
-pid_t ForkForExec() {
-  return static_cast<pid_t>(
-      syscall(SYS_clone, static_cast<unsigned long>(SIGCHLD), nullptr, nullptr, nullptr, nullptr));
+// posix_spawn does: the child only execs (ChildExec). Returns the pid, 0 in
+// the child; *pidfd only in the parent, -1 without one.
+pid_t ForkForExec(bool with_pidfd, int* pidfd) {
+  *pidfd = -1;
+  long r = -1;
+  errno = EINVAL;
+  if (with_pidfd) {
+    // clone(flags, stack, parent_tid, ...): CLONE_PIDFD puts the pidfd at
+    // parent_tid, the third argument on x86_64 and aarch64 alike.
+    r = syscall(SYS_clone, static_cast<unsigned long>(CLONE_PIDFD | SIGCHLD), nullptr, pidfd,
+                nullptr, nullptr);
+  }
+  if (r < 0 && (errno == EINVAL || errno == ENOSYS)) {
+    *pidfd = -1;  // a kernel before 5.2
+    r = syscall(SYS_clone, static_cast<unsigned long>(SIGCHLD), nullptr, nullptr, nullptr, nullptr);
+  }
+  return static_cast<pid_t>(r);
 }
 
 // How the child ended.
@@ -259,13 +282,13 @@ void KeepTail(const char* data, size_t n, std::string* tail) {
 // True once the child has ended. In the agent the Supervisor reaps every
 // child with waitpid(-1) (launcher/supervisor.cc) and may take ours first:
 // the child is then gone and its exit status unknown (ECHILD).
-bool TryReap(pid_t pid, Outcome* out) {
+bool TryReap(const Child& child, Outcome* out) {
   int status = 0;
   pid_t r;
   do {
-    r = waitpid(pid, &status, WNOHANG);
+    r = waitpid(child.pid, &status, WNOHANG);
   } while (r < 0 && errno == EINTR);
-  if (r == pid) {
+  if (r == child.pid) {
     out->reaped = true;
     out->status_known = true;
     out->status = status;
@@ -275,42 +298,59 @@ bool TryReap(pid_t pid, Outcome* out) {
   return out->reaped;
 }
 
-// SIGKILL to `pid` only while it is still our unreaped child: a pid another
-// reaper took may already name someone else's process. (waitid with WNOWAIT
-// looks without reaping; the pid of a living child cannot be reused.)
-void KillIfStillOurs(pid_t pid) {
+// SIGKILL to the child, and to nothing else: through its pidfd, or without
+// one only while waitid(WNOWAIT) says the pid is still our unreaped child (a
+// pid another reaper took may already name someone else's process; the pid
+// of a living child cannot be reused).
+void KillChild(const Child& child) {
+  if (child.pidfd.get() >= 0) {
+    syscall(SYS_pidfd_send_signal, child.pidfd.get(), SIGKILL, nullptr, 0);
+    return;
+  }
   siginfo_t info;
   memset(&info, 0, sizeof(info));
-  if (waitid(P_PID, static_cast<id_t>(pid), &info, WEXITED | WNOHANG | WNOWAIT) == 0 &&
+  if (waitid(P_PID, static_cast<id_t>(child.pid), &info, WEXITED | WNOHANG | WNOWAIT) == 0 &&
       info.si_pid == 0) {
-    kill(pid, SIGKILL);
+    kill(child.pid, SIGKILL);
   }
 }
 
-// Reaps `pid` by `until`, polling: SIGCHLD belongs to the agent's
-// Supervisor (a signalfd), not to this thread.
-bool ReapBy(pid_t pid, Clock::time_point until, Outcome* out) {
-  while (!TryReap(pid, out)) {
-    if (Clock::now() >= until) return false;
-    std::this_thread::sleep_for(std::chrono::microseconds(200));
+int MillisecondsUntil(Clock::time_point until) {
+  const auto left = until - Clock::now();
+  if (left <= Clock::duration::zero()) return 0;
+  return static_cast<int>(std::chrono::ceil<std::chrono::milliseconds>(left).count());
+}
+
+// Reaps the child by `until`: woken by its pidfd, or without one polling
+// (SIGCHLD belongs to the agent's Supervisor, a signalfd, not to this
+// thread).
+bool ReapBy(const Child& child, Clock::time_point until, Outcome* out) {
+  while (!TryReap(child, out)) {
+    const int ms = MillisecondsUntil(until);
+    if (ms == 0) return false;
+    if (child.pidfd.get() >= 0) {
+      struct pollfd exited = {child.pidfd.get(), POLLIN, 0};
+      poll(&exited, 1, ms);
+    } else {
+      std::this_thread::sleep_for(std::chrono::microseconds(200));
+    }
   }
   return true;
 }
 
 // Reads the answer, the output and the exec report until the reader is done
 // or the deadline passes; kills it (by pid: ours until reaped) when it must.
-void Converse(pid_t pid, Fd exec_report, Fd answer, Fd output, Clock::time_point deadline,
+void Converse(const Child& child, Fd exec_report, Fd answer, Fd output, Clock::time_point deadline,
               Outcome* out) {
   char buf[64 << 10];
   while (answer.get() >= 0 || output.get() >= 0 || exec_report.get() >= 0) {
-    const auto left = deadline - Clock::now();
-    if (left <= Clock::duration::zero()) {
+    const int ms = MillisecondsUntil(deadline);
+    if (ms == 0) {
       out->timed_out = true;
       break;
     }
     struct pollfd fds[3] = {
         {exec_report.get(), POLLIN, 0}, {answer.get(), POLLIN, 0}, {output.get(), POLLIN, 0}};
-    const int ms = static_cast<int>(std::chrono::ceil<std::chrono::milliseconds>(left).count());
     const int n = poll(fds, 3, ms);
     if (n < 0 && errno != EINTR) {
       out->timed_out = true;  // cannot wait: treat as not answering
@@ -347,13 +387,13 @@ void Converse(pid_t pid, Fd exec_report, Fd answer, Fd output, Clock::time_point
       }
     }
   }
-  if (!out->timed_out && !out->oversize && ReapBy(pid, deadline, out)) return;
+  if (!out->timed_out && !out->oversize && ReapBy(child, deadline, out)) return;
   if (!out->oversize) out->timed_out = true;
-  KillIfStillOurs(pid);
-  if (ReapBy(pid, Clock::now() + kReapAfterKill, out)) return;
+  KillChild(child);
+  if (ReapBy(child, Clock::now() + kReapAfterKill, out)) return;
   // Stuck in the kernel (uninterruptible sleep in the driver): a thread
   // waits for it, so that it does not stay a zombie once it dies.
-  std::thread([pid] {
+  std::thread([pid = child.pid] {
     int status;
     while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
     }
@@ -560,8 +600,12 @@ void ReadNvmlThroughReader(const NvmlOptions& options, const NvmlReaderSeams& se
   sigfillset(&all);
   pthread_sigmask(SIG_SETMASK, &all, &old);
   const auto started = Clock::now();
-  const pid_t pid = ForkForExec();
-  if (pid == 0) ChildExec(plan);
+  Child child;
+  int pidfd = -1;
+  child.pid = ForkForExec(!seams.without_pidfd, &pidfd);
+  if (child.pid == 0) ChildExec(plan);
+  child.pidfd.Reset(pidfd);
+  const pid_t pid = child.pid;
   const int clone_errno = errno;
   pthread_sigmask(SIG_SETMASK, &old, nullptr);
   answer_w.Reset();
@@ -576,7 +620,7 @@ void ReadNvmlThroughReader(const NvmlOptions& options, const NvmlReaderSeams& se
   }
   const auto timeout = absl::ToChronoNanoseconds(options.reader_timeout);
   Outcome out;
-  Converse(pid, std::move(report_r), std::move(answer_r), std::move(output_r), started + timeout,
+  Converse(child, std::move(report_r), std::move(answer_r), std::move(output_r), started + timeout,
            &out);
 
   const std::string who = absl::StrCat("the NVML reader (pid ", pid, ")");

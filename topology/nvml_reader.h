@@ -17,11 +17,11 @@
 //   4. the answer comes back on a pipe: at most 1 MiB, framed and parsed as
 //      a v1::NodeProbe, every string and list checked (the reader's output
 //      is not trusted);
-//   5. past NvmlOptions::reader_timeout the child is killed by pid (only
-//      while waitid(WNOWAIT) says it is still our unreaped child) and
-//      reaped. In the agent, the Supervisor reaps every child with
-//      waitpid(-1) and may take the reader's exit status first: the answer
-//      alone then decides.
+//   5. past NvmlOptions::reader_timeout the child is killed through its
+//      pidfd (Linux 5.2; before, by pid and only while waitid(WNOWAIT) says
+//      it is still our unreaped child) and reaped. In the agent, the
+//      Supervisor reaps every child with waitpid(-1) and may take the
+//      reader's exit status first: the answer alone then decides.
 // Whatever goes wrong (no loader in the image, exec refused, a hang, a crash,
 // a garbled answer) is NVML ABSENT or ERROR with the reason, never a failure
 // of the probe.
@@ -52,6 +52,9 @@ struct NvmlReaderSeams {
   std::string interpreter;
   // Skip execveat of the memfd and run the loader on /proc/self/fd/N.
   bool via_loader = false;
+  // Do without a pidfd, as on a kernel before 5.2: wait by polling, and kill
+  // only after waitid(WNOWAIT) says the pid is still our unreaped child.
+  bool without_pidfd = false;
 };
 
 // ReadNvml (nvml.h) through the reader, in any build. options.library must

@@ -169,18 +169,23 @@ TEST(NvmlReader, SomethingElseAnswering_IsRejected) {
 }
 
 TEST(NvmlReader, HungDriver_KilledAfterTheTimeoutAndReaped) {
-  NvmlOptions options;
-  options.reader_timeout = absl::Milliseconds(300);
-  const auto start = std::chrono::steady_clock::now();
-  Read r = ThroughReader(Testdata("nvml_hang.json"), {}, options);
-  const auto took = std::chrono::steady_clock::now() - start;
-  EXPECT_EQ(r.probe.nvml().status(), v1::Source::ERROR);
-  EXPECT_THAT(r.probe.nvml().reason(),
-              AllOf(HasSubstr("did not answer within 300ms and was killed"),
-                    HasSubstr("hung NVIDIA driver")));
-  EXPECT_GE(took, std::chrono::milliseconds(300));
-  EXPECT_LT(took, std::chrono::seconds(30));
-  EXPECT_TRUE(NoChildLeft()) << "the killed reader was reaped";
+  for (bool without_pidfd : {false, true}) {
+    SCOPED_TRACE(without_pidfd ? "without a pidfd" : "with a pidfd");
+    NvmlOptions options;
+    options.reader_timeout = absl::Milliseconds(300);
+    NvmlReaderSeams seams;
+    seams.without_pidfd = without_pidfd;
+    const auto start = std::chrono::steady_clock::now();
+    Read r = ThroughReader(Testdata("nvml_hang.json"), seams, options);
+    const auto took = std::chrono::steady_clock::now() - start;
+    EXPECT_EQ(r.probe.nvml().status(), v1::Source::ERROR);
+    EXPECT_THAT(r.probe.nvml().reason(),
+                AllOf(HasSubstr("did not answer within 300ms and was killed"),
+                      HasSubstr("hung NVIDIA driver")));
+    EXPECT_GE(took, std::chrono::milliseconds(300));
+    EXPECT_LT(took, std::chrono::seconds(30));
+    EXPECT_TRUE(NoChildLeft()) << "the killed reader was reaped";
+  }
 }
 
 TEST(NvmlReader, CrashingDriver_IsErrorNamingTheSignal) {
@@ -211,7 +216,9 @@ TEST(NvmlReader, AnotherReaper_AnswerStillTaken_AndNoDescriptorLeaks) {
   const int fds = OpenFds();
   const auto start = std::chrono::steady_clock::now();
   for (int i = 0; i < 10; ++i) {
-    Read r = ThroughReader(Testdata("nvml_vm_1gpu.json"), {});
+    NvmlReaderSeams seams;
+    seams.without_pidfd = i % 2 == 1;
+    Read r = ThroughReader(Testdata("nvml_vm_1gpu.json"), seams);
     EXPECT_EQ(r.probe.nvml().status(), v1::Source::OK) << r.probe.nvml().reason();
     EXPECT_EQ(r.gpus.size(), 1u);
   }
