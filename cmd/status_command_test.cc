@@ -269,11 +269,16 @@ class StatusCommandOneAddress : public ::testing::Test {
     auto host = controller::ControllerHost::Start(o);
     ASSERT_TRUE(host.ok()) << host.status();
     host_ = std::move(*host);
+    ASSERT_TRUE(host_->core().Report(Pod0Report(1)).ok());
+    token_file_ = root_.Write("token", "grpc-token\n");
+  }
+  // pod-0 of jobA running round 1, its one worker pid 4242.
+  static v1::HealthReport Pod0Report(uint64_t sequence) {
     v1::HealthReport r;
     r.set_job_id("jobA");
     r.set_node_id("pod-0");
     r.set_incarnation(7);
-    r.set_sequence(1);
+    r.set_sequence(sequence);
     r.set_round(1);
     r.set_node_rank(0);
     r.set_nnodes(1);
@@ -285,8 +290,7 @@ class StatusCommandOneAddress : public ::testing::Test {
     w->set_rank(0);
     w->set_pid(4242);
     w->set_state(v1::WorkerHealth::RUNNING);
-    ASSERT_TRUE(host_->core().Report(r).ok());
-    token_file_ = root_.Write("token", "grpc-token\n");
+    return r;
   }
   int Run(std::vector<std::string> args, std::map<std::string, std::string> env = {}) {
     out_.str("");
@@ -327,18 +331,7 @@ TEST_F(StatusCommandOneAddress, TheGrpcAddressOfRunWorks) {
 
 // Over gRPC too: the core's answer, adapted as the views adapt it.
 TEST_F(StatusCommandOneAddress, PreflightOverGrpc_NamesTheFailedChecks) {
-  v1::HealthReport r;
-  r.set_job_id("jobA");
-  r.set_node_id("pod-0");
-  r.set_incarnation(7);
-  r.set_sequence(2);
-  r.set_round(1);
-  r.set_node_rank(0);
-  r.set_nnodes(1);
-  r.set_world_size(1);
-  r.set_state(v1::HealthReport::RUNNING);
-  r.set_report_interval_ms(5000);
-  r.set_exit_code(-1);
+  v1::HealthReport r = Pod0Report(2);
   controller::testing::SetPreflight(&r, 1, {"dns"});
   ASSERT_TRUE(host_->core().Report(r).ok());
   const std::string grpc = absl::StrCat("127.0.0.1:", host_->port());
