@@ -10,6 +10,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "progress/hang_evidence.h"
 #include "topology/env_advice.h"
@@ -188,6 +189,26 @@ void Reporter::AddEvent(v1::ReportEvent::Kind kind, std::string cause, std::stri
   AddEventLocked(kind, status_.has_value() ? status_->round : 0, std::move(cause));
 }
 
+void Reporter::SetPreflight(v1::PreflightReport report) {
+  absl::MutexLock lock(&mu_);
+  report.set_node_id(options_.node_id);
+  report.set_incarnation(options_.incarnation);
+  std::vector<std::string> failed;
+  for (const v1::CheckResult& c : report.results()) {
+    if (c.outcome() == v1::CheckResult::FAIL) failed.push_back(c.check());
+  }
+  if (failed.empty()) {
+    preflight_event_checks_.clear();
+  } else if (report.round() != preflight_event_round_ || failed != preflight_event_checks_) {
+    AddEventLocked(v1::ReportEvent::PREFLIGHT, report.round(), PreflightEventCause(report));
+    preflight_event_round_ = report.round();
+    preflight_event_checks_ = std::move(failed);
+  }
+  preflight_ = std::move(report);
+  changed_ = true;
+  wake_ = true;
+}
+
 absl::Time Reporter::NextDueLocked() const {
   if (!status_.has_value()) return absl::InfiniteFuture();
   absl::Time due = last_attempt_ + options_.interval;
@@ -218,6 +239,7 @@ std::optional<v1::HealthReport> Reporter::BuildLocked(absl::Time now, bool force
   r.set_max_nodes(options_.max_nodes);
   r.set_join_deadline_unix_ms(join_deadline_unix_ms_);
   if (!command_delivered_) r.set_command(options_.command);
+  if (preflight_.has_value()) *r.mutable_preflight() = *preflight_;
   AddWorkersLocked(s, &r);
   AddProgress(s, clock_->Now(), &r);
   v1::ReportEvent* why = r.add_events();
@@ -393,6 +415,16 @@ void AddCoordinatorView(const rendezvous::Coordinator::Snapshot& snapshot, v1::H
     r->set_round(restart.round);
     r->set_reason(restart.reason);
   }
+}
+
+std::string PreflightEventCause(const v1::PreflightReport& report) {
+  std::vector<std::string> parts;
+  for (const v1::CheckResult& c : report.results()) {
+    if (c.outcome() != v1::CheckResult::FAIL) continue;
+    parts.push_back(c.reason().empty() ? c.check()
+                                       : absl::StrCat(c.check(), " (", c.reason(), ")"));
+  }
+  return absl::StrCat("preflight: ", parts.size(), " failed: ", absl::StrJoin(parts, "; "));
 }
 
 std::string CommandLineOf(const std::vector<std::string>& command) {

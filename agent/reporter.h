@@ -9,8 +9,9 @@
 // What the reporter adds to the agent's status: when each worker exited,
 // which workers the agent stopped (STOPPED, whatever their exit code, so
 // that only the worker that failed shows as FAILED), when a joining agent
-// gives up (--join-timeout), and the workers' command line until a report
-// carrying it is answered. Update and AddEvent never block (a copy under a
+// gives up (--join-timeout), the workers' command line until a report
+// carrying it is answered, and the node's latest preflight (SetPreflight)
+// in every report once there is one. Update and AddEvent never block (a copy under a
 // lock and a wake-up); while the controller is away only the latest status,
 // kMaxPendingEvents events and one hang evidence text are kept.
 //
@@ -40,6 +41,7 @@
 #include "controller/report_limits.h"
 #include "rendezvous/coordinator.h"
 #include "trainlet/v1/controller.pb.h"
+#include "trainlet/v1/preflight.pb.h"
 #include "trainlet/v1/topology.pb.h"
 
 namespace trainlet::agent {
@@ -54,6 +56,15 @@ class StatusReporter {
   // evidence text that goes with it, kept up to kMaxHangEvidenceLength from
   // its end). Never blocks.
   virtual void AddEvent(v1::ReportEvent::Kind kind, std::string cause, std::string evidence) = 0;
+  // The node's latest preflight (preflight::MakeReport's, docs/preflight.md),
+  // whatever the policy: every report from the next one on carries it
+  // (sent within kMinReportGap, as a state change), until another replaces
+  // it. Its node_id and incarnation become the reporter's. One with a
+  // failed check adds a PREFLIGHT event, "preflight: 2 failed: dns (1 of 3
+  // names do not resolve: ...); gpu_ecc (...)", unless the last one failed
+  // the same checks in the same round. Never blocks. The default drops it
+  // (fakes that do not look at preflight).
+  virtual void SetPreflight(v1::PreflightReport report) {}
 };
 
 // Sends one report; called only on the reporter's thread (Cancel from any).
@@ -105,6 +116,7 @@ class Reporter : public StatusReporter {
 
   void Update(const AgentStatus& status) override;
   void AddEvent(v1::ReportEvent::Kind kind, std::string cause, std::string evidence) override;
+  void SetPreflight(v1::PreflightReport report) override;
 
   // Starts the sender thread.
   void Start();
@@ -154,6 +166,11 @@ class Reporter : public StatusReporter {
   std::map<int, WorkerMark> marks_ ABSL_GUARDED_BY(mu_);
   int64_t join_deadline_unix_ms_ ABSL_GUARDED_BY(mu_) = 0;
   bool command_delivered_ ABSL_GUARDED_BY(mu_) = false;
+  std::optional<v1::PreflightReport> preflight_ ABSL_GUARDED_BY(mu_);
+  // The round and failed checks of the last PREFLIGHT event (no event for
+  // the same failure again); cleared by a preflight that passes.
+  uint64_t preflight_event_round_ ABSL_GUARDED_BY(mu_) = 0;
+  std::vector<std::string> preflight_event_checks_ ABSL_GUARDED_BY(mu_);
   std::deque<v1::ReportEvent> events_ ABSL_GUARDED_BY(mu_);
   std::string evidence_ ABSL_GUARDED_BY(mu_);
   bool changed_ ABSL_GUARDED_BY(mu_) = false;  // a state change not yet reported.
@@ -184,6 +201,11 @@ void AddGpuReports(const v1::NodeProbe& probe, v1::HealthReport* report);
 // gathering gives up (from `now`, the agent's wall clock).
 void AddCoordinatorView(const rendezvous::Coordinator::Snapshot& snapshot, v1::HealthReport* report,
                         absl::Time now = absl::Now());
+
+// "preflight: 2 failed: dns (1 of 3 names do not resolve: ...); gpu_ecc
+// (...)": the PREFLIGHT event's cause, the failed checks in the report's
+// order (TrimToLimits cuts it to kMaxTextLength).
+std::string PreflightEventCause(const v1::PreflightReport& report);
 
 // The command line as a person would type it: arguments joined by spaces,
 // each quoted for a POSIX shell where it needs to be.

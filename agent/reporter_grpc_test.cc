@@ -91,6 +91,45 @@ TEST(ReporterGrpcTest, ReportsReachTheControllerWithTheRestartCause) {
   EXPECT_EQ(reporter.stats().failed, 0);
 }
 
+// The whole reporting path: what the agent hands the reporter reaches the
+// controller's answer (the node's preflight, the PREFLIGHT history entry)
+// and its metrics.
+TEST(ReporterGrpcTest, Preflight_ReachesTheControllerAndItsHistory) {
+  auto host = StartController("tok");
+  ASSERT_NE(host, nullptr);
+  GrpcReportTransport transport(absl::StrCat("127.0.0.1:", host->port()), "tok", {},
+                                absl::Milliseconds(200));
+  Reporter reporter(Options("pod-0"), &transport, Clock::Monotonic());
+  reporter.Start();
+  reporter.Update(Running(1));
+  v1::PreflightReport p;
+  p.set_round(1);
+  v1::CheckResult* dns = p.add_results();
+  dns->set_check("dns");
+  dns->set_outcome(v1::CheckResult::FAIL);
+  dns->set_reason("1 of 2 names do not resolve: pod-1 (Domain name not found)");
+  reporter.SetPreflight(p);
+  ASSERT_TRUE(Eventually([&] {
+    auto s = host->core().GetStatus("job");
+    return s.ok() && s->summary().nodes_preflight_failed() == 1;
+  }));
+  reporter.Stop();
+  auto status = host->core().GetStatus("job");
+  ASSERT_TRUE(status.ok());
+  ASSERT_EQ(status->nodes_size(), 1);
+  EXPECT_EQ(status->nodes(0).report().preflight().results(0).check(), "dns");
+  bool found = false;
+  for (const auto& e : status->history()) {
+    if (e.kind() != v1::HistoryEntry::PREFLIGHT) continue;
+    found = true;
+    EXPECT_EQ(e.cause(),
+              "preflight: 1 failed: dns (1 of 2 names do not resolve: pod-1 (Domain name not "
+              "found))");
+  }
+  EXPECT_TRUE(found);
+  EXPECT_EQ(host->core().stats().reports_rejected, 0);
+}
+
 TEST(ReporterGrpcTest, WrongToken_OnlyCountsAsNotDelivered) {
   auto host = StartController("tok");
   ASSERT_NE(host, nullptr);

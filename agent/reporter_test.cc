@@ -6,8 +6,10 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/clock.h"
+#include "controller/report_limits.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "preflight/check_result.h"
 
 namespace trainlet::agent {
 namespace {
@@ -312,6 +314,113 @@ TEST_F(ReporterTest, Command_IsSentAgainUntilAReportCarryingItIsAnswered) {
   EXPECT_EQ(transport.sent[0].command(), "python train.py");
   EXPECT_EQ(transport.sent[1].command(), "python train.py");
   EXPECT_TRUE(transport.sent[2].command().empty());
+}
+
+// ---- Preflight (issue 29): the API the agent calls.
+
+// A preflight of `round` as the agent builds it (another node id and
+// incarnation than the reporter's: they become its own).
+v1::PreflightReport Preflight(uint64_t round, const std::vector<std::string>& failed = {}) {
+  v1::PreflightReport p;
+  p.set_node_id("whoever");
+  p.set_incarnation(99);
+  p.set_round(round);
+  *p.add_results() = preflight::MakeResult("shm_size", v1::CheckResult::PASS, "8 GiB");
+  *p.add_results() = preflight::Skipped("gpu_ecc", "no NVML");
+  for (const std::string& check : failed) {
+    *p.add_results() = preflight::MakeResult(check, v1::CheckResult::FAIL, check + " is bad");
+  }
+  return p;
+}
+
+TEST_F(ReporterTest, Preflight_IsSentSoonThenWithEveryReport) {
+  reporter_.Update(Running(1));
+  reporter_.Step();
+  ASSERT_EQ(transport_.sent.size(), 1u);
+  EXPECT_FALSE(transport_.sent[0].has_preflight());
+  reporter_.SetPreflight(Preflight(2));
+  // As a state change: within kMinReportGap, not at the next interval.
+  EXPECT_EQ(reporter_.Step(), clock_.Now() + kMinReportGap);
+  clock_.Advance(kMinReportGap);
+  reporter_.Step();
+  ASSERT_EQ(transport_.sent.size(), 2u);
+  const v1::HealthReport& r = transport_.sent[1];
+  ASSERT_TRUE(r.has_preflight());
+  EXPECT_EQ(r.preflight().node_id(), "pod-1");
+  EXPECT_EQ(r.preflight().incarnation(), 7u);
+  EXPECT_EQ(r.preflight().round(), 2u);
+  EXPECT_EQ(r.preflight().results_size(), 2);
+  // It passed: no event.
+  EXPECT_THAT(Kinds(r), ::testing::ElementsAre(v1::ReportEvent::STATE_CHANGE));
+  EXPECT_TRUE(controller::ValidateHealthReport(r).ok()) << controller::ValidateHealthReport(r);
+  // Every later report carries it (a controller restarted meanwhile has it
+  // at once), until another replaces it.
+  clock_.Advance(absl::Seconds(5));
+  reporter_.Step();
+  ASSERT_EQ(transport_.sent.size(), 3u);
+  EXPECT_EQ(transport_.sent[2].preflight().round(), 2u);
+  reporter_.SetPreflight(Preflight(3));
+  clock_.Advance(kMinReportGap);
+  reporter_.Step();
+  EXPECT_EQ(transport_.sent.back().preflight().round(), 3u);
+}
+
+TEST_F(ReporterTest, Preflight_FailedCheck_IsOneEventPerNewFailure) {
+  reporter_.Update(Running(1));
+  reporter_.Step();
+  reporter_.SetPreflight(Preflight(2, {"dns", "gpu_row_remap"}));
+  clock_.Advance(kMinReportGap);
+  reporter_.Step();
+  const v1::HealthReport& r = transport_.sent.back();
+  ASSERT_THAT(Kinds(r),
+              ::testing::ElementsAre(v1::ReportEvent::STATE_CHANGE, v1::ReportEvent::PREFLIGHT));
+  EXPECT_EQ(r.events(1).round(), 2u);
+  EXPECT_EQ(r.events(1).cause(),
+            "preflight: 2 failed: dns (dns is bad); gpu_row_remap (gpu_row_remap is bad)");
+  EXPECT_GT(r.events(1).id(), 0u);
+  EXPECT_TRUE(controller::ValidateHealthReport(r).ok()) << controller::ValidateHealthReport(r);
+
+  auto preflight_events = [&] {
+    int n = 0;
+    for (const v1::HealthReport& sent : transport_.sent) {
+      for (const v1::ReportEvent& e : sent.events()) n += e.kind() == v1::ReportEvent::PREFLIGHT;
+    }
+    return n;
+  };
+  auto set_and_send = [&](v1::PreflightReport p) {
+    reporter_.SetPreflight(std::move(p));
+    clock_.Advance(kMinReportGap);
+    reporter_.Step();
+  };
+  // The same failure again in the same round (a quarantined node checked
+  // again): no new event.
+  set_and_send(Preflight(2, {"dns", "gpu_row_remap"}));
+  EXPECT_EQ(preflight_events(), 1);
+  // Another set of checks, or the next round: a new one each.
+  set_and_send(Preflight(2, {"dns"}));
+  EXPECT_EQ(preflight_events(), 2);
+  set_and_send(Preflight(3, {"dns"}));
+  EXPECT_EQ(preflight_events(), 3);
+  // Passed, then the same failure again: new.
+  set_and_send(Preflight(3));
+  set_and_send(Preflight(3, {"dns"}));
+  EXPECT_EQ(preflight_events(), 4);
+}
+
+// A preflight the controller would refuse never costs the report: it goes
+// without it (TrimToLimits), and the controller takes the rest.
+TEST_F(ReporterTest, Preflight_OverItsCaps_IsDroppedNotTheReport) {
+  reporter_.Update(Running(1));
+  reporter_.Step();
+  v1::PreflightReport bad = Preflight(2);
+  bad.mutable_results(0)->set_check("Not A Label");
+  reporter_.SetPreflight(bad);
+  clock_.Advance(kMinReportGap);
+  reporter_.Step();
+  const v1::HealthReport& r = transport_.sent.back();
+  EXPECT_FALSE(r.has_preflight());
+  EXPECT_EQ(r.round(), 1u);
+  EXPECT_TRUE(controller::ValidateHealthReport(r).ok()) << controller::ValidateHealthReport(r);
 }
 
 TEST(GpuReports, FatalWhenNvmlSaysSo) {

@@ -17,6 +17,7 @@
 #include "common/testing/temp_root.h"
 #include "controller/controller_host.h"
 #include "controller/http_server.h"
+#include "controller/testing/core_reports.h"
 #include "controller/testing/sample_snapshot.h"
 #include "controller/views.h"
 #include "gmock/gmock.h"
@@ -147,6 +148,22 @@ TEST_F(StatusCommandTest, OneJob_InFull) {
             controller::RenderStatusTable(controller::testing::SampleSnapshot(), "demo"));
 }
 
+// Each node's failed preflight checks with their reasons; with the job
+// named, every check that did not pass and the links.
+TEST_F(StatusCommandTest, Preflight_FailedChecksPerNode) {
+  ASSERT_EQ(Run({address_}), kExitSuccess) << err_.str();
+  EXPECT_THAT(out_.str(), HasSubstr("  preflight failed on: demo-node-1\n"));
+  EXPECT_THAT(out_.str(), HasSubstr("  demo-node-1 preflight round 3: 2 failed\n"
+                                    "    gpu_ecc: GPU 1 (GPU-2) has 1 uncorrectable ECC error\n"
+                                    "    dns: 1 of 3 names do not resolve: demo-node-2 (Domain "
+                                    "name not found)\n"));
+  ASSERT_EQ(Run({address_, "demo"}), kExitSuccess) << err_.str();
+  EXPECT_THAT(out_.str(), HasSubstr("  preflight checks that did not pass (4 passed):\n"));
+  EXPECT_THAT(out_.str(),
+              ::testing::ContainsRegex("demo-node-0 +3 +path_round_trip +skipped +no --preflight"));
+  EXPECT_THAT(out_.str(), ::testing::ContainsRegex("demo-node-1 +demo-node-2 +- +- +connect to"));
+}
+
 TEST_F(StatusCommandTest, Json_IsTheJobsJson) {
   ASSERT_EQ(Run({address_, "--json", "demo"}), kExitSuccess) << err_.str();
   controller::ControllerSnapshot expected = controller::testing::SampleSnapshot();
@@ -252,11 +269,16 @@ class StatusCommandOneAddress : public ::testing::Test {
     auto host = controller::ControllerHost::Start(o);
     ASSERT_TRUE(host.ok()) << host.status();
     host_ = std::move(*host);
+    ASSERT_TRUE(host_->core().Report(Pod0Report(1)).ok());
+    token_file_ = root_.Write("token", "grpc-token\n");
+  }
+  // pod-0 of jobA running round 1, its one worker pid 4242.
+  static v1::HealthReport Pod0Report(uint64_t sequence) {
     v1::HealthReport r;
     r.set_job_id("jobA");
     r.set_node_id("pod-0");
     r.set_incarnation(7);
-    r.set_sequence(1);
+    r.set_sequence(sequence);
     r.set_round(1);
     r.set_node_rank(0);
     r.set_nnodes(1);
@@ -268,8 +290,7 @@ class StatusCommandOneAddress : public ::testing::Test {
     w->set_rank(0);
     w->set_pid(4242);
     w->set_state(v1::WorkerHealth::RUNNING);
-    ASSERT_TRUE(host_->core().Report(r).ok());
-    token_file_ = root_.Write("token", "grpc-token\n");
+    return r;
   }
   int Run(std::vector<std::string> args, std::map<std::string, std::string> env = {}) {
     out_.str("");
@@ -306,6 +327,24 @@ TEST_F(StatusCommandOneAddress, TheGrpcAddressOfRunWorks) {
   EXPECT_THAT(out_.str(), HasSubstr("JOB jobA: active, round 1, 1 ranks on 1 nodes"));
   EXPECT_EQ(Run({"--controller=" + grpc, "--token-file=" + token_file_, "nope"}),
             kExitStatusJobUnknown);
+}
+
+// Over gRPC too: the core's answer, adapted as the views adapt it.
+TEST_F(StatusCommandOneAddress, PreflightOverGrpc_NamesTheFailedChecks) {
+  v1::HealthReport r = Pod0Report(2);
+  controller::testing::SetPreflight(&r, 1, {"dns"});
+  ASSERT_TRUE(host_->core().Report(r).ok());
+  const std::string grpc = absl::StrCat("127.0.0.1:", host_->port());
+  ASSERT_EQ(Run({"--controller=" + grpc, "--token-file=" + token_file_}), kExitSuccess)
+      << err_.str();
+  EXPECT_THAT(out_.str(), HasSubstr("  preflight failed on: pod-0\n"));
+  EXPECT_THAT(out_.str(), HasSubstr("  pod-0 preflight round 1: 1 failed\n"
+                                    "    dns: dns failed here\n"));
+  EXPECT_THAT(out_.str(), HasSubstr("1 node failed"));
+  ASSERT_EQ(Run({"--controller=" + grpc, "--token-file=" + token_file_, "jobA"}), kExitSuccess)
+      << err_.str();
+  EXPECT_THAT(out_.str(),
+              ::testing::ContainsRegex("pod-0 +1 +gpu_ecc +skipped +no NVML on this node\n"));
 }
 
 TEST_F(StatusCommandOneAddress, GrpcWithoutTheToken_Exits77NamingIt) {

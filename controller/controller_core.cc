@@ -85,7 +85,12 @@ bool IsDone(const v1::HealthReport& r) { return r.state() == v1::HealthReport::D
 
 bool IsEffectful(v1::ReportEvent::Kind kind) {
   return kind == v1::ReportEvent::HANG || kind == v1::ReportEvent::RESTART ||
-         kind == v1::ReportEvent::FINISHED;
+         kind == v1::ReportEvent::FINISHED || kind == v1::ReportEvent::PREFLIGHT;
+}
+
+bool PreflightFailed(const v1::HealthReport& r) {
+  return std::any_of(r.preflight().results().begin(), r.preflight().results().end(),
+                     [](const v1::CheckResult& c) { return c.outcome() == v1::CheckResult::FAIL; });
 }
 
 // Worker failures, hangs and lost nodes say where a round ended; an
@@ -682,6 +687,16 @@ void ControllerCore::ApplyEventsLocked(const std::string& job_id, Job* job,
         AddHistoryLocked(job_id, job,
                          Entry(v1::HistoryEntry::FINISHED, at, round, node_id, e.cause()), out);
         break;
+      case v1::ReportEvent::PREFLIGHT:
+        TLOG(kInfo) << "controller: job " << SafeForLog(job_id, 64) << ": node "
+                    << SafeForLog(node_id, 64) << ": " << SafeForLog(e.cause());
+        // Its round is the one the preflight checked (the node may not be
+        // in it yet), bounded like a restart's.
+        AddHistoryLocked(job_id, job,
+                         Entry(v1::HistoryEntry::PREFLIGHT, at, std::min(e.round(), round_limit),
+                               node_id, e.cause()),
+                         out);
+        break;
       default:
         break;
     }
@@ -1137,12 +1152,16 @@ v1::JobSummary ControllerCore::SummaryLocked(const std::string& job_id, const Jo
   s.set_world_size(job.world_size);
   s.set_restored(job.restored);
   int64_t step = -1;
-  int fresh = 0, lost = 0, workers = 0, running = 0, joining = 0;
+  int fresh = 0, lost = 0, workers = 0, running = 0, joining = 0, preflight_failed = 0;
   int64_t join_deadline = 0;
   for (const auto& [id, node] : job.nodes) {
     if (node.lost) {
       ++lost;
       continue;
+    }
+    if (PreflightFailed(node.latest)) {
+      // The nodes are in id order: the first ones named.
+      if (preflight_failed++ < kPreflightFailedNodesNamed) s.add_preflight_failed_nodes(id);
     }
     const bool is_fresh = !node.restored && now - node.last_report < node.stale_window;
     if (is_fresh) ++fresh;
@@ -1160,6 +1179,7 @@ v1::JobSummary ControllerCore::SummaryLocked(const std::string& job_id, const Jo
   if (job.nodes.empty() || (step < 0 && job.restored)) step = job.restored_step;
   s.set_nodes_fresh(fresh);
   s.set_nodes_lost(lost);
+  s.set_nodes_preflight_failed(preflight_failed);
   s.set_workers(workers);
   s.set_workers_running(running);
   s.set_progress_step(step);
@@ -1304,6 +1324,7 @@ v1::JobRecord ControllerCore::RecordLocked(const std::string& job_id, const Job&
   for (const auto& n : job.nodes) nodes.push_back(&n);
   auto telling = [](const Node& n) {
     if (n.lost || (IsDone(n.latest) && n.latest.exit_code() != 0)) return true;
+    if (PreflightFailed(n.latest)) return true;
     return std::any_of(n.latest.workers().begin(), n.latest.workers().end(), [](const auto& w) {
       return w.state() == v1::WorkerHealth::FAILED || w.state() == v1::WorkerHealth::HUNG;
     });
@@ -1327,6 +1348,15 @@ v1::JobRecord ControllerCore::RecordLocked(const std::string& job_id, const Job&
       r->mutable_coordinator()->clear_restarts();
     } else {
       r->clear_coordinator();
+    }
+    // What a person needs after a restart: which checks failed, and why.
+    if (r->has_preflight()) {
+      v1::PreflightReport* p = r->mutable_preflight();
+      p->clear_links();
+      p->mutable_results()->Clear();
+      for (const v1::CheckResult& c : n->second.latest.preflight().results()) {
+        if (c.outcome() == v1::CheckResult::FAIL) *p->add_results() = c;
+      }
     }
     r->clear_workers();
     for (const v1::WorkerHealth& w : n->second.latest.workers()) {

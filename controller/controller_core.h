@@ -145,6 +145,10 @@ inline constexpr size_t kMaxJobRecordBytes = 512 * 1024;
 // at most this often; what changes in between is saved by the next Sweep.
 inline constexpr absl::Duration kJobSaveAtOnceEvery = absl::Seconds(1);
 
+// Nodes a job's summary names of those whose preflight failed a check
+// (JobSummary.preflight_failed_nodes; nodes_preflight_failed counts all).
+inline constexpr int kPreflightFailedNodesNamed = 16;
+
 // The command line the core keeps per job.
 inline constexpr size_t kMaxCommandLength = 1024;
 

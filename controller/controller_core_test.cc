@@ -312,6 +312,97 @@ TEST_F(ControllerCoreTest, Restore_PutsHistoryBackAndDoesNotRepeatTheRound) {
   EXPECT_EQ(restarted.GetStatus("job")->summary().state(), v1::JobSummary::ACTIVE);
 }
 
+// ---- Preflight (issue 29): the node's latest, the job's bad nodes.
+
+TEST_F(ControllerCoreTest, Preflight_IsTheNodesLatest_AndTheSummaryNamesTheBadNodes) {
+  v1::HealthReport a = MakeReport("job", "pod-0", 1, 1, 1);
+  testing::SetPreflight(&a, 1);
+  v1::HealthReport b = MakeReport("job", "pod-1", 2, 1, 1);
+  testing::SetPreflight(&b, 1, {"dns", "gpu_row_remap"});
+  ASSERT_TRUE(core_->Report(a).ok());
+  ASSERT_TRUE(core_->Report(b).ok());
+  auto status = core_->GetStatus("job");
+  ASSERT_TRUE(status.ok());
+  EXPECT_EQ(status->summary().nodes_preflight_failed(), 1);
+  EXPECT_THAT(status->summary().preflight_failed_nodes(), ::testing::ElementsAre("pod-1"));
+  ASSERT_EQ(status->nodes(1).report().node_id(), "pod-1");
+  EXPECT_EQ(status->nodes(1).report().preflight().results_size(), 4);
+  EXPECT_EQ(status->nodes(1).report().preflight().results(2).check(), "dns");
+  EXPECT_EQ(core_->ListJobs().jobs(0).nodes_preflight_failed(), 1);
+
+  // Its next preflight passes: no bad node any more.
+  testing::SetPreflight(&b, 2);
+  b.set_sequence(2);
+  ASSERT_TRUE(core_->Report(b).ok());
+  EXPECT_EQ(core_->GetStatus("job")->summary().nodes_preflight_failed(), 0);
+  EXPECT_EQ(core_->GetStatus("job")->summary().preflight_failed_nodes_size(), 0);
+}
+
+TEST_F(ControllerCoreTest, Preflight_SummaryNamesAtMostSixteenAndCountsAll) {
+  for (int i = 0; i < kPreflightFailedNodesNamed + 4; ++i) {
+    v1::HealthReport r = MakeReport("job", absl::StrCat("pod-", 100 + i), 10 + i, 1, 1);
+    testing::SetPreflight(&r, 1, {"memlock"});
+    ASSERT_TRUE(core_->Report(r).ok());
+  }
+  v1::JobSummary s = core_->ListJobs().jobs(0);
+  EXPECT_EQ(s.nodes_preflight_failed(), kPreflightFailedNodesNamed + 4);
+  ASSERT_EQ(s.preflight_failed_nodes_size(), kPreflightFailedNodesNamed);
+  EXPECT_EQ(s.preflight_failed_nodes(0), "pod-100");
+}
+
+TEST_F(ControllerCoreTest, Preflight_OfAnotherNode_IsRefusedWithTheWholeReport) {
+  v1::HealthReport r = MakeReport("job", "pod-0", 1, 1, 1);
+  testing::SetPreflight(&r, 1)->set_node_id("pod-1");
+  absl::Status s = core_->Report(r);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
+  EXPECT_THAT(s.message(), HasSubstr("preflight report"));
+  EXPECT_EQ(core_->stats().reports_rejected, 1);
+  EXPECT_EQ(core_->stats().jobs, 0);
+}
+
+TEST_F(ControllerCoreTest, Preflight_Event_IsOneHistoryEntry) {
+  ASSERT_TRUE(core_->Report(MakeReport("job", "pod-0", 1, 1, 1)).ok());
+  // The preflight of the next round failed.
+  v1::HealthReport r = MakeReport("job", "pod-0", 1, 2, 1);
+  testing::SetPreflight(&r, 2, {"dns"});
+  testing::AddEvent(&r, v1::ReportEvent::PREFLIGHT, 1, 2, "preflight: 1 failed: dns (no answer)");
+  ASSERT_TRUE(core_->Report(r).ok());
+  r.set_sequence(3);  // re-sent: its answer was lost.
+  ASSERT_TRUE(core_->Report(r).ok());
+  auto status = core_->GetStatus("job");
+  ASSERT_TRUE(status.ok());
+  EXPECT_THAT(Kinds(*status),
+              ::testing::ElementsAre(v1::HistoryEntry::ROUND, v1::HistoryEntry::PREFLIGHT));
+  EXPECT_EQ(status->history(1).node_id(), "pod-0");
+  EXPECT_EQ(status->history(1).round(), 2u);
+  EXPECT_EQ(status->history(1).cause(), "preflight: 1 failed: dns (no answer)");
+  // Saved as it happened.
+  ASSERT_THAT(sink_.records, SizeIs(2));
+  EXPECT_EQ(sink_.records[1].entry.kind(), v1::HistoryEntry::PREFLIGHT);
+}
+
+// A controller restart keeps which checks failed (not the passes, not the
+// links: the record stays small), and the job still names the node.
+TEST_F(ControllerCoreTest, Preflight_Stored_KeepsTheFailedChecksAcrossARestart) {
+  v1::HealthReport r = MakeReport("job", "pod-0", 1, 1, 1);
+  testing::SetPreflight(&r, 1, {"path_round_trip"});
+  ASSERT_TRUE(core_->Report(r).ok());
+  core_->Flush();
+  ASSERT_EQ(sink_.jobs.count("job"), 1u);
+  const v1::JobRecord& rec = sink_.jobs["job"];
+  ASSERT_EQ(rec.nodes_size(), 1);
+  const v1::PreflightReport& kept = rec.nodes(0).report().preflight();
+  ASSERT_EQ(kept.results_size(), 1);
+  EXPECT_EQ(kept.results(0).check(), "path_round_trip");
+  EXPECT_EQ(kept.results(0).reason(), "path_round_trip failed here");
+  EXPECT_EQ(kept.links_size(), 0);
+
+  ControllerCore restarted({}, &clock_, nullptr);
+  restarted.Restore(sink_.Stored());
+  v1::JobSummary s = restarted.ListJobs().jobs(0);
+  EXPECT_THAT(s.preflight_failed_nodes(), ::testing::ElementsAre("pod-0"));
+}
+
 class ControllerCoreLimitsTest : public ControllerCoreTest {
  protected:
   static ControllerOptions Small() {

@@ -5,6 +5,7 @@
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_format.h"
+#include "preflight/check_result.h"
 
 namespace trainlet::controller {
 namespace {
@@ -71,6 +72,22 @@ size_t Utf8SequenceLength(const std::string& s, size_t i) {
     return 0;  // overlong, surrogate or above U+10FFFF.
   }
   return n;
+}
+
+// The node's preflight: within preflight.proto's caps (the one validation
+// every receiver of a PreflightReport runs), and the report's own node.
+absl::Status CheckPreflight(const v1::HealthReport& r) {
+  if (!r.has_preflight()) return absl::OkStatus();
+  const v1::PreflightReport& p = r.preflight();
+  if (absl::Status s = preflight::ValidateReport(p); !s.ok()) return s;
+  if (p.node_id() != r.node_id() || p.incarnation() != r.incarnation()) {
+    return absl::InvalidArgumentError(
+        "preflight report: node_id and incarnation must be the health report's own (a node "
+        "reports its own preflight)");
+  }
+  if (p.round() > kMaxRound)
+    return absl::InvalidArgumentError("preflight report: round out of range");
+  return absl::OkStatus();
 }
 
 }  // namespace
@@ -208,6 +225,7 @@ absl::Status ValidateHealthReport(const v1::HealthReport& r) {
     if (absl::Status s = CheckText("events.cause", e.cause(), kMaxTextLength); !s.ok()) return s;
     if (e.round() > kMaxRound) return absl::InvalidArgumentError("events.round: out of range");
   }
+  if (absl::Status s = CheckPreflight(r); !s.ok()) return s;
   if (r.report_interval_ms() != 0 &&
       (r.report_interval_ms() < absl::ToInt64Milliseconds(kMinReportInterval) ||
        r.report_interval_ms() > absl::ToInt64Milliseconds(kMaxReportInterval))) {
@@ -261,13 +279,22 @@ void TrimToLimits(v1::HealthReport* r) {
     r->mutable_events()->DeleteSubrange(0, r->events_size() - kMaxEvents);
   }
   for (v1::ReportEvent& e : *r->mutable_events()) FitText(e.mutable_cause(), kMaxTextLength);
+  // A preflight the controller would refuse (and the whole report with it)
+  // is not sent: it is built within its caps (preflight::MakeReport), so
+  // this is a bug, and the health report matters more.
+  if (!CheckPreflight(*r).ok()) r->clear_preflight();
   // Still too large (1,024 workers with long texts): the evidence goes
-  // first, then the command, then workers from the highest local rank.
+  // first, then the command, the preflight's links, then workers from the
+  // highest local rank; the preflight's checks last (at most ~20 KiB).
   if (r->ByteSizeLong() > kMaxReportBytes) r->clear_hang_evidence();
   if (r->ByteSizeLong() > kMaxReportBytes) r->clear_command();
+  if (r->ByteSizeLong() > kMaxReportBytes && r->has_preflight()) {
+    r->mutable_preflight()->clear_links();
+  }
   while (r->ByteSizeLong() > kMaxReportBytes && r->workers_size() > 0) {
     r->mutable_workers()->RemoveLast();
   }
+  if (r->ByteSizeLong() > kMaxReportBytes) r->clear_preflight();
 }
 
 }  // namespace trainlet::controller

@@ -43,13 +43,16 @@ inline constexpr absl::Duration kMinReportInterval = absl::Milliseconds(100);
 inline constexpr absl::Duration kMaxReportInterval = absl::Hours(1);
 
 // OK when `report` is within every bound above and names who sends it
-// (job_id, node_id, non-zero incarnation, sequence >= 1). InvalidArgument
-// naming the field, or ResourceExhausted for a report over kMaxReportBytes.
+// (job_id, node_id, non-zero incarnation, sequence >= 1), and its preflight
+// (if any) passes preflight::ValidateReport and is this node's and
+// incarnation's. InvalidArgument naming the field, or ResourceExhausted for
+// a report over kMaxReportBytes.
 absl::Status ValidateHealthReport(const v1::HealthReport& report);
 
 // Cuts what may legitimately grow past the bounds (texts, lists: the
-// oldest events and the highest local ranks go first) so that
-// ValidateHealthReport accepts a report whose identity is valid.
+// oldest events and the highest local ranks go first; a preflight that
+// breaks its caps is dropped) so that ValidateHealthReport accepts a report
+// whose identity is valid.
 void TrimToLimits(v1::HealthReport* report);
 
 // Makes `text` valid UTF-8 (invalid bytes as '?') of at most `max_bytes`,

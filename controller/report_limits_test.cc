@@ -3,6 +3,7 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
+#include "controller/testing/core_reports.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -141,6 +142,98 @@ TEST(ReportLimitsTest, TrimToLimits_CutsOnCharacterBoundariesAndReplacesInvalidU
   EXPECT_EQ(r.hang_evidence(), "ok ?? end");
   std::string wire;
   EXPECT_TRUE(r.SerializeToString(&wire));
+}
+
+TEST(ReportLimitsTest, Preflight_WithinItsCaps_IsAccepted) {
+  v1::HealthReport r = Valid();
+  testing::SetPreflight(&r, 3, {"dns"});
+  EXPECT_TRUE(ValidateHealthReport(r).ok()) << ValidateHealthReport(r);
+}
+
+// The controller refuses a bad preflight as it refuses any bad field: the
+// whole report, naming the field (preflight::ValidateReport's caps).
+TEST(ReportLimitsTest, Preflight_OverItsCapsOrAnotherNodes_IsRefusedNamingTheField) {
+  v1::HealthReport r = Valid();
+  testing::SetPreflight(&r, 3)->mutable_results(0)->set_check("Shm-Size");
+  EXPECT_THAT(ValidateHealthReport(r).message(), HasSubstr("results[0].check"));
+  r = Valid();
+  testing::SetPreflight(&r, 3)->mutable_results(1)->set_check(std::string(33, 'a'));
+  EXPECT_THAT(ValidateHealthReport(r).message(), HasSubstr("results[1].check"));
+  r = Valid();
+  testing::SetPreflight(&r, 3)->mutable_results(0)->set_reason(std::string(513, 'r'));
+  EXPECT_THAT(ValidateHealthReport(r).message(), HasSubstr("reason"));
+  r = Valid();
+  v1::PreflightReport* p = testing::SetPreflight(&r, 3);
+  for (int i = 0; i < preflight::kMaxResults; ++i) *p->add_results() = p->results(0);
+  EXPECT_THAT(ValidateHealthReport(r).message(), HasSubstr("results"));
+  r = Valid();
+  testing::SetPreflight(&r, 3)->mutable_results(0)->set_outcome(
+      v1::CheckResult::OUTCOME_UNSPECIFIED);
+  EXPECT_THAT(ValidateHealthReport(r).message(), HasSubstr("outcome"));
+  r = Valid();
+  testing::SetPreflight(&r, 3)->set_node_id("pod-9.svc");
+  EXPECT_THAT(ValidateHealthReport(r).message(), HasSubstr("the health report's own"));
+  r = Valid();
+  testing::SetPreflight(&r, 3)->set_incarnation(43);
+  EXPECT_THAT(ValidateHealthReport(r).message(), HasSubstr("the health report's own"));
+  r = Valid();
+  testing::SetPreflight(&r, kMaxRound + 1);
+  EXPECT_THAT(ValidateHealthReport(r).message(), HasSubstr("preflight report: round"));
+}
+
+// The agent never sends what the controller would refuse: a bad preflight
+// is dropped, the rest of the report goes; a large one loses its links
+// before a worker.
+TEST(ReportLimitsTest, TrimToLimits_DropsABadPreflightAndCutsLinksBeforeWorkers) {
+  v1::HealthReport r = Valid();
+  r.add_workers()->set_local_rank(0);
+  testing::SetPreflight(&r, 3)->set_node_id("someone-else");
+  TrimToLimits(&r);
+  EXPECT_TRUE(ValidateHealthReport(r).ok()) << ValidateHealthReport(r);
+  EXPECT_FALSE(r.has_preflight());
+  EXPECT_EQ(r.workers_size(), 1);
+
+  v1::HealthReport good = Valid();
+  testing::SetPreflight(&good, 3, {"dns"});
+  v1::HealthReport trimmed = good;
+  TrimToLimits(&trimmed);
+  EXPECT_EQ(trimmed.preflight().SerializeAsString(), good.preflight().SerializeAsString());
+
+  // Within every cap, and over the size only with the preflight's links.
+  v1::HealthReport big = Valid();
+  for (int i = 0; i < kMaxWorkers; ++i) big.add_workers()->set_local_rank(i);
+  for (int i = 0; i < kMaxEvents; ++i) {
+    v1::ReportEvent* e = big.add_events();
+    e->set_id(i + 1);
+    e->set_cause(std::string(kMaxTextLength, 'c'));
+  }
+  for (int i = 0; i < kMaxRestartReasons; ++i) {
+    big.mutable_coordinator()->add_restarts()->set_reason(std::string(kMaxTextLength, 'r'));
+  }
+  for (int i = 0; i < kMaxLostNodes; ++i) {
+    big.mutable_coordinator()->add_lost_nodes(std::string(kMaxNodeIdLength, 'n'));
+  }
+  v1::PreflightReport* p = testing::SetPreflight(&big, 3, {"dns"});
+  for (int i = 1; i < preflight::kMaxLinks; ++i) *p->add_links() = p->links(0);
+  for (v1::LinkResult& l : *p->mutable_links()) l.set_error(std::string(500, 'e'));
+  v1::GpuReport gpu;
+  gpu.set_uuid(std::string(kMaxGpuUuidLength, 'u'));
+  gpu.set_reason(std::string(kMaxGpuReasonLength, 'g'));
+  v1::PreflightReport without_links = *p;
+  without_links.clear_links();
+  const size_t links = p->ByteSizeLong() - without_links.ByteSizeLong();
+  while (big.ByteSizeLong() - links + gpu.ByteSizeLong() + 3 <= kMaxReportBytes &&
+         big.gpus_size() < kMaxGpus) {
+    *big.add_gpus() = gpu;
+  }
+  ASSERT_GT(big.ByteSizeLong(), kMaxReportBytes);
+  ASSERT_LE(big.ByteSizeLong() - links, kMaxReportBytes);
+  TrimToLimits(&big);
+  EXPECT_TRUE(ValidateHealthReport(big).ok()) << ValidateHealthReport(big);
+  EXPECT_TRUE(big.has_preflight());
+  EXPECT_EQ(big.preflight().results_size(), 3);
+  EXPECT_EQ(big.preflight().links_size(), 0);
+  EXPECT_EQ(big.workers_size(), kMaxWorkers);
 }
 
 }  // namespace

@@ -68,6 +68,35 @@ GpuStatus GpuStatusOf(const v1::GpuReport& g) {
   return g.has_health() ? GpuStatus::kHealthy : GpuStatus::kUnknown;
 }
 
+CheckOutcome CheckOutcomeOf(v1::CheckResult::Outcome o) {
+  switch (o) {
+    case v1::CheckResult::PASS:
+      return CheckOutcome::kPass;
+    case v1::CheckResult::FAIL:
+      return CheckOutcome::kFail;
+    case v1::CheckResult::SKIPPED:
+      return CheckOutcome::kSkipped;
+    default:
+      return CheckOutcome::kUnknown;
+  }
+}
+
+PreflightView PreflightViewOf(const v1::PreflightReport& p) {
+  PreflightView v;
+  v.known = true;
+  v.round = p.round();
+  v.started_unix_ms = p.started_unix_micros() / 1000;
+  v.duration_ms = p.duration_micros() / 1000;
+  for (const v1::CheckResult& c : p.results()) {
+    v.checks.push_back(
+        {c.check(), CheckOutcomeOf(c.outcome()), c.reason(), c.value(), c.unit(), c.threshold()});
+  }
+  for (const v1::LinkResult& l : p.links()) {
+    v.links.push_back({l.to_node(), l.bandwidth_bytes_per_second(), l.rtt_seconds(), l.error()});
+  }
+  return v;
+}
+
 NodeView NodeViewOf(const std::string& job_id, const v1::NodeStatus& n, StepRateTracker* rates,
                     int64_t now_unix_ms) {
   const v1::HealthReport& r = n.report();
@@ -125,6 +154,7 @@ NodeView NodeViewOf(const std::string& job_id, const v1::NodeStatus& n, StepRate
     gv.reason = g.reason();
     v.gpus.push_back(std::move(gv));
   }
+  if (r.has_preflight()) v.preflight = PreflightViewOf(r.preflight());
   return v;
 }
 
@@ -192,6 +222,12 @@ JobView SummaryViewOf(const v1::JobSummary& s, int64_t now_unix_ms) {
   j.totals.workers_running = s.workers_running();
   j.totals.progress_step = s.progress_step();
   j.totals.progress_known = s.progress_step() >= 0;
+  j.totals.nodes_preflight_failed = s.nodes_preflight_failed();
+  for (const std::string& n : s.preflight_failed_nodes()) {
+    if (j.totals.preflight_failed_nodes.size() < kPreflightNodesNamed) {
+      j.totals.preflight_failed_nodes.push_back(n);
+    }
+  }
   j.nodes_total = s.nodes();
   (void)now_unix_ms;
   return j;

@@ -146,6 +146,50 @@ TEST_F(SnapshotTest, NodesWorkersProgressGpusRestartsAndHangsReachTheViews) {
   EXPECT_THAT(RenderStatusTable(snap, "job"), HasSubstr("pod-0"));
 }
 
+// The core's answers reach every view: each check with its outcome and
+// reason, the links, the job's bad nodes (summary and detail), the metrics.
+TEST_F(SnapshotTest, Preflight_ReachesTheViews) {
+  v1::HealthReport a = Report("pod-0", 1, 1, NowMs());
+  v1::PreflightReport* p = testing::SetPreflight(&a, 1, {"dns"});
+  p->set_started_unix_micros(1'800'000'000'000'000);
+  p->set_duration_micros(4200);
+  p->mutable_links(0)->set_rtt_seconds(0.0002);
+  v1::HealthReport b = Report("pod-1", 1, 1, NowMs());
+  ASSERT_TRUE(core_.Report(a).ok());
+  ASSERT_TRUE(core_.Report(b).ok());
+  const ControllerSnapshot s = SnapshotOf(core_, &rates_, &clock_, clock_.Now(), "v");
+  ASSERT_EQ(s.jobs.size(), 1u);
+  const JobView& job = s.jobs[0];
+  ASSERT_EQ(job.nodes.size(), 2u);
+  const PreflightView& pf = job.nodes[0].preflight;
+  EXPECT_TRUE(pf.known);
+  EXPECT_EQ(pf.round, 1u);
+  EXPECT_EQ(pf.started_unix_ms, 1'800'000'000'000);
+  EXPECT_EQ(pf.duration_ms, 4);
+  ASSERT_EQ(pf.checks.size(), 3u);
+  EXPECT_EQ(pf.checks[0].check, "shm_size");
+  EXPECT_EQ(pf.checks[0].outcome, CheckOutcome::kPass);
+  EXPECT_EQ(pf.checks[0].unit, "bytes");
+  EXPECT_EQ(pf.checks[1].outcome, CheckOutcome::kSkipped);
+  EXPECT_EQ(pf.checks[1].reason, "no NVML on this node");
+  EXPECT_EQ(pf.checks[2].outcome, CheckOutcome::kFail);
+  EXPECT_EQ(pf.checks[2].reason, "dns failed here");
+  ASSERT_EQ(pf.links.size(), 1u);
+  EXPECT_EQ(pf.links[0].to_node, "peer");
+  EXPECT_EQ(pf.links[0].bandwidth_bytes_per_second, 1e9);
+  EXPECT_EQ(pf.links[0].rtt_seconds, 0.0002);
+  EXPECT_FALSE(job.nodes[1].preflight.known);
+  EXPECT_EQ(job.totals.nodes_preflight_failed, 1);
+  EXPECT_THAT(job.totals.preflight_failed_nodes, ::testing::ElementsAre("pod-0"));
+  // The summary (the page's job header) names it without the nodes.
+  CoreViewSource source(&core_, &rates_, &clock_, clock_.Now(), "v");
+  const ControllerSnapshot summary = source.Summary();
+  EXPECT_THAT(summary.jobs[0].totals.preflight_failed_nodes, ::testing::ElementsAre("pod-0"));
+  EXPECT_THAT(RenderPrometheus(s),
+              HasSubstr("trainlet_preflight_check{job_id=\"job\",node_id=\"pod-0\",check=\"dns\","
+                        "outcome=\"fail\"} 1\n"));
+}
+
 TEST_F(SnapshotTest, ANodeThatStoppedReportingIsShownDown) {
   const absl::Time started = clock_.Now();
   ASSERT_TRUE(core_.Report(Report("pod-0", 1, 1, NowMs())).ok());

@@ -15,7 +15,9 @@
 // Test hooks (e2e_controller_views.py): each job is a <section data-job=ID>
 // (its <details> open or not), its headline .headline, start .started,
 // duration .duration, command .command; each node a <tr data-node=ID>
-// (class lost when lost), cells a class per column; sparklines
+// (class lost when lost), cells a class per column (the node's preflight:
+// td.preflight, its badge, and a .check-failed[data-check] per failed
+// check; the job's bad nodes: .preflight-bad in its head); sparklines
 // svg.sparkline.rate and svg.sparkline.loss; the rounds ol.timeline with
 // li.round and .cause; #polls counts the summaries applied since the page
 // loaded.
@@ -62,6 +64,11 @@ const std::string& StatusPageHtml() {
   .badge.stale, .badge.degraded, .badge.stopping { color: var(--warn); background: #fffaeb; }
   .badge.stopped, .badge.lost, .badge.done { color: var(--idle); background: #f2f4f7; }
   .badge.failed, .badge.hung, .badge.fatal { color: var(--bad); background: #fef3f2; }
+  .badge.passed { color: var(--ok); background: #ecfdf3; }
+  .badge.skipped { color: var(--idle); background: #f2f4f7; }
+  .preflight-bad { color: var(--bad); font-weight: 600; }
+  td.preflight { white-space: normal; min-width: 12em; }
+  .check-failed { color: var(--bad); overflow-wrap: anywhere; }
   .summary { display: flex; gap: 18px; flex-wrap: wrap; color: var(--muted); margin: 6px 0; }
   .summary b { color: var(--fg); font-weight: 600; }
   .charts { display: flex; gap: 24px; flex-wrap: wrap; margin: 6px 0; color: var(--muted);
@@ -194,6 +201,38 @@ const std::string& StatusPageHtml() {
     if (!gpus.length) span.textContent = "-";
     return span;
   }
+  // The node's latest preflight: a badge (passed, N failed, skipped), every
+  // check with its reason on hover, and each failed check with its reason.
+  function preflightCell(p) {
+    var span = el("span");
+    if (!p || !p.known) {
+      span.textContent = "-";
+      return span;
+    }
+    var kind = p.failed > 0 ? "failed" : (p.passed > 0 ? "passed" : "skipped");
+    var b = el("span", "badge " + kind, p.failed > 0 ? p.failed + " failed" : kind);
+    b.title = "round " + p.round + (p.duration_ms >= 0 ? ", " + dur(p.duration_ms) : "") + "\n" +
+        (p.checks || []).map(function (c) {
+          return c.check + ": " + c.outcome + (c.reason ? " - " + c.reason : "");
+        }).concat((p.links || []).map(function (l) {
+          return "link to " + l.to_node + ": " + (l.error ? l.error :
+              (l.bandwidth_bytes_per_second / 1e9).toFixed(2) + " GB/s, rtt " +
+              (l.rtt_seconds * 1000).toFixed(3) + " ms");
+        })).join("\n");
+    span.appendChild(b);
+    (p.checks || []).forEach(function (c) {
+      if (c.outcome !== "fail") return;
+      var d = el("div", "check-failed", c.check + ": " + c.reason);
+      d.setAttribute("data-check", c.check);
+      span.appendChild(d);
+    });
+    return span;
+  }
+  function badNodes(tt) {
+    var names = tt.preflight_failed_nodes || [];
+    var more = tt.nodes_preflight_failed - names.length;
+    return names.join(", ") + (more > 0 ? (names.length ? " " : "") + "and " + more + " more" : "");
+  }
   function fields(p) {
     return (p.fields || []).map(function (f) { return f[0] + "=" + f[1]; }).join(" ");
   }
@@ -250,6 +289,9 @@ const std::string& StatusPageHtml() {
     if (hl) s.appendChild(el("div", "headline", hl));
     var wt = waitingText(job.waiting);
     if (wt) s.appendChild(el("div", "waiting", wt));
+    if (job.totals.nodes_preflight_failed > 0) {
+      s.appendChild(el("div", "preflight-bad", "preflight failed on " + badNodes(job.totals)));
+    }
     var t = el("div", "when");
     var started = el("span", "started", "started " + ago(job.started_unix_ms));
     started.title = when(job.started_unix_ms);
@@ -319,7 +361,7 @@ const std::string& StatusPageHtml() {
     var table = el("table", "nodes");
     var head = el("tr");
     ["node", "rank", "incarnation", "up", "report age", "lag", "agent", "ranks", "workers",
-     "step", "rate", "progress age", "progress", "GPUs", "last failure"].forEach(function (c) {
+     "step", "rate", "progress age", "progress", "GPUs", "preflight", "last failure"].forEach(function (c) {
       head.appendChild(el("th", null, c));
     });
     table.appendChild(head);
@@ -343,6 +385,7 @@ const std::string& StatusPageHtml() {
       cell(tr, "progress-age", n.progress.known ? dur(n.progress.age_ms) : "-");
       cell(tr, "progress mono", fields(n.progress));
       cell(tr, "gpus", gpusCell(n.gpus));
+      cell(tr, "preflight", preflightCell(n.preflight));
       cell(tr, "last-failure", n.last_failure || "");
       table.appendChild(tr);
     });

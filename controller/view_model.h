@@ -70,6 +70,47 @@ struct GpuView {
   std::string reason;  // empty when healthy.
 };
 
+// One preflight check's answer (docs/preflight.md): its name (a fixed
+// label, [a-z0-9_]{1,32}), "pass", "fail" or "skipped", and why.
+enum class CheckOutcome { kUnknown, kPass, kFail, kSkipped };
+const char* CheckOutcomeName(CheckOutcome outcome);  // "pass", "fail", "skipped".
+
+struct PreflightCheckView {
+  std::string check;
+  CheckOutcome outcome = CheckOutcome::kUnknown;
+  std::string reason;
+  double value = 0;  // measured, in `unit`, against `threshold`; 0 where none applies.
+  std::string unit;
+  double threshold = 0;
+};
+
+// One link the node measured to a neighbour.
+struct PreflightLinkView {
+  std::string to_node;
+  double bandwidth_bytes_per_second = 0;  // 0 when not measured.
+  double rtt_seconds = 0;                 // 0 unknown.
+  std::string error;                      // empty when measured.
+};
+
+// The node's latest preflight: every check's answer, in the agent's order.
+struct PreflightView {
+  bool known = false;  // false: the node sent none (older agent, --preflight=off, not yet).
+  uint64_t round = 0;  // the round it checked.
+  int64_t started_unix_ms = 0;
+  int64_t duration_ms = 0;
+  std::vector<PreflightCheckView> checks;
+  std::vector<PreflightLinkView> links;
+  // Counted from `checks`.
+  int passed() const { return Count(CheckOutcome::kPass); }
+  int failed() const { return Count(CheckOutcome::kFail); }
+  int skipped() const { return Count(CheckOutcome::kSkipped); }
+  int Count(CheckOutcome outcome) const {
+    int n = 0;
+    for (const PreflightCheckView& c : checks) n += c.outcome == outcome;
+    return n;
+  }
+};
+
 struct NodeView {
   std::string node_id;
   int node_rank = -1;          // -1 before the first round.
@@ -88,6 +129,7 @@ struct NodeView {
   std::vector<WorkerView> workers;  // ranks are the workers' `rank`.
   ProgressView progress;
   std::vector<GpuView> gpus;
+  PreflightView preflight;
   // The coordinator lost it: what it shows is its last state (greyed); it
   // counts in no total and its rank is free.
   bool lost = false;
@@ -193,7 +235,15 @@ struct JobTotals {
   int64_t report_lag_ms = -1;    // the largest lag of the members that are up.
   int gpus_fatal = 0;
   int gpus_degraded = 0;
+  // Members whose latest preflight failed a check, and the first
+  // kPreflightNodesNamed of them (in the order the nodes come).
+  int nodes_preflight_failed = 0;
+  std::vector<std::string> preflight_failed_nodes;
 };
+
+// Nodes JobTotals::preflight_failed_nodes names (the controller's summary
+// names as many: kPreflightFailedNodesNamed).
+inline constexpr size_t kPreflightNodesNamed = 16;
 
 struct JobView {
   std::string job_id;

@@ -23,6 +23,50 @@ namespace {
 constexpr size_t kMaxId = 256;
 constexpr size_t kMaxText = 4096;
 constexpr size_t kMaxLabel = 256;
+// Preflight checks and links a node shows (the report's own caps,
+// preflight.proto), whatever the adapter passes.
+constexpr size_t kMaxPreflightChecks = 32;
+constexpr size_t kMaxPreflightLinks = 8;
+
+// A check's name as /metrics labels it: [a-z0-9_]{1,32} (the report's cap,
+// checked again here: a label's values must stay few).
+bool IsCheckLabel(absl::string_view check) {
+  if (check.empty() || check.size() > 32) return false;
+  return std::all_of(check.begin(), check.end(), [](char c) {
+    return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_';
+  });
+}
+
+// A node's checks as /metrics has them: one series per check name (a
+// name the agent sent twice is one, its worst outcome), names that are
+// not labels left out.
+std::vector<std::pair<std::string, CheckOutcome>> PreflightSeriesOf(const PreflightView& p) {
+  auto rank = [](CheckOutcome o) {
+    return o == CheckOutcome::kFail ? 3 : o == CheckOutcome::kSkipped ? 2 : 1;
+  };
+  std::vector<std::pair<std::string, CheckOutcome>> out;
+  for (size_t i = 0; i < p.checks.size() && i < kMaxPreflightChecks; ++i) {
+    const PreflightCheckView& c = p.checks[i];
+    if (!IsCheckLabel(c.check) || c.outcome == CheckOutcome::kUnknown) continue;
+    auto same =
+        std::find_if(out.begin(), out.end(), [&](const auto& e) { return e.first == c.check; });
+    if (same == out.end()) {
+      out.emplace_back(c.check, c.outcome);
+    } else if (rank(c.outcome) > rank(same->second)) {
+      same->second = c.outcome;
+    }
+  }
+  return out;
+}
+
+// The page's and the table's word for a node's preflight: "passed",
+// "2 failed", "skipped" (every check skipped), "-" (none).
+std::string PreflightWord(const PreflightView& p) {
+  if (!p.known) return "-";
+  if (p.failed() > 0) return absl::StrCat(p.failed(), " failed");
+  if (p.passed() > 0) return "passed";
+  return "skipped";
+}
 
 // `text` as valid UTF-8: at most `max` bytes of input, every invalid or
 // truncated sequence replaced by U+FFFD.
@@ -279,6 +323,43 @@ void WriteNode(JsonWriter& w, const NodeView& node) {
     w.Close('}');
   }
   w.Close(']');
+  const PreflightView& p = node.preflight;
+  w.Key("preflight");
+  w.Open('{');
+  w.Bool("known", p.known);
+  w.Uint("round", p.round);
+  w.Int("started_unix_ms", p.started_unix_ms);
+  w.Int("duration_ms", p.duration_ms);
+  w.Int("passed", p.passed());
+  w.Int("failed", p.failed());
+  w.Int("skipped", p.skipped());
+  w.Key("checks");
+  w.Open('[');
+  for (size_t i = 0; i < p.checks.size() && i < kMaxPreflightChecks; ++i) {
+    const PreflightCheckView& c = p.checks[i];
+    w.Open('{');
+    w.String("check", c.check, kMaxId);
+    w.String("outcome", CheckOutcomeName(c.outcome));
+    w.String("reason", c.reason);
+    w.Double("value", c.value);
+    w.String("unit", c.unit, kMaxId);
+    w.Double("threshold", c.threshold);
+    w.Close('}');
+  }
+  w.Close(']');
+  w.Key("links");
+  w.Open('[');
+  for (size_t i = 0; i < p.links.size() && i < kMaxPreflightLinks; ++i) {
+    const PreflightLinkView& l = p.links[i];
+    w.Open('{');
+    w.String("to_node", l.to_node, kMaxId);
+    w.Double("bandwidth_bytes_per_second", l.bandwidth_bytes_per_second);
+    w.Double("rtt_seconds", l.rtt_seconds);
+    w.String("error", l.error);
+    w.Close('}');
+  }
+  w.Close(']');
+  w.Close('}');
   w.Close('}');
 }
 
@@ -341,6 +422,13 @@ void WriteJobSummaryFields(JsonWriter& w, const JobView& job, int64_t now_unix_m
   w.Int("report_lag_ms", totals.report_lag_ms);
   w.Int("gpus_fatal", totals.gpus_fatal);
   w.Int("gpus_degraded", totals.gpus_degraded);
+  w.Int("nodes_preflight_failed", totals.nodes_preflight_failed);
+  w.Key("preflight_failed_nodes");
+  w.Open('[');
+  for (size_t i = 0; i < totals.preflight_failed_nodes.size() && i < kPreflightNodesNamed; ++i) {
+    w.String(totals.preflight_failed_nodes[i], kMaxId);
+  }
+  w.Close(']');
   w.Close('}');
 }
 
@@ -524,6 +612,24 @@ std::string GpuSummary(const std::vector<GpuView>& gpus) {
   return absl::StrCat(healthy, "/", gpus.size(), " ok");
 }
 
+// "node-b, node-c" and "and 3 more" past the names the totals hold.
+std::string BadNodes(const JobTotals& t) {
+  std::vector<std::string> names;
+  for (const std::string& n : t.preflight_failed_nodes) names.push_back(Cell(n));
+  std::string out = absl::StrJoin(names, ", ");
+  const int more = t.nodes_preflight_failed - static_cast<int>(names.size());
+  if (more > 0) absl::StrAppend(&out, names.empty() ? "" : " ", "and ", more, " more");
+  return out;
+}
+
+// "1.25 GB/s", "95.3 MB/s" (decimal, as link rates are quoted); "-" unknown.
+std::string LinkRate(double bytes_per_second) {
+  if (!(bytes_per_second > 0) || !std::isfinite(bytes_per_second)) return "-";
+  if (bytes_per_second >= 1e9) return absl::StrFormat("%.2f GB/s", bytes_per_second / 1e9);
+  if (bytes_per_second >= 1e6) return absl::StrFormat("%.1f MB/s", bytes_per_second / 1e6);
+  return absl::StrFormat("%.1f kB/s", bytes_per_second / 1e3);
+}
+
 const char* UpCell(const NodeView& node) {
   if (node.lost) return "lost";
   return node.up ? "up" : "stale";
@@ -546,9 +652,12 @@ void AppendJobDetail(std::string& out, const JobView& job, bool full, int64_t no
   if (job.waiting.waiting) {
     absl::StrAppend(&out, "  ", Cell(WaitingText(job.waiting, now_unix_ms), 256), "\n");
   }
-  std::vector<std::vector<std::string>> rows = {{"NODE", "RANK", "INCARNATION", "UP", "REPORT AGE",
-                                                 "LAG", "AGENT", "RANKS", "WORKERS", "RESTARTS",
-                                                 "STEP", "RATE/S", "PROGRESS AGE", "GPUS"}};
+  if (job.totals.nodes_preflight_failed > 0) {
+    absl::StrAppend(&out, "  preflight failed on: ", BadNodes(job.totals), "\n");
+  }
+  std::vector<std::vector<std::string>> rows = {
+      {"NODE", "RANK", "INCARNATION", "UP", "REPORT AGE", "LAG", "AGENT", "RANKS", "WORKERS",
+       "RESTARTS", "STEP", "RATE/S", "PROGRESS AGE", "GPUS", "PREFLIGHT"}};
   for (const NodeView& node : job.nodes) {
     int worker_restarts = 0;
     for (const WorkerView& w : node.workers) worker_restarts += w.restarts;
@@ -562,7 +671,8 @@ void AppendJobDetail(std::string& out, const JobView& job, bool full, int64_t no
          WorkerSummary(node.workers), absl::StrCat(worker_restarts),
          node.progress.known && node.progress.step >= 0 ? absl::StrCat(node.progress.step) : "-",
          Rate(node.progress.steps_per_second),
-         node.progress.known ? Duration(node.progress.age_ms) : "-", GpuSummary(node.gpus)});
+         node.progress.known ? Duration(node.progress.age_ms) : "-", GpuSummary(node.gpus),
+         PreflightWord(node.preflight)});
   }
   out += Table(rows, "  ");
   const int64_t shown_to = job.nodes_from + static_cast<int64_t>(job.nodes.size());
@@ -583,6 +693,19 @@ void AppendJobDetail(std::string& out, const JobView& job, bool full, int64_t no
     std::vector<std::string> lost;
     for (const std::string& n : job.lost_nodes) lost.push_back(Cell(n));
     absl::StrAppend(&out, "  lost nodes (not back): ", absl::StrJoin(lost, ", "), "\n");
+  }
+  // Each node's failed checks with their reasons (with the job named, its
+  // skipped ones and links too, below).
+  if (!full) {
+    for (const NodeView& node : job.nodes) {
+      if (node.preflight.failed() == 0) continue;
+      absl::StrAppend(&out, "  ", Cell(node.node_id), " preflight round ", node.preflight.round,
+                      ": ", node.preflight.failed(), " failed\n");
+      for (const PreflightCheckView& c : node.preflight.checks) {
+        if (c.outcome != CheckOutcome::kFail) continue;
+        absl::StrAppend(&out, "    ", Cell(c.check, 32), ": ", Cell(c.reason, 512), "\n");
+      }
+    }
   }
   if (full) {
     std::vector<std::vector<std::string>> workers = {
@@ -611,6 +734,39 @@ void AppendJobDetail(std::string& out, const JobView& job, bool full, int64_t no
     if (gpus.size() > 1) {
       out += "  gpus:\n";
       out += Table(gpus, "    ");
+    }
+    // Every check that did not pass, with why; then the links.
+    std::vector<std::vector<std::string>> checks = {
+        {"NODE", "ROUND", "CHECK", "OUTCOME", "REASON"}};
+    std::vector<std::vector<std::string>> links = {{"NODE", "TO", "BANDWIDTH", "RTT", "ERROR"}};
+    int passed = 0;
+    for (const NodeView& node : job.nodes) {
+      const PreflightView& p = node.preflight;
+      passed += p.passed();
+      for (size_t i = 0; i < p.checks.size() && i < kMaxPreflightChecks; ++i) {
+        const PreflightCheckView& c = p.checks[i];
+        if (c.outcome == CheckOutcome::kPass) continue;
+        checks.push_back({Cell(node.node_id), absl::StrCat(p.round), Cell(c.check, 32),
+                          CheckOutcomeName(c.outcome),
+                          c.reason.empty() ? "-" : Cell(c.reason, 512)});
+      }
+      for (size_t i = 0; i < p.links.size() && i < kMaxPreflightLinks; ++i) {
+        const PreflightLinkView& l = p.links[i];
+        links.push_back({Cell(node.node_id), Cell(l.to_node),
+                         LinkRate(l.bandwidth_bytes_per_second),
+                         l.rtt_seconds > 0 ? absl::StrFormat("%.3fms", l.rtt_seconds * 1000) : "-",
+                         l.error.empty() ? "-" : Cell(l.error, 256)});
+      }
+    }
+    if (checks.size() > 1) {
+      absl::StrAppend(&out, "  preflight checks that did not pass (", passed, " passed):\n");
+      out += Table(checks, "    ");
+    } else if (passed > 0) {
+      absl::StrAppend(&out, "  preflight: all ", passed, " checks passed\n");
+    }
+    if (links.size() > 1) {
+      out += "  preflight links:\n";
+      out += Table(links, "    ");
     }
     if (!job.rounds_timeline.empty()) {
       out += "  rounds:\n";
@@ -714,6 +870,8 @@ constexpr AgentState kAgentStates[] = {AgentState::kUnknown,  AgentState::kJoini
                                        AgentState::kStopping, AgentState::kDone};
 constexpr GpuStatus kGpuStatuses[] = {GpuStatus::kUnknown, GpuStatus::kHealthy,
                                       GpuStatus::kDegraded, GpuStatus::kFatal};
+constexpr CheckOutcome kCheckOutcomes[] = {CheckOutcome::kUnknown, CheckOutcome::kPass,
+                                           CheckOutcome::kFail, CheckOutcome::kSkipped};
 
 RootCauseView ParseRootCause(const Value* v) {
   RootCauseView c;
@@ -779,6 +937,30 @@ NodeView ParseNode(const Value& v) {
     gpu.reason = StringField(*g, "reason");
     node.gpus.push_back(gpu);
   }
+  if (const Value* p = Field(v, "preflight"); p != nullptr) {
+    PreflightView& pf = node.preflight;
+    pf.known = BoolField(*p, "known");
+    pf.round = static_cast<uint64_t>(IntField(*p, "round"));
+    pf.started_unix_ms = IntField(*p, "started_unix_ms");
+    pf.duration_ms = IntField(*p, "duration_ms");
+    for (const Value* c : ListField(*p, "checks")) {
+      if (pf.checks.size() >= kMaxPreflightChecks) break;
+      PreflightCheckView check;
+      check.check = StringField(*c, "check");
+      check.outcome = EnumByName(StringField(*c, "outcome"), kCheckOutcomes, CheckOutcomeName);
+      check.reason = StringField(*c, "reason");
+      check.value = DoubleField(*c, "value", 0);
+      check.unit = StringField(*c, "unit");
+      check.threshold = DoubleField(*c, "threshold", 0);
+      pf.checks.push_back(std::move(check));
+    }
+    for (const Value* l : ListField(*p, "links")) {
+      if (pf.links.size() >= kMaxPreflightLinks) break;
+      pf.links.push_back({StringField(*l, "to_node"),
+                          DoubleField(*l, "bandwidth_bytes_per_second", 0),
+                          DoubleField(*l, "rtt_seconds", 0), StringField(*l, "error")});
+    }
+  }
   return node;
 }
 
@@ -828,6 +1010,13 @@ JobView ParseJob(const Value& v) {
     totals.report_lag_ms = IntField(*t, "report_lag_ms", -1);
     totals.gpus_fatal = static_cast<int>(IntField(*t, "gpus_fatal"));
     totals.gpus_degraded = static_cast<int>(IntField(*t, "gpus_degraded"));
+    totals.nodes_preflight_failed = static_cast<int>(IntField(*t, "nodes_preflight_failed"));
+    for (const Value* n : ListField(*t, "preflight_failed_nodes")) {
+      if (n->kind_case() == Value::kStringValue &&
+          totals.preflight_failed_nodes.size() < kPreflightNodesNamed) {
+        totals.preflight_failed_nodes.push_back(n->string_value());
+      }
+    }
   }
   for (const Value* n : ListField(v, "nodes")) job.nodes.push_back(ParseNode(*n));
   job.nodes_from = IntField(v, "nodes_from");
@@ -983,6 +1172,20 @@ const char* GpuStatusName(GpuStatus status) {
   return "unknown";
 }
 
+const char* CheckOutcomeName(CheckOutcome outcome) {
+  switch (outcome) {
+    case CheckOutcome::kPass:
+      return "pass";
+    case CheckOutcome::kFail:
+      return "fail";
+    case CheckOutcome::kSkipped:
+      return "skipped";
+    case CheckOutcome::kUnknown:
+      break;
+  }
+  return "unknown";
+}
+
 void AddToTotals(const NodeView& node, JobTotals* t) {
   if (node.lost) {
     ++t->nodes_lost;
@@ -1011,6 +1214,12 @@ void AddToTotals(const NodeView& node, JobTotals* t) {
   for (const GpuView& g : node.gpus) {
     t->gpus_fatal += g.status == GpuStatus::kFatal;
     t->gpus_degraded += g.status == GpuStatus::kDegraded;
+  }
+  if (node.preflight.failed() > 0) {
+    ++t->nodes_preflight_failed;
+    if (t->preflight_failed_nodes.size() < kPreflightNodesNamed) {
+      t->preflight_failed_nodes.push_back(node.node_id);
+    }
   }
 }
 
@@ -1209,6 +1418,8 @@ PrometheusRenderer::PrometheusRenderer(const ControllerSnapshot& s) {
   Of("trainlet_job_report_lag_seconds", "gauge",
      "The largest report lag (received minus sent) of the nodes that are up.");
   Of("trainlet_job_gpus_fatal", "gauge", "GPUs the agents judged fatal.");
+  Of("trainlet_job_nodes_preflight_failed", "gauge",
+     "Member nodes whose latest preflight failed a check.");
   Of("trainlet_node_up", "gauge",
      "1 when the node reported within its staleness window (0 once lost).");
   Of("trainlet_node_lost", "gauge", "1 when the coordinator lost the node.");
@@ -1220,8 +1431,15 @@ PrometheusRenderer::PrometheusRenderer(const ControllerSnapshot& s) {
      "The step of the progress line the node reported, on the worker that wrote it.");
   Of("trainlet_worker_restarts_total", "counter",
      "Restarts of the worker slot (node, local rank) in its agent's life.");
+  Of("trainlet_preflight_check", "gauge",
+     "1 per check of the node's latest preflight; the label outcome is its outcome (pass, fail, "
+     "skipped).");
+  Of("trainlet_preflight_failed_checks", "gauge", "Checks the node's latest preflight failed.");
   Of("trainlet_controller_metrics_workers_omitted", "gauge",
      "Worker series left out of this scrape (over the per-family cap).");
+  Of("trainlet_controller_metrics_preflight_omitted", "gauge",
+     "Passed or skipped preflight check series left out of this scrape (over the cap; a failed "
+     "check is never left out).");
 }
 
 PrometheusRenderer::Family& PrometheusRenderer::Of(absl::string_view name, absl::string_view type,
@@ -1290,6 +1508,7 @@ void PrometheusRenderer::AddJob(const JobView& job) {
   }
   if (t.report_lag_ms >= 0) job_sample("trainlet_job_report_lag_seconds", Seconds(t.report_lag_ms));
   job_sample("trainlet_job_gpus_fatal", absl::StrCat(t.gpus_fatal));
+  job_sample("trainlet_job_nodes_preflight_failed", absl::StrCat(t.nodes_preflight_failed));
 
   Family& up = families_.find("trainlet_node_up")->second;
   Family& lost = families_.find("trainlet_node_lost")->second;
@@ -1298,6 +1517,8 @@ void PrometheusRenderer::AddJob(const JobView& job) {
   Family& value = families_.find("trainlet_node_progress_value")->second;
   Family& worker_step = families_.find("trainlet_worker_progress_step")->second;
   Family& worker_restarts = families_.find("trainlet_worker_restarts_total")->second;
+  Family& check = families_.find("trainlet_preflight_check")->second;
+  Family& failed_checks = families_.find("trainlet_preflight_failed_checks")->second;
   for (const NodeView& node : job.nodes) {
     const absl::string_view n = node.node_id;
     Sample(up, "trainlet_node_up", {{"job_id", id}, {"node_id", n}},
@@ -1307,8 +1528,27 @@ void PrometheusRenderer::AddJob(const JobView& job) {
       Sample(age, "trainlet_node_report_age_seconds", {{"job_id", id}, {"node_id", n}},
              Seconds(node.report_age_ms));
     }
-    // A lost node's progress and workers are history, not the job's.
+    // A lost node's progress, workers and preflight are history, not the job's.
     if (node.lost) continue;
+    if (node.preflight.known) {
+      Sample(failed_checks, "trainlet_preflight_failed_checks", {{"job_id", id}, {"node_id", n}},
+             absl::StrCat(node.preflight.failed()));
+      for (const auto& [name, outcome] : PreflightSeriesOf(node.preflight)) {
+        if (outcome != CheckOutcome::kFail) {
+          if (preflight_series_ >= kMaxPreflightSeries) {
+            ++preflight_series_omitted_;
+            continue;
+          }
+          ++preflight_series_;
+        }
+        Sample(check, "trainlet_preflight_check",
+               {{"job_id", id},
+                {"node_id", n},
+                {"check", name},
+                {"outcome", CheckOutcomeName(outcome)}},
+               "1");
+      }
+    }
     if (node.progress.known && node.progress.step >= 0) {
       Sample(step, "trainlet_node_progress_step", {{"job_id", id}, {"node_id", n}},
              absl::StrCat(node.progress.step));
@@ -1354,6 +1594,9 @@ std::string PrometheusRenderer::Finish() {
                   jobs_, "\n");
   Sample(families_.find("trainlet_controller_metrics_workers_omitted")->second,
          "trainlet_controller_metrics_workers_omitted", {}, absl::StrCat(worker_series_omitted_));
+  Sample(families_.find("trainlet_controller_metrics_preflight_omitted")->second,
+         "trainlet_controller_metrics_preflight_omitted", {},
+         absl::StrCat(preflight_series_omitted_));
   for (const std::string& name : order_) {
     Family& f = families_.find(name)->second;
     absl::StrAppend(&out, "# HELP ", name, " ", f.help, "\n# TYPE ", name, " ", f.type, "\n",
@@ -1392,9 +1635,9 @@ std::string RenderStatusTable(const ControllerSnapshot& snapshot, absl::string_v
     return out;
   }
   out += "\n";
-  std::vector<std::vector<std::string>> rows = {{"JOB", "STATE", "ROUND", "NODES UP", "WORKERS",
-                                                 "STEP", "RATE/S", "PROGRESS AGE", "RESTARTS",
-                                                 "HANGS", "FAILURES", "LAG", "GPUS", "DURATION"}};
+  std::vector<std::vector<std::string>> rows = {
+      {"JOB", "STATE", "ROUND", "NODES UP", "WORKERS", "STEP", "RATE/S", "PROGRESS AGE", "RESTARTS",
+       "HANGS", "FAILURES", "LAG", "GPUS", "DURATION", "PREFLIGHT"}};
   for (const JobView* job : jobs) {
     const JobTotals& t = job->totals;
     std::string gpus = "-";
@@ -1416,7 +1659,11 @@ std::string RenderStatusTable(const ControllerSnapshot& snapshot, absl::string_v
                     Rate(t.steps_per_second), Duration(t.progress_age_ms),
                     absl::StrCat(job->restarts_total), absl::StrCat(job->hangs_total),
                     absl::StrCat(job->failures_total), Duration(t.report_lag_ms), gpus,
-                    Duration(DurationOf(*job, snapshot.now_unix_ms))});
+                    Duration(DurationOf(*job, snapshot.now_unix_ms)),
+                    t.nodes_preflight_failed > 0
+                        ? absl::StrCat(t.nodes_preflight_failed, " node",
+                                       t.nodes_preflight_failed == 1 ? "" : "s", " failed")
+                        : "-"});
   }
   out += Table(rows, "");
   for (const JobView* job : jobs) {

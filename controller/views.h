@@ -53,8 +53,11 @@ std::string RenderEvidenceJson(absl::string_view job_id, const std::vector<Evide
 
 // The Prometheus text exposition format 0.0.4, with HELP and TYPE lines,
 // each family's samples together. Per-worker series are at most
-// kMaxWorkerSeries a family (the count left out is a metric).
+// kMaxWorkerSeries a family, passed or skipped preflight checks at most
+// kMaxPreflightSeries (a failed check is always there); the counts left
+// out are metrics.
 inline constexpr int kMaxWorkerSeries = 16384;
+inline constexpr int kMaxPreflightSeries = 16384;
 class PrometheusRenderer {
  public:
   // The controller's figures of `snapshot` (its jobs are given to AddJob).
@@ -80,6 +83,8 @@ class PrometheusRenderer {
   int jobs_ = 0;
   int64_t worker_series_ = 0;
   int64_t worker_series_omitted_ = 0;
+  int64_t preflight_series_ = 0;
+  int64_t preflight_series_omitted_ = 0;
 };
 // RenderPrometheus of a snapshot whose jobs hold all their nodes.
 std::string RenderPrometheus(const ControllerSnapshot& snapshot);

@@ -213,6 +213,125 @@ TEST(RenderPrometheus, WorkerSeries_AreCapped) {
   EXPECT_THAT(m, Not(HasSubstr(absl::StrCat("local_rank=\"", kMaxWorkerSeries, "\""))));
 }
 
+// ---- Preflight (issue 29).
+
+TEST(RenderPrometheus, PreflightCheck_OneSeriesPerCheckWithItsOutcome) {
+  const std::string m = RenderPrometheus(SampleSnapshot());
+  EXPECT_THAT(m, HasSubstr("# TYPE trainlet_preflight_check gauge\n"));
+  EXPECT_THAT(m, HasSubstr("trainlet_preflight_check{job_id=\"demo\",node_id=\"demo-node-1\","
+                           "check=\"dns\",outcome=\"fail\"} 1\n"));
+  EXPECT_THAT(m, HasSubstr("trainlet_preflight_check{job_id=\"demo\",node_id=\"demo-node-1\","
+                           "check=\"shm_size\",outcome=\"pass\"} 1\n"));
+  EXPECT_THAT(m, HasSubstr("trainlet_preflight_check{job_id=\"demo\",node_id=\"demo-node-0\","
+                           "check=\"path_round_trip\",outcome=\"skipped\"} 1\n"));
+  EXPECT_THAT(m, HasSubstr("trainlet_preflight_failed_checks{job_id=\"demo\","
+                           "node_id=\"demo-node-1\"} 2\n"));
+  EXPECT_THAT(m, HasSubstr("trainlet_preflight_failed_checks{job_id=\"demo\","
+                           "node_id=\"demo-node-0\"} 0\n"));
+  EXPECT_THAT(m, HasSubstr("trainlet_job_nodes_preflight_failed{job_id=\"demo\"} 1\n"));
+  EXPECT_THAT(m, HasSubstr("trainlet_controller_metrics_preflight_omitted 0\n"));
+  // No preflight: no series (not a zero). Lost: history, not the job's.
+  EXPECT_THAT(m, Not(HasSubstr("node_id=\"demo-node-2\",check=")));
+  EXPECT_THAT(m, Not(HasSubstr("trainlet_preflight_failed_checks{job_id=\"demo\","
+                               "node_id=\"demo-node-2\"}")));
+  EXPECT_THAT(m, Not(HasSubstr("node_id=\"demo-node-3\",check=")));
+  // A check name that is no label ([a-z0-9_]{1,32}) makes no series.
+  EXPECT_THAT(m, Not(HasSubstr("Bad Name")));
+}
+
+TEST(RenderPrometheus, PreflightCheck_NameSentTwiceIsOneSeriesWithTheWorstOutcome) {
+  ControllerSnapshot s;
+  JobView job;
+  job.job_id = "j";
+  NodeView node;
+  node.node_id = "n";
+  node.preflight.known = true;
+  node.preflight.checks = {{"dns", CheckOutcome::kPass, "", 0, "", 0},
+                           {"dns", CheckOutcome::kFail, "", 0, "", 0},
+                           {"dns", CheckOutcome::kSkipped, "", 0, "", 0}};
+  job.nodes = {node};
+  s.jobs = {job};
+  const std::string m = RenderPrometheus(s);
+  EXPECT_THAT(m, HasSubstr("trainlet_preflight_check{job_id=\"j\",node_id=\"n\",check=\"dns\","
+                           "outcome=\"fail\"} 1\n"));
+  EXPECT_THAT(m, Not(HasSubstr("outcome=\"pass\"")));
+  EXPECT_THAT(m, Not(HasSubstr("outcome=\"skipped\"")));
+}
+
+TEST(RenderPrometheus, PreflightSeries_AreCappedButAFailureIsNeverLeftOut) {
+  ControllerSnapshot s;
+  JobView job;
+  job.job_id = "wide";
+  NodeView node;
+  node.preflight.known = true;
+  node.preflight.checks = {{"dns", CheckOutcome::kPass, "", 0, "", 0},
+                           {"memlock", CheckOutcome::kSkipped, "", 0, "", 0}};
+  const int nodes = kMaxPreflightSeries / 2 + 5;
+  for (int i = 0; i < nodes; ++i) {
+    node.node_id = absl::StrCat("n", i);
+    job.nodes.push_back(node);
+  }
+  job.nodes.back().preflight.checks[0].outcome = CheckOutcome::kFail;
+  s.jobs = {job};
+  const std::string m = RenderPrometheus(s);
+  EXPECT_THAT(m, HasSubstr("trainlet_controller_metrics_preflight_omitted 9\n"));
+  EXPECT_THAT(m, HasSubstr(absl::StrCat("node_id=\"n", nodes - 1,
+                                        "\",check=\"dns\",outcome=\"fail\"} 1\n")));
+}
+
+TEST(TotalsOf, PreflightFailedNodes_MembersOnly) {
+  const JobTotals t = TotalsOf(SampleSnapshot().jobs[0]);
+  // demo-node-3 failed one too, but it is lost.
+  EXPECT_EQ(t.nodes_preflight_failed, 1);
+  EXPECT_THAT(t.preflight_failed_nodes, ::testing::ElementsAre("demo-node-1"));
+}
+
+TEST(RenderStatusTable, Preflight_BadNodesAndEachFailedCheckWithItsReason) {
+  const std::string all = RenderStatusTable(SampleSnapshot());
+  EXPECT_THAT(all, HasSubstr("  preflight failed on: demo-node-1\n"));
+  EXPECT_THAT(all, HasSubstr("  demo-node-1 preflight round 3: 2 failed\n"
+                             "    gpu_ecc: GPU 1 (GPU-2) has 1 uncorrectable ECC error\n"
+                             "    dns: 1 of 3 names do not resolve: demo-node-2 (Domain name not "
+                             "found)\n"));
+  EXPECT_THAT(all, Not(HasSubstr("demo-node-0 preflight round")));
+  EXPECT_THAT(all, HasSubstr("1 node failed\n"));
+  // The reason is text for a terminal.
+  EXPECT_THAT(all, HasSubstr("Bad Name\"}: <img src=x onerror=alert(2)>"));
+
+  // With the job named: every check that did not pass, and the links.
+  const std::string demo = RenderStatusTable(SampleSnapshot(), "demo");
+  EXPECT_THAT(demo, HasSubstr("  preflight checks that did not pass (4 passed):\n"));
+  EXPECT_THAT(demo, ::testing::ContainsRegex(
+                        "demo-node-0 +3 +path_round_trip +skipped +no --preflight-path\n"));
+  EXPECT_THAT(demo, ::testing::ContainsRegex("demo-node-1 +3 +dns +fail +1 of 3 names"));
+  EXPECT_THAT(demo, ::testing::ContainsRegex("demo-node-0 +demo-node-1 +1.25 GB/s +0.120ms +-\n"));
+  EXPECT_THAT(demo, ::testing::ContainsRegex("demo-node-1 +demo-node-2 +- +- +connect to"));
+}
+
+TEST(ParseJobJson, PreflightRoundTrips) {
+  const ControllerSnapshot s = SampleSnapshot();
+  ControllerSnapshot figures;
+  JobView job;
+  int64_t next = 0;
+  ASSERT_TRUE(ParseJobJson(RenderJobJson(s, s.jobs[0]), &figures, &job, &next).ok());
+  const PreflightView& p = job.nodes[1].preflight;
+  EXPECT_TRUE(p.known);
+  EXPECT_EQ(p.round, 3u);
+  EXPECT_EQ(p.failed(), 2);
+  EXPECT_EQ(p.passed(), 1);
+  EXPECT_EQ(p.skipped(), 1);
+  EXPECT_EQ(p.checks[2].reason, "1 of 3 names do not resolve: demo-node-2 (Domain name not found)");
+  EXPECT_EQ(p.links[0].error, "connect to 10.0.0.3:29510: refused");
+  EXPECT_FALSE(job.nodes[2].preflight.known);
+  EXPECT_THAT(job.totals.preflight_failed_nodes, ::testing::ElementsAre("demo-node-1"));
+  // The summaries name the bad nodes too.
+  auto summary = ParseSnapshotJson(RenderJobsJson(s));
+  ASSERT_TRUE(summary.ok());
+  EXPECT_EQ(summary->jobs[0].totals.nodes_preflight_failed, 1);
+  EXPECT_THAT(summary->jobs[0].totals.preflight_failed_nodes,
+              ::testing::ElementsAre("demo-node-1"));
+}
+
 TEST(HeadlineOf, TextAndTimeOrBuiltFromTheFields) {
   RootCauseView c{true, "worker-failed", "node-b", 2, 0, 3, 1795435200000 - 7000, 1, ""};
   EXPECT_EQ(HeadlineOf(c), "rank 2 on node-b exited 3 at 11:59:53 UTC");

@@ -315,6 +315,34 @@ class ControllerViewsTest(unittest.TestCase):
         gpu_title = cdp.eval("Array.from(document.querySelectorAll('section[data-job=\"demo\"] "
                              ".gpus .badge.fatal')).map(b => b.title)")
         self.assertEqual(gpu_title, ["GPU-2 - uncorrectable ECC error (Xid 48)"])
+        # Preflight: the job names its bad node; each node has a badge, its
+        # failed checks with their reasons, every check on hover.
+        self.assertEqual(cdp.eval("document.querySelector('section[data-job=\"demo\"] "
+                                  ".preflight-bad').textContent"),
+                         "preflight failed on demo-node-1")
+        badges = cdp.eval("Array.from(document.querySelectorAll('section[data-job=\"demo\"] "
+                          "tr[data-node]')).map(r => [r.getAttribute('data-node'), "
+                          "r.querySelector('td.preflight').innerText.split('\\n')[0], "
+                          "(r.querySelector('td.preflight .badge') || {className: ''}).className])")
+        self.assertEqual(badges, [["demo-node-0", "passed", "badge passed"],
+                                  ["demo-node-1", "2 failed", "badge failed"],
+                                  ["demo-node-2", "-", ""],
+                                  ["demo-node-3", "1 failed", "badge failed"]])
+        failed = cdp.eval("Array.from(document.querySelectorAll('tr[data-node=\"demo-node-1\"] "
+                          ".check-failed')).map(d => [d.getAttribute('data-check'), d.textContent])")
+        self.assertEqual(failed, [
+            ["gpu_ecc", "gpu_ecc: GPU 1 (GPU-2) has 1 uncorrectable ECC error"],
+            ["dns", "dns: 1 of 3 names do not resolve: demo-node-2 (Domain name not found)"]])
+        self.assertEqual(cdp.eval("getComputedStyle(document.querySelector("
+                                  "'tr[data-node=\"demo-node-1\"] .check-failed')).color"),
+                         "rgb(180, 35, 24)")  # --bad
+        hover = cdp.eval("document.querySelector('tr[data-node=\"demo-node-0\"] td.preflight "
+                         ".badge').title")
+        self.assertIn("round 3, 118ms", hover)
+        self.assertIn("path_round_trip: skipped - no --preflight-path", hover)
+        self.assertIn("gpu_ecc: pass - no uncorrectable ECC errors on 2 GPUs", hover)
+        self.assertIn("link to demo-node-1: 1.25 GB/s, rtt 0.120 ms", hover)
+
         # A node id with markup in it stays text: no element was made of it.
         poll_until(lambda: cdp.eval("document.querySelectorAll('section[data-job^=\"odd\"] "
                                     "tr[data-node]').length") == 1, 20, "odd's node row")
@@ -322,6 +350,14 @@ class ControllerViewsTest(unittest.TestCase):
         self.assertIn("<script>alert(1)</script>",
                       cdp.eval("document.querySelector('section[data-job^=\"odd\"] .node-id')"
                                ".textContent"))
+        # So does a preflight reason with markup, and the bad node's name.
+        self.assertEqual(cdp.eval("document.querySelectorAll('img').length"), 0)
+        self.assertIn("<img src=x onerror=alert(2)>",
+                      cdp.eval("document.querySelector('section[data-job^=\"odd\"] "
+                               ".check-failed').textContent"))
+        self.assertIn("<script>alert(1)</script>",
+                      cdp.eval("document.querySelector('section[data-job^=\"odd\"] "
+                               ".preflight-bad').textContent"))
 
         step_js = ("document.querySelector('tr[data-node=\"demo-node-0\"] .step').textContent")
         # The poll count first: a poll that lands between the two reads then
@@ -361,6 +397,10 @@ class ControllerViewsTest(unittest.TestCase):
                                capture_output=True, timeout=60)
         self.assertEqual(check.returncode, 0, (check.stdout + check.stderr).decode())
         self.assertIn(b'trainlet_job_nodes_up{job_id="demo"} 2\n', body)
+        self.assertIn(b'trainlet_preflight_check{job_id="demo",node_id="demo-node-1",check="dns",'
+                      b'outcome="fail"} 1\n', body)
+        self.assertIn(b'trainlet_preflight_failed_checks{job_id="demo",node_id="demo-node-1"} 2\n',
+                      body)
 
     def test_grafana_panels_use_metrics_the_controller_serves(self):
         import re
@@ -417,6 +457,13 @@ class ControllerViewsTest(unittest.TestCase):
                    "a positive step rate in prometheus")
         loss = query('trainlet_node_progress_value{job_id="demo",field="loss"}')
         self.assertEqual(sorted(r["metric"]["node_id"] for r in loss), ["demo-node-0", "demo-node-1"])
+        # The failing preflight checks, and the Grafana panel's expression.
+        failing = query('trainlet_preflight_check{job_id="demo",outcome="fail"}')
+        self.assertEqual(sorted((r["metric"]["node_id"], r["metric"]["check"]) for r in failing),
+                         [("demo-node-1", "dns"), ("demo-node-1", "gpu_ecc")])
+        bad = query('trainlet_preflight_failed_checks{job_id=~"demo"} > 0')
+        self.assertEqual([(r["metric"]["node_id"], r["value"][1]) for r in bad],
+                         [("demo-node-1", "2")])
         # A finished job has no progress age: an alert on it cannot fire.
         self.assertEqual(query('trainlet_job_progress_age_seconds{job_id="done"}'), [])
         self.assertEqual(query('trainlet_job_info{job_id="done"}')[0]["metric"]["state"], "succeeded")

@@ -11,7 +11,9 @@
 #include "absl/status/status.h"
 #include "controller/controller_core.h"
 #include "controller/report_limits.h"
+#include "preflight/check_result.h"
 #include "trainlet/v1/controller.pb.h"
+#include "trainlet/v1/preflight.pb.h"
 
 namespace trainlet::controller::testing {
 
@@ -97,6 +99,29 @@ inline v1::ReportEvent* AddEvent(v1::HealthReport* r, v1::ReportEvent::Kind kind
   e->set_round(round);
   e->set_cause(cause);
   return e;
+}
+
+// A preflight of the report's node and incarnation for `round`: the
+// checks named in `failed` FAIL ("<check> failed here"), one check passes
+// (shm_size) and one is skipped (gpu_ecc: no NVML).
+inline v1::PreflightReport* SetPreflight(v1::HealthReport* r, uint64_t round,
+                                         const std::vector<std::string>& failed = {}) {
+  v1::PreflightReport* p = r->mutable_preflight();
+  p->Clear();
+  p->set_node_id(r->node_id());
+  p->set_incarnation(r->incarnation());
+  p->set_round(round);
+  *p->add_results() = preflight::MakeResult("shm_size", v1::CheckResult::PASS, "/dev/shm has 8 GiB",
+                                            8.0 * (1 << 30), preflight::kUnitBytes, 1 << 30);
+  *p->add_results() = preflight::Skipped("gpu_ecc", "no NVML on this node");
+  for (const std::string& check : failed) {
+    *p->add_results() = preflight::MakeResult(check, v1::CheckResult::FAIL, check + " failed here");
+  }
+  v1::LinkResult* link = p->add_links();
+  link->set_from_node(r->node_id());
+  link->set_to_node("peer");
+  link->set_bandwidth_bytes_per_second(1e9);
+  return p;
 }
 
 }  // namespace trainlet::controller::testing

@@ -47,6 +47,18 @@ ControllerSnapshot SampleSnapshot(int64_t tick) {
   n0.gpus = {{0, "GPU-8f6c2a4e-0000-0000-0000-000000000000", GpuStatus::kHealthy, ""},
              {1, "GPU-8f6c2a4e-0000-0000-0000-000000000001", GpuStatus::kHealthy, ""}};
 
+  // Its preflight of round 3 passed (a check it cannot make is skipped).
+  n0.preflight.known = true;
+  n0.preflight.round = 3;
+  n0.preflight.started_unix_ms = 1795435150000;
+  n0.preflight.duration_ms = 118;
+  n0.preflight.checks = {
+      {"gpu_ecc", CheckOutcome::kPass, "no uncorrectable ECC errors on 2 GPUs", 0, "count", 0},
+      {"shm_size", CheckOutcome::kPass, "/dev/shm has 64 GiB", 68719476736.0, "bytes", 1073741824},
+      {"dns", CheckOutcome::kPass, "3 names resolve", 3, "count", 0},
+      {"path_round_trip", CheckOutcome::kSkipped, "no --preflight-path", 0, "", 0}};
+  n0.preflight.links = {{"demo-node-1", 1.25e9, 0.00012, ""}};
+
   NodeView n1 = n0;
   n1.node_id = "demo-node-1";
   n1.node_rank = 1;
@@ -60,6 +72,15 @@ ControllerSnapshot SampleSnapshot(int64_t tick) {
   n1.progress.fields = {{"loss", "0.32"}};
   n1.gpus = {{0, "GPU-1", GpuStatus::kDegraded, "2 correctable ECC errors"},
              {1, "GPU-2", GpuStatus::kFatal, "uncorrectable ECC error (Xid 48)"}};
+  // Its preflight failed two checks.
+  n1.preflight.checks = {
+      {"gpu_ecc", CheckOutcome::kFail, "GPU 1 (GPU-2) has 1 uncorrectable ECC error", 1, "count",
+       0},
+      {"shm_size", CheckOutcome::kPass, "/dev/shm has 64 GiB", 68719476736.0, "bytes", 1073741824},
+      {"dns", CheckOutcome::kFail,
+       "1 of 3 names do not resolve: demo-node-2 (Domain name not found)", 1, "count", 0},
+      {"path_round_trip", CheckOutcome::kSkipped, "no --preflight-path", 0, "", 0}};
+  n1.preflight.links = {{"demo-node-2", 0, 0, "connect to 10.0.0.3:29510: refused"}};
 
   NodeView n2;
   n2.node_id = "demo-node-2";
@@ -95,6 +116,11 @@ ControllerSnapshot SampleSnapshot(int64_t tick) {
   n3.progress.known = true;
   n3.progress.step = 300;
   n3.progress.age_ms = 3000000;
+  // A lost node's failed preflight is its last state: no bad node of the job.
+  n3.preflight.known = true;
+  n3.preflight.round = 1;
+  n3.preflight.checks = {
+      {"memlock", CheckOutcome::kFail, "RLIMIT_MEMLOCK is 64 KiB", 65536, "bytes", 0}};
   demo.nodes.push_back(n3);
   demo.started_unix_ms = 1795431600000;  // 11:00:00Z
   demo.command = "python train.py --epochs 10";
@@ -199,6 +225,12 @@ ControllerSnapshot SampleSnapshot(int64_t tick) {
   on.report_age_ms = 20000;
   on.agent_state = AgentState::kJoining;
   on.last_failure = "line1\nline2\ttab \"quoted\" \\ back";
+  // A check name that is no label (an agent that breaks the caps) and a
+  // reason with markup: text everywhere, and no series.
+  on.preflight.known = true;
+  on.preflight.round = 1;
+  on.preflight.checks = {
+      {"Bad Name\"}", CheckOutcome::kFail, "<img src=x onerror=alert(2)>", 0, "", 0}};
   odd.nodes = {on};
   s.jobs = {demo, done, odd, wait};
   for (JobView& job : s.jobs) {

@@ -1,7 +1,8 @@
 // A fixed ControllerSnapshot for the views' tests and the fake controller
 // (fake_controller_http.cc): "demo" with four nodes (one stale, one lost, a
 // hung worker, a stopped one, a fatal GPU, restarts with causes, a rounds
-// timeline, a series, its root cause), "done" (succeeded an hour ago),
+// timeline, a series, its root cause, a passed preflight and one that
+// failed two checks), "done" (succeeded an hour ago),
 // "wait" (waiting for a node), and one whose strings need escaping in
 // every format; totals set (TotalsOf). `tick` moves the progress on (step, ages), so
 // that a page polling the fake controller sees values change.
