@@ -188,8 +188,9 @@ Agent::Agent(const RunConfig& config, std::map<std::string, std::string> base_en
   plan_ = seams_.plan != nullptr ? seams_.plan : default_plan_.get();
   // The handler runs before the same Report's callback, on the same thread.
   seams_.client->SetReportResponseHandler(
-      [plan = plan_, heard = udp_heard_](const v1::ReportResponse& r) {
+      [plan = plan_, heard = udp_heard_, lines = preflight_lines_](const v1::ReportResponse& r) {
         heard->store(r.udp_heard());
+        lines->Log(r.preflight_warnings());
         plan->OnReportResponse(r);
       });
 }
@@ -259,6 +260,13 @@ int Agent::Run() {
     DrainInbox();
     Feed(Tick{});
     if (warm_ != nullptr) warm_->Tick(seams_.clock->Now(), seams_.workers);
+    if (seams_.preflight != nullptr) {
+      if (std::optional<v1::PreflightReport> r = seams_.preflight->Poll()) {
+        if (seams_.reporter != nullptr) seams_.reporter->SetPreflight(*r);
+        preflight_report_ = std::move(r);
+        Feed(PreflightFinished{});
+      }
+    }
     if (!machine_.done()) {
       if (absl::Status s = plan_->Tick(seams_.clock->Now()); !s.ok()) {
         Feed(LocalFailure{ExitCodeForPlanError(s), std::string(s.message())});
@@ -340,6 +348,7 @@ void Agent::StartPrepared() {
   if (started.ok() && warm_ != nullptr) {
     warm_->AfterStart(specs, seams_.workers, seams_.clock->Now());
   }
+  if (started.ok() && seams_.preflight != nullptr) seams_.preflight->AfterStart(prepared->round);
   if (started.ok() && idle_hook_ == IdleHook::kNotYet) idle_hook_ = IdleHook::kDue;
   workers_.clear();
   if (started.ok()) {
@@ -472,8 +481,28 @@ void Agent::Execute(const std::vector<RoundAction>& actions) {
               if (!fatal.empty()) Feed(NodeUnhealthy{absl::StrJoin(fatal, "; ")});
               if (machine_.done()) return;
             }
-            if (a.on_stream) return;  // a re-join by datagram: no Join call.
-            seams_.client->Join(a.request, a.timeout, [this](absl::StatusOr<v1::Assignment> r) {
+            std::optional<v1::PreflightReport> checked;
+            if (seams_.preflight != nullptr) {
+              checked = seams_.preflight->BeforeJoin(a.request.last_round(), a.after_local_failure,
+                                                     a.recheck);
+              if (checked.has_value() && seams_.reporter != nullptr) {
+                seams_.reporter->SetPreflight(*checked);
+              }
+            }
+            if (a.on_stream) {  // a re-join by datagram: no Join call.
+              if (checked.has_value() && !PreflightPassed(*checked)) {
+                // A datagram cannot carry the report: join by a call instead.
+                join_preflight_ = std::move(checked);
+                Post(StreamEnded{watch_id_, absl::AbortedError("a preflight check failed; "
+                                                               "re-joining by a Join call")});
+              }
+              return;
+            }
+            v1::JoinRequest request = a.request;
+            if (!checked.has_value()) checked.swap(join_preflight_);
+            join_preflight_.reset();
+            if (checked.has_value()) *request.mutable_preflight() = *std::move(checked);
+            seams_.client->Join(request, a.timeout, [this](absl::StatusOr<v1::Assignment> r) {
               Post(JoinAnswered{std::move(r)});
             });
           } else if constexpr (std::is_same_v<T, CancelJoin>) {
@@ -481,9 +510,12 @@ void Agent::Execute(const std::vector<RoundAction>& actions) {
           } else if constexpr (std::is_same_v<T, OpenWatch>) {
             watch_.reset();  // waits for the old stream's callbacks
             const uint64_t id = a.watch_id;
+            watch_id_ = id;
             watch_ = seams_.client->Watch(
                 a.request,
-                [this, id](const v1::Directive& d) {
+                [this, id, lines = preflight_lines_](const v1::Directive& d) {
+                  // Only lines to log: not the round machine's business.
+                  if (d.has_preflight_warnings()) return lines->Log(d.preflight_warnings().lines());
                   Post(DirectiveReceived{id, d});
                 },
                 [this, id](const absl::Status& s) {
@@ -496,6 +528,10 @@ void Agent::Execute(const std::vector<RoundAction>& actions) {
             const uint64_t round = a.assignment.round();
             preparing_round_ = round;
             if (seams_.round_starting) seams_.round_starting(a.assignment);
+            if (seams_.preflight != nullptr) {
+              seams_.preflight->SetPolicy(a.assignment.preflight_policy());
+            }
+            preflight_lines_->Log(a.assignment.preflight_warnings());
             plan_->Prepare(a.assignment,
                            [this, round](absl::StatusOr<std::vector<launcher::ProcessSpec>> specs) {
                              PostPrepared(round, std::move(specs));
@@ -517,6 +553,10 @@ void Agent::Execute(const std::vector<RoundAction>& actions) {
             const auto state = a.request.state();
             v1::ReportRequest report = a.request;
             plan_->DecorateReport(&report);
+            if (preflight_report_.has_value() && preflight_report_->round() == round) {
+              *report.mutable_preflight() = *std::move(preflight_report_);
+            }
+            preflight_report_.reset();
             seams_.client->Report(report, [this, round, state](const absl::Status& s) {
               Post(ReportAnswered{round, state, s, s.ok() && udp_heard_->load()});
             });

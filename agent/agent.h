@@ -32,12 +32,14 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
 #include "agent/launch_plan.h"
+#include "agent/preflight_runner.h"
 #include "agent/reporter.h"
 #include "agent/round.h"
 #include "agent/warm_workers.h"
@@ -83,6 +85,9 @@ struct AgentSeams {
   // Called with each round's assignment before its local processes are
   // prepared (--agent-store: AgentStore::OnRound). May be empty.
   std::function<void(const v1::Assignment&)> round_starting;
+  // --preflight: when this node's checks run and where their reports go
+  // (preflight_runner.h). Null: no checks.
+  PreflightRunner* preflight = nullptr;
 };
 
 // The round's options from the run configuration. `master_port` is the one
@@ -146,6 +151,14 @@ class Agent {
   LaunchPlan* plan_;
   // --warm-workers, for `run`'s own plan only.
   std::unique_ptr<WarmWorkers> warm_;
+  // --preflight=warn: a finished report for the next Report; and the
+  // warning lines of the round already logged.
+  std::optional<v1::PreflightReport> preflight_report_;
+  // exclude|fail: a failed report that could not ride on a re-join by
+  // datagram; the Join call it falls back to carries it.
+  std::optional<v1::PreflightReport> join_preflight_;
+  std::shared_ptr<PreflightLines> preflight_lines_ = std::make_shared<PreflightLines>();
+  uint64_t watch_id_ = 0;  // the latest OpenWatch's
   std::unique_ptr<rendezvous::WatchStream> watch_;
   int exit_code_ = -1;
   bool round_started_ = false;  // a round's processes were asked for.

@@ -119,6 +119,8 @@ std::vector<RoundAction> RoundMachine::Handle(const RoundEvent& event) {
           OnNodeUnhealthy(e, &out);
         } else if constexpr (std::is_same_v<T, HangEvidenceCollected>) {
           if (state_ == RoundState::kRunning) hang_watch_.OnEvidenceCollected(e, &out);
+        } else if constexpr (std::is_same_v<T, PreflightFinished>) {
+          if (state_ == RoundState::kRunning) out.push_back(SendReport{HeartbeatReport()});
         } else {
           static_assert(std::is_same_v<T, Tick>);
           OnTick(&out);
@@ -132,7 +134,7 @@ absl::Time RoundMachine::NextDeadline() const {
   absl::Time next = absl::InfiniteFuture();
   switch (state_) {
     case RoundState::kJoining:
-      next = std::min({next_progress_log_, next_ready_, join_deadline_});
+      next = std::min({next_progress_log_, next_ready_, join_deadline_, quarantined_until_});
       break;
     case RoundState::kRunning:
     case RoundState::kAwaitingVerdict:
@@ -173,7 +175,7 @@ bool RoundMachine::BeginJoining() {
   return after_local_failure;
 }
 
-void RoundMachine::Join(Actions* out) {
+void RoundMachine::Join(Actions* out, bool recheck) {
   const bool after_local_failure = BeginJoining();
   v1::JoinRequest r;
   *r.mutable_member() = options_.me;
@@ -191,7 +193,9 @@ void RoundMachine::Join(Actions* out) {
   r.set_protocol_version(rendezvous::kProtocolVersion);
   *r.mutable_ssh() = options_.ssh;
   *r.mutable_topology() = options_.topology;
-  out->push_back(StartJoin{std::move(r), options_.join_timeout, after_local_failure});
+  StartJoin join{std::move(r), options_.join_timeout, after_local_failure};
+  join.recheck = recheck;
+  out->push_back(std::move(join));
 }
 
 void RoundMachine::JoinByDatagram(Actions* out) {
@@ -272,6 +276,7 @@ EndingFacts RoundMachine::FactsOfVerdict(const v1::Directive& d) {
   EndingFacts f;
   f.ending = d.has_job_failed() ? Ending::kJobFailed : Ending::kJobFinished;
   f.restarts_exhausted = d.has_job_failed() && d.job_failed().restarts_exhausted();
+  f.preflight_failed = d.has_job_failed() && d.job_failed().preflight();
   f.why = d.has_job_failed() ? Quoted(d.job_failed().reason()) : std::string(kEveryWorkerExited0);
   return f;
 }
@@ -281,6 +286,7 @@ void RoundMachine::OnJoinAnswered(const JoinAnswered& e, Actions* out, bool stre
   rejoin_by_datagram_ = false;
   std::optional<EndingFacts> ending = JoinEnding(e, out);
   if (!ending.has_value()) {
+    if (quarantined_until_ != absl::InfiniteFuture()) return;  // joins again at TickJoining.
     BeginRound(*e.result, stream_open, out);
     return;
   }
@@ -309,6 +315,17 @@ std::optional<EndingFacts> RoundMachine::JoinEnding(const JoinAnswered& e, Actio
     return *join_verdict_;
   }
   if (e.result.ok()) return std::nullopt;
+  if (rendezvous::ReasonOf(e.result.status()) == v1::ErrorInfo::PREFLIGHT_EXCLUDED) {
+    // Left out of the round (--preflight=exclude): check again after the
+    // quarantine and join then, as a scale-up.
+    const int64_t ms = rendezvous::ErrorInfoOf(e.result.status()).retry_after_ms();
+    const absl::Duration wait =
+        std::clamp(absl::Milliseconds(ms), absl::Seconds(1), absl::Hours(1));
+    TLOG(kWarning) << e.result.status().message() << "; this node joins again in "
+                   << absl::FormatDuration(wait) << " if its checks pass";
+    quarantined_until_ = clock_->Now() + wait;
+    return std::nullopt;
+  }
   if (rendezvous::ReasonOf(e.result.status()) == v1::ErrorInfo::JOB_SUCCEEDED) {
     f.ending = Ending::kJobFinished;
     f.why = "the job had already succeeded when this node joined";
@@ -698,6 +715,7 @@ void RoundMachine::ApplyDirective(const v1::Directive& d, Actions* out) {
     outcome_ = Outcome::kExit;
     facts_.ending = Ending::kJobFailed;
     facts_.restarts_exhausted = f.restarts_exhausted();
+    facts_.preflight_failed = f.preflight();
     facts_.why = Quoted(f.reason()) + evidence;
     BeginStop("the job failed", 0, out);
   } else if (d.has_rejoin()) {
@@ -729,10 +747,12 @@ bool RoundMachine::HandleFinalError(const absl::Status& status, Actions* out) {
       return true;
     case v1::ErrorInfo::JOB_FAILED:
     case v1::ErrorInfo::RESTARTS_EXHAUSTED:
+    case v1::ErrorInfo::PREFLIGHT_FAILED:
       outcome_ = Outcome::kExit;
       facts_.ending = Ending::kJobFailed;
       facts_.why = Quoted(status.message());
       facts_.restarts_exhausted = rendezvous::ReasonOf(status) == v1::ErrorInfo::RESTARTS_EXHAUSTED;
+      facts_.preflight_failed = rendezvous::ReasonOf(status) == v1::ErrorInfo::PREFLIGHT_FAILED;
       BeginStop("the job failed", 0, out);
       return true;
     case v1::ErrorInfo::JOB_SUCCEEDED:
@@ -974,6 +994,11 @@ void RoundMachine::TickJoining(absl::Time now, Actions* out) {
                 << " so far; the join timeout is " << absl::FormatDuration(options_.join_timeout)
                 << ")";
     next_progress_log_ = now + options_.progress_log_interval;
+  }
+  if (now >= quarantined_until_) {
+    quarantined_until_ = absl::InfiniteFuture();
+    Join(out, /*recheck=*/true);
+    return;
   }
   if (!ready_join_) return;
   if (now >= join_deadline_) {

@@ -39,6 +39,11 @@
 // stream ending, or bringing anything else (a verdict), falls back to the
 // Join call; a signal leaves (Leave) at once.
 //
+// A join answered PREFLIGHT_EXCLUDED (--preflight=exclude left this node
+// out for a failed check) stays in JOINING: the machine waits out the
+// quarantine the answer names, then joins again with StartJoin.recheck
+// (the executor re-runs the checks first).
+//
 // There is one STOPPING state for every cause. While its outcome is not
 // known yet (a local failure waits for the coordinator's verdict) it keeps
 // heartbeating and listening; a terminating signal makes the outcome "exit
@@ -273,7 +278,8 @@ class RoundMachine {
   // adds (where this node's evidence is).
   std::string TakeHangVerdict(const v1::HangVerdict& hang, Actions* out);
 
-  void Join(Actions* out);
+  // `recheck`: after a quarantine (StartJoin::recheck).
+  void Join(Actions* out, bool recheck = false);
   // The part of a join that both ways share; true after a local failure.
   bool BeginJoining();
   // Re-joins with READY datagrams, keeping the stream (Rejoin.
@@ -334,6 +340,8 @@ class RoundMachine {
   bool ready_join_ = false;
   absl::Time next_ready_ = absl::InfiniteFuture();
   absl::Time join_deadline_ = absl::InfiniteFuture();
+  // Left out of a round for a failed preflight check: joins again then.
+  absl::Time quarantined_until_ = absl::InfiniteFuture();
   // READYs sent since the last ack of one (the coordinator acks each it
   // holds): kReadiesBeforeJoin of them and the Join call takes over.
   int readies_unacked_ = 0;

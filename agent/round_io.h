@@ -115,11 +115,15 @@ struct NodeUnhealthy {
   std::string why;
 };
 
+// --preflight=warn: the checks that ran beside the workers' start finished;
+// while the round runs, a Report goes now (the executor adds the report).
+struct PreflightFinished {};
+
 using RoundEvent =
     std::variant<JoinAnswered, WorkersStarted, WorkerExited, WorkersGone, SignalReceived,
                  DirectiveReceived, StreamEnded, ReportAnswered, DatagramReceived, Tick,
                  LocalFailure, ProgressReported, TracebackRequested, NodeUnhealthy, TracebackSize,
-                 DirectiveDatagramReceived, HangEvidenceCollected>;
+                 DirectiveDatagramReceived, HangEvidenceCollected, PreflightFinished>;
 
 // ---- Actions it asks the executor to perform.
 
@@ -132,6 +136,9 @@ struct StartJoin {
   // A re-join by datagram (RoundMachine: the machine sends READY datagrams
   // and takes the assignment from the open stream): no Join call.
   bool on_stream = false;
+  // --preflight: the node was left out of the last round for a failed check
+  // and waited out its quarantine; its checks run again before this join.
+  bool recheck = false;
 };
 struct CancelJoin {};
 // Open the directive stream of `round` (closing any older one); its events

@@ -20,11 +20,13 @@
 #include "agent/agent_store.h"
 #include "agent/master_port.h"
 #include "agent/node_probe.h"
+#include "agent/preflight_runner.h"
 #include "agent/reporter.h"
 #include "agent/reporter_grpc.h"
 #include "common/code_pages.h"
 #include "common/descriptors.h"
 #include "common/exit_codes.h"
+#include "common/host_names.h"
 #include "common/logging.h"
 #include "common/periodic.h"
 #include "config/coordinator_options.h"
@@ -123,6 +125,34 @@ std::string SecondHostMessage(const RunConfig& config) {
       "--job-id");
 }
 
+// --preflight's checks on this node (preflight_runner.h); null when off.
+std::unique_ptr<PreflightRunner> MakePreflightRunner(const RunConfig& config, uint64_t incarnation,
+                                                     std::shared_ptr<const std::string> master) {
+  if (config.policy.preflight == v1::PREFLIGHT_OFF) return nullptr;
+  preflight::NodeCheckConfig checks;
+  checks.path = config.preflight_path;
+  auto checker = std::make_unique<preflight::NodeChecker>(checks, config.node_id,
+                                                          preflight::MakeAresResolver());
+  PreflightRunner::Options o;
+  o.policy = config.policy.preflight;
+  o.interval = config.policy.preflight_interval;
+  o.node_id = config.node_id;
+  o.incarnation = incarnation;
+  auto inputs = [probe = config.node_probe, coordinator = config.coordinator_host, master] {
+    preflight::NodeCheckInputs in;
+    if (probe != nullptr) in.gpus = preflight::GpuInputsFromProbe(*probe);
+    in.host = preflight::ReadHostLimits();
+    // Names only: an address literal needs no DNS (and a single-node run
+    // opens no socket).
+    for (const std::string* name : {&coordinator, master.get()}) {
+      if (!name->empty() && !IsIpLiteral(*name)) in.names.push_back(*name);
+    }
+    return in;
+  };
+  return std::make_unique<PreflightRunner>(o, std::move(checker), std::move(inputs),
+                                           Clock::Monotonic());
+}
+
 void LogNodeProbe(std::shared_ptr<const v1::NodeProbe> probe) {
   if (probe == nullptr) return;
   TLOG(kInfo) << "node probe: " << ProbeSummaryLine(*probe);
@@ -196,7 +226,8 @@ struct RunServices {
   std::unique_ptr<ProgressDir> progress;
   std::unique_ptr<GrpcReportTransport> report_transport;
   std::unique_ptr<Reporter> reporter;
-  std::unique_ptr<AgentStore> store;  // --agent-store; its helper is the supervisor's.
+  std::unique_ptr<AgentStore> store;           // --agent-store; its helper is the supervisor's.
+  std::unique_ptr<PreflightRunner> preflight;  // --preflight; null when off.
   std::optional<Agent> agent;
 };
 
@@ -456,12 +487,15 @@ int RunAgent(const RunConfig& config, const std::map<std::string, std::string>& 
   AgentSeams seams = SeamsOf(config, base_env, &run);
   if (!config.controller.empty()) seams.reporter = StartReports(config, incarnation, &run);
   RoundOptions round_options = RoundOptionsFrom(config, incarnation, master_port);
-  if (run.store != nullptr) {
-    round_options.agent_store_port = run.store->port();
-    seams.round_starting = [store = run.store.get()](const v1::Assignment& a) {
-      store->OnRound(a);
-    };
-  }
+  // The master's name, for the preflight's DNS check (the agent's thread).
+  auto master = std::make_shared<std::string>();
+  seams.round_starting = [store = run.store.get(), master](const v1::Assignment& a) {
+    *master = a.master_addr();
+    if (store != nullptr) store->OnRound(a);
+  };
+  if (run.store != nullptr) round_options.agent_store_port = run.store->port();
+  run.preflight = MakePreflightRunner(config, incarnation, master);
+  seams.preflight = run.preflight.get();
   if (setup) {
     absl::StatusOr<LaunchPlan*> plan = setup(run.supervisor.get(), &round_options);
     if (!plan.ok()) {

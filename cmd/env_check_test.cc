@@ -103,7 +103,7 @@ TEST(KnownTrainletVariables, EveryNameTheDocsAndScriptsUseIsKnown) {
       "TRAINLET_IMAGE",           "TRAINLET_STATIC_BUILD",
       "TRAINLET_WERROR",          "TRAINLET_LINKER",
       "TRAINLET_TEST_OPT",        "TRAINLET_UNITY_TESTS",
-      "TRAINLET_GTEST_RULES",
+      "TRAINLET_GTEST_RULES",     "TRAINLET_NVML_READER",
   };
   // The typos the docs show as examples of the warning.
   const std::set<std::string> kTyposShown = {"TRAINLET_HANG_TIMOUT", "TRAINLET_NPROC_PER_NODES"};

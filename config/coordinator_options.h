@@ -22,6 +22,8 @@ rendezvous::CoordinatorOptions CoordinatorOptionsFrom(const Config& config) {
   o.heartbeat_timeout = config.policy.heartbeat_timeout;
   o.min_nodes_timeout = config.policy.min_nodes_timeout;
   o.release_streams_from = config.policy.release_streams_from;
+  o.preflight = config.policy.preflight;
+  o.quarantine = config.policy.quarantine;
   o.incarnation = rendezvous::NewIncarnation();
   return o;
 }

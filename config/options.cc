@@ -414,8 +414,33 @@ std::vector<OptionSpec> RoundPolicyOptionSpecs() {
        "Rounds of N or more nodes run without a gRPC stream per node once its UDP liveness is "
        "acknowledged (node 0 keeps ~40 KiB less per node; a killed agent is then found at the "
        "heartbeat timeout); 0: never. Off with TLS."},
+      {"preflight", OptionKind::kString, "off|warn|exclude|fail", "warn",
+       "Check every node before each round (GPU health, /dev/shm, memlock, DNS, "
+       "--preflight-path, clock): warn = log bad nodes, never delaying a round; exclude = an "
+       "elastic round closes without them while MIN good nodes remain (they are re-checked "
+       "every --quarantine); fail = the job fails with exit 82 naming the node and the check "
+       "(docs/preflight.md)."},
+      {"quarantine", OptionKind::kDuration, "DURATION", "5m",
+       "--preflight=exclude: how long an excluded node waits before it is checked again and "
+       "re-joins."},
+      {"preflight-interval", OptionKind::kDuration, "DURATION", "10m",
+       "--preflight=exclude|fail: a restart round re-checks a node only when its last check "
+       "is older than this, or the node failed since."},
       {"log-level", OptionKind::kString, "LEVEL", "info", "debug, info, warning or error."},
   };
+}
+
+absl::string_view PreflightPolicyName(v1::PreflightPolicy policy) {
+  switch (policy) {
+    case v1::PREFLIGHT_OFF:
+      return "off";
+    case v1::PREFLIGHT_EXCLUDE:
+      return "exclude";
+    case v1::PREFLIGHT_FAIL:
+      return "fail";
+    default:
+      return "warn";
+  }
 }
 
 absl::StatusOr<RoundPolicy> ParseRoundPolicy(
@@ -441,9 +466,24 @@ absl::StatusOr<RoundPolicy> ParseRoundPolicy(
               {"last-call", absl::ZeroDuration(), &p.last_call},
               {"heartbeat-timeout", absl::Milliseconds(1), &p.heartbeat_timeout},
               {"min-nodes-timeout", absl::ZeroDuration(), &p.min_nodes_timeout},
+              {"quarantine", absl::Seconds(1), &p.quarantine},
+              {"preflight-interval", absl::ZeroDuration(), &p.preflight_interval},
           });
       !s.ok()) {
     return s;
+  }
+  const OptionValue mode = ValueOrDefault(parsed, table, "preflight");
+  const std::string text = absl::AsciiStrToLower(absl::StripAsciiWhitespace(mode.text));
+  if (text == "off") {
+    p.preflight = v1::PREFLIGHT_OFF;
+  } else if (text == "warn") {
+    p.preflight = v1::PREFLIGHT_WARN;
+  } else if (text == "exclude") {
+    p.preflight = v1::PREFLIGHT_EXCLUDE;
+  } else if (text == "fail") {
+    p.preflight = v1::PREFLIGHT_FAIL;
+  } else {
+    return Expected(mode, "off, warn, exclude or fail");
   }
   return p;
 }

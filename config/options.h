@@ -30,6 +30,7 @@
 #include "absl/time/time.h"
 #include "common/logging.h"
 #include "rendezvous/tls_files.h"
+#include "trainlet/v1/rendezvous.pb.h"
 
 namespace trainlet::agent {
 
@@ -210,6 +211,9 @@ std::string NnodesToString(const NnodesRange& n);  // "4" or "2:4".
 // The round policy every host of a coordinator applies (the options of
 // RoundPolicyOptionSpecs()), parsed in one place for `run` and `coordinator`.
 // No defaults here: ParseRoundPolicy() takes them from the option table.
+// --preflight's value ("off", "warn", "exclude", "fail").
+absl::string_view PreflightPolicyName(v1::PreflightPolicy policy);
+
 struct RoundPolicy {
   int max_restarts = 0;              // --max-restarts; kElasticMaxRestarts when elastic.
   absl::Duration last_call;          // --last-call
@@ -217,6 +221,9 @@ struct RoundPolicy {
   absl::Duration min_nodes_timeout;  // --min-nodes-timeout
   // --release-streams-from (rendezvous::CoordinatorOptions; 0: never).
   int release_streams_from = 0;
+  v1::PreflightPolicy preflight = v1::PREFLIGHT_WARN;  // --preflight
+  absl::Duration quarantine;                           // --quarantine
+  absl::Duration preflight_interval;                   // --preflight-interval
 };
 // --max-restarts when --nnodes is MIN:MAX and nothing says otherwise.
 inline constexpr int kElasticMaxRestarts = 3;

@@ -28,6 +28,13 @@ absl::Status ResolveServices(RunInputs* in, RunConfig* c) {
     // 0: the agent picks a free port at start.
     c->master_port = in->single_local ? 0 : kDefaultMasterPort;
   }
+  if (const OptionValue* path = in->parsed.Find("preflight-path"); path != nullptr) {
+    if (path->text.empty() || path->text.find('\0') != std::string::npos) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(path->origin, ": expected a directory, e.g. the checkpoint directory"));
+    }
+    c->preflight_path = path->text;
+  }
   absl::StatusOr<bool> agent_store =
       ParseBoolValue(ValueOrDefault(in->parsed, in->table, "agent-store"));
   if (!agent_store.ok()) return agent_store.status();

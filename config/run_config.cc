@@ -163,6 +163,9 @@ const std::vector<OptionSpec>& RunOptionTable() {
          "`python [OPTIONS] SCRIPT|-m MODULE ...` (docs/warm-workers.md)."},
         {"preload", OptionKind::kString, "MODULES", "torch, when it is importable",
          "Comma-separated modules a warm standby imports while it waits (--warm-workers)."},
+        {"preflight-path", OptionKind::kString, "PATH", "none",
+         "Directory --preflight checks before each round: free space and a write, fsync, read "
+         "and delete of a small file (typically the checkpoint directory)."},
         {"agent-store", OptionKind::kBool, "", "false",
          "Host torch's c10d store in the agent (a Python process with torch imported, listening "
          "before the agent joins) instead of in rank 0, as torchrun does: a restarted round's "

@@ -174,6 +174,7 @@ struct RunConfig {
   bool bind_numa = false;                      // --bind-numa
   bool warm_workers = false;                   // --warm-workers
   std::vector<std::string> preload;            // --preload; empty: torch if importable
+  std::string preflight_path;                  // --preflight-path; "": none
   bool agent_store = false;                    // --agent-store
   int agent_store_port = 0;                    // --agent-store-port; 0: master_port - 1
   absl::Duration probe_timeout;                // --probe-timeout; 0: no probe.

@@ -164,7 +164,8 @@ class FrameworksTest(E2ETestCase):
         for a in agents:
             # Read through the ConfigMap's links, not skipped.
             self.assertIn("nnodes 3 from /etc/volcano/worker.host", a.stderr, a.describe())
-            self.assertNotIn("skipped", a.stderr, a.describe())
+            self.assertNotIn("Volcano host file, skipped", a.stderr, a.describe())
+            self.assertNotIn("host file that does not list this pod, skipped", a.stderr)
         self.assert_no_leftovers()
 
     def test_volcano_job_of_two_tasks_is_refused_then_runs_as_one_job(self):

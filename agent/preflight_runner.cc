@@ -1,0 +1,115 @@
+#include "agent/preflight_runner.h"
+
+#include <utility>
+
+#include "absl/time/clock.h"
+#include "common/logging.h"
+
+namespace trainlet::agent {
+namespace {
+
+bool Gates(v1::PreflightPolicy policy) {
+  return policy == v1::PREFLIGHT_EXCLUDE || policy == v1::PREFLIGHT_FAIL;
+}
+
+}  // namespace
+
+bool PreflightPassed(const v1::PreflightReport& report) {
+  for (const v1::CheckResult& r : report.results()) {
+    if (r.outcome() == v1::CheckResult::FAIL) return false;
+  }
+  return true;
+}
+
+void PreflightLines::Log(const google::protobuf::RepeatedPtrField<std::string>& lines) {
+  absl::MutexLock lock(&mu_);
+  for (const std::string& line : lines) {
+    if (logged_.size() >= 256) logged_.clear();  // bounded; a line may then come again.
+    if (logged_.insert(line).second) {
+      TLOG(kWarning) << "preflight (the coordinator): " << SafeForLog(line, 1024);
+    }
+  }
+}
+
+PreflightRunner::PreflightRunner(Options options, std::unique_ptr<preflight::NodeChecker> checker,
+                                 InputsFn inputs, Clock* clock)
+    : options_(std::move(options)),
+      checker_(std::move(checker)),
+      inputs_(std::move(inputs)),
+      clock_(clock) {}
+
+PreflightRunner::~PreflightRunner() {
+  if (thread_.joinable()) thread_.join();
+}
+
+void PreflightRunner::SetPolicy(v1::PreflightPolicy policy) {
+  if (policy != v1::PREFLIGHT_POLICY_UNSPECIFIED) options_.policy = policy;
+}
+
+bool PreflightRunner::Due(bool forced) const {
+  if (options_.policy == v1::PREFLIGHT_OFF || checker_ == nullptr) return false;
+  return forced || !ever_run_ || clock_->Now() - last_run_ >= options_.interval;
+}
+
+v1::PreflightReport PreflightRunner::RunNow(uint64_t round) {
+  const absl::Time wall = absl::Now();
+  const absl::Time start = clock_->Now();
+  std::vector<v1::CheckResult> results = checker_->Run(inputs_());
+  last_run_ = clock_->Now();
+  ever_run_ = true;
+  return preflight::MakeReport(options_.node_id, options_.incarnation, round, std::move(results),
+                               {}, wall, last_run_ - start);
+}
+
+void PreflightRunner::Log(const v1::PreflightReport& report) const {
+  TLOG_AT(!PreflightPassed(report) ? LogLevel::kWarning : LogLevel::kInfo)
+      << preflight::SummaryLine(report);
+}
+
+std::optional<v1::PreflightReport> PreflightRunner::BeforeJoin(uint64_t last_round,
+                                                               bool after_local_failure,
+                                                               bool recheck) {
+  if (!Gates(options_.policy) || !Due(after_local_failure || recheck)) return std::nullopt;
+  if (thread_.joinable()) thread_.join();  // a warn check of the policy before (bounded)
+  v1::PreflightReport report = RunNow(last_round + 1);
+  Log(report);
+  return report;
+}
+
+void PreflightRunner::AfterStart(uint64_t round) {
+  if (options_.policy != v1::PREFLIGHT_WARN || !Due(false)) return;
+  {
+    absl::MutexLock lock(&mu_);
+    if (running_) return;  // the previous round's is still at it
+    running_ = true;
+  }
+  if (thread_.joinable()) thread_.join();
+  // Counted from the start: a round that restarts soon does not run it again.
+  last_run_ = clock_->Now();
+  ever_run_ = true;
+  preflight::NodeCheckInputs inputs = inputs_();
+  thread_ = std::thread([this, round, inputs = std::move(inputs)] {
+    const absl::Time wall = absl::Now();
+    std::vector<v1::CheckResult> results = checker_->Run(inputs);
+    v1::PreflightReport report =
+        preflight::MakeReport(options_.node_id, options_.incarnation, round, std::move(results), {},
+                              wall, absl::Now() - wall);
+    absl::MutexLock lock(&mu_);
+    finished_ = std::move(report);
+    running_ = false;
+  });
+}
+
+std::optional<v1::PreflightReport> PreflightRunner::Poll() {
+  std::optional<v1::PreflightReport> report;
+  {
+    absl::MutexLock lock(&mu_);
+    report.swap(finished_);
+  }
+  if (!report.has_value()) return std::nullopt;
+  if (thread_.joinable()) thread_.join();
+  Log(*report);
+  return report;
+}
+
+}  // namespace trainlet::agent

@@ -1,0 +1,107 @@
+// PreflightRunner: when this node's --preflight checks run (docs/preflight.md,
+// "The policy") and where their report goes. The checks themselves are
+// preflight::NodeChecker's.
+//
+//   policy exclude|fail (they gate rounds):
+//     StartJoin -> due? (never checked, a local failure, back from a
+//     quarantine, or the last check older than --preflight-interval)
+//       yes: run now (bounded), the report rides on the JoinRequest
+//       no:  nothing (the coordinator keeps the last result)
+//   policy warn (never delays a round):
+//     workers started -> due? yes: run on a thread -> Poll() hands the
+//       finished report to the next Report
+//   off: nothing.
+//
+// The policy is the coordinator's once an assignment says it
+// (Assignment.preflight_policy), this node's --preflight before that.
+// Each report's summary is logged once (one INFO line, WARNING if a check
+// failed).
+//
+// Threading: the agent's thread, but the warn check's own thread, which
+// Poll() and the destructor join.
+#ifndef TRAINLET_AGENT_PREFLIGHT_RUNNER_H_
+#define TRAINLET_AGENT_PREFLIGHT_RUNNER_H_
+
+#include <functional>
+#include <memory>
+#include <optional>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "common/clock.h"
+#include "preflight/node_checks.h"
+#include "trainlet/v1/preflight.pb.h"
+#include "trainlet/v1/rendezvous.pb.h"
+
+namespace trainlet::agent {
+
+// No check of `report` failed (SKIPPED is not failed).
+bool PreflightPassed(const v1::PreflightReport& report);
+
+// The coordinator's warning lines (Assignment and ReportResponse
+// preflight_warnings), each logged once. Thread-safe.
+class PreflightLines {
+ public:
+  void Log(const google::protobuf::RepeatedPtrField<std::string>& lines);
+
+ private:
+  absl::Mutex mu_;
+  std::set<std::string> logged_ ABSL_GUARDED_BY(mu_);
+};
+
+class PreflightRunner {
+ public:
+  struct Options {
+    v1::PreflightPolicy policy = v1::PREFLIGHT_WARN;  // --preflight
+    absl::Duration interval = absl::Minutes(10);      // --preflight-interval
+    std::string node_id;
+    uint64_t incarnation = 0;
+  };
+  // What the checks look at, at the time they run (the probe, the names to
+  // resolve).
+  using InputsFn = std::function<preflight::NodeCheckInputs()>;
+
+  PreflightRunner(Options options, std::unique_ptr<preflight::NodeChecker> checker, InputsFn inputs,
+                  Clock* clock);
+  ~PreflightRunner();
+  PreflightRunner(const PreflightRunner&) = delete;
+  PreflightRunner& operator=(const PreflightRunner&) = delete;
+
+  // The coordinator's policy, from an assignment (UNSPECIFIED: kept).
+  void SetPolicy(v1::PreflightPolicy policy);
+  v1::PreflightPolicy policy() const { return options_.policy; }
+
+  // Before a Join for the round after `last_round`: the report to send,
+  // when the policy gates rounds and a check is due (see the top).
+  std::optional<v1::PreflightReport> BeforeJoin(uint64_t last_round, bool after_local_failure,
+                                                bool recheck);
+  // After the round's workers started: warn runs the checks on a thread
+  // when due.
+  void AfterStart(uint64_t round);
+  // warn: the finished report, once.
+  std::optional<v1::PreflightReport> Poll();
+
+ private:
+  bool Due(bool forced) const;
+  v1::PreflightReport RunNow(uint64_t round);
+  void Log(const v1::PreflightReport& report) const;
+
+  Options options_;
+  std::unique_ptr<preflight::NodeChecker> checker_;
+  InputsFn inputs_;
+  Clock* clock_;
+  absl::Time last_run_ = absl::InfinitePast();
+  bool ever_run_ = false;
+  std::thread thread_;  // warn's check; joined by Poll() once done, or at destruction.
+  absl::Mutex mu_;
+  std::optional<v1::PreflightReport> finished_ ABSL_GUARDED_BY(mu_);
+  bool running_ ABSL_GUARDED_BY(mu_) = false;
+};
+
+}  // namespace trainlet::agent
+
+#endif  // TRAINLET_AGENT_PREFLIGHT_RUNNER_H_

@@ -1,0 +1,97 @@
+#include "agent/preflight_runner.h"
+
+#include <memory>
+#include <string>
+#include <utility>
+
+#include "absl/time/clock.h"
+#include "common/clock.h"
+#include "gtest/gtest.h"
+#include "preflight/testing/fake_resolver.h"
+
+namespace trainlet::agent {
+namespace {
+
+// A runner whose checks find `path` (a directory, or one that does not
+// exist: the path checks fail), on a simulated clock.
+class PreflightRunnerTest : public ::testing::Test {
+ protected:
+  std::unique_ptr<PreflightRunner> Make(v1::PreflightPolicy policy, const std::string& path) {
+    preflight::NodeCheckConfig checks;
+    checks.path = path;
+    auto resolver = std::make_shared<preflight::testing::FakeResolver>();
+    resolver->Add("coordinator", {"10.0.0.1"});
+    auto checker = std::make_unique<preflight::NodeChecker>(checks, "n0", resolver);
+    PreflightRunner::Options o;
+    o.policy = policy;
+    o.interval = absl::Minutes(10);
+    o.node_id = "n0";
+    o.incarnation = 7;
+    return std::make_unique<PreflightRunner>(
+        o, std::move(checker),
+        [] {
+          preflight::NodeCheckInputs in;
+          in.names = {"coordinator"};
+          return in;
+        },
+        &clock_);
+  }
+  std::string Dir() const { return ::testing::TempDir(); }
+  SimulatedClock clock_;
+};
+
+TEST_F(PreflightRunnerTest, Gating_ChecksBeforeTheFirstJoinThenOnlyWhenDue) {
+  auto runner = Make(v1::PREFLIGHT_EXCLUDE, Dir());
+  std::optional<v1::PreflightReport> first = runner->BeforeJoin(0, false, false);
+  ASSERT_TRUE(first.has_value());
+  EXPECT_EQ(first->round(), 1u);
+  EXPECT_EQ(first->node_id(), "n0");
+  EXPECT_TRUE(PreflightPassed(*first));
+  // A survivor's restart within the interval pays nothing...
+  clock_.Advance(absl::Minutes(1));
+  EXPECT_FALSE(runner->BeforeJoin(1, false, false).has_value());
+  // ... unless its own worker failed, or it comes back from a quarantine.
+  EXPECT_TRUE(runner->BeforeJoin(1, /*after_local_failure=*/true, false).has_value());
+  EXPECT_TRUE(runner->BeforeJoin(1, false, /*recheck=*/true).has_value());
+  clock_.Advance(absl::Minutes(11));
+  EXPECT_TRUE(runner->BeforeJoin(2, false, false).has_value());
+}
+
+TEST_F(PreflightRunnerTest, Gating_AMissingPathFails) {
+  auto runner = Make(v1::PREFLIGHT_FAIL, Dir() + "/no-such-dir");
+  std::optional<v1::PreflightReport> r = runner->BeforeJoin(0, false, false);
+  ASSERT_TRUE(r.has_value());
+  EXPECT_FALSE(PreflightPassed(*r));
+}
+
+TEST_F(PreflightRunnerTest, Warn_NeverBeforeAJoin_RunsBesideTheWorkers) {
+  auto runner = Make(v1::PREFLIGHT_WARN, Dir() + "/no-such-dir");
+  EXPECT_FALSE(runner->BeforeJoin(0, false, false).has_value());
+  runner->AfterStart(1);
+  std::optional<v1::PreflightReport> r;
+  const absl::Time deadline = absl::Now() + absl::Seconds(30);
+  while (!(r = runner->Poll()).has_value() && absl::Now() < deadline) {
+    absl::SleepFor(absl::Milliseconds(5));
+  }
+  ASSERT_TRUE(r.has_value());
+  EXPECT_EQ(r->round(), 1u);
+  EXPECT_FALSE(PreflightPassed(*r));
+  EXPECT_FALSE(runner->Poll().has_value()) << "handed over once";
+  // Not again within the interval.
+  runner->AfterStart(2);
+  absl::SleepFor(absl::Milliseconds(50));
+  EXPECT_FALSE(runner->Poll().has_value());
+}
+
+TEST_F(PreflightRunnerTest, TheCoordinatorsPolicyWins) {
+  auto runner = Make(v1::PREFLIGHT_WARN, Dir());
+  runner->SetPolicy(v1::PREFLIGHT_POLICY_UNSPECIFIED);  // an older coordinator: kept
+  EXPECT_EQ(runner->policy(), v1::PREFLIGHT_WARN);
+  runner->SetPolicy(v1::PREFLIGHT_EXCLUDE);
+  EXPECT_TRUE(runner->BeforeJoin(0, false, false).has_value());
+  runner->SetPolicy(v1::PREFLIGHT_OFF);
+  EXPECT_FALSE(runner->BeforeJoin(1, true, true).has_value());
+}
+
+}  // namespace
+}  // namespace trainlet::agent
