@@ -43,7 +43,7 @@ backend, --nnodes=2:N, --nproc_per_node=1, --max_restarts=3, N=4 by default):
 Usage:
   /usr/bin/python3 bench/elastic_restart.py [--agents 4,32] [--repeat 3]
       [--modes restart,silent] [--heartbeat-timeout 2]
-      [--trainlet build-bench/trainlet]
+      [--trainlet build-bench/trainlet] [--flags '--preflight=exclude ...']
       [--torchrun [--torchrun-agents 4] [--torchrun-repeat 2]
                   [--torchrun-settings default,tuned] [--keep-logs DIR]]
 
@@ -125,8 +125,8 @@ def detected_at(job, node):
     return float("nan") if at is None else at
 
 
-def measure(trainlet, n, how, hb):
-    extra = ["--heartbeat-timeout=%gs" % hb] if how == "silent" else []
+def measure(trainlet, n, how, hb, flags=()):
+    extra = (["--heartbeat-timeout=%gs" % hb] if how == "silent" else []) + list(flags)
     job = Job(trainlet, n, extra)
     try:
         wait_for(lambda: len(job.starts(0)) == n, 60, "%d workers" % n)
@@ -261,6 +261,9 @@ def main():
     ap.add_argument("--torchrun-repeat", type=int, default=2)
     ap.add_argument("--torchrun-settings", default="default,tuned")
     ap.add_argument("--keep-logs", default=None, help="copy a failed torchrun run's dir here")
+    ap.add_argument("--flags", default="",
+                    help="more `trainlet run` flags for every agent, space separated "
+                         "(e.g. '--preflight=exclude --preflight-interval=0s')")
     a = ap.parse_args()
     print("machine: %s, %d CPUs" % (os.uname().release, os.cpu_count()), flush=True)
     modes = [m for m in a.modes.split(",") if m]
@@ -268,7 +271,7 @@ def main():
         for how in modes:
             xs, ds = [], []
             for i in range(a.repeat):
-                took, det = measure(a.trainlet, n, how, a.heartbeat_timeout)
+                took, det = measure(a.trainlet, n, how, a.heartbeat_timeout, a.flags.split())
                 xs.append(took)
                 if det is not None:
                     ds.append(det)
