@@ -482,7 +482,11 @@ void Agent::Execute(const std::vector<RoundAction>& actions) {
               if (machine_.done()) return;
             }
             std::optional<v1::PreflightReport> checked;
-            if (seams_.preflight != nullptr) {
+            if (!a.on_stream && join_preflight_.has_value()) {
+              // The Join call a re-join by datagram fell back to: its report
+              // was just taken.
+              checked.swap(join_preflight_);
+            } else if (seams_.preflight != nullptr) {
               checked = seams_.preflight->BeforeJoin(a.request.last_round(), a.after_local_failure,
                                                      a.recheck);
               if (checked.has_value() && seams_.reporter != nullptr) {
@@ -490,8 +494,9 @@ void Agent::Execute(const std::vector<RoundAction>& actions) {
               }
             }
             if (a.on_stream) {  // a re-join by datagram: no Join call.
-              if (checked.has_value() && !PreflightPassed(*checked)) {
-                // A datagram cannot carry the report: join by a call instead.
+              if (checked.has_value()) {
+                // A datagram cannot carry the report (the coordinator must
+                // see a failure, or that an old one is gone): a Join call.
                 join_preflight_ = std::move(checked);
                 Post(StreamEnded{watch_id_, absl::AbortedError("a preflight check failed; "
                                                                "re-joining by a Join call")});

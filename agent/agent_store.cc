@@ -126,6 +126,9 @@ bool AgentStore::OnRound(const v1::Assignment& assignment) {
   const int count = assignment.restart_count();
   const pid_t pid = supervisor_->helper_pid(kAgentStoreHelper);
   if (pid <= 0) {  // being restarted: the store that comes up serves it.
+    TLOG(kWarning) << "agent store on port " << port_
+                   << " is being restarted; this round's workers wait for it (torch's clients "
+                      "retry until their timeout)";
     carried_.insert(count);
     return false;
   }

@@ -69,9 +69,14 @@ void PreflightRunner::Log(const v1::PreflightReport& report) const {
 std::optional<v1::PreflightReport> PreflightRunner::BeforeJoin(uint64_t last_round,
                                                                bool after_local_failure,
                                                                bool recheck) {
-  if (!Gates(options_.policy) || !Due(after_local_failure || recheck)) return std::nullopt;
+  // A node whose last gated check failed checks at every join until it
+  // passes: the coordinator holds its failure until a report says better.
+  if (!Gates(options_.policy) || !Due(after_local_failure || recheck || last_failed_)) {
+    return std::nullopt;
+  }
   if (thread_.joinable()) thread_.join();  // a warn check of the policy before (bounded)
   v1::PreflightReport report = RunNow(last_round + 1);
+  last_failed_ = !PreflightPassed(report);
   Log(report);
   return report;
 }

@@ -96,7 +96,8 @@ class PreflightRunner {
   Clock* clock_;
   absl::Time last_run_ = absl::InfinitePast();
   bool ever_run_ = false;
-  std::thread thread_;  // warn's check; joined by Poll() once done, or at destruction.
+  bool last_failed_ = false;  // the last check before a join failed
+  std::thread thread_;        // warn's check; joined by Poll() once done, or at destruction.
   absl::Mutex mu_;
   std::optional<v1::PreflightReport> finished_ ABSL_GUARDED_BY(mu_);
   bool running_ ABSL_GUARDED_BY(mu_) = false;

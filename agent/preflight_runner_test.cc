@@ -64,6 +64,15 @@ TEST_F(PreflightRunnerTest, Gating_AMissingPathFails) {
   EXPECT_FALSE(PreflightPassed(*r));
 }
 
+// The coordinator holds a failure until a report says better: a node that
+// failed checks again at every join, interval or not.
+TEST_F(PreflightRunnerTest, Gating_AfterAFailure_ChecksAtEveryJoin) {
+  auto runner = Make(v1::PREFLIGHT_EXCLUDE, Dir() + "/no-such-dir");
+  ASSERT_TRUE(runner->BeforeJoin(0, false, false).has_value());
+  clock_.Advance(absl::Seconds(1));
+  EXPECT_TRUE(runner->BeforeJoin(0, false, false).has_value());
+}
+
 TEST_F(PreflightRunnerTest, Warn_NeverBeforeAJoin_RunsBesideTheWorkers) {
   auto runner = Make(v1::PREFLIGHT_WARN, Dir() + "/no-such-dir");
   EXPECT_FALSE(runner->BeforeJoin(0, false, false).has_value());

@@ -125,10 +125,11 @@ std::string SecondHostMessage(const RunConfig& config) {
       "--job-id");
 }
 
-// --preflight's checks on this node (preflight_runner.h); null when off.
+// --preflight's checks on this node (preflight_runner.h), off until a policy says.
 std::unique_ptr<PreflightRunner> MakePreflightRunner(const RunConfig& config, uint64_t incarnation,
                                                      std::shared_ptr<const std::string> master) {
-  if (config.policy.preflight == v1::PREFLIGHT_OFF) return nullptr;
+  // Made even with --preflight=off: the coordinator's policy, once an
+  // assignment says it, decides (PreflightRunner::SetPolicy).
   preflight::NodeCheckConfig checks;
   checks.path = config.preflight_path;
   auto checker = std::make_unique<preflight::NodeChecker>(checks, config.node_id,
@@ -227,7 +228,7 @@ struct RunServices {
   std::unique_ptr<GrpcReportTransport> report_transport;
   std::unique_ptr<Reporter> reporter;
   std::unique_ptr<AgentStore> store;           // --agent-store; its helper is the supervisor's.
-  std::unique_ptr<PreflightRunner> preflight;  // --preflight; null when off.
+  std::unique_ptr<PreflightRunner> preflight;  // --preflight (its policy may be off).
   std::optional<Agent> agent;
 };
 
@@ -444,6 +445,15 @@ int RunAgent(const RunConfig& config, const std::map<std::string, std::string>& 
     TLOG(kWarning) << "--agent-store is for `run`'s torch workers; ignored here";
   } else if (config.agent_store) {
     const int port = AgentStorePort(config, master_port);
+    // Whatever answers on the port is taken for the store: it must be ours.
+    if (port <= 0 || AcceptsOnLoopback(port)) {
+      TLOG(kError) << "--agent-store: "
+                   << (port <= 0 ? absl::StrCat("no port for the store (--master-port - 1 is ",
+                                                master_port - 1, ")")
+                                 : absl::StrCat("port ", port, " already has a listener"))
+                   << "; pick another --agent-store-port";
+      return kExitConfig;
+    }
     run.store = std::make_unique<AgentStore>(run.supervisor.get(), port);
     if (absl::Status s = run.store->Launch(AgentStoreSpec(config, base_env, port)); !s.ok()) {
       TLOG(kError) << "--agent-store: " << s.message();

@@ -163,6 +163,22 @@ class WarmTest(E2ETestCase):
         self.assertNotIn("started worker", agent.stderr)
         self.assert_no_leftovers()
 
+    def test_an_agent_store_port_already_listened_on_exits_78(self):
+        # Whatever answers there would be taken for the store (another job's,
+        # with the host network): refused before anything starts.
+        import socket
+        s = socket.socket()
+        self.addCleanup(s.close)
+        s.bind(("127.0.0.1", 0))
+        s.listen(1)
+        agent = self.single_node([PY, WARM_WORKER], warm=False,
+                                 extra_args=["--agent-store", "--agent-store-port=%d"
+                                             % s.getsockname()[1]])
+        self.assertEqual(agent.wait(30), 78, agent.describe())
+        self.assertIn("port %d already has a listener" % s.getsockname()[1], agent.stderr)
+        self.assertNotIn("started helper agent-store", agent.stderr)
+        self.assert_no_leftovers()
+
     def test_a_command_that_cannot_be_warmed_runs_cold_saying_why(self):
         for command, why in (
                 (["sh", "-c", "exit 0"], "COMMAND is not a Python interpreter"),

@@ -468,6 +468,9 @@ v1::Directive AssignmentDirective(uint64_t coordinator_incarnation, v1::Assignme
   d.set_coordinator_incarnation(coordinator_incarnation);
   d.set_round(a.round());
   a.clear_liveness_key();
+  // The round's preflight warnings (up to 16 KiB) would not fit; the agent
+  // hears them in its Report answers.
+  a.clear_preflight_warnings();
   *d.mutable_assignment() = std::move(a);
   return d;
 }
@@ -607,6 +610,7 @@ uint64_t Coordinator::Join(const v1::JoinRequest& request, absl::string_view pee
       auto [mit, inserted] = members_.try_emplace(node_id);
       Member& m = mit->second;
       m.join = request;
+      m.join.clear_preflight();  // judged above; its failed checks are kept
       if (request.has_preflight()) m.preflight_failed = preflight_failed;
       if (inserted) AllocateSlotLocked(m);
       m.addr = request.advertise_addr().empty() ? std::string(peer_addr) : request.advertise_addr();
@@ -940,14 +944,15 @@ void Coordinator::CloseRoundLocked(Actions* actions) {
     const Member& m = *by_rank[r];
     if (m.preflight_failed.empty() || options_.preflight == v1::PREFLIGHT_OFF) continue;
     if (preflight_warnings_.Set(m.join.member().node_id(), m.preflight_failed) &&
-        options_.preflight != v1::PREFLIGHT_WARN) {
+        options_.preflight == v1::PREFLIGHT_EXCLUDE && elastic_) {
       TLOG(kWarning) << "preflight: node " << SafeForLog(m.join.member().node_id(), 64)
                      << " runs although it failed " << m.preflight_failed
                      << " (too few passing nodes to leave it out)";
     }
   }
-  for (std::string& line : preflight_warnings_.Lines())
-    common.add_preflight_warnings(std::move(line));
+  // Added to each answer, not kept in every member's assignment (16 KiB
+  // each at most).
+  auto warnings = std::make_shared<const std::vector<std::string>>(preflight_warnings_.Lines());
   common.set_restart_count(restart_count_);
   common.set_max_restarts(options_.max_restarts);
   common.set_job_id(options_.job_id);
@@ -1007,7 +1012,8 @@ void Coordinator::CloseRoundLocked(Actions* actions) {
     ClearStreamLossLocked(SlotOf(m));
     // The answer's one copy of the assignment (the member keeps its own).
     actions->push_back([d = std::move(m.done), a = m.assignment,
-                        list = m.join.want_nodes() ? round_nodes_ : nullptr]() mutable {
+                        list = m.join.want_nodes() ? round_nodes_ : nullptr, warnings]() mutable {
+      for (const std::string& line : *warnings) a.add_preflight_warnings(line);
       d(WithNodes(std::move(a), list));
     });
     m.done = nullptr;
@@ -1954,6 +1960,9 @@ bool Coordinator::ReadyJoinLocked(Member& m, uint64_t round, Actions* actions) {
       GatheringCountLocked() >= options_.max_nodes) {
     return false;
   }
+  // Its last checks failed (--preflight=exclude): only a Join call, with a
+  // fresh report, may bring it back (a READY carries none).
+  if (ExcludableLocked(m)) return false;
   const Slot& slot = SlotOf(m);
   if (m.released && (datagram_sender_ == nullptr || slot.socket < 0 ||
                      AssignmentDirective(options_.incarnation, m.assignment).ByteSizeLong() >

@@ -8,6 +8,7 @@
 #define TRAINLET_RENDEZVOUS_PREFLIGHT_POLICY_H_
 
 #include <cstddef>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -32,9 +33,14 @@ std::string FirstFailedCheck(const v1::PreflightReport& report);
 // replaces its older one), at most kMaxPreflightWarnings.
 class PreflightWarnings {
  public:
-  // Returns whether `node_id`'s line is new or changed.
+  // Returns whether `node_id`'s line is new or changed, and kept (beyond
+  // kMaxPreflightWarnings lines it is only counted: Lines() then ends "and
+  // K more node(s)").
   bool Set(absl::string_view node_id, absl::string_view failed);
-  void Clear() { lines_.clear(); }
+  void Clear() {
+    lines_.clear();
+    left_out_.clear();
+  }
   std::vector<std::string> Lines() const;
   bool empty() const { return lines_.empty(); }
 
@@ -44,6 +50,7 @@ class PreflightWarnings {
     std::string text;
   };
   std::vector<Line> lines_;
+  std::set<std::string> left_out_;  // nodes beyond the kept lines
 };
 
 }  // namespace trainlet::rendezvous
