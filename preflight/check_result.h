@@ -30,11 +30,14 @@ inline constexpr char kCheckDns[] = "dns";
 inline constexpr char kCheckPathFreeSpace[] = "path_free_space";
 inline constexpr char kCheckPathRoundTrip[] = "path_round_trip";
 inline constexpr char kCheckClockOffset[] = "clock_offset";
+inline constexpr char kCheckGpuMemoryBandwidth[] = "gpu_memory_bandwidth";  // --preflight-gpu
+inline constexpr char kCheckGpuNcclBusbw[] = "gpu_nccl_busbw";              // --preflight-gpu
 
 // Units of CheckResult.value and .threshold.
 inline constexpr char kUnitBytes[] = "bytes";
 inline constexpr char kUnitCount[] = "count";
 inline constexpr char kUnitSeconds[] = "seconds";
+inline constexpr char kUnitBytesPerSecond[] = "bytes_per_second";
 
 // Caps on a report (preflight.proto's header).
 inline constexpr size_t kMaxCheckNameBytes = 32;
