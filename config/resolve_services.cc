@@ -35,6 +35,15 @@ absl::Status ResolveServices(RunInputs* in, RunConfig* c) {
     }
     c->preflight_path = path->text;
   }
+  absl::StatusOr<bool> preflight_gpu =
+      ParseBoolValue(ValueOrDefault(in->parsed, in->table, "preflight-gpu"));
+  if (!preflight_gpu.ok()) return preflight_gpu.status();
+  c->preflight_gpu = *preflight_gpu;
+  if (const OptionValue* busbw = in->parsed.Find("preflight-min-gpu-busbw")) {
+    absl::StatusOr<int> gbps = ParseIntValue(*busbw, 0, 100000);
+    if (!gbps.ok()) return gbps.status();
+    c->preflight_min_gpu_busbw = *gbps;
+  }
   absl::StatusOr<bool> agent_store =
       ParseBoolValue(ValueOrDefault(in->parsed, in->table, "agent-store"));
   if (!agent_store.ok()) return agent_store.status();

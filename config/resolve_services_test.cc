@@ -49,5 +49,21 @@ TEST(ResolveServices, PortsThisNodeListensOnMustDiffer) {
   EXPECT_THAT(same.Through(&ResolveServices).message(), HasSubstr("is also --master-port"));
 }
 
+TEST(ResolveServices, PreflightGpu_OffByDefault_MinBusbwChecked) {
+  RunSteps plain({});
+  ASSERT_TRUE(plain.Through(&ResolveServices).ok());
+  EXPECT_FALSE(plain.config().preflight_gpu);
+  EXPECT_EQ(plain.config().preflight_min_gpu_busbw, 0);
+  RunSteps on({"--preflight-gpu", "--preflight-min-gpu-busbw=150"});
+  ASSERT_TRUE(on.Through(&ResolveServices).ok());
+  EXPECT_TRUE(on.config().preflight_gpu);
+  EXPECT_EQ(on.config().preflight_min_gpu_busbw, 150);
+  RunSteps env({}, {{"TRAINLET_PREFLIGHT_GPU", "true"}});
+  ASSERT_TRUE(env.Through(&ResolveServices).ok());
+  EXPECT_TRUE(env.config().preflight_gpu);
+  RunSteps bad({"--preflight-min-gpu-busbw=-1"});
+  EXPECT_THAT(bad.Through(&ResolveServices).message(), HasSubstr("--preflight-min-gpu-busbw"));
+}
+
 }  // namespace
 }  // namespace trainlet::agent

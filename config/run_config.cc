@@ -166,6 +166,12 @@ const std::vector<OptionSpec>& RunOptionTable() {
         {"preflight-path", OptionKind::kString, "PATH", "none",
          "Directory --preflight checks before each round: free space and a write, fsync, read "
          "and delete of a small file (typically the checkpoint directory)."},
+        {"preflight-gpu", OptionKind::kBool, "", "false",
+         "Add the GPU loopback to --preflight's checks before a join, when due: each GPU's "
+         "memory bandwidth and an NCCL all-reduce among the pod's GPUs, in a helper process "
+         "with the COMMAND's Python and torch (seconds; docs/preflight.md)."},
+        {"preflight-min-gpu-busbw", OptionKind::kInt, "GB/s", "0 (none)",
+         "--preflight-gpu: the NCCL all-reduce's bus bandwidth below which this node fails."},
         {"agent-store", OptionKind::kBool, "", "false",
          "Host torch's c10d store in the agent (a Python process with torch imported, listening "
          "before the agent joins) instead of in rank 0, as torchrun does: a restarted round's "

@@ -175,6 +175,8 @@ struct RunConfig {
   bool warm_workers = false;                   // --warm-workers
   std::vector<std::string> preload;            // --preload; empty: torch if importable
   std::string preflight_path;                  // --preflight-path; "": none
+  bool preflight_gpu = false;                  // --preflight-gpu
+  int preflight_min_gpu_busbw = 0;             // --preflight-min-gpu-busbw, GB/s; 0: none
   bool agent_store = false;                    // --agent-store
   int agent_store_port = 0;                    // --agent-store-port; 0: master_port - 1
   absl::Duration probe_timeout;                // --probe-timeout; 0: no probe.
