@@ -51,6 +51,14 @@ int AgentStorePort(const RunConfig& config, int master_port) {
   return master_port > 1 ? master_port - 1 : 0;
 }
 
+std::vector<std::string> PythonInterpreterArgv(const RunConfig& config) {
+  std::optional<PythonCommand> python = ParsePythonCommand(config.command);
+  if (!python.has_value()) return {"python3"};
+  std::vector<std::string> argv = python->launcher;
+  argv.insert(argv.end(), python->options.begin(), python->options.end());
+  return argv;
+}
+
 launcher::ProcessSpec AgentStoreSpec(const RunConfig& config,
                                      const std::map<std::string, std::string>& base_env, int port) {
   launcher::ProcessSpec spec;
@@ -59,12 +67,7 @@ launcher::ProcessSpec AgentStoreSpec(const RunConfig& config,
   spec.restart = launcher::RestartPolicy::kAlways;
   spec.prefix_output = true;
   spec.leaves_orphans = false;
-  if (std::optional<PythonCommand> python = ParsePythonCommand(config.command)) {
-    spec.argv = python->launcher;
-    spec.argv.insert(spec.argv.end(), python->options.begin(), python->options.end());
-  } else {
-    spec.argv = {"python3"};
-  }
+  spec.argv = PythonInterpreterArgv(config);
   spec.argv.insert(spec.argv.end(), {"-c", kStoreProgram, absl::StrCat(port)});
   for (const auto& [k, v] : base_env) spec.env.push_back(absl::StrCat(k, "=", v));
   return spec;

@@ -52,6 +52,11 @@ inline constexpr int kAgentStoreNoTorch = 78;
 // The store's port: --agent-store-port, else `master_port` - 1.
 int AgentStorePort(const RunConfig& config, int master_port);
 
+// The COMMAND's interpreter with its `env` prefix and options when COMMAND
+// is Python, else {"python3"} (from the PATH): what the agent's Python
+// helpers run with (this store, --preflight-gpu's loopback).
+std::vector<std::string> PythonInterpreterArgv(const RunConfig& config);
+
 // The helper: the COMMAND's interpreter (its `env` prefix and options) when
 // COMMAND is Python, else python3 from the PATH, running the store program
 // on `port`, with `base_env`, its output prefixed "[agent-store]".

@@ -51,10 +51,32 @@ bool PreflightRunner::Due(bool forced) const {
   return forced || !ever_run_ || clock_->Now() - last_run_ >= options_.interval;
 }
 
-v1::PreflightReport PreflightRunner::RunNow(uint64_t round) {
+bool PreflightRunner::GpuDue(bool forced) const {
+  if (options_.policy == v1::PREFLIGHT_OFF || !options_.gpu_check) return false;
+  return forced || gpu_failed_ || !gpu_ever_run_ || clock_->Now() - last_gpu_ >= options_.interval;
+}
+
+std::vector<v1::CheckResult> PreflightRunner::RunGpu() {
+  const absl::Time start = clock_->Now();
+  std::vector<v1::CheckResult> results = options_.gpu_check();
+  last_gpu_ = clock_->Now();
+  gpu_ever_run_ = true;
+  gpu_failed_ = false;
+  const int64_t micros = absl::ToInt64Microseconds(last_gpu_ - start);
+  for (v1::CheckResult& r : results) {
+    r.set_micros(micros);
+    gpu_failed_ = gpu_failed_ || r.outcome() == v1::CheckResult::FAIL;
+  }
+  return results;
+}
+
+v1::PreflightReport PreflightRunner::RunNow(uint64_t round, bool recheck) {
   const absl::Time wall = absl::Now();
   const absl::Time start = clock_->Now();
   std::vector<v1::CheckResult> results = checker_->Run(inputs_());
+  if (GpuDue(recheck)) {
+    for (v1::CheckResult& r : RunGpu()) results.push_back(std::move(r));
+  }
   last_run_ = clock_->Now();
   ever_run_ = true;
   return preflight::MakeReport(options_.node_id, options_.incarnation, round, std::move(results),
@@ -69,20 +91,26 @@ void PreflightRunner::Log(const v1::PreflightReport& report) const {
 std::optional<v1::PreflightReport> PreflightRunner::BeforeJoin(uint64_t last_round,
                                                                bool after_local_failure,
                                                                bool recheck) {
+  // warn: the GPU loopback now, before the workers take the GPUs; its
+  // results go with the check beside them.
+  if (options_.policy == v1::PREFLIGHT_WARN && GpuDue(recheck)) {
+    if (thread_.joinable()) thread_.join();  // bounded, as below
+    pending_gpu_ = RunGpu();
+  }
   // A node whose last gated check failed checks at every join until it
   // passes: the coordinator holds its failure until a report says better.
   if (!Gates(options_.policy) || !Due(after_local_failure || recheck || last_failed_)) {
     return std::nullopt;
   }
   if (thread_.joinable()) thread_.join();  // a warn check of the policy before (bounded)
-  v1::PreflightReport report = RunNow(last_round + 1);
+  v1::PreflightReport report = RunNow(last_round + 1, recheck);
   last_failed_ = !PreflightPassed(report);
   Log(report);
   return report;
 }
 
 void PreflightRunner::AfterStart(uint64_t round) {
-  if (options_.policy != v1::PREFLIGHT_WARN || !Due(false)) return;
+  if (options_.policy != v1::PREFLIGHT_WARN || (!Due(false) && pending_gpu_.empty())) return;
   {
     absl::MutexLock lock(&mu_);
     if (running_) return;  // the previous round's is still at it
@@ -93,9 +121,12 @@ void PreflightRunner::AfterStart(uint64_t round) {
   last_run_ = clock_->Now();
   ever_run_ = true;
   preflight::NodeCheckInputs inputs = inputs_();
-  thread_ = std::thread([this, round, inputs = std::move(inputs)] {
+  std::vector<v1::CheckResult> gpu = std::move(pending_gpu_);
+  pending_gpu_.clear();
+  thread_ = std::thread([this, round, inputs = std::move(inputs), gpu = std::move(gpu)] {
     const absl::Time wall = absl::Now();
     std::vector<v1::CheckResult> results = checker_->Run(inputs);
+    results.insert(results.end(), gpu.begin(), gpu.end());
     v1::PreflightReport report =
         preflight::MakeReport(options_.node_id, options_.incarnation, round, std::move(results), {},
                               wall, absl::Now() - wall);

@@ -11,6 +11,11 @@
 //     workers started -> due? yes: run on a thread -> Poll() hands the
 //       finished report to the next Report
 //   off: nothing.
+//   --preflight-gpu (Options.gpu_check), any policy but off: the GPU
+//     loopback runs before a join (never beside the workers: they use the
+//     GPUs) when due: the first join, --preflight-interval after the last,
+//     a re-check, or after it failed. Gated: its results join the report;
+//     warn: they wait for the next check beside the workers.
 //
 // The policy is the coordinator's once an assignment says it
 // (Assignment.preflight_policy), this node's --preflight before that.
@@ -60,6 +65,8 @@ class PreflightRunner {
     absl::Duration interval = absl::Minutes(10);      // --preflight-interval
     std::string node_id;
     uint64_t incarnation = 0;
+    // --preflight-gpu: the GPU loopback (preflight::RunGpuLoopback); null: off.
+    std::function<std::vector<v1::CheckResult>()> gpu_check;
   };
   // What the checks look at, at the time they run (the probe, the names to
   // resolve).
@@ -87,7 +94,10 @@ class PreflightRunner {
 
  private:
   bool Due(bool forced) const;
-  v1::PreflightReport RunNow(uint64_t round);
+  bool GpuDue(bool forced) const;
+  // The GPU loopback, each result stamped with its micros.
+  std::vector<v1::CheckResult> RunGpu();
+  v1::PreflightReport RunNow(uint64_t round, bool recheck);
   void Log(const v1::PreflightReport& report) const;
 
   Options options_;
@@ -97,7 +107,11 @@ class PreflightRunner {
   absl::Time last_run_ = absl::InfinitePast();
   bool ever_run_ = false;
   bool last_failed_ = false;  // the last check before a join failed
-  std::thread thread_;        // warn's check; joined by Poll() once done, or at destruction.
+  absl::Time last_gpu_ = absl::InfinitePast();
+  bool gpu_ever_run_ = false;
+  bool gpu_failed_ = false;                   // the last GPU loopback failed
+  std::vector<v1::CheckResult> pending_gpu_;  // warn: for the next check beside the workers
+  std::thread thread_;  // warn's check; joined by Poll() once done, or at destruction.
   absl::Mutex mu_;
   std::optional<v1::PreflightReport> finished_ ABSL_GUARDED_BY(mu_);
   bool running_ ABSL_GUARDED_BY(mu_) = false;

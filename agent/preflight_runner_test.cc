@@ -7,6 +7,7 @@
 #include "absl/time/clock.h"
 #include "common/clock.h"
 #include "gtest/gtest.h"
+#include "preflight/check_result.h"
 #include "preflight/testing/fake_resolver.h"
 
 namespace trainlet::agent {
@@ -16,7 +17,8 @@ namespace {
 // exist: the path checks fail), on a simulated clock.
 class PreflightRunnerTest : public ::testing::Test {
  protected:
-  std::unique_ptr<PreflightRunner> Make(v1::PreflightPolicy policy, const std::string& path) {
+  std::unique_ptr<PreflightRunner> Make(v1::PreflightPolicy policy, const std::string& path,
+                                        bool with_gpu = false) {
     preflight::NodeCheckConfig checks;
     checks.path = path;
     auto resolver = std::make_shared<preflight::testing::FakeResolver>();
@@ -27,6 +29,13 @@ class PreflightRunnerTest : public ::testing::Test {
     o.interval = absl::Minutes(10);
     o.node_id = "n0";
     o.incarnation = 7;
+    if (with_gpu) {
+      o.gpu_check = [this] {
+        ++gpu_runs_;
+        return std::vector<v1::CheckResult>{preflight::MakeResult(
+            preflight::kCheckGpuNcclBusbw, gpu_outcome_, "canned", 1e9, "bytes_per_second")};
+      };
+    }
     return std::make_unique<PreflightRunner>(
         o, std::move(checker),
         [] {
@@ -38,7 +47,15 @@ class PreflightRunnerTest : public ::testing::Test {
   }
   std::string Dir() const { return ::testing::TempDir(); }
   SimulatedClock clock_;
+  int gpu_runs_ = 0;
+  v1::CheckResult::Outcome gpu_outcome_ = v1::CheckResult::PASS;
 };
+
+int Count(const v1::PreflightReport& r, const std::string& check) {
+  int n = 0;
+  for (const v1::CheckResult& c : r.results()) n += c.check() == check ? 1 : 0;
+  return n;
+}
 
 TEST_F(PreflightRunnerTest, Gating_ChecksBeforeTheFirstJoinThenOnlyWhenDue) {
   auto runner = Make(v1::PREFLIGHT_EXCLUDE, Dir());
@@ -100,6 +117,68 @@ TEST_F(PreflightRunnerTest, TheCoordinatorsPolicyWins) {
   EXPECT_TRUE(runner->BeforeJoin(0, false, false).has_value());
   runner->SetPolicy(v1::PREFLIGHT_OFF);
   EXPECT_FALSE(runner->BeforeJoin(1, true, true).has_value());
+}
+
+// --preflight-gpu takes seconds: the first join and when due, not every
+// restart; its result rides on the gated report.
+TEST_F(PreflightRunnerTest, Gpu_Gating_FirstJoinThenWhenDue) {
+  auto runner = Make(v1::PREFLIGHT_EXCLUDE, Dir(), /*with_gpu=*/true);
+  std::optional<v1::PreflightReport> first = runner->BeforeJoin(0, false, false);
+  ASSERT_TRUE(first.has_value());
+  EXPECT_EQ(gpu_runs_, 1);
+  EXPECT_EQ(Count(*first, preflight::kCheckGpuNcclBusbw), 1);
+  clock_.Advance(absl::Minutes(1));
+  // A worker failed here: the node checks again, the GPU loopback does not.
+  std::optional<v1::PreflightReport> restart = runner->BeforeJoin(1, true, false);
+  ASSERT_TRUE(restart.has_value());
+  EXPECT_EQ(gpu_runs_, 1);
+  EXPECT_EQ(Count(*restart, preflight::kCheckGpuNcclBusbw), 0);
+  EXPECT_TRUE(runner->BeforeJoin(1, false, /*recheck=*/true).has_value());
+  EXPECT_EQ(gpu_runs_, 2) << "back from a quarantine";
+  clock_.Advance(absl::Minutes(11));
+  EXPECT_TRUE(runner->BeforeJoin(2, false, false).has_value());
+  EXPECT_EQ(gpu_runs_, 3);
+}
+
+TEST_F(PreflightRunnerTest, Gpu_AfterAFailure_RunsAtEveryJoin) {
+  gpu_outcome_ = v1::CheckResult::FAIL;
+  auto runner = Make(v1::PREFLIGHT_FAIL, Dir(), /*with_gpu=*/true);
+  std::optional<v1::PreflightReport> r = runner->BeforeJoin(0, false, false);
+  ASSERT_TRUE(r.has_value());
+  EXPECT_FALSE(PreflightPassed(*r));
+  clock_.Advance(absl::Seconds(1));
+  gpu_outcome_ = v1::CheckResult::PASS;
+  r = runner->BeforeJoin(0, false, false);
+  ASSERT_TRUE(r.has_value());
+  EXPECT_TRUE(PreflightPassed(*r));
+  EXPECT_EQ(gpu_runs_, 2);
+}
+
+// warn never runs it beside the workers (they use the GPUs): before the
+// join, its result in the report of the check beside them.
+TEST_F(PreflightRunnerTest, Gpu_Warn_BeforeTheJoin_ReportedBesideTheWorkers) {
+  auto runner = Make(v1::PREFLIGHT_WARN, Dir(), /*with_gpu=*/true);
+  EXPECT_FALSE(runner->BeforeJoin(0, false, false).has_value());
+  EXPECT_EQ(gpu_runs_, 1);
+  runner->AfterStart(1);
+  EXPECT_EQ(gpu_runs_, 1);
+  std::optional<v1::PreflightReport> r;
+  const absl::Time deadline = absl::Now() + absl::Seconds(30);
+  while (!(r = runner->Poll()).has_value() && absl::Now() < deadline) {
+    absl::SleepFor(absl::Milliseconds(5));
+  }
+  ASSERT_TRUE(r.has_value());
+  EXPECT_EQ(Count(*r, preflight::kCheckGpuNcclBusbw), 1);
+  EXPECT_GT(Count(*r, preflight::kCheckDns), 0) << "with the node checks";
+  EXPECT_FALSE(runner->BeforeJoin(1, false, false).has_value());
+  EXPECT_EQ(gpu_runs_, 1) << "not due again within the interval";
+}
+
+TEST_F(PreflightRunnerTest, Gpu_Off_NeverRuns) {
+  auto runner = Make(v1::PREFLIGHT_OFF, Dir(), /*with_gpu=*/true);
+  EXPECT_FALSE(runner->BeforeJoin(0, true, true).has_value());
+  runner->AfterStart(1);
+  EXPECT_EQ(gpu_runs_, 0);
 }
 
 }  // namespace

@@ -36,6 +36,7 @@
 #include "launcher/supervisor.h"
 #include "launcher/termination_log.h"
 #include "launcher/worker_spawner.h"
+#include "preflight/gpu_loopback.h"
 #include "rendezvous/coordinator.h"
 #include "rendezvous/coordinator_client.h"
 #include "rendezvous/coordinator_host.h"
@@ -126,8 +127,9 @@ std::string SecondHostMessage(const RunConfig& config) {
 }
 
 // --preflight's checks on this node (preflight_runner.h), off until a policy says.
-std::unique_ptr<PreflightRunner> MakePreflightRunner(const RunConfig& config, uint64_t incarnation,
-                                                     std::shared_ptr<const std::string> master) {
+std::unique_ptr<PreflightRunner> MakePreflightRunner(
+    const RunConfig& config, const std::map<std::string, std::string>& base_env,
+    uint64_t incarnation, std::shared_ptr<const std::string> master) {
   // Made even with --preflight=off: the coordinator's policy, once an
   // assignment says it, decides (PreflightRunner::SetPolicy).
   preflight::NodeCheckConfig checks;
@@ -139,6 +141,13 @@ std::unique_ptr<PreflightRunner> MakePreflightRunner(const RunConfig& config, ui
   o.interval = config.policy.preflight_interval;
   o.node_id = config.node_id;
   o.incarnation = incarnation;
+  if (config.preflight_gpu) {
+    preflight::GpuLoopbackOptions gpu;
+    gpu.python = PythonInterpreterArgv(config);
+    for (const auto& [k, v] : base_env) gpu.env.push_back(absl::StrCat(k, "=", v));
+    gpu.min_busbw_gbps = config.preflight_min_gpu_busbw;
+    o.gpu_check = [gpu = std::move(gpu)] { return preflight::RunGpuLoopback(gpu); };
+  }
   auto inputs = [probe = config.node_probe, coordinator = config.coordinator_host, master] {
     preflight::NodeCheckInputs in;
     if (probe != nullptr) in.gpus = preflight::GpuInputsFromProbe(*probe);
@@ -504,7 +513,7 @@ int RunAgent(const RunConfig& config, const std::map<std::string, std::string>& 
     if (store != nullptr) store->OnRound(a);
   };
   if (run.store != nullptr) round_options.agent_store_port = run.store->port();
-  run.preflight = MakePreflightRunner(config, incarnation, master);
+  run.preflight = MakePreflightRunner(config, base_env, incarnation, master);
   seams.preflight = run.preflight.get();
   if (setup) {
     absl::StatusOr<LaunchPlan*> plan = setup(run.supervisor.get(), &round_options);

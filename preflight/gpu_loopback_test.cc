@@ -240,5 +240,38 @@ TEST(GpuLoopbackProgramTest, WithoutTorchIsSkipped) {
   EXPECT_THAT(by[kCheckGpuNcclBusbw].reason(), HasSubstr("torch is not importable"));
 }
 
+// The program's GPU half on a stand-in torch (testdata/fake_torch): four
+// GPUs, GPU 2's copies 4x slower, the all-reduce by one real process a rank.
+std::vector<v1::CheckResult> RunOnFakeTorch(std::vector<std::string> env) {
+  GpuLoopbackOptions o;
+  o.python = {"/usr/bin/python3"};
+  o.env = std::move(env);
+  o.env.push_back("PATH=/usr/bin:/bin");
+  o.env.push_back(absl::StrCat("PYTHONPATH=", TRAINLET_PREFLIGHT_TESTDATA, "/fake_torch"));
+  o.timeout = absl::Seconds(120);
+  return RunGpuLoopback(o);
+}
+
+TEST(GpuLoopbackProgramTest, FakeTorch_SlowGpuFails_BusbwFromTheWorkers) {
+  if (access("/usr/bin/python3", X_OK) != 0) GTEST_SKIP() << "no /usr/bin/python3";
+  auto by = ByName(RunOnFakeTorch({"FAKE_TORCH_SLOW_GPU=2"}));
+  const v1::CheckResult& mem = by[kCheckGpuMemoryBandwidth];
+  EXPECT_EQ(mem.outcome(), v1::CheckResult::FAIL) << mem.reason();
+  EXPECT_THAT(mem.reason(), HasSubstr("GPU 2 (Fake GPU) 6.71 GB/s"));  // 2 x 256 MiB x 5 / 0.4 s
+  const v1::CheckResult& nccl = by[kCheckGpuNcclBusbw];
+  EXPECT_EQ(nccl.outcome(), v1::CheckResult::PASS) << nccl.reason();
+  EXPECT_THAT(nccl.reason(), HasSubstr("all-reduce of 256 MiB among 4 GPUs"));
+  EXPECT_GT(nccl.value(), 0);
+}
+
+TEST(GpuLoopbackProgramTest, FakeTorch_AFailingRankFailsTheAllReduce) {
+  if (access("/usr/bin/python3", X_OK) != 0) GTEST_SKIP() << "no /usr/bin/python3";
+  auto by = ByName(RunOnFakeTorch({"FAKE_TORCH_FAIL_RANK=1"}));
+  EXPECT_EQ(by[kCheckGpuMemoryBandwidth].outcome(), v1::CheckResult::PASS);
+  const v1::CheckResult& nccl = by[kCheckGpuNcclBusbw];
+  EXPECT_EQ(nccl.outcome(), v1::CheckResult::FAIL);
+  EXPECT_THAT(nccl.reason(), HasSubstr("rank 1 exited 1: NCCL error: fake failure on rank 1"));
+}
+
 }  // namespace
 }  // namespace trainlet::preflight
