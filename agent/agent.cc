@@ -558,10 +558,12 @@ void Agent::Execute(const std::vector<RoundAction>& actions) {
             const auto state = a.request.state();
             v1::ReportRequest report = a.request;
             plan_->DecorateReport(&report);
-            if (preflight_report_.has_value() && preflight_report_->round() == round) {
+            // The next Report carries it, whichever round that is (the
+            // checks do not change with it).
+            if (preflight_report_.has_value()) {
               *report.mutable_preflight() = *std::move(preflight_report_);
+              preflight_report_.reset();
             }
-            preflight_report_.reset();
             seams_.client->Report(report, [this, round, state](const absl::Status& s) {
               Post(ReportAnswered{round, state, s, s.ok() && udp_heard_->load()});
             });
