@@ -10,9 +10,9 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <chrono>
 #include <cmath>
 #include <cstring>
-#include <thread>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -20,7 +20,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
-#include "common/clock.h"
+#include "common/child_io.h"
 #include "common/logging.h"
 #include "google/protobuf/struct.pb.h"
 #include "google/protobuf/util/json_util.h"
@@ -36,7 +36,7 @@ constexpr char kProgram[] =
 constexpr int kMaxGpus = 64;
 constexpr size_t kMaxStderrTail = 1024;
 // How long a killed program gets to be reaped before a thread takes it over.
-constexpr absl::Duration kReapAfterKill = absl::Seconds(1);
+constexpr auto kReapAfterKill = std::chrono::seconds(1);
 
 using google::protobuf::Struct;
 using google::protobuf::Value;
@@ -149,23 +149,8 @@ std::vector<v1::CheckResult> Both(v1::CheckResult::Outcome outcome, const std::s
 
 // ---- The process ---------------------------------------------------------
 
-class Fd {
- public:
-  explicit Fd(int fd = -1) : fd_(fd) {}
-  Fd(Fd&& o) noexcept : fd_(std::exchange(o.fd_, -1)) {}
-  ~Fd() { Reset(); }
-  int get() const { return fd_; }
-  void Reset(int fd = -1) {
-    if (fd_ >= 0) close(fd_);
-    fd_ = fd;
-  }
-
- private:
-  int fd_;
-};
-
 struct Pipe {
-  Fd r, w;
+  OwnedFd r, w;
   bool Open() {
     int p[2];
     if (pipe2(p, O_CLOEXEC) != 0) return false;
@@ -208,45 +193,10 @@ struct Outcome {
   int exec_errno = 0;
   bool timed_out = false;
   bool oversize = false;
-  bool reaped = false;
-  bool status_known = false;
-  int status = 0;
+  ChildEnd end;
   std::string out;
   std::string err_tail;
 };
-
-// True once the child ended. In the agent the Supervisor reaps every child
-// with waitpid(-1) and may take ours first (ECHILD): its status is then
-// unknown and its output alone decides (topology/nvml_reader.cc does the
-// same).
-bool TryReap(pid_t pid, Outcome* o) {
-  int status = 0;
-  pid_t r;
-  do {
-    r = waitpid(pid, &status, WNOHANG);
-  } while (r < 0 && errno == EINTR);
-  if (r == pid) {
-    o->reaped = o->status_known = true;
-    o->status = status;
-  } else if (r < 0 && errno == ECHILD) {
-    o->reaped = true;
-  }
-  return o->reaped;
-}
-
-bool ReapBy(pid_t pid, int pidfd, absl::Time until, Outcome* o) {
-  while (!TryReap(pid, o)) {
-    const absl::Duration left = until - Clock::Monotonic()->Now();
-    if (left <= absl::ZeroDuration()) return false;
-    if (pidfd >= 0) {
-      struct pollfd exited = {pidfd, POLLIN, 0};
-      poll(&exited, 1, static_cast<int>(absl::ToInt64Milliseconds(left)) + 1);
-    } else {
-      absl::SleepFor(std::min(left, absl::Milliseconds(2)));
-    }
-  }
-  return true;
-}
 
 // SIGKILL to the program's group, only while its leader is still our
 // unreaped child (alive or a zombie): its pid, and so its group id, cannot
@@ -259,68 +209,46 @@ void KillGroup(pid_t pid) {
   }
 }
 
-void KeepTail(const char* data, size_t n, std::string* tail) {
-  tail->append(data, n);
-  if (tail->size() > kMaxStderrTail) tail->erase(0, tail->size() - kMaxStderrTail);
-}
+using SteadyTime = std::chrono::steady_clock::time_point;
 
-void Converse(pid_t pid, int pidfd, Fd report, Fd out, Fd err, absl::Time deadline, Outcome* o) {
-  char buf[16 << 10];
+void Converse(pid_t pid, int pidfd, OwnedFd report, OwnedFd out, OwnedFd err, SteadyTime deadline,
+              Outcome* o) {
   while (out.get() >= 0 || err.get() >= 0 || report.get() >= 0) {
-    const absl::Duration left = deadline - Clock::Monotonic()->Now();
-    if (left <= absl::ZeroDuration()) {
+    const int ms = MillisecondsUntil(deadline);
+    if (ms == 0) {
       o->timed_out = true;
       break;
     }
     struct pollfd fds[3] = {
         {report.get(), POLLIN, 0}, {out.get(), POLLIN, 0}, {err.get(), POLLIN, 0}};
-    const int n = poll(fds, 3, static_cast<int>(absl::ToInt64Milliseconds(left)) + 1);
+    const int n = poll(fds, 3, ms);
     if (n < 0 && errno != EINTR) {
       o->timed_out = true;
       break;
     }
     if (n <= 0) continue;
     if (fds[0].revents != 0) {
-      int e = 0;
-      const ssize_t got = read(report.get(), &e, sizeof(e));
-      if (got == sizeof(e)) {
+      std::string errno_bytes;
+      ReadSomeInto(&report, &errno_bytes);
+      if (errno_bytes.size() == sizeof(int)) {
         o->exec_failed = true;
-        o->exec_errno = e;
+        memcpy(&o->exec_errno, errno_bytes.data(), sizeof(int));
       }
-      if (got >= 0 || errno != EINTR) report.Reset();
     }
     if (fds[1].revents != 0) {
-      const ssize_t got = read(out.get(), buf, sizeof(buf));
-      if (got > 0) {
-        o->out.append(buf, static_cast<size_t>(got));
-        if (o->out.size() > kMaxGpuLoopbackOutputBytes) {
-          o->oversize = true;
-          break;
-        }
-      } else if (got == 0 || errno != EINTR) {
-        out.Reset();
+      ReadSomeInto(&out, &o->out);
+      if (o->out.size() > kMaxGpuLoopbackOutputBytes) {
+        o->oversize = true;
+        break;
       }
     }
-    if (fds[2].revents != 0) {
-      const ssize_t got = read(err.get(), buf, sizeof(buf));
-      if (got > 0) {
-        KeepTail(buf, static_cast<size_t>(got), &o->err_tail);
-      } else if (got == 0 || errno != EINTR) {
-        err.Reset();
-      }
-    }
+    if (fds[2].revents != 0) ReadSomeInto(&err, &o->err_tail, kMaxStderrTail);
   }
-  if (!o->timed_out && !o->oversize && ReapBy(pid, pidfd, deadline, o)) return;
+  if (!o->timed_out && !o->oversize && ReapChildBy(pid, pidfd, deadline, &o->end)) return;
   if (!o->oversize) o->timed_out = true;
   KillGroup(pid);
-  if (ReapBy(pid, pidfd, Clock::Monotonic()->Now() + kReapAfterKill, o)) return;
-  // Stuck in the driver (uninterruptible sleep): a thread reaps it once it
-  // dies, so that it does not stay a zombie.
-  std::thread([pid] {
-    int status;
-    while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-    }
-  }).detach();
+  if (ReapChildBy(pid, pidfd, std::chrono::steady_clock::now() + kReapAfterKill, &o->end)) return;
+  ReapChildLater(pid);
 }
 
 std::string StderrNote(const std::string& tail) {
@@ -390,7 +318,7 @@ std::vector<v1::CheckResult> RunGpuLoopback(const GpuLoopbackOptions& options) {
     return Both(v1::CheckResult::FAIL,
                 absl::StrCat("cannot start the GPU loopback: pipe2: ", ErrnoText(errno)));
   }
-  Fd devnull(open("/dev/null", O_RDONLY | O_CLOEXEC));
+  OwnedFd devnull(open("/dev/null", O_RDONLY | O_CLOEXEC));
   std::vector<std::string> args = options.python;
   args.insert(args.end(),
               {"-c", std::string(GpuLoopbackProgram()), absl::StrCat(options.copy_mib),
@@ -410,7 +338,7 @@ std::vector<v1::CheckResult> RunGpuLoopback(const GpuLoopbackOptions& options) {
   sigset_t all, old;
   sigfillset(&all);
   pthread_sigmask(SIG_SETMASK, &all, &old);
-  const absl::Time started = Clock::Monotonic()->Now();
+  const auto started = std::chrono::steady_clock::now();
   const pid_t pid = static_cast<pid_t>(
       syscall(SYS_clone, static_cast<unsigned long>(SIGCHLD), nullptr, nullptr, nullptr, nullptr));
   if (pid == 0) ChildExec(plan);
@@ -426,10 +354,10 @@ std::vector<v1::CheckResult> RunGpuLoopback(const GpuLoopbackOptions& options) {
   }
   // Where the kernel has pidfds (5.3), waiting takes no polling. The pid is
   // our unreaped child or the Supervisor's to reap; either way it is ours.
-  Fd pidfd(static_cast<int>(syscall(SYS_pidfd_open, pid, 0)));
+  OwnedFd pidfd(static_cast<int>(syscall(SYS_pidfd_open, pid, 0)));
   Outcome o;
   Converse(pid, pidfd.get(), std::move(report.r), std::move(out.r), std::move(err.r),
-           started + options.timeout, &o);
+           started + absl::ToChronoNanoseconds(options.timeout), &o);
 
   const std::string who =
       absl::StrCat("the GPU loopback (", SafeForLog(options.python[0], 100), ", pid ", pid, ")");
@@ -450,22 +378,23 @@ std::vector<v1::CheckResult> RunGpuLoopback(const GpuLoopbackOptions& options) {
         v1::CheckResult::FAIL,
         absl::StrCat(who, " did not finish within ", absl::FormatDuration(options.timeout),
                      " and was killed: a hung GPU, driver or NCCL?",
-                     o.reaped ? "" : " It did not die (uninterruptible sleep in the driver).",
+                     o.end.reaped ? "" : " It did not die (uninterruptible sleep in the driver).",
                      StderrNote(o.err_tail)));
   }
-  if (o.status_known && WIFSIGNALED(o.status)) {
-    return Both(v1::CheckResult::FAIL,
-                absl::StrCat(who, " died of signal ", WTERMSIG(o.status), StderrNote(o.err_tail)));
+  if (o.end.status_known && WIFSIGNALED(o.end.status)) {
+    return Both(v1::CheckResult::FAIL, absl::StrCat(who, " died of signal ", WTERMSIG(o.end.status),
+                                                    StderrNote(o.err_tail)));
   }
-  if (o.status_known && (!WIFEXITED(o.status) || WEXITSTATUS(o.status) != 0)) {
-    return Both(v1::CheckResult::FAIL, absl::StrCat(who, " exited with status ",
-                                                    WEXITSTATUS(o.status), StderrNote(o.err_tail)));
+  if (o.end.status_known && (!WIFEXITED(o.end.status) || WEXITSTATUS(o.end.status) != 0)) {
+    return Both(v1::CheckResult::FAIL,
+                absl::StrCat(who, " exited with status ", WEXITSTATUS(o.end.status),
+                             StderrNote(o.err_tail)));
   }
   absl::StatusOr<std::vector<v1::CheckResult>> results = ParseGpuLoopbackOutput(o.out, options);
   if (!results.ok()) {
     return Both(v1::CheckResult::FAIL,
                 absl::StrCat(who, ": ", results.status().message(),
-                             o.status_known ? "" : " (its exit status went to another reaper)",
+                             o.end.status_known ? "" : " (its exit status went to another reaper)",
                              StderrNote(o.err_tail)));
   }
   return *std::move(results);

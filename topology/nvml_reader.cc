@@ -21,6 +21,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "common/child_io.h"
 #include "common/logging.h"
 #include "google/protobuf/descriptor.h"
 #include "google/protobuf/message.h"
@@ -59,24 +60,7 @@ constexpr int kExecReportFd = 5;
 // not be executed.
 constexpr unsigned int kMfdExec = 0x0010U;
 
-class Fd {
- public:
-  explicit Fd(int fd = -1) : fd_(fd) {}
-  Fd(Fd&& other) noexcept : fd_(std::exchange(other.fd_, -1)) {}
-  Fd& operator=(Fd&& other) noexcept {
-    Reset(std::exchange(other.fd_, -1));
-    return *this;
-  }
-  ~Fd() { Reset(); }
-  int get() const { return fd_; }
-  void Reset(int fd = -1) {
-    if (fd_ >= 0) close(fd_);
-    fd_ = fd;
-  }
-
- private:
-  int fd_;
-};
+using Fd = OwnedFd;
 
 std::string ErrnoText(int e) { return absl::StrCat(strerror(e), " (errno ", e, ")"); }
 
@@ -267,36 +251,10 @@ struct Outcome {
   int exec_errors[2] = {0, 0};
   bool timed_out = false;
   bool oversize = false;
-  bool reaped = false;  // ended: by us (status known) or by another reaper
-  bool status_known = false;
-  int status = 0;
+  ChildEnd end;  // reaped by us (status known) or by another reaper
   std::string answer;
   std::string output_tail;  // its stdout and stderr, the last kMaxOutputTail bytes
 };
-
-void KeepTail(const char* data, size_t n, std::string* tail) {
-  tail->append(data, n);
-  if (tail->size() > kMaxOutputTail) tail->erase(0, tail->size() - kMaxOutputTail);
-}
-
-// True once the child has ended. In the agent the Supervisor reaps every
-// child with waitpid(-1) (launcher/supervisor.cc) and may take ours first:
-// the child is then gone and its exit status unknown (ECHILD).
-bool TryReap(const Child& child, Outcome* out) {
-  int status = 0;
-  pid_t r;
-  do {
-    r = waitpid(child.pid, &status, WNOHANG);
-  } while (r < 0 && errno == EINTR);
-  if (r == child.pid) {
-    out->reaped = true;
-    out->status_known = true;
-    out->status = status;
-  } else if (r < 0 && errno == ECHILD) {
-    out->reaped = true;
-  }
-  return out->reaped;
-}
 
 // SIGKILL to the child, and to nothing else: through its pidfd, or without
 // one only while waitid(WNOWAIT) says the pid is still our unreaped child (a
@@ -315,34 +273,10 @@ void KillChild(const Child& child) {
   }
 }
 
-int MillisecondsUntil(Clock::time_point until) {
-  const auto left = until - Clock::now();
-  if (left <= Clock::duration::zero()) return 0;
-  return static_cast<int>(std::chrono::ceil<std::chrono::milliseconds>(left).count());
-}
-
-// Reaps the child by `until`: woken by its pidfd, or without one polling
-// (SIGCHLD belongs to the agent's Supervisor, a signalfd, not to this
-// thread).
-bool ReapBy(const Child& child, Clock::time_point until, Outcome* out) {
-  while (!TryReap(child, out)) {
-    const int ms = MillisecondsUntil(until);
-    if (ms == 0) return false;
-    if (child.pidfd.get() >= 0) {
-      struct pollfd exited = {child.pidfd.get(), POLLIN, 0};
-      poll(&exited, 1, ms);
-    } else {
-      std::this_thread::sleep_for(std::chrono::microseconds(200));
-    }
-  }
-  return true;
-}
-
 // Reads the answer, the output and the exec report until the reader is done
 // or the deadline passes; kills it (by pid: ours until reaped) when it must.
 void Converse(const Child& child, Fd exec_report, Fd answer, Fd output, Clock::time_point deadline,
               Outcome* out) {
-  char buf[64 << 10];
   while (answer.get() >= 0 || output.get() >= 0 || exec_report.get() >= 0) {
     const int ms = MillisecondsUntil(deadline);
     if (ms == 0) {
@@ -358,46 +292,30 @@ void Converse(const Child& child, Fd exec_report, Fd answer, Fd output, Clock::t
     }
     if (n <= 0) continue;
     if (fds[0].revents != 0) {
-      int errors[2];
-      const ssize_t got = read(exec_report.get(), errors, sizeof(errors));
-      if (got == sizeof(errors)) {
+      std::string errors;
+      ReadSomeInto(&exec_report, &errors);
+      if (errors.size() == sizeof(out->exec_errors)) {
         out->exec_failed = true;
-        memcpy(out->exec_errors, errors, sizeof(errors));
+        memcpy(out->exec_errors, errors.data(), sizeof(out->exec_errors));
       }
-      if (got >= 0 || errno != EINTR) exec_report.Reset();
     }
     if (fds[1].revents != 0) {
-      const ssize_t got = read(answer.get(), buf, sizeof(buf));
-      if (got > 0) {
-        out->answer.append(buf, static_cast<size_t>(got));
-        if (out->answer.size() > kNvmlReaderHeaderSize + kNvmlReaderMaxPayload) {
-          out->oversize = true;
-          break;
-        }
-      } else if (got == 0 || errno != EINTR) {
-        answer.Reset();
+      ReadSomeInto(&answer, &out->answer);
+      if (out->answer.size() > kNvmlReaderHeaderSize + kNvmlReaderMaxPayload) {
+        out->oversize = true;
+        break;
       }
     }
-    if (fds[2].revents != 0) {
-      const ssize_t got = read(output.get(), buf, sizeof(buf));
-      if (got > 0) {
-        KeepTail(buf, static_cast<size_t>(got), &out->output_tail);
-      } else if (got == 0 || errno != EINTR) {
-        output.Reset();
-      }
-    }
+    if (fds[2].revents != 0) ReadSomeInto(&output, &out->output_tail, kMaxOutputTail);
   }
-  if (!out->timed_out && !out->oversize && ReapBy(child, deadline, out)) return;
+  if (!out->timed_out && !out->oversize &&
+      ReapChildBy(child.pid, child.pidfd.get(), deadline, &out->end)) {
+    return;
+  }
   if (!out->oversize) out->timed_out = true;
   KillChild(child);
-  if (ReapBy(child, Clock::now() + kReapAfterKill, out)) return;
-  // Stuck in the kernel (uninterruptible sleep in the driver): a thread
-  // waits for it, so that it does not stay a zombie once it dies.
-  std::thread([pid = child.pid] {
-    int status;
-    while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-    }
-  }).detach();
+  if (ReapChildBy(child.pid, child.pidfd.get(), Clock::now() + kReapAfterKill, &out->end)) return;
+  ReapChildLater(child.pid);
 }
 
 const char* SignalName(int sig) {
@@ -646,11 +564,11 @@ void ReadNvmlThroughReader(const NvmlOptions& options, const NvmlReaderSeams& se
         absl::StrCat(who, " did not answer within ", absl::FormatDuration(options.reader_timeout),
                      " and was killed: a hung NVIDIA driver (an nvmlInit or device query "
                      "that never returns)?",
-                     out.reaped ? "" : " It did not die (uninterruptible sleep in the driver)",
+                     out.end.reaped ? "" : " It did not die (uninterruptible sleep in the driver)",
                      OutputNote(out.output_tail)));
     return;
   }
-  if (!out.status_known) {
+  if (!out.end.status_known) {
     // Reaped by another (the agent's Supervisor): the answer alone decides.
     if (absl::Status s = ParseNvmlReaderAnswer(out.answer, probe, gpus); !s.ok()) {
       SetSource(
@@ -660,15 +578,15 @@ void ReadNvmlThroughReader(const NvmlOptions& options, const NvmlReaderSeams& se
     }
     return;
   }
-  if (WIFSIGNALED(out.status)) {
+  if (WIFSIGNALED(out.end.status)) {
     SetSource(source, v1::Source::ERROR,
-              absl::StrCat(who, " died of signal ", WTERMSIG(out.status), " (SIG",
-                           SignalName(WTERMSIG(out.status)), ")", OutputNote(out.output_tail)));
+              absl::StrCat(who, " died of signal ", WTERMSIG(out.end.status), " (SIG",
+                           SignalName(WTERMSIG(out.end.status)), ")", OutputNote(out.output_tail)));
     return;
   }
-  if (!WIFEXITED(out.status) || WEXITSTATUS(out.status) != 0) {
+  if (!WIFEXITED(out.end.status) || WEXITSTATUS(out.end.status) != 0) {
     SetSource(source, v1::Source::ERROR,
-              absl::StrCat(who, " exited with status ", WEXITSTATUS(out.status),
+              absl::StrCat(who, " exited with status ", WEXITSTATUS(out.end.status),
                            OutputNote(out.output_tail)));
     return;
   }
