@@ -11,6 +11,7 @@
 #include "common/exit_codes.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "rendezvous/error_reason.h"
 #include "rendezvous/testing/fake_rendezvous_client.h"
 
 namespace trainlet::agent {
@@ -37,6 +38,40 @@ TEST(RoundMachine, StartsByJoiningWithTheConfiguredTimeout) {
   EXPECT_EQ(m.state(), RoundState::kJoining);
   // While joining, the only deadline is the next progress line.
   EXPECT_EQ(m.NextDeadline(), clock.Now() + o.progress_log_interval);
+}
+
+// --preflight=exclude left this node out: it waits out the quarantine the
+// answer names, still joining, then joins again asking for its checks.
+TEST(RoundMachine, PreflightExcluded_WaitsTheQuarantineThenJoinsAgainRechecking) {
+  SimulatedClock clock;
+  RoundOptions o;
+  o.me.set_node_id("n0");
+  o.me.set_incarnation(7);
+  o.job_id = "job";
+  o.join_timeout = absl::Minutes(10);
+  RoundMachine m(o, &clock);
+  ASSERT_EQ(m.Start().size(), 1u);
+  v1::ErrorInfo info;
+  info.set_reason(v1::ErrorInfo::PREFLIGHT_EXCLUDED);
+  info.set_retry_after_ms(300000);
+  const absl::Status excluded = rendezvous::WithErrorInfo(
+      absl::FailedPreconditionError("preflight: node n0 left out of the round"), info);
+  std::vector<RoundAction> actions = m.Handle(JoinAnswered{excluded});
+  EXPECT_EQ(m.state(), RoundState::kJoining) << "not an ending";
+  EXPECT_FALSE(m.done());
+  for (const RoundAction& a : actions) EXPECT_FALSE(std::holds_alternative<StartJoin>(a));
+  EXPECT_LE(m.NextDeadline(), clock.Now() + absl::Minutes(5)) << "a turn comes by then";
+  clock.Advance(absl::Minutes(5) - absl::Seconds(1));
+  for (const RoundAction& a : m.Handle(Tick{})) EXPECT_FALSE(std::holds_alternative<StartJoin>(a));
+  clock.Advance(absl::Seconds(1));
+  actions = m.Handle(Tick{});
+  const StartJoin* join = nullptr;
+  for (const RoundAction& a : actions) {
+    if (const StartJoin* j = std::get_if<StartJoin>(&a)) join = j;
+  }
+  ASSERT_NE(join, nullptr) << "joins again once the quarantine is over";
+  EXPECT_TRUE(join->recheck);
+  EXPECT_FALSE(join->on_stream);
 }
 
 TEST(RoundMachine, WaitingForTheRoundSaysSoEveryInterval) {
