@@ -42,6 +42,37 @@ bool TryReapChild(pid_t pid, ChildEnd* end) {
   return end->reaped;
 }
 
+ChildOutput ReadChildOutput(OwnedFd exec_report, OwnedFd out, OwnedFd tail,
+                            std::chrono::steady_clock::time_point deadline, size_t max_out,
+                            size_t tail_bytes) {
+  ChildOutput o;
+  while (exec_report.get() >= 0 || out.get() >= 0 || tail.get() >= 0) {
+    const int ms = MillisecondsUntil(deadline);
+    if (ms == 0) {
+      o.timed_out = true;
+      break;
+    }
+    struct pollfd fds[3] = {
+        {exec_report.get(), POLLIN, 0}, {out.get(), POLLIN, 0}, {tail.get(), POLLIN, 0}};
+    const int n = poll(fds, 3, ms);
+    if (n < 0 && errno != EINTR) {
+      o.timed_out = true;  // cannot wait: treat as not answering
+      break;
+    }
+    if (n <= 0) continue;
+    if (fds[0].revents != 0) ReadSomeInto(&exec_report, &o.exec_report);
+    if (fds[1].revents != 0) {
+      ReadSomeInto(&out, &o.out);
+      if (o.out.size() > max_out) {
+        o.oversize = true;
+        break;
+      }
+    }
+    if (fds[2].revents != 0) ReadSomeInto(&tail, &o.tail, tail_bytes);
+  }
+  return o;
+}
+
 int MillisecondsUntil(std::chrono::steady_clock::time_point until) {
   const auto left = until - std::chrono::steady_clock::now();
   if (left <= std::chrono::steady_clock::duration::zero()) return 0;

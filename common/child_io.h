@@ -64,6 +64,20 @@ void ReapChildLater(pid_t pid);
 // Milliseconds from now until `until` for poll(2), rounded up; 0 when past.
 int MillisecondsUntil(std::chrono::steady_clock::time_point until);
 
+// What a helper child wrote on its three pipes.
+struct ChildOutput {
+  std::string exec_report;  // what its pre-exec side wrote (errno bytes when exec failed)
+  std::string out;          // its answer, at most max_out bytes and one read more
+  std::string tail;         // the last tail_bytes of its other output
+  bool timed_out = false;   // the deadline came first (or poll failed)
+  bool oversize = false;    // `out` grew past max_out: read no more
+};
+// Reads the three pipes (any may be closed already) until each is at EOF,
+// `deadline` passes, or `out` exceeds max_out bytes.
+ChildOutput ReadChildOutput(OwnedFd exec_report, OwnedFd out, OwnedFd tail,
+                            std::chrono::steady_clock::time_point deadline, size_t max_out,
+                            size_t tail_bytes);
+
 }  // namespace trainlet
 
 #endif  // TRAINLET_COMMON_CHILD_IO_H_

@@ -213,36 +213,15 @@ using SteadyTime = std::chrono::steady_clock::time_point;
 
 void Converse(pid_t pid, int pidfd, OwnedFd report, OwnedFd out, OwnedFd err, SteadyTime deadline,
               Outcome* o) {
-  while (out.get() >= 0 || err.get() >= 0 || report.get() >= 0) {
-    const int ms = MillisecondsUntil(deadline);
-    if (ms == 0) {
-      o->timed_out = true;
-      break;
-    }
-    struct pollfd fds[3] = {
-        {report.get(), POLLIN, 0}, {out.get(), POLLIN, 0}, {err.get(), POLLIN, 0}};
-    const int n = poll(fds, 3, ms);
-    if (n < 0 && errno != EINTR) {
-      o->timed_out = true;
-      break;
-    }
-    if (n <= 0) continue;
-    if (fds[0].revents != 0) {
-      std::string errno_bytes;
-      ReadSomeInto(&report, &errno_bytes);
-      if (errno_bytes.size() == sizeof(int)) {
-        o->exec_failed = true;
-        memcpy(&o->exec_errno, errno_bytes.data(), sizeof(int));
-      }
-    }
-    if (fds[1].revents != 0) {
-      ReadSomeInto(&out, &o->out);
-      if (o->out.size() > kMaxGpuLoopbackOutputBytes) {
-        o->oversize = true;
-        break;
-      }
-    }
-    if (fds[2].revents != 0) ReadSomeInto(&err, &o->err_tail, kMaxStderrTail);
+  ChildOutput read = ReadChildOutput(std::move(report), std::move(out), std::move(err), deadline,
+                                     kMaxGpuLoopbackOutputBytes, kMaxStderrTail);
+  o->timed_out = read.timed_out;
+  o->oversize = read.oversize;
+  o->out = std::move(read.out);
+  o->err_tail = std::move(read.tail);
+  if (read.exec_report.size() == sizeof(int)) {
+    o->exec_failed = true;
+    memcpy(&o->exec_errno, read.exec_report.data(), sizeof(int));
   }
   if (!o->timed_out && !o->oversize && ReapChildBy(pid, pidfd, deadline, &o->end)) return;
   if (!o->oversize) o->timed_out = true;

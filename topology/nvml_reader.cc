@@ -277,36 +277,16 @@ void KillChild(const Child& child) {
 // or the deadline passes; kills it (by pid: ours until reaped) when it must.
 void Converse(const Child& child, Fd exec_report, Fd answer, Fd output, Clock::time_point deadline,
               Outcome* out) {
-  while (answer.get() >= 0 || output.get() >= 0 || exec_report.get() >= 0) {
-    const int ms = MillisecondsUntil(deadline);
-    if (ms == 0) {
-      out->timed_out = true;
-      break;
-    }
-    struct pollfd fds[3] = {
-        {exec_report.get(), POLLIN, 0}, {answer.get(), POLLIN, 0}, {output.get(), POLLIN, 0}};
-    const int n = poll(fds, 3, ms);
-    if (n < 0 && errno != EINTR) {
-      out->timed_out = true;  // cannot wait: treat as not answering
-      break;
-    }
-    if (n <= 0) continue;
-    if (fds[0].revents != 0) {
-      std::string errors;
-      ReadSomeInto(&exec_report, &errors);
-      if (errors.size() == sizeof(out->exec_errors)) {
-        out->exec_failed = true;
-        memcpy(out->exec_errors, errors.data(), sizeof(out->exec_errors));
-      }
-    }
-    if (fds[1].revents != 0) {
-      ReadSomeInto(&answer, &out->answer);
-      if (out->answer.size() > kNvmlReaderHeaderSize + kNvmlReaderMaxPayload) {
-        out->oversize = true;
-        break;
-      }
-    }
-    if (fds[2].revents != 0) ReadSomeInto(&output, &out->output_tail, kMaxOutputTail);
+  ChildOutput o =
+      ReadChildOutput(std::move(exec_report), std::move(answer), std::move(output), deadline,
+                      kNvmlReaderHeaderSize + kNvmlReaderMaxPayload, kMaxOutputTail);
+  out->timed_out = o.timed_out;
+  out->oversize = o.oversize;
+  out->answer = std::move(o.out);
+  out->output_tail = std::move(o.tail);
+  if (o.exec_report.size() == sizeof(out->exec_errors)) {
+    out->exec_failed = true;
+    memcpy(out->exec_errors, o.exec_report.data(), sizeof(out->exec_errors));
   }
   if (!out->timed_out && !out->oversize &&
       ReapChildBy(child.pid, child.pidfd.get(), deadline, &out->end)) {
