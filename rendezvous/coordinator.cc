@@ -570,7 +570,7 @@ uint64_t Coordinator::Join(const v1::JoinRequest& request, absl::string_view pee
     if (error.ok() && done && request.has_preflight()) {
       // Judged before the scale-up decision: a failing newcomer causes none.
       preflight_failed = FailedChecks(request.preflight());
-      error = JudgePreflightLocked(node_id, request.preflight(), preflight_failed, &actions);
+      error = JudgePreflightLocked(node_id, preflight_failed, &actions);
     }
     if (error.ok() && done) {
       if (phase_ == Phase::kRunning) {
@@ -803,7 +803,6 @@ absl::Status Coordinator::ExcludedError(const std::string& node_id,
 }
 
 absl::Status Coordinator::JudgePreflightLocked(const std::string& node_id,
-                                               const v1::PreflightReport& report,
                                                const std::string& failed, Actions* actions) {
   if (failed.empty() || options_.preflight == v1::PREFLIGHT_OFF) return absl::OkStatus();
   if (options_.preflight == v1::PREFLIGHT_FAIL) {
@@ -820,7 +819,6 @@ absl::Status Coordinator::JudgePreflightLocked(const std::string& node_id,
     if (phase_ == Phase::kRunning) return ExcludedError(node_id, failed);
     return absl::OkStatus();
   }
-  (void)report;
   if (preflight_warnings_.Set(node_id, failed)) {
     TLOG(kWarning) << "preflight: node " << SafeForLog(node_id, 64) << " failed " << failed
                    << (options_.preflight == v1::PREFLIGHT_EXCLUDE
@@ -1215,7 +1213,7 @@ absl::Status Coordinator::Report(const v1::ReportRequest& request, v1::ReportRes
       if (!member.preflight_failed.empty()) {
         const std::string& id = member.join.member().node_id();
         if (options_.preflight == v1::PREFLIGHT_FAIL) {
-          (void)JudgePreflightLocked(id, request.preflight(), member.preflight_failed, &actions);
+          (void)JudgePreflightLocked(id, member.preflight_failed, &actions);
         } else if (preflight_warnings_.Set(id, member.preflight_failed)) {
           TLOG(kWarning) << "preflight: node " << SafeForLog(id, 64) << " failed "
                          << member.preflight_failed;

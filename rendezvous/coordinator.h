@@ -416,13 +416,12 @@ class Coordinator {
   int GatheringCountLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   int RoundSizeLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void MaybeCloseRoundLocked(Actions* actions) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // --preflight: a join's report (validated; `failed` its FailedChecks).
+  // --preflight: a node's failed checks (FailedChecks of its validated report).
   // OK, or the error to answer the join with: the job failed (fail), or the
   // node is left out (exclude, while a round runs). Logs failures and keeps
   // the warnings (warn).
-  absl::Status JudgePreflightLocked(const std::string& node_id, const v1::PreflightReport& report,
-                                    const std::string& failed, Actions* actions)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::Status JudgePreflightLocked(const std::string& node_id, const std::string& failed,
+                                    Actions* actions) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Whether `m`'s failed preflight may leave it out of a round.
   bool ExcludableLocked(const Member& m) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // PREFLIGHT_EXCLUDED for `node_id`, whose checks `failed`.

@@ -23,13 +23,6 @@ std::string FailedChecks(const v1::PreflightReport& report) {
   return Capped(SafeForLog(line, kMaxPreflightLine));
 }
 
-std::string FirstFailedCheck(const v1::PreflightReport& report) {
-  for (const v1::CheckResult& r : report.results()) {
-    if (r.outcome() == v1::CheckResult::FAIL) return r.check();
-  }
-  return "";
-}
-
 bool PreflightWarnings::Set(absl::string_view node_id, absl::string_view failed) {
   const std::string text =
       Capped(SafeForLog(absl::StrCat("node ", node_id, ": ", failed), kMaxPreflightLine));

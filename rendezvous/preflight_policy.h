@@ -26,8 +26,6 @@ inline constexpr int kMaxPreflightWarnings = 16;
 // path_round_trip: ...", at most kMaxPreflightLine bytes (escaped for a
 // log); "" when no check failed (SKIPPED is not failed).
 std::string FailedChecks(const v1::PreflightReport& report);
-// The name of the first failed check, or "".
-std::string FirstFailedCheck(const v1::PreflightReport& report);
 
 // The warning lines of a round, one per node (a node's newer line
 // replaces its older one), at most kMaxPreflightWarnings.
