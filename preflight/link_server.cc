@@ -324,10 +324,13 @@ bool LinkServer::OnHello(Connection& c) {
       reply.status = ReplyStatus::kWrongJob;
     } else if (hello.to_node != options_.node_id) {
       reply.status = ReplyStatus::kWrongNode;
-    } else if (round_ == 0 || hello.round != round_) {
+    } else if (round_ == 0 || (hello.nonce != nonce_ && hello.round > round_)) {
+      // Not told this round's nonce yet: the peer may try again.
       reply.status = ReplyStatus::kWrongRound;
     } else if (hello.nonce != nonce_) {
       reply.status = ReplyStatus::kWrongNonce;
+    } else if (hello.round < round_) {
+      reply.status = ReplyStatus::kWrongRound;  // a stale plan.
     }
     if (reply.status != ReplyStatus::kOk) ++stats_.refused;
   }

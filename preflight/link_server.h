@@ -5,9 +5,9 @@
 // One thread serves every connection from one poll(2) loop, each
 // connection a small state machine:
 //
-//   accept --> HELLO --valid, this round--> REPLY(ok) --> FRAMES <--PING/echo--+
-//                |                                           |   -------------+
-//                +--anything else--> REPLY(why) --> close     +--BULK n--> BULK --n bytes--> DONE
+//   accept --> HELLO --valid, key, round--> REPLY(ok) --> FRAMES <--PING/echo--+
+//                |                                         |   -------------+
+//                +--anything else--> REPLY(why) --> close   +--BULK n--> BULK --n bytes--> DONE
 //                --> close
 //
 // and every connection is bounded: a whole hello within hello_timeout, the
@@ -60,8 +60,11 @@ class LinkServer {
 
   int port() const { return port_; }
 
-  // Peers are accepted for this round and nonce only (from the round's
-  // NetworkPlan); before the first call, for none.
+  // Peers are accepted with this nonce (the job's link key, from an
+  // Assignment or a NetworkPlan) for this round or a later one (a member
+  // that has not heard of a newer round yet still serves the peers that
+  // have: the nonce proves they are members); a hello of an earlier round
+  // is stale. Before the first call, for none.
   void SetRound(uint64_t round, uint64_t nonce);
 
   struct Stats {

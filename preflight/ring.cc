@@ -83,6 +83,13 @@ NetworkVerdict AnalyzeLinks(const std::vector<v1::LinkResult>& links,
   std::vector<double> rates;
   for (auto& [node, bws] : per_node) rates.push_back(Median(bws));
   verdict.median_bandwidth = Median(rates);
+  std::set<std::string> senders;
+  for (const v1::LinkResult* l : distinct) senders.insert(l->from_node());
+  verdict.measuring_nodes = static_cast<int>(senders.size());
+  if (options.reference_median > 0 && verdict.measuring_nodes < kOwnMedianFrom) {
+    verdict.median_bandwidth = options.reference_median;
+    verdict.own_median = false;
+  }
   const double relative = options.median_fraction * verdict.median_bandwidth;
 
   // Every node's bad links, as indexes into `bad`.

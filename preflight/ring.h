@@ -58,7 +58,13 @@ struct AnalysisOptions {
   // quarter in none; a link at a tenth is named either way.
   double median_fraction = 0.25;
   double max_rtt_seconds = 0;  // 0: round trips are not judged.
+  // The job's median from an earlier measurement (0: none). Used instead of
+  // this one's when fewer than kOwnMedianFrom nodes measured: a newcomer
+  // measured against the survivors is every link of its own measurement,
+  // so its own median would be its own rate.
+  double reference_median = 0;
 };
+inline constexpr int kOwnMedianFrom = 3;
 
 struct BadLink {
   std::string from_node;
@@ -76,6 +82,8 @@ struct NetworkVerdict {
   std::vector<FlaggedNode> flagged;   // in the order they were blamed.
   std::vector<BadLink> unattributed;  // bad links no node could be blamed for.
   double median_bandwidth = 0;        // over the nodes, of each one's median link.
+  bool own_median = true;             // false: AnalysisOptions::reference_median was used.
+  int measuring_nodes = 0;            // nodes that measured (sent on) a link.
   int links = 0;                      // distinct links considered.
 };
 

@@ -149,6 +149,36 @@ TEST(AnalyzeLinks, ThreeNodesBlameTheSlowOne) {
   EXPECT_THAT(Flagged(v), ElementsAre("c"));
 }
 
+// A newcomer measured against two survivors: every link is its own, so its
+// own median would be its own rate; the job's earlier median judges it.
+TEST(AnalyzeLinks, ANewcomerMeasuredAloneIsJudgedByTheJobsEarlierMedian) {
+  std::vector<v1::LinkResult> links;
+  for (const char* to : {"s1", "s2"}) {
+    v1::LinkResult l;
+    l.set_from_node("new");
+    l.set_to_node(to);
+    l.set_bandwidth_bytes_per_second(1e8);
+    links.push_back(l);
+  }
+  NetworkVerdict v = AnalyzeLinks(links);
+  EXPECT_THAT(v.flagged, IsEmpty());  // by its own median it is fine.
+  EXPECT_TRUE(v.own_median);
+  AnalysisOptions o;
+  o.reference_median = 1e9;
+  v = AnalyzeLinks(links, o);
+  EXPECT_THAT(Flagged(v), ElementsAre("new"));
+  EXPECT_FALSE(v.own_median);
+  EXPECT_EQ(v.measuring_nodes, 1);
+  EXPECT_THAT(v.flagged[0].reason, HasSubstr("under 0.25 of the job's median 1.00 GB/s"));
+  // A healthy newcomer passes against the same reference.
+  for (v1::LinkResult& l : links) l.set_bandwidth_bytes_per_second(9e8);
+  EXPECT_THAT(AnalyzeLinks(links, o).flagged, IsEmpty());
+  // With three or more measuring, the measurement's own median stands.
+  const NetworkVerdict full = AnalyzeLinks(Measured(PlanRings(Hosts(5), 1), 1e8, {}), o);
+  EXPECT_TRUE(full.own_median);
+  EXPECT_THAT(full.flagged, IsEmpty());
+}
+
 TEST(AnalyzeLinks, ANodeThatSendsSlowlyButReceivesWellIsBlamed) {
   const RingPlan plan = PlanRings(Hosts(8), 2);
   std::vector<v1::LinkResult> links = Measured(plan, 1e9, {});

@@ -437,6 +437,8 @@ void Coordinator::SetVerdictPendingLocked(Member& m, bool pending) {
 }
 
 void Coordinator::EraseMemberLocked(std::map<std::string, Member>::iterator it) {
+  gate_check_.Withdraw(it->first);
+  warn_check_.Withdraw(it->first);
   SetTicketLocked(it->second, 0);
   SetInRoundLocked(it->second, false);
   SetSinkLocked(it->second, nullptr, 0);
@@ -567,10 +569,13 @@ uint64_t Coordinator::Join(const v1::JoinRequest& request, absl::string_view pee
         if (phase_ == Phase::kFailed) error = JobOverErrorLocked();
       }
     }
+    // A measurer back from the round's network measurement: its checks
+    // were judged when it first joined.
+    const bool measured_rejoin = error.ok() && done && gate_check_.Awaits(node_id);
     if (error.ok() && done && request.has_preflight()) {
       // Judged before the scale-up decision: a failing newcomer causes none.
       preflight_failed = FailedChecks(request.preflight());
-      error = JudgePreflightLocked(node_id, preflight_failed, &actions);
+      if (!measured_rejoin) error = JudgePreflightLocked(node_id, preflight_failed, &actions);
     }
     if (error.ok() && done) {
       if (phase_ == Phase::kRunning) {
@@ -614,6 +619,8 @@ uint64_t Coordinator::Join(const v1::JoinRequest& request, absl::string_view pee
       if (request.has_preflight()) m.preflight_failed = preflight_failed;
       if (inserted) AllocateSlotLocked(m);
       m.addr = request.advertise_addr().empty() ? std::string(peer_addr) : request.advertise_addr();
+      m.join_received = now;
+      if (measured_rejoin) gate_check_.Add(node_id, request.preflight().links());
       ticket = next_id_++;
       SetTicketLocked(m, ticket);
       if (!elastic_ && request.rank_hint() >= 0) hint_holder_[request.rank_hint()] = node_id;
@@ -830,6 +837,12 @@ absl::Status Coordinator::JudgePreflightLocked(const std::string& node_id,
 
 void Coordinator::MaybeCloseRoundLocked(Actions* actions) {
   if (phase_ != Phase::kGathering || shut_down_) return;
+  if (gate_check_.active()) {
+    // The round closes once its network measurement is judged.
+    if (!gate_check_.Complete(clock_->Now())) return;
+    FinishGateCheckLocked(actions);
+    if (phase_ != Phase::kGathering) return;
+  }
   const int n = GatheringCountLocked();
   if (n < options_.min_nodes) return;
   // An MPI round needs its launcher: workers alone cannot run the job.
@@ -845,7 +858,132 @@ void Coordinator::MaybeCloseRoundLocked(Actions* actions) {
   const absl::Time quiet_since = std::max(min_reached_at_, expected_joined_at_);
   const bool last_call_over = now - quiet_since >= options_.last_call ||
                               now - min_reached_at_ >= kMaxLastCalls * options_.last_call;
-  if (n >= options_.max_nodes || survivors_back || last_call_over) CloseRoundLocked(actions);
+  if (n >= options_.max_nodes || survivors_back || last_call_over) {
+    if (StartGateCheckLocked(actions)) return;
+    CloseRoundLocked(actions);
+  }
+}
+
+bool Coordinator::StartGateCheckLocked(Actions* actions) {
+  if (gate_measured_) return false;
+  if (options_.preflight != v1::PREFLIGHT_EXCLUDE && options_.preflight != v1::PREFLIGHT_FAIL) {
+    return false;
+  }
+  std::vector<NetworkCheck::Candidate> candidates;
+  bool any_due = false;
+  ++member_walks_;
+  for (auto& [id, m] : members_) {
+    if (m.ticket == 0 || m.join.link_port() <= 0) continue;
+    // A member back by READY datagram cannot be told a plan: it is measured to.
+    const bool measures = m.join.network_due() && !m.ready_join;
+    any_due |= measures;
+    candidates.push_back({id, m.addr, m.join.link_port(), measures});
+  }
+  gate_measured_ = true;
+  if (!any_due) return false;
+  const absl::Time now = clock_->Now();
+  const uint64_t round = NextRoundLocked();
+  std::map<std::string, v1::NetworkPlan> plans = gate_check_.Start(
+      candidates, round, link_key_, options_.preflight_link_bytes, options_.preflight_link_time,
+      now + NetworkCheckBudget(2, options_.preflight_link_time));
+  if (plans.empty()) return false;
+  TLOG(kInfo) << "preflight: measuring the network before round " << round << ": "
+              << plans.size() << " of " << candidates.size() << " nodes measure, until "
+              << absl::FormatDuration(gate_check_.deadline() - now) << " from now";
+  for (auto& [id, plan] : plans) {
+    Member& m = members_.at(id);
+    v1::Assignment a;
+    a.set_coordinator_incarnation(options_.incarnation);
+    a.set_job_id(options_.job_id);
+    a.set_preflight_policy(options_.preflight);
+    a.set_link_key(link_key_);
+    a.set_join_received_unix_micros(absl::ToUnixMicros(m.join_received));
+    a.set_answered_unix_micros(absl::ToUnixMicros(now));
+    *a.mutable_measure_first() = std::move(plan);
+    actions->push_back([d = std::move(m.done), a = std::move(a)] { d(a); });
+    m.done = nullptr;
+    SetTicketLocked(m, 0);
+  }
+  return true;
+}
+
+std::map<std::string, std::string> Coordinator::JudgeLinksLocked(NetworkCheck& check,
+                                                                  absl::string_view when) {
+  const int awaited = check.awaited();
+  const int measurers = check.measurers();
+  preflight::AnalysisOptions o;
+  o.min_bandwidth_bytes_per_second = options_.preflight_min_bandwidth;
+  o.reference_median = network_median_;
+  const preflight::NetworkVerdict v = check.Finish(o);
+  if (v.own_median && v.measuring_nodes >= preflight::kOwnMedianFrom && v.median_bandwidth > 0) {
+    network_median_ = v.median_bandwidth;
+  }
+  TLOG_AT(v.flagged.empty() ? LogLevel::kInfo : LogLevel::kWarning)
+      << "preflight: network " << when << ": " << v.links << " links from " << v.measuring_nodes
+      << " nodes, job median " << preflight::HumanRate(v.median_bandwidth)
+      << (v.own_median ? "" : " (the job's earlier median)") << ", " << v.flagged.size()
+      << " node(s) blamed"
+      << (awaited > 0 ? absl::StrCat(", ", awaited, " of ", measurers, " measurers not back in time")
+                      : "");
+  for (const preflight::BadLink& l : v.unattributed) {
+    TLOG(kInfo) << "preflight: network: link " << SafeForLog(l.from_node, 64) << "->"
+                << SafeForLog(l.to_node, 64) << " " << l.why << " (no node blamed for it)";
+  }
+  std::map<std::string, std::string> blamed;
+  for (const preflight::FlaggedNode& f : v.flagged) {
+    blamed[f.node_id] = absl::StrCat("network: ", f.reason);
+  }
+  return blamed;
+}
+
+void Coordinator::AddPreflightFailureLocked(Member& m, const std::string& why) {
+  m.preflight_failed =
+      preflight::Truncated(m.preflight_failed.empty() ? why : absl::StrCat(m.preflight_failed, "; ", why),
+                kMaxPreflightLine);
+  if (m.ticket != 0) {
+    gathering_excludable_ -= m.excludable_ticket;
+    m.excludable_ticket = ExcludableLocked(m);
+    gathering_excludable_ += m.excludable_ticket;
+  }
+}
+
+void Coordinator::FinishGateCheckLocked(Actions* actions) {
+  for (const auto& [id, why] : JudgeLinksLocked(gate_check_, "before the round")) {
+    auto it = members_.find(id);
+    if (it == members_.end() || it->second.ticket == 0) continue;  // not in this round anyway
+    AddPreflightFailureLocked(it->second, why);
+    (void)JudgePreflightLocked(id, it->second.preflight_failed, actions);
+    if (phase_ != Phase::kGathering) return;  // fail: the job failed.
+  }
+}
+
+void Coordinator::FinishWarnCheckLocked(Actions* actions) {
+  (void)actions;
+  bool changed = false;
+  for (const auto& [id, why] : JudgeLinksLocked(warn_check_, "beside the workers")) {
+    auto it = members_.find(id);
+    if (it == members_.end() || !it->second.in_round) continue;
+    AddPreflightFailureLocked(it->second, why);
+    if (preflight_warnings_.Set(id, it->second.preflight_failed)) {
+      TLOG(kWarning) << "preflight: node " << SafeForLog(id, 64) << " failed "
+                     << it->second.preflight_failed;
+      changed = true;
+    }
+  }
+  if (changed) BroadcastPreflightWarningsLocked();
+}
+
+void Coordinator::BroadcastPreflightWarningsLocked() {
+  // Every member hears it now, not at its next Report (minutes apart while
+  // its datagrams are acked); a released one then.
+  v1::Directive d = NewDirectiveLocked();
+  for (std::string& line : preflight_warnings_.Lines()) {
+    d.mutable_preflight_warnings()->add_lines(std::move(line));
+  }
+  ++member_walks_;
+  for (auto& [other_id, other] : members_) {
+    if (other.in_round && other.sink != nullptr) other.sink->Send(d, /*last=*/false);
+  }
 }
 
 void Coordinator::CloseRoundLocked(Actions* actions) {
@@ -937,6 +1075,30 @@ void Coordinator::CloseRoundLocked(Actions* actions) {
   common.set_master_port(by_rank[0]->join.master_port());
   common.set_agent_store_port(by_rank[0]->join.agent_store_port());
   common.set_preflight_policy(options_.preflight);
+  common.set_link_key(link_key_);
+  // warn: the links due are measured beside the workers' start (unless the
+  // round's close already measured them).
+  warn_check_.Abandon();
+  std::map<std::string, v1::NetworkPlan> warn_plans;
+  if (options_.preflight == v1::PREFLIGHT_WARN && !gate_measured_) {
+    std::vector<NetworkCheck::Candidate> candidates;
+    bool any_due = false;
+    for (int r = 0; r < n; ++r) {
+      const Member& m = *by_rank[r];
+      if (m.join.link_port() <= 0) continue;
+      const bool measures = m.join.network_due() && !m.ready_join;
+      any_due |= measures;
+      candidates.push_back({m.join.member().node_id(), m.addr, m.join.link_port(), measures});
+    }
+    if (any_due) {
+      warn_plans = warn_check_.Start(
+          candidates, round_, link_key_, options_.preflight_link_bytes,
+          options_.preflight_link_time,
+          clock_->Now() + kWarnCheckSlack +
+              NetworkCheckBudget(2, options_.preflight_link_time));
+    }
+  }
+  gate_measured_ = false;
   preflight_warnings_.Clear();
   for (int r = 0; r < n; ++r) {
     const Member& m = *by_rank[r];
@@ -980,6 +1142,7 @@ void Coordinator::CloseRoundLocked(Actions* actions) {
   unfinished_ = 0;
   for (int r = 0; r < n; ++r) {
     Member& m = *by_rank[r];
+    m.join.set_network_due(false);  // measured now, or not to be this round
     m.mpi_sessions = 0;
     previous_rank_[m.join.member().node_id()] = r;
     m.assignment = common;
@@ -1009,9 +1172,17 @@ void Coordinator::CloseRoundLocked(Actions* actions) {
     SlotOf(m).last_heard = now;
     ClearStreamLossLocked(SlotOf(m));
     // The answer's one copy of the assignment (the member keeps its own).
+    std::optional<v1::NetworkPlan> plan;
+    if (auto p = warn_plans.find(m.join.member().node_id()); p != warn_plans.end()) {
+      plan = std::move(p->second);
+    }
+    m.assignment.set_join_received_unix_micros(absl::ToUnixMicros(m.join_received));
+    m.assignment.set_answered_unix_micros(absl::ToUnixMicros(now));
     actions->push_back([d = std::move(m.done), a = m.assignment,
-                        list = m.join.want_nodes() ? round_nodes_ : nullptr, warnings]() mutable {
+                        list = m.join.want_nodes() ? round_nodes_ : nullptr, warnings,
+                        plan = std::move(plan)]() mutable {
       for (const std::string& line : *warnings) a.add_preflight_warnings(line);
+      if (plan.has_value()) *a.mutable_network_plan() = std::move(*plan);
       d(WithNodes(std::move(a), list));
     });
     m.done = nullptr;
@@ -1208,27 +1379,27 @@ absl::Status Coordinator::Report(const v1::ReportRequest& request, v1::ReportRes
     if (request.has_preflight() && phase_ == Phase::kRunning &&
         options_.preflight != v1::PREFLIGHT_OFF) {
       // Checks that ran beside the workers' start (warn): a running round is
-      // not left; fail still fails the job.
-      member.preflight_failed = FailedChecks(request.preflight());
-      if (!member.preflight_failed.empty()) {
+      // not left; fail still fails the job. (A report of links only keeps
+      // the node's last checks.)
+      if (request.preflight().results_size() > 0) {
+        member.preflight_failed = FailedChecks(request.preflight());
+      }
+      if (request.preflight().results_size() > 0 && !member.preflight_failed.empty()) {
         const std::string& id = member.join.member().node_id();
         if (options_.preflight == v1::PREFLIGHT_FAIL) {
           (void)JudgePreflightLocked(id, member.preflight_failed, &actions);
         } else if (preflight_warnings_.Set(id, member.preflight_failed)) {
           TLOG(kWarning) << "preflight: node " << SafeForLog(id, 64) << " failed "
                          << member.preflight_failed;
-          // Every member hears it now, not at its next Report (minutes
-          // apart while its datagrams are acked); a released one then.
-          v1::Directive d = NewDirectiveLocked();
-          for (std::string& line : preflight_warnings_.Lines()) {
-            d.mutable_preflight_warnings()->add_lines(std::move(line));
-          }
-          ++member_walks_;
-          for (auto& [other_id, other] : members_) {
-            if (other.in_round && other.sink != nullptr) other.sink->Send(d, /*last=*/false);
-          }
+          BroadcastPreflightWarningsLocked();
         }
       }
+    }
+    if (request.has_preflight() && phase_ == Phase::kRunning && warn_check_.active() &&
+        request.round() == warn_check_.round() &&
+        warn_check_.Add(member.join.member().node_id(), request.preflight().links()) &&
+        warn_check_.Complete(now)) {
+      FinishWarnCheckLocked(&actions);
     }
     if (response != nullptr) {
       for (std::string& line : preflight_warnings_.Lines()) {
@@ -1362,6 +1533,7 @@ void Coordinator::ReopenLocked(const std::string& reason, Actions* actions,
                                const v1::HangVerdict* hang) {
   ++restart_count_;
   const uint64_t next_round = round_ + 1;
+  warn_check_.Abandon();  // the round it measured beside is over
   recent_restarts_.push_back({next_round, reason.substr(0, kMaxMessageLength)});
   while (static_cast<int>(recent_restarts_.size()) > kSnapshotRestarts) {
     recent_restarts_.pop_front();
@@ -1594,6 +1766,10 @@ void Coordinator::Tick() {
     if (phase_ == Phase::kGathering) {
       MaybeCloseRoundLocked(&actions);
     }
+    if (phase_ == Phase::kRunning && warn_check_.Complete(now)) {
+      // Links beside the workers that did not all come in time: judged with what did.
+      FinishWarnCheckLocked(&actions);
+    }
     if (phase_ == Phase::kRunning && hang_.round == round_ && now >= hang_.deadline) {
       // A hang whose evidence did not all come in time: judged with what did.
       JudgeHangLocked(&actions);
@@ -1602,7 +1778,7 @@ void Coordinator::Tick() {
       ExpireJoinsLocked(now, &actions);
       WithdrawSilentReadiesLocked(now);
       if (round_ > 0 && now - gathering_since_ >= options_.min_nodes_timeout &&
-          GatheringCountLocked() < options_.min_nodes) {
+          GatheringCountLocked() + gate_check_.awaited() < options_.min_nodes) {
         FailJobLocked(absl::StrFormat("only %d of the %d nodes needed re-joined within %s "
                                       "(--min-nodes-timeout): %s",
                                       GatheringCountLocked(), options_.min_nodes,

@@ -64,6 +64,7 @@
 #include "rendezvous/coordinator_hang.h"
 #include "rendezvous/keepalive.h"
 #include "rendezvous/liveness_datagram.h"
+#include "rendezvous/network_check.h"
 #include "rendezvous/preflight_policy.h"
 #include "rendezvous/protocol.h"
 #include "trainlet/v1/rendezvous.pb.h"
@@ -85,6 +86,12 @@ inline constexpr int kSnapshotRestarts = 16;
 // The last call of a restart is re-armed by each survivor that comes back,
 // up to this many last calls after min_nodes were back (CoordinatorOptions).
 inline constexpr int kMaxLastCalls = 10;
+
+// --preflight=warn: the links measured beside a round's workers are judged
+// once every measurer's Report brought them, or after their budget
+// (NetworkCheckBudget) and this much for the workers' start and the node
+// checks that come first.
+inline constexpr absl::Duration kWarnCheckSlack = absl::Seconds(10);
 
 struct CoordinatorOptions {
   std::string job_id;
@@ -131,6 +138,13 @@ struct CoordinatorOptions {
   // once instead of causing a scale-up. Static jobs warn instead.
   v1::PreflightPolicy preflight = v1::PREFLIGHT_WARN;
   absl::Duration quarantine = absl::Minutes(5);
+  // The network measurement (docs/preflight.md, "The network";
+  // network_check.h): a link under this many bytes a second is bad (0:
+  // only the job's median judges), and each link moves at most this much
+  // for at most this long.
+  double preflight_min_bandwidth = 0;
+  uint64_t preflight_link_bytes = uint64_t{16} << 20;
+  absl::Duration preflight_link_time = absl::Milliseconds(250);
   Clock* clock = nullptr;  // Clock::Real() when null.
 };
 
@@ -400,6 +414,8 @@ class Coordinator {
     std::string preflight_failed;
     // Its parked join counts in gathering_excludable_ (set with the ticket).
     bool excludable_ticket = false;
+    // When its latest Join arrived (the clock-offset check's t2).
+    absl::Time join_received;
   };
   using Actions = std::vector<std::function<void()>>;
 
@@ -424,6 +440,26 @@ class Coordinator {
                                     Actions* actions) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Whether `m`'s failed preflight may leave it out of a round.
   bool ExcludableLocked(const Member& m) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The network measurement before a round closes (--preflight=exclude|fail,
+  // docs/preflight.md "The network"): when a parked Join call's links are
+  // due, answers the measurers with Assignment.measure_first and returns
+  // true (the round closes once they are back, FinishGateCheckLocked).
+  bool StartGateCheckLocked(Actions* actions) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Judges what came back: a node blamed fails the job (fail), is left out
+  // (exclude, elastic) or runs with a warning.
+  void FinishGateCheckLocked(Actions* actions) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // warn: the links measured beside the round's workers are all in (or
+  // their time is up): a node blamed is named to every member.
+  void FinishWarnCheckLocked(Actions* actions) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The analysis of `check`'s links, the job's reference median kept; logs
+  // the outcome. Returns the blamed nodes (id -> reason).
+  std::map<std::string, std::string> JudgeLinksLocked(NetworkCheck& check, absl::string_view when)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Adds `why` to m's failed checks (and its exclusion, when parked).
+  void AddPreflightFailureLocked(Member& m, const std::string& why)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The round's warning lines to every member with a stream (warn).
+  void BroadcastPreflightWarningsLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // PREFLIGHT_EXCLUDED for `node_id`, whose checks `failed`.
   absl::Status ExcludedError(const std::string& node_id, const std::string& failed) const;
   void CloseRoundLocked(Actions* actions) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -667,6 +703,17 @@ class Coordinator {
   // or too few passing nodes to leave them out): Assignment and
   // ReportResponse preflight_warnings.
   PreflightWarnings preflight_warnings_ ABSL_GUARDED_BY(mu_);
+  // The network measurement gating the gathering round, and whether it ran
+  // (once per gathering; reset when a round closes).
+  NetworkCheck gate_check_ ABSL_GUARDED_BY(mu_);
+  bool gate_measured_ ABSL_GUARDED_BY(mu_) = false;
+  // warn: the one beside the running round's workers.
+  NetworkCheck warn_check_ ABSL_GUARDED_BY(mu_);
+  // The job's median link rate from its last measurement with enough
+  // measurers (NetworkCheck): what a newcomer's links are held against.
+  double network_median_ ABSL_GUARDED_BY(mu_) = 0;
+  // The nonce every member's link measurer accepts (Assignment.link_key).
+  const uint64_t link_key_ = NewIncarnation();
   int expected_back_ ABSL_GUARDED_BY(mu_) = 0;  // ... that are in expected_.
   // When the latest member of expected_ parked its Join (re-arms the last call).
   absl::Time expected_joined_at_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();

@@ -21,6 +21,7 @@
 #include "gtest/gtest.h"
 #include "rendezvous/error_reason.h"
 #include "rendezvous/liveness_datagram.h"
+#include "rendezvous/network_check.h"
 #include "rendezvous/protocol_version.h"
 #include "rendezvous/testing/recording_datagram_sender.h"
 
@@ -2324,6 +2325,255 @@ TEST_F(CoordinatorTest, Preflight_AReportAfterTheStart_WarnsInTheAnswers) {
   v1::ReportResponse a_answer;
   ASSERT_TRUE(core_->Report(from_a, &a_answer).ok());
   EXPECT_EQ(a_answer.preflight_warnings_size(), 1);
+}
+
+// --- The network measurement (docs/preflight.md, "The network").
+
+// A join that offers a measurer and whose links are due.
+v1::JoinRequest Measurable(v1::JoinRequest r, bool due = true) {
+  r.set_link_port(7000 + static_cast<int>(r.member().incarnation()));
+  r.set_network_due(due);
+  return WithPreflight(std::move(r), true);
+}
+
+// The links `from` measured by `plan`: 1 GB/s, or 10 MB/s where either
+// end is in `slow`.
+google::protobuf::RepeatedPtrField<v1::LinkResult> LinksOf(const std::string& from,
+                                                           const v1::NetworkPlan& plan,
+                                                           const std::set<std::string>& slow) {
+  google::protobuf::RepeatedPtrField<v1::LinkResult> out;
+  for (const v1::LinkTarget& t : plan.targets()) {
+    v1::LinkResult* l = out.Add();
+    l->set_from_node(from);
+    l->set_to_node(t.node_id());
+    const bool bad = slow.count(from) > 0 || slow.count(t.node_id()) > 0;
+    l->set_bytes(bad ? 1000000 : 100000000);
+    l->set_seconds(0.1);
+    l->set_bandwidth_bytes_per_second(bad ? 1e7 : 1e9);
+    l->set_samples(3);
+  }
+  return out;
+}
+
+struct Measured {
+  std::map<std::string, v1::NetworkPlan> plans;
+  std::map<std::string, std::shared_ptr<JoinResult>> rejoins;
+};
+
+TEST_F(CoordinatorTest, Network_Exclude_MeasuresBeforeTheCloseAndLeavesOutTheSlowNode) {
+  preflight_ = v1::PREFLIGHT_EXCLUDE;
+  Make(4, 5, /*max_restarts=*/3);
+  std::map<std::string, v1::JoinRequest> reqs;
+  std::map<std::string, std::shared_ptr<JoinResult>> first;
+  uint64_t inc = 1;
+  for (const char* n : {"a", "b", "c", "d", "e"}) {
+    reqs[n] = Measurable(Req(n, inc++));
+    first[n] = Join(reqs[n]);
+  }
+  // The fifth join would close the round: the measurers are told to measure.
+  std::map<std::string, v1::NetworkPlan> plans;
+  uint64_t key = 0;
+  for (auto& [n, j] : first) {
+    ASSERT_TRUE(j->done()) << n;
+    ASSERT_TRUE(j->result->ok()) << j->status();
+    ASSERT_TRUE(j->assignment().has_measure_first()) << n;
+    EXPECT_EQ(j->assignment().node_rank(), 0);
+    EXPECT_EQ(j->assignment().round(), 0u) << "not an assignment yet";
+    EXPECT_GT(j->assignment().answered_unix_micros(), 0);
+    const v1::NetworkPlan& plan = j->assignment().measure_first();
+    EXPECT_EQ(plan.round(), 1u);
+    EXPECT_EQ(plan.targets_size(), 2);
+    for (const v1::LinkTarget& t : plan.targets()) {
+      EXPECT_NE(t.node_id(), n);
+      EXPECT_EQ(t.port(), reqs[t.node_id()].link_port());
+      EXPECT_EQ(t.host(), absl::StrCat("10.0.0.", reqs[t.node_id()].member().incarnation()));
+    }
+    if (key == 0) key = plan.nonce();
+    EXPECT_EQ(plan.nonce(), key);
+    EXPECT_EQ(j->assignment().link_key(), key);
+    plans[n] = plan;
+  }
+  EXPECT_EQ(core_->GetSnapshot().phase, Phase::kGathering);
+  // Each joins again with its links; e's are all slow.
+  std::map<std::string, std::shared_ptr<JoinResult>> second;
+  for (auto& [n, plan] : plans) {
+    v1::JoinRequest again = reqs[n];
+    *again.mutable_preflight()->mutable_links() = LinksOf(n, plan, {"e"});
+    second[n] = Join(again);
+  }
+  for (auto& [n, j] : second) ASSERT_TRUE(j->done()) << n;
+  ASSERT_FALSE(second["e"]->result->ok());
+  EXPECT_EQ(ReasonOf(second["e"]->status()), v1::ErrorInfo::PREFLIGHT_EXCLUDED);
+  EXPECT_THAT(second["e"]->status().message(), HasSubstr("network: 4 of its 4 measured links"));
+  for (const char* n : {"a", "b", "c", "d"}) {
+    ASSERT_TRUE(second[n]->result->ok()) << second[n]->status();
+    EXPECT_FALSE(second[n]->assignment().has_measure_first());
+    EXPECT_EQ(second[n]->assignment().nnodes(), 4);
+    EXPECT_EQ(second[n]->assignment().link_key(), key);
+    EXPECT_FALSE(second[n]->assignment().has_network_plan()) << "measured already";
+    EXPECT_EQ(second[n]->assignment().preflight_warnings_size(), 0);
+  }
+  // A restart of the survivors measures nothing: their links are not due.
+  ASSERT_TRUE(Report(reqs["a"], 1, v1::ReportRequest::FAILED, 1).ok());
+  std::vector<std::shared_ptr<JoinResult>> back;
+  for (const char* n : {"a", "b", "c", "d"}) {
+    v1::JoinRequest r = Measurable(Req(n, reqs[n].member().incarnation()), /*due=*/false);
+    r.set_last_round(1);
+    back.push_back(Join(r));
+  }
+  for (const auto& j : back) {
+    ASSERT_TRUE(j->done());
+    ASSERT_TRUE(j->result->ok()) << j->status();
+    EXPECT_FALSE(j->assignment().has_measure_first());
+    EXPECT_EQ(j->assignment().round(), 2u);
+  }
+}
+
+TEST_F(CoordinatorTest, Network_Exclude_ANewcomerIsMeasuredAgainstTheSurvivorsAlone) {
+  preflight_ = v1::PREFLIGHT_EXCLUDE;
+  Make(3, 4, /*max_restarts=*/3);
+  std::map<std::string, v1::JoinRequest> reqs;
+  std::map<std::string, std::shared_ptr<JoinResult>> first;
+  uint64_t inc = 1;
+  for (const char* n : {"a", "b", "c", "d"}) {
+    reqs[n] = Measurable(Req(n, inc++));
+    first[n] = Join(reqs[n]);
+  }
+  for (auto& [n, j] : first) {
+    ASSERT_TRUE(j->done() && j->result->ok() && j->assignment().has_measure_first()) << n;
+    v1::JoinRequest again = reqs[n];
+    *again.mutable_preflight()->mutable_links() =
+        LinksOf(n, j->assignment().measure_first(), {"d"});
+    Join(again);
+  }
+  ASSERT_EQ(core_->GetSnapshot().phase, Phase::kRunning);
+  ASSERT_EQ(core_->GetSnapshot().members, 3);
+  // d comes back after its quarantine: its join is a scale-up. The
+  // survivors re-join without due links; only d measures, to two of them,
+  // and the job's median from round 1 (1 GB/s) judges it.
+  auto d = Join(Measurable(Req("d", 9)));
+  EXPECT_FALSE(d->done());
+  std::vector<std::shared_ptr<JoinResult>> back;
+  for (const char* n : {"a", "b", "c"}) {
+    v1::JoinRequest r = Measurable(Req(n, reqs[n].member().incarnation()), /*due=*/false);
+    r.set_last_round(1);
+    back.push_back(Join(r));
+  }
+  ASSERT_TRUE(d->done());
+  ASSERT_TRUE(d->result->ok() && d->assignment().has_measure_first());
+  for (const auto& j : back) EXPECT_FALSE(j->done()) << "survivors wait, parked";
+  const v1::NetworkPlan plan = d->assignment().measure_first();
+  EXPECT_EQ(plan.round(), 2u);
+  ASSERT_EQ(plan.targets_size(), 2);
+  v1::JoinRequest again = Measurable(Req("d", 9));
+  *again.mutable_preflight()->mutable_links() = LinksOf("d", plan, {"d"});
+  auto d2 = Join(again);
+  ASSERT_TRUE(d2->done());
+  EXPECT_EQ(ReasonOf(d2->status()), v1::ErrorInfo::PREFLIGHT_EXCLUDED) << d2->status();
+  EXPECT_THAT(d2->status().message(), HasSubstr("2 of its 2 measured links are bad"));
+  for (const auto& j : back) {
+    ASSERT_TRUE(j->done());
+    ASSERT_TRUE(j->result->ok()) << j->status();
+    EXPECT_EQ(j->assignment().nnodes(), 3);
+  }
+}
+
+TEST_F(CoordinatorTest, Network_Fail_EndsTheJobNamingTheNode) {
+  preflight_ = v1::PREFLIGHT_FAIL;
+  Make(3, 3);
+  std::map<std::string, v1::JoinRequest> reqs;
+  std::map<std::string, std::shared_ptr<JoinResult>> first, second;
+  uint64_t inc = 1;
+  for (const char* n : {"a", "b", "c"}) {
+    reqs[n] = Measurable(Req(n, inc, static_cast<int>(inc - 1)));
+    ++inc;
+    first[n] = Join(reqs[n]);
+  }
+  for (auto& [n, j] : first) {
+    ASSERT_TRUE(j->done() && j->result->ok() && j->assignment().has_measure_first()) << n;
+    v1::JoinRequest again = reqs[n];
+    *again.mutable_preflight()->mutable_links() =
+        LinksOf(n, j->assignment().measure_first(), {"b"});
+    second[n] = Join(again);
+  }
+  for (auto& [n, j] : second) {
+    ASSERT_TRUE(j->done()) << n;
+    EXPECT_EQ(ReasonOf(j->status()), v1::ErrorInfo::PREFLIGHT_FAILED) << j->status();
+    EXPECT_THAT(j->status().message(), HasSubstr("preflight: node b failed network"));
+  }
+  EXPECT_EQ(core_->GetSnapshot().phase, Phase::kFailed);
+}
+
+TEST_F(CoordinatorTest, Network_AMeasurerThatNeverComesBack_TheRoundClosesAtTheDeadline) {
+  preflight_ = v1::PREFLIGHT_EXCLUDE;
+  Make(2, 3, /*max_restarts=*/1);
+  std::map<std::string, v1::JoinRequest> reqs;
+  std::map<std::string, std::shared_ptr<JoinResult>> first;
+  uint64_t inc = 1;
+  for (const char* n : {"a", "b", "c"}) {
+    reqs[n] = Measurable(Req(n, inc++));
+    first[n] = Join(reqs[n]);
+  }
+  std::vector<std::shared_ptr<JoinResult>> back;
+  for (const char* n : {"a", "b"}) {  // c never comes back
+    ASSERT_TRUE(first[n]->done() && first[n]->assignment().has_measure_first());
+    v1::JoinRequest again = reqs[n];
+    *again.mutable_preflight()->mutable_links() =
+        LinksOf(n, first[n]->assignment().measure_first(), {});
+    back.push_back(Join(again));
+  }
+  for (const auto& j : back) EXPECT_FALSE(j->done());
+  clock_.Advance(NetworkCheckBudget(2, absl::Milliseconds(250)));
+  core_->Tick();
+  for (const auto& j : back) {
+    ASSERT_TRUE(j->done());
+    ASSERT_TRUE(j->result->ok()) << j->status();
+    EXPECT_EQ(j->assignment().nnodes(), 2);
+  }
+}
+
+TEST_F(CoordinatorTest, Network_Warn_PlansBesideTheWorkersAndNamesTheSlowNodeToEveryone) {
+  Make(4, 4);
+  std::map<std::string, v1::JoinRequest> reqs;
+  std::map<std::string, std::shared_ptr<JoinResult>> joins;
+  uint64_t inc = 1;
+  for (const char* n : {"a", "b", "c", "d"}) {
+    reqs[n] = Measurable(Req(n, inc, static_cast<int>(inc - 1)));
+    ++inc;
+    joins[n] = Join(reqs[n]);
+  }
+  std::map<std::string, std::shared_ptr<RecordingSink>> sinks;
+  for (auto& [n, j] : joins) {
+    ASSERT_TRUE(j->done() && j->result->ok()) << n;
+    EXPECT_EQ(j->assignment().round(), 1u) << "warn never delays the round";
+    ASSERT_TRUE(j->assignment().has_network_plan()) << n;
+    EXPECT_EQ(j->assignment().network_plan().targets_size(), 2);
+    EXPECT_EQ(j->assignment().network_plan().nonce(), j->assignment().link_key());
+    sinks[n] = Watch(reqs[n], 1);
+  }
+  v1::ReportResponse answer;
+  for (auto& [n, j] : joins) {
+    v1::ReportRequest rep;
+    *rep.mutable_member() = reqs[n].member();
+    rep.set_job_id("job");
+    rep.set_round(1);
+    rep.set_state(v1::ReportRequest::RUNNING);
+    rep.mutable_preflight()->set_node_id(n);
+    *rep.mutable_preflight()->mutable_links() =
+        LinksOf(n, j->assignment().network_plan(), {"c"});
+    answer.Clear();
+    ASSERT_TRUE(core_->Report(rep, &answer).ok());
+  }
+  // The last report completed the measurement: c is named, in the answer
+  // and down every stream; it runs on.
+  ASSERT_EQ(answer.preflight_warnings_size(), 1);
+  EXPECT_THAT(answer.preflight_warnings(0), HasSubstr("node c: network: 4 of its 4"));
+  for (auto& [n, sink] : sinks) {
+    ASSERT_EQ(sink->directives.size(), 1u) << n;
+    EXPECT_THAT(sink->directives[0].preflight_warnings().lines(0), HasSubstr("node c: network"));
+  }
+  EXPECT_EQ(core_->GetSnapshot().phase, Phase::kRunning);
+  EXPECT_EQ(core_->GetSnapshot().members, 4);
 }
 
 TEST_F(CoordinatorTest, Preflight_AReportBeyondItsCaps_IsRefused) {
