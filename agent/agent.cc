@@ -535,6 +535,7 @@ void Agent::Execute(const std::vector<RoundAction>& actions) {
             if (seams_.round_starting) seams_.round_starting(a.assignment);
             if (seams_.preflight != nullptr) {
               seams_.preflight->SetPolicy(a.assignment.preflight_policy());
+              seams_.preflight->OnAssignment(a.assignment);
             }
             preflight_lines_->Log(a.assignment.preflight_warnings());
             plan_->Prepare(a.assignment,

@@ -4,6 +4,7 @@
 
 #include "absl/time/clock.h"
 #include "common/logging.h"
+#include "preflight/check_result.h"
 
 namespace trainlet::agent {
 namespace {
@@ -73,7 +74,7 @@ std::vector<v1::CheckResult> PreflightRunner::RunGpu() {
 v1::PreflightReport PreflightRunner::RunNow(uint64_t round, bool recheck) {
   const absl::Time wall = absl::Now();
   const absl::Time start = clock_->Now();
-  std::vector<v1::CheckResult> results = checker_->Run(inputs_());
+  std::vector<v1::CheckResult> results = checker_->Run(Inputs());
   if (GpuDue(recheck)) {
     for (v1::CheckResult& r : RunGpu()) results.push_back(std::move(r));
   }
@@ -97,6 +98,10 @@ std::optional<v1::PreflightReport> PreflightRunner::BeforeJoin(uint64_t last_rou
     if (thread_.joinable()) thread_.join();  // bounded, as below
     pending_gpu_ = RunGpu();
   }
+  {
+    absl::MutexLock lock(&mu_);
+    network_recheck_ = recheck;
+  }
   // A node whose last gated check failed checks at every join until it
   // passes: the coordinator holds its failure until a report says better.
   if (!Gates(options_.policy) || !Due(after_local_failure || recheck || last_failed_)) {
@@ -109,27 +114,87 @@ std::optional<v1::PreflightReport> PreflightRunner::BeforeJoin(uint64_t last_rou
   return report;
 }
 
+bool PreflightRunner::NetworkDue() {
+  if (options_.policy == v1::PREFLIGHT_OFF || !options_.measure_links) return false;
+  absl::MutexLock lock(&mu_);
+  network_offered_ = network_recheck_ || last_network_ == absl::InfinitePast() ||
+                     clock_->Now() - last_network_ >= options_.interval;
+  return network_offered_;
+}
+
+void PreflightRunner::OnAssignment(const v1::Assignment& assignment) {
+  {
+    absl::MutexLock lock(&mu_);
+    if (network_offered_) last_network_ = clock_->Now();
+    network_offered_ = false;
+    network_recheck_ = false;
+  }
+  plan_round_ = assignment.round();
+  plan_.reset();
+  if (assignment.has_network_plan()) plan_ = assignment.network_plan();
+}
+
+void PreflightRunner::NoteClock(const preflight::ClockSample& sample) {
+  absl::MutexLock lock(&mu_);
+  clock_sample_ = sample;
+}
+
+void PreflightRunner::RefreshClock(v1::PreflightReport* report) {
+  std::optional<preflight::ClockSample> sample;
+  {
+    absl::MutexLock lock(&mu_);
+    sample = clock_sample_;
+  }
+  v1::CheckResult fresh = preflight::CheckClockOffset(sample, options_.max_clock_offset);
+  for (v1::CheckResult& r : *report->mutable_results()) {
+    if (r.check() == preflight::kCheckClockOffset) {
+      fresh.set_micros(r.micros());
+      r = std::move(fresh);
+      return;
+    }
+  }
+}
+
+preflight::NodeCheckInputs PreflightRunner::Inputs() {
+  preflight::NodeCheckInputs in = inputs_();
+  absl::MutexLock lock(&mu_);
+  if (!in.clock.has_value()) in.clock = clock_sample_;
+  return in;
+}
+
 void PreflightRunner::AfterStart(uint64_t round) {
-  if (options_.policy != v1::PREFLIGHT_WARN || (!Due(false) && pending_gpu_.empty())) return;
+  std::optional<v1::NetworkPlan> plan;
+  if (plan_round_ == round) plan.swap(plan_);
+  if (!options_.measure_links) plan.reset();
+  if (options_.policy != v1::PREFLIGHT_WARN) return;
+  const bool checks_due = Due(false) || !pending_gpu_.empty();
+  if (!checks_due && !plan.has_value()) return;
   {
     absl::MutexLock lock(&mu_);
     if (running_) return;  // the previous round's is still at it
     running_ = true;
   }
   if (thread_.joinable()) thread_.join();
-  // Counted from the start: a round that restarts soon does not run it again.
-  last_run_ = clock_->Now();
-  ever_run_ = true;
-  preflight::NodeCheckInputs inputs = inputs_();
+  std::optional<preflight::NodeCheckInputs> inputs;
+  if (checks_due) {
+    // Counted from the start: a round that restarts soon does not run it again.
+    last_run_ = clock_->Now();
+    ever_run_ = true;
+    inputs = Inputs();
+  }
   std::vector<v1::CheckResult> gpu = std::move(pending_gpu_);
   pending_gpu_.clear();
-  thread_ = std::thread([this, round, inputs = std::move(inputs), gpu = std::move(gpu)] {
+  thread_ = std::thread([this, round, inputs = std::move(inputs), gpu = std::move(gpu),
+                         plan = std::move(plan)] {
     const absl::Time wall = absl::Now();
-    std::vector<v1::CheckResult> results = checker_->Run(inputs);
+    std::vector<v1::CheckResult> results;
+    if (inputs.has_value()) results = checker_->Run(*inputs);
     results.insert(results.end(), gpu.begin(), gpu.end());
+    std::vector<v1::LinkResult> links;
+    if (plan.has_value()) links = options_.measure_links(*plan);
     v1::PreflightReport report =
-        preflight::MakeReport(options_.node_id, options_.incarnation, round, std::move(results), {},
-                              wall, absl::Now() - wall);
+        preflight::MakeReport(options_.node_id, options_.incarnation, round, std::move(results),
+                              std::move(links), wall, absl::Now() - wall);
     absl::MutexLock lock(&mu_);
     finished_ = std::move(report);
     running_ = false;

@@ -9,7 +9,12 @@
 //       no:  nothing (the coordinator keeps the last result)
 //   policy warn (never delays a round):
 //     workers started -> due? yes: run on a thread -> Poll() hands the
-//       finished report to the next Report
+//       finished report to the next Report; the round's network plan
+//       (Assignment.network_plan), if any, is measured on that thread too
+//   the network (any policy but off): a Join's links are due (NetworkDue)
+//     at the first join, back from a quarantine, and --preflight-interval
+//     after the last measurement; MeasuringClient measures exclude/fail's
+//     plan before the round closes
 //   off: nothing.
 //   --preflight-gpu (Options.gpu_check), any policy but off: the GPU
 //     loopback runs before a join (never beside the workers: they use the
@@ -67,6 +72,10 @@ class PreflightRunner {
     uint64_t incarnation = 0;
     // --preflight-gpu: the GPU loopback (preflight::RunGpuLoopback); null: off.
     std::function<std::vector<v1::CheckResult>()> gpu_check;
+    // The network measurement of a plan (MeasuringClient::Measure); null:
+    // this node has no measurer (its links are never due).
+    std::function<std::vector<v1::LinkResult>(const v1::NetworkPlan&)> measure_links;
+    absl::Duration max_clock_offset = absl::Seconds(1);
   };
   // What the checks look at, at the time they run (the probe, the names to
   // resolve).
@@ -92,8 +101,25 @@ class PreflightRunner {
   // warn: the finished report, once.
   std::optional<v1::PreflightReport> Poll();
 
+  // The network (docs/preflight.md, "The network"). Whether the Join about
+  // to go has its links due: never measured, back from a quarantine (the
+  // last BeforeJoin's recheck), or --preflight-interval since the last
+  // measurement. Any thread.
+  bool NetworkDue();
+  // The round's assignment: a due measurement was made before it closed
+  // (exclude, fail) or is planned beside its workers (warn,
+  // Assignment.network_plan, measured by AfterStart).
+  void OnAssignment(const v1::Assignment& assignment);
+  // Each Join's timestamps, for the clock-offset check. Any thread.
+  void NoteClock(const preflight::ClockSample& sample);
+  // Replaces `report`'s clock-offset result with the latest sample's. Any
+  // thread.
+  void RefreshClock(v1::PreflightReport* report);
+
  private:
   bool Due(bool forced) const;
+  // inputs_(), with the latest clock sample when it has none.
+  preflight::NodeCheckInputs Inputs();
   bool GpuDue(bool forced) const;
   // The GPU loopback, each result stamped with its micros.
   std::vector<v1::CheckResult> RunGpu();
@@ -114,6 +140,15 @@ class PreflightRunner {
   std::thread thread_;  // warn's check; joined by Poll() once done, or at destruction.
   absl::Mutex mu_;
   std::optional<v1::PreflightReport> finished_ ABSL_GUARDED_BY(mu_);
+  // The network: when last measured (or planned), the last BeforeJoin's
+  // recheck, whether NetworkDue said yes for the Join in flight.
+  absl::Time last_network_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
+  bool network_recheck_ ABSL_GUARDED_BY(mu_) = false;
+  bool network_offered_ ABSL_GUARDED_BY(mu_) = false;
+  std::optional<preflight::ClockSample> clock_sample_ ABSL_GUARDED_BY(mu_);
+  // warn: the plan of the round about to start (round, plan).
+  uint64_t plan_round_ = 0;
+  std::optional<v1::NetworkPlan> plan_;
   bool running_ ABSL_GUARDED_BY(mu_) = false;
 };
 

@@ -20,6 +20,7 @@
 #include "agent/agent_store.h"
 #include "agent/master_port.h"
 #include "agent/node_probe.h"
+#include "agent/measuring_client.h"
 #include "agent/preflight_runner.h"
 #include "agent/reporter.h"
 #include "agent/reporter_grpc.h"
@@ -129,7 +130,8 @@ std::string SecondHostMessage(const RunConfig& config) {
 // --preflight's checks on this node (preflight_runner.h), off until a policy says.
 std::unique_ptr<PreflightRunner> MakePreflightRunner(
     const RunConfig& config, const std::map<std::string, std::string>& base_env,
-    uint64_t incarnation, std::shared_ptr<const std::string> master) {
+    uint64_t incarnation, std::shared_ptr<const std::string> master,
+    MeasuringClient* measuring) {
   // Made even with --preflight=off: the coordinator's policy, once an
   // assignment says it, decides (PreflightRunner::SetPolicy).
   preflight::NodeCheckConfig checks;
@@ -141,6 +143,11 @@ std::unique_ptr<PreflightRunner> MakePreflightRunner(
   o.interval = config.policy.preflight_interval;
   o.node_id = config.node_id;
   o.incarnation = incarnation;
+  if (measuring != nullptr) {
+    o.measure_links = [measuring](const v1::NetworkPlan& plan) {
+      return measuring->Measure(plan);
+    };
+  }
   if (config.preflight_gpu) {
     preflight::GpuLoopbackOptions gpu;
     gpu.python = PythonInterpreterArgv(config);
@@ -237,9 +244,47 @@ struct RunServices {
   std::unique_ptr<GrpcReportTransport> report_transport;
   std::unique_ptr<Reporter> reporter;
   std::unique_ptr<AgentStore> store;           // --agent-store; its helper is the supervisor's.
+  // --preflight's network measurement: `client` wrapped, and this node's
+  // link measurer (null: --preflight=off, or a single-node run).
+  std::unique_ptr<MeasuringClient> measuring;
   std::unique_ptr<PreflightRunner> preflight;  // --preflight (its policy may be off).
   std::optional<Agent> agent;
 };
+
+// --preflight's network measurement (measuring_client.h): this node's link
+// measurer and the Join that measures when asked. Null (a warning) when it
+// cannot listen: the node is then neither measured nor measures.
+std::unique_ptr<MeasuringClient> StartMeasuring(const RunConfig& config, RunServices* run) {
+  MeasuringClient::Options o;
+  o.job_id = config.job_id;
+  o.node_id = config.node_id;
+  o.port = config.preflight_port;
+  MeasuringClient::Hooks hooks;
+  hooks.due = [run] { return run->preflight != nullptr && run->preflight->NetworkDue(); };
+  hooks.clock = [run](const preflight::ClockSample& sample) {
+    if (run->preflight != nullptr) run->preflight->NoteClock(sample);
+  };
+  hooks.refresh = [run](v1::PreflightReport* report) {
+    if (run->preflight != nullptr) run->preflight->RefreshClock(report);
+  };
+  std::shared_ptr<preflight::Resolver> resolver = preflight::MakeAresResolver();
+  // Both address families where the pod has IPv6, else IPv4 alone.
+  absl::Status why;
+  for (const char* host : {"::", "0.0.0.0"}) {
+    o.host = host;
+    absl::StatusOr<std::unique_ptr<MeasuringClient>> started =
+        MeasuringClient::Start(run->client.get(), o, hooks, resolver);
+    if (started.ok()) {
+      TLOG(kDebug) << "preflight: link measurer on port " << (*started)->port();
+      return *std::move(started);
+    }
+    why = started.status();
+  }
+  TLOG(kWarning) << "preflight: no link measurer (" << why.message()
+                 << "); this node's links are not measured"
+                 << (config.preflight_port != 0 ? "; check --preflight-port" : "");
+  return nullptr;
+}
 
 // The coordinator, when this agent hosts it: in process for a single-node
 // run, else node 0's over gRPC. kIfPortFree: whoever binds the port hosts
@@ -513,7 +558,12 @@ int RunAgent(const RunConfig& config, const std::map<std::string, std::string>& 
     if (store != nullptr) store->OnRound(a);
   };
   if (run.store != nullptr) round_options.agent_store_port = run.store->port();
-  run.preflight = MakePreflightRunner(config, base_env, incarnation, master);
+  if (!in_process && config.policy.preflight != v1::PREFLIGHT_OFF) {
+    run.measuring = StartMeasuring(config, &run);
+    if (run.measuring != nullptr) seams.client = run.measuring.get();
+  }
+  run.preflight =
+      MakePreflightRunner(config, base_env, incarnation, master, run.measuring.get());
   seams.preflight = run.preflight.get();
   if (setup) {
     absl::StatusOr<LaunchPlan*> plan = setup(run.supervisor.get(), &round_options);

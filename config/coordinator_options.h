@@ -24,6 +24,7 @@ rendezvous::CoordinatorOptions CoordinatorOptionsFrom(const Config& config) {
   o.release_streams_from = config.policy.release_streams_from;
   o.preflight = config.policy.preflight;
   o.quarantine = config.policy.quarantine;
+  o.preflight_min_bandwidth = config.policy.preflight_min_bandwidth;
   o.incarnation = rendezvous::NewIncarnation();
   return o;
 }

@@ -416,7 +416,7 @@ std::vector<OptionSpec> RoundPolicyOptionSpecs() {
        "heartbeat timeout); 0: never. Off with TLS."},
       {"preflight", OptionKind::kString, "off|warn|exclude|fail", "warn",
        "Check every node before each round (GPU health, /dev/shm, memlock, DNS, "
-       "--preflight-path, clock): warn = log bad nodes, never delaying a round; exclude = an "
+       "--preflight-path, clock, and the network between pods): warn = log bad nodes, never delaying a round; exclude = an "
        "elastic round closes without them while MIN good nodes remain (they are re-checked "
        "every --quarantine); fail = the job fails with exit 82 naming the node and the check "
        "(docs/preflight.md)."},
@@ -426,6 +426,10 @@ std::vector<OptionSpec> RoundPolicyOptionSpecs() {
       {"preflight-interval", OptionKind::kDuration, "DURATION", "10m",
        "--preflight=exclude|fail: a restart round re-checks a node only when its last check "
        "is older than this, or the node failed since."},
+      {"preflight-min-bandwidth", OptionKind::kInt, "MB/s", "0 (none)",
+       "--preflight's network measurement: a link between two pods under this many megabytes "
+       "a second is bad (besides any link under a quarter of the job's median); a node at "
+       "the common end of bad links is the one named."},
       {"log-level", OptionKind::kString, "LEVEL", "info", "debug, info, warning or error."},
   };
 }
@@ -471,6 +475,11 @@ absl::StatusOr<RoundPolicy> ParseRoundPolicy(
           });
       !s.ok()) {
     return s;
+  }
+  if (const OptionValue* v = parsed.Find("preflight-min-bandwidth")) {
+    absl::StatusOr<int> mbps = ParseIntValue(*v, 0, 10000000);
+    if (!mbps.ok()) return mbps.status();
+    p.preflight_min_bandwidth = *mbps * 1e6;
   }
   const OptionValue mode = ValueOrDefault(parsed, table, "preflight");
   const std::string text = absl::AsciiStrToLower(absl::StripAsciiWhitespace(mode.text));

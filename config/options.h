@@ -224,6 +224,7 @@ struct RoundPolicy {
   v1::PreflightPolicy preflight = v1::PREFLIGHT_WARN;  // --preflight
   absl::Duration quarantine;                           // --quarantine
   absl::Duration preflight_interval;                   // --preflight-interval
+  double preflight_min_bandwidth = 0;  // --preflight-min-bandwidth, bytes/s; 0: none
 };
 // --max-restarts when --nnodes is MIN:MAX and nothing says otherwise.
 inline constexpr int kElasticMaxRestarts = 3;

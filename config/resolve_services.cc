@@ -44,6 +44,11 @@ absl::Status ResolveServices(RunInputs* in, RunConfig* c) {
     if (!gbps.ok()) return gbps.status();
     c->preflight_min_gpu_busbw = *gbps;
   }
+  if (const OptionValue* port = in->parsed.Find("preflight-port")) {
+    absl::StatusOr<int> value = ParseIntValue(*port, 0, 65535);
+    if (!value.ok()) return value.status();
+    c->preflight_port = *value;
+  }
   absl::StatusOr<bool> agent_store =
       ParseBoolValue(ValueOrDefault(in->parsed, in->table, "agent-store"));
   if (!agent_store.ok()) return agent_store.status();

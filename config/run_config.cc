@@ -166,6 +166,9 @@ const std::vector<OptionSpec>& RunOptionTable() {
         {"preflight-path", OptionKind::kString, "PATH", "none",
          "Directory --preflight checks before each round: free space and a write, fsync, read "
          "and delete of a small file (typically the checkpoint directory)."},
+        {"preflight-port", OptionKind::kInt, "PORT", "any free port",
+         "Port of this agent's link measurer, which its ring neighbours connect to for "
+         "--preflight's network measurement (docs/preflight.md, \"The network\")."},
         {"preflight-gpu", OptionKind::kBool, "", "false",
          "Add the GPU loopback to --preflight's checks before a join, when due: each GPU's "
          "memory bandwidth and an NCCL all-reduce among the pod's GPUs, in a helper process "

@@ -177,6 +177,7 @@ struct RunConfig {
   std::string preflight_path;                  // --preflight-path; "": none
   bool preflight_gpu = false;                  // --preflight-gpu
   int preflight_min_gpu_busbw = 0;             // --preflight-min-gpu-busbw, GB/s; 0: none
+  int preflight_port = 0;                      // --preflight-port; 0: any free port
   bool agent_store = false;                    // --agent-store
   int agent_store_port = 0;                    // --agent-store-port; 0: master_port - 1
   absl::Duration probe_timeout;                // --probe-timeout; 0: no probe.
