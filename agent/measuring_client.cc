@@ -107,9 +107,9 @@ void MeasuringClient::OnAnswer(Pending pending, absl::Time sent,
   }
   if (!a.has_measure_first()) return pending.done(std::move(answer));
   if (++pending.measures > kMaxMeasuresPerJoin) {
-    return pending.done(absl::InternalError(absl::StrCat(
-        "the coordinator asked this node to measure its links ", pending.measures,
-        " times for one join; is another trainlet version coordinating?")));
+    return pending.done(absl::InternalError(
+        absl::StrCat("the coordinator asked this node to measure its links ", pending.measures,
+                     " times for one join; is another trainlet version coordinating?")));
   }
   // Peers may measure to this node from now on.
   server_->SetRound(a.measure_first().round(), a.measure_first().nonce());

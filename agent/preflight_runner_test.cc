@@ -1,5 +1,6 @@
 #include "agent/preflight_runner.h"
 
+#include <atomic>
 #include <memory>
 #include <string>
 #include <utility>
@@ -18,7 +19,7 @@ namespace {
 class PreflightRunnerTest : public ::testing::Test {
  protected:
   std::unique_ptr<PreflightRunner> Make(v1::PreflightPolicy policy, const std::string& path,
-                                        bool with_gpu = false) {
+                                        bool with_gpu = false, bool with_links = false) {
     preflight::NodeCheckConfig checks;
     checks.path = path;
     auto resolver = std::make_shared<preflight::testing::FakeResolver>();
@@ -29,6 +30,20 @@ class PreflightRunnerTest : public ::testing::Test {
     o.interval = absl::Minutes(10);
     o.node_id = "n0";
     o.incarnation = 7;
+    if (with_links) {
+      o.measure_links = [this](const v1::NetworkPlan& plan) {
+        ++link_runs_;
+        std::vector<v1::LinkResult> out;
+        for (const v1::LinkTarget& t : plan.targets()) {
+          v1::LinkResult l;
+          l.set_from_node("n0");
+          l.set_to_node(t.node_id());
+          l.set_bandwidth_bytes_per_second(1e9);
+          out.push_back(l);
+        }
+        return out;
+      };
+    }
     if (with_gpu) {
       o.gpu_check = [this] {
         ++gpu_runs_;
@@ -48,6 +63,7 @@ class PreflightRunnerTest : public ::testing::Test {
   std::string Dir() const { return ::testing::TempDir(); }
   SimulatedClock clock_;
   int gpu_runs_ = 0;
+  std::atomic<int> link_runs_{0};
   v1::CheckResult::Outcome gpu_outcome_ = v1::CheckResult::PASS;
 };
 
@@ -179,6 +195,82 @@ TEST_F(PreflightRunnerTest, Gpu_Off_NeverRuns) {
   EXPECT_FALSE(runner->BeforeJoin(0, true, true).has_value());
   runner->AfterStart(1);
   EXPECT_EQ(gpu_runs_, 0);
+}
+
+// The network: due at the first join, back from a quarantine, and an
+// interval after the last measurement; a restart's survivor is not.
+TEST_F(PreflightRunnerTest, Network_DueFirstAfterAQuarantineAndAfterTheInterval) {
+  auto runner = Make(v1::PREFLIGHT_EXCLUDE, Dir(), false, /*with_links=*/true);
+  (void)runner->BeforeJoin(0, false, false);
+  EXPECT_TRUE(runner->NetworkDue());
+  v1::Assignment a;
+  a.set_round(1);
+  runner->OnAssignment(a);  // measured before it closed
+  clock_.Advance(absl::Minutes(1));
+  (void)runner->BeforeJoin(1, /*after_local_failure=*/true, false);
+  EXPECT_FALSE(runner->NetworkDue()) << "a worker's failure is not the network's";
+  (void)runner->BeforeJoin(1, false, /*recheck=*/true);
+  EXPECT_TRUE(runner->NetworkDue()) << "back from a quarantine";
+  a.set_round(2);
+  runner->OnAssignment(a);
+  (void)runner->BeforeJoin(2, false, false);
+  EXPECT_FALSE(runner->NetworkDue());
+  clock_.Advance(absl::Minutes(11));
+  EXPECT_TRUE(runner->NetworkDue());
+  // Without a measurer, never; nor with --preflight=off.
+  EXPECT_FALSE(Make(v1::PREFLIGHT_EXCLUDE, Dir())->NetworkDue());
+  EXPECT_FALSE(Make(v1::PREFLIGHT_OFF, Dir(), false, true)->NetworkDue());
+}
+
+TEST_F(PreflightRunnerTest, Warn_TheRoundsPlanIsMeasuredBesideTheWorkersAndReported) {
+  auto runner = Make(v1::PREFLIGHT_WARN, Dir(), false, /*with_links=*/true);
+  EXPECT_TRUE(runner->NetworkDue());
+  v1::Assignment a;
+  a.set_round(1);
+  v1::LinkTarget* t = a.mutable_network_plan()->add_targets();
+  t->set_node_id("n1");
+  runner->OnAssignment(a);
+  runner->AfterStart(1);
+  std::optional<v1::PreflightReport> r;
+  for (int i = 0; i < 2000 && !r.has_value(); ++i) {
+    r = runner->Poll();
+    if (!r.has_value()) absl::SleepFor(absl::Milliseconds(5));
+  }
+  ASSERT_TRUE(r.has_value());
+  ASSERT_EQ(r->links_size(), 1);
+  EXPECT_EQ(r->links(0).to_node(), "n1");
+  EXPECT_GT(r->results_size(), 0) << "the node checks were due too";
+  // The next round has no plan and no checks due: nothing runs.
+  a.set_round(2);
+  a.clear_network_plan();
+  runner->OnAssignment(a);
+  runner->AfterStart(2);
+  EXPECT_FALSE(runner->Poll().has_value());
+  EXPECT_EQ(link_runs_.load(), 1);
+  EXPECT_FALSE(runner->NetworkDue());
+}
+
+TEST_F(PreflightRunnerTest, TheClockOffsetComesFromTheLatestJoin) {
+  auto runner = Make(v1::PREFLIGHT_EXCLUDE, Dir());
+  std::optional<v1::PreflightReport> r = runner->BeforeJoin(0, false, false);
+  ASSERT_TRUE(r.has_value());
+  auto outcome = [](const v1::PreflightReport& rep) {
+    for (const v1::CheckResult& c : rep.results()) {
+      if (c.check() == preflight::kCheckClockOffset) return c.outcome();
+    }
+    return v1::CheckResult::OUTCOME_UNSPECIFIED;
+  };
+  EXPECT_EQ(outcome(*r), v1::CheckResult::SKIPPED) << "no exchange yet";
+  // The coordinator's clock is 5 s ahead: the report sent again says so.
+  const absl::Time t1 = absl::FromUnixSeconds(1000);
+  runner->NoteClock({t1, t1 + absl::Milliseconds(5001), t1 + absl::Milliseconds(5002),
+                     t1 + absl::Milliseconds(3)});
+  runner->RefreshClock(&*r);
+  EXPECT_EQ(outcome(*r), v1::CheckResult::FAIL);
+  // And the next check uses it too.
+  std::optional<v1::PreflightReport> next = runner->BeforeJoin(1, false, /*recheck=*/true);
+  ASSERT_TRUE(next.has_value());
+  EXPECT_EQ(outcome(*next), v1::CheckResult::FAIL);
 }
 
 }  // namespace

@@ -19,8 +19,8 @@
 #include "agent/agent.h"
 #include "agent/agent_store.h"
 #include "agent/master_port.h"
-#include "agent/node_probe.h"
 #include "agent/measuring_client.h"
+#include "agent/node_probe.h"
 #include "agent/preflight_runner.h"
 #include "agent/reporter.h"
 #include "agent/reporter_grpc.h"
@@ -130,8 +130,7 @@ std::string SecondHostMessage(const RunConfig& config) {
 // --preflight's checks on this node (preflight_runner.h), off until a policy says.
 std::unique_ptr<PreflightRunner> MakePreflightRunner(
     const RunConfig& config, const std::map<std::string, std::string>& base_env,
-    uint64_t incarnation, std::shared_ptr<const std::string> master,
-    MeasuringClient* measuring) {
+    uint64_t incarnation, std::shared_ptr<const std::string> master, MeasuringClient* measuring) {
   // Made even with --preflight=off: the coordinator's policy, once an
   // assignment says it, decides (PreflightRunner::SetPolicy).
   preflight::NodeCheckConfig checks;
@@ -144,9 +143,7 @@ std::unique_ptr<PreflightRunner> MakePreflightRunner(
   o.node_id = config.node_id;
   o.incarnation = incarnation;
   if (measuring != nullptr) {
-    o.measure_links = [measuring](const v1::NetworkPlan& plan) {
-      return measuring->Measure(plan);
-    };
+    o.measure_links = [measuring](const v1::NetworkPlan& plan) { return measuring->Measure(plan); };
   }
   if (config.preflight_gpu) {
     preflight::GpuLoopbackOptions gpu;
@@ -243,7 +240,7 @@ struct RunServices {
   std::unique_ptr<ProgressDir> progress;
   std::unique_ptr<GrpcReportTransport> report_transport;
   std::unique_ptr<Reporter> reporter;
-  std::unique_ptr<AgentStore> store;           // --agent-store; its helper is the supervisor's.
+  std::unique_ptr<AgentStore> store;  // --agent-store; its helper is the supervisor's.
   // --preflight's network measurement: `client` wrapped, and this node's
   // link measurer (null: --preflight=off, or a single-node run).
   std::unique_ptr<MeasuringClient> measuring;
@@ -562,8 +559,7 @@ int RunAgent(const RunConfig& config, const std::map<std::string, std::string>& 
     run.measuring = StartMeasuring(config, &run);
     if (run.measuring != nullptr) seams.client = run.measuring.get();
   }
-  run.preflight =
-      MakePreflightRunner(config, base_env, incarnation, master, run.measuring.get());
+  run.preflight = MakePreflightRunner(config, base_env, incarnation, master, run.measuring.get());
   seams.preflight = run.preflight.get();
   if (setup) {
     absl::StatusOr<LaunchPlan*> plan = setup(run.supervisor.get(), &round_options);

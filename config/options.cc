@@ -416,7 +416,8 @@ std::vector<OptionSpec> RoundPolicyOptionSpecs() {
        "heartbeat timeout); 0: never. Off with TLS."},
       {"preflight", OptionKind::kString, "off|warn|exclude|fail", "warn",
        "Check every node before each round (GPU health, /dev/shm, memlock, DNS, "
-       "--preflight-path, clock, and the network between pods): warn = log bad nodes, never delaying a round; exclude = an "
+       "--preflight-path, clock, and the network between pods): warn = log bad nodes, never "
+       "delaying a round; exclude = an "
        "elastic round closes without them while MIN good nodes remain (they are re-checked "
        "every --quarantine); fail = the job fails with exit 82 naming the node and the check "
        "(docs/preflight.md)."},

@@ -254,6 +254,10 @@ absl::Status Coordinator::ValidateJoinLocked(const v1::JoinRequest& r) const {
     return absl::InvalidArgumentError(absl::StrFormat(
         "agent_store_port: expected 0 (none) or 1..65535, got %d", r.agent_store_port()));
   }
+  if (r.link_port() < 0 || r.link_port() > 65535) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("link_port: expected 0 (none) or 1..65535, got %d", r.link_port()));
+  }
   if (!r.advertise_addr().empty() && !IsValidHost(r.advertise_addr())) {
     return absl::InvalidArgumentError(
         "advertise_addr: expected a host name or an IP address (no port, no brackets)");
@@ -887,8 +891,8 @@ bool Coordinator::StartGateCheckLocked(Actions* actions) {
       candidates, round, link_key_, options_.preflight_link_bytes, options_.preflight_link_time,
       now + NetworkCheckBudget(2, options_.preflight_link_time));
   if (plans.empty()) return false;
-  TLOG(kInfo) << "preflight: measuring the network before round " << round << ": "
-              << plans.size() << " of " << candidates.size() << " nodes measure, until "
+  TLOG(kInfo) << "preflight: measuring the network before round " << round << ": " << plans.size()
+              << " of " << candidates.size() << " nodes measure, until "
               << absl::FormatDuration(gate_check_.deadline() - now) << " from now";
   for (auto& [id, plan] : plans) {
     Member& m = members_.at(id);
@@ -908,7 +912,7 @@ bool Coordinator::StartGateCheckLocked(Actions* actions) {
 }
 
 std::map<std::string, std::string> Coordinator::JudgeLinksLocked(NetworkCheck& check,
-                                                                  absl::string_view when) {
+                                                                 absl::string_view when) {
   const int awaited = check.awaited();
   const int measurers = check.measurers();
   preflight::AnalysisOptions o;
@@ -923,8 +927,9 @@ std::map<std::string, std::string> Coordinator::JudgeLinksLocked(NetworkCheck& c
       << " nodes, job median " << preflight::HumanRate(v.median_bandwidth)
       << (v.own_median ? "" : " (the job's earlier median)") << ", " << v.flagged.size()
       << " node(s) blamed"
-      << (awaited > 0 ? absl::StrCat(", ", awaited, " of ", measurers, " measurers not back in time")
-                      : "");
+      << (awaited > 0
+              ? absl::StrCat(", ", awaited, " of ", measurers, " measurers not back in time")
+              : "");
   for (const preflight::BadLink& l : v.unattributed) {
     TLOG(kInfo) << "preflight: network: link " << SafeForLog(l.from_node, 64) << "->"
                 << SafeForLog(l.to_node, 64) << " " << l.why << " (no node blamed for it)";
@@ -937,9 +942,9 @@ std::map<std::string, std::string> Coordinator::JudgeLinksLocked(NetworkCheck& c
 }
 
 void Coordinator::AddPreflightFailureLocked(Member& m, const std::string& why) {
-  m.preflight_failed =
-      preflight::Truncated(m.preflight_failed.empty() ? why : absl::StrCat(m.preflight_failed, "; ", why),
-                kMaxPreflightLine);
+  m.preflight_failed = preflight::Truncated(
+      m.preflight_failed.empty() ? why : absl::StrCat(m.preflight_failed, "; ", why),
+      kMaxPreflightLine);
   if (m.ticket != 0) {
     gathering_excludable_ -= m.excludable_ticket;
     m.excludable_ticket = ExcludableLocked(m);
@@ -1094,8 +1099,7 @@ void Coordinator::CloseRoundLocked(Actions* actions) {
       warn_plans = warn_check_.Start(
           candidates, round_, link_key_, options_.preflight_link_bytes,
           options_.preflight_link_time,
-          clock_->Now() + kWarnCheckSlack +
-              NetworkCheckBudget(2, options_.preflight_link_time));
+          clock_->Now() + kWarnCheckSlack + NetworkCheckBudget(2, options_.preflight_link_time));
     }
   }
   gate_measured_ = false;

@@ -354,6 +354,9 @@ void GrpcRendezvousClient::Join(const v1::JoinRequest& request, absl::Duration t
 void GrpcRendezvousClient::CancelJoin() { client_.CancelJoin(); }
 
 void GrpcRendezvousClient::ConnectLiveness(const v1::Assignment& assignment, uint64_t incarnation) {
+  // Not an assignment yet (a plan to measure first, docs/protocol.md):
+  // the socket stays, as the coordinator's probes know it.
+  if (assignment.has_measure_first()) return;
   const uint32_t udp_port = assignment.liveness_udp_port();
   // Who the coordinator's probes ask for: this answer's slot and key (a
   // re-join by READY keeps both; docs/protocol.md, "Stream loss").

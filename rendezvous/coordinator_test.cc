@@ -2360,6 +2360,32 @@ struct Measured {
   std::map<std::string, std::shared_ptr<JoinResult>> rejoins;
 };
 
+TEST_F(CoordinatorTest, Network_ALinkPortOutOfRangeIsRefused) {
+  Make(1, 1);
+  for (int port : {-1, 65536}) {
+    v1::JoinRequest r = Req("a", 1);
+    r.set_link_port(port);
+    auto j = Join(r);
+    ASSERT_TRUE(j->done());
+    EXPECT_TRUE(absl::IsInvalidArgument(j->status())) << j->status();
+    EXPECT_THAT(j->status().message(), HasSubstr("link_port"));
+  }
+}
+
+TEST_F(CoordinatorTest, Network_EveryAnswerCarriesTheClockTimestamps) {
+  Make(2, 2);
+  auto a = Join(Req("a", 1, 0));
+  clock_.Advance(absl::Milliseconds(30));
+  auto b = Join(Req("b", 2, 1));
+  ASSERT_TRUE(a->done() && b->done());
+  const int64_t answered = absl::ToUnixMicros(clock_.Now());
+  EXPECT_EQ(a->assignment().answered_unix_micros(), answered);
+  EXPECT_EQ(a->assignment().join_received_unix_micros(), answered - 30000);
+  EXPECT_EQ(b->assignment().join_received_unix_micros(), answered);
+  EXPECT_NE(a->assignment().link_key(), 0u);
+  EXPECT_EQ(a->assignment().link_key(), b->assignment().link_key());
+}
+
 TEST_F(CoordinatorTest, Network_Exclude_MeasuresBeforeTheCloseAndLeavesOutTheSlowNode) {
   preflight_ = v1::PREFLIGHT_EXCLUDE;
   Make(4, 5, /*max_restarts=*/3);
@@ -2559,8 +2585,7 @@ TEST_F(CoordinatorTest, Network_Warn_PlansBesideTheWorkersAndNamesTheSlowNodeToE
     rep.set_round(1);
     rep.set_state(v1::ReportRequest::RUNNING);
     rep.mutable_preflight()->set_node_id(n);
-    *rep.mutable_preflight()->mutable_links() =
-        LinksOf(n, j->assignment().network_plan(), {"c"});
+    *rep.mutable_preflight()->mutable_links() = LinksOf(n, j->assignment().network_plan(), {"c"});
     answer.Clear();
     ASSERT_TRUE(core_->Report(rep, &answer).ok());
   }

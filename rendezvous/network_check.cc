@@ -12,9 +12,11 @@ absl::Duration NetworkCheckBudget(int links_per_measurer, absl::Duration per_lin
   return per_link * std::max(1, links_per_measurer) + absl::Seconds(1);
 }
 
-std::map<std::string, v1::NetworkPlan> NetworkCheck::Start(
-    const std::vector<Candidate>& candidates, uint64_t round, uint64_t key,
-    uint64_t max_bytes_per_link, absl::Duration per_link_transfer, absl::Time deadline) {
+std::map<std::string, v1::NetworkPlan> NetworkCheck::Start(const std::vector<Candidate>& candidates,
+                                                           uint64_t round, uint64_t key,
+                                                           uint64_t max_bytes_per_link,
+                                                           absl::Duration per_link_transfer,
+                                                           absl::Time deadline) {
   Abandon();
   std::map<std::string, const Candidate*> by_id;
   std::vector<std::string> ids;

@@ -51,9 +51,9 @@ TEST(NetworkCheck, OnlyMeasurersArePlannedAndTargetsNeedAPort) {
 
 TEST(NetworkCheck, NothingToMeasureStartsNothing) {
   NetworkCheck check;
-  EXPECT_THAT(check.Start({{"a", "h", 1, true}}, 1, 1, 0, absl::Milliseconds(1),
-                          absl::InfiniteFuture()),
-              IsEmpty());
+  EXPECT_THAT(
+      check.Start({{"a", "h", 1, true}}, 1, 1, 0, absl::Milliseconds(1), absl::InfiniteFuture()),
+      IsEmpty());
   EXPECT_FALSE(check.active());
   EXPECT_THAT(check.Start({{"a", "h", 1, false}, {"b", "h", 2, false}}, 1, 1, 0,
                           absl::Milliseconds(1), absl::InfiniteFuture()),
@@ -65,8 +65,8 @@ TEST(NetworkCheck, NothingToMeasureStartsNothing) {
 // kMaxLinksPerMeasurer: a member cannot report links for another.
 TEST(NetworkCheck, LinksAreKeptOnlyFromAwaitedMeasurersToTheirTargets) {
   NetworkCheck check;
-  auto plans = check.Start({{"a", "h", 1, true}, {"b", "h", 2, true}, {"c", "h", 3, true}}, 1, 7,
-                           0, absl::Milliseconds(250), absl::InfiniteFuture());
+  auto plans = check.Start({{"a", "h", 1, true}, {"b", "h", 2, true}, {"c", "h", 3, true}}, 1, 7, 0,
+                           absl::Milliseconds(250), absl::InfiniteFuture());
   ASSERT_EQ(plans.size(), 3u);
   EXPECT_FALSE(check.Add("zz", Links({Link("zz", "a", 1)})));
   // a claims slow links for b and c as if b had measured them: ignored.
