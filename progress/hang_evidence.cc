@@ -14,22 +14,13 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "common/logging.h"
+#include "common/small_file.h"
 
 namespace trainlet::agent {
 namespace {
 
 // Processes scanned for group members, at most (a pod has few).
 constexpr int kMaxScannedProcesses = 65536;
-
-std::string ReadSmallFile(const std::string& path, size_t max = 512) {
-  const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return "";
-  std::string data(max, '\0');
-  const ssize_t n = read(fd, data.data(), data.size());
-  close(fd);
-  data.resize(n > 0 ? static_cast<size_t>(n) : 0);
-  return data;
-}
 
 // /proc/PID/stat: "pid (comm) S ppid pgrp ...". comm may hold ')' and
 // spaces, so the fields are read after the last ')'.
