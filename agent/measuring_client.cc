@@ -158,7 +158,16 @@ void MeasuringClient::Loop() {
       p.done(absl::CancelledError("join cancelled while measuring the links"));
       continue;
     }
+    const uint64_t generation = p.generation;
     Send(std::move(p));
+    // A CancelJoin between the check above and the inner Join (which
+    // starts with its cancel cleared) would be lost: cancel it again.
+    bool moved;
+    {
+      absl::MutexLock lock(&mu_);
+      moved = generation != generation_;
+    }
+    if (moved) inner_->CancelJoin();
   }
 }
 

@@ -122,12 +122,22 @@ bool PreflightRunner::NetworkDue() {
   return network_offered_;
 }
 
+void PreflightRunner::NetworkMeasured() {
+  absl::MutexLock lock(&mu_);
+  network_measured_ = true;
+}
+
 void PreflightRunner::OnAssignment(const v1::Assignment& assignment) {
   {
     absl::MutexLock lock(&mu_);
-    if (network_offered_) last_network_ = clock_->Now();
+    // Measured before the round closed, or planned beside its workers: else
+    // the links stay due (the coordinator had no measurement for them).
+    if (network_offered_ && (network_measured_ || assignment.has_network_plan())) {
+      last_network_ = clock_->Now();
+      network_recheck_ = false;
+    }
     network_offered_ = false;
-    network_recheck_ = false;
+    network_measured_ = false;
   }
   plan_round_ = assignment.round();
   plan_.reset();

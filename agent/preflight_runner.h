@@ -110,6 +110,9 @@ class PreflightRunner {
   // (exclude, fail) or is planned beside its workers (warn,
   // Assignment.network_plan, measured by AfterStart).
   void OnAssignment(const v1::Assignment& assignment);
+  // The links of the Join in flight were measured (Assignment.measure_first).
+  // Any thread.
+  void NetworkMeasured();
   // Each Join's timestamps, for the clock-offset check. Any thread.
   void NoteClock(const preflight::ClockSample& sample);
   // Replaces `report`'s clock-offset result with the latest sample's. Any
@@ -145,6 +148,7 @@ class PreflightRunner {
   absl::Time last_network_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
   bool network_recheck_ ABSL_GUARDED_BY(mu_) = false;
   bool network_offered_ ABSL_GUARDED_BY(mu_) = false;
+  bool network_measured_ ABSL_GUARDED_BY(mu_) = false;
   std::optional<preflight::ClockSample> clock_sample_ ABSL_GUARDED_BY(mu_);
   // warn: the plan of the round about to start (round, plan).
   uint64_t plan_round_ = 0;

@@ -205,13 +205,18 @@ TEST_F(PreflightRunnerTest, Network_DueFirstAfterAQuarantineAndAfterTheInterval)
   EXPECT_TRUE(runner->NetworkDue());
   v1::Assignment a;
   a.set_round(1);
+  runner->OnAssignment(a);  // the coordinator measured nothing: still due
+  EXPECT_TRUE(runner->NetworkDue());
+  runner->NetworkMeasured();
   runner->OnAssignment(a);  // measured before it closed
+  EXPECT_FALSE(runner->NetworkDue());
   clock_.Advance(absl::Minutes(1));
   (void)runner->BeforeJoin(1, /*after_local_failure=*/true, false);
   EXPECT_FALSE(runner->NetworkDue()) << "a worker's failure is not the network's";
   (void)runner->BeforeJoin(1, false, /*recheck=*/true);
   EXPECT_TRUE(runner->NetworkDue()) << "back from a quarantine";
   a.set_round(2);
+  runner->NetworkMeasured();
   runner->OnAssignment(a);
   (void)runner->BeforeJoin(2, false, false);
   EXPECT_FALSE(runner->NetworkDue());

@@ -258,6 +258,9 @@ std::unique_ptr<MeasuringClient> StartMeasuring(const RunConfig& config, RunServ
   o.port = config.preflight_port;
   MeasuringClient::Hooks hooks;
   hooks.due = [run] { return run->preflight != nullptr && run->preflight->NetworkDue(); };
+  hooks.measured = [run] {
+    if (run->preflight != nullptr) run->preflight->NetworkMeasured();
+  };
   hooks.clock = [run](const preflight::ClockSample& sample) {
     if (run->preflight != nullptr) run->preflight->NoteClock(sample);
   };

@@ -340,7 +340,9 @@ bool Coordinator::IsLiveLocked(const Member& m) const {
   // Heartbeats alone do not make an incarnation live: one that died while
   // stopping its workers for a restart round has neither a Join nor a Watch,
   // and its pod's next incarnation must be able to take its place.
-  return m.ticket != 0 || m.sink != nullptr;
+  // A measurer away measuring its links (StartGateCheckLocked) holds its
+  // place too.
+  return m.ticket != 0 || m.sink != nullptr || gate_check_.Awaits(m.join.member().node_id());
 }
 
 int Coordinator::GatheringCountLocked() const { return gathering_; }
@@ -595,10 +597,12 @@ uint64_t Coordinator::Join(const v1::JoinRequest& request, absl::string_view pee
       }
     }
     if (error.ok() && done) {
-      if (GatheringCountLocked() >= options_.max_nodes) {
+      // Measurers away measuring their links hold their places.
+      const int held = GatheringCountLocked() + gate_check_.awaited() - (measured_rejoin ? 1 : 0);
+      if (held >= options_.max_nodes) {
         error = absl::ResourceExhaustedError(
             absl::StrFormat("the round is full: %d of %d nodes already joined; check --nnodes",
-                            GatheringCountLocked(), options_.max_nodes));
+                            held, options_.max_nodes));
       }
     }
     if (error.ok() && done && !elastic_ && request.rank_hint() >= 0) {

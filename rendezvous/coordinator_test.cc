@@ -2504,6 +2504,38 @@ TEST_F(CoordinatorTest, Network_Exclude_ANewcomerIsMeasuredAgainstTheSurvivorsAl
   }
 }
 
+// A measurer away measuring holds its place: a spare pod cannot take it,
+// and a second pod with its node id cannot replace it.
+TEST_F(CoordinatorTest, Network_AMeasurerAwayHoldsItsPlace) {
+  preflight_ = v1::PREFLIGHT_EXCLUDE;
+  Make(2, 4, /*max_restarts=*/3);
+  std::map<std::string, v1::JoinRequest> reqs;
+  std::map<std::string, std::shared_ptr<JoinResult>> first;
+  uint64_t inc = 1;
+  for (const char* n : {"a", "b", "c", "d"}) {
+    reqs[n] = Measurable(Req(n, inc++));
+    first[n] = Join(reqs[n]);
+  }
+  for (auto& [n, j] : first) ASSERT_TRUE(j->done() && j->assignment().has_measure_first()) << n;
+  auto spare = Join(Measurable(Req("e", inc++)));
+  ASSERT_TRUE(spare->done());
+  EXPECT_TRUE(absl::IsResourceExhausted(spare->status())) << spare->status();
+  auto impostor = Join(Measurable(Req("d", 99)));
+  ASSERT_TRUE(impostor->done());
+  EXPECT_FALSE(impostor->result->ok());
+  std::map<std::string, std::shared_ptr<JoinResult>> second;
+  for (auto& [n, j] : first) {
+    v1::JoinRequest again = reqs[n];
+    *again.mutable_preflight()->mutable_links() = LinksOf(n, j->assignment().measure_first(), {});
+    second[n] = Join(again);
+  }
+  for (auto& [n, j] : second) {
+    ASSERT_TRUE(j->done()) << n;
+    ASSERT_TRUE(j->result->ok()) << n << ": " << j->status();
+    EXPECT_EQ(j->assignment().nnodes(), 4);
+  }
+}
+
 TEST_F(CoordinatorTest, Network_Fail_EndsTheJobNamingTheNode) {
   preflight_ = v1::PREFLIGHT_FAIL;
   Make(3, 3);

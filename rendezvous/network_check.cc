@@ -7,8 +7,11 @@ namespace trainlet::rendezvous {
 
 absl::Duration NetworkCheckBudget(int links_per_measurer, absl::Duration per_link_transfer) {
   // link_client.h's MeasureOptions defaults: connect within 1 s, pings
-  // within 0.5 s, then the transfer; plus 1 s for the calls around them.
-  const absl::Duration per_link = absl::Seconds(1) + absl::Milliseconds(500) + per_link_transfer;
+  // within 0.5 s, then the transfer in 3 samples, each on a connection of
+  // its own (each may take the connect timeout again); plus 1 s for the
+  // calls around them.
+  const absl::Duration per_link =
+      absl::Seconds(1) + absl::Milliseconds(500) + 3 * absl::Seconds(1) + per_link_transfer;
   return per_link * std::max(1, links_per_measurer) + absl::Seconds(1);
 }
 

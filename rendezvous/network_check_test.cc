@@ -103,8 +103,10 @@ TEST(NetworkCheck, AWithdrawnMeasurerIsNotWaitedFor) {
 }
 
 TEST(NetworkCheckBudget, CoversEveryLinksLimitsAndTheCalls) {
-  EXPECT_EQ(NetworkCheckBudget(2, absl::Milliseconds(250)), absl::Milliseconds(4500));
-  EXPECT_EQ(NetworkCheckBudget(0, absl::Milliseconds(250)), absl::Milliseconds(2750));
+  // Per link: connect 1 s, pings 0.5 s, 3 samples each reconnecting (1 s),
+  // the transfer; then 1 s for the calls.
+  EXPECT_EQ(NetworkCheckBudget(2, absl::Milliseconds(250)), absl::Milliseconds(10500));
+  EXPECT_EQ(NetworkCheckBudget(0, absl::Milliseconds(250)), absl::Milliseconds(5750));
 }
 
 }  // namespace
