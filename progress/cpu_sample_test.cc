@@ -44,9 +44,7 @@ TEST(CpuSample, ParsesCpuStatV1AndV2) {
   EXPECT_FALSE(ParseCpuStat("garbage").has_value());
 }
 
-void WriteFixture(const std::string& path, const std::string& text) {
-  std::ofstream(path) << text;
-}
+void WriteFixture(const std::string& path, const std::string& text) { std::ofstream(path) << text; }
 
 // A fixture tree: proc/self/cgroup naming the pod's cgroup, its cpu.stat
 // under v1's cpu controller or v2's unified tree.
@@ -58,7 +56,8 @@ TEST(CpuSample, FindsThePodsCpuStatInV1AndV2Layouts) {
   }
   CpuSampleSources src{root + "/proc", root + "/cg"};
   WriteFixture(root + "/proc/self/cgroup", "5:cpu,cpuacct:/pod\n4:memory:/pod\n");
-  WriteFixture(root + "/cg/cpu,cpuacct/pod/cpu.stat", "nr_periods 1\nnr_throttled 0\nthrottled_time 0\n");
+  WriteFixture(root + "/cg/cpu,cpuacct/pod/cpu.stat",
+               "nr_periods 1\nnr_throttled 0\nthrottled_time 0\n");
   EXPECT_EQ(FindCpuStat(src), root + "/cg/cpu,cpuacct/pod/cpu.stat");
   WriteFixture(root + "/proc/self/cgroup", "0::/kubepods/pod1\n");
   WriteFixture(root + "/cg/kubepods/pod1/cpu.stat", "usage_usec 1\nthrottled_usec 5\n");
@@ -71,9 +70,10 @@ TEST(CpuSample, ComparesTwoSamples) {
   CpuSample a, b;
   a.at = absl::UnixEpoch();
   b.at = a.at + absl::Seconds(2);
-  a.processes = {{10, absl::Seconds(1), absl::Seconds(0)}, {11, absl::Seconds(5), absl::Seconds(1)}};
+  a.processes = {{10, absl::Seconds(1), absl::Seconds(0)},
+                 {11, absl::Seconds(5), absl::Seconds(1)}};
   b.processes = {{10, absl::Seconds(2), absl::Seconds(1)},
-                 {11, absl::Seconds(4), absl::Seconds(1)},  // went back: a reused pid
+                 {11, absl::Seconds(4), absl::Seconds(1)},   // went back: a reused pid
                  {12, absl::Seconds(1), absl::Seconds(1)}};  // new: no interval
   a.cgroup = CgroupCpu{absl::Seconds(1), 0, 0};
   b.cgroup = CgroupCpu{absl::Seconds(2), 0, 0};
