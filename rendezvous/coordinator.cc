@@ -644,7 +644,12 @@ uint64_t Coordinator::Join(const v1::JoinRequest& request, absl::string_view pee
                    << GatheringCountLocked() << "/" << options_.min_nodes << ".."
                    << options_.max_nodes << ")";
       MaybeCloseRoundLocked(&actions);
-      if (m.ticket == 0) ticket = 0;  // the round closed with this join.
+      // `m` may be gone: the close can leave this node out (its network was
+      // blamed) and erase it. Look it up again.
+      auto after = members_.find(node_id);
+      if (after == members_.end() || after->second.ticket == 0) {
+        ticket = 0;  // the round closed with this join, or left this node out.
+      }
     }
   }
   if (!error.ok()) {
@@ -2298,6 +2303,9 @@ LivenessBatchStats Coordinator::NoteLivenessBatch(absl::Span<const LivenessDatag
         const bool closed_with_it =
             phase_ == Phase::kRunning && member.in_round && d.round == round_;
         const bool held = ReadyJoinLocked(member, d.round, &actions);
+        // `member` may be gone: the close its READY caused can leave it out
+        // (its network was blamed) and erase it (the slot is then empty).
+        if (slot.member != &member) continue;
         if (held && member.released && closed_with_it) {
           // The round closed with it and the datagram with its assignment
           // was lost: again (unacked if it does not fit: a Join call then).
