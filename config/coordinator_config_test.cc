@@ -124,5 +124,34 @@ TEST(ParseCoordinatorConfig, WhitespaceOnlyTokenFileIsAConfigError) {
   EXPECT_THAT(c.status().message(), HasSubstr("is empty"));
 }
 
+TEST(ParseCoordinatorConfig, SlowNodeOptions) {
+  auto d = ParseCoordinatorConfig({}, {});
+  ASSERT_TRUE(d.ok()) << d.status();
+  EXPECT_EQ(d->policy.slow_nodes, v1::SLOW_NODES_WARN);
+  EXPECT_DOUBLE_EQ(d->policy.slow_node_threshold, 0.10);
+  EXPECT_EQ(d->policy.slow_node_window, absl::Seconds(30));
+  auto c = ParseCoordinatorConfig({"--slow-nodes=exclude", "--slow-node-threshold=25%"},
+                                  {{"TRAINLET_SLOW_NODE_WINDOW", "1m"}});
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->policy.slow_nodes, v1::SLOW_NODES_EXCLUDE);
+  EXPECT_DOUBLE_EQ(c->policy.slow_node_threshold, 0.25);
+  EXPECT_EQ(c->policy.slow_node_window, absl::Minutes(1));
+  auto off = ParseCoordinatorConfig({"--slow-nodes=off", "--slow-node-threshold=5"}, {});
+  ASSERT_TRUE(off.ok()) << off.status();
+  EXPECT_EQ(off->policy.slow_nodes, v1::SLOW_NODES_OFF);
+  EXPECT_DOUBLE_EQ(off->policy.slow_node_threshold, 0.05);
+  for (const auto& [flag, what] : std::vector<std::pair<std::string, std::string>>{
+           {"--slow-nodes=fail", "off, warn or exclude"},
+           {"--slow-node-threshold=0%", "from 1% to 1000%"},
+           {"--slow-node-threshold=ten", "from 1% to 1000%"},
+           {"--slow-node-window=5s", "slow-node-window"},
+           {"--slow-node-window=2h", "from 10s to 1h"},
+       }) {
+    auto bad = ParseCoordinatorConfig({flag}, {});
+    ASSERT_FALSE(bad.ok()) << flag;
+    EXPECT_THAT(bad.status().message(), HasSubstr(what)) << flag << ": " << bad.status();
+  }
+}
+
 }  // namespace
 }  // namespace trainlet::agent

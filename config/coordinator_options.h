@@ -25,6 +25,9 @@ rendezvous::CoordinatorOptions CoordinatorOptionsFrom(const Config& config) {
   o.preflight = config.policy.preflight;
   o.quarantine = config.policy.quarantine;
   o.preflight_min_bandwidth = config.policy.preflight_min_bandwidth;
+  o.slow_nodes = config.policy.slow_nodes;
+  o.slow_node_threshold = config.policy.slow_node_threshold;
+  o.slow_node_window = config.policy.slow_node_window;
   o.incarnation = rendezvous::NewIncarnation();
   return o;
 }

@@ -431,6 +431,18 @@ std::vector<OptionSpec> RoundPolicyOptionSpecs() {
        "--preflight's network measurement: a link between two pods under this many megabytes "
        "a second is bad (besides any link under a quarter of the job's median); a node at "
        "the common end of bad links is the one named."},
+      {"slow-nodes", OptionKind::kString, "off|warn|exclude", "warn",
+       "Name a node whose workers the others wait for (CPU starved or throttled, a slow "
+       "network, slow steps), sampled with no code in the training script: warn = log it on "
+       "every node, the controller's page, /metrics and `trainlet status`; exclude = an "
+       "elastic round restarts without it while MIN nodes remain (it waits --quarantine) "
+       "(docs/slow-nodes.md)."},
+      {"slow-node-threshold", OptionKind::kString, "PERCENT", "10%",
+       "--slow-nodes: how much slower a node must make the job, beyond the job's own noise, "
+       "to be named (1% to 1000%)."},
+      {"slow-node-window", OptionKind::kDuration, "DURATION", "30s",
+       "--slow-nodes: the window a node must be slow through to be named (10s to 1h); "
+       "agents send their signals a third of it apart."},
       {"log-level", OptionKind::kString, "LEVEL", "info", "debug, info, warning or error."},
   };
 }
@@ -443,6 +455,17 @@ absl::string_view PreflightPolicyName(v1::PreflightPolicy policy) {
       return "exclude";
     case v1::PREFLIGHT_FAIL:
       return "fail";
+    default:
+      return "warn";
+  }
+}
+
+absl::string_view SlowNodePolicyName(v1::SlowNodePolicy policy) {
+  switch (policy) {
+    case v1::SLOW_NODES_OFF:
+      return "off";
+    case v1::SLOW_NODES_EXCLUDE:
+      return "exclude";
     default:
       return "warn";
   }
@@ -473,6 +496,7 @@ absl::StatusOr<RoundPolicy> ParseRoundPolicy(
               {"min-nodes-timeout", absl::ZeroDuration(), &p.min_nodes_timeout},
               {"quarantine", absl::Seconds(1), &p.quarantine},
               {"preflight-interval", absl::ZeroDuration(), &p.preflight_interval},
+              {"slow-node-window", absl::Seconds(10), &p.slow_node_window},
           });
       !s.ok()) {
     return s;
@@ -495,6 +519,28 @@ absl::StatusOr<RoundPolicy> ParseRoundPolicy(
   } else {
     return Expected(mode, "off, warn, exclude or fail");
   }
+  const OptionValue slow = ValueOrDefault(parsed, table, "slow-nodes");
+  const std::string slow_text = absl::AsciiStrToLower(absl::StripAsciiWhitespace(slow.text));
+  if (slow_text == "off") {
+    p.slow_nodes = v1::SLOW_NODES_OFF;
+  } else if (slow_text == "warn") {
+    p.slow_nodes = v1::SLOW_NODES_WARN;
+  } else if (slow_text == "exclude") {
+    p.slow_nodes = v1::SLOW_NODES_EXCLUDE;
+  } else {
+    return Expected(slow, "off, warn or exclude");
+  }
+  if (p.slow_node_window > absl::Hours(1)) {
+    return Expected(ValueOrDefault(parsed, table, "slow-node-window"), "a duration from 10s to 1h");
+  }
+  const OptionValue threshold = ValueOrDefault(parsed, table, "slow-node-threshold");
+  absl::string_view t = absl::StripAsciiWhitespace(threshold.text);
+  absl::ConsumeSuffix(&t, "%");
+  int percent = 0;
+  if (!absl::SimpleAtoi(t, &percent) || percent < 1 || percent > 1000) {
+    return Expected(threshold, "a percentage from 1% to 1000%, such as 10%");
+  }
+  p.slow_node_threshold = percent / 100.0;
   return p;
 }
 

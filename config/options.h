@@ -213,6 +213,8 @@ std::string NnodesToString(const NnodesRange& n);  // "4" or "2:4".
 // No defaults here: ParseRoundPolicy() takes them from the option table.
 // --preflight's value ("off", "warn", "exclude", "fail").
 absl::string_view PreflightPolicyName(v1::PreflightPolicy policy);
+// --slow-nodes' value ("off", "warn", "exclude").
+absl::string_view SlowNodePolicyName(v1::SlowNodePolicy policy);
 
 struct RoundPolicy {
   int max_restarts = 0;              // --max-restarts; kElasticMaxRestarts when elastic.
@@ -225,6 +227,9 @@ struct RoundPolicy {
   absl::Duration quarantine;                           // --quarantine
   absl::Duration preflight_interval;                   // --preflight-interval
   double preflight_min_bandwidth = 0;  // --preflight-min-bandwidth, bytes/s; 0: none
+  v1::SlowNodePolicy slow_nodes = v1::SLOW_NODES_WARN;  // --slow-nodes
+  double slow_node_threshold = 0.10;  // --slow-node-threshold, a fraction (10% = 0.10)
+  absl::Duration slow_node_window;    // --slow-node-window
 };
 // --max-restarts when --nnodes is MIN:MAX and nothing says otherwise.
 inline constexpr int kElasticMaxRestarts = 3;

@@ -145,6 +145,14 @@ struct CoordinatorOptions {
   double preflight_min_bandwidth = 0;
   uint64_t preflight_link_bytes = uint64_t{16} << 20;
   absl::Duration preflight_link_time = absl::Milliseconds(250);
+  // --slow-nodes (docs/slow-nodes.md): off, warn (named everywhere) or
+  // exclude (elastic: the round restarts without it; it waits `quarantine`).
+  // A node is named once the job runs `slow_node_threshold` (0.10 = 10%)
+  // slower for it, beyond the job's own noise, through `slow_node_window`;
+  // the agents send their signals a third of the window apart.
+  v1::SlowNodePolicy slow_nodes = v1::SLOW_NODES_WARN;
+  double slow_node_threshold = 0.10;
+  absl::Duration slow_node_window = absl::Seconds(30);
   Clock* clock = nullptr;  // Clock::Real() when null.
 };
 
