@@ -5,8 +5,8 @@
 
 #include <algorithm>
 #include <cerrno>
-#include <cstring>
 #include <cmath>
+#include <cstring>
 #include <deque>
 #include <utility>
 
@@ -83,8 +83,7 @@ v1::SlowSignals CompareSlowSamples(const SlowSample& before, const SlowSample& a
     absl::Duration ran, waited;
     for (const auto& [tid, a] : *after.workers[w]) {
       auto b = before.workers[w]->find(tid);
-      if (b != before.workers[w]->end() && a.ran >= b->second.ran &&
-          a.waited >= b->second.waited) {
+      if (b != before.workers[w]->end() && a.ran >= b->second.ran && a.waited >= b->second.waited) {
         ran += a.ran - b->second.ran;
         waited += a.waited - b->second.waited;
       } else {  // a thread born in the interval
@@ -106,7 +105,8 @@ v1::SlowSignals CompareSlowSamples(const SlowSample& before, const SlowSample& a
   absl::Duration throttled;
   for (const auto& [path, a] : after.throttled) {
     auto b = before.throttled.find(path);
-    if (b != before.throttled.end() && a >= b->second) throttled = std::max(throttled, a - b->second);
+    if (b != before.throttled.end() && a >= b->second)
+      throttled = std::max(throttled, a - b->second);
   }
   out.set_cpu_throttled_permille(Permille(throttled, interval));
 
@@ -207,8 +207,8 @@ void ProcSlowSampler::FillProgress(v1::SlowSignals* out) {
     }
   }
   out->set_step(lowest);
-  out->set_step_time_us(
-      advanced > 0 ? Bounded(absl::ToInt64Microseconds(per_step_sum / advanced)) : 0);
+  out->set_step_time_us(advanced > 0 ? Bounded(absl::ToInt64Microseconds(per_step_sum / advanced))
+                                     : 0);
 }
 
 SlowSample ProcSlowSampler::Take(absl::Time now) {
@@ -253,17 +253,17 @@ std::vector<pid_t> ProcSlowSampler::ProcessTree(pid_t pid) {
     const std::string task = absl::StrCat(options_.proc_root, "/", p, "/task");
     // Each thread's children (/proc/PID/task/TID/children, Linux 3.5+):
     // the processes it forked that still run.
-    const bool readable = ForEachNumbered(task, kMaxThreadsPerProcess, [&](const char* tid,
-                                                                           uint64_t) {
-      const std::string children =
-          ReadSmallFile(absl::StrCat(task, "/", tid, "/children"), kMaxFileBytes);
-      for (absl::string_view c : absl::StrSplit(children, ' ', absl::SkipWhitespace())) {
-        pid_t child = 0;
-        if (absl::SimpleAtoi(c, &child) && child > 0 && queue.size() < kMaxProcessesPerWorker) {
-          queue.push_back(child);
-        }
-      }
-    });
+    const bool readable =
+        ForEachNumbered(task, kMaxThreadsPerProcess, [&](const char* tid, uint64_t) {
+          const std::string children =
+              ReadSmallFile(absl::StrCat(task, "/", tid, "/children"), kMaxFileBytes);
+          for (absl::string_view c : absl::StrSplit(children, ' ', absl::SkipWhitespace())) {
+            pid_t child = 0;
+            if (absl::SimpleAtoi(c, &child) && child > 0 && queue.size() < kMaxProcessesPerWorker) {
+              queue.push_back(child);
+            }
+          }
+        });
     if (!readable) continue;  // gone meanwhile
     if (std::find(tree.begin(), tree.end(), p) == tree.end()) tree.push_back(p);
   }
@@ -273,9 +273,9 @@ std::vector<pid_t> ProcSlowSampler::ProcessTree(pid_t pid) {
 void ProcSlowSampler::AddThreads(pid_t pid, absl::flat_hash_map<pid_t, ThreadCpu>* threads) {
   const std::string task = absl::StrCat(options_.proc_root, "/", pid, "/task");
   ForEachNumbered(task, kMaxThreadsPerProcess, [&](const char* name, uint64_t tid) {
-    std::optional<ProcessCpu> c = ParseSchedstat(
-        ReadSmallFile(absl::StrCat(task, "/", name, "/schedstat"), kMaxFileBytes),
-        static_cast<pid_t>(tid));
+    std::optional<ProcessCpu> c =
+        ParseSchedstat(ReadSmallFile(absl::StrCat(task, "/", name, "/schedstat"), kMaxFileBytes),
+                       static_cast<pid_t>(tid));
     if (c.has_value()) (*threads)[c->pid] = ThreadCpu{c->ran, c->waited};
   });
 }

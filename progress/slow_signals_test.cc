@@ -132,12 +132,14 @@ TEST_F(SlowSamplerTest, Cpu_AGoneWorkerIsNotCounted_AThreadWhoseCounterWentBackI
 TEST_F(SlowSamplerTest, Throttled_FromTheWorkersCgroup_V1AndV2) {
   Thread(100, 100, 0, 0);
   root_.Write("proc/100/cgroup", "5:cpu,cpuacct:/pod-a\n3:memory:/pod-a\n");
-  root_.Write("cg/cpu/pod-a/cpu.stat", "nr_periods 10\nnr_throttled 1\nthrottled_time 1000000000\n");
+  root_.Write("cg/cpu/pod-a/cpu.stat",
+              "nr_periods 10\nnr_throttled 1\nthrottled_time 1000000000\n");
   Thread(200, 200, 0, 0);
   root_.Write("proc/200/cgroup", "0::/pod-b\n");
   root_.Write("cg/pod-b/cpu.stat", "usage_usec 5\nthrottled_usec 0\n");
   Start({100, 200});
-  root_.Write("cg/cpu/pod-a/cpu.stat", "nr_periods 20\nnr_throttled 5\nthrottled_time 3000000000\n");
+  root_.Write("cg/cpu/pod-a/cpu.stat",
+              "nr_periods 20\nnr_throttled 5\nthrottled_time 3000000000\n");
   root_.Write("cg/pod-b/cpu.stat", "usage_usec 5\nthrottled_usec 4500000\n");
   v1::SlowSignals s = Next(kInterval);
   EXPECT_EQ(s.cpu_throttled_permille(), 450) << "the more throttled cgroup's 4.5 s of 10";
@@ -150,10 +152,10 @@ TEST_F(SlowSamplerTest, Tcp_TheWorkersSocketsOnly_DeltasAndTheWorstOfThoseThatSe
   Thread(300, 300, 0, 0);
   Socket(100, 3, 11);
   Socket(100, 4, 12);
-  Socket(300, 5, 13);  // a child's
+  Socket(300, 5, 13);                // a child's
   root_.Write("proc/100/fd/6", "");  // a plain file: no socket
-  tcp_.sockets = {Tcp(11, 100, 1, 1000, 5000), Tcp(12, 900, 0, 0, 100),
-                  Tcp(13, 200, 0, 500, 4000), Tcp(99, 99999, 7, 0, 1)};
+  tcp_.sockets = {Tcp(11, 100, 1, 1000, 5000), Tcp(12, 900, 0, 0, 100), Tcp(13, 200, 0, 500, 4000),
+                  Tcp(99, 99999, 7, 0, 1)};
   Start({100, 200});
   EXPECT_EQ(tcp_.asked, (absl::flat_hash_set<uint64_t>{11, 12, 13}));
   // 11 sent 1 MB at 2 MB/s; 12 stayed idle (its high RTT does not count);
@@ -278,7 +280,7 @@ TEST(SockDiag, FindsAConnectionByInode_WithItsBytesAcked) {
     ASSERT_GT(n, 0);
     got += static_cast<size_t>(n);
   }
-  struct stat st{};
+  struct stat st {};
   ASSERT_EQ(fstat(client, &st), 0);
   std::unique_ptr<TcpInfoSource> diag = NewSockDiagSource();
   absl::StatusOr<std::vector<TcpSocketInfo>> dump = diag->Dump({st.st_ino}, 16);

@@ -130,8 +130,8 @@ absl::StatusOr<std::vector<TcpSocketInfo>> SockDiagSource::Dump(
         if (!inodes.contains(info->idiag_inode) || out.size() >= max_sockets) continue;
         // The attributes after the message: INET_DIAG_INFO is the tcp_info.
         int attributes_left = static_cast<int>(h->nlmsg_len - NLMSG_LENGTH(sizeof(*info)));
-        for (const rtattr* a = reinterpret_cast<const rtattr*>(
-                 reinterpret_cast<const char*>(info) + NLMSG_ALIGN(sizeof(*info)));
+        for (const rtattr* a = reinterpret_cast<const rtattr*>(reinterpret_cast<const char*>(info) +
+                                                               NLMSG_ALIGN(sizeof(*info)));
              RTA_OK(a, attributes_left); a = RTA_NEXT(a, attributes_left)) {
           if (a->rta_type != INET_DIAG_INFO) continue;
           out.push_back(ParseTcpInfo(info->idiag_inode, RTA_DATA(a), RTA_PAYLOAD(a)));

@@ -33,10 +33,10 @@ inline constexpr size_t kMaxDumpBytes = 32 * 1024 * 1024;
 // too short to hold (an old kernel) is -1.
 struct TcpSocketInfo {
   uint64_t inode = 0;
-  int64_t rtt_us = -1;          // tcpi_rtt: smoothed RTT, microseconds
-  int64_t total_retrans = -1;   // tcpi_total_retrans: segments, since the start
-  int64_t bytes_acked = -1;     // tcpi_bytes_acked (Linux 4.1+), since the start
-  int64_t delivery_rate = -1;   // tcpi_delivery_rate (Linux 4.9+), bytes/s
+  int64_t rtt_us = -1;         // tcpi_rtt: smoothed RTT, microseconds
+  int64_t total_retrans = -1;  // tcpi_total_retrans: segments, since the start
+  int64_t bytes_acked = -1;    // tcpi_bytes_acked (Linux 4.1+), since the start
+  int64_t delivery_rate = -1;  // tcpi_delivery_rate (Linux 4.9+), bytes/s
 };
 
 // The counters of an INET_DIAG_INFO attribute's payload (a struct tcp_info
