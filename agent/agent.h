@@ -1,8 +1,9 @@
 // The agent's executor: drives the round state machine (round.h) and does
-// what it asks through AgentSeams, eleven of them: five interfaces with a
+// what it asks through AgentSeams, twelve of them: six interfaces with a
 // fake in the tests (the worker group, launcher/worker_group.h; the
 // rendezvous client, rendezvous/rendezvous_client.h; the clock; the launch
-// plan, launch_plan.h; the status reporter, reporter.h), two places in the
+// plan, launch_plan.h; the status reporter, reporter.h; the slow-node
+// sampler, progress/slow_signals.h), two places in the
 // filesystem (the progress directory and the /proc root), three callbacks
 // (health serving, the node's GPU health, the first idle wait) and one fact
 // (stdin is a terminal). It holds no policy of its own: every decision is
