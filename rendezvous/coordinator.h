@@ -24,7 +24,9 @@
 // ("Stream loss"), re-joins and Rejoins by datagram ("Re-join on the
 // stream"), released streams ("Released streams"); and a hang's
 // investigation (docs/progress.md, "Who hung"; the suspect:
-// coordinator_hang.h). Everything from the network is validated and bounded
+// coordinator_hang.h). While a round runs, the members' SlowSignals feed the
+// slow-node judge (docs/slow-nodes.md; slow_nodes.h), at most once per
+// interval, from Report or Tick. Everything from the network is validated and bounded
 // (the kMax constants; "Field bounds").
 //
 // Cost: every call is O(log n) in the members but closing or re-opening a
@@ -67,6 +69,7 @@
 #include "rendezvous/network_check.h"
 #include "rendezvous/preflight_policy.h"
 #include "rendezvous/protocol.h"
+#include "rendezvous/slow_nodes.h"
 #include "trainlet/v1/rendezvous.pb.h"
 
 namespace trainlet::rendezvous {
@@ -361,6 +364,9 @@ class Coordinator {
     // While a round after a restart gathers: how long until the job fails
     // for lack of nodes (min_nodes_timeout); InfiniteDuration otherwise.
     absl::Duration gives_up_in = absl::InfiniteDuration();
+    // --slow-nodes: the current round's slow nodes (at most
+    // kMaxSlowNodesNamed), by node id.
+    std::vector<SlowNode> slow_nodes;
   };
   Snapshot GetSnapshot() const;
 
@@ -500,6 +506,23 @@ class Coordinator {
   // named (coordinator_hang.h) and the round fails for it with code 80.
   void JudgeHangLocked(Actions* actions) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void FinishJobLocked(Actions* actions) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // --slow-nodes (docs/slow-nodes.md). A running member's SlowSignals
+  // (validated) go to the judge, which judges when due.
+  void NoteSlowSignalsLocked(const Member& m, const v1::SlowSignals& s, Actions* actions)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Judges if an interval passed since the last judgement: a node named is
+  // logged once and told to every member (Directive.slow_nodes); exclude
+  // restarts an elastic round without it while min_nodes remain.
+  void JudgeSlowNodesLocked(Actions* actions) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // exclude: quarantines `node` and re-opens the round without it.
+  void ExcludeSlowNodeLocked(const SlowNode& node, Actions* actions)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // PREFLIGHT_EXCLUDED while `node_id` is quarantined as a slow node; OK
+  // otherwise.
+  absl::Status SlowQuarantineLocked(const std::string& node_id) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Assignment.slow_signals_interval_ms (0: --slow-nodes=off).
+  int32_t SlowSignalsIntervalMs() const;
   // At the verdict: a released member is told by datagram (appended to
   // `out`), and Drained waits for its TAKEN.
   void TellReleasedVerdictLocked(Member& m, std::vector<OutgoingDatagram>* out)
@@ -779,6 +802,15 @@ class Coordinator {
   // The closed round's member list, once (members that asked for it get a
   // copy in their answer; no member holds its own copy).
   std::shared_ptr<const std::vector<v1::NodeAssignment>> round_nodes_ ABSL_GUARDED_BY(mu_);
+  // --slow-nodes: the running round's judge (cleared when a round closes or
+  // re-opens), and the nodes excluded as slow (exclude) until when, and why.
+  SlowNodeJudge slow_judge_ ABSL_GUARDED_BY(mu_){
+      {options_.slow_node_threshold, options_.slow_node_window}};
+  struct SlowQuarantine {
+    absl::Time until;
+    std::string why;
+  };
+  std::map<std::string, SlowQuarantine> slow_quarantine_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace trainlet::rendezvous
