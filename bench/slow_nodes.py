@@ -10,7 +10,8 @@ its gradient all_reduce, a sleep of --step-sleep; torch threads 1). The
 sleep keeps the 4 healthy workers well below the machine's 2 CPUs.
 
 Modes (--modes, comma-separated; default detect,healthy):
-  detect   --repeat jobs with --slow-nodes=warn --slow-node-window=--window:
+  detect   --repeat jobs with --slow-nodes=warn --slow-node-window=--window
+           (default 30s, trainlet's default):
            once every worker stepped and --settle seconds passed, pod3's
            cgroup is held to --cpu-quota of a CPU (about 2x its step time;
            printed). Timed from that write to the first "slow node ... is slow
@@ -23,16 +24,18 @@ Modes (--modes, comma-separated; default detect,healthy):
            sample, read from outside every 10 s (/proc/PID/task/*/schedstat of
            each worker, its cgroup's cpu.stat throttled_time, `ss -tin` of its
            sockets), over --windows windows each of: healthy, pod3 held to
-           --cpu-quota, then pod3's veth limited by tc tbf to --rate (both
-           directions). Prints one row per host and window: per mille of the
-           window on a CPU, runnable waiting, throttled; the highest RTT, the
-           bytes acked per second, the lowest delivery rate of the sockets that
-           sent 64 KiB; retransmits; the host's step time.
+           --cpu-quota, then (quota lifted) pod3's veth limited by tc tbf to
+           --rate on what it sends, then both ways. Prints one row per host
+           and window: per mille of the window on a CPU, runnable waiting,
+           throttled; the highest RTT, the bytes acked per second, the lowest
+           delivery rate of the sockets that sent 64 KiB; the busiest
+           socket's busy time (tcp_info, per mille); retransmits; the host's
+           step time. docs/slow-nodes.md has one such run.
 
 Usage (as root: network namespaces, cgroups, tc):
   /usr/bin/python3 bench/slow_nodes.py [--trainlet build/trainlet]
-      [--modes detect,healthy,raw] [--repeat 3] [--minutes 10] [--window 15s]
-      [--cpu-quota 0.1] [--rate 16mbit] [--dim 256] [--batch 64] [--step-sleep 0.05]
+      [--modes detect,healthy,raw] [--repeat 3] [--minutes 10] [--window 30s]
+      [--cpu-quota 0.05] [--rate 40mbit] [--dim 256] [--batch 64] [--step-sleep 0.05]
 Exit status: 0; 1 when a slowdown was missed or a healthy job named a node;
 77 when the hosts cannot be built here (the reason is printed).
 
@@ -181,11 +184,13 @@ def main():
     ap.add_argument("--modes", default="detect,healthy")
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--minutes", type=float, default=10)
-    ap.add_argument("--window", default="15s", help="--slow-node-window of the jobs")
+    ap.add_argument("--window", default="30s", help="--slow-node-window of the jobs (default: "
+                    "trainlet's default)")
     ap.add_argument("--detect-timeout", type=float, default=120)
     ap.add_argument("--settle", type=float, default=5)
-    ap.add_argument("--cpu-quota", type=float, default=0.1)
-    ap.add_argument("--rate", default="16mbit")
+    ap.add_argument("--cpu-quota", type=float, default=0.05,
+                    help="of one CPU; the worker uses about 0.1 (its step time about doubles)")
+    ap.add_argument("--rate", default="40mbit", help="tbf rate (about 2x the step time)")
     ap.add_argument("--dim", type=int, default=256)
     ap.add_argument("--batch", type=int, default=64)
     ap.add_argument("--step-sleep", type=float, default=0.05)
