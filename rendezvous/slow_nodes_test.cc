@@ -1,6 +1,7 @@
 // The slow-node judge (slow_nodes.h).
 #include "rendezvous/slow_nodes.h"
 
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -41,6 +42,16 @@ v1::SlowSignals S(uint64_t seq, const Figures& f) {
   return s;
 }
 
+// Node `slow` waits for a CPU `waited` per mille of each interval, the
+// others 2%.
+std::function<Figures(int)> Starved(int slow, int waited) {
+  return [slow, waited](int node) {
+    Figures f;
+    if (node == slow) f.waited = waited;
+    return f;
+  };
+}
+
 // A job of `nodes` nodes, each sending a summary per interval; Step sends
 // one round of them (figures per node) and judges.
 class Job {
@@ -66,11 +77,7 @@ class Job {
 
 TEST(SlowNodeJudge, CpuStarvedNode_IsNamedOnceAfterAWholeWindow) {
   Job job(4);
-  auto starved = [](int node) {
-    Figures f;
-    if (node == 3) f.waited = 480;
-    return f;
-  };
+  auto starved = Starved(3, 480);
   EXPECT_THAT(job.Step(starved), IsEmpty());  // one summary: not judged yet
   EXPECT_THAT(job.Step(starved), IsEmpty());
   const std::vector<SlowNodeEvent> e = job.Step(starved);
@@ -107,11 +114,7 @@ TEST(SlowNodeJudge, ThrottledCountsAsWaiting) {
 
 TEST(SlowNodeJudge, ClearedAfterAWholeWindowBelow_ThenNamedAgain) {
   Job job(4);
-  auto slow = [](int node) {
-    Figures f;
-    if (node == 1) f.waited = 400;
-    return f;
-  };
+  auto slow = Starved(1, 400);
   auto healthy = [](int) { return Figures{}; };
   for (int i = 0; i < 3; ++i) job.Step(slow);
   ASSERT_THAT(job.judge_.named(), SizeIs(1));
@@ -133,12 +136,7 @@ TEST(SlowNodeJudge, ClearedAfterAWholeWindowBelow_ThenNamedAgain) {
 TEST(SlowNodeJudge, FewerThanThreeNodes_NamesNobody) {
   Job job(2);
   for (int i = 0; i < 6; ++i) {
-    EXPECT_THAT(job.Step([](int node) {
-      Figures f;
-      if (node == 1) f.waited = 700;
-      return f;
-    }),
-                IsEmpty());
+    EXPECT_THAT(job.Step(Starved(1, 700)), IsEmpty());
   }
 }
 
@@ -247,11 +245,7 @@ TEST(SlowNodeJudge, RepeatedSeq_CountsOnce) {
 
 TEST(SlowNodeJudge, JudgesAtMostOncePerInterval) {
   Job job(3);
-  auto slow = [](int node) {
-    Figures f;
-    if (node == 0) f.waited = 500;
-    return f;
-  };
+  auto slow = Starved(0, 500);
   job.Step(slow);
   job.Step(slow);
   job.Step(slow);
@@ -262,11 +256,7 @@ TEST(SlowNodeJudge, JudgesAtMostOncePerInterval) {
 
 TEST(SlowNodeJudge, StaleNode_IsNotJudged_RemoveAndClearForget) {
   Job job(3);
-  auto slow = [](int node) {
-    Figures f;
-    if (node == 0) f.waited = 500;
-    return f;
-  };
+  auto slow = Starved(0, 500);
   for (int i = 0; i < 3; ++i) job.Step(slow);
   ASSERT_THAT(job.judge_.named(), SizeIs(1));
   job.judge_.Remove("pod-0");
