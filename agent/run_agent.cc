@@ -222,6 +222,11 @@ struct RunServices {
     report_transport.reset();
     local_ticker.reset();
     if (local_core) local_core->Shutdown("the agent is exiting");
+    // The preflight's warn thread measures through `measuring`, which wraps
+    // `client` and may still call it (a re-join after a measurement): each
+    // goes before what it uses, while the agent its answers reach lives.
+    preflight.reset();
+    measuring.reset();
     client.reset();
     agent.reset();
     if (host) {

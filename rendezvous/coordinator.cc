@@ -583,6 +583,17 @@ uint64_t Coordinator::Join(const v1::JoinRequest& request, absl::string_view pee
       preflight_failed = FailedChecks(request.preflight());
       if (!measured_rejoin) error = JudgePreflightLocked(node_id, preflight_failed, &actions);
     }
+    const std::string addr =
+        request.advertise_addr().empty() ? std::string(peer_addr) : request.advertise_addr();
+    // A newcomer while running, measured first (exclude|fail): a node whose
+    // network is bad, back from each quarantine, must not restart the job.
+    bool newcomer_measured = false;
+    if (error.ok() && done && phase_ == Phase::kRunning && elastic_ &&
+        RoundSizeLocked() < options_.max_nodes &&
+        MeasureNewcomerLocked(request, addr, done, &preflight_failed, &newcomer_measured, &error,
+                              &actions)) {
+      done = nullptr;  // answered: measure first
+    }
     if (error.ok() && done) {
       if (phase_ == Phase::kRunning) {
         // A newcomer while running: elastic scale-up, else the round is full.
@@ -618,19 +629,32 @@ uint64_t Coordinator::Join(const v1::JoinRequest& request, absl::string_view pee
         }
       }
     }
+    // A due joiner while the gate measures the others measures too (it
+    // holds its place, as they do).
+    if (error.ok() && done && phase_ == Phase::kGathering && !measured_rejoin &&
+        ExtendGateCheckLocked(request, addr, done, &actions)) {
+      done = nullptr;
+    }
     if (error.ok() && done) {
       const absl::Time now = clock_->Now();
       auto [mit, inserted] = members_.try_emplace(node_id);
       Member& m = mit->second;
       m.join = request;
       m.join.clear_preflight();  // judged above; its failed checks are kept
+      // Measured while the round ran: the round it scales up to does not
+      // measure it again.
+      if (newcomer_measured) m.join.set_network_due(false);
       if (request.has_preflight()) m.preflight_failed = preflight_failed;
       if (inserted) AllocateSlotLocked(m);
-      m.addr = request.advertise_addr().empty() ? std::string(peer_addr) : request.advertise_addr();
+      m.addr = addr;
       m.join_received = now;
       if (measured_rejoin) gate_check_.Add(node_id, request.preflight().links());
       ticket = next_id_++;
+      // A measurer back with its links re-arms no last call: its first
+      // join did (else every measurement would add a last call).
+      const absl::Time quiet_since = expected_joined_at_;
       SetTicketLocked(m, ticket);
+      if (measured_rejoin) expected_joined_at_ = quiet_since;
       if (!elastic_ && request.rank_hint() >= 0) hint_holder_[request.rank_hint()] = node_id;
       if (request.role() == v1::ROLE_MPI_LAUNCHER) launcher_node_ = node_id;
       m.done = std::move(done);
@@ -877,6 +901,97 @@ void Coordinator::MaybeCloseRoundLocked(Actions* actions) {
   }
 }
 
+NetworkCheck::Candidate Coordinator::NetworkCandidate(const Member& m) {
+  // A member back by READY datagram cannot be told a plan: it is measured to.
+  return {m.join.member().node_id(), m.addr, m.join.link_port(),
+          m.join.network_due() && !m.ready_join};
+}
+
+v1::Assignment Coordinator::MeasureFirstAnswerLocked(v1::NetworkPlan plan,
+                                                     absl::Time join_received) const {
+  v1::Assignment a;
+  a.set_coordinator_incarnation(options_.incarnation);
+  a.set_job_id(options_.job_id);
+  a.set_preflight_policy(options_.preflight);
+  a.set_link_key(link_key_);
+  a.set_join_received_unix_micros(absl::ToUnixMicros(join_received));
+  a.set_answered_unix_micros(absl::ToUnixMicros(clock_->Now()));
+  *a.mutable_measure_first() = std::move(plan);
+  return a;
+}
+
+bool Coordinator::ExtendGateCheckLocked(const v1::JoinRequest& request, const std::string& addr,
+                                        JoinDone& done, Actions* actions) {
+  if (!gate_check_.active() || !request.network_due() || request.link_port() <= 0) return false;
+  const std::string& id = request.member().node_id();
+  std::vector<NetworkCheck::Candidate> others;
+  ++member_walks_;
+  for (const auto& [other_id, m] : members_) {
+    if (other_id == id || m.join.link_port() <= 0) continue;
+    if (m.ticket != 0 || gate_check_.Awaits(other_id)) others.push_back(NetworkCandidate(m));
+  }
+  std::optional<v1::NetworkPlan> plan =
+      gate_check_.Extend({id, addr, request.link_port(), true}, others,
+                         clock_->Now() + NetworkCheckBudget(2, options_.preflight_link_time));
+  if (!plan.has_value()) return false;
+  TLOG(kInfo) << "preflight: node " << SafeForLog(id, 64)
+              << " joined while the network is measured; it measures too";
+  actions->push_back([d = std::move(done),
+                      a = MeasureFirstAnswerLocked(*std::move(plan), clock_->Now())] { d(a); });
+  return true;
+}
+
+bool Coordinator::MeasureNewcomerLocked(const v1::JoinRequest& request, const std::string& addr,
+                                        JoinDone& done, std::string* preflight_failed,
+                                        bool* measured, absl::Status* error, Actions* actions) {
+  if (options_.preflight != v1::PREFLIGHT_EXCLUDE && options_.preflight != v1::PREFLIGHT_FAIL) {
+    return false;
+  }
+  const std::string& id = request.member().node_id();
+  if (auto check = newcomer_checks_.find(id);
+      check != newcomer_checks_.end() && check->second.Awaits(id)) {
+    // Back with its links: judged against the job's median.
+    check->second.Add(id, request.preflight().links());
+    const std::map<std::string, std::string> blamed =
+        JudgeLinksLocked(check->second, "of a newcomer");
+    newcomer_checks_.erase(check);
+    *measured = true;
+    if (auto b = blamed.find(id); b != blamed.end()) {
+      *preflight_failed = preflight::Truncated(
+          preflight_failed->empty() ? b->second : absl::StrCat(*preflight_failed, "; ", b->second),
+          kMaxPreflightLine);
+      *error = JudgePreflightLocked(id, *preflight_failed, actions);
+    }
+    return false;
+  }
+  if (!request.network_due() || request.link_port() <= 0) return false;
+  if (newcomer_checks_.size() >= static_cast<size_t>(options_.max_nodes)) return false;
+  std::vector<NetworkCheck::Candidate> candidates;
+  ++member_walks_;
+  for (const auto& [other_id, m] : members_) {
+    if (other_id == id || !m.in_round || m.join.link_port() <= 0) continue;
+    NetworkCheck::Candidate c = NetworkCandidate(m);
+    c.measures = false;  // running: measured to, never measuring
+    candidates.push_back(std::move(c));
+  }
+  candidates.push_back({id, addr, request.link_port(), true});
+  const absl::Time now = clock_->Now();
+  NetworkCheck& check = newcomer_checks_[id];
+  std::map<std::string, v1::NetworkPlan> plans = check.Start(
+      candidates, NextRoundLocked(), link_key_, options_.preflight_link_bytes,
+      options_.preflight_link_time, now + NetworkCheckBudget(2, options_.preflight_link_time));
+  auto plan = plans.find(id);
+  if (plan == plans.end()) {
+    newcomer_checks_.erase(id);
+    return false;  // nobody to measure to: the round it scales up to measures it
+  }
+  TLOG(kInfo) << "preflight: newcomer " << SafeForLog(id, 64)
+              << " measures its network before it may join the running round";
+  actions->push_back(
+      [d = std::move(done), a = MeasureFirstAnswerLocked(std::move(plan->second), now)] { d(a); });
+  return true;
+}
+
 bool Coordinator::StartGateCheckLocked(Actions* actions) {
   if (gate_measured_) return false;
   if (options_.preflight != v1::PREFLIGHT_EXCLUDE && options_.preflight != v1::PREFLIGHT_FAIL) {
@@ -887,10 +1002,8 @@ bool Coordinator::StartGateCheckLocked(Actions* actions) {
   ++member_walks_;
   for (auto& [id, m] : members_) {
     if (m.ticket == 0 || m.join.link_port() <= 0) continue;
-    // A member back by READY datagram cannot be told a plan: it is measured to.
-    const bool measures = m.join.network_due() && !m.ready_join;
-    any_due |= measures;
-    candidates.push_back({id, m.addr, m.join.link_port(), measures});
+    candidates.push_back(NetworkCandidate(m));
+    any_due |= candidates.back().measures;
   }
   gate_measured_ = true;
   if (!any_due) return false;
@@ -905,15 +1018,8 @@ bool Coordinator::StartGateCheckLocked(Actions* actions) {
               << absl::FormatDuration(gate_check_.deadline() - now) << " from now";
   for (auto& [id, plan] : plans) {
     Member& m = members_.at(id);
-    v1::Assignment a;
-    a.set_coordinator_incarnation(options_.incarnation);
-    a.set_job_id(options_.job_id);
-    a.set_preflight_policy(options_.preflight);
-    a.set_link_key(link_key_);
-    a.set_join_received_unix_micros(absl::ToUnixMicros(m.join_received));
-    a.set_answered_unix_micros(absl::ToUnixMicros(now));
-    *a.mutable_measure_first() = std::move(plan);
-    actions->push_back([d = std::move(m.done), a = std::move(a)] { d(a); });
+    actions->push_back([d = std::move(m.done),
+                        a = MeasureFirstAnswerLocked(std::move(plan), m.join_received)] { d(a); });
     m.done = nullptr;
     SetTicketLocked(m, 0);
   }
@@ -939,9 +1045,17 @@ std::map<std::string, std::string> Coordinator::JudgeLinksLocked(NetworkCheck& c
       << (awaited > 0
               ? absl::StrCat(", ", awaited, " of ", measurers, " measurers not back in time")
               : "");
-  for (const preflight::BadLink& l : v.unattributed) {
+  // At most kMaxUnattributedLines of them (a job of 1,000 nodes on a bad
+  // switch would log thousands), then a count.
+  constexpr size_t kMaxUnattributedLines = 8;
+  for (size_t i = 0; i < v.unattributed.size() && i < kMaxUnattributedLines; ++i) {
+    const preflight::BadLink& l = v.unattributed[i];
     TLOG(kInfo) << "preflight: network: link " << SafeForLog(l.from_node, 64) << "->"
                 << SafeForLog(l.to_node, 64) << " " << l.why << " (no node blamed for it)";
+  }
+  if (v.unattributed.size() > kMaxUnattributedLines) {
+    TLOG(kInfo) << "preflight: network: " << v.unattributed.size() - kMaxUnattributedLines
+                << " more bad links with no node blamed";
   }
   std::map<std::string, std::string> blamed;
   for (const preflight::FlaggedNode& f : v.flagged) {
@@ -971,8 +1085,7 @@ void Coordinator::FinishGateCheckLocked(Actions* actions) {
   }
 }
 
-void Coordinator::FinishWarnCheckLocked(Actions* actions) {
-  (void)actions;
+void Coordinator::FinishWarnCheckLocked() {
   bool changed = false;
   for (const auto& [id, why] : JudgeLinksLocked(warn_check_, "beside the workers")) {
     auto it = members_.find(id);
@@ -1100,9 +1213,8 @@ void Coordinator::CloseRoundLocked(Actions* actions) {
     for (int r = 0; r < n; ++r) {
       const Member& m = *by_rank[r];
       if (m.join.link_port() <= 0) continue;
-      const bool measures = m.join.network_due() && !m.ready_join;
-      any_due |= measures;
-      candidates.push_back({m.join.member().node_id(), m.addr, m.join.link_port(), measures});
+      candidates.push_back(NetworkCandidate(m));
+      any_due |= candidates.back().measures;
     }
     if (any_due) {
       warn_plans = warn_check_.Start(
@@ -1412,7 +1524,7 @@ absl::Status Coordinator::Report(const v1::ReportRequest& request, v1::ReportRes
         request.round() == warn_check_.round() &&
         warn_check_.Add(member.join.member().node_id(), request.preflight().links()) &&
         warn_check_.Complete(now)) {
-      FinishWarnCheckLocked(&actions);
+      FinishWarnCheckLocked();
     }
     if (response != nullptr) {
       for (std::string& line : preflight_warnings_.Lines()) {
@@ -1779,9 +1891,13 @@ void Coordinator::Tick() {
     if (phase_ == Phase::kGathering) {
       MaybeCloseRoundLocked(&actions);
     }
+    for (auto c = newcomer_checks_.begin(); c != newcomer_checks_.end();) {
+      // A newcomer that never came back with its links: measured again if it does.
+      c = now >= c->second.deadline() + kWarnCheckSlack ? newcomer_checks_.erase(c) : std::next(c);
+    }
     if (phase_ == Phase::kRunning && warn_check_.Complete(now)) {
       // Links beside the workers that did not all come in time: judged with what did.
-      FinishWarnCheckLocked(&actions);
+      FinishWarnCheckLocked();
     }
     if (phase_ == Phase::kRunning && hang_.round == round_ && now >= hang_.deadline) {
       // A hang whose evidence did not all come in time: judged with what did.

@@ -456,9 +456,27 @@ class Coordinator {
   // Judges what came back: a node blamed fails the job (fail), is left out
   // (exclude, elastic) or runs with a warning.
   void FinishGateCheckLocked(Actions* actions) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // `m` as a member of a network measurement (whether it measures aside).
+  static NetworkCheck::Candidate NetworkCandidate(const Member& m);
+  // The answer that sends a Join caller to measure `plan` first.
+  v1::Assignment MeasureFirstAnswerLocked(v1::NetworkPlan plan, absl::Time join_received) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // A due joiner while the gate measures: it measures too (the gate waits
+  // for it). Returns whether `done` was answered with its plan.
+  bool ExtendGateCheckLocked(const v1::JoinRequest& request, const std::string& addr,
+                             JoinDone& done, Actions* actions) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // exclude|fail, an elastic round running: a newcomer whose links are due
+  // measures to two running members before its join may restart the round
+  // (scale-up); its re-join with the links is judged against the job's
+  // median. Returns whether `done` was answered with a plan; `measured` is
+  // set when this join brought the links, `error` when they blame it.
+  bool MeasureNewcomerLocked(const v1::JoinRequest& request, const std::string& addr,
+                             JoinDone& done, std::string* preflight_failed, bool* measured,
+                             absl::Status* error, Actions* actions)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // warn: the links measured beside the round's workers are all in (or
   // their time is up): a node blamed is named to every member.
-  void FinishWarnCheckLocked(Actions* actions) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void FinishWarnCheckLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The analysis of `check`'s links, the job's reference median kept; logs
   // the outcome. Returns the blamed nodes (id -> reason).
   std::map<std::string, std::string> JudgeLinksLocked(NetworkCheck& check, absl::string_view when)
@@ -717,6 +735,10 @@ class Coordinator {
   bool gate_measured_ ABSL_GUARDED_BY(mu_) = false;
   // warn: the one beside the running round's workers.
   NetworkCheck warn_check_ ABSL_GUARDED_BY(mu_);
+  // exclude|fail: each newcomer measured while a round runs
+  // (MeasureNewcomerLocked), until it joins again with its links or the
+  // check's deadline (plus kWarnCheckSlack) passed; at most max_nodes.
+  std::map<std::string, NetworkCheck> newcomer_checks_ ABSL_GUARDED_BY(mu_);
   // The job's median link rate from its last measurement with enough
   // measurers (NetworkCheck): what a newcomer's links are held against.
   double network_median_ ABSL_GUARDED_BY(mu_) = 0;

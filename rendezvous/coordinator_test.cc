@@ -2455,7 +2455,7 @@ TEST_F(CoordinatorTest, Network_Exclude_MeasuresBeforeTheCloseAndLeavesOutTheSlo
   }
 }
 
-TEST_F(CoordinatorTest, Network_Exclude_ANewcomerIsMeasuredAgainstTheSurvivorsAlone) {
+TEST_F(CoordinatorTest, Network_Exclude_ANewcomerMeasuresBeforeItMayRestartTheRound) {
   preflight_ = v1::PREFLIGHT_EXCLUDE;
   Make(3, 4, /*max_restarts=*/3);
   std::map<std::string, v1::JoinRequest> reqs;
@@ -2474,33 +2474,132 @@ TEST_F(CoordinatorTest, Network_Exclude_ANewcomerIsMeasuredAgainstTheSurvivorsAl
   }
   ASSERT_EQ(core_->GetSnapshot().phase, Phase::kRunning);
   ASSERT_EQ(core_->GetSnapshot().members, 3);
-  // d comes back after its quarantine: its join is a scale-up. The
-  // survivors re-join without due links; only d measures, to two of them,
-  // and the job's median from round 1 (1 GB/s) judges it.
-  auto d = Join(Measurable(Req("d", 9)));
-  EXPECT_FALSE(d->done());
+  const int restarts = core_->GetSnapshot().restart_count;
+  // d comes back after each quarantine, its network still bad: it is told
+  // to measure at once, to two of the running members, and is turned away
+  // when its links come back; the running round never restarts for it.
+  for (int cycle = 0; cycle < 3; ++cycle) {
+    clock_.Advance(absl::Minutes(5));
+    auto d = Join(Measurable(Req("d", 10 + cycle)));
+    ASSERT_TRUE(d->done()) << "cycle " << cycle;
+    ASSERT_TRUE(d->result->ok() && d->assignment().has_measure_first()) << d->status();
+    EXPECT_EQ(core_->GetSnapshot().phase, Phase::kRunning) << "cycle " << cycle;
+    const v1::NetworkPlan plan = d->assignment().measure_first();
+    EXPECT_EQ(plan.round(), 2u);
+    ASSERT_EQ(plan.targets_size(), 2);
+    for (const v1::LinkTarget& t : plan.targets()) EXPECT_NE(t.node_id(), "d");
+    v1::JoinRequest again = Measurable(Req("d", 10 + cycle));
+    *again.mutable_preflight()->mutable_links() = LinksOf("d", plan, {"d"});
+    auto d2 = Join(again);
+    ASSERT_TRUE(d2->done());
+    EXPECT_EQ(ReasonOf(d2->status()), v1::ErrorInfo::PREFLIGHT_EXCLUDED) << d2->status();
+    EXPECT_THAT(d2->status().message(), HasSubstr("2 of its 2 measured links are bad"));
+    EXPECT_EQ(core_->GetSnapshot().phase, Phase::kRunning) << "cycle " << cycle;
+    EXPECT_EQ(core_->GetSnapshot().restart_count, restarts) << "cycle " << cycle;
+  }
+  // Its network mended, it measures once, and its join scales the job up:
+  // the round it opens does not measure it again.
+  clock_.Advance(absl::Minutes(5));
+  auto d = Join(Measurable(Req("d", 20)));
+  ASSERT_TRUE(d->done() && d->result->ok() && d->assignment().has_measure_first());
+  v1::JoinRequest again = Measurable(Req("d", 20));
+  *again.mutable_preflight()->mutable_links() = LinksOf("d", d->assignment().measure_first(), {});
+  auto d2 = Join(again);
+  EXPECT_FALSE(d2->done()) << d2->status();
+  ASSERT_EQ(core_->GetSnapshot().phase, Phase::kGathering) << "the scale-up";
   std::vector<std::shared_ptr<JoinResult>> back;
   for (const char* n : {"a", "b", "c"}) {
     v1::JoinRequest r = Measurable(Req(n, reqs[n].member().incarnation()), /*due=*/false);
     r.set_last_round(1);
     back.push_back(Join(r));
   }
-  ASSERT_TRUE(d->done());
-  ASSERT_TRUE(d->result->ok() && d->assignment().has_measure_first());
-  for (const auto& j : back) EXPECT_FALSE(j->done()) << "survivors wait, parked";
-  const v1::NetworkPlan plan = d->assignment().measure_first();
-  EXPECT_EQ(plan.round(), 2u);
-  ASSERT_EQ(plan.targets_size(), 2);
-  v1::JoinRequest again = Measurable(Req("d", 9));
-  *again.mutable_preflight()->mutable_links() = LinksOf("d", plan, {"d"});
-  auto d2 = Join(again);
   ASSERT_TRUE(d2->done());
-  EXPECT_EQ(ReasonOf(d2->status()), v1::ErrorInfo::PREFLIGHT_EXCLUDED) << d2->status();
-  EXPECT_THAT(d2->status().message(), HasSubstr("2 of its 2 measured links are bad"));
+  ASSERT_TRUE(d2->result->ok()) << d2->status();
+  EXPECT_FALSE(d2->assignment().has_measure_first()) << "measured twice";
+  EXPECT_EQ(d2->assignment().nnodes(), 4);
   for (const auto& j : back) {
-    ASSERT_TRUE(j->done());
-    ASSERT_TRUE(j->result->ok()) << j->status();
-    EXPECT_EQ(j->assignment().nnodes(), 3);
+    ASSERT_TRUE(j->done() && j->result->ok()) << j->status();
+    EXPECT_EQ(j->assignment().nnodes(), 4);
+  }
+}
+
+// A due node that joins while the others measure is measured too, and the
+// round waits for it.
+TEST_F(CoordinatorTest, Network_Exclude_ADueJoinerWhileTheOthersMeasureMeasuresToo) {
+  preflight_ = v1::PREFLIGHT_EXCLUDE;
+  Make(2, 4, /*max_restarts=*/3);
+  std::map<std::string, v1::JoinRequest> reqs;
+  std::map<std::string, std::shared_ptr<JoinResult>> first;
+  uint64_t inc = 1;
+  for (const char* n : {"a", "b", "c"}) {
+    reqs[n] = Measurable(Req(n, inc++));
+    first[n] = Join(reqs[n]);
+  }
+  clock_.Advance(absl::Milliseconds(600));  // the last call
+  core_->Tick();
+  for (auto& [n, j] : first) ASSERT_TRUE(j->done() && j->assignment().has_measure_first()) << n;
+  reqs["d"] = Measurable(Req("d", inc++));
+  first["d"] = Join(reqs["d"]);
+  ASSERT_TRUE(first["d"]->done());
+  ASSERT_TRUE(first["d"]->assignment().has_measure_first()) << "d joins the measurement";
+  EXPECT_EQ(first["d"]->assignment().measure_first().round(), 1u);
+  EXPECT_EQ(first["d"]->assignment().measure_first().targets_size(), 2);
+  std::map<std::string, std::shared_ptr<JoinResult>> second;
+  for (const char* n : {"a", "b", "c"}) {
+    v1::JoinRequest again = reqs[n];
+    *again.mutable_preflight()->mutable_links() =
+        LinksOf(n, first[n]->assignment().measure_first(), {"d"});
+    second[n] = Join(again);
+  }
+  for (auto& [n, j] : second) EXPECT_FALSE(j->done()) << n << ": the round waits for d";
+  v1::JoinRequest again = reqs["d"];
+  *again.mutable_preflight()->mutable_links() =
+      LinksOf("d", first["d"]->assignment().measure_first(), {"d"});
+  second["d"] = Join(again);
+  for (auto& [n, j] : second) ASSERT_TRUE(j->done()) << n;
+  EXPECT_EQ(ReasonOf(second["d"]->status()), v1::ErrorInfo::PREFLIGHT_EXCLUDED)
+      << second["d"]->status();
+  for (const char* n : {"a", "b", "c"}) {
+    ASSERT_TRUE(second[n]->result->ok()) << second[n]->status();
+    EXPECT_EQ(second[n]->assignment().nnodes(), 3);
+  }
+}
+
+// A restart whose survivors measure: their re-joins with the links do not
+// re-arm the last call (the round closes once they are back).
+TEST_F(CoordinatorTest, Network_AMeasuredRejoinDoesNotRearmTheLastCall) {
+  preflight_ = v1::PREFLIGHT_EXCLUDE;
+  Make(2, 4, /*max_restarts=*/3);
+  std::map<std::string, v1::JoinRequest> reqs;
+  uint64_t inc = 1;
+  for (const char* n : {"a", "b", "c"}) {
+    reqs[n] = Measurable(Req(n, inc++), /*due=*/false);
+    Join(reqs[n]);
+  }
+  clock_.Advance(absl::Milliseconds(600));
+  core_->Tick();
+  ASSERT_EQ(core_->GetSnapshot().phase, Phase::kRunning);
+  ASSERT_TRUE(Report(reqs["c"], 1, v1::ReportRequest::FAILED, 1).ok());
+  ASSERT_EQ(core_->GetSnapshot().phase, Phase::kGathering);
+  std::map<std::string, std::shared_ptr<JoinResult>> first;
+  for (const char* n : {"a", "b"}) {  // c's agent died
+    v1::JoinRequest r = Measurable(Req(n, reqs[n].member().incarnation()), /*due=*/true);
+    r.set_last_round(1);
+    reqs[n] = r;
+    first[n] = Join(r);
+  }
+  clock_.Advance(absl::Milliseconds(600));
+  core_->Tick();
+  std::map<std::string, std::shared_ptr<JoinResult>> second;
+  for (auto& [n, j] : first) {
+    ASSERT_TRUE(j->done() && j->assignment().has_measure_first()) << n;
+    v1::JoinRequest again = reqs[n];
+    *again.mutable_preflight()->mutable_links() = LinksOf(n, j->assignment().measure_first(), {});
+    second[n] = Join(again);
+  }
+  for (auto& [n, j] : second) {
+    ASSERT_TRUE(j->done()) << n << " waits another last call";
+    EXPECT_TRUE(j->result->ok()) << j->status();
   }
 }
 

@@ -27,24 +27,14 @@ std::map<std::string, v1::NetworkPlan> NetworkCheck::Start(const std::vector<Can
     if (c.port <= 0 || c.host.empty()) continue;
     if (by_id.emplace(c.node_id, &c).second) ids.push_back(c.node_id);
   }
+  key_ = key;
+  max_bytes_per_link_ = max_bytes_per_link;
+  per_link_transfer_ = per_link_transfer;
   std::map<std::string, v1::NetworkPlan> plans;
   const preflight::RingPlan ring = preflight::PlanRings(ids, round);
   for (const auto& [id, targets] : ring) {
     if (!by_id.at(id)->measures || targets.empty()) continue;
-    v1::NetworkPlan& plan = plans[id];
-    plan.set_round(round);
-    plan.set_nonce(key);
-    plan.set_max_bytes_per_link(max_bytes_per_link);
-    plan.set_max_millis_per_link(absl::ToInt64Milliseconds(per_link_transfer));
-    for (const std::string& t : targets) {
-      const Candidate& c = *by_id.at(t);
-      v1::LinkTarget* target = plan.add_targets();
-      target->set_node_id(c.node_id);
-      target->set_host(c.host);
-      target->set_port(c.port);
-      targets_[id].insert(t);
-    }
-    waiting_.insert(id);
+    plans[id] = PlanFor(id, targets, by_id, round);
   }
   if (plans.empty()) return plans;
   active_ = true;
@@ -52,6 +42,51 @@ std::map<std::string, v1::NetworkPlan> NetworkCheck::Start(const std::vector<Can
   deadline_ = deadline;
   measurers_ = static_cast<int>(plans.size());
   return plans;
+}
+
+v1::NetworkPlan NetworkCheck::PlanFor(const std::string& measurer,
+                                      const std::vector<std::string>& targets,
+                                      const std::map<std::string, const Candidate*>& by_id,
+                                      uint64_t round) {
+  v1::NetworkPlan plan;
+  plan.set_round(round);
+  plan.set_nonce(key_);
+  plan.set_max_bytes_per_link(max_bytes_per_link_);
+  plan.set_max_millis_per_link(absl::ToInt64Milliseconds(per_link_transfer_));
+  for (const std::string& t : targets) {
+    const Candidate& c = *by_id.at(t);
+    v1::LinkTarget* target = plan.add_targets();
+    target->set_node_id(c.node_id);
+    target->set_host(c.host);
+    target->set_port(c.port);
+    targets_[measurer].insert(t);
+  }
+  waiting_.insert(measurer);
+  return plan;
+}
+
+std::optional<v1::NetworkPlan> NetworkCheck::Extend(const Candidate& newcomer,
+                                                    const std::vector<Candidate>& others,
+                                                    absl::Time deadline) {
+  if (!active_ || newcomer.port <= 0 || newcomer.host.empty() ||
+      targets_.count(newcomer.node_id) > 0) {
+    return std::nullopt;
+  }
+  std::map<std::string, const Candidate*> by_id;
+  std::vector<std::string> ids;
+  for (const Candidate& c : others) {
+    if (c.port <= 0 || c.host.empty() || c.node_id == newcomer.node_id) continue;
+    if (by_id.emplace(c.node_id, &c).second) ids.push_back(c.node_id);
+  }
+  by_id.emplace(newcomer.node_id, &newcomer);
+  ids.push_back(newcomer.node_id);
+  const preflight::RingPlan ring = preflight::PlanRings(ids, round_);
+  auto mine = ring.find(newcomer.node_id);
+  if (mine == ring.end() || mine->second.empty()) return std::nullopt;
+  v1::NetworkPlan plan = PlanFor(newcomer.node_id, mine->second, by_id, round_);
+  ++measurers_;
+  deadline_ = std::max(deadline_, deadline);
+  return plan;
 }
 
 bool NetworkCheck::Add(const std::string& node_id,

@@ -27,6 +27,7 @@
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -68,6 +69,13 @@ class NetworkCheck {
                                                uint64_t max_bytes_per_link,
                                                absl::Duration per_link_transfer,
                                                absl::Time deadline);
+  // A measurer that joins a measurement already under way (a due node that
+  // joined the gathering round while the others measure): its plan, to its
+  // targets in the ring of `others` and itself, for this measurement's
+  // round; the deadline moves out to `deadline` if later. nullopt when not
+  // active, already planned, or it has no target.
+  std::optional<v1::NetworkPlan> Extend(const Candidate& newcomer,
+                                        const std::vector<Candidate>& others, absl::Time deadline);
   bool Awaits(const std::string& node_id) const { return waiting_.count(node_id) > 0; }
   // `node_id`'s links (only those it measured to its plan's targets count);
   // false when it was not awaited.
@@ -88,6 +96,10 @@ class NetworkCheck {
   int measurers() const { return measurers_; }
 
  private:
+  // `measurer`'s plan to `targets`; it is then awaited.
+  v1::NetworkPlan PlanFor(const std::string& measurer, const std::vector<std::string>& targets,
+                          const std::map<std::string, const Candidate*>& by_id, uint64_t round);
+
   bool active_ = false;
   uint64_t round_ = 0;
   absl::Time deadline_ = absl::InfiniteFuture();
@@ -95,6 +107,10 @@ class NetworkCheck {
   std::set<std::string> waiting_;
   std::map<std::string, std::set<std::string>> targets_;  // measurer -> its plan's targets.
   std::vector<v1::LinkResult> links_;
+  // Start's plan parameters, for Extend.
+  uint64_t key_ = 0;
+  uint64_t max_bytes_per_link_ = 0;
+  absl::Duration per_link_transfer_;
 };
 
 }  // namespace trainlet::rendezvous

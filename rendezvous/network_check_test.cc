@@ -102,6 +102,31 @@ TEST(NetworkCheck, AWithdrawnMeasurerIsNotWaitedFor) {
   EXPECT_THAT(check.Finish({}).flagged, IsEmpty());
 }
 
+TEST(NetworkCheck, ALateMeasurerJoinsTheMeasurementUnderWay) {
+  NetworkCheck check;
+  const absl::Time t0 = absl::UnixEpoch();
+  const std::vector<NetworkCheck::Candidate> all = {
+      {"a", "10.0.0.1", 7001, true}, {"b", "10.0.0.2", 7002, true}, {"c", "10.0.0.3", 7003, true}};
+  EXPECT_FALSE(check.Extend({"d", "10.0.0.4", 7004, true}, all, t0).has_value())
+      << "nothing under way";
+  ASSERT_EQ(check.Start(all, 2, 7, 1 << 20, absl::Milliseconds(100), t0 + absl::Seconds(5)).size(),
+            3u);
+  auto plan = check.Extend({"d", "10.0.0.4", 7004, true}, all, t0 + absl::Seconds(9));
+  ASSERT_TRUE(plan.has_value());
+  EXPECT_EQ(plan->round(), 2u);
+  EXPECT_EQ(plan->nonce(), 7u);
+  EXPECT_EQ(plan->max_bytes_per_link(), 1u << 20);
+  ASSERT_EQ(plan->targets_size(), 2);
+  for (const v1::LinkTarget& t : plan->targets()) EXPECT_NE(t.node_id(), "d");
+  EXPECT_TRUE(check.Awaits("d"));
+  EXPECT_EQ(check.measurers(), 4);
+  EXPECT_EQ(check.deadline(), t0 + absl::Seconds(9));
+  EXPECT_FALSE(check.Extend({"d", "10.0.0.4", 7004, true}, all, t0).has_value()) << "planned once";
+  EXPECT_FALSE(check.Extend({"e", "10.0.0.5", 0, true}, all, t0).has_value()) << "no measurer";
+  // Its links count like the others'.
+  EXPECT_TRUE(check.Add("d", Links({Link("d", plan->targets(0).node_id(), 1e9)})));
+}
+
 TEST(NetworkCheckBudget, CoversEveryLinksLimitsAndTheCalls) {
   // Per link: connect 1 s, pings 0.5 s, 3 samples each reconnecting (1 s),
   // the transfer; then 1 s for the calls.
