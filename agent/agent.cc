@@ -275,6 +275,7 @@ int Agent::Run() {
     StopSlowSamplingUnlessRunning();
     if (slow_sampling_) {
       if (std::optional<v1::SlowSignals> s = seams_.slow->Poll(seams_.clock->Now())) {
+        TLOG(kDebug) << "slow-node signals: " << SlowSignalsText(*s);
         slow_report_ = std::move(s);
         Feed(ReportDue{});
         // (A round that stopped meanwhile never sends them.)

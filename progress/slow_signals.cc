@@ -131,6 +131,16 @@ v1::SlowSignals CompareSlowSamples(const SlowSample& before, const SlowSample& a
   return out;
 }
 
+std::string SlowSignalsText(const v1::SlowSignals& s) {
+  return absl::StrCat("seq=", s.seq(), " interval=", s.interval_ms(), "ms workers=", s.workers(),
+                      " cpu ran=", s.cpu_ran_permille(), " waited=", s.cpu_waited_permille(),
+                      " throttled=", s.cpu_throttled_permille(),
+                      " (permille) tcp=", s.tcp_connections(), " rtt=", s.tcp_rtt_us(),
+                      "us retrans=", s.tcp_retransmits(), " acked=", s.tcp_bytes_acked(),
+                      " rate=", s.tcp_delivery_rate(), "B/s step=", s.step(),
+                      " step_time=", s.step_time_us(), "us");
+}
+
 ProcSlowSampler::ProcSlowSampler(Options options) : options_(std::move(options)) {}
 
 void ProcSlowSampler::StartRound(const std::vector<pid_t>& workers, absl::Duration interval,

@@ -89,6 +89,11 @@ struct SlowSample {
   absl::flat_hash_map<uint64_t, TcpSocketInfo> tcp;  // by socket inode
 };
 
+// One line for a log: "seq=3 interval=10000ms workers=8 cpu ran=412 waited=3
+// throttled=0 (permille) tcp=32 rtt=210us retrans=0 acked=1048576
+// rate=52428800B/s step=1200 step_time=812000us".
+std::string SlowSignalsText(const v1::SlowSignals& s);
+
 // The summary of [before, after] (seq, step and step_time_us left for the
 // caller). Exposed for tests.
 v1::SlowSignals CompareSlowSamples(const SlowSample& before, const SlowSample& after);

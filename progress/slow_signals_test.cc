@@ -243,6 +243,24 @@ TEST_F(SlowSamplerTest, Schedule_EveryInterval_EndRoundStops_SeqGoesOnOverRounds
   EXPECT_EQ(s.step(), -1);
 }
 
+TEST(SlowSignalsText, NamesEveryFigure) {
+  v1::SlowSignals s;
+  s.set_seq(3);
+  s.set_interval_ms(10000);
+  s.set_workers(8);
+  s.set_cpu_ran_permille(412);
+  s.set_cpu_waited_permille(3);
+  s.set_tcp_connections(32);
+  s.set_tcp_rtt_us(210);
+  s.set_tcp_bytes_acked(1048576);
+  s.set_tcp_delivery_rate(52428800);
+  s.set_step(1200);
+  s.set_step_time_us(812000);
+  EXPECT_EQ(SlowSignalsText(s),
+            "seq=3 interval=10000ms workers=8 cpu ran=412 waited=3 throttled=0 (permille) tcp=32 "
+            "rtt=210us retrans=0 acked=1048576 rate=52428800B/s step=1200 step_time=812000us");
+}
+
 TEST(TcpInfo, ShortStructsFromOldKernels_LeaveTheMissingFieldsUnknown) {
   std::vector<unsigned char> info(512, 0);
   TcpSocketInfo full = ParseTcpInfo(7, info.data(), info.size());

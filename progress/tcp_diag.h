@@ -5,9 +5,9 @@
 // inet_diag_req_v2 with INET_DIAG_INFO) for IPv4 and IPv6.
 //
 // A dump lists every connected TCP socket of the agent's network namespace
-// (the pod's); the caller picks its workers' by inode (/proc/PID/fd's
-// "socket:[N]"). What is read is bounded: at most `max_sockets` sockets
-// kept, kMaxDumpMessages messages and kMaxDumpBytes bytes read per dump, a
+// (the pod's, common/sock_diag.h); the caller picks its workers' by inode
+// (/proc/PID/fd's "socket:[N]"). What is read is bounded: at most
+// `max_sockets` sockets kept and kMaxDumpMessages sockets walked per dump, a
 // 1 s receive timeout; a dump cut short by a bound is returned as far as it
 // went.
 //
@@ -27,7 +27,6 @@
 namespace trainlet::agent {
 
 inline constexpr size_t kMaxDumpMessages = 65536;
-inline constexpr size_t kMaxDumpBytes = 32 * 1024 * 1024;
 
 // One connection's counters (tcp_info). A field the kernel's tcp_info is
 // too short to hold (an old kernel) is -1.
