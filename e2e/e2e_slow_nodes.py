@@ -178,10 +178,15 @@ class SlowNodesLongTest(SlowNodesBase):
                          bad.describe())
         self.assertEqual(bad.stderr.count("started worker"), 1, bad.describe())
         # Quarantined for 10 minutes while the job ended: told the verdict
-        # (0), or stopped here.
+        # (0), or stopped here by SIGTERM, as a pod is, within its grace.
         if bad.running():
             bad.signal(15)
-        self.assertIn(bad.wait(30), (0, 143, 130, -15), bad.describe())
+        try:
+            code = bad.wait(20)
+        except AssertionError:
+            self.fail("a node waiting out its quarantine ignores SIGTERM (it cancels a Join "
+                      "call that is not in flight and waits for its answer)\n" + bad.describe())
+        self.assertIn(code, (0, 143, 130, -15), bad.describe())
         self.assert_no_leftovers()
 
     def test_healthy_job_names_nobody_for_90_seconds(self):
