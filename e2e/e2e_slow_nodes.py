@@ -97,6 +97,16 @@ class SlowNodesBase(E2ETestCase):
         since = time.monotonic() - (time.time() - since_wall)
         return {h.name: round(job.step_time(h, since) or 0, 3) for h in job.hosts}
 
+    def assert_nobody_named(self, agents, seconds):
+        """For `seconds` of a healthy job: every agent runs, none names a node."""
+        end = time.monotonic() + seconds
+        while time.monotonic() < end:
+            self.assertEqual(named(agents), {}, "a healthy job named a node\n"
+                             + self.describe_all())
+            for a in agents:
+                self.assertIsNone(a.poll(), a.describe())
+            time.sleep(1)
+
     def assert_only(self, agents, expected):
         self.assertEqual(set(named(agents)), set(expected),
                          "nodes named slow\n" + self.describe_all())
@@ -114,13 +124,7 @@ class SlowNodesTest(SlowNodesBase):
         job, agents = self.job(["--slow-nodes=warn", "--slow-node-window=10s"],
                                progress=("pod0", "pod2"))
         # Healthy: several windows (judged every 3.3 s) and nobody named.
-        healthy_until = time.monotonic() + 30
-        while time.monotonic() < healthy_until:
-            self.assertEqual(named(agents), {}, "a healthy job named a node\n"
-                             + self.describe_all())
-            for a in agents:
-                self.assertIsNone(a.poll(), a.describe())
-            time.sleep(1)
+        self.assert_nobody_named(agents, 30)
         victim = job.hosts[3]  # writes no progress lines
         started = time.time()
         job.limit_cpu(victim, CPU_QUOTA)
@@ -192,13 +196,7 @@ class SlowNodesLongTest(SlowNodesBase):
     def test_healthy_job_names_nobody_for_90_seconds(self):
         job, agents = self.job(["--slow-nodes=warn", "--slow-node-window=10s"],
                                progress=("pod1", "pod3"))
-        end = time.monotonic() + 90
-        while time.monotonic() < end:
-            self.assertEqual(named(agents), {}, "a healthy job named a node\n"
-                             + self.describe_all())
-            for a in agents:
-                self.assertIsNone(a.poll(), a.describe())
-            time.sleep(1)
+        self.assert_nobody_named(agents, 90)
         self.finish(job, agents)
 
 
