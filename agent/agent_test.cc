@@ -1350,6 +1350,26 @@ void AckLikeTheCoordinator(FakeRendezvousClient* client, SimulatedClock* clock,
   };
 }
 
+// While the coordinator acks the node's datagrams no RUNNING Report is due
+// for minutes; each interval's slow-node signals still go, an interval apart.
+TEST_F(SlowSignalsTest, WhileDatagramsAreAcked_EachIntervalsSignalsStillGo) {
+  AckLikeTheCoordinator(&client_, &clock_, [](absl::Duration) { return true; });
+  v1::Assignment a = UdpAssignment(absl::Milliseconds(470));
+  a.set_slow_signals_interval_ms(10000);
+  int code = -1;
+  const std::vector<absl::Duration> running = RunRecordingReports(
+      a, absl::Seconds(30), [](absl::Duration) { return true; }, &code);
+  EXPECT_EQ(code, 0);
+  const std::vector<v1::ReportRequest> slow = SlowReports();
+  ASSERT_EQ(running.size(), slow.size()) << "every RUNNING Report was the signals'";
+  ASSERT_GE(slow.size(), 3u);
+  for (size_t i = 0; i < slow.size(); ++i) {
+    EXPECT_EQ(slow[i].slow().seq(), i + 1);
+    EXPECT_GE(running[i], absl::Seconds(10) * static_cast<double>(i + 1));
+    EXPECT_LE(running[i], absl::Seconds(10) * static_cast<double>(i + 1) + absl::Seconds(1));
+  }
+}
+
 // Released streams (docs/protocol.md): the coordinator of a large round
 // ends the stream with a Release once it acks the node's datagrams.
 class ReleasedStreamTest : public RejoinDatagramTest {

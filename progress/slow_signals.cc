@@ -228,13 +228,8 @@ SlowSample ProcSlowSampler::Take(absl::Time now) {
   for (pid_t pid : workers_) {
     std::optional<absl::flat_hash_map<pid_t, ThreadCpu>>& threads = s.workers.emplace_back();
     if (pid <= 0) continue;
-    const std::vector<pid_t> tree = ProcessTree(pid);
-    if (tree.empty()) continue;  // gone
     threads.emplace();
-    for (pid_t p : tree) {
-      AddThreads(p, &*threads);
-      if (options_.tcp != nullptr) AddSockets(p, &inodes);
-    }
+    if (!AddWorker(pid, &*threads, options_.tcp != nullptr ? &inodes : nullptr)) threads.reset();
   }
   for (const std::string& path : cpu_stats_) {
     if (std::optional<CgroupCpu> c = ParseCpuStat(ReadSmallFile(path, kMaxFileBytes))) {
@@ -254,40 +249,42 @@ SlowSample ProcSlowSampler::Take(absl::Time now) {
   return s;
 }
 
-std::vector<pid_t> ProcSlowSampler::ProcessTree(pid_t pid) {
-  std::vector<pid_t> tree;
+bool ProcSlowSampler::AddWorker(pid_t pid, absl::flat_hash_map<pid_t, ThreadCpu>* threads,
+                                absl::flat_hash_set<uint64_t>* inodes) {
+  std::vector<pid_t> seen;
   std::deque<pid_t> queue = {pid};
-  while (!queue.empty() && tree.size() < kMaxProcessesPerWorker) {
+  // (Bounded twice: processes kept, and processes looked at.)
+  for (size_t looked = 0; !queue.empty() && seen.size() < kMaxProcessesPerWorker &&
+                          looked < 4 * kMaxProcessesPerWorker;
+       ++looked) {
     const pid_t p = queue.front();
     queue.pop_front();
+    if (std::find(seen.begin(), seen.end(), p) != seen.end()) continue;
     const std::string task = absl::StrCat(options_.proc_root, "/", p, "/task");
-    // Each thread's children (/proc/PID/task/TID/children, Linux 3.5+):
-    // the processes it forked that still run.
+    // Each thread's counters, and its children (/proc/PID/task/TID/children,
+    // Linux 3.5+): the processes it forked that still run.
     const bool readable =
-        ForEachNumbered(task, kMaxThreadsPerProcess, [&](const char* tid, uint64_t) {
-          const std::string children =
-              ReadSmallFile(absl::StrCat(task, "/", tid, "/children"), kMaxFileBytes);
-          for (absl::string_view c : absl::StrSplit(children, ' ', absl::SkipWhitespace())) {
-            pid_t child = 0;
-            if (absl::SimpleAtoi(c, &child) && child > 0 && queue.size() < kMaxProcessesPerWorker) {
-              queue.push_back(child);
+        ForEachNumbered(task, kMaxThreadsPerProcess, [&](const char* name, uint64_t tid) {
+          const std::string dir = absl::StrCat(task, "/", name);
+          std::optional<ProcessCpu> c = ParseSchedstat(
+              ReadSmallFile(dir + "/schedstat", kMaxFileBytes), static_cast<pid_t>(tid));
+          if (c.has_value()) (*threads)[c->pid] = ThreadCpu{c->ran, c->waited};
+          const std::string children = ReadSmallFile(dir + "/children", kMaxFileBytes);
+          for (absl::string_view child : absl::StrSplit(children, ' ', absl::SkipWhitespace())) {
+            pid_t n = 0;
+            if (absl::SimpleAtoi(child, &n) && n > 0 && queue.size() < kMaxProcessesPerWorker) {
+              queue.push_back(n);
             }
           }
         });
-    if (!readable) continue;  // gone meanwhile
-    if (std::find(tree.begin(), tree.end(), p) == tree.end()) tree.push_back(p);
+    if (!readable) {
+      if (p == pid) return false;  // the worker is gone
+      continue;                    // a child gone meanwhile
+    }
+    seen.push_back(p);
+    if (inodes != nullptr) AddSockets(p, inodes);
   }
-  return tree;
-}
-
-void ProcSlowSampler::AddThreads(pid_t pid, absl::flat_hash_map<pid_t, ThreadCpu>* threads) {
-  const std::string task = absl::StrCat(options_.proc_root, "/", pid, "/task");
-  ForEachNumbered(task, kMaxThreadsPerProcess, [&](const char* name, uint64_t tid) {
-    std::optional<ProcessCpu> c =
-        ParseSchedstat(ReadSmallFile(absl::StrCat(task, "/", name, "/schedstat"), kMaxFileBytes),
-                       static_cast<pid_t>(tid));
-    if (c.has_value()) (*threads)[c->pid] = ThreadCpu{c->ran, c->waited};
-  });
+  return true;
 }
 
 void ProcSlowSampler::AddSockets(pid_t pid, absl::flat_hash_set<uint64_t>* inodes) {

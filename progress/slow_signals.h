@@ -124,9 +124,11 @@ class ProcSlowSampler : public SlowSignalsSampler {
     int64_t base = -1;     // the step step_time_us counts from
     absl::Time base_at;
   };
-  // The worker's processes: itself and its descendants (bounded).
-  std::vector<pid_t> ProcessTree(pid_t pid);
-  void AddThreads(pid_t pid, absl::flat_hash_map<pid_t, ThreadCpu>* threads);
+  // The counters of every thread of the worker `pid` and of its descendant
+  // processes (bounded), and their sockets' inodes (`inodes` may be null);
+  // false when the worker itself is gone.
+  bool AddWorker(pid_t pid, absl::flat_hash_map<pid_t, ThreadCpu>* threads,
+                 absl::flat_hash_set<uint64_t>* inodes);
   void AddSockets(pid_t pid, absl::flat_hash_set<uint64_t>* inodes);
   // Progress: the lowest latest step and the mean time per step since the
   // last boundary where each worker advanced.

@@ -129,6 +129,25 @@ TEST_F(SlowSamplerTest, Cpu_AGoneWorkerIsNotCounted_AThreadWhoseCounterWentBackI
   EXPECT_EQ(s.cpu_waited_permille(), 10);
 }
 
+TEST_F(SlowSamplerTest, ProcessTree_Bounded_AndNeverLoops) {
+  // Worker 100 with 100 children, and a child that names its parent as its
+  // child (no kernel does; a fake /proc can).
+  std::string children;
+  for (pid_t c = 1000; c < 1100; ++c) {
+    Thread(c, c, 0, 0);
+    absl::StrAppend(&children, c, " ");
+  }
+  Thread(100, 100, 0, 0);
+  Children(100, children);
+  Children(1000, "100 ");
+  Start({100});
+  for (pid_t c = 1000; c < 1100; ++c) Thread(c, c, 10, 0);
+  v1::SlowSignals s = Next(kInterval);
+  EXPECT_EQ(s.workers(), 1);
+  // 63 children of the 64 processes kept, 10 ms each of 10 s.
+  EXPECT_EQ(s.cpu_ran_permille(), static_cast<int>(kMaxProcessesPerWorker - 1));
+}
+
 TEST_F(SlowSamplerTest, Throttled_FromTheWorkersCgroup_V1AndV2) {
   Thread(100, 100, 0, 0);
   root_.Write("proc/100/cgroup", "5:cpu,cpuacct:/pod-a\n3:memory:/pod-a\n");
