@@ -3433,6 +3433,11 @@ class SlowNodeTest : public CoordinatorTest {
   // waits for a CPU 40% of it, the others 2% (+ `noise(node)` per mille).
   void Interval(int slow, const std::function<int(int)>& noise = nullptr) {
     clock_.Advance(absl::Seconds(10));
+    ReportAll(slow, noise);
+    core_->Tick();
+  }
+  // Every node reports its next summary now (see Interval).
+  void ReportAll(int slow, const std::function<int(int)>& noise = nullptr) {
     ++seq_;
     for (size_t i = 0; i < reqs_.size(); ++i) {
       const int node = static_cast<int>(i);
@@ -3443,7 +3448,6 @@ class SlowNodeTest : public CoordinatorTest {
         ASSERT_TRUE(s.ok()) << s;
       }
     }
-    core_->Tick();
   }
   // The slow_nodes directives down member i's stream.
   std::vector<v1::SlowNodes> SlowLines(size_t i) const {
@@ -3487,6 +3491,21 @@ TEST_F(SlowNodeTest, Warn_NamesTheSlowNodeOnceToEveryone_AndNobodyElse) {
   for (int i = 0; i < 4; ++i) Interval(2);
   EXPECT_EQ(SlowLines(0).size(), 1u);
   EXPECT_EQ(core_->GetSnapshot().slow_nodes.size(), 1u);
+}
+
+TEST_F(SlowNodeTest, JudgedOnTheTick_WhenNoReportCameDue) {
+  StartRound(4, 4, 4);
+  Interval(2);  // the first report judges (nothing yet); the next is due 10 s later
+  for (int i = 0; i < 2; ++i) {
+    // Every summary comes just before the judgement is due: the ticker judges.
+    clock_.Advance(absl::Milliseconds(9500));
+    ReportAll(2);
+    EXPECT_TRUE(SlowLines(0).empty()) << i;
+    clock_.Advance(absl::Milliseconds(500));
+    core_->Tick();
+  }
+  ASSERT_EQ(SlowLines(0).size(), 1u);
+  EXPECT_THAT(SlowLines(0)[0].lines(0), HasSubstr("node n2 is slow (cpu)"));
 }
 
 TEST_F(SlowNodeTest, Off_NoSamplingAndNoJudgement) {
