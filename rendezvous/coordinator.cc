@@ -2019,10 +2019,7 @@ void Coordinator::JudgeSlowNodesLocked(Actions* actions) {
       excluded = &e.node;
     }
   }
-  if (excluded != nullptr) {
-    ExcludeSlowNodeLocked(*excluded, actions);
-    return;
-  }
+  if (excluded != nullptr && ExcludeSlowNodeLocked(*excluded, actions)) return;
   if (!named) return;
   for (const SlowNodeEvent& e : events) {
     if (e.kind != SlowNodeEvent::kNamed) continue;
@@ -2035,17 +2032,18 @@ void Coordinator::JudgeSlowNodesLocked(Actions* actions) {
   }
   // Every member logs the lines it has not logged yet.
   v1::Directive d = NewDirectiveLocked();
-  for (const auto& [id, node] : slow_judge_.named())
+  for (const auto& [id, node] : slow_judge_.named()) {
     d.mutable_slow_nodes()->add_lines(node.evidence);
+  }
   ++member_walks_;
   for (auto& [id, m] : members_) {
     if (m.in_round && m.sink != nullptr) m.sink->Send(d, /*last=*/false);
   }
 }
 
-void Coordinator::ExcludeSlowNodeLocked(const SlowNode& node, Actions* actions) {
+bool Coordinator::ExcludeSlowNodeLocked(const SlowNode& node, Actions* actions) {
   auto it = members_.find(node.node_id);
-  if (it == members_.end() || !it->second.in_round) return;
+  if (it == members_.end() || !it->second.in_round) return false;
   const absl::Time now = clock_->Now();
   // Expired quarantines go first: the map holds the nodes left out within
   // one quarantine, at most.
@@ -2064,6 +2062,7 @@ void Coordinator::ExcludeSlowNodeLocked(const SlowNode& node, Actions* actions) 
   ReopenLocked(reason, actions);
   expected_.erase(node.node_id);  // the others do not wait for it
   MaybeCloseRoundLocked(actions);
+  return true;
 }
 
 absl::Status Coordinator::SlowQuarantineLocked(const std::string& node_id) const {

@@ -532,8 +532,9 @@ class Coordinator {
   // logged once and told to every member (Directive.slow_nodes); exclude
   // restarts an elastic round without it while min_nodes remain.
   void JudgeSlowNodesLocked(Actions* actions) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // exclude: quarantines `node` and re-opens the round without it.
-  void ExcludeSlowNodeLocked(const SlowNode& node, Actions* actions)
+  // exclude: quarantines `node` and re-opens the round without it; false
+  // when it is no member of the round (nothing done).
+  bool ExcludeSlowNodeLocked(const SlowNode& node, Actions* actions)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // PREFLIGHT_EXCLUDED while `node_id` is quarantined as a slow node; OK
   // otherwise.
