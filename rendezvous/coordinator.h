@@ -96,6 +96,12 @@ inline constexpr int kMaxLastCalls = 10;
 // checks that come first.
 inline constexpr absl::Duration kWarnCheckSlack = absl::Seconds(10);
 
+// --slow-nodes=exclude: a node left out again within this long of the end of
+// its last quarantine waits twice as long as then, up to kMaxSlowQuarantine
+// (or --quarantine, when longer).
+inline constexpr absl::Duration kSlowRepeatWithin = absl::Hours(1);
+inline constexpr absl::Duration kMaxSlowQuarantine = absl::Hours(1);
+
 struct CoordinatorOptions {
   std::string job_id;
   int min_nodes = 1;
@@ -829,9 +835,13 @@ class Coordinator {
   // re-opens), and the nodes excluded as slow (exclude) until when, and why.
   SlowNodeJudge slow_judge_ ABSL_GUARDED_BY(mu_){
       {options_.slow_node_threshold, options_.slow_node_window}};
+  // A node left out again within kSlowRepeatWithin of its last quarantine
+  // waits twice as long as then (at most kMaxSlowQuarantine): a node that
+  // stays slow costs the job two restarts per quarantine, not every 5m.
   struct SlowQuarantine {
     absl::Time until;
     std::string why;
+    int times = 0;  // left out in a row
   };
   std::map<std::string, SlowQuarantine> slow_quarantine_ ABSL_GUARDED_BY(mu_);
 };

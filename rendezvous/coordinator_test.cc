@@ -3619,6 +3619,36 @@ TEST_F(SlowNodeTest, Exclude_RestartsWithoutIt_AndRefusesItUntilTheQuarantine) {
   EXPECT_THAT(snap.restarts[1].reason, HasSubstr("scale-up: node n1 joined"));
 }
 
+TEST_F(SlowNodeTest, Exclude_LeftOutAgain_WaitsTwiceAsLong) {
+  slow_nodes_ = v1::SLOW_NODES_EXCLUDE;
+  StartRound(3, 4, 4);
+  for (int i = 0; i < 4; ++i) Interval(1);
+  ASSERT_EQ(core_->GetSnapshot().restarts.size(), 1u);
+  std::vector<std::shared_ptr<JoinResult>> second;
+  for (size_t i : {0, 2, 3}) second.push_back(Join(reqs_[i]));
+  for (const auto& j : second) ASSERT_TRUE(j->done());  // round 2, without n1
+  clock_.Advance(absl::Minutes(5));
+  ASSERT_FALSE(Join(reqs_[1])->done());  // the scale-up: round 3 gathers
+  std::vector<std::shared_ptr<JoinResult>> back;
+  for (size_t i : {0, 2, 3}) back.push_back(Join(reqs_[i]));
+  for (const auto& j : back) ASSERT_TRUE(j->done() && j->result->ok());
+  ASSERT_EQ(back[0]->assignment().round(), 3u);
+  ASSERT_EQ(back[0]->assignment().nnodes(), 4);
+  round_ = 3;
+  for (size_t i = 0; i < 4; ++i) sinks_[i] = Watch(reqs_[i], 3);
+  // Still slow: left out again, for twice the quarantine.
+  for (int i = 0; i < 4; ++i) Interval(1);
+  const Coordinator::Snapshot snap = core_->GetSnapshot();
+  ASSERT_EQ(snap.restarts.size(), 3u);
+  EXPECT_THAT(snap.restarts[2].reason,
+              HasSubstr("node n1 (rank 3) left out as a slow node (--slow-nodes=exclude, for 10m: "
+                        "left out 2 times within an hour)"));
+  auto refused = Join(reqs_[1]);
+  ASSERT_TRUE(refused->done());
+  EXPECT_EQ(ReasonOf(refused->status()), v1::ErrorInfo::PREFLIGHT_EXCLUDED);
+  EXPECT_EQ(ErrorInfoOf(refused->status()).retry_after_ms(), 600000);
+}
+
 // With re-joins by datagram: the slow node's READY is refused, so that its
 // agent makes a Join call and hears of its quarantine.
 TEST_F(ReadyRejoinTest, SlowNodeExcluded_ItsReadyIsRefused) {
