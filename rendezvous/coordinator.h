@@ -155,7 +155,8 @@ struct CoordinatorOptions {
   uint64_t preflight_link_bytes = uint64_t{16} << 20;
   absl::Duration preflight_link_time = absl::Milliseconds(250);
   // --slow-nodes (docs/slow-nodes.md): off, warn (named everywhere) or
-  // exclude (elastic: the round restarts without it; it waits `quarantine`).
+  // exclude (elastic: the round restarts without it; it waits `quarantine`,
+  // doubled each time it is left out again within kSlowRepeatWithin).
   // A node is named once the job runs `slow_node_threshold` (0.10 = 10%)
   // slower for it, beyond the job's own noise, through `slow_node_window`;
   // the agents send their signals a third of the window apart.
