@@ -36,6 +36,10 @@ constexpr int kLivenessFdSlot = 1;
 constexpr absl::Duration kFlushTimeout = absl::Seconds(2);
 // Progress files are read at most this often.
 constexpr absl::Duration kProgressMinInterval = absl::Milliseconds(100);
+// The slow-node sampling interval the agent takes from an assignment:
+// shorter ones are taken as the shortest (its cost grows with the rate).
+constexpr absl::Duration kMinSlowInterval = absl::Seconds(1);
+constexpr absl::Duration kMaxSlowInterval = absl::Minutes(10);
 
 }  // namespace
 
@@ -201,6 +205,7 @@ int Agent::Run() {
   while (!machine_.done()) {
     absl::Time next = machine_.NextDeadline();
     if (warm_ != nullptr) next = std::min(next, warm_->NextDeadline());
+    if (slow_sampling_) next = std::min(next, seams_.slow->NextDeadline());
     if (seams_.progress != nullptr && seams_.progress->fd() >= 0) {
       const bool quiet = seams_.clock->Now() < progress_quiet_until_;
       if (quiet) next = std::min(next, progress_quiet_until_);
@@ -264,7 +269,17 @@ int Agent::Run() {
       if (std::optional<v1::PreflightReport> r = seams_.preflight->Poll()) {
         if (seams_.reporter != nullptr) seams_.reporter->SetPreflight(*r);
         preflight_report_ = std::move(r);
-        Feed(PreflightFinished{});
+        Feed(ReportDue{});
+      }
+    }
+    StopSlowSamplingUnlessRunning();
+    if (slow_sampling_) {
+      if (std::optional<v1::SlowSignals> s = seams_.slow->Poll(seams_.clock->Now())) {
+        TLOG(kDebug) << "slow-node signals: " << SlowSignalsText(*s);
+        slow_report_ = std::move(s);
+        Feed(ReportDue{});
+        // (A round that stopped meanwhile never sends them.)
+        slow_report_.reset();
       }
     }
     if (!machine_.done()) {
@@ -275,6 +290,7 @@ int Agent::Run() {
     PublishStatus();
   }
   if (round_started_) plan_->EndRound();
+  StopSlowSamplingUnlessRunning();
   if (progress_fd_watched_) seams_.workers->WatchFd(-1);
   if (liveness_fd_watched_ >= 0) seams_.workers->WatchFd(-1, kLivenessFdSlot);
   watch_.reset();
@@ -359,8 +375,27 @@ void Agent::StartPrepared() {
       w.global_rank = spec.global_rank;
       w.pid = seams_.workers->worker_pid(spec.local_rank);
     }
+    StartSlowSampling();
   }
   Feed(WorkersStarted{std::move(started)});
+}
+
+void Agent::StartSlowSampling() {
+  if (seams_.slow == nullptr || slow_interval_ <= absl::ZeroDuration() || workers_.empty()) {
+    return;
+  }
+  std::vector<pid_t> pids(workers_.rbegin()->first + 1, 0);  // by local rank
+  for (const auto& [local_rank, w] : workers_) {
+    if (local_rank >= 0) pids[local_rank] = w.pid;
+  }
+  seams_.slow->StartRound(pids, slow_interval_, seams_.clock->Now());
+  slow_sampling_ = true;
+}
+
+void Agent::StopSlowSamplingUnlessRunning() {
+  if (!slow_sampling_ || (!machine_.done() && machine_.state() == RoundState::kRunning)) return;
+  seams_.slow->EndRound();
+  slow_sampling_ = false;
 }
 
 void Agent::CollectProgress() {
@@ -373,6 +408,11 @@ void Agent::CollectProgress() {
       int pid = 0;
       if (const std::string* p = u.line->Find("pid"); p != nullptr && absl::SimpleAtoi(*p, &pid)) {
         progress_pids_[u.local_rank] = pid;
+      }
+      int64_t step = 0;
+      if (const std::string* v = u.line->Find("step");
+          slow_sampling_ && v != nullptr && absl::SimpleAtoi(*v, &step)) {
+        seams_.slow->OnStep(u.local_rank, step, seams_.clock->Now());
       }
     }
     Feed(ProgressReported{u.local_rank, std::move(text)});
@@ -532,6 +572,11 @@ void Agent::Execute(const std::vector<RoundAction>& actions) {
           } else if constexpr (std::is_same_v<T, StartWorkers>) {
             round_started_ = true;
             const uint64_t round = a.assignment.round();
+            slow_interval_ =
+                a.assignment.slow_signals_interval_ms() <= 0
+                    ? absl::ZeroDuration()
+                    : std::clamp(absl::Milliseconds(a.assignment.slow_signals_interval_ms()),
+                                 kMinSlowInterval, kMaxSlowInterval);
             preparing_round_ = round;
             if (seams_.round_starting) seams_.round_starting(a.assignment);
             if (seams_.preflight != nullptr) {
@@ -565,6 +610,12 @@ void Agent::Execute(const std::vector<RoundAction>& actions) {
             if (preflight_report_.has_value()) {
               *report.mutable_preflight() = *std::move(preflight_report_);
               preflight_report_.reset();
+            }
+            // An interval's slow-node signals go on the round's RUNNING
+            // Report only.
+            if (slow_report_.has_value() && state == v1::ReportRequest::RUNNING) {
+              *report.mutable_slow() = *std::move(slow_report_);
+              slow_report_.reset();
             }
             seams_.client->Report(report, [this, round, state](const absl::Status& s) {
               Post(ReportAnswered{round, state, s, s.ok() && udp_heard_->load()});

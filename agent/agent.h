@@ -1,8 +1,9 @@
 // The agent's executor: drives the round state machine (round.h) and does
-// what it asks through AgentSeams, eleven of them: five interfaces with a
+// what it asks through AgentSeams, twelve of them: six interfaces with a
 // fake in the tests (the worker group, launcher/worker_group.h; the
 // rendezvous client, rendezvous/rendezvous_client.h; the clock; the launch
-// plan, launch_plan.h; the status reporter, reporter.h), two places in the
+// plan, launch_plan.h; the status reporter, reporter.h; the slow-node
+// sampler, progress/slow_signals.h), two places in the
 // filesystem (the progress directory and the /proc root), three callbacks
 // (health serving, the node's GPU health, the first idle wait) and one fact
 // (stdin is a terminal). It holds no policy of its own: every decision is
@@ -17,6 +18,11 @@
 // logs the evidence (`hang evidence:` lines) and answers with each worker's
 // summary; on HangJudged it keeps the suspect's evidence for status() and
 // reports the hang, the suspect's evidence first (docs/progress.md).
+//
+// With a SlowSignalsSampler (AgentSeams::slow) and an assignment that asks
+// (slow_signals_interval_ms), it samples the round's workers while the
+// round runs and sends each interval's SlowSignals on a RUNNING Report
+// (docs/slow-nodes.md).
 //
 // Threading: Run() owns the calling thread, which must outlive the workers
 // (PDEATHSIG is tied to the forking thread). Client callbacks run on other
@@ -47,6 +53,7 @@
 #include "config/run_config.h"
 #include "launcher/worker_group.h"
 #include "progress/progress.h"
+#include "progress/slow_signals.h"
 #include "rendezvous/rendezvous_client.h"
 
 namespace trainlet::agent {
@@ -88,6 +95,11 @@ struct AgentSeams {
   // --preflight: when this node's checks run and where their reports go
   // (preflight_runner.h). Null: no checks.
   PreflightRunner* preflight = nullptr;
+  // --slow-nodes: samples the round's workers every
+  // Assignment.slow_signals_interval_ms (progress/slow_signals.h); each
+  // interval's signals go on a RUNNING Report. Null, or an interval of 0:
+  // nothing is sampled.
+  SlowSignalsSampler* slow = nullptr;
 };
 
 // The round's options from the run configuration. `master_port` is the one
@@ -137,6 +149,10 @@ class Agent {
   void StartPrepared();
   // Feeds what changed in the progress directory.
   void CollectProgress();
+  // --slow-nodes: starts sampling the round's workers that just started
+  // (when the assignment asks), and stops once the round no longer runs.
+  void StartSlowSampling();
+  void StopSlowSamplingUnlessRunning();
   void RequestTracebackOf(int local_rank);
   // CollectHangEvidence: every local worker's evidence, logged, kept until
   // the hang is judged; answers with HangEvidenceCollected.
@@ -161,6 +177,11 @@ class Agent {
   // datagram; the Join call it falls back to carries it.
   std::optional<v1::PreflightReport> join_preflight_;
   std::shared_ptr<PreflightLines> preflight_lines_ = std::make_shared<PreflightLines>();
+  // --slow-nodes: the round's sampling interval (zero: none), whether the
+  // sampler runs, and an interval's signals for the next RUNNING Report.
+  absl::Duration slow_interval_;
+  bool slow_sampling_ = false;
+  std::optional<v1::SlowSignals> slow_report_;
   uint64_t watch_id_ = 0;  // the latest OpenWatch's
   std::unique_ptr<rendezvous::WatchStream> watch_;
   int exit_code_ = -1;

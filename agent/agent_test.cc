@@ -16,6 +16,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "launcher/testing/fake_worker_group.h"
+#include "progress/testing/fake_slow_sampler.h"
 #include "rendezvous/error_reason.h"
 #include "rendezvous/liveness_datagram.h"
 #include "rendezvous/testing/fake_rendezvous_client.h"
@@ -72,6 +73,7 @@ class AgentTest : public ::testing::Test {
     seams.set_serving = [this](bool on) { serving_.push_back(on); };
     seams.progress = progress_;
     seams.reporter = reporter_;
+    seams.slow = slow_;
     seams.proc_root = "/nonexistent/proc";  // the fake's pids are not this host's
     seams.node_health = node_health_;
     seams.idle_with_workers = [this] { idle_with_workers_at_.push_back(workers_.starts.size()); };
@@ -179,6 +181,7 @@ class AgentTest : public ::testing::Test {
   std::vector<std::function<void()>> pending_;
   ProgressDir* progress_ = nullptr;
   StatusReporter* reporter_ = nullptr;
+  SlowSignalsSampler* slow_ = nullptr;
   std::function<std::vector<std::string>()> node_health_;
   // How many starts the workers had seen at each idle_with_workers call.
   std::vector<size_t> idle_with_workers_at_;
@@ -368,6 +371,114 @@ TEST_F(AgentTest, Rejoin_StopsWorkersThenStartsTheNewRoundWithItsEnvironment) {
   ASSERT_EQ(watches.size(), 2u);
   EXPECT_EQ(watches[0].round(), 1u);
   EXPECT_EQ(watches[1].round(), 2u);
+}
+
+// --slow-nodes: the assignment's interval starts the sampler on the
+// round's workers; each interval's signals go on a RUNNING Report of the
+// round, with the steps the progress lines named; sampling stops with the
+// round, and a new round samples its own workers.
+class SlowSignalsTest : public AgentTest {
+ protected:
+  void SetUp() override {
+    auto dir = ProgressDir::Create({}, {});
+    ASSERT_TRUE(dir.ok()) << dir.status();
+    dir_ = *std::move(dir);
+    progress_ = dir_.get();
+    slow_ = &sampler_;
+  }
+  static v1::Assignment WithInterval(v1::Assignment a, int interval_ms) {
+    a.set_slow_signals_interval_ms(interval_ms);
+    return a;
+  }
+  // The Reports that carry SlowSignals.
+  std::vector<v1::ReportRequest> SlowReports() const {
+    std::vector<v1::ReportRequest> out;
+    for (const v1::ReportRequest& r : client_.reports()) {
+      if (r.has_slow()) out.push_back(r);
+    }
+    return out;
+  }
+  std::unique_ptr<ProgressDir> dir_;
+  testing::FakeSlowSampler sampler_;
+};
+
+TEST_F(SlowSignalsTest, EachIntervalOnARunningReport_WithTheSteps_StoppedWithTheRound) {
+  // Heartbeats an hour apart: every RUNNING Report here is the signals'.
+  JoinAnswers({WithInterval(MakeAssignment(1, 1, 2, 2, absl::Hours(1)), 10000)});
+  workers_.on_start = [&](const auto&) {
+    WhenIdle([&] { std::ofstream(progress_->ProgressFile(1)) << "step=42 loss=0.25\n"; });
+  };
+  client_.on_report = [&](const v1::ReportRequest& r) {
+    if (r.has_slow() && r.slow().seq() == 3) {
+      WhenIdle([&] {
+        workers_.ExitAll(0);
+        WhenIdle([&] { client_.SendDirective(JobFinished(1)); });
+      });
+    }
+  };
+  const absl::Time start = clock_.Now();
+  EXPECT_EQ(Run(), 0);
+  ASSERT_EQ(sampler_.starts.size(), 1u);
+  EXPECT_THAT(sampler_.starts[0].workers, ElementsAre(4000, 4001)) << "the workers' pids";
+  EXPECT_EQ(sampler_.starts[0].interval, absl::Seconds(10));
+  EXPECT_THAT(sampler_.steps, ElementsAre(std::make_pair(1, int64_t{42})));
+  const std::vector<v1::ReportRequest> slow = SlowReports();
+  ASSERT_EQ(slow.size(), 3u);
+  for (size_t i = 0; i < slow.size(); ++i) {
+    EXPECT_EQ(slow[i].state(), v1::ReportRequest::RUNNING);
+    EXPECT_EQ(slow[i].round(), 1u);
+    EXPECT_EQ(slow[i].slow().seq(), i + 1);
+    EXPECT_EQ(slow[i].slow().step(), 42);
+  }
+  EXPECT_GE(clock_.Now() - start, absl::Seconds(30)) << "one interval apart";
+  EXPECT_EQ(sampler_.ends, 1) << "stopped with the round";
+  EXPECT_EQ(sampler_.NextDeadline(), absl::InfiniteFuture());
+}
+
+TEST_F(SlowSignalsTest, IntervalZero_NothingSampledNorSent) {
+  JoinAnswers({MakeAssignment(1, 1, 2, 2, kHeartbeat)});
+  int running = 0;
+  client_.on_report = [&](const v1::ReportRequest& r) {
+    // 30 s of heartbeats, then the end.
+    if (r.state() == v1::ReportRequest::RUNNING && ++running == 60) {
+      WhenIdle([&] {
+        workers_.ExitAll(0);
+        WhenIdle([&] { client_.SendDirective(JobFinished(1)); });
+      });
+    }
+  };
+  EXPECT_EQ(Run(), 0);
+  EXPECT_EQ(running, 60);
+  EXPECT_TRUE(sampler_.starts.empty());
+  EXPECT_TRUE(SlowReports().empty());
+}
+
+TEST_F(SlowSignalsTest, ARejoin_SamplesTheNewRoundsWorkers_TooShortAnIntervalIsOneSecond) {
+  JoinAnswers({WithInterval(MakeAssignment(1, 1, 3, 2, absl::Hours(1)), 10000),
+               WithInterval(MakeAssignment(2, 0, 2, 1, absl::Hours(1), 1), 5)});
+  workers_.on_start = [&](const auto&) {
+    if (workers_.starts.size() == 1) {
+      WhenIdle([&] { client_.SendDirective(Rejoin(1, "lost node node-0")); });
+    }
+  };
+  client_.on_report = [&](const v1::ReportRequest& r) {
+    if (r.has_slow() && r.round() == 2) {
+      WhenIdle([&] {
+        workers_.ExitAll(0);
+        WhenIdle([&] { client_.SendDirective(JobFinished(2)); });
+      });
+    }
+  };
+  EXPECT_EQ(Run(), 0);
+  ASSERT_EQ(sampler_.starts.size(), 2u);
+  EXPECT_EQ(sampler_.starts[1].interval, absl::Seconds(1));
+  EXPECT_EQ(sampler_.starts[1].workers.size(), 1u) << "the new round's one worker";
+  EXPECT_EQ(sampler_.ends, 2);
+  ASSERT_FALSE(SlowReports().empty());
+  for (const v1::ReportRequest& r : SlowReports()) {
+    EXPECT_EQ(r.round(), 2u) << "no signals of round 1 (it stopped before an interval)";
+    EXPECT_EQ(r.state(), v1::ReportRequest::RUNNING);
+  }
 }
 
 // Re-join by datagram (docs/protocol.md, "Re-join on the stream"): a Rejoin
@@ -1237,6 +1348,26 @@ void AckLikeTheCoordinator(FakeRendezvousClient* client, SimulatedClock* clock,
     if (tamper) tamper(&ack);
     return ack;
   };
+}
+
+// While the coordinator acks the node's datagrams no RUNNING Report is due
+// for minutes; each interval's slow-node signals still go, an interval apart.
+TEST_F(SlowSignalsTest, WhileDatagramsAreAcked_EachIntervalsSignalsStillGo) {
+  AckLikeTheCoordinator(&client_, &clock_, [](absl::Duration) { return true; });
+  v1::Assignment a = UdpAssignment(absl::Milliseconds(470));
+  a.set_slow_signals_interval_ms(10000);
+  int code = -1;
+  const std::vector<absl::Duration> running = RunRecordingReports(
+      a, absl::Seconds(30), [](absl::Duration) { return true; }, &code);
+  EXPECT_EQ(code, 0);
+  const std::vector<v1::ReportRequest> slow = SlowReports();
+  ASSERT_EQ(running.size(), slow.size()) << "every RUNNING Report was the signals'";
+  ASSERT_GE(slow.size(), 3u);
+  for (size_t i = 0; i < slow.size(); ++i) {
+    EXPECT_EQ(slow[i].slow().seq(), i + 1);
+    EXPECT_GE(running[i], absl::Seconds(10) * static_cast<double>(i + 1));
+    EXPECT_LE(running[i], absl::Seconds(10) * static_cast<double>(i + 1) + absl::Seconds(1));
+  }
 }
 
 // Released streams (docs/protocol.md): the coordinator of a large round

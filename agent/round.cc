@@ -119,7 +119,7 @@ std::vector<RoundAction> RoundMachine::Handle(const RoundEvent& event) {
           OnNodeUnhealthy(e, &out);
         } else if constexpr (std::is_same_v<T, HangEvidenceCollected>) {
           if (state_ == RoundState::kRunning) hang_watch_.OnEvidenceCollected(e, &out);
-        } else if constexpr (std::is_same_v<T, PreflightFinished>) {
+        } else if constexpr (std::is_same_v<T, ReportDue>) {
           if (state_ == RoundState::kRunning) out.push_back(SendReport{HeartbeatReport()});
         } else {
           static_assert(std::is_same_v<T, Tick>);

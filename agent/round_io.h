@@ -115,15 +115,18 @@ struct NodeUnhealthy {
   std::string why;
 };
 
-// --preflight=warn: the checks that ran beside the workers' start finished;
-// while the round runs, a Report goes now (the executor adds the report).
-struct PreflightFinished {};
+// Something waits for the next Report: --preflight=warn's checks that ran
+// beside the workers' start finished, or --slow-nodes' signals of an
+// interval were sampled. While the round runs, a RUNNING Report goes now
+// (the executor adds what waits); otherwise nothing (the next Report of a
+// later round carries a preflight report; slow signals are dropped).
+struct ReportDue {};
 
 using RoundEvent =
     std::variant<JoinAnswered, WorkersStarted, WorkerExited, WorkersGone, SignalReceived,
                  DirectiveReceived, StreamEnded, ReportAnswered, DatagramReceived, Tick,
                  LocalFailure, ProgressReported, TracebackRequested, NodeUnhealthy, TracebackSize,
-                 DirectiveDatagramReceived, HangEvidenceCollected, PreflightFinished>;
+                 DirectiveDatagramReceived, HangEvidenceCollected, ReportDue>;
 
 // ---- Actions it asks the executor to perform.
 

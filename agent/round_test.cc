@@ -86,6 +86,30 @@ TEST(RoundMachine, WaitingForTheRoundSaysSoEveryInterval) {
   EXPECT_EQ(m.NextDeadline(), first + absl::Seconds(10));
 }
 
+// Something waits for the next Report (a preflight report, slow-node
+// signals): a RUNNING Report goes at once while the round runs, and none
+// before it runs.
+TEST(RoundMachine, ReportDue_ARunningReportGoesAtOnce_OnlyWhileTheRoundRuns) {
+  SimulatedClock clock;
+  RoundOptions o;
+  o.me.set_node_id("n1");
+  o.job_id = "job";
+  RoundMachine m(o, &clock);
+  m.Start();
+  for (const RoundAction& a : m.Handle(ReportDue{})) {
+    EXPECT_FALSE(std::holds_alternative<SendReport>(a)) << "joining: no round to report";
+  }
+  m.Handle(JoinAnswered{rendezvous::testing::MakeAssignment(1, 1, 2, 2, absl::Hours(1))});
+  m.Handle(WorkersStarted{absl::OkStatus()});
+  ASSERT_EQ(m.state(), RoundState::kRunning);
+  std::vector<RoundAction> actions = m.Handle(ReportDue{});
+  ASSERT_EQ(actions.size(), 1u);
+  const SendReport* report = std::get_if<SendReport>(&actions[0]);
+  ASSERT_NE(report, nullptr);
+  EXPECT_EQ(report->request.state(), v1::ReportRequest::RUNNING);
+  EXPECT_EQ(report->request.round(), 1u);
+}
+
 // ---- Hang detection (--hang-timeout), on the simulated clock.
 
 template <typename T>

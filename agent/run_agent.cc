@@ -38,6 +38,8 @@
 #include "launcher/termination_log.h"
 #include "launcher/worker_spawner.h"
 #include "preflight/gpu_loopback.h"
+#include "progress/slow_signals.h"
+#include "progress/tcp_diag.h"
 #include "rendezvous/coordinator.h"
 #include "rendezvous/coordinator_client.h"
 #include "rendezvous/coordinator_host.h"
@@ -250,6 +252,9 @@ struct RunServices {
   // link measurer (null: --preflight=off, or a single-node run).
   std::unique_ptr<MeasuringClient> measuring;
   std::unique_ptr<PreflightRunner> preflight;  // --preflight (its policy may be off).
+  // --slow-nodes: the workers' signals, sampled when an assignment asks.
+  std::unique_ptr<TcpInfoSource> tcp_diag;
+  std::unique_ptr<ProcSlowSampler> slow;
   std::optional<Agent> agent;
 };
 
@@ -569,6 +574,14 @@ int RunAgent(const RunConfig& config, const std::map<std::string, std::string>& 
   }
   run.preflight = MakePreflightRunner(config, base_env, incarnation, master, run.measuring.get());
   seams.preflight = run.preflight.get();
+  // Made whatever --slow-nodes says here: the coordinator's assignment
+  // (slow_signals_interval_ms) decides whether it samples.
+  run.tcp_diag = NewSockDiagSource();
+  ProcSlowSampler::Options slow;
+  slow.proc_root = seams.proc_root;
+  slow.tcp = run.tcp_diag.get();
+  run.slow = std::make_unique<ProcSlowSampler>(std::move(slow));
+  seams.slow = run.slow.get();
   if (setup) {
     absl::StatusOr<LaunchPlan*> plan = setup(run.supervisor.get(), &round_options);
     if (!plan.ok()) {

@@ -51,9 +51,9 @@ std::optional<CgroupCpu> ParseCpuStat(absl::string_view text) {
   return out;
 }
 
-std::string FindCpuStat(const CpuSampleSources& sources) {
+std::string FindCpuStat(const CpuSampleSources& sources, absl::string_view process) {
   const std::string self =
-      ReadSmallFile(absl::StrCat(sources.proc_root, "/self/cgroup"), kMaxFileBytes);
+      ReadSmallFile(absl::StrCat(sources.proc_root, "/", process, "/cgroup"), kMaxFileBytes);
   std::string v1, v2;
   for (absl::string_view line : absl::StrSplit(self, '\n', absl::SkipEmpty())) {
     // "ID:CONTROLLERS:PATH"; v2's line is "0::PATH".

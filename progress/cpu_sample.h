@@ -56,9 +56,9 @@ struct CpuSampleSources {
   std::string cgroup_root = "/sys/fs/cgroup";
 };
 
-// The cpu.stat file of the cgroup `proc_root`/self/cgroup names, or ""
-// when none can be read.
-std::string FindCpuStat(const CpuSampleSources& sources);
+// The cpu.stat file of the cgroup `proc_root`/`process`/cgroup names
+// (`process`: "self" or a pid), or "" when none can be read.
+std::string FindCpuStat(const CpuSampleSources& sources, absl::string_view process = "self");
 
 struct CpuSample {
   absl::Time at;

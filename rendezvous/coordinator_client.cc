@@ -441,10 +441,18 @@ void GrpcRendezvousClient::Enqueue(Call call) {
   if (call.report.has_value()) {
     // A report still waiting behind a slow call says nothing a newer one of
     // the same round and state does not (heartbeats repeat the node's
-    // state): send only the newest, and answer both callbacks with it.
+    // state): send only the newest, and answer both callbacks with it. What
+    // only the older one carries, once (a preflight report, an interval's
+    // slow-node signals), goes with the newest.
     for (Call& queued : queue_) {
       if (queued.report.has_value() && queued.report->state() == call.report->state() &&
           queued.report->round() == call.report->round()) {
+        if (queued.report->has_preflight() && !call.report->has_preflight()) {
+          *call.report->mutable_preflight() = std::move(*queued.report->mutable_preflight());
+        }
+        if (queued.report->has_slow() && !call.report->has_slow()) {
+          *call.report->mutable_slow() = std::move(*queued.report->mutable_slow());
+        }
         queued.report = call.report;
         for (Done& d : call.done) queued.done.push_back(std::move(d));
         return;

@@ -30,7 +30,10 @@ class ScriptedService final : public v1::Rendezvous::CallbackService {
                                    const v1::ReportRequest* request, v1::ReportResponse*) override {
     {
       absl::MutexLock lock(&mu_);
-      calls_.push_back(absl::StrCat("report:", request->state(), ":", request->message()));
+      calls_.push_back(
+          absl::StrCat("report:", request->state(), ":", request->message(),
+                       request->has_slow() ? absl::StrCat(":slow", request->slow().seq()) : "",
+                       request->has_preflight() ? ":preflight" : ""));
       mu_.Await(absl::Condition(
           +[](bool* hold) { return !*hold; }, &hold_));
     }
@@ -134,6 +137,27 @@ TEST_F(ClientTest, HeartbeatsQueuedBehindASlowCoordinatorAreCoalesced) {
   // The one in flight, then only the newest heartbeat; every callback ran.
   EXPECT_EQ(service_.calls(), (std::vector<std::string>{"report:1:in-flight", "report:1:beat49"}));
   EXPECT_EQ(answered.load(), 51);
+}
+
+// A coalesced heartbeat keeps what only an older one carried: a preflight
+// report, and the newest of the slow-node signals.
+TEST_F(ClientTest, CoalescedHeartbeats_KeepTheOlderOnesPreflightAndSlowSignals) {
+  service_.Hold(true);
+  client_->Report(Report(v1::ReportRequest::RUNNING, "in-flight"), nullptr);
+  ASSERT_TRUE(service_.AwaitCalls(1, absl::Seconds(10)));
+  v1::ReportRequest first = Report(v1::ReportRequest::RUNNING, "signals");
+  first.mutable_slow()->set_seq(7);
+  first.mutable_preflight();
+  client_->Report(first, nullptr);
+  client_->Report(Report(v1::ReportRequest::RUNNING, "beat"), nullptr);
+  v1::ReportRequest newer = Report(v1::ReportRequest::RUNNING, "newer");
+  newer.mutable_slow()->set_seq(8);
+  client_->Report(newer, nullptr);
+  client_->Report(Report(v1::ReportRequest::RUNNING, "last"), nullptr);
+  service_.Hold(false);
+  ASSERT_TRUE(client_->Flush(absl::Seconds(10)));
+  EXPECT_EQ(service_.calls(),
+            (std::vector<std::string>{"report:1:in-flight", "report:1:last:slow8:preflight"}));
 }
 
 TEST_F(ClientTest, ShutdownIsBoundedWhenTheCoordinatorNeverAnswers) {
