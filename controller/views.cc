@@ -1536,8 +1536,11 @@ void PrometheusRenderer::AddJob(const JobView& job) {
   if (t.report_lag_ms >= 0) job_sample("trainlet_job_report_lag_seconds", Seconds(t.report_lag_ms));
   job_sample("trainlet_job_gpus_fatal", absl::StrCat(t.gpus_fatal));
   job_sample("trainlet_job_nodes_preflight_failed", absl::StrCat(t.nodes_preflight_failed));
+  // A finished job keeps its slow nodes on the page (what slowed it), but an
+  // alert on them must not fire.
   Family& slow = families_.find("trainlet_slow_node")->second;
-  for (const SlowNodeView& n : job.slow_nodes) {
+  for (size_t i = 0; !Finished(job) && i < job.slow_nodes.size(); ++i) {
+    const SlowNodeView& n = job.slow_nodes[i];
     Sample(slow, "trainlet_slow_node", {{"job_id", id}, {"node_id", n.node_id}, {"cause", n.cause}},
            "1");
   }

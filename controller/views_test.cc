@@ -353,6 +353,12 @@ TEST(ParseJobJson, SlowNodesRoundTrip_AndTheTableNamesThem) {
   ControllerSnapshot hostile = s;
   hostile.jobs[0].slow_nodes[0].node_id = "n\"}\nfake 1";
   EXPECT_THAT(RenderPrometheus(hostile), HasSubstr("node_id=\"n\\\"}\\nfake 1\""));
+  // A finished job's slow nodes stay on its page, not in the metrics.
+  ControllerSnapshot finished = s;
+  finished.jobs[0].state = JobState::kFailed;
+  finished.jobs[0].ended_unix_ms = s.now_unix_ms;
+  EXPECT_THAT(RenderPrometheus(finished), Not(HasSubstr("trainlet_slow_node{")));
+  EXPECT_THAT(RenderStatusTable(finished, "demo"), HasSubstr("slow node: node demo-node-2"));
 }
 
 TEST(HeadlineOf, TextAndTimeOrBuiltFromTheFields) {

@@ -2019,10 +2019,7 @@ void Coordinator::JudgeSlowNodesLocked(Actions* actions) {
       excluded = &e.node;
     }
   }
-  if (excluded != nullptr) {
-    ExcludeSlowNodeLocked(*excluded, actions);
-    return;
-  }
+  if (excluded != nullptr && ExcludeSlowNodeLocked(*excluded, actions)) return;
   if (!named) return;
   for (const SlowNodeEvent& e : events) {
     if (e.kind != SlowNodeEvent::kNamed) continue;
@@ -2035,27 +2032,36 @@ void Coordinator::JudgeSlowNodesLocked(Actions* actions) {
   }
   // Every member logs the lines it has not logged yet.
   v1::Directive d = NewDirectiveLocked();
-  for (const auto& [id, node] : slow_judge_.named())
+  for (const auto& [id, node] : slow_judge_.named()) {
     d.mutable_slow_nodes()->add_lines(node.evidence);
+  }
   ++member_walks_;
   for (auto& [id, m] : members_) {
     if (m.in_round && m.sink != nullptr) m.sink->Send(d, /*last=*/false);
   }
 }
 
-void Coordinator::ExcludeSlowNodeLocked(const SlowNode& node, Actions* actions) {
+bool Coordinator::ExcludeSlowNodeLocked(const SlowNode& node, Actions* actions) {
   auto it = members_.find(node.node_id);
-  if (it == members_.end() || !it->second.in_round) return;
+  if (it == members_.end() || !it->second.in_round) return false;
   const absl::Time now = clock_->Now();
-  // Expired quarantines go first: the map holds the nodes left out within
-  // one quarantine, at most.
+  // Quarantines over for kSlowRepeatWithin go first: the map holds the
+  // nodes left out within the last hour or so, at most.
   for (auto q = slow_quarantine_.begin(); q != slow_quarantine_.end();) {
-    q = q->second.until <= now ? slow_quarantine_.erase(q) : std::next(q);
+    q = now - q->second.until > kSlowRepeatWithin ? slow_quarantine_.erase(q) : std::next(q);
   }
-  slow_quarantine_[node.node_id] = {now + options_.quarantine, node.evidence};
+  SlowQuarantine& q = slow_quarantine_[node.node_id];
+  q.times = q.times > 0 ? q.times + 1 : 1;  // (an entry still here: within the hour)
+  absl::Duration wait = options_.quarantine;
+  for (int i = 1; i < q.times && wait < kMaxSlowQuarantine; ++i) wait *= 2;
+  wait = std::max(options_.quarantine, std::min(wait, kMaxSlowQuarantine));
+  q.until = now + wait;
+  q.why = node.evidence;
   const std::string reason = preflight::Truncated(
       absl::StrCat(NodeLabel(it->second), " left out as a slow node (--slow-nodes=exclude, for ",
-                   absl::FormatDuration(options_.quarantine), "): ", node.evidence),
+                   absl::FormatDuration(wait),
+                   q.times > 1 ? absl::StrCat(": left out ", q.times, " times within an hour") : "",
+                   "): ", node.evidence),
       kMaxMessageLength);
   TLOG_AT(OutcomeLevel(LogLevel::kWarning)) << "round " << round_ << ": " << reason;
   // Not a failure (no restart of --max-restarts is spent): a policy's
@@ -2064,6 +2070,7 @@ void Coordinator::ExcludeSlowNodeLocked(const SlowNode& node, Actions* actions) 
   ReopenLocked(reason, actions);
   expected_.erase(node.node_id);  // the others do not wait for it
   MaybeCloseRoundLocked(actions);
+  return true;
 }
 
 absl::Status Coordinator::SlowQuarantineLocked(const std::string& node_id) const {

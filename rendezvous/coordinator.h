@@ -96,6 +96,12 @@ inline constexpr int kMaxLastCalls = 10;
 // checks that come first.
 inline constexpr absl::Duration kWarnCheckSlack = absl::Seconds(10);
 
+// --slow-nodes=exclude: a node left out again within this long of the end of
+// its last quarantine waits twice as long as then, up to kMaxSlowQuarantine
+// (or --quarantine, when longer).
+inline constexpr absl::Duration kSlowRepeatWithin = absl::Hours(1);
+inline constexpr absl::Duration kMaxSlowQuarantine = absl::Hours(1);
+
 struct CoordinatorOptions {
   std::string job_id;
   int min_nodes = 1;
@@ -149,7 +155,8 @@ struct CoordinatorOptions {
   uint64_t preflight_link_bytes = uint64_t{16} << 20;
   absl::Duration preflight_link_time = absl::Milliseconds(250);
   // --slow-nodes (docs/slow-nodes.md): off, warn (named everywhere) or
-  // exclude (elastic: the round restarts without it; it waits `quarantine`).
+  // exclude (elastic: the round restarts without it; it waits `quarantine`,
+  // doubled each time it is left out again within kSlowRepeatWithin).
   // A node is named once the job runs `slow_node_threshold` (0.10 = 10%)
   // slower for it, beyond the job's own noise, through `slow_node_window`;
   // the agents send their signals a third of the window apart.
@@ -532,8 +539,9 @@ class Coordinator {
   // logged once and told to every member (Directive.slow_nodes); exclude
   // restarts an elastic round without it while min_nodes remain.
   void JudgeSlowNodesLocked(Actions* actions) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // exclude: quarantines `node` and re-opens the round without it.
-  void ExcludeSlowNodeLocked(const SlowNode& node, Actions* actions)
+  // exclude: quarantines `node` and re-opens the round without it; false
+  // when it is no member of the round (nothing done).
+  bool ExcludeSlowNodeLocked(const SlowNode& node, Actions* actions)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // PREFLIGHT_EXCLUDED while `node_id` is quarantined as a slow node; OK
   // otherwise.
@@ -828,9 +836,13 @@ class Coordinator {
   // re-opens), and the nodes excluded as slow (exclude) until when, and why.
   SlowNodeJudge slow_judge_ ABSL_GUARDED_BY(mu_){
       {options_.slow_node_threshold, options_.slow_node_window}};
+  // A node left out again within kSlowRepeatWithin of its last quarantine
+  // waits twice as long as then (at most kMaxSlowQuarantine): a node that
+  // stays slow costs the job two restarts per quarantine, not every 5m.
   struct SlowQuarantine {
     absl::Time until;
     std::string why;
+    int times = 0;  // left out in a row
   };
   std::map<std::string, SlowQuarantine> slow_quarantine_ ABSL_GUARDED_BY(mu_);
 };

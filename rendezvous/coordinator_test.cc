@@ -3433,6 +3433,11 @@ class SlowNodeTest : public CoordinatorTest {
   // waits for a CPU 40% of it, the others 2% (+ `noise(node)` per mille).
   void Interval(int slow, const std::function<int(int)>& noise = nullptr) {
     clock_.Advance(absl::Seconds(10));
+    ReportAll(slow, noise);
+    core_->Tick();
+  }
+  // Every node reports its next summary now (see Interval).
+  void ReportAll(int slow, const std::function<int(int)>& noise = nullptr) {
     ++seq_;
     for (size_t i = 0; i < reqs_.size(); ++i) {
       const int node = static_cast<int>(i);
@@ -3443,7 +3448,6 @@ class SlowNodeTest : public CoordinatorTest {
         ASSERT_TRUE(s.ok()) << s;
       }
     }
-    core_->Tick();
   }
   // The slow_nodes directives down member i's stream.
   std::vector<v1::SlowNodes> SlowLines(size_t i) const {
@@ -3487,6 +3491,21 @@ TEST_F(SlowNodeTest, Warn_NamesTheSlowNodeOnceToEveryone_AndNobodyElse) {
   for (int i = 0; i < 4; ++i) Interval(2);
   EXPECT_EQ(SlowLines(0).size(), 1u);
   EXPECT_EQ(core_->GetSnapshot().slow_nodes.size(), 1u);
+}
+
+TEST_F(SlowNodeTest, JudgedOnTheTick_WhenNoReportCameDue) {
+  StartRound(4, 4, 4);
+  Interval(2);  // the first report judges (nothing yet); the next is due 10 s later
+  for (int i = 0; i < 2; ++i) {
+    // Every summary comes just before the judgement is due: the ticker judges.
+    clock_.Advance(absl::Milliseconds(9500));
+    ReportAll(2);
+    EXPECT_TRUE(SlowLines(0).empty()) << i;
+    clock_.Advance(absl::Milliseconds(500));
+    core_->Tick();
+  }
+  ASSERT_EQ(SlowLines(0).size(), 1u);
+  EXPECT_THAT(SlowLines(0)[0].lines(0), HasSubstr("node n2 is slow (cpu)"));
 }
 
 TEST_F(SlowNodeTest, Off_NoSamplingAndNoJudgement) {
@@ -3598,6 +3617,36 @@ TEST_F(SlowNodeTest, Exclude_RestartsWithoutIt_AndRefusesItUntilTheQuarantine) {
   snap = core_->GetSnapshot();
   ASSERT_EQ(snap.restarts.size(), 2u);
   EXPECT_THAT(snap.restarts[1].reason, HasSubstr("scale-up: node n1 joined"));
+}
+
+TEST_F(SlowNodeTest, Exclude_LeftOutAgain_WaitsTwiceAsLong) {
+  slow_nodes_ = v1::SLOW_NODES_EXCLUDE;
+  StartRound(3, 4, 4);
+  for (int i = 0; i < 4; ++i) Interval(1);
+  ASSERT_EQ(core_->GetSnapshot().restarts.size(), 1u);
+  std::vector<std::shared_ptr<JoinResult>> second;
+  for (size_t i : {0, 2, 3}) second.push_back(Join(reqs_[i]));
+  for (const auto& j : second) ASSERT_TRUE(j->done());  // round 2, without n1
+  clock_.Advance(absl::Minutes(5));
+  ASSERT_FALSE(Join(reqs_[1])->done());  // the scale-up: round 3 gathers
+  std::vector<std::shared_ptr<JoinResult>> back;
+  for (size_t i : {0, 2, 3}) back.push_back(Join(reqs_[i]));
+  for (const auto& j : back) ASSERT_TRUE(j->done() && j->result->ok());
+  ASSERT_EQ(back[0]->assignment().round(), 3u);
+  ASSERT_EQ(back[0]->assignment().nnodes(), 4);
+  round_ = 3;
+  for (size_t i = 0; i < 4; ++i) sinks_[i] = Watch(reqs_[i], 3);
+  // Still slow: left out again, for twice the quarantine.
+  for (int i = 0; i < 4; ++i) Interval(1);
+  const Coordinator::Snapshot snap = core_->GetSnapshot();
+  ASSERT_EQ(snap.restarts.size(), 3u);
+  EXPECT_THAT(snap.restarts[2].reason,
+              HasSubstr("node n1 (rank 3) left out as a slow node (--slow-nodes=exclude, for 10m: "
+                        "left out 2 times within an hour)"));
+  auto refused = Join(reqs_[1]);
+  ASSERT_TRUE(refused->done());
+  EXPECT_EQ(ReasonOf(refused->status()), v1::ErrorInfo::PREFLIGHT_EXCLUDED);
+  EXPECT_EQ(ErrorInfoOf(refused->status()).retry_after_ms(), 600000);
 }
 
 // With re-joins by datagram: the slow node's READY is refused, so that its

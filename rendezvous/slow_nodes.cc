@@ -14,8 +14,11 @@ namespace {
 
 enum Cause { kCpu = 0, kNetwork = 1, kProgress = 2, kCauses = 3 };
 constexpr const char* kCauseNames[kCauses] = {"cpu", "network", "progress"};
-// A CPU share this close to 1 would make (1-m)/(1-s) unbounded.
-constexpr double kMaxCpuShare = 0.99;
+// The CPU share is counted at most this: (1-m)/(1-s) grows without bound
+// near 1, and the figures can reach 1 without meaning "never ran" (waited is
+// summed over a worker's threads, throttled over the cgroup's CPUs): the
+// estimate stops at 10x (900% slower).
+constexpr double kMaxCpuShare = 0.9;
 
 absl::Status OutOfRange(absl::string_view field, int64_t lo, int64_t hi, int64_t got) {
   return absl::InvalidArgumentError(

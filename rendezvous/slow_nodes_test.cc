@@ -112,6 +112,26 @@ TEST(SlowNodeJudge, ThrottledCountsAsWaiting) {
   EXPECT_THAT(e[0].node.evidence, HasSubstr("waited for a CPU 2% and were throttled 30%"));
 }
 
+TEST(SlowNodeJudge, SaturatedCpuFigures_EstimateAtMost900Percent) {
+  // Waited is summed over a worker's threads, throttled over the cgroup's
+  // CPUs: both can reach the whole interval.
+  Job job(4);
+  std::vector<SlowNodeEvent> e;
+  for (int i = 0; i < 3; ++i) {
+    e = job.Step([](int node) {
+      Figures f;
+      if (node == 0) {
+        f.waited = 1000;
+        f.throttled = 1000;
+      }
+      return f;
+    });
+  }
+  ASSERT_THAT(e, SizeIs(1));
+  EXPECT_EQ(e[0].node.cause, "cpu");
+  EXPECT_EQ(e[0].node.slowdown_percent, 880);  // (1 - 0.02) / (1 - 0.9) - 1
+}
+
 TEST(SlowNodeJudge, ClearedAfterAWholeWindowBelow_ThenNamedAgain) {
   Job job(4);
   auto slow = Starved(1, 400);
