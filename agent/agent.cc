@@ -558,9 +558,10 @@ void Agent::Execute(const std::vector<RoundAction>& actions) {
             watch_id_ = id;
             watch_ = seams_.client->Watch(
                 a.request,
-                [this, id, lines = preflight_lines_](const v1::Directive& d) {
+                [this, id, lines = preflight_lines_, slow = slow_lines_](const v1::Directive& d) {
                   // Only lines to log: not the round machine's business.
                   if (d.has_preflight_warnings()) return lines->Log(d.preflight_warnings().lines());
+                  if (d.has_slow_nodes()) return slow->Log(d.slow_nodes().lines());
                   Post(DirectiveReceived{id, d});
                 },
                 [this, id](const absl::Status& s) {

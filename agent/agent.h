@@ -167,6 +167,9 @@ class Agent {
   LaunchPlan* plan_;
   // --warm-workers, for `run`'s own plan only.
   std::unique_ptr<WarmWorkers> warm_;
+  // --slow-nodes: the coordinator's slow-node lines already logged
+  // (Directive.slow_nodes).
+  std::shared_ptr<PreflightLines> slow_lines_ = std::make_shared<PreflightLines>("slow node");
   // --preflight=warn: a finished report for the next Report; and the
   // warning lines of the round already logged.
   std::optional<v1::PreflightReport> preflight_report_;

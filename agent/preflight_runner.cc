@@ -27,7 +27,7 @@ void PreflightLines::Log(const google::protobuf::RepeatedPtrField<std::string>& 
   for (const std::string& line : lines) {
     if (logged_.size() >= 256) logged_.clear();  // bounded; a line may then come again.
     if (logged_.insert(line).second) {
-      TLOG(kWarning) << "preflight (the coordinator): " << SafeForLog(line, 1024);
+      TLOG(kWarning) << what_ << " (the coordinator): " << SafeForLog(line, 1024);
     }
   }
 }

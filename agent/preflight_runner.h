@@ -38,6 +38,7 @@
 #include <set>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "absl/synchronization/mutex.h"
@@ -53,12 +54,15 @@ namespace trainlet::agent {
 bool PreflightPassed(const v1::PreflightReport& report);
 
 // The coordinator's warning lines (Assignment and ReportResponse
-// preflight_warnings), each logged once. Thread-safe.
+// preflight_warnings; Directive.slow_nodes), each logged once, as
+// "<what> (the coordinator): <line>". Thread-safe.
 class PreflightLines {
  public:
+  explicit PreflightLines(std::string what = "preflight") : what_(std::move(what)) {}
   void Log(const google::protobuf::RepeatedPtrField<std::string>& lines);
 
  private:
+  const std::string what_;
   absl::Mutex mu_;
   std::set<std::string> logged_ ABSL_GUARDED_BY(mu_);
 };

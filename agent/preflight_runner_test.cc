@@ -14,6 +14,27 @@
 namespace trainlet::agent {
 namespace {
 
+TEST(PreflightLines, EachLineOnce_WithWhatItIs) {
+  google::protobuf::RepeatedPtrField<std::string> lines;
+  *lines.Add() = "node pod-3 is slow (cpu): its workers waited for a CPU 48% of the last 30s";
+  PreflightLines slow("slow node");
+  ::testing::internal::CaptureStderr();
+  slow.Log(lines);
+  *lines.Add() = "node pod-5 is slow (network): ...";
+  slow.Log(lines);  // pod-3's line again: not logged twice
+  const std::string out = ::testing::internal::GetCapturedStderr();
+  EXPECT_NE(out.find("slow node (the coordinator): node pod-3 is slow (cpu)"), std::string::npos)
+      << out;
+  EXPECT_EQ(out.find("pod-3"), out.rfind("pod-3")) << out;
+  EXPECT_NE(out.find("slow node (the coordinator): node pod-5 is slow"), std::string::npos) << out;
+  ::testing::internal::CaptureStderr();
+  PreflightLines preflight;
+  preflight.Log(lines);
+  EXPECT_NE(
+      ::testing::internal::GetCapturedStderr().find("preflight (the coordinator): node pod-3"),
+      std::string::npos);
+}
+
 // A runner whose checks find `path` (a directory, or one that does not
 // exist: the path checks fail), on a simulated clock.
 class PreflightRunnerTest : public ::testing::Test {

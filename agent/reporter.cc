@@ -415,6 +415,14 @@ void AddCoordinatorView(const rendezvous::Coordinator::Snapshot& snapshot, v1::H
     r->set_round(restart.round);
     r->set_reason(restart.reason);
   }
+  for (const rendezvous::SlowNode& slow : snapshot.slow_nodes) {
+    v1::SlowNodeView* v = view->add_slow_nodes();
+    v->set_node_id(slow.node_id);
+    v->set_cause(slow.cause);
+    v->set_evidence(slow.evidence);
+    v->set_since_unix_ms(absl::ToUnixMillis(slow.since));
+    v->set_slowdown_percent(slow.slowdown_percent);
+  }
 }
 
 std::string PreflightEventCause(const v1::PreflightReport& report) {

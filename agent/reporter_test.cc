@@ -512,6 +512,32 @@ TEST(CoordinatorView, PhaseVerdictGatheringAndWhenItGivesUp) {
   EXPECT_EQ(failed.coordinator().gives_up_unix_ms(), 0);
 }
 
+TEST(CoordinatorView, SlowNodesWithTheirEvidence) {
+  rendezvous::Coordinator::Snapshot snap;
+  snap.round = 2;
+  rendezvous::SlowNode n;
+  n.node_id = "pod-3";
+  n.cause = "cpu";
+  n.evidence = "node pod-3 is slow (cpu): its workers waited for a CPU 48% of the last 30s";
+  n.since = absl::FromUnixMillis(1800000000123);
+  n.slowdown_percent = 88;
+  snap.slow_nodes.push_back(n);
+  v1::HealthReport r;
+  r.set_job_id("job");
+  r.set_node_id("pod-0");
+  r.set_incarnation(1);
+  r.set_sequence(1);
+  AddCoordinatorView(snap, &r);
+  ASSERT_TRUE(controller::ValidateHealthReport(r).ok()) << controller::ValidateHealthReport(r);
+  ASSERT_EQ(r.coordinator().slow_nodes_size(), 1);
+  const v1::SlowNodeView& v = r.coordinator().slow_nodes(0);
+  EXPECT_EQ(v.node_id(), "pod-3");
+  EXPECT_EQ(v.cause(), "cpu");
+  EXPECT_EQ(v.evidence(), n.evidence);
+  EXPECT_EQ(v.since_unix_ms(), 1800000000123);
+  EXPECT_EQ(v.slowdown_percent(), 88);
+}
+
 TEST(AgentRss, IsReadFromProc) { EXPECT_GT(AgentRssBytes(), 1u << 20); }
 
 }  // namespace

@@ -31,6 +31,38 @@ absl::Status CheckText(absl::string_view field, const std::string& text, size_t 
   return absl::OkStatus();
 }
 
+// --slow-nodes (docs/slow-nodes.md): the coordinator's slow nodes; their
+// ids and causes become /metrics labels.
+absl::Status CheckSlowNodes(const v1::CoordinatorView& c) {
+  if (c.slow_nodes_size() > kMaxSlowNodes) {
+    return TooMany("coordinator.slow_nodes", kMaxSlowNodes, c.slow_nodes_size());
+  }
+  for (const v1::SlowNodeView& n : c.slow_nodes()) {
+    if (n.node_id().empty()) {
+      return absl::InvalidArgumentError("coordinator.slow_nodes.node_id: empty");
+    }
+    if (absl::Status s = CheckText("coordinator.slow_nodes.node_id", n.node_id(), kMaxNodeIdLength);
+        !s.ok()) {
+      return s;
+    }
+    if (n.cause() != "cpu" && n.cause() != "network" && n.cause() != "progress") {
+      return absl::InvalidArgumentError(
+          "coordinator.slow_nodes.cause: expected cpu, network or progress");
+    }
+    if (absl::Status s = CheckText("coordinator.slow_nodes.evidence", n.evidence(), kMaxTextLength);
+        !s.ok()) {
+      return s;
+    }
+    for (absl::Status s : {CheckRange("coordinator.slow_nodes.since_unix_ms", n.since_unix_ms(), 0,
+                                      std::numeric_limits<int64_t>::max()),
+                           CheckRange("coordinator.slow_nodes.slowdown_percent",
+                                      n.slowdown_percent(), 0, kMaxSlowdownPercent)}) {
+      if (!s.ok()) return s;
+    }
+  }
+  return absl::OkStatus();
+}
+
 bool IsPrintableNoSpace(absl::string_view s) {
   for (char c : s) {
     if (c <= ' ' || c > '~') return false;
@@ -216,6 +248,7 @@ absl::Status ValidateHealthReport(const v1::HealthReport& r) {
       return s;
     }
   }
+  if (absl::Status s = CheckSlowNodes(c); !s.ok()) return s;
   if (absl::Status s = CheckText("hang_evidence", r.hang_evidence(), kMaxHangEvidenceLength);
       !s.ok()) {
     return s;
@@ -273,6 +306,12 @@ void TrimToLimits(v1::HealthReport* r) {
       FitText(rr.mutable_reason(), kMaxTextLength);
     }
     FitText(c->mutable_verdict(), kMaxTextLength);
+    if (c->slow_nodes_size() > kMaxSlowNodes) {
+      c->mutable_slow_nodes()->DeleteSubrange(kMaxSlowNodes, c->slow_nodes_size() - kMaxSlowNodes);
+    }
+    for (v1::SlowNodeView& n : *c->mutable_slow_nodes()) {
+      FitText(n.mutable_evidence(), kMaxTextLength);
+    }
   }
   FitText(r->mutable_hang_evidence(), kMaxHangEvidenceLength);
   if (r->events_size() > kMaxEvents) {

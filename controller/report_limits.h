@@ -33,6 +33,10 @@ inline constexpr size_t kMaxGpuUuidLength = 96;
 inline constexpr size_t kMaxGpuReasonLength = 256;
 inline constexpr int kMaxLostNodes = 64;
 inline constexpr int kMaxRestartReasons = 16;
+// CoordinatorView.slow_nodes (docs/slow-nodes.md): at most this many, each
+// estimating the job at most kMaxSlowdownPercent slower.
+inline constexpr int kMaxSlowNodes = 16;
+inline constexpr int kMaxSlowdownPercent = 100000;
 inline constexpr size_t kMaxTextLength = 1024;         // last_failure, causes, reasons.
 inline constexpr size_t kMaxCommandTextLength = 1024;  // command.
 inline constexpr size_t kMaxHangEvidenceLength = 16 * 1024;

@@ -1,6 +1,9 @@
 #include "controller/report_limits.h"
 
+#include <functional>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "controller/testing/core_reports.h"
@@ -129,6 +132,48 @@ TEST(ReportLimitsTest, TrimToLimits_AddsNoCoordinatorView_AndKeepsTheNewestLostN
   ASSERT_EQ(r.coordinator().lost_nodes_size(), kMaxLostNodes);
   EXPECT_EQ(r.coordinator().lost_nodes(0), "n6");
   EXPECT_EQ(r.coordinator().lost_nodes(kMaxLostNodes - 1), absl::StrCat("n", kMaxLostNodes + 5));
+}
+
+TEST(ReportLimitsTest, SlowNodes_AreBoundedAndNamedWithTheField) {
+  auto with = [](const std::function<void(v1::SlowNodeView*)>& change) {
+    v1::HealthReport r = Valid();
+    v1::SlowNodeView* n = r.mutable_coordinator()->add_slow_nodes();
+    n->set_node_id("pod-3");
+    n->set_cause("cpu");
+    n->set_evidence("node pod-3 is slow (cpu): ...");
+    n->set_since_unix_ms(1800000000000);
+    n->set_slowdown_percent(90);
+    change(n);
+    return r;
+  };
+  EXPECT_TRUE(ValidateHealthReport(with([](v1::SlowNodeView*) {})).ok());
+  const std::vector<std::pair<std::function<void(v1::SlowNodeView*)>, const char*>> bad = {
+      {[](v1::SlowNodeView* n) { n->clear_node_id(); }, "coordinator.slow_nodes.node_id"},
+      {[](v1::SlowNodeView* n) { n->set_node_id(std::string(kMaxNodeIdLength + 1, 'n')); },
+       "coordinator.slow_nodes.node_id"},
+      {[](v1::SlowNodeView* n) { n->set_cause("gpu\"} 1\n"); }, "coordinator.slow_nodes.cause"},
+      {[](v1::SlowNodeView* n) { n->set_evidence(std::string(kMaxTextLength + 1, 'e')); },
+       "coordinator.slow_nodes.evidence"},
+      {[](v1::SlowNodeView* n) { n->set_since_unix_ms(-1); }, "coordinator.slow_nodes.since"},
+      {[](v1::SlowNodeView* n) { n->set_slowdown_percent(kMaxSlowdownPercent + 1); },
+       "coordinator.slow_nodes.slowdown_percent"},
+  };
+  for (const auto& [change, field] : bad) {
+    const absl::Status s = ValidateHealthReport(with(change));
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << field;
+    EXPECT_THAT(s.message(), HasSubstr(field));
+  }
+  v1::HealthReport many = Valid();
+  for (int i = 0; i <= kMaxSlowNodes; ++i) {
+    v1::SlowNodeView* n = many.mutable_coordinator()->add_slow_nodes();
+    n->set_node_id(absl::StrCat("n", i));
+    n->set_cause("network");
+    n->set_evidence(std::string(kMaxTextLength + 10, 'e'));
+  }
+  EXPECT_THAT(ValidateHealthReport(many).message(), HasSubstr("coordinator.slow_nodes"));
+  TrimToLimits(&many);
+  EXPECT_TRUE(ValidateHealthReport(many).ok()) << ValidateHealthReport(many);
+  EXPECT_EQ(many.coordinator().slow_nodes_size(), kMaxSlowNodes);
 }
 
 TEST(ReportLimitsTest, TrimToLimits_CutsOnCharacterBoundariesAndReplacesInvalidUtf8) {

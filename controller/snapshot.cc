@@ -273,6 +273,10 @@ JobView JobViewOf(const v1::GetStatusResponse& status, StepRateTracker* rates, i
     for (const std::string& node : coordinator_report->coordinator().lost_nodes()) {
       j.lost_nodes.push_back(node);
     }
+    for (const v1::SlowNodeView& n : coordinator_report->coordinator().slow_nodes()) {
+      j.slow_nodes.push_back(
+          {n.node_id(), n.cause(), n.evidence(), n.since_unix_ms(), n.slowdown_percent()});
+    }
   }
   for (const v1::HistoryEntry& e : status.history()) {
     if (e.kind() == v1::HistoryEntry::RESTART) {

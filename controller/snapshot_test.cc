@@ -13,6 +13,7 @@ namespace trainlet::controller {
 namespace {
 
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 v1::HealthReport Report(const std::string& node, uint64_t seq, uint64_t round, int64_t sent_ms) {
   v1::HealthReport r;
@@ -238,6 +239,47 @@ TEST_F(SnapshotTest, CoordinatorsLostNodes_FromTheNewestReportThatHasAView) {
   ASSERT_TRUE(core_.Report(a).ok());
   snap = SnapshotOf(core_, &rates_, &clock_, clock_.Now(), "v");
   EXPECT_THAT(snap.jobs[0].lost_nodes, ::testing::ElementsAre("pod-9"));
+}
+
+TEST_F(SnapshotTest, CoordinatorsSlowNodes_ReachEveryView) {
+  v1::HealthReport a = Report("pod-0", 1, 1, NowMs());
+  a.mutable_coordinator()->set_members(2);
+  a.mutable_coordinator()->set_rounds(1);
+  v1::SlowNodeView* n = a.mutable_coordinator()->add_slow_nodes();
+  n->set_node_id("pod-1");
+  n->set_cause("network");
+  n->set_evidence(
+      "node pod-1 is slow (network): its connections delivered 12.5 MB/s at the lowest, the "
+      "others' median 1.1 GB/s, 140 retransmits over the last 30s; the job runs about 87% "
+      "slower for it; since 12:03:04");
+  n->set_since_unix_ms(NowMs() - 30000);
+  n->set_slowdown_percent(87);
+  ASSERT_TRUE(core_.Report(a).ok());
+  ASSERT_TRUE(core_.Report(Report("pod-1", 1, 1, NowMs())).ok());
+  ControllerSnapshot snap = SnapshotOf(core_, &rates_, &clock_, clock_.Now(), "v");
+  ASSERT_EQ(snap.jobs.size(), 1u);
+  ASSERT_EQ(snap.jobs[0].slow_nodes.size(), 1u);
+  const SlowNodeView& v = snap.jobs[0].slow_nodes[0];
+  EXPECT_EQ(v.node_id, "pod-1");
+  EXPECT_EQ(v.cause, "network");
+  EXPECT_EQ(v.slowdown_percent, 87);
+  EXPECT_EQ(v.since_unix_ms, NowMs() - 30000);
+  EXPECT_THAT(
+      RenderPrometheus(snap),
+      HasSubstr("trainlet_slow_node{job_id=\"job\",node_id=\"pod-1\",cause=\"network\"} 1"));
+  EXPECT_THAT(RenderStatusTable(snap, "job"),
+              HasSubstr("slow node: node pod-1 is slow (network): its connections delivered"));
+  EXPECT_THAT(RenderJson(snap), HasSubstr("\"slow_nodes\":[{\"node_id\":\"pod-1\""));
+
+  // No longer named: gone from every view.
+  clock_.Advance(absl::Seconds(5));
+  a.set_sequence(2);
+  a.set_sent_unix_ms(NowMs());
+  a.mutable_coordinator()->clear_slow_nodes();
+  ASSERT_TRUE(core_.Report(a).ok());
+  snap = SnapshotOf(core_, &rates_, &clock_, clock_.Now(), "v");
+  EXPECT_TRUE(snap.jobs[0].slow_nodes.empty());
+  EXPECT_THAT(RenderPrometheus(snap), Not(HasSubstr("trainlet_slow_node{")));
 }
 
 // An elastic job of three nodes that lost one and whose survivors succeeded,

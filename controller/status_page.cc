@@ -406,6 +406,13 @@ const std::string& StatusPageHtml() {
       lost.appendChild(el("b", null, d.lost_nodes.join(", ")));
       body.appendChild(lost);
     }
+    (d.slow_nodes || []).forEach(function (n) {
+      var slow = el("div", "slow-node", "slow node (" + n.cause + ", about " +
+          n.slowdown_percent + "% slower): ");
+      slow.appendChild(el("b", null, n.node_id));
+      slow.appendChild(document.createTextNode(" " + n.evidence));
+      body.appendChild(slow);
+    });
     if (d.restarts.length) {
       body.appendChild(el("h3", null, "Restarts (" + d.restarts_total + ")"));
       var ul = el("ul", "events restarts");

@@ -241,6 +241,16 @@ struct JobTotals {
   std::vector<std::string> preflight_failed_nodes;
 };
 
+// A node whose workers the others wait for (--slow-nodes,
+// docs/slow-nodes.md), as the coordinator named it.
+struct SlowNodeView {
+  std::string node_id;
+  std::string cause;     // "cpu", "network" or "progress".
+  std::string evidence;  // one line for a person.
+  int64_t since_unix_ms = 0;
+  int slowdown_percent = 0;  // how much slower the job runs for it, estimated.
+};
+
 // Nodes JobTotals::preflight_failed_nodes names (the controller's summary
 // names as many: kPreflightFailedNodesNamed).
 inline constexpr size_t kPreflightNodesNamed = 16;
@@ -262,6 +272,8 @@ struct JobView {
   // The coordinator's view (from the agent that hosts it): nodes declared
   // lost and not back, oldest first (at most 64).
   std::vector<std::string> lost_nodes;
+  // ... and the current round's slow nodes (at most 16).
+  std::vector<SlowNodeView> slow_nodes;
 
   // Over all its nodes, even when `nodes` holds a page of them.
   JobTotals totals;

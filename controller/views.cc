@@ -409,6 +409,18 @@ void WriteJobSummaryFields(JsonWriter& w, const JobView& job, int64_t now_unix_m
   w.Open('[');
   for (const std::string& node : job.lost_nodes) w.String(node, kMaxId);
   w.Close(']');
+  w.Key("slow_nodes");
+  w.Open('[');
+  for (const SlowNodeView& n : job.slow_nodes) {
+    w.Open('{');
+    w.String("node_id", n.node_id, kMaxId);
+    w.String("cause", n.cause, kMaxId);
+    w.String("evidence", n.evidence);
+    w.Int("since_unix_ms", n.since_unix_ms);
+    w.Int("slowdown_percent", n.slowdown_percent);
+    w.Close('}');
+  }
+  w.Close(']');
   w.Key("totals");
   w.Open('{');
   w.Int("nodes", totals.nodes);
@@ -694,6 +706,9 @@ void AppendJobDetail(std::string& out, const JobView& job, bool full, int64_t no
     for (const std::string& n : job.lost_nodes) lost.push_back(Cell(n));
     absl::StrAppend(&out, "  lost nodes (not back): ", absl::StrJoin(lost, ", "), "\n");
   }
+  for (const SlowNodeView& n : job.slow_nodes) {
+    absl::StrAppend(&out, "  slow node: ", Cell(n.evidence, 1024), "\n");
+  }
   // Each node's failed checks with their reasons (with the job named, its
   // skipped ones and links too, below).
   if (!full) {
@@ -816,6 +831,7 @@ void AppendJobDetail(std::string& out, const JobView& job, bool full, int64_t no
 
 // As the report's bound (controller/report_limits.h's kMaxLostNodes).
 constexpr size_t kMaxLostNodesShown = 64;
+constexpr size_t kMaxSlowNodesShown = 16;
 
 using google::protobuf::Value;
 
@@ -995,6 +1011,14 @@ JobView ParseJob(const Value& v) {
     if (n->kind_case() == Value::kStringValue && job.lost_nodes.size() < kMaxLostNodesShown) {
       job.lost_nodes.push_back(n->string_value());
     }
+  }
+  for (const Value* n : ListField(v, "slow_nodes")) {
+    if (n->kind_case() != Value::kStructValue || job.slow_nodes.size() >= kMaxSlowNodesShown) {
+      continue;
+    }
+    job.slow_nodes.push_back({StringField(*n, "node_id"), StringField(*n, "cause"),
+                              StringField(*n, "evidence"), IntField(*n, "since_unix_ms"),
+                              static_cast<int>(IntField(*n, "slowdown_percent"))});
   }
   if (const Value* t = Field(v, "totals"); t != nullptr) {
     JobTotals& totals = job.totals;
@@ -1435,6 +1459,9 @@ PrometheusRenderer::PrometheusRenderer(const ControllerSnapshot& s) {
      "1 per check of the node's latest preflight; the label outcome is its outcome (pass, fail, "
      "skipped).");
   Of("trainlet_preflight_failed_checks", "gauge", "Checks the node's latest preflight failed.");
+  Of("trainlet_slow_node", "gauge",
+     "1 per node the coordinator named slow in the current round (--slow-nodes); the label "
+     "cause is cpu, network or progress.");
   Of("trainlet_controller_metrics_workers_omitted", "gauge",
      "Worker series left out of this scrape (over the per-family cap).");
   Of("trainlet_controller_metrics_preflight_omitted", "gauge",
@@ -1509,6 +1536,14 @@ void PrometheusRenderer::AddJob(const JobView& job) {
   if (t.report_lag_ms >= 0) job_sample("trainlet_job_report_lag_seconds", Seconds(t.report_lag_ms));
   job_sample("trainlet_job_gpus_fatal", absl::StrCat(t.gpus_fatal));
   job_sample("trainlet_job_nodes_preflight_failed", absl::StrCat(t.nodes_preflight_failed));
+  // A finished job keeps its slow nodes on the page (what slowed it), but an
+  // alert on them must not fire.
+  Family& slow = families_.find("trainlet_slow_node")->second;
+  for (size_t i = 0; !Finished(job) && i < job.slow_nodes.size(); ++i) {
+    const SlowNodeView& n = job.slow_nodes[i];
+    Sample(slow, "trainlet_slow_node", {{"job_id", id}, {"node_id", n.node_id}, {"cause", n.cause}},
+           "1");
+  }
 
   Family& up = families_.find("trainlet_node_up")->second;
   Family& lost = families_.find("trainlet_node_lost")->second;

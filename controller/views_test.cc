@@ -332,6 +332,35 @@ TEST(ParseJobJson, PreflightRoundTrips) {
               ::testing::ElementsAre("demo-node-1"));
 }
 
+TEST(ParseJobJson, SlowNodesRoundTrip_AndTheTableNamesThem) {
+  const ControllerSnapshot s = SampleSnapshot();
+  ControllerSnapshot figures;
+  JobView job;
+  int64_t next = 0;
+  ASSERT_TRUE(ParseJobJson(RenderJobJson(s, s.jobs[0]), &figures, &job, &next).ok());
+  ASSERT_EQ(job.slow_nodes.size(), 1u);
+  EXPECT_EQ(job.slow_nodes[0].node_id, "demo-node-2");
+  EXPECT_EQ(job.slow_nodes[0].cause, "cpu");
+  EXPECT_EQ(job.slow_nodes[0].since_unix_ms, 1795435090000);
+  EXPECT_EQ(job.slow_nodes[0].slowdown_percent, 88);
+  EXPECT_EQ(job.slow_nodes[0].evidence, s.jobs[0].slow_nodes[0].evidence);
+  // What `trainlet status JOB` prints, from the parsed job.
+  ControllerSnapshot parsed = figures;
+  parsed.jobs = {job};
+  EXPECT_THAT(RenderStatusTable(parsed, "demo"),
+              HasSubstr("  slow node: node demo-node-2 is slow (cpu): its workers waited"));
+  // A hostile node id or cause is escaped in the metric's labels.
+  ControllerSnapshot hostile = s;
+  hostile.jobs[0].slow_nodes[0].node_id = "n\"}\nfake 1";
+  EXPECT_THAT(RenderPrometheus(hostile), HasSubstr("node_id=\"n\\\"}\\nfake 1\""));
+  // A finished job's slow nodes stay on its page, not in the metrics.
+  ControllerSnapshot finished = s;
+  finished.jobs[0].state = JobState::kFailed;
+  finished.jobs[0].ended_unix_ms = s.now_unix_ms;
+  EXPECT_THAT(RenderPrometheus(finished), Not(HasSubstr("trainlet_slow_node{")));
+  EXPECT_THAT(RenderStatusTable(finished, "demo"), HasSubstr("slow node: node demo-node-2"));
+}
+
 TEST(HeadlineOf, TextAndTimeOrBuiltFromTheFields) {
   RootCauseView c{true, "worker-failed", "node-b", 2, 0, 3, 1795435200000 - 7000, 1, ""};
   EXPECT_EQ(HeadlineOf(c), "rank 2 on node-b exited 3 at 11:59:53 UTC");

@@ -305,6 +305,9 @@ absl::Status Coordinator::ValidateReportLocked(const v1::ReportRequest& r,
   if (r.has_hang()) {
     if (absl::Status s = ValidateHangReport(r.hang(), lws); !s.ok()) return s;
   }
+  if (r.has_slow()) {
+    if (absl::Status s = ValidateSlowSignals(r.slow()); !s.ok()) return s;
+  }
   switch (r.state()) {
     case v1::ReportRequest::RUNNING:
     case v1::ReportRequest::SUCCEEDED:
@@ -519,6 +522,7 @@ uint64_t Coordinator::Join(const v1::JoinRequest& request, absl::string_view pee
       error = JobOverErrorLocked();
     }
     if (error.ok()) error = CheckNotFencedLocked(request.member());
+    if (error.ok()) error = SlowQuarantineLocked(node_id);  // --slow-nodes=exclude
     auto it = members_.find(node_id);
     if (error.ok() && it != members_.end()) {
       Member& old = it->second;
@@ -1203,6 +1207,8 @@ void Coordinator::CloseRoundLocked(Actions* actions) {
   common.set_agent_store_port(by_rank[0]->join.agent_store_port());
   common.set_preflight_policy(options_.preflight);
   common.set_link_key(link_key_);
+  common.set_slow_signals_interval_ms(SlowSignalsIntervalMs());
+  slow_judge_.Clear();
   // warn: the links due are measured beside the workers' start (unless the
   // round's close already measured them).
   warn_check_.Abandon();
@@ -1538,6 +1544,9 @@ absl::Status Coordinator::Report(const v1::ReportRequest& request, v1::ReportRes
       case v1::ReportRequest::RUNNING:
         if (member.state == v1::ReportRequest::STATE_UNSPECIFIED) member.state = request.state();
         if (request.has_hang()) NoteHangLocked(member, request.hang(), &actions);
+        if (request.has_slow() && phase_ == Phase::kRunning && member.in_round) {
+          NoteSlowSignalsLocked(member, request.slow(), &actions);
+        }
         break;
       case v1::ReportRequest::SUCCEEDED: {
         // A job with an MPI launcher is done when its COMMAND is: the
@@ -1659,6 +1668,7 @@ void Coordinator::ReopenLocked(const std::string& reason, Actions* actions,
   ++restart_count_;
   const uint64_t next_round = round_ + 1;
   warn_check_.Abandon();  // the round it measured beside is over
+  slow_judge_.Clear();
   recent_restarts_.push_back({next_round, reason.substr(0, kMaxMessageLength)});
   while (static_cast<int>(recent_restarts_.size()) > kSnapshotRestarts) {
     recent_restarts_.pop_front();
@@ -1899,6 +1909,7 @@ void Coordinator::Tick() {
       // Links beside the workers that did not all come in time: judged with what did.
       FinishWarnCheckLocked();
     }
+    if (phase_ == Phase::kRunning) JudgeSlowNodesLocked(&actions);  // when due
     if (phase_ == Phase::kRunning && hang_.round == round_ && now >= hang_.deadline) {
       // A hang whose evidence did not all come in time: judged with what did.
       JudgeHangLocked(&actions);
@@ -1970,6 +1981,112 @@ void Coordinator::Tick() {
     }
   }
   RunActions(&actions);
+}
+
+// ---- Slow nodes (docs/slow-nodes.md; slow_nodes.h).
+
+int32_t Coordinator::SlowSignalsIntervalMs() const {
+  if (options_.slow_nodes == v1::SLOW_NODES_OFF) return 0;
+  return static_cast<int32_t>(
+      absl::ToInt64Milliseconds(SlowSignalsInterval(options_.slow_node_window)));
+}
+
+void Coordinator::NoteSlowSignalsLocked(const Member& m, const v1::SlowSignals& s,
+                                        Actions* actions) {
+  if (options_.slow_nodes == v1::SLOW_NODES_OFF) return;
+  slow_judge_.Add(m.join.member().node_id(), s, clock_->Now());
+  JudgeSlowNodesLocked(actions);
+}
+
+void Coordinator::JudgeSlowNodesLocked(Actions* actions) {
+  if (options_.slow_nodes == v1::SLOW_NODES_OFF || phase_ != Phase::kRunning) return;
+  const absl::Time now = clock_->Now();
+  if (!slow_judge_.Due(now)) return;  // at most once per interval: O(1) until then
+  const std::vector<SlowNodeEvent> events = slow_judge_.Judge(now);
+  const bool exclude = options_.slow_nodes == v1::SLOW_NODES_EXCLUDE;
+  // exclude: the round keeps at least min_nodes without it.
+  const bool may_exclude = exclude && elastic_ && in_round_ - 1 >= options_.min_nodes;
+  const SlowNode* excluded = nullptr;
+  bool named = false;
+  for (const SlowNodeEvent& e : events) {
+    if (e.kind == SlowNodeEvent::kCleared) {
+      TLOG(kInfo) << "slow node: " << e.node.evidence;
+      continue;
+    }
+    named = true;
+    if (may_exclude &&
+        (excluded == nullptr || e.node.slowdown_percent > excluded->slowdown_percent)) {
+      excluded = &e.node;
+    }
+  }
+  if (excluded != nullptr && ExcludeSlowNodeLocked(*excluded, actions)) return;
+  if (!named) return;
+  for (const SlowNodeEvent& e : events) {
+    if (e.kind != SlowNodeEvent::kNamed) continue;
+    // The hosting agent logs the line it is told (below) itself.
+    TLOG_AT(OutcomeLevel(LogLevel::kWarning))
+        << "slow node: " << e.node.evidence
+        << (!exclude   ? ""
+            : elastic_ ? " (--slow-nodes=exclude: the round is at its minimum of nodes)"
+                       : " (--slow-nodes=exclude: a static job cannot leave it out)");
+  }
+  // Every member logs the lines it has not logged yet.
+  v1::Directive d = NewDirectiveLocked();
+  for (const auto& [id, node] : slow_judge_.named()) {
+    d.mutable_slow_nodes()->add_lines(node.evidence);
+  }
+  ++member_walks_;
+  for (auto& [id, m] : members_) {
+    if (m.in_round && m.sink != nullptr) m.sink->Send(d, /*last=*/false);
+  }
+}
+
+bool Coordinator::ExcludeSlowNodeLocked(const SlowNode& node, Actions* actions) {
+  auto it = members_.find(node.node_id);
+  if (it == members_.end() || !it->second.in_round) return false;
+  const absl::Time now = clock_->Now();
+  // Quarantines over for kSlowRepeatWithin go first: the map holds the
+  // nodes left out within the last hour or so, at most.
+  for (auto q = slow_quarantine_.begin(); q != slow_quarantine_.end();) {
+    q = now - q->second.until > kSlowRepeatWithin ? slow_quarantine_.erase(q) : std::next(q);
+  }
+  SlowQuarantine& q = slow_quarantine_[node.node_id];
+  q.times = q.times > 0 ? q.times + 1 : 1;  // (an entry still here: within the hour)
+  absl::Duration wait = options_.quarantine;
+  for (int i = 1; i < q.times && wait < kMaxSlowQuarantine; ++i) wait *= 2;
+  wait = std::max(options_.quarantine, std::min(wait, kMaxSlowQuarantine));
+  q.until = now + wait;
+  q.why = node.evidence;
+  const std::string reason = preflight::Truncated(
+      absl::StrCat(NodeLabel(it->second), " left out as a slow node (--slow-nodes=exclude, for ",
+                   absl::FormatDuration(wait),
+                   q.times > 1 ? absl::StrCat(": left out ", q.times, " times within an hour") : "",
+                   "): ", node.evidence),
+      kMaxMessageLength);
+  TLOG_AT(OutcomeLevel(LogLevel::kWarning)) << "round " << round_ << ": " << reason;
+  // Not a failure (no restart of --max-restarts is spent): a policy's
+  // restart, as a scale-up is. Its agent is told to re-join like every
+  // other, and its re-join is refused until the quarantine is over.
+  ReopenLocked(reason, actions);
+  expected_.erase(node.node_id);  // the others do not wait for it
+  MaybeCloseRoundLocked(actions);
+  return true;
+}
+
+absl::Status Coordinator::SlowQuarantineLocked(const std::string& node_id) const {
+  auto q = slow_quarantine_.find(node_id);
+  if (q == slow_quarantine_.end()) return absl::OkStatus();
+  const absl::Duration left = q->second.until - clock_->Now();
+  if (left <= absl::ZeroDuration()) return absl::OkStatus();
+  v1::ErrorInfo info;
+  info.set_reason(v1::ErrorInfo::PREFLIGHT_EXCLUDED);
+  info.set_retry_after_ms(std::max<int64_t>(1, absl::ToInt64Milliseconds(left)));
+  return WithErrorInfo(
+      absl::FailedPreconditionError(absl::StrCat(
+          "slow node: node ", SafeForLog(node_id, 64),
+          " is left out of the job (--slow-nodes=exclude, --quarantine): ", q->second.why,
+          "; it may join again in ", absl::FormatDuration(absl::Ceil(left, absl::Seconds(1))))),
+      info);
 }
 
 // ---- Stream loss ("Stream loss" in coordinator.h).
@@ -2266,6 +2383,9 @@ bool Coordinator::ReadyJoinLocked(Member& m, uint64_t round, Actions* actions) {
   // Its last checks failed (--preflight=exclude): only a Join call, with a
   // fresh report, may bring it back (a READY carries none).
   if (ExcludableLocked(m)) return false;
+  // Left out as a slow node (and no longer expected): its Join call is told
+  // for how long.
+  if (!SlowQuarantineLocked(m.join.member().node_id()).ok()) return false;
   const Slot& slot = SlotOf(m);
   if (m.released && (datagram_sender_ == nullptr || slot.socket < 0 ||
                      AssignmentDirective(options_.incarnation, m.assignment).ByteSizeLong() >
@@ -2534,6 +2654,7 @@ Coordinator::Snapshot Coordinator::GetSnapshot() const {
   if (phase_ == Phase::kGathering && round_ > 0) {
     s.gives_up_in = gathering_since_ + options_.min_nodes_timeout - clock_->Now();
   }
+  for (const auto& [id, node] : slow_judge_.named()) s.slow_nodes.push_back(node);
   return s;
 }
 

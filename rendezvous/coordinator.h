@@ -24,7 +24,9 @@
 // ("Stream loss"), re-joins and Rejoins by datagram ("Re-join on the
 // stream"), released streams ("Released streams"); and a hang's
 // investigation (docs/progress.md, "Who hung"; the suspect:
-// coordinator_hang.h). Everything from the network is validated and bounded
+// coordinator_hang.h). While a round runs, the members' SlowSignals feed the
+// slow-node judge (docs/slow-nodes.md; slow_nodes.h), at most once per
+// interval, from Report or Tick. Everything from the network is validated and bounded
 // (the kMax constants; "Field bounds").
 //
 // Cost: every call is O(log n) in the members but closing or re-opening a
@@ -67,6 +69,7 @@
 #include "rendezvous/network_check.h"
 #include "rendezvous/preflight_policy.h"
 #include "rendezvous/protocol.h"
+#include "rendezvous/slow_nodes.h"
 #include "trainlet/v1/rendezvous.pb.h"
 
 namespace trainlet::rendezvous {
@@ -92,6 +95,12 @@ inline constexpr int kMaxLastCalls = 10;
 // (NetworkCheckBudget) and this much for the workers' start and the node
 // checks that come first.
 inline constexpr absl::Duration kWarnCheckSlack = absl::Seconds(10);
+
+// --slow-nodes=exclude: a node left out again within this long of the end of
+// its last quarantine waits twice as long as then, up to kMaxSlowQuarantine
+// (or --quarantine, when longer).
+inline constexpr absl::Duration kSlowRepeatWithin = absl::Hours(1);
+inline constexpr absl::Duration kMaxSlowQuarantine = absl::Hours(1);
 
 struct CoordinatorOptions {
   std::string job_id;
@@ -146,7 +155,8 @@ struct CoordinatorOptions {
   uint64_t preflight_link_bytes = uint64_t{16} << 20;
   absl::Duration preflight_link_time = absl::Milliseconds(250);
   // --slow-nodes (docs/slow-nodes.md): off, warn (named everywhere) or
-  // exclude (elastic: the round restarts without it; it waits `quarantine`).
+  // exclude (elastic: the round restarts without it; it waits `quarantine`,
+  // doubled each time it is left out again within kSlowRepeatWithin).
   // A node is named once the job runs `slow_node_threshold` (0.10 = 10%)
   // slower for it, beyond the job's own noise, through `slow_node_window`;
   // the agents send their signals a third of the window apart.
@@ -361,6 +371,9 @@ class Coordinator {
     // While a round after a restart gathers: how long until the job fails
     // for lack of nodes (min_nodes_timeout); InfiniteDuration otherwise.
     absl::Duration gives_up_in = absl::InfiniteDuration();
+    // --slow-nodes: the current round's slow nodes (at most
+    // kMaxSlowNodesNamed), by node id.
+    std::vector<SlowNode> slow_nodes;
   };
   Snapshot GetSnapshot() const;
 
@@ -518,6 +531,24 @@ class Coordinator {
   // named (coordinator_hang.h) and the round fails for it with code 80.
   void JudgeHangLocked(Actions* actions) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void FinishJobLocked(Actions* actions) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // --slow-nodes (docs/slow-nodes.md). A running member's SlowSignals
+  // (validated) go to the judge, which judges when due.
+  void NoteSlowSignalsLocked(const Member& m, const v1::SlowSignals& s, Actions* actions)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Judges if an interval passed since the last judgement: a node named is
+  // logged once and told to every member (Directive.slow_nodes); exclude
+  // restarts an elastic round without it while min_nodes remain.
+  void JudgeSlowNodesLocked(Actions* actions) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // exclude: quarantines `node` and re-opens the round without it; false
+  // when it is no member of the round (nothing done).
+  bool ExcludeSlowNodeLocked(const SlowNode& node, Actions* actions)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // PREFLIGHT_EXCLUDED while `node_id` is quarantined as a slow node; OK
+  // otherwise.
+  absl::Status SlowQuarantineLocked(const std::string& node_id) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Assignment.slow_signals_interval_ms (0: --slow-nodes=off).
+  int32_t SlowSignalsIntervalMs() const;
   // At the verdict: a released member is told by datagram (appended to
   // `out`), and Drained waits for its TAKEN.
   void TellReleasedVerdictLocked(Member& m, std::vector<OutgoingDatagram>* out)
@@ -801,6 +832,19 @@ class Coordinator {
   // The closed round's member list, once (members that asked for it get a
   // copy in their answer; no member holds its own copy).
   std::shared_ptr<const std::vector<v1::NodeAssignment>> round_nodes_ ABSL_GUARDED_BY(mu_);
+  // --slow-nodes: the running round's judge (cleared when a round closes or
+  // re-opens), and the nodes excluded as slow (exclude) until when, and why.
+  SlowNodeJudge slow_judge_ ABSL_GUARDED_BY(mu_){
+      {options_.slow_node_threshold, options_.slow_node_window}};
+  // A node left out again within kSlowRepeatWithin of its last quarantine
+  // waits twice as long as then (at most kMaxSlowQuarantine): a node that
+  // stays slow costs the job two restarts per quarantine, not every 5m.
+  struct SlowQuarantine {
+    absl::Time until;
+    std::string why;
+    int times = 0;  // left out in a row
+  };
+  std::map<std::string, SlowQuarantine> slow_quarantine_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace trainlet::rendezvous

@@ -65,7 +65,8 @@ struct Accepts {
 class CoordinatorTest : public ::testing::Test {
  protected:
   int release_streams_from_ = 0;  // CoordinatorOptions::release_streams_from for Make
-  v1::PreflightPolicy preflight_ = v1::PREFLIGHT_WARN;  // ... preflight
+  v1::PreflightPolicy preflight_ = v1::PREFLIGHT_WARN;   // ... preflight
+  v1::SlowNodePolicy slow_nodes_ = v1::SLOW_NODES_WARN;  // ... slow_nodes
   void Make(int min_nodes, int max_nodes, int max_restarts = 0) {
     CoordinatorOptions o;
     o.job_id = "job";
@@ -80,6 +81,7 @@ class CoordinatorTest : public ::testing::Test {
     o.release_streams_from = release_streams_from_;
     o.preflight = preflight_;
     o.quarantine = absl::Minutes(5);
+    o.slow_nodes = slow_nodes_;
     core_ = std::make_unique<Coordinator>(o);
   }
 
@@ -132,6 +134,25 @@ class CoordinatorTest : public ::testing::Test {
     rep.set_round(round);
     rep.set_state(state);
     rep.set_exit_code(code);
+    return core_->Report(rep);
+  }
+
+  // --slow-nodes: a RUNNING Report of `r` with its `seq`th SlowSignals
+  // (10 s: a third of the default window), its workers waiting for a CPU
+  // `waited` per mille of it.
+  absl::Status SlowReport(const v1::JoinRequest& r, uint64_t round, uint64_t seq, int waited) {
+    v1::ReportRequest rep;
+    *rep.mutable_member() = r.member();
+    rep.set_job_id("job");
+    rep.set_round(round);
+    rep.set_state(v1::ReportRequest::RUNNING);
+    v1::SlowSignals* s = rep.mutable_slow();
+    s->set_seq(seq);
+    s->set_interval_ms(10000);
+    s->set_workers(r.local_world_size());
+    s->set_cpu_ran_permille(1000 - waited);
+    s->set_cpu_waited_permille(waited);
+    s->set_step(-1);
     return core_->Report(rep);
   }
 
@@ -3383,6 +3404,281 @@ TEST_F(MpiCoordinatorTest, LauncherFailureReportNamesLocalRankZero) {
 }
 
 }  // namespace mpi
+
+// --slow-nodes (docs/slow-nodes.md): the members' SlowSignals, judged.
+class SlowNodeTest : public CoordinatorTest {
+ protected:
+  // `n` nodes n0..n<n-1> (one worker each) running round 1 of a job of
+  // min..max nodes, each watching.
+  void StartRound(int min, int max, int n, int max_restarts = 0) {
+    Make(min, max, max_restarts);
+    reqs_.clear();
+    sinks_.clear();
+    std::vector<std::shared_ptr<JoinResult>> joins;
+    for (int i = 0; i < n; ++i) {
+      reqs_.push_back(Req(absl::StrCat("n", i), 100 + i, min == max ? i : -1, /*lws=*/1));
+      joins.push_back(Join(reqs_.back()));
+    }
+    if (!joins[0]->done()) {
+      clock_.Advance(absl::Seconds(1));  // the last call
+      core_->Tick();
+    }
+    for (int i = 0; i < n; ++i) {
+      ASSERT_TRUE(joins[i]->done() && joins[i]->result->ok()) << i;
+      assignments_.push_back(joins[i]->assignment());
+      sinks_.push_back(Watch(reqs_[i], 1));
+    }
+  }
+  // One interval (10 s) later every node reports; node `slow` (-1: none)
+  // waits for a CPU 40% of it, the others 2% (+ `noise(node)` per mille).
+  void Interval(int slow, const std::function<int(int)>& noise = nullptr) {
+    clock_.Advance(absl::Seconds(10));
+    ReportAll(slow, noise);
+    core_->Tick();
+  }
+  // Every node reports its next summary now (see Interval).
+  void ReportAll(int slow, const std::function<int(int)>& noise = nullptr) {
+    ++seq_;
+    for (size_t i = 0; i < reqs_.size(); ++i) {
+      const int node = static_cast<int>(i);
+      const int waited = node == slow ? 400 : 20 + (noise ? noise(node) : 0);
+      const absl::Status s = SlowReport(reqs_[i], round_, seq_, waited);
+      // (Once the round re-opened, the reports are refused as stale.)
+      if (core_->GetSnapshot().phase == Phase::kRunning) {
+        ASSERT_TRUE(s.ok()) << s;
+      }
+    }
+  }
+  // The slow_nodes directives down member i's stream.
+  std::vector<v1::SlowNodes> SlowLines(size_t i) const {
+    std::vector<v1::SlowNodes> out;
+    for (const v1::Directive& d : sinks_[i]->directives) {
+      if (d.has_slow_nodes()) out.push_back(d.slow_nodes());
+    }
+    return out;
+  }
+  std::vector<v1::JoinRequest> reqs_;
+  std::vector<v1::Assignment> assignments_;
+  std::vector<std::shared_ptr<RecordingSink>> sinks_;
+  uint64_t round_ = 1;
+  uint64_t seq_ = 0;
+};
+
+TEST_F(SlowNodeTest, Warn_NamesTheSlowNodeOnceToEveryone_AndNobodyElse) {
+  StartRound(4, 4, 4);
+  EXPECT_EQ(assignments_[0].slow_signals_interval_ms(), 10000);  // a third of 30 s
+  // The first judgement with every window full: the fourth interval (the
+  // first report of each interval judges, before the others' came).
+  for (int i = 0; i < 3; ++i) Interval(2);
+  EXPECT_TRUE(SlowLines(0).empty());
+  EXPECT_TRUE(core_->GetSnapshot().slow_nodes.empty());
+  Interval(2);
+  for (size_t i = 0; i < 4; ++i) {
+    const std::vector<v1::SlowNodes> lines = SlowLines(i);
+    ASSERT_EQ(lines.size(), 1u) << i;
+    ASSERT_EQ(lines[0].lines_size(), 1);
+    EXPECT_THAT(lines[0].lines(0),
+                HasSubstr("node n2 is slow (cpu): its workers waited for a CPU 40% of the last "
+                          "30s, the job's median 2%; the job runs about 63% slower for it"));
+  }
+  const Coordinator::Snapshot snap = core_->GetSnapshot();
+  ASSERT_EQ(snap.slow_nodes.size(), 1u);
+  EXPECT_EQ(snap.slow_nodes[0].node_id, "n2");
+  EXPECT_EQ(snap.slow_nodes[0].cause, "cpu");
+  EXPECT_EQ(snap.slow_nodes[0].slowdown_percent, 63);
+  EXPECT_EQ(snap.phase, Phase::kRunning);
+  // Still slow: told once only.
+  for (int i = 0; i < 4; ++i) Interval(2);
+  EXPECT_EQ(SlowLines(0).size(), 1u);
+  EXPECT_EQ(core_->GetSnapshot().slow_nodes.size(), 1u);
+}
+
+TEST_F(SlowNodeTest, JudgedOnTheTick_WhenNoReportCameDue) {
+  StartRound(4, 4, 4);
+  Interval(2);  // the first report judges (nothing yet); the next is due 10 s later
+  for (int i = 0; i < 2; ++i) {
+    // Every summary comes just before the judgement is due: the ticker judges.
+    clock_.Advance(absl::Milliseconds(9500));
+    ReportAll(2);
+    EXPECT_TRUE(SlowLines(0).empty()) << i;
+    clock_.Advance(absl::Milliseconds(500));
+    core_->Tick();
+  }
+  ASSERT_EQ(SlowLines(0).size(), 1u);
+  EXPECT_THAT(SlowLines(0)[0].lines(0), HasSubstr("node n2 is slow (cpu)"));
+}
+
+TEST_F(SlowNodeTest, Off_NoSamplingAndNoJudgement) {
+  slow_nodes_ = v1::SLOW_NODES_OFF;
+  StartRound(4, 4, 4);
+  EXPECT_EQ(assignments_[0].slow_signals_interval_ms(), 0);
+  for (int i = 0; i < 6; ++i) Interval(2);
+  EXPECT_TRUE(SlowLines(0).empty());
+  EXPECT_TRUE(core_->GetSnapshot().slow_nodes.empty());
+}
+
+TEST_F(SlowNodeTest, FewerThanThreeNodes_NamesNobody) {
+  StartRound(2, 2, 2);
+  for (int i = 0; i < 8; ++i) Interval(1);
+  EXPECT_TRUE(SlowLines(0).empty());
+  EXPECT_TRUE(core_->GetSnapshot().slow_nodes.empty());
+}
+
+TEST_F(SlowNodeTest, NoisyButHealthy_NamesNobody) {
+  StartRound(4, 4, 4);
+  int turn = 0;
+  for (int i = 0; i < 20; ++i) {
+    // Every node waits 2..8%, a different one the most each interval, and
+    // one spike of 40% on a node that changes every interval.
+    Interval(i % 4, [&](int node) { return ((node + turn) % 4) * 20; });
+    ++turn;
+  }
+  EXPECT_TRUE(SlowLines(0).empty());
+  EXPECT_TRUE(core_->GetSnapshot().slow_nodes.empty());
+}
+
+TEST_F(SlowNodeTest, InvalidSignals_AreRefusedNamingTheField) {
+  StartRound(4, 4, 4);
+  v1::ReportRequest rep;
+  *rep.mutable_member() = reqs_[0].member();
+  rep.set_job_id("job");
+  rep.set_round(1);
+  rep.set_state(v1::ReportRequest::RUNNING);
+  rep.mutable_slow()->set_seq(1);
+  rep.mutable_slow()->set_interval_ms(10000);
+  rep.mutable_slow()->set_cpu_waited_permille(1001);
+  const absl::Status s = core_->Report(rep);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(s.message(), HasSubstr("slow.cpu_waited_permille: expected 0..1000, got 1001"));
+  rep.mutable_slow()->set_cpu_waited_permille(10);
+  rep.mutable_slow()->set_seq(0);
+  EXPECT_THAT(core_->Report(rep).message(), HasSubstr("slow.seq"));
+}
+
+TEST_F(SlowNodeTest, Exclude_StaticJob_Warns) {
+  slow_nodes_ = v1::SLOW_NODES_EXCLUDE;
+  StartRound(4, 4, 4);
+  for (int i = 0; i < 4; ++i) Interval(3);
+  EXPECT_EQ(SlowLines(0).size(), 1u);
+  EXPECT_EQ(core_->GetSnapshot().phase, Phase::kRunning);
+  EXPECT_TRUE(core_->GetSnapshot().restarts.empty());
+}
+
+TEST_F(SlowNodeTest, Exclude_AtMin_Warns) {
+  slow_nodes_ = v1::SLOW_NODES_EXCLUDE;
+  StartRound(3, 4, 3);
+  for (int i = 0; i < 4; ++i) Interval(0);
+  EXPECT_EQ(SlowLines(1).size(), 1u);
+  EXPECT_EQ(core_->GetSnapshot().phase, Phase::kRunning);
+}
+
+TEST_F(SlowNodeTest, Exclude_RestartsWithoutIt_AndRefusesItUntilTheQuarantine) {
+  slow_nodes_ = v1::SLOW_NODES_EXCLUDE;
+  StartRound(3, 4, 4, /*max_restarts=*/0);
+  for (int i = 0; i < 4; ++i) Interval(1);
+  Coordinator::Snapshot snap = core_->GetSnapshot();
+  ASSERT_EQ(snap.phase, Phase::kGathering);
+  ASSERT_EQ(snap.restarts.size(), 1u);
+  EXPECT_THAT(snap.restarts[0].reason,
+              HasSubstr("node n1 (rank 1) left out as a slow node (--slow-nodes=exclude, for "
+                        "5m): node n1 is slow (cpu)"));
+  EXPECT_TRUE(snap.slow_nodes.empty()) << "a new round judges afresh";
+  // Everyone, n1 too, is told why.
+  for (size_t i = 0; i < 4; ++i) {
+    ASSERT_FALSE(sinks_[i]->directives.empty());
+    EXPECT_THAT(sinks_[i]->directives.back().rejoin().reason(), HasSubstr("n1 is slow (cpu)"));
+  }
+  // n1's re-join is refused for the quarantine; the others' close round 2
+  // at once (nobody waits for n1), and no restart of --max-restarts was
+  // spent (0 of them: the job would have failed).
+  auto refused = Join(reqs_[1]);
+  ASSERT_TRUE(refused->done());
+  EXPECT_EQ(ReasonOf(refused->status()), v1::ErrorInfo::PREFLIGHT_EXCLUDED) << refused->status();
+  EXPECT_EQ(ErrorInfoOf(refused->status()).retry_after_ms(), 300000);
+  EXPECT_THAT(refused->status().message(), HasSubstr("slow node: node n1 is left out"));
+  std::vector<std::shared_ptr<JoinResult>> back;
+  for (size_t i : {0, 2, 3}) back.push_back(Join(reqs_[i]));
+  for (const auto& j : back) {
+    ASSERT_TRUE(j->done());
+    ASSERT_TRUE(j->result->ok()) << j->status();
+    EXPECT_EQ(j->assignment().round(), 2u);
+    EXPECT_EQ(j->assignment().nnodes(), 3);
+  }
+  // A new incarnation of the node is refused too (the node is, not its agent).
+  clock_.Advance(absl::Minutes(4));
+  auto still = Join(Req("n1", 999, -1, 1));
+  ASSERT_TRUE(still->done());
+  EXPECT_EQ(ReasonOf(still->status()), v1::ErrorInfo::PREFLIGHT_EXCLUDED);
+  EXPECT_EQ(ErrorInfoOf(still->status()).retry_after_ms(), 60000);
+  // After the quarantine it comes back as a scale-up.
+  clock_.Advance(absl::Minutes(1));
+  auto after = Join(reqs_[1]);
+  EXPECT_FALSE(after->done()) << "parked for the scale-up round";
+  snap = core_->GetSnapshot();
+  ASSERT_EQ(snap.restarts.size(), 2u);
+  EXPECT_THAT(snap.restarts[1].reason, HasSubstr("scale-up: node n1 joined"));
+}
+
+TEST_F(SlowNodeTest, Exclude_LeftOutAgain_WaitsTwiceAsLong) {
+  slow_nodes_ = v1::SLOW_NODES_EXCLUDE;
+  StartRound(3, 4, 4);
+  for (int i = 0; i < 4; ++i) Interval(1);
+  ASSERT_EQ(core_->GetSnapshot().restarts.size(), 1u);
+  std::vector<std::shared_ptr<JoinResult>> second;
+  for (size_t i : {0, 2, 3}) second.push_back(Join(reqs_[i]));
+  for (const auto& j : second) ASSERT_TRUE(j->done());  // round 2, without n1
+  clock_.Advance(absl::Minutes(5));
+  ASSERT_FALSE(Join(reqs_[1])->done());  // the scale-up: round 3 gathers
+  std::vector<std::shared_ptr<JoinResult>> back;
+  for (size_t i : {0, 2, 3}) back.push_back(Join(reqs_[i]));
+  for (const auto& j : back) ASSERT_TRUE(j->done() && j->result->ok());
+  ASSERT_EQ(back[0]->assignment().round(), 3u);
+  ASSERT_EQ(back[0]->assignment().nnodes(), 4);
+  round_ = 3;
+  for (size_t i = 0; i < 4; ++i) sinks_[i] = Watch(reqs_[i], 3);
+  // Still slow: left out again, for twice the quarantine.
+  for (int i = 0; i < 4; ++i) Interval(1);
+  const Coordinator::Snapshot snap = core_->GetSnapshot();
+  ASSERT_EQ(snap.restarts.size(), 3u);
+  EXPECT_THAT(snap.restarts[2].reason,
+              HasSubstr("node n1 (rank 3) left out as a slow node (--slow-nodes=exclude, for 10m: "
+                        "left out 2 times within an hour)"));
+  auto refused = Join(reqs_[1]);
+  ASSERT_TRUE(refused->done());
+  EXPECT_EQ(ReasonOf(refused->status()), v1::ErrorInfo::PREFLIGHT_EXCLUDED);
+  EXPECT_EQ(ErrorInfoOf(refused->status()).retry_after_ms(), 600000);
+}
+
+// With re-joins by datagram: the slow node's READY is refused, so that its
+// agent makes a Join call and hears of its quarantine.
+TEST_F(ReadyRejoinTest, SlowNodeExcluded_ItsReadyIsRefused) {
+  slow_nodes_ = v1::SLOW_NODES_EXCLUDE;
+  StartTrio();
+  for (uint64_t seq = 1; seq <= 4; ++seq) {
+    clock_.Advance(absl::Seconds(10));
+    for (size_t i = 0; i < 3; ++i) Alive(i);  // heard over UDP: may re-join by READY
+    for (size_t i = 0; i < 3; ++i) {
+      if (core_->GetSnapshot().phase != Phase::kRunning) break;  // c was left out
+      ASSERT_TRUE(SlowReport(reqs_[i], 1, seq, i == 2 ? 500 : 10).ok());
+    }
+  }
+  ASSERT_EQ(core_->GetSnapshot().phase, Phase::kGathering);
+  bool acked = true;
+  Ready(2, 2, &acked);
+  EXPECT_FALSE(acked) << "c is quarantined";
+  Ready(0, 2, &acked);
+  EXPECT_TRUE(acked);
+  Ready(1, 2, &acked);
+  EXPECT_TRUE(acked);
+  // a and b were all it waited for.
+  EXPECT_EQ(core_->GetSnapshot().phase, Phase::kRunning);
+  EXPECT_EQ(core_->GetSnapshot().members, 2);
+  // Its stream ends with the close: its agent makes a Join call.
+  EXPECT_TRUE(sinks_[2]->closed);
+  auto c = Join(reqs_[2]);
+  ASSERT_TRUE(c->done());
+  EXPECT_EQ(ReasonOf(c->status()), v1::ErrorInfo::PREFLIGHT_EXCLUDED);
+}
 
 }  // namespace
 }  // namespace trainlet::rendezvous

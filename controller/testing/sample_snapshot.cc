@@ -124,6 +124,11 @@ ControllerSnapshot SampleSnapshot(int64_t tick) {
   demo.nodes.push_back(n3);
   demo.started_unix_ms = 1795431600000;  // 11:00:00Z
   demo.command = "python train.py --epochs 10";
+  demo.slow_nodes.push_back(
+      {"demo-node-2", "cpu",
+       "node demo-node-2 is slow (cpu): its workers waited for a CPU 48% of the last 30s, the "
+       "job's median 2%; the job runs about 88% slower for it; since 11:58:10",
+       1795435090000, 88});
   demo.min_nodes = 2;
   demo.max_nodes = 4;
   demo.root_cause = {true,
