@@ -14,7 +14,10 @@ GpuClockReading SummariseGpuClocks(const std::vector<v1::Gpu>& gpus, absl::Time 
   int64_t lowest = -1;
   for (size_t i = 0; i < gpus.size() && i < static_cast<size_t>(kMaxGpus); ++i) {
     const v1::Gpu& g = gpus[i];
-    if (g.sm_clock_mhz() > 0 && g.sm_clock_max_mhz() > 0) {
+    // An idle GPU (one this job does not use, or between kernels) drops its
+    // clock and says so: its clock tells nothing of this node's speed.
+    const bool idle = g.clock_reasons_known() && (g.clock_reasons() & kGpuIdleReason) != 0;
+    if (!idle && g.sm_clock_mhz() > 0 && g.sm_clock_max_mhz() > 0) {
       // Boost can read a little above the max on some boards: capped.
       const int64_t p =
           std::min<int64_t>(1000, (int64_t{g.sm_clock_mhz()} * 1000 + g.sm_clock_max_mhz() / 2) /

@@ -40,6 +40,8 @@ namespace trainlet::agent {
 // application clocks, sync boost and display clocks are settings, not
 // slowdowns.
 inline constexpr uint64_t kGpuSlowdownReasons = 0x4 | 0x8 | 0x20 | 0x40 | 0x80;
+// nvml.h's GPU idle reason: nothing runs on the GPU, its clock drops.
+inline constexpr uint64_t kGpuIdleReason = 0x1;
 // GPUs counted per node: as many as the probe reads.
 inline constexpr int kMaxGpus = 256;
 
@@ -48,7 +50,8 @@ struct GpuClockReading {
   absl::Time at;
   int gpus = 0;  // GPUs read
   // The lowest sm_clock_mhz / sm_clock_max_mhz among the GPUs where both
-  // are known, per mille, capped at 1000; 0: no GPU had both.
+  // are known and that are not idle (kGpuIdleReason), per mille, capped at
+  // 1000; 0: no such GPU.
   int32_t sm_clock_permille = 0;
   // The OR of kGpuSlowdownReasons bits over the GPUs whose reasons are known.
   uint64_t slowdown_reasons = 0;

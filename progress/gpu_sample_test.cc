@@ -34,6 +34,17 @@ TEST(SummariseGpuClocks, TheLowestClockShare_AndTheSlowdownReasonsOfAll) {
   EXPECT_EQ(r.slowdown_reasons, 0xCCu);
 }
 
+TEST(SummariseGpuClocks, IdleGpus_TheirClockIsNotTaken) {
+  GpuClockReading r = SummariseGpuClocks(
+      {GpuWith(1980, 1980, true, 0), GpuWith(300, 1980, true, 0x1), GpuWith(990, 1980, true, 0x9)},
+      kGpuT0);
+  EXPECT_EQ(r.gpus, 3);
+  EXPECT_EQ(r.sm_clock_permille, 1000) << "idle GPUs' clocks say nothing of the node's speed";
+  EXPECT_EQ(r.slowdown_reasons, 0x8u) << "an idle GPU's slowdown reasons still count";
+  r = SummariseGpuClocks({GpuWith(300, 1980, true, 0x1)}, kGpuT0);
+  EXPECT_EQ(r.sm_clock_permille, 0);
+}
+
 TEST(SummariseGpuClocks, UnknownClocksAndReasons_AreZero_AboveMaxIsCapped) {
   GpuClockReading r = SummariseGpuClocks({GpuWith(0, 0, false, 0x8), GpuWith(1980, 0)}, kGpuT0);
   EXPECT_EQ(r.gpus, 2);

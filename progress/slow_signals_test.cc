@@ -273,7 +273,7 @@ TEST_F(SlowSamplerTest, Gpu_TheLatestReadingWhileRecent_PausedBetweenRounds) {
         g.set_sm_clock_mhz(990);
         g.set_sm_clock_max_mhz(1980);
         g.set_clock_reasons_known(true);
-        g.set_clock_reasons(0x41);
+        g.set_clock_reasons(0x42);
         gpus->assign(2, g);
         if (!read.HasBeenNotified()) read.Notify();
       },
@@ -294,7 +294,8 @@ TEST_F(SlowSamplerTest, Gpu_TheLatestReadingWhileRecent_PausedBetweenRounds) {
   ASSERT_TRUE(s.has_value());
   EXPECT_EQ(s->gpus(), 2);
   EXPECT_EQ(s->gpu_sm_clock_permille(), 500);
-  EXPECT_EQ(s->gpu_clock_reasons(), 0x40u) << "HW thermal; idle is no slowdown";
+  EXPECT_EQ(s->gpu_clock_reasons(), 0x40u)
+      << "HW thermal; application clocks are a setting, not a slowdown";
   // Two intervals later the reading is too old: no GPU figures.
   s = sampler.Poll(kT0 + 3 * kInterval);
   ASSERT_TRUE(s.has_value());
