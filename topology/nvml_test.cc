@@ -416,6 +416,16 @@ TEST(ReadNvml, LegacyDriver_FallsBackToUnversionedSymbols) {
   }
 }
 
+// A GPU's clock fields; reasons < 0: not known.
+void ExpectClocks(const v1::Gpu& g, uint32_t mhz, uint32_t max_mhz, int64_t reasons) {
+  EXPECT_EQ(g.sm_clock_mhz(), mhz);
+  EXPECT_EQ(g.sm_clock_max_mhz(), max_mhz);
+  EXPECT_EQ(g.clock_reasons_known(), reasons >= 0);
+  if (reasons >= 0) {
+    EXPECT_EQ(g.clock_reasons(), static_cast<uint64_t>(reasons));
+  }
+}
+
 TEST(ReadNvml, Clocks_CurrentMaxAndReasons) {
   // Two GPUs: one at full clock, one held down by a hardware slowdown.
   for (const char* library : {FAKE_NVML_PATH, FAKE_NVML_LEGACY_PATH}) {
@@ -424,16 +434,10 @@ TEST(ReadNvml, Clocks_CurrentMaxAndReasons) {
     EXPECT_EQ(r.probe.nvml().status(), v1::Source::OK) << r.probe.nvml().reason();
     EXPECT_THAT(Warnings(r), IsEmpty());
     ASSERT_EQ(r.gpus.size(), 2u);
-    EXPECT_EQ(r.gpus[0].sm_clock_mhz(), 1980u);
-    EXPECT_EQ(r.gpus[0].sm_clock_max_mhz(), 1980u);
-    EXPECT_TRUE(r.gpus[0].clock_reasons_known());
-    EXPECT_EQ(r.gpus[0].clock_reasons(), 0u);
-    EXPECT_EQ(r.gpus[1].sm_clock_mhz(), 990u);
-    EXPECT_EQ(r.gpus[1].sm_clock_max_mhz(), 1980u);
+    ExpectClocks(r.gpus[0], 1980, 1980, 0);
     // HW slowdown (0x8) and HW thermal slowdown (0x40); the legacy driver
     // answers through nvmlDeviceGetCurrentClocksThrottleReasons.
-    EXPECT_TRUE(r.gpus[1].clock_reasons_known());
-    EXPECT_EQ(r.gpus[1].clock_reasons(), 0x48u);
+    ExpectClocks(r.gpus[1], 990, 1980, 0x48);
   }
 }
 
@@ -448,12 +452,8 @@ TEST(ReadNvml, ClocksNotSupportedOrFailing_AreUnknown) {
   Result r = Read(FAKE_NVML_PATH, fixture.path());
   EXPECT_EQ(r.probe.nvml().status(), v1::Source::OK) << r.probe.nvml().reason();
   ASSERT_EQ(r.gpus.size(), 2u);
-  EXPECT_EQ(r.gpus[0].sm_clock_mhz(), 0u);
-  EXPECT_EQ(r.gpus[0].sm_clock_max_mhz(), 0u);
-  EXPECT_FALSE(r.gpus[0].clock_reasons_known());
-  EXPECT_EQ(r.gpus[1].sm_clock_mhz(), 0u);
-  EXPECT_EQ(r.gpus[1].sm_clock_max_mhz(), 1980u);
-  EXPECT_FALSE(r.gpus[1].clock_reasons_known());
+  ExpectClocks(r.gpus[0], 0, 0, -1);
+  ExpectClocks(r.gpus[1], 0, 1980, -1);
   EXPECT_THAT(Warnings(r), ElementsAre(AllOf(HasSubstr("nvmlDeviceGetCurrentClocksEventReasons"),
                                              HasSubstr("UNKNOWN (999)"))));
 }
