@@ -321,8 +321,8 @@ std::optional<EndingFacts> RoundMachine::JoinEnding(const JoinAnswered& e, Actio
     const int64_t ms = rendezvous::ErrorInfoOf(e.result.status()).retry_after_ms();
     const absl::Duration wait =
         std::clamp(absl::Milliseconds(ms), absl::Seconds(1), absl::Hours(1));
-    TLOG(kWarning) << e.result.status().message() << "; this node joins again in "
-                   << absl::FormatDuration(wait) << " if its checks pass";
+    TLOG(kWarning) << e.result.status().message() << "; this node tries to join again in "
+                   << absl::FormatDuration(wait);
     quarantined_until_ = clock_->Now() + wait;
     return std::nullopt;
   }
@@ -593,6 +593,17 @@ void RoundMachine::OnSignal(int sig, Actions* out) {
         TLOG(kWarning) << "received " << SignalText(sig) << " during the rendezvous; leaving";
         leave();
         StopReadies();
+        outcome_ = Outcome::kExit;
+        facts_ = EndingFacts{};
+        facts_.ending = Ending::kSignal;
+        FinishWith(out);
+        return;
+      }
+      if (quarantined_until_ != absl::InfiniteFuture()) {
+        // Waiting out a quarantine (PREFLIGHT_EXCLUDED): no Join call is in
+        // flight whose answer would finish it, and it is no member to leave.
+        TLOG(kWarning) << "received " << SignalText(sig) << " during its quarantine; leaving";
+        quarantined_until_ = absl::InfiniteFuture();
         outcome_ = Outcome::kExit;
         facts_ = EndingFacts{};
         facts_.ending = Ending::kSignal;

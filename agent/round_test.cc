@@ -4,6 +4,7 @@
 
 #include <signal.h>
 
+#include <csignal>
 #include <cstdint>
 #include <functional>
 #include <vector>
@@ -72,6 +73,34 @@ TEST(RoundMachine, PreflightExcluded_WaitsTheQuarantineThenJoinsAgainRechecking)
   ASSERT_NE(join, nullptr) << "joins again once the quarantine is over";
   EXPECT_TRUE(join->recheck);
   EXPECT_FALSE(join->on_stream);
+}
+
+// A stop while it waits out a quarantine ends the agent at once: no Join
+// call is in flight whose answer would (it used to wait forever).
+TEST(RoundMachine, PreflightExcluded_ASignalDuringTheQuarantineFinishesAtOnce) {
+  SimulatedClock clock;
+  RoundOptions o;
+  o.me.set_node_id("n0");
+  o.me.set_incarnation(7);
+  o.job_id = "job";
+  o.join_timeout = absl::Minutes(10);
+  RoundMachine m(o, &clock);
+  ASSERT_EQ(m.Start().size(), 1u);
+  v1::ErrorInfo info;
+  info.set_reason(v1::ErrorInfo::PREFLIGHT_EXCLUDED);
+  info.set_retry_after_ms(300000);
+  (void)m.Handle(JoinAnswered{rendezvous::WithErrorInfo(
+      absl::FailedPreconditionError("slow node n0 left out of the round"), info)});
+  ASSERT_FALSE(m.done());
+  const std::vector<RoundAction> actions = m.Handle(SignalReceived{SIGTERM});
+  EXPECT_TRUE(m.done());
+  const Finish* finish = nullptr;
+  for (const RoundAction& a : actions) {
+    EXPECT_FALSE(std::holds_alternative<CancelJoin>(a)) << "no Join call to cancel";
+    if (const Finish* f = std::get_if<Finish>(&a)) finish = f;
+  }
+  ASSERT_NE(finish, nullptr);
+  EXPECT_EQ(finish->exit_code, 128 + SIGTERM);
 }
 
 TEST(RoundMachine, WaitingForTheRoundSaysSoEveryInterval) {

@@ -3428,6 +3428,7 @@ class SlowNodeTest : public CoordinatorTest {
       assignments_.push_back(joins[i]->assignment());
       sinks_.push_back(Watch(reqs_[i], 1));
     }
+    ReportAll(-1);  // the start-up summaries, never judged
   }
   // One interval (10 s) later every node reports; node `slow` (-1: none)
   // waits for a CPU 40% of it, the others 2% (+ `noise(node)` per mille).
@@ -3636,6 +3637,7 @@ TEST_F(SlowNodeTest, Exclude_LeftOutAgain_WaitsTwiceAsLong) {
   ASSERT_EQ(back[0]->assignment().nnodes(), 4);
   round_ = 3;
   for (size_t i = 0; i < 4; ++i) sinks_[i] = Watch(reqs_[i], 3);
+  ReportAll(-1);  // round 3's start-up summaries
   // Still slow: left out again, for twice the quarantine.
   for (int i = 0; i < 4; ++i) Interval(1);
   const Coordinator::Snapshot snap = core_->GetSnapshot();
@@ -3654,7 +3656,7 @@ TEST_F(SlowNodeTest, Exclude_LeftOutAgain_WaitsTwiceAsLong) {
 TEST_F(ReadyRejoinTest, SlowNodeExcluded_ItsReadyIsRefused) {
   slow_nodes_ = v1::SLOW_NODES_EXCLUDE;
   StartTrio();
-  for (uint64_t seq = 1; seq <= 4; ++seq) {
+  for (uint64_t seq = 1; seq <= 5; ++seq) {  // 1: the start-up summaries, not judged
     clock_.Advance(absl::Seconds(10));
     for (size_t i = 0; i < 3; ++i) Alive(i);  // heard over UDP: may re-join by READY
     for (size_t i = 0; i < 3; ++i) {

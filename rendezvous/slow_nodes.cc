@@ -116,6 +116,10 @@ bool SlowNodeJudge::Add(const std::string& node_id, const v1::SlowSignals& s, ab
   Node& n = nodes_[node_id];
   if (s.seq() <= n.last_seq) return false;
   n.last_seq = s.seq();
+  if (!n.started) {
+    n.started = true;
+    return true;
+  }
   Summary& x = n.window[n.next];
   n.next = (n.next + 1) % kSlowWindow;
   n.count = std::min(n.count + 1, kSlowWindow);
@@ -130,7 +134,10 @@ bool SlowNodeJudge::Add(const std::string& node_id, const v1::SlowSignals& s, ab
   }
   x.waited = s.cpu_waited_permille() / 1000.0;
   x.throttled = s.cpu_throttled_permille() / 1000.0;
-  x.cpu_share = std::min(kMaxCpuShare, x.waited + x.throttled);
+  // A throttled worker's runnable threads wait on the run queue too
+  // (schedstat counts the throttled time as waiting): the larger of the
+  // two, not their sum, which would count it twice.
+  x.cpu_share = std::min(kMaxCpuShare, std::max(x.waited, x.throttled));
   x.rate = static_cast<double>(s.tcp_delivery_rate());
   x.rtt_us = static_cast<double>(s.tcp_rtt_us());
   x.retransmits = static_cast<double>(s.tcp_retransmits());

@@ -138,6 +138,9 @@ class SlowNodeJudge {
   };
   struct Node {
     uint64_t last_seq = 0;
+    // Its first summary of the round covers its workers' start-up (imports,
+    // loading data: CPU-bound on every node, by different amounts): not judged.
+    bool started = false;
     std::array<Summary, kSlowWindow> window;  // ring, window[(next + k) % 3] oldest first
     int count = 0;                            // summaries held (<= kSlowWindow)
     int next = 0;                             // where the next goes

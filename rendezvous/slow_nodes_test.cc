@@ -63,6 +63,9 @@ class Job {
  public:
   explicit Job(int nodes, double threshold = 0.10) : judge_({threshold, absl::Seconds(30)}) {
     for (int i = 0; i < nodes; ++i) ids_.push_back("pod-" + std::to_string(i));
+    // Each node's first summary of the round (its start-up) is not judged.
+    ++seq_;
+    for (const std::string& id : ids_) judge_.Add(id, S(seq_, Figures{}), now_);
   }
   std::vector<SlowNodeEvent> Step(const std::function<Figures(int node)>& figures) {
     now_ += kInterval;
@@ -431,4 +434,38 @@ TEST(SlowSignalsInterval, AThirdOfTheWindow) {
 }
 
 }  // namespace
+// A node's first summary of the round covers its workers' start-up: a
+// CPU-bound start (imports, loading data) is not held against it.
+TEST(SlowNodeJudge, StartUpSummary_IsNotJudged) {
+  SlowNodeJudge judge({0.10, absl::Seconds(30)});
+  absl::Time now = absl::FromUnixSeconds(1'700'000'000);
+  const std::vector<std::string> ids = {"a", "b", "c", "d"};
+  for (uint64_t seq = 1; seq <= 3; ++seq) {
+    now += kInterval;
+    for (const std::string& id : ids) {
+      Figures f;
+      if (id == "d") f.waited = 900;  // a start-up over two intervals and more
+      judge.Add(id, S(seq, f), now);
+    }
+    EXPECT_THAT(judge.Judge(now), IsEmpty()) << seq;
+  }
+  // Its window holds two judged summaries and then a healthy one.
+  now += kInterval;
+  for (const std::string& id : ids) judge.Add(id, S(4, Figures{}), now);
+  EXPECT_THAT(judge.Judge(now), IsEmpty());
+  // Starved through a whole window after that: named.
+  std::vector<SlowNodeEvent> events;
+  for (uint64_t seq = 5; seq <= 7; ++seq) {
+    now += kInterval;
+    for (const std::string& id : ids) {
+      Figures f;
+      if (id == "d") f.waited = 500;
+      judge.Add(id, S(seq, f), now);
+    }
+    events = judge.Judge(now);
+  }
+  ASSERT_THAT(events, SizeIs(1));
+  EXPECT_EQ(events[0].node.node_id, "d");
+}
+
 }  // namespace trainlet::rendezvous
