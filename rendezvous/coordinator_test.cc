@@ -3680,5 +3680,36 @@ TEST_F(ReadyRejoinTest, SlowNodeExcluded_ItsReadyIsRefused) {
   EXPECT_EQ(ReasonOf(c->status()), v1::ErrorInfo::PREFLIGHT_EXCLUDED);
 }
 
+// review30: a node left out as slow is still the job's: when a later failure
+// leaves fewer than MIN nodes, the job must not fail while that node (slow
+// but working) is turned away by its quarantine. (--preflight=exclude lets a
+// failed node run when the round needs it for MIN; docs/preflight.md.)
+TEST_F(SlowNodeTest, Exclude_QuarantinedNodeNeededForMin_JobDoesNotFail) {
+  slow_nodes_ = v1::SLOW_NODES_EXCLUDE;
+  StartRound(3, 4, 4, /*max_restarts=*/3);
+  for (int i = 0; i < 4; ++i) Interval(1);
+  ASSERT_EQ(core_->GetSnapshot().phase, Phase::kGathering);  // n1 left out
+  std::vector<std::shared_ptr<JoinResult>> second;
+  for (size_t i : {0, 2, 3}) second.push_back(Join(reqs_[i]));
+  for (const auto& j : second) ASSERT_TRUE(j->done() && j->result->ok());
+  ASSERT_EQ(core_->GetSnapshot().phase, Phase::kRunning);  // round 2: n0, n2, n3
+  // n3 goes away: round 3 needs MIN = 3, and only n0, n2 and n1 are left.
+  v1::LeaveRequest leave;
+  *leave.mutable_member() = reqs_[3].member();
+  leave.set_job_id("job");
+  leave.set_reason("node drained");
+  ASSERT_TRUE(core_->Leave(leave).ok());
+  auto j0 = Join(reqs_[0]);
+  auto j2 = Join(reqs_[2]);
+  clock_.Advance(absl::Seconds(30));
+  auto j1 = Join(reqs_[1]);  // slow, but the only way to reach MIN
+  for (int i = 0; i < 8; ++i) {
+    clock_.Advance(absl::Seconds(10));
+    core_->Tick();
+  }
+  const Coordinator::Snapshot snap = core_->GetSnapshot();
+  EXPECT_NE(snap.phase, Phase::kFailed) << snap.verdict << "; n1's join: " << j1->status();
+}
+
 }  // namespace
 }  // namespace trainlet::rendezvous
