@@ -246,9 +246,9 @@ TEST(SlowNodeJudge, Review30_TheSenderIntoASlowReceiver_IsNotNamed) {
   for (int i = 0; i < 4; ++i) {
     for (SlowNodeEvent& e : job.Step([i](int node) {
            Figures f;
-           const int64_t gbit = 125'000'000;  // bytes/s
-           f.rate = node == 7   ? gbit * 3 / 10   // the limited host
-                    : node == 6 ? gbit * 46 / 10  // sends into it
+           const int64_t gbit = 125'000'000;                                  // bytes/s
+           f.rate = node == 7   ? gbit * 3 / 10                               // the limited host
+                    : node == 6 ? gbit * 46 / 10                              // sends into it
                                 : gbit * 888 / 10 + ((node + i) % 5) * gbit;  // 88.8..92.8
            return f;
          })) {
