@@ -176,6 +176,26 @@ TEST(ReportLimitsTest, SlowNodes_AreBoundedAndNamedWithTheField) {
   EXPECT_EQ(many.coordinator().slow_nodes_size(), kMaxSlowNodes);
 }
 
+// review30: the coordinator names a node at most once (its judge keeps them
+// by node id), and each becomes a trainlet_slow_node{job_id,node_id,cause}
+// series: a report that names one twice would put the same series twice on
+// /metrics, and Prometheus refuses the whole scrape (duplicate sample). Any
+// node's report with a newer coordinator view is taken as the job's.
+TEST(ReportLimitsTest, Review30_SlowNodes_ANodeNamedTwiceIsRefused) {
+  v1::HealthReport r = Valid();
+  for (int i = 0; i < 2; ++i) {
+    v1::SlowNodeView* n = r.mutable_coordinator()->add_slow_nodes();
+    n->set_node_id("pod-3");
+    n->set_cause("cpu");
+    n->set_evidence("node pod-3 is slow (cpu): ...");
+    n->set_since_unix_ms(1800000000000);
+    n->set_slowdown_percent(90);
+  }
+  const absl::Status s = ValidateHealthReport(r);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
+  EXPECT_THAT(s.message(), HasSubstr("coordinator.slow_nodes"));
+}
+
 TEST(ReportLimitsTest, TrimToLimits_CutsOnCharacterBoundariesAndReplacesInvalidUtf8) {
   v1::HealthReport r = Valid();
   std::string text(kMaxTextLength - 1, 'a');
