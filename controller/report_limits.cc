@@ -44,8 +44,10 @@ absl::Status CheckSlowNodes(const v1::CoordinatorView& c) {
       return absl::InvalidArgumentError("coordinator.slow_nodes.node_id: empty");
     }
     // The coordinator names a node once; twice would be the same
-    // trainlet_slow_node series twice, a scrape Prometheus refuses whole.
-    // (At most kMaxSlowNodes of them: a scan.)
+    // trainlet_slow_node series twice in one scrape, an exposition error
+    // (Prometheus keeps the first and counts it in
+    // prometheus_target_scrapes_sample_duplicate_timestamp_total, which
+    // kube-prometheus alerts on). At most kMaxSlowNodes of them: a scan.
     if (std::any_of(c.slow_nodes().begin(), c.slow_nodes().begin() + i,
                     [&](const v1::SlowNodeView& o) { return o.node_id() == n.node_id(); })) {
       return absl::InvalidArgumentError(
