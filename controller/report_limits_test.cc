@@ -179,8 +179,9 @@ TEST(ReportLimitsTest, SlowNodes_AreBoundedAndNamedWithTheField) {
 // review30: the coordinator names a node at most once (its judge keeps them
 // by node id), and each becomes a trainlet_slow_node{job_id,node_id,cause}
 // series: a report that names one twice would put the same series twice on
-// /metrics, and Prometheus refuses the whole scrape (duplicate sample). Any
-// node's report with a newer coordinator view is taken as the job's.
+// /metrics (an exposition error: Prometheus drops the second and alerts on
+// duplicate samples). Any node's report with a newer coordinator view is
+// taken as the job's.
 TEST(ReportLimitsTest, Review30_SlowNodes_ANodeNamedTwiceIsRefused) {
   v1::HealthReport r = Valid();
   for (int i = 0; i < 2; ++i) {
