@@ -3680,6 +3680,32 @@ TEST_F(ReadyRejoinTest, SlowNodeExcluded_ItsReadyIsRefused) {
   EXPECT_EQ(ReasonOf(c->status()), v1::ErrorInfo::PREFLIGHT_EXCLUDED);
 }
 
+// review30: at scale a member heard over UDP sends a Report only every
+// HeardReportInterval (n / 500 s), so the coordinator takes at most
+// kMaxHeardReportsPerSecond of them (protocol.h). Each agent also sends one
+// RUNNING Report per slow-signals interval, on top (agent.cc's ReportDue),
+// all in phase (every agent starts sampling when the round's workers start):
+// at 6,000 nodes, 600 more a second every 10 s, twice the heartbeats' 300.
+TEST_F(SlowNodeTest, Review30_AtScale_SlowSignalReportsStayWithinTheReportCap) {
+  constexpr int kNodes = 6000;
+  Make(kNodes, kNodes);
+  core_->EnableUdpLiveness(29400);
+  std::vector<std::shared_ptr<JoinResult>> joins;
+  for (int i = 0; i < kNodes; ++i) {
+    v1::JoinRequest r = Req(absl::StrCat("n", i), 1000 + i, i, /*lws=*/1);
+    r.set_udp_liveness(true);
+    joins.push_back(Join(r));
+  }
+  ASSERT_TRUE(joins[0]->done() && joins[0]->result->ok()) << joins[0]->status();
+  const v1::Assignment& a = joins[0]->assignment();
+  ASSERT_GT(a.slow_signals_interval_ms(), 0);
+  const double heard_per_second = kNodes * 1000.0 / a.report_interval_ms();
+  const double slow_per_second = kNodes * 1000.0 / a.slow_signals_interval_ms();
+  EXPECT_LE(heard_per_second + slow_per_second, kMaxHeardReportsPerSecond)
+      << "report_interval_ms " << a.report_interval_ms() << ", slow_signals_interval_ms "
+      << a.slow_signals_interval_ms();
+}
+
 // review30: a node left out as slow is still the job's: when a later failure
 // leaves fewer than MIN nodes, the job must not fail while that node (slow
 // but working) is turned away by its quarantine. (--preflight=exclude lets a
