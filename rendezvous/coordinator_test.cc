@@ -3706,6 +3706,25 @@ TEST_F(SlowNodeTest, Review30_AtScale_SlowSignalReportsStayWithinTheReportCap) {
       << a.slow_signals_interval_ms();
 }
 
+// review30: --slow-node-window is accepted up to 1h (config/options.cc),
+// and the agents are told to sample a third of it apart: 20 minutes. But an
+// agent samples at most 10 minutes apart (agent.cc's kMaxSlowInterval) and
+// a summary covers at most kMaxSlowIntervalMs (rendezvous.proto): a window
+// over 30m is silently judged over 30m, the evidence says "the last 30m".
+TEST_F(SlowNodeTest, Review30_LongestWindow_AskedIntervalIsOneAnAgentSamples) {
+  CoordinatorOptions o;
+  o.job_id = "job";
+  o.min_nodes = o.max_nodes = 1;
+  o.clock = &clock_;
+  o.heartbeat_timeout = absl::Seconds(5);
+  o.last_call = absl::Milliseconds(500);
+  o.slow_node_window = absl::Hours(1);  // the flag's largest
+  core_ = std::make_unique<Coordinator>(o);
+  auto j = Join(Req("n0", 1, 0, 1));
+  ASSERT_TRUE(j->done() && j->result->ok()) << j->status();
+  EXPECT_LE(j->assignment().slow_signals_interval_ms(), kMaxSlowIntervalMs);
+}
+
 // review30: a node left out as slow is still the job's: when a later failure
 // leaves fewer than MIN nodes, the job must not fail while that node (slow
 // but working) is turned away by its quarantine. (--preflight=exclude lets a
