@@ -134,16 +134,21 @@ TEST(ReportLimitsTest, TrimToLimits_AddsNoCoordinatorView_AndKeepsTheNewestLostN
   EXPECT_EQ(r.coordinator().lost_nodes(kMaxLostNodes - 1), absl::StrCat("n", kMaxLostNodes + 5));
 }
 
+// A valid slow node pod-3, added to `r`'s coordinator view.
+v1::SlowNodeView* AddSlowPod3(v1::HealthReport* r) {
+  v1::SlowNodeView* n = r->mutable_coordinator()->add_slow_nodes();
+  n->set_node_id("pod-3");
+  n->set_cause("cpu");
+  n->set_evidence("node pod-3 is slow (cpu): ...");
+  n->set_since_unix_ms(1800000000000);
+  n->set_slowdown_percent(90);
+  return n;
+}
+
 TEST(ReportLimitsTest, SlowNodes_AreBoundedAndNamedWithTheField) {
   auto with = [](const std::function<void(v1::SlowNodeView*)>& change) {
     v1::HealthReport r = Valid();
-    v1::SlowNodeView* n = r.mutable_coordinator()->add_slow_nodes();
-    n->set_node_id("pod-3");
-    n->set_cause("cpu");
-    n->set_evidence("node pod-3 is slow (cpu): ...");
-    n->set_since_unix_ms(1800000000000);
-    n->set_slowdown_percent(90);
-    change(n);
+    change(AddSlowPod3(&r));
     return r;
   };
   EXPECT_TRUE(ValidateHealthReport(with([](v1::SlowNodeView*) {})).ok());
@@ -184,14 +189,8 @@ TEST(ReportLimitsTest, SlowNodes_AreBoundedAndNamedWithTheField) {
 // taken as the job's.
 TEST(ReportLimitsTest, Review30_SlowNodes_ANodeNamedTwiceIsRefused) {
   v1::HealthReport r = Valid();
-  for (int i = 0; i < 2; ++i) {
-    v1::SlowNodeView* n = r.mutable_coordinator()->add_slow_nodes();
-    n->set_node_id("pod-3");
-    n->set_cause("cpu");
-    n->set_evidence("node pod-3 is slow (cpu): ...");
-    n->set_since_unix_ms(1800000000000);
-    n->set_slowdown_percent(90);
-  }
+  AddSlowPod3(&r);
+  AddSlowPod3(&r)->set_cause("network");  // (the same node, another cause)
   const absl::Status s = ValidateHealthReport(r);
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
   EXPECT_THAT(s.message(), HasSubstr("coordinator.slow_nodes"));
