@@ -1577,6 +1577,28 @@ TEST_F(ReleasedStreamTest, AHangDeclared_ReleasedMembersAreAskedByDatagram) {
   }
 }
 
+// review30: docs/slow-nodes.md says every node logs a slow node once. A
+// released member (rounds of --release-streams-from nodes, 2000 by default)
+// has no stream: a hang's directive reaches it by DIRECTIVE datagram, but
+// the slow-node lines go down streams only, and no Report answer carries
+// them, so at scale the nodes never hear of it.
+TEST_F(ReleasedStreamTest, DISABLED_Review30_ASlowNodeNamed_ReleasedMembersAreTold) {
+  StartReleased();
+  for (uint64_t seq = 1; seq <= 4; ++seq) {
+    clock_.Advance(absl::Seconds(10));
+    for (size_t i = 0; i < 3; ++i) {
+      ASSERT_TRUE(SlowReport(reqs_[i], 1, seq, i == 2 ? 500 : 10).ok());
+    }
+    core_->Tick();
+  }
+  ASSERT_EQ(core_->GetSnapshot().slow_nodes.size(), 1u) << "c is named";
+  for (size_t i : {0, 1}) {
+    bool told = false;
+    for (const v1::Directive& d : DirectivesTo(i)) told |= d.has_slow_nodes();
+    EXPECT_TRUE(told) << i;
+  }
+}
+
 TEST_F(ReleasedStreamTest, NotBelowTheSize_NorWithoutAcceptsRelease_NorBeforeASecondAck) {
   StartReleased(/*from=*/4);
   for (size_t i = 0; i < 3; ++i) EXPECT_FALSE(sinks_[i]->closed) << "a round of 3 < 4: " << i;
