@@ -38,6 +38,7 @@
 #include "launcher/termination_log.h"
 #include "launcher/worker_spawner.h"
 #include "preflight/gpu_loopback.h"
+#include "progress/gpu_sample.h"
 #include "progress/slow_signals.h"
 #include "progress/tcp_diag.h"
 #include "rendezvous/coordinator.h"
@@ -46,6 +47,7 @@
 #include "rendezvous/health_server.h"
 #include "rendezvous/in_process_client.h"
 #include "rendezvous/keepalive.h"
+#include "topology/nvml.h"
 
 namespace trainlet::agent {
 namespace {
@@ -254,9 +256,32 @@ struct RunServices {
   std::unique_ptr<PreflightRunner> preflight;  // --preflight (its policy may be off).
   // --slow-nodes: the workers' signals, sampled when an assignment asks.
   std::unique_ptr<TcpInfoSource> tcp_diag;
+  std::unique_ptr<GpuClockSampler> gpu_clocks;  // where the node probe found NVML.
   std::unique_ptr<ProcSlowSampler> slow;
   std::optional<Agent> agent;
 };
+
+// --slow-nodes' GPU signal (progress/gpu_sample.h): where the node probe
+// read GPUs through NVML, their clocks, read again the same way (in process
+// or through the NVML reader) without health, NVLinks' worth of calls
+// aside. Null without NVML. Its thread starts with the first sampled round.
+std::unique_ptr<GpuClockSampler> StartGpuClocks(const RunConfig& config,
+                                                const std::map<std::string, std::string>& base_env,
+                                                Clock* clock) {
+  const std::shared_ptr<const v1::NodeProbe>& probe = config.node_probe;
+  if (probe == nullptr || probe->nvml().status() != v1::Source::OK || probe->gpus_size() == 0) {
+    return nullptr;
+  }
+  topology::NvmlOptions nvml = AgentProbeOptions(base_env).nvml;
+  if (nvml.library.empty() || !nvml.absent_reason.empty()) return nullptr;
+  nvml.health = false;
+  return std::make_unique<GpuClockSampler>(
+      [nvml](std::vector<v1::Gpu>* gpus) {
+        v1::NodeProbe scratch;
+        topology::ReadNvml(nvml, &scratch, gpus);
+      },
+      clock);
+}
 
 // --preflight's network measurement (measuring_client.h): this node's link
 // measurer and the Join that measures when asked. Null (a warning) when it
@@ -580,6 +605,8 @@ int RunAgent(const RunConfig& config, const std::map<std::string, std::string>& 
   ProcSlowSampler::Options slow;
   slow.proc_root = seams.proc_root;
   slow.tcp = run.tcp_diag.get();
+  run.gpu_clocks = StartGpuClocks(config, base_env, seams.clock);
+  slow.gpu = run.gpu_clocks.get();
   run.slow = std::make_unique<ProcSlowSampler>(std::move(slow));
   seams.slow = run.slow.get();
   if (setup) {

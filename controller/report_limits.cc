@@ -59,9 +59,10 @@ absl::Status CheckSlowNodes(const v1::CoordinatorView& c) {
         !s.ok()) {
       return s;
     }
-    if (n.cause() != "cpu" && n.cause() != "network" && n.cause() != "progress") {
+    if (n.cause() != "cpu" && n.cause() != "network" && n.cause() != "progress" &&
+        n.cause() != "gpu") {
       return absl::InvalidArgumentError(
-          "coordinator.slow_nodes.cause: expected cpu, network or progress");
+          "coordinator.slow_nodes.cause: expected cpu, network, progress or gpu");
     }
     if (absl::Status s = CheckText("coordinator.slow_nodes.evidence", n.evidence(), kMaxTextLength);
         !s.ok()) {

@@ -152,11 +152,17 @@ TEST(ReportLimitsTest, SlowNodes_AreBoundedAndNamedWithTheField) {
     return r;
   };
   EXPECT_TRUE(ValidateHealthReport(with([](v1::SlowNodeView*) {})).ok());
+  for (const char* cause : {"cpu", "network", "progress", "gpu"}) {
+    EXPECT_TRUE(
+        ValidateHealthReport(with([cause](v1::SlowNodeView* n) { n->set_cause(cause); })).ok())
+        << cause;
+  }
   const std::vector<std::pair<std::function<void(v1::SlowNodeView*)>, const char*>> bad = {
       {[](v1::SlowNodeView* n) { n->clear_node_id(); }, "coordinator.slow_nodes.node_id"},
       {[](v1::SlowNodeView* n) { n->set_node_id(std::string(kMaxNodeIdLength + 1, 'n')); },
        "coordinator.slow_nodes.node_id"},
       {[](v1::SlowNodeView* n) { n->set_cause("gpu\"} 1\n"); }, "coordinator.slow_nodes.cause"},
+      {[](v1::SlowNodeView* n) { n->set_cause("disk"); }, "coordinator.slow_nodes.cause"},
       {[](v1::SlowNodeView* n) { n->set_evidence(std::string(kMaxTextLength + 1, 'e')); },
        "coordinator.slow_nodes.evidence"},
       {[](v1::SlowNodeView* n) { n->set_since_unix_ms(-1); }, "coordinator.slow_nodes.since"},

@@ -245,7 +245,7 @@ struct JobTotals {
 // docs/slow-nodes.md), as the coordinator named it.
 struct SlowNodeView {
   std::string node_id;
-  std::string cause;     // "cpu", "network" or "progress".
+  std::string cause;     // "cpu", "network", "progress" or "gpu".
   std::string evidence;  // one line for a person.
   int64_t since_unix_ms = 0;
   int slowdown_percent = 0;  // how much slower the job runs for it, estimated.

@@ -1461,7 +1461,7 @@ PrometheusRenderer::PrometheusRenderer(const ControllerSnapshot& s) {
   Of("trainlet_preflight_failed_checks", "gauge", "Checks the node's latest preflight failed.");
   Of("trainlet_slow_node", "gauge",
      "1 per node the coordinator named slow in the current round (--slow-nodes); the label "
-     "cause is cpu, network or progress.");
+     "cause is cpu, network, progress or gpu.");
   Of("trainlet_controller_metrics_workers_omitted", "gauge",
      "Worker series left out of this scrape (over the per-family cap).");
   Of("trainlet_controller_metrics_preflight_omitted", "gauge",

@@ -132,13 +132,14 @@ v1::SlowSignals CompareSlowSamples(const SlowSample& before, const SlowSample& a
 }
 
 std::string SlowSignalsText(const v1::SlowSignals& s) {
-  return absl::StrCat("seq=", s.seq(), " interval=", s.interval_ms(), "ms workers=", s.workers(),
-                      " cpu ran=", s.cpu_ran_permille(), " waited=", s.cpu_waited_permille(),
-                      " throttled=", s.cpu_throttled_permille(),
-                      " (permille) tcp=", s.tcp_connections(), " rtt=", s.tcp_rtt_us(),
-                      "us retrans=", s.tcp_retransmits(), " acked=", s.tcp_bytes_acked(),
-                      " rate=", s.tcp_delivery_rate(), "B/s step=", s.step(),
-                      " step_time=", s.step_time_us(), "us");
+  return absl::StrCat(
+      "seq=", s.seq(), " interval=", s.interval_ms(), "ms workers=", s.workers(),
+      " cpu ran=", s.cpu_ran_permille(), " waited=", s.cpu_waited_permille(),
+      " throttled=", s.cpu_throttled_permille(), " (permille) tcp=", s.tcp_connections(),
+      " rtt=", s.tcp_rtt_us(), "us retrans=", s.tcp_retransmits(), " acked=", s.tcp_bytes_acked(),
+      " rate=", s.tcp_delivery_rate(), "B/s step=", s.step(), " step_time=", s.step_time_us(),
+      "us gpus=", s.gpus(), " sm_clock=", s.gpu_sm_clock_permille(), " (permille) reasons=0x",
+      absl::Hex(s.gpu_clock_reasons()));
 }
 
 ProcSlowSampler::ProcSlowSampler(Options options) : options_(std::move(options)) {}
@@ -150,6 +151,7 @@ void ProcSlowSampler::StartRound(const std::vector<pid_t>& workers, absl::Durati
   next_ = now;
   base_.reset();
   steps_.clear();
+  if (options_.gpu != nullptr) options_.gpu->Resume(interval_);
   // The workers' cgroups: one lookup a round (a pod's workers share one).
   cpu_stats_.clear();
   const CpuSampleSources sources{options_.proc_root, options_.cgroup_root};
@@ -167,6 +169,7 @@ void ProcSlowSampler::StartRound(const std::vector<pid_t>& workers, absl::Durati
 }
 
 void ProcSlowSampler::EndRound() {
+  if (options_.gpu != nullptr) options_.gpu->Pause();
   workers_.clear();
   next_ = absl::InfiniteFuture();
   base_.reset();
@@ -192,6 +195,7 @@ std::optional<v1::SlowSignals> ProcSlowSampler::Poll(absl::Time now) {
   if (base_.has_value()) {
     out = CompareSlowSamples(*base_, sample);
     FillProgress(&*out);
+    FillGpu(now, &*out);
     out->set_seq(++seq_);
   }
   base_ = std::move(sample);
@@ -219,6 +223,16 @@ void ProcSlowSampler::FillProgress(v1::SlowSignals* out) {
   out->set_step(lowest);
   out->set_step_time_us(advanced > 0 ? Bounded(absl::ToInt64Microseconds(per_step_sum / advanced))
                                      : 0);
+}
+
+void ProcSlowSampler::FillGpu(absl::Time now, v1::SlowSignals* out) {
+  if (options_.gpu == nullptr) return;
+  // A reading older than two intervals (a read hung in the driver) is none.
+  const std::optional<GpuClockReading> g = options_.gpu->Latest(now, 2 * interval_);
+  if (!g.has_value()) return;
+  out->set_gpus(g->gpus);
+  out->set_gpu_sm_clock_permille(g->sm_clock_permille);
+  out->set_gpu_clock_reasons(g->slowdown_reasons);
 }
 
 SlowSample ProcSlowSampler::Take(absl::Time now) {

@@ -16,7 +16,8 @@
 // /proc/PID/task/TID/schedstat (time on a CPU, time runnable on a run
 // queue), each process's /proc/PID/fd links (its sockets' inodes), the
 // workers' cgroup cpu.stat (cpu_sample.h), and one sock_diag dump of the
-// pod's TCP connections (tcp_diag.h). Progress comes from the agent's
+// pod's TCP connections (tcp_diag.h); the GPUs' clocks come from their own
+// thread (gpu_sample.h). Progress comes from the agent's
 // progress files (OnStep). Counters are compared per thread and per
 // connection, so a thread or a connection that ends in an interval does not
 // make a sum go back. A signal that cannot be read is left 0 (its cause is
@@ -39,6 +40,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
 #include "absl/time/time.h"
+#include "progress/gpu_sample.h"
 #include "progress/tcp_diag.h"
 #include "trainlet/v1/rendezvous.pb.h"
 
@@ -91,7 +93,8 @@ struct SlowSample {
 
 // One line for a log: "seq=3 interval=10000ms workers=8 cpu ran=412 waited=3
 // throttled=0 (permille) tcp=32 rtt=210us retrans=0 acked=1048576
-// rate=52428800B/s step=1200 step_time=812000us".
+// rate=52428800B/s step=1200 step_time=812000us gpus=8 sm_clock=1000
+// (permille) reasons=0x0".
 std::string SlowSignalsText(const v1::SlowSignals& s);
 
 // The summary of [before, after] (seq, step and step_time_us left for the
@@ -104,6 +107,10 @@ class ProcSlowSampler : public SlowSignalsSampler {
     std::string proc_root = "/proc";
     std::string cgroup_root = "/sys/fs/cgroup";
     TcpInfoSource* tcp = nullptr;  // null: no TCP signals.
+    // null: no GPU signals (no NVML). Resumed by StartRound, paused by
+    // EndRound; each summary takes its latest reading if at most two
+    // intervals old.
+    GpuClockSampler* gpu = nullptr;
   };
   explicit ProcSlowSampler(Options options);
 
@@ -133,6 +140,8 @@ class ProcSlowSampler : public SlowSignalsSampler {
   // Progress: the lowest latest step and the mean time per step since the
   // last boundary where each worker advanced.
   void FillProgress(v1::SlowSignals* out);
+  // GPU: the GPU sampler's latest reading, if recent.
+  void FillGpu(absl::Time now, v1::SlowSignals* out);
   // Logs `what` at DEBUG the first time `key` is seen.
   void NoteOnce(const std::string& key, const std::string& what);
 

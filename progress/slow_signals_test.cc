@@ -9,7 +9,9 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
+#include "common/clock.h"
 #include "common/testing/temp_root.h"
 #include "gtest/gtest.h"
 
@@ -262,6 +264,47 @@ TEST_F(SlowSamplerTest, Schedule_EveryInterval_EndRoundStops_SeqGoesOnOverRounds
   EXPECT_EQ(s.step(), -1);
 }
 
+TEST_F(SlowSamplerTest, Gpu_TheLatestReadingWhileRecent_PausedBetweenRounds) {
+  SimulatedClock clock(kT0);
+  absl::Notification read;
+  GpuClockSampler gpu(
+      [&](std::vector<v1::Gpu>* gpus) {
+        v1::Gpu g;
+        g.set_sm_clock_mhz(990);
+        g.set_sm_clock_max_mhz(1980);
+        g.set_clock_reasons_known(true);
+        g.set_clock_reasons(0x42);
+        gpus->assign(2, g);
+        if (!read.HasBeenNotified()) read.Notify();
+      },
+      &clock);
+  ProcSlowSampler::Options o = Options();
+  o.gpu = &gpu;
+  ProcSlowSampler sampler(o);
+  Thread(100, 100, 0, 0);
+  // The GPU sampler reads at once on its own thread, then an interval
+  // (10 s of real time) later: this test sees only the first read.
+  sampler.StartRound({100}, kInterval, kT0);
+  ASSERT_TRUE(read.WaitForNotificationWithTimeout(absl::Seconds(60)));
+  for (int i = 0; i < 60000 && !gpu.Latest(kT0, kInterval).has_value(); ++i) {
+    absl::SleepFor(absl::Milliseconds(1));
+  }
+  EXPECT_FALSE(sampler.Poll(kT0).has_value());
+  std::optional<v1::SlowSignals> s = sampler.Poll(kT0 + kInterval);
+  ASSERT_TRUE(s.has_value());
+  EXPECT_EQ(s->gpus(), 2);
+  EXPECT_EQ(s->gpu_sm_clock_permille(), 500);
+  EXPECT_EQ(s->gpu_clock_reasons(), 0x40u)
+      << "HW thermal; application clocks are a setting, not a slowdown";
+  // Two intervals later the reading is too old: no GPU figures.
+  s = sampler.Poll(kT0 + 3 * kInterval);
+  ASSERT_TRUE(s.has_value());
+  EXPECT_EQ(s->gpus(), 0);
+  EXPECT_EQ(s->gpu_sm_clock_permille(), 0);
+  sampler.EndRound();
+  EXPECT_FALSE(gpu.Latest(kT0, kInterval).has_value()) << "paused with the round";
+}
+
 TEST(SlowSignalsText, NamesEveryFigure) {
   v1::SlowSignals s;
   s.set_seq(3);
@@ -277,7 +320,8 @@ TEST(SlowSignalsText, NamesEveryFigure) {
   s.set_step_time_us(812000);
   EXPECT_EQ(SlowSignalsText(s),
             "seq=3 interval=10000ms workers=8 cpu ran=412 waited=3 throttled=0 (permille) tcp=32 "
-            "rtt=210us retrans=0 acked=1048576 rate=52428800B/s step=1200 step_time=812000us");
+            "rtt=210us retrans=0 acked=1048576 rate=52428800B/s step=1200 step_time=812000us "
+            "gpus=0 sm_clock=0 (permille) reasons=0x0");
 }
 
 TEST(TcpInfo, ShortStructsFromOldKernels_LeaveTheMissingFieldsUnknown) {

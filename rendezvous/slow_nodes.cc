@@ -12,8 +12,8 @@
 namespace trainlet::rendezvous {
 namespace {
 
-enum Cause { kCpu = 0, kNetwork = 1, kProgress = 2, kCauses = 3 };
-constexpr const char* kCauseNames[kCauses] = {"cpu", "network", "progress"};
+enum Cause { kCpu = 0, kNetwork = 1, kProgress = 2, kGpu = 3, kCauses = 4 };
+constexpr const char* kCauseNames[kCauses] = {"cpu", "network", "progress", "gpu"};
 // The CPU share is counted at most this: (1-m)/(1-s) grows without bound
 // near 1, and the figures can reach 1 without meaning "never ran" (waited is
 // summed over a worker's threads, throttled over the cgroup's CPUs): the
@@ -43,6 +43,21 @@ std::string Percent(double share) { return absl::StrFormat("%.0f%%", share * 100
 std::string Millis(double us) {
   return us >= 10000 ? absl::StrFormat("%.0f ms", us / 1000)
                      : absl::StrFormat("%.1f ms", us / 1000);
+}
+
+// "HW slowdown, HW thermal" for the slowdown bits of NVML's clock event
+// reasons (kSlowGpuReasons).
+std::string GpuReasonNames(uint64_t reasons) {
+  static constexpr std::pair<uint64_t, const char*> kNames[] = {{0x8, "HW slowdown"},
+                                                                {0x40, "HW thermal"},
+                                                                {0x80, "HW power brake"},
+                                                                {0x20, "SW thermal"},
+                                                                {0x4, "SW power cap"}};
+  std::string out;
+  for (const auto& [bit, name] : kNames) {
+    if (reasons & bit) absl::StrAppend(&out, out.empty() ? "" : ", ", name);
+  }
+  return out;
 }
 
 std::string Clock(absl::Time t) { return absl::FormatTime("%H:%M:%S", t, absl::UTCTimeZone()); }
@@ -78,6 +93,15 @@ absl::Status ValidateSlowSignals(const v1::SlowSignals& s) {
   if (s.step() < -1 || s.step() > kMaxSlowFigure) {
     return OutOfRange("step", -1, kMaxSlowFigure, s.step());
   }
+  if (s.gpus() < 0 || s.gpus() > kMaxSlowGpus) return OutOfRange("gpus", 0, kMaxSlowGpus, s.gpus());
+  if (s.gpu_sm_clock_permille() < 0 || s.gpu_sm_clock_permille() > 1000) {
+    return OutOfRange("gpu_sm_clock_permille", 0, 1000, s.gpu_sm_clock_permille());
+  }
+  if ((s.gpu_clock_reasons() & ~kSlowGpuReasons) != 0) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("slow.gpu_clock_reasons: expected only the bits of 0x%x, got 0x%x",
+                        kSlowGpuReasons, s.gpu_clock_reasons()));
+  }
   return absl::OkStatus();
 }
 
@@ -111,6 +135,8 @@ bool SlowNodeJudge::Add(const std::string& node_id, const v1::SlowSignals& s, ab
   x.rtt_us = static_cast<double>(s.tcp_rtt_us());
   x.retransmits = static_cast<double>(s.tcp_retransmits());
   x.step_time_us = static_cast<double>(s.step_time_us());
+  x.gpu_clock = s.gpu_sm_clock_permille() / 1000.0;
+  x.gpu_reasons = s.gpu_clock_reasons();
   return true;
 }
 
@@ -155,7 +181,10 @@ std::vector<SlowNodeEvent> SlowNodeJudge::Judge(absl::Time now) {
       who.clear();
       for (size_t i = 0; i < np; ++i) {
         const Summary& s = p[i].second->Back(k);
-        const double v = c == kCpu ? s.cpu_share : c == kNetwork ? s.rate : s.step_time_us;
+        const double v = c == kCpu       ? s.cpu_share
+                         : c == kNetwork ? s.rate
+                         : c == kGpu     ? s.gpu_clock
+                                         : s.step_time_us;
         if (c != kCpu && v <= 0) continue;  // not measured on that node
         values.push_back(v);
         who.push_back(i);
@@ -188,6 +217,13 @@ std::vector<SlowNodeEvent> SlowNodeJudge::Judge(absl::Time now) {
           case kNetwork:
             slowdown = others / v - 1;
             beyond = others - v > spread;
+            break;
+          case kGpu:
+            // A GPU below the others' clock counts only while NVML says
+            // it is held down (heat, power, the board): an idle GPU's
+            // clock is low too, and says nothing.
+            slowdown = others / v - 1;
+            beyond = others - v > spread && p[who[j]].second->Back(k).gpu_reasons != 0;
             break;
           default:
             slowdown = others > 0 ? v / others - 1 : 0;
@@ -240,6 +276,8 @@ std::vector<SlowNodeEvent> SlowNodeJudge::Judge(absl::Time now) {
     s.since = node.Back(kSlowWindow - 1).at - node.Back(kSlowWindow - 1).covers;
     s.slowdown_percent = static_cast<int>(std::lround(std::min(worst, 1000.0) * 100));
     double waited = 0, throttled = 0, rate = 0, rtt = 0, retransmits = 0, step = 0, others = 0;
+    double gpu_clock = 0;
+    uint64_t gpu_reasons = 0;
     absl::Duration covers;
     for (int k = 0; k < kSlowWindow; ++k) {
       const Summary& x = node.Back(k);
@@ -249,6 +287,8 @@ std::vector<SlowNodeEvent> SlowNodeJudge::Judge(absl::Time now) {
       rtt = std::max(rtt, x.rtt_us);
       retransmits += x.retransmits;
       step += x.step_time_us / kSlowWindow;
+      gpu_clock += x.gpu_clock / kSlowWindow;
+      gpu_reasons |= x.gpu_reasons;
       others += marks[i][cause][k].others / kSlowWindow;
       covers += x.covers;
     }
@@ -267,6 +307,11 @@ std::vector<SlowNodeEvent> SlowNodeJudge::Judge(absl::Time now) {
                             " at the lowest, the others' median ", preflight::HumanRate(others),
                             rtt > 0 ? absl::StrCat(", RTT up to ", Millis(rtt)) : "", ", ",
                             static_cast<int64_t>(retransmits), " retransmits over the last ", last);
+        break;
+      case kGpu:
+        what = absl::StrCat("its slowest GPU ran at ", Percent(gpu_clock),
+                            " of its maximum SM clock (", GpuReasonNames(gpu_reasons),
+                            "), the others' median ", Percent(others), ", over the last ", last);
         break;
       default:
         what = absl::StrCat("its workers took ", Millis(step), " a step, the others' median ",

@@ -7,7 +7,10 @@
 //             job's median m: (1-m)/(1-s) - 1;
 //   network:  the others' median delivery rate over its lowest: median/rate - 1
 //             (RTT and retransmits go into the evidence);
-//   progress: its time per step over the others' median, minus 1.
+//   progress: its time per step over the others' median, minus 1;
+//   gpu:      the others' median lowest SM clock share over its own: median/
+//             clock - 1, counted only while its GPUs report a slowdown
+//             reason (NVML's clock event reasons).
 // A cause counts for a summary when the estimate is over the threshold and
 // the node's figure is beyond the job's spread (kSpreadMads median absolute
 // deviations from the others' median).
@@ -63,6 +66,11 @@ inline constexpr int64_t kMaxSlowIntervalMs = 600000;
 inline constexpr int kMaxSlowWorkers = 1024;
 inline constexpr int kMaxSlowTcpConnections = 65536;
 inline constexpr int64_t kMaxSlowFigure = int64_t{1} << 53;
+inline constexpr int kMaxSlowGpus = 256;
+// The clock event reasons an agent sends (progress/gpu_sample.h's
+// kGpuSlowdownReasons): SW power cap, HW slowdown, SW thermal, HW thermal,
+// HW power brake.
+inline constexpr uint64_t kSlowGpuReasons = 0x4 | 0x8 | 0x20 | 0x40 | 0x80;
 
 // OK when `s` is within rendezvous.proto's SlowSignals bounds; else
 // INVALID_ARGUMENT naming the field ("slow.interval_ms: ...").
@@ -74,7 +82,7 @@ absl::Duration SlowSignalsInterval(absl::Duration window);
 // A node named slow, or cleared.
 struct SlowNode {
   std::string node_id;
-  std::string cause;     // "cpu", "network" or "progress".
+  std::string cause;     // "cpu", "network", "progress" or "gpu".
   std::string evidence;  // one line ("node pod-3 is slow (cpu): ..."), escaped, bounded.
   absl::Time since;      // when the window that showed it began.
   int slowdown_percent = 0;
@@ -124,7 +132,9 @@ class SlowNodeJudge {
     double rate = 0;  // tcp_delivery_rate, bytes/s; 0: none measured
     double rtt_us = 0;
     double retransmits = 0;
-    double step_time_us = 0;  // 0: unknown
+    double step_time_us = 0;   // 0: unknown
+    double gpu_clock = 0;      // the lowest SM clock share; 0: unknown
+    uint64_t gpu_reasons = 0;  // slowdown reasons seen (kSlowGpuReasons)
   };
   struct Node {
     uint64_t last_seq = 0;

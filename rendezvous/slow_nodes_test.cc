@@ -24,6 +24,8 @@ struct Figures {
   int64_t rtt_us = 0;
   int64_t step_us = 0;
   int workers = 1;
+  int gpu_permille = 0;  // the lowest SM clock share; 0: no GPU figures
+  uint64_t gpu_reasons = 0;
 };
 
 v1::SlowSignals S(uint64_t seq, const Figures& f) {
@@ -39,6 +41,9 @@ v1::SlowSignals S(uint64_t seq, const Figures& f) {
   s.set_tcp_delivery_rate(f.rate);
   s.set_step(f.step_us > 0 ? static_cast<int64_t>(seq) * 10 : -1);
   s.set_step_time_us(f.step_us);
+  s.set_gpus(f.gpu_permille > 0 ? 8 : 0);
+  s.set_gpu_sm_clock_permille(f.gpu_permille);
+  s.set_gpu_clock_reasons(f.gpu_reasons);
   return s;
 }
 
@@ -277,6 +282,73 @@ TEST(SlowNodeJudge, ProgressSlowNode_IsNamed) {
   EXPECT_THAT(e[0].node.evidence, HasSubstr("took 410 ms a step, the others' median 200 ms"));
 }
 
+// Node `slow`'s slowest GPU runs at `permille` of its maximum SM clock with
+// `reasons`; the others' at 990-1000 per mille, some power-capped (0x4).
+std::function<Figures(int)> GpuHeldDown(int slow, int permille, uint64_t reasons) {
+  return [=](int node) {
+    Figures f;
+    f.gpu_permille = node == slow ? permille : 1000 - 5 * (node % 3);
+    f.gpu_reasons = node == slow ? reasons : node % 2 == 0 ? 0x4 : 0;
+    return f;
+  };
+}
+
+TEST(SlowNodeJudge, GpuHeldDownNode_IsNamedWithItsClockAndReasons) {
+  Job job(4);
+  std::vector<SlowNodeEvent> e;
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_THAT(e, IsEmpty()) << "not before a whole window";
+    e = job.Step(GpuHeldDown(1, 500, 0x48));
+  }
+  ASSERT_THAT(e, SizeIs(1));
+  EXPECT_EQ(e[0].node.node_id, "pod-1");
+  EXPECT_EQ(e[0].node.cause, "gpu");
+  EXPECT_EQ(e[0].node.slowdown_percent, 100);  // the others' median 1000 / 500 - 1
+  EXPECT_THAT(e[0].node.evidence,
+              HasSubstr("its slowest GPU ran at 50% of its maximum SM clock (HW slowdown, HW "
+                        "thermal), the others' median 100%, over the last 30s"));
+  // Its clock back up: cleared after a whole window.
+  for (int i = 0; i < 2; ++i) EXPECT_THAT(job.Step(GpuHeldDown(1, 1000, 0)), IsEmpty());
+  e = job.Step(GpuHeldDown(1, 1000, 0));
+  ASSERT_THAT(e, SizeIs(1));
+  EXPECT_EQ(e[0].kind, SlowNodeEvent::kCleared);
+}
+
+TEST(SlowNodeJudge, LowGpuClockWithoutASlowdownReason_IsNotNamed) {
+  // An idle (or application-clocked) GPU runs low with no slowdown reason.
+  Job job(4);
+  for (int i = 0; i < 5; ++i) EXPECT_THAT(job.Step(GpuHeldDown(1, 300, 0)), IsEmpty());
+}
+
+TEST(SlowNodeJudge, GpuClockWithinTheThreshold_IsNotNamed) {
+  // Power-capped at 95% of the others' clock: about 5% slower, below 10%.
+  Job job(4);
+  for (int i = 0; i < 5; ++i) EXPECT_THAT(job.Step(GpuHeldDown(1, 948, 0x4)), IsEmpty());
+  // With a threshold of 3% it is named.
+  Job strict(4, 0.03);
+  std::vector<SlowNodeEvent> e;
+  for (int i = 0; i < 3; ++i) e = strict.Step(GpuHeldDown(1, 948, 0x4));
+  ASSERT_THAT(e, SizeIs(1));
+  EXPECT_EQ(e[0].node.cause, "gpu");
+  EXPECT_THAT(e[0].node.evidence, HasSubstr("(SW power cap)"));
+}
+
+TEST(SlowNodeJudge, NodesWithoutGpuFigures_AreNotGpuSlow) {
+  // Only two nodes read their GPUs (the others have no NVML): too few.
+  Job job(4);
+  for (int i = 0; i < 5; ++i) {
+    EXPECT_THAT(job.Step([](int node) {
+      Figures f;
+      if (node < 2) {
+        f.gpu_permille = node == 0 ? 400 : 1000;
+        f.gpu_reasons = node == 0 ? 0x8 : 0;
+      }
+      return f;
+    }),
+                IsEmpty());
+  }
+}
+
 TEST(SlowNodeJudge, RepeatedSeq_CountsOnce) {
   SlowNodeJudge judge({0.10, absl::Seconds(30)});
   absl::Time now = absl::FromUnixSeconds(1000);
@@ -352,6 +424,14 @@ TEST(ValidateSlowSignals, EveryBound) {
       {[](v1::SlowSignals* s) { s->set_tcp_delivery_rate(-1); }, "slow.tcp_delivery_rate"},
       {[](v1::SlowSignals* s) { s->set_step_time_us(-1); }, "slow.step_time_us"},
       {[](v1::SlowSignals* s) { s->set_step(-2); }, "slow.step"},
+      {[](v1::SlowSignals* s) { s->set_gpus(-1); }, "slow.gpus"},
+      {[](v1::SlowSignals* s) { s->set_gpus(257); }, "slow.gpus"},
+      {[](v1::SlowSignals* s) { s->set_gpu_sm_clock_permille(1001); },
+       "slow.gpu_sm_clock_permille"},
+      {[](v1::SlowSignals* s) { s->set_gpu_sm_clock_permille(-1); }, "slow.gpu_sm_clock_permille"},
+      {[](v1::SlowSignals* s) { s->set_gpu_clock_reasons(0x1); }, "slow.gpu_clock_reasons"},
+      {[](v1::SlowSignals* s) { s->set_gpu_clock_reasons(0x8 | (uint64_t{1} << 40)); },
+       "slow.gpu_clock_reasons"},
   };
   for (const Case& c : cases) {
     v1::SlowSignals s = S(1, Figures{});
@@ -368,6 +448,9 @@ TEST(ValidateSlowSignals, EveryBound) {
   edge.set_tcp_connections(65536);
   edge.set_tcp_bytes_acked(int64_t{1} << 53);
   edge.set_step(-1);
+  edge.set_gpus(256);
+  edge.set_gpu_sm_clock_permille(1000);
+  edge.set_gpu_clock_reasons(0xEC);
   EXPECT_TRUE(ValidateSlowSignals(edge).ok());
 }
 

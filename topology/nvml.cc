@@ -84,6 +84,9 @@ struct NvmlApi {
   // Writes nvmlProcessInfo_v2_t entries (_v3, _v2) or nvmlProcessInfo_v1_t
   // (unversioned): see ProcessInfoSize().
   Entry<nvmlReturn_t (*)(nvmlDevice_t, unsigned int*, void*)> compute_processes;
+  Entry<nvmlReturn_t (*)(nvmlDevice_t, nvmlClockType_t, unsigned int*)> clock;
+  Entry<nvmlReturn_t (*)(nvmlDevice_t, nvmlClockType_t, unsigned int*)> max_clock;
+  Entry<nvmlReturn_t (*)(nvmlDevice_t, unsigned long long*)> clock_reasons;
 };
 
 // The size of one entry nvmlDeviceGetComputeRunningProcesses writes, by the
@@ -149,6 +152,13 @@ NvmlApi ResolveAll(void* h) {
           {"nvmlDeviceGetComputeRunningProcesses_v3", "nvmlDeviceGetComputeRunningProcesses_v2",
            "nvmlDeviceGetComputeRunningProcesses"},
           &api.compute_processes);
+  Resolve(h, {"nvmlDeviceGetClockInfo"}, &api.clock);
+  Resolve(h, {"nvmlDeviceGetMaxClockInfo"}, &api.max_clock);
+  // Renamed in CUDA 12.2 (the same bits); the older name stays exported,
+  // deprecated, and is all an older driver has.
+  Resolve(h,
+          {"nvmlDeviceGetCurrentClocksEventReasons", "nvmlDeviceGetCurrentClocksThrottleReasons"},
+          &api.clock_reasons);
   return api;
 }
 
@@ -471,6 +481,7 @@ class Reader {
     if (api_.minor_number && Call(api_.minor_number, api_.minor_number.fn(dev, &minor_number))) {
       if (minor_number < (1u << 20)) gpu->set_minor_number(static_cast<int32_t>(minor_number));
     }
+    ReadClocks(dev, gpu);
     if (Done()) return false;
     ReadNvLinks(dev, gpu);
     if (Done()) return false;
@@ -551,6 +562,28 @@ class Reader {
           Warn(absl::StrCat(who_, ": name rejected: ", why));
         }
       }
+    }
+  }
+
+  // The SM clock now, its maximum, and why it is held down. A clock above
+  // kMaxClockMhz is a broken answer and stays unknown.
+  void ReadClocks(nvmlDevice_t dev, v1::Gpu* gpu) {
+    unsigned int mhz = 0;
+    if (api_.clock && Call(api_.clock, api_.clock.fn(dev, NVML_CLOCK_SM, &mhz)) &&
+        mhz <= kMaxClockMhz) {
+      gpu->set_sm_clock_mhz(mhz);
+    }
+    if (Done()) return;
+    mhz = 0;
+    if (api_.max_clock && Call(api_.max_clock, api_.max_clock.fn(dev, NVML_CLOCK_SM, &mhz)) &&
+        mhz <= kMaxClockMhz) {
+      gpu->set_sm_clock_max_mhz(mhz);
+    }
+    if (Done()) return;
+    unsigned long long reasons = 0;
+    if (api_.clock_reasons && Call(api_.clock_reasons, api_.clock_reasons.fn(dev, &reasons))) {
+      gpu->set_clock_reasons_known(true);
+      gpu->set_clock_reasons(reasons);
     }
   }
 

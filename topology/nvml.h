@@ -57,11 +57,12 @@ struct NvmlOptions {
 // width), cpu_affinity (hex cpumap groups), nvlinks (aggregated per remote bus
 // id), health (when options.health: ECC, row remapping, the recovery
 // action, retired pages, memory used and the compute processes),
-// minor_number, source = "nvml". Sets probe->nvml (status, reason, version =
-// the driver version) and probe->cuda_driver_version. Never fails; a device
-// whose handle cannot be had is skipped with a line in probe->warnings.
-// Through the reader (options.via), a reader that cannot run, hangs, crashes
-// or answers garbage is NVML ABSENT or ERROR with the reason.
+// minor_number, the SM clock, its maximum and the clock event reasons
+// (optional symbols: unknown without them), source = "nvml". Sets probe->nvml (status, reason,
+// version = the driver version) and probe->cuda_driver_version. Never fails; a device whose handle
+// cannot be had is skipped with a line in probe->warnings. Through the reader (options.via), a
+// reader that cannot run, hangs, crashes or answers garbage is NVML ABSENT or ERROR with the
+// reason.
 void ReadNvml(const NvmlOptions& options, v1::NodeProbe* probe, std::vector<v1::Gpu>* gpus);
 
 // dlopens `library` ("libnccl.so.2" or a path) and reads ncclGetVersion into

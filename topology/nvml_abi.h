@@ -82,6 +82,22 @@ enum : int {
   NVML_VALUE_TYPE_SIGNED_INT = 5,
 };
 
+typedef int nvmlClockType_t;  // C enum
+enum : int { NVML_CLOCK_GRAPHICS = 0, NVML_CLOCK_SM = 1, NVML_CLOCK_MEM = 2 };
+
+// nvmlClocksEventReason* (nvmlClocksThrottleReason* before CUDA 12.2, the
+// same bits): why the clocks are held down, as
+// nvmlDeviceGetCurrentClocksEventReasons reports them.
+constexpr unsigned long long kNvmlClocksReasonGpuIdle = 0x1ull;
+constexpr unsigned long long kNvmlClocksReasonApplicationsClocksSetting = 0x2ull;
+constexpr unsigned long long kNvmlClocksReasonSwPowerCap = 0x4ull;
+constexpr unsigned long long kNvmlClocksReasonHwSlowdown = 0x8ull;
+constexpr unsigned long long kNvmlClocksReasonSyncBoost = 0x10ull;
+constexpr unsigned long long kNvmlClocksReasonSwThermalSlowdown = 0x20ull;
+constexpr unsigned long long kNvmlClocksReasonHwThermalSlowdown = 0x40ull;
+constexpr unsigned long long kNvmlClocksReasonHwPowerBrakeSlowdown = 0x80ull;
+constexpr unsigned long long kNvmlClocksReasonDisplayClockSetting = 0x100ull;
+
 // Buffer sizes from nvml.h.
 constexpr unsigned int NVML_DEVICE_UUID_BUFFER_SIZE = 80;
 constexpr unsigned int NVML_DEVICE_NAME_BUFFER_SIZE = 64;

@@ -38,6 +38,11 @@ inline constexpr size_t kNvmlReaderMagicSize = sizeof(kNvmlReaderMagic) - 1;
 inline constexpr size_t kNvmlReaderHeaderSize = kNvmlReaderMagicSize + 4;
 inline constexpr size_t kNvmlReaderMaxPayload = 1 << 20;
 
+// A GPU clock above this many MHz is a broken answer (today's GPUs run
+// below 3,000): nvml.cc leaves it unknown, and the parent rejects a reader's
+// answer that has one (Gpu.sm_clock_mhz, topology.proto).
+inline constexpr unsigned int kMaxClockMhz = 100000;
+
 // write(2) until all of `data` is out (retrying EINTR and short writes);
 // false on an error. Both ends of the reader's pipes use it.
 inline bool WriteFully(int fd, const void* data, size_t size) {

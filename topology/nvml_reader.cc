@@ -415,6 +415,17 @@ absl::Status ParseNvmlReaderAnswer(absl::string_view answer, v1::NodeProbe* prob
   if (!parsed.has_nvml() || parsed.nvml().status() == v1::Source::STATUS_UNSPECIFIED) {
     return absl::InvalidArgumentError("it has no NVML status");
   }
+  for (const v1::Gpu& g : parsed.gpus()) {
+    if (g.sm_clock_mhz() > kMaxClockMhz || g.sm_clock_max_mhz() > kMaxClockMhz) {
+      return absl::InvalidArgumentError(absl::StrCat("GPU ", g.index(), " has an SM clock of ",
+                                                     g.sm_clock_mhz(), " MHz (max ",
+                                                     g.sm_clock_max_mhz(), ")"));
+    }
+    if (!g.clock_reasons_known() && g.clock_reasons() != 0) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("GPU ", g.index(), " has clock reasons it does not know"));
+    }
+  }
   *probe->mutable_nvml() = std::move(*parsed.mutable_nvml());
   probe->set_cuda_driver_version(parsed.cuda_driver_version());
   for (std::string& w : *parsed.mutable_warnings()) probe->add_warnings(std::move(w));

@@ -67,7 +67,8 @@ void ReadNvmlThroughReader(const NvmlOptions& options, const NvmlReaderSeams& se
 // problem neither is touched and the error says what was wrong: a wrong
 // header or length, more than 1 MiB, an unparsable message, a field the
 // reader never sets, a string that is not printable ASCII or longer than
-// 1 KiB, more than 256 GPUs, warnings or elements in any list.
+// 1 KiB, more than 256 GPUs, warnings or elements in any list, an SM clock
+// above 100,000 MHz, clock reasons not marked known.
 absl::Status ParseNvmlReaderAnswer(absl::string_view answer, v1::NodeProbe* probe,
                                    std::vector<v1::Gpu>* gpus);
 

@@ -84,8 +84,8 @@ TEST(NvmlReader, BuiltIntoThisBuild) { EXPECT_TRUE(NvmlReaderBuiltIn()); }
 
 TEST(NvmlReader, SameAsInProcess_OnEveryFixtureAndDriver) {
   for (const char* library : {FAKE_NVML_PATH, FAKE_NVML_LEGACY_PATH}) {
-    for (const char* fixture :
-         {"nvml_h100x8.json", "nvml_vm_1gpu.json", "nvml_errors.json", "nvml_unhealthy.json"}) {
+    for (const char* fixture : {"nvml_h100x8.json", "nvml_vm_1gpu.json", "nvml_errors.json",
+                                "nvml_unhealthy.json", "nvml_clocks.json"}) {
       for (bool health : {true, false}) {
         SCOPED_TRACE(std::string(library) + " " + fixture + (health ? " health" : ""));
         NvmlOptions options;
@@ -264,6 +264,10 @@ v1::NodeProbe GoodAnswer() {
   g->set_uuid("GPU-1");
   g->set_name("NVIDIA H100 80GB HBM3");
   g->mutable_health()->add_processes()->set_pid(7);
+  g->set_sm_clock_mhz(1980);
+  g->set_sm_clock_max_mhz(1980);
+  g->set_clock_reasons_known(true);
+  g->set_clock_reasons(0x48);
   return p;
 }
 
@@ -284,6 +288,8 @@ TEST(ParseNvmlReaderAnswer, AGoodAnswer_IsTaken) {
   EXPECT_EQ(probe.cuda_driver_version(), "12040");
   ASSERT_EQ(gpus.size(), 1u);
   EXPECT_EQ(gpus[0].health().processes(0).pid(), 7u);
+  EXPECT_EQ(gpus[0].sm_clock_mhz(), 1980u);
+  EXPECT_EQ(gpus[0].clock_reasons(), 0x48u);
   EXPECT_EQ(probe.gpus_size(), 0) << "GPUs go to *gpus, for the merge with sysfs";
 }
 
@@ -331,6 +337,18 @@ TEST(ParseNvmlReaderAnswer, ContentsOutOfBounds_AreRejected) {
   v1::NodeProbe no_status = GoodAnswer();
   no_status.mutable_nvml()->clear_status();
   EXPECT_THAT(Parse(Frame(no_status.SerializeAsString())).message(), HasSubstr("no NVML status"));
+
+  v1::NodeProbe fast_clock = GoodAnswer();
+  fast_clock.mutable_gpus(0)->set_sm_clock_mhz(kMaxClockMhz + 1);
+  EXPECT_THAT(Parse(Frame(fast_clock.SerializeAsString())).message(),
+              HasSubstr("SM clock of 100001 MHz"));
+  v1::NodeProbe fast_max = GoodAnswer();
+  fast_max.mutable_gpus(0)->set_sm_clock_max_mhz(kMaxClockMhz + 1);
+  EXPECT_THAT(Parse(Frame(fast_max.SerializeAsString())).message(), HasSubstr("(max 100001)"));
+  v1::NodeProbe unknown_reasons = GoodAnswer();
+  unknown_reasons.mutable_gpus(0)->set_clock_reasons_known(false);
+  EXPECT_THAT(Parse(Frame(unknown_reasons.SerializeAsString())).message(),
+              HasSubstr("clock reasons it does not know"));
 
   // An unknown field number (a newer or foreign message).
   std::string unknown = GoodAnswer().SerializeAsString() + std::string("\xf8\x3f\x01", 3);

@@ -22,6 +22,7 @@ namespace {
 
 using ::testing::AllOf;
 using ::testing::Contains;
+using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using ::testing::IsEmpty;
 using ::testing::MatchesRegex;
@@ -413,6 +414,48 @@ TEST(ReadNvml, LegacyDriver_FallsBackToUnversionedSymbols) {
     EXPECT_FALSE(r.gpus[i].health().recovery_action_known());
     EXPECT_TRUE(r.gpus[i].health().ecc_known());
   }
+}
+
+// A GPU's clock fields; reasons < 0: not known.
+void ExpectClocks(const v1::Gpu& g, uint32_t mhz, uint32_t max_mhz, int64_t reasons) {
+  EXPECT_EQ(g.sm_clock_mhz(), mhz);
+  EXPECT_EQ(g.sm_clock_max_mhz(), max_mhz);
+  EXPECT_EQ(g.clock_reasons_known(), reasons >= 0);
+  if (reasons >= 0) {
+    EXPECT_EQ(g.clock_reasons(), static_cast<uint64_t>(reasons));
+  }
+}
+
+TEST(ReadNvml, Clocks_CurrentMaxAndReasons) {
+  // Two GPUs: one at full clock, one held down by a hardware slowdown.
+  for (const char* library : {FAKE_NVML_PATH, FAKE_NVML_LEGACY_PATH}) {
+    SCOPED_TRACE(library);
+    Result r = Read(library, Testdata("nvml_clocks.json"));
+    EXPECT_EQ(r.probe.nvml().status(), v1::Source::OK) << r.probe.nvml().reason();
+    EXPECT_THAT(Warnings(r), IsEmpty());
+    ASSERT_EQ(r.gpus.size(), 2u);
+    ExpectClocks(r.gpus[0], 1980, 1980, 0);
+    // HW slowdown (0x8) and HW thermal slowdown (0x40); the legacy driver
+    // answers through nvmlDeviceGetCurrentClocksThrottleReasons.
+    ExpectClocks(r.gpus[1], 990, 1980, 0x48);
+  }
+}
+
+TEST(ReadNvml, ClocksNotSupportedOrFailing_AreUnknown) {
+  // No clock sections: NOT_SUPPORTED, silently unknown; a failing call is
+  // unknown with a warning; a clock past 100,000 MHz is unknown.
+  TempFixture fixture(R"({"devices": [
+      {"uuid": "GPU-a", "name": "x", "busId": "0000:18:00.0"},
+      {"uuid": "GPU-b", "name": "x", "busId": "0000:2a:00.0", "smClock": 4000000000,
+       "smClockMax": 1980, "clockReasons": 8}],
+      "errors": [{"fn": "nvmlDeviceGetCurrentClocksEventReasons", "device": 1, "rc": 999}]})");
+  Result r = Read(FAKE_NVML_PATH, fixture.path());
+  EXPECT_EQ(r.probe.nvml().status(), v1::Source::OK) << r.probe.nvml().reason();
+  ASSERT_EQ(r.gpus.size(), 2u);
+  ExpectClocks(r.gpus[0], 0, 0, -1);
+  ExpectClocks(r.gpus[1], 0, 1980, -1);
+  EXPECT_THAT(Warnings(r), ElementsAre(AllOf(HasSubstr("nvmlDeviceGetCurrentClocksEventReasons"),
+                                             HasSubstr("UNKNOWN (999)"))));
 }
 
 TEST(ReadNvml, UnterminatedUuid_IsRejected) {

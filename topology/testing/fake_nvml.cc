@@ -19,7 +19,9 @@
 //                                ...GetComputeRunningProcesses, which writes
 //                                16-byte nvmlProcessInfo_v1_t entries), no
 //                                nvmlDeviceGetRemappedRows, no
-//                                nvmlDeviceGetFieldValues. A real .so cannot
+//                                nvmlDeviceGetFieldValues, no
+//                                nvmlDeviceGetCurrentClocksEventReasons
+//                                (only its older name). A real .so cannot
 //                                pretend that dlsym fails, so "missing
 //                                symbols" is this flavour.
 //   FAKE_NVML_OVERFLOW_PCI_INFO  nvmlDeviceGetPciInfo_v3 writes 72 bytes, as
@@ -50,7 +52,11 @@
 //       "retiredPages": {"sbe": 0, "dbe": 0, "pending": false},  // page retirement
 //       "processes": [{"pid": 4242, "usedGpuMemory": 0}],  // compute processes;
 //                                        // usedGpuMemory absent: NOT_AVAILABLE
-//       "fields": {"230": 0}              // nvmlDeviceGetFieldValues, UNSIGNED_INT
+//       "fields": {"230": 0},             // nvmlDeviceGetFieldValues, UNSIGNED_INT
+//       "smClock": 1980, "smClockMax": 1980,  // NVML_CLOCK_SM, MHz (GetClockInfo,
+//                                        // GetMaxClockInfo)
+//       "clockReasons": 8                 // GetCurrentClocksEventReasons (and
+//                                        // ...ThrottleReasons), a number
 //     }],
 //     "errors": [{"fn": "nvmlDeviceGetRemappedRows", "device": 0, "link": 3, "rc": 3}],
 //     "hangInit": false,                 // true: nvmlInit never returns (a hung driver)
@@ -135,6 +141,9 @@ struct Device {
   bool has_processes = false;
   std::vector<nvmlProcessInfo_v2_t> processes;
   std::map<unsigned int, unsigned long long> fields;
+  bool has_sm_clock = false, has_sm_clock_max = false, has_clock_reasons = false;
+  unsigned int sm_clock = 0, sm_clock_max = 0;
+  unsigned long long clock_reasons = 0;
 };
 
 struct Injected {
@@ -310,6 +319,12 @@ bool LoadDevice(const Json& j, Device* d, std::string* why) {
       d->processes.push_back(info);
     }
   }
+  d->has_sm_clock = j.Get("smClock") != nullptr;
+  d->sm_clock = static_cast<unsigned int>(Num(j, "smClock"));
+  d->has_sm_clock_max = j.Get("smClockMax") != nullptr;
+  d->sm_clock_max = static_cast<unsigned int>(Num(j, "smClockMax"));
+  d->has_clock_reasons = j.Get("clockReasons") != nullptr;
+  d->clock_reasons = static_cast<unsigned long long>(Num(j, "clockReasons"));
   if (const Json* f = Object(j, "fields")) {
     for (const auto& [id, value] : f->object) {
       d->fields[static_cast<unsigned int>(atoi(id.c_str()))] =
@@ -551,9 +566,45 @@ nvmlReturn_t ComputeProcesses(const char* fn, nvmlDevice_t device, unsigned int*
   return NVML_SUCCESS;
 }
 
+nvmlReturn_t SmClock(const char* fn, nvmlDevice_t device, nvmlClockType_t type, unsigned int* clock,
+                     bool max) {
+  DEVICE_CALL(fn);
+  if (clock == nullptr || type < NVML_CLOCK_GRAPHICS || type > 3) {
+    return NVML_ERROR_INVALID_ARGUMENT;
+  }
+  if (type != NVML_CLOCK_SM || !(max ? d->has_sm_clock_max : d->has_sm_clock)) {
+    return NVML_ERROR_NOT_SUPPORTED;
+  }
+  *clock = max ? d->sm_clock_max : d->sm_clock;
+  return NVML_SUCCESS;
+}
+
+nvmlReturn_t ClockReasons(const char* fn, nvmlDevice_t device, unsigned long long* reasons) {
+  DEVICE_CALL(fn);
+  if (reasons == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
+  if (!d->has_clock_reasons) return NVML_ERROR_NOT_SUPPORTED;
+  *reasons = d->clock_reasons;
+  return NVML_SUCCESS;
+}
+
 }  // namespace
 
 // ---- Exported NVML symbols ----
+
+FAKE_EXPORT nvmlReturn_t nvmlDeviceGetClockInfo(nvmlDevice_t device, nvmlClockType_t type,
+                                                unsigned int* clock) {
+  return SmClock("nvmlDeviceGetClockInfo", device, type, clock, /*max=*/false);
+}
+
+FAKE_EXPORT nvmlReturn_t nvmlDeviceGetMaxClockInfo(nvmlDevice_t device, nvmlClockType_t type,
+                                                   unsigned int* clock) {
+  return SmClock("nvmlDeviceGetMaxClockInfo", device, type, clock, /*max=*/true);
+}
+
+FAKE_EXPORT nvmlReturn_t nvmlDeviceGetCurrentClocksThrottleReasons(nvmlDevice_t device,
+                                                                   unsigned long long* reasons) {
+  return ClockReasons("nvmlDeviceGetCurrentClocksThrottleReasons", device, reasons);
+}
 
 FAKE_EXPORT nvmlReturn_t nvmlInit() { return Init("nvmlInit"); }
 
@@ -703,6 +754,11 @@ FAKE_EXPORT nvmlReturn_t nvmlDeviceGetComputeRunningProcesses_v3(nvmlDevice_t de
                                                                  nvmlProcessInfo_v2_t* infos) {
   return ComputeProcesses("nvmlDeviceGetComputeRunningProcesses_v3", device, count, infos,
                           sizeof(nvmlProcessInfo_v2_t));
+}
+
+FAKE_EXPORT nvmlReturn_t nvmlDeviceGetCurrentClocksEventReasons(nvmlDevice_t device,
+                                                                unsigned long long* reasons) {
+  return ClockReasons("nvmlDeviceGetCurrentClocksEventReasons", device, reasons);
 }
 #endif  // FAKE_NVML_LEGACY
 
