@@ -1,5 +1,6 @@
 #include "controller/report_limits.h"
 
+#include <algorithm>
 #include <limits>
 #include <string>
 
@@ -37,9 +38,22 @@ absl::Status CheckSlowNodes(const v1::CoordinatorView& c) {
   if (c.slow_nodes_size() > kMaxSlowNodes) {
     return TooMany("coordinator.slow_nodes", kMaxSlowNodes, c.slow_nodes_size());
   }
-  for (const v1::SlowNodeView& n : c.slow_nodes()) {
+  for (int i = 0; i < c.slow_nodes_size(); ++i) {
+    const v1::SlowNodeView& n = c.slow_nodes(i);
     if (n.node_id().empty()) {
       return absl::InvalidArgumentError("coordinator.slow_nodes.node_id: empty");
+    }
+    // The coordinator names a node once; twice would be the same
+    // trainlet_slow_node series twice in one scrape, an exposition error
+    // (Prometheus keeps the first and counts it in
+    // prometheus_target_scrapes_sample_duplicate_timestamp_total, which
+    // kube-prometheus alerts on). At most kMaxSlowNodes of them: a scan.
+    if (std::any_of(c.slow_nodes().begin(), c.slow_nodes().begin() + i,
+                    [&](const v1::SlowNodeView& o) { return o.node_id() == n.node_id(); })) {
+      return absl::InvalidArgumentError(
+          absl::StrFormat("coordinator.slow_nodes.node_id: entry %d names the node of an "
+                          "earlier one (a node is named once)",
+                          i));
     }
     if (absl::Status s = CheckText("coordinator.slow_nodes.node_id", n.node_id(), kMaxNodeIdLength);
         !s.ok()) {

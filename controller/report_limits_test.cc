@@ -134,16 +134,21 @@ TEST(ReportLimitsTest, TrimToLimits_AddsNoCoordinatorView_AndKeepsTheNewestLostN
   EXPECT_EQ(r.coordinator().lost_nodes(kMaxLostNodes - 1), absl::StrCat("n", kMaxLostNodes + 5));
 }
 
+// A valid slow node pod-3, added to `r`'s coordinator view.
+v1::SlowNodeView* AddSlowPod3(v1::HealthReport* r) {
+  v1::SlowNodeView* n = r->mutable_coordinator()->add_slow_nodes();
+  n->set_node_id("pod-3");
+  n->set_cause("cpu");
+  n->set_evidence("node pod-3 is slow (cpu): ...");
+  n->set_since_unix_ms(1800000000000);
+  n->set_slowdown_percent(90);
+  return n;
+}
+
 TEST(ReportLimitsTest, SlowNodes_AreBoundedAndNamedWithTheField) {
   auto with = [](const std::function<void(v1::SlowNodeView*)>& change) {
     v1::HealthReport r = Valid();
-    v1::SlowNodeView* n = r.mutable_coordinator()->add_slow_nodes();
-    n->set_node_id("pod-3");
-    n->set_cause("cpu");
-    n->set_evidence("node pod-3 is slow (cpu): ...");
-    n->set_since_unix_ms(1800000000000);
-    n->set_slowdown_percent(90);
-    change(n);
+    change(AddSlowPod3(&r));
     return r;
   };
   EXPECT_TRUE(ValidateHealthReport(with([](v1::SlowNodeView*) {})).ok());
@@ -180,6 +185,21 @@ TEST(ReportLimitsTest, SlowNodes_AreBoundedAndNamedWithTheField) {
   TrimToLimits(&many);
   EXPECT_TRUE(ValidateHealthReport(many).ok()) << ValidateHealthReport(many);
   EXPECT_EQ(many.coordinator().slow_nodes_size(), kMaxSlowNodes);
+}
+
+// review30: the coordinator names a node at most once (its judge keeps them
+// by node id), and each becomes a trainlet_slow_node{job_id,node_id,cause}
+// series: a report that names one twice would put the same series twice on
+// /metrics (an exposition error: Prometheus drops the second and alerts on
+// duplicate samples). Any node's report with a newer coordinator view is
+// taken as the job's.
+TEST(ReportLimitsTest, Review30_SlowNodes_ANodeNamedTwiceIsRefused) {
+  v1::HealthReport r = Valid();
+  AddSlowPod3(&r);
+  AddSlowPod3(&r)->set_cause("network");  // (the same node, another cause)
+  const absl::Status s = ValidateHealthReport(r);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
+  EXPECT_THAT(s.message(), HasSubstr("coordinator.slow_nodes"));
 }
 
 TEST(ReportLimitsTest, TrimToLimits_CutsOnCharacterBoundariesAndReplacesInvalidUtf8) {

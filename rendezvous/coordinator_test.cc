@@ -1577,6 +1577,28 @@ TEST_F(ReleasedStreamTest, AHangDeclared_ReleasedMembersAreAskedByDatagram) {
   }
 }
 
+// review30: docs/slow-nodes.md says every node logs a slow node once. A
+// released member (rounds of --release-streams-from nodes, 2000 by default)
+// has no stream: a hang's directive reaches it by DIRECTIVE datagram, but
+// the slow-node lines go down streams only, and no Report answer carries
+// them, so at scale the nodes never hear of it.
+TEST_F(ReleasedStreamTest, DISABLED_Review30_ASlowNodeNamed_ReleasedMembersAreTold) {
+  StartReleased();
+  for (uint64_t seq = 1; seq <= 4; ++seq) {
+    clock_.Advance(absl::Seconds(10));
+    for (size_t i = 0; i < 3; ++i) {
+      ASSERT_TRUE(SlowReport(reqs_[i], 1, seq, i == 2 ? 500 : 10).ok());
+    }
+    core_->Tick();
+  }
+  ASSERT_EQ(core_->GetSnapshot().slow_nodes.size(), 1u) << "c is named";
+  for (size_t i : {0, 1}) {
+    bool told = false;
+    for (const v1::Directive& d : DirectivesTo(i)) told |= d.has_slow_nodes();
+    EXPECT_TRUE(told) << i;
+  }
+}
+
 TEST_F(ReleasedStreamTest, NotBelowTheSize_NorWithoutAcceptsRelease_NorBeforeASecondAck) {
   StartReleased(/*from=*/4);
   for (size_t i = 0; i < 3; ++i) EXPECT_FALSE(sinks_[i]->closed) << "a round of 3 < 4: " << i;
@@ -3680,6 +3702,82 @@ TEST_F(ReadyRejoinTest, SlowNodeExcluded_ItsReadyIsRefused) {
   auto c = Join(reqs_[2]);
   ASSERT_TRUE(c->done());
   EXPECT_EQ(ReasonOf(c->status()), v1::ErrorInfo::PREFLIGHT_EXCLUDED);
+}
+
+// review30: at scale a member heard over UDP sends a Report only every
+// HeardReportInterval (n / 500 s), so the coordinator takes at most
+// kMaxHeardReportsPerSecond of them (protocol.h). Each agent also sends one
+// RUNNING Report per slow-signals interval, on top (agent.cc's ReportDue),
+// all in phase (every agent starts sampling when the round's workers start):
+// at 6,000 nodes, 600 more a second every 10 s, twice the heartbeats' 300.
+TEST_F(SlowNodeTest, DISABLED_Review30_AtScale_SlowSignalReportsStayWithinTheReportCap) {
+  constexpr int kNodes = 6000;
+  Make(kNodes, kNodes);
+  core_->EnableUdpLiveness(29400);
+  std::vector<std::shared_ptr<JoinResult>> joins;
+  for (int i = 0; i < kNodes; ++i) {
+    v1::JoinRequest r = Req(absl::StrCat("n", i), 1000 + i, i, /*lws=*/1);
+    r.set_udp_liveness(true);
+    joins.push_back(Join(r));
+  }
+  ASSERT_TRUE(joins[0]->done() && joins[0]->result->ok()) << joins[0]->status();
+  const v1::Assignment& a = joins[0]->assignment();
+  ASSERT_GT(a.slow_signals_interval_ms(), 0);
+  const double heard_per_second = kNodes * 1000.0 / a.report_interval_ms();
+  const double slow_per_second = kNodes * 1000.0 / a.slow_signals_interval_ms();
+  EXPECT_LE(heard_per_second + slow_per_second, kMaxHeardReportsPerSecond)
+      << "report_interval_ms " << a.report_interval_ms() << ", slow_signals_interval_ms "
+      << a.slow_signals_interval_ms();
+}
+
+// review30: --slow-node-window is accepted up to 1h (config/options.cc),
+// and the agents are told to sample a third of it apart: 20 minutes. But an
+// agent samples at most 10 minutes apart (agent.cc's kMaxSlowInterval) and
+// a summary covers at most kMaxSlowIntervalMs (rendezvous.proto): a window
+// over 30m is silently judged over 30m, the evidence says "the last 30m".
+TEST_F(SlowNodeTest, DISABLED_Review30_LongestWindow_AskedIntervalIsOneAnAgentSamples) {
+  CoordinatorOptions o;
+  o.job_id = "job";
+  o.min_nodes = o.max_nodes = 1;
+  o.clock = &clock_;
+  o.heartbeat_timeout = absl::Seconds(5);
+  o.last_call = absl::Milliseconds(500);
+  o.slow_node_window = absl::Hours(1);  // the flag's largest
+  core_ = std::make_unique<Coordinator>(o);
+  auto j = Join(Req("n0", 1, 0, 1));
+  ASSERT_TRUE(j->done() && j->result->ok()) << j->status();
+  EXPECT_LE(j->assignment().slow_signals_interval_ms(), kMaxSlowIntervalMs);
+}
+
+// review30: a node left out as slow is still the job's: when a later failure
+// leaves fewer than MIN nodes, the job must not fail while that node (slow
+// but working) is turned away by its quarantine. (--preflight=exclude lets a
+// failed node run when the round needs it for MIN; docs/preflight.md.)
+TEST_F(SlowNodeTest, DISABLED_Exclude_QuarantinedNodeNeededForMin_JobDoesNotFail) {
+  slow_nodes_ = v1::SLOW_NODES_EXCLUDE;
+  StartRound(3, 4, 4, /*max_restarts=*/3);
+  for (int i = 0; i < 4; ++i) Interval(1);
+  ASSERT_EQ(core_->GetSnapshot().phase, Phase::kGathering);  // n1 left out
+  std::vector<std::shared_ptr<JoinResult>> second;
+  for (size_t i : {0, 2, 3}) second.push_back(Join(reqs_[i]));
+  for (const auto& j : second) ASSERT_TRUE(j->done() && j->result->ok());
+  ASSERT_EQ(core_->GetSnapshot().phase, Phase::kRunning);  // round 2: n0, n2, n3
+  // n3 goes away: round 3 needs MIN = 3, and only n0, n2 and n1 are left.
+  v1::LeaveRequest leave;
+  *leave.mutable_member() = reqs_[3].member();
+  leave.set_job_id("job");
+  leave.set_reason("node drained");
+  ASSERT_TRUE(core_->Leave(leave).ok());
+  auto j0 = Join(reqs_[0]);
+  auto j2 = Join(reqs_[2]);
+  clock_.Advance(absl::Seconds(30));
+  auto j1 = Join(reqs_[1]);  // slow, but the only way to reach MIN
+  for (int i = 0; i < 8; ++i) {
+    clock_.Advance(absl::Seconds(10));
+    core_->Tick();
+  }
+  const Coordinator::Snapshot snap = core_->GetSnapshot();
+  EXPECT_NE(snap.phase, Phase::kFailed) << snap.verdict << "; n1's join: " << j1->status();
 }
 
 }  // namespace
