@@ -191,12 +191,14 @@ Agent::Agent(const RunConfig& config, std::map<std::string, std::string> base_en
   }
   plan_ = seams_.plan != nullptr ? seams_.plan : default_plan_.get();
   // The handler runs before the same Report's callback, on the same thread.
-  seams_.client->SetReportResponseHandler(
-      [plan = plan_, heard = udp_heard_, lines = preflight_lines_](const v1::ReportResponse& r) {
-        heard->store(r.udp_heard());
-        lines->Log(r.preflight_warnings());
-        plan->OnReportResponse(r);
-      });
+  seams_.client->SetReportResponseHandler([plan = plan_, heard = udp_heard_,
+                                           lines = preflight_lines_,
+                                           slow = slow_lines_](const v1::ReportResponse& r) {
+    heard->store(r.udp_heard());
+    lines->Log(r.preflight_warnings());
+    slow->Log(r.slow_nodes());
+    plan->OnReportResponse(r);
+  });
 }
 
 int Agent::Run() {

@@ -183,6 +183,11 @@ void CoordinatorContact::OnReportFailed(absl::string_view message) {
   ReportSoon();
 }
 
+void CoordinatorContact::HeartbeatSent() {
+  if (next_heartbeat_ == absl::InfiniteFuture() || repeated_.has_value()) return;
+  next_heartbeat_ = std::max(next_heartbeat_, clock_->Now() + ReportInterval());
+}
+
 void CoordinatorContact::ReportSoon() {
   if (heartbeat_interval_ <= absl::ZeroDuration()) return;
   next_heartbeat_ = std::min(next_heartbeat_, clock_->Now() + heartbeat_interval_);

@@ -107,6 +107,10 @@ class CoordinatorContact {
   // no longer quieten the Reports.
   void Repeat(v1::ReportRequest report) { repeated_ = std::move(report); }
   void ForgetRepeated() { repeated_.reset(); }
+  // A RUNNING Report went now out of turn (ReportDue: the slow-node
+  // signals): it stands for the heartbeat Report, the next one waits a
+  // whole interval, so a round's Reports stay within the coordinator's cap.
+  void HeartbeatSent();
   bool repeating() const { return repeated_.has_value(); }
 
   // ---- Answers.

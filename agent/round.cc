@@ -120,7 +120,10 @@ std::vector<RoundAction> RoundMachine::Handle(const RoundEvent& event) {
         } else if constexpr (std::is_same_v<T, HangEvidenceCollected>) {
           if (state_ == RoundState::kRunning) hang_watch_.OnEvidenceCollected(e, &out);
         } else if constexpr (std::is_same_v<T, ReportDue>) {
-          if (state_ == RoundState::kRunning) out.push_back(SendReport{HeartbeatReport()});
+          if (state_ == RoundState::kRunning) {
+            out.push_back(SendReport{HeartbeatReport()});
+            contact_.HeartbeatSent();
+          }
         } else {
           static_assert(std::is_same_v<T, Tick>);
           OnTick(&out);

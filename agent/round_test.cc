@@ -139,6 +139,39 @@ TEST(RoundMachine, ReportDue_ARunningReportGoesAtOnce_OnlyWhileTheRoundRuns) {
   EXPECT_EQ(report->request.round(), 1u);
 }
 
+// The Report out of turn stands for the heartbeat Report: the next one
+// waits a whole interval (a round's Reports stay within the coordinator's
+// cap however often slow-node signals go).
+TEST(RoundMachine, ReportDue_StandsForTheHeartbeat) {
+  SimulatedClock clock;
+  RoundOptions o;
+  o.me.set_node_id("n1");
+  o.job_id = "job";
+  RoundMachine m(o, &clock);
+  m.Start();
+  m.Handle(JoinAnswered{rendezvous::testing::MakeAssignment(1, 1, 2, 2, absl::Seconds(1))});
+  m.Handle(WorkersStarted{absl::OkStatus()});
+  ASSERT_EQ(m.state(), RoundState::kRunning);
+  auto reports = [&](const std::vector<RoundAction>& actions) {
+    int n = 0;
+    for (const RoundAction& a : actions) n += std::holds_alternative<SendReport>(a);
+    return n;
+  };
+  // The heartbeats come every second until the out-of-turn one.
+  int before = 0;
+  for (int i = 0; i < 3; ++i) {
+    clock.Advance(absl::Seconds(1));
+    before += reports(m.Handle(Tick{}));
+  }
+  ASSERT_GE(before, 2);
+  clock.Advance(absl::Milliseconds(500));
+  ASSERT_EQ(reports(m.Handle(ReportDue{})), 1);
+  clock.Advance(absl::Milliseconds(600));  // past the heartbeat it replaced
+  EXPECT_EQ(reports(m.Handle(Tick{})), 0);
+  clock.Advance(absl::Milliseconds(500));  // a whole interval after it
+  EXPECT_EQ(reports(m.Handle(Tick{})), 1);
+}
+
 // ---- Hang detection (--hang-timeout), on the simulated clock.
 
 template <typename T>

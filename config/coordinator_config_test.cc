@@ -145,7 +145,7 @@ TEST(ParseCoordinatorConfig, SlowNodeOptions) {
            {"--slow-node-threshold=0%", "from 1% to 1000%"},
            {"--slow-node-threshold=ten", "from 1% to 1000%"},
            {"--slow-node-window=5s", "slow-node-window"},
-           {"--slow-node-window=2h", "from 10s to 1h"},
+           {"--slow-node-window=31m", "from 10s to 30m"},
        }) {
     auto bad = ParseCoordinatorConfig({flag}, {});
     ASSERT_FALSE(bad.ok()) << flag;

@@ -441,7 +441,7 @@ std::vector<OptionSpec> RoundPolicyOptionSpecs() {
        "--slow-nodes: how much slower a node must make the job, beyond the job's own noise, "
        "to be named (1% to 1000%)."},
       {"slow-node-window", OptionKind::kDuration, "DURATION", "30s",
-       "--slow-nodes: the window a node must be slow through to be named (10s to 1h); "
+       "--slow-nodes: the window a node must be slow through to be named (10s to 30m); "
        "agents send their signals a third of it apart."},
       {"log-level", OptionKind::kString, "LEVEL", "info", "debug, info, warning or error."},
   };
@@ -530,8 +530,11 @@ absl::StatusOr<RoundPolicy> ParseRoundPolicy(
   } else {
     return Expected(slow, "off, warn or exclude");
   }
-  if (p.slow_node_window > absl::Hours(1)) {
-    return Expected(ValueOrDefault(parsed, table, "slow-node-window"), "a duration from 10s to 1h");
+  // At most 30m: a summary covers at most 10 minutes (kMaxSlowIntervalMs),
+  // a third of the window.
+  if (p.slow_node_window > absl::Minutes(30)) {
+    return Expected(ValueOrDefault(parsed, table, "slow-node-window"),
+                    "a duration from 10s to 30m");
   }
   const OptionValue threshold = ValueOrDefault(parsed, table, "slow-node-threshold");
   absl::string_view t = absl::StripAsciiWhitespace(threshold.text);

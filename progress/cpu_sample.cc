@@ -74,6 +74,15 @@ std::string FindCpuStat(const CpuSampleSources& sources, absl::string_view proce
   if (!v2.empty()) {
     candidates.push_back(absl::StrCat(sources.cgroup_root, v2 == "/" ? "" : v2, "/cpu.stat"));
   }
+  // A container on cgroup v1 without a cgroup namespace (Kubernetes, Docker
+  // on v1): /proc/PID/cgroup names the host's path, but the container has
+  // its own cgroup mounted at the root of the hierarchy.
+  if (!v1.empty() && v1 != "/") {
+    candidates.push_back(absl::StrCat(sources.cgroup_root, "/cpu/cpu.stat"));
+    candidates.push_back(absl::StrCat(sources.cgroup_root, "/cpu,cpuacct/cpu.stat"));
+  }
+  if (!v2.empty() && v2 != "/")
+    candidates.push_back(absl::StrCat(sources.cgroup_root, "/cpu.stat"));
   for (const std::string& path : candidates) {
     if (ParseCpuStat(ReadSmallFile(path, kMaxFileBytes)).has_value()) return path;
   }

@@ -66,6 +66,20 @@ TEST(CpuSample, FindsThePodsCpuStatInV1AndV2Layouts) {
   EXPECT_EQ(FindCpuStat(src), "");
 }
 
+// A container on cgroup v1 without a cgroup namespace: /proc/PID/cgroup
+// names the host's path, absent in the container, whose own cgroup is
+// mounted at the root of the hierarchy.
+TEST(CpuSample, V1WithoutACgroupNamespace_TheMountsRoot) {
+  const std::string root = ::testing::TempDir() + "/cpu_sample_find_root";
+  for (const char* d : {"", "/proc", "/proc/self", "/cg", "/cg/cpu"}) {
+    mkdir((root + d).c_str(), 0755);
+  }
+  CpuSampleSources src{root + "/proc", root + "/cg"};
+  WriteFixture(root + "/proc/self/cgroup", "5:cpu,cpuacct:/kubepods/burstable/pod9/abc\n");
+  WriteFixture(root + "/cg/cpu/cpu.stat", "nr_periods 1\nnr_throttled 0\nthrottled_time 0\n");
+  EXPECT_EQ(FindCpuStat(src), root + "/cg/cpu/cpu.stat");
+}
+
 TEST(CpuSample, ComparesTwoSamples) {
   CpuSample a, b;
   a.at = absl::UnixEpoch();

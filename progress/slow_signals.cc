@@ -119,7 +119,13 @@ v1::SlowSignals CompareSlowSamples(const SlowSample& before, const SlowSample& a
     const int64_t sent = Grown(a.bytes_acked, was != nullptr ? &was->bytes_acked : nullptr);
     acked += sent;
     if (sent > 0) rtt = std::max(rtt, a.rtt_us);
-    if (sent >= kDeliveryRateMinBytes && a.delivery_rate > 0) {
+    // A connection held back by its receiver for a quarter of its busy time
+    // or more measures the receiver, not this node: its rate is left out
+    // (a healthy node sending into a CPU-starved one is not the slow one).
+    const int64_t busy = Grown(a.busy_us, was != nullptr ? &was->busy_us : nullptr);
+    const int64_t held = Grown(a.rwnd_limited_us, was != nullptr ? &was->rwnd_limited_us : nullptr);
+    const bool receiver_limited = busy > 0 && held * 4 >= busy;
+    if (sent >= kDeliveryRateMinBytes && a.delivery_rate > 0 && !receiver_limited) {
       rate = rate < 0 ? a.delivery_rate : std::min(rate, a.delivery_rate);
     }
   }

@@ -43,8 +43,9 @@ class FakeTcp : public TcpInfoSource {
   int dumps = 0;
 };
 
-TcpSocketInfo Tcp(uint64_t inode, int64_t rtt_us, int64_t retrans, int64_t acked, int64_t rate) {
-  return TcpSocketInfo{inode, rtt_us, retrans, acked, rate};
+TcpSocketInfo Tcp(uint64_t inode, int64_t rtt_us, int64_t retrans, int64_t acked, int64_t rate,
+                  int64_t busy_us = -1, int64_t rwnd_limited_us = -1) {
+  return TcpSocketInfo{inode, rtt_us, retrans, acked, rate, busy_us, rwnd_limited_us};
 }
 
 // A /proc of fake processes: threads with schedstat counters, children,
@@ -322,6 +323,24 @@ TEST(SlowSignalsText, NamesEveryFigure) {
             "seq=3 interval=10000ms workers=8 cpu ran=412 waited=3 throttled=0 (permille) tcp=32 "
             "rtt=210us retrans=0 acked=1048576 rate=52428800B/s step=1200 step_time=812000us "
             "gpus=0 sm_clock=0 (permille) reasons=0x0");
+}
+
+// A connection its receiver held back (tcpi_rwnd_limited) for a quarter of
+// its busy time or more measures the receiver: its rate is left out, so a
+// healthy node sending into a CPU-starved one does not read slow.
+TEST_F(SlowSamplerTest, Tcp_AReceiverLimitedConnectionsRateIsLeftOut) {
+  Thread(100, 100, 0, 0);
+  Socket(100, 3, 11);
+  Socket(100, 4, 12);
+  tcp_.sockets = {Tcp(11, 100, 0, 0, 1, 0, 0), Tcp(12, 100, 0, 0, 1, 0, 0)};
+  Start({100});
+  // 11: 8 MB at 1 MB/s, held by its receiver 3 of its 8 s busy; 12: 8 MB
+  // at 50 MB/s, held 0.01 s of 0.16.
+  tcp_.sockets = {Tcp(11, 100, 0, 8000000, 1000000, 8000000, 3000000),
+                  Tcp(12, 100, 0, 8000000, 50000000, 160000, 10000)};
+  v1::SlowSignals s = Next(kInterval);
+  EXPECT_EQ(s.tcp_delivery_rate(), 50000000);
+  EXPECT_EQ(s.tcp_bytes_acked(), 16000000) << "its bytes still count";
 }
 
 TEST(TcpInfo, ShortStructsFromOldKernels_LeaveTheMissingFieldsUnknown) {

@@ -69,6 +69,8 @@ TcpSocketInfo ParseTcpInfo(uint64_t inode, const void* data, size_t length) {
   s.total_retrans = FieldAt<uint32_t>(data, length, offsetof(tcp_info, tcpi_total_retrans));
   s.bytes_acked = FieldAt<uint64_t>(data, length, offsetof(tcp_info, tcpi_bytes_acked));
   s.delivery_rate = FieldAt<uint64_t>(data, length, offsetof(tcp_info, tcpi_delivery_rate));
+  s.busy_us = FieldAt<uint64_t>(data, length, offsetof(tcp_info, tcpi_busy_time));
+  s.rwnd_limited_us = FieldAt<uint64_t>(data, length, offsetof(tcp_info, tcpi_rwnd_limited));
   return s;
 }
 

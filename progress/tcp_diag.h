@@ -32,10 +32,12 @@ inline constexpr size_t kMaxDumpMessages = 65536;
 // too short to hold (an old kernel) is -1.
 struct TcpSocketInfo {
   uint64_t inode = 0;
-  int64_t rtt_us = -1;         // tcpi_rtt: smoothed RTT, microseconds
-  int64_t total_retrans = -1;  // tcpi_total_retrans: segments, since the start
-  int64_t bytes_acked = -1;    // tcpi_bytes_acked (Linux 4.1+), since the start
-  int64_t delivery_rate = -1;  // tcpi_delivery_rate (Linux 4.9+), bytes/s
+  int64_t rtt_us = -1;           // tcpi_rtt: smoothed RTT, microseconds
+  int64_t total_retrans = -1;    // tcpi_total_retrans: segments, since the start
+  int64_t bytes_acked = -1;      // tcpi_bytes_acked (Linux 4.1+), since the start
+  int64_t delivery_rate = -1;    // tcpi_delivery_rate (Linux 4.9+), bytes/s
+  int64_t busy_us = -1;          // tcpi_busy_time (Linux 4.10+): sending, since the start
+  int64_t rwnd_limited_us = -1;  // tcpi_rwnd_limited (4.10+): of it, held by the receiver
 };
 
 // The counters of an INET_DIAG_INFO attribute's payload (a struct tcp_info

@@ -1207,8 +1207,11 @@ void Coordinator::CloseRoundLocked(Actions* actions) {
   common.set_agent_store_port(by_rank[0]->join.agent_store_port());
   common.set_preflight_policy(options_.preflight);
   common.set_link_key(link_key_);
-  common.set_slow_signals_interval_ms(SlowSignalsIntervalMs());
+  common.set_slow_signals_interval_ms(SlowSignalsIntervalMs(n));
   slow_judge_.Clear();
+  if (common.slow_signals_interval_ms() > 0) {
+    slow_judge_.SetInterval(absl::Milliseconds(common.slow_signals_interval_ms()));
+  }
   // warn: the links due are measured beside the workers' start (unless the
   // round's close already measured them).
   warn_check_.Abandon();
@@ -1536,6 +1539,7 @@ absl::Status Coordinator::Report(const v1::ReportRequest& request, v1::ReportRes
       for (std::string& line : preflight_warnings_.Lines()) {
         response->add_preflight_warnings(std::move(line));
       }
+      for (const auto& [id, node] : slow_judge_.named()) response->add_slow_nodes(node.evidence);
     }
     // The verdict is out: say it here too, for an agent whose stream cannot
     // deliver it (its heartbeats then carry the answer).
@@ -1985,10 +1989,12 @@ void Coordinator::Tick() {
 
 // ---- Slow nodes (docs/slow-nodes.md; slow_nodes.h).
 
-int32_t Coordinator::SlowSignalsIntervalMs() const {
+int32_t Coordinator::SlowSignalsIntervalMs(int n) const {
   if (options_.slow_nodes == v1::SLOW_NODES_OFF) return 0;
+  const absl::Duration interval = std::max(SlowSignalsInterval(options_.slow_node_window),
+                                           HeardReportInterval(options_.heartbeat_timeout, n));
   return static_cast<int32_t>(
-      absl::ToInt64Milliseconds(SlowSignalsInterval(options_.slow_node_window)));
+      std::clamp<int64_t>(absl::ToInt64Milliseconds(interval), 1, kMaxSlowIntervalMs));
 }
 
 void Coordinator::NoteSlowSignalsLocked(const Member& m, const v1::SlowSignals& s,
@@ -2073,14 +2079,27 @@ bool Coordinator::ExcludeSlowNodeLocked(const SlowNode& node, Actions* actions) 
   return true;
 }
 
-absl::Status Coordinator::SlowQuarantineLocked(const std::string& node_id) const {
+absl::Status Coordinator::SlowQuarantineLocked(const std::string& node_id) {
   auto q = slow_quarantine_.find(node_id);
   if (q == slow_quarantine_.end()) return absl::OkStatus();
   const absl::Duration left = q->second.until - clock_->Now();
   if (left <= absl::ZeroDuration()) return absl::OkStatus();
+  // A gathering round that cannot reach its minimum without it, even once
+  // every survivor it waits for is back, takes it (as --preflight=exclude
+  // runs a failing node when too few pass).
+  const int coming = static_cast<int>(expected_.size()) - expected_back_;
+  if (phase_ == Phase::kGathering && GatheringCountLocked() + coming < options_.min_nodes) {
+    TLOG(kWarning) << "slow node: node " << SafeForLog(node_id, 64)
+                   << " joins although quarantined: round " << NextRoundLocked()
+                   << " cannot reach its minimum of " << options_.min_nodes << " nodes without it";
+    return absl::OkStatus();
+  }
   v1::ErrorInfo info;
   info.set_reason(v1::ErrorInfo::PREFLIGHT_EXCLUDED);
-  info.set_retry_after_ms(std::max<int64_t>(1, absl::ToInt64Milliseconds(left)));
+  // It asks again well before a round that may need it gives up.
+  const absl::Duration ask_again =
+      std::min(left, std::max(absl::Seconds(1), options_.min_nodes_timeout / 4));
+  info.set_retry_after_ms(std::max<int64_t>(1, absl::ToInt64Milliseconds(ask_again)));
   return WithErrorInfo(
       absl::FailedPreconditionError(absl::StrCat(
           "slow node: node ", SafeForLog(node_id, 64),

@@ -544,11 +544,18 @@ class Coordinator {
   bool ExcludeSlowNodeLocked(const SlowNode& node, Actions* actions)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // PREFLIGHT_EXCLUDED while `node_id` is quarantined as a slow node; OK
-  // otherwise.
-  absl::Status SlowQuarantineLocked(const std::string& node_id) const
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Assignment.slow_signals_interval_ms (0: --slow-nodes=off).
-  int32_t SlowSignalsIntervalMs() const;
+  // otherwise, and when a gathering round cannot reach min_nodes without it
+  // (slow but working: the job must not fail for want of it). Its
+  // retry_after is at most a quarter of --min-nodes-timeout, so that it asks
+  // again before a round that needs it gives up.
+  absl::Status SlowQuarantineLocked(const std::string& node_id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Assignment.slow_signals_interval_ms for a round of `n` nodes (0:
+  // --slow-nodes=off): a third of the window, stretched to the interval of
+  // the Reports of heard members (HeardReportInterval) in a large round,
+  // where each slow-signals Report stands for that heartbeat Report (the
+  // agent's next one waits a whole interval after it): the Reports stay
+  // within kMaxHeardReportsPerSecond. At most kMaxSlowIntervalMs.
+  int32_t SlowSignalsIntervalMs(int n) const;
   // At the verdict: a released member is told by datagram (appended to
   // `out`), and Drained waits for its TAKEN.
   void TellReleasedVerdictLocked(Member& m, std::vector<OutgoingDatagram>* out)

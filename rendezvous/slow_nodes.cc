@@ -139,6 +139,7 @@ bool SlowNodeJudge::Add(const std::string& node_id, const v1::SlowSignals& s, ab
   // two, not their sum, which would count it twice.
   x.cpu_share = std::min(kMaxCpuShare, std::max(x.waited, x.throttled));
   x.rate = static_cast<double>(s.tcp_delivery_rate());
+  x.bytes = static_cast<double>(s.tcp_bytes_acked());
   x.rtt_us = static_cast<double>(s.tcp_rtt_us());
   x.retransmits = static_cast<double>(s.tcp_retransmits());
   x.step_time_us = static_cast<double>(s.step_time_us());
@@ -221,10 +222,18 @@ std::vector<SlowNodeEvent> SlowNodeJudge::Judge(absl::Time now) {
             slowdown = (1 - std::min(others, kMaxCpuShare)) / (1 - v) - 1;
             beyond = v - others > spread;
             break;
-          case kNetwork:
-            slowdown = others / v - 1;
+          case kNetwork: {
+            // What its slower rate cost: the time its interval's bytes took
+            // beyond what they would have at the others' rate, against the
+            // rest of the interval. A node 25% slower on links the job
+            // hardly uses (GB/s links, MB/s of traffic) costs ~nothing.
+            const Summary& sm = p[who[j]].second->Back(k);
+            const double secs = absl::ToDoubleSeconds(sm.covers);
+            const double extra = sm.bytes / v - sm.bytes / others;
+            slowdown = extra <= 0 ? 0 : extra / std::max(secs - extra, secs / 10);
             beyond = others - v > spread;
             break;
+          }
           case kGpu:
             // A GPU below the others' clock counts only while NVML says
             // it is held down (heat, power, the board): an idle GPU's
@@ -238,6 +247,18 @@ std::vector<SlowNodeEvent> SlowNodeJudge::Judge(absl::Time now) {
             break;
         }
         marks[who[j]][c][k] = {slowdown, others, slowdown > options_.threshold && beyond};
+      }
+      if (c == kNetwork) {
+        // Both ends of a slow link can read slow (the node that sends into
+        // a throttled one waits on it): the slower end is the likelier
+        // cause, and only it counts in this summary.
+        size_t lowest = n;
+        for (size_t j = 0; j < n; ++j) {
+          if (marks[who[j]][c][k].over && (lowest == n || values[j] < values[lowest])) lowest = j;
+        }
+        for (size_t j = 0; j < n; ++j) {
+          if (j != lowest) marks[who[j]][c][k].over = false;
+        }
       }
     }
   }
@@ -262,16 +283,23 @@ std::vector<SlowNodeEvent> SlowNodeJudge::Judge(absl::Time now) {
       continue;
     }
     // The cause every summary of the window shows; the worst if several.
+    // The network's: the latest and all but one, since the kernel's
+    // delivery rate is its last sample, which on a rate-limited link read
+    // tens of times too high in some intervals (docs/slow-nodes.md); its
+    // estimate needs the time the node's bytes really cost, so a healthy
+    // node's noise stays under the threshold.
     int cause = -1;
     double worst = 0;
     for (int c = 0; c < kCauses; ++c) {
       double sum = 0;
-      bool all = true;
+      int over = 0;
       for (const Mark& m : marks[i][c]) {
-        all &= m.over;
+        over += m.over;
         sum += m.slowdown;
       }
-      if (all && sum / kSlowWindow > worst) {
+      const bool shows =
+          c == kNetwork ? marks[i][c][0].over && over >= kSlowWindow - 1 : over == kSlowWindow;
+      if (shows && sum / kSlowWindow > worst) {
         cause = c;
         worst = sum / kSlowWindow;
       }

@@ -119,6 +119,9 @@ class SlowNodeJudge {
   // The nodes named now, by node id.
   const std::map<std::string, SlowNode>& named() const { return named_; }
   absl::Duration interval() const { return interval_; }
+  // The round's interval (Assignment.slow_signals_interval_ms), which a
+  // large round stretches beyond window / 3; with Clear(), at a round's close.
+  void SetInterval(absl::Duration interval) { interval_ = interval; }
   size_t nodes() const { return nodes_.size(); }
 
  private:
@@ -126,10 +129,11 @@ class SlowNodeJudge {
   struct Summary {
     absl::Time at;          // arrival
     absl::Duration covers;  // interval_ms
-    double cpu_share = 0;   // (waited + throttled) / interval, at most 0.99
+    double cpu_share = 0;   // max(waited, throttled) / interval, at most kMaxCpuShare
     double waited = 0;      // shares, for the evidence
     double throttled = 0;
-    double rate = 0;  // tcp_delivery_rate, bytes/s; 0: none measured
+    double rate = 0;   // tcp_delivery_rate, bytes/s; 0: none measured
+    double bytes = 0;  // tcp_bytes_acked: what it sent in the interval
     double rtt_us = 0;
     double retransmits = 0;
     double step_time_us = 0;   // 0: unknown
@@ -150,7 +154,7 @@ class SlowNodeJudge {
   };
 
   const Options options_;
-  const absl::Duration interval_;
+  absl::Duration interval_;
   absl::Time next_judgement_ = absl::InfinitePast();
   std::map<std::string, Node> nodes_;
   std::map<std::string, SlowNode> named_;
