@@ -43,21 +43,29 @@ TEST(RoundMachine, StartsByJoiningWithTheConfiguredTimeout) {
 
 // --preflight=exclude left this node out: it waits out the quarantine the
 // answer names, still joining, then joins again asking for its checks.
-TEST(RoundMachine, PreflightExcluded_WaitsTheQuarantineThenJoinsAgainRechecking) {
-  SimulatedClock clock;
+// Node n0 joining (10m join timeout); `Excluded()` is the answer that
+// leaves it out for 5m.
+RoundOptions ExcludedNodeOptions() {
   RoundOptions o;
   o.me.set_node_id("n0");
   o.me.set_incarnation(7);
   o.job_id = "job";
   o.join_timeout = absl::Minutes(10);
-  RoundMachine m(o, &clock);
-  ASSERT_EQ(m.Start().size(), 1u);
+  return o;
+}
+absl::Status Excluded() {
   v1::ErrorInfo info;
   info.set_reason(v1::ErrorInfo::PREFLIGHT_EXCLUDED);
   info.set_retry_after_ms(300000);
-  const absl::Status excluded = rendezvous::WithErrorInfo(
-      absl::FailedPreconditionError("preflight: node n0 left out of the round"), info);
-  std::vector<RoundAction> actions = m.Handle(JoinAnswered{excluded});
+  return rendezvous::WithErrorInfo(absl::FailedPreconditionError("node n0 left out of the round"),
+                                   info);
+}
+
+TEST(RoundMachine, PreflightExcluded_WaitsTheQuarantineThenJoinsAgainRechecking) {
+  SimulatedClock clock;
+  RoundMachine m(ExcludedNodeOptions(), &clock);
+  ASSERT_EQ(m.Start().size(), 1u);
+  std::vector<RoundAction> actions = m.Handle(JoinAnswered{Excluded()});
   EXPECT_EQ(m.state(), RoundState::kJoining) << "not an ending";
   EXPECT_FALSE(m.done());
   for (const RoundAction& a : actions) EXPECT_FALSE(std::holds_alternative<StartJoin>(a));
@@ -79,18 +87,9 @@ TEST(RoundMachine, PreflightExcluded_WaitsTheQuarantineThenJoinsAgainRechecking)
 // call is in flight whose answer would (it used to wait forever).
 TEST(RoundMachine, PreflightExcluded_ASignalDuringTheQuarantineFinishesAtOnce) {
   SimulatedClock clock;
-  RoundOptions o;
-  o.me.set_node_id("n0");
-  o.me.set_incarnation(7);
-  o.job_id = "job";
-  o.join_timeout = absl::Minutes(10);
-  RoundMachine m(o, &clock);
+  RoundMachine m(ExcludedNodeOptions(), &clock);
   ASSERT_EQ(m.Start().size(), 1u);
-  v1::ErrorInfo info;
-  info.set_reason(v1::ErrorInfo::PREFLIGHT_EXCLUDED);
-  info.set_retry_after_ms(300000);
-  (void)m.Handle(JoinAnswered{rendezvous::WithErrorInfo(
-      absl::FailedPreconditionError("slow node n0 left out of the round"), info)});
+  (void)m.Handle(JoinAnswered{Excluded()});
   ASSERT_FALSE(m.done());
   const std::vector<RoundAction> actions = m.Handle(SignalReceived{SIGTERM});
   EXPECT_TRUE(m.done());
