@@ -117,12 +117,17 @@ TEST(RoundMachine, WaitingForTheRoundSaysSoEveryInterval) {
 // Something waits for the next Report (a preflight report, slow-node
 // signals): a RUNNING Report goes at once while the round runs, and none
 // before it runs.
-TEST(RoundMachine, ReportDue_ARunningReportGoesAtOnce_OnlyWhileTheRoundRuns) {
-  SimulatedClock clock;
+// Node n1 of job "job".
+RoundOptions NodeOneOptions() {
   RoundOptions o;
   o.me.set_node_id("n1");
   o.job_id = "job";
-  RoundMachine m(o, &clock);
+  return o;
+}
+
+TEST(RoundMachine, ReportDue_ARunningReportGoesAtOnce_OnlyWhileTheRoundRuns) {
+  SimulatedClock clock;
+  RoundMachine m(NodeOneOptions(), &clock);
   m.Start();
   for (const RoundAction& a : m.Handle(ReportDue{})) {
     EXPECT_FALSE(std::holds_alternative<SendReport>(a)) << "joining: no round to report";
@@ -143,10 +148,7 @@ TEST(RoundMachine, ReportDue_ARunningReportGoesAtOnce_OnlyWhileTheRoundRuns) {
 // cap however often slow-node signals go).
 TEST(RoundMachine, ReportDue_StandsForTheHeartbeat) {
   SimulatedClock clock;
-  RoundOptions o;
-  o.me.set_node_id("n1");
-  o.job_id = "job";
-  RoundMachine m(o, &clock);
+  RoundMachine m(NodeOneOptions(), &clock);
   m.Start();
   m.Handle(JoinAnswered{rendezvous::testing::MakeAssignment(1, 1, 2, 2, absl::Seconds(1))});
   m.Handle(WorkersStarted{absl::OkStatus()});
