@@ -172,7 +172,15 @@ void ProgressEstimate::Observe(const std::vector<std::pair<std::string, std::str
     return;
   }
   if (!samples_.empty() && *step < samples_.back().step) samples_.clear();  // a restart.
-  if (samples_.empty() || at > samples_.back().at) samples_.push_back({at, *step});
+  // Samples at least kRateWindow / kMaxRateSamples apart (a line every
+  // 100 ms would otherwise fill them in 6 s): one closer to the one before
+  // the last replaces the last.
+  const absl::Duration spacing = kRateWindow / kMaxRateSamples;
+  if (samples_.size() >= 2 && at - samples_[samples_.size() - 2].at < spacing) {
+    samples_.back() = {at, *step};
+  } else if (samples_.empty() || at > samples_.back().at) {
+    samples_.push_back({at, *step});
+  }
   while (samples_.size() > kMaxRateSamples ||
          (samples_.size() > 2 && at - samples_[1].at >= kRateWindow)) {
     samples_.pop_front();

@@ -94,8 +94,9 @@ std::string TrainerStatusJson(const TrainerStatus& status);
 // status. Keys read: `step` (steps done), the total from `total_steps`,
 // else `max_steps`, else `total`; every field with a numeric value but
 // `pid` becomes a metric, as written. The rate is the steps over the
-// samples of the last kRateWindow (at most kMaxRateSamples); a step that
-// goes back (a restart from a checkpoint) starts the rate over.
+// samples of the last kRateWindow (at most kMaxRateSamples, kept at least
+// kRateWindow / kMaxRateSamples apart, however often lines come); a step
+// that goes back (a restart from a checkpoint) starts the rate over.
 class ProgressEstimate {
  public:
   static constexpr absl::Duration kRateWindow = absl::Minutes(5);

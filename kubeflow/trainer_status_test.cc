@@ -209,6 +209,18 @@ TEST(ProgressEstimate, RateOverTheLastWindowOnly) {
   EXPECT_NEAR(e.rate(), 10.0, 1e-9);
 }
 
+// A line every 100 ms, the step moving by 100 every 10 s (a framework that
+// reports what its logging interval saw): the rate is the window's
+// 10 steps/s, not the last few lines' 0 or 1000.
+TEST(ProgressEstimate, FrequentLines_TheWindowStillSpansMinutes) {
+  ProgressEstimate e;
+  absl::Time t = kT0;
+  for (int i = 0; i < 3600; ++i, t += absl::Milliseconds(100)) {
+    e.Observe({{"step", absl::StrCat(100 * (i / 100))}}, t);
+  }
+  EXPECT_NEAR(e.rate(), 10.0, 0.5);
+}
+
 // ---- The sender, on a simulated clock.
 
 // Records every Post; answers with the scripted statuses (200 once they
