@@ -18,8 +18,8 @@ namespace kubeflow = trainlet::kubeflow;
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string text(trainlet::fuzz::AsText(data, size));
-  auto endpoint = kubeflow::EndpointFromEnv(
-      {{kubeflow::kServerUrlEnv, text}, {kubeflow::kTokenEnv, "/token"}});
+  auto endpoint =
+      kubeflow::EndpointFromEnv({{kubeflow::kServerUrlEnv, text}, {kubeflow::kTokenEnv, "/token"}});
   if (endpoint.ok() && endpoint->has_value()) {
     const kubeflow::HttpsTarget& t = (*endpoint)->target;
     FUZZ_CHECK(trainlet::IsValidHost(t.host), text);

@@ -12,6 +12,7 @@
 #include "common/host_names.h"
 #include "common/logging.h"
 #include "common/small_file.h"
+#include "controller/views.h"
 #include "progress/progress.h"
 
 namespace trainlet::kubeflow {
@@ -22,24 +23,6 @@ constexpr size_t kMaxPathBytes = 2048;
 absl::Status BadUrl(absl::string_view url, absl::string_view why) {
   return absl::InvalidArgumentError(absl::StrCat(kServerUrlEnv, "=", SafeForLog(url, 200), ": ",
                                                  why, "; Kubeflow Trainer's progress is not sent"));
-}
-
-// JSON string contents: the quote, the backslash and control bytes escaped.
-std::string JsonEscape(absl::string_view s) {
-  std::string out;
-  out.reserve(s.size());
-  for (char c : s) {
-    const auto u = static_cast<unsigned char>(c);
-    if (c == '"' || c == '\\') {
-      out.push_back('\\');
-      out.push_back(c);
-    } else if (u < 0x20 || u == 0x7f) {
-      absl::StrAppend(&out, "\\u00", absl::Hex(u, absl::kZeroPad2));
-    } else {
-      out.push_back(c);
-    }
-  }
-  return out;
 }
 
 bool IsNumber(absl::string_view v) {
@@ -126,8 +109,9 @@ std::string TrainerStatusJson(const TrainerStatus& status) {
   if (!status.metrics.empty()) {
     absl::StrAppend(&out, "\"metrics\":[");
     for (size_t i = 0; i < status.metrics.size(); ++i) {
-      absl::StrAppend(&out, i == 0 ? "" : ",", "{\"name\":\"", JsonEscape(status.metrics[i].first),
-                      "\",\"value\":\"", JsonEscape(status.metrics[i].second), "\"}");
+      absl::StrAppend(&out, i == 0 ? "" : ",",
+                      "{\"name\":", controller::JsonQuote(status.metrics[i].first),
+                      ",\"value\":", controller::JsonQuote(status.metrics[i].second), "}");
     }
     absl::StrAppend(&out, "],");
   }
