@@ -198,7 +198,9 @@ std::optional<TrainerStatus> ProgressEstimate::Status(absl::Time mono_now, absl:
   }
   if (step_.has_value() && total_.has_value()) {
     const int64_t done = std::min(*step_, *total_);
-    s.progress_percentage = static_cast<int32_t>(done * 100 / *total_);
+    // 128 bits: a step near 2^63 times 100 must not overflow.
+    s.progress_percentage =
+        static_cast<int32_t>(static_cast<__int128>(done) * 100 / static_cast<__int128>(*total_));
     const double r = rate();
     if (done >= *total_) {
       s.estimated_remaining_seconds = 0;

@@ -182,6 +182,12 @@ TEST(ProgressEstimate, StepPastTotal_Is100AndZero_Finished_Is100) {
   EXPECT_EQ(s->last_updated, kWall);
 }
 
+TEST(ProgressEstimate, HugeSteps_NoOverflow) {
+  ProgressEstimate e;
+  e.Observe({{"step", "9000000000000000000"}, {"total_steps", "9200000000000000000"}}, kT0);
+  EXPECT_EQ(e.Status(kT0, kWall, false)->progress_percentage, 97);
+}
+
 TEST(ProgressEstimate, StepGoesBack_RateStartsOver) {
   ProgressEstimate e;
   e.Observe({{"step", "100"}, {"total_steps", "1000"}}, kT0);
