@@ -123,6 +123,19 @@ TEST(TrainerBodyError, RefusesWhatTrainerRefuses) {
                 R"({"trainerStatus":{"metrics":[{"name":"loss","value":0.5}],)" + t + "}}"),
             "");
   EXPECT_NE(testing::TrainerBodyError(R"({"trainerStatus":{"lastUpdatedTime":"yesterday"}})"), "");
+  EXPECT_NE(
+      testing::TrainerBodyError(R"({"trainerStatus":{"progressPercentage":4.5e1,)" + t + "}}"), "");
+  EXPECT_EQ(
+      testing::TrainerBodyError(R"({"trainerStatus":{"progressPercentage" : 45 ,)" + t + "}}"), "");
+  EXPECT_EQ(testing::TrainerBodyError(
+                R"({"trainerStatus":{"lastUpdatedTime":"2025-01-23T10:30:45.25+01:00"}})"),
+            "");
+  EXPECT_NE(testing::TrainerBodyError(
+                R"({"trainerStatus":{"lastUpdatedTime":"2025-01-23T10:30:45+0100"}})"),
+            "");
+  EXPECT_NE(
+      testing::TrainerBodyError(R"({"trainerStatus":{"lastUpdatedTime":"2025-01-23 10:30:45Z"}})"),
+      "");
 }
 
 // ---- The estimate.
