@@ -82,6 +82,17 @@ class OpenSslPoster : public HttpsPoster {
   const int cancel_fd_;  // an eventfd: readable once cancelled.
 };
 
+// The contents of a file the pod mounts (the CA certificate, the token):
+// symbolic links followed (kubelet's token -> ..data/token), then it must
+// be a regular file of at most `max_bytes`. Never blocks: a FIFO or a
+// device is refused (opening a FIFO waits for a writer, and the sender's
+// thread stuck there would hold the agent's exit). The error says why,
+// without the path.
+absl::StatusOr<std::string> ReadMountedFile(const std::string& path, size_t max_bytes);
+
+// The CA file's size limit: a bundle of every public root is ~200 KiB.
+inline constexpr size_t kMaxCaFileBytes = 1024 * 1024;
+
 // The answer's status code and body from what was read of it; an error
 // when the status line is not "HTTP/1.x NNN ...". Exposed for tests.
 absl::StatusOr<HttpAnswer> ParseHttpAnswer(absl::string_view raw);

@@ -3,14 +3,18 @@
 // with a CA and server certificate made for the test.
 #include "kubeflow/https_post.h"
 
+#include <fcntl.h>
 #include <netinet/in.h>
 #include <signal.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
+#include <functional>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/notification.h"
 #include "common/testing/temp_root.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -225,6 +229,49 @@ TEST_F(HttpsPostTest, Slow_TimesOut_OrIsCancelled) {
   server = Serve(FakeTrainerServer::Mode::kTrainer);
   ASSERT_NE(server, nullptr);
   EXPECT_TRUE(poster_->Post(Target(*server), Bearer(kToken), kBody, absl::Seconds(30)).ok());
+}
+
+// Runs `post` on a thread of its own and says whether it returned within
+// `wait` (a generous bound: it fails only for a post that blocks); when it
+// did not, `unblock` ends what it blocks on, so that the test fails
+// instead of hanging.
+bool ReturnsWithin(absl::Duration wait, const std::function<void()>& post,
+                   const std::function<void()>& unblock) {
+  absl::Notification done;
+  std::thread t([&] {
+    post();
+    done.Notify();
+  });
+  const bool in_time = done.WaitForNotificationWithTimeout(wait);
+  if (!in_time) unblock();
+  t.join();
+  return in_time;
+}
+
+// A CA path that names a FIFO (or a device) is refused at once: opening a
+// FIFO blocks until a writer comes, and the sender's thread stuck there
+// would hold the agent's exit forever (Stop joins it).
+TEST_F(HttpsPostTest, CaFileAFifo_RefusedAtOnce) {
+  std::unique_ptr<FakeTrainerServer> server = Serve(FakeTrainerServer::Mode::kTrainer);
+  ASSERT_NE(server, nullptr);
+  const std::string fifo = root_.path() + "/ca.fifo";
+  ASSERT_EQ(mkfifo(fifo.c_str(), 0600), 0);
+  HttpsTarget t = Target(*server);
+  t.ca_file = fifo;
+  absl::StatusOr<HttpAnswer> a;
+  EXPECT_TRUE(ReturnsWithin(
+      absl::Seconds(30), [&] { a = poster_->Post(t, Bearer(kToken), kBody, absl::Hours(1)); },
+      [&] { close(open(fifo.c_str(), O_WRONLY | O_NONBLOCK | O_CLOEXEC)); }));
+  ASSERT_FALSE(a.ok());
+  EXPECT_THAT(a.status().message(), HasSubstr("cannot load the CA certificate"));
+  EXPECT_THAT(a.status().message(), HasSubstr("not a regular file"));
+  EXPECT_TRUE(server->requests().empty());
+  // A device is no CA file either, and the trust store is not used instead.
+  t.ca_file = "/dev/zero";
+  a = poster_->Post(t, Bearer(kToken), kBody, absl::Seconds(30));
+  ASSERT_FALSE(a.ok());
+  EXPECT_THAT(a.status().message(), HasSubstr("not a regular file"));
+  EXPECT_TRUE(server->requests().empty());
 }
 
 TEST(ParseHttpAnswer, StatusLineAndBody) {

@@ -11,7 +11,6 @@
 #include "absl/strings/strip.h"
 #include "common/host_names.h"
 #include "common/logging.h"
-#include "common/small_file.h"
 #include "controller/views.h"
 #include "progress/progress.h"
 
@@ -278,14 +277,17 @@ bool TrainerStatusSender::Send(const TrainerStatus& status, absl::Duration timeo
   const absl::Time started = clock_->Now();
   absl::Status failure;
   int code = 0;
-  const std::string token = std::string(
-      absl::StripAsciiWhitespace(ReadSmallFile(options_.endpoint.token_file, kMaxTokenBytes + 1)));
-  if (token.empty() || token.size() > kMaxTokenBytes ||
-      !std::all_of(token.begin(), token.end(),
-                   [](char c) { return absl::ascii_isgraph(static_cast<unsigned char>(c)); })) {
-    failure = absl::FailedPreconditionError(
-        absl::StrCat("the token file ", SafeForLog(options_.endpoint.token_file), " (", kTokenEnv,
-                     ") is missing, empty, over 16 KiB or not one printable word"));
+  // Never blocks (a FIFO or a device is refused): Stop joins this thread.
+  const absl::StatusOr<std::string> read =
+      ReadMountedFile(options_.endpoint.token_file, kMaxTokenBytes);
+  const std::string token =
+      read.ok() ? std::string(absl::StripAsciiWhitespace(*read)) : std::string();
+  if (token.empty() || !std::all_of(token.begin(), token.end(), [](char c) {
+        return absl::ascii_isgraph(static_cast<unsigned char>(c));
+      })) {
+    failure = absl::FailedPreconditionError(absl::StrCat(
+        "the token file ", SafeForLog(options_.endpoint.token_file), " (", kTokenEnv, ") ",
+        read.ok() ? "is empty or not one printable word" : read.status().message()));
   } else {
     absl::StatusOr<HttpAnswer> answer =
         poster_->Post(options_.endpoint.target, {{"Authorization", absl::StrCat("Bearer ", token)}},

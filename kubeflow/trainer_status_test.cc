@@ -1,6 +1,11 @@
 #include "kubeflow/trainer_status.h"
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <deque>
+#include <thread>
 
 #include "absl/synchronization/notification.h"
 #include "common/testing/temp_root.h"
@@ -425,6 +430,47 @@ TEST_F(SenderTest, MissingToken_FailsLikeAnEndpoint) {
   EXPECT_EQ(sender.Step(), clock_.Now() + absl::Seconds(10));
   EXPECT_TRUE(poster_.calls().empty());
   EXPECT_EQ(sender.stats().warnings, 1);
+}
+
+// The token path naming a FIFO or a device fails like a missing token, at
+// once: a read that blocks would hold the sender's thread, and with it the
+// agent's exit (Stop joins it), forever. Kubelet's links (token ->
+// ..data/token) still work.
+TEST_F(SenderTest, TokenAFifoOrDevice_FailsAtOnce_LinksStillWork) {
+  const std::string fifo = root_.path() + "/token.fifo";
+  ASSERT_EQ(mkfifo(fifo.c_str(), 0600), 0);
+  options_.endpoint.token_file = fifo;
+  TrainerStatusSender sender(options_, &poster_, &clock_, &wall_);
+  sender.Update(Status(0, "step=1"));
+  absl::Notification done;
+  std::thread step([&] {
+    sender.Step();
+    done.Notify();
+  });
+  const bool in_time = done.WaitForNotificationWithTimeout(absl::Seconds(30));
+  if (!in_time) close(open(fifo.c_str(), O_WRONLY | O_NONBLOCK | O_CLOEXEC));  // unblock it.
+  step.join();
+  EXPECT_TRUE(in_time) << "the sender blocked on a FIFO token";
+  EXPECT_TRUE(poster_.calls().empty());
+  EXPECT_EQ(sender.stats().failed, 1);
+
+  options_.endpoint.token_file = "/dev/zero";
+  TrainerStatusSender zero(options_, &poster_, &clock_, &wall_);
+  zero.Update(Status(0, "step=1"));
+  zero.Step();
+  EXPECT_TRUE(poster_.calls().empty());
+  EXPECT_EQ(zero.stats().failed, 1);
+
+  root_.Write("..2026_11_29/token", "eyJhbGciOi.token-3\n");
+  ASSERT_EQ(symlink("..2026_11_29", (root_.path() + "/..data").c_str()), 0);
+  ASSERT_EQ(symlink("..data/token", (root_.path() + "/linked-token").c_str()), 0);
+  options_.endpoint.token_file = root_.path() + "/linked-token";
+  TrainerStatusSender linked(options_, &poster_, &clock_, &wall_);
+  linked.Update(Status(0, "step=1"));
+  linked.Step();
+  std::vector<FakePoster::Call> calls = poster_.calls();
+  ASSERT_EQ(calls.size(), 1u);
+  EXPECT_THAT(calls[0].headers, ElementsAre(Pair("Authorization", "Bearer eyJhbGciOi.token-3")));
 }
 
 TEST_F(SenderTest, TokenReReadForEveryRequest) {
