@@ -14,15 +14,20 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <system_error>
+#include <thread>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "absl/synchronization/mutex.h"
 #include "common/clock.h"
 #include "common/logging.h"
 
@@ -241,6 +246,61 @@ absl::StatusOr<HttpAnswer> ParseHttpAnswer(absl::string_view raw) {
   return a;
 }
 
+// One name resolution, shared by Post and the thread that runs it; the
+// thread may outlive the Post (and the poster) that started it.
+struct OpenSslPoster::Lookup {
+  ~Lookup() {
+    if (done_fd >= 0) close(done_fd);
+  }
+  absl::Mutex mu;
+  bool done ABSL_GUARDED_BY(mu) = false;
+  std::vector<preflight::NameAnswer> answers ABSL_GUARDED_BY(mu);
+  int done_fd = -1;  // an eventfd: readable once done.
+};
+
+absl::StatusOr<std::vector<std::string>> OpenSslPoster::Resolve(const std::string& host,
+                                                                absl::Time deadline,
+                                                                absl::Duration timeout) {
+  if (resolver_ == nullptr) return absl::InternalError("no resolver");
+  if (lookup_ != nullptr) {
+    absl::MutexLock lock(&lookup_->mu);
+    if (!lookup_->done) {
+      return absl::UnavailableError(
+          "the name does not resolve (an earlier lookup has not answered yet)");
+    }
+  }
+  auto lookup = std::make_shared<Lookup>();
+  lookup->done_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+  if (lookup->done_fd < 0) return absl::InternalError(absl::StrCat("eventfd: ", strerror(errno)));
+  const absl::Duration left = std::max(absl::ZeroDuration(), deadline - Clock::Monotonic()->Now());
+  try {
+    std::thread([lookup, resolver = resolver_, host, left] {
+      std::vector<preflight::NameAnswer> answers = resolver->Resolve({host}, left);
+      absl::MutexLock lock(&lookup->mu);
+      lookup->answers = std::move(answers);
+      lookup->done = true;
+      const uint64_t one = 1;
+      ssize_t ignored = write(lookup->done_fd, &one, sizeof(one));
+      (void)ignored;
+    }).detach();
+  } catch (const std::system_error& e) {
+    return absl::UnavailableError(absl::StrCat("no thread to resolve the name: ", e.what()));
+  }
+  lookup_ = lookup;
+  if (absl::Status w =
+          Await(lookup->done_fd, POLLIN, cancel_fd_, deadline, "name resolution", timeout);
+      !w.ok()) {
+    return w;
+  }
+  absl::MutexLock lock(&lookup->mu);
+  if (lookup->answers.empty() || lookup->answers[0].addrs.empty()) {
+    return absl::UnavailableError(absl::StrCat(
+        "the name does not resolve (",
+        lookup->answers.empty() ? "no answer" : SafeForLog(lookup->answers[0].error), ")"));
+  }
+  return lookup->answers[0].addrs;
+}
+
 absl::StatusOr<std::unique_ptr<OpenSslPoster>> OpenSslPoster::Create(
     std::shared_ptr<preflight::Resolver> resolver) {
   const int fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
@@ -280,14 +340,9 @@ absl::StatusOr<HttpAnswer> OpenSslPoster::Post(
   if (IsIpAddress(target.host)) {
     addrs.push_back(target.host);
   } else {
-    if (resolver_ == nullptr) return failed(absl::InternalError("no resolver"));
-    std::vector<preflight::NameAnswer> answers = resolver_->Resolve({target.host}, timeout);
-    if (answers.empty() || answers[0].addrs.empty()) {
-      return failed(absl::UnavailableError(
-          absl::StrCat("the name does not resolve (",
-                       answers.empty() ? "no answer" : SafeForLog(answers[0].error), ")")));
-    }
-    addrs = answers[0].addrs;
+    absl::StatusOr<std::vector<std::string>> resolved = Resolve(target.host, deadline, timeout);
+    if (!resolved.ok()) return failed(resolved.status());
+    addrs = std::move(*resolved);
   }
   OwnedFd sock;
   absl::Status last = absl::UnavailableError("no address");

@@ -11,6 +11,11 @@
 // as long as it likes), and it has no cancel short of a second thread.
 // This is one request with `Connection: close`, so the client is small.
 //
+// The resolver cannot be cancelled, so a name is resolved on a thread of
+// its own that Post waits for only until its deadline or Cancel; while one
+// such lookup is still out, a later Post fails at once instead of starting
+// another (threads never pile up behind a hung resolver).
+//
 // Threading: Post from one thread at a time; Cancel and Reset from any.
 #ifndef TRAINLET_KUBEFLOW_HTTPS_POST_H_
 #define TRAINLET_KUBEFLOW_HTTPS_POST_H_
@@ -75,11 +80,19 @@ class OpenSslPoster : public HttpsPoster {
   void Reset() override;
 
  private:
+  struct Lookup;
+
   OpenSslPoster(std::shared_ptr<preflight::Resolver> resolver, int cancel_fd)
       : resolver_(std::move(resolver)), cancel_fd_(cancel_fd) {}
 
+  // `host`'s addresses, resolved on a thread of its own, by `deadline`.
+  absl::StatusOr<std::vector<std::string>> Resolve(const std::string& host, absl::Time deadline,
+                                                   absl::Duration timeout);
+
   const std::shared_ptr<preflight::Resolver> resolver_;
   const int cancel_fd_;  // an eventfd: readable once cancelled.
+  // The last lookup (shared with its thread); Post's thread only.
+  std::shared_ptr<Lookup> lookup_;
 };
 
 // The contents of a file the pod mounts (the CA certificate, the token):

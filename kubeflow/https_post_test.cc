@@ -274,6 +274,57 @@ TEST_F(HttpsPostTest, CaFileAFifo_RefusedAtOnce) {
   EXPECT_TRUE(server->requests().empty());
 }
 
+// A resolver that does not answer: Cancel (the agent exiting) ends the post
+// at once, not after the request's timeout (5 s in the agent), and a post
+// is bounded by its own deadline even when the resolver ignores it.
+TEST_F(HttpsPostTest, HungResolver_CancelAndDeadlineEndThePost) {
+  std::unique_ptr<FakeTrainerServer> server = Serve(FakeTrainerServer::Mode::kTrainer);
+  ASSERT_NE(server, nullptr);
+  resolver_->Hang(kHost);
+  absl::StatusOr<HttpAnswer> a;
+  EXPECT_TRUE(ReturnsWithin(
+      absl::Seconds(30),
+      [&] { a = poster_->Post(Target(*server), Bearer(kToken), kBody, absl::Milliseconds(200)); },
+      [&] { resolver_->Release(); }));
+  ASSERT_FALSE(a.ok());
+  EXPECT_TRUE(absl::IsDeadlineExceeded(a.status())) << a.status();
+
+  // That lookup is still out: the next post fails at once, starting no
+  // second thread behind the hung resolver.
+  a = poster_->Post(Target(*server), Bearer(kToken), kBody, absl::Hours(1));
+  ASSERT_FALSE(a.ok());
+  EXPECT_THAT(a.status().message(), HasSubstr("an earlier lookup has not answered yet"));
+  EXPECT_EQ(resolver_->asked().size(), 1u);
+
+  absl::StatusOr<std::unique_ptr<OpenSslPoster>> other = OpenSslPoster::Create(resolver_);
+  ASSERT_TRUE(other.ok());
+  absl::StatusOr<HttpAnswer> b;
+  EXPECT_TRUE(ReturnsWithin(
+      absl::Seconds(30),
+      [&] {
+        std::thread cancel([&] {
+          while (resolver_->asked().size() < 2) absl::SleepFor(absl::Milliseconds(5));
+          (*other)->Cancel();
+        });
+        b = (*other)->Post(Target(*server), Bearer(kToken), kBody, absl::Hours(1));
+        cancel.join();
+      },
+      [&] { resolver_->Release(); }));
+  ASSERT_FALSE(b.ok());
+  EXPECT_TRUE(absl::IsCancelled(b.status())) << b.status();
+  other->reset();  // its lookup's thread outlives it.
+  // Once the resolver answers, posts go through again.
+  resolver_->Release();
+  absl::StatusOr<HttpAnswer> c;
+  for (int i = 0; i < 3000; ++i) {
+    c = poster_->Post(Target(*server), Bearer(kToken), kBody, absl::Seconds(30));
+    if (c.ok()) break;
+    absl::SleepFor(absl::Milliseconds(10));
+  }
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->status, 200);
+}
+
 TEST(ParseHttpAnswer, StatusLineAndBody) {
   absl::StatusOr<HttpAnswer> a =
       ParseHttpAnswer("HTTP/1.1 422 Unprocessable Entity\r\nContent-Length: 2\r\n\r\n{}");
