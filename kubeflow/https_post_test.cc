@@ -325,6 +325,36 @@ TEST_F(HttpsPostTest, HungResolver_CancelAndDeadlineEndThePost) {
   EXPECT_EQ(c->status, 200);
 }
 
+// The agent's exit with a lookup that never answers: the sender's Stop
+// (the request in flight cancelled, then the final send within 1 s)
+// returns, and nothing reaches the server.
+TEST_F(HttpsPostTest, Sender_HungResolver_StopReturns) {
+  std::unique_ptr<FakeTrainerServer> server = Serve(FakeTrainerServer::Mode::kTrainer);
+  ASSERT_NE(server, nullptr);
+  resolver_->Hang(kHost);
+  absl::StatusOr<std::optional<TrainerEndpoint>> endpoint = EndpointFromEnv(Env(*server));
+  ASSERT_TRUE(endpoint.ok() && endpoint->has_value()) << endpoint.status();
+  SenderOptions options;
+  options.endpoint = **endpoint;
+  TrainerStatusSender sender(options, poster_.get(), Clock::Monotonic());
+  sender.Start();
+  agent::AgentStatus s;
+  s.node_rank = 0;
+  s.state = agent::RoundState::kRunning;
+  agent::WorkerProgress p;
+  p.line = "step=200 total_steps=1000";
+  p.updated = Clock::Monotonic()->Now();
+  s.progress.push_back(p);
+  sender.Update(s);
+  while (resolver_->asked().empty()) absl::SleepFor(absl::Milliseconds(5));
+  s.state = agent::RoundState::kDone;  // the job succeeded: a final send is due.
+  sender.Update(s);
+  EXPECT_TRUE(ReturnsWithin(
+      absl::Seconds(30), [&] { sender.Stop(absl::Seconds(1)); }, [&] { resolver_->Release(); }));
+  EXPECT_TRUE(server->requests().empty());
+  resolver_->Release();
+}
+
 TEST(ParseHttpAnswer, StatusLineAndBody) {
   absl::StatusOr<HttpAnswer> a =
       ParseHttpAnswer("HTTP/1.1 422 Unprocessable Entity\r\nContent-Length: 2\r\n\r\n{}");
