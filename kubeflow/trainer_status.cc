@@ -148,12 +148,22 @@ void ProgressEstimate::Observe(const std::vector<std::pair<std::string, std::str
   if (!step.has_value() && metrics.empty()) return;  // nothing Trainer can show.
   seen_ = true;
   at_ = at;
-  metrics_ = std::move(metrics);
-  total_ = total;
-  if (!step.has_value()) {
-    step_.reset();
-    return;
+  // Every field carries over until a later line gives it again: formats
+  // print the step and the loss on different lines (Hugging Face's bar and
+  // its logs), and each request replaces Trainer's whole trainerStatus.
+  for (auto& [key, value] : metrics) {
+    auto it = std::find_if(metrics_.begin(), metrics_.end(),
+                           [&](const auto& m) { return m.first == key; });
+    if (it != metrics_.end()) {
+      it->second = std::move(value);
+    } else if (metrics_.size() < kMaxMetrics) {
+      metrics_.emplace_back(key, std::move(value));
+    }
   }
+  // The step and the total only from a line with a step (an evaluation's
+  // bar has a total of its own).
+  if (!step.has_value()) return;
+  if (total.has_value()) total_ = total;
   if (!samples_.empty() && *step < samples_.back().step) samples_.clear();  // a restart.
   // Samples at least kRateWindow / kMaxRateSamples apart (a line every
   // 100 ms would otherwise fill them in 6 s): one closer to the one before

@@ -177,6 +177,34 @@ TEST(ProgressEstimate, NoTotal_MetricsOnly) {
   EXPECT_THAT(s->metrics, ElementsAre(Pair("step", "7")));
 }
 
+// Fields carry over from line to line: Hugging Face's tqdm bar gives the
+// step and the total, the logs above it the loss (progress from output
+// makes one progress line of each), and each request replaces Trainer's
+// whole trainerStatus, so a status from the latest line alone would drop
+// the percentage or the loss every other time. A line without a step (an
+// evaluation's bar) changes neither the step nor the total.
+TEST(ProgressEstimate, FieldsCarryOver_StepAndLossFromDifferentLines) {
+  ProgressEstimate e;
+  e.Observe({{"step", "50"}, {"total", "500"}}, kT0);
+  e.Observe({{"loss", "0.6931"}, {"learning_rate", "4.5e-05"}, {"epoch", "0.1"}},
+            kT0 + absl::Seconds(1));
+  std::optional<TrainerStatus> s = e.Status(kT0 + absl::Seconds(1), kWall, false);
+  ASSERT_TRUE(s.has_value());
+  EXPECT_EQ(s->progress_percentage, 10);
+  EXPECT_THAT(s->metrics,
+              ElementsAre(Pair("step", "50"), Pair("total", "500"), Pair("loss", "0.6931"),
+                          Pair("learning_rate", "4.5e-05"), Pair("epoch", "0.1")));
+  EXPECT_EQ(s->last_updated, kWall);  // the latest line's time.
+  e.Observe({{"step", "60"}, {"total", "500"}}, kT0 + absl::Seconds(2));
+  e.Observe({{"total", "40"}, {"eval_loss", "0.7"}}, kT0 + absl::Seconds(3));
+  s = e.Status(kT0 + absl::Seconds(3), kWall, false);
+  ASSERT_TRUE(s.has_value());
+  EXPECT_EQ(s->progress_percentage, 12);
+  EXPECT_THAT(s->metrics, ElementsAre(Pair("step", "60"), Pair("total", "40"),
+                                      Pair("loss", "0.6931"), Pair("learning_rate", "4.5e-05"),
+                                      Pair("epoch", "0.1"), Pair("eval_loss", "0.7")));
+}
+
 TEST(ProgressEstimate, TotalKeys_TotalStepsBeatsMaxStepsBeatsTotal) {
   ProgressEstimate e;
   e.Observe({{"step", "50"}, {"total", "400"}, {"max_steps", "200"}}, kT0);
