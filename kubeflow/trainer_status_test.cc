@@ -18,6 +18,7 @@ namespace {
 
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
+using ::testing::Not;
 using ::testing::Pair;
 
 constexpr char kUrl[] =
@@ -396,6 +397,31 @@ TEST_F(SenderTest, OtherNodes_AndNoProgress_SendNothing) {
   sender.Update(Status(0, "phase=warmup"));  // nothing numeric: nothing to show.
   EXPECT_EQ(sender.Step(), absl::InfiniteFuture());
   EXPECT_TRUE(poster_.calls().empty());
+}
+
+// Node rank 0 moves to another node in a later round: this node stops
+// sending (its retry too); when it has rank 0 again it starts over, with
+// nothing carried over from before (no stale loss, no old rate).
+TEST_F(SenderTest, RankZeroMoves_StopsSending_StartsOverWhenBack) {
+  TrainerStatusSender sender(options_, &poster_, &clock_, &wall_);
+  sender.Update(Status(0, "step=10 total_steps=100 loss=1.5"));
+  sender.Step();
+  poster_.Script(absl::UnavailableError("refused"));
+  clock_.Advance(absl::Seconds(5));
+  sender.Update(Status(0, "step=20 total_steps=100 loss=1.2"));
+  sender.Step();  // fails: a retry is due after the backoff.
+  ASSERT_EQ(poster_.calls().size(), 2u);
+  sender.Update(Status(1, "step=30 total_steps=100 loss=1.1"));
+  clock_.Advance(absl::Minutes(10));
+  EXPECT_EQ(sender.Step(), absl::InfiniteFuture());
+  EXPECT_EQ(poster_.calls().size(), 2u);
+  sender.Update(Status(0, "step=5 total_steps=100"));  // back, from a checkpoint.
+  sender.Step();
+  std::vector<FakePoster::Call> calls = poster_.calls();
+  ASSERT_EQ(calls.size(), 3u);
+  EXPECT_THAT(calls[2].body, HasSubstr(R"("progressPercentage":5,"metrics":[{"name":"step")"));
+  EXPECT_THAT(calls[2].body, Not(HasSubstr("loss")));
+  EXPECT_THAT(calls[2].body, Not(HasSubstr("estimatedRemainingSeconds")));
 }
 
 TEST_F(SenderTest, AtMostOneRequestPer5s_TheLatestProgress) {
