@@ -17,6 +17,9 @@ constexpr absl::string_view kFlag = "--progress-from-output";
 constexpr size_t kMaxRegexBytes = 1024;
 constexpr int64_t kRegexMaxMem = 1 << 20;  // RE2's budget for its automata
 constexpr size_t kMaxNumberBytes = 32;
+// The longest line after a '\r' read before it ends (a tqdm bar with its
+// postfix is 100-300 bytes).
+constexpr size_t kMaxBarBytes = 512;
 
 // --- Small O(n) scanners over a string_view; none backtracks. ---
 
@@ -518,7 +521,10 @@ bool OutputProgress::OnOutput(int local_rank, int stream, absl::string_view byte
   // step before a stop is not one behind. (A read may have cut it: a
   // matcher wants the whole "n/total [", and the line is read again, whole,
   // once it ends if it grew.)
-  if (after_cr && !partial.empty() && !partial_read && !discarding) {
+  // Only as long as a bar: a line that grows a byte a read is not read
+  // again and again.
+  if (after_cr && !partial.empty() && partial.size() <= kMaxBarBytes && !partial_read &&
+      !discarding) {
     OnLine(local_rank, w, partial);
     partial_read = true;
   }

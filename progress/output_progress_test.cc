@@ -230,6 +230,20 @@ TEST_F(OutputProgressTest, TqdmRedrawsAndLogsAcrossReads) {
   EXPECT_EQ(p->stats().matches, 5u);
 }
 
+TEST_F(OutputProgressTest, OnlyABarsLengthIsReadBeforeItsEnd) {
+  auto p = Make("demo", 1);
+  // After a '\r', a line not ended yet is read as it is on screen, once
+  // per growth, while it is as short as a bar; a longer one when it ends.
+  p->OnOutput(0, 0, "\rstep 3 loss 0.5");
+  EXPECT_THAT(Lines(p.get()), ::testing::ElementsAre("0: step=3 loss=0.5"));
+  const std::string long_line = "\rstep 4 loss 0.4 " + std::string(600, 'x');
+  p->OnOutput(0, 0, long_line);
+  EXPECT_THAT(Lines(p.get()), ::testing::IsEmpty());
+  p->OnOutput(0, 0, "\n");
+  EXPECT_THAT(Lines(p.get()), ::testing::ElementsAre("0: step=4 loss=0.4"));
+  EXPECT_EQ(p->stats().matches, 2u);
+}
+
 TEST_F(OutputProgressTest, AutoPicksPerWorkerAndKeepsIt) {
   auto p = Make("auto", 3);
   p->OnOutput(0, 0, "loading...\nstep   1 loss 0.5\n");
