@@ -6,12 +6,11 @@ its steps from them: the controller's views show them, and --hang-timeout
 declares the worker hung once the lines stop. The output itself is relayed
 unchanged."""
 
-import json
 import re
 import signal
-import subprocess
 import unittest
 
+import e2e_controller
 import harness
 from harness import E2ETestCase, PY
 
@@ -30,30 +29,13 @@ class ProgressFromOutputTest(E2ETestCase):
         with open(self.token, "w") as f:
             f.write("e2e-secret\n")
 
-    def start_controller(self, port):
-        self.http_port = harness.free_port()
-        ctl = self.start("controller", [harness.TRAINLET, "controller",
-                                        "--listen=127.0.0.1:%d" % port,
-                                        "--http=127.0.0.1:%d" % self.http_port,
-                                        "--db=" + self.path("history.db"),
-                                        "--token-file=" + self.token])
-        harness.poll_until(lambda: subprocess.run(
-            [harness.TRAINLET, "health", "127.0.0.1:%d" % port, "--timeout-ms=500"],
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-            timeout=10).returncode == 0 or not ctl.running(), 20, interval=0.1,
-            what="the controller to serve")
-        self.assertTrue(ctl.running(), ctl.describe())
-        return ctl
-
-    def status_json(self, job):
-        out = subprocess.run(
-            [harness.TRAINLET, "status", "--controller=127.0.0.1:%d" % self.http_port, "--json",
-             job], stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=20)
-        return json.loads(out.stdout)["jobs"][0] if out.returncode == 0 else None
+    # The controller and `trainlet status --json`, as e2e_controller runs them.
+    start_controller = e2e_controller.ControllerTest.start_controller
+    status_json = e2e_controller.ControllerTest.status_json
 
     def test_hf_trainer_lines_are_progress_for_the_page_and_the_hang_detector(self):
         port = harness.free_port()
-        ctl = self.start_controller(port)
+        ctl = self.start_controller(port, self.path("history.db"))
         agent = self.start_agent(
             ["--nnodes=1", "--node-id=pn0", "--job-id=jobP", "--token-file=" + self.token,
              "--controller=127.0.0.1:%d" % port, "--report-interval=200ms", "--prefix-output",
