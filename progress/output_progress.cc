@@ -427,6 +427,7 @@ struct OutputProgress::Worker {
   std::string lr;
   std::string epoch;
   int64_t bar_total = -1;  // hf: the training bar's total (the first bar's)
+  uint64_t window = 0;     // the rate limit's second of its last match
   bool changed = false;
 };
 
@@ -543,17 +544,22 @@ bool OutputProgress::OnOutput(int local_rank, int stream, absl::string_view byte
   return pending_ && !was_pending;
 }
 
-bool OutputProgress::AdmitMatch() {
+bool OutputProgress::AdmitMatch(Worker* w) {
   const absl::Time now = clock_->Now();
   if (now - window_start_ >= absl::Seconds(1)) {
     window_start_ = now;
     window_matches_ = 0;
+    ++window_;
   }
-  if (window_matches_ >= kMaxMatchesPerSecond) {
+  // Over the node's budget, a worker's first match of the second still
+  // counts: a worker that prints rarely is never starved by a chatty one
+  // into looking silent (and hung).
+  if (window_matches_ >= kMaxMatchesPerSecond && w->window == window_) {
     ++stats_.dropped_rate;
     return false;
   }
   ++window_matches_;
+  w->window = window_;
   return true;
 }
 
@@ -602,7 +608,7 @@ void OutputProgress::OnLine(int local_rank, Worker* w, absl::string_view line) {
       }
     }
   }
-  if (!m.has_value() || !AdmitMatch()) return;
+  if (!m.has_value() || !AdmitMatch(w)) return;
   ++stats_.matches;
   if (m->bar) {
     // An evaluation bar (another total than the training bar's): alive,

@@ -10,7 +10,8 @@
 // worker's pipe, after it was handed to the writer: the worker's output is
 // neither delayed nor changed. Bounded: a line (ended by '\n' or '\r', as a
 // tqdm bar redraws itself) over kMaxLineBytes is dropped, and so is every
-// match beyond kMaxMatchesPerSecond in a second; both are counted.
+// match beyond kMaxMatchesPerSecond in a second on the node but each
+// worker's first of that second; both are counted.
 //
 // Threading: not thread-safe; the agent's loop thread feeds it (through the
 // Supervisor's reads, which run in WorkerGroup::Wait) and collects it.
@@ -132,8 +133,9 @@ class OutputProgress {
   OutputProgress(const OutputProgressSpec& spec, std::unique_ptr<re2::RE2> regex, Clock* clock);
   void OnLine(int local_rank, Worker* worker, absl::string_view line);
   std::optional<OutputMatch> MatchRegex(absl::string_view line) const;
-  // Counts one match against the per-second budget; false when over it.
-  bool AdmitMatch();
+  // Counts one match of `w` against the per-second budget; false when over
+  // it (never for the worker's first match of the second).
+  bool AdmitMatch(Worker* w);
 
   const OutputProgressSpec spec_;
   const std::unique_ptr<re2::RE2> regex_;
@@ -142,6 +144,7 @@ class OutputProgress {
   bool pending_ = false;
   absl::Time window_start_ = absl::InfinitePast();
   int window_matches_ = 0;
+  uint64_t window_ = 1;  // which second; a worker's 0: none yet
   Stats stats_;
   // At most one line a minute on drops, and only when there are new ones.
   std::unique_ptr<LogLimiter> drop_log_;

@@ -295,13 +295,18 @@ TEST_F(OutputProgressTest, LongLinesAreDroppedAndCounted) {
 }
 
 TEST_F(OutputProgressTest, MatchesOverTheRateAreDropped) {
-  auto p = Make("demo", 1);
+  auto p = Make("demo", 2);
   std::string lines;
   for (int i = 1; i <= 250; ++i) absl::StrAppend(&lines, "step ", i, " loss 1\n");
   p->OnOutput(0, 0, lines);
   EXPECT_EQ(p->stats().matches, 200u);
   EXPECT_EQ(p->stats().dropped_rate, 50u);
   EXPECT_THAT(Lines(p.get()), ::testing::ElementsAre("0: step=200 loss=1"));
+  // Another worker's first match of the second counts, over the budget:
+  // a chatty worker cannot make a quiet one look silent. Its second not.
+  p->OnOutput(1, 0, "step 9 loss 2\nstep 10 loss 2\n");
+  EXPECT_THAT(Lines(p.get()), ::testing::ElementsAre("1: step=9 loss=2"));
+  EXPECT_EQ(p->stats().dropped_rate, 51u);
   clock_.Advance(absl::Seconds(1));
   p->OnOutput(0, 0, "step 251 loss 1\n");
   EXPECT_THAT(Lines(p.get()), ::testing::ElementsAre("0: step=251 loss=1"));
