@@ -477,11 +477,17 @@ bool OutputProgress::OnOutput(int local_rank, int stream, absl::string_view byte
   bool& discarding = w->discarding[stream];
   bool& after_cr = w->after_cr[stream];
   bool& partial_read = w->partial_read[stream];
+  // Where the next '\n' is, looked for once and kept while lines end in
+  // '\r' before it (a tqdm bar's redraws): each byte is scanned once.
+  const char* next_nl = nullptr;
   while (!bytes.empty()) {
     // The line ends at the first '\n' or '\r' (a tqdm bar redraws itself
     // after '\r').
-    const void* nl = std::memchr(bytes.data(), '\n', bytes.size());
-    size_t end = nl == nullptr ? bytes.size() : static_cast<const char*>(nl) - bytes.data();
+    if (next_nl == nullptr || next_nl < bytes.data()) {
+      const void* nl = std::memchr(bytes.data(), '\n', bytes.size());
+      next_nl = nl == nullptr ? bytes.data() + bytes.size() : static_cast<const char*>(nl);
+    }
+    size_t end = static_cast<size_t>(next_nl - bytes.data());
     if (const void* cr = std::memchr(bytes.data(), '\r', end); cr != nullptr) {
       end = static_cast<const char*>(cr) - bytes.data();
     }
