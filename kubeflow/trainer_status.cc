@@ -148,9 +148,9 @@ void ProgressEstimate::Observe(const std::vector<std::pair<std::string, std::str
   if (!step.has_value() && metrics.empty()) return;  // nothing Trainer can show.
   seen_ = true;
   at_ = at;
-  // Every field carries over until a later line gives it again: formats
-  // print the step and the loss on different lines (Hugging Face's bar and
-  // its logs), and each request replaces Trainer's whole trainerStatus.
+  // Every field carries over until a later line gives it again: a script
+  // may write an evaluation's line between its training lines, and each
+  // request replaces Trainer's whole trainerStatus.
   for (auto& [key, value] : metrics) {
     auto it = std::find_if(metrics_.begin(), metrics_.end(),
                            [&](const auto& m) { return m.first == key; });

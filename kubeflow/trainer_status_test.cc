@@ -178,12 +178,11 @@ TEST(ProgressEstimate, NoTotal_MetricsOnly) {
   EXPECT_THAT(s->metrics, ElementsAre(Pair("step", "7")));
 }
 
-// Fields carry over from line to line: Hugging Face's tqdm bar gives the
-// step and the total, the logs above it the loss (progress from output
-// makes one progress line of each), and each request replaces Trainer's
-// whole trainerStatus, so a status from the latest line alone would drop
-// the percentage or the loss every other time. A line without a step (an
-// evaluation's bar) changes neither the step nor the total.
+// Fields carry over from line to line: a progress file whose script
+// writes the step on some lines and the loss or an evaluation's metrics on
+// others, while each request replaces Trainer's whole trainerStatus, would
+// otherwise drop the percentage or the loss every other time. A line
+// without a step changes neither the step nor the total.
 TEST(ProgressEstimate, FieldsCarryOver_StepAndLossFromDifferentLines) {
   ProgressEstimate e;
   e.Observe({{"step", "50"}, {"total", "500"}}, kT0);
