@@ -5,9 +5,11 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
+#include <optional>
 #include <utility>
 
 #include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -72,10 +74,23 @@ namespace {
 
 // The freshest progress line of the round's workers, split into its step and
 // its other fields (the line was validated when it was read: progress.h).
+// The step of a progress line; nullopt when it has none.
+std::optional<int64_t> StepOf(absl::string_view line) {
+  for (absl::string_view token : absl::StrSplit(line, ' ', absl::SkipEmpty())) {
+    int64_t step = 0;
+    if (absl::ConsumePrefix(&token, "step=") && absl::SimpleAtoi(token, &step)) return step;
+  }
+  return std::nullopt;
+}
+
 void AddProgress(const AgentStatus& s, absl::Time now, v1::HealthReport* r) {
   const WorkerProgress* latest = nullptr;
+  const WorkerProgress* first = nullptr;  // the earliest first line with a step.
   for (const WorkerProgress& p : s.progress) {
     if (p.updates > 0 && (latest == nullptr || p.updated > latest->updated)) latest = &p;
+    if (!p.first_line.empty() && (first == nullptr || p.first_updated < first->first_updated)) {
+      first = &p;
+    }
   }
   v1::Progress* out = r->mutable_progress();
   if (latest == nullptr) {
@@ -87,6 +102,13 @@ void AddProgress(const AgentStatus& s, absl::Time now, v1::HealthReport* r) {
   out->set_step(-1);
   out->set_local_rank(latest->local_rank);
   out->set_age_ms(std::max<int64_t>(0, absl::ToInt64Milliseconds(now - latest->updated)));
+  if (first != nullptr) {
+    if (std::optional<int64_t> step = StepOf(first->first_line); step.has_value() && *step >= 0) {
+      out->set_first_step(*step);
+      out->set_first_age_ms(
+          std::max<int64_t>(0, absl::ToInt64Milliseconds(now - first->first_updated)));
+    }
+  }
   for (absl::string_view token : absl::StrSplit(latest->line, ' ', absl::SkipEmpty())) {
     const size_t eq = token.find('=');
     if (eq == absl::string_view::npos) continue;

@@ -134,6 +134,42 @@ TEST_F(ReporterTest, NewRound_IsARestartEventWithTheCause) {
   EXPECT_THAT(Kinds(transport_.sent[2]), ::testing::ElementsAre(v1::ReportEvent::PERIODIC));
 }
 
+TEST_F(ReporterTest, Progress_CarriesTheRoundsFirstStepAndItsAge) {
+  AgentStatus s = Running(2);
+  WorkerProgress late;
+  late.local_rank = 1;
+  late.line = "step=30 loss=0.2";
+  late.updated = clock_.Now() - absl::Seconds(1);
+  late.updates = 9;
+  late.first_line = "step=12 loss=0.9";
+  late.first_updated = clock_.Now() - absl::Seconds(7);
+  WorkerProgress early = late;
+  early.local_rank = 0;
+  early.line = "step=29";
+  early.first_line = "step=11";
+  early.first_updated = clock_.Now() - absl::Seconds(8);
+  s.progress = {late, early};
+  reporter_.Update(s);
+  reporter_.Step();
+  ASSERT_EQ(transport_.sent.size(), 1u);
+  const v1::Progress& p = transport_.sent[0].progress();
+  EXPECT_EQ(p.step(), 30);
+  EXPECT_EQ(p.age_ms(), 1000);
+  ASSERT_TRUE(p.has_first_step());
+  EXPECT_EQ(p.first_step(), 11);  // the earliest worker's first line.
+  EXPECT_EQ(p.first_age_ms(), 8000);
+
+  // No first line with a step: unset.
+  s.progress[0].first_line.clear();
+  s.progress[1].first_line = "loss=0.1";
+  s.round = 3;
+  clock_.Advance(kMinReportGap);
+  reporter_.Update(s);
+  reporter_.Step();
+  ASSERT_EQ(transport_.sent.size(), 2u);
+  EXPECT_FALSE(transport_.sent[1].progress().has_first_step());
+}
+
 TEST_F(ReporterTest, ControllerAway_KeepsOnlyTheLatestStateAndBoundedEvents) {
   transport_.next = absl::UnavailableError("connection refused");
   reporter_.Update(Running(1));

@@ -226,6 +226,9 @@ absl::Status ValidateHealthReport(const v1::HealthReport& r) {
     }
   }
   if (p.age_ms() < 0) return absl::InvalidArgumentError("progress.age_ms: must not be negative");
+  if (p.first_age_ms() < 0) {
+    return absl::InvalidArgumentError("progress.first_age_ms: must not be negative");
+  }
   if (r.gpus_size() > kMaxGpus) return TooMany("gpus", kMaxGpus, r.gpus_size());
   for (const v1::GpuReport& g : r.gpus()) {
     if (absl::Status s = CheckText("gpus.uuid", g.uuid(), kMaxGpuUuidLength); !s.ok()) return s;
