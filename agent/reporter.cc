@@ -171,6 +171,10 @@ void Reporter::Update(const AgentStatus& status) {
     WorkerMark& mark = marks_[w.local_rank];
     if (!w.exited && IsStopping(status.state)) mark.stopped = true;
     if (w.exited && mark.exited_unix_ms == 0) mark.exited_unix_ms = now_ms;
+    const bool failed = w.exited && w.exit_code != 0 && !mark.stopped && w.global_rank >= 0;
+    if (failed && (!failure_.has_value() || failure_->round != status.round)) {
+      failure_ = Failure{status.round, w.global_rank, w.exit_code, mark.exited_unix_ms};
+    }
   }
   const bool was_joining = status_.has_value() && status_->state == RoundState::kJoining;
   if (status.state != RoundState::kJoining) {
@@ -188,6 +192,12 @@ void Reporter::Update(const AgentStatus& status) {
     // No cause when this node's workers were fine: the controller takes the
     // failing node's.
     AddEventLocked(v1::ReportEvent::RESTART, status.round, status.last_failure);
+    if (failure_.has_value() && failure_->round == previous_round) {
+      v1::ReportEvent& e = events_.back();
+      e.set_failed_rank(failure_->rank);
+      e.set_failed_exit_code(failure_->exit_code);
+      e.set_failed_unix_ms(failure_->exited_unix_ms);
+    }
   }
   if (status.state == RoundState::kDone && !was_done) {
     AddEventLocked(v1::ReportEvent::FINISHED, status.round,

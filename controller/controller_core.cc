@@ -687,6 +687,26 @@ void ControllerCore::ApplyEventsLocked(const std::string& job_id, Job* job,
     const uint64_t round = std::min(e.round(), report.round());
     switch (e.kind()) {
       case v1::ReportEvent::RESTART:
+        if (e.has_failed_rank() && e.round() > 1) {
+          // From the node whose worker failed: the round it ended, who and when.
+          const absl::Time failed = Clamp(e.failed_unix_ms(), now);
+          v1::RootCause c;
+          c.set_kind(v1::RootCause::WORKER_FAILED);
+          c.set_node_id(node_id);
+          c.set_rank(e.failed_rank());
+          c.set_local_rank(-1);
+          c.set_exit_code(e.failed_exit_code());
+          c.set_at_unix_ms(UnixMs(failed));
+          c.set_round(e.round() - 1);
+          c.set_text(absl::StrCat("rank ", e.failed_rank(), " on ", node_id, " exited with code ",
+                                  e.failed_exit_code()));
+          NoteCauseLocked(job, std::move(c));
+          if (job->goodput.state().restart_round() == e.round() &&
+              job->goodput.RefineFailure(failed)) {
+            SyncRestartLocked(job);
+            job->dirty = true;
+          }
+        }
         NoteRestartLocked(job_id, job, e.round(), node_id, at,
                           e.cause().empty() ? RestartCause(report, e.round()) : e.cause(), out);
         break;

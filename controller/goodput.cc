@@ -108,7 +108,11 @@ std::optional<v1::RestartTimes> GoodputLedger::Restart(uint64_t round, absl::Tim
   }
   // The open phase ends at the failure (counted to a restart still under
   // way: a failure while re-warming or redoing is that restart's cost).
+  const Phase closed = state_.phase();
+  const int64_t closed_since = state_.phase_since_unix_ms();
   Move(v1::Goodput::DETECTION, failed, now);
+  state_.set_failed_phase(closed);
+  state_.set_failed_phase_since_unix_ms(closed_since);
   std::optional<v1::RestartTimes> previous;
   if (InRestart()) {
     state_.mutable_restart()->set_done(true);
@@ -126,6 +130,26 @@ std::optional<v1::RestartTimes> GoodputLedger::Restart(uint64_t round, absl::Tim
   state_.set_resume_phase(v1::Goodput::RESTART);
   Move(v1::Goodput::RESTART, decided, now);
   return previous;
+}
+
+bool GoodputLedger::RefineFailure(absl::Time failed) {
+  if (!InRestart() || state_.phase() == v1::Goodput::ENDED) return false;
+  const Phase closed = state_.failed_phase();
+  if (closed != v1::Goodput::PRODUCTIVE && closed != v1::Goodput::STARTUP) return false;
+  v1::RestartTimes* r = state_.mutable_restart();
+  const int64_t at = std::max(Ms(failed), state_.failed_phase_since_unix_ms());
+  const int64_t back = r->failed_unix_ms() - at;
+  if (back <= 0) return false;
+  // `back` ms of the closed phase were the failure's detection.
+  if (closed == v1::Goodput::PRODUCTIVE) {
+    state_.set_productive_ms(state_.productive_ms() - back);
+  } else {
+    state_.set_startup_ms(state_.startup_ms() - back);
+  }
+  state_.set_detection_ms(state_.detection_ms() + back);
+  r->set_detection_ms(r->detection_ms() + back);
+  r->set_failed_unix_ms(at);
+  return true;
 }
 
 bool GoodputLedger::WorkersRunning(absl::Time now) {

@@ -55,6 +55,11 @@ class GoodputLedger {
   // now final, for its round's record.
   std::optional<v1::RestartTimes> Restart(uint64_t round, absl::Time failed, absl::Time decided,
                                           absl::Time now);
+  // The failure of the restart under way happened at `failed`, earlier
+  // than the ledger took it (the failing node's report came after the
+  // restart): the boundary moves back, within the phase it closed when
+  // that was productive or start-up (the phases still partition the time).
+  bool RefineFailure(absl::Time failed);
   // The job's current round has its workers running (an agent says so).
   bool WorkersRunning(absl::Time now);
   // Whether the job now waits for too few nodes.

@@ -179,6 +179,38 @@ TEST_F(GoodputTest, KillAndRestart_RecordsEachPhaseAndTheRedoneSteps) {
   EXPECT_FALSE(Round(1).has_restart());
 }
 
+TEST_F(GoodputTest, FailingNodesRestartEvent_NamesWhoFailedAndMovesDetectionBack) {
+  RunFirstRound();
+  clock_.Advance(absl::Seconds(16));  // start_ + 21 s.
+  // pod-0 reaches round 2 first: no cause, the failure taken as now.
+  Send(Report("pod-0", 2, v1::HealthReport::JOINING));
+  EXPECT_EQ(Goodput().detection_ms(), 0);
+  // pod-1's report of round 2 (its failed round's coalesced away): the
+  // RESTART event names its rank 3, exited at start_ + 19 s.
+  clock_.Advance(absl::Seconds(1));
+  v1::HealthReport r = Report("pod-1", 2, v1::HealthReport::JOINING);
+  v1::ReportEvent* e = r.add_events();
+  e->set_kind(v1::ReportEvent::RESTART);
+  e->set_round(2);
+  e->set_id(1);
+  e->set_cause("local worker 1 exited with code 137");
+  e->set_failed_rank(3);
+  e->set_failed_exit_code(137);
+  e->set_failed_unix_ms(absl::ToUnixMillis(start_ + absl::Seconds(19)));
+  Send(r);
+  const v1::Goodput g = Goodput();
+  EXPECT_EQ(g.detection_ms(), 2000);
+  EXPECT_EQ(g.productive_ms(), 15000);
+  const v1::RoundInfo round2 = Round(2);
+  EXPECT_EQ(round2.restart().node_id(), "pod-1");
+  EXPECT_EQ(round2.restart().rank(), 3);
+  EXPECT_EQ(round2.restart().detection_ms(), 2000);
+  EXPECT_EQ(round2.restart().failed_unix_ms(), absl::ToUnixMillis(start_ + absl::Seconds(19)));
+  EXPECT_EQ(Round(1).ended_by().kind(), v1::RootCause::WORKER_FAILED);
+  EXPECT_EQ(Round(1).ended_by().exit_code(), 137);
+  ExpectPartition(clock_.Now());
+}
+
 TEST_F(GoodputTest, LateReportOfTheFailedRound_RaisesTheFailuresStep) {
   RunFirstRound();
   clock_.Advance(absl::Seconds(5));
