@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <csignal>
 #include <cstdio>
+#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
@@ -50,6 +51,25 @@ class HistoryStoreTest : public ::testing::Test {
     o.path = root_.path() + "/history.db";
     o.max_entries_per_job = retention;
     return o;
+  }
+  // A controller started afresh on the database: its store, and its core
+  // with what the store loaded put back (null where opening failed).
+  struct Restarted {
+    std::unique_ptr<HistoryStore> store;
+    std::unique_ptr<ControllerCore> core;
+  };
+  Restarted RestartController() {
+    Restarted r;
+    auto store = HistoryStore::Open(Options(), &clock_);
+    EXPECT_TRUE(store.ok()) << store.status();
+    if (!store.ok()) return r;
+    r.store = std::move(*store);
+    auto loaded = r.store->Load(ControllerOptions().max_jobs, kEntriesRestoredPerJob);
+    EXPECT_TRUE(loaded.ok()) << loaded.status();
+    if (!loaded.ok()) return r;
+    r.core = std::make_unique<ControllerCore>(ControllerOptions{}, &clock_, r.store.get());
+    r.core->Restore(*loaded);
+    return r;
   }
   trainlet::testing::TempRoot root_;
   SimulatedClock clock_{absl::FromUnixSeconds(1800000000)};
@@ -239,12 +259,9 @@ TEST_F(HistoryStoreTest, ControllerRestart_KeepsVerdictsFailuresStepsAndTimes) {
     ok_restart = before->rounds(1).restart();
   }
   clock_.Advance(absl::Hours(1));
-  auto store = HistoryStore::Open(Options(), &clock_);
-  ASSERT_TRUE(store.ok());
-  auto loaded = (*store)->Load(ControllerOptions().max_jobs, kEntriesRestoredPerJob);
-  ASSERT_TRUE(loaded.ok()) << loaded.status();
-  ControllerCore core({}, &clock_, store->get());
-  core.Restore(*loaded);
+  Restarted restarted = RestartController();
+  ASSERT_NE(restarted.core, nullptr);
+  ControllerCore& core = *restarted.core;
 
   auto ok = core.GetStatus("ok");
   ASSERT_TRUE(ok.ok());
@@ -302,13 +319,9 @@ TEST_F(HistoryStoreTest, ControllerRestart_RunningJobsGoodputGoesOnThroughTheGap
   }
   EXPECT_EQ(productive, 20000);
   clock_.Advance(absl::Minutes(2));  // the controller is away.
-  auto store = HistoryStore::Open(Options(), &clock_);
-  ASSERT_TRUE(store.ok());
-  auto loaded = (*store)->Load(ControllerOptions().max_jobs, kEntriesRestoredPerJob);
-  ASSERT_TRUE(loaded.ok()) << loaded.status();
-  ControllerCore core({}, &clock_, store->get());
-  core.Restore(*loaded);
-  const v1::Goodput g = core.GetStatus("job")->summary().goodput();
+  Restarted restarted = RestartController();
+  ASSERT_NE(restarted.core, nullptr);
+  const v1::Goodput g = restarted.core->GetStatus("job")->summary().goodput();
   EXPECT_EQ(g.phase(), v1::Goodput::PRODUCTIVE);
   EXPECT_EQ(g.startup_ms(), 10000);
   EXPECT_EQ(g.productive_ms(), productive + 120000);
