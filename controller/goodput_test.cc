@@ -211,6 +211,28 @@ TEST_F(GoodputTest, FailingNodesRestartEvent_NamesWhoFailedAndMovesDetectionBack
   ExpectPartition(clock_.Now());
 }
 
+TEST_F(GoodputTest, HungWorker_DetectionStartsAtTheRoundsLastStep) {
+  RunFirstRound();                   // productive from start_ + 4 s.
+  clock_.Advance(absl::Seconds(5));  // start_ + 10 s: step 30, then nothing.
+  v1::HealthReport last = Report("pod-1", 1, v1::HealthReport::RUNNING);
+  Step(&last, 30, absl::ZeroDuration());
+  Send(last);
+  // Declared hung 30 s later; the restart a second after.
+  clock_.Advance(absl::Seconds(30));
+  v1::HealthReport hung = Report("pod-1", 1, v1::HealthReport::STOPPING);
+  AddWorker(&hung, 0, 2, v1::WorkerHealth::HUNG);
+  Step(&hung, 30, absl::Seconds(30));
+  Send(hung);
+  clock_.Advance(absl::Seconds(1));
+  Send(Report("pod-0", 2, v1::HealthReport::JOINING));
+  const v1::Goodput g = Goodput();
+  EXPECT_EQ(g.productive_ms(), 6000);
+  EXPECT_EQ(g.detection_ms(), 31000);
+  EXPECT_EQ(Round(2).restart().failed_at_step(), 30);
+  EXPECT_EQ(Round(2).restart().rank(), 2);
+  ExpectPartition(clock_.Now());
+}
+
 TEST_F(GoodputTest, LateReportOfTheFailedRound_RaisesTheFailuresStep) {
   RunFirstRound();
   clock_.Advance(absl::Seconds(5));
