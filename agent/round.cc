@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <utility>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "agent/verdict.h"
@@ -508,6 +509,10 @@ void RoundMachine::OnProgress(const ProgressReported& e) {
   it->line = *line;
   it->updated = clock_->Now();
   ++it->updates;
+  if (it->first_line.empty() && absl::StrContains(*line, "step=")) {
+    it->first_line = *line;
+    it->first_updated = it->updated;
+  }
 }
 
 void RoundMachine::TickHangWatch(absl::Time now, Actions* out) {

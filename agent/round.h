@@ -174,6 +174,10 @@ struct WorkerProgress {
   // age is clock->Now() - updated.
   absl::Time updated = absl::InfinitePast();
   int64_t updates = 0;  // reports this round.
+  // Its first line of the round with a step, and when (the controller's
+  // goodput: where start-up or re-warm ends, docs/goodput.md).
+  std::string first_line;
+  absl::Time first_updated = absl::InfinitePast();
 };
 
 // One of this round's local workers, as the executor last saw it (for the

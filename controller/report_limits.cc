@@ -226,6 +226,9 @@ absl::Status ValidateHealthReport(const v1::HealthReport& r) {
     }
   }
   if (p.age_ms() < 0) return absl::InvalidArgumentError("progress.age_ms: must not be negative");
+  if (p.first_age_ms() < 0) {
+    return absl::InvalidArgumentError("progress.first_age_ms: must not be negative");
+  }
   if (r.gpus_size() > kMaxGpus) return TooMany("gpus", kMaxGpus, r.gpus_size());
   for (const v1::GpuReport& g : r.gpus()) {
     if (absl::Status s = CheckText("gpus.uuid", g.uuid(), kMaxGpuUuidLength); !s.ok()) return s;
@@ -272,6 +275,12 @@ absl::Status ValidateHealthReport(const v1::HealthReport& r) {
   for (const v1::ReportEvent& e : r.events()) {
     if (absl::Status s = CheckText("events.cause", e.cause(), kMaxTextLength); !s.ok()) return s;
     if (e.round() > kMaxRound) return absl::InvalidArgumentError("events.round: out of range");
+    if (e.has_failed_rank() && (e.failed_rank() < 0 || e.failed_rank() > kMaxRank)) {
+      return absl::InvalidArgumentError("events.failed_rank: out of range");
+    }
+    if (e.failed_unix_ms() < 0) {
+      return absl::InvalidArgumentError("events.failed_unix_ms: must not be negative");
+    }
   }
   if (absl::Status s = CheckPreflight(r); !s.ok()) return s;
   if (r.report_interval_ms() != 0 &&
