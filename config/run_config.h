@@ -111,7 +111,7 @@ struct RunConfig {
   // ResolveWithNodeProbe().
   int nproc_per_node = 0;
   NprocRequest nproc_request;
-  int node_rank_hint = -1;       // --node-rank; -1 = none (the coordinator picks).
+  int node_rank_hint = -1;  // --node-rank; -1 = none (the coordinator picks).
   // The hint is the pod's index found by Kubernetes discovery, not an
   // explicit --node-rank: the topology order may move it (JoinRequest).
   bool node_rank_from_index = false;

@@ -12,8 +12,8 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
-#include "trainlet/v1/rendezvous.pb.h"
 #include "rendezvous/rank_assignment.h"
+#include "trainlet/v1/rendezvous.pb.h"
 
 namespace trainlet::rendezvous {
 

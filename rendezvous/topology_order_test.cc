@@ -126,10 +126,9 @@ TEST(TopologyOrder, NoDomainsAtAll_KeepsTodaysOrder) {
 
 TEST(TopologyOrder, Ties_KeepTodaysOrderInsideADomain) {
   // Everyone in one switch: the order is today's (hints, then natural ids).
-  std::vector<RankCandidate> c = {Node("n-3", {{"switch", "s"}}, 2),
-                                  Node("n-1", {{"switch", "s"}}, 0),
-                                  Node("n-10", {{"switch", "s"}}, -1),
-                                  Node("n-2", {{"switch", "s"}}, 1)};
+  std::vector<RankCandidate> c = {
+      Node("n-3", {{"switch", "s"}}, 2), Node("n-1", {{"switch", "s"}}, 0),
+      Node("n-10", {{"switch", "s"}}, -1), Node("n-2", {{"switch", "s"}}, 1)};
   EXPECT_THAT(ByRank(c, true), ElementsAre("n-1", "n-2", "n-3", "n-10"));
 }
 
@@ -137,8 +136,7 @@ TEST(TopologyOrder, ExplicitNodeRankWins_IndexHintsOnlyOrder) {
   // x has --node-rank=3 (explicit); the others' hints are their pod index.
   std::vector<RankCandidate> c = {
       Node("a", {{"switch", "s0"}}, 0), Node("b", {{"switch", "s1"}}, 1),
-      Node("c", {{"switch", "s0"}}, 2),
-      Node("x", {{"switch", "s1"}}, 3, -1, /*from_index=*/false),
+      Node("c", {{"switch", "s0"}}, 2), Node("x", {{"switch", "s1"}}, 3, -1, /*from_index=*/false),
       Node("e", {{"switch", "s0"}}, 4), Node("f", {{"switch", "s1"}}, 5)};
   // Topology order a c e b x f; x pinned at 3, the rest fill 0,1,2,4,5.
   EXPECT_THAT(ByRank(c, true), ElementsAre("a", "c", "e", "x", "b", "f"));
@@ -149,10 +147,9 @@ TEST(TopologyOrder, ExplicitNodeRankWins_IndexHintsOnlyOrder) {
 TEST(TopologyOrder, Restart_SurvivorsKeepRelativeOrderNewcomerJoinsItsSwitch) {
   // Round 1 ordered a c b d (a, c in s0; b, d in s1); c was lost; n (s0)
   // arrives. Survivors keep a b d; n goes next to a, its switch.
-  std::vector<RankCandidate> c = {Node("a", {{"switch", "s0"}}, 0, 0),
-                                  Node("b", {{"switch", "s1"}}, 1, 2),
-                                  Node("d", {{"switch", "s1"}}, 3, 3),
-                                  Node("n", {{"switch", "s0"}}, 2, -1)};
+  std::vector<RankCandidate> c = {
+      Node("a", {{"switch", "s0"}}, 0, 0), Node("b", {{"switch", "s1"}}, 1, 2),
+      Node("d", {{"switch", "s1"}}, 3, 3), Node("n", {{"switch", "s0"}}, 2, -1)};
   EXPECT_THAT(ByRank(c, false), ElementsAre("a", "n", "b", "d"));
 }
 
