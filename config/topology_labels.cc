@@ -145,8 +145,9 @@ absl::StatusOr<Domains> ParseTopologyPairs(absl::string_view text, absl::string_
     std::string value(absl::StripAsciiWhitespace(item.substr(eq + 1)));
     absl::Status s = rendezvous::CheckTopologyKey(key);
     if (s.ok()) s = rendezvous::CheckTopologyValue(value);
-    if (s.ok() && key == rendezvous::kBootIdLevel) {
-      s = absl::InvalidArgumentError("boot_id is the level trainlet adds itself (co-located pods)");
+    if (s.ok() && (key == rendezvous::kBootIdLevel || key == rendezvous::kNvlinkCliqueLevel)) {
+      s = absl::InvalidArgumentError(absl::StrCat(
+          key, " is a level trainlet adds itself (NVML's NVLink clique, co-located pods)"));
     }
     if (s.ok() && !keys.insert(key).second) {
       s = absl::InvalidArgumentError(absl::StrCat("key \"", key, "\" appears twice"));

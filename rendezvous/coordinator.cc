@@ -88,7 +88,8 @@ absl::Status CheckTopology(const v1::Topology& t) {
   }
   for (const auto& [field, value] :
        {std::pair<const char*, const std::string*>{"boot_id", &t.boot_id()},
-        {"ipc_namespace", &t.ipc_namespace()}}) {
+        {"ipc_namespace", &t.ipc_namespace()},
+        {"nvlink_clique", &t.nvlink_clique()}}) {
     if (value->size() > kMaxHostIdentityLength ||
         !IsPrintableAscii(*value, /*allow_space=*/false)) {
       return absl::InvalidArgumentError(

@@ -12,6 +12,7 @@
 #include "gtest/gtest.h"
 #include "rendezvous/coordinator.h"
 #include "rendezvous/protocol_version.h"
+#include "rendezvous/rank_order.h"
 
 namespace trainlet::rendezvous {
 namespace {
@@ -123,6 +124,28 @@ TEST_F(CoordinatorRankOrderTest, ExplicitNodeRank_Pinned) {
               ElementsAre("p-0", "p-1", "p-2", "p-3"));
 }
 
+TEST_F(CoordinatorRankOrderTest, NvmlClique_IsALevel_UnlessTheLabelSaidIt) {
+  Make(4);
+  std::vector<v1::JoinRequest> joins = {Req("p-0", 0, ""), Req("p-1", 1, ""), Req("p-2", 2, ""),
+                                        Req("p-3", 3, "")};
+  for (int i = 0; i < 4; ++i) {
+    joins[i].mutable_topology()->set_nvlink_clique(absl::StrCat("c.", i % 2));
+  }
+  EXPECT_THAT(Round(joins), ElementsAre("p-0", "p-2", "p-1", "p-3"));
+  EXPECT_THAT(note_, HasSubstr("nvlink_clique 2/4"));
+
+  v1::JoinRequest r = Req("p-0", 0, "");
+  r.mutable_topology()->set_nvlink_clique("c.0");
+  v1::TopologyDomain* label = r.add_domains();
+  label->set_key("nvidia.com/gpu.clique");
+  label->set_value("c.0");
+  r.mutable_topology()->set_boot_id("b");
+  const NodeDomains d = DomainsOf(r);
+  ASSERT_EQ(d.size(), 2u);
+  EXPECT_EQ(d[0].first, "nvidia.com/gpu.clique");
+  EXPECT_EQ(d[1].first, "boot_id");
+}
+
 TEST_F(CoordinatorRankOrderTest, BadDomains_RefusedNamingTheField) {
   Make(2);
   auto refused = [&](v1::JoinRequest r) {
@@ -150,6 +173,12 @@ TEST_F(CoordinatorRankOrderTest, BadDomains_RefusedNamingTheField) {
   v1::JoinRequest placement = Req("p-0", 0, "s0");
   placement.set_scheduler_placement(std::string(200, 'k'));
   EXPECT_THAT(refused(placement), HasSubstr("scheduler_placement"));
+  v1::JoinRequest reserved = Req("p-0", 0, "s0");
+  reserved.mutable_domains(0)->set_key("nvlink_clique");
+  EXPECT_THAT(refused(reserved), HasSubstr("coordinator's own levels"));
+  v1::JoinRequest clique = Req("p-0", 0, "s0");
+  clique.mutable_topology()->set_nvlink_clique("a b");
+  EXPECT_THAT(refused(clique), HasSubstr("topology.nvlink_clique"));
   v1::JoinRequest order = Req("p-0", 0, "s0");
   order.set_rank_order(static_cast<v1::RankOrder>(7));
   EXPECT_THAT(refused(order), HasSubstr("rank_order"));

@@ -64,11 +64,12 @@ absl::Status CheckJoinTopology(const v1::JoinRequest& r) {
     absl::Status s = CheckTopologyKey(d.key());
     if (s.ok()) s = CheckTopologyValue(d.value());
     if (!s.ok()) return absl::InvalidArgumentError(absl::StrCat("domains[", i, "]: ", s.message()));
-    if (d.key() == kBootIdLevel || !keys.insert(d.key()).second) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("domains[", i, "]: key \"", d.key(), "\" ",
-                       d.key() == kBootIdLevel ? "is the coordinator's own level (co-located pods)"
-                                               : "appears twice"));
+    const bool reserved = d.key() == kBootIdLevel || d.key() == kNvlinkCliqueLevel;
+    if (reserved || !keys.insert(d.key()).second) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "domains[", i, "]: key \"", d.key(), "\" ",
+          reserved ? "is one of the coordinator's own levels (NVML's clique, co-located pods)"
+                   : "appears twice"));
     }
   }
   if (r.scheduler_placement().size() > kMaxSchedulerPlacementLength ||
@@ -87,7 +88,14 @@ absl::Status CheckJoinTopology(const v1::JoinRequest& r) {
 NodeDomains DomainsOf(const v1::JoinRequest& r) {
   NodeDomains d;
   d.reserve(r.domains_size() + 1);
-  for (const v1::TopologyDomain& x : r.domains()) d.emplace_back(x.key(), x.value());
+  bool has_clique = false;
+  for (const v1::TopologyDomain& x : r.domains()) {
+    d.emplace_back(x.key(), x.value());
+    has_clique |= x.key() == kGpuCliqueLabel;
+  }
+  if (!has_clique && !r.topology().nvlink_clique().empty()) {
+    d.emplace_back(std::string(kNvlinkCliqueLevel), r.topology().nvlink_clique());
+  }
   if (!r.topology().boot_id().empty()) {
     d.emplace_back(std::string(kBootIdLevel), r.topology().boot_id());
   }
@@ -101,7 +109,7 @@ RoundOrder OrderRound(const std::vector<const v1::JoinRequest*>& joins,
   for (const v1::JoinRequest* j : joins) {
     votes.index += j->rank_order() == v1::RANK_ORDER_INDEX;
     votes.topology += j->rank_order() == v1::RANK_ORDER_TOPOLOGY;
-    votes.with_domains += j->domains_size() > 0;
+    votes.with_domains += j->domains_size() > 0 || !j->topology().nvlink_clique().empty();
     if (votes.placement.empty() && !j->scheduler_placement().empty()) {
       votes.placement = j->scheduler_placement();
       votes.placement_node = j->member().node_id();

@@ -19,8 +19,13 @@ namespace trainlet::rendezvous {
 
 namespace v1 = ::trainlet::v1;
 
-// The level the coordinator adds for co-located pods (equal topology.boot_id).
+// The levels the coordinator adds: the NVLink clique from NVML
+// (topology.nvlink_clique), then co-located pods (equal topology.boot_id).
+inline constexpr absl::string_view kNvlinkCliqueLevel = "nvlink_clique";
 inline constexpr absl::string_view kBootIdLevel = "boot_id";
+// The GPU operator's label for the same clique: a node that sent it has
+// its NVML clique already.
+inline constexpr absl::string_view kGpuCliqueLabel = "nvidia.com/gpu.clique";
 
 // A key: 1..kMaxTopologyKeyLength bytes of [A-Za-z0-9._/-] (what a
 // Kubernetes label key may hold). A value: 1..kMaxTopologyValueLength bytes
@@ -32,7 +37,8 @@ absl::Status CheckTopologyValue(absl::string_view value);
 // naming the field).
 absl::Status CheckJoinTopology(const v1::JoinRequest& r);
 
-// A member's domains for the order: its own, widest first, then its boot id.
+// A member's domains for the order: its own, widest first, then its NVLink
+// clique (unless it sent nvidia.com/gpu.clique), then its boot id.
 NodeDomains DomainsOf(const v1::JoinRequest& r);
 
 struct RoundOrder {
