@@ -48,6 +48,7 @@
 #include "config/k8s_discovery.h"
 #include "config/options.h"
 #include "config/system_probe.h"
+#include "progress/output_progress.h"
 #include "trainlet/v1/rendezvous.pb.h"
 #include "trainlet/v1/topology.pb.h"
 
@@ -182,6 +183,9 @@ struct RunConfig {
   // coordinator runs inside this agent and is called directly, with no
   // server, client or socket (docs/configuration.md, "A single-node run").
   bool in_process_coordinator = false;
+  // --progress-from-output (progress/output_progress.h); in effect only
+  // with prefix_output, where the agent reads the workers' output.
+  OutputProgressSpec progress_from_output;
   bool prefix_output = false;                  // --prefix-output
   GpuBinding gpu_binding = GpuBinding::kList;  // --gpu-binding
   bool bind_numa = false;                      // --bind-numa
