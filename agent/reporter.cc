@@ -271,6 +271,7 @@ std::optional<v1::HealthReport> Reporter::BuildLocked(absl::Time now, bool force
   r.set_max_nodes(options_.max_nodes);
   r.set_join_deadline_unix_ms(join_deadline_unix_ms_);
   if (!command_delivered_) r.set_command(options_.command);
+  r.set_topology(options_.topology);
   if (preflight_.has_value()) *r.mutable_preflight() = *preflight_;
   AddWorkersLocked(s, &r);
   AddProgress(s, clock_->Now(), &r);

@@ -99,6 +99,8 @@ struct ReporterOptions {
   // The workers' command line (CommandLineOf), --nnodes MIN:MAX and
   // --join-timeout (zero: unknown), for the controller's views.
   std::string command;
+  // The node's domains, "key=value,..." widest first (HealthReport.topology).
+  std::string topology;
   int min_nodes = 0;
   int max_nodes = 0;
   absl::Duration join_timeout = absl::ZeroDuration();

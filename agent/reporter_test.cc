@@ -366,6 +366,7 @@ TEST_F(ReporterTest, CommandNodesAndJoinDeadline_AreReported) {
   o.min_nodes = 2;
   o.max_nodes = 4;
   o.join_timeout = absl::Minutes(10);
+  o.topology = "zone=z1,switch=s0";
   FakeTransport transport;
   Reporter reporter(o, &transport, &clock_, &clock_);
   AgentStatus joining;
@@ -388,6 +389,9 @@ TEST_F(ReporterTest, CommandNodesAndJoinDeadline_AreReported) {
   EXPECT_TRUE(transport.sent[1].command().empty());
   EXPECT_EQ(transport.sent[1].join_deadline_unix_ms(), 0);
   EXPECT_EQ(transport.sent[1].min_nodes(), 2);
+  // Where the node sits: in every report (the controller shows its latest).
+  EXPECT_EQ(transport.sent[0].topology(), "zone=z1,switch=s0");
+  EXPECT_EQ(transport.sent[1].topology(), "zone=z1,switch=s0");
 }
 
 TEST_F(ReporterTest, Command_IsSentAgainUntilAReportCarryingItIsAnswered) {

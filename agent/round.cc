@@ -197,6 +197,10 @@ void RoundMachine::Join(Actions* out, bool recheck) {
   r.set_protocol_version(rendezvous::kProtocolVersion);
   *r.mutable_ssh() = options_.ssh;
   *r.mutable_topology() = options_.topology;
+  for (const v1::TopologyDomain& d : options_.domains) *r.add_domains() = d;
+  r.set_rank_order(options_.rank_order);
+  r.set_scheduler_placement(options_.scheduler_placement);
+  r.set_rank_hint_from_index(options_.rank_hint_from_index);
   StartJoin join{std::move(r), options_.join_timeout, after_local_failure};
   join.recheck = recheck;
   out->push_back(std::move(join));
@@ -393,6 +397,9 @@ void RoundMachine::LogRound(const v1::Assignment& a) const {
         a.master_port(), a.restart_count(), a.self().local_world_size(),
         a.self().first_global_rank(),
         a.self().first_global_rank() + a.self().local_world_size() - 1);
+  }
+  if (!a.rank_order_note().empty()) {
+    TLOG(kInfo) << "round " << a.round() << ": " << SafeForLog(a.rank_order_note(), 512);
   }
 }
 

@@ -197,6 +197,7 @@ absl::Status ValidateHealthReport(const v1::HealthReport& r) {
   if (absl::Status s = CheckText("command", r.command(), kMaxCommandTextLength); !s.ok()) {
     return s;
   }
+  if (absl::Status s = CheckText("topology", r.topology(), kMaxTextLength); !s.ok()) return s;
   for (absl::Status s : {CheckRange("min_nodes", r.min_nodes(), 0, kMaxRank),
                          CheckRange("max_nodes", r.max_nodes(), 0, kMaxRank),
                          CheckRange("join_deadline_unix_ms", r.join_deadline_unix_ms(), 0,
@@ -297,6 +298,7 @@ absl::Status ValidateHealthReport(const v1::HealthReport& r) {
 void TrimToLimits(v1::HealthReport* r) {
   FitText(r->mutable_last_failure(), kMaxTextLength);
   FitText(r->mutable_command(), kMaxCommandTextLength);
+  FitText(r->mutable_topology(), kMaxTextLength);
   if (r->workers_size() > kMaxWorkers) {
     r->mutable_workers()->DeleteSubrange(kMaxWorkers, r->workers_size() - kMaxWorkers);
   }

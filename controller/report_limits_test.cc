@@ -76,6 +76,11 @@ TEST(ReportLimitsTest, NewFields_AreBoundedAndNamedWithTheirValue) {
   r.set_command(std::string(kMaxCommandTextLength + 1, 'x'));
   EXPECT_THAT(ValidateHealthReport(r).message(), HasSubstr("command"));
   r = Valid();
+  r.set_topology(std::string(kMaxTextLength + 1, 'x'));
+  EXPECT_THAT(ValidateHealthReport(r).message(), HasSubstr("topology"));
+  TrimToLimits(&r);
+  EXPECT_TRUE(ValidateHealthReport(r).ok());
+  r = Valid();
   r.set_min_nodes(-1);
   EXPECT_THAT(ValidateHealthReport(r).message(),
               HasSubstr("min_nodes: expected 0..16777216, got -1"));

@@ -118,6 +118,7 @@ NodeView NodeViewOf(const std::string& job_id, const v1::NodeStatus& n, StepRate
   v.round = r.round();
   v.restart_count = r.restart_count();
   v.last_failure = r.last_failure();
+  v.topology = r.topology();
   v.exit_code = r.exit_code();
   v.agent_rss_bytes = r.agent_rss_bytes();
   for (const v1::WorkerHealth& w : r.workers()) {

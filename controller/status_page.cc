@@ -439,7 +439,7 @@ const std::string& StatusPageHtml() {
     var table = el("table", "nodes");
     var head = el("tr");
     ["node", "rank", "incarnation", "up", "report age", "lag", "agent", "ranks", "workers",
-     "step", "rate", "progress age", "progress", "GPUs", "preflight", "last failure"].forEach(function (c) {
+     "step", "rate", "progress age", "progress", "GPUs", "preflight", "topology", "last failure"].forEach(function (c) {
       head.appendChild(el("th", null, c));
     });
     table.appendChild(head);
@@ -464,6 +464,7 @@ const std::string& StatusPageHtml() {
       cell(tr, "progress mono", fields(n.progress));
       cell(tr, "gpus", gpusCell(n.gpus));
       cell(tr, "preflight", preflightCell(n.preflight));
+      cell(tr, "topology mono", n.topology || "");
       cell(tr, "last-failure", n.last_failure || "");
       table.appendChild(tr);
     });

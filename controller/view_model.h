@@ -125,6 +125,9 @@ struct NodeView {
   uint64_t round = 0;
   int restart_count = 0;  // the agent's restarts.
   std::string last_failure;
+  // Where it sits, "zone=z1,switch=s0" widest first (docs/topology.md,
+  // "Rank order"); empty: it said nothing.
+  std::string topology;
   int exit_code = -1;  // once done; -1 before.
   uint64_t agent_rss_bytes = 0;
   std::vector<WorkerView> workers;  // ranks are the workers' `rank`.

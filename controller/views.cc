@@ -315,6 +315,7 @@ void WriteNode(JsonWriter& w, const NodeView& node) {
   w.Uint("round", node.round);
   w.Int("restart_count", node.restart_count);
   w.String("last_failure", node.last_failure);
+  if (!node.topology.empty()) w.String("topology", node.topology);
   w.Int("exit_code", node.exit_code);
   w.Uint("agent_rss_bytes", node.agent_rss_bytes);
   w.Key("workers");
@@ -763,6 +764,11 @@ void AppendJobDetail(std::string& out, const JobView& job, bool full, int64_t no
     absl::StrAppend(&out, "  (nodes ", job.nodes_from + 1, "-", shown_to, " of ", job.nodes_total,
                     ")\n");
   }
+  // Where each node sits (docs/topology.md, "Rank order"), for the nodes that said.
+  for (const NodeView& node : job.nodes) {
+    if (node.topology.empty()) continue;
+    absl::StrAppend(&out, "  ", Cell(node.node_id), " topology: ", Cell(node.topology, 1024), "\n");
+  }
   for (const NodeView& node : job.nodes) {
     if (!node.lost) continue;
     absl::StrAppend(
@@ -1030,6 +1036,7 @@ NodeView ParseNode(const Value& v) {
   node.round = static_cast<uint64_t>(IntField(v, "round"));
   node.restart_count = static_cast<int>(IntField(v, "restart_count"));
   node.last_failure = StringField(v, "last_failure");
+  node.topology = StringField(v, "topology");
   node.exit_code = static_cast<int>(IntField(v, "exit_code", -1));
   node.agent_rss_bytes = static_cast<uint64_t>(IntField(v, "agent_rss_bytes"));
   for (const Value* w : ListField(v, "workers")) {
