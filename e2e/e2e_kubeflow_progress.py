@@ -209,7 +209,10 @@ class KubeflowProgressTest(E2ETestCase):
             pct = ts["progressPercentage"]
             self.assertGreaterEqual(pct, last_pct, reqs)
             last_pct = pct
-        self.assertIn("estimatedRemainingSeconds", json.loads(reqs[-1]["body"])["trainerStatus"])
+        # The job succeeded: its last request is the 100%, sent after the rest of the gap.
+        final = json.loads(reqs[-1]["body"])["trainerStatus"]
+        self.assertEqual((final["progressPercentage"], final["estimatedRemainingSeconds"]),
+                         (100, 0), reqs[-1])
         self.assertIn("the job's progress goes to Kubeflow Trainer at https://localhost:%d%s"
                       % (server.port, PATH), agent.stderr)
         self.assertNotIn(WARNING, agent.stderr)

@@ -386,6 +386,18 @@ void TrainerStatusSender::Stop(absl::Duration flush) {
   poster_->Cancel();
   if (thread_.joinable()) thread_.join();
   poster_->Reset();
+  // A job that succeeded: its 100% is worth the rest of the gap (at most
+  // min_gap of the exit), the rate rule still holds.
+  absl::Duration wait;
+  {
+    absl::MutexLock lock(&mu_);
+    const absl::Time now = clock_->Now();
+    if (flush > absl::ZeroDuration() && finished_ && pending_ && leader_ && last_ok_ &&
+        now < next_allowed_) {
+      wait = std::min(next_allowed_ - now, options_.min_gap);
+    }
+  }
+  if (wait > absl::ZeroDuration()) options_.sleep(wait);
   std::optional<TrainerStatus> last;
   {
     absl::MutexLock lock(&mu_);

@@ -565,6 +565,50 @@ TEST_F(SenderTest, Stop_WithinTheGap_SendsNothingMore) {
   EXPECT_EQ(poster_.calls().size(), 1u);
 }
 
+// A job that succeeded within the gap of the last request: Stop waits out
+// the rest of the gap (and no more) and sends the 100%, so that the
+// TrainJob does not stay at the last percentage sent.
+TEST_F(SenderTest, JobSucceeded_WithinTheGap_WaitsOutTheGapThenSends100Percent) {
+  std::vector<absl::Duration> slept;
+  options_.sleep = [&](absl::Duration d) {
+    slept.push_back(d);
+    clock_.Advance(d);
+  };
+  TrainerStatusSender sender(options_, &poster_, &clock_, &wall_);
+  sender.Update(Status(0, "step=98 total_steps=100"));
+  sender.Step();
+  clock_.Advance(absl::Seconds(2));
+  agent::AgentStatus done = Status(0, "step=100 total_steps=100");
+  done.state = agent::RoundState::kDone;
+  done.exit_code = 0;
+  sender.Update(done);
+  sender.Stop(absl::Seconds(1));
+  EXPECT_THAT(slept, ElementsAre(absl::Seconds(3)));
+  std::vector<FakePoster::Call> calls = poster_.calls();
+  ASSERT_EQ(calls.size(), 2u);
+  EXPECT_GE(calls[1].at - calls[0].at, kMinSendGap);
+  EXPECT_THAT(calls[1].body,
+              HasSubstr(R"("progressPercentage":100,"estimatedRemainingSeconds":0,)"));
+}
+
+// A job that did not succeed (a SIGTERM, a failure) never waits: the exit
+// is not held for a percentage that is not final.
+TEST_F(SenderTest, JobFailed_WithinTheGap_NeitherWaitsNorSends) {
+  std::vector<absl::Duration> slept;
+  options_.sleep = [&](absl::Duration d) { slept.push_back(d); };
+  TrainerStatusSender sender(options_, &poster_, &clock_, &wall_);
+  sender.Update(Status(0, "step=98 total_steps=100"));
+  sender.Step();
+  clock_.Advance(absl::Seconds(2));
+  agent::AgentStatus failed = Status(0, "step=99 total_steps=100");
+  failed.state = agent::RoundState::kDone;
+  failed.exit_code = 143;
+  sender.Update(failed);
+  sender.Stop(absl::Seconds(1));
+  EXPECT_THAT(slept, ElementsAre());
+  EXPECT_EQ(poster_.calls().size(), 1u);
+}
+
 // The agent's loop calls Update while a request hangs: it returns at once
 // (were it to wait for the request, this test would hang), and Stop
 // cancels the request.
