@@ -23,6 +23,7 @@
 #include "mpi/formats.h"
 #include "mpi/keys.h"
 #include "mpi/launcher_env.h"
+#include "mpi/ssh_master.h"
 
 extern char** environ;
 
@@ -33,6 +34,9 @@ namespace v1 = ::trainlet::v1;
 
 constexpr absl::Duration kCaptureTimeout = absl::Seconds(10);
 constexpr size_t kMaxCapture = 64 * 1024;
+// The longest directory for the multiplexing sockets: DIR/ROUND/N plus
+// OpenSSH's 17-byte temporary suffix must fit a socket path (107 bytes).
+constexpr size_t kMaxMuxBase = 64;
 
 struct Captured {
   int exit_code = -1;
@@ -154,7 +158,21 @@ MpiLauncherPlan::MpiLauncherPlan(const MpiConfig& config,
       clock_(clock),
       give_terminal_(give_terminal) {}
 
-MpiLauncherPlan::~MpiLauncherPlan() { CancelPrepare(); }
+MpiLauncherPlan::~MpiLauncherPlan() {
+  CancelPrepare();
+  StopMultiplexing(/*all_rounds=*/true);
+  if (mux_base_is_temp_) rmdir(mux_base_.c_str());
+}
+
+void MpiLauncherPlan::StopMultiplexing(bool all_rounds) {
+  const std::string dir = all_rounds ? mux_base_ : mux_dir_;
+  if (dir.empty()) return;
+  const int stopped = mpi::StopMasters(dir);
+  if (stopped > 0) TLOG(kDebug) << "stopped " << stopped << " SSH multiplexing master(s)";
+  if (!all_rounds) mux_dir_.clear();
+}
+
+void MpiLauncherPlan::EndRound() { StopMultiplexing(/*all_rounds=*/false); }
 
 absl::StatusOr<std::unique_ptr<MpiLauncherPlan>> MpiLauncherPlan::Create(
     const MpiConfig& config, const std::map<std::string, std::string>& base_env,
@@ -222,6 +240,27 @@ absl::StatusOr<std::unique_ptr<MpiLauncherPlan>> MpiLauncherPlan::Create(
       mpi::LibsshProber::Create(key->private_pem, *user);
   if (!prober.ok()) return prober.status();
   plan->prober_ = *std::move(prober);
+  if (config.ssh_multiplex && !plan->real_ssh_.empty()) {
+    // The masters' sockets: OpenSSH binds "PATH.<16 random characters>"
+    // first, and a socket path has at most 107 bytes.
+    std::string base = plan->File("mux");
+    if (base.size() > kMaxMuxBase) {
+      char temp[] = "/tmp/trainlet-mux-XXXXXX";
+      base = mkdtemp(temp) != nullptr ? temp : "";
+      plan->mux_base_is_temp_ = !base.empty();
+    } else if (mkdir(base.c_str(), 0700) != 0 && errno != EEXIST) {
+      base.clear();
+    }
+    if (base.empty()) {
+      TLOG(kWarning) << "no short directory for the SSH multiplexing sockets (the state "
+                        "directory's path is long and /tmp is not writable): COMMAND's ssh "
+                        "logs in to each worker by itself";
+    } else {
+      plan->mux_base_ = base;
+      plan->master_prober_ = std::make_shared<mpi::OpenSshMasterProber>(
+          plan->real_ssh_, plan->File("ssh_config"), EnvStrings(base_env), plan->prober_.get());
+    }
+  }
 
   options->role = v1::ROLE_MPI_LAUNCHER;
   options->ssh.set_client_public_key(key->public_line);
@@ -237,7 +276,7 @@ absl::Status MpiLauncherPlan::WriteRoundFiles(const std::vector<mpi::MpiHost>& h
       {"hostfile.hydra", mpi::HydraHostfile(hosts)},
       {"hosts", mpi::DiscoverHostsList(hosts)},
       {"known_hosts", mpi::KnownHosts(hosts)},
-      {"ssh_config", mpi::SshClientConfig(hosts, {File("id_job"), File("known_hosts")})},
+      {"ssh_config", mpi::SshClientConfig(hosts, {File("id_job"), File("known_hosts"), mux_dir_})},
   };
   for (const auto& [name, text] : files) {
     if (absl::Status s = mpi::WriteFileAtomically(File(name), text, 0600); !s.ok()) return s;
@@ -316,6 +355,13 @@ void MpiLauncherPlan::Prepare(const v1::Assignment& assignment, Ready ready) {
         absl::InvalidArgumentError(absl::StrCat("cannot write the MPI hostfiles: ", s.message())));
     return;
   }
+  // Each round's masters (to this round's workers: a replaced pod is another
+  // host) in a directory of their own.
+  StopMultiplexing(/*all_rounds=*/false);
+  if (master_prober_) {
+    mux_dir_ = absl::StrCat(mux_base_, "/", assignment.round());
+    if (mkdir(mux_dir_.c_str(), 0700) != 0 && errno != EEXIST) mux_dir_.clear();
+  }
   if (absl::Status s = WriteRoundFiles(hosts); !s.ok()) {
     ready(s);
     return;
@@ -333,7 +379,9 @@ void MpiLauncherPlan::Prepare(const v1::Assignment& assignment, Ready ready) {
   // An ok probe runs the worker's login shell, whose start-up files (conda,
   // pyenv) may take seconds: allow them, within the bound.
   ro.attempt_timeout = std::min(absl::Seconds(15), config_.ready_timeout);
-  waiter_ = std::make_unique<mpi::ReadinessWaiter>(prober_.get(), clock_, ro);
+  mpi::SshProber* prober = prober_.get();
+  if (!mux_dir_.empty()) prober = master_prober_.get();
+  waiter_ = std::make_unique<mpi::ReadinessWaiter>(prober, clock_, ro);
   std::vector<launcher::ProcessSpec> specs = CommandSpec(assignment, hosts);
   const absl::Time started = clock_->Now();
   ready_thread_ = std::thread([this, targets = std::move(targets), specs = std::move(specs),
@@ -361,7 +409,7 @@ void MpiLauncherPlan::CancelPrepare() {
     // ... but probes in flight end only at their attempt timeout, and the
     // waiter's destructor joins them: not on the agent's thread (a stop
     // must not wait for a probe). The prober lives until they are done.
-    std::thread([waiter = std::move(waiter_), prober = prober_]() mutable {
+    std::thread([waiter = std::move(waiter_), prober = prober_, master = master_prober_]() mutable {
       waiter.reset();
     }).detach();
   }

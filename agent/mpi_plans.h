@@ -66,6 +66,7 @@ class MpiLauncherPlan : public LaunchPlan {
 
   void Prepare(const ::trainlet::v1::Assignment& assignment, Ready ready) override;
   void CancelPrepare() override;
+  void EndRound() override;
   void OnReportResponse(const ::trainlet::v1::ReportResponse& response) override;
   absl::Status Tick(absl::Time now) override;
 
@@ -76,6 +77,8 @@ class MpiLauncherPlan : public LaunchPlan {
   std::vector<launcher::ProcessSpec> CommandSpec(const ::trainlet::v1::Assignment& assignment,
                                                  const std::vector<mpi::MpiHost>& hosts) const;
   std::string File(const std::string& name) const { return state_dir_ + "/" + name; }
+  // Stops the current round's SSH masters (all rounds': at the end).
+  void StopMultiplexing(bool all_rounds);
 
   const MpiConfig& config_;
   const std::map<std::string, std::string> base_env_;
@@ -85,6 +88,12 @@ class MpiLauncherPlan : public LaunchPlan {
   mpi::Flavor flavor_ = mpi::Flavor::kUnknown;
   std::string real_ssh_;  // "" when no ssh client is in PATH.
   std::shared_ptr<mpi::SshProber> prober_;
+  // --ssh-multiplex: the readiness probe that leaves OpenSSH masters for
+  // COMMAND's ssh (mpi/ssh_master.h), their sockets in mux_base_/ROUND.
+  std::shared_ptr<mpi::SshProber> master_prober_;
+  std::string mux_base_;
+  bool mux_base_is_temp_ = false;  // made under /tmp: removed at the end
+  std::string mux_dir_;            // this round's; empty: no multiplexing
   std::unique_ptr<mpi::ReadinessWaiter> waiter_;
   std::thread ready_thread_;
 

@@ -30,6 +30,11 @@ machine's load hits all of them alike):
             sources ~/.bashrc for every ssh command, and a developer's
             (pyenv init) added 0.55 s to each session here. A trainlet mode
             must start its worker side the same way to compare fairly.
+  trainlet  `trainlet mpi-worker` on the workers and `trainlet mpi-launcher --
+            mpirun -np N PROGRAM` (no hostfile, no ssh options): the readiness
+            check leaves OpenSSH masters that mpirun's ssh reuses.
+  trainlet-libssh  the same with --ssh-multiplex=false: the libssh check, and
+            mpirun's ssh logging in by itself.
 A mode is a class with `name`, `prepare(bench)` (starts the worker side once;
 sshd, or `trainlet mpi-worker`) and `launcher_argv(bench, run)` returning
 (argv, env) to run on the launcher host; add it to MODES.
@@ -110,6 +115,7 @@ class TrainletMode:
 
     name = "trainlet"
     PORT = 2223  # the bare mode's sshd keeps 2222
+    EXTRA = []  # more mpi-launcher flags
 
     def prepare(self, bench):
         if bench.root:
@@ -124,17 +130,18 @@ class TrainletMode:
     def launcher_argv(self, bench, run):
         for w in self.workers:  # the previous run's, done with its job
             w.wait(30)
-        job = "bench-%d" % run
-        common = ["--job-id", job, "--token-file", self.token, "--log-level", "warning"]
+        job = "%s-%d" % (self.name, run)
+        common = ["--job-id", job, "--token-file", self.token, "--log-level",
+                  bench.args.log_level]
         self.workers = []
         for h in bench.workers:
             prefix = (ms.clean_home_prefix(h, self.home) if bench.args.clean_home
                       else bench.cluster.prefix(h))
             self.workers.append(bench.h.start(
-                "tw-%s-%d" % (h.name, run),
+                "%s-%s-%d" % (self.name, h.name, run),
                 [harness.TRAINLET, "mpi-worker", "--coordinator", "launcher",
                  "--nproc-per-node", str(bench.args.slots), "--ssh-port", str(self.PORT),
-                 "--state-dir", bench.h.path("state-%d" % run, h.name),
+                 "--state-dir", bench.h.path("state-%s-%d" % (self.name, run), h.name),
                  "--log-level", "info"] + common[:4], prefix=prefix))
         deadline = time.monotonic() + 15
         while not all("sshd listening" in w.stderr for w in self.workers):
@@ -145,12 +152,21 @@ class TrainletMode:
         time.sleep(0.3)  # their joins are now retrying against the launcher's address
         launcher = {"openmpi": ["mpirun"], "mpich": ["mpiexec.hydra"]}[bench.args.flavor]
         return ([harness.TRAINLET, "mpi-launcher", "--nnodes", str(len(bench.workers)),
-                 "--state-dir", bench.h.path("state-%d" % run, "launcher"),
-                 "--placement-timeout", "0"] + common + ["--"] + launcher +
+                 "--state-dir", bench.h.path("state-%s-%d" % (self.name, run), "launcher"),
+                 "--placement-timeout", "0"] + self.EXTRA + common + ["--"] + launcher +
                 ["-np", str(bench.args.np)] + bench.program, {})
 
 
-MODES = {"bare": BareMode, "trainlet": TrainletMode}
+class TrainletLibsshMode(TrainletMode):
+    """As trainlet, with --ssh-multiplex=false: the readiness check with
+    libssh, and mpirun's ssh logging in to every worker by itself (the
+    product before issue 33)."""
+
+    name = "trainlet-libssh"
+    EXTRA = ["--ssh-multiplex=false"]
+
+
+MODES = {"bare": BareMode, "trainlet": TrainletMode, "trainlet-libssh": TrainletLibsshMode}
 
 
 def run_once(bench, mode, run):
@@ -194,6 +210,9 @@ def main():
                         "default an empty one: a developer's ~/.bashrc, sourced by every "
                         "ssh session's shell, can cost more than the launch itself)")
     p.add_argument("--keep", action="store_true", help="keep the run directory (logs)")
+    p.add_argument("--log-level", default="warning",
+                   help="trainlet's --log-level (debug: timestamps of every step, to profile; "
+                        "the logs are in the run directory, with --keep)")
     p.add_argument("--quiet", type=float, default=0.15,
                    help="before each run wait (up to --quiet-wait s) until the CPUs are less "
                         "than this fraction busy (the machine may be shared)")
@@ -223,10 +242,10 @@ def main():
                 r, err = run_once(bench, m, run)
                 if err:
                     failed = True
-                    print("%-8s run %d: FAILED: %s" % (m.name, run, err), flush=True)
+                    print("%-15s run %d: FAILED: %s" % (m.name, run, err), flush=True)
                     continue
                 results[m.name].append(r)
-                print("%-8s run %d: first rank %7.1f ms, last rank %7.1f ms, exit %7.1f ms "
+                print("%-15s run %d: first rank %7.1f ms, last rank %7.1f ms, exit %7.1f ms "
                       "(CPUs %.0f%% busy before)" % (m.name, run, r["first_ms"], r["last_ms"],
                                                      r["exit_ms"], busy * 100), flush=True)
     finally:
@@ -242,8 +261,8 @@ def main():
           % (args.repeats, args.flavor))
     for m in modes:
         rs = results[m.name]
-        print("  %-8s first rank  %s" % (m.name, fmt([r["first_ms"] for r in rs])))
-        print("  %-8s exit        %s" % (m.name, fmt([r["exit_ms"] for r in rs])))
+        print("  %-15s first rank  %s" % (m.name, fmt([r["first_ms"] for r in rs])))
+        print("  %-15s exit        %s" % (m.name, fmt([r["exit_ms"] for r in rs])))
     if len(modes) > 1 and all(results[m.name] for m in modes):
         base = statistics.median(r["first_ms"] for r in results[modes[0].name])
         for m in modes[1:]:

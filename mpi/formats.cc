@@ -42,11 +42,22 @@ std::string KnownHosts(const std::vector<MpiHost>& hosts) {
   return out;
 }
 
+std::string ControlSocketPath(const std::vector<MpiHost>& hosts, size_t index,
+                              const std::string& control_dir) {
+  if (control_dir.empty() || index >= hosts.size() || hosts[index].port == 0) return "";
+  size_t n = 0;
+  for (size_t i = 0; i < index; ++i) n += hosts[i].port != 0 ? 1 : 0;
+  return absl::StrCat(control_dir, "/", n);
+}
+
 std::string SshClientConfig(const std::vector<MpiHost>& hosts, const SshClientPaths& paths) {
   std::string out = "# Written by trainlet mpi-launcher for this job's ssh (ssh -F).\n";
-  for (const MpiHost& host : hosts) {
+  for (size_t i = 0; i < hosts.size(); ++i) {
+    const MpiHost& host = hosts[i];
     if (host.port == 0) continue;  // the launcher: not reached over SSH
     absl::StrAppend(&out, "Host ", host.name, "\n  Port ", host.port, "\n");
+    const std::string socket = ControlSocketPath(hosts, i, paths.control_dir);
+    if (!socket.empty()) absl::StrAppend(&out, "  ControlPath ", ConfigPath(socket), "\n");
   }
   absl::StrAppend(&out, "Host *\n",                                              //
                   "  IdentityFile ", ConfigPath(paths.identity_file), "\n",      //
@@ -59,6 +70,7 @@ std::string SshClientConfig(const std::vector<MpiHost>& hosts, const SshClientPa
                   "  ConnectionAttempts 3\n",                                    //
                   "  LogLevel ERROR\n",                                          //
                   "  ForwardX11 no\n");
+  if (!paths.control_dir.empty()) absl::StrAppend(&out, "  ControlMaster no\n");
   return out;
 }
 

@@ -32,11 +32,21 @@ std::string KnownHosts(const std::vector<MpiHost>& hosts);
 // OpenSSH client configuration (used through `ssh -F`): a `Host name` block
 // with its Port per host, then `Host *` with the job's identity, the pinned
 // known_hosts and strict, non-interactive settings. Hosts with port 0 (the
-// launcher) get no block.
+// launcher) get no block. With `control_dir`, each host's block also names
+// its OpenSSH multiplexing socket, `control_dir/N` (N: the host's position
+// among those with blocks, so the path stays short), and `Host *` says
+// `ControlMaster no`: ssh runs its sessions over the connection the readiness
+// probe opened and left as master (mpi/ssh_master.h), or, when that socket
+// is gone, connects by itself as before.
 struct SshClientPaths {
   std::string identity_file;
   std::string known_hosts;
+  std::string control_dir;  // empty: no multiplexing
 };
+// The control socket of `hosts[index]` under SshClientConfig's control_dir
+// ("" when that host has no block).
+std::string ControlSocketPath(const std::vector<MpiHost>& hosts, size_t index,
+                              const std::string& control_dir);
 std::string SshClientConfig(const std::vector<MpiHost>& hosts, const SshClientPaths& paths);
 
 // Horovod's --host-discovery-script: prints `hosts_file` (DiscoverHostsList

@@ -26,6 +26,7 @@ using ::trainlet::mpi::testing::ExpectGolden;
 using ::trainlet::mpi::testing::RunShell;
 
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 constexpr char kKey1[] =
     "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIPDfVOErM2gZofCvvxaPGM5kgVfCuOHzoGE5cueIt82t";
@@ -76,6 +77,19 @@ TEST(Formats, SshClientConfig) {
   ExpectGolden("ssh_config", SshClientConfig(JobHosts(), {"/tmp/trainlet-0/job/launcher/id",
                                                           "/tmp/trainlet-0/job/launcher/"
                                                           "known_hosts"}));
+}
+
+TEST(Formats, SshClientConfigNamesEachHostsMultiplexingSocket) {
+  const std::string config = SshClientConfig(JobHosts(), {"/s/id", "/s/known_hosts", "/s/mux/3"});
+  EXPECT_THAT(config, HasSubstr("Host job-worker-0.job.default.svc\n  Port 2222\n"
+                                "  ControlPath /s/mux/3/0\n"));
+  EXPECT_THAT(config, HasSubstr("Host 10.200.0.13\n  Port 2222\n  ControlPath /s/mux/3/2\n"));
+  EXPECT_THAT(config, HasSubstr("  ControlMaster no\n"));  // only the probe makes masters
+  EXPECT_THAT(config, Not(HasSubstr("job-launcher")));
+  EXPECT_EQ(ControlSocketPath(JobHosts(), 0, "/s/mux/3"), "");  // the launcher
+  EXPECT_EQ(ControlSocketPath(JobHosts(), 2, "/s/mux/3"), "/s/mux/3/1");
+  EXPECT_EQ(ControlSocketPath(JobHosts(), 2, ""), "");
+  EXPECT_THAT(SshClientConfig(JobHosts(), {"/s/id", "/s/known_hosts"}), Not(HasSubstr("Control")));
 }
 
 TEST(Formats, SshClientConfigQuotesSpacesAndEscapesTokens) {
