@@ -60,8 +60,7 @@ TEST(LauncherEnv, RootOnlyMattersToOpenMpi) {
 
 TEST(LauncherEnv, PrteShortensNamesUnlessThatMergesHosts) {
   // #4028: the launcher's FQDN line must match its short hostname.
-  EXPECT_EQ(LauncherEnv(Input(Flavor::kOpenMpi5, false))["PRTE_MCA_prte_keep_fqdn_hostnames"],
-            "0");
+  EXPECT_EQ(LauncherEnv(Input(Flavor::kOpenMpi5, false))["PRTE_MCA_prte_keep_fqdn_hostnames"], "0");
   LauncherEnvInput input = Input(Flavor::kOpenMpi5, false);
   input.hosts[2].name = "job-worker-0.other";  // "job-worker-0" twice
   EXPECT_EQ(LauncherEnv(input)["PRTE_MCA_prte_keep_fqdn_hostnames"], "1");
