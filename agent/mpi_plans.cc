@@ -176,7 +176,8 @@ void MpiLauncherPlan::EndRound() { StopMultiplexing(/*all_rounds=*/false); }
 
 absl::StatusOr<std::unique_ptr<MpiLauncherPlan>> MpiLauncherPlan::Create(
     const MpiConfig& config, const std::map<std::string, std::string>& base_env,
-    const std::string& state_dir, Clock* clock, bool give_terminal, RoundOptions* options) {
+    const std::string& state_dir, Clock* clock, bool give_terminal,
+    launcher::Supervisor* supervisor, RoundOptions* options) {
   std::unique_ptr<MpiLauncherPlan> plan(
       new MpiLauncherPlan(config, base_env, state_dir, clock, give_terminal));
 
@@ -259,6 +260,11 @@ absl::StatusOr<std::unique_ptr<MpiLauncherPlan>> MpiLauncherPlan::Create(
       plan->mux_base_ = base;
       plan->master_prober_ = std::make_shared<mpi::OpenSshMasterProber>(
           plan->real_ssh_, plan->File("ssh_config"), EnvStrings(base_env), plan->prober_.get());
+      // Daemonized by ssh, the masters are adopted by this process: they
+      // are not orphans of the workers to kill when a round starts or ends.
+      supervisor->SpareAdopted([base, ssh = plan->real_ssh_](const launcher::ChildProcess& c) {
+        return mpi::IsSshMaster(c, base, ssh);
+      });
     }
   }
 

@@ -59,9 +59,11 @@ class MpiLauncherPlan : public LaunchPlan {
  public:
   // Reads or generates the job key, decides the MPI flavour, writes the
   // static files; fills `options` (role, job key, one local process).
+  // `supervisor` spares the SSH multiplexing masters at round ends.
   static absl::StatusOr<std::unique_ptr<MpiLauncherPlan>> Create(
       const MpiConfig& config, const std::map<std::string, std::string>& base_env,
-      const std::string& state_dir, Clock* clock, bool give_terminal, RoundOptions* options);
+      const std::string& state_dir, Clock* clock, bool give_terminal,
+      launcher::Supervisor* supervisor, RoundOptions* options);
   ~MpiLauncherPlan() override;
 
   void Prepare(const ::trainlet::v1::Assignment& assignment, Ready ready) override;

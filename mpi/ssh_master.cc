@@ -2,8 +2,10 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <poll.h>
 #include <signal.h>
+#include <stdlib.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -180,18 +182,33 @@ ProbeResult OpenSshMasterProber::Probe(const ProbeTarget& target, absl::Duration
                        SafeForLog(config_, 256), ")")};
 }
 
+bool IsSshMaster(const launcher::ChildProcess& child, const std::string& control_dir,
+                 const std::string& ssh) {
+  if (control_dir.empty() || child.comm != "ssh") return false;
+  const std::string proc = absl::StrCat("/proc/", child.pid_in_proc);
+  std::ifstream in(proc + "/cmdline", std::ios::binary);
+  std::string cmdline;
+  cmdline.resize(4096);
+  in.read(cmdline.data(), static_cast<std::streamsize>(cmdline.size()));
+  cmdline.resize(static_cast<size_t>(in.gcount()));
+  if (!absl::StartsWith(cmdline, absl::StrCat("ssh: ", control_dir, "/")) ||
+      !absl::StrContains(cmdline, " [mux]"))
+    return false;
+  if (ssh.empty()) return true;
+  char exe[4096], want[4096];
+  const ssize_t n = readlink((proc + "/exe").c_str(), exe, sizeof(exe) - 1);
+  if (n <= 0 || realpath(ssh.c_str(), want) == nullptr) return false;
+  exe[n] = '\0';
+  return strcmp(exe, want) == 0;
+}
+
 int StopMasters(const std::string& control_dir) {
   if (control_dir.empty()) return 0;
   absl::StatusOr<std::vector<launcher::ChildProcess>> children = launcher::ListChildren();
   if (!children.ok()) return 0;
-  const std::string needle = absl::StrCat(control_dir, "/");
   int stopped = 0;
   for (const launcher::ChildProcess& c : *children) {
-    if (c.comm != "ssh") continue;
-    std::ifstream in(absl::StrCat("/proc/", c.pid_in_proc, "/cmdline"), std::ios::binary);
-    std::string cmdline((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-    if (!absl::StrContains(cmdline, needle) || !absl::StrContains(cmdline, "[mux]")) continue;
-    if (kill(c.pid, SIGTERM) == 0) ++stopped;
+    if (IsSshMaster(c, control_dir) && kill(c.pid, SIGTERM) == 0) ++stopped;
   }
   return stopped;
 }

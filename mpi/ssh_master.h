@@ -36,6 +36,7 @@
 #include <vector>
 
 #include "absl/time/time.h"
+#include "launcher/children.h"
 #include "mpi/ssh_probe.h"
 
 namespace trainlet::mpi {
@@ -74,10 +75,15 @@ struct BoundedRun {
 BoundedRun RunBounded(const std::vector<std::string>& argv, const std::vector<std::string>& env,
                       absl::Time deadline);
 
-// SIGTERMs every ssh multiplexing master among this process's children
-// (inherited as their subreaper) whose command line names a socket in
-// `control_dir` ("ssh: DIR/N [mux]"); returns how many. The masters remove
-// their sockets as they exit.
+// Whether `child` (of this process, which inherits the masters as their
+// subreaper) is an ssh multiplexing master with its socket in `control_dir`:
+// named "ssh", its command line "ssh: DIR/... [mux]" (OpenSSH's
+// setproctitle), and, when `ssh` is given, running that binary.
+bool IsSshMaster(const launcher::ChildProcess& child, const std::string& control_dir,
+                 const std::string& ssh = "");
+
+// SIGTERMs every such master (IsSshMaster) among this process's children;
+// returns how many. The masters remove their sockets as they exit.
 int StopMasters(const std::string& control_dir);
 
 }  // namespace trainlet::mpi
