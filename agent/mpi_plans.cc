@@ -13,6 +13,7 @@
 #include <set>
 #include <utility>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/strip.h"
@@ -34,8 +35,8 @@ namespace v1 = ::trainlet::v1;
 
 constexpr absl::Duration kCaptureTimeout = absl::Seconds(10);
 constexpr size_t kMaxCapture = 64 * 1024;
-// The longest directory for the multiplexing sockets: DIR/ROUND/N plus
-// OpenSSH's 17-byte temporary suffix must fit a socket path (107 bytes).
+// The longest directory for the multiplexing sockets: DIR/<16 hex digits>
+// plus OpenSSH's 17-byte temporary suffix must fit a socket path (107 bytes).
 constexpr size_t kMaxMuxBase = 64;
 
 struct Captured {
@@ -125,6 +126,13 @@ absl::StatusOr<std::string> ReadSmallFile(const std::string& path, size_t limit)
   return data;
 }
 
+std::string ReadComm(pid_t pid) {
+  std::ifstream in(absl::StrCat("/proc/", pid, "/comm"));
+  std::string comm;
+  std::getline(in, comm);
+  return comm;
+}
+
 }  // namespace
 
 std::vector<mpi::MpiHost> MpiHostsFor(const v1::Assignment& assignment) {
@@ -160,19 +168,15 @@ MpiLauncherPlan::MpiLauncherPlan(const MpiConfig& config,
 
 MpiLauncherPlan::~MpiLauncherPlan() {
   CancelPrepare();
-  StopMultiplexing(/*all_rounds=*/true);
+  StopMultiplexing({});
   if (mux_base_is_temp_) rmdir(mux_base_.c_str());
 }
 
-void MpiLauncherPlan::StopMultiplexing(bool all_rounds) {
-  const std::string dir = all_rounds ? mux_base_ : mux_dir_;
-  if (dir.empty()) return;
-  const int stopped = mpi::StopMasters(dir);
+void MpiLauncherPlan::StopMultiplexing(const std::set<std::string>& keep) {
+  if (mux_base_.empty()) return;
+  const int stopped = mpi::StopMasters(mux_base_, keep);
   if (stopped > 0) TLOG(kDebug) << "stopped " << stopped << " SSH multiplexing master(s)";
-  if (!all_rounds) mux_dir_.clear();
 }
-
-void MpiLauncherPlan::EndRound() { StopMultiplexing(/*all_rounds=*/false); }
 
 absl::StatusOr<std::unique_ptr<MpiLauncherPlan>> MpiLauncherPlan::Create(
     const MpiConfig& config, const std::map<std::string, std::string>& base_env,
@@ -259,7 +263,8 @@ absl::StatusOr<std::unique_ptr<MpiLauncherPlan>> MpiLauncherPlan::Create(
     } else {
       plan->mux_base_ = base;
       plan->master_prober_ = std::make_shared<mpi::OpenSshMasterProber>(
-          plan->real_ssh_, plan->File("ssh_config"), EnvStrings(base_env), plan->prober_.get());
+          plan->real_ssh_, plan->File("ssh_config"), base, EnvStrings(base_env),
+          plan->prober_.get());
       // Daemonized by ssh, the masters are adopted by this process: they
       // are not orphans of the workers to kill when a round starts or ends.
       supervisor->SpareAdopted([base, ssh = plan->real_ssh_](const launcher::ChildProcess& c) {
@@ -282,7 +287,7 @@ absl::Status MpiLauncherPlan::WriteRoundFiles(const std::vector<mpi::MpiHost>& h
       {"hostfile.hydra", mpi::HydraHostfile(hosts)},
       {"hosts", mpi::DiscoverHostsList(hosts)},
       {"known_hosts", mpi::KnownHosts(hosts)},
-      {"ssh_config", mpi::SshClientConfig(hosts, {File("id_job"), File("known_hosts"), mux_dir_})},
+      {"ssh_config", mpi::SshClientConfig(hosts, {File("id_job"), File("known_hosts"), mux_base_})},
   };
   for (const auto& [name, text] : files) {
     if (absl::Status s = mpi::WriteFileAtomically(File(name), text, 0600); !s.ok()) return s;
@@ -361,13 +366,13 @@ void MpiLauncherPlan::Prepare(const v1::Assignment& assignment, Ready ready) {
         absl::InvalidArgumentError(absl::StrCat("cannot write the MPI hostfiles: ", s.message())));
     return;
   }
-  // Each round's masters (to this round's workers: a replaced pod is another
-  // host) in a directory of their own.
-  StopMultiplexing(/*all_rounds=*/false);
-  if (master_prober_) {
-    mux_dir_ = absl::StrCat(mux_base_, "/", assignment.round());
-    if (mkdir(mux_dir_.c_str(), 0700) != 0 && errno != EEXIST) mux_dir_.clear();
+  // The masters of workers still in the job stay (a restart logs in again
+  // only to the replaced pods); the others' go.
+  std::set<std::string> keep;
+  for (const mpi::MpiHost& h : hosts) {
+    keep.insert(mpi::ControlSocketPath(h.name, h.port, h.host_public_key, mux_base_));
   }
+  StopMultiplexing(keep);
   if (absl::Status s = WriteRoundFiles(hosts); !s.ok()) {
     ready(s);
     return;
@@ -386,7 +391,7 @@ void MpiLauncherPlan::Prepare(const v1::Assignment& assignment, Ready ready) {
   // pyenv) may take seconds: allow them, within the bound.
   ro.attempt_timeout = std::min(absl::Seconds(15), config_.ready_timeout);
   mpi::SshProber* prober = prober_.get();
-  if (!mux_dir_.empty()) prober = master_prober_.get();
+  if (master_prober_) prober = master_prober_.get();
   waiter_ = std::make_unique<mpi::ReadinessWaiter>(prober, clock_, ro);
   std::vector<launcher::ProcessSpec> specs = CommandSpec(assignment, hosts);
   const absl::Time started = clock_->Now();
@@ -613,6 +618,11 @@ int KillSessions(pid_t sshd_pid, const std::vector<pid_t>& keep) {
     int fresh = 0;
     for (pid_t pid : *all) {
       if (spare.count(pid) != 0) continue;
+      // sshd's own per-connection processes (OpenSSH 9.8+: sshd-session,
+      // sshd-auth) stay: the connection is the launcher's multiplexing
+      // master, which the next round reuses (mpi/ssh_master.h); what its
+      // sessions started (shells, orted, ranks) goes.
+      if (absl::StartsWith(ReadComm(pid), "sshd")) continue;
       if (killed.insert(pid).second) ++fresh;
       kill(pid, SIGKILL);
     }

@@ -32,6 +32,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -68,7 +69,6 @@ class MpiLauncherPlan : public LaunchPlan {
 
   void Prepare(const ::trainlet::v1::Assignment& assignment, Ready ready) override;
   void CancelPrepare() override;
-  void EndRound() override;
   void OnReportResponse(const ::trainlet::v1::ReportResponse& response) override;
   absl::Status Tick(absl::Time now) override;
 
@@ -79,8 +79,8 @@ class MpiLauncherPlan : public LaunchPlan {
   std::vector<launcher::ProcessSpec> CommandSpec(const ::trainlet::v1::Assignment& assignment,
                                                  const std::vector<mpi::MpiHost>& hosts) const;
   std::string File(const std::string& name) const { return state_dir_ + "/" + name; }
-  // Stops the current round's SSH masters (all rounds': at the end).
-  void StopMultiplexing(bool all_rounds);
+  // Stops the SSH masters whose sockets are not in `keep`.
+  void StopMultiplexing(const std::set<std::string>& keep);
 
   const MpiConfig& config_;
   const std::map<std::string, std::string> base_env_;
@@ -91,11 +91,11 @@ class MpiLauncherPlan : public LaunchPlan {
   std::string real_ssh_;  // "" when no ssh client is in PATH.
   std::shared_ptr<mpi::SshProber> prober_;
   // --ssh-multiplex: the readiness probe that leaves OpenSSH masters for
-  // COMMAND's ssh (mpi/ssh_master.h), their sockets in mux_base_/ROUND.
+  // COMMAND's ssh (mpi/ssh_master.h), their sockets in mux_base_ (empty: no
+  // multiplexing).
   std::shared_ptr<mpi::SshProber> master_prober_;
   std::string mux_base_;
   bool mux_base_is_temp_ = false;  // made under /tmp: removed at the end
-  std::string mux_dir_;            // this round's; empty: no multiplexing
   std::unique_ptr<mpi::ReadinessWaiter> waiter_;
   std::thread ready_thread_;
 
@@ -137,7 +137,9 @@ class MpiWorkerPlan : public LaunchPlan {
 
 // Kills (SIGKILL, repeatedly: killing one may orphan another) every
 // descendant of `sshd_pid` and every child of this process other than
-// `keep`; returns how many it killed. Bounded to about a second.
+// `keep` and sshd's own per-connection processes (named sshd*: the
+// launcher's multiplexing master connections stay for the next round);
+// returns how many it killed. Bounded to about a second.
 int KillSessions(pid_t sshd_pid, const std::vector<pid_t>& keep);
 
 }  // namespace trainlet::agent

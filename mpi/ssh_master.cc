@@ -151,7 +151,7 @@ ProbeResult OpenSshMasterProber::Probe(const ProbeTarget& target, absl::Duration
                                          "-F",
                                          config_,
                                          "-o",
-                                         "ControlMaster=yes",
+                                         "ControlMaster=auto",
                                          "-o",
                                          "ControlPersist=yes",
                                          "-o",
@@ -170,6 +170,18 @@ ProbeResult OpenSshMasterProber::Probe(const ProbeTarget& target, absl::Duration
                  << "ms";
     return {};
   }
+  // A master that no longer answers (its worker gone or cut off) must not
+  // take the next attempt's command too.
+  const std::string socket =
+      ControlSocketPath(target.name, target.port, target.host_public_key, control_dir_);
+  if (!socket.empty()) {
+    if (absl::StatusOr<std::vector<launcher::ChildProcess>> children = launcher::ListChildren();
+        children.ok()) {
+      for (const launcher::ChildProcess& c : *children) {
+        if (IsSshMaster(c, control_dir_) && MasterSocket(c) == socket) kill(c.pid, SIGTERM);
+      }
+    }
+  }
   // Which step failed, in the libssh probe's words.
   ProbeResult why = diagnose_->Probe(target, std::max(deadline - absl::Now(), absl::Seconds(1)));
   if (why.stage != ProbeStage::kOk) return why;
@@ -182,19 +194,24 @@ ProbeResult OpenSshMasterProber::Probe(const ProbeTarget& target, absl::Duration
                        SafeForLog(config_, 256), ")")};
 }
 
-bool IsSshMaster(const launcher::ChildProcess& child, const std::string& control_dir,
-                 const std::string& ssh) {
-  if (control_dir.empty() || child.comm != "ssh") return false;
-  const std::string proc = absl::StrCat("/proc/", child.pid_in_proc);
-  std::ifstream in(proc + "/cmdline", std::ios::binary);
+std::string MasterSocket(const launcher::ChildProcess& child) {
+  std::ifstream in(absl::StrCat("/proc/", child.pid_in_proc, "/cmdline"), std::ios::binary);
   std::string cmdline;
   cmdline.resize(4096);
   in.read(cmdline.data(), static_cast<std::streamsize>(cmdline.size()));
   cmdline.resize(static_cast<size_t>(in.gcount()));
-  if (!absl::StartsWith(cmdline, absl::StrCat("ssh: ", control_dir, "/")) ||
-      !absl::StrContains(cmdline, " [mux]"))
-    return false;
+  absl::string_view v = cmdline;
+  if (!absl::ConsumePrefix(&v, "ssh: ")) return "";
+  const size_t end = v.find(" [mux]");
+  return end == absl::string_view::npos ? "" : std::string(v.substr(0, end));
+}
+
+bool IsSshMaster(const launcher::ChildProcess& child, const std::string& control_dir,
+                 const std::string& ssh) {
+  if (control_dir.empty() || child.comm != "ssh") return false;
+  if (!absl::StartsWith(MasterSocket(child), absl::StrCat(control_dir, "/"))) return false;
   if (ssh.empty()) return true;
+  const std::string proc = absl::StrCat("/proc/", child.pid_in_proc);
   char exe[4096], want[4096];
   const ssize_t n = readlink((proc + "/exe").c_str(), exe, sizeof(exe) - 1);
   if (n <= 0 || realpath(ssh.c_str(), want) == nullptr) return false;
@@ -202,13 +219,14 @@ bool IsSshMaster(const launcher::ChildProcess& child, const std::string& control
   return strcmp(exe, want) == 0;
 }
 
-int StopMasters(const std::string& control_dir) {
+int StopMasters(const std::string& control_dir, const std::set<std::string>& keep) {
   if (control_dir.empty()) return 0;
   absl::StatusOr<std::vector<launcher::ChildProcess>> children = launcher::ListChildren();
   if (!children.ok()) return 0;
   int stopped = 0;
   for (const launcher::ChildProcess& c : *children) {
-    if (IsSshMaster(c, control_dir) && kill(c.pid, SIGTERM) == 0) ++stopped;
+    if (!IsSshMaster(c, control_dir) || keep.count(MasterSocket(c)) != 0) continue;
+    if (kill(c.pid, SIGTERM) == 0) ++stopped;
   }
   return stopped;
 }

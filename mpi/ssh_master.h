@@ -6,7 +6,7 @@
 // probe did. So the probe is OpenSSH's client itself, left behind as the
 // connection's multiplexing master:
 //
-//   ssh -F CONFIG -o ControlMaster=yes -o ControlPersist=yes
+//   ssh -F CONFIG -o ControlMaster=auto -o ControlPersist=yes
 //       -o ConnectionAttempts=1 -o ConnectTimeout=S -p PORT NAME 'true trainlet-readiness'
 //
 // CONFIG is the job's ssh_config (SshClientConfig with a control_dir): the
@@ -17,6 +17,13 @@
 // master (daemonized by ssh; this process, a subreaper, inherits it) whose
 // socket mpirun's `ssh -F CONFIG` finds through ControlPath: its sessions
 // open on that connection without a new key exchange or login.
+//
+// The socket's name is a hash of the worker's name, port and pinned host key
+// (ControlSocketPath), so a later round's probe of the same worker
+// incarnation finds the master alive (`auto`) and runs its command on that
+// connection, which was opened against the same pinned key: an in-place
+// restart logs in again only to the replaced pods. A failed attempt stops
+// the worker's master, so that the next one starts from a new connection.
 //
 //   OpenSSH probe --exit 0--> ok (master left)
 //        |
@@ -32,6 +39,7 @@
 #ifndef TRAINLET_MPI_SSH_MASTER_H_
 #define TRAINLET_MPI_SSH_MASTER_H_
 
+#include <set>
 #include <string>
 #include <vector>
 
@@ -45,10 +53,13 @@ class OpenSshMasterProber : public SshProber {
  public:
   // `ssh`: absolute path of OpenSSH's client; `config`: the ssh_config (see
   // above); `env`: "NAME=value" strings for ssh; `diagnose` outlives this.
-  OpenSshMasterProber(std::string ssh, std::string config, std::vector<std::string> env,
-                      SshProber* diagnose)
+  // `control_dir`: where CONFIG's ControlPaths are (to stop a failed
+  // worker's master).
+  OpenSshMasterProber(std::string ssh, std::string config, std::string control_dir,
+                      std::vector<std::string> env, SshProber* diagnose)
       : ssh_(std::move(ssh)),
         config_(std::move(config)),
+        control_dir_(std::move(control_dir)),
         env_(std::move(env)),
         diagnose_(diagnose) {}
 
@@ -57,6 +68,7 @@ class OpenSshMasterProber : public SshProber {
  private:
   const std::string ssh_;
   const std::string config_;
+  const std::string control_dir_;
   const std::vector<std::string> env_;
   SshProber* const diagnose_;
 };
@@ -82,9 +94,13 @@ BoundedRun RunBounded(const std::vector<std::string>& argv, const std::vector<st
 bool IsSshMaster(const launcher::ChildProcess& child, const std::string& control_dir,
                  const std::string& ssh = "");
 
-// SIGTERMs every such master (IsSshMaster) among this process's children;
-// returns how many. The masters remove their sockets as they exit.
-int StopMasters(const std::string& control_dir);
+// The socket path in a master's command line ("ssh: PATH [mux]"), or "".
+std::string MasterSocket(const launcher::ChildProcess& child);
+
+// SIGTERMs every such master (IsSshMaster) among this process's children
+// but those whose socket is in `keep`; returns how many. The masters remove
+// their sockets as they exit.
+int StopMasters(const std::string& control_dir, const std::set<std::string>& keep = {});
 
 }  // namespace trainlet::mpi
 

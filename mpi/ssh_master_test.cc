@@ -58,11 +58,12 @@ class FakeSsh : public ::testing::Test {
 };
 
 TEST_F(FakeSsh, ExitZeroIsReadyAndLeavesTheMasterToSsh) {
-  OpenSshMasterProber prober(Ssh(0), "/state/ssh_config", {"PATH=/usr/bin:/bin"}, &libssh_);
+  OpenSshMasterProber prober(Ssh(0), "/state/ssh_config", dir_ + "/mux", {"PATH=/usr/bin:/bin"},
+                             &libssh_);
   const ProbeResult r = prober.Probe(target_, absl::Seconds(30));
   EXPECT_EQ(r.stage, ProbeStage::kOk) << r.detail;
   EXPECT_EQ(Args(),
-            "-F\n/state/ssh_config\n-o\nControlMaster=yes\n-o\nControlPersist=yes\n-o\n"
+            "-F\n/state/ssh_config\n-o\nControlMaster=auto\n-o\nControlPersist=yes\n-o\n"
             "ConnectionAttempts=1\n-o\nConnectTimeout=30\n-p\n2223\nw1.job\n"
             "true trainlet-readiness\n");
   EXPECT_EQ(libssh_.total_probes(), 0);  // no second login
@@ -70,7 +71,8 @@ TEST_F(FakeSsh, ExitZeroIsReadyAndLeavesTheMasterToSsh) {
 
 TEST_F(FakeSsh, AFailureIsNamedByTheLibsshProbe) {
   libssh_.Script("w1", {{ProbeStage::kHostKey, "w1.job:2223 presented host key SHA256:x"}});
-  OpenSshMasterProber prober(Ssh(255, "Host key verification failed."), "/c", {}, &libssh_);
+  OpenSshMasterProber prober(Ssh(255, "Host key verification failed."), "/c", dir_ + "/mux", {},
+                             &libssh_);
   const ProbeResult r = prober.Probe(target_, absl::Seconds(30));
   EXPECT_EQ(r.stage, ProbeStage::kHostKey);
   EXPECT_EQ(r.detail, "w1.job:2223 presented host key SHA256:x");
@@ -78,8 +80,8 @@ TEST_F(FakeSsh, AFailureIsNamedByTheLibsshProbe) {
 }
 
 TEST_F(FakeSsh, SshFailingWhereLibsshPassesIsACommandFailureInSshsWords) {
-  OpenSshMasterProber prober(Ssh(255, "command-line line 0: Bad configuration option"), "/c", {},
-                             &libssh_);
+  OpenSshMasterProber prober(Ssh(255, "command-line line 0: Bad configuration option"), "/c",
+                             dir_ + "/mux", {}, &libssh_);
   const ProbeResult r = prober.Probe(target_, absl::Seconds(30));
   EXPECT_EQ(r.stage, ProbeStage::kCommand);
   EXPECT_THAT(r.detail, HasSubstr("exited with status 255"));
@@ -87,7 +89,7 @@ TEST_F(FakeSsh, SshFailingWhereLibsshPassesIsACommandFailureInSshsWords) {
 }
 
 TEST_F(FakeSsh, AHangingSshIsKilledAtTheBound) {
-  OpenSshMasterProber prober(Ssh(0, "", "60"), "/c", {}, &libssh_);
+  OpenSshMasterProber prober(Ssh(0, "", "60"), "/c", dir_ + "/mux", {}, &libssh_);
   const absl::Time start = absl::Now();
   const ProbeResult r = prober.Probe(target_, absl::Milliseconds(300));
   EXPECT_LT(absl::Now() - start, absl::Seconds(20));  // not 60 s
@@ -97,7 +99,7 @@ TEST_F(FakeSsh, AHangingSshIsKilledAtTheBound) {
 
 TEST_F(FakeSsh, ANameSshWouldTakeForAnOptionNeverReachesIt) {
   libssh_.Script("w1", {{ProbeStage::kDns, "'-oProxyCommand=x' is not a valid host name"}});
-  OpenSshMasterProber prober(Ssh(0), "/c", {}, &libssh_);
+  OpenSshMasterProber prober(Ssh(0), "/c", dir_ + "/mux", {}, &libssh_);
   target_.name = "-oProxyCommand=x";
   const ProbeResult r = prober.Probe(target_, absl::Seconds(30));
   EXPECT_EQ(r.stage, ProbeStage::kDns);
