@@ -661,6 +661,7 @@ void Agent::PublishStatus() {
     status_ = s;
   }
   if (seams_.reporter != nullptr) seams_.reporter->Update(s);
+  if (seams_.trainjob_status != nullptr) seams_.trainjob_status->Update(s);
 }
 
 AgentStatus Agent::status() const {

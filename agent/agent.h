@@ -89,6 +89,9 @@ struct AgentSeams {
   // handed to it (Update), and events such as a hang with its evidence
   // (AddEvent); neither blocks. Null: no reports.
   StatusReporter* reporter = nullptr;
+  // Kubeflow Trainer's TrainJob progress (kubeflow/trainer_status.h): every
+  // new status is handed to it too; never blocks. Null: not sent.
+  StatusReporter* trainjob_status = nullptr;
   // Called with each round's assignment before its local processes are
   // prepared (--agent-store: AgentStore::OnRound). May be empty.
   std::function<void(const v1::Assignment&)> round_starting;

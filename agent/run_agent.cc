@@ -32,11 +32,14 @@
 #include "common/periodic.h"
 #include "config/coordinator_options.h"
 #include "config/options.h"
+#include "kubeflow/https_post.h"
+#include "kubeflow/trainer_status.h"
 #include "launcher/command_resolver.h"
 #include "launcher/signals.h"
 #include "launcher/supervisor.h"
 #include "launcher/termination_log.h"
 #include "launcher/worker_spawner.h"
+#include "preflight/dns.h"
 #include "preflight/gpu_loopback.h"
 #include "progress/gpu_sample.h"
 #include "progress/slow_signals.h"
@@ -222,6 +225,8 @@ struct RunServices {
   ~RunServices() {
     reporter.reset();
     report_transport.reset();
+    trainjob_status.reset();
+    trainjob_poster.reset();
     local_ticker.reset();
     if (local_core) local_core->Shutdown("the agent is exiting");
     // The preflight's warn thread measures through `measuring`, which wraps
@@ -249,6 +254,9 @@ struct RunServices {
   std::unique_ptr<ProgressDir> progress;
   std::unique_ptr<GrpcReportTransport> report_transport;
   std::unique_ptr<Reporter> reporter;
+  // Kubeflow Trainer's TrainJob progress (kubeflow/trainer_status.h).
+  std::unique_ptr<kubeflow::OpenSslPoster> trainjob_poster;
+  std::unique_ptr<kubeflow::TrainerStatusSender> trainjob_status;
   std::unique_ptr<AgentStore> store;  // --agent-store; its helper is the supervisor's.
   // --preflight's network measurement: `client` wrapped, and this node's
   // link measurer (null: --preflight=off, or a single-node run).
@@ -469,6 +477,45 @@ Reporter* StartReports(const RunConfig& config, uint64_t incarnation, RunService
   return run->reporter.get();
 }
 
+// Kubeflow Trainer's TrainJob progress (docs/kubernetes.md): where the pod
+// has Trainer's status endpoint, a thread of its own sends the progress
+// while this node has rank 0; nothing it meets reaches the job.
+kubeflow::TrainerStatusSender* StartTrainJobStatus(
+    const RunConfig& config, const std::map<std::string, std::string>& base_env, RunServices* run) {
+  absl::StatusOr<std::optional<kubeflow::TrainerEndpoint>> endpoint =
+      kubeflow::EndpointFromEnv(base_env);
+  if (!endpoint.ok()) {
+    TLOG(kWarning) << endpoint.status().message();
+    return nullptr;
+  }
+  if (!endpoint->has_value()) {
+    TLOG(kDebug) << "no " << kubeflow::kServerUrlEnv << ": the TrainJob's progress is not sent";
+    return nullptr;
+  }
+  if (!config.kubeflow_progress) {
+    TLOG(kInfo) << "--kubeflow-progress=false: the job's progress is not sent to "
+                << SafeForLog((*endpoint)->url, 200);
+    return nullptr;
+  }
+  absl::StatusOr<std::unique_ptr<kubeflow::OpenSslPoster>> poster =
+      kubeflow::OpenSslPoster::Create(preflight::MakeAresResolver());
+  if (!poster.ok()) {
+    TLOG(kWarning) << "Kubeflow Trainer progress: " << poster.status().message();
+    return nullptr;
+  }
+  run->trainjob_poster = std::move(*poster);
+  kubeflow::SenderOptions options;
+  options.endpoint = std::move(**endpoint);
+  TLOG(kInfo) << "the job's progress goes to Kubeflow Trainer at "
+              << SafeForLog(options.endpoint.url, 200)
+              << " from the agent of node rank 0, at most every "
+              << absl::FormatDuration(options.min_gap);
+  run->trainjob_status = std::make_unique<kubeflow::TrainerStatusSender>(
+      std::move(options), run->trainjob_poster.get(), Clock::Monotonic());
+  run->trainjob_status->Start();
+  return run->trainjob_status.get();
+}
+
 }  // namespace
 
 int RunAgent(const RunConfig& config, const std::map<std::string, std::string>& base_env,
@@ -585,6 +632,7 @@ int RunAgent(const RunConfig& config, const std::map<std::string, std::string>& 
   }
   AgentSeams seams = SeamsOf(config, base_env, &run);
   if (!config.controller.empty()) seams.reporter = StartReports(config, incarnation, &run);
+  seams.trainjob_status = StartTrainJobStatus(config, base_env, &run);
   RoundOptions round_options = RoundOptionsFrom(config, incarnation, master_port);
   // The master's name, for the preflight's DNS check (the agent's thread).
   auto master = std::make_shared<std::string>();
@@ -623,6 +671,8 @@ int RunAgent(const RunConfig& config, const std::map<std::string, std::string>& 
   // The final state goes out once more (at most 500 ms, and only when the
   // controller answered the last report); the exit code is already decided.
   if (run.reporter) run.reporter->Stop(absl::Milliseconds(500));
+  // The job's final progress to Kubeflow Trainer likewise (at most 1 s).
+  if (run.trainjob_status) run.trainjob_status->Stop(absl::Seconds(1));
   return exit_code;  // `run` tears everything down, in order.
 }
 

@@ -77,6 +77,10 @@ absl::Status ResolveServices(RunInputs* in, RunConfig* c) {
       !s.ok()) {
     return s;
   }
+  absl::StatusOr<bool> kubeflow_progress =
+      ParseBoolValue(ValueOrDefault(in->parsed, in->table, "kubeflow-progress"));
+  if (!kubeflow_progress.ok()) return kubeflow_progress.status();
+  c->kubeflow_progress = *kubeflow_progress;
   if (c->report_interval > absl::Hours(1)) {
     return absl::InvalidArgumentError(
         absl::StrCat(ValueOrDefault(in->parsed, in->table, "report-interval").origin,

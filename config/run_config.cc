@@ -143,6 +143,11 @@ const std::vector<OptionSpec>& RunOptionTable() {
         {"report-interval", OptionKind::kDuration, "DURATION", "5s",
          "At most one health report per interval to --controller, and one at once on a state "
          "change; 100ms..1h."},
+        {"kubeflow-progress", OptionKind::kBool, "", "true",
+         "Where the pod has Kubeflow Trainer's status endpoint (KUBEFLOW_TRAINER_SERVER_URL, "
+         "Trainer's TrainJobStatus feature gate), the agent of node rank 0 sends the job's "
+         "progress (percentage, remaining seconds, the progress line's numeric fields) into the "
+         "TrainJob's status.trainerStatus, at most every 5s; false: never. docs/kubernetes.md."},
         {"host-coordinator", OptionKind::kString, "auto|yes|no", "auto",
          "Whether this agent runs the coordinator: auto = with node rank hint 0, or when "
          "--coordinator is an address of this host (with no rank hint and several nodes: the "

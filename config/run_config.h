@@ -165,6 +165,9 @@ struct RunConfig {
   // health reports (agent/reporter.h).
   std::string controller;
   absl::Duration report_interval;  // --report-interval, 100ms..1h.
+  // --kubeflow-progress: send the progress to Kubeflow Trainer's status
+  // endpoint where the pod has one (kubeflow/trainer_status.h).
+  bool kubeflow_progress = true;
   // A single-node run with no coordinator configured (or --standalone): the
   // coordinator runs inside this agent and is called directly, with no
   // server, client or socket (docs/configuration.md, "A single-node run").

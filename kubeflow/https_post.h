@@ -1,0 +1,91 @@
+// One HTTPS POST, bounded, for Kubeflow Trainer's status endpoint
+// (trainer_status.h): the name resolved with c-ares (never getaddrinfo,
+// which a static binary must not call: preflight/dns.h), a non-blocking
+// connect, a TLS handshake that checks the server's certificate against
+// the given CA file and the URL's host name, the request written, and the
+// answer read up to kMaxAnswerBytes, all within one deadline; Cancel()
+// ends a Post in flight at once (the agent is exiting).
+//
+// Why not cpp-httplib's SSLClient: it resolves with getaddrinfo, its
+// timeouts are per read (a server that trickles its answer holds it for
+// as long as it likes), and it has no cancel short of a second thread.
+// This is one request with `Connection: close`, so the client is small.
+//
+// Threading: Post from one thread at a time; Cancel and Reset from any.
+#ifndef TRAINLET_KUBEFLOW_HTTPS_POST_H_
+#define TRAINLET_KUBEFLOW_HTTPS_POST_H_
+
+#include <atomic>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "absl/time/time.h"
+#include "preflight/dns.h"
+
+namespace trainlet::kubeflow {
+
+// What is kept of an answer (status line, headers and body together).
+inline constexpr size_t kMaxAnswerBytes = 16 * 1024;
+
+// Where a request goes: https://host:port/path.
+struct HttpsTarget {
+  std::string host;  // a DNS name or an IP address (no brackets).
+  int port = 443;
+  std::string path;     // starts with '/'.
+  std::string ca_file;  // PEM; empty: OpenSSL's default trust store.
+};
+
+struct HttpAnswer {
+  int status = 0;    // the status line's code.
+  std::string body;  // what came after the headers, up to the cap.
+};
+
+// The seam the sender posts through; a fake in tests.
+class HttpsPoster {
+ public:
+  virtual ~HttpsPoster() = default;
+  // POSTs `body` (application/json) with `headers` ("Name", "value"; no CR
+  // or LF in either). An error says what failed (resolve, connect, TLS,
+  // write, read, timeout, cancelled) and names the host.
+  virtual absl::StatusOr<HttpAnswer> Post(
+      const HttpsTarget& target, const std::vector<std::pair<std::string, std::string>>& headers,
+      absl::string_view body, absl::Duration timeout) = 0;
+  // Ends the Post in flight, and every later one at once, until Reset().
+  virtual void Cancel() {}
+  virtual void Reset() {}
+};
+
+class OpenSslPoster : public HttpsPoster {
+ public:
+  // `resolver` resolves names that are not IP addresses.
+  static absl::StatusOr<std::unique_ptr<OpenSslPoster>> Create(
+      std::shared_ptr<preflight::Resolver> resolver);
+  ~OpenSslPoster() override;
+  OpenSslPoster(const OpenSslPoster&) = delete;
+  OpenSslPoster& operator=(const OpenSslPoster&) = delete;
+
+  absl::StatusOr<HttpAnswer> Post(const HttpsTarget& target,
+                                  const std::vector<std::pair<std::string, std::string>>& headers,
+                                  absl::string_view body, absl::Duration timeout) override;
+  void Cancel() override;
+  void Reset() override;
+
+ private:
+  OpenSslPoster(std::shared_ptr<preflight::Resolver> resolver, int cancel_fd)
+      : resolver_(std::move(resolver)), cancel_fd_(cancel_fd) {}
+
+  const std::shared_ptr<preflight::Resolver> resolver_;
+  const int cancel_fd_;  // an eventfd: readable once cancelled.
+};
+
+// The answer's status code and body from what was read of it; an error
+// when the status line is not "HTTP/1.x NNN ...". Exposed for tests.
+absl::StatusOr<HttpAnswer> ParseHttpAnswer(absl::string_view raw);
+
+}  // namespace trainlet::kubeflow
+
+#endif  // TRAINLET_KUBEFLOW_HTTPS_POST_H_
