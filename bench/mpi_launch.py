@@ -48,7 +48,6 @@ import argparse
 import calendar
 import os
 import signal
-import subprocess
 import statistics
 import sys
 import tempfile
@@ -180,6 +179,26 @@ class TrainletLibsshMode(TrainletMode):
     EXTRA = ["--ssh-multiplex=false"]
 
 
+def descendants(pid):
+    """Every live descendant of `pid`, from /proc."""
+    children = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open("/proc/%s/stat" % entry) as f:
+                ppid = int(f.read().rsplit(")", 1)[1].split()[1])
+        except (OSError, IndexError, ValueError):
+            continue
+        children.setdefault(ppid, []).append(int(entry))
+    out, todo = [], [pid]
+    while todo:
+        for c in children.get(todo.pop(), []):
+            out.append(c)
+            todo.append(c)
+    return out
+
+
 def log_wall(line):
     """The wall-clock time (s since the epoch) of a trainlet log line."""
     stamp = line.split(" ", 1)[0]  # 2026-11-29T12:16:24.055Z
@@ -191,7 +210,7 @@ class RestartMode(TrainletMode):
     """In-place restart (issue 33): `trainlet mpi-launcher --max-restarts=1`,
     whose COMMAND runs `mpirun -np N PROGRAM 60` (ranks that sleep) in round
     0 and `mpirun -np N PROGRAM` after a restart. Once every rank runs, the
-    pod of worker w1 goes as a kill -9 of every process in its namespace,
+    pod of worker w1 goes as a kill -9 of its agent and every process below it,
     and a replacement pod starts at once on the same host (same hostname,
     new state directory, new host key), as a JobSet would. Timed:
       restart   from the kill to the relaunched job's first rank on every
@@ -224,8 +243,9 @@ class RestartMode(TrainletMode):
                 return None, "round 0's ranks not all running (output in %s)" % p.out_path
             time.sleep(0.02)
         victim = bench.workers[1]
-        pids = [int(x) for x in subprocess.run(["ip", "netns", "pids", victim.ns],
-                                               stdout=subprocess.PIPE, text=True).stdout.split()]
+        # The pod: the worker's agent and everything below it (not the bare
+        # mode's sshd, which shares the host in this benchmark).
+        pids = [self.workers[1].pid] + descendants(self.workers[1].pid)
         wall_kill, t_kill = time.time(), time.monotonic()
         for pid in pids:
             try:

@@ -1,10 +1,11 @@
 // The readiness probe whose SSH connection mpirun then reuses (issue 33).
 //
-// A login costs this machine about 250 ms of CPU at both ends (the key
-// exchange, OpenSSH's post-quantum sntrup761x25519 by default, and sshd's
-// re-exec); mpirun's own ssh pays it once per worker again right after the
-// probe did. So the probe is OpenSSH's client itself, left behind as the
-// connection's multiplexing master:
+// One `ssh HOST true` took 250 ms on the 2-CPU benchmark machine (about
+// 105 ms of it OpenSSH's default post-quantum key exchange, sntrup761x25519,
+// against curve25519-sha256); mpirun's own ssh paid it once per worker
+// again right after the probe did (docs/benchmarks-history.md, issue 33).
+// So the probe is OpenSSH's client itself, left behind as the connection's
+// multiplexing master:
 //
 //   ssh -F CONFIG -o ControlMaster=auto -o ControlPersist=yes
 //       -o ConnectionAttempts=1 -o ConnectTimeout=S -p PORT NAME 'true trainlet-readiness'
