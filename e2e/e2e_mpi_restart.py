@@ -119,6 +119,7 @@ class MpiRestartTest(E2ETestCase):
 
         self.assertEqual(launcher.wait(60), 0, self.describe_all())
         self.assertIn("RESTART 0", launcher.stdout)
+        after = launcher.stdout.split("RESTART 1", 1)[1]  # now with the sum rank 0 printed last
         self.assertEqual(mpi_support.check_run(after, NP, hosts=WORKERS), [],
                          self.describe_all())
         for name in ("w0", "w2", "w1b"):

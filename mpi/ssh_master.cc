@@ -182,9 +182,13 @@ ProbeResult OpenSshMasterProber::Probe(const ProbeTarget& target, absl::Duration
       }
     }
   }
-  // Which step failed, in the libssh probe's words.
-  ProbeResult why = diagnose_->Probe(target, std::max(deadline - absl::Now(), absl::Seconds(1)));
-  if (why.stage != ProbeStage::kOk) return why;
+  // Which step failed, in the libssh probe's words, within what is left of
+  // the bound (none left: ssh itself ran out of time, which is the answer).
+  const absl::Duration left = deadline - absl::Now();
+  if (!run.timed_out && left > absl::ZeroDuration()) {
+    ProbeResult why = diagnose_->Probe(target, left);
+    if (why.stage != ProbeStage::kOk) return why;
+  }
   const std::string said = SafeForLog(absl::StripAsciiWhitespace(run.output), kMaxShown);
   return {ProbeStage::kCommand,
           absl::StrCat(SafeForLog(target.name, 128), ":", target.port, ": OpenSSH's ssh ",
