@@ -143,7 +143,7 @@ class TrainletMode:
             [harness.TRAINLET, "mpi-worker", "--coordinator", "launcher",
              "--nproc-per-node", str(bench.args.slots), "--ssh-port", str(self.PORT),
              "--state-dir", bench.h.path("state-%s-%d" % (self.name, run), name),
-             "--log-level", "info"] + self.common(bench, run)[:4] +
+             "--log-level", bench.args.worker_log_level] + self.common(bench, run)[:4] +
             (["--node-id", node_id] if node_id else []), prefix=prefix)
 
     def start_workers(self, bench, run):
@@ -329,6 +329,7 @@ def main():
                         "default an empty one: a developer's ~/.bashrc, sourced by every "
                         "ssh session's shell, can cost more than the launch itself)")
     p.add_argument("--keep", action="store_true", help="keep the run directory (logs)")
+    p.add_argument("--worker-log-level", default="info", help="the workers' --log-level")
     p.add_argument("--log-level", default="warning",
                    help="trainlet's --log-level (debug: timestamps of every step, to profile; "
                         "the logs are in the run directory, with --keep)")
