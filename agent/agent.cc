@@ -58,6 +58,14 @@ RoundOptions RoundOptionsFrom(const RunConfig& config, uint64_t incarnation, int
   o.join_timeout = config.join_timeout;
   o.hang_timeout = config.hang_timeout;
   if (config.node_probe != nullptr) o.topology = JoinTopology(*config.node_probe);
+  for (const auto& [key, value] : config.topology_domains) {
+    v1::TopologyDomain& d = o.domains.emplace_back();
+    d.set_key(key);
+    d.set_value(value);
+  }
+  o.rank_order = config.rank_order;
+  o.scheduler_placement = config.scheduler_placement;
+  o.rank_hint_from_index = config.node_rank_from_index;
   return o;
 }
 
@@ -208,6 +216,9 @@ int Agent::Run() {
     absl::Time next = machine_.NextDeadline();
     if (warm_ != nullptr) next = std::min(next, warm_->NextDeadline());
     if (slow_sampling_) next = std::min(next, seams_.slow->NextDeadline());
+    if (seams_.output_progress != nullptr && seams_.clock->Now() < progress_quiet_until_) {
+      next = std::min(next, progress_quiet_until_);  // what the output said meanwhile
+    }
     if (seams_.progress != nullptr && seams_.progress->fd() >= 0) {
       const bool quiet = seams_.clock->Now() < progress_quiet_until_;
       if (quiet) next = std::min(next, progress_quiet_until_);
@@ -254,7 +265,8 @@ int Agent::Run() {
     }
     // Each turn, unless read just now: cheap with inotify (a non-blocking
     // read that finds nothing), a stat() per worker without it.
-    if (seams_.progress != nullptr && seams_.clock->Now() >= progress_quiet_until_) {
+    if ((seams_.progress != nullptr || seams_.output_progress != nullptr) &&
+        seams_.clock->Now() >= progress_quiet_until_) {
       CollectProgress();
     }
     // The coordinator's acks of this node's liveness datagrams: a turn
@@ -361,6 +373,14 @@ void Agent::StartPrepared() {
     seams_.progress->Reset(ranks);
     progress_pids_.clear();
   }
+  if (seams_.output_progress != nullptr) {
+    int ranks = 0;
+    for (const launcher::ProcessSpec& spec : specs) {
+      if (spec.role == launcher::ProcessRole::kWorker) ranks = std::max(ranks, spec.local_rank + 1);
+    }
+    seams_.output_progress->Reset(ranks);
+  }
+  file_progress_.clear();
   if (warm_ != nullptr) warm_->BeforeStart(&specs, seams_.workers);
   absl::Status started = seams_.workers->Start(specs);
   if (started.ok() && warm_ != nullptr) {
@@ -401,7 +421,14 @@ void Agent::StopSlowSamplingUnlessRunning() {
 }
 
 void Agent::CollectProgress() {
-  std::vector<ProgressUpdate> updates = seams_.progress->Collect();
+  std::vector<ProgressUpdate> updates;
+  if (seams_.progress != nullptr) updates = seams_.progress->Collect();
+  for (const ProgressUpdate& u : updates) file_progress_.insert(u.local_rank);
+  if (seams_.output_progress != nullptr) {
+    for (ProgressUpdate& u : seams_.output_progress->Collect()) {
+      if (file_progress_.count(u.local_rank) == 0) updates.push_back(std::move(u));
+    }
+  }
   if (!updates.empty()) progress_quiet_until_ = seams_.clock->Now() + kProgressMinInterval;
   for (ProgressUpdate& u : updates) {
     std::string text;

@@ -52,6 +52,7 @@
 #include "common/clock.h"
 #include "config/run_config.h"
 #include "launcher/worker_group.h"
+#include "progress/output_progress.h"
 #include "progress/progress.h"
 #include "progress/slow_signals.h"
 #include "rendezvous/rendezvous_client.h"
@@ -73,6 +74,11 @@ struct AgentSeams {
   // The workers' progress files; null: none (no progress, no hang
   // detection).
   ProgressDir* progress = nullptr;
+  // --progress-from-output: progress read from the workers' output (the
+  // worker group feeds it as it reads; progress/output_progress.h); null:
+  // none. A worker whose progress file has spoken this round is read from
+  // its file only.
+  OutputProgress* output_progress = nullptr;
   // Where /proc is (hang evidence); tests may point elsewhere.
   std::string proc_root = "/proc";
   // Re-checks this node's GPU health (bounded in time) before an elastic
@@ -196,6 +202,9 @@ class Agent {
   // The pid each worker's progress lines name (pid=N), by local rank: where
   // SIGUSR1 goes when it is in the worker's process group.
   std::map<int, int> progress_pids_;
+  // The local ranks whose progress file has changed this round: their
+  // output's progress is ignored (the file wins).
+  std::set<int> file_progress_;
   // This round's local workers, by local rank (for status()).
   std::map<int, WorkerStatus> workers_;
   // What RequestTraceback did, by local rank, for the evidence: a note, and

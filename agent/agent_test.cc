@@ -72,6 +72,7 @@ class AgentTest : public ::testing::Test {
     seams.clock = &clock_;
     seams.set_serving = [this](bool on) { serving_.push_back(on); };
     seams.progress = progress_;
+    seams.output_progress = output_progress_;
     seams.reporter = reporter_;
     seams.slow = slow_;
     seams.proc_root = "/nonexistent/proc";  // the fake's pids are not this host's
@@ -180,6 +181,7 @@ class AgentTest : public ::testing::Test {
   size_t next_answer_ = 0;
   std::vector<std::function<void()>> pending_;
   ProgressDir* progress_ = nullptr;
+  OutputProgress* output_progress_ = nullptr;
   StatusReporter* reporter_ = nullptr;
   SlowSignalsSampler* slow_ = nullptr;
   std::function<std::vector<std::string>()> node_health_;
@@ -1033,6 +1035,51 @@ TEST_F(HungWorkerTest, EveryWorkersEvidence_TheCoordinatorsVerdict_TheSuspectsNo
               ::testing::StartsWith("hang: suspect rank 3 on node-1 (the oldest progress)\n"
                                     "worker rank 3 (local rank 1, pid 4001), round 1:"));
   EXPECT_THAT(reporter.events[0].evidence, HasSubstr("worker rank 2 (local rank 0"));
+}
+
+// --progress-from-output: what the worker group read of a worker's output
+// is its progress, as its progress file's would be (the hang detector sees
+// its steps and its silence); a worker whose file has spoken is read from
+// its file only.
+TEST_F(HungWorkerTest, ProgressFromOutput_IsProgress_TheFileWins) {
+  Start();
+  absl::StatusOr<std::unique_ptr<OutputProgress>> from_output =
+      OutputProgress::Create(OutputProgressSpec{}, &clock_);
+  ASSERT_TRUE(from_output.ok());
+  output_progress_ = from_output->get();
+  workers_.on_start = [&](const std::vector<launcher::ProcessSpec>&) {
+    WhenIdle([&] {
+      std::ofstream(progress_->ProgressFile(0)) << "step=7\n";
+      WhenIdle([&] {
+        output_progress_->OnOutput(0, 0, "step  99 loss 0.5\n");
+        output_progress_->OnOutput(1, 1, "\r 42%|####      | 42/100 [00:10<00:14,  4.00it/s]\r");
+        reported_at = clock_.Now();
+      });
+    });
+  };
+  bool collected = false;
+  client_.on_report = [&](const v1::ReportRequest& r) {
+    if (!r.hang().collected() || collected) return;
+    collected = true;
+    WhenIdle([&] {
+      v1::Directive d = MakeDirective(1);
+      d.mutable_job_failed()->set_reason("hang: suspect rank 3 on node-1 (the oldest progress)");
+      client_.SendDirective(d);
+    });
+  };
+  EXPECT_EQ(Run(), 75);
+  const std::vector<v1::ReportRequest> hang = HangReports();
+  ASSERT_GE(hang.size(), 2u);
+  const v1::HangReport& evidence = hang[1].hang();
+  ASSERT_TRUE(evidence.collected());
+  ASSERT_EQ(evidence.workers_size(), 2);
+  EXPECT_EQ(evidence.workers(0).step(), 7) << "the file wins over the output's step 99";
+  EXPECT_EQ(evidence.workers(1).step(), 42) << "read from the tqdm bar";
+  EXPECT_GE(evidence.workers(1).progress_age_ms(), 9900);
+  const AgentStatus status = agent_->status();
+  ASSERT_EQ(status.progress.size(), 2u);
+  EXPECT_EQ(status.progress[0].line, "step=7");
+  EXPECT_EQ(status.progress[1].line, "step=42 total=100");
 }
 
 TEST_F(HungWorkerTest, AnotherNodesSuspect_NoHangReportedHere_Exits75) {

@@ -242,9 +242,12 @@ struct RunServices {
     }
     if (health) health->Shutdown();
     supervisor.reset();
+    output_progress.reset();
     progress.reset();
   }
 
+  // --progress-from-output; the supervisor feeds it until it is gone.
+  std::unique_ptr<OutputProgress> output_progress;
   std::unique_ptr<launcher::Supervisor> supervisor;
   std::unique_ptr<rendezvous::HealthServer> health;
   std::unique_ptr<rendezvous::CoordinatorHost> host;    // node 0's coordinator, over gRPC.
@@ -407,6 +410,7 @@ AgentSeams SeamsOf(const RunConfig& config, const std::map<std::string, std::str
   AgentSeams seams;
   seams.workers = run->supervisor.get();
   seams.progress = run->progress.get();
+  seams.output_progress = run->output_progress.get();
   if (config.node_probe != nullptr && config.policy.max_restarts > 0 &&
       config.probe_timeout > absl::ZeroDuration()) {
     seams.node_health = [&config, &base_env]() -> std::vector<std::string> {
@@ -459,6 +463,9 @@ Reporter* StartReports(const RunConfig& config, uint64_t incarnation, RunService
   ro.interval = config.report_interval;
   ro.send_timeout = std::min(absl::Seconds(2), config.report_interval);
   ro.command = CommandLineOf(config.command);
+  for (const auto& [key, value] : config.topology_domains) {
+    absl::StrAppend(&ro.topology, ro.topology.empty() ? "" : ",", key, "=", value);
+  }
   ro.min_nodes = config.nnodes.min;
   ro.max_nodes = config.nnodes.max;
   ro.join_timeout = config.join_timeout;
@@ -547,7 +554,22 @@ int RunAgent(const RunConfig& config, const std::map<std::string, std::string>& 
   }
 
   RunServices run;
-  if (auto supervisor = launcher::Supervisor::Create({}); supervisor.ok()) {
+  launcher::Supervisor::Options supervision;
+  // Progress from output reads what the supervisor relays: prefixed output.
+  if (config.prefix_output && config.progress_from_output.format != OutputFormat::kOff) {
+    absl::StatusOr<std::unique_ptr<OutputProgress>> from_output =
+        OutputProgress::Create(config.progress_from_output, Clock::Monotonic());
+    if (!from_output.ok()) {  // validated with the options already
+      TLOG(kError) << from_output.status().message();
+      return kExitUsage;
+    }
+    run.output_progress = *std::move(from_output);
+    supervision.on_worker_output = [p = run.output_progress.get()](int local_rank, int stream,
+                                                                   absl::string_view bytes) {
+      return p->OnOutput(local_rank, stream, bytes);
+    };
+  }
+  if (auto supervisor = launcher::Supervisor::Create(supervision); supervisor.ok()) {
     run.supervisor = *std::move(supervisor);
   } else {
     TLOG(kError) << "cannot supervise workers: " << supervisor.status().message();

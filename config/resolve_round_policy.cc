@@ -20,6 +20,21 @@ absl::Status ResolveRoundPolicy(RunInputs* in, RunConfig* c) {
       ParseBoolValue(ValueOrDefault(in->parsed, in->table, "prefix-output"));
   if (!prefix.ok()) return prefix.status();
   c->prefix_output = *prefix;
+  // Validated here, so that a bad regex is a usage error at start-up.
+  const OptionValue progress = ValueOrDefault(in->parsed, in->table, "progress-from-output");
+  absl::StatusOr<OutputProgressSpec> spec = ParseOutputProgressSpec(progress.text);
+  if (!spec.ok()) return spec.status();
+  c->progress_from_output = *spec;
+  // auto, the default, reads what the agent relays anyway; a format or a
+  // regex asked for by name on output it does not relay would read nothing.
+  if (!c->prefix_output && progress.source != ValueSource::kDefault &&
+      spec->format != OutputFormat::kOff && spec->format != OutputFormat::kAuto) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(progress.origin, "=", SafeForLog(progress.text, 200),
+                     " reads the workers' output, which the agent relays only with --prefix-output "
+                     "(TRAINLET_PREFIX_OUTPUT): add it, or drop ",
+                     progress.origin));
+  }
   absl::StatusOr<LogLevel> level =
       ParseLogLevelValue(ValueOrDefault(in->parsed, in->table, "log-level"));
   if (!level.ok()) return level.status();

@@ -36,6 +36,8 @@ TEST(ResolveRoundPolicy, DefaultsAreTheOptionTables_AndReachTheCoordinator) {
   EXPECT_EQ(c.policy.max_restarts, 0);
   EXPECT_EQ(c.log_level, LogLevel::kInfo);
   EXPECT_FALSE(c.prefix_output);
+  EXPECT_EQ(OutputFormatName(c.progress_from_output.format),
+            FindSpec(RunOptionTable(), "progress-from-output").default_text);
 
   const rendezvous::CoordinatorOptions o = CoordinatorOptionsFrom(c);
   EXPECT_EQ(o.last_call, c.policy.last_call);
@@ -60,6 +62,31 @@ TEST(ResolveRoundPolicy, AnXgboostJobsMachineListIsAWarning) {
   RunSteps steps({}, {{"WORKER_ADDRS", "a,b"}});
   ASSERT_TRUE(steps.Through(&ResolveRoundPolicy).ok());
   EXPECT_THAT(absl::StrJoin(steps.config().warnings, "\n"), HasSubstr("WORKER_ADDRS/WORKER_PORT"));
+}
+
+TEST(ResolveRoundPolicy, ProgressFromOutput_IsValidatedAtStart) {
+  RunSteps hf({"--prefix-output", "--progress-from-output=hf"});
+  ASSERT_TRUE(hf.Through(&ResolveRoundPolicy).ok());
+  EXPECT_EQ(hf.config().progress_from_output.format, OutputFormat::kHuggingFace);
+  RunSteps regex({"--prefix-output"}, {{"TRAINLET_PROGRESS_FROM_OUTPUT", "iter (?P<step>\\d+)"}});
+  ASSERT_TRUE(regex.Through(&ResolveRoundPolicy).ok());
+  EXPECT_EQ(regex.config().progress_from_output.format, OutputFormat::kRegex);
+  EXPECT_EQ(regex.config().progress_from_output.regex, "iter (?P<step>\\d+)");
+
+  // A broken regex, or a format the agent could not read, is a usage error
+  // naming the input.
+  RunSteps bad({"--prefix-output", "--progress-from-output=iter (?P<step>\\d+"});
+  absl::Status s = bad.Through(&ResolveRoundPolicy);
+  EXPECT_THAT(s.message(), HasSubstr("--progress-from-output"));
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  RunSteps unrelayed({}, {{"TRAINLET_PROGRESS_FROM_OUTPUT", "deepspeed"}});
+  s = unrelayed.Through(&ResolveRoundPolicy);
+  EXPECT_THAT(s.message(), HasSubstr("TRAINLET_PROGRESS_FROM_OUTPUT=deepspeed reads"));
+  EXPECT_THAT(s.message(), HasSubstr("--prefix-output"));
+  // auto and off are fine without it (auto then reads nothing).
+  RunSteps off({"--progress-from-output=off"});
+  ASSERT_TRUE(off.Through(&ResolveRoundPolicy).ok());
+  EXPECT_EQ(off.config().progress_from_output.format, OutputFormat::kOff);
 }
 
 }  // namespace

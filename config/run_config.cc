@@ -122,7 +122,8 @@ const std::vector<OptionSpec>& RunOptionTable() {
          "Give up (exit 69) when no round has closed after this long."},
         {"hang-timeout", OptionKind::kDuration, "DURATION", "0",
          "0: off. Declare a local worker hung once it has reported progress "
-         "(TRAINLET_PROGRESS_FILE) and then stays silent this long: every node saves every "
+         "(TRAINLET_PROGRESS_FILE, or its output: --progress-from-output) and then stays "
+         "silent this long: every node saves every "
          "worker's evidence, then the job names the suspect (the rank not in a collective, "
          "else the oldest progress) and fails the round for it (exit 80 on its node when the "
          "job gives up on it); docs/progress.md."},
@@ -155,6 +156,13 @@ const std::vector<OptionSpec>& RunOptionTable() {
          "`trainlet coordinator`)."},
         {"prefix-output", OptionKind::kBool, "", "false",
          "Prefix each line of worker output with the worker's rank."},
+        {"progress-from-output", OptionKind::kString, "auto|off|FORMAT|REGEX", "auto",
+         "Progress with no code: read each worker's step (and total, loss, lr) from the lines "
+         "it prints, for --hang-timeout and the reports, where the agent relays the output "
+         "(--prefix-output). FORMAT: hf (Hugging Face Trainer), lightning, torchtitan, megatron "
+         "(Megatron-LM, NeMo), deepspeed, demo; auto: the first of them a worker's lines "
+         "match; REGEX: RE2 with named groups step (required), total, loss, lr. A worker that "
+         "writes TRAINLET_PROGRESS_FILE is read from its file; docs/progress.md."},
         {"gpu-binding", OptionKind::kString, "list|single|none", "list",
          "How a worker sees its GPU (worker l's is visible GPU l, in PCI order): list = every "
          "visible GPU, so cuda:LOCAL_RANK is its own (torchrun's convention); single = only its "
@@ -187,6 +195,21 @@ const std::vector<OptionSpec>& RunOptionTable() {
         {"agent-store-port", OptionKind::kInt, "PORT", "--master-port - 1",
          "Port of --agent-store's store: the workers' MASTER_PORT (JAX, TF, XGBoost and Paddle "
          "keep --master-port)."},
+        {"topology", OptionKind::kString, "KEY=VALUE,...", "none",
+         "Where this node sits, widest domain first (zone=z1,switch=sw-12): the coordinator "
+         "gives nodes sharing the narrowest domain neighbouring ranks (docs/topology.md, "
+         "\"Rank order\")."},
+        {"topology-file", OptionKind::kString, "PATH[,PATH]", "none",
+         "Downward API labels or annotations file(s) (fieldPath metadata.labels or "
+         "metadata.annotations) to read the --topology-keys from, and a topology-aware "
+         "scheduler's placement (Kueue TAS, Volcano, KAI)."},
+        {"topology-keys", OptionKind::kString, "KEYS",
+         "the EKS, GKE, Topograph, GPU-operator and zone labels, widest first",
+         "Comma-separated label keys --topology-file is read for, widest domain first."},
+        {"rank-order", OptionKind::kString, "auto|index|topology", "auto",
+         "How node ranks are ordered: index = pod index (hints), as torchrun; topology = nodes "
+         "sharing a domain get neighbouring ranks; auto = topology when a node sent its "
+         "domains and no scheduler placed the pods by index. An explicit node rank wins."},
         {"probe-timeout", OptionKind::kDuration, "DURATION", "2s",
          "Time the node probe (GPUs, NICs, NUMA, /dev/shm; `trainlet probe`) may take at start "
          "before the agent goes on without it; 0 turns it off."},

@@ -48,6 +48,8 @@
 #include "config/k8s_discovery.h"
 #include "config/options.h"
 #include "config/system_probe.h"
+#include "progress/output_progress.h"
+#include "trainlet/v1/rendezvous.pb.h"
 #include "trainlet/v1/topology.pb.h"
 
 namespace trainlet::agent {
@@ -110,7 +112,16 @@ struct RunConfig {
   // ResolveWithNodeProbe().
   int nproc_per_node = 0;
   NprocRequest nproc_request;
-  int node_rank_hint = -1;       // --node-rank; -1 = none (the coordinator picks).
+  int node_rank_hint = -1;  // --node-rank; -1 = none (the coordinator picks).
+  // The hint is the pod's index found by Kubernetes discovery, not an
+  // explicit --node-rank: the topology order may move it (JoinRequest).
+  bool node_rank_from_index = false;
+  // The rank order (docs/topology.md, "Rank order"): --topology's domains,
+  // then those --topology-file holds for --topology-keys, widest first;
+  // the scheduler's mark found there (kueue.x-k8s.io/tas...); --rank-order.
+  std::vector<std::pair<std::string, std::string>> topology_domains;
+  std::string scheduler_placement;
+  v1::RankOrder rank_order = v1::RANK_ORDER_AUTO;
   std::string coordinator_host;  // --coordinator HOST[:PORT]; unbracketed IPv6.
   // 0: any free port (a single-node run with nothing configured); the agent
   // hosting the coordinator then dials the port it bound.
@@ -172,6 +183,9 @@ struct RunConfig {
   // coordinator runs inside this agent and is called directly, with no
   // server, client or socket (docs/configuration.md, "A single-node run").
   bool in_process_coordinator = false;
+  // --progress-from-output (progress/output_progress.h); in effect only
+  // with prefix_output, where the agent reads the workers' output.
+  OutputProgressSpec progress_from_output;
   bool prefix_output = false;                  // --prefix-output
   GpuBinding gpu_binding = GpuBinding::kList;  // --gpu-binding
   bool bind_numa = false;                      // --bind-numa

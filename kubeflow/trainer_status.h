@@ -92,8 +92,10 @@ std::string TrainerStatusJson(const TrainerStatus& status);
 
 // The progress of one worker (the job's lowest rank) over time -> the
 // status. Keys read: `step` (steps done), the total from `total_steps`,
-// else `max_steps`, else `total`; every field with a numeric value but
-// `pid` becomes a metric, as written. The rate is the steps over the
+// else `max_steps`, else `total`, from a line with a step; every field
+// with a numeric value but `pid` becomes a metric, as written. Fields carry
+// over from earlier lines until given again (at most kMaxMetrics names,
+// the first seen). The rate is the steps over the
 // samples of the last kRateWindow (at most kMaxRateSamples, kept at least
 // kRateWindow / kMaxRateSamples apart, however often lines come); a step
 // that goes back (a restart from a checkpoint) starts the rate over.

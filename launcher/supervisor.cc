@@ -241,6 +241,7 @@ absl::Status Supervisor::Spawn(const ProcessSpec& spec, Process* process) {
       process->out.tail = process->err.tail = std::make_shared<LineTail>();
       process->out.tail_stream = 0;
       process->err.tail_stream = 1;
+      process->out.local_rank = process->err.local_rank = spec.local_rank;
     }
   }
   if (spec.foreground_tty) {
@@ -684,6 +685,11 @@ void Supervisor::ReadStream(Stream* stream, bool until_drained, bool force) {
       const absl::string_view bytes(read_buffer_.data(), static_cast<size_t>(n));
       stream->prefixer->Append(bytes);
       if (stream->tail != nullptr) stream->tail->Append(stream->tail_stream, bytes);
+      // A copy, after the writer has the bytes: the output is not delayed.
+      if (stream->local_rank >= 0 && options_.on_worker_output &&
+          options_.on_worker_output(stream->local_rank, stream->tail_stream, bytes)) {
+        Wake();
+      }
       ++reads;
       continue;
     }
@@ -713,6 +719,7 @@ void Supervisor::CloseStream(Stream* stream) {
 void Supervisor::RetireStreams(Process* p) {
   for (Stream* s : {&p->out, &p->err}) {
     if (s->fd < 0) continue;
+    s->local_rank = -1;  // what is left is no progress of the next round's worker
     retired_streams_.push_back(std::move(*s));
     s->fd = -1;
     s->prefixer.reset();

@@ -41,6 +41,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "launcher/children.h"
 #include "launcher/line_tail.h"
@@ -81,6 +82,11 @@ class Supervisor : public WorkerGroup {
     absl::Duration group_drain_timeout = kDefaultGroupDrainTimeout;
     // Helper restarts.
     RestartBackoff::Options helper_backoff;
+    // Called with each piece of a prefixed worker's output as read (stream 0
+    // stdout, 1 stderr), after it was queued for writing, on the thread that
+    // calls Wait() (--progress-from-output reads progress from it). Must not
+    // block. True: Wait() returns kWakeup, so that the caller looks at once.
+    std::function<bool(int local_rank, int stream, absl::string_view bytes)> on_worker_output;
   };
 
   // Creates the signalfd (SIGCHLD + ForwardedSignals()) and the eventfd for
@@ -154,6 +160,7 @@ class Supervisor : public WorkerGroup {
     // of the tail's streams this is.
     std::shared_ptr<LineTail> tail;
     int tail_stream = 0;
+    int local_rank = -1;  // a worker's, for on_worker_output; -1 once retired
   };
   struct Process {
     ProcessSpec spec;

@@ -306,6 +306,38 @@ TEST_F(SupervisorTest, PrefixedOutput_GoesLineByLineToMatchingStream) {
       << err_.Contents();
 }
 
+TEST_F(SupervisorTest, PrefixedOutput_IsHandedToOnWorkerOutputUnchanged) {
+  std::string seen[2];
+  int ranks_seen = -1;
+  bool wake = true;
+  Supervisor::Options options;
+  options.on_worker_output = [&](int local_rank, int stream, absl::string_view bytes) {
+    ranks_seen = local_rank;
+    seen[stream].append(bytes.data(), bytes.size());
+    const bool first = wake;
+    wake = false;
+    return first;  // the first piece asks Wait() to return at once
+  };
+  Recreate(options);
+  // It prints the rest once the first Wait() has returned (the file "go").
+  ProcessSpec spec = ShellWorker(
+      "printf 'step 1\\rstep 2\\n'; printf 'e\\n' >&2; "
+      "while [ ! -e \"$DIR/go\" ]; do sleep 0.01; done; printf 'last'",
+      dir_.path(), 3, 7);
+  spec.prefix_output = true;
+  ASSERT_TRUE(supervisor_->Start({spec}).ok());
+  EXPECT_EQ(supervisor_->Wait(kTimeout).type, EventType::kWakeup);
+  WriteFile(dir_.File("go"), "", 0644);
+  EXPECT_EQ(NextExit().exit_code, 0);
+  EXPECT_EQ(ranks_seen, 3);
+  EXPECT_EQ(seen[0], "step 1\rstep 2\nlast");
+  EXPECT_EQ(seen[1], "e\n");
+  // The output itself is written as without the callback.
+  EXPECT_TRUE(WaitFor([&] { return out_.Contents() == "[rank 7] step 1\rstep 2\n[rank 7] last\n"; },
+                      kTimeout))
+      << out_.Contents();
+}
+
 TEST_F(SupervisorTest, PrefixedOutput_OfConcurrentWorkers_NeverMixesWithinALine) {
   const int kLines = 2000;
   std::vector<ProcessSpec> specs;
