@@ -35,6 +35,8 @@ machine's load hits all of them alike):
             check leaves OpenSSH masters that mpirun's ssh reuses.
   trainlet-libssh  the same with --ssh-multiplex=false: the libssh check, and
             mpirun's ssh logging in by itself.
+  trainlet-base  trainlet with the binary of --base-bin on both sides (another
+            build: a before/after comparison, interleaved).
 A mode is a class with `name`, `prepare(bench)` (starts the worker side once;
 sshd, or `trainlet mpi-worker`) and `launcher_argv(bench, run)` returning
 (argv, env) to run on the launcher host; add it to MODES.
@@ -129,6 +131,9 @@ class TrainletMode:
         os.makedirs(self.home, exist_ok=True)
         self.workers = []
 
+    def binary(self, bench):
+        return harness.TRAINLET
+
     def common(self, bench, run):
         return ["--job-id", "%s-%d" % (self.name, run), "--token-file", self.token,
                 "--log-level", bench.args.log_level]
@@ -140,7 +145,7 @@ class TrainletMode:
                   else bench.cluster.prefix(host))
         return bench.h.start(
             "%s-%s-%d" % (self.name, name, run),
-            [harness.TRAINLET, "mpi-worker", "--coordinator", "launcher",
+            [self.binary(bench), "mpi-worker", "--coordinator", "launcher",
              "--nproc-per-node", str(bench.args.slots), "--ssh-port", str(self.PORT),
              "--state-dir", bench.h.path("state-%s-%d" % (self.name, run), name),
              "--log-level", bench.args.worker_log_level] + self.common(bench, run)[:4] +
@@ -166,7 +171,7 @@ class TrainletMode:
     def launcher_argv(self, bench, run):
         self.start_workers(bench, run)
         launcher = {"openmpi": ["mpirun"], "mpich": ["mpiexec.hydra"]}[bench.args.flavor]
-        return ([harness.TRAINLET] + self.launcher_flags(bench, run) + ["--"] + launcher +
+        return ([self.binary(bench)] + self.launcher_flags(bench, run) + ["--"] + launcher +
                 ["-np", str(bench.args.np)] + bench.program, {})
 
 
@@ -177,6 +182,20 @@ class TrainletLibsshMode(TrainletMode):
 
     name = "trainlet-libssh"
     EXTRA = ["--ssh-multiplex=false"]
+
+
+class TrainletBaseMode(TrainletMode):
+    """As trainlet, with another build's binary on both sides (--base-bin):
+    a before/after comparison interleaved in one run."""
+    name = "trainlet-base"
+
+    def prepare(self, bench):
+        if not bench.args.base_bin:
+            raise SystemExit("mode trainlet-base needs --base-bin PATH (the other build)")
+        TrainletMode.prepare(self, bench)
+
+    def binary(self, bench):
+        return bench.args.base_bin
 
 
 def descendants(pid):
@@ -234,7 +253,7 @@ class RestartMode(TrainletMode):
                                              bench.args.np, program))
         os.chmod(script, 0o755)
         p = bench.start_on_launcher("%s-%d" % (self.name, run),
-                                    [harness.TRAINLET] + self.launcher_flags(bench, run) +
+                                    [self.binary(bench)] + self.launcher_flags(bench, run) +
                                     ["--", script], {})
         deadline = time.monotonic() + bench.args.timeout
         while p.stdout.count("rank ") < bench.args.np:
@@ -283,7 +302,7 @@ class RestartMode(TrainletMode):
 
 
 MODES = {"bare": BareMode, "trainlet": TrainletMode, "trainlet-libssh": TrainletLibsshMode,
-         "restart": RestartMode}
+         "trainlet-base": TrainletBaseMode, "restart": RestartMode}
 
 
 def run_once(bench, mode, run):
@@ -328,6 +347,8 @@ def main():
                    help="let ssh sessions on the workers use the real home directory (by "
                         "default an empty one: a developer's ~/.bashrc, sourced by every "
                         "ssh session's shell, can cost more than the launch itself)")
+    p.add_argument("--base-bin", help="the trainlet binary of mode trainlet-base (another "
+                   "build, e.g. main's, to compare with this one in the same run)")
     p.add_argument("--keep", action="store_true", help="keep the run directory (logs)")
     p.add_argument("--worker-log-level", default="info", help="the workers' --log-level")
     p.add_argument("--log-level", default="warning",

@@ -88,9 +88,10 @@ CoordinatorClient::CoordinatorClient(ClientOptions options) : options_(std::move
 
 void CoordinatorClient::NewChannel() {
   grpc::ChannelArguments args;
-  // While the coordinator is not up, the channel re-dials every 10-100 ms
-  // (gRPC's default backoff grows to two minutes). GRPC_ARG_MIN_RECONNECT_
-  // BACKOFF_MS is left alone: it is really the connect timeout.
+  // While the coordinator is not up, the channel re-dials every 100 ms
+  // (+-20%): gRPC floors both values at 100 ms (ClientOptions), and its
+  // default backoff grows to two minutes. GRPC_ARG_MIN_RECONNECT_BACKOFF_MS
+  // is left alone: it is really the connect timeout.
   args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS,
               static_cast<int>(absl::ToInt64Milliseconds(options_.min_backoff)));
   args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS,

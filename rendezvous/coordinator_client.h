@@ -44,9 +44,14 @@ inline constexpr int kMaxResponseBytes = 64 << 20;
 struct ClientOptions {
   std::string target;  // host:port
   std::string token;   // empty: none sent.
-  // Reconnect backoff while the coordinator is not up yet. Kept short: a
-  // dial to a closed port costs one TCP RST, and the time from the
-  // coordinator coming up to the round closing is bounded by max_backoff.
+  // Backoff of Join's own retries when the coordinator answers "try
+  // again" (10 ms growing to 100 ms), and the channel's reconnect backoff
+  // while the coordinator is not up yet. For the latter gRPC (1.51 and
+  // later; subchannel.cc, ParseArgsForBackoffValues) raises both values to
+  // at least 100 ms, so a waiting agent re-dials every 80-120 ms (20%
+  // jitter) and reaches a coordinator that just came up 0-120 ms late: the
+  // last of three MPI workers about 90 ms (docs/benchmarks-history.md,
+  // issue 33).
   absl::Duration min_backoff = absl::Milliseconds(10);
   absl::Duration max_backoff = absl::Milliseconds(100);
   // HTTP/2 keepalive pings, to notice a coordinator host that vanished
