@@ -30,11 +30,15 @@ inline constexpr absl::string_view kDefaultTopologyKeys =
     "nvidia.com/gpu.clique";
 
 // The labels and annotations that say a topology-aware scheduler placed
-// the pod, consecutive indices close together: Kueue TAS (label), Volcano's
-// network topology (annotation), KAI's topology and segments (annotations).
-inline constexpr absl::string_view kSchedulerPlacementKeys[] = {
-    "kueue.x-k8s.io/tas", "volcano.sh/network-topology-mode", "kai.scheduler/topology",
-    "kai.scheduler/segment-size"};
+// the pod by its index, consecutive indices close together: Kueue TAS's pod
+// label (it assigns domains in rank order) and KAI's segments annotation
+// (segment = index / segment size, each segment in one domain). Not the
+// marks of a placement that only keeps the whole job inside one domain and
+// ignores the index (Volcano's volcano.sh/network-topology-mode, KAI's
+// kai.scheduler/topology alone): under those the pods' indices still
+// interleave the narrower domains, and topology order is what fixes that.
+inline constexpr absl::string_view kSchedulerPlacementKeys[] = {"kueue.x-k8s.io/tas",
+                                                                "kai.scheduler/segment-size"};
 
 using Domains = std::vector<std::pair<std::string, std::string>>;
 
