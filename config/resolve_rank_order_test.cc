@@ -86,19 +86,18 @@ TEST(ResolveRankOrder, FlagAndFiles_WidestFirst_SchedulerMarkFound) {
 // in one domain but place its pods there in any order: they are no index
 // placement, and must not turn topology order off.
 TEST(ResolveRankOrder, JobWideTopologyConstraints_AreNoIndexPlacement) {
-  const std::string annotations = WriteFile(
-      "annotations-job-wide",
-      "kai.scheduler/topology=\"cluster-topology\"\n"
-      "kai.scheduler/topology-required-placement=\"zone\"\n"
-      "volcano.sh/network-topology-highest-tier=\"2\"\n"
-      "volcano.sh/network-topology-mode=\"hard\"\n");
+  const std::string annotations = WriteFile("annotations-job-wide",
+                                            "kai.scheduler/topology=\"cluster-topology\"\n"
+                                            "kai.scheduler/topology-required-placement=\"zone\"\n"
+                                            "volcano.sh/network-topology-highest-tier=\"2\"\n"
+                                            "volcano.sh/network-topology-mode=\"hard\"\n");
   RunSteps steps({"--nnodes=2", "--node-rank=0", "--topology-file=" + annotations});
   ASSERT_TRUE(steps.Through(&ResolveRankOrder).ok());
   EXPECT_EQ(steps.config().scheduler_placement, "");
 
-  const std::string segments = WriteFile(
-      "annotations-segments",
-      "kai.scheduler/segment-size=\"4\"\nkai.scheduler/topology=\"cluster-topology\"\n");
+  const std::string segments =
+      WriteFile("annotations-segments",
+                "kai.scheduler/segment-size=\"4\"\nkai.scheduler/topology=\"cluster-topology\"\n");
   RunSteps segmented({"--nnodes=2", "--node-rank=0", "--topology-file=" + segments});
   ASSERT_TRUE(segmented.Through(&ResolveRankOrder).ok());
   EXPECT_EQ(segmented.config().scheduler_placement, "kai.scheduler/segment-size");
