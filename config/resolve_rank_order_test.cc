@@ -1,5 +1,12 @@
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
 #include <fstream>
 #include <string>
+#include <thread>
 
 #include "config/run_resolvers.h"
 #include "config/testing/run_steps.h"
@@ -101,6 +108,35 @@ TEST(ResolveRankOrder, JobWideTopologyConstraints_AreNoIndexPlacement) {
   RunSteps segmented({"--nnodes=2", "--node-rank=0", "--topology-file=" + segments});
   ASSERT_TRUE(segmented.Through(&ResolveRankOrder).ok());
   EXPECT_EQ(segmented.config().scheduler_placement, "kai.scheduler/segment-size");
+}
+
+// A FIFO nothing writes to blocked the agent's start forever in open().
+TEST(ResolveRankOrder, FifoOrDirectory_IsAnErrorNotAHang) {
+  const std::string fifo = ::testing::TempDir() + "/topology-fifo";
+  unlink(fifo.c_str());
+  ASSERT_EQ(mkfifo(fifo.c_str(), 0600), 0);
+  // Unblocks a reader that opened the FIFO after all (the bug), so that
+  // the test fails instead of hanging.
+  std::atomic<bool> done{false};
+  std::thread unblock([&] {
+    for (int i = 0; i < 300 && !done; ++i)
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    if (done) return;
+    const int fd = open(fifo.c_str(), O_WRONLY | O_NONBLOCK | O_CLOEXEC);
+    if (fd >= 0) close(fd);
+  });
+  absl::Status s = RunSteps({"--nnodes=2", "--node-rank=0", "--topology-file=" + fifo})
+                       .Through(&ResolveRankOrder);
+  done = true;
+  unblock.join();
+  unlink(fifo.c_str());
+  EXPECT_THAT(s.message(), HasSubstr("not a regular file"));
+  EXPECT_THAT(s.message(), HasSubstr("topology-fifo"));
+
+  EXPECT_THAT(RunSteps({"--nnodes=2", "--node-rank=0", "--topology-file=" + ::testing::TempDir()})
+                  .Through(&ResolveRankOrder)
+                  .message(),
+              HasSubstr("not a regular file"));
 }
 
 TEST(ResolveRankOrder, TopologyKeysChooseWhatIsRead) {
