@@ -139,6 +139,24 @@ TEST(ResolveRankOrder, FifoOrDirectory_IsAnErrorNotAHang) {
               HasSubstr("not a regular file"));
 }
 
+// Topograph's chart before NVIDIA/topograph#208 labelled the leaf switch
+// "block" and the top tier "datacenter": the default keys read them, widest
+// first.
+TEST(ResolveRankOrder, DefaultKeys_ReadTopographsEarlierLabelNames) {
+  const std::string labels = WriteFile("labels-topograph-v0",
+                                       "network.topology.nvidia.com/accelerator=\"nvl1\"\n"
+                                       "network.topology.nvidia.com/block=\"s1\"\n"
+                                       "network.topology.nvidia.com/datacenter=\"s3\"\n"
+                                       "network.topology.nvidia.com/spine=\"s2\"\n");
+  RunSteps steps({"--nnodes=2", "--node-rank=0", "--topology-file=" + labels});
+  ASSERT_TRUE(steps.Through(&ResolveRankOrder).ok());
+  EXPECT_THAT(steps.config().topology_domains,
+              ElementsAre(Pair("network.topology.nvidia.com/datacenter", "s3"),
+                          Pair("network.topology.nvidia.com/spine", "s2"),
+                          Pair("network.topology.nvidia.com/block", "s1"),
+                          Pair("network.topology.nvidia.com/accelerator", "nvl1")));
+}
+
 TEST(ResolveRankOrder, TopologyKeysChooseWhatIsRead) {
   const std::string labels = WriteFile("labels2", "rack=\"r7\"\nrow=\"w2\"\nzone=\"z\"\n");
   RunSteps steps({"--nnodes=2", "--node-rank=0", "--topology-file=" + labels,

@@ -18,15 +18,18 @@ namespace trainlet::agent {
 
 // --topology-keys' default: the node labels the clouds, NVIDIA's Topograph
 // and the GPU operator publish, widest first within each family (a node
-// carries one family; levels it lacks are skipped).
+// carries one family; levels it lacks are skipped). Topograph's chart
+// before it renamed its keys (NVIDIA/topograph#208) wrote datacenter for
+// today's core and block for today's leaf: both are read, in their places.
 inline constexpr absl::string_view kDefaultTopologyKeys =
     "topology.kubernetes.io/zone,"
     "topology.k8s.aws/network-node-layer-1,topology.k8s.aws/network-node-layer-2,"
     "topology.k8s.aws/network-node-layer-3,topology.k8s.aws/network-node-layer-4,"
     "cloud.google.com/gce-topology-block,cloud.google.com/gce-topology-subblock,"
     "cloud.google.com/gce-topology-host,"
-    "network.topology.nvidia.com/core,network.topology.nvidia.com/spine,"
-    "network.topology.nvidia.com/leaf,network.topology.nvidia.com/accelerator,"
+    "network.topology.nvidia.com/core,network.topology.nvidia.com/datacenter,"
+    "network.topology.nvidia.com/spine,network.topology.nvidia.com/leaf,"
+    "network.topology.nvidia.com/block,network.topology.nvidia.com/accelerator,"
     "nvidia.com/gpu.clique";
 
 // The labels and annotations that say a topology-aware scheduler placed
