@@ -28,6 +28,14 @@ std::string WriteFile(const std::string& name, const std::string& text) {
   return path;
 }
 
+// The configuration ResolveRankOrder makes of a downward API file `text`
+// with the default keys.
+RunConfig FromFile(const std::string& name, const std::string& text) {
+  RunSteps steps({"--nnodes=2", "--node-rank=0", "--topology-file=" + WriteFile(name, text)});
+  EXPECT_TRUE(steps.Through(&ResolveRankOrder).ok());
+  return steps.config();
+}
+
 TEST(ParseTopologyPairs, WidestFirstAsGiven) {
   absl::StatusOr<Domains> d = ParseTopologyPairs(" zone=z1 , switch=sw-12,", "--topology");
   ASSERT_TRUE(d.ok()) << d.status();
@@ -93,21 +101,18 @@ TEST(ResolveRankOrder, FlagAndFiles_WidestFirst_SchedulerMarkFound) {
 // in one domain but place its pods there in any order: they are no index
 // placement, and must not turn topology order off.
 TEST(ResolveRankOrder, JobWideTopologyConstraints_AreNoIndexPlacement) {
-  const std::string annotations = WriteFile("annotations-job-wide",
-                                            "kai.scheduler/topology=\"cluster-topology\"\n"
-                                            "kai.scheduler/topology-required-placement=\"zone\"\n"
-                                            "volcano.sh/network-topology-highest-tier=\"2\"\n"
-                                            "volcano.sh/network-topology-mode=\"hard\"\n");
-  RunSteps steps({"--nnodes=2", "--node-rank=0", "--topology-file=" + annotations});
-  ASSERT_TRUE(steps.Through(&ResolveRankOrder).ok());
-  EXPECT_EQ(steps.config().scheduler_placement, "");
-
-  const std::string segments =
-      WriteFile("annotations-segments",
-                "kai.scheduler/segment-size=\"4\"\nkai.scheduler/topology=\"cluster-topology\"\n");
-  RunSteps segmented({"--nnodes=2", "--node-rank=0", "--topology-file=" + segments});
-  ASSERT_TRUE(segmented.Through(&ResolveRankOrder).ok());
-  EXPECT_EQ(segmented.config().scheduler_placement, "kai.scheduler/segment-size");
+  EXPECT_EQ(FromFile("annotations-job-wide",
+                     "kai.scheduler/topology=\"cluster-topology\"\n"
+                     "kai.scheduler/topology-required-placement=\"zone\"\n"
+                     "volcano.sh/network-topology-highest-tier=\"2\"\n"
+                     "volcano.sh/network-topology-mode=\"hard\"\n")
+                .scheduler_placement,
+            "");
+  EXPECT_EQ(FromFile("annotations-segments",
+                     "kai.scheduler/segment-size=\"4\"\n"
+                     "kai.scheduler/topology=\"cluster-topology\"\n")
+                .scheduler_placement,
+            "kai.scheduler/segment-size");
 }
 
 // A FIFO nothing writes to blocked the agent's start forever in open().
@@ -143,14 +148,12 @@ TEST(ResolveRankOrder, FifoOrDirectory_IsAnErrorNotAHang) {
 // "block" and the top tier "datacenter": the default keys read them, widest
 // first.
 TEST(ResolveRankOrder, DefaultKeys_ReadTopographsEarlierLabelNames) {
-  const std::string labels = WriteFile("labels-topograph-v0",
-                                       "network.topology.nvidia.com/accelerator=\"nvl1\"\n"
-                                       "network.topology.nvidia.com/block=\"s1\"\n"
-                                       "network.topology.nvidia.com/datacenter=\"s3\"\n"
-                                       "network.topology.nvidia.com/spine=\"s2\"\n");
-  RunSteps steps({"--nnodes=2", "--node-rank=0", "--topology-file=" + labels});
-  ASSERT_TRUE(steps.Through(&ResolveRankOrder).ok());
-  EXPECT_THAT(steps.config().topology_domains,
+  EXPECT_THAT(FromFile("labels-topograph-v0",
+                       "network.topology.nvidia.com/accelerator=\"nvl1\"\n"
+                       "network.topology.nvidia.com/block=\"s1\"\n"
+                       "network.topology.nvidia.com/datacenter=\"s3\"\n"
+                       "network.topology.nvidia.com/spine=\"s2\"\n")
+                  .topology_domains,
               ElementsAre(Pair("network.topology.nvidia.com/datacenter", "s3"),
                           Pair("network.topology.nvidia.com/spine", "s2"),
                           Pair("network.topology.nvidia.com/block", "s1"),
