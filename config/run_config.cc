@@ -202,7 +202,7 @@ const std::vector<OptionSpec>& RunOptionTable() {
         {"topology-file", OptionKind::kString, "PATH[,PATH]", "none",
          "Downward API labels or annotations file(s) (fieldPath metadata.labels or "
          "metadata.annotations) to read the --topology-keys from, and a topology-aware "
-         "scheduler's placement (Kueue TAS, Volcano, KAI)."},
+         "scheduler's placement by pod index (Kueue TAS, KAI segments)."},
         {"topology-keys", OptionKind::kString, "KEYS",
          "the EKS, GKE, Topograph, GPU-operator and zone labels, widest first",
          "Comma-separated label keys --topology-file is read for, widest domain first."},
