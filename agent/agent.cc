@@ -58,6 +58,14 @@ RoundOptions RoundOptionsFrom(const RunConfig& config, uint64_t incarnation, int
   o.join_timeout = config.join_timeout;
   o.hang_timeout = config.hang_timeout;
   if (config.node_probe != nullptr) o.topology = JoinTopology(*config.node_probe);
+  for (const auto& [key, value] : config.topology_domains) {
+    v1::TopologyDomain& d = o.domains.emplace_back();
+    d.set_key(key);
+    d.set_value(value);
+  }
+  o.rank_order = config.rank_order;
+  o.scheduler_placement = config.scheduler_placement;
+  o.rank_hint_from_index = config.node_rank_from_index;
   return o;
 }
 

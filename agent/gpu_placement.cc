@@ -189,6 +189,16 @@ v1::Topology JoinTopology(const v1::NodeProbe& probe) {
     t.set_ipc_namespace(probe.ipc_namespace());
   }
   t.set_numa_nodes(std::min(probe.numa_nodes_size(), rendezvous::kMaxNumaNodes));
+  // One clique for the node only when every GPU its workers use is in it.
+  std::string clique;
+  for (const v1::Gpu* g : gpus) {
+    if (g->nvlink_clique().empty() || (!clique.empty() && g->nvlink_clique() != clique)) {
+      clique.clear();
+      break;
+    }
+    clique = g->nvlink_clique();
+  }
+  if (Sendable(clique, kMaxHostIdentityLength)) t.set_nvlink_clique(clique);
   return t;
 }
 

@@ -283,6 +283,18 @@ TEST(JoinTopology, SummarisesAndLeavesOutWhatTheCoordinatorWouldRefuse) {
   EXPECT_EQ(t.gpu_count(), 8);
 }
 
+TEST(JoinTopology, NvlinkClique_OnlyWhenEveryVisibleGpuSharesIt) {
+  v1::NodeProbe p = EightGpus();
+  p.set_visible_gpu_count(8);
+  for (v1::Gpu& g : *p.mutable_gpus())
+    g.set_nvlink_clique("01234567-89ab-cdef-0123-456789abcdef.7");
+  EXPECT_EQ(JoinTopology(p).nvlink_clique(), "01234567-89ab-cdef-0123-456789abcdef.7");
+  p.mutable_gpus(5)->set_nvlink_clique("01234567-89ab-cdef-0123-456789abcdef.8");
+  EXPECT_EQ(JoinTopology(p).nvlink_clique(), "");
+  p.mutable_gpus(5)->clear_nvlink_clique();
+  EXPECT_EQ(JoinTopology(p).nvlink_clique(), "");
+}
+
 TEST(SetEnvVar, InsertsInNameOrderAndRespectsOverwrite) {
   std::vector<std::string> env = {"A0=1", "A=2", "B=3"};
   SetEnvVar(&env, "A", "x", /*overwrite=*/false);

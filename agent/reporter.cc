@@ -5,9 +5,11 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
+#include <optional>
 #include <utility>
 
 #include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -72,10 +74,23 @@ namespace {
 
 // The freshest progress line of the round's workers, split into its step and
 // its other fields (the line was validated when it was read: progress.h).
+// The step of a progress line; nullopt when it has none.
+std::optional<int64_t> StepOf(absl::string_view line) {
+  for (absl::string_view token : absl::StrSplit(line, ' ', absl::SkipEmpty())) {
+    int64_t step = 0;
+    if (absl::ConsumePrefix(&token, "step=") && absl::SimpleAtoi(token, &step)) return step;
+  }
+  return std::nullopt;
+}
+
 void AddProgress(const AgentStatus& s, absl::Time now, v1::HealthReport* r) {
   const WorkerProgress* latest = nullptr;
+  const WorkerProgress* first = nullptr;  // the earliest first line with a step.
   for (const WorkerProgress& p : s.progress) {
     if (p.updates > 0 && (latest == nullptr || p.updated > latest->updated)) latest = &p;
+    if (!p.first_line.empty() && (first == nullptr || p.first_updated < first->first_updated)) {
+      first = &p;
+    }
   }
   v1::Progress* out = r->mutable_progress();
   if (latest == nullptr) {
@@ -87,6 +102,13 @@ void AddProgress(const AgentStatus& s, absl::Time now, v1::HealthReport* r) {
   out->set_step(-1);
   out->set_local_rank(latest->local_rank);
   out->set_age_ms(std::max<int64_t>(0, absl::ToInt64Milliseconds(now - latest->updated)));
+  if (first != nullptr) {
+    if (std::optional<int64_t> step = StepOf(first->first_line); step.has_value() && *step >= 0) {
+      out->set_first_step(*step);
+      out->set_first_age_ms(
+          std::max<int64_t>(0, absl::ToInt64Milliseconds(now - first->first_updated)));
+    }
+  }
   for (absl::string_view token : absl::StrSplit(latest->line, ' ', absl::SkipEmpty())) {
     const size_t eq = token.find('=');
     if (eq == absl::string_view::npos) continue;
@@ -149,6 +171,10 @@ void Reporter::Update(const AgentStatus& status) {
     WorkerMark& mark = marks_[w.local_rank];
     if (!w.exited && IsStopping(status.state)) mark.stopped = true;
     if (w.exited && mark.exited_unix_ms == 0) mark.exited_unix_ms = now_ms;
+    const bool failed = w.exited && w.exit_code != 0 && !mark.stopped && w.global_rank >= 0;
+    if (failed && (!failure_.has_value() || failure_->round != status.round)) {
+      failure_ = Failure{status.round, w.global_rank, w.exit_code, mark.exited_unix_ms};
+    }
   }
   const bool was_joining = status_.has_value() && status_->state == RoundState::kJoining;
   if (status.state != RoundState::kJoining) {
@@ -166,6 +192,12 @@ void Reporter::Update(const AgentStatus& status) {
     // No cause when this node's workers were fine: the controller takes the
     // failing node's.
     AddEventLocked(v1::ReportEvent::RESTART, status.round, status.last_failure);
+    if (failure_.has_value() && failure_->round == previous_round) {
+      v1::ReportEvent& e = events_.back();
+      e.set_failed_rank(failure_->rank);
+      e.set_failed_exit_code(failure_->exit_code);
+      e.set_failed_unix_ms(failure_->exited_unix_ms);
+    }
   }
   if (status.state == RoundState::kDone && !was_done) {
     AddEventLocked(v1::ReportEvent::FINISHED, status.round,
@@ -239,6 +271,7 @@ std::optional<v1::HealthReport> Reporter::BuildLocked(absl::Time now, bool force
   r.set_max_nodes(options_.max_nodes);
   r.set_join_deadline_unix_ms(join_deadline_unix_ms_);
   if (!command_delivered_) r.set_command(options_.command);
+  r.set_topology(options_.topology);
   if (preflight_.has_value()) *r.mutable_preflight() = *preflight_;
   AddWorkersLocked(s, &r);
   AddProgress(s, clock_->Now(), &r);

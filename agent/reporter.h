@@ -99,6 +99,8 @@ struct ReporterOptions {
   // The workers' command line (CommandLineOf), --nnodes MIN:MAX and
   // --join-timeout (zero: unknown), for the controller's views.
   std::string command;
+  // The node's domains, "key=value,..." widest first (HealthReport.topology).
+  std::string topology;
   int min_nodes = 0;
   int max_nodes = 0;
   absl::Duration join_timeout = absl::ZeroDuration();
@@ -163,6 +165,15 @@ class Reporter : public StatusReporter {
     int64_t exited_unix_ms = 0;  // when its exit was first seen.
   };
   uint64_t marks_round_ ABSL_GUARDED_BY(mu_) = 0;
+  // The first of this node's workers that failed in `round` (exited
+  // non-zero, not stopped by the agent): the RESTART event names it.
+  struct Failure {
+    uint64_t round = 0;
+    int rank = -1;
+    int exit_code = 0;
+    int64_t exited_unix_ms = 0;
+  };
+  std::optional<Failure> failure_ ABSL_GUARDED_BY(mu_);
   std::map<int, WorkerMark> marks_ ABSL_GUARDED_BY(mu_);
   int64_t join_deadline_unix_ms_ ABSL_GUARDED_BY(mu_) = 0;
   bool command_delivered_ ABSL_GUARDED_BY(mu_) = false;

@@ -134,6 +134,99 @@ TEST_F(ReporterTest, NewRound_IsARestartEventWithTheCause) {
   EXPECT_THAT(Kinds(transport_.sent[2]), ::testing::ElementsAre(v1::ReportEvent::PERIODIC));
 }
 
+TEST_F(ReporterTest, RestartAfterThisNodesWorkerFailed_NamesItsRankCodeAndTime) {
+  AgentStatus s = Running(1);
+  WorkerStatus failed;
+  failed.local_rank = 0;
+  failed.global_rank = 3;
+  failed.pid = 0;
+  failed.exited = true;
+  failed.exit_code = 137;
+  WorkerStatus stopped = failed;
+  stopped.local_rank = 1;
+  stopped.global_rank = 2;
+  stopped.pid = 77;
+  stopped.exited = false;
+  s.workers = {stopped};
+  reporter_.Update(s);
+  reporter_.Step();
+  // rank 3 exits 137; then the agent stops rank 2 (exit 143: not a failure).
+  clock_.Advance(absl::Seconds(1));
+  const int64_t exited_ms = absl::ToUnixMillis(clock_.Now());
+  s.workers = {failed, stopped};
+  reporter_.Update(s);
+  s.state = RoundState::kStopping;
+  reporter_.Update(s);
+  s.workers[1].exited = true;
+  s.workers[1].exit_code = 143;
+  clock_.Advance(absl::Milliseconds(10));
+  reporter_.Update(s);
+  AgentStatus next = Running(2);
+  next.restart_count = 1;
+  next.last_failure = "rank 3 killed by signal 9";
+  reporter_.Update(next);
+  clock_.Advance(kMinReportGap);
+  reporter_.Step();
+  const v1::HealthReport& r = transport_.sent.back();
+  const v1::ReportEvent* restart = nullptr;
+  for (const auto& e : r.events()) {
+    if (e.kind() == v1::ReportEvent::RESTART) restart = &e;
+  }
+  ASSERT_NE(restart, nullptr);
+  ASSERT_TRUE(restart->has_failed_rank());
+  EXPECT_EQ(restart->failed_rank(), 3);
+  EXPECT_EQ(restart->failed_exit_code(), 137);
+  EXPECT_EQ(restart->failed_unix_ms(), exited_ms);
+
+  // A node whose workers were only stopped names no failure.
+  AgentStatus third = Running(3);
+  third.restart_count = 2;
+  reporter_.Update(third);
+  clock_.Advance(kMinReportGap);
+  reporter_.Step();
+  for (const auto& e : transport_.sent.back().events()) {
+    if (e.kind() == v1::ReportEvent::RESTART) {
+      EXPECT_FALSE(e.has_failed_rank());
+    }
+  }
+}
+
+TEST_F(ReporterTest, Progress_CarriesTheRoundsFirstStepAndItsAge) {
+  AgentStatus s = Running(2);
+  WorkerProgress late;
+  late.local_rank = 1;
+  late.line = "step=30 loss=0.2";
+  late.updated = clock_.Now() - absl::Seconds(1);
+  late.updates = 9;
+  late.first_line = "step=12 loss=0.9";
+  late.first_updated = clock_.Now() - absl::Seconds(7);
+  WorkerProgress early = late;
+  early.local_rank = 0;
+  early.line = "step=29";
+  early.first_line = "step=11";
+  early.first_updated = clock_.Now() - absl::Seconds(8);
+  s.progress = {late, early};
+  reporter_.Update(s);
+  reporter_.Step();
+  ASSERT_EQ(transport_.sent.size(), 1u);
+  const v1::Progress& p = transport_.sent[0].progress();
+  EXPECT_EQ(p.step(), 30);
+  EXPECT_EQ(p.age_ms(), 1000);
+  ASSERT_TRUE(p.has_first_step());
+  EXPECT_EQ(p.first_step(), 11);  // the earliest worker's first line.
+  EXPECT_EQ(p.first_age_ms(), 8000);
+
+  // No first line with a step: unset.
+  s.progress[0].first_line.clear();
+  s.progress[1].first_line = "loss=0.1";
+  s.round = 3;
+  clock_.Advance(kMinReportGap);
+  reporter_.Update(s);
+  reporter_.Step();
+  ASSERT_EQ(transport_.sent.size(), 2u);
+  EXPECT_FALSE(transport_.sent[1].progress().has_first_step());
+}
+
 TEST_F(ReporterTest, ControllerAway_KeepsOnlyTheLatestStateAndBoundedEvents) {
   transport_.next = absl::UnavailableError("connection refused");
   reporter_.Update(Running(1));
@@ -273,6 +366,7 @@ TEST_F(ReporterTest, CommandNodesAndJoinDeadline_AreReported) {
   o.min_nodes = 2;
   o.max_nodes = 4;
   o.join_timeout = absl::Minutes(10);
+  o.topology = "zone=z1,switch=s0";
   FakeTransport transport;
   Reporter reporter(o, &transport, &clock_, &clock_);
   AgentStatus joining;
@@ -295,6 +389,9 @@ TEST_F(ReporterTest, CommandNodesAndJoinDeadline_AreReported) {
   EXPECT_TRUE(transport.sent[1].command().empty());
   EXPECT_EQ(transport.sent[1].join_deadline_unix_ms(), 0);
   EXPECT_EQ(transport.sent[1].min_nodes(), 2);
+  // Where the node sits: in every report (the controller shows its latest).
+  EXPECT_EQ(transport.sent[0].topology(), "zone=z1,switch=s0");
+  EXPECT_EQ(transport.sent[1].topology(), "zone=z1,switch=s0");
 }
 
 TEST_F(ReporterTest, Command_IsSentAgainUntilAReportCarryingItIsAnswered) {

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <utility>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "agent/verdict.h"
@@ -196,6 +197,10 @@ void RoundMachine::Join(Actions* out, bool recheck) {
   r.set_protocol_version(rendezvous::kProtocolVersion);
   *r.mutable_ssh() = options_.ssh;
   *r.mutable_topology() = options_.topology;
+  for (const v1::TopologyDomain& d : options_.domains) *r.add_domains() = d;
+  r.set_rank_order(options_.rank_order);
+  r.set_scheduler_placement(options_.scheduler_placement);
+  r.set_rank_hint_from_index(options_.rank_hint_from_index);
   StartJoin join{std::move(r), options_.join_timeout, after_local_failure};
   join.recheck = recheck;
   out->push_back(std::move(join));
@@ -393,6 +398,9 @@ void RoundMachine::LogRound(const v1::Assignment& a) const {
         a.self().first_global_rank(),
         a.self().first_global_rank() + a.self().local_world_size() - 1);
   }
+  if (!a.rank_order_note().empty()) {
+    TLOG(kInfo) << "round " << a.round() << ": " << SafeForLog(a.rank_order_note(), 512);
+  }
 }
 
 void RoundMachine::OnWorkersStarted(const WorkersStarted& e, Actions* out) {
@@ -508,6 +516,10 @@ void RoundMachine::OnProgress(const ProgressReported& e) {
   it->line = *line;
   it->updated = clock_->Now();
   ++it->updates;
+  if (it->first_line.empty() && absl::StrContains(*line, "step=")) {
+    it->first_line = *line;
+    it->first_updated = it->updated;
+  }
 }
 
 void RoundMachine::TickHangWatch(absl::Time now, Actions* out) {

@@ -129,6 +129,13 @@ struct RoundOptions {
   v1::Role role = v1::ROLE_NODE;
   v1::SshInfo ssh;        // MPI: this node's sshd, or the launcher's job key.
   v1::Topology topology;  // what this node has (its probe's summary), sent in every join.
+  // Where it sits, widest first, and how it asks ranks to be ordered
+  // (JoinRequest.domains, .rank_order, .scheduler_placement,
+  // .rank_hint_from_index; docs/topology.md, "Rank order").
+  std::vector<v1::TopologyDomain> domains;
+  v1::RankOrder rank_order = v1::RANK_ORDER_AUTO;
+  std::string scheduler_placement;
+  bool rank_hint_from_index = false;
   // Processes the round starts here: -1 = the assignment's local world size
   // (`run`); 1 = the MPI launcher's COMMAND; 0 = none (an MPI worker: its
   // ranks arrive through sshd, and it holds until the job's verdict).
@@ -174,6 +181,10 @@ struct WorkerProgress {
   // age is clock->Now() - updated.
   absl::Time updated = absl::InfinitePast();
   int64_t updates = 0;  // reports this round.
+  // Its first line of the round with a step, and when (the controller's
+  // goodput: where start-up or re-warm ends, docs/goodput.md).
+  std::string first_line;
+  absl::Time first_updated = absl::InfinitePast();
 };
 
 // One of this round's local workers, as the executor last saw it (for the

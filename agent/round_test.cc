@@ -315,6 +315,9 @@ TEST_F(HangTest, DeclaredAtExactlyTheTimeout_TellsTheCoordinator_TakesEveryWorke
   EXPECT_EQ(machine_->status().progress[0].line, "step=7 loss=0.5");
   EXPECT_EQ(machine_->status().progress[0].updated, reported);
   EXPECT_EQ(machine_->NextDeadline(), reported + kHangTimeout);
+  // The round's first line with a step stays (the controller's goodput).
+  EXPECT_EQ(machine_->status().progress[0].first_line, "step=7 loss=0.5");
+  EXPECT_EQ(machine_->status().progress[0].first_updated, reported);
 
   // A touch keeps the last line and counts as progress.
   EXPECT_TRUE(AdvanceAndTick(absl::Seconds(1)).empty());
@@ -322,6 +325,7 @@ TEST_F(HangTest, DeclaredAtExactlyTheTimeout_TellsTheCoordinator_TakesEveryWorke
   const absl::Time touched = clock_.Now();
   EXPECT_EQ(machine_->status().progress[0].line, "step=7 loss=0.5");
   EXPECT_EQ(machine_->status().progress[0].updates, 2);
+  EXPECT_EQ(machine_->status().progress[0].first_updated, reported);
   EXPECT_EQ(machine_->NextDeadline(), touched + kHangTimeout);
 
   EXPECT_EQ(Find<RequestTraceback>(AdvanceAndTick(kHangTimeout - absl::Milliseconds(1))), nullptr);

@@ -463,6 +463,9 @@ Reporter* StartReports(const RunConfig& config, uint64_t incarnation, RunService
   ro.interval = config.report_interval;
   ro.send_timeout = std::min(absl::Seconds(2), config.report_interval);
   ro.command = CommandLineOf(config.command);
+  for (const auto& [key, value] : config.topology_domains) {
+    absl::StrAppend(&ro.topology, ro.topology.empty() ? "" : ",", key, "=", value);
+  }
   ro.min_nodes = config.nnodes.min;
   ro.max_nodes = config.nnodes.max;
   ro.join_timeout = config.join_timeout;

@@ -196,6 +196,21 @@ const std::vector<OptionSpec>& RunOptionTable() {
         {"agent-store-port", OptionKind::kInt, "PORT", "--master-port - 1",
          "Port of --agent-store's store: the workers' MASTER_PORT (JAX, TF, XGBoost and Paddle "
          "keep --master-port)."},
+        {"topology", OptionKind::kString, "KEY=VALUE,...", "none",
+         "Where this node sits, widest domain first (zone=z1,switch=sw-12): the coordinator "
+         "gives nodes sharing the narrowest domain neighbouring ranks (docs/topology.md, "
+         "\"Rank order\")."},
+        {"topology-file", OptionKind::kString, "PATH[,PATH]", "none",
+         "Downward API labels or annotations file(s) (fieldPath metadata.labels or "
+         "metadata.annotations) to read the --topology-keys from, and a topology-aware "
+         "scheduler's placement (Kueue TAS, Volcano, KAI)."},
+        {"topology-keys", OptionKind::kString, "KEYS",
+         "the EKS, GKE, Topograph, GPU-operator and zone labels, widest first",
+         "Comma-separated label keys --topology-file is read for, widest domain first."},
+        {"rank-order", OptionKind::kString, "auto|index|topology", "auto",
+         "How node ranks are ordered: index = pod index (hints), as torchrun; topology = nodes "
+         "sharing a domain get neighbouring ranks; auto = topology when a node sent its "
+         "domains and no scheduler placed the pods by index. An explicit node rank wins."},
         {"probe-timeout", OptionKind::kDuration, "DURATION", "2s",
          "Time the node probe (GPUs, NICs, NUMA, /dev/shm; `trainlet probe`) may take at start "
          "before the agent goes on without it; 0 turns it off."},

@@ -49,6 +49,7 @@
 #include "config/options.h"
 #include "config/system_probe.h"
 #include "progress/output_progress.h"
+#include "trainlet/v1/rendezvous.pb.h"
 #include "trainlet/v1/topology.pb.h"
 
 namespace trainlet::agent {
@@ -111,7 +112,16 @@ struct RunConfig {
   // ResolveWithNodeProbe().
   int nproc_per_node = 0;
   NprocRequest nproc_request;
-  int node_rank_hint = -1;       // --node-rank; -1 = none (the coordinator picks).
+  int node_rank_hint = -1;  // --node-rank; -1 = none (the coordinator picks).
+  // The hint is the pod's index found by Kubernetes discovery, not an
+  // explicit --node-rank: the topology order may move it (JoinRequest).
+  bool node_rank_from_index = false;
+  // The rank order (docs/topology.md, "Rank order"): --topology's domains,
+  // then those --topology-file holds for --topology-keys, widest first;
+  // the scheduler's mark found there (kueue.x-k8s.io/tas...); --rank-order.
+  std::vector<std::pair<std::string, std::string>> topology_domains;
+  std::string scheduler_placement;
+  v1::RankOrder rank_order = v1::RANK_ORDER_AUTO;
   std::string coordinator_host;  // --coordinator HOST[:PORT]; unbracketed IPv6.
   // 0: any free port (a single-node run with nothing configured); the agent
   // hosting the coordinator then dials the port it bound.

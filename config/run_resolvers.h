@@ -70,12 +70,14 @@ absl::Status ResolveIdentity(RunInputs* in, RunConfig* c);
 absl::Status ResolveSecurity(RunInputs* in, RunConfig* c);
 absl::Status ResolveServices(RunInputs* in, RunConfig* c);
 absl::Status ResolveRoundPolicy(RunInputs* in, RunConfig* c);
+absl::Status ResolveRankOrder(RunInputs* in, RunConfig* c);
 
 // The steps in the order RunConfigFromOptions() runs them.
 using RunStep = absl::Status (*)(RunInputs* in, RunConfig* c);
 inline constexpr RunStep kRunSteps[] = {
-    &ResolveTopology, &ResolveWorkers,  &ResolveCoordinatorAddress, &ResolveCoordinatorHost,
-    &ResolveIdentity, &ResolveSecurity, &ResolveServices,           &ResolveRoundPolicy,
+    &ResolveTopology,        &ResolveWorkers,     &ResolveCoordinatorAddress,
+    &ResolveCoordinatorHost, &ResolveIdentity,    &ResolveSecurity,
+    &ResolveServices,        &ResolveRoundPolicy, &ResolveRankOrder,
 };
 
 // The worker count from c->nproc_kind and c->nproc_request over these GPU

@@ -154,6 +154,7 @@ void ControllerCore::Restore(const StoredHistory& stored) {
     job->restored_step = s.progress_step();
     job->next_seq = std::max<int64_t>(job->next_seq, rec.next_seq());
     job->restored = true;
+    job->goodput.Restore(s.goodput());
     for (const v1::RoundInfo& r : rec.rounds()) job->rounds.push_back(r);
     while (static_cast<int>(job->rounds.size()) > kRoundsKept) job->rounds.pop_front();
     for (const v1::NodeRecord& nr : rec.nodes()) {
@@ -421,7 +422,9 @@ void ControllerCore::EnterRoundLocked(const std::string& job_id, Job* job, uint6
                                       const std::string& node_id, const v1::HealthReport& report,
                                       absl::Time now, HistoryBatch* out) {
   if (round <= job->round) return;
-  if (job->round > 0 || SaysRestarted(report, round)) {
+  const uint64_t ended_round = job->round;
+  const bool restart = job->round > 0 || SaysRestarted(report, round);
+  if (restart) {
     NoteRestartLocked(job_id, job, round, node_id, now, RestartCause(report, round), out);
   }
   if (!job->rounds.empty() && job->rounds.back().ended_unix_ms() == 0) {
@@ -442,6 +445,29 @@ void ControllerCore::EnterRoundLocked(const std::string& job_id, Job* job, uint6
   job->rounds.push_back(std::move(info));
   while (static_cast<int>(job->rounds.size()) > kRoundsKept) job->rounds.pop_front();
   job->round = round;
+  if (!job->goodput.started()) job->goodput.Start(now, /*waiting=*/false);
+  if (restart) {
+    // The restart's decision: when its agent saw it (the RESTART event),
+    // else when the controller learnt of it.
+    absl::Time decided = now;
+    if (job->pending_restart.has_value() && job->pending_restart->round == round) {
+      decided = job->pending_restart->at;
+    }
+    for (auto e = job->history.rbegin(); e != job->history.rend(); ++e) {
+      if (e->kind() == v1::HistoryEntry::RESTART && e->round() == round) {
+        decided = absl::FromUnixMillis(e->at_unix_ms());
+        break;
+      }
+    }
+    const absl::Time failed = FailedAtLocked(*job, ended_round, decided);
+    const uint64_t previous_round = job->goodput.state().restart_round();
+    std::optional<v1::RestartTimes> previous =
+        job->goodput.Restart(round, std::min(failed, decided), decided, now);
+    if (previous.has_value()) PutRestartLocked(job, previous_round, *previous);
+    SyncRestartLocked(job);
+  } else {
+    job->goodput.FirstRound(now);
+  }
   AddHistoryLocked(job_id, job,
                    Entry(v1::HistoryEntry::ROUND, now, round, node_id,
                          absl::StrFormat("round %d: %d nodes, world size %d", round,
@@ -661,6 +687,26 @@ void ControllerCore::ApplyEventsLocked(const std::string& job_id, Job* job,
     const uint64_t round = std::min(e.round(), report.round());
     switch (e.kind()) {
       case v1::ReportEvent::RESTART:
+        if (e.has_failed_rank() && e.round() > 1) {
+          // From the node whose worker failed: the round it ended, who and when.
+          const absl::Time failed = Clamp(e.failed_unix_ms(), now);
+          v1::RootCause c;
+          c.set_kind(v1::RootCause::WORKER_FAILED);
+          c.set_node_id(node_id);
+          c.set_rank(e.failed_rank());
+          c.set_local_rank(-1);
+          c.set_exit_code(e.failed_exit_code());
+          c.set_at_unix_ms(UnixMs(failed));
+          c.set_round(e.round() - 1);
+          c.set_text(absl::StrCat("rank ", e.failed_rank(), " on ", node_id, " exited with code ",
+                                  e.failed_exit_code()));
+          NoteCauseLocked(job, std::move(c));
+          if (job->goodput.state().restart_round() == e.round() &&
+              job->goodput.RefineFailure(failed)) {
+            SyncRestartLocked(job);
+            job->dirty = true;
+          }
+        }
         NoteRestartLocked(job_id, job, e.round(), node_id, at,
                           e.cause().empty() ? RestartCause(report, e.round()) : e.cause(), out);
         break;
@@ -729,6 +775,8 @@ void ControllerCore::UpdateVerdictLocked(const std::string& job_id, Job* job, ab
       failed != nullptr || (job->has_view && job->view.phase() == v1::CoordinatorView::FAILED);
   job->verdict = job_failed ? v1::JobSummary::FAILED : v1::JobSummary::SUCCEEDED;
   job->ended = now;
+  std::optional<absl::Time> failed_at;
+  if (job_failed) failed_at = FailedAtLocked(*job, job->round, now);
   if (!job->rounds.empty()) {
     v1::RoundInfo& last = job->rounds.back();
     if (last.ended_unix_ms() == 0) last.set_ended_unix_ms(UnixMs(now));
@@ -743,6 +791,8 @@ void ControllerCore::UpdateVerdictLocked(const std::string& job_id, Job* job, ab
       NoteCauseLocked(job, std::move(c));
     }
   }
+  job->goodput.End(now, failed_at);
+  SyncRestartLocked(job);
   job->dirty = true;
   job->save_now = true;
   TLOG(kInfo) << "controller: job " << SafeForLog(job_id, 64)
@@ -802,6 +852,87 @@ void ControllerCore::SampleLocked(Job* job, const v1::HealthReport& report, absl
   }
 }
 
+// ---- Goodput.
+
+void ControllerCore::GoodputOfReportLocked(Job* job, const v1::HealthReport& report, bool changed,
+                                           absl::Time now) {
+  GoodputLedger& g = job->goodput;
+  bool moved = false;
+  // Whether the job has the nodes it needs changes with a node's state or
+  // the coordinator's view (and with time: Sweep).
+  if (changed || report.has_coordinator()) moved |= g.Waiting(TooFewNodesLocked(*job, now), now);
+  if (report.round() > 0 && report.round() == job->round &&
+      report.state() == v1::HealthReport::RUNNING) {
+    moved |= g.WorkersRunning(now);
+  }
+  const v1::Progress& p = report.progress();
+  if (p.known() && p.step() >= 0 && report.round() > 0 && report.round() <= job->round) {
+    // When the lines were written, on the controller's clock (bounded as
+    // the series' points are).
+    const absl::Time at = now - std::min(absl::Milliseconds(p.age_ms()), kMaxEventAge);
+    const absl::Time first_at = now - std::min(absl::Milliseconds(p.first_age_ms()), kMaxEventAge);
+    std::optional<int64_t> first;
+    if (p.has_first_step()) first = p.first_step();
+    moved |= g.Progress(report.round(), p.step(), at, first, first_at, now);
+  }
+  if (moved) {
+    SyncRestartLocked(job);
+    job->dirty = true;
+    job->save_now = true;
+  }
+}
+
+bool ControllerCore::TooFewNodesLocked(const Job& job, absl::Time now) const {
+  if (job.min_nodes <= 0 || job.verdict != v1::JobSummary::STATE_UNSPECIFIED) return false;
+  // Nodes that can run: reporting, not lost, not done, and not excluded by
+  // a failed preflight.
+  int able = 0;
+  for (const auto& [id, node] : job.nodes) {
+    if (node.lost || node.restored || IsDone(node.latest) || PreflightFailed(node.latest) ||
+        now - node.last_report >= node.stale_window) {
+      continue;
+    }
+    if (++able >= job.min_nodes) return false;
+  }
+  return true;
+}
+
+absl::Time ControllerCore::FailedAtLocked(const Job& job, uint64_t round,
+                                          absl::Time otherwise) const {
+  for (auto it = job.rounds.rbegin(); it != job.rounds.rend(); ++it) {
+    if (it->round() != round) continue;
+    if (!it->has_ended_by()) return otherwise;
+    const v1::RootCause& c = it->ended_by();
+    absl::Time at = absl::FromUnixMillis(c.at_unix_ms());
+    // A hung worker or a lost node stopped the job's steps before anyone
+    // could tell: the failure is the last step.
+    const std::optional<absl::Time> last = job.goodput.LastStep();
+    if ((c.kind() == v1::RootCause::WORKER_HUNG || c.kind() == v1::RootCause::NODE_LOST) &&
+        last.has_value() && job.goodput.state().step_round() == round) {
+      at = std::min(at, *last);
+    }
+    return std::min(at, otherwise);
+  }
+  return otherwise;
+}
+
+void ControllerCore::PutRestartLocked(Job* job, uint64_t round, const v1::RestartTimes& times) {
+  for (auto it = job->rounds.rbegin(); it != job->rounds.rend(); ++it) {
+    if (it->round() < round) return;
+    if (it->round() == round) {
+      *it->mutable_restart() = times;
+      it->mutable_restart()->clear_node_id();  // answers fill it in.
+      it->mutable_restart()->clear_rank();
+      return;
+    }
+  }
+}
+
+void ControllerCore::SyncRestartLocked(Job* job) {
+  const v1::Goodput& g = job->goodput.state();
+  if (g.restart_round() > 0) PutRestartLocked(job, g.restart_round(), g.restart());
+}
+
 void ControllerCore::NewRunLocked(const std::string& job_id, Job* job, absl::Time now) {
   TLOG(kInfo) << "controller: job " << SafeForLog(job_id, 64) << ": a new run begins (the "
               << (job->verdict == v1::JobSummary::SUCCEEDED ? "previous one succeeded"
@@ -828,6 +959,8 @@ void ControllerCore::NewRunLocked(const std::string& job_id, Job* job, absl::Tim
   job->view.Clear();
   job->restored = false;
   job->restored_step = -1;
+  job->goodput = GoodputLedger();
+  job->goodput.Start(now, /*waiting=*/false);
   job->dirty = true;
   job->save_now = true;
 }
@@ -958,10 +1091,13 @@ absl::Status ControllerCore::ReportLocked(const v1::HealthReport& report, Histor
     job->dirty = true;
     job->save_now = true;
   }
+  // A job whose first report this is, or one kept by an older controller.
+  if (!job->goodput.started()) job->goodput.Start(now, /*waiting=*/false);
   job->restored = false;
   const v1::HealthReport::AgentState previous_state =
       node->restored ? v1::HealthReport::AGENT_STATE_UNSPECIFIED : node->latest.state();
   const uint64_t previous_round = node->restored ? 0 : node->latest.round();
+  const bool previous_preflight_failed = PreflightFailed(node->latest);
   node->restored = false;
 
   ApplyEventsLocked(job_id, job, node_id, node, report, now, out);
@@ -1024,6 +1160,10 @@ absl::Status ControllerCore::ReportLocked(const v1::HealthReport& report, Histor
     job->dirty = true;
   }
   if (!node->lost) SampleLocked(job, report, now);
+  if (!node->lost && !node->late) {
+    GoodputOfReportLocked(job, report,
+                          changed || previous_preflight_failed != PreflightFailed(report), now);
+  }
   if (report.progress().known()) job->dirty = true;  // the step, saved at kJobSaveEvery.
   if (changed || report.has_coordinator()) UpdateVerdictLocked(job_id, job, now);
   if (job->save_now) SaveDueLocked(now, /*all=*/false, out);
@@ -1088,6 +1228,10 @@ void ControllerCore::Sweep() {
         }
       }
       if (changed) UpdateVerdictLocked(job_id, &job, now);
+      if (job.goodput.Waiting(TooFewNodesLocked(job, now), now)) {
+        SyncRestartLocked(&job);
+        job.dirty = job.save_now = true;
+      }
     }
     SaveDueLocked(now, /*all=*/false, &batch);
   }
@@ -1183,6 +1327,7 @@ v1::JobSummary ControllerCore::SummaryLocked(const std::string& job_id, const Jo
   s.set_workers(workers);
   s.set_workers_running(running);
   s.set_progress_step(step);
+  *s.mutable_goodput() = job.goodput.Answer(now);
   for (auto it = job.rounds.rbegin(); it != job.rounds.rend(); ++it) {
     if (it->has_ended_by() && IsFailure(it->ended_by())) {
       *s.mutable_root_cause() = it->ended_by();
@@ -1273,7 +1418,22 @@ absl::StatusOr<v1::GetStatusResponse> ControllerCore::GetStatus(absl::string_vie
     }
   }
   for (const v1::HistoryEntry& e : job.history) *out.add_history() = e;
-  for (const v1::RoundInfo& r : job.rounds) *out.add_rounds() = r;
+  const v1::RoundInfo* previous = nullptr;
+  for (const v1::RoundInfo& r : job.rounds) {
+    v1::RoundInfo* info = out.add_rounds();
+    *info = r;
+    if (std::optional<v1::RestartTimes> t = job.goodput.RestartOf(r.round(), now)) {
+      *info->mutable_restart() = *t;
+    }
+    // Who failed: the root cause of the round the restart ended.
+    if (info->has_restart()) {
+      const bool known =
+          previous != nullptr && previous->round() + 1 == r.round() && previous->has_ended_by();
+      info->mutable_restart()->set_node_id(known ? previous->ended_by().node_id() : "");
+      info->mutable_restart()->set_rank(known ? previous->ended_by().rank() : -1);
+    }
+    previous = &r;
+  }
   v1::ProgressSeries* series = out.mutable_series();
   for (const std::string& k : job.series.keys) series->add_keys(k);
   series->set_every_ms(absl::ToInt64Milliseconds(job.series.every));
@@ -1316,6 +1476,8 @@ v1::JobRecord ControllerCore::RecordLocked(const std::string& job_id, const Job&
   v1::JobRecord rec;
   *rec.mutable_summary() = SummaryLocked(job_id, job, now);
   rec.mutable_summary()->clear_waiting();
+  // The ledger as it is (its open phase not counted in): what Restore takes.
+  *rec.mutable_summary()->mutable_goodput() = job.goodput.state();
   rec.set_next_seq(job.next_seq);
   for (const v1::RoundInfo& r : job.rounds) *rec.add_rounds() = r;
   // Nodes that say what went wrong first, then by rank.

@@ -42,6 +42,7 @@
 #include "absl/time/time.h"
 #include "common/clock.h"
 #include "common/logging.h"
+#include "controller/goodput.h"
 #include "trainlet/v1/controller.pb.h"
 
 namespace trainlet::controller {
@@ -290,6 +291,8 @@ class ControllerCore {
     bool save_now = false;
     absl::Time saved = absl::InfinitePast();
     int64_t evidence_bytes = 0;  // in memory.
+    // Its wall time by phase, and the restart under way (goodput.h).
+    GoodputLedger goodput;
   };
 
   absl::Status ReportLocked(const v1::HealthReport& report, HistoryBatch* out)
@@ -341,6 +344,21 @@ class ControllerCore {
   // A new run of a finished job: nodes, rounds, verdict and series start
   // afresh (the history stays).
   void NewRunLocked(const std::string& job_id, Job* job, absl::Time now)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Goodput (goodput.h, docs/goodput.md): what this report says of the
+  // job's phases (`changed`: its state or round did).
+  void GoodputOfReportLocked(Job* job, const v1::HealthReport& report, bool changed, absl::Time now)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The job has fewer nodes that can run than its minimum.
+  bool TooFewNodesLocked(const Job& job, absl::Time now) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // When the failure that ended `round` happened: its root cause's time
+  // (for a hang or a lost node, the round's last step when earlier); `or`
+  // when unknown.
+  absl::Time FailedAtLocked(const Job& job, uint64_t round, absl::Time otherwise) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Copies the ledger's restart under way into its round's record.
+  void SyncRestartLocked(Job* job) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void PutRestartLocked(Job* job, uint64_t round, const v1::RestartTimes& times)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void AddHistoryLocked(const std::string& job_id, Job* job, v1::HistoryEntry entry,
                         HistoryBatch* out) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <csignal>
 #include <cstdio>
+#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
@@ -50,6 +51,25 @@ class HistoryStoreTest : public ::testing::Test {
     o.path = root_.path() + "/history.db";
     o.max_entries_per_job = retention;
     return o;
+  }
+  // A controller started afresh on the database: its store, and its core
+  // with what the store loaded put back (null where opening failed).
+  struct Restarted {
+    std::unique_ptr<HistoryStore> store;
+    std::unique_ptr<ControllerCore> core;
+  };
+  Restarted RestartController() {
+    Restarted r;
+    auto store = HistoryStore::Open(Options(), &clock_);
+    EXPECT_TRUE(store.ok()) << store.status();
+    if (!store.ok()) return r;
+    r.store = std::move(*store);
+    auto loaded = r.store->Load(ControllerOptions().max_jobs, kEntriesRestoredPerJob);
+    EXPECT_TRUE(loaded.ok()) << loaded.status();
+    if (!loaded.ok()) return r;
+    r.core = std::make_unique<ControllerCore>(ControllerOptions{}, &clock_, r.store.get());
+    r.core->Restore(*loaded);
+    return r;
   }
   trainlet::testing::TempRoot root_;
   SimulatedClock clock_{absl::FromUnixSeconds(1800000000)};
@@ -192,6 +212,8 @@ TEST_F(HistoryStoreTest, ControllerRestart_KeepsVerdictsFailuresStepsAndTimes) {
   using testing::MakeReport;
   using testing::SetProgress;
   int64_t started = 0, ended = 0;
+  v1::Goodput ok_goodput;
+  v1::RestartTimes ok_restart;
   {
     auto store = HistoryStore::Open(Options(), &clock_);
     ASSERT_TRUE(store.ok());
@@ -231,14 +253,15 @@ TEST_F(HistoryStoreTest, ControllerRestart_KeepsVerdictsFailuresStepsAndTimes) {
     AddWorker(&bad, 0, 0, v1::WorkerHealth::FAILED, 3);
     ASSERT_TRUE(core.Report(bad).ok());
     core.Flush();
+    auto before = core.GetStatus("ok");
+    ASSERT_TRUE(before.ok());
+    ok_goodput = before->summary().goodput();
+    ok_restart = before->rounds(1).restart();
   }
   clock_.Advance(absl::Hours(1));
-  auto store = HistoryStore::Open(Options(), &clock_);
-  ASSERT_TRUE(store.ok());
-  auto loaded = (*store)->Load(ControllerOptions().max_jobs, kEntriesRestoredPerJob);
-  ASSERT_TRUE(loaded.ok()) << loaded.status();
-  ControllerCore core({}, &clock_, store->get());
-  core.Restore(*loaded);
+  Restarted restarted = RestartController();
+  ASSERT_NE(restarted.core, nullptr);
+  ControllerCore& core = *restarted.core;
 
   auto ok = core.GetStatus("ok");
   ASSERT_TRUE(ok.ok());
@@ -255,6 +278,12 @@ TEST_F(HistoryStoreTest, ControllerRestart_KeepsVerdictsFailuresStepsAndTimes) {
   ASSERT_EQ(ok->rounds_size(), 2);
   EXPECT_EQ(ok->rounds(0).ended_by().exit_code(), 3);
   EXPECT_THAT(ok->rounds(1).restart_cause(), HasSubstr("exited with code 3"));
+  // Its goodput and its restart's cost, as they were (docs/goodput.md).
+  EXPECT_EQ(ok->summary().goodput().phase(), v1::Goodput::ENDED);
+  EXPECT_EQ(ok->summary().goodput().wall_ms(), ended - started);
+  EXPECT_EQ(ok->summary().goodput().SerializeAsString(), ok_goodput.SerializeAsString());
+  EXPECT_TRUE(ok_restart.done());
+  EXPECT_EQ(ok->rounds(1).restart().SerializeAsString(), ok_restart.SerializeAsString());
   ASSERT_EQ(ok->nodes_size(), 2);
   EXPECT_TRUE(ok->nodes(0).restored());
   EXPECT_EQ(ok->nodes(0).report().state(), v1::HealthReport::DONE);
@@ -268,6 +297,35 @@ TEST_F(HistoryStoreTest, ControllerRestart_KeepsVerdictsFailuresStepsAndTimes) {
   int64_t max_seq = 0;
   for (const auto& e : ok->history()) max_seq = std::max(max_seq, e.seq());
   EXPECT_GT(max_seq, 0);
+}
+
+TEST_F(HistoryStoreTest, ControllerRestart_RunningJobsGoodputGoesOnThroughTheGap) {
+  using testing::MakeReport;
+  using testing::SetProgress;
+  const absl::Time started = clock_.Now();
+  int64_t productive = 0;
+  {
+    auto store = HistoryStore::Open(Options(), &clock_);
+    ASSERT_TRUE(store.ok());
+    ControllerCore core({}, &clock_, store->get());
+    ASSERT_TRUE(core.Report(MakeReport("job", "node-a", 1, 1, 1)).ok());
+    clock_.Advance(absl::Seconds(10));
+    v1::HealthReport a = MakeReport("job", "node-a", 1, 2, 1);
+    SetProgress(&a, 7);
+    ASSERT_TRUE(core.Report(a).ok());
+    clock_.Advance(absl::Seconds(20));
+    core.Flush();
+    productive = core.GetStatus("job")->summary().goodput().productive_ms();
+  }
+  EXPECT_EQ(productive, 20000);
+  clock_.Advance(absl::Minutes(2));  // the controller is away.
+  Restarted restarted = RestartController();
+  ASSERT_NE(restarted.core, nullptr);
+  const v1::Goodput g = restarted.core->GetStatus("job")->summary().goodput();
+  EXPECT_EQ(g.phase(), v1::Goodput::PRODUCTIVE);
+  EXPECT_EQ(g.startup_ms(), 10000);
+  EXPECT_EQ(g.productive_ms(), productive + 120000);
+  EXPECT_EQ(g.wall_ms(), absl::ToInt64Milliseconds(clock_.Now() - started));
 }
 
 TEST_F(HistoryStoreTest, Load_CutsEvidence_EvidenceReadsItWhole) {

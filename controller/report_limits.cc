@@ -197,6 +197,7 @@ absl::Status ValidateHealthReport(const v1::HealthReport& r) {
   if (absl::Status s = CheckText("command", r.command(), kMaxCommandTextLength); !s.ok()) {
     return s;
   }
+  if (absl::Status s = CheckText("topology", r.topology(), kMaxTextLength); !s.ok()) return s;
   for (absl::Status s : {CheckRange("min_nodes", r.min_nodes(), 0, kMaxRank),
                          CheckRange("max_nodes", r.max_nodes(), 0, kMaxRank),
                          CheckRange("join_deadline_unix_ms", r.join_deadline_unix_ms(), 0,
@@ -226,6 +227,9 @@ absl::Status ValidateHealthReport(const v1::HealthReport& r) {
     }
   }
   if (p.age_ms() < 0) return absl::InvalidArgumentError("progress.age_ms: must not be negative");
+  if (p.first_age_ms() < 0) {
+    return absl::InvalidArgumentError("progress.first_age_ms: must not be negative");
+  }
   if (r.gpus_size() > kMaxGpus) return TooMany("gpus", kMaxGpus, r.gpus_size());
   for (const v1::GpuReport& g : r.gpus()) {
     if (absl::Status s = CheckText("gpus.uuid", g.uuid(), kMaxGpuUuidLength); !s.ok()) return s;
@@ -272,6 +276,12 @@ absl::Status ValidateHealthReport(const v1::HealthReport& r) {
   for (const v1::ReportEvent& e : r.events()) {
     if (absl::Status s = CheckText("events.cause", e.cause(), kMaxTextLength); !s.ok()) return s;
     if (e.round() > kMaxRound) return absl::InvalidArgumentError("events.round: out of range");
+    if (e.has_failed_rank() && (e.failed_rank() < 0 || e.failed_rank() > kMaxRank)) {
+      return absl::InvalidArgumentError("events.failed_rank: out of range");
+    }
+    if (e.failed_unix_ms() < 0) {
+      return absl::InvalidArgumentError("events.failed_unix_ms: must not be negative");
+    }
   }
   if (absl::Status s = CheckPreflight(r); !s.ok()) return s;
   if (r.report_interval_ms() != 0 &&
@@ -288,6 +298,7 @@ absl::Status ValidateHealthReport(const v1::HealthReport& r) {
 void TrimToLimits(v1::HealthReport* r) {
   FitText(r->mutable_last_failure(), kMaxTextLength);
   FitText(r->mutable_command(), kMaxCommandTextLength);
+  FitText(r->mutable_topology(), kMaxTextLength);
   if (r->workers_size() > kMaxWorkers) {
     r->mutable_workers()->DeleteSubrange(kMaxWorkers, r->workers_size() - kMaxWorkers);
   }

@@ -76,6 +76,11 @@ TEST(ReportLimitsTest, NewFields_AreBoundedAndNamedWithTheirValue) {
   r.set_command(std::string(kMaxCommandTextLength + 1, 'x'));
   EXPECT_THAT(ValidateHealthReport(r).message(), HasSubstr("command"));
   r = Valid();
+  r.set_topology(std::string(kMaxTextLength + 1, 'x'));
+  EXPECT_THAT(ValidateHealthReport(r).message(), HasSubstr("topology"));
+  TrimToLimits(&r);
+  EXPECT_TRUE(ValidateHealthReport(r).ok());
+  r = Valid();
   r.set_min_nodes(-1);
   EXPECT_THAT(ValidateHealthReport(r).message(),
               HasSubstr("min_nodes: expected 0..16777216, got -1"));
@@ -98,6 +103,29 @@ TEST(ReportLimitsTest, NewFields_AreBoundedAndNamedWithTheirValue) {
   r = Valid();
   r.set_hang_evidence(std::string(kMaxReportBytes, 'e'));
   EXPECT_EQ(ValidateHealthReport(r).code(), absl::StatusCode::kResourceExhausted);
+}
+
+TEST(ReportLimitsTest, GoodputFields_AreBoundedAndNamed) {
+  v1::HealthReport r = Valid();
+  r.mutable_progress()->set_first_step(3);
+  r.mutable_progress()->set_first_age_ms(1000);
+  v1::ReportEvent* e = r.add_events();
+  e->set_kind(v1::ReportEvent::RESTART);
+  e->set_round(2);
+  e->set_id(1);
+  e->set_failed_rank(kMaxRank);
+  e->set_failed_unix_ms(1);
+  EXPECT_TRUE(ValidateHealthReport(r).ok());
+  r.mutable_progress()->set_first_age_ms(-1);
+  EXPECT_THAT(ValidateHealthReport(r).message(), HasSubstr("progress.first_age_ms"));
+  r.mutable_progress()->set_first_age_ms(0);
+  r.mutable_events(0)->set_failed_rank(-1);
+  EXPECT_THAT(ValidateHealthReport(r).message(), HasSubstr("events.failed_rank"));
+  r.mutable_events(0)->set_failed_rank(kMaxRank + 1);
+  EXPECT_THAT(ValidateHealthReport(r).message(), HasSubstr("events.failed_rank"));
+  r.mutable_events(0)->set_failed_rank(0);
+  r.mutable_events(0)->set_failed_unix_ms(-5);
+  EXPECT_THAT(ValidateHealthReport(r).message(), HasSubstr("events.failed_unix_ms"));
 }
 
 TEST(ReportLimitsTest, TrimToLimits_MakesAnOversizedReportValid) {

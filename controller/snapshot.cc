@@ -118,6 +118,7 @@ NodeView NodeViewOf(const std::string& job_id, const v1::NodeStatus& n, StepRate
   v.round = r.round();
   v.restart_count = r.restart_count();
   v.last_failure = r.last_failure();
+  v.topology = r.topology();
   v.exit_code = r.exit_code();
   v.agent_rss_bytes = r.agent_rss_bytes();
   for (const v1::WorkerHealth& w : r.workers()) {
@@ -188,6 +189,69 @@ RootCauseView RootCauseOf(const v1::RootCause& c) {
   return v;
 }
 
+RestartTimesView RestartTimesOf(const v1::RestartTimes& t) {
+  RestartTimesView v;
+  v.known = true;
+  v.failed_unix_ms = t.failed_unix_ms();
+  v.detection_ms = t.detection_ms();
+  v.restart_ms = t.restart_ms();
+  v.waiting_ms = t.waiting_ms();
+  v.rewarm_ms = t.rewarm_ms();
+  v.redone_ms = t.redone_ms();
+  v.failed_at_step = t.failed_at_step();
+  v.resumed_from_step = t.resumed_from_step();
+  v.redone_steps = t.redone_steps();
+  v.done = t.done();
+  v.node_id = t.node_id();
+  v.rank = t.rank();
+  return v;
+}
+
+GoodputView GoodputOf(const v1::Goodput& g) {
+  GoodputView v;
+  if (g.started_unix_ms() <= 0) return v;
+  v.known = true;
+  v.wall_ms = g.wall_ms();
+  v.ms[kPhaseProductive] = g.productive_ms();
+  v.ms[kPhaseStartup] = g.startup_ms();
+  v.ms[kPhaseWaiting] = g.waiting_ms();
+  v.ms[kPhaseDetection] = g.detection_ms();
+  v.ms[kPhaseRestart] = g.restart_ms();
+  v.ms[kPhaseRewarm] = g.rewarm_ms();
+  v.ms[kPhaseRedone] = g.redone_ms();
+  v.ettr = g.wall_ms() > 0 ? g.ettr() : -1;
+  switch (g.phase()) {
+    case v1::Goodput::WAITING:
+      v.phase = GoodputPhaseName(kPhaseWaiting);
+      break;
+    case v1::Goodput::STARTUP:
+      v.phase = GoodputPhaseName(kPhaseStartup);
+      break;
+    case v1::Goodput::PRODUCTIVE:
+      v.phase = GoodputPhaseName(kPhaseProductive);
+      break;
+    case v1::Goodput::DETECTION:
+      v.phase = GoodputPhaseName(kPhaseDetection);
+      break;
+    case v1::Goodput::RESTART:
+      v.phase = GoodputPhaseName(kPhaseRestart);
+      break;
+    case v1::Goodput::REWARM:
+      v.phase = GoodputPhaseName(kPhaseRewarm);
+      break;
+    case v1::Goodput::REDONE:
+      v.phase = GoodputPhaseName(kPhaseRedone);
+      break;
+    case v1::Goodput::ENDED:
+      v.phase = "ended";
+      break;
+    default:
+      break;
+  }
+  v.phase_since_unix_ms = g.phase_since_unix_ms();
+  return v;
+}
+
 }  // namespace
 
 JobView SummaryViewOf(const v1::JobSummary& s, int64_t now_unix_ms) {
@@ -209,6 +273,7 @@ JobView SummaryViewOf(const v1::JobSummary& s, int64_t now_unix_ms) {
   j.hangs_total = s.hangs();
   j.failures_total = s.failures();
   j.root_cause = RootCauseOf(s.root_cause());
+  j.goodput = GoodputOf(s.goodput());
   if (s.has_waiting()) {
     const v1::WaitingState& w = s.waiting();
     j.waiting = {true, w.nodes(), w.min_nodes(), w.max_nodes(), w.gives_up_unix_ms(), w.round()};
@@ -306,7 +371,14 @@ JobView JobViewOf(const v1::GetStatusResponse& status, StepRateTracker* rates, i
     round.world_size = r.world_size();
     round.restart_cause = r.restart_cause();
     if (r.has_ended_by()) round.ended_by = RootCauseOf(r.ended_by());
+    if (r.has_restart()) round.restart = RestartTimesOf(r.restart());
     j.rounds_timeline.push_back(std::move(round));
+  }
+  // Each restart with what it cost (its round's record).
+  for (RestartView& restart : j.restarts) {
+    for (const RoundView& round : j.rounds_timeline) {
+      if (round.round == restart.round) restart.times = round.restart;
+    }
   }
   const v1::ProgressSeries& series = status.series();
   j.series.every_ms = series.every_ms();

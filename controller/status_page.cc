@@ -19,8 +19,12 @@
 // td.preflight, its badge, and a .check-failed[data-check] per failed
 // check; the job's bad nodes: .preflight-bad in its head); sparklines
 // svg.sparkline.rate and svg.sparkline.loss; the rounds ol.timeline with
-// li.round and .cause; #polls counts the summaries applied since the page
-// loaded.
+// li.round and .cause; the job's goodput (docs/goodput.md) div.goodput in
+// its head, .ettr and a span.seg[data-phase][data-ms] per phase; each
+// restart's cost li.restart .restart-cost (data-detection-ms,
+// data-restart-ms, data-waiting-ms, data-rewarm-ms, data-redone-ms,
+// data-redone-steps, data-node, data-rank), also in li.round; #polls counts
+// the summaries applied since the page loaded.
 #include <string>
 
 #include "controller/http_server.h"
@@ -92,6 +96,22 @@ const std::string& StatusPageHtml() {
   ul.events, ol.timeline { margin: 0; padding-left: 18px; }
   ul.events li, ol.timeline li { margin: 2px 0; }
   ol.timeline .cause { color: var(--bad); }
+  .goodput { display: flex; gap: 10px; align-items: center; margin: 6px 0; font-size: 12px;
+             color: var(--muted); flex-wrap: wrap; }
+  .goodput .ettr b { color: var(--fg); font-size: 14px; }
+  .bar { display: flex; width: 320px; height: 12px; border: 1px solid var(--line);
+         border-radius: 3px; overflow: hidden; background: #f2f4f7; }
+  .bar.small { width: 160px; height: 8px; }
+  .bar .seg { display: block; height: 100%; }
+  .seg.productive { background: #12b76a; } .seg.startup { background: #84adff; }
+  .seg.waiting { background: #fdb022; } .seg.detection { background: #f04438; }
+  .seg.restart { background: #f97066; } .seg.rewarm { background: #fda29b; }
+  .seg.redone { background: #c11574; }
+  .legend span { margin-right: 8px; white-space: nowrap; }
+  .legend i { display: inline-block; width: 9px; height: 9px; margin-right: 3px;
+              vertical-align: baseline; }
+  .restart-cost { color: var(--muted); display: flex; gap: 8px; align-items: center;
+                  flex-wrap: wrap; }
   .evidence { color: var(--muted); white-space: pre-wrap; }
   .suspect { color: var(--bad); font-weight: 600; }
   button { font: inherit; font-size: 12px; }
@@ -277,6 +297,62 @@ const std::string& StatusPageHtml() {
     return t;
   }
 
+  // The phases of docs/goodput.md, in the order /api/jobs gives them.
+  var PHASES = ["productive", "startup", "waiting", "detection", "restart", "rewarm", "redone"];
+  function bar(cls, parts) {
+    var b = el("div", "bar " + cls), total = 0;
+    parts.forEach(function (p) { total += Math.max(0, p[1]); });
+    parts.forEach(function (p) {
+      if (!(p[1] > 0) || !(total > 0)) return;
+      var seg = el("span", "seg " + p[0]);
+      seg.style.width = (100 * p[1] / total).toFixed(3) + "%";
+      seg.title = p[0] + " " + dur(p[1]);
+      seg.setAttribute("data-phase", p[0]);
+      seg.setAttribute("data-ms", String(p[1]));
+      b.appendChild(seg);
+    });
+    return b;
+  }
+  // The job's wall time by phase: ETTR, a bar, a legend.
+  function goodput(g) {
+    var box = el("div", "goodput");
+    var e = el("span", "ettr", "ETTR ");
+    e.appendChild(el("b", null, g.ettr >= 0 ? (100 * g.ettr).toFixed(1) + "%" : "-"));
+    box.appendChild(e);
+    box.appendChild(bar("wall", PHASES.map(function (p) { return [p, g[p + "_ms"] || 0]; })));
+    var legend = el("span", "legend");
+    PHASES.forEach(function (p) {
+      if (p !== "productive" && !(g[p + "_ms"] > 0)) return;
+      var x = el("span", null);
+      x.appendChild(el("i", "seg " + p));
+      x.appendChild(document.createTextNode(p + " " + dur(g[p + "_ms"])));
+      legend.appendChild(x);
+    });
+    box.appendChild(legend);
+    box.appendChild(el("span", "phase", "now " + g.phase));
+    return box;
+  }
+  // What one restart cost (the same numbers as the job's phases).
+  function restartCost(t) {
+    var d = el("div", "restart-cost");
+    [["detection", t.detection_ms], ["restart", t.restart_ms], ["waiting", t.waiting_ms],
+     ["rewarm", t.rewarm_ms], ["redone", t.redone_ms]].forEach(function (kv) {
+      d.setAttribute("data-" + kv[0] + "-ms", String(kv[1]));
+    });
+    d.setAttribute("data-redone-steps", String(t.redone_steps));
+    d.setAttribute("data-node", t.node_id || "");
+    d.setAttribute("data-rank", String(t.rank));
+    d.appendChild(bar("small", [["detection", t.detection_ms], ["restart", t.restart_ms],
+        ["waiting", t.waiting_ms], ["rewarm", t.rewarm_ms], ["redone", t.redone_ms]]));
+    d.appendChild(document.createTextNode(
+        "failed: " + (t.node_id || "-") + (t.rank >= 0 ? " rank " + t.rank : "") +
+        "; lost " + dur(t.lost_ms) + ": detection " + dur(t.detection_ms) +
+        ", restart " + dur(t.restart_ms) + (t.waiting_ms > 0 ? ", waiting " + dur(t.waiting_ms) : "") +
+        ", re-warm " + dur(t.rewarm_ms) + ", redone " + dur(t.redone_ms) +
+        (t.redone_steps >= 0 ? " (" + t.redone_steps + " steps)" : "") + (t.done ? "" : ", so far")));
+    return d;
+  }
+
   function renderHead(job) {
     var s = el("summary");
     var title = el("div", "title");
@@ -305,6 +381,7 @@ const std::string& StatusPageHtml() {
     }
     if (job.command) t.appendChild(el("span", "command", job.command));
     s.appendChild(t);
+    if (job.goodput && job.goodput.known) s.appendChild(goodput(job.goodput));
     var tt = job.totals;
     var sum = el("div", "summary");
     [["nodes up", tt.nodes_up + "/" + tt.nodes + (tt.nodes_lost ? " (" + tt.nodes_lost + " lost)" : ""), "nodes-up"],
@@ -352,6 +429,7 @@ const std::string& StatusPageHtml() {
                                  : ", running for " + dur(now - r.started_unix_ms)) +
             ", " + r.nodes + " nodes"));
         if (r.restart_cause) item.appendChild(el("div", "cause", "restarted after: " + r.restart_cause));
+        if (r.restart && r.restart.known) item.appendChild(restartCost(r.restart));
         if (r.ended_by && r.ended_by.known) item.appendChild(el("div", "ended-by", "ended by: " + headline(r.ended_by)));
         ol.appendChild(item);
       });
@@ -361,7 +439,7 @@ const std::string& StatusPageHtml() {
     var table = el("table", "nodes");
     var head = el("tr");
     ["node", "rank", "incarnation", "up", "report age", "lag", "agent", "ranks", "workers",
-     "step", "rate", "progress age", "progress", "GPUs", "preflight", "last failure"].forEach(function (c) {
+     "step", "rate", "progress age", "progress", "GPUs", "preflight", "topology", "last failure"].forEach(function (c) {
       head.appendChild(el("th", null, c));
     });
     table.appendChild(head);
@@ -386,6 +464,7 @@ const std::string& StatusPageHtml() {
       cell(tr, "progress mono", fields(n.progress));
       cell(tr, "gpus", gpusCell(n.gpus));
       cell(tr, "preflight", preflightCell(n.preflight));
+      cell(tr, "topology mono", n.topology || "");
       cell(tr, "last-failure", n.last_failure || "");
       table.appendChild(tr);
     });
@@ -417,8 +496,10 @@ const std::string& StatusPageHtml() {
       body.appendChild(el("h3", null, "Restarts (" + d.restarts_total + ")"));
       var ul = el("ul", "events restarts");
       d.restarts.slice().reverse().forEach(function (r) {
-        ul.appendChild(el("li", "restart", "round " + r.round + ", " + ago(r.at_unix_ms) +
-            (r.node_id ? " (" + r.node_id + ")" : "") + ": " + r.cause));
+        var li = el("li", "restart", "round " + r.round + ", " + ago(r.at_unix_ms) +
+            (r.node_id ? " (" + r.node_id + ")" : "") + ": " + r.cause);
+        if (r.times && r.times.known) li.appendChild(restartCost(r.times));
+        ul.appendChild(li);
       });
       body.appendChild(ul);
     }

@@ -17,6 +17,7 @@
 #ifndef TRAINLET_CONTROLLER_VIEW_MODEL_H_
 #define TRAINLET_CONTROLLER_VIEW_MODEL_H_
 
+#include <array>
 #include <cstdint>
 #include <string>
 #include <utility>
@@ -124,6 +125,9 @@ struct NodeView {
   uint64_t round = 0;
   int restart_count = 0;  // the agent's restarts.
   std::string last_failure;
+  // Where it sits, "zone=z1,switch=s0" widest first (docs/topology.md,
+  // "Rank order"); empty: it said nothing.
+  std::string topology;
   int exit_code = -1;  // once done; -1 before.
   uint64_t agent_rss_bytes = 0;
   std::vector<WorkerView> workers;  // ranks are the workers' `rank`.
@@ -140,12 +144,56 @@ struct NodeView {
   bool restored = false;
 };
 
+// What one restart cost, phase by phase (docs/goodput.md): the same
+// segments of the timeline the job's GoodputView adds up.
+struct RestartTimesView {
+  bool known = false;
+  int64_t failed_unix_ms = 0;  // when the failure happened.
+  int64_t detection_ms = 0;
+  int64_t restart_ms = 0;
+  int64_t waiting_ms = 0;
+  int64_t rewarm_ms = 0;
+  int64_t redone_ms = 0;
+  int64_t failed_at_step = -1;     // -1 unknown.
+  int64_t resumed_from_step = -1;  // -1 unknown.
+  int64_t redone_steps = -1;       // -1 unknown.
+  bool done = false;               // the durations are final.
+  std::string node_id;             // who failed; may be empty.
+  int rank = -1;                   // the failed worker's global rank; -1 unknown or none.
+  int64_t lost_ms() const { return detection_ms + restart_ms + waiting_ms + rewarm_ms + redone_ms; }
+};
+
+// The phases of a job's wall time (docs/goodput.md), in the order the views
+// show them; GoodputPhaseName gives "productive", "startup", ...
+enum GoodputPhase {
+  kPhaseProductive,
+  kPhaseStartup,
+  kPhaseWaiting,
+  kPhaseDetection,
+  kPhaseRestart,
+  kPhaseRewarm,
+  kPhaseRedone,
+  kGoodputPhases
+};
+const char* GoodputPhaseName(int phase);
+
+// A job's wall time by phase (they add up to wall_ms) and its ETTR.
+struct GoodputView {
+  bool known = false;
+  int64_t wall_ms = 0;
+  std::array<int64_t, kGoodputPhases> ms{};  // by GoodputPhase.
+  double ettr = -1;                          // productive / wall; -1 unknown.
+  std::string phase;                         // the phase now: a name above, or "ended".
+  int64_t phase_since_unix_ms = 0;
+};
+
 // A restart of the job (a new round) and why.
 struct RestartView {
   uint64_t round = 0;
   int64_t at_unix_ms = 0;
   std::string node_id;  // who reported it; may be empty.
   std::string cause;
+  RestartTimesView times;  // what it cost (its round's).
 };
 
 // A worker declared hung: the verdict and a short summary of the evidence
@@ -204,6 +252,7 @@ struct RoundView {
   int world_size = 0;
   std::string restart_cause;  // why the restart that opened it happened; empty for the first.
   RootCauseView ended_by;     // why it ended; unknown while it runs or when it succeeded.
+  RestartTimesView restart;   // what the restart that opened it cost; unknown for the first.
 };
 
 // The job's progress over time (the controller's memory only).
@@ -291,6 +340,7 @@ struct JobView {
   RootCauseView root_cause;  // the headline.
   WaitingView waiting;
   std::vector<RoundView> rounds_timeline;  // oldest first.
+  GoodputView goodput;                     // its wall time by phase, and ETTR.
   SeriesView series;
 };
 

@@ -263,6 +263,42 @@ void WriteRootCause(JsonWriter& w, const RootCauseView& c) {
   w.Close('}');
 }
 
+// A restart's cost (docs/goodput.md); "known": false where there is none.
+void WriteRestartTimes(JsonWriter& w, const RestartTimesView& t) {
+  w.Open('{');
+  w.Bool("known", t.known);
+  if (t.known) {
+    w.String("node_id", t.node_id, kMaxId);
+    w.Int("rank", t.rank);
+    w.Int("failed_unix_ms", t.failed_unix_ms);
+    w.Int("detection_ms", t.detection_ms);
+    w.Int("restart_ms", t.restart_ms);
+    w.Int("waiting_ms", t.waiting_ms);
+    w.Int("rewarm_ms", t.rewarm_ms);
+    w.Int("redone_ms", t.redone_ms);
+    w.Int("lost_ms", t.lost_ms());
+    w.Int("failed_at_step", t.failed_at_step);
+    w.Int("resumed_from_step", t.resumed_from_step);
+    w.Int("redone_steps", t.redone_steps);
+    w.Bool("done", t.done);
+  }
+  w.Close('}');
+}
+
+// A job's wall time by phase: "<phase>_ms" for each, adding up to wall_ms.
+void WriteGoodput(JsonWriter& w, const GoodputView& g) {
+  w.Open('{');
+  w.Bool("known", g.known);
+  w.Int("wall_ms", g.wall_ms);
+  for (int p = 0; p < kGoodputPhases; ++p) {
+    w.Int(absl::StrCat(GoodputPhaseName(p), "_ms"), g.ms[p]);
+  }
+  w.Double("ettr", g.ettr);
+  w.String("phase", g.phase, kMaxId);
+  w.Int("phase_since_unix_ms", g.phase_since_unix_ms);
+  w.Close('}');
+}
+
 void WriteNode(JsonWriter& w, const NodeView& node) {
   w.Open('{');
   w.String("node_id", node.node_id, kMaxId);
@@ -279,6 +315,7 @@ void WriteNode(JsonWriter& w, const NodeView& node) {
   w.Uint("round", node.round);
   w.Int("restart_count", node.restart_count);
   w.String("last_failure", node.last_failure);
+  if (!node.topology.empty()) w.String("topology", node.topology);
   w.Int("exit_code", node.exit_code);
   w.Uint("agent_rss_bytes", node.agent_rss_bytes);
   w.Key("workers");
@@ -395,6 +432,8 @@ void WriteJobSummaryFields(JsonWriter& w, const JobView& job, int64_t now_unix_m
   w.Int("failures_total", job.failures_total);
   w.Key("root_cause");
   WriteRootCause(w, job.root_cause);
+  w.Key("goodput");
+  WriteGoodput(w, job.goodput);
   w.Key("waiting");
   w.Open('{');
   w.Bool("waiting", job.waiting.waiting);
@@ -475,6 +514,8 @@ void WriteJobDetail(JsonWriter& w, const JobView& job, int64_t now_unix_ms, size
     w.Int("at_unix_ms", restart.at_unix_ms);
     w.String("node_id", restart.node_id, kMaxId);
     w.String("cause", restart.cause);
+    w.Key("times");
+    WriteRestartTimes(w, restart.times);
     w.Close('}');
   }
   w.Close(']');
@@ -505,6 +546,8 @@ void WriteJobDetail(JsonWriter& w, const JobView& job, int64_t now_unix_ms, size
     w.String("restart_cause", r.restart_cause);
     w.Key("ended_by");
     WriteRootCause(w, r.ended_by);
+    w.Key("restart");
+    WriteRestartTimes(w, r.restart);
     w.Close('}');
   }
   w.Close(']');
@@ -549,6 +592,24 @@ std::string Duration(int64_t ms) {
   if (s < 3600) return absl::StrFormat("%dm%02ds", s / 60, s % 60);
   if (s < 86400) return absl::StrFormat("%dh%02dm", s / 3600, (s / 60) % 60);
   return absl::StrFormat("%dd%02dh", s / 86400, (s / 3600) % 24);
+}
+
+std::string Ettr(const GoodputView& g) {
+  return g.known && g.ettr >= 0 ? absl::StrFormat("%.1f%%", g.ettr * 100) : std::string("-");
+}
+
+// "detection 2.0s, restart 3.0s, re-warm 3.0s, redone 9.8s (10 steps)".
+std::string RestartCost(const RestartTimesView& t) {
+  std::string out =
+      absl::StrCat("detection ", Duration(t.detection_ms), ", restart ", Duration(t.restart_ms));
+  if (t.waiting_ms > 0) absl::StrAppend(&out, ", waiting ", Duration(t.waiting_ms));
+  absl::StrAppend(&out, ", re-warm ", Duration(t.rewarm_ms), ", redone ", Duration(t.redone_ms));
+  if (t.redone_steps >= 0) {
+    absl::StrAppend(&out, " (", t.redone_steps, " steps: ", t.failed_at_step, " back to ",
+                    t.resumed_from_step, ")");
+  }
+  if (!t.done) out += ", so far";
+  return out;
 }
 
 std::string Rate(double steps_per_second) {
@@ -658,6 +719,17 @@ void AppendJobDetail(std::string& out, const JobView& job, bool full, int64_t no
                     Duration(DurationOf(job, now_unix_ms)), "\n");
   }
   if (!job.command.empty()) absl::StrAppend(&out, "  command: ", Cell(job.command, 1024), "\n");
+  if (job.goodput.known) {
+    const GoodputView& g = job.goodput;
+    std::vector<std::string> phases;
+    for (int p = 0; p < kGoodputPhases; ++p) {
+      if (p == kPhaseProductive || g.ms[p] > 0) {
+        phases.push_back(absl::StrCat(GoodputPhaseName(p), " ", Duration(g.ms[p])));
+      }
+    }
+    absl::StrAppend(&out, "  goodput: ETTR ", Ettr(g), " of ", Duration(g.wall_ms), ": ",
+                    absl::StrJoin(phases, ", "), " (now ", Cell(g.phase, 32), ")\n");
+  }
   if (job.root_cause.known) {
     absl::StrAppend(&out, "  cause: ", Cell(HeadlineOf(job.root_cause), 1024), "\n");
   }
@@ -691,6 +763,11 @@ void AppendJobDetail(std::string& out, const JobView& job, bool full, int64_t no
   if (job.nodes_from > 0 || job.nodes_total > shown_to) {
     absl::StrAppend(&out, "  (nodes ", job.nodes_from + 1, "-", shown_to, " of ", job.nodes_total,
                     ")\n");
+  }
+  // Where each node sits (docs/topology.md, "Rank order"), for the nodes that said.
+  for (const NodeView& node : job.nodes) {
+    if (node.topology.empty()) continue;
+    absl::StrAppend(&out, "  ", Cell(node.node_id), " topology: ", Cell(node.topology, 1024), "\n");
   }
   for (const NodeView& node : job.nodes) {
     if (!node.lost) continue;
@@ -807,6 +884,12 @@ void AppendJobDetail(std::string& out, const JobView& job, bool full, int64_t no
       const RestartView& r = job.restarts[i];
       absl::StrAppend(&out, "    round ", r.round, "  ", UtcTime(r.at_unix_ms), "  ",
                       r.node_id.empty() ? "-" : Cell(r.node_id), "  ", Cell(r.cause, 512), "\n");
+      if (r.times.known) {
+        absl::StrAppend(&out, "      failed: ",
+                        r.times.node_id.empty() ? std::string("-") : Cell(r.times.node_id),
+                        r.times.rank >= 0 ? absl::StrCat(" rank ", r.times.rank) : std::string(),
+                        "; lost ", Duration(r.times.lost_ms()), ": ", RestartCost(r.times), "\n");
+      }
     }
   }
   if (job.hangs_total > 0 || !job.hangs.empty()) {
@@ -904,6 +987,39 @@ RootCauseView ParseRootCause(const Value* v) {
   return c;
 }
 
+RestartTimesView ParseRestartTimes(const Value* v) {
+  RestartTimesView t;
+  if (v == nullptr || !BoolField(*v, "known")) return t;
+  t.known = true;
+  t.node_id = StringField(*v, "node_id");
+  t.rank = static_cast<int>(IntField(*v, "rank", -1));
+  t.failed_unix_ms = IntField(*v, "failed_unix_ms");
+  t.detection_ms = IntField(*v, "detection_ms");
+  t.restart_ms = IntField(*v, "restart_ms");
+  t.waiting_ms = IntField(*v, "waiting_ms");
+  t.rewarm_ms = IntField(*v, "rewarm_ms");
+  t.redone_ms = IntField(*v, "redone_ms");
+  t.failed_at_step = IntField(*v, "failed_at_step", -1);
+  t.resumed_from_step = IntField(*v, "resumed_from_step", -1);
+  t.redone_steps = IntField(*v, "redone_steps", -1);
+  t.done = BoolField(*v, "done");
+  return t;
+}
+
+GoodputView ParseGoodput(const Value* v) {
+  GoodputView g;
+  if (v == nullptr || !BoolField(*v, "known")) return g;
+  g.known = true;
+  g.wall_ms = IntField(*v, "wall_ms");
+  for (int p = 0; p < kGoodputPhases; ++p) {
+    g.ms[p] = IntField(*v, absl::StrCat(GoodputPhaseName(p), "_ms").c_str());
+  }
+  g.ettr = DoubleField(*v, "ettr");
+  g.phase = StringField(*v, "phase");
+  g.phase_since_unix_ms = IntField(*v, "phase_since_unix_ms");
+  return g;
+}
+
 NodeView ParseNode(const Value& v) {
   NodeView node;
   node.node_id = StringField(v, "node_id");
@@ -920,6 +1036,7 @@ NodeView ParseNode(const Value& v) {
   node.round = static_cast<uint64_t>(IntField(v, "round"));
   node.restart_count = static_cast<int>(IntField(v, "restart_count"));
   node.last_failure = StringField(v, "last_failure");
+  node.topology = StringField(v, "topology");
   node.exit_code = static_cast<int>(IntField(v, "exit_code", -1));
   node.agent_rss_bytes = static_cast<uint64_t>(IntField(v, "agent_rss_bytes"));
   for (const Value* w : ListField(v, "workers")) {
@@ -999,6 +1116,7 @@ JobView ParseJob(const Value& v) {
   job.hangs_total = IntField(v, "hangs_total");
   job.failures_total = IntField(v, "failures_total");
   job.root_cause = ParseRootCause(Field(v, "root_cause"));
+  job.goodput = ParseGoodput(Field(v, "goodput"));
   if (const Value* w = Field(v, "waiting"); w != nullptr) {
     job.waiting.waiting = BoolField(*w, "waiting");
     job.waiting.nodes = static_cast<int>(IntField(*w, "nodes"));
@@ -1048,7 +1166,7 @@ JobView ParseJob(const Value& v) {
   for (const Value* r : ListField(v, "restarts")) {
     job.restarts.push_back({static_cast<uint64_t>(IntField(*r, "round")),
                             IntField(*r, "at_unix_ms"), StringField(*r, "node_id"),
-                            StringField(*r, "cause")});
+                            StringField(*r, "cause"), ParseRestartTimes(Field(*r, "times"))});
   }
   for (const Value* h : ListField(v, "hangs")) {
     HangView hang;
@@ -1071,6 +1189,7 @@ JobView ParseJob(const Value& v) {
     round.world_size = static_cast<int>(IntField(*r, "world_size"));
     round.restart_cause = StringField(*r, "restart_cause");
     round.ended_by = ParseRootCause(Field(*r, "ended_by"));
+    round.restart = ParseRestartTimes(Field(*r, "restart"));
     job.rounds_timeline.push_back(std::move(round));
   }
   if (const Value* series = Field(v, "series"); series != nullptr) {
@@ -1129,6 +1248,12 @@ void ParseFigures(const Value& root, ControllerSnapshot* snapshot) {
 }
 
 }  // namespace
+
+const char* GoodputPhaseName(int phase) {
+  static constexpr const char* kNames[kGoodputPhases] = {
+      "productive", "startup", "waiting", "detection", "restart", "rewarm", "redone"};
+  return phase >= 0 && phase < kGoodputPhases ? kNames[phase] : "unknown";
+}
 
 const char* JobStateName(JobState state) {
   switch (state) {
@@ -1442,6 +1567,11 @@ PrometheusRenderer::PrometheusRenderer(const ControllerSnapshot& s) {
   Of("trainlet_job_report_lag_seconds", "gauge",
      "The largest report lag (received minus sent) of the nodes that are up.");
   Of("trainlet_job_gpus_fatal", "gauge", "GPUs the agents judged fatal.");
+  Of("trainlet_job_seconds", "gauge",
+     "The job's wall time by phase (docs/goodput.md): productive, startup, waiting, detection, "
+     "restart, rewarm, redone; they add up to its wall time.");
+  Of("trainlet_job_ettr", "gauge",
+     "Effective training time ratio: productive seconds over wall seconds (docs/goodput.md).");
   Of("trainlet_job_nodes_preflight_failed", "gauge",
      "Member nodes whose latest preflight failed a check.");
   Of("trainlet_node_up", "gauge",
@@ -1535,6 +1665,13 @@ void PrometheusRenderer::AddJob(const JobView& job) {
   }
   if (t.report_lag_ms >= 0) job_sample("trainlet_job_report_lag_seconds", Seconds(t.report_lag_ms));
   job_sample("trainlet_job_gpus_fatal", absl::StrCat(t.gpus_fatal));
+  if (job.goodput.known) {
+    for (int p = 0; p < kGoodputPhases; ++p) {
+      Sample(families_.find("trainlet_job_seconds")->second, "trainlet_job_seconds",
+             {{"job_id", id}, {"phase", GoodputPhaseName(p)}}, Seconds(job.goodput.ms[p]));
+    }
+    if (job.goodput.ettr >= 0) job_sample("trainlet_job_ettr", Number(job.goodput.ettr));
+  }
   job_sample("trainlet_job_nodes_preflight_failed", absl::StrCat(t.nodes_preflight_failed));
   // A finished job keeps its slow nodes on the page (what slowed it), but an
   // alert on them must not fire.
@@ -1672,7 +1809,7 @@ std::string RenderStatusTable(const ControllerSnapshot& snapshot, absl::string_v
   out += "\n";
   std::vector<std::vector<std::string>> rows = {
       {"JOB", "STATE", "ROUND", "NODES UP", "WORKERS", "STEP", "RATE/S", "PROGRESS AGE", "RESTARTS",
-       "HANGS", "FAILURES", "LAG", "GPUS", "DURATION", "PREFLIGHT"}};
+       "HANGS", "FAILURES", "LAG", "GPUS", "DURATION", "ETTR", "PREFLIGHT"}};
   for (const JobView* job : jobs) {
     const JobTotals& t = job->totals;
     std::string gpus = "-";
@@ -1694,7 +1831,7 @@ std::string RenderStatusTable(const ControllerSnapshot& snapshot, absl::string_v
                     Rate(t.steps_per_second), Duration(t.progress_age_ms),
                     absl::StrCat(job->restarts_total), absl::StrCat(job->hangs_total),
                     absl::StrCat(job->failures_total), Duration(t.report_lag_ms), gpus,
-                    Duration(DurationOf(*job, snapshot.now_unix_ms)),
+                    Duration(DurationOf(*job, snapshot.now_unix_ms)), Ettr(job->goodput),
                     t.nodes_preflight_failed > 0
                         ? absl::StrCat(t.nodes_preflight_failed, " node",
                                        t.nodes_preflight_failed == 1 ? "" : "s", " failed")

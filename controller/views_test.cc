@@ -412,3 +412,26 @@ TEST(ParseSnapshotJson, NotJsonOrOtherSchema_IsInvalidArgument) {
 
 }  // namespace
 }  // namespace trainlet::controller
+
+namespace trainlet::controller {
+namespace {
+
+// docs/topology.md, "Rank order": each node's domains, in every view; a
+// node that said nothing adds nothing (the goldens above stand).
+TEST(Views, NodeTopology_ShownInTheTableAndTheJson) {
+  ControllerSnapshot s = SampleSnapshot();
+  ASSERT_FALSE(s.jobs.empty());
+  ASSERT_FALSE(s.jobs[0].nodes.empty());
+  s.jobs[0].nodes[0].topology = "zone=z1,switch=s0";
+  const std::string id = s.jobs[0].nodes[0].node_id;
+  EXPECT_THAT(RenderStatusTable(s, s.jobs[0].job_id),
+              HasSubstr(id + " topology: zone=z1,switch=s0\n"));
+  const std::string json = RenderJson(s);
+  EXPECT_THAT(json, HasSubstr("\"topology\":\"zone=z1,switch=s0\""));
+  auto parsed = ParseSnapshotJson(json);
+  ASSERT_TRUE(parsed.ok()) << parsed.status();
+  EXPECT_EQ(parsed->jobs[0].nodes[0].topology, "zone=z1,switch=s0");
+}
+
+}  // namespace
+}  // namespace trainlet::controller

@@ -297,6 +297,32 @@ class ControllerViewsTest(unittest.TestCase):
         self.assertEqual(len(rounds), 3)
         self.assertIn("restarted after: worker 0 (rank 4) exited with code 1", rounds[1])
         self.assertIn("ended by: rank 3 on demo-node-1 hung", rounds[1])
+        # The job's goodput (docs/goodput.md): its ETTR and a bar whose
+        # segments are the phases, each as wide as its share of the wall time.
+        self.assertEqual(cdp.eval("document.querySelector('section[data-job=\"demo\"] "
+                                  ".goodput .ettr').textContent"), "ETTR 94.9%")
+        segs = cdp.eval("Array.from(document.querySelectorAll('section[data-job=\"demo\"] "
+                        ".goodput .bar .seg')).map(s => [s.getAttribute('data-phase'), "
+                        "Number(s.getAttribute('data-ms')), s.getBoundingClientRect().width])")
+        self.assertEqual([s[0] for s in segs],
+                         ["productive", "startup", "detection", "restart", "rewarm", "redone"])
+        wall = sum(s[1] for s in segs)
+        width = sum(s[2] for s in segs)
+        self.assertGreater(width, 100)
+        for phase, ms, w in segs:
+            self.assertAlmostEqual(w / width, ms / wall, delta=0.01, msg=phase)
+        # Each restart: who failed, and what it cost, the job's numbers.
+        costs = cdp.eval("Array.from(document.querySelectorAll('section[data-job=\"demo\"] "
+                         "li.restart .restart-cost')).map(c => [c.getAttribute('data-node'), "
+                         "c.getAttribute('data-rank'), c.getAttribute('data-detection-ms'), "
+                         "c.getAttribute('data-redone-steps'), c.innerText])")
+        self.assertEqual([c[:4] for c in costs], [["demo-node-1", "3", "60000", "-1"],
+                                                  ["demo-node-2", "4", "2000", "40"]])
+        self.assertIn("lost 50.0s: detection 2.0s, restart 9.0s, re-warm 21.0s, redone 18.0s "
+                      "(40 steps)", costs[1][4])
+        self.assertIn("restart-cost", cdp.eval(
+            "document.querySelector('section[data-job=\"demo\"] ol.timeline li.round"
+            "[data-round=\"2\"]').innerHTML"))
         # The finished job is collapsed, and its nodes are not fetched.
         self.assertFalse(cdp.eval("document.querySelector('section[data-job=\"done\"] details')"
                                   ".open"))

@@ -6,13 +6,14 @@ middleware.go; pkg/apis/trainer/v1alpha1/trainjob_types.go): POST to
 /apis/trainer.kubeflow.org/v1alpha1/namespaces/NS/trainjobs/NAME/status, TLS with the CA
 given, "Authorization: Bearer <token>", a body of at most 64 KiB that decodes as
 UpdateTrainJobStatusRequest and passes the CRD's validation. Cases: accepted (and at most one
-request per 5 s), only node 0 sends, no variables, a refused endpoint, a silent one, 403, a
-certificate from another CA."""
+request per 5 s), a Hugging Face-style worker with no progress file, only node 0 sends, no
+variables, a refused endpoint, a silent one, 403, a certificate from another CA."""
 
 import http.server
 import json
 import os
 import re
+import signal
 import socket
 import ssl
 import subprocess
@@ -208,10 +209,42 @@ class KubeflowProgressTest(E2ETestCase):
             pct = ts["progressPercentage"]
             self.assertGreaterEqual(pct, last_pct, reqs)
             last_pct = pct
-        self.assertIn("estimatedRemainingSeconds", json.loads(reqs[-1]["body"])["trainerStatus"])
+        # The job succeeded: its last request is the 100%, sent after the rest of the gap.
+        final = json.loads(reqs[-1]["body"])["trainerStatus"]
+        self.assertEqual((final["progressPercentage"], final["estimatedRemainingSeconds"]),
+                         (100, 0), reqs[-1])
         self.assertIn("the job's progress goes to Kubeflow Trainer at https://localhost:%d%s"
                       % (server.port, PATH), agent.stderr)
         self.assertNotIn(WARNING, agent.stderr)
+
+    def test_hf_output_percentage_and_loss_together(self):
+        # No progress file: a worker that prints what Hugging Face Trainer prints, read with
+        # --progress-from-output (auto): its bar gives the step and total, the dict logged
+        # every 5 steps the loss. Every request replaces Trainer's whole trainerStatus, so
+        # each must carry both once both were printed.
+        server = self.serve()
+        agent = self.start_agent(["--nproc-per-node=1", "--health-port=0", "--prefix-output"],
+                                 [PY, harness.worker("hf_trainer_log.py"), "150", "0.1"],
+                                 env=self.trainer_env(server.port))
+
+        def with_loss():
+            return [r for r in server.requests
+                    if "loss" in [m["name"] for m in
+                                  json.loads(r["body"])["trainerStatus"].get("metrics", [])]]
+        harness.poll_until(lambda: len(with_loss()) >= 2 or not agent.running(), 60,
+                           interval=0.2, what="two requests with the loss")
+        agent.signal(signal.SIGTERM)
+        agent.wait(60)
+        reqs = server.requests
+        first = reqs.index(with_loss()[0]) if with_loss() else len(reqs)
+        self.assertGreaterEqual(len(reqs) - first, 2, agent.describe())
+        for r in reqs[first:]:
+            self.assertEqual(r["code"], 200, r)
+            ts = json.loads(r["body"])["trainerStatus"]
+            names = [m["name"] for m in ts.get("metrics", [])]
+            self.assertIn("progressPercentage", ts, r)
+            self.assertIn("loss", names, r)
+            self.assertIn("step", names, r)
 
     def test_only_node_0_sends(self):
         server = self.serve(tokens=("token-node-0", "token-node-1"))

@@ -2,24 +2,32 @@
 
 #include <arpa/inet.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <netinet/in.h>
 #include <openssl/err.h>
+#include <openssl/pem.h>
 #include <openssl/ssl.h>
 #include <openssl/x509v3.h>
 #include <poll.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <system_error>
+#include <thread>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "absl/synchronization/mutex.h"
 #include "common/clock.h"
 #include "common/logging.h"
 
@@ -39,6 +47,9 @@ struct SslCtxFree {
 };
 struct SslFree {
   void operator()(SSL* s) const { SSL_free(s); }
+};
+struct BioFree {
+  void operator()(BIO* b) const { BIO_free(b); }
 };
 
 // OpenSSL's queued errors as one line (and the queue emptied).
@@ -170,7 +181,53 @@ int64_t ContentLength(absl::string_view head) {
   return -1;
 }
 
+// Trusts the certificates of the PEM file `path` in `ctx`, read through
+// ReadMountedFile (OpenSSL's own loader would open a FIFO and wait).
+absl::Status LoadCaFile(SSL_CTX* ctx, const std::string& path) {
+  absl::StatusOr<std::string> pem = ReadMountedFile(path, kMaxCaFileBytes);
+  if (!pem.ok()) return pem.status();
+  std::unique_ptr<BIO, BioFree> bio(BIO_new_mem_buf(pem->data(), static_cast<int>(pem->size())));
+  if (bio == nullptr) return absl::InternalError(OpenSslErrors());
+  STACK_OF(X509_INFO)* infos = PEM_X509_INFO_read_bio(bio.get(), nullptr, nullptr, nullptr);
+  if (infos == nullptr) return absl::InvalidArgumentError(OpenSslErrors());
+  X509_STORE* store = SSL_CTX_get_cert_store(ctx);
+  int added = 0;
+  for (int i = 0; i < sk_X509_INFO_num(infos); ++i) {
+    X509_INFO* info = sk_X509_INFO_value(infos, i);
+    if (info->x509 != nullptr && X509_STORE_add_cert(store, info->x509) == 1) ++added;
+  }
+  sk_X509_INFO_pop_free(infos, X509_INFO_free);
+  ERR_clear_error();  // a certificate already in the store.
+  if (added == 0) return absl::InvalidArgumentError("no PEM certificate in it");
+  return absl::OkStatus();
+}
+
 }  // namespace
+
+absl::StatusOr<std::string> ReadMountedFile(const std::string& path, size_t max_bytes) {
+  OwnedFd f{open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY)};
+  if (f.fd < 0) return absl::NotFoundError(absl::StrCat("cannot be opened: ", strerror(errno)));
+  struct stat st;
+  if (fstat(f.fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    return absl::FailedPreconditionError("not a regular file");
+  }
+  if (st.st_size > static_cast<off_t>(max_bytes)) {
+    return absl::OutOfRangeError(absl::StrCat("over ", max_bytes, " bytes"));
+  }
+  std::string text;
+  char buffer[16384];
+  while (true) {
+    const ssize_t n = read(f.fd, buffer, sizeof(buffer));
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return absl::DataLossError(absl::StrCat("cannot be read: ", strerror(errno)));
+    if (n == 0) break;
+    text.append(buffer, static_cast<size_t>(n));
+    if (text.size() > max_bytes) {
+      return absl::OutOfRangeError(absl::StrCat("over ", max_bytes, " bytes"));
+    }
+  }
+  return text;
+}
 
 absl::StatusOr<HttpAnswer> ParseHttpAnswer(absl::string_view raw) {
   const size_t eol = raw.find("\r\n");
@@ -187,6 +244,61 @@ absl::StatusOr<HttpAnswer> ParseHttpAnswer(absl::string_view raw) {
   const size_t body = BodyOffset(raw);
   if (body != absl::string_view::npos) a.body = std::string(raw.substr(body));
   return a;
+}
+
+// One name resolution, shared by Post and the thread that runs it; the
+// thread may outlive the Post (and the poster) that started it.
+struct OpenSslPoster::Lookup {
+  ~Lookup() {
+    if (done_fd >= 0) close(done_fd);
+  }
+  absl::Mutex mu;
+  bool done ABSL_GUARDED_BY(mu) = false;
+  std::vector<preflight::NameAnswer> answers ABSL_GUARDED_BY(mu);
+  int done_fd = -1;  // an eventfd: readable once done.
+};
+
+absl::StatusOr<std::vector<std::string>> OpenSslPoster::Resolve(const std::string& host,
+                                                                absl::Time deadline,
+                                                                absl::Duration timeout) {
+  if (resolver_ == nullptr) return absl::InternalError("no resolver");
+  if (lookup_ != nullptr) {
+    absl::MutexLock lock(&lookup_->mu);
+    if (!lookup_->done) {
+      return absl::UnavailableError(
+          "the name does not resolve (an earlier lookup has not answered yet)");
+    }
+  }
+  auto lookup = std::make_shared<Lookup>();
+  lookup->done_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+  if (lookup->done_fd < 0) return absl::InternalError(absl::StrCat("eventfd: ", strerror(errno)));
+  const absl::Duration left = std::max(absl::ZeroDuration(), deadline - Clock::Monotonic()->Now());
+  try {
+    std::thread([lookup, resolver = resolver_, host, left] {
+      std::vector<preflight::NameAnswer> answers = resolver->Resolve({host}, left);
+      absl::MutexLock lock(&lookup->mu);
+      lookup->answers = std::move(answers);
+      lookup->done = true;
+      const uint64_t one = 1;
+      ssize_t ignored = write(lookup->done_fd, &one, sizeof(one));
+      (void)ignored;
+    }).detach();
+  } catch (const std::system_error& e) {
+    return absl::UnavailableError(absl::StrCat("no thread to resolve the name: ", e.what()));
+  }
+  lookup_ = lookup;
+  if (absl::Status w =
+          Await(lookup->done_fd, POLLIN, cancel_fd_, deadline, "name resolution", timeout);
+      !w.ok()) {
+    return w;
+  }
+  absl::MutexLock lock(&lookup->mu);
+  if (lookup->answers.empty() || lookup->answers[0].addrs.empty()) {
+    return absl::UnavailableError(absl::StrCat(
+        "the name does not resolve (",
+        lookup->answers.empty() ? "no answer" : SafeForLog(lookup->answers[0].error), ")"));
+  }
+  return lookup->answers[0].addrs;
 }
 
 absl::StatusOr<std::unique_ptr<OpenSslPoster>> OpenSslPoster::Create(
@@ -228,14 +340,9 @@ absl::StatusOr<HttpAnswer> OpenSslPoster::Post(
   if (IsIpAddress(target.host)) {
     addrs.push_back(target.host);
   } else {
-    if (resolver_ == nullptr) return failed(absl::InternalError("no resolver"));
-    std::vector<preflight::NameAnswer> answers = resolver_->Resolve({target.host}, timeout);
-    if (answers.empty() || answers[0].addrs.empty()) {
-      return failed(absl::UnavailableError(
-          absl::StrCat("the name does not resolve (",
-                       answers.empty() ? "no answer" : SafeForLog(answers[0].error), ")")));
-    }
-    addrs = answers[0].addrs;
+    absl::StatusOr<std::vector<std::string>> resolved = Resolve(target.host, deadline, timeout);
+    if (!resolved.ok()) return failed(resolved.status());
+    addrs = std::move(*resolved);
   }
   OwnedFd sock;
   absl::Status last = absl::UnavailableError("no address");
@@ -260,9 +367,9 @@ absl::StatusOr<HttpAnswer> OpenSslPoster::Post(
 #endif
   if (target.ca_file.empty()) {
     SSL_CTX_set_default_verify_paths(ctx.get());
-  } else if (SSL_CTX_load_verify_locations(ctx.get(), target.ca_file.c_str(), nullptr) != 1) {
+  } else if (absl::Status ca = LoadCaFile(ctx.get(), target.ca_file); !ca.ok()) {
     return failed(absl::FailedPreconditionError(absl::StrCat(
-        "cannot load the CA certificate ", SafeForLog(target.ca_file), ": ", OpenSslErrors())));
+        "cannot load the CA certificate ", SafeForLog(target.ca_file), ": ", ca.message())));
   }
   SSL_CTX_set_verify(ctx.get(), SSL_VERIFY_PEER, nullptr);
   std::unique_ptr<SSL, SslFree> ssl(SSL_new(ctx.get()));

@@ -11,6 +11,11 @@
 // as long as it likes), and it has no cancel short of a second thread.
 // This is one request with `Connection: close`, so the client is small.
 //
+// The resolver cannot be cancelled, so a name is resolved on a thread of
+// its own that Post waits for only until its deadline or Cancel; while one
+// such lookup is still out, a later Post fails at once instead of starting
+// another (threads never pile up behind a hung resolver).
+//
 // Threading: Post from one thread at a time; Cancel and Reset from any.
 #ifndef TRAINLET_KUBEFLOW_HTTPS_POST_H_
 #define TRAINLET_KUBEFLOW_HTTPS_POST_H_
@@ -75,12 +80,31 @@ class OpenSslPoster : public HttpsPoster {
   void Reset() override;
 
  private:
+  struct Lookup;
+
   OpenSslPoster(std::shared_ptr<preflight::Resolver> resolver, int cancel_fd)
       : resolver_(std::move(resolver)), cancel_fd_(cancel_fd) {}
 
+  // `host`'s addresses, resolved on a thread of its own, by `deadline`.
+  absl::StatusOr<std::vector<std::string>> Resolve(const std::string& host, absl::Time deadline,
+                                                   absl::Duration timeout);
+
   const std::shared_ptr<preflight::Resolver> resolver_;
   const int cancel_fd_;  // an eventfd: readable once cancelled.
+  // The last lookup (shared with its thread); Post's thread only.
+  std::shared_ptr<Lookup> lookup_;
 };
+
+// The contents of a file the pod mounts (the CA certificate, the token):
+// symbolic links followed (kubelet's token -> ..data/token), then it must
+// be a regular file of at most `max_bytes`. Never blocks: a FIFO or a
+// device is refused (opening a FIFO waits for a writer, and the sender's
+// thread stuck there would hold the agent's exit). The error says why,
+// without the path.
+absl::StatusOr<std::string> ReadMountedFile(const std::string& path, size_t max_bytes);
+
+// The CA file's size limit: a bundle of every public root is ~200 KiB.
+inline constexpr size_t kMaxCaFileBytes = 1024 * 1024;
 
 // The answer's status code and body from what was read of it; an error
 // when the status line is not "HTTP/1.x NNN ...". Exposed for tests.

@@ -3,14 +3,18 @@
 // with a CA and server certificate made for the test.
 #include "kubeflow/https_post.h"
 
+#include <fcntl.h>
 #include <netinet/in.h>
 #include <signal.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
+#include <functional>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/notification.h"
 #include "common/testing/temp_root.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -225,6 +229,130 @@ TEST_F(HttpsPostTest, Slow_TimesOut_OrIsCancelled) {
   server = Serve(FakeTrainerServer::Mode::kTrainer);
   ASSERT_NE(server, nullptr);
   EXPECT_TRUE(poster_->Post(Target(*server), Bearer(kToken), kBody, absl::Seconds(30)).ok());
+}
+
+// Runs `post` on a thread of its own and says whether it returned within
+// `wait` (a generous bound: it fails only for a post that blocks); when it
+// did not, `unblock` ends what it blocks on, so that the test fails
+// instead of hanging.
+bool ReturnsWithin(absl::Duration wait, const std::function<void()>& post,
+                   const std::function<void()>& unblock) {
+  absl::Notification done;
+  std::thread t([&] {
+    post();
+    done.Notify();
+  });
+  const bool in_time = done.WaitForNotificationWithTimeout(wait);
+  if (!in_time) unblock();
+  t.join();
+  return in_time;
+}
+
+// A CA path that names a FIFO (or a device) is refused at once: opening a
+// FIFO blocks until a writer comes, and the sender's thread stuck there
+// would hold the agent's exit forever (Stop joins it).
+TEST_F(HttpsPostTest, CaFileAFifo_RefusedAtOnce) {
+  std::unique_ptr<FakeTrainerServer> server = Serve(FakeTrainerServer::Mode::kTrainer);
+  ASSERT_NE(server, nullptr);
+  const std::string fifo = root_.path() + "/ca.fifo";
+  ASSERT_EQ(mkfifo(fifo.c_str(), 0600), 0);
+  HttpsTarget t = Target(*server);
+  t.ca_file = fifo;
+  absl::StatusOr<HttpAnswer> a;
+  EXPECT_TRUE(ReturnsWithin(
+      absl::Seconds(30), [&] { a = poster_->Post(t, Bearer(kToken), kBody, absl::Hours(1)); },
+      [&] { close(open(fifo.c_str(), O_WRONLY | O_NONBLOCK | O_CLOEXEC)); }));
+  ASSERT_FALSE(a.ok());
+  EXPECT_THAT(a.status().message(), HasSubstr("cannot load the CA certificate"));
+  EXPECT_THAT(a.status().message(), HasSubstr("not a regular file"));
+  EXPECT_TRUE(server->requests().empty());
+  // A device is no CA file either, and the trust store is not used instead.
+  t.ca_file = "/dev/zero";
+  a = poster_->Post(t, Bearer(kToken), kBody, absl::Seconds(30));
+  ASSERT_FALSE(a.ok());
+  EXPECT_THAT(a.status().message(), HasSubstr("not a regular file"));
+  EXPECT_TRUE(server->requests().empty());
+}
+
+// A resolver that does not answer: Cancel (the agent exiting) ends the post
+// at once, not after the request's timeout (5 s in the agent), and a post
+// is bounded by its own deadline even when the resolver ignores it.
+TEST_F(HttpsPostTest, HungResolver_CancelAndDeadlineEndThePost) {
+  std::unique_ptr<FakeTrainerServer> server = Serve(FakeTrainerServer::Mode::kTrainer);
+  ASSERT_NE(server, nullptr);
+  resolver_->Hang(kHost);
+  absl::StatusOr<HttpAnswer> a;
+  EXPECT_TRUE(ReturnsWithin(
+      absl::Seconds(30),
+      [&] { a = poster_->Post(Target(*server), Bearer(kToken), kBody, absl::Milliseconds(200)); },
+      [&] { resolver_->Release(); }));
+  ASSERT_FALSE(a.ok());
+  EXPECT_TRUE(absl::IsDeadlineExceeded(a.status())) << a.status();
+
+  // That lookup is still out: the next post fails at once, starting no
+  // second thread behind the hung resolver.
+  a = poster_->Post(Target(*server), Bearer(kToken), kBody, absl::Hours(1));
+  ASSERT_FALSE(a.ok());
+  EXPECT_THAT(a.status().message(), HasSubstr("an earlier lookup has not answered yet"));
+  EXPECT_EQ(resolver_->asked().size(), 1u);
+
+  absl::StatusOr<std::unique_ptr<OpenSslPoster>> other = OpenSslPoster::Create(resolver_);
+  ASSERT_TRUE(other.ok());
+  absl::StatusOr<HttpAnswer> b;
+  EXPECT_TRUE(ReturnsWithin(
+      absl::Seconds(30),
+      [&] {
+        std::thread cancel([&] {
+          while (resolver_->asked().size() < 2) absl::SleepFor(absl::Milliseconds(5));
+          (*other)->Cancel();
+        });
+        b = (*other)->Post(Target(*server), Bearer(kToken), kBody, absl::Hours(1));
+        cancel.join();
+      },
+      [&] { resolver_->Release(); }));
+  ASSERT_FALSE(b.ok());
+  EXPECT_TRUE(absl::IsCancelled(b.status())) << b.status();
+  other->reset();  // its lookup's thread outlives it.
+  // Once the resolver answers, posts go through again.
+  resolver_->Release();
+  absl::StatusOr<HttpAnswer> c;
+  for (int i = 0; i < 3000; ++i) {
+    c = poster_->Post(Target(*server), Bearer(kToken), kBody, absl::Seconds(30));
+    if (c.ok()) break;
+    absl::SleepFor(absl::Milliseconds(10));
+  }
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->status, 200);
+}
+
+// The agent's exit with a lookup that never answers: the sender's Stop
+// (the request in flight cancelled, then the final send within 1 s)
+// returns, and nothing reaches the server.
+TEST_F(HttpsPostTest, Sender_HungResolver_StopReturns) {
+  std::unique_ptr<FakeTrainerServer> server = Serve(FakeTrainerServer::Mode::kTrainer);
+  ASSERT_NE(server, nullptr);
+  resolver_->Hang(kHost);
+  absl::StatusOr<std::optional<TrainerEndpoint>> endpoint = EndpointFromEnv(Env(*server));
+  ASSERT_TRUE(endpoint.ok() && endpoint->has_value()) << endpoint.status();
+  SenderOptions options;
+  options.endpoint = **endpoint;
+  TrainerStatusSender sender(options, poster_.get(), Clock::Monotonic());
+  sender.Start();
+  agent::AgentStatus s;
+  s.node_rank = 0;
+  s.state = agent::RoundState::kRunning;
+  agent::WorkerProgress p;
+  p.line = "step=200 total_steps=1000";
+  p.updated = Clock::Monotonic()->Now();
+  s.progress.push_back(p);
+  sender.Update(s);
+  while (resolver_->asked().empty()) absl::SleepFor(absl::Milliseconds(5));
+  s.state = agent::RoundState::kDone;  // the job succeeded: a final send is due.
+  sender.Update(s);
+  EXPECT_TRUE(ReturnsWithin(
+      absl::Seconds(30), [&] { sender.Stop(absl::Seconds(1)); }, [&] { resolver_->Release(); }));
+  EXPECT_TRUE(server->requests().empty());
+  resolver_->Release();
 }
 
 TEST(ParseHttpAnswer, StatusLineAndBody) {

@@ -11,7 +11,6 @@
 #include "absl/strings/strip.h"
 #include "common/host_names.h"
 #include "common/logging.h"
-#include "common/small_file.h"
 #include "controller/views.h"
 #include "progress/progress.h"
 
@@ -149,12 +148,22 @@ void ProgressEstimate::Observe(const std::vector<std::pair<std::string, std::str
   if (!step.has_value() && metrics.empty()) return;  // nothing Trainer can show.
   seen_ = true;
   at_ = at;
-  metrics_ = std::move(metrics);
-  total_ = total;
-  if (!step.has_value()) {
-    step_.reset();
-    return;
+  // Every field carries over until a later line gives it again: a script
+  // may write an evaluation's line between its training lines, and each
+  // request replaces Trainer's whole trainerStatus.
+  for (auto& [key, value] : metrics) {
+    auto it = std::find_if(metrics_.begin(), metrics_.end(),
+                           [&](const auto& m) { return m.first == key; });
+    if (it != metrics_.end()) {
+      it->second = std::move(value);
+    } else if (metrics_.size() < kMaxMetrics) {
+      metrics_.emplace_back(key, std::move(value));
+    }
   }
+  // The step and the total only from a line with a step (an evaluation's
+  // bar has a total of its own).
+  if (!step.has_value()) return;
+  if (total.has_value()) total_ = total;
   if (!samples_.empty() && *step < samples_.back().step) samples_.clear();  // a restart.
   // Samples at least kRateWindow / kMaxRateSamples apart (a line every
   // 100 ms would otherwise fill them in 6 s): one closer to the one before
@@ -278,14 +287,17 @@ bool TrainerStatusSender::Send(const TrainerStatus& status, absl::Duration timeo
   const absl::Time started = clock_->Now();
   absl::Status failure;
   int code = 0;
-  const std::string token = std::string(
-      absl::StripAsciiWhitespace(ReadSmallFile(options_.endpoint.token_file, kMaxTokenBytes + 1)));
-  if (token.empty() || token.size() > kMaxTokenBytes ||
-      !std::all_of(token.begin(), token.end(),
-                   [](char c) { return absl::ascii_isgraph(static_cast<unsigned char>(c)); })) {
-    failure = absl::FailedPreconditionError(
-        absl::StrCat("the token file ", SafeForLog(options_.endpoint.token_file), " (", kTokenEnv,
-                     ") is missing, empty, over 16 KiB or not one printable word"));
+  // Never blocks (a FIFO or a device is refused): Stop joins this thread.
+  const absl::StatusOr<std::string> read =
+      ReadMountedFile(options_.endpoint.token_file, kMaxTokenBytes);
+  const std::string token =
+      read.ok() ? std::string(absl::StripAsciiWhitespace(*read)) : std::string();
+  if (token.empty() || !std::all_of(token.begin(), token.end(), [](char c) {
+        return absl::ascii_isgraph(static_cast<unsigned char>(c));
+      })) {
+    failure = absl::FailedPreconditionError(absl::StrCat(
+        "the token file ", SafeForLog(options_.endpoint.token_file), " (", kTokenEnv, ") ",
+        read.ok() ? "is empty or not one printable word" : read.status().message()));
   } else {
     absl::StatusOr<HttpAnswer> answer =
         poster_->Post(options_.endpoint.target, {{"Authorization", absl::StrCat("Bearer ", token)}},
@@ -374,6 +386,18 @@ void TrainerStatusSender::Stop(absl::Duration flush) {
   poster_->Cancel();
   if (thread_.joinable()) thread_.join();
   poster_->Reset();
+  // A job that succeeded: its 100% is worth the rest of the gap (at most
+  // min_gap of the exit), the rate rule still holds.
+  absl::Duration wait;
+  {
+    absl::MutexLock lock(&mu_);
+    const absl::Time now = clock_->Now();
+    if (flush > absl::ZeroDuration() && finished_ && pending_ && leader_ && last_ok_ &&
+        now < next_allowed_) {
+      wait = std::min(next_allowed_ - now, options_.min_gap);
+    }
+  }
+  if (wait > absl::ZeroDuration()) options_.sleep(wait);
   std::optional<TrainerStatus> last;
   {
     absl::MutexLock lock(&mu_);

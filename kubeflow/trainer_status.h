@@ -27,6 +27,7 @@
 
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -38,6 +39,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "agent/reporter.h"
 #include "common/clock.h"
@@ -92,8 +94,10 @@ std::string TrainerStatusJson(const TrainerStatus& status);
 
 // The progress of one worker (the job's lowest rank) over time -> the
 // status. Keys read: `step` (steps done), the total from `total_steps`,
-// else `max_steps`, else `total`; every field with a numeric value but
-// `pid` becomes a metric, as written. The rate is the steps over the
+// else `max_steps`, else `total`, from a line with a step; every field
+// with a numeric value but `pid` becomes a metric, as written. Fields carry
+// over from earlier lines until given again (at most kMaxMetrics names,
+// the first seen). The rate is the steps over the
 // samples of the last kRateWindow (at most kMaxRateSamples, kept at least
 // kRateWindow / kMaxRateSamples apart, however often lines come); a step
 // that goes back (a restart from a checkpoint) starts the rate over.
@@ -132,6 +136,9 @@ struct SenderOptions {
   absl::Duration min_gap = kMinSendGap;
   absl::Duration max_backoff = kMaxBackoff;
   absl::Duration timeout = kSendTimeout;
+  // How Stop waits out the rest of the gap before the final 100% of a job
+  // that succeeded (tests advance a simulated clock); at most min_gap.
+  std::function<void(absl::Duration)> sleep = [](absl::Duration d) { absl::SleepFor(d); };
 };
 
 class TrainerStatusSender : public agent::StatusReporter {
@@ -149,8 +156,10 @@ class TrainerStatusSender : public agent::StatusReporter {
 
   void Start();
   // Stops the thread (a request in flight is cancelled) and then, when the
-  // job's final progress is unsent, the last request worked and the gap
-  // allows, sends it within `flush`. Idempotent.
+  // job's final progress is unsent and the last request worked, sends it
+  // within `flush`: at once when the gap allows; for a job that succeeded
+  // (its 100%) after waiting out the rest of the gap, at most min_gap, so
+  // that the TrainJob does not stay at the last percentage sent. Idempotent.
   void Stop(absl::Duration flush = absl::Seconds(1));
 
   // Sends when something is due; returns when to call again

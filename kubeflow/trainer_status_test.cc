@@ -1,6 +1,11 @@
 #include "kubeflow/trainer_status.h"
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <deque>
+#include <thread>
 
 #include "absl/synchronization/notification.h"
 #include "common/testing/temp_root.h"
@@ -13,6 +18,7 @@ namespace {
 
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
+using ::testing::Not;
 using ::testing::Pair;
 
 constexpr char kUrl[] =
@@ -123,6 +129,19 @@ TEST(TrainerBodyError, RefusesWhatTrainerRefuses) {
                 R"({"trainerStatus":{"metrics":[{"name":"loss","value":0.5}],)" + t + "}}"),
             "");
   EXPECT_NE(testing::TrainerBodyError(R"({"trainerStatus":{"lastUpdatedTime":"yesterday"}})"), "");
+  EXPECT_NE(
+      testing::TrainerBodyError(R"({"trainerStatus":{"progressPercentage":4.5e1,)" + t + "}}"), "");
+  EXPECT_EQ(
+      testing::TrainerBodyError(R"({"trainerStatus":{"progressPercentage" : 45 ,)" + t + "}}"), "");
+  EXPECT_EQ(testing::TrainerBodyError(
+                R"({"trainerStatus":{"lastUpdatedTime":"2025-01-23T10:30:45.25+01:00"}})"),
+            "");
+  EXPECT_NE(testing::TrainerBodyError(
+                R"({"trainerStatus":{"lastUpdatedTime":"2025-01-23T10:30:45+0100"}})"),
+            "");
+  EXPECT_NE(
+      testing::TrainerBodyError(R"({"trainerStatus":{"lastUpdatedTime":"2025-01-23 10:30:45Z"}})"),
+      "");
 }
 
 // ---- The estimate.
@@ -157,6 +176,33 @@ TEST(ProgressEstimate, NoTotal_MetricsOnly) {
   EXPECT_FALSE(s->progress_percentage.has_value());
   EXPECT_FALSE(s->estimated_remaining_seconds.has_value());
   EXPECT_THAT(s->metrics, ElementsAre(Pair("step", "7")));
+}
+
+// Fields carry over from line to line: a progress file whose script
+// writes the step on some lines and the loss or an evaluation's metrics on
+// others, while each request replaces Trainer's whole trainerStatus, would
+// otherwise drop the percentage or the loss every other time. A line
+// without a step changes neither the step nor the total.
+TEST(ProgressEstimate, FieldsCarryOver_StepAndLossFromDifferentLines) {
+  ProgressEstimate e;
+  e.Observe({{"step", "50"}, {"total", "500"}}, kT0);
+  e.Observe({{"loss", "0.6931"}, {"learning_rate", "4.5e-05"}, {"epoch", "0.1"}},
+            kT0 + absl::Seconds(1));
+  std::optional<TrainerStatus> s = e.Status(kT0 + absl::Seconds(1), kWall, false);
+  ASSERT_TRUE(s.has_value());
+  EXPECT_EQ(s->progress_percentage, 10);
+  EXPECT_THAT(s->metrics,
+              ElementsAre(Pair("step", "50"), Pair("total", "500"), Pair("loss", "0.6931"),
+                          Pair("learning_rate", "4.5e-05"), Pair("epoch", "0.1")));
+  EXPECT_EQ(s->last_updated, kWall);  // the latest line's time.
+  e.Observe({{"step", "60"}, {"total", "500"}}, kT0 + absl::Seconds(2));
+  e.Observe({{"total", "40"}, {"eval_loss", "0.7"}}, kT0 + absl::Seconds(3));
+  s = e.Status(kT0 + absl::Seconds(3), kWall, false);
+  ASSERT_TRUE(s.has_value());
+  EXPECT_EQ(s->progress_percentage, 12);
+  EXPECT_THAT(s->metrics, ElementsAre(Pair("step", "60"), Pair("total", "40"),
+                                      Pair("loss", "0.6931"), Pair("learning_rate", "4.5e-05"),
+                                      Pair("epoch", "0.1"), Pair("eval_loss", "0.7")));
 }
 
 TEST(ProgressEstimate, TotalKeys_TotalStepsBeatsMaxStepsBeatsTotal) {
@@ -352,6 +398,31 @@ TEST_F(SenderTest, OtherNodes_AndNoProgress_SendNothing) {
   EXPECT_TRUE(poster_.calls().empty());
 }
 
+// Node rank 0 moves to another node in a later round: this node stops
+// sending (its retry too); when it has rank 0 again it starts over, with
+// nothing carried over from before (no stale loss, no old rate).
+TEST_F(SenderTest, RankZeroMoves_StopsSending_StartsOverWhenBack) {
+  TrainerStatusSender sender(options_, &poster_, &clock_, &wall_);
+  sender.Update(Status(0, "step=10 total_steps=100 loss=1.5"));
+  sender.Step();
+  poster_.Script(absl::UnavailableError("refused"));
+  clock_.Advance(absl::Seconds(5));
+  sender.Update(Status(0, "step=20 total_steps=100 loss=1.2"));
+  sender.Step();  // fails: a retry is due after the backoff.
+  ASSERT_EQ(poster_.calls().size(), 2u);
+  sender.Update(Status(1, "step=30 total_steps=100 loss=1.1"));
+  clock_.Advance(absl::Minutes(10));
+  EXPECT_EQ(sender.Step(), absl::InfiniteFuture());
+  EXPECT_EQ(poster_.calls().size(), 2u);
+  sender.Update(Status(0, "step=5 total_steps=100"));  // back, from a checkpoint.
+  sender.Step();
+  std::vector<FakePoster::Call> calls = poster_.calls();
+  ASSERT_EQ(calls.size(), 3u);
+  EXPECT_THAT(calls[2].body, HasSubstr(R"("progressPercentage":5,"metrics":[{"name":"step")"));
+  EXPECT_THAT(calls[2].body, Not(HasSubstr("loss")));
+  EXPECT_THAT(calls[2].body, Not(HasSubstr("estimatedRemainingSeconds")));
+}
+
 TEST_F(SenderTest, AtMostOneRequestPer5s_TheLatestProgress) {
   TrainerStatusSender sender(options_, &poster_, &clock_, &wall_);
   // A line every 250 ms for 30 s, the sender stepped after each.
@@ -414,6 +485,47 @@ TEST_F(SenderTest, MissingToken_FailsLikeAnEndpoint) {
   EXPECT_EQ(sender.stats().warnings, 1);
 }
 
+// The token path naming a FIFO or a device fails like a missing token, at
+// once: a read that blocks would hold the sender's thread, and with it the
+// agent's exit (Stop joins it), forever. Kubelet's links (token ->
+// ..data/token) still work.
+TEST_F(SenderTest, TokenAFifoOrDevice_FailsAtOnce_LinksStillWork) {
+  const std::string fifo = root_.path() + "/token.fifo";
+  ASSERT_EQ(mkfifo(fifo.c_str(), 0600), 0);
+  options_.endpoint.token_file = fifo;
+  TrainerStatusSender sender(options_, &poster_, &clock_, &wall_);
+  sender.Update(Status(0, "step=1"));
+  absl::Notification done;
+  std::thread step([&] {
+    sender.Step();
+    done.Notify();
+  });
+  const bool in_time = done.WaitForNotificationWithTimeout(absl::Seconds(30));
+  if (!in_time) close(open(fifo.c_str(), O_WRONLY | O_NONBLOCK | O_CLOEXEC));  // unblock it.
+  step.join();
+  EXPECT_TRUE(in_time) << "the sender blocked on a FIFO token";
+  EXPECT_TRUE(poster_.calls().empty());
+  EXPECT_EQ(sender.stats().failed, 1);
+
+  options_.endpoint.token_file = "/dev/zero";
+  TrainerStatusSender zero(options_, &poster_, &clock_, &wall_);
+  zero.Update(Status(0, "step=1"));
+  zero.Step();
+  EXPECT_TRUE(poster_.calls().empty());
+  EXPECT_EQ(zero.stats().failed, 1);
+
+  root_.Write("..2026_11_29/token", "eyJhbGciOi.token-3\n");
+  ASSERT_EQ(symlink("..2026_11_29", (root_.path() + "/..data").c_str()), 0);
+  ASSERT_EQ(symlink("..data/token", (root_.path() + "/linked-token").c_str()), 0);
+  options_.endpoint.token_file = root_.path() + "/linked-token";
+  TrainerStatusSender linked(options_, &poster_, &clock_, &wall_);
+  linked.Update(Status(0, "step=1"));
+  linked.Step();
+  std::vector<FakePoster::Call> calls = poster_.calls();
+  ASSERT_EQ(calls.size(), 1u);
+  EXPECT_THAT(calls[0].headers, ElementsAre(Pair("Authorization", "Bearer eyJhbGciOi.token-3")));
+}
+
 TEST_F(SenderTest, TokenReReadForEveryRequest) {
   TrainerStatusSender sender(options_, &poster_, &clock_, &wall_);
   sender.Update(Status(0, "step=1"));
@@ -450,6 +562,50 @@ TEST_F(SenderTest, Stop_WithinTheGap_SendsNothingMore) {
   clock_.Advance(absl::Seconds(2));
   sender.Update(Status(0, "step=99 total_steps=100"));
   sender.Stop(absl::Seconds(1));
+  EXPECT_EQ(poster_.calls().size(), 1u);
+}
+
+// A job that succeeded within the gap of the last request: Stop waits out
+// the rest of the gap (and no more) and sends the 100%, so that the
+// TrainJob does not stay at the last percentage sent.
+TEST_F(SenderTest, JobSucceeded_WithinTheGap_WaitsOutTheGapThenSends100Percent) {
+  std::vector<absl::Duration> slept;
+  options_.sleep = [&](absl::Duration d) {
+    slept.push_back(d);
+    clock_.Advance(d);
+  };
+  TrainerStatusSender sender(options_, &poster_, &clock_, &wall_);
+  sender.Update(Status(0, "step=98 total_steps=100"));
+  sender.Step();
+  clock_.Advance(absl::Seconds(2));
+  agent::AgentStatus done = Status(0, "step=100 total_steps=100");
+  done.state = agent::RoundState::kDone;
+  done.exit_code = 0;
+  sender.Update(done);
+  sender.Stop(absl::Seconds(1));
+  EXPECT_THAT(slept, ElementsAre(absl::Seconds(3)));
+  std::vector<FakePoster::Call> calls = poster_.calls();
+  ASSERT_EQ(calls.size(), 2u);
+  EXPECT_GE(calls[1].at - calls[0].at, kMinSendGap);
+  EXPECT_THAT(calls[1].body,
+              HasSubstr(R"("progressPercentage":100,"estimatedRemainingSeconds":0,)"));
+}
+
+// A job that did not succeed (a SIGTERM, a failure) never waits: the exit
+// is not held for a percentage that is not final.
+TEST_F(SenderTest, JobFailed_WithinTheGap_NeitherWaitsNorSends) {
+  std::vector<absl::Duration> slept;
+  options_.sleep = [&](absl::Duration d) { slept.push_back(d); };
+  TrainerStatusSender sender(options_, &poster_, &clock_, &wall_);
+  sender.Update(Status(0, "step=98 total_steps=100"));
+  sender.Step();
+  clock_.Advance(absl::Seconds(2));
+  agent::AgentStatus failed = Status(0, "step=99 total_steps=100");
+  failed.state = agent::RoundState::kDone;
+  failed.exit_code = 143;
+  sender.Update(failed);
+  sender.Stop(absl::Seconds(1));
+  EXPECT_THAT(slept, ElementsAre());
   EXPECT_EQ(poster_.calls().size(), 1u);
 }
 

@@ -22,6 +22,7 @@
 #include "rendezvous/error_reason.h"
 #include "rendezvous/protocol_version.h"
 #include "rendezvous/rank_assignment.h"
+#include "rendezvous/rank_order.h"
 
 namespace trainlet::rendezvous {
 namespace {
@@ -87,7 +88,8 @@ absl::Status CheckTopology(const v1::Topology& t) {
   }
   for (const auto& [field, value] :
        {std::pair<const char*, const std::string*>{"boot_id", &t.boot_id()},
-        {"ipc_namespace", &t.ipc_namespace()}}) {
+        {"ipc_namespace", &t.ipc_namespace()},
+        {"nvlink_clique", &t.nvlink_clique()}}) {
     if (value->size() > kMaxHostIdentityLength ||
         !IsPrintableAscii(*value, /*allow_space=*/false)) {
       return absl::InvalidArgumentError(
@@ -281,6 +283,7 @@ absl::Status Coordinator::ValidateJoinLocked(const v1::JoinRequest& r) const {
                                                       kMaxRestartCount, r.restart_count()));
   }
   if (absl::Status s = CheckTopology(r.topology()); !s.ok()) return s;
+  if (absl::Status s = CheckJoinTopology(r); !s.ok()) return s;
   if (r.has_preflight()) {
     if (absl::Status s = preflight::ValidateReport(r.preflight()); !s.ok()) {
       return absl::InvalidArgumentError(absl::StrCat("preflight: ", s.message()));
@@ -1168,7 +1171,11 @@ void Coordinator::CloseRoundLocked(Actions* actions) {
     SetSinkLocked(*m, nullptr, 0);
   }
 
-  std::vector<int> ranks = AssignRanks(candidates, /*honor_hints=*/!elastic_);
+  std::vector<const v1::JoinRequest*> joins;
+  joins.reserve(joined.size());
+  for (const Member* m : joined) joins.push_back(&m->join);
+  RoundOrder order = OrderRound(joins, std::move(candidates), /*honor_hints=*/!elastic_);
+  const std::vector<int>& ranks = order.ranks;
   const int n = static_cast<int>(joined.size());
   std::vector<Member*> by_rank(n);
   for (int i = 0; i < n; ++i) by_rank[ranks[i]] = joined[i];
@@ -1208,6 +1215,7 @@ void Coordinator::CloseRoundLocked(Actions* actions) {
   common.set_preflight_policy(options_.preflight);
   common.set_link_key(link_key_);
   common.set_slow_signals_interval_ms(SlowSignalsIntervalMs(n));
+  common.set_rank_order_note(std::move(order.note));
   slow_judge_.Clear();
   if (common.slow_signals_interval_ms() > 0) {
     slow_judge_.SetInterval(absl::Milliseconds(common.slow_signals_interval_ms()));
@@ -1329,6 +1337,9 @@ void Coordinator::CloseRoundLocked(Actions* actions) {
       << "round " << round_ << " closed: " << n << " nodes, world size " << world_size
       << ", master " << common.master_addr() << ":" << common.master_port() << ", restart count "
       << restart_count_;
+  if (!order.log.empty()) {
+    TLOG_AT(OutcomeLevel(LogLevel::kInfo)) << "round " << round_ << ": " << order.log;
+  }
 }
 
 absl::StatusOr<Coordinator::Member*> Coordinator::FindMemberLocked(const v1::Member& who,

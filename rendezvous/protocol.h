@@ -101,6 +101,13 @@ inline constexpr size_t kMaxNcclVersionLength = 64;
 inline constexpr size_t kMaxHostIdentityLength = 64;  // topology.boot_id, .ipc_namespace.
 inline constexpr int kMaxNumaNodes = 1024;
 inline constexpr size_t kMaxSshKeyLength = 8192;  // one OpenSSH public key line.
+// JoinRequest.domains: entries, key length (a Kubernetes label key: a
+// 253-byte prefix, '/', a 63-byte name), value length.
+inline constexpr int kMaxTopologyDomains = 16;
+inline constexpr size_t kMaxTopologyKeyLength = 317;
+inline constexpr size_t kMaxTopologyValueLength = 256;
+inline constexpr size_t kMaxSchedulerPlacementLength = 128;
+inline constexpr size_t kMaxRankOrderNoteLength = 512;
 // ReportRequest.message and LeaveRequest.reason are cut to this many bytes.
 inline constexpr size_t kMaxMessageLength = 1024;
 

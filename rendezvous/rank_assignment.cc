@@ -12,7 +12,8 @@ constexpr int kNone = std::numeric_limits<int>::max();
 int OrNone(int v) { return v < 0 ? kNone : v; }
 }  // namespace
 
-std::vector<int> AssignRanks(const std::vector<RankCandidate>& candidates, bool honor_hints) {
+std::vector<int> AssignRanks(const std::vector<RankCandidate>& candidates, bool honor_hints,
+                             RankOrder rank_order) {
   const int n = static_cast<int>(candidates.size());
   std::vector<int> order(n);
   std::iota(order.begin(), order.end(), 0);
@@ -26,12 +27,18 @@ std::vector<int> AssignRanks(const std::vector<RankCandidate>& candidates, bool 
     if (OrNone(x.hint) != OrNone(y.hint)) return OrNone(x.hint) < OrNone(y.hint);
     return NaturalLess(x.node_id, y.node_id);
   });
+  if (rank_order == RankOrder::kTopology) {
+    std::vector<NodeDomains> domains(n);
+    for (int i = 0; i < n; ++i) domains[i] = candidates[i].domains;
+    order = GroupByTopology(domains, order);
+  }
 
   std::vector<int> ranks(n, -1);
   std::vector<bool> taken(n, false);
   if (honor_hints) {
     for (int i = 0; i < n; ++i) {
       int h = candidates[i].hint;
+      if (rank_order == RankOrder::kTopology && candidates[i].hint_from_index) continue;
       if (h >= 0 && h < n && !taken[h]) {
         ranks[i] = h;
         taken[h] = true;

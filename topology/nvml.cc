@@ -86,6 +86,7 @@ struct NvmlApi {
   Entry<nvmlReturn_t (*)(nvmlDevice_t, unsigned int*, void*)> compute_processes;
   Entry<nvmlReturn_t (*)(nvmlDevice_t, nvmlClockType_t, unsigned int*)> clock;
   Entry<nvmlReturn_t (*)(nvmlDevice_t, nvmlClockType_t, unsigned int*)> max_clock;
+  Entry<nvmlReturn_t (*)(nvmlDevice_t, nvmlGpuFabricInfo_t*)> fabric_info;
   Entry<nvmlReturn_t (*)(nvmlDevice_t, unsigned long long*)> clock_reasons;
 };
 
@@ -154,6 +155,7 @@ NvmlApi ResolveAll(void* h) {
           &api.compute_processes);
   Resolve(h, {"nvmlDeviceGetClockInfo"}, &api.clock);
   Resolve(h, {"nvmlDeviceGetMaxClockInfo"}, &api.max_clock);
+  Resolve(h, {"nvmlDeviceGetGpuFabricInfo"}, &api.fabric_info);
   // Renamed in CUDA 12.2 (the same bits); the older name stays exported,
   // deprecated, and is all an older driver has.
   Resolve(h,
@@ -477,6 +479,7 @@ class Reader {
       if (width >= 1 && width <= 32) gpu->set_link_width(static_cast<int32_t>(width));
     }
     ReadCpuAffinity(dev, gpu);
+    if (!ReadFabric(dev, gpu)) return false;
     unsigned int minor_number = 0;
     if (api_.minor_number && Call(api_.minor_number, api_.minor_number.fn(dev, &minor_number))) {
       if (minor_number < (1u << 20)) gpu->set_minor_number(static_cast<int32_t>(minor_number));
@@ -585,6 +588,31 @@ class Reader {
       gpu->set_clock_reasons_known(true);
       gpu->set_clock_reasons(reasons);
     }
+  }
+
+  // The NVLink clique (docs/topology.md, "Rank order"): "<cluster uuid>.<clique
+  // id>", as the GPU operator's nvidia.com/gpu.clique label spells it, once
+  // Fabric Manager registered the GPU; nothing on GPUs without the fabric
+  // (NOT_SUPPORTED), still registering, or in error. False: the struct's
+  // guard was broken (no NVML data is used).
+  bool ReadFabric(nvmlDevice_t dev, v1::Gpu* gpu) {
+    if (!api_.fabric_info) return true;
+    Guarded<nvmlGpuFabricInfo_t> info;
+    const nvmlReturn_t rc = api_.fabric_info.fn(dev, info.get());
+    if (!CheckGuard(info, api_.fabric_info.name, "28-byte nvmlGpuFabricInfo_t")) return false;
+    if (!Call(api_.fabric_info, rc)) return true;
+    const nvmlGpuFabricInfo_t& f = *info.get();
+    if (f.state != NVML_GPU_FABRIC_STATE_COMPLETED || f.status != NVML_SUCCESS) return true;
+    bool zero = true;
+    for (unsigned char b : f.clusterUuid) zero &= b == 0;
+    if (zero) return true;
+    std::string uuid;
+    for (int i = 0; i < NVML_GPU_FABRIC_UUID_LEN; ++i) {
+      if (i == 4 || i == 6 || i == 8 || i == 10) uuid += '-';
+      absl::StrAppend(&uuid, absl::Hex(f.clusterUuid[i], absl::kZeroPad2));
+    }
+    gpu->set_nvlink_clique(absl::StrCat(uuid, ".", f.cliqueId));
+    return true;
   }
 
   void ReadCpuAffinity(nvmlDevice_t dev, v1::Gpu* gpu) {

@@ -185,8 +185,22 @@ typedef struct {
   nvmlValue_t value;
 } nvmlFieldValue_t;
 
+// nvmlDeviceGetGpuFabricInfo (R525+, Hopper and later with NVSwitch): the
+// GPU's NVLink fabric cluster and clique, once Fabric Manager registered it.
+#define NVML_GPU_FABRIC_UUID_LEN 16
+#define NVML_GPU_FABRIC_STATE_COMPLETED 3
+typedef unsigned char nvmlGpuFabricState_t;
+typedef struct {
+  unsigned char clusterUuid[NVML_GPU_FABRIC_UUID_LEN];
+  nvmlReturn_t status;  // meaningful only once state is COMPLETED.
+  unsigned int cliqueId;
+  nvmlGpuFabricState_t state;
+} nvmlGpuFabricInfo_t;
+
 }  // extern "C"
 
+static_assert(sizeof(nvmlGpuFabricInfo_t) == 28, "nvmlGpuFabricInfo_t is 28 bytes");
+static_assert(offsetof(nvmlGpuFabricInfo_t, cliqueId) == 20, "nvmlGpuFabricInfo_t.cliqueId @20");
 static_assert(sizeof(nvmlReturn_t) == 4, "nvmlReturn_t is a 4-byte C enum");
 static_assert(sizeof(nvmlPciInfo_t) == 68, "nvmlPciInfo_t must be the 68-byte v3 layout");
 static_assert(offsetof(nvmlPciInfo_t, busIdLegacy) == 0, "nvmlPciInfo_t.busIdLegacy @0");

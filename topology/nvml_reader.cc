@@ -421,6 +421,10 @@ absl::Status ParseNvmlReaderAnswer(absl::string_view answer, v1::NodeProbe* prob
                                                      g.sm_clock_mhz(), " MHz (max ",
                                                      g.sm_clock_max_mhz(), ")"));
     }
+    if (g.nvlink_clique().size() > 64) {
+      return absl::InvalidArgumentError(absl::StrCat("GPU ", g.index(), " has an NVLink clique of ",
+                                                     g.nvlink_clique().size(), " bytes"));
+    }
     if (!g.clock_reasons_known() && g.clock_reasons() != 0) {
       return absl::InvalidArgumentError(
           absl::StrCat("GPU ", g.index(), " has clock reasons it does not know"));

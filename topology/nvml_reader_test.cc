@@ -342,6 +342,10 @@ TEST(ParseNvmlReaderAnswer, ContentsOutOfBounds_AreRejected) {
   fast_clock.mutable_gpus(0)->set_sm_clock_mhz(kMaxClockMhz + 1);
   EXPECT_THAT(Parse(Frame(fast_clock.SerializeAsString())).message(),
               HasSubstr("SM clock of 100001 MHz"));
+  v1::NodeProbe long_clique = GoodAnswer();
+  long_clique.mutable_gpus(0)->set_nvlink_clique(std::string(65, 'c'));
+  EXPECT_THAT(Parse(Frame(long_clique.SerializeAsString())).message(),
+              HasSubstr("NVLink clique of 65 bytes"));
   v1::NodeProbe fast_max = GoodAnswer();
   fast_max.mutable_gpus(0)->set_sm_clock_max_mhz(kMaxClockMhz + 1);
   EXPECT_THAT(Parse(Frame(fast_max.SerializeAsString())).message(), HasSubstr("(max 100001)"));

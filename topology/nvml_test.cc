@@ -458,6 +458,28 @@ TEST(ReadNvml, ClocksNotSupportedOrFailing_AreUnknown) {
                                              HasSubstr("UNKNOWN (999)"))));
 }
 
+TEST(ReadNvml, FabricClique_AsTheGpuOperatorSpellsIt_OnlyOnceRegistered) {
+  // GPU 0 registered; GPU 1 still registering (state 2); GPU 2 registered
+  // with an error; GPU 3 has no fabric (NOT_SUPPORTED, silently).
+  TempFixture fixture(R"({"devices": [
+      {"uuid": "GPU-a", "name": "x", "busId": "0000:18:00.0",
+       "fabric": {"clusterUuid": "0123456789abcdef0123456789abcdef", "cliqueId": 7}},
+      {"uuid": "GPU-b", "name": "x", "busId": "0000:2a:00.0",
+       "fabric": {"clusterUuid": "0123456789abcdef0123456789abcdef", "cliqueId": 7, "state": 2}},
+      {"uuid": "GPU-c", "name": "x", "busId": "0000:3a:00.0",
+       "fabric": {"clusterUuid": "0123456789abcdef0123456789abcdef", "cliqueId": 7,
+                  "status": 999}},
+      {"uuid": "GPU-d", "name": "x", "busId": "0000:5d:00.0"}]})");
+  Result r = Read(FAKE_NVML_PATH, fixture.path());
+  EXPECT_EQ(r.probe.nvml().status(), v1::Source::OK) << r.probe.nvml().reason();
+  EXPECT_THAT(Warnings(r), IsEmpty());
+  ASSERT_EQ(r.gpus.size(), 4u);
+  EXPECT_EQ(r.gpus[0].nvlink_clique(), "01234567-89ab-cdef-0123-456789abcdef.7");
+  EXPECT_EQ(r.gpus[1].nvlink_clique(), "");
+  EXPECT_EQ(r.gpus[2].nvlink_clique(), "");
+  EXPECT_EQ(r.gpus[3].nvlink_clique(), "");
+}
+
 TEST(ReadNvml, UnterminatedUuid_IsRejected) {
   TempFixture fixture(R"({"devices": [{"uuid": "GPU-x", "uuidUnterminated": true,
       "name": "NVIDIA H100 80GB HBM3", "busId": "0000:18:00.0", "cc": [9, 0]}]})");

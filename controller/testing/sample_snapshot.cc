@@ -156,7 +156,26 @@ ControllerSnapshot SampleSnapshot(int64_t tick) {
   RoundView r2{2, 1795435100000, 1795435150000, 3, 6, "worker 0 (rank 4) exited with code 1", {}};
   r2.ended_by = demo.root_cause;
   RoundView r3{3, 1795435150000, 0, 3, 6, "worker 1 (rank 3) hung: no progress for 60s", {}};
+  // What the restarts cost (docs/goodput.md): the same numbers as the job's.
+  r2.restart = {true, 1795435098000, 2000,          9000, 0, 21000, 18000, 1080, 1040,
+                40,   true,          "demo-node-2", 4};
+  r3.restart = {true, 1795435090000, 60000,         11000, 0, 24000, 0, 1150, -1,
+                -1,   false,         "demo-node-1", 3};
   demo.rounds_timeline = {r1, r2, r3};
+  for (RestartView& restart : demo.restarts) {
+    for (const RoundView& r : demo.rounds_timeline) {
+      if (r.round == restart.round) restart.times = r.restart;
+    }
+  }
+  // 11:00:00Z to now (12:00:00Z at tick 0), partitioned.
+  demo.goodput.known = true;
+  demo.goodput.ms = {3415000 + tick * 1000, 40000, 0, 62000, 20000, 45000, 18000};
+  demo.goodput.wall_ms = 0;
+  for (int64_t ms : demo.goodput.ms) demo.goodput.wall_ms += ms;
+  demo.goodput.ettr = static_cast<double>(demo.goodput.ms[kPhaseProductive]) /
+                      static_cast<double>(demo.goodput.wall_ms);
+  demo.goodput.phase = "rewarm";
+  demo.goodput.phase_since_unix_ms = 1795435171000;
   demo.series.keys = {"loss"};
   demo.series.every_ms = 5000;
   for (int i = 0; i < 24; ++i) {

@@ -9,7 +9,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include <regex>
+#include <algorithm>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
@@ -28,12 +28,51 @@ using topology::testing::Json;
 constexpr size_t kMaxBodySize = 1 << 16;  // server.go's maxBodySize.
 
 // A number's raw text in `body` after "key": must be an integer for Go's
-// int32 fields (45.0 and 4.5e1 do not decode).
+// int32 fields (45.0 and 4.5e1 do not decode). No std::regex: gcc's
+// -Wmaybe-uninitialized fires inside <regex> at -O1 (the ASan build).
 bool RawIsInteger(const std::string& body, const std::string& key) {
-  const std::regex re("\"" + key + "\"\\s*:\\s*([^,}\\s]+)");
-  std::smatch m;
-  if (!std::regex_search(body, m, re)) return true;  // absent: nothing to check.
-  return std::regex_match(m[1].str(), std::regex("-?[0-9]+|null"));
+  const size_t at = body.find(absl::StrCat("\"", key, "\""));
+  if (at == std::string::npos) return true;  // absent: nothing to check.
+  absl::string_view rest = absl::string_view(body).substr(at + key.size() + 2);
+  rest = absl::StripLeadingAsciiWhitespace(rest);
+  if (!absl::ConsumePrefix(&rest, ":")) return false;
+  rest = absl::StripLeadingAsciiWhitespace(rest);
+  size_t end = 0;
+  while (end < rest.size() && rest[end] != ',' && rest[end] != '}' &&
+         !absl::ascii_isspace(static_cast<unsigned char>(rest[end]))) {
+    ++end;
+  }
+  absl::string_view raw = rest.substr(0, end);
+  if (raw == "null") return true;
+  absl::ConsumePrefix(&raw, "-");
+  return !raw.empty() && std::all_of(raw.begin(), raw.end(), [](char c) {
+    return absl::ascii_isdigit(static_cast<unsigned char>(c));
+  });
+}
+
+// RFC 3339 as Go's time.RFC3339 parses it: 2006-01-02T15:04:05, optional
+// fraction, then Z or +hh:mm/-hh:mm.
+bool IsRfc3339(absl::string_view t) {
+  auto digits = [&](size_t n) {
+    if (t.size() < n) return false;
+    for (size_t i = 0; i < n; ++i) {
+      if (!absl::ascii_isdigit(static_cast<unsigned char>(t[i]))) return false;
+    }
+    t.remove_prefix(n);
+    return true;
+  };
+  if (!digits(4) || !absl::ConsumePrefix(&t, "-") || !digits(2) || !absl::ConsumePrefix(&t, "-") ||
+      !digits(2) || !absl::ConsumePrefix(&t, "T") || !digits(2) || !absl::ConsumePrefix(&t, ":") ||
+      !digits(2) || !absl::ConsumePrefix(&t, ":") || !digits(2)) {
+    return false;
+  }
+  if (absl::ConsumePrefix(&t, ".")) {
+    if (!digits(1)) return false;
+    while (!t.empty() && absl::ascii_isdigit(static_cast<unsigned char>(t[0]))) t.remove_prefix(1);
+  }
+  if (t == "Z") return true;
+  if (!absl::ConsumePrefix(&t, "+") && !absl::ConsumePrefix(&t, "-")) return false;
+  return digits(2) && absl::ConsumePrefix(&t, ":") && digits(2) && t.empty();
 }
 
 std::string StatusJson(int code, const std::string& message, const std::string& reason) {
@@ -107,9 +146,7 @@ std::string TrainerBodyError(const std::string& body) {
   if (t == nullptr || t->kind == Json::kNull) {
     return "trainerStatus: lastUpdatedTime is required when trainerStatus is present";
   }
-  if (t->kind != Json::kString ||
-      !std::regex_match(t->string,
-                        std::regex(R"(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?(Z|[+-]\d\d:\d\d))"))) {
+  if (t->kind != Json::kString || !IsRfc3339(t->string)) {
     return "Invalid payload: lastUpdatedTime is not RFC 3339";
   }
   return "";

@@ -55,6 +55,8 @@
 //       "fields": {"230": 0},             // nvmlDeviceGetFieldValues, UNSIGNED_INT
 //       "smClock": 1980, "smClockMax": 1980,  // NVML_CLOCK_SM, MHz (GetClockInfo,
 //                                        // GetMaxClockInfo)
+//       "fabric": {"clusterUuid": "<32 hex digits>", "cliqueId": 7,  // GetGpuFabricInfo
+//                  "state": 3, "status": 0},  // state absent: 3 (COMPLETED)
 //       "clockReasons": 8                 // GetCurrentClocksEventReasons (and
 //                                        // ...ThrottleReasons), a number
 //     }],
@@ -132,6 +134,8 @@ struct Device {
   bool has_ecc = false;
   bool ecc_current = false, ecc_pending = false;
   unsigned long long sbe = 0, dbe = 0;
+  bool has_fabric = false;
+  nvmlGpuFabricInfo_t fabric{};
   bool has_remap = false;
   unsigned int remap_corr = 0, remap_unc = 0;
   bool remap_pending = false, remap_failure = false;
@@ -292,6 +296,19 @@ bool LoadDevice(const Json& j, Device* d, std::string* why) {
     d->ecc_pending = Bool(*e, "pending", d->ecc_current);
     d->sbe = static_cast<unsigned long long>(Num(*e, "sbeVolatile"));
     d->dbe = static_cast<unsigned long long>(Num(*e, "dbeVolatile"));
+  }
+  if (const Json* f = Object(j, "fabric")) {
+    d->has_fabric = true;
+    const std::string hex = Str(*f, "clusterUuid");
+    for (int i = 0; i < NVML_GPU_FABRIC_UUID_LEN && 2 * i + 1 < static_cast<int>(hex.size()); ++i) {
+      d->fabric.clusterUuid[i] =
+          static_cast<unsigned char>(strtoul(hex.substr(2 * i, 2).c_str(), nullptr, 16));
+    }
+    d->fabric.cliqueId = static_cast<unsigned int>(Num(*f, "cliqueId"));
+    d->fabric.state = f->Get("state") != nullptr
+                          ? static_cast<nvmlGpuFabricState_t>(Num(*f, "state"))
+                          : NVML_GPU_FABRIC_STATE_COMPLETED;
+    d->fabric.status = static_cast<nvmlReturn_t>(Num(*f, "status"));
   }
   if (const Json* r = Object(j, "remappedRows")) {
     d->has_remap = true;
@@ -708,6 +725,15 @@ FAKE_EXPORT nvmlReturn_t nvmlDeviceGetRemappedRows(nvmlDevice_t device, unsigned
   *unc = d->remap_unc;
   *pending = d->remap_pending ? 1 : 0;
   *failure = d->remap_failure ? 1 : 0;
+  return NVML_SUCCESS;
+}
+
+FAKE_EXPORT nvmlReturn_t nvmlDeviceGetGpuFabricInfo(nvmlDevice_t device,
+                                                    nvmlGpuFabricInfo_t* info) {
+  DEVICE_CALL("nvmlDeviceGetGpuFabricInfo");
+  if (info == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
+  if (!d->has_fabric) return NVML_ERROR_NOT_SUPPORTED;
+  *info = d->fabric;
   return NVML_SUCCESS;
 }
 
