@@ -1,9 +1,14 @@
 #include "rendezvous/coordinator_client.h"
 
 #include <grpcpp/grpcpp.h>
+#include <netdb.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <condition_variable>
+#include <cstring>
 #include <random>
 
 #include "absl/strings/match.h"
@@ -66,6 +71,28 @@ class ReadReactor : public grpc::ClientReadReactor<v1::Directive>, public WatchS
 // How long Join waits for a connection before starting over with a fresh
 // channel (and a fresh DNS lookup).
 constexpr absl::Duration kRedialPeriod = absl::Seconds(1);
+// How often a waiting Join's PortWatch connects to the coordinator's port
+// (50 RSTs a second while it is closed), for the first kPortWatchWindow of
+// a wait: pods of one job start together, so the coordinator usually comes
+// up within it; later, gRPC's own 80-120 ms dials find it.
+constexpr absl::Duration kPortWatchEvery = absl::Milliseconds(20);
+constexpr absl::Duration kPortWatchWindow = absl::Seconds(10);
+
+// True when a TCP connection to `address` completes within `timeout`.
+bool PortOpen(const sockaddr_storage& address, socklen_t length, absl::Duration timeout) {
+  const int fd = socket(address.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  if (fd < 0) return false;
+  bool open = connect(fd, reinterpret_cast<const sockaddr*>(&address), length) == 0;
+  if (!open && errno == EINPROGRESS) {
+    pollfd p{fd, POLLOUT, 0};
+    int error = 0;
+    socklen_t size = sizeof(error);
+    open = poll(&p, 1, static_cast<int>(absl::ToInt64Milliseconds(timeout))) == 1 &&
+           getsockopt(fd, SOL_SOCKET, SO_ERROR, &error, &size) == 0 && error == 0;
+  }
+  close(fd);
+  return open;
+}
 
 bool IsTlsHandshakeError(const absl::Status& status) {
   if (!absl::IsUnavailable(status)) return false;
@@ -80,6 +107,59 @@ bool IsRetryableJoinError(const absl::Status& status) {
   // UNAVAILABLE: not resolvable / refused / restarting. ABORTED: our own
   // earlier attempt was superseded or the round moved on.
   return absl::IsUnavailable(status) || absl::IsAborted(status);
+}
+
+struct PortWatch::Shared {
+  absl::Mutex mu;
+  bool stopped ABSL_GUARDED_BY(mu) = false;
+};
+
+PortWatch::PortWatch(std::string target, absl::Duration every, std::function<void()> on_open)
+    : shared_(std::make_shared<Shared>()) {
+  const size_t colon = target.rfind(':');
+  if (colon == std::string::npos || colon == 0) return;  // not host:port (unix:, ...)
+  std::string host = target.substr(0, colon);
+  if (host.size() > 2 && host.front() == '[' && host.back() == ']') {
+    host = host.substr(1, host.size() - 2);  // [v6]:port
+  }
+  auto run = [shared = shared_, host, port = target.substr(colon + 1), every,
+              on_open = std::move(on_open)] {
+    addrinfo hints{};
+    hints.ai_family = AF_UNSPEC;
+    hints.ai_socktype = SOCK_STREAM;
+    hints.ai_flags = AI_NUMERICSERV;
+    addrinfo* found = nullptr;
+    if (getaddrinfo(host.c_str(), port.c_str(), &hints, &found) != 0) return;
+    std::vector<std::pair<sockaddr_storage, socklen_t>> addresses;
+    for (const addrinfo* ai = found; ai != nullptr && addresses.size() < 4; ai = ai->ai_next) {
+      if (ai->ai_addrlen > sizeof(sockaddr_storage)) continue;
+      sockaddr_storage a{};
+      std::memcpy(&a, ai->ai_addr, ai->ai_addrlen);
+      addresses.emplace_back(a, ai->ai_addrlen);
+    }
+    freeaddrinfo(found);
+    while (true) {
+      for (const auto& [address, length] : addresses) {
+        if (!PortOpen(address, length, every)) continue;
+        absl::MutexLock lock(&shared->mu);
+        if (!shared->stopped) on_open();
+        return;
+      }
+      absl::MutexLock lock(&shared->mu);
+      if (shared->mu.AwaitWithTimeout(absl::Condition(&shared->stopped), every)) return;
+    }
+  };
+  try {
+    std::thread(std::move(run)).detach();
+  } catch (const std::system_error&) {
+    // No thread: gRPC's own dials find the coordinator.
+  }
+}
+
+PortWatch::~PortWatch() {
+  // on_open runs under the lock: after this, it never runs again.
+  absl::MutexLock lock(&shared_->mu);
+  shared_->stopped = true;
 }
 
 CoordinatorClient::CoordinatorClient(ClientOptions options) : options_(std::move(options)) {
@@ -143,7 +223,8 @@ absl::StatusOr<v1::Assignment> CoordinatorClient::Join(const v1::JoinRequest& re
   // The budget runs on the monotonic clock (a wall-clock step must not
   // stretch or cut the join timeout); each gRPC deadline is derived from it.
   Clock* const mono = Clock::Monotonic();
-  const absl::Time deadline = mono->Now() + (wall_deadline - absl::Now());
+  const absl::Time start = mono->Now();
+  const absl::Time deadline = start + (wall_deadline - absl::Now());
   auto wall = [&](absl::Time mono_time) { return absl::Now() + (mono_time - mono->Now()); };
   std::mt19937 rng(std::random_device{}());
   absl::Duration backoff = options_.min_backoff;
@@ -205,6 +286,13 @@ absl::StatusOr<v1::Assignment> CoordinatorClient::Join(const v1::JoinRequest& re
       next_log = now + absl::Seconds(30);
     }
     if (absl::IsUnavailable(s) && !connected) {
+      std::unique_ptr<PortWatch> watch;
+      if (now - start < kPortWatchWindow) {
+        watch =
+            std::make_unique<PortWatch>(options_.target, kPortWatchEvery, [channel = Channel()] {
+              grpc::experimental::ChannelResetConnectionBackoff(channel.get());
+            });
+      }
       if (!Channel()->WaitForConnected(
               absl::ToChronoTime(wall(std::min(deadline, mono->Now() + kRedialPeriod))))) {
         // Still not connected: a fresh channel resolves the name again at

@@ -49,9 +49,9 @@ struct ClientOptions {
   // while the coordinator is not up yet. For the latter gRPC (1.51 and
   // later; subchannel.cc, ParseArgsForBackoffValues) raises both values to
   // at least 100 ms, so a waiting agent re-dials every 80-120 ms (20%
-  // jitter) and reaches a coordinator that just came up 0-120 ms late: the
-  // last of three MPI workers about 90 ms (docs/benchmarks-history.md,
-  // issue 33).
+  // jitter) and would reach a coordinator that just came up 0-120 ms late
+  // (the last of three MPI workers about 90 ms: docs/benchmarks-history.md,
+  // issue 33). Join's PortWatch (below) cuts that to about 20 ms.
   absl::Duration min_backoff = absl::Milliseconds(10);
   absl::Duration max_backoff = absl::Milliseconds(100);
   // HTTP/2 keepalive pings, to notice a coordinator host that vanished
@@ -182,6 +182,27 @@ class GrpcRendezvousClient : public RendezvousClient {
 
 // gRPC's status codes that mean "try again": the coordinator is not up yet.
 bool IsRetryableJoinError(const absl::Status& status);
+
+// Watches for a closed TCP port to open, for Join: gRPC re-dials a closed
+// port only every 80-120 ms (it floors its reconnect backoff at 100 ms), so
+// a waiting agent reached a coordinator that just came up 0-120 ms late.
+// A thread of its own resolves `target` ("host:port") once, then connects
+// to it every `every` (one SYN and one RST while it is closed, as gRPC's
+// own dials) and calls `on_open` once when a connection succeeds; Join
+// then resets the channel's backoff, and gRPC dials at once. Resolving
+// blocks in getaddrinfo (no timeout of its own), so the destructor does
+// not wait for the thread: a late thread finds itself stopped and ends.
+class PortWatch {
+ public:
+  PortWatch(std::string target, absl::Duration every, std::function<void()> on_open);
+  ~PortWatch();
+  PortWatch(const PortWatch&) = delete;
+  PortWatch& operator=(const PortWatch&) = delete;
+
+ private:
+  struct Shared;
+  std::shared_ptr<Shared> shared_;
+};
 
 // A connection error that says the TLS handshake failed (a certificate was
 // refused, or the peer does not speak TLS), from gRPC's UNAVAILABLE text.

@@ -3,6 +3,7 @@
 // from one sender thread, heartbeats queued behind a slow coordinator are
 // coalesced, nothing blocks the caller, and shutdown is bounded even when
 // the coordinator never answers.
+#include <arpa/inet.h>
 #include <grpcpp/grpcpp.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
@@ -204,6 +205,64 @@ TEST_F(ClientTest, JoinIsCancelledBySignal) {
   client.CancelJoin();
   ASSERT_TRUE(done.WaitForNotificationWithTimeout(absl::Seconds(5)));
   EXPECT_TRUE(absl::IsCancelled(status)) << status;
+}
+
+// A TCP socket bound to a free loopback port and not listening: connects
+// to it are refused until Listen().
+class ClosedPort {
+ public:
+  ClosedPort() {
+    fd_ = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    EXPECT_EQ(bind(fd_, reinterpret_cast<sockaddr*>(&a), sizeof(a)), 0);
+    socklen_t len = sizeof(a);
+    EXPECT_EQ(getsockname(fd_, reinterpret_cast<sockaddr*>(&a), &len), 0);
+    port_ = ntohs(a.sin_port);
+  }
+  ~ClosedPort() { close(fd_); }
+  void Listen() { ASSERT_EQ(listen(fd_, 16), 0); }
+  std::string target() const { return "127.0.0.1:" + std::to_string(port_); }
+
+ private:
+  int fd_ = -1;
+  int port_ = 0;
+};
+
+TEST(PortWatchTest, CallsOnOpenOnceThePortOpens) {
+  ClosedPort port;
+  std::atomic<int> calls{0};
+  absl::Notification opened;
+  PortWatch watch(port.target(), absl::Milliseconds(5), [&] {
+    ++calls;
+    opened.Notify();
+  });
+  // Refused dials do not count as open.
+  EXPECT_FALSE(opened.WaitForNotificationWithTimeout(absl::Milliseconds(100)));
+  port.Listen();
+  ASSERT_TRUE(opened.WaitForNotificationWithTimeout(absl::Seconds(30)));
+  absl::SleepFor(absl::Milliseconds(50));
+  EXPECT_EQ(calls.load(), 1);  // once, then the watch is done.
+}
+
+TEST(PortWatchTest, NeverCallsOnOpenOnceDestroyed) {
+  ClosedPort port;
+  std::atomic<int> calls{0};
+  {
+    PortWatch watch(port.target(), absl::Milliseconds(5), [&] { ++calls; });
+  }
+  port.Listen();
+  absl::SleepFor(absl::Milliseconds(100));
+  EXPECT_EQ(calls.load(), 0);
+}
+
+TEST(PortWatchTest, ATargetThatIsNotHostAndPortIsLeftAlone) {
+  std::atomic<int> calls{0};
+  {
+    PortWatch watch("unix-socket-without-port", absl::Milliseconds(5), [&] { ++calls; });
+  }
+  EXPECT_EQ(calls.load(), 0);
 }
 
 }  // namespace
