@@ -427,7 +427,11 @@ struct OutputProgress::Worker {
   std::string lr;
   std::string epoch;
   int64_t bar_total = -1;  // hf: the training bar's total (the first bar's)
-  uint64_t window = 0;     // the rate limit's second of its last match
+  // auto, once picked: another format whose lines with a step came in a
+  // row, none of the picked format's between, and how many.
+  OutputFormat rival = OutputFormat::kAuto;
+  int rival_lines = 0;
+  uint64_t window = 0;  // the rate limit's second of its last match
   bool changed = false;
 };
 
@@ -594,6 +598,34 @@ std::optional<OutputMatch> OutputProgress::MatchRegex(absl::string_view line) co
   return m;
 }
 
+std::optional<OutputMatch> OutputProgress::MatchRival(int local_rank, Worker* w,
+                                                      absl::string_view line) {
+  for (OutputFormat f : kBuiltInOutputFormats) {
+    if (f == w->format) continue;
+    std::optional<OutputMatch> m = MatchPlainLine(f, line);
+    if (!m.has_value() || m->step < 0) continue;
+    w->rival_lines = f == w->rival ? w->rival_lines + 1 : 1;
+    w->rival = f;
+    if (w->rival_lines < kRepickLines) return std::nullopt;
+    TLOG(kInfo) << "progress from output: local rank " << local_rank << " prints "
+                << OutputFormatName(f) << " progress lines, not " << OutputFormatName(w->format)
+                << " (" << kRepickLines
+                << " in a row; --progress-from-output=auto picked the other from a line that "
+                   "only looked like one)";
+    // Nothing of the false pick's lines stays in the worker's progress
+    // (its partial lines stay: the caller may be reading one).
+    w->format = f;
+    w->rival = OutputFormat::kAuto;
+    w->rival_lines = 0;
+    w->step = w->total = w->bar_total = -1;
+    w->loss.clear();
+    w->lr.clear();
+    w->epoch.clear();
+    return m;
+  }
+  return std::nullopt;
+}
+
 void OutputProgress::OnLine(int local_rank, Worker* w, absl::string_view line) {
   ++stats_.lines;
   std::optional<OutputMatch> m;
@@ -601,6 +633,13 @@ void OutputProgress::OnLine(int local_rank, Worker* w, absl::string_view line) {
     m = MatchRegex(line);
   } else if (line = WithoutAnsi(line, &plain_); w->format != OutputFormat::kAuto) {
     m = MatchPlainLine(w->format, line);
+    if (spec_.format == OutputFormat::kAuto) {
+      if (m.has_value()) {
+        w->rival_lines = 0;
+      } else {
+        m = MatchRival(local_rank, w, line);
+      }
+    }
   } else {
     for (OutputFormat f : kBuiltInOutputFormats) {
       m = MatchPlainLine(f, line);

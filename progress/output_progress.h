@@ -93,6 +93,11 @@ class OutputProgress {
  public:
   static constexpr size_t kMaxLineBytes = 4096;
   static constexpr int kMaxMatchesPerSecond = 200;
+  // auto: lines of another format, with a step, in a row (none of the
+  // picked format's between) that replace a pick made from a line that only
+  // looked like its format (a preprocessing loop's plain tqdm bar before
+  // Megatron's lines).
+  static constexpr int kRepickLines = 3;
 
   struct Stats {
     uint64_t lines = 0;         // lines looked at
@@ -133,6 +138,9 @@ class OutputProgress {
   OutputProgress(const OutputProgressSpec& spec, std::unique_ptr<re2::RE2> regex, Clock* clock);
   void OnLine(int local_rank, Worker* worker, absl::string_view line);
   std::optional<OutputMatch> MatchRegex(absl::string_view line) const;
+  // auto, once a format is picked: `line`'s match in another format that
+  // now replaces the pick (kRepickLines in a row), else nullopt.
+  std::optional<OutputMatch> MatchRival(int local_rank, Worker* w, absl::string_view line);
   // Counts one match of `w` against the per-second budget; false when over
   // it (never for the worker's first match of the second).
   bool AdmitMatch(Worker* w);

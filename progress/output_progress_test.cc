@@ -261,6 +261,43 @@ TEST_F(OutputProgressTest, AutoPicksPerWorkerAndKeepsIt) {
   EXPECT_THAT(Lines(p.get()), ::testing::IsEmpty());
 }
 
+TEST_F(OutputProgressTest, AutoLeavesAFalsePickForAFormatThatKeepsMatching) {
+  auto p = Make("auto", 1);
+  // A preprocessing loop's plain tqdm bar (no description) looks like the
+  // Trainer's: auto picks hf, falsely, for a Megatron worker.
+  p->OnOutput(0, 1, "100%|##########| 500/500 [00:01<00:00, 400.00it/s]\n");
+  EXPECT_EQ(p->FormatOf(0), OutputFormat::kHuggingFace);
+  EXPECT_THAT(Lines(p.get()), ::testing::ElementsAre("0: step=500 total=500"));
+  // Two lines of another format: not yet (one stray line never switches).
+  p->OnOutput(0, 0,
+              " iteration        1/     100 | lm loss: 9.0E+00 |\nsome other line\n"
+              " iteration        2/     100 | lm loss: 8.0E+00 |\n");
+  EXPECT_EQ(p->FormatOf(0), OutputFormat::kHuggingFace);
+  EXPECT_THAT(Lines(p.get()), ::testing::IsEmpty());
+  // The third in a row, with no line of the picked format between: the
+  // worker prints Megatron's lines, and only they count from now on, with
+  // nothing of the false pick's left in them.
+  p->OnOutput(0, 0, " iteration        3/     100 | lm loss: 7.0E+00 |\n");
+  EXPECT_EQ(p->FormatOf(0), OutputFormat::kMegatron);
+  EXPECT_THAT(Lines(p.get()), ::testing::ElementsAre("0: step=3 total=100 loss=7.0E+00"));
+  p->OnOutput(0, 1, "100%|##########| 600/600 [00:01<00:00, 400.00it/s]\n");
+  EXPECT_THAT(Lines(p.get()), ::testing::IsEmpty());
+}
+
+TEST_F(OutputProgressTest, AutoKeepsItsPickWhileItsFormatMatchesBetween) {
+  auto p = Make("auto", 1);
+  // Hugging Face Trainer with DeepSpeed: the bar redraws between the
+  // engine's lines, which never take over.
+  for (int step = 1; step <= 40; ++step) {
+    p->OnOutput(0, 1, absl::StrCat("\r", step, "%|#   | ", step, "/100 [00:01<00:10, 9.0it/s]"));
+    if (step % 10 == 0) {
+      p->OnOutput(0, 0, absl::StrCat("[Rank 0] step=", step, ", skipped=0, lr=[0.001]\n"));
+    }
+  }
+  EXPECT_EQ(p->FormatOf(0), OutputFormat::kHuggingFace);
+  EXPECT_THAT(Lines(p.get()), ::testing::ElementsAre("0: step=40 total=100"));
+}
+
 TEST_F(OutputProgressTest, NamedFormatReadsOnlyItsLines) {
   auto p = Make("megatron", 1);
   p->OnOutput(0, 0, "step   1 loss 0.5\n");
