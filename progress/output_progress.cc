@@ -431,7 +431,9 @@ struct OutputProgress::Worker {
   // row, none of the picked format's between, and how many.
   OutputFormat rival = OutputFormat::kAuto;
   int rival_lines = 0;
-  uint64_t window = 0;  // the rate limit's second of its last match
+  uint64_t window = 0;              // the rate limit's second of its last match
+  std::optional<OutputMatch> held;  // over the rate, for the next second
+  uint64_t held_window = 0;         // the second it was held in
   bool changed = false;
 };
 
@@ -461,6 +463,7 @@ void OutputProgress::Reset(int local_ranks) {
     if (spec_.format != OutputFormat::kAuto) w.format = spec_.format;
   }
   pending_ = false;
+  held_ = false;
 }
 
 OutputFormat OutputProgress::FormatOf(int local_rank) const {
@@ -554,13 +557,17 @@ bool OutputProgress::OnOutput(int local_rank, int stream, absl::string_view byte
   return pending_ && !was_pending;
 }
 
-bool OutputProgress::AdmitMatch(Worker* w) {
+void OutputProgress::NextWindowIfDue() {
   const absl::Time now = clock_->Now();
   if (now - window_start_ >= absl::Seconds(1)) {
     window_start_ = now;
     window_matches_ = 0;
     ++window_;
   }
+}
+
+bool OutputProgress::AdmitMatch(Worker* w) {
+  NextWindowIfDue();
   // Over the node's budget, a worker's first match of the second still
   // counts: a worker that prints rarely is never starved by a chatty one
   // into looking silent (and hung).
@@ -653,25 +660,69 @@ void OutputProgress::OnLine(int local_rank, Worker* w, absl::string_view line) {
       }
     }
   }
-  if (!m.has_value() || !AdmitMatch(w)) return;
-  ++stats_.matches;
+  if (!m.has_value()) return;
   if (m->bar) {
     // An evaluation bar (another total than the training bar's): alive,
     // but its count is not the training step.
     if (w->bar_total < 0) w->bar_total = m->total;
     if (m->total != w->bar_total) m->step = m->total = -1;
   }
-  if (m->step >= 0) w->step = m->step;
-  if (m->total >= 0) w->total = m->total;
-  if (!m->loss.empty()) w->loss = std::move(m->loss);
-  if (!m->lr.empty()) w->lr = std::move(m->lr);
-  if (!m->epoch.empty()) w->epoch = std::move(m->epoch);
+  if (!AdmitMatch(w)) {
+    // Over the rate: kept, the latest of each field, for the next second
+    // (Collect), so that a burst followed by silence (a hang, a checkpoint)
+    // does not leave the step behind until the worker prints again.
+    if (!w->held.has_value()) w->held.emplace();
+    Merge(std::move(*m), &*w->held);
+    w->held_window = window_;
+    held_ = true;
+    return;
+  }
+  ++stats_.matches;
+  if (w->held.has_value()) {
+    Merge(*std::move(w->held), m.operator->(), /*only_missing=*/true);
+    w->held.reset();
+  }
+  Apply(w, std::move(*m));
+}
+
+void OutputProgress::Merge(OutputMatch from, OutputMatch* to, bool only_missing) {
+  if (from.step >= 0 && (!only_missing || to->step < 0)) to->step = from.step;
+  if (from.total >= 0 && (!only_missing || to->total < 0)) to->total = from.total;
+  if (!from.loss.empty() && (!only_missing || to->loss.empty())) to->loss = std::move(from.loss);
+  if (!from.lr.empty() && (!only_missing || to->lr.empty())) to->lr = std::move(from.lr);
+  if (!from.epoch.empty() && (!only_missing || to->epoch.empty())) {
+    to->epoch = std::move(from.epoch);
+  }
+}
+
+void OutputProgress::Apply(Worker* w, OutputMatch m) {
+  if (m.step >= 0) w->step = m.step;
+  if (m.total >= 0) w->total = m.total;
+  if (!m.loss.empty()) w->loss = std::move(m.loss);
+  if (!m.lr.empty()) w->lr = std::move(m.lr);
+  if (!m.epoch.empty()) w->epoch = std::move(m.epoch);
   w->changed = true;
   pending_ = true;
 }
 
 std::vector<ProgressUpdate> OutputProgress::Collect() {
   std::vector<ProgressUpdate> updates;
+  if (held_) {
+    // The matches held over the rate, once a new second began (each a
+    // worker's first of it, so admitted).
+    NextWindowIfDue();
+    held_ = false;
+    for (Worker& w : workers_) {
+      if (!w.held.has_value()) continue;
+      if (w.held_window == window_ || !AdmitMatch(&w)) {
+        held_ = true;
+        continue;
+      }
+      ++stats_.matches;
+      Apply(&w, *std::move(w.held));
+      w.held.reset();
+    }
+  }
   if (!pending_) return updates;
   pending_ = false;
   for (size_t rank = 0; rank < workers_.size(); ++rank) {

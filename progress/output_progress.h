@@ -11,7 +11,9 @@
 // neither delayed nor changed. Bounded: a line (ended by '\n' or '\r', as a
 // tqdm bar redraws itself) over kMaxLineBytes is dropped, and so is every
 // match beyond kMaxMatchesPerSecond in a second on the node but each
-// worker's first of that second; both are counted.
+// worker's first of that second; both are counted. The latest of a
+// worker's dropped matches is taken in the next second (Collect), so that a
+// burst followed by silence does not leave its step behind.
 //
 // Threading: not thread-safe; the agent's loop thread feeds it (through the
 // Supervisor's reads, which run in WorkerGroup::Wait) and collects it.
@@ -144,12 +146,19 @@ class OutputProgress {
   // Counts one match of `w` against the per-second budget; false when over
   // it (never for the worker's first match of the second).
   bool AdmitMatch(Worker* w);
+  // Opens the rate limit's next second when a second has passed.
+  void NextWindowIfDue();
+  // `from`'s fields into `to` (only where `to` has none, when asked).
+  static void Merge(OutputMatch from, OutputMatch* to, bool only_missing = false);
+  // A match's fields become the worker's progress.
+  void Apply(Worker* w, OutputMatch m);
 
   const OutputProgressSpec spec_;
   const std::unique_ptr<re2::RE2> regex_;
   Clock* const clock_;
   std::vector<Worker> workers_;
   bool pending_ = false;
+  bool held_ = false;  // a worker holds a match over the rate (Worker::held)
   absl::Time window_start_ = absl::InfinitePast();
   int window_matches_ = 0;
   uint64_t window_ = 1;  // which second; a worker's 0: none yet

@@ -346,7 +346,36 @@ TEST_F(OutputProgressTest, MatchesOverTheRateAreDropped) {
   EXPECT_EQ(p->stats().dropped_rate, 51u);
   clock_.Advance(absl::Seconds(1));
   p->OnOutput(0, 0, "step 251 loss 1\n");
-  EXPECT_THAT(Lines(p.get()), ::testing::ElementsAre("0: step=251 loss=1"));
+  // Worker 1's dropped line is taken in the next second (below).
+  EXPECT_THAT(Lines(p.get()), ::testing::ElementsAre("0: step=251 loss=1", "1: step=10 loss=2"));
+}
+
+TEST_F(OutputProgressTest, TheLastMatchOverTheRateIsTakenInTheNextSecond) {
+  auto p = Make("auto", 1);
+  // A burst, then nothing (the worker hangs, or saves a checkpoint): the
+  // step it reached must not stay 50 behind until it prints again.
+  std::string lines;
+  for (int i = 1; i <= 250; ++i) absl::StrAppend(&lines, "step ", i, " loss ", i, "\n");
+  p->OnOutput(0, 0, lines);
+  EXPECT_THAT(Lines(p.get()), ::testing::ElementsAre("0: step=200 loss=200"));
+  EXPECT_EQ(p->stats().dropped_rate, 50u);
+  clock_.Advance(absl::Milliseconds(999));
+  EXPECT_THAT(Lines(p.get()), ::testing::IsEmpty());
+  clock_.Advance(absl::Milliseconds(1));
+  EXPECT_THAT(Lines(p.get()), ::testing::ElementsAre("0: step=250 loss=250"));
+  EXPECT_THAT(Lines(p.get()), ::testing::IsEmpty());
+  // Fields from different dropped lines are kept together (a Trainer's
+  // loss from its log, its step from the bar).
+  auto hf = Make("hf", 1);
+  std::string burst;
+  for (int i = 1; i <= 201; ++i) absl::StrAppend(&burst, " 1%|#   | ", i, "/1000 [00:01<00:10]\n");
+  hf->OnOutput(0, 1, burst);
+  hf->OnOutput(0, 0, "{'loss': 0.25, 'learning_rate': 1e-05, 'epoch': 0.2}\n");
+  hf->OnOutput(0, 1, " 20%|#   | 202/1000 [00:01<00:10]\n");
+  EXPECT_THAT(Lines(hf.get()), ::testing::ElementsAre("0: step=200 total=1000"));
+  clock_.Advance(absl::Seconds(1));
+  EXPECT_THAT(Lines(hf.get()),
+              ::testing::ElementsAre("0: step=202 total=1000 loss=0.25 lr=1e-05 epoch=0.2"));
 }
 
 TEST_F(OutputProgressTest, OffAndUnknownRanksReadNothing) {
