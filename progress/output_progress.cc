@@ -427,6 +427,8 @@ struct OutputProgress::Worker {
   std::string lr;
   std::string epoch;
   int64_t bar_total = -1;  // hf: the training bar's total (the first bar's)
+  bool bar_done = false;   // hf: that bar reached its total
+  bool logs_seen = false;  // hf: a Trainer's log line came
   // auto, once picked: another format whose lines with a step came in a
   // row, none of the picked format's between, and how many.
   OutputFormat rival = OutputFormat::kAuto;
@@ -625,6 +627,7 @@ std::optional<OutputMatch> OutputProgress::MatchRival(int local_rank, Worker* w,
     w->rival = OutputFormat::kAuto;
     w->rival_lines = 0;
     w->step = w->total = w->bar_total = -1;
+    w->bar_done = w->logs_seen = false;
     w->loss.clear();
     w->lr.clear();
     w->epoch.clear();
@@ -662,10 +665,26 @@ void OutputProgress::OnLine(int local_rank, Worker* w, absl::string_view line) {
   }
   if (!m.has_value()) return;
   if (m->bar) {
+    // The first bar was an evaluation's (trainer.evaluate() before
+    // train()) when it completed with no training log written (Trainer
+    // writes its logs only while the training bar exists): the next bar
+    // with another total is the training bar.
+    if (w->bar_total >= 0 && m->total != w->bar_total && w->bar_done && !w->logs_seen) {
+      w->bar_total = -1;
+    }
     // An evaluation bar (another total than the training bar's): alive,
     // but its count is not the training step.
-    if (w->bar_total < 0) w->bar_total = m->total;
-    if (m->total != w->bar_total) m->step = m->total = -1;
+    if (w->bar_total < 0) {
+      w->bar_total = m->total;
+      w->bar_done = false;
+    }
+    if (m->total != w->bar_total) {
+      m->step = m->total = -1;
+    } else if (m->total >= 0 && m->step >= m->total) {
+      w->bar_done = true;
+    }
+  } else if (w->format == OutputFormat::kHuggingFace) {
+    w->logs_seen = true;  // a Trainer's log, written only while training
   }
   if (!AdmitMatch(w)) {
     // Over the rate: kept, the latest of each field, for the next second

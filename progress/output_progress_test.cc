@@ -230,6 +230,30 @@ TEST_F(OutputProgressTest, TqdmRedrawsAndLogsAcrossReads) {
   EXPECT_EQ(p->stats().matches, 5u);
 }
 
+TEST_F(OutputProgressTest, HfEvaluationBeforeTrainingLeavesTheTrainingBarsSteps) {
+  auto p = Make("auto");
+  // trainer.evaluate() before trainer.train(): the evaluation's bar comes
+  // first and completes; no training log was written (ProgressCallback
+  // writes logs only while its training bar exists).
+  p->OnOutput(0, 1,
+              "\r  0%|          | 0/8 [00:00<?, ?it/s]\r100%|##########| 8/8 [00:01<00:00]\n");
+  EXPECT_EQ(p->FormatOf(0), OutputFormat::kHuggingFace);
+  Lines(p.get());
+  // The training bar: its steps are the worker's.
+  p->OnOutput(0, 1,
+              "\r  0%|          | 0/100 [00:00<?, ?it/s]\r  3%|3         | 3/100 [00:01<00:30]");
+  EXPECT_THAT(Lines(p.get()), ::testing::ElementsAre("0: step=3 total=100"));
+  // Evaluations during and after training (a log came) stay evaluations,
+  // also once the training bar completed.
+  p->OnOutput(0, 1, "\r 50%|#####     | 4/8 [00:00<00:00]\r");
+  p->OnOutput(0, 0, "{'loss': 0.5, 'learning_rate': 1e-05, 'epoch': 0.5}\n");
+  p->OnOutput(0, 1, "\r100%|##########| 100/100 [00:30<00:00]\n");
+  p->OnOutput(0, 0, "{'train_runtime': 30.0, 'epoch': 1.0}\n");
+  p->OnOutput(0, 1, "\r 50%|#####     | 4/8 [00:00<00:00]\r");
+  EXPECT_THAT(Lines(p.get()), ::testing::ElementsAre("0: step=100 total=100 loss=0.5 lr=1e-05 "
+                                                     "epoch=1.0"));
+}
+
 TEST_F(OutputProgressTest, OnlyABarsLengthIsReadBeforeItsEnd) {
   auto p = Make("demo", 1);
   // After a '\r', a line not ended yet is read as it is on screen, once
