@@ -169,7 +169,12 @@ std::optional<OutputMatch> MatchLightning(absl::string_view line) {
   if (!Consume(&counts, "?") && !TakeInt(&counts, &batches)) return std::nullopt;
   if (!counts.empty()) return std::nullopt;
   m.epoch = absl::StrCat(epoch);
-  m.step = batches > 0 ? epoch * batches + n : n;
+  // epoch x batches + n, or none where that is over int64 (each fits).
+  m.step = n;
+  if (batches > 0 && (__builtin_mul_overflow(epoch, batches, &m.step) ||
+                      __builtin_add_overflow(m.step, n, &m.step))) {
+    m.step = -1;
+  }
   // The postfix: ", key=value" items up to the closing ']'.
   absl::string_view postfix = s.substr(open + 2);
   postfix = postfix.substr(0, postfix.rfind(']'));

@@ -90,6 +90,21 @@ TEST(MatchOutputLine, Lightning) {
               {.step = 9, .loss = "2.340", .epoch = "0"});
 }
 
+TEST(MatchOutputLine, LightningsStepNeverOverflows) {
+  // epoch x batches over int64 (each fits): still a progress line, with no
+  // step rather than a wrapped one (signed overflow is undefined).
+  std::optional<OutputMatch> m = MatchOutputLine(
+      OutputFormat::kLightning,
+      "Epoch 999999999999999999:   1%|          | 5/999999999999999999 [00:01<00:00, 1.00it/s]");
+  ASSERT_TRUE(m.has_value());
+  EXPECT_EQ(m->step, -1);
+  EXPECT_EQ(m->epoch, "999999999999999999");
+  m = MatchOutputLine(OutputFormat::kLightning,
+                      "Epoch 307445734561825860: |  | 7/30 [00:01<00:00, 1.00it/s]");
+  ASSERT_TRUE(m.has_value());
+  EXPECT_EQ(m->step, 307445734561825860LL * 30 + 7);
+}
+
 // torchtitan at b5bcd76c66d0acb1a08b176d9639425bc55e0b2a,
 // torchtitan/components/metrics.py (MetricsProcessor.log's logger.info), the
 // colours of torchtitan/tools/utils.py's Color, the format of
