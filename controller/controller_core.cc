@@ -29,11 +29,19 @@ absl::Time FromUnixMsOr(int64_t ms, absl::Time otherwise) {
   return ms > 0 ? absl::FromUnixMillis(ms) : otherwise;
 }
 
-// An agent's time on the controller's clock: never in the future, never
-// more than kMaxEventAge back; `now` when unset.
-absl::Time Clamp(int64_t unix_ms, absl::Time now) {
+// A time from `report`'s agent (its wall clock) on the controller's clock:
+// moved by how far the agent's clock is from the controller's, as the
+// report's own send time shows (a node whose clock is off by minutes moves
+// no boundary: docs/goodput.md), then never in the future, never more than
+// kMaxEventAge back; `now` when unset.
+absl::Time AgentTime(int64_t unix_ms, const v1::HealthReport& report, absl::Time now) {
   if (unix_ms <= 0) return now;
-  const absl::Time t = absl::FromUnixMillis(unix_ms);
+  absl::Time t = absl::FromUnixMillis(unix_ms);
+  if (report.sent_unix_ms() > 0) {
+    // Bounded, so that the sum cannot overflow: a hostile send time moves
+    // the time by at most kMaxEventAge either way, and the clamp holds.
+    t += std::clamp(now - absl::FromUnixMillis(report.sent_unix_ms()), -kMaxEventAge, kMaxEventAge);
+  }
   return std::clamp(t, now - kMaxEventAge, now);
 }
 
@@ -391,7 +399,7 @@ void ControllerCore::NoteWorkerCausesLocked(Job* job, const std::string& node_id
     if (w.state() == v1::WorkerHealth::FAILED) {
       c.set_kind(v1::RootCause::WORKER_FAILED);
       c.set_exit_code(w.exit_code());
-      c.set_at_unix_ms(UnixMs(Clamp(w.exited_unix_ms(), now)));
+      c.set_at_unix_ms(UnixMs(AgentTime(w.exited_unix_ms(), report, now)));
       c.set_text(absl::StrCat(WorkerName(w), " on ", node_id, " exited with code ", w.exit_code()));
     } else {
       c.set_kind(v1::RootCause::WORKER_HUNG);
@@ -683,13 +691,13 @@ void ControllerCore::ApplyEventsLocked(const std::string& job_id, Job* job,
       continue;
     }
     a.tokens -= 1;
-    const absl::Time at = Clamp(e.at_unix_ms(), now);
+    const absl::Time at = AgentTime(e.at_unix_ms(), report, now);
     const uint64_t round = std::min(e.round(), report.round());
     switch (e.kind()) {
       case v1::ReportEvent::RESTART:
         if (e.has_failed_rank() && e.round() > 1) {
           // From the node whose worker failed: the round it ended, who and when.
-          const absl::Time failed = Clamp(e.failed_unix_ms(), now);
+          const absl::Time failed = AgentTime(e.failed_unix_ms(), report, now);
           v1::RootCause c;
           c.set_kind(v1::RootCause::WORKER_FAILED);
           c.set_node_id(node_id);

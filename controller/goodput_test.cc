@@ -211,6 +211,40 @@ TEST_F(GoodputTest, FailingNodesRestartEvent_NamesWhoFailedAndMovesDetectionBack
   ExpectPartition(clock_.Now());
 }
 
+TEST_F(GoodputTest, AnAgentsClockOffByMinutes_MovesNoBoundary) {
+  // pod-1's wall clock is 10 minutes behind the controller's (no NTP): its
+  // times are read against its report's own send time.
+  for (const absl::Duration off : {absl::Minutes(-10), absl::Minutes(10)}) {
+    SCOPED_TRACE(absl::FormatDuration(off));
+    core_ = std::make_unique<ControllerCore>(ControllerOptions{}, &clock_, &sink_);
+    seq_.clear();
+    ++incarnations_["pod-0"];
+    ++incarnations_["pod-1"];
+    start_ = clock_.Now();
+    RunFirstRound();                    // productive from start_ + 4 s.
+    clock_.Advance(absl::Seconds(16));  // start_ + 21 s.
+    Send(Report("pod-0", 2, v1::HealthReport::JOINING));
+    clock_.Advance(absl::Seconds(1));
+    v1::HealthReport r = Report("pod-1", 2, v1::HealthReport::JOINING);
+    r.set_sent_unix_ms(absl::ToUnixMillis(clock_.Now() + off));
+    v1::ReportEvent* e = r.add_events();
+    e->set_kind(v1::ReportEvent::RESTART);
+    e->set_round(2);
+    e->set_id(1);
+    e->set_cause("local worker 1 exited with code 137");
+    e->set_failed_rank(3);
+    e->set_failed_exit_code(137);
+    e->set_failed_unix_ms(absl::ToUnixMillis(start_ + absl::Seconds(19) + off));
+    Send(r);
+    const v1::Goodput g = Goodput();
+    EXPECT_EQ(g.detection_ms(), 2000);
+    EXPECT_EQ(g.productive_ms(), 15000);
+    EXPECT_EQ(Round(2).restart().failed_unix_ms(), absl::ToUnixMillis(start_ + absl::Seconds(19)));
+    EXPECT_EQ(Round(1).ended_by().at_unix_ms(), absl::ToUnixMillis(start_ + absl::Seconds(19)));
+    ExpectPartition(clock_.Now());
+  }
+}
+
 TEST_F(GoodputTest, HungWorker_DetectionStartsAtTheRoundsLastStep) {
   RunFirstRound();                   // productive from start_ + 4 s.
   clock_.Advance(absl::Seconds(5));  // start_ + 10 s: step 30, then nothing.
