@@ -890,6 +890,21 @@ void ControllerCore::GoodputOfReportLocked(Job* job, const v1::HealthReport& rep
   }
 }
 
+absl::Time ControllerCore::GoodputUntilLocked(const Job& job, absl::Time now) const {
+  if (job.verdict != v1::JobSummary::STATE_UNSPECIFIED || job.last_heard >= now) return now;
+  for (const auto& [id, node] : job.nodes) {
+    // A node put back by a controller restart has not had its chance to
+    // report to this one yet: the open phase goes on through the absence.
+    if (node.restored) return now;
+    if (!node.lost && now - node.last_report < node.stale_window) return now;
+  }
+  // STALE under this controller: no node reports. Counted to the last
+  // report, not on through a silence nobody can vouch for (pods deleted
+  // without a verdict would otherwise creep to 100% productive); a report
+  // again counts the gap in the open phase (docs/goodput.md).
+  return job.last_heard == absl::InfinitePast() ? now : job.last_heard;
+}
+
 bool ControllerCore::TooFewNodesLocked(const Job& job, absl::Time now) const {
   if (job.min_nodes <= 0 || job.verdict != v1::JobSummary::STATE_UNSPECIFIED) return false;
   // Nodes that can run: reporting, not lost, not done, and not excluded by
@@ -1335,7 +1350,7 @@ v1::JobSummary ControllerCore::SummaryLocked(const std::string& job_id, const Jo
   s.set_workers(workers);
   s.set_workers_running(running);
   s.set_progress_step(step);
-  *s.mutable_goodput() = job.goodput.Answer(now);
+  *s.mutable_goodput() = job.goodput.Answer(GoodputUntilLocked(job, now));
   for (auto it = job.rounds.rbegin(); it != job.rounds.rend(); ++it) {
     if (it->has_ended_by() && IsFailure(it->ended_by())) {
       *s.mutable_root_cause() = it->ended_by();
@@ -1430,7 +1445,8 @@ absl::StatusOr<v1::GetStatusResponse> ControllerCore::GetStatus(absl::string_vie
   for (const v1::RoundInfo& r : job.rounds) {
     v1::RoundInfo* info = out.add_rounds();
     *info = r;
-    if (std::optional<v1::RestartTimes> t = job.goodput.RestartOf(r.round(), now)) {
+    if (std::optional<v1::RestartTimes> t =
+            job.goodput.RestartOf(r.round(), GoodputUntilLocked(job, now))) {
       *info->mutable_restart() = *t;
     }
     // Who failed: the root cause of the round the restart ended.

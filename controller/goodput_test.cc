@@ -245,6 +245,31 @@ TEST_F(GoodputTest, AnAgentsClockOffByMinutes_MovesNoBoundary) {
   }
 }
 
+TEST_F(GoodputTest, AJobWhoseNodesAllWentSilent_IsCountedToItsLastReport) {
+  RunFirstRound();  // productive from start_ + 4 s; the last report at + 5 s.
+  const absl::Time last = clock_.Now();
+  // Its pods are deleted (no verdict): an hour later the job is STALE, and
+  // its figures are those of its last report, not an hour of "productive"
+  // that nobody saw (an ETTR creeping to 100% on /metrics).
+  clock_.Advance(absl::Hours(1));
+  core_->Sweep();
+  auto s = core_->GetStatus("job");
+  ASSERT_TRUE(s.ok());
+  EXPECT_EQ(s->summary().state(), v1::JobSummary::STALE);
+  v1::Goodput g = Goodput();
+  EXPECT_EQ(g.wall_ms(), 5000);
+  EXPECT_EQ(g.productive_ms(), 1000);
+  EXPECT_EQ(Sum(g), g.wall_ms());
+  // A report again (the controller was cut off, the job went on): the open
+  // phase goes on through the gap, as documented.
+  v1::HealthReport r = Report("pod-0", 1, v1::HealthReport::RUNNING);
+  Step(&r, 9000, absl::ZeroDuration());
+  Send(r);
+  g = Goodput();
+  EXPECT_EQ(g.productive_ms(), absl::ToInt64Milliseconds(clock_.Now() - last) + 1000);
+  ExpectPartition(clock_.Now());
+}
+
 TEST_F(GoodputTest, HungWorker_DetectionStartsAtTheRoundsLastStep) {
   RunFirstRound();                   // productive from start_ + 4 s.
   clock_.Advance(absl::Seconds(5));  // start_ + 10 s: step 30, then nothing.
