@@ -13,6 +13,7 @@
 #include <set>
 #include <utility>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/strip.h"
@@ -23,6 +24,7 @@
 #include "mpi/formats.h"
 #include "mpi/keys.h"
 #include "mpi/launcher_env.h"
+#include "mpi/ssh_master.h"
 
 extern char** environ;
 
@@ -33,6 +35,9 @@ namespace v1 = ::trainlet::v1;
 
 constexpr absl::Duration kCaptureTimeout = absl::Seconds(10);
 constexpr size_t kMaxCapture = 64 * 1024;
+// The longest directory for the multiplexing sockets: DIR/<16 hex digits>
+// plus OpenSSH's 17-byte temporary suffix must fit a socket path (107 bytes).
+constexpr size_t kMaxMuxBase = 64;
 
 struct Captured {
   int exit_code = -1;
@@ -121,6 +126,13 @@ absl::StatusOr<std::string> ReadSmallFile(const std::string& path, size_t limit)
   return data;
 }
 
+std::string ReadComm(pid_t pid) {
+  std::ifstream in(absl::StrCat("/proc/", pid, "/comm"));
+  std::string comm;
+  std::getline(in, comm);
+  return comm;
+}
+
 }  // namespace
 
 std::vector<mpi::MpiHost> MpiHostsFor(const v1::Assignment& assignment) {
@@ -154,11 +166,22 @@ MpiLauncherPlan::MpiLauncherPlan(const MpiConfig& config,
       clock_(clock),
       give_terminal_(give_terminal) {}
 
-MpiLauncherPlan::~MpiLauncherPlan() { CancelPrepare(); }
+MpiLauncherPlan::~MpiLauncherPlan() {
+  CancelPrepare();
+  StopMultiplexing({});
+  if (mux_base_is_temp_) rmdir(mux_base_.c_str());
+}
+
+void MpiLauncherPlan::StopMultiplexing(const std::set<std::string>& keep) {
+  if (mux_base_.empty()) return;
+  const int stopped = mpi::StopMasters(mux_base_, keep);
+  if (stopped > 0) TLOG(kDebug) << "stopped " << stopped << " SSH multiplexing master(s)";
+}
 
 absl::StatusOr<std::unique_ptr<MpiLauncherPlan>> MpiLauncherPlan::Create(
     const MpiConfig& config, const std::map<std::string, std::string>& base_env,
-    const std::string& state_dir, Clock* clock, bool give_terminal, RoundOptions* options) {
+    const std::string& state_dir, Clock* clock, bool give_terminal,
+    launcher::Supervisor* supervisor, RoundOptions* options) {
   std::unique_ptr<MpiLauncherPlan> plan(
       new MpiLauncherPlan(config, base_env, state_dir, clock, give_terminal));
 
@@ -222,6 +245,33 @@ absl::StatusOr<std::unique_ptr<MpiLauncherPlan>> MpiLauncherPlan::Create(
       mpi::LibsshProber::Create(key->private_pem, *user);
   if (!prober.ok()) return prober.status();
   plan->prober_ = *std::move(prober);
+  if (config.ssh_multiplex && !plan->real_ssh_.empty()) {
+    // The masters' sockets: OpenSSH binds "PATH.<16 random characters>"
+    // first, and a socket path has at most 107 bytes.
+    std::string base = plan->File("mux");
+    if (base.size() > kMaxMuxBase) {
+      char temp[] = "/tmp/trainlet-mux-XXXXXX";
+      base = mkdtemp(temp) != nullptr ? temp : "";
+      plan->mux_base_is_temp_ = !base.empty();
+    } else if (mkdir(base.c_str(), 0700) != 0 && errno != EEXIST) {
+      base.clear();
+    }
+    if (base.empty()) {
+      TLOG(kWarning) << "no short directory for the SSH multiplexing sockets (the state "
+                        "directory's path is long and /tmp is not writable): COMMAND's ssh "
+                        "logs in to each worker by itself";
+    } else {
+      plan->mux_base_ = base;
+      plan->master_prober_ = std::make_shared<mpi::OpenSshMasterProber>(
+          plan->real_ssh_, plan->File("ssh_config"), base, EnvStrings(base_env),
+          plan->prober_.get());
+      // Daemonized by ssh, the masters are adopted by this process: they
+      // are not orphans of the workers to kill when a round starts or ends.
+      supervisor->SpareAdopted([base, ssh = plan->real_ssh_](const launcher::ChildProcess& c) {
+        return mpi::IsSshMaster(c, base, ssh);
+      });
+    }
+  }
 
   options->role = v1::ROLE_MPI_LAUNCHER;
   options->ssh.set_client_public_key(key->public_line);
@@ -237,7 +287,7 @@ absl::Status MpiLauncherPlan::WriteRoundFiles(const std::vector<mpi::MpiHost>& h
       {"hostfile.hydra", mpi::HydraHostfile(hosts)},
       {"hosts", mpi::DiscoverHostsList(hosts)},
       {"known_hosts", mpi::KnownHosts(hosts)},
-      {"ssh_config", mpi::SshClientConfig(hosts, {File("id_job"), File("known_hosts")})},
+      {"ssh_config", mpi::SshClientConfig(hosts, {File("id_job"), File("known_hosts"), mux_base_})},
   };
   for (const auto& [name, text] : files) {
     if (absl::Status s = mpi::WriteFileAtomically(File(name), text, 0600); !s.ok()) return s;
@@ -316,6 +366,13 @@ void MpiLauncherPlan::Prepare(const v1::Assignment& assignment, Ready ready) {
         absl::InvalidArgumentError(absl::StrCat("cannot write the MPI hostfiles: ", s.message())));
     return;
   }
+  // The masters of workers still in the job stay (a restart logs in again
+  // only to the replaced pods); the others' go.
+  std::set<std::string> keep;
+  for (const mpi::MpiHost& h : hosts) {
+    keep.insert(mpi::ControlSocketPath(h.name, h.port, h.host_public_key, mux_base_));
+  }
+  StopMultiplexing(keep);
   if (absl::Status s = WriteRoundFiles(hosts); !s.ok()) {
     ready(s);
     return;
@@ -333,7 +390,9 @@ void MpiLauncherPlan::Prepare(const v1::Assignment& assignment, Ready ready) {
   // An ok probe runs the worker's login shell, whose start-up files (conda,
   // pyenv) may take seconds: allow them, within the bound.
   ro.attempt_timeout = std::min(absl::Seconds(15), config_.ready_timeout);
-  waiter_ = std::make_unique<mpi::ReadinessWaiter>(prober_.get(), clock_, ro);
+  mpi::SshProber* prober = prober_.get();
+  if (master_prober_) prober = master_prober_.get();
+  waiter_ = std::make_unique<mpi::ReadinessWaiter>(prober, clock_, ro);
   std::vector<launcher::ProcessSpec> specs = CommandSpec(assignment, hosts);
   const absl::Time started = clock_->Now();
   ready_thread_ = std::thread([this, targets = std::move(targets), specs = std::move(specs),
@@ -361,7 +420,7 @@ void MpiLauncherPlan::CancelPrepare() {
     // ... but probes in flight end only at their attempt timeout, and the
     // waiter's destructor joins them: not on the agent's thread (a stop
     // must not wait for a probe). The prober lives until they are done.
-    std::thread([waiter = std::move(waiter_), prober = prober_]() mutable {
+    std::thread([waiter = std::move(waiter_), prober = prober_, master = master_prober_]() mutable {
       waiter.reset();
     }).detach();
   }
@@ -559,6 +618,11 @@ int KillSessions(pid_t sshd_pid, const std::vector<pid_t>& keep) {
     int fresh = 0;
     for (pid_t pid : *all) {
       if (spare.count(pid) != 0) continue;
+      // sshd's own per-connection processes (OpenSSH 9.8+: sshd-session,
+      // sshd-auth) stay: the connection is the launcher's multiplexing
+      // master, which the next round reuses (mpi/ssh_master.h); what its
+      // sessions started (shells, orted, ranks) goes.
+      if (absl::StartsWith(ReadComm(pid), "sshd")) continue;
       if (killed.insert(pid).second) ++fresh;
       kill(pid, SIGKILL);
     }

@@ -32,6 +32,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -59,9 +60,11 @@ class MpiLauncherPlan : public LaunchPlan {
  public:
   // Reads or generates the job key, decides the MPI flavour, writes the
   // static files; fills `options` (role, job key, one local process).
+  // `supervisor` spares the SSH multiplexing masters at round ends.
   static absl::StatusOr<std::unique_ptr<MpiLauncherPlan>> Create(
       const MpiConfig& config, const std::map<std::string, std::string>& base_env,
-      const std::string& state_dir, Clock* clock, bool give_terminal, RoundOptions* options);
+      const std::string& state_dir, Clock* clock, bool give_terminal,
+      launcher::Supervisor* supervisor, RoundOptions* options);
   ~MpiLauncherPlan() override;
 
   void Prepare(const ::trainlet::v1::Assignment& assignment, Ready ready) override;
@@ -76,6 +79,8 @@ class MpiLauncherPlan : public LaunchPlan {
   std::vector<launcher::ProcessSpec> CommandSpec(const ::trainlet::v1::Assignment& assignment,
                                                  const std::vector<mpi::MpiHost>& hosts) const;
   std::string File(const std::string& name) const { return state_dir_ + "/" + name; }
+  // Stops the SSH masters whose sockets are not in `keep`.
+  void StopMultiplexing(const std::set<std::string>& keep);
 
   const MpiConfig& config_;
   const std::map<std::string, std::string> base_env_;
@@ -85,6 +90,12 @@ class MpiLauncherPlan : public LaunchPlan {
   mpi::Flavor flavor_ = mpi::Flavor::kUnknown;
   std::string real_ssh_;  // "" when no ssh client is in PATH.
   std::shared_ptr<mpi::SshProber> prober_;
+  // --ssh-multiplex: the readiness probe that leaves OpenSSH masters for
+  // COMMAND's ssh (mpi/ssh_master.h), their sockets in mux_base_ (empty: no
+  // multiplexing).
+  std::shared_ptr<mpi::SshProber> master_prober_;
+  std::string mux_base_;
+  bool mux_base_is_temp_ = false;  // made under /tmp: removed at the end
   std::unique_ptr<mpi::ReadinessWaiter> waiter_;
   std::thread ready_thread_;
 
@@ -126,7 +137,9 @@ class MpiWorkerPlan : public LaunchPlan {
 
 // Kills (SIGKILL, repeatedly: killing one may orphan another) every
 // descendant of `sshd_pid` and every child of this process other than
-// `keep`; returns how many it killed. Bounded to about a second.
+// `keep` and sshd's own per-connection processes (named sshd*: the
+// launcher's multiplexing master connections stay for the next round);
+// returns how many it killed. Bounded to about a second.
 int KillSessions(pid_t sshd_pid, const std::vector<pid_t>& keep);
 
 }  // namespace trainlet::agent

@@ -7,6 +7,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <fstream>
 #include <string>
 #include <vector>
 
@@ -83,6 +84,37 @@ TEST(KillSessions, KillsEverythingBelowSshdAndOtherChildren_SparesSshd) {
   EXPECT_TRUE(Alive(sshd));
   kill(sshd, SIGKILL);
   waitpid(sshd, &status, 0);
+}
+
+TEST(KillSessions, SparesSshdsPerConnectionProcesses_KillsTheirSessions) {
+  // An ssh connection's sshd process (the launcher's multiplexing master is
+  // at its other end) survives the round's end; its session's processes do
+  // not.
+  char dir[] = "/tmp/kill-sessions-XXXXXX";
+  ASSERT_NE(mkdtemp(dir), nullptr);
+  const std::string connection = std::string(dir) + "/sshd-session";
+  ASSERT_EQ(symlink("/bin/sleep", connection.c_str()), 0);
+  const std::string pid_file = std::string(dir) + "/pid";
+  const pid_t sshd =
+      Spawn(connection + " 30 & echo $! > " + pid_file + "; sleep 30 & exec sleep 30");
+  ASSERT_GT(sshd, 0);
+  pid_t kept = -1;
+  for (int i = 0; i < 200 && kept <= 0; ++i) {
+    usleep(10 * 1000);
+    std::ifstream in(pid_file);
+    in >> kept;
+  }
+  ASSERT_GT(kept, 0);
+  usleep(100 * 1000);                    // the processes start
+  EXPECT_GE(KillSessions(sshd, {}), 1);  // the session's sleep
+  EXPECT_EQ(kill(kept, 0), 0);           // the connection's process stays
+  kill(kept, SIGKILL);
+  kill(sshd, SIGKILL);
+  int status;
+  waitpid(sshd, &status, 0);
+  unlink(connection.c_str());
+  unlink(pid_file.c_str());
+  rmdir(dir);
 }
 
 }  // namespace

@@ -27,7 +27,7 @@ int RunMpi(const MpiConfig& config, const std::map<std::string, std::string>& en
     options->quiet_when_acked = false;
     if (config.role == MpiRole::kLauncher) {
       auto p = MpiLauncherPlan::Create(config, env, *state_dir, Clock::Monotonic(),
-                                       launcher::StdinIsForegroundTerminal(), options);
+                                       launcher::StdinIsForegroundTerminal(), supervisor, options);
       if (!p.ok()) return p.status();
       plan = *std::move(p);
     } else {

@@ -30,6 +30,11 @@ machine's load hits all of them alike):
             sources ~/.bashrc for every ssh command, and a developer's
             (pyenv init) added 0.55 s to each session here. A trainlet mode
             must start its worker side the same way to compare fairly.
+  trainlet  `trainlet mpi-worker` on the workers and `trainlet mpi-launcher --
+            mpirun -np N PROGRAM` (no hostfile, no ssh options): the readiness
+            check leaves OpenSSH masters that mpirun's ssh reuses.
+  trainlet-libssh  the same with --ssh-multiplex=false: the libssh check, and
+            mpirun's ssh logging in by itself.
 A mode is a class with `name`, `prepare(bench)` (starts the worker side once;
 sshd, or `trainlet mpi-worker`) and `launcher_argv(bench, run)` returning
 (argv, env) to run on the launcher host; add it to MODES.
@@ -40,7 +45,9 @@ Usage (from the repository root, as root):
 """
 
 import argparse
+import calendar
 import os
+import signal
 import statistics
 import sys
 import tempfile
@@ -110,6 +117,7 @@ class TrainletMode:
 
     name = "trainlet"
     PORT = 2223  # the bare mode's sshd keeps 2222
+    EXTRA = []  # more mpi-launcher flags
 
     def prepare(self, bench):
         if bench.root:
@@ -121,21 +129,27 @@ class TrainletMode:
         os.makedirs(self.home, exist_ok=True)
         self.workers = []
 
-    def launcher_argv(self, bench, run):
+    def common(self, bench, run):
+        return ["--job-id", "%s-%d" % (self.name, run), "--token-file", self.token,
+                "--log-level", bench.args.log_level]
+
+    def start_worker(self, bench, run, host, name=None, node_id=None):
+        """`trainlet mpi-worker` on `host` (a new pod: its own state directory)."""
+        name = name or host.name
+        prefix = (ms.clean_home_prefix(host, self.home) if bench.args.clean_home
+                  else bench.cluster.prefix(host))
+        return bench.h.start(
+            "%s-%s-%d" % (self.name, name, run),
+            [harness.TRAINLET, "mpi-worker", "--coordinator", "launcher",
+             "--nproc-per-node", str(bench.args.slots), "--ssh-port", str(self.PORT),
+             "--state-dir", bench.h.path("state-%s-%d" % (self.name, run), name),
+             "--log-level", bench.args.worker_log_level] + self.common(bench, run)[:4] +
+            (["--node-id", node_id] if node_id else []), prefix=prefix)
+
+    def start_workers(self, bench, run):
         for w in self.workers:  # the previous run's, done with its job
             w.wait(30)
-        job = "bench-%d" % run
-        common = ["--job-id", job, "--token-file", self.token, "--log-level", "warning"]
-        self.workers = []
-        for h in bench.workers:
-            prefix = (ms.clean_home_prefix(h, self.home) if bench.args.clean_home
-                      else bench.cluster.prefix(h))
-            self.workers.append(bench.h.start(
-                "tw-%s-%d" % (h.name, run),
-                [harness.TRAINLET, "mpi-worker", "--coordinator", "launcher",
-                 "--nproc-per-node", str(bench.args.slots), "--ssh-port", str(self.PORT),
-                 "--state-dir", bench.h.path("state-%d" % run, h.name),
-                 "--log-level", "info"] + common[:4], prefix=prefix))
+        self.workers = [self.start_worker(bench, run, h) for h in bench.workers]
         deadline = time.monotonic() + 15
         while not all("sshd listening" in w.stderr for w in self.workers):
             if time.monotonic() > deadline:
@@ -143,18 +157,139 @@ class TrainletMode:
                                  "\n".join(w.describe() for w in self.workers))
             time.sleep(0.02)
         time.sleep(0.3)  # their joins are now retrying against the launcher's address
+
+    def launcher_flags(self, bench, run):
+        return (["mpi-launcher", "--nnodes", str(len(bench.workers)), "--state-dir",
+                 bench.h.path("state-%s-%d" % (self.name, run), "launcher"),
+                 "--placement-timeout", "0"] + self.EXTRA + self.common(bench, run))
+
+    def launcher_argv(self, bench, run):
+        self.start_workers(bench, run)
         launcher = {"openmpi": ["mpirun"], "mpich": ["mpiexec.hydra"]}[bench.args.flavor]
-        return ([harness.TRAINLET, "mpi-launcher", "--nnodes", str(len(bench.workers)),
-                 "--state-dir", bench.h.path("state-%d" % run, "launcher"),
-                 "--placement-timeout", "0"] + common + ["--"] + launcher +
+        return ([harness.TRAINLET] + self.launcher_flags(bench, run) + ["--"] + launcher +
                 ["-np", str(bench.args.np)] + bench.program, {})
 
 
-MODES = {"bare": BareMode, "trainlet": TrainletMode}
+class TrainletLibsshMode(TrainletMode):
+    """As trainlet, with --ssh-multiplex=false: the readiness check with
+    libssh, and mpirun's ssh logging in to every worker by itself (the
+    product before issue 33)."""
+
+    name = "trainlet-libssh"
+    EXTRA = ["--ssh-multiplex=false"]
+
+
+def descendants(pid):
+    """Every live descendant of `pid`, from /proc."""
+    children = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open("/proc/%s/stat" % entry) as f:
+                ppid = int(f.read().rsplit(")", 1)[1].split()[1])
+        except (OSError, IndexError, ValueError):
+            continue
+        children.setdefault(ppid, []).append(int(entry))
+    out, todo = [], [pid]
+    while todo:
+        for c in children.get(todo.pop(), []):
+            out.append(c)
+            todo.append(c)
+    return out
+
+
+def log_wall(line):
+    """The wall-clock time (s since the epoch) of a trainlet log line."""
+    stamp = line.split(" ", 1)[0]  # 2026-11-29T12:16:24.055Z
+    return calendar.timegm(time.strptime(stamp[:19], "%Y-%m-%dT%H:%M:%S")) + \
+        float("0" + stamp[19:-1])
+
+
+class RestartMode(TrainletMode):
+    """In-place restart (issue 33): `trainlet mpi-launcher --max-restarts=1`,
+    whose COMMAND runs `mpirun -np N PROGRAM 60` (ranks that sleep) in round
+    0 and `mpirun -np N PROGRAM` after a restart. Once every rank runs, the
+    pod of worker w1 goes as a kill -9 of its agent and every process below it,
+    and a replacement pod starts at once on the same host (same hostname,
+    new state directory, new host key), as a JobSet would. Timed:
+      restart   from the kill to the relaunched job's first rank on every
+                worker (the latest of each worker's earliest rank);
+      pod       the replacement's own start: its Popen to its log's
+                "sshd listening" (what trainlet cannot make faster);
+      restart - pod   the target: <= 1 s."""
+
+    name = "restart"
+    EXTRA = ["--max-restarts", "1"]
+
+    def run_once(self, bench, run):
+        self.start_workers(bench, run)
+        script = bench.h.path("restart-job-%d.sh" % run)
+        launcher = {"openmpi": "mpirun", "mpich": "mpiexec.hydra"}[bench.args.flavor]
+        program = " ".join(bench.program)
+        with open(script, "w") as f:
+            f.write('#!/bin/sh\necho "RESTART $TRAINLET_RESTART_COUNT"\n'
+                    'if [ "$TRAINLET_RESTART_COUNT" = 0 ]; then exec %s -np %d %s 60; fi\n'
+                    'exec %s -np %d %s\n' % (launcher, bench.args.np, program, launcher,
+                                             bench.args.np, program))
+        os.chmod(script, 0o755)
+        p = bench.start_on_launcher("%s-%d" % (self.name, run),
+                                    [harness.TRAINLET] + self.launcher_flags(bench, run) +
+                                    ["--", script], {})
+        deadline = time.monotonic() + bench.args.timeout
+        while p.stdout.count("rank ") < bench.args.np:
+            if time.monotonic() > deadline or not p.running():
+                p.kill()
+                return None, "round 0's ranks not all running (output in %s)" % p.out_path
+            time.sleep(0.02)
+        victim = bench.workers[1]
+        # The pod: the worker's agent and everything below it (not the bare
+        # mode's sshd, which shares the host in this benchmark).
+        pids = [self.workers[1].pid] + descendants(self.workers[1].pid)
+        wall_kill, t_kill = time.time(), time.monotonic()
+        for pid in pids:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        old = self.workers[1]
+        self.workers[1] = self.start_worker(bench, run, victim, name="w1b", node_id="w1")
+        replacement = self.workers[1]
+        old.wait(10)
+        try:
+            rc = p.wait(bench.args.timeout)
+        except AssertionError:
+            p.kill()
+            return None, "no exit within %.0fs (output in %s)" % (bench.args.timeout, p.out_path)
+        out = p.stdout
+        if rc != 0 or "RESTART 1" not in out:
+            return None, "exit code %d, restarted: %s (output in %s, %s)" % (
+                rc, "RESTART 1" in out, p.out_path, p.err_path)
+        after = out.split("RESTART 1", 1)[1]
+        problems = ms.check_run(after, bench.args.np, WORKERS)
+        if problems:
+            return None, "; ".join(problems) + " (output in %s)" % p.out_path
+        ranks, times = ms.parse_ranks(after), ms.parse_rank_times(after)
+        first = {}
+        for r, host in ranks.items():
+            first[host] = min(first.get(host, times[r]), times[r])
+        listening = [ln for ln in replacement.stderr.splitlines() if "sshd listening" in ln]
+        if not listening:
+            return None, "the replacement logged no 'sshd listening' (%s)" % replacement.err_path
+        pod_ready = t_kill + (log_wall(listening[0]) - wall_kill)
+        restart_ms = (max(first.values()) - t_kill) * 1e3
+        pod_ms = (pod_ready - replacement.started) * 1e3
+        return {"first_ms": restart_ms, "last_ms": pod_ms, "exit_ms": restart_ms - pod_ms}, None
+
+
+MODES = {"bare": BareMode, "trainlet": TrainletMode, "trainlet-libssh": TrainletLibsshMode,
+         "restart": RestartMode}
 
 
 def run_once(bench, mode, run):
     """One launch; returns ({"first_ms", "exit_ms"}, None) or (None, error)."""
+    if hasattr(mode, "run_once"):
+        return mode.run_once(bench, run)
     argv, env = mode.launcher_argv(bench, run)
     p = bench.start_on_launcher("%s-%d" % (mode.name, run), argv, env)
     try:
@@ -194,6 +329,10 @@ def main():
                         "default an empty one: a developer's ~/.bashrc, sourced by every "
                         "ssh session's shell, can cost more than the launch itself)")
     p.add_argument("--keep", action="store_true", help="keep the run directory (logs)")
+    p.add_argument("--worker-log-level", default="info", help="the workers' --log-level")
+    p.add_argument("--log-level", default="warning",
+                   help="trainlet's --log-level (debug: timestamps of every step, to profile; "
+                        "the logs are in the run directory, with --keep)")
     p.add_argument("--quiet", type=float, default=0.15,
                    help="before each run wait (up to --quiet-wait s) until the CPUs are less "
                         "than this fraction busy (the machine may be shared)")
@@ -223,10 +362,16 @@ def main():
                 r, err = run_once(bench, m, run)
                 if err:
                     failed = True
-                    print("%-8s run %d: FAILED: %s" % (m.name, run, err), flush=True)
+                    print("%-15s run %d: FAILED: %s" % (m.name, run, err), flush=True)
                     continue
                 results[m.name].append(r)
-                print("%-8s run %d: first rank %7.1f ms, last rank %7.1f ms, exit %7.1f ms "
+                if m.name == "restart":
+                    print("%-15s run %d: kill -> every worker's first rank %7.1f ms, the "
+                          "replacement pod's own start %7.1f ms, difference %7.1f ms (CPUs "
+                          "%.0f%% busy before)" % (m.name, run, r["first_ms"], r["last_ms"],
+                                                   r["exit_ms"], busy * 100), flush=True)
+                    continue
+                print("%-15s run %d: first rank %7.1f ms, last rank %7.1f ms, exit %7.1f ms "
                       "(CPUs %.0f%% busy before)" % (m.name, run, r["first_ms"], r["last_ms"],
                                                      r["exit_ms"], busy * 100), flush=True)
     finally:
@@ -240,15 +385,24 @@ def main():
 
     print("\nFrom the launcher command's start (ms), %d runs per mode, flavor %s:"
           % (args.repeats, args.flavor))
+    launches = [m for m in modes if m.name != "restart"]
     for m in modes:
         rs = results[m.name]
-        print("  %-8s first rank  %s" % (m.name, fmt([r["first_ms"] for r in rs])))
-        print("  %-8s exit        %s" % (m.name, fmt([r["exit_ms"] for r in rs])))
-    if len(modes) > 1 and all(results[m.name] for m in modes):
-        base = statistics.median(r["first_ms"] for r in results[modes[0].name])
-        for m in modes[1:]:
+        if m.name == "restart":
+            print("  restart: kill -> every worker's first rank  %s" % fmt(
+                [r["first_ms"] for r in rs]))
+            print("  restart: the replacement pod's own start    %s" % fmt(
+                [r["last_ms"] for r in rs]))
+            print("  restart: the difference (target <= 1000)    %s" % fmt(
+                [r["exit_ms"] for r in rs]))
+            continue
+        print("  %-15s first rank  %s" % (m.name, fmt([r["first_ms"] for r in rs])))
+        print("  %-15s exit        %s" % (m.name, fmt([r["exit_ms"] for r in rs])))
+    if len(launches) > 1 and all(results[m.name] for m in launches):
+        base = statistics.median(r["first_ms"] for r in results[launches[0].name])
+        for m in launches[1:]:
             d = statistics.median(r["first_ms"] for r in results[m.name]) - base
-            print("  %s - %s, median first rank: %+.1f ms" % (m.name, modes[0].name, d))
+            print("  %s - %s, median first rank: %+.1f ms" % (m.name, launches[0].name, d))
     return 1 if failed else 0
 
 

@@ -93,6 +93,10 @@ std::vector<OptionSpec> MpiOptionTable(MpiRole role) {
                  "and have seen no MPI session (0 disables the check)."});
     t.push_back({"require-placement", OptionKind::kBool, "", "false",
                  "Fail the job (exit 78) when the placement check finds such workers."});
+    t.push_back({"ssh-multiplex", OptionKind::kBool, "", "true",
+                 "The readiness check's SSH connection to each worker (OpenSSH's ssh, left as "
+                 "the connection's master) carries COMMAND's ssh sessions too: no second login "
+                 "per worker. false: a libssh check, and COMMAND's ssh logs in by itself."});
   }
   return t;
 }
@@ -144,7 +148,8 @@ absl::StatusOr<MpiConfig> ParseMpiConfig(MpiRole role, const std::vector<std::st
   }
   c.mpi = mpi.text;
   for (auto [name, out] : {std::pair<const char*, bool*>{"launcher-as-node", &c.launcher_as_node},
-                           {"require-placement", &c.require_placement}}) {
+                           {"require-placement", &c.require_placement},
+                           {"ssh-multiplex", &c.ssh_multiplex}}) {
     absl::StatusOr<bool> b = ParseBoolValue(ValueOrDefault(*parsed, table, name));
     if (!b.ok()) return b.status();
     *out = *b;

@@ -36,6 +36,7 @@ struct MpiConfig {
   absl::Duration ready_timeout;      // launcher
   absl::Duration placement_timeout;  // launcher; 0 = no check
   bool require_placement = false;    // launcher
+  bool ssh_multiplex = true;         // launcher: mpirun's ssh reuses the probe's connection
 };
 
 absl::StatusOr<MpiConfig> ParseMpiConfig(MpiRole role, const std::vector<std::string>& args,

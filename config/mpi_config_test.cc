@@ -92,6 +92,16 @@ TEST(MpiConfig, Launcher_FlagsAndEnvTwins) {
   EXPECT_EQ(c->ssh_key_dir, "/root/.ssh");
 }
 
+TEST(MpiConfig, Launcher_SshMultiplexIsOnUnlessTurnedOff) {
+  absl::StatusOr<MpiConfig> on = Launcher({}, {});
+  ASSERT_TRUE(on.ok()) << on.status();
+  EXPECT_TRUE(on->ssh_multiplex);
+  absl::StatusOr<MpiConfig> off = Launcher({}, {{"TRAINLET_SSH_MULTIPLEX", "false"}});
+  ASSERT_TRUE(off.ok()) << off.status();
+  EXPECT_FALSE(off->ssh_multiplex);
+  EXPECT_FALSE(Launcher({"--ssh-multiplex=maybe"}, {}).ok());
+}
+
 TEST(MpiConfig, Worker_JoinsTheLauncher_AdvertisesItsName) {
   absl::StatusOr<MpiConfig> c =
       Worker({"--coordinator=launcher", "--nproc-per-node=2", "--ssh-port=2022"});

@@ -28,7 +28,6 @@ class OpenMpi5Test(E2ETestCase):
     def setUp(self):
         super().setUp()
         self.root = mpi_support.ompi5_root()
-        self.c = self.netns_cluster(["launcher"] + WORKERS)
         self.token = self.path("token")
         with open(self.token, "w") as f:
             f.write("e2e-mpi5\n")
@@ -48,7 +47,11 @@ class OpenMpi5Test(E2ETestCase):
                 "--state-dir", self.path("state", node), "--heartbeat-timeout", "3s",
                 "--grace-period", "3s"]
 
-    def start_job(self, np, launcher_extra, sleep="0"):
+    def start_job(self, np, launcher_extra, sleep="0", domain=None, env=None):
+        """Workers w0-w2 and the launcher; with `domain`, every host's FQDN is
+        <name>.<domain> (a Kubernetes pod's: the name trainlet advertises,
+        while the hostname stays short)."""
+        self.c = self.netns_cluster(["launcher"] + WORKERS, domain=domain)
         workers = []
         for h in self.c.hosts[1:]:
             sshd = self.wrapper(h, "sshd", "/usr/sbin/sshd")
@@ -58,7 +61,8 @@ class OpenMpi5Test(E2ETestCase):
         mpirun = self.wrapper(self.c.hosts[0], "mpirun", "mpirun")
         launcher = self.c.start(self.c.hosts[0], "launcher", [
             TRAINLET, "mpi-launcher", "--nnodes", str(len(WORKERS))] + self.common("launcher") +
-            list(launcher_extra) + ["--", mpirun, "-np", str(np), mpi_support.MPI5_PROGRAM, sleep])
+            list(launcher_extra) + ["--", mpirun, "-np", str(np), mpi_support.MPI5_PROGRAM, sleep],
+            env=env)
         return launcher, workers
 
     def test_unknown_flavour_sets_prte_variables_ranks_on_every_worker(self):
@@ -66,6 +70,38 @@ class OpenMpi5Test(E2ETestCase):
         self.assertEqual(launcher.wait(90), 0, self.describe_all())
         problems = mpi_support.check_run(launcher.stdout, 6, hosts=WORKERS)
         self.assertEqual(problems, [], self.describe_all())
+        for w in workers:
+            self.assertEqual(w.wait(20), 0, self.describe_all())
+
+    def test_launcher_as_node_runs_its_ranks_locally_and_never_sshes_to_itself(self):
+        """Kubeflow Trainer #4028: with PRTE_MCA_prte_keep_fqdn_hostnames=1,
+        PRRTE compares the hostfile's launcher line (its pod FQDN) with its
+        own short hostname as strings (prte_do_not_resolve defaults to true),
+        finds no match, and starts a daemon on the launcher over ssh: to a
+        host without sshd. Every ssh PRRTE runs goes through a counting
+        wrapper (PRTE_MCA_plm_ssh_agent): one per worker, by its FQDN, none
+        to the launcher; and the launcher runs no sshd at all."""
+        domain = "mpi5.default.svc.cluster.local"
+        calls = self.path("ssh-calls")
+        agent = self.path("counting-ssh")
+        with open(agent, "w") as f:
+            f.write('#!/bin/sh\necho "$*" >> %s\nexec /usr/bin/ssh "$@"\n' % shlex.quote(calls))
+        os.chmod(agent, 0o755)
+        launcher, workers = self.start_job(
+            SLOTS + 6, ["--launcher-as-node", "--nproc-per-node", str(SLOTS)], domain=domain,
+            env=self.base_env(PRTE_MCA_plm_ssh_agent=agent))
+        self.assertEqual(launcher.wait(90), 0, self.describe_all())
+        out = launcher.stdout
+        self.assertEqual(mpi_support.check_run(out, SLOTS + 6, hosts=["launcher"] + WORKERS),
+                         [], self.describe_all())
+        ranks = mpi_support.parse_ranks(out)
+        self.assertEqual([ranks[r] for r in range(SLOTS)], ["launcher"] * SLOTS, out)
+        for w in WORKERS:
+            self.assertEqual(len([r for r, h in ranks.items() if h == w]), SLOTS, out)
+        with open(calls) as f:
+            lines = f.read().splitlines()
+        dests = sorted(next(a for a in line.split() if a.endswith(domain)) for line in lines)
+        self.assertEqual(dests, sorted("%s.%s" % (w, domain) for w in WORKERS), lines)
         for w in workers:
             self.assertEqual(w.wait(20), 0, self.describe_all())
 

@@ -143,7 +143,7 @@ Supervisor::~Supervisor() {
   }
   for (;;) {
     ReapChildren();
-    int alive = KillAdoptedChildren("left behind at exit");
+    int alive = KillAdoptedChildren("left behind at exit", /*at_exit=*/true);
     alive += static_cast<int>(standbys_.pids().size());  // killed, not reaped yet
     for (auto& helper : helpers_) {
       Process& p = helper->process;
@@ -830,7 +830,7 @@ bool Supervisor::MayHoldOutputHelper(const Process& w,
   return !seen;  // its members are not our children: let them drain
 }
 
-int Supervisor::KillAdoptedChildren(const char* what) {
+int Supervisor::KillAdoptedChildren(const char* what, bool at_exit) {
   absl::StatusOr<std::vector<ChildProcess>> children = ListChildren();
   if (!children.ok()) {
     if (!warned_no_proc_) {
@@ -844,6 +844,7 @@ int Supervisor::KillAdoptedChildren(const char* what) {
   std::vector<std::string> fresh;
   for (const ChildProcess& child : *children) {
     if (IsKnownChild(child.pid) || IsEntrypointProcess(child)) continue;
+    if (!at_exit && spare_adopted_ && spare_adopted_(child)) continue;
     // Not reaped yet: the pid of our child cannot be reused before that, so
     // killing by pid is safe. A zombie counts until the next ReapChildren().
     ++alive;

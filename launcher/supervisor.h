@@ -140,6 +140,13 @@ class Supervisor : public WorkerGroup {
 
   // The pid of the helper named `name` while it runs, or -1.
   pid_t helper_pid(const std::string& name) const;
+  // Adopted children `spare` accepts are not killed at round ends (only at
+  // exit): the MPI launcher's ssh multiplexing masters, which its readiness
+  // check leaves for COMMAND's sessions (mpi/ssh_master.h). Set before the
+  // loop runs; called on the loop's thread.
+  void SpareAdopted(std::function<bool(const ChildProcess&)> spare) {
+    spare_adopted_ = std::move(spare);
+  }
   // The entrypoint's children (see the top) that are not reaped yet.
   std::set<pid_t> inherited_children() const;
 
@@ -228,7 +235,7 @@ class Supervisor : public WorkerGroup {
   // Children of this process that it did not start: SIGKILLs the live ones
   // and returns how many there are, zombies not yet reaped included. Logs
   // each the first time; `what` says whose they are.
-  int KillAdoptedChildren(const char* what);
+  int KillAdoptedChildren(const char* what, bool at_exit = false);
   // SIGKILL every worker group (and, if `orphans`, adopted children) and
   // wait (bounded) until all are empty and reaped.
   void KillAllAndReap(bool orphans);
@@ -282,6 +289,7 @@ class Supervisor : public WorkerGroup {
   GonePhase gone_phase_ = GonePhase::kIdle;
   absl::Time orphan_deadline_ = absl::InfiniteFuture();
   std::set<pid_t> orphans_seen_;  // logged already
+  std::function<bool(const ChildProcess&)> spare_adopted_;
   // The entrypoint's children (at Create(), and the orphans they leave in
   // their groups), until reaped: pid -> its process group when recorded.
   std::map<pid_t, pid_t> inherited_;

@@ -2,6 +2,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_replace.h"
 
 namespace trainlet::mpi {
@@ -42,11 +43,26 @@ std::string KnownHosts(const std::vector<MpiHost>& hosts) {
   return out;
 }
 
+std::string ControlSocketPath(const std::string& name, int port, const std::string& host_public_key,
+                              const std::string& control_dir) {
+  if (control_dir.empty() || port == 0) return "";
+  // FNV-1a, 64 bits: stable across builds and runs.
+  uint64_t h = 0xcbf29ce484222325ULL;
+  for (const std::string& part : {name, absl::StrCat(port), host_public_key}) {
+    for (const char c : part) h = (h ^ static_cast<unsigned char>(c)) * 0x100000001b3ULL;
+    h = (h ^ 0xffU) * 0x100000001b3ULL;  // a separator no name or key holds
+  }
+  return absl::StrCat(control_dir, "/", absl::Hex(h, absl::kZeroPad16));
+}
+
 std::string SshClientConfig(const std::vector<MpiHost>& hosts, const SshClientPaths& paths) {
   std::string out = "# Written by trainlet mpi-launcher for this job's ssh (ssh -F).\n";
   for (const MpiHost& host : hosts) {
     if (host.port == 0) continue;  // the launcher: not reached over SSH
     absl::StrAppend(&out, "Host ", host.name, "\n  Port ", host.port, "\n");
+    const std::string socket =
+        ControlSocketPath(host.name, host.port, host.host_public_key, paths.control_dir);
+    if (!socket.empty()) absl::StrAppend(&out, "  ControlPath ", ConfigPath(socket), "\n");
   }
   absl::StrAppend(&out, "Host *\n",                                              //
                   "  IdentityFile ", ConfigPath(paths.identity_file), "\n",      //
@@ -59,6 +75,7 @@ std::string SshClientConfig(const std::vector<MpiHost>& hosts, const SshClientPa
                   "  ConnectionAttempts 3\n",                                    //
                   "  LogLevel ERROR\n",                                          //
                   "  ForwardX11 no\n");
+  if (!paths.control_dir.empty()) absl::StrAppend(&out, "  ControlMaster no\n");
   return out;
 }
 

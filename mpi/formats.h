@@ -32,11 +32,23 @@ std::string KnownHosts(const std::vector<MpiHost>& hosts);
 // OpenSSH client configuration (used through `ssh -F`): a `Host name` block
 // with its Port per host, then `Host *` with the job's identity, the pinned
 // known_hosts and strict, non-interactive settings. Hosts with port 0 (the
-// launcher) get no block.
+// launcher) get no block. With `control_dir`, each host's block also names
+// its OpenSSH multiplexing socket (ControlSocketPath), and `Host *` says
+// `ControlMaster no`: ssh runs its sessions over the connection the readiness
+// probe opened and left as master (mpi/ssh_master.h), or, when that socket
+// is gone, connects by itself as before.
 struct SshClientPaths {
   std::string identity_file;
   std::string known_hosts;
+  std::string control_dir;  // empty: no multiplexing
 };
+// The multiplexing socket of the worker `name`:`port` with host key
+// `host_public_key`, under `control_dir`: 16 hex digits of a hash of the
+// three, so that it is short (a socket path has at most 107 bytes) and the
+// same only for the same worker incarnation (a replaced pod has a new host
+// key). "" when control_dir is empty or port is 0 (the launcher).
+std::string ControlSocketPath(const std::string& name, int port, const std::string& host_public_key,
+                              const std::string& control_dir);
 std::string SshClientConfig(const std::vector<MpiHost>& hosts, const SshClientPaths& paths);
 
 // Horovod's --host-discovery-script: prints `hosts_file` (DiscoverHostsList

@@ -26,6 +26,7 @@ using ::trainlet::mpi::testing::ExpectGolden;
 using ::trainlet::mpi::testing::RunShell;
 
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 constexpr char kKey1[] =
     "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIPDfVOErM2gZofCvvxaPGM5kgVfCuOHzoGE5cueIt82t";
@@ -76,6 +77,28 @@ TEST(Formats, SshClientConfig) {
   ExpectGolden("ssh_config", SshClientConfig(JobHosts(), {"/tmp/trainlet-0/job/launcher/id",
                                                           "/tmp/trainlet-0/job/launcher/"
                                                           "known_hosts"}));
+}
+
+TEST(Formats, SshClientConfigNamesEachHostsMultiplexingSocket) {
+  const std::vector<MpiHost> hosts = JobHosts();
+  const std::string config = SshClientConfig(hosts, {"/s/id", "/s/known_hosts", "/s/mux"});
+  const std::string w0 = ControlSocketPath(hosts[1].name, 2222, kKey1, "/s/mux");
+  const std::string w2 = ControlSocketPath(hosts[3].name, 2222, kKey3, "/s/mux");
+  EXPECT_THAT(config, HasSubstr("Host job-worker-0.job.default.svc\n  Port 2222\n"
+                                "  ControlPath " +
+                                w0 + "\n"));
+  EXPECT_THAT(config, HasSubstr("Host 10.200.0.13\n  Port 2222\n  ControlPath " + w2 + "\n"));
+  EXPECT_THAT(config, HasSubstr("  ControlMaster no\n"));  // only the probe makes masters
+  EXPECT_THAT(config, Not(HasSubstr("job-launcher")));
+  // Short, and the same only for the same name, port and host key.
+  EXPECT_EQ(w0.size(), std::string("/s/mux/").size() + 16);
+  EXPECT_EQ(w0, ControlSocketPath(hosts[1].name, 2222, kKey1, "/s/mux"));
+  EXPECT_NE(w0, ControlSocketPath(hosts[1].name, 2222, kKey2, "/s/mux"));  // a replaced pod
+  EXPECT_NE(w0, ControlSocketPath(hosts[1].name, 2223, kKey1, "/s/mux"));
+  EXPECT_NE(w0, ControlSocketPath(hosts[2].name, 2222, kKey1, "/s/mux"));
+  EXPECT_EQ(ControlSocketPath(hosts[0].name, 0, "", "/s/mux"), "");  // the launcher
+  EXPECT_EQ(ControlSocketPath(hosts[1].name, 2222, kKey1, ""), "");
+  EXPECT_THAT(SshClientConfig(hosts, {"/s/id", "/s/known_hosts"}), Not(HasSubstr("Control")));
 }
 
 TEST(Formats, SshClientConfigQuotesSpacesAndEscapesTokens) {

@@ -1,8 +1,20 @@
 #include "mpi/launcher_env.h"
 
+#include <set>
+
 #include "absl/strings/str_cat.h"
+#include "common/host_names.h"
 
 namespace trainlet::mpi {
+
+bool FirstLabelsDistinct(const std::vector<MpiHost>& hosts) {
+  std::set<std::string> seen;
+  for (const MpiHost& host : hosts) {
+    if (IsIpLiteral(host.name)) continue;  // PRRTE never shortens an address
+    if (!seen.insert(host.name.substr(0, host.name.find('.'))).second) return false;
+  }
+  return true;
+}
 
 std::string RshArgs(const LauncherFiles& files, const std::vector<MpiHost>& hosts) {
   std::string args = absl::StrCat("-F ", files.ssh_config, " -i ", files.identity_file,
@@ -42,7 +54,13 @@ std::map<std::string, std::string> LauncherEnv(const LauncherEnvInput& input) {
   }
   if (unknown || flavor == Flavor::kOpenMpi5) {
     env["PRTE_MCA_prte_default_hostfile"] = files.hostfile;
-    env["PRTE_MCA_prte_keep_fqdn_hostnames"] = "1";
+    // PRRTE finds its own hostfile line by comparing names as strings
+    // (prte_do_not_resolve defaults to true): kept whole, the launcher's pod
+    // FQDN never equals its short hostname, and with --launcher-as-node
+    // PRRTE starts a daemon on it over ssh (Kubeflow Trainer #4028). Cut to
+    // the first label it does match; ssh still gets the whole name (PRRTE's
+    // node rawname). Kept whole only where cutting would merge two hosts.
+    env["PRTE_MCA_prte_keep_fqdn_hostnames"] = FirstLabelsDistinct(input.hosts) ? "0" : "1";
     env["PRTE_MCA_plm_ssh_args"] = rsh_args;
     env["PRTE_MCA_plm_ssh_no_tree_spawn"] = "1";
   }

@@ -58,7 +58,8 @@ std::string RshArgs(const LauncherFiles& files, const std::vector<MpiHost>& host
 //   OMPI_MCA_plm_rsh_no_tree_spawn=1 (workers do not hold the job key, so
 //   the launcher starts every daemon itself).
 // Open MPI 5 or unknown: PRTE_MCA_prte_default_hostfile,
-//   PRTE_MCA_prte_keep_fqdn_hostnames=1, PRTE_MCA_plm_ssh_args,
+//   PRTE_MCA_prte_keep_fqdn_hostnames=0 (1 when two hosts' names share a
+//   first label: FirstLabelsDistinct), PRTE_MCA_plm_ssh_args,
 //   PRTE_MCA_plm_ssh_no_tree_spawn=1.
 // MPICH or unknown: HYDRA_HOST_FILE (Hydra format), HYDRA_LAUNCHER=ssh,
 //   HYDRA_LAUNCHER_EXTRA_ARGS (what Hydra reads) and HYDRA_LAUNCH_EXTRA_ARGS
@@ -68,6 +69,10 @@ std::string RshArgs(const LauncherFiles& files, const std::vector<MpiHost>& host
 // Root with Open MPI (4, 5 or unknown): OMPI_ALLOW_RUN_AS_ROOT(_CONFIRM)=1
 //   and PRTE_ALLOW_RUN_AS_ROOT(_CONFIRM)=1.
 std::map<std::string, std::string> LauncherEnv(const LauncherEnvInput& input);
+
+// Whether no two host names (IP literals aside) share their first label:
+// then PRRTE may shorten them without merging two hosts into one.
+bool FirstLabelsDistinct(const std::vector<MpiHost>& hosts);
 
 }  // namespace trainlet::mpi
 

@@ -58,6 +58,16 @@ TEST(LauncherEnv, RootOnlyMattersToOpenMpi) {
   EXPECT_EQ(LauncherEnv(Input(Flavor::kOpenMpi4, false)).count("OMPI_ALLOW_RUN_AS_ROOT"), 0u);
 }
 
+TEST(LauncherEnv, PrteShortensNamesUnlessThatMergesHosts) {
+  // #4028: the launcher's FQDN line must match its short hostname.
+  EXPECT_EQ(LauncherEnv(Input(Flavor::kOpenMpi5, false))["PRTE_MCA_prte_keep_fqdn_hostnames"], "0");
+  LauncherEnvInput input = Input(Flavor::kOpenMpi5, false);
+  input.hosts[2].name = "job-worker-0.other";  // "job-worker-0" twice
+  EXPECT_EQ(LauncherEnv(input)["PRTE_MCA_prte_keep_fqdn_hostnames"], "1");
+  EXPECT_TRUE(FirstLabelsDistinct({{"a", "10.0.0.1", 1, 22, ""}, {"b", "10.0.0.2", 1, 22, ""}}));
+  EXPECT_FALSE(FirstLabelsDistinct({{"a", "w", 1, 22, ""}, {"b", "w.x", 1, 22, ""}}));
+}
+
 TEST(LauncherEnv, EmptyPathGetsADefaultNotTheCurrentDirectory) {
   LauncherEnvInput input = Input(Flavor::kMpich, false);
   input.path = "";

@@ -1,0 +1,124 @@
+// OpenSshMasterProber with a fake `ssh` (a shell script that records its
+// arguments and answers as told) and the scripted libssh stand-in; the real
+// OpenSSH path runs end to end in e2e/e2e_mpi.py and bench/mpi_launch.py.
+
+#include "mpi/ssh_master.h"
+
+#include <stdlib.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <fstream>
+#include <sstream>
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "mpi/testing/fake_ssh_prober.h"
+
+namespace trainlet::mpi {
+namespace {
+
+using ::testing::HasSubstr;
+
+class FakeSsh : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char pattern[] = "/tmp/ssh-master-test-XXXXXX";
+    ASSERT_NE(mkdtemp(pattern), nullptr);
+    dir_ = pattern;
+  }
+  void TearDown() override { system(absl::StrCat("rm -rf '", dir_, "'").c_str()); }
+
+  // A fake ssh that writes its arguments, one a line, to args, prints
+  // `say` and exits `code` (after `sleep`).
+  std::string Ssh(int code, const std::string& say = "", const std::string& sleep = "0") {
+    const std::string path = dir_ + "/ssh";
+    std::ofstream out(path);
+    out << "#!/bin/sh\nfor a in \"$@\"; do echo \"$a\"; done > '" << dir_ << "/args'\n"
+        << "echo '" << say << "' >&2\n"
+        << (sleep == "0" ? "" : absl::StrCat("exec sleep ", sleep, "\n")) << "exit " << code
+        << "\n";
+    out.close();
+    chmod(path.c_str(), 0700);
+    return path;
+  }
+  std::string Args() const {
+    std::ifstream in(dir_ + "/args");
+    std::stringstream s;
+    s << in.rdbuf();
+    return s.str();
+  }
+
+  std::string dir_;
+  testing::FakeSshProber libssh_{nullptr, absl::ZeroDuration()};
+  ProbeTarget target_{"w1", "w1.job", 2223, "ssh-ed25519 AAAA"};
+};
+
+TEST_F(FakeSsh, ExitZeroIsReadyAndLeavesTheMasterToSsh) {
+  OpenSshMasterProber prober(Ssh(0), "/state/ssh_config", dir_ + "/mux", {"PATH=/usr/bin:/bin"},
+                             &libssh_);
+  const ProbeResult r = prober.Probe(target_, absl::Seconds(30));
+  EXPECT_EQ(r.stage, ProbeStage::kOk) << r.detail;
+  EXPECT_EQ(Args(),
+            "-F\n/state/ssh_config\n-o\nControlMaster=auto\n-o\nControlPersist=yes\n-o\n"
+            "ConnectionAttempts=1\n-o\nConnectTimeout=30\n-p\n2223\nw1.job\n"
+            "true trainlet-readiness\n");
+  EXPECT_EQ(libssh_.total_probes(), 0);  // no second login
+}
+
+TEST_F(FakeSsh, AFailureIsNamedByTheLibsshProbe) {
+  libssh_.Script("w1", {{ProbeStage::kHostKey, "w1.job:2223 presented host key SHA256:x"}});
+  OpenSshMasterProber prober(Ssh(255, "Host key verification failed."), "/c", dir_ + "/mux", {},
+                             &libssh_);
+  const ProbeResult r = prober.Probe(target_, absl::Seconds(30));
+  EXPECT_EQ(r.stage, ProbeStage::kHostKey);
+  EXPECT_EQ(r.detail, "w1.job:2223 presented host key SHA256:x");
+  EXPECT_EQ(libssh_.probes("w1"), 1);
+}
+
+TEST_F(FakeSsh, SshFailingWhereLibsshPassesIsACommandFailureInSshsWords) {
+  OpenSshMasterProber prober(Ssh(255, "command-line line 0: Bad configuration option"), "/c",
+                             dir_ + "/mux", {}, &libssh_);
+  const ProbeResult r = prober.Probe(target_, absl::Seconds(30));
+  EXPECT_EQ(r.stage, ProbeStage::kCommand);
+  EXPECT_THAT(r.detail, HasSubstr("exited with status 255"));
+  EXPECT_THAT(r.detail, HasSubstr("Bad configuration option"));
+}
+
+TEST_F(FakeSsh, AHangingSshIsKilledAtTheBound) {
+  OpenSshMasterProber prober(Ssh(0, "", "60"), "/c", dir_ + "/mux", {}, &libssh_);
+  const absl::Time start = absl::Now();
+  const ProbeResult r = prober.Probe(target_, absl::Milliseconds(300));
+  EXPECT_LT(absl::Now() - start, absl::Seconds(20));  // not 60 s
+  EXPECT_EQ(r.stage, ProbeStage::kCommand);
+  EXPECT_THAT(r.detail, HasSubstr("did not finish in time"));
+}
+
+TEST_F(FakeSsh, ANameSshWouldTakeForAnOptionNeverReachesIt) {
+  libssh_.Script("w1", {{ProbeStage::kDns, "'-oProxyCommand=x' is not a valid host name"}});
+  OpenSshMasterProber prober(Ssh(0), "/c", dir_ + "/mux", {}, &libssh_);
+  target_.name = "-oProxyCommand=x";
+  const ProbeResult r = prober.Probe(target_, absl::Seconds(30));
+  EXPECT_EQ(r.stage, ProbeStage::kDns);
+  EXPECT_EQ(Args(), "");  // ssh never ran
+}
+
+TEST(RunBounded, PassesTheExitCodeAndOutput) {
+  const BoundedRun r = RunBounded({"/bin/sh", "-c", "echo out; echo err >&2; exit 3"}, {},
+                                  absl::Now() + absl::Seconds(30));
+  EXPECT_EQ(r.exit_code, 3);
+  EXPECT_FALSE(r.timed_out);
+  EXPECT_EQ(r.output, "out\nerr\n");
+}
+
+TEST(RunBounded, AMissingProgramIs127) {
+  EXPECT_EQ(RunBounded({"/nonexistent/ssh"}, {}, absl::Now() + absl::Seconds(30)).exit_code, 127);
+}
+
+TEST(StopMasters, NothingToStopWithoutADirectory) { EXPECT_EQ(StopMasters(""), 0); }
+
+}  // namespace
+}  // namespace trainlet::mpi
