@@ -59,6 +59,18 @@ class GoodputTest : public ::testing::Test {
       p->set_first_age_ms(absl::ToInt64Milliseconds(first_age));
     }
   }
+  // The failing node's RESTART event of round 2: rank 3 killed at
+  // `failed` (on the agent's clock).
+  static void AddRankThreeKilled(v1::HealthReport* r, absl::Time failed) {
+    v1::ReportEvent* e = r->add_events();
+    e->set_kind(v1::ReportEvent::RESTART);
+    e->set_round(2);
+    e->set_id(1);
+    e->set_cause("local worker 1 exited with code 137");
+    e->set_failed_rank(3);
+    e->set_failed_exit_code(137);
+    e->set_failed_unix_ms(absl::ToUnixMillis(failed));
+  }
   void Send(const v1::HealthReport& r) { ASSERT_TRUE(core_->Report(r).ok()) << r.DebugString(); }
   // Both nodes join and run round 1; their first step is at start_ + 4 s.
   void RunFirstRound() {
@@ -191,14 +203,7 @@ TEST_F(GoodputTest, FailingNodesRestartEvent_NamesWhoFailedAndMovesDetectionBack
   // RESTART event names its rank 3, exited at start_ + 19 s.
   clock_.Advance(absl::Seconds(1));
   v1::HealthReport r = Report("pod-1", 2, v1::HealthReport::JOINING);
-  v1::ReportEvent* e = r.add_events();
-  e->set_kind(v1::ReportEvent::RESTART);
-  e->set_round(2);
-  e->set_id(1);
-  e->set_cause("local worker 1 exited with code 137");
-  e->set_failed_rank(3);
-  e->set_failed_exit_code(137);
-  e->set_failed_unix_ms(absl::ToUnixMillis(start_ + absl::Seconds(19)));
+  AddRankThreeKilled(&r, start_ + absl::Seconds(19));
   Send(r);
   const v1::Goodput g = Goodput();
   EXPECT_EQ(g.detection_ms(), 2000);
@@ -229,14 +234,7 @@ TEST_F(GoodputTest, AnAgentsClockOffByMinutes_MovesNoBoundary) {
     clock_.Advance(absl::Seconds(1));
     v1::HealthReport r = Report("pod-1", 2, v1::HealthReport::JOINING);
     r.set_sent_unix_ms(absl::ToUnixMillis(clock_.Now() + off));
-    v1::ReportEvent* e = r.add_events();
-    e->set_kind(v1::ReportEvent::RESTART);
-    e->set_round(2);
-    e->set_id(1);
-    e->set_cause("local worker 1 exited with code 137");
-    e->set_failed_rank(3);
-    e->set_failed_exit_code(137);
-    e->set_failed_unix_ms(absl::ToUnixMillis(start_ + absl::Seconds(19) + off));
+    AddRankThreeKilled(&r, start_ + absl::Seconds(19) + off);
     Send(r);
     const v1::Goodput g = Goodput();
     EXPECT_EQ(g.detection_ms(), 2000);
