@@ -180,7 +180,9 @@ std::vector<launcher::ProcessSpec> WorkerSpecsFor(
       s.cpus = p.cpus;
       s.numa_node = p.numa_node;
     }
-    s.prefix_output = config.prefix_output;
+    s.output = config.prefix_output  ? launcher::OutputMode::kPrefix
+               : config.relay_output ? launcher::OutputMode::kRelay
+                                     : launcher::OutputMode::kDirect;
     s.foreground_tty = give_terminal && in.local_world_size == 1;
     specs.push_back(std::move(s));
   }
@@ -487,7 +489,7 @@ void Agent::CollectEvidence(std::vector<HangEvidence> evidence) {
   for (HangEvidence& e : evidence) {
     e.pid = seams_.workers->worker_pid(e.local_rank);
     if (e.pid > 0) e.processes = ReadProcessGroup(e.pid, &e.processes_total, seams_.proc_root);
-    e.output_relayed = config_.prefix_output;
+    e.output_relayed = config_.prefix_output || config_.relay_output;
     e.output_tail = seams_.workers->OutputTail(e.local_rank);
     e.traceback_note =
         e.exited ? "not requested: the worker had exited" : traceback_notes_[e.local_rank];

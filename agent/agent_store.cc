@@ -65,7 +65,7 @@ launcher::ProcessSpec AgentStoreSpec(const RunConfig& config,
   spec.role = launcher::ProcessRole::kHelper;
   spec.name = kAgentStoreHelper;
   spec.restart = launcher::RestartPolicy::kAlways;
-  spec.prefix_output = true;
+  spec.output = launcher::OutputMode::kPrefix;
   spec.leaves_orphans = false;
   spec.argv = PythonInterpreterArgv(config);
   spec.argv.insert(spec.argv.end(), {"-c", kStoreProgram, absl::StrCat(port)});

@@ -90,7 +90,7 @@ TEST(AgentStoreSpec, RunsTheCommandsPythonWithItsEnvPrefixAndOptions) {
   EXPECT_EQ(spec.name, kAgentStoreHelper);
   EXPECT_EQ(spec.restart, launcher::RestartPolicy::kAlways);
   EXPECT_FALSE(spec.leaves_orphans) << "the round end must still kill the workers' orphans";
-  EXPECT_TRUE(spec.prefix_output);
+  EXPECT_EQ(spec.output, launcher::OutputMode::kPrefix);
 }
 
 TEST(AgentStoreSpec, ACommandThatIsNotPythonGetsPython3) {

@@ -2125,6 +2125,37 @@ TEST_F(AgentTest, SingleWorker_GetsTheTerminal) {
   EXPECT_TRUE(workers_.starts[0][0].foreground_tty);
 }
 
+// Where the workers' output goes: --prefix-output, or the unchanged relay
+// that an explicit --progress-from-output asks for (config.relay_output),
+// or straight to the agent's stdout.
+class WorkersOutputTest : public AgentTest {
+ protected:
+  launcher::OutputMode StartedWith(bool prefix, bool relay) {
+    config_.nproc_per_node = 1;
+    config_.prefix_output = prefix;
+    config_.relay_output = relay;
+    JoinAnswers({MakeAssignment(1, 0, 1, 1, kHeartbeat)});
+    workers_.on_start = [&](const auto&) { workers_.ExitAll(0); };
+    WhenIdle([&] { client_.SendDirective(JobFinished(1)); });
+    EXPECT_EQ(Run(), 0);
+    if (workers_.starts.size() != 1u) {
+      ADD_FAILURE() << workers_.starts.size() << " starts";
+      return launcher::OutputMode::kDirect;
+    }
+    return workers_.starts[0][0].output;
+  }
+};
+
+TEST_F(WorkersOutputTest, Direct_ByDefault) {
+  EXPECT_EQ(StartedWith(false, false), launcher::OutputMode::kDirect);
+}
+TEST_F(WorkersOutputTest, RelayedUnchanged_ForProgressFromOutput) {
+  EXPECT_EQ(StartedWith(false, true), launcher::OutputMode::kRelay);
+}
+TEST_F(WorkersOutputTest, Prefixed_WithPrefixOutput) {
+  EXPECT_EQ(StartedWith(true, false), launcher::OutputMode::kPrefix);
+}
+
 // ---- Launch plans (launch_plan.h): what the MPI commands plug in.
 
 class FakePlan : public LaunchPlan {

@@ -337,6 +337,9 @@ std::vector<launcher::ProcessSpec> MpiLauncherPlan::CommandSpec(
   spec.argv = config_.run.command;
   spec.env = EnvStrings(env);
   spec.foreground_tty = give_terminal_;
+  // --progress-from-output set explicitly: the launcher's output (every
+  // rank's, as the MPI launcher forwards it) is read, unchanged.
+  if (config_.run.relay_output) spec.output = launcher::OutputMode::kRelay;
   return {std::move(spec)};
 }
 
@@ -536,7 +539,7 @@ absl::StatusOr<std::unique_ptr<MpiWorkerPlan>> MpiWorkerPlan::Create(
   sshd.restart = launcher::RestartPolicy::kAlways;
   sshd.argv = {config.sshd, "-D", "-e", "-f", plan->File("sshd_config")};
   sshd.env = EnvStrings(base_env);
-  sshd.prefix_output = true;
+  sshd.output = launcher::OutputMode::kPrefix;
   if (absl::Status s = supervisor->StartHelper(sshd); !s.ok()) return s;
   TLOG(kInfo) << "sshd listening on port " << config.ssh_port << " (" << plan->File("sshd_config")
               << ")";

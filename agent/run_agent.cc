@@ -555,8 +555,9 @@ int RunAgent(const RunConfig& config, const std::map<std::string, std::string>& 
 
   RunServices run;
   launcher::Supervisor::Options supervision;
-  // Progress from output reads what the supervisor relays: prefixed output.
-  if (config.prefix_output && config.progress_from_output.format != OutputFormat::kOff) {
+  // Progress from output reads what the supervisor relays, prefixed or not.
+  if ((config.prefix_output || config.relay_output) &&
+      config.progress_from_output.format != OutputFormat::kOff) {
     absl::StatusOr<std::unique_ptr<OutputProgress>> from_output =
         OutputProgress::Create(config.progress_from_output, Clock::Monotonic());
     if (!from_output.ok()) {  // validated with the options already

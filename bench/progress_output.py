@@ -11,6 +11,13 @@ core, and whether the agent's stdout is, prefixes aside, exactly what the
 worker printed (the output is never changed). The issue's bound: auto adds
 at most 1% of a core at 10,000 lines a second.
 
+With --relay unchanged there is no --prefix-output: the peer, `off`, is the
+worker writing straight to the agent's stdout (the file), and the value is
+set explicitly, so that the agent relays the output unchanged to read it
+(docs/progress.md): the figure is what asking for progress from output costs
+a job that does not prefix its output, relay included, and the agent's stdout
+must be byte for byte what the worker printed.
+
 Scenarios: `noise`, log lines no format matches (auto's worst case: every
 matcher looks at every line, forever); `hf`, Hugging Face Trainer's logged
 dicts with 9 other lines between them and the tqdm bar redrawn on stderr
@@ -18,7 +25,7 @@ every 10 lines (auto picks hf at once).
 
 usage: /usr/bin/python3 bench/progress_output.py [--trainlet build/trainlet]
            [--rate 10000] [--seconds 10] [--repeat 3] [--scenarios noise,hf]
-           [--value auto]"""
+           [--value auto] [--relay prefixed|unchanged]"""
 
 import argparse
 import os
@@ -105,9 +112,10 @@ def run_once(args, scenario, value):
             f.write(WORKER)
         out_path, err_path = os.path.join(d, "out"), os.path.join(d, "err")
         with open(out_path, "w") as out, open(err_path, "w") as err:
+            prefixed = args.relay == "prefixed"
             agent = subprocess.Popen(
-                [args.trainlet, "run", "--nnodes=1", "--prefix-output",
-                 "--progress-from-output=" + value, "--", sys.executable, worker, scenario,
+                [args.trainlet, "run", "--nnodes=1"] + (["--prefix-output"] if prefixed else []) +
+                ["--progress-from-output=" + value, "--", sys.executable, worker, scenario,
                  str(args.rate), str(args.seconds), d],
                 stdout=out, stderr=err, stdin=subprocess.DEVNULL)
             try:
@@ -126,8 +134,10 @@ def run_once(args, scenario, value):
         with open(os.path.join(d, "lines")) as f:
             lines = int(f.read())
         with open(out_path) as f:
+            relayed = f.read()
+        if prefixed:
             relayed = "".join(l[len("[rank 0] "):] if l.startswith("[rank 0] ") else l
-                              for l in f.read().splitlines(True))
+                              for l in relayed.splitlines(True))
         unchanged = relayed == expected_stdout(scenario, lines)
         return 100.0 * (c1 - c0) / (t1 - t0), lines / (t1 - t0), unchanged
 
@@ -140,7 +150,12 @@ def main():
     p.add_argument("--repeat", type=int, default=3)
     p.add_argument("--scenarios", default="noise,hf")
     p.add_argument("--value", default="auto")
+    p.add_argument("--relay", choices=("prefixed", "unchanged"), default="prefixed")
     args = p.parse_args()
+    if args.relay == "unchanged" and args.value == "off":
+        p.error("--relay unchanged compares off (no relay) with a value that relays: not off")
+    print("relay: %s (%s)" % (args.relay, "--prefix-output" if args.relay == "prefixed" else
+                              "no --prefix-output; off: the worker writes the file directly"))
     print("scenario  value  agent CPU % of a core (median, min..max)  lines/s  output unchanged")
     for scenario in args.scenarios.split(","):
         results = {"off": [], args.value: []}

@@ -1,5 +1,9 @@
 // ResolveRankOrder (run_resolvers.h): where this node sits and how it asks
 // ranks to be ordered (docs/topology.md, "Rank order").
+#include <sys/stat.h>
+
+#include <cerrno>
+#include <cstring>
 #include <map>
 #include <string>
 #include <utility>
@@ -34,6 +38,16 @@ absl::Status ReadTopologyFiles(const OptionValue& files, RunInputs* in, RunConfi
   std::map<std::string, std::string> entries;
   for (absl::string_view path : absl::StrSplit(files.text, ',', absl::SkipEmpty())) {
     const std::string origin = absl::StrCat(files.origin, " ", SafeForLog(path, 128));
+    // A FIFO (or a device) would block the agent's start in open() until
+    // something writes to it: the downward API's files are regular files
+    // (behind its ..data symlink, which stat follows).
+    struct stat st;
+    if (stat(std::string(path).c_str(), &st) == 0 && !S_ISREG(st.st_mode)) {
+      return absl::FailedPreconditionError(
+          absl::StrCat(origin,
+                       ": not a regular file (a downward API volume's labels or "
+                       "annotations file is one)"));
+    }
     absl::StatusOr<std::string> text =
         rendezvous::ReadBoundedFile(std::string(path), kMaxTopologyFileBytes, files.origin,
                                     "downward API labels or annotations file");

@@ -1,5 +1,12 @@
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
 #include <fstream>
 #include <string>
+#include <thread>
 
 #include "config/run_resolvers.h"
 #include "config/testing/run_steps.h"
@@ -19,6 +26,14 @@ std::string WriteFile(const std::string& name, const std::string& text) {
   const std::string path = ::testing::TempDir() + "/" + name;
   std::ofstream(path) << text;
   return path;
+}
+
+// The configuration ResolveRankOrder makes of a downward API file `text`
+// with the default keys.
+RunConfig FromFile(const std::string& name, const std::string& text) {
+  RunSteps steps({"--nnodes=2", "--node-rank=0", "--topology-file=" + WriteFile(name, text)});
+  EXPECT_TRUE(steps.Through(&ResolveRankOrder).ok());
+  return steps.config();
 }
 
 TEST(ParseTopologyPairs, WidestFirstAsGiven) {
@@ -80,6 +95,69 @@ TEST(ResolveRankOrder, FlagAndFiles_WidestFirst_SchedulerMarkFound) {
   EXPECT_EQ(c.scheduler_placement, "kueue.x-k8s.io/tas");
   EXPECT_EQ(c.rank_order, v1::RANK_ORDER_AUTO);
   EXPECT_FALSE(c.node_rank_from_index);  // --node-rank is explicit
+}
+
+// Volcano's job-wide network topology and KAI's topology name keep the job
+// in one domain but place its pods there in any order: they are no index
+// placement, and must not turn topology order off.
+TEST(ResolveRankOrder, JobWideTopologyConstraints_AreNoIndexPlacement) {
+  EXPECT_EQ(FromFile("annotations-job-wide",
+                     "kai.scheduler/topology=\"cluster-topology\"\n"
+                     "kai.scheduler/topology-required-placement=\"zone\"\n"
+                     "volcano.sh/network-topology-highest-tier=\"2\"\n"
+                     "volcano.sh/network-topology-mode=\"hard\"\n")
+                .scheduler_placement,
+            "");
+  EXPECT_EQ(FromFile("annotations-segments",
+                     "kai.scheduler/segment-size=\"4\"\n"
+                     "kai.scheduler/topology=\"cluster-topology\"\n")
+                .scheduler_placement,
+            "kai.scheduler/segment-size");
+}
+
+// A FIFO nothing writes to blocked the agent's start forever in open().
+TEST(ResolveRankOrder, FifoOrDirectory_IsAnErrorNotAHang) {
+  const std::string fifo = ::testing::TempDir() + "/topology-fifo";
+  unlink(fifo.c_str());
+  ASSERT_EQ(mkfifo(fifo.c_str(), 0600), 0);
+  // Unblocks a reader that opened the FIFO after all (the bug), so that
+  // the test fails instead of hanging.
+  std::atomic<bool> done{false};
+  std::thread unblock([&] {
+    for (int i = 0; i < 300 && !done; ++i)
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    if (done) return;
+    const int fd = open(fifo.c_str(), O_WRONLY | O_NONBLOCK | O_CLOEXEC);
+    if (fd >= 0) close(fd);
+  });
+  absl::Status s = RunSteps({"--nnodes=2", "--node-rank=0", "--topology-file=" + fifo})
+                       .Through(&ResolveRankOrder);
+  done = true;
+  unblock.join();
+  unlink(fifo.c_str());
+  EXPECT_THAT(s.message(), HasSubstr("not a regular file"));
+  EXPECT_THAT(s.message(), HasSubstr("topology-fifo"));
+
+  EXPECT_THAT(RunSteps({"--nnodes=2", "--node-rank=0", "--topology-file=" + ::testing::TempDir()})
+                  .Through(&ResolveRankOrder)
+                  .message(),
+              HasSubstr("not a regular file"));
+}
+
+// Topograph's chart before NVIDIA/topograph#208 labelled the leaf switch
+// "block" and the top tier "datacenter": the default keys read them, widest
+// first.
+TEST(ResolveRankOrder, DefaultKeys_ReadTopographsEarlierLabelNames) {
+  EXPECT_THAT(FromFile("labels-topograph-v0",
+                       "network.topology.nvidia.com/accelerator=\"nvl1\"\n"
+                       "network.topology.nvidia.com/block=\"s1\"\n"
+                       "network.topology.nvidia.com/datacenter=\"s3\"\n"
+                       "network.topology.nvidia.com/spine=\"s2\"\n")
+                  .topology_domains,
+              ElementsAre(Pair("network.topology.nvidia.com/datacenter", "s3"),
+                          Pair("network.topology.nvidia.com/spine", "s2"),
+                          Pair("network.topology.nvidia.com/block", "s1"),
+                          Pair("network.topology.nvidia.com/accelerator", "nvl1")));
 }
 
 TEST(ResolveRankOrder, TopologyKeysChooseWhatIsRead) {

@@ -1,6 +1,5 @@
 // ResolveRoundPolicy (run_resolvers.h): timeouts, restarts and output, and
 // the warnings about the job as a whole.
-#include "absl/strings/str_cat.h"
 #include "config/run_resolvers.h"
 
 namespace trainlet::agent {
@@ -25,16 +24,12 @@ absl::Status ResolveRoundPolicy(RunInputs* in, RunConfig* c) {
   absl::StatusOr<OutputProgressSpec> spec = ParseOutputProgressSpec(progress.text);
   if (!spec.ok()) return spec.status();
   c->progress_from_output = *spec;
-  // auto, the default, reads what the agent relays anyway; a format or a
-  // regex asked for by name on output it does not relay would read nothing.
-  if (!c->prefix_output && progress.source != ValueSource::kDefault &&
-      spec->format != OutputFormat::kOff && spec->format != OutputFormat::kAuto) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(progress.origin, "=", SafeForLog(progress.text, 200),
-                     " reads the workers' output, which the agent relays only with --prefix-output "
-                     "(TRAINLET_PREFIX_OUTPUT): add it, or drop ",
-                     progress.origin));
-  }
+  // Asked for by the user, progress from output needs the output: the
+  // agent relays it, unchanged. The default auto reads only what is relayed
+  // anyway (--prefix-output), so that a user who asked for nothing gets the
+  // worker writing straight to the pod's stdout, as before.
+  c->relay_output = !c->prefix_output && progress.source != ValueSource::kDefault &&
+                    spec->format != OutputFormat::kOff;
   absl::StatusOr<LogLevel> level =
       ParseLogLevelValue(ValueOrDefault(in->parsed, in->table, "log-level"));
   if (!level.ok()) return level.status();

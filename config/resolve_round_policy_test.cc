@@ -1,3 +1,8 @@
+#include <map>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "config/coordinator_options.h"
 #include "config/run_resolvers.h"
@@ -36,6 +41,7 @@ TEST(ResolveRoundPolicy, DefaultsAreTheOptionTables_AndReachTheCoordinator) {
   EXPECT_EQ(c.policy.max_restarts, 0);
   EXPECT_EQ(c.log_level, LogLevel::kInfo);
   EXPECT_FALSE(c.prefix_output);
+  EXPECT_FALSE(c.relay_output);
   EXPECT_EQ(OutputFormatName(c.progress_from_output.format),
             FindSpec(RunOptionTable(), "progress-from-output").default_text);
 
@@ -79,14 +85,37 @@ TEST(ResolveRoundPolicy, ProgressFromOutput_IsValidatedAtStart) {
   absl::Status s = bad.Through(&ResolveRoundPolicy);
   EXPECT_THAT(s.message(), HasSubstr("--progress-from-output"));
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
-  RunSteps unrelayed({}, {{"TRAINLET_PROGRESS_FROM_OUTPUT", "deepspeed"}});
-  s = unrelayed.Through(&ResolveRoundPolicy);
-  EXPECT_THAT(s.message(), HasSubstr("TRAINLET_PROGRESS_FROM_OUTPUT=deepspeed reads"));
-  EXPECT_THAT(s.message(), HasSubstr("--prefix-output"));
-  // auto and off are fine without it (auto then reads nothing).
   RunSteps off({"--progress-from-output=off"});
   ASSERT_TRUE(off.Through(&ResolveRoundPolicy).ok());
   EXPECT_EQ(off.config().progress_from_output.format, OutputFormat::kOff);
+}
+
+// Asked for explicitly (flag or env), progress from output has the
+// agent relay the output unchanged; the default auto, or off, relays nothing
+// on its account, and --prefix-output relays (prefixed) anyway.
+TEST(ResolveRoundPolicy, ProgressFromOutput_SetExplicitly_RelaysTheOutput) {
+  struct Case {
+    std::vector<std::string> args;
+    std::map<std::string, std::string> env;
+    bool relay;
+  };
+  const Case cases[] = {
+      {{}, {}, false},  // the default auto: the worker writes to the pod's stdout
+      {{"--progress-from-output=off"}, {}, false},
+      {{}, {{"TRAINLET_PROGRESS_FROM_OUTPUT", "off"}}, false},
+      {{"--progress-from-output=auto"}, {}, true},
+      {{"--progress-from-output=hf"}, {}, true},
+      {{}, {{"TRAINLET_PROGRESS_FROM_OUTPUT", "deepspeed"}}, true},
+      {{}, {{"TRAINLET_PROGRESS_FROM_OUTPUT", "iter (?P<step>\\d+)"}}, true},
+      {{"--prefix-output", "--progress-from-output=hf"}, {}, false},  // prefixed instead
+  };
+  for (const Case& c : cases) {
+    RunSteps steps(c.args, c.env);
+    const std::string what = absl::StrCat(absl::StrJoin(c.args, " "), " env ",
+                                          c.env.empty() ? "" : c.env.begin()->second);
+    ASSERT_TRUE(steps.Through(&ResolveRoundPolicy).ok()) << what;
+    EXPECT_EQ(steps.config().relay_output, c.relay) << what;
+  }
 }
 
 }  // namespace

@@ -158,11 +158,12 @@ const std::vector<OptionSpec>& RunOptionTable() {
          "Prefix each line of worker output with the worker's rank."},
         {"progress-from-output", OptionKind::kString, "auto|off|FORMAT|REGEX", "auto",
          "Progress with no code: read each worker's step (and total, loss, lr) from the lines "
-         "it prints, for --hang-timeout and the reports, where the agent relays the output "
-         "(--prefix-output). FORMAT: hf (Hugging Face Trainer), lightning, torchtitan, megatron "
-         "(Megatron-LM, NeMo), deepspeed, demo; auto: the first of them a worker's lines "
-         "match; REGEX: RE2 with named groups step (required), total, loss, lr. A worker that "
-         "writes TRAINLET_PROGRESS_FILE is read from its file; docs/progress.md."},
+         "it prints, for --hang-timeout and the reports. Set explicitly without "
+         "--prefix-output, the agent relays the output to read it, unchanged; the default auto "
+         "reads only what --prefix-output relays. FORMAT: hf (Hugging Face Trainer), lightning, "
+         "torchtitan, megatron (Megatron-LM, NeMo), deepspeed, demo; auto: the first of them a "
+         "worker's lines match; REGEX: RE2 with named groups step (required), total, loss, lr. A "
+         "worker that writes TRAINLET_PROGRESS_FILE is read from its file; docs/progress.md."},
         {"gpu-binding", OptionKind::kString, "list|single|none", "list",
          "How a worker sees its GPU (worker l's is visible GPU l, in PCI order): list = every "
          "visible GPU, so cuda:LOCAL_RANK is its own (torchrun's convention); single = only its "
@@ -202,7 +203,7 @@ const std::vector<OptionSpec>& RunOptionTable() {
         {"topology-file", OptionKind::kString, "PATH[,PATH]", "none",
          "Downward API labels or annotations file(s) (fieldPath metadata.labels or "
          "metadata.annotations) to read the --topology-keys from, and a topology-aware "
-         "scheduler's placement (Kueue TAS, Volcano, KAI)."},
+         "scheduler's placement by pod index (Kueue TAS, KAI segments)."},
         {"topology-keys", OptionKind::kString, "KEYS",
          "the EKS, GKE, Topograph, GPU-operator and zone labels, widest first",
          "Comma-separated label keys --topology-file is read for, widest domain first."},

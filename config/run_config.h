@@ -183,10 +183,15 @@ struct RunConfig {
   // coordinator runs inside this agent and is called directly, with no
   // server, client or socket (docs/configuration.md, "A single-node run").
   bool in_process_coordinator = false;
-  // --progress-from-output (progress/output_progress.h); in effect only
-  // with prefix_output, where the agent reads the workers' output.
+  // --progress-from-output (progress/output_progress.h); in effect where
+  // the agent reads the workers' output: prefix_output or relay_output.
   OutputProgressSpec progress_from_output;
-  bool prefix_output = false;                  // --prefix-output
+  bool prefix_output = false;  // --prefix-output
+  // The agent relays the workers' output unchanged (no prefix) to read it:
+  // --progress-from-output set explicitly (flag or env) to anything
+  // but off, without --prefix-output. The default auto relays nothing
+  // (docs/progress.md, "Progress from output").
+  bool relay_output = false;
   GpuBinding gpu_binding = GpuBinding::kList;  // --gpu-binding
   bool bind_numa = false;                      // --bind-numa
   bool warm_workers = false;                   // --warm-workers

@@ -18,23 +18,30 @@ namespace trainlet::agent {
 
 // --topology-keys' default: the node labels the clouds, NVIDIA's Topograph
 // and the GPU operator publish, widest first within each family (a node
-// carries one family; levels it lacks are skipped).
+// carries one family; levels it lacks are skipped). Topograph's chart
+// before it renamed its keys (NVIDIA/topograph#208) wrote datacenter for
+// today's core and block for today's leaf: both are read, in their places.
 inline constexpr absl::string_view kDefaultTopologyKeys =
     "topology.kubernetes.io/zone,"
     "topology.k8s.aws/network-node-layer-1,topology.k8s.aws/network-node-layer-2,"
     "topology.k8s.aws/network-node-layer-3,topology.k8s.aws/network-node-layer-4,"
     "cloud.google.com/gce-topology-block,cloud.google.com/gce-topology-subblock,"
     "cloud.google.com/gce-topology-host,"
-    "network.topology.nvidia.com/core,network.topology.nvidia.com/spine,"
-    "network.topology.nvidia.com/leaf,network.topology.nvidia.com/accelerator,"
+    "network.topology.nvidia.com/core,network.topology.nvidia.com/datacenter,"
+    "network.topology.nvidia.com/spine,network.topology.nvidia.com/leaf,"
+    "network.topology.nvidia.com/block,network.topology.nvidia.com/accelerator,"
     "nvidia.com/gpu.clique";
 
 // The labels and annotations that say a topology-aware scheduler placed
-// the pod, consecutive indices close together: Kueue TAS (label), Volcano's
-// network topology (annotation), KAI's topology and segments (annotations).
-inline constexpr absl::string_view kSchedulerPlacementKeys[] = {
-    "kueue.x-k8s.io/tas", "volcano.sh/network-topology-mode", "kai.scheduler/topology",
-    "kai.scheduler/segment-size"};
+// the pod by its index, consecutive indices close together: Kueue TAS's pod
+// label (it assigns domains in rank order) and KAI's segments annotation
+// (segment = index / segment size, each segment in one domain). Not the
+// marks of a placement that only keeps the whole job inside one domain and
+// ignores the index (Volcano's volcano.sh/network-topology-mode, KAI's
+// kai.scheduler/topology alone): under those the pods' indices still
+// interleave the narrower domains, and topology order is what fixes that.
+inline constexpr absl::string_view kSchedulerPlacementKeys[] = {"kueue.x-k8s.io/tas",
+                                                                "kai.scheduler/segment-size"};
 
 using Domains = std::vector<std::pair<std::string, std::string>>;
 

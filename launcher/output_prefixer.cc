@@ -15,7 +15,33 @@ void OutputPrefixer::EmitLine(absl::string_view line, std::string* out) const {
   out->push_back('\n');
 }
 
+void OutputPrefixer::EmitPartial() {
+  if (partial_.empty()) return;
+  out_->WriteUnchanged(partial_);
+  partial_.clear();
+}
+
 void OutputPrefixer::Append(absl::string_view data) {
+  if (prefix_.empty()) {
+    // Unchanged: the whole lines as they came, in one piece.
+    const size_t last_newline = data.rfind('\n');
+    if (last_newline != absl::string_view::npos) {
+      if (partial_.empty()) {
+        out_->WriteUnchanged(data.substr(0, last_newline + 1));
+      } else {
+        partial_.append(data.data(), last_newline + 1);
+        EmitPartial();
+      }
+      data.remove_prefix(last_newline + 1);
+    }
+    while (!data.empty()) {  // a long line is cut where it reaches the bound
+      const size_t take = std::min(data.size(), kMaxLineBytes - partial_.size());
+      partial_.append(data.data(), take);
+      data.remove_prefix(take);
+      if (partial_.size() >= kMaxLineBytes) EmitPartial();
+    }
+    return;
+  }
   std::string out;
   while (!data.empty()) {
     size_t newline = data.find('\n');
@@ -37,7 +63,15 @@ void OutputPrefixer::Append(absl::string_view data) {
   if (!out.empty()) out_->WriteLines(out);
 }
 
+void OutputPrefixer::Flush() {
+  if (prefix_.empty()) EmitPartial();
+}
+
 void OutputPrefixer::Finish() {
+  if (prefix_.empty()) {
+    EmitPartial();
+    return;
+  }
   if (partial_.empty()) return;
   std::string out;
   EmitLine(partial_, &out);

@@ -2,6 +2,13 @@
 // (e.g. "[rank 3] "), and hands them to an OutputWriter, which writes them
 // without ever blocking the caller and never splits a line.
 //
+// With an empty prefix (OutputMode::kRelay) the bytes pass unchanged: no
+// newline is ever added (not to a cut long line, not at the end), and a
+// partial line is handed on at Flush(), which the Supervisor calls once it
+// has read the pipe empty, so a progress bar redrawn with '\r' and no '\n'
+// shows as soon as the worker wrote it, as it would written directly.
+// Whole lines still go out whole, so ranks' lines never mix mid-line.
+//
 // Threading: not thread-safe; the Supervisor owns one per process stream and
 // drives it from its own thread.
 #ifndef TRAINLET_LAUNCHER_OUTPUT_PREFIXER_H_
@@ -29,13 +36,19 @@ class OutputPrefixer {
   // Writes every complete line in `data` (plus any buffered start of the
   // first one); keeps the trailing partial line.
   void Append(absl::string_view data);
-  // End of stream: writes the buffered partial line, adding the newline.
+  // Unchanged (empty prefix) only: writes the buffered partial line as it
+  // is. A no-op with a prefix, which ends every line it writes.
+  void Flush();
+  // End of stream: writes the buffered partial line, adding the newline
+  // (with a prefix; unchanged without).
   void Finish();
 
   size_t buffered_bytes() const { return partial_.size(); }
 
  private:
   void EmitLine(absl::string_view line, std::string* out) const;
+  // The partial line, as it is (unchanged mode).
+  void EmitPartial();
 
   const std::string prefix_;
   OutputWriter* const out_;

@@ -81,10 +81,56 @@ TEST(OutputPrefixer, LineOfExactlyCap_IsNotSplit) {
 TEST(OutputPrefixer, HugeLineInOneAppend_IsCutIntoCapSizedLines) {
   const size_t cap = OutputPrefixer::kMaxLineBytes;
   Sink out;
-  OutputPrefixer prefixer("", out.writer());
+  OutputPrefixer prefixer(">", out.writer());
   prefixer.Append(std::string(2 * cap + 5, 'q') + "\n");
-  EXPECT_EQ(out.Contents(), std::string(cap, 'q') + "\n" + std::string(cap, 'q') + "\n" +
+  EXPECT_EQ(out.Contents(), ">" + std::string(cap, 'q') + "\n>" + std::string(cap, 'q') + "\n>" +
                                 std::string(5, 'q') + "\n");
+}
+
+// OutputMode::kRelay: no prefix, and the bytes as they came.
+TEST(OutputPrefixer, Unchanged_HoldsAPartialLineUntilFlush_AndAddsNothing) {
+  Sink out;
+  OutputPrefixer relay("", out.writer());
+  relay.Append("a\r b\n\nc");
+  EXPECT_EQ(out.Contents(), "a\r b\n\n");  // whole lines at once
+  EXPECT_EQ(relay.buffered_bytes(), 1u);
+  relay.Append("\r 50%");
+  relay.Flush();  // the pipe is empty: the redrawn bar goes out as it is
+  EXPECT_EQ(out.Contents(), "a\r b\n\nc\r 50%");
+  EXPECT_EQ(relay.buffered_bytes(), 0u);
+  relay.Append("\r100%\nend");
+  relay.Finish();  // the end: no newline added
+  EXPECT_EQ(out.Contents(), "a\r b\n\nc\r 50%\r100%\nend");
+  relay.Finish();
+  relay.Flush();
+  EXPECT_EQ(out.Contents(), "a\r b\n\nc\r 50%\r100%\nend");
+}
+
+TEST(OutputPrefixer, Unchanged_LongLinesPassWhole_APartialOneIsBoundedWithoutANewline) {
+  const size_t cap = OutputPrefixer::kMaxLineBytes;
+  Sink out;
+  OutputPrefixer relay("", out.writer());
+  const std::string whole = std::string(2 * cap + 5, 'q') + "\n";
+  relay.Append(whole);
+  EXPECT_EQ(out.Contents(), whole);
+  // Never a newline: held up to the bound, then handed on as it is.
+  std::string chunk(cap / 2 + 1, 'x');
+  relay.Append(chunk);
+  relay.Append(chunk);
+  EXPECT_LE(relay.buffered_bytes(), cap);
+  relay.Append("y\n");
+  EXPECT_EQ(out.Contents(), whole + chunk + chunk + "y\n");
+}
+
+// With a prefix every line written ends in one: Flush() holds the partial.
+TEST(OutputPrefixer, Prefixed_FlushKeepsThePartialLine) {
+  Sink out;
+  OutputPrefixer prefixer("[rank 2] ", out.writer());
+  prefixer.Append("a\nb");
+  prefixer.Flush();
+  EXPECT_EQ(out.Contents(), "[rank 2] a\n");
+  prefixer.Append("c\n");
+  EXPECT_EQ(out.Contents(), "[rank 2] a\n[rank 2] bc\n");
 }
 
 }  // namespace

@@ -276,7 +276,11 @@ OutputWriter::OutputWriter(int fd, const Options& options) {
 
 OutputWriter::~OutputWriter() { Close(); }
 
-void OutputWriter::WriteLines(absl::string_view lines) {
+void OutputWriter::WriteLines(absl::string_view lines) { Queue(lines, /*end_lines=*/true); }
+
+void OutputWriter::WriteUnchanged(absl::string_view bytes) { Queue(bytes, /*end_lines=*/false); }
+
+void OutputWriter::Queue(absl::string_view lines, bool end_lines) {
   State& s = *state_;
   absl::MutexLock lock(&s.mu);
   if (s.closing || s.broken) return;
@@ -286,7 +290,7 @@ void OutputWriter::WriteLines(absl::string_view lines) {
     absl::string_view line = lines.substr(0, end);
     lines.remove_prefix(end);
     if (s.pending.empty() && s.in_flight == 0) s.last_progress = s.clock->Now();
-    const bool add_newline = line.back() != '\n';
+    const bool add_newline = end_lines && line.back() != '\n';
     const size_t size = line.size() + (add_newline ? 1 : 0);
     if (s.pending.size() + s.in_flight + size > s.capacity) {
       s.DropLocked(size);

@@ -3,7 +3,7 @@
 // stopped terminal, a slow log collector) can never block the caller. What
 // a user sees (the 1 MiB buffer, a slow reader slowing the workers, a reader
 // stalled for 1 s costing dropped lines and a notice, the 2 s at exit):
-// docs/pid1.md, "Worker output with --prefix-output". Flow control is the
+// docs/pid1.md, "Worker output through the agent". Flow control is the
 // caller's, through Room() and on_room.
 //
 // The fd itself is never made non-blocking (its open file description is
@@ -83,6 +83,9 @@ class OutputWriter {
   // buffer is dropped and counted. Never blocks on the fd. After Close(),
   // drops silently.
   void WriteLines(absl::string_view lines);
+  // Queues `bytes` as they are: like WriteLines, but a trailing piece
+  // without '\n' gets none added (OutputMode::kRelay's partial lines).
+  void WriteUnchanged(absl::string_view bytes);
 
   // Bytes that may be queued now without any being dropped: 0 from half the
   // capacity on, while the reader makes progress (the caller should pause
@@ -112,6 +115,7 @@ class OutputWriter {
 
  private:
   struct State;
+  void Queue(absl::string_view bytes, bool end_lines);
   static void Run(std::shared_ptr<State> state);
 
   std::shared_ptr<State> state_;

@@ -105,7 +105,7 @@ absl::Status StandbyPool::Start(const ProcessSpec& spec, const std::string& boot
     return absl::InternalError(absl::StrCat("the standby's program: ", wrote.message()));
   }
   ProcessSpec quiet = spec;
-  quiet.prefix_output = false;
+  quiet.output = OutputMode::kDirect;
   quiet.foreground_tty = false;
   absl::StatusOr<SpawnedWorker> spawned = SpawnWorker(quiet, dev_null_, dev_null_, sv[1]);
   close(sv[1]);
@@ -139,7 +139,7 @@ absl::StatusOr<SpawnedWorker> StandbyPool::Take(const ProcessSpec& worker, int s
     return absl::FailedPreconditionError("its standby was still preparing");
   }
   OutputPipes pipes;
-  if (worker.prefix_output) {
+  if (Relayed(worker.output)) {
     if (absl::Status made = pipes.Make("a worker from its standby"); !made.ok()) return made;
     stdout_fd = pipes.stdout_write();
     stderr_fd = pipes.stderr_write();
@@ -166,7 +166,7 @@ absl::StatusOr<SpawnedWorker> StandbyPool::Take(const ProcessSpec& worker, int s
   }
   CloseControl(&standby);
   standbys_.erase(it);
-  if (worker.prefix_output) return pipes.Release(pid);
+  if (Relayed(worker.output)) return pipes.Release(pid);
   SpawnedWorker spawned;
   spawned.pid = pid;
   return spawned;

@@ -64,7 +64,7 @@ class StandbyPool {
   absl::Status Start(const ProcessSpec& spec, const std::string& boot);
 
   // Hands the ready standby of `worker.local_rank` the worker's environment
-  // and stdout/stderr: pipes when worker.prefix_output (their read ends
+  // and stdout/stderr: pipes when Relayed(worker.output) (their read ends
   // returned), else `stdout_fd`/`stderr_fd`. The process is then the
   // caller's worker. FailedPrecondition (message: why, for the log) when
   // there is no ready standby for that rank; Unavailable when the handover

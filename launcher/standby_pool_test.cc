@@ -82,7 +82,7 @@ ProcessSpec WarmWorker(int local_rank, std::vector<std::string> env) {
   ProcessSpec spec = testing::ShellWorker("exit 99", "/tmp", local_rank, local_rank + 10);
   spec.env = std::move(env);
   spec.from_standby = true;
-  spec.prefix_output = true;
+  spec.output = OutputMode::kPrefix;
   return spec;
 }
 
@@ -145,11 +145,41 @@ TEST_F(StandbyPoolTest, StandbyEnvOverridesEnv_AndUnprefixedGetsTheAgentsFds) {
   ASSERT_TRUE(AwaitReady(1));
   ProcessSpec worker = WarmWorker(0, {"ENV=cold"});
   worker.standby_env = {"ENV=as-the-interpreter-sees-it"};
-  worker.prefix_output = false;
+  worker.output = OutputMode::kDirect;
   ASSERT_TRUE(supervisor_->Start({worker}).ok());
   ASSERT_EQ(supervisor_->Wait(kTimeout).type, EventType::kWorkerExited);
   EXPECT_THAT(out_.Contents(), HasSubstr("ENV=as-the-interpreter-sees-it\n"));
   EXPECT_THAT(out_.Contents(), ::testing::Not(HasSubstr("[rank")));
+}
+
+// --progress-from-output without --prefix-output: the standby's handover
+// gets pipes, and what it prints reaches the agent's stdout as it was
+// printed, and the progress hook as a copy.
+TEST_F(StandbyPoolTest, RelayedStandby_WritesItsOutputUnchanged_AndTheHookGetsACopy) {
+  std::string seen[2];
+  Supervisor::Options options;
+  options.stdout_fd = out_.fd();
+  options.stderr_fd = err_.fd();
+  options.on_worker_output = [&](int local_rank, int stream, absl::string_view bytes) {
+    if (local_rank == 0) seen[stream].append(bytes.data(), bytes.size());
+    return false;
+  };
+  supervisor_.reset();
+  auto created = Supervisor::Create(options);
+  ASSERT_TRUE(created.ok()) << created.status();
+  supervisor_ = std::move(*created);
+  ASSERT_TRUE(supervisor_->StartStandby(PythonStandby("ready"), kBoot).ok());
+  ASSERT_TRUE(AwaitReady(1));
+  ProcessSpec worker = WarmWorker(0, {"RANK=10"});
+  worker.output = OutputMode::kRelay;
+  ASSERT_TRUE(supervisor_->Start({worker}).ok());
+  ASSERT_EQ(supervisor_->Wait(kTimeout).type, EventType::kWorkerExited);
+  const std::string printed = "magic TLH1 count 1\nRANK=10\ngroup leader True\n";
+  EXPECT_TRUE(WaitFor([&] { return out_.Contents() == printed; }, kTimeout)) << out_.Contents();
+  EXPECT_TRUE(WaitFor([&] { return err_.Contents() == "to stderr\n"; }, kTimeout))
+      << err_.Contents();
+  EXPECT_EQ(seen[0], printed);
+  EXPECT_EQ(seen[1], "to stderr\n");
 }
 
 TEST_F(StandbyPoolTest, NoReadyStandby_StartsCold) {

@@ -5,6 +5,7 @@
 #include <signal.h>
 #include <string.h>
 #include <sys/eventfd.h>
+#include <sys/ioctl.h>
 #include <sys/signalfd.h>
 #include <sys/wait.h>
 #include <termios.h>
@@ -78,6 +79,13 @@ bool ShouldRestart(RestartPolicy policy, int exit_code) {
       return true;
   }
   return false;
+}
+
+// Whether nothing is left to read in the pipe `fd` (an error counts as
+// empty: the caller only decides whether to hand on a partial line).
+bool PipeEmpty(int fd) {
+  int available = 0;
+  return ioctl(fd, FIONREAD, &available) != 0 || available <= 0;
 }
 
 }  // namespace
@@ -226,8 +234,10 @@ absl::Status Supervisor::Spawn(const ProcessSpec& spec, Process* process) {
   process->started = MonotonicNow();
   process->has_terminal = false;
   process->warm = spec.from_standby && spawned.ok() && !cold_fallback;
-  if (spec.prefix_output) {
-    const std::string prefix = spec.role == ProcessRole::kWorker
+  if (Relayed(spec.output)) {
+    // kRelay: no prefix, and the prefixer passes the bytes unchanged.
+    const std::string prefix = spec.output != OutputMode::kPrefix ? std::string()
+                               : spec.role == ProcessRole::kWorker
                                    ? absl::StrCat("[rank ", spec.global_rank, "] ")
                                    : absl::StrCat("[", spec.name, "] ");
     process->out.prefix_size = process->err.prefix_size = prefix.size();
@@ -493,7 +503,7 @@ void Supervisor::OnWorkerReaped(Process* w, int status) {
   // Whatever it wrote before dying goes out before its exit is reported.
   ReadStream(&w->out, /*until_drained=*/true);
   ReadStream(&w->err, /*until_drained=*/true);
-  if (w->spec.prefix_output) flush_before_exit_ = true;
+  if (Relayed(w->spec.output)) flush_before_exit_ = true;
   ProcessExit exit;
   exit.role = ProcessRole::kWorker;
   exit.name = w->spec.name;
@@ -514,7 +524,7 @@ void Supervisor::OnHelperReaped(Helper* h, int status) {
   ReturnTerminal(&p);
   ReadStream(&p.out, /*until_drained=*/true);
   ReadStream(&p.err, /*until_drained=*/true);
-  if (p.spec.prefix_output) flush_before_exit_ = true;
+  if (Relayed(p.spec.output)) flush_before_exit_ = true;
   ProcessExit exit;
   exit.role = ProcessRole::kHelper;
   exit.name = p.spec.name;
@@ -689,6 +699,11 @@ void Supervisor::ReadStream(Stream* stream, bool until_drained, bool force) {
       if (stream->local_rank >= 0 && options_.on_worker_output &&
           options_.on_worker_output(stream->local_rank, stream->tail_stream, bytes)) {
         Wake();
+      }
+      // The pipe is empty now: what the worker wrote so far goes out, its
+      // partial line included (unchanged relay only: prefix_size 0).
+      if (stream->prefix_size == 0 && (static_cast<size_t>(n) < budget || PipeEmpty(stream->fd))) {
+        stream->prefixer->Flush();
       }
       ++reads;
       continue;

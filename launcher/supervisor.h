@@ -133,7 +133,7 @@ class Supervisor : public WorkerGroup {
   int ready_standbys() const override { return standbys_.ready(); }
   pid_t standby_pid(int local_rank) const override { return standbys_.pid(local_rank); }
   pid_t worker_pid(int local_rank) const override;
-  // Workers with prefix_output: the last LineTail::kMaxLines lines.
+  // Workers whose output is relayed: the last LineTail::kMaxLines lines.
   std::vector<std::string> OutputTail(int local_rank) const override;
 
   // --- Queries for tests and diagnostics. ---

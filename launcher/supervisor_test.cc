@@ -290,7 +290,7 @@ TEST_F(SupervisorTest, Placement_OnCpusOutsideTheMaskFailsTheStartNamingIt) {
 TEST_F(SupervisorTest, PrefixedOutput_GoesLineByLineToMatchingStream) {
   ProcessSpec spec =
       ShellWorker("printf 'a\\nb\\n'; printf 'err1\\n' >&2; printf partial", "/tmp", 0, 7);
-  spec.prefix_output = true;
+  spec.output = OutputMode::kPrefix;
   ASSERT_TRUE(supervisor_->Start({spec}).ok());
   // Nothing pumps the pipes until Wait(): the output is all still in them.
   pid_t pid = supervisor_->worker_pid(0);
@@ -324,7 +324,7 @@ TEST_F(SupervisorTest, PrefixedOutput_IsHandedToOnWorkerOutputUnchanged) {
       "printf 'step 1\\rstep 2\\n'; printf 'e\\n' >&2; "
       "while [ ! -e \"$DIR/go\" ]; do sleep 0.01; done; printf 'last'",
       dir_.path(), 3, 7);
-  spec.prefix_output = true;
+  spec.output = OutputMode::kPrefix;
   ASSERT_TRUE(supervisor_->Start({spec}).ok());
   EXPECT_EQ(supervisor_->Wait(kTimeout).type, EventType::kWakeup);
   WriteFile(dir_.File("go"), "", 0644);
@@ -338,6 +338,59 @@ TEST_F(SupervisorTest, PrefixedOutput_IsHandedToOnWorkerOutputUnchanged) {
       << out_.Contents();
 }
 
+// OutputMode::kRelay (--progress-from-output without --prefix-output): the
+// agent's stdout and stderr get the bytes the worker wrote, byte for byte
+// ('\r' redraws, no newline added at the end), and the hook the same copy.
+TEST_F(SupervisorTest, RelayedOutput_ReachesTheHookAndStdoutByteForByte) {
+  std::string seen[2];
+  int ranks_seen = -1;
+  Supervisor::Options options;
+  options.on_worker_output = [&](int local_rank, int stream, absl::string_view bytes) {
+    ranks_seen = local_rank;
+    seen[stream].append(bytes.data(), bytes.size());
+    return false;
+  };
+  Recreate(options);
+  const std::string printed =
+      "{'loss': 2.3, 'grad_norm': 1.5, 'learning_rate': 5e-05, 'epoch': 0.1}\n"
+      " 10%|#         | 10/100 [00:01<00:09]\r 20%|##        | 20/100 [00:02<00:08]\n"
+      "\n  tabs\tand spaces  \nno newline at the end";
+  ProcessSpec spec =
+      ShellWorker(absl::StrCat("printf '%s' \"$OUT\"; printf 'warn: x\\n' >&2"), "/tmp", 2, 9);
+  spec.env.push_back("OUT=" + printed);
+  spec.output = OutputMode::kRelay;
+  ASSERT_TRUE(supervisor_->Start({spec}).ok());
+  EXPECT_EQ(NextExit().exit_code, 0);
+  EXPECT_TRUE(WaitFor([&] { return out_.Contents() == printed; }, kTimeout)) << out_.Contents();
+  EXPECT_TRUE(WaitFor([&] { return err_.Contents() == "warn: x\n"; }, kTimeout)) << err_.Contents();
+  EXPECT_EQ(ranks_seen, 2);
+  EXPECT_EQ(seen[0], printed);
+  EXPECT_EQ(seen[1], "warn: x\n");
+  // Relayed output has a tail for hang reports, as prefixed output has.
+  EXPECT_FALSE(supervisor_->OutputTail(2).empty());
+}
+
+// A progress bar redrawn with '\r' and no '\n' is written as soon as it is
+// read, not held until a newline that may never come.
+TEST_F(SupervisorTest, RelayedOutput_APartialLineIsNotHeldBack) {
+  ProcessSpec spec = ShellWorker(
+      "printf 'a\\n 50%%'; while [ ! -e \"$DIR/go\" ]; do sleep 0.01; done; printf '\\r100%%\\n'",
+      dir_.path(), 0, 0);
+  spec.output = OutputMode::kRelay;
+  ASSERT_TRUE(supervisor_->Start({spec}).ok());
+  EXPECT_TRUE(WaitFor(
+      [&] {
+        supervisor_->Wait(absl::Milliseconds(20));
+        return out_.Contents() == "a\n 50%";
+      },
+      kTimeout))
+      << out_.Contents();
+  WriteFile(dir_.File("go"), "", 0644);
+  EXPECT_EQ(NextExit().exit_code, 0);
+  EXPECT_TRUE(WaitFor([&] { return out_.Contents() == "a\n 50%\r100%\n"; }, kTimeout))
+      << out_.Contents();
+}
+
 TEST_F(SupervisorTest, PrefixedOutput_OfConcurrentWorkers_NeverMixesWithinALine) {
   const int kLines = 2000;
   std::vector<ProcessSpec> specs;
@@ -347,7 +400,7 @@ TEST_F(SupervisorTest, PrefixedOutput_OfConcurrentWorkers_NeverMixesWithinALine)
             "i=0; while [ $i -lt ", kLines,
             " ]; do echo \"line $i of a reasonably long worker output\"; i=$((i+1)); done"),
         "/tmp", rank, 10 + rank);
-    spec.prefix_output = true;
+    spec.output = OutputMode::kPrefix;
     specs.push_back(spec);
   }
   ASSERT_TRUE(supervisor_->Start(specs).ok());
@@ -961,7 +1014,7 @@ TEST_F(SupervisorTest, Helper_LivesAcrossRounds_IsNotSignalledWithWorkers_IsPref
   ProcessSpec spec = ShellHelper(
       "sshd", "trap 'echo > \"$DIR/helper_term\"' TERM; echo hello; while :; do sleep 0.05; done",
       RestartPolicy::kAlways, dir_.path());
-  spec.prefix_output = true;
+  spec.output = OutputMode::kPrefix;
   ASSERT_TRUE(supervisor_->StartHelper(spec).ok());
   const pid_t helper = supervisor_->helper_pid("sshd");
   ASSERT_GT(helper, 0);
@@ -1084,7 +1137,7 @@ TEST_F(SupervisorTest, PrefixedOutput_StalledReader_NeverBlocksWaitOrSignals) {
       "yes \"$(head -c 4000 /dev/zero | tr '\\0' x)\" | head -n 2000; "
       "echo > \"$DIR/printed\"; exit 3",
       dir_.path());
-  spec.prefix_output = true;
+  spec.output = OutputMode::kPrefix;
   ASSERT_TRUE(supervisor->Start({spec}).ok());
   absl::Duration exit_took, signal_took, destroy_took;
   WithWatchdog(&stdout_pipe, absl::Seconds(20), [&] {
@@ -1110,39 +1163,44 @@ TEST_F(SupervisorTest, PrefixedOutput_StalledReader_NeverBlocksWaitOrSignals) {
   EXPECT_LT(destroy_took, absl::Seconds(5));
 }
 
-TEST_F(SupervisorTest, PrefixedOutput_SlowReader_SlowsTheWorkerAndLosesNothing) {
-  int fds[2];
-  ASSERT_EQ(pipe2(fds, O_CLOEXEC), 0);
-  fcntl(fds[1], F_SETPIPE_SZ, 4096);
-  // A slow reader (a page per millisecond), never stalled.
-  std::string got;
-  std::thread reader([&] {
-    char buffer[4096];
-    for (ssize_t n; (n = read(fds[0], buffer, sizeof(buffer))) > 0;) {
-      got.append(buffer, static_cast<size_t>(n));
-      absl::SleepFor(absl::Milliseconds(1));
+// Relayed unchanged (kRelay) or prefixed, the same flow control.
+TEST_F(SupervisorTest, RelayedOrPrefixedOutput_SlowReader_SlowsTheWorkerAndLosesNothing) {
+  for (OutputMode mode : {OutputMode::kPrefix, OutputMode::kRelay}) {
+    SCOPED_TRACE(mode == OutputMode::kPrefix ? "prefixed" : "relayed");
+    const std::string prefix = mode == OutputMode::kPrefix ? "[rank 1] " : "";
+    int fds[2];
+    ASSERT_EQ(pipe2(fds, O_CLOEXEC), 0);
+    fcntl(fds[1], F_SETPIPE_SZ, 4096);
+    // A slow reader (a page per millisecond), never stalled.
+    std::string got;
+    std::thread reader([&] {
+      char buffer[4096];
+      for (ssize_t n; (n = read(fds[0], buffer, sizeof(buffer))) > 0;) {
+        got.append(buffer, static_cast<size_t>(n));
+        absl::SleepFor(absl::Milliseconds(1));
+      }
+    });
+    Supervisor::Options options;
+    options.stdout_fd = fds[1];
+    options.stderr_fd = err_.fd();
+    options.output_buffer_bytes = 64 * 1024;  // far less than the worker prints
+    absl::StatusOr<std::unique_ptr<Supervisor>> created = Supervisor::Create(options);
+    ASSERT_TRUE(created.ok()) << created.status();
+    ProcessSpec spec = ShellWorker("seq 1 200000", "/tmp", 0, 1);  // ~1.3 MB
+    spec.output = mode;
+    ASSERT_TRUE((*created)->Start({spec}).ok());
+    Supervisor::Event event = (*created)->Wait(absl::Seconds(60));
+    EXPECT_EQ(event.type, EventType::kWorkerExited);
+    EXPECT_EQ(event.exit.exit_code, 0);
+    created->reset();  // flushes
+    close(fds[1]);
+    reader.join();
+    close(fds[0]);
+    std::vector<std::string> lines = absl::StrSplit(got, '\n', absl::SkipEmpty());
+    ASSERT_EQ(lines.size(), 200000u) << "lines were dropped";
+    for (size_t i = 0; i < lines.size(); i += 997) {
+      EXPECT_EQ(lines[i], absl::StrCat(prefix, i + 1));
     }
-  });
-  Supervisor::Options options;
-  options.stdout_fd = fds[1];
-  options.stderr_fd = err_.fd();
-  options.output_buffer_bytes = 64 * 1024;  // far less than the worker prints
-  absl::StatusOr<std::unique_ptr<Supervisor>> created = Supervisor::Create(options);
-  ASSERT_TRUE(created.ok()) << created.status();
-  ProcessSpec spec = ShellWorker("seq 1 200000", "/tmp", 0, 1);  // ~1.3 MB
-  spec.prefix_output = true;
-  ASSERT_TRUE((*created)->Start({spec}).ok());
-  Supervisor::Event event = (*created)->Wait(absl::Seconds(60));
-  EXPECT_EQ(event.type, EventType::kWorkerExited);
-  EXPECT_EQ(event.exit.exit_code, 0);
-  created->reset();  // flushes
-  close(fds[1]);
-  reader.join();
-  close(fds[0]);
-  std::vector<std::string> lines = absl::StrSplit(got, '\n', absl::SkipEmpty());
-  ASSERT_EQ(lines.size(), 200000u) << "lines were dropped";
-  for (size_t i = 0; i < lines.size(); i += 997) {
-    EXPECT_EQ(lines[i], absl::StrCat("[rank 1] ", i + 1));
   }
 }
 
@@ -1312,7 +1370,7 @@ TEST_F(SupervisorTest, OutputTail_KeepsAPrefixedWorkersLastLines) {
       "i=0; while [ $i -lt 100 ]; do echo out$i; i=$((i+1)); done; echo err-last >&2; "
       "printf partial; exec sleep 30",
       dir_.path());
-  spec.prefix_output = true;
+  spec.output = OutputMode::kPrefix;
   ASSERT_TRUE(supervisor_->Start({spec}).ok());
   std::vector<std::string> tail;
   ASSERT_TRUE(WaitFor(

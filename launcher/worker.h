@@ -27,6 +27,22 @@ enum class RestartPolicy {
   kAlways,     // restart after any exit.
 };
 
+// Where a process's stdout and stderr go.
+enum class OutputMode {
+  // Straight to the agent's stdout/stderr (the process writes them itself).
+  kDirect,
+  // Through the agent, unchanged (--progress-from-output without
+  // --prefix-output): the agent reads a copy for progress and writes the
+  // bytes as they came, from its own thread, never blocking on the reader.
+  kRelay,
+  // Through the agent, each line as "[rank <global_rank>] <line>" (workers)
+  // or "[<name>] <line>" (helpers) (--prefix-output).
+  kPrefix,
+};
+
+// Whether the agent reads this process's output (kRelay or kPrefix).
+inline bool Relayed(OutputMode mode) { return mode != OutputMode::kDirect; }
+
 struct ProcessSpec {
   ProcessRole role = ProcessRole::kWorker;
   // For logs and helper events: "sshd". Workers may leave it empty (their
@@ -41,11 +57,8 @@ struct ProcessSpec {
   std::vector<std::string> argv;
   // The complete environment, "KEY=VALUE" each; nothing is inherited.
   std::vector<std::string> env;
-  // If true, each stdout/stderr line of this process is written as
-  // "[rank <global_rank>] <line>" (workers) or "[<name>] <line>" (helpers) to
-  // the agent's stdout/stderr respectively, without ever blocking the agent.
-  // If false, the process writes to them directly.
-  bool prefix_output = false;
+  // Where this process's stdout/stderr go (OutputMode).
+  OutputMode output = OutputMode::kDirect;
   // Give this process's group the terminal on the agent's stdin as its
   // foreground process group (like tini), so that an interactive worker
   // (pdb, input()) can read it. Only meaningful for a single worker.

@@ -111,7 +111,7 @@ class WorkerGroup {
 
   // The last lines (stdout and stderr, in the order read; bounded, see
   // Supervisor) the worker with `local_rank` of the latest Start() wrote,
-  // when its output goes through the group (ProcessSpec::prefix_output);
+  // when its output goes through the group (Relayed(ProcessSpec::output));
   // empty otherwise.
   virtual std::vector<std::string> OutputTail(int local_rank) const {
     (void)local_rank;

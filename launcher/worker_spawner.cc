@@ -247,7 +247,7 @@ absl::StatusOr<SpawnedWorker> SpawnWorker(const ProcessSpec& spec, int stdout_fd
     }
   };
   if (pipe2(error_pipe, O_CLOEXEC) != 0) return ResourceError(command, "pipe", errno);
-  if (spec.prefix_output) {
+  if (Relayed(spec.output)) {
     if (absl::Status made = pipes.Make(absl::StrCat("COMMAND '", command, "'")); !made.ok()) {
       close_all();
       return made;
@@ -335,7 +335,7 @@ absl::StatusOr<SpawnedWorker> SpawnWorker(const ProcessSpec& spec, int stdout_fd
                                             " failed in the child: ", strerror(failure.error)));
   }
 
-  if (spec.prefix_output) return pipes.Release(pid);
+  if (Relayed(spec.output)) return pipes.Release(pid);
   SpawnedWorker spawned;
   spawned.pid = pid;
   return spawned;

@@ -26,12 +26,12 @@ namespace launcher {
 struct SpawnedWorker {
   pid_t pid = -1;  // also the process group id
   // Read ends (O_NONBLOCK, O_CLOEXEC) of the worker's stdout/stderr when
-  // spec.prefix_output; -1 otherwise. The caller closes them.
+  // Relayed(spec.output); -1 otherwise. The caller closes them.
   int stdout_pipe = -1;
   int stderr_pipe = -1;
 };
 
-// A prefixed worker's stdout and stderr pipes (ProcessSpec::prefix_output),
+// A relayed worker's stdout and stderr pipes (ProcessSpec::output),
 // shared by a cold start and a standby's handover: made O_CLOEXEC, the
 // write ends handed to the process, then the read ends (made O_NONBLOCK)
 // released into a SpawnedWorker. Whatever is still open is closed at the
@@ -56,7 +56,7 @@ class OutputPipes {
 };
 
 // Resolves spec.argv[0] with ResolveCommand (PATH taken from spec.env) and
-// starts the worker. When !spec.prefix_output the worker's stdout/stderr are
+// starts the worker. When !Relayed(spec.output) the worker's stdout/stderr are
 // `stdout_fd`/`stderr_fd`. Errors: NotFound (127), PermissionDenied (126),
 // ResourceExhausted (fork/pipe limits), Internal; the message names the
 // command. On error no child is left behind. With `control_fd` >= 0 the

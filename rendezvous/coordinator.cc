@@ -12,6 +12,7 @@
 #include <thread>
 #include <utility>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "common/exit_codes.h"
@@ -25,6 +26,9 @@
 #include "rendezvous/rank_order.h"
 
 namespace trainlet::rendezvous {
+
+// How the network measurement's blame starts a member's failed-check line.
+constexpr absl::string_view kNetworkFailurePrefix = "network: ";
 namespace {
 
 // At most this many missing ranks or nodes are named in one line.
@@ -837,6 +841,15 @@ void Coordinator::ExpireJoinsLocked(absl::Time now, Actions* actions) {
   }
 }
 
+namespace {
+// Whether a member's failures are only the network measurement's
+// (JudgeLinksLocked's "network: ..." is then its whole line): a node check's
+// name comes first otherwise.
+bool BlamedOnlyByTheNetwork(absl::string_view failed) {
+  return absl::StartsWith(failed, kNetworkFailurePrefix);
+}
+}  // namespace
+
 bool Coordinator::ExcludableLocked(const Member& m) const {
   return options_.preflight == v1::PREFLIGHT_EXCLUDE && elastic_ && !m.preflight_failed.empty();
 }
@@ -1066,7 +1079,7 @@ std::map<std::string, std::string> Coordinator::JudgeLinksLocked(NetworkCheck& c
   }
   std::map<std::string, std::string> blamed;
   for (const preflight::FlaggedNode& f : v.flagged) {
-    blamed[f.node_id] = absl::StrCat("network: ", f.reason);
+    blamed[f.node_id] = absl::StrCat(kNetworkFailurePrefix, f.reason);
   }
   return blamed;
 }
@@ -1129,10 +1142,25 @@ void Coordinator::CloseRoundLocked(Actions* actions) {
   std::vector<RankCandidate> candidates;
   std::vector<Member*> left_out;
   // --preflight=exclude: joiners that failed a check stay out while enough
-  // passing ones make the round (else they run, with a warning).
+  // passing ones make the round. When MIN leaves room for only some of them,
+  // those that failed a node check (a fault of their own) stay out before
+  // those the network measurement blamed (a comparison with the others, which
+  // a loaded peer can skew), then in node-id order; the rest run, with a
+  // warning.
   std::vector<Member*> excluded;
-  const bool exclude =
-      gathering_excludable_ > 0 && gathering_ - gathering_excludable_ >= options_.min_nodes;
+  const int room = gathering_ - options_.min_nodes;
+  const bool exclude_all = gathering_excludable_ > 0 && gathering_excludable_ <= room;
+  std::vector<const Member*> exclude_some;
+  if (!exclude_all && gathering_excludable_ > 0 && room > 0) {
+    ++member_walks_;
+    for (const auto& [id, m] : members_) {
+      if (m.ticket != 0 && m.excludable_ticket) exclude_some.push_back(&m);
+    }
+    std::stable_partition(exclude_some.begin(), exclude_some.end(), [](const Member* m) {
+      return !BlamedOnlyByTheNetwork(m->preflight_failed);
+    });
+    exclude_some.resize(std::min<size_t>(exclude_some.size(), room));
+  }
   ++member_walks_;
   for (auto& [id, m] : members_) {
     if (m.ticket == 0) {
@@ -1140,7 +1168,8 @@ void Coordinator::CloseRoundLocked(Actions* actions) {
       if (m.sink != nullptr) left_out.push_back(&m);
       continue;
     }
-    if (exclude && m.excludable_ticket) {
+    if ((exclude_all && m.excludable_ticket) ||
+        std::find(exclude_some.begin(), exclude_some.end(), &m) != exclude_some.end()) {
       excluded.push_back(&m);
       continue;
     }

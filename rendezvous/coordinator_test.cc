@@ -17,6 +17,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "rendezvous/error_reason.h"
@@ -2328,6 +2329,24 @@ TEST_F(CoordinatorTest, Preflight_Exclude_TooFewPassing_TheBadNodeRunsWithAWarni
   EXPECT_THAT(a->assignment().preflight_warnings(0), HasSubstr("node bad: dns"));
 }
 
+// MIN leaves room for one of two failing nodes: one stays out (in node-id
+// order) and the other runs with a warning, rather than both running.
+TEST_F(CoordinatorTest, Preflight_Exclude_RoomForSome_AsManyAsMinAllowsStayOut) {
+  preflight_ = v1::PREFLIGHT_EXCLUDE;
+  Make(3, 4, /*max_restarts=*/3);
+  auto a = Join(WithPreflight(Req("a", 1), true));
+  auto b = Join(WithPreflight(Req("b", 2), true));
+  auto c = Join(WithPreflight(Req("c", 3), false));
+  auto d = Join(WithPreflight(Req("d", 4), false));
+  ASSERT_TRUE(a->done() && b->done() && c->done() && d->done());
+  ASSERT_FALSE(c->result->ok());
+  EXPECT_EQ(ReasonOf(c->status()), v1::ErrorInfo::PREFLIGHT_EXCLUDED);
+  ASSERT_TRUE(d->result->ok()) << d->status();
+  EXPECT_EQ(d->assignment().nnodes(), 3);
+  ASSERT_EQ(a->assignment().preflight_warnings_size(), 1);
+  EXPECT_THAT(a->assignment().preflight_warnings(0), HasSubstr("node d: dns"));
+}
+
 TEST_F(CoordinatorTest, Preflight_Exclude_InAStaticJobOnlyWarns) {
   preflight_ = v1::PREFLIGHT_EXCLUDE;
   Make(2, 2);
@@ -2497,6 +2516,45 @@ TEST_F(CoordinatorTest, Network_Exclude_MeasuresBeforeTheCloseAndLeavesOutTheSlo
     EXPECT_FALSE(j->assignment().has_measure_first());
     EXPECT_EQ(j->assignment().round(), 2u);
   }
+}
+
+// Room for one of two: the node that failed a node check stays out before
+// the one the network measurement blamed (whose verdict a loaded peer can
+// skew), although node-id order would pick the latter.
+TEST_F(CoordinatorTest, Network_Exclude_RoomForOne_TheFailedNodeCheckStaysOutFirst) {
+  preflight_ = v1::PREFLIGHT_EXCLUDE;
+  Make(4, 5, /*max_restarts=*/3);
+  std::map<std::string, v1::JoinRequest> reqs;
+  std::map<std::string, std::shared_ptr<JoinResult>> first;
+  uint64_t inc = 1;
+  for (const char* n : {"a", "b", "c", "d", "e"}) {
+    reqs[n] = Measurable(Req(n, inc++));
+    if (std::string(n) == "d") {
+      reqs[n].clear_preflight();
+      reqs[n] = WithPreflight(reqs[n], false);
+    }
+    first[n] = Join(reqs[n]);
+  }
+  std::map<std::string, std::shared_ptr<JoinResult>> second;
+  for (auto& [n, j] : first) {
+    ASSERT_TRUE(j->done()) << n;
+    if (!j->result->ok() || !j->assignment().has_measure_first()) continue;
+    v1::JoinRequest again = reqs[n];
+    *again.mutable_preflight()->mutable_links() =
+        LinksOf(n, j->assignment().measure_first(), {"b"});
+    second[n] = Join(again);
+  }
+  ASSERT_EQ(core_->GetSnapshot().phase, Phase::kRunning);
+  std::shared_ptr<JoinResult> d = second.count("d") ? second["d"] : first["d"];
+  ASSERT_TRUE(d->done());
+  ASSERT_FALSE(d->result->ok());
+  EXPECT_EQ(ReasonOf(d->status()), v1::ErrorInfo::PREFLIGHT_EXCLUDED);
+  EXPECT_THAT(d->status().message(), HasSubstr("dns"));
+  ASSERT_TRUE(second.count("b"));
+  ASSERT_TRUE(second["b"]->result->ok()) << second["b"]->status();
+  EXPECT_EQ(second["b"]->assignment().nnodes(), 4);
+  EXPECT_THAT(absl::StrJoin(second["a"]->assignment().preflight_warnings(), "|"),
+              HasSubstr("node b: network"));
 }
 
 TEST_F(CoordinatorTest, Network_Exclude_ANewcomerMeasuresBeforeItMayRestartTheRound) {

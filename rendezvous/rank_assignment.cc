@@ -28,8 +28,8 @@ std::vector<int> AssignRanks(const std::vector<RankCandidate>& candidates, bool 
     return NaturalLess(x.node_id, y.node_id);
   });
   if (rank_order == RankOrder::kTopology) {
-    std::vector<NodeDomains> domains(n);
-    for (int i = 0; i < n; ++i) domains[i] = candidates[i].domains;
+    DomainsView domains(n);
+    for (int i = 0; i < n; ++i) domains[i] = &candidates[i].domains;
     order = GroupByTopology(domains, order);
   }
 

@@ -116,13 +116,14 @@ RoundOrder OrderRound(const std::vector<const v1::JoinRequest*>& joins,
     }
   }
   const RankOrderChoice choice = ChooseRankOrder(votes);
-  std::vector<NodeDomains> domains(n);
+  // Each member's domains once, where the order and the count read them.
+  std::vector<NodeDomains> own(n);
+  DomainsView domains(n);
   for (int i = 0; i < n; ++i) {
     candidates[i].hint_from_index = joins[i]->rank_hint_from_index();
-    if (choice.order == RankOrder::kTopology || votes.with_domains > 0) {
-      domains[i] = DomainsOf(*joins[i]);
-      if (choice.order == RankOrder::kTopology) candidates[i].domains = domains[i];
-    }
+    NodeDomains* d = choice.order == RankOrder::kTopology ? &candidates[i].domains : &own[i];
+    if (choice.order == RankOrder::kTopology || votes.with_domains > 0) *d = DomainsOf(*joins[i]);
+    domains[i] = d;
   }
   RoundOrder out;
   out.ranks = AssignRanks(candidates, honor_hints, choice.order);

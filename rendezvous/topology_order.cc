@@ -13,13 +13,12 @@ namespace {
 // are never empty, the coordinator validates them).
 using LevelValues = std::vector<std::vector<absl::string_view>>;
 
-LevelValues ValuesAtLevels(const std::vector<NodeDomains>& domains,
-                           const std::vector<std::string>& levels) {
+LevelValues ValuesAtLevels(const DomainsView& domains, const std::vector<std::string>& levels) {
   absl::flat_hash_map<absl::string_view, int> level_of;
   for (size_t l = 0; l < levels.size(); ++l) level_of.emplace(levels[l], static_cast<int>(l));
   LevelValues values(domains.size(), std::vector<absl::string_view>(levels.size()));
   for (size_t i = 0; i < domains.size(); ++i) {
-    for (const auto& [key, value] : domains[i]) {
+    for (const auto& [key, value] : *domains[i]) {
       auto it = level_of.find(key);
       if (it != level_of.end()) values[i][it->second] = value;
     }
@@ -70,12 +69,12 @@ RankOrderChoice ChooseRankOrder(const RankOrderVotes& v) {
   return {RankOrder::kIndex, ""};
 }
 
-std::vector<std::string> MergeLevels(const std::vector<NodeDomains>& domains,
+std::vector<std::string> MergeLevels(const DomainsView& domains,
                                      const std::vector<int>& base_order) {
   std::vector<std::string> levels;
   for (int i : base_order) {
     int previous = -1;  // where this node's previous key is in `levels`
-    for (const auto& [key, value] : domains[i]) {
+    for (const auto& [key, value] : *domains[i]) {
       auto at = std::find(levels.begin(), levels.end(), key);
       if (at != levels.end()) {
         previous = static_cast<int>(at - levels.begin());
@@ -89,8 +88,7 @@ std::vector<std::string> MergeLevels(const std::vector<NodeDomains>& domains,
   return levels;
 }
 
-std::vector<int> GroupByTopology(const std::vector<NodeDomains>& domains,
-                                 const std::vector<int>& base_order) {
+std::vector<int> GroupByTopology(const DomainsView& domains, const std::vector<int>& base_order) {
   const std::vector<std::string> levels = MergeLevels(domains, base_order);
   std::vector<int> out;
   out.reserve(base_order.size());
@@ -99,7 +97,7 @@ std::vector<int> GroupByTopology(const std::vector<NodeDomains>& domains,
   return out;
 }
 
-RingSharing CountRingSharing(const std::vector<NodeDomains>& domains, const std::vector<int>& ring,
+RingSharing CountRingSharing(const DomainsView& domains, const std::vector<int>& ring,
                              const std::vector<std::string>& levels) {
   RingSharing s;
   s.levels = levels;
@@ -119,6 +117,30 @@ RingSharing CountRingSharing(const std::vector<NodeDomains>& domains, const std:
     }
   }
   return s;
+}
+
+namespace {
+DomainsView ViewOf(const std::vector<NodeDomains>& domains) {
+  DomainsView view;
+  view.reserve(domains.size());
+  for (const NodeDomains& d : domains) view.push_back(&d);
+  return view;
+}
+}  // namespace
+
+std::vector<std::string> MergeLevels(const std::vector<NodeDomains>& domains,
+                                     const std::vector<int>& base_order) {
+  return MergeLevels(ViewOf(domains), base_order);
+}
+
+std::vector<int> GroupByTopology(const std::vector<NodeDomains>& domains,
+                                 const std::vector<int>& base_order) {
+  return GroupByTopology(ViewOf(domains), base_order);
+}
+
+RingSharing CountRingSharing(const std::vector<NodeDomains>& domains, const std::vector<int>& ring,
+                             const std::vector<std::string>& levels) {
+  return CountRingSharing(ViewOf(domains), ring, levels);
 }
 
 std::string DescribeRingSharing(const RingSharing& s) {

@@ -29,6 +29,10 @@ namespace trainlet::rendezvous {
 using TopologyDomainPair = std::pair<std::string, std::string>;
 // One node's domains, widest first; keys distinct, values non-empty.
 using NodeDomains = std::vector<TopologyDomainPair>;
+// Every node's domains where they already are: the functions below take
+// these or copies (at 10,000 nodes of 16 long keys, copying every domain
+// cost the round's close more than ordering them).
+using DomainsView = std::vector<const NodeDomains*>;
 
 enum class RankOrder { kIndex, kTopology };
 
@@ -66,11 +70,14 @@ inline constexpr int kMaxTopologyLevels = 32;
 // nodes in today's order; at most kMaxTopologyLevels keys.
 std::vector<std::string> MergeLevels(const std::vector<NodeDomains>& domains,
                                      const std::vector<int>& base_order);
+std::vector<std::string> MergeLevels(const DomainsView& domains,
+                                     const std::vector<int>& base_order);
 
 // The nodes of `base_order` regrouped by topology (see above): a
 // permutation of base_order.
 std::vector<int> GroupByTopology(const std::vector<NodeDomains>& domains,
                                  const std::vector<int>& base_order);
+std::vector<int> GroupByTopology(const DomainsView& domains, const std::vector<int>& base_order);
 
 // How many ring neighbours share each level: the ring runs over `ring` (node
 // indices in rank order) and closes from the last back to the first, as
@@ -81,6 +88,8 @@ struct RingSharing {
   int pairs = 0;
 };
 RingSharing CountRingSharing(const std::vector<NodeDomains>& domains, const std::vector<int>& ring,
+                             const std::vector<std::string>& levels);
+RingSharing CountRingSharing(const DomainsView& domains, const std::vector<int>& ring,
                              const std::vector<std::string>& levels);
 
 // "zone 8/8, switch 6/8, boot_id 0/8": the round's log line.

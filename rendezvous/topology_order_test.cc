@@ -153,6 +153,22 @@ TEST(TopologyOrder, Restart_SurvivorsKeepRelativeOrderNewcomerJoinsItsSwitch) {
   EXPECT_THAT(ByRank(c, false), ElementsAre("a", "n", "b", "d"));
 }
 
+// Rank 0's address is MASTER_ADDR and its agent serves the store: grouping
+// never moves rank 0 off the node today's order puts first (pod 0, or the
+// previous round's rank 0), even when that node is alone in its domains
+// and sends its keys in another order, with a level the others lack.
+TEST(TopologyOrder, RankZero_StaysTheFirstNodeOfTodaysOrder) {
+  std::vector<RankCandidate> c = {Node("w1", {{"zone", "z1"}, {"switch", "s1"}}, 1),
+                                  Node("w2", {{"zone", "z2"}, {"switch", "s2"}}, 2),
+                                  Node("w0", {{"switch", "s9"}, {"block", "b"}, {"zone", "z3"}}, 0),
+                                  Node("w3", {{"zone", "z1"}, {"switch", "s1"}}, 3)};
+  EXPECT_EQ(ByRank(c, true)[0], "w0");
+  EXPECT_EQ(ByRank(c, false)[0], "w0");
+  // A restart where w2 was rank 0: it stays.
+  for (int i = 0; i < 4; ++i) c[i].previous_rank = (i + 3) % 4;  // w1 3, w2 0, w0 1, w3 2
+  EXPECT_THAT(ByRank(c, false), ElementsAre("w2", "w0", "w3", "w1"));
+}
+
 TEST(TopologyOrder, MergeLevels_UnionKeepsEachNodesOrder) {
   std::vector<NodeDomains> d = {{{"zone", "z"}, {"rack", "r"}},
                                 {{"zone", "z"}, {"block", "b"}, {"rack", "r"}},
