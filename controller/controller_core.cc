@@ -29,11 +29,19 @@ absl::Time FromUnixMsOr(int64_t ms, absl::Time otherwise) {
   return ms > 0 ? absl::FromUnixMillis(ms) : otherwise;
 }
 
-// An agent's time on the controller's clock: never in the future, never
-// more than kMaxEventAge back; `now` when unset.
-absl::Time Clamp(int64_t unix_ms, absl::Time now) {
+// A time from `report`'s agent (its wall clock) on the controller's clock:
+// moved by how far the agent's clock is from the controller's, as the
+// report's own send time shows (a node whose clock is off by minutes moves
+// no boundary: docs/goodput.md), then never in the future, never more than
+// kMaxEventAge back; `now` when unset.
+absl::Time AgentTime(int64_t unix_ms, const v1::HealthReport& report, absl::Time now) {
   if (unix_ms <= 0) return now;
-  const absl::Time t = absl::FromUnixMillis(unix_ms);
+  absl::Time t = absl::FromUnixMillis(unix_ms);
+  if (report.sent_unix_ms() > 0) {
+    // Bounded, so that the sum cannot overflow: a hostile send time moves
+    // the time by at most kMaxEventAge either way, and the clamp holds.
+    t += std::clamp(now - absl::FromUnixMillis(report.sent_unix_ms()), -kMaxEventAge, kMaxEventAge);
+  }
   return std::clamp(t, now - kMaxEventAge, now);
 }
 
@@ -391,7 +399,7 @@ void ControllerCore::NoteWorkerCausesLocked(Job* job, const std::string& node_id
     if (w.state() == v1::WorkerHealth::FAILED) {
       c.set_kind(v1::RootCause::WORKER_FAILED);
       c.set_exit_code(w.exit_code());
-      c.set_at_unix_ms(UnixMs(Clamp(w.exited_unix_ms(), now)));
+      c.set_at_unix_ms(UnixMs(AgentTime(w.exited_unix_ms(), report, now)));
       c.set_text(absl::StrCat(WorkerName(w), " on ", node_id, " exited with code ", w.exit_code()));
     } else {
       c.set_kind(v1::RootCause::WORKER_HUNG);
@@ -683,13 +691,13 @@ void ControllerCore::ApplyEventsLocked(const std::string& job_id, Job* job,
       continue;
     }
     a.tokens -= 1;
-    const absl::Time at = Clamp(e.at_unix_ms(), now);
+    const absl::Time at = AgentTime(e.at_unix_ms(), report, now);
     const uint64_t round = std::min(e.round(), report.round());
     switch (e.kind()) {
       case v1::ReportEvent::RESTART:
         if (e.has_failed_rank() && e.round() > 1) {
           // From the node whose worker failed: the round it ended, who and when.
-          const absl::Time failed = Clamp(e.failed_unix_ms(), now);
+          const absl::Time failed = AgentTime(e.failed_unix_ms(), report, now);
           v1::RootCause c;
           c.set_kind(v1::RootCause::WORKER_FAILED);
           c.set_node_id(node_id);
@@ -880,6 +888,21 @@ void ControllerCore::GoodputOfReportLocked(Job* job, const v1::HealthReport& rep
     job->dirty = true;
     job->save_now = true;
   }
+}
+
+absl::Time ControllerCore::GoodputUntilLocked(const Job& job, absl::Time now) const {
+  if (job.verdict != v1::JobSummary::STATE_UNSPECIFIED || job.last_heard >= now) return now;
+  for (const auto& [id, node] : job.nodes) {
+    // A node put back by a controller restart has not had its chance to
+    // report to this one yet: the open phase goes on through the absence.
+    if (node.restored) return now;
+    if (!node.lost && now - node.last_report < node.stale_window) return now;
+  }
+  // STALE under this controller: no node reports. Counted to the last
+  // report, not on through a silence nobody can vouch for (pods deleted
+  // without a verdict would otherwise creep to 100% productive); a report
+  // again counts the gap in the open phase (docs/goodput.md).
+  return job.last_heard == absl::InfinitePast() ? now : job.last_heard;
 }
 
 bool ControllerCore::TooFewNodesLocked(const Job& job, absl::Time now) const {
@@ -1327,7 +1350,7 @@ v1::JobSummary ControllerCore::SummaryLocked(const std::string& job_id, const Jo
   s.set_workers(workers);
   s.set_workers_running(running);
   s.set_progress_step(step);
-  *s.mutable_goodput() = job.goodput.Answer(now);
+  *s.mutable_goodput() = job.goodput.Answer(GoodputUntilLocked(job, now));
   for (auto it = job.rounds.rbegin(); it != job.rounds.rend(); ++it) {
     if (it->has_ended_by() && IsFailure(it->ended_by())) {
       *s.mutable_root_cause() = it->ended_by();
@@ -1422,7 +1445,8 @@ absl::StatusOr<v1::GetStatusResponse> ControllerCore::GetStatus(absl::string_vie
   for (const v1::RoundInfo& r : job.rounds) {
     v1::RoundInfo* info = out.add_rounds();
     *info = r;
-    if (std::optional<v1::RestartTimes> t = job.goodput.RestartOf(r.round(), now)) {
+    if (std::optional<v1::RestartTimes> t =
+            job.goodput.RestartOf(r.round(), GoodputUntilLocked(job, now))) {
       *info->mutable_restart() = *t;
     }
     // Who failed: the root cause of the round the restart ended.

@@ -364,6 +364,10 @@ class ControllerCore {
                         HistoryBatch* out) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Keeps the evidence in memory within its bounds.
   void BoundEvidenceLocked(Job* job) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Where a job's goodput is counted to in answers: `now`, or its last
+  // report while no node reports (STALE).
+  absl::Time GoodputUntilLocked(const Job& job, absl::Time now) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   v1::JobSummary SummaryLocked(const std::string& job_id, const Job& job, absl::Time now) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   v1::JobRecord RecordLocked(const std::string& job_id, const Job& job, absl::Time now) const

@@ -243,7 +243,12 @@ bool GoodputLedger::Progress(uint64_t round, int64_t step, absl::Time at,
 
 bool GoodputLedger::End(absl::Time ended, std::optional<absl::Time> failed) {
   if (!started() || state_.phase() == v1::Goodput::ENDED) return false;
-  if (failed.has_value()) Move(v1::Goodput::DETECTION, *failed, ended);
+  if (failed.has_value()) {
+    Move(v1::Goodput::DETECTION, *failed, ended);
+    // The restart under way ends at the final failure: that failure's
+    // detection is the job's, not the restart's cost.
+    if (InRestart()) state_.mutable_restart()->set_done(true);
+  }
   Move(v1::Goodput::ENDED, ended, ended);
   if (InRestart()) state_.mutable_restart()->set_done(true);
   return true;

@@ -9,7 +9,7 @@
 //  first report ─> STARTUP ─first step─> PRODUCTIVE ─failure─> DETECTION
 //     │  ^  (WAITING instead while      ^      ^                  │ restart decided
 //     │  │   too few nodes, from         │      │                  v
-//     v  │   STARTUP/RESTART/REWARM)     │      │   PRODUCTIVE  RESTART
+//     v  │   STARTUP/RESTART)            │      │   PRODUCTIVE  RESTART
 //   WAITING                              │      │       ^          │ workers running
 //                                        │      └─ REDONE ─┘       v
 //                                        │   (the step the failure REWARM

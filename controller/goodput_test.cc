@@ -5,7 +5,9 @@
 
 #include <cstdint>
 #include <limits>
+#include <map>
 #include <memory>
+#include <random>
 #include <string>
 
 #include "common/clock.h"
@@ -56,6 +58,18 @@ class GoodputTest : public ::testing::Test {
       p->set_first_step(*first);
       p->set_first_age_ms(absl::ToInt64Milliseconds(first_age));
     }
+  }
+  // The failing node's RESTART event of round 2: rank 3 killed at
+  // `failed` (on the agent's clock).
+  static void AddRankThreeKilled(v1::HealthReport* r, absl::Time failed) {
+    v1::ReportEvent* e = r->add_events();
+    e->set_kind(v1::ReportEvent::RESTART);
+    e->set_round(2);
+    e->set_id(1);
+    e->set_cause("local worker 1 exited with code 137");
+    e->set_failed_rank(3);
+    e->set_failed_exit_code(137);
+    e->set_failed_unix_ms(absl::ToUnixMillis(failed));
   }
   void Send(const v1::HealthReport& r) { ASSERT_TRUE(core_->Report(r).ok()) << r.DebugString(); }
   // Both nodes join and run round 1; their first step is at start_ + 4 s.
@@ -189,14 +203,7 @@ TEST_F(GoodputTest, FailingNodesRestartEvent_NamesWhoFailedAndMovesDetectionBack
   // RESTART event names its rank 3, exited at start_ + 19 s.
   clock_.Advance(absl::Seconds(1));
   v1::HealthReport r = Report("pod-1", 2, v1::HealthReport::JOINING);
-  v1::ReportEvent* e = r.add_events();
-  e->set_kind(v1::ReportEvent::RESTART);
-  e->set_round(2);
-  e->set_id(1);
-  e->set_cause("local worker 1 exited with code 137");
-  e->set_failed_rank(3);
-  e->set_failed_exit_code(137);
-  e->set_failed_unix_ms(absl::ToUnixMillis(start_ + absl::Seconds(19)));
+  AddRankThreeKilled(&r, start_ + absl::Seconds(19));
   Send(r);
   const v1::Goodput g = Goodput();
   EXPECT_EQ(g.detection_ms(), 2000);
@@ -208,6 +215,58 @@ TEST_F(GoodputTest, FailingNodesRestartEvent_NamesWhoFailedAndMovesDetectionBack
   EXPECT_EQ(round2.restart().failed_unix_ms(), absl::ToUnixMillis(start_ + absl::Seconds(19)));
   EXPECT_EQ(Round(1).ended_by().kind(), v1::RootCause::WORKER_FAILED);
   EXPECT_EQ(Round(1).ended_by().exit_code(), 137);
+  ExpectPartition(clock_.Now());
+}
+
+TEST_F(GoodputTest, AnAgentsClockOffByMinutes_MovesNoBoundary) {
+  // pod-1's wall clock is 10 minutes behind the controller's (no NTP): its
+  // times are read against its report's own send time.
+  for (const absl::Duration off : {absl::Minutes(-10), absl::Minutes(10)}) {
+    SCOPED_TRACE(absl::FormatDuration(off));
+    core_ = std::make_unique<ControllerCore>(ControllerOptions{}, &clock_, &sink_);
+    seq_.clear();
+    ++incarnations_["pod-0"];
+    ++incarnations_["pod-1"];
+    start_ = clock_.Now();
+    RunFirstRound();                    // productive from start_ + 4 s.
+    clock_.Advance(absl::Seconds(16));  // start_ + 21 s.
+    Send(Report("pod-0", 2, v1::HealthReport::JOINING));
+    clock_.Advance(absl::Seconds(1));
+    v1::HealthReport r = Report("pod-1", 2, v1::HealthReport::JOINING);
+    r.set_sent_unix_ms(absl::ToUnixMillis(clock_.Now() + off));
+    AddRankThreeKilled(&r, start_ + absl::Seconds(19) + off);
+    Send(r);
+    const v1::Goodput g = Goodput();
+    EXPECT_EQ(g.detection_ms(), 2000);
+    EXPECT_EQ(g.productive_ms(), 15000);
+    EXPECT_EQ(Round(2).restart().failed_unix_ms(), absl::ToUnixMillis(start_ + absl::Seconds(19)));
+    EXPECT_EQ(Round(1).ended_by().at_unix_ms(), absl::ToUnixMillis(start_ + absl::Seconds(19)));
+    ExpectPartition(clock_.Now());
+  }
+}
+
+TEST_F(GoodputTest, AJobWhoseNodesAllWentSilent_IsCountedToItsLastReport) {
+  RunFirstRound();  // productive from start_ + 4 s; the last report at + 5 s.
+  const absl::Time last = clock_.Now();
+  // Its pods are deleted (no verdict): an hour later the job is STALE, and
+  // its figures are those of its last report, not an hour of "productive"
+  // that nobody saw (an ETTR creeping to 100% on /metrics).
+  clock_.Advance(absl::Hours(1));
+  core_->Sweep();
+  auto s = core_->GetStatus("job");
+  ASSERT_TRUE(s.ok());
+  EXPECT_EQ(s->summary().state(), v1::JobSummary::STALE);
+  v1::Goodput g = Goodput();
+  EXPECT_EQ(g.wall_ms(), 5000);
+  EXPECT_EQ(g.productive_ms(), 1000);
+  EXPECT_EQ(Sum(g), g.wall_ms());
+  // A report again (the controller was cut off, the job went on): the open
+  // phase goes on through the gap, as documented.
+  v1::HealthReport r = Report("pod-0", 1, v1::HealthReport::RUNNING);
+  Step(&r, 9000, absl::ZeroDuration());
+  Send(r);
+  g = Goodput();
+  EXPECT_EQ(g.productive_ms(), absl::ToInt64Milliseconds(clock_.Now() - last) + 1000);
   ExpectPartition(clock_.Now());
 }
 
@@ -422,6 +481,124 @@ TEST(GoodputLedgerTest, BoundariesNeverGoBackPastTheOpenPhase) {
   EXPECT_EQ(a.wall_ms(), 8000);
   EXPECT_EQ(g.RestartOf(2, t0 + absl::Seconds(8))->restart_ms(), 2000);
   EXPECT_FALSE(g.RestartOf(1, t0 + absl::Seconds(8)).has_value());
+}
+
+TEST(GoodputLedgerTest, AJobThatFailsWhileRewarming_KeepsTheRestartsRecordItsOwn) {
+  const absl::Time t0 = absl::FromUnixSeconds(1'800'000'000);
+  auto at = [&](int s) { return t0 + absl::Seconds(s); };
+  GoodputLedger g;
+  g.Start(t0, /*waiting=*/false);
+  g.FirstRound(t0);
+  g.Progress(1, 5, at(2), 1, at(1), at(2));  // productive from 1 s.
+  g.Restart(2, at(10), at(12), at(12));      // detection 2 s.
+  g.WorkersRunning(at(15));                  // restart 3 s; re-warming.
+  g.End(at(40), at(20));                     // the job fails for good at 20 s.
+  const v1::Goodput a = g.Answer(at(40));
+  EXPECT_EQ(a.detection_ms(), 2000 + 20000);  // the restart's and the final failure's
+  EXPECT_EQ(a.wall_ms(), 40000);
+  // The restart's record is what the restart cost: its detection is not
+  // the final failure's (a restart's record never holds another failure).
+  const std::optional<v1::RestartTimes> r = g.RestartOf(2, at(40));
+  ASSERT_TRUE(r.has_value());
+  EXPECT_TRUE(r->done());
+  EXPECT_EQ(r->detection_ms(), 2000);
+  EXPECT_EQ(r->restart_ms(), 3000);
+  EXPECT_EQ(r->rewarm_ms(), 5000);
+  // One that succeeds while re-warming: its record has the re-warm to the end.
+  GoodputLedger ok;
+  ok.Start(t0, /*waiting=*/false);
+  ok.FirstRound(t0);
+  ok.Progress(1, 5, at(2), 1, at(1), at(2));
+  ok.Restart(2, at(10), at(12), at(12));
+  ok.WorkersRunning(at(15));
+  ok.End(at(40), std::nullopt);
+  EXPECT_EQ(ok.RestartOf(2, at(40))->rewarm_ms(), 25000);
+  EXPECT_EQ(ok.Answer(at(40)).rewarm_ms(), 25000);
+}
+
+// Random sequences of what reports can say, in any order, with times
+// anywhere around now (fixed seeds: the same every run): the phases always
+// partition the wall time, none is negative, and the restarts' records add
+// up to the job's restart, re-warm and redone totals (its detection also
+// holds a failed job's final one).
+TEST(GoodputLedgerTest, RandomReports_PhasesPartitionAndRestartsAddUp) {
+  for (uint64_t seed = 0; seed < 2000; ++seed) {
+    SCOPED_TRACE(seed);
+    std::mt19937_64 rng(seed);
+    auto ms = [&](uint64_t n) { return absl::Milliseconds(static_cast<int64_t>(rng() % n)); };
+    const absl::Time t0 = absl::FromUnixSeconds(1'800'000'000);
+    absl::Time now = t0;
+    auto around = [&] { return now - ms(20000) + ms(3000); };
+    GoodputLedger g;
+    g.Start(now, rng() % 2 == 0);
+    uint64_t round = 0;
+    std::map<uint64_t, v1::RestartTimes> records;
+    for (int i = 0; i < 60 && g.phase() != v1::Goodput::ENDED; ++i) {
+      now += ms(5000);
+      switch (rng() % 8) {
+        case 0:
+          if (round == 0) g.FirstRound(now);
+          round = std::max<uint64_t>(round, 1);
+          break;
+        case 1: {
+          if (round == 0) break;
+          const uint64_t previous = g.state().restart_round();
+          if (previous > 0 && g.state().restart().done()) records[previous] = g.state().restart();
+          const absl::Time decided = around();
+          auto r = g.Restart(++round, std::min(around(), decided), decided, now);
+          if (r.has_value()) records[previous] = *r;
+          break;
+        }
+        case 2:
+          g.RefineFailure(around());
+          break;
+        case 3:
+          g.WorkersRunning(now);
+          break;
+        case 4:
+          g.Waiting(rng() % 2 == 0, now);
+          break;
+        case 5:
+        case 6: {
+          if (round == 0) break;
+          std::optional<int64_t> first;
+          if (rng() % 2 == 0) first = static_cast<int64_t>(rng() % 100);
+          const absl::Time at = around();
+          g.Progress(round - (rng() % 4 == 0 ? 1 : 0), static_cast<int64_t>(rng() % 100), at, first,
+                     around(), now);
+          break;
+        }
+        default:
+          if (rng() % 6 == 0) {
+            std::optional<absl::Time> failed;
+            if (rng() % 2 == 0) failed = around();
+            g.End(now, failed);
+          }
+      }
+      const v1::Goodput a = g.Answer(now);
+      ASSERT_EQ(Sum(a), a.wall_ms());
+      ASSERT_EQ(a.wall_ms(), absl::ToInt64Milliseconds(now - t0));
+      for (int64_t v : {a.productive_ms(), a.startup_ms(), a.waiting_ms(), a.detection_ms(),
+                        a.restart_ms(), a.rewarm_ms(), a.redone_ms()}) {
+        ASSERT_GE(v, 0) << a.DebugString();
+      }
+    }
+    if (auto r = g.RestartOf(g.state().restart_round(), now)) {
+      records[g.state().restart_round()] = *r;
+    }
+    const v1::Goodput a = g.Answer(now);
+    v1::RestartTimes sum;
+    for (const auto& [r, t] : records) {
+      sum.set_detection_ms(sum.detection_ms() + t.detection_ms());
+      sum.set_restart_ms(sum.restart_ms() + t.restart_ms());
+      sum.set_rewarm_ms(sum.rewarm_ms() + t.rewarm_ms());
+      sum.set_redone_ms(sum.redone_ms() + t.redone_ms());
+    }
+    EXPECT_LE(sum.detection_ms(), a.detection_ms());
+    EXPECT_EQ(sum.restart_ms(), a.restart_ms());
+    EXPECT_EQ(sum.rewarm_ms(), a.rewarm_ms());
+    EXPECT_EQ(sum.redone_ms(), a.redone_ms());
+  }
 }
 
 }  // namespace

@@ -169,7 +169,12 @@ std::optional<OutputMatch> MatchLightning(absl::string_view line) {
   if (!Consume(&counts, "?") && !TakeInt(&counts, &batches)) return std::nullopt;
   if (!counts.empty()) return std::nullopt;
   m.epoch = absl::StrCat(epoch);
-  m.step = batches > 0 ? epoch * batches + n : n;
+  // epoch x batches + n, or none where that is over int64 (each fits).
+  m.step = n;
+  if (batches > 0 && (__builtin_mul_overflow(epoch, batches, &m.step) ||
+                      __builtin_add_overflow(m.step, n, &m.step))) {
+    m.step = -1;
+  }
   // The postfix: ", key=value" items up to the closing ']'.
   absl::string_view postfix = s.substr(open + 2);
   postfix = postfix.substr(0, postfix.rfind(']'));
@@ -427,7 +432,15 @@ struct OutputProgress::Worker {
   std::string lr;
   std::string epoch;
   int64_t bar_total = -1;  // hf: the training bar's total (the first bar's)
-  uint64_t window = 0;     // the rate limit's second of its last match
+  bool bar_done = false;   // hf: that bar reached its total
+  bool logs_seen = false;  // hf: a Trainer's log line came
+  // auto, once picked: another format whose lines with a step came in a
+  // row, none of the picked format's between, and how many.
+  OutputFormat rival = OutputFormat::kAuto;
+  int rival_lines = 0;
+  uint64_t window = 0;              // the rate limit's second of its last match
+  std::optional<OutputMatch> held;  // over the rate, for the next second
+  uint64_t held_window = 0;         // the second it was held in
   bool changed = false;
 };
 
@@ -457,6 +470,7 @@ void OutputProgress::Reset(int local_ranks) {
     if (spec_.format != OutputFormat::kAuto) w.format = spec_.format;
   }
   pending_ = false;
+  held_ = false;
 }
 
 OutputFormat OutputProgress::FormatOf(int local_rank) const {
@@ -550,13 +564,17 @@ bool OutputProgress::OnOutput(int local_rank, int stream, absl::string_view byte
   return pending_ && !was_pending;
 }
 
-bool OutputProgress::AdmitMatch(Worker* w) {
+void OutputProgress::NextWindowIfDue() {
   const absl::Time now = clock_->Now();
   if (now - window_start_ >= absl::Seconds(1)) {
     window_start_ = now;
     window_matches_ = 0;
     ++window_;
   }
+}
+
+bool OutputProgress::AdmitMatch(Worker* w) {
+  NextWindowIfDue();
   // Over the node's budget, a worker's first match of the second still
   // counts: a worker that prints rarely is never starved by a chatty one
   // into looking silent (and hung).
@@ -594,6 +612,35 @@ std::optional<OutputMatch> OutputProgress::MatchRegex(absl::string_view line) co
   return m;
 }
 
+std::optional<OutputMatch> OutputProgress::MatchRival(int local_rank, Worker* w,
+                                                      absl::string_view line) {
+  for (OutputFormat f : kBuiltInOutputFormats) {
+    if (f == w->format) continue;
+    std::optional<OutputMatch> m = MatchPlainLine(f, line);
+    if (!m.has_value() || m->step < 0) continue;
+    w->rival_lines = f == w->rival ? w->rival_lines + 1 : 1;
+    w->rival = f;
+    if (w->rival_lines < kRepickLines) return std::nullopt;
+    TLOG(kInfo) << "progress from output: local rank " << local_rank << " prints "
+                << OutputFormatName(f) << " progress lines, not " << OutputFormatName(w->format)
+                << " (" << kRepickLines
+                << " in a row; --progress-from-output=auto picked the other from a line that "
+                   "only looked like one)";
+    // Nothing of the false pick's lines stays in the worker's progress
+    // (its partial lines stay: the caller may be reading one).
+    w->format = f;
+    w->rival = OutputFormat::kAuto;
+    w->rival_lines = 0;
+    w->step = w->total = w->bar_total = -1;
+    w->bar_done = w->logs_seen = false;
+    w->loss.clear();
+    w->lr.clear();
+    w->epoch.clear();
+    return m;
+  }
+  return std::nullopt;
+}
+
 void OutputProgress::OnLine(int local_rank, Worker* w, absl::string_view line) {
   ++stats_.lines;
   std::optional<OutputMatch> m;
@@ -601,6 +648,13 @@ void OutputProgress::OnLine(int local_rank, Worker* w, absl::string_view line) {
     m = MatchRegex(line);
   } else if (line = WithoutAnsi(line, &plain_); w->format != OutputFormat::kAuto) {
     m = MatchPlainLine(w->format, line);
+    if (spec_.format == OutputFormat::kAuto) {
+      if (m.has_value()) {
+        w->rival_lines = 0;
+      } else {
+        m = MatchRival(local_rank, w, line);
+      }
+    }
   } else {
     for (OutputFormat f : kBuiltInOutputFormats) {
       m = MatchPlainLine(f, line);
@@ -614,25 +668,85 @@ void OutputProgress::OnLine(int local_rank, Worker* w, absl::string_view line) {
       }
     }
   }
-  if (!m.has_value() || !AdmitMatch(w)) return;
-  ++stats_.matches;
+  if (!m.has_value()) return;
   if (m->bar) {
+    // The first bar was an evaluation's (trainer.evaluate() before
+    // train()) when it completed with no training log written (Trainer
+    // writes its logs only while the training bar exists): the next bar
+    // with another total is the training bar.
+    if (w->bar_total >= 0 && m->total != w->bar_total && w->bar_done && !w->logs_seen) {
+      w->bar_total = -1;
+    }
     // An evaluation bar (another total than the training bar's): alive,
     // but its count is not the training step.
-    if (w->bar_total < 0) w->bar_total = m->total;
-    if (m->total != w->bar_total) m->step = m->total = -1;
+    if (w->bar_total < 0) {
+      w->bar_total = m->total;
+      w->bar_done = false;
+    }
+    if (m->total != w->bar_total) {
+      m->step = m->total = -1;
+    } else if (m->total >= 0 && m->step >= m->total) {
+      w->bar_done = true;
+    }
+  } else if (w->format == OutputFormat::kHuggingFace) {
+    w->logs_seen = true;  // a Trainer's log, written only while training
   }
-  if (m->step >= 0) w->step = m->step;
-  if (m->total >= 0) w->total = m->total;
-  if (!m->loss.empty()) w->loss = std::move(m->loss);
-  if (!m->lr.empty()) w->lr = std::move(m->lr);
-  if (!m->epoch.empty()) w->epoch = std::move(m->epoch);
+  if (!AdmitMatch(w)) {
+    // Over the rate: kept, the latest of each field, for the next second
+    // (Collect), so that a burst followed by silence (a hang, a checkpoint)
+    // does not leave the step behind until the worker prints again.
+    if (!w->held.has_value()) w->held.emplace();
+    Merge(std::move(*m), &*w->held);
+    w->held_window = window_;
+    held_ = true;
+    return;
+  }
+  ++stats_.matches;
+  if (w->held.has_value()) {
+    Merge(*std::move(w->held), m.operator->(), /*only_missing=*/true);
+    w->held.reset();
+  }
+  Apply(w, std::move(*m));
+}
+
+void OutputProgress::Merge(OutputMatch from, OutputMatch* to, bool only_missing) {
+  if (from.step >= 0 && (!only_missing || to->step < 0)) to->step = from.step;
+  if (from.total >= 0 && (!only_missing || to->total < 0)) to->total = from.total;
+  if (!from.loss.empty() && (!only_missing || to->loss.empty())) to->loss = std::move(from.loss);
+  if (!from.lr.empty() && (!only_missing || to->lr.empty())) to->lr = std::move(from.lr);
+  if (!from.epoch.empty() && (!only_missing || to->epoch.empty())) {
+    to->epoch = std::move(from.epoch);
+  }
+}
+
+void OutputProgress::Apply(Worker* w, OutputMatch m) {
+  if (m.step >= 0) w->step = m.step;
+  if (m.total >= 0) w->total = m.total;
+  if (!m.loss.empty()) w->loss = std::move(m.loss);
+  if (!m.lr.empty()) w->lr = std::move(m.lr);
+  if (!m.epoch.empty()) w->epoch = std::move(m.epoch);
   w->changed = true;
   pending_ = true;
 }
 
 std::vector<ProgressUpdate> OutputProgress::Collect() {
   std::vector<ProgressUpdate> updates;
+  if (held_) {
+    // The matches held over the rate, once a new second began (each a
+    // worker's first of it, so admitted).
+    NextWindowIfDue();
+    held_ = false;
+    for (Worker& w : workers_) {
+      if (!w.held.has_value()) continue;
+      if (w.held_window == window_ || !AdmitMatch(&w)) {
+        held_ = true;
+        continue;
+      }
+      ++stats_.matches;
+      Apply(&w, *std::move(w.held));
+      w.held.reset();
+    }
+  }
   if (!pending_) return updates;
   pending_ = false;
   for (size_t rank = 0; rank < workers_.size(); ++rank) {

@@ -11,7 +11,9 @@
 // neither delayed nor changed. Bounded: a line (ended by '\n' or '\r', as a
 // tqdm bar redraws itself) over kMaxLineBytes is dropped, and so is every
 // match beyond kMaxMatchesPerSecond in a second on the node but each
-// worker's first of that second; both are counted.
+// worker's first of that second; both are counted. The latest of a
+// worker's dropped matches is taken in the next second (Collect), so that a
+// burst followed by silence does not leave its step behind.
 //
 // Threading: not thread-safe; the agent's loop thread feeds it (through the
 // Supervisor's reads, which run in WorkerGroup::Wait) and collects it.
@@ -93,6 +95,11 @@ class OutputProgress {
  public:
   static constexpr size_t kMaxLineBytes = 4096;
   static constexpr int kMaxMatchesPerSecond = 200;
+  // auto: lines of another format, with a step, in a row (none of the
+  // picked format's between) that replace a pick made from a line that only
+  // looked like its format (a preprocessing loop's plain tqdm bar before
+  // Megatron's lines).
+  static constexpr int kRepickLines = 3;
 
   struct Stats {
     uint64_t lines = 0;         // lines looked at
@@ -133,15 +140,25 @@ class OutputProgress {
   OutputProgress(const OutputProgressSpec& spec, std::unique_ptr<re2::RE2> regex, Clock* clock);
   void OnLine(int local_rank, Worker* worker, absl::string_view line);
   std::optional<OutputMatch> MatchRegex(absl::string_view line) const;
+  // auto, once a format is picked: `line`'s match in another format that
+  // now replaces the pick (kRepickLines in a row), else nullopt.
+  std::optional<OutputMatch> MatchRival(int local_rank, Worker* w, absl::string_view line);
   // Counts one match of `w` against the per-second budget; false when over
   // it (never for the worker's first match of the second).
   bool AdmitMatch(Worker* w);
+  // Opens the rate limit's next second when a second has passed.
+  void NextWindowIfDue();
+  // `from`'s fields into `to` (only where `to` has none, when asked).
+  static void Merge(OutputMatch from, OutputMatch* to, bool only_missing = false);
+  // A match's fields become the worker's progress.
+  void Apply(Worker* w, OutputMatch m);
 
   const OutputProgressSpec spec_;
   const std::unique_ptr<re2::RE2> regex_;
   Clock* const clock_;
   std::vector<Worker> workers_;
   bool pending_ = false;
+  bool held_ = false;  // a worker holds a match over the rate (Worker::held)
   absl::Time window_start_ = absl::InfinitePast();
   int window_matches_ = 0;
   uint64_t window_ = 1;  // which second; a worker's 0: none yet

@@ -90,6 +90,21 @@ TEST(MatchOutputLine, Lightning) {
               {.step = 9, .loss = "2.340", .epoch = "0"});
 }
 
+TEST(MatchOutputLine, LightningsStepNeverOverflows) {
+  // epoch x batches over int64 (each fits): still a progress line, with no
+  // step rather than a wrapped one (signed overflow is undefined).
+  std::optional<OutputMatch> m = MatchOutputLine(
+      OutputFormat::kLightning,
+      "Epoch 999999999999999999:   1%|          | 5/999999999999999999 [00:01<00:00, 1.00it/s]");
+  ASSERT_TRUE(m.has_value());
+  EXPECT_EQ(m->step, -1);
+  EXPECT_EQ(m->epoch, "999999999999999999");
+  m = MatchOutputLine(OutputFormat::kLightning,
+                      "Epoch 307445734561825860: |  | 7/30 [00:01<00:00, 1.00it/s]");
+  ASSERT_TRUE(m.has_value());
+  EXPECT_EQ(m->step, 307445734561825860LL * 30 + 7);
+}
+
 // torchtitan at b5bcd76c66d0acb1a08b176d9639425bc55e0b2a,
 // torchtitan/components/metrics.py (MetricsProcessor.log's logger.info), the
 // colours of torchtitan/tools/utils.py's Color, the format of
@@ -230,6 +245,30 @@ TEST_F(OutputProgressTest, TqdmRedrawsAndLogsAcrossReads) {
   EXPECT_EQ(p->stats().matches, 5u);
 }
 
+TEST_F(OutputProgressTest, HfEvaluationBeforeTrainingLeavesTheTrainingBarsSteps) {
+  auto p = Make("auto");
+  // trainer.evaluate() before trainer.train(): the evaluation's bar comes
+  // first and completes; no training log was written (ProgressCallback
+  // writes logs only while its training bar exists).
+  p->OnOutput(0, 1,
+              "\r  0%|          | 0/8 [00:00<?, ?it/s]\r100%|##########| 8/8 [00:01<00:00]\n");
+  EXPECT_EQ(p->FormatOf(0), OutputFormat::kHuggingFace);
+  Lines(p.get());
+  // The training bar: its steps are the worker's.
+  p->OnOutput(0, 1,
+              "\r  0%|          | 0/100 [00:00<?, ?it/s]\r  3%|3         | 3/100 [00:01<00:30]");
+  EXPECT_THAT(Lines(p.get()), ::testing::ElementsAre("0: step=3 total=100"));
+  // Evaluations during and after training (a log came) stay evaluations,
+  // also once the training bar completed.
+  p->OnOutput(0, 1, "\r 50%|#####     | 4/8 [00:00<00:00]\r");
+  p->OnOutput(0, 0, "{'loss': 0.5, 'learning_rate': 1e-05, 'epoch': 0.5}\n");
+  p->OnOutput(0, 1, "\r100%|##########| 100/100 [00:30<00:00]\n");
+  p->OnOutput(0, 0, "{'train_runtime': 30.0, 'epoch': 1.0}\n");
+  p->OnOutput(0, 1, "\r 50%|#####     | 4/8 [00:00<00:00]\r");
+  EXPECT_THAT(Lines(p.get()), ::testing::ElementsAre("0: step=100 total=100 loss=0.5 lr=1e-05 "
+                                                     "epoch=1.0"));
+}
+
 TEST_F(OutputProgressTest, OnlyABarsLengthIsReadBeforeItsEnd) {
   auto p = Make("demo", 1);
   // After a '\r', a line not ended yet is read as it is on screen, once
@@ -259,6 +298,43 @@ TEST_F(OutputProgressTest, AutoPicksPerWorkerAndKeepsIt) {
   p->Reset(3);
   EXPECT_EQ(p->FormatOf(0), OutputFormat::kAuto);
   EXPECT_THAT(Lines(p.get()), ::testing::IsEmpty());
+}
+
+TEST_F(OutputProgressTest, AutoLeavesAFalsePickForAFormatThatKeepsMatching) {
+  auto p = Make("auto", 1);
+  // A preprocessing loop's plain tqdm bar (no description) looks like the
+  // Trainer's: auto picks hf, falsely, for a Megatron worker.
+  p->OnOutput(0, 1, "100%|##########| 500/500 [00:01<00:00, 400.00it/s]\n");
+  EXPECT_EQ(p->FormatOf(0), OutputFormat::kHuggingFace);
+  EXPECT_THAT(Lines(p.get()), ::testing::ElementsAre("0: step=500 total=500"));
+  // Two lines of another format: not yet (one stray line never switches).
+  p->OnOutput(0, 0,
+              " iteration        1/     100 | lm loss: 9.0E+00 |\nsome other line\n"
+              " iteration        2/     100 | lm loss: 8.0E+00 |\n");
+  EXPECT_EQ(p->FormatOf(0), OutputFormat::kHuggingFace);
+  EXPECT_THAT(Lines(p.get()), ::testing::IsEmpty());
+  // The third in a row, with no line of the picked format between: the
+  // worker prints Megatron's lines, and only they count from now on, with
+  // nothing of the false pick's left in them.
+  p->OnOutput(0, 0, " iteration        3/     100 | lm loss: 7.0E+00 |\n");
+  EXPECT_EQ(p->FormatOf(0), OutputFormat::kMegatron);
+  EXPECT_THAT(Lines(p.get()), ::testing::ElementsAre("0: step=3 total=100 loss=7.0E+00"));
+  p->OnOutput(0, 1, "100%|##########| 600/600 [00:01<00:00, 400.00it/s]\n");
+  EXPECT_THAT(Lines(p.get()), ::testing::IsEmpty());
+}
+
+TEST_F(OutputProgressTest, AutoKeepsItsPickWhileItsFormatMatchesBetween) {
+  auto p = Make("auto", 1);
+  // Hugging Face Trainer with DeepSpeed: the bar redraws between the
+  // engine's lines, which never take over.
+  for (int step = 1; step <= 40; ++step) {
+    p->OnOutput(0, 1, absl::StrCat("\r", step, "%|#   | ", step, "/100 [00:01<00:10, 9.0it/s]"));
+    if (step % 10 == 0) {
+      p->OnOutput(0, 0, absl::StrCat("[Rank 0] step=", step, ", skipped=0, lr=[0.001]\n"));
+    }
+  }
+  EXPECT_EQ(p->FormatOf(0), OutputFormat::kHuggingFace);
+  EXPECT_THAT(Lines(p.get()), ::testing::ElementsAre("0: step=40 total=100"));
 }
 
 TEST_F(OutputProgressTest, NamedFormatReadsOnlyItsLines) {
@@ -309,7 +385,36 @@ TEST_F(OutputProgressTest, MatchesOverTheRateAreDropped) {
   EXPECT_EQ(p->stats().dropped_rate, 51u);
   clock_.Advance(absl::Seconds(1));
   p->OnOutput(0, 0, "step 251 loss 1\n");
-  EXPECT_THAT(Lines(p.get()), ::testing::ElementsAre("0: step=251 loss=1"));
+  // Worker 1's dropped line is taken in the next second (below).
+  EXPECT_THAT(Lines(p.get()), ::testing::ElementsAre("0: step=251 loss=1", "1: step=10 loss=2"));
+}
+
+TEST_F(OutputProgressTest, TheLastMatchOverTheRateIsTakenInTheNextSecond) {
+  auto p = Make("auto", 1);
+  // A burst, then nothing (the worker hangs, or saves a checkpoint): the
+  // step it reached must not stay 50 behind until it prints again.
+  std::string lines;
+  for (int i = 1; i <= 250; ++i) absl::StrAppend(&lines, "step ", i, " loss ", i, "\n");
+  p->OnOutput(0, 0, lines);
+  EXPECT_THAT(Lines(p.get()), ::testing::ElementsAre("0: step=200 loss=200"));
+  EXPECT_EQ(p->stats().dropped_rate, 50u);
+  clock_.Advance(absl::Milliseconds(999));
+  EXPECT_THAT(Lines(p.get()), ::testing::IsEmpty());
+  clock_.Advance(absl::Milliseconds(1));
+  EXPECT_THAT(Lines(p.get()), ::testing::ElementsAre("0: step=250 loss=250"));
+  EXPECT_THAT(Lines(p.get()), ::testing::IsEmpty());
+  // Fields from different dropped lines are kept together (a Trainer's
+  // loss from its log, its step from the bar).
+  auto hf = Make("hf", 1);
+  std::string burst;
+  for (int i = 1; i <= 201; ++i) absl::StrAppend(&burst, " 1%|#   | ", i, "/1000 [00:01<00:10]\n");
+  hf->OnOutput(0, 1, burst);
+  hf->OnOutput(0, 0, "{'loss': 0.25, 'learning_rate': 1e-05, 'epoch': 0.2}\n");
+  hf->OnOutput(0, 1, " 20%|#   | 202/1000 [00:01<00:10]\n");
+  EXPECT_THAT(Lines(hf.get()), ::testing::ElementsAre("0: step=200 total=1000"));
+  clock_.Advance(absl::Seconds(1));
+  EXPECT_THAT(Lines(hf.get()),
+              ::testing::ElementsAre("0: step=202 total=1000 loss=0.25 lr=1e-05 epoch=0.2"));
 }
 
 TEST_F(OutputProgressTest, OffAndUnknownRanksReadNothing) {
