@@ -287,7 +287,7 @@ absl::StatusOr<v1::Assignment> CoordinatorClient::Join(const v1::JoinRequest& re
     }
     if (absl::IsUnavailable(s) && !connected) {
       std::unique_ptr<PortWatch> watch;
-      if (now - start < kPortWatchWindow) {
+      if (options_.port_watch && now - start < kPortWatchWindow) {
         watch =
             std::make_unique<PortWatch>(options_.target, kPortWatchEvery, [channel = Channel()] {
               grpc::experimental::ChannelResetConnectionBackoff(channel.get());

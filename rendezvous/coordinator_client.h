@@ -54,6 +54,12 @@ struct ClientOptions {
   // issue 33). Join's PortWatch (below) cuts that to about 20 ms.
   absl::Duration min_backoff = absl::Milliseconds(10);
   absl::Duration max_backoff = absl::Milliseconds(100);
+  // Whether a Join waiting for a coordinator that is not up yet watches its
+  // port (PortWatch: 50 connects a second for up to 10 s). The agent turns
+  // it on for jobs of at most kPortWatchMaxNodes nodes: a few thousand SYNs
+  // a second at most on the coordinator's host, where a large job would
+  // send hundreds of thousands for a gain that its own join spread hides.
+  bool port_watch = false;
   // HTTP/2 keepalive pings, to notice a coordinator host that vanished
   // without closing the connection. A transport is closed only after
   // keepalive_time + keepalive_timeout without an answer: keep that above
@@ -182,6 +188,10 @@ class GrpcRendezvousClient : public RendezvousClient {
 
 // gRPC's status codes that mean "try again": the coordinator is not up yet.
 bool IsRetryableJoinError(const absl::Status& status);
+
+// The largest job (its --nnodes MAX) whose agents watch the coordinator's
+// port while it is not up (ClientOptions::port_watch).
+inline constexpr int kPortWatchMaxNodes = 64;
 
 // Watches for a closed TCP port to open, for Join: gRPC re-dials a closed
 // port only every 80-120 ms (it floors its reconnect backoff at 100 ms), so
