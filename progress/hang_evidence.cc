@@ -316,7 +316,9 @@ std::string HangEvidence::ToText() const {
     }
   }
   if (!output_relayed) {
-    absl::StrAppend(&s, "last output: not relayed by the agent (run with --prefix-output)\n");
+    absl::StrAppend(&s,
+                    "last output: not relayed by the agent (run with --prefix-output or "
+                    "--progress-from-output)\n");
   } else {
     absl::StrAppend(&s, "last output (", output_tail.size(), " line(s)):\n");
     for (const std::string& line : output_tail) {

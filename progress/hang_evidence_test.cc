@@ -124,7 +124,9 @@ TEST(HangEvidence, ToText_NamesEverythingAndEscapesWhatCameFromOutside) {
   EXPECT_THAT(text, Not(HasSubstr("\x07")));
 
   e.output_relayed = false;
-  EXPECT_THAT(e.ToText(), HasSubstr("not relayed by the agent (run with --prefix-output)"));
+  EXPECT_THAT(
+      e.ToText(),
+      HasSubstr("not relayed by the agent (run with --prefix-output or --progress-from-output)"));
 
   // A worker whose evidence was taken for another's hang.
   e.declared = false;
