@@ -1160,6 +1160,7 @@ void Coordinator::CloseRoundLocked(Actions* actions) {
       return !BlamedOnlyByTheNetwork(m->preflight_failed);
     });
     exclude_some.resize(std::min<size_t>(exclude_some.size(), room));
+    std::sort(exclude_some.begin(), exclude_some.end());  // for the lookups below
   }
   ++member_walks_;
   for (auto& [id, m] : members_) {
@@ -1169,7 +1170,7 @@ void Coordinator::CloseRoundLocked(Actions* actions) {
       continue;
     }
     if ((exclude_all && m.excludable_ticket) ||
-        std::find(exclude_some.begin(), exclude_some.end(), &m) != exclude_some.end()) {
+        std::binary_search(exclude_some.begin(), exclude_some.end(), &m)) {
       excluded.push_back(&m);
       continue;
     }
