@@ -311,11 +311,17 @@ absl::StatusOr<SpawnedWorker> SpawnWorker(const ProcessSpec& spec, int stdout_fd
   CloseIfOpen(&error_pipe[1]);
   pipes.CloseWriteEnds();
 
+  // CLONE_VFORK: clone() returned once the child exec'd or exited, so a
+  // failure it reports is in the pipe already. Read without waiting for
+  // EOF: a process another thread forked meanwhile (a probe's helper) may
+  // hold a copy of the write end for as long as it lives.
   ChildFailure failure = {0, 0};
+  fcntl(error_pipe[0], F_SETFL, O_NONBLOCK);
   ssize_t n;
   do {
     n = read(error_pipe[0], &failure, sizeof(failure));
   } while (n < 0 && errno == EINTR);
+  if (n < 0 && errno == EAGAIN) n = 0;  // nothing written: the exec succeeded
   CloseIfOpen(&error_pipe[0]);
   if (n != 0) {
     // The child reported a failure and is exiting (or, if the pipe broke, is
