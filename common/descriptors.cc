@@ -1,6 +1,8 @@
 #include "common/descriptors.h"
 
 #include <sys/resource.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
@@ -58,6 +60,16 @@ void RestoreDescriptorLimitInChild() {
   if (getrlimit(RLIMIT_NOFILE, &rl) != 0) return;
   rl.rlim_cur = static_cast<rlim_t>(v);
   setrlimit(RLIMIT_NOFILE, &rl);
+}
+
+void CloseDescriptorsFrom(int first) {
+  if (syscall(SYS_close_range, static_cast<unsigned>(first), ~0U, 0) == 0) return;
+  struct rlimit limit;
+  int last = 65536;
+  if (getrlimit(RLIMIT_NOFILE, &limit) == 0 && limit.rlim_cur < 65536) {
+    last = static_cast<int>(limit.rlim_cur);
+  }
+  for (int fd = first; fd < last; ++fd) close(fd);
 }
 
 int DescriptorsForCoordinator(int max_nodes) { return kBaseDescriptors + std::max(0, max_nodes); }

@@ -39,6 +39,12 @@ int OriginalDescriptorLimit();
 // Between fork and exec: gives the child the soft limit the agent started
 // with, so that workers see the limit their pod was configured with.
 void RestoreDescriptorLimitInChild();
+// Between fork and exec (or in a helper child that never execs): closes
+// every descriptor from `first` up, so that none of the agent's (sockets,
+// another child's exec-status pipe, workers' output pipes) stays open in
+// the child. close_range(2); on a kernel without it, close(2) up to the
+// soft limit (at most 65536). Async-signal-safe.
+void CloseDescriptorsFrom(int first);
 
 // `trainlet coordinator` for a job of up to `max_nodes` nodes.
 int DescriptorsForCoordinator(int max_nodes);

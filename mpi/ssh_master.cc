@@ -17,6 +17,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
+#include "common/descriptors.h"
 #include "common/host_names.h"
 #include "common/logging.h"
 #include "launcher/children.h"
@@ -78,27 +79,42 @@ BoundedRun RunBounded(const std::vector<std::string>& argv, const std::vector<st
     struct sigaction dfl {};
     dfl.sa_handler = SIG_DFL;
     sigaction(SIGCHLD, &dfl, nullptr);
+    // It outlives the exec of the program (it waits for it): only its own
+    // three descriptors stay open in it, at 3, 4 and 5 (close-on-exec), so
+    // it holds none of the agent's, such as a worker's exec-status pipe (a
+    // Start() on another thread would wait for this probe to end).
+    const int kOut = 3, kStatus = 4, kNull = 5;
+    const int moved_out = fcntl(output[1], F_DUPFD_CLOEXEC, kNull + 1);
+    const int moved_status = fcntl(status[1], F_DUPFD_CLOEXEC, kNull + 1);
+    const int moved_null = devnull >= 0 ? fcntl(devnull, F_DUPFD_CLOEXEC, kNull + 1) : -1;
+    if (moved_out < 0 || moved_status < 0 || dup2(moved_out, kOut) < 0 ||
+        dup2(moved_status, kStatus) < 0 || (moved_null >= 0 && dup2(moved_null, kNull) < 0)) {
+      _exit(0);  // no status: the caller's read fails, as for a failed fork.
+    }
+    CloseDescriptorsFrom(kNull + 1);
+    if (moved_null < 0) close(kNull);
+    for (int fd : {kOut, kStatus, kNull}) fcntl(fd, F_SETFD, FD_CLOEXEC);
     const pid_t program = fork();
     if (program == 0) {
       sigset_t none;
       sigemptyset(&none);
       sigprocmask(SIG_SETMASK, &none, nullptr);
-      dup2(output[1], 1);
-      dup2(output[1], 2);
-      if (devnull >= 0) dup2(devnull, 0);
+      dup2(kOut, 1);
+      dup2(kOut, 2);
+      if (moved_null >= 0) dup2(kNull, 0);
       execve(cargv[0], cargv.data(), cenv.data());
       _exit(127);
     }
-    close(output[1]);
+    close(kOut);
     int code = -1;
     if (program > 0) {
-      (void)!write(status[1], &program, sizeof(program));
+      (void)!write(kStatus, &program, sizeof(program));
       int st = 0;
       while (waitpid(program, &st, 0) < 0 && errno == EINTR) {
       }
       code = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
     }
-    (void)!write(status[1], &code, sizeof(code));
+    (void)!write(kStatus, &code, sizeof(code));
     _exit(0);
   }
   if (devnull >= 0) close(devnull);

@@ -4,6 +4,9 @@
 
 #include "mpi/ssh_master.h"
 
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -11,6 +14,7 @@
 #include <fstream>
 #include <sstream>
 #include <string>
+#include <thread>
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
@@ -112,6 +116,46 @@ TEST(RunBounded, PassesTheExitCodeAndOutput) {
   EXPECT_EQ(r.exit_code, 3);
   EXPECT_FALSE(r.timed_out);
   EXPECT_EQ(r.output, "out\nerr\n");
+}
+
+// Its helper process lives as long as the program: it must not hold a
+// descriptor the agent opened for something else (here a pipe standing for
+// a worker's exec-status pipe, whose reader waits for EOF), else whoever
+// reads that pipe waits for the probe.
+TEST(RunBounded, TheHelperHoldsNoneOfTheCallersDescriptors) {
+  int fds[2];
+  ASSERT_EQ(pipe2(fds, O_CLOEXEC), 0);
+  char pattern[] = "/tmp/run-bounded-test-XXXXXX";
+  ASSERT_NE(mkdtemp(pattern), nullptr);
+  const std::string pid_file = absl::StrCat(pattern, "/pid");
+  BoundedRun result;
+  std::thread run([&] {
+    result = RunBounded({"/bin/sh", "-c", absl::StrCat("echo $$ > ", pid_file, "; exec sleep 60")},
+                        {}, absl::Now() + absl::Seconds(120));
+  });
+  // The program runs: the helper was forked while fds[1] was open.
+  std::string pid;
+  for (int i = 0; i < 2000 && pid.empty(); ++i) {
+    std::ifstream in(pid_file);
+    std::getline(in, pid);
+    if (pid.empty()) usleep(5000);
+  }
+  ASSERT_FALSE(pid.empty());
+  close(fds[1]);
+  pollfd pfd{fds[0], POLLIN, 0};
+  // EOF at once: nobody else holds the write end (the program sleeps 60 s).
+  const int ready = poll(&pfd, 1, 10000);
+  EXPECT_EQ(ready, 1);
+  char c;
+  if (ready == 1) {
+    EXPECT_EQ(read(fds[0], &c, 1), 0);
+  }
+  close(fds[0]);
+  kill(std::stoi(pid), SIGKILL);
+  run.join();
+  EXPECT_EQ(result.exit_code, 128 + SIGKILL);
+  unlink(pid_file.c_str());
+  rmdir(pattern);
 }
 
 TEST(RunBounded, AMissingProgramIs127) {

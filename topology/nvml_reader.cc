@@ -22,6 +22,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "common/child_io.h"
+#include "common/descriptors.h"
 #include "common/logging.h"
 #include "google/protobuf/descriptor.h"
 #include "google/protobuf/message.h"
@@ -184,14 +185,7 @@ struct ChildPlan {
   }
   fcntl(kExecReportFd, F_SETFD, FD_CLOEXEC);
   // Nothing else of the agent's (sockets, workers' pipes) goes with it.
-  if (syscall(SYS_close_range, kExecReportFd + 1, ~0U, 0) != 0) {
-    struct rlimit limit;
-    int last = 65536;
-    if (getrlimit(RLIMIT_NOFILE, &limit) == 0 && limit.rlim_cur < 65536) {
-      last = static_cast<int>(limit.rlim_cur);
-    }
-    for (int fd = kExecReportFd + 1; fd < last; ++fd) close(fd);
-  }
+  CloseDescriptorsFrom(kExecReportFd + 1);
   // Killed with its parent, and with the agent's signal handling undone.
   prctl(PR_SET_PDEATHSIG, SIGKILL);
   if (getppid() != p.parent) _exit(126);
