@@ -49,8 +49,11 @@ inline constexpr const char* kMountedKeyNames[] = {"ssh-privatekey", "id_ed25519
 absl::StatusOr<KeyPair> LoadMountedKey(const std::string& dir);
 
 // Writes `contents` to `path` atomically (a temp file in the same directory,
-// fsync, rename) with exactly `mode` whatever the umask, owned by the running
-// user. On failure nothing is left behind and `path` is untouched.
+// renamed) with exactly `mode` whatever the umask, owned by the running
+// user: a reader sees the old or the new file whole. Not fsync'd: the state
+// directory's files are rewritten when a pod or round starts, and do not
+// need to outlive a crash of the machine. On failure nothing is left behind
+// and `path` is untouched.
 absl::Status WriteFileAtomically(const std::string& path, const std::string& contents, mode_t mode);
 
 }  // namespace trainlet::mpi
