@@ -40,6 +40,10 @@ PreflightRunner::PreflightRunner(Options options, std::unique_ptr<preflight::Nod
       clock_(clock) {}
 
 PreflightRunner::~PreflightRunner() {
+  {
+    absl::MutexLock lock(&mu_);
+    stopping_ = true;
+  }
   if (thread_.joinable()) thread_.join();
 }
 
@@ -196,6 +200,14 @@ void PreflightRunner::AfterStart(uint64_t round) {
   pending_gpu_.clear();
   thread_ = std::thread(
       [this, round, inputs = std::move(inputs), gpu = std::move(gpu), plan = std::move(plan)] {
+        if (options_.beside_delay > absl::ZeroDuration()) {
+          absl::MutexLock lock(&mu_);
+          mu_.AwaitWithTimeout(absl::Condition(&stopping_), options_.beside_delay);
+          if (stopping_) {
+            running_ = false;
+            return;
+          }
+        }
         const absl::Time wall = absl::Now();
         std::vector<v1::CheckResult> results;
         if (inputs.has_value()) results = checker_->Run(*inputs);

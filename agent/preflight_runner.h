@@ -8,9 +8,11 @@
 //       yes: run now (bounded), the report rides on the JoinRequest
 //       no:  nothing (the coordinator keeps the last result)
 //   policy warn (never delays a round):
-//     workers started -> due? yes: run on a thread -> Poll() hands the
-//       finished report to the next Report; the round's network plan
-//       (Assignment.network_plan), if any, is measured on that thread too
+//     workers started -> due? yes: run on a thread, after
+//       Options.beside_delay (the workers' start first: an MPI launch, an
+//       import, do not share the CPU with the link measurement) -> Poll()
+//       hands the finished report to the next Report; the round's network
+//       plan (Assignment.network_plan), if any, is measured on that thread
 //   the network (any policy but off): a Join's links are due (NetworkDue)
 //     at the first join, back from a quarantine, and --preflight-interval
 //     after the last measurement; MeasuringClient measures exclude/fail's
@@ -80,7 +82,14 @@ class PreflightRunner {
     // this node has no measurer (its links are never due).
     std::function<std::vector<v1::LinkResult>(const v1::NetworkPlan&)> measure_links;
     absl::Duration max_clock_offset = absl::Seconds(1);
+    // warn: how long after the workers started the checks beside them
+    // begin (real time; the destructor cuts it short).
+    absl::Duration beside_delay = absl::ZeroDuration();
   };
+  // What `trainlet run` and the MPI pods use for beside_delay: the MPI
+  // launch (about 0.5 s to the first rank) is over, and the link
+  // measurement (tens of ms of CPU moving 64 MiB) stays out of it.
+  static constexpr absl::Duration kBesideDelay = absl::Seconds(2);
   // What the checks look at, at the time they run (the probe, the names to
   // resolve).
   using InputsFn = std::function<preflight::NodeCheckInputs()>;
@@ -158,6 +167,7 @@ class PreflightRunner {
   uint64_t plan_round_ = 0;
   std::optional<v1::NetworkPlan> plan_;
   bool running_ ABSL_GUARDED_BY(mu_) = false;
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;  // the destructor: no delay left
 };
 
 }  // namespace trainlet::agent

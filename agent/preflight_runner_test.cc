@@ -40,7 +40,8 @@ TEST(PreflightLines, EachLineOnce_WithWhatItIs) {
 class PreflightRunnerTest : public ::testing::Test {
  protected:
   std::unique_ptr<PreflightRunner> Make(v1::PreflightPolicy policy, const std::string& path,
-                                        bool with_gpu = false, bool with_links = false) {
+                                        bool with_gpu = false, bool with_links = false,
+                                        absl::Duration beside_delay = absl::ZeroDuration()) {
     preflight::NodeCheckConfig checks;
     checks.path = path;
     auto resolver = std::make_shared<preflight::testing::FakeResolver>();
@@ -51,6 +52,7 @@ class PreflightRunnerTest : public ::testing::Test {
     o.interval = absl::Minutes(10);
     o.node_id = "n0";
     o.incarnation = 7;
+    o.beside_delay = beside_delay;
     if (with_links) {
       o.measure_links = [this](const v1::NetworkPlan& plan) {
         ++link_runs_;
@@ -144,6 +146,32 @@ TEST_F(PreflightRunnerTest, Warn_NeverBeforeAJoin_RunsBesideTheWorkers) {
   runner->AfterStart(2);
   absl::SleepFor(absl::Milliseconds(50));
   EXPECT_FALSE(runner->Poll().has_value());
+}
+
+// The checks beside the workers wait out beside_delay (the workers' start
+// first), and an agent that ends meanwhile does not wait for it.
+TEST_F(PreflightRunnerTest, Warn_BesideTheWorkers_AfterTheDelay) {
+  auto runner =
+      Make(v1::PREFLIGHT_WARN, Dir() + "/no-such-dir", false, false, absl::Milliseconds(300));
+  const absl::Time started = absl::Now();
+  runner->AfterStart(1);
+  std::optional<v1::PreflightReport> r;
+  const absl::Time deadline = absl::Now() + absl::Seconds(30);
+  while (!(r = runner->Poll()).has_value() && absl::Now() < deadline) {
+    absl::SleepFor(absl::Milliseconds(5));
+  }
+  ASSERT_TRUE(r.has_value());
+  EXPECT_GE(absl::Now() - started, absl::Milliseconds(300));
+  EXPECT_GE(absl::FromUnixMicros(r->started_unix_micros()) - started, absl::Milliseconds(290));
+}
+
+TEST_F(PreflightRunnerTest, Warn_AnAgentEndingDuringTheDelayDoesNotWaitForIt) {
+  auto runner = Make(v1::PREFLIGHT_WARN, Dir(), false, false, absl::Seconds(60));
+  runner->AfterStart(1);
+  absl::SleepFor(absl::Milliseconds(20));
+  const absl::Time ending = absl::Now();
+  runner.reset();
+  EXPECT_LT(absl::Now() - ending, absl::Seconds(10));
 }
 
 TEST_F(PreflightRunnerTest, TheCoordinatorsPolicyWins) {

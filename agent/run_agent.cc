@@ -149,6 +149,7 @@ std::unique_ptr<PreflightRunner> MakePreflightRunner(
   o.interval = config.policy.preflight_interval;
   o.node_id = config.node_id;
   o.incarnation = incarnation;
+  o.beside_delay = PreflightRunner::kBesideDelay;
   if (measuring != nullptr) {
     o.measure_links = [measuring](const v1::NetworkPlan& plan) { return measuring->Measure(plan); };
   }
