@@ -62,6 +62,7 @@ extern const Command kStatusCommand;       // status.cc
 extern const Command kHealthCommand;       // health.cc
 extern const Command kProbeCommand;        // probe.cc
 extern const Command kInstallCommand;      // install.cc
+extern const Command kSshConnectCommand;   // ssh_connect.cc
 extern const Command kVersionCommand;      // version.cc
 
 // trainlet's version, as the build names it (version.cc).

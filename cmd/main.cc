@@ -42,7 +42,8 @@ const Command* const kCommands[] = {
     &trainlet::cmd::kMpiWorkerCommand,  &trainlet::cmd::kCoordinatorCommand,
     &trainlet::cmd::kControllerCommand, &trainlet::cmd::kStatusCommand,
     &trainlet::cmd::kHealthCommand,     &trainlet::cmd::kProbeCommand,
-    &trainlet::cmd::kInstallCommand,    &trainlet::cmd::kVersionCommand,
+    &trainlet::cmd::kInstallCommand,    &trainlet::cmd::kSshConnectCommand,
+    &trainlet::cmd::kVersionCommand,
 };
 
 const Command* FindCommand(absl::string_view name) {

@@ -273,6 +273,19 @@ ProbeResult ParsePinnedKey(const std::string& line, Key* key, std::string* type)
 
 }  // namespace
 
+ProbeResult ConnectTcp(const std::string& name, int port, absl::Time deadline, int* fd) {
+  if (!IsValidHost(name))
+    return Fail(ProbeStage::kDns, absl::StrCat("'", SafeForLog(name, kMaxNameInDetail),
+                                               "' is not a valid host name or IP address"));
+  if (port <= 0 || port > 65535)
+    return Fail(ProbeStage::kConnect, absl::StrCat("port ", port, " is out of range"));
+  std::vector<Address> addresses;
+  if (ProbeResult r = Resolve(name, port, deadline, &addresses); r.stage != ProbeStage::kOk) {
+    return r;
+  }
+  return Connect(addresses, port, deadline, fd);
+}
+
 absl::string_view ProbeStageName(ProbeStage stage) {
   switch (stage) {
     case ProbeStage::kOk:

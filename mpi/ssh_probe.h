@@ -54,6 +54,13 @@ class SshProber {
   virtual ProbeResult Probe(const ProbeTarget& target, absl::Duration timeout) = 0;
 };
 
+// The probe's first two steps on their own, for `trainlet ssh-connect`
+// (ssh_connect.h): `name` checked (IsValidHost) and resolved, each address
+// tried until one connects, all within `deadline`. A connected socket
+// (non-blocking, close-on-exec) in *fd, or the failed step (kDns,
+// kConnect) and why.
+ProbeResult ConnectTcp(const std::string& name, int port, absl::Time deadline, int* fd);
+
 class LibsshProber : public SshProber {
  public:
   // `private_key_pem`: the job's private key (OpenSSH or PEM format, no
