@@ -126,6 +126,27 @@ absl::StatusOr<std::string> ReadSmallFile(const std::string& path, size_t limit)
   return data;
 }
 
+// A regular file's first `limit` bytes; nullopt for anything else (a FIFO
+// is never waited on) or an error.
+std::optional<std::string> ReadRegularFile(const std::string& path, size_t limit) {
+  const int fd = open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+  if (fd < 0) return std::nullopt;
+  struct stat st;
+  std::optional<std::string> out;
+  if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode)) {
+    std::string data(limit, '\0');
+    size_t got = 0;
+    ssize_t n;
+    while (got < limit && (n = read(fd, data.data() + got, limit - got)) > 0) {
+      got += static_cast<size_t>(n);
+    }
+    data.resize(got);
+    out = std::move(data);
+  }
+  close(fd);
+  return out;
+}
+
 std::string ReadComm(pid_t pid) {
   std::ifstream in(absl::StrCat("/proc/", pid, "/comm"));
   std::string comm;
@@ -168,6 +189,7 @@ MpiLauncherPlan::MpiLauncherPlan(const MpiConfig& config,
 
 MpiLauncherPlan::~MpiLauncherPlan() {
   CancelPrepare();
+  RemoveGate();
   StopMultiplexing({});
   if (mux_base_is_temp_) rmdir(mux_base_.c_str());
 }
@@ -176,6 +198,47 @@ void MpiLauncherPlan::StopMultiplexing(const std::set<std::string>& keep) {
   if (mux_base_.empty()) return;
   const int stopped = mpi::StopMasters(mux_base_, keep);
   if (stopped > 0) TLOG(kDebug) << "stopped " << stopped << " SSH multiplexing master(s)";
+}
+
+bool MpiLauncherPlan::CloseGate() {
+  const std::string gate = File("ssh-gate");
+  if (gate_fd_ >= 0) {
+    close(gate_fd_);
+    gate_fd_ = -1;
+  }
+  if (unlink(gate.c_str()) != 0 && errno != ENOENT) {
+    TLOG(kWarning) << "cannot remove " << gate << " (" << strerror(errno)
+                   << "): COMMAND starts after the readiness check";
+    return false;
+  }
+  if (mkfifo(gate.c_str(), 0600) != 0) {
+    TLOG(kWarning) << "cannot make the FIFO " << gate << " (" << strerror(errno)
+                   << "): COMMAND starts after the readiness check";
+    return false;
+  }
+  return true;
+}
+
+void MpiLauncherPlan::OpenGate() {
+  // Read-write: never blocks on a FIFO, and while this descriptor is open
+  // every open for reading (the wrapper's wait) returns at once.
+  gate_fd_ = open(File("ssh-gate").c_str(), O_RDWR | O_NONBLOCK | O_CLOEXEC);
+  if (gate_fd_ < 0) {
+    const int error = errno;
+    absl::MutexLock lock(&mu_);
+    early_failure_ = absl::InternalError(absl::StrCat(
+        "cannot open the ssh gate ", File("ssh-gate"), ": ", strerror(error),
+        "; COMMAND's ssh would wait for ever (--early-command=false avoids the gate)"));
+  }
+}
+
+void MpiLauncherPlan::RemoveGate() {
+  if (!early_) return;
+  if (gate_fd_ >= 0) {
+    close(gate_fd_);
+    gate_fd_ = -1;
+  }
+  unlink(File("ssh-gate").c_str());
 }
 
 absl::StatusOr<std::unique_ptr<MpiLauncherPlan>> MpiLauncherPlan::Create(
@@ -273,6 +336,50 @@ absl::StatusOr<std::unique_ptr<MpiLauncherPlan>> MpiLauncherPlan::Create(
     }
   }
 
+  // ssh connects through this binary's `ssh-connect` (TCP_NODELAY from the
+  // first packet: mpi/ssh_connect.h).
+  if (!plan->real_ssh_.empty()) {
+    char self[4096];
+    const ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+    if (n > 0) {
+      self[n] = '\0';
+      if (access(self, X_OK) == 0) plan->connect_helper_ = self;
+    }
+  }
+  // --early-command: COMMAND's ssh must be the wrapper, whose gate holds it.
+  plan->supervisor_ = supervisor;
+  if (plan->real_ssh_.empty()) {
+    if (config.early_command == MpiConfig::EarlyCommand::kOn) {
+      TLOG(kWarning) << "--early-command=true: no ssh client, so no gate: COMMAND starts after "
+                        "the readiness check";
+    }
+  } else if (config.early_command == MpiConfig::EarlyCommand::kOn) {
+    plan->early_ = true;
+  } else if (config.early_command == MpiConfig::EarlyCommand::kAuto) {
+    std::string why;
+    if (mpi::ClassifyCommand(argv0) != mpi::CommandKind::kMpiRun) {
+      why = "COMMAND is not mpirun or mpiexec";
+    } else if (plan->flavor_ == mpi::Flavor::kUnknown) {
+      why = "its MPI is not known";
+    } else {
+      std::map<std::string, std::string> param_files;
+      absl::StatusOr<std::string> resolved = launcher::ResolveCommand(argv0, PathOf(base_env));
+      auto home = base_env.find("HOME");
+      for (const std::string& path : mpi::McaParamFiles(
+               resolved.ok() ? *resolved : "", home == base_env.end() ? "" : home->second)) {
+        if (std::optional<std::string> text = ReadRegularFile(path, 64 * 1024)) {
+          param_files[path] = *std::move(text);
+        }
+      }
+      why = mpi::SshBypass(base_env, config.run.command, param_files);
+    }
+    plan->early_ = why.empty();
+    if (!plan->early_) {
+      TLOG(kDebug) << "COMMAND starts after the readiness check (--early-command=auto: "
+                   << SafeForLog(why, 256) << ")";
+    }
+  }
+
   options->role = v1::ROLE_MPI_LAUNCHER;
   options->ssh.set_client_public_key(key->public_line);
   options->local_processes = 1;  // COMMAND
@@ -287,7 +394,8 @@ absl::Status MpiLauncherPlan::WriteRoundFiles(const std::vector<mpi::MpiHost>& h
       {"hostfile.hydra", mpi::HydraHostfile(hosts)},
       {"hosts", mpi::DiscoverHostsList(hosts)},
       {"known_hosts", mpi::KnownHosts(hosts)},
-      {"ssh_config", mpi::SshClientConfig(hosts, {File("id_job"), File("known_hosts"), mux_base_})},
+      {"ssh_config", mpi::SshClientConfig(
+                         hosts, {File("id_job"), File("known_hosts"), mux_base_, connect_helper_})},
   };
   for (const auto& [name, text] : files) {
     if (absl::Status s = mpi::WriteFileAtomically(File(name), text, 0600); !s.ok()) return s;
@@ -302,7 +410,9 @@ absl::Status MpiLauncherPlan::WriteRoundFiles(const std::vector<mpi::MpiHost>& h
       return absl::InternalError(absl::StrCat("mkdir ", File("bin"), ": ", strerror(errno)));
     }
     if (absl::Status s = mpi::WriteFileAtomically(
-            File("bin/ssh"), mpi::SshWrapperScript(real_ssh_, File("ssh_config")), 0700);
+            File("bin/ssh"),
+            mpi::SshWrapperScript(real_ssh_, File("ssh_config"), early_ ? File("ssh-gate") : ""),
+            0700);
         !s.ok()) {
       return s;
     }
@@ -352,6 +462,7 @@ void MpiLauncherPlan::Prepare(const v1::Assignment& assignment, Ready ready) {
     placement_late_ = false;
     unplaced_.clear();
     unplaced_at_ = absl::InfinitePast();
+    early_failure_ = absl::OkStatus();
   }
   std::vector<mpi::MpiHost> hosts = MpiHostsFor(assignment);
   for (const mpi::MpiHost& h : hosts) {
@@ -385,9 +496,13 @@ void MpiLauncherPlan::Prepare(const v1::Assignment& assignment, Ready ready) {
     if (n.role() != v1::ROLE_MPI_WORKER) continue;
     targets.push_back({n.member().node_id(), n.addr(), n.ssh().port(), n.ssh().host_public_key()});
   }
+  // A closed gate before COMMAND can start: its ssh waits there.
+  const bool early = early_ && CloseGate();
   TLOG(kInfo) << "round " << assignment.round() << ": " << targets.size() << " worker(s), "
               << mpi::TotalSlots(hosts) << " slot(s); hostfile " << File("hostfile")
-              << "; waiting until every worker is reachable over SSH";
+              << (early ? "; starting COMMAND while checking that every worker is reachable "
+                          "over SSH (its ssh waits until they are)"
+                        : "; waiting until every worker is reachable over SSH");
   mpi::ReadinessOptions ro;
   ro.timeout = config_.ready_timeout;
   // An ok probe runs the worker's login shell, whose start-up files (conda,
@@ -398,22 +513,48 @@ void MpiLauncherPlan::Prepare(const v1::Assignment& assignment, Ready ready) {
   waiter_ = std::make_unique<mpi::ReadinessWaiter>(prober, clock_, ro);
   std::vector<launcher::ProcessSpec> specs = CommandSpec(assignment, hosts);
   const absl::Time started = clock_->Now();
+  if (early) {
+    ready(std::move(specs));  // runs at once; the check goes on below.
+    ready = nullptr;
+  }
   ready_thread_ = std::thread([this, targets = std::move(targets), specs = std::move(specs),
-                               ready = std::move(ready), started]() mutable {
+                               ready = std::move(ready), started, early]() mutable {
     absl::Status s = waiter_->Wait(targets);
     if (absl::IsCancelled(s)) return;  // CancelPrepare: `ready` must not run.
     if (!s.ok()) {
-      ready(s);
+      if (!early) {
+        ready(s);
+        return;
+      }
+      // COMMAND runs, held at the gate: Tick() fails the round (which
+      // stops it), as a failed check before it would have.
+      {
+        absl::MutexLock lock(&mu_);
+        early_failure_ = s;
+      }
+      if (supervisor_ != nullptr) supervisor_->Wake();
       return;
     }
     TLOG(kInfo) << "every worker is reachable (" << targets.size() << " checked in "
-                << absl::FormatDuration(clock_->Now() - started) << "); starting COMMAND";
+                << absl::FormatDuration(clock_->Now() - started) << "); "
+                << (early ? "COMMAND's ssh goes on" : "starting COMMAND");
+    if (early) OpenGate();
     {
       absl::MutexLock lock(&mu_);
       command_started_ = clock_->Now();
     }
-    ready(std::move(specs));
+    if (early) {
+      if (supervisor_ != nullptr) supervisor_->Wake();  // a failed OpenGate() for Tick().
+    } else {
+      ready(std::move(specs));
+    }
   });
+}
+
+void MpiLauncherPlan::EndRound() {
+  // COMMAND started early: the check may still run (the round ended while
+  // it waited); it must not open the next round's gate.
+  CancelPrepare();
 }
 
 void MpiLauncherPlan::CancelPrepare() {
@@ -436,6 +577,14 @@ void MpiLauncherPlan::OnReportResponse(const v1::ReportResponse& response) {
 }
 
 absl::Status MpiLauncherPlan::Tick(absl::Time now) {
+  {
+    absl::MutexLock lock(&mu_);
+    if (!early_failure_.ok()) {
+      absl::Status s = std::move(early_failure_);
+      early_failure_ = absl::OkStatus();
+      return s;
+    }
+  }
   if (config_.placement_timeout <= absl::ZeroDuration()) return absl::OkStatus();
   std::vector<std::string> unplaced;
   {

@@ -7,15 +7,25 @@
 //   (round N)      hostfiles,          every worker:          |            |
 //                  known_hosts,        DNS, port, host key,   | after      |
 //                  ssh_config,         job key, `true`        | placement- |
-//                  discover script     (mpi/readiness.h,      | timeout:   |
-//                  (names validated    on a thread; bounded   | unplaced   |
-//                   first)             by --ready-timeout)    | workers?   |
-//                     |                     |                 v            |
-//                     | bad name: exit 78   | bound: exit 69  warn, or with|
-//                     v                     v                 --require-   |
-//                   round fails           round fails         placement:   |
-//                                                             stop, exit 78|
+//                  discover script,    (mpi/readiness.h,      | timeout:   |
+//                  the ssh gate        on a thread; bounded   | unplaced   |
+//                  (names validated    by --ready-timeout)    | workers?   |
+//                   first)                  |                 v            |
+//                     |                     | bound: exit 69  warn, or with|
+//                     | bad name: exit 78   v                 --require-   |
+//                     v                   round fails         placement:   |
+//                   round fails                               stop, exit 78|
 //   lost worker + restarts left: Rejoin -> round N+1 (files rewritten) <---+
+//
+// --early-command (auto: mpirun/mpiexec whose ssh is trainlet's wrapper)
+// starts COMMAND as soon as the files are written, beside the check: the
+// wrapper's gate (a FIFO, <state>/ssh-gate) holds every ssh COMMAND starts
+// until the check passes and the launcher opens the FIFO, so mpirun's own
+// start-up (about 60 ms) overlaps the check and no session reaches a worker
+// that has not passed. A check that fails then fails the round through
+// Tick() (exit 69, COMMAND stopped: its waiting ssh processes with it), and
+// the placement timeout counts from the gate's opening. EndRound() stops a
+// check still running; the next round makes a new, closed gate.
 //
 // The worker (docs/mpi.md, "What happens"): sshd as a helper before the
 // join; each round writes authorized_keys from the launcher's job key and
@@ -69,6 +79,7 @@ class MpiLauncherPlan : public LaunchPlan {
 
   void Prepare(const ::trainlet::v1::Assignment& assignment, Ready ready) override;
   void CancelPrepare() override;
+  void EndRound() override;
   void OnReportResponse(const ::trainlet::v1::ReportResponse& response) override;
   absl::Status Tick(absl::Time now) override;
 
@@ -81,6 +92,13 @@ class MpiLauncherPlan : public LaunchPlan {
   std::string File(const std::string& name) const { return state_dir_ + "/" + name; }
   // Stops the SSH masters whose sockets are not in `keep`.
   void StopMultiplexing(const std::set<std::string>& keep);
+  // --early-command: a new, closed gate for this round (false: no FIFO
+  // could be made; COMMAND then starts after the check).
+  bool CloseGate();
+  // Every worker passed: ssh processes waiting at the gate go on.
+  void OpenGate();
+  // The gate's FIFO removed (the launcher ends: a later ssh must not wait).
+  void RemoveGate();
 
   const MpiConfig& config_;
   const std::map<std::string, std::string> base_env_;
@@ -89,6 +107,9 @@ class MpiLauncherPlan : public LaunchPlan {
   const bool give_terminal_;
   mpi::Flavor flavor_ = mpi::Flavor::kUnknown;
   std::string real_ssh_;  // "" when no ssh client is in PATH.
+  // This binary, for ssh's ProxyCommand (`trainlet ssh-connect`); "" when
+  // it cannot be named (deleted, say): ssh connects by itself.
+  std::string connect_helper_;
   std::shared_ptr<mpi::SshProber> prober_;
   // --ssh-multiplex: the readiness probe that leaves OpenSSH masters for
   // COMMAND's ssh (mpi/ssh_master.h), their sockets in mux_base_ (empty: no
@@ -98,6 +119,12 @@ class MpiLauncherPlan : public LaunchPlan {
   bool mux_base_is_temp_ = false;  // made under /tmp: removed at the end
   std::unique_ptr<mpi::ReadinessWaiter> waiter_;
   std::thread ready_thread_;
+  launcher::Supervisor* supervisor_ = nullptr;  // Wake()s the loop for Tick()
+  // --early-command decided at Create; the gate's read-write descriptor
+  // while open (-1: closed or none). Only the thread that runs the check
+  // (or the executor, between rounds, once it is joined) touches it.
+  bool early_ = false;
+  int gate_fd_ = -1;
 
   absl::Mutex mu_;
   // When COMMAND of the current round was started (InfiniteFuture: not yet).
@@ -109,6 +136,8 @@ class MpiLauncherPlan : public LaunchPlan {
   // The last answer to the launcher's heartbeat, and when it came.
   std::vector<std::string> unplaced_ ABSL_GUARDED_BY(mu_);
   absl::Time unplaced_at_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
+  // The check failed after COMMAND started early: Tick() returns it once.
+  absl::Status early_failure_ ABSL_GUARDED_BY(mu_);
 };
 
 class MpiWorkerPlan : public LaunchPlan {

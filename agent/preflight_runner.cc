@@ -142,6 +142,7 @@ void PreflightRunner::OnAssignment(const v1::Assignment& assignment) {
     }
     network_offered_ = false;
     network_measured_ = false;
+    assigned_round_ = assignment.round();
   }
   plan_round_ = assignment.round();
   plan_.reset();
@@ -198,29 +199,30 @@ void PreflightRunner::AfterStart(uint64_t round) {
   }
   std::vector<v1::CheckResult> gpu = std::move(pending_gpu_);
   pending_gpu_.clear();
-  thread_ = std::thread(
-      [this, round, inputs = std::move(inputs), gpu = std::move(gpu), plan = std::move(plan)] {
-        if (options_.beside_delay > absl::ZeroDuration()) {
-          absl::MutexLock lock(&mu_);
-          mu_.AwaitWithTimeout(absl::Condition(&stopping_), options_.beside_delay);
-          if (stopping_) {
-            running_ = false;
-            return;
-          }
-        }
-        const absl::Time wall = absl::Now();
-        std::vector<v1::CheckResult> results;
-        if (inputs.has_value()) results = checker_->Run(*inputs);
-        results.insert(results.end(), gpu.begin(), gpu.end());
-        std::vector<v1::LinkResult> links;
-        if (plan.has_value()) links = options_.measure_links(*plan);
-        v1::PreflightReport report =
-            preflight::MakeReport(options_.node_id, options_.incarnation, round, std::move(results),
-                                  std::move(links), wall, absl::Now() - wall);
-        absl::MutexLock lock(&mu_);
-        finished_ = std::move(report);
+  thread_ = std::thread([this, round, inputs = std::move(inputs), gpu = std::move(gpu),
+                         plan = std::move(plan)]() mutable {
+    if (options_.beside_delay > absl::ZeroDuration()) {
+      absl::MutexLock lock(&mu_);
+      mu_.AwaitWithTimeout(absl::Condition(&stopping_), options_.beside_delay);
+      if (stopping_) {
         running_ = false;
-      });
+        return;
+      }
+      if (assigned_round_ != round) plan.reset();
+    }
+    const absl::Time wall = absl::Now();
+    std::vector<v1::CheckResult> results;
+    if (inputs.has_value()) results = checker_->Run(*inputs);
+    results.insert(results.end(), gpu.begin(), gpu.end());
+    std::vector<v1::LinkResult> links;
+    if (plan.has_value()) links = options_.measure_links(*plan);
+    v1::PreflightReport report =
+        preflight::MakeReport(options_.node_id, options_.incarnation, round, std::move(results),
+                              std::move(links), wall, absl::Now() - wall);
+    absl::MutexLock lock(&mu_);
+    finished_ = std::move(report);
+    running_ = false;
+  });
 }
 
 std::optional<v1::PreflightReport> PreflightRunner::Poll() {

@@ -83,7 +83,8 @@ class PreflightRunner {
     std::function<std::vector<v1::LinkResult>(const v1::NetworkPlan&)> measure_links;
     absl::Duration max_clock_offset = absl::Seconds(1);
     // warn: how long after the workers started the checks beside them
-    // begin (real time; the destructor cuts it short).
+    // begin (real time; the destructor cuts it short). A round that ended
+    // meanwhile still gets its node checks, not its links' measurement.
     absl::Duration beside_delay = absl::ZeroDuration();
   };
   // What `trainlet run` and the MPI pods use for beside_delay: the MPI
@@ -168,6 +169,9 @@ class PreflightRunner {
   std::optional<v1::NetworkPlan> plan_;
   bool running_ ABSL_GUARDED_BY(mu_) = false;
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;  // the destructor: no delay left
+  // The round of the latest assignment: a plan whose round has passed by
+  // the end of the delay is not measured (its peers are at another round).
+  uint64_t assigned_round_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
 }  // namespace trainlet::agent

@@ -304,6 +304,30 @@ TEST_F(PreflightRunnerTest, Warn_TheRoundsPlanIsMeasuredBesideTheWorkersAndRepor
   EXPECT_FALSE(runner->NetworkDue());
 }
 
+// A round that ends within the delay: its node checks still run, its plan
+// is not measured (the peers are at the next round and would refuse it).
+TEST_F(PreflightRunnerTest, Warn_ARoundOverWithinTheDelay_ChecksButNoLinks) {
+  auto runner =
+      Make(v1::PREFLIGHT_WARN, Dir(), false, /*with_links=*/true, absl::Milliseconds(200));
+  v1::Assignment a;
+  a.set_round(1);
+  a.mutable_network_plan()->add_targets()->set_node_id("n1");
+  runner->OnAssignment(a);
+  runner->AfterStart(1);
+  a.set_round(2);
+  runner->OnAssignment(a);
+  std::optional<v1::PreflightReport> r;
+  for (int i = 0; i < 2000 && !r.has_value(); ++i) {
+    r = runner->Poll();
+    if (!r.has_value()) absl::SleepFor(absl::Milliseconds(5));
+  }
+  ASSERT_TRUE(r.has_value());
+  EXPECT_EQ(r->round(), 1u);
+  EXPECT_GT(r->results_size(), 0);
+  EXPECT_EQ(r->links_size(), 0);
+  EXPECT_EQ(link_runs_.load(), 0);
+}
+
 TEST_F(PreflightRunnerTest, TheClockOffsetComesFromTheLatestJoin) {
   auto runner = Make(v1::PREFLIGHT_EXCLUDE, Dir());
   std::optional<v1::PreflightReport> r = runner->BeforeJoin(0, false, false);

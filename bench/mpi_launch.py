@@ -35,6 +35,8 @@ machine's load hits all of them alike):
             check leaves OpenSSH masters that mpirun's ssh reuses.
   trainlet-libssh  the same with --ssh-multiplex=false: the libssh check, and
             mpirun's ssh logging in by itself.
+  trainlet-late  the same with --early-command=false: mpirun starts after the
+            readiness check, not beside it.
   trainlet-base  trainlet with the binary of --base-bin on both sides (another
             build: a before/after comparison, interleaved).
 A mode is a class with `name`, `prepare(bench)` (starts the worker side once;
@@ -184,6 +186,15 @@ class TrainletLibsshMode(TrainletMode):
     EXTRA = ["--ssh-multiplex=false"]
 
 
+class TrainletLateMode(TrainletMode):
+    """As trainlet, with --early-command=false: COMMAND (mpirun) starts only
+    after the readiness check, instead of beside it with its ssh held at the
+    gate (the product before the early start)."""
+
+    name = "trainlet-late"
+    EXTRA = ["--early-command=false"]
+
+
 class TrainletBaseMode(TrainletMode):
     """As trainlet, with another build's binary on both sides (--base-bin):
     a before/after comparison interleaved in one run."""
@@ -302,7 +313,7 @@ class RestartMode(TrainletMode):
 
 
 MODES = {"bare": BareMode, "trainlet": TrainletMode, "trainlet-libssh": TrainletLibsshMode,
-         "trainlet-base": TrainletBaseMode, "restart": RestartMode}
+         "trainlet-late": TrainletLateMode, "trainlet-base": TrainletBaseMode, "restart": RestartMode}
 
 
 def run_once(bench, mode, run):

@@ -97,6 +97,12 @@ std::vector<OptionSpec> MpiOptionTable(MpiRole role) {
                  "The readiness check's SSH connection to each worker (OpenSSH's ssh, left as "
                  "the connection's master) carries COMMAND's ssh sessions too: no second login "
                  "per worker. false: a libssh check, and COMMAND's ssh logs in by itself."});
+    t.push_back({"early-command", OptionKind::kString, "auto|true|false", "auto",
+                 "Start COMMAND while the readiness check runs, its ssh held (trainlet's ssh "
+                 "wrapper waits) until every worker passed: mpirun's start-up overlaps the "
+                 "check. auto: when COMMAND is mpirun or mpiexec of a known MPI and nothing "
+                 "names another ssh agent (OMPI_MCA_plm_rsh_agent, HYDRA_LAUNCHER_EXEC, ...). "
+                 "false: COMMAND starts after the check."});
   }
   return t;
 }
@@ -162,6 +168,18 @@ absl::StatusOr<MpiConfig> ParseMpiConfig(MpiRole role, const std::vector<std::st
           });
       !s.ok()) {
     return s;
+  }
+  const OptionValue early = ValueOrDefault(*parsed, table, "early-command");
+  if (early.text == "auto") {
+    c.early_command = MpiConfig::EarlyCommand::kAuto;
+  } else {
+    absl::StatusOr<bool> b = ParseBoolValue(early);
+    if (!b.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(early.origin, ": expected auto, true or false, got \"",
+                       absl::CEscape(early.text.substr(0, 64)), "\""));
+    }
+    c.early_command = *b ? MpiConfig::EarlyCommand::kOn : MpiConfig::EarlyCommand::kOff;
   }
   if (c.require_placement && c.placement_timeout == absl::ZeroDuration()) {
     return absl::InvalidArgumentError(

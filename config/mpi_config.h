@@ -37,6 +37,10 @@ struct MpiConfig {
   absl::Duration placement_timeout;  // launcher; 0 = no check
   bool require_placement = false;    // launcher
   bool ssh_multiplex = true;         // launcher: mpirun's ssh reuses the probe's connection
+  // launcher: --early-command; auto: when COMMAND is mpirun/mpiexec whose
+  // ssh is trainlet's (agent/mpi_plans.h decides).
+  enum class EarlyCommand { kAuto, kOn, kOff };
+  EarlyCommand early_command = EarlyCommand::kAuto;
 };
 
 absl::StatusOr<MpiConfig> ParseMpiConfig(MpiRole role, const std::vector<std::string>& args,

@@ -102,6 +102,22 @@ TEST(MpiConfig, Launcher_SshMultiplexIsOnUnlessTurnedOff) {
   EXPECT_FALSE(Launcher({"--ssh-multiplex=maybe"}, {}).ok());
 }
 
+TEST(MpiConfig, Launcher_EarlyCommand) {
+  absl::StatusOr<MpiConfig> c = Launcher({}, {});
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->early_command, MpiConfig::EarlyCommand::kAuto);
+  c = Launcher({"--early-command=false"}, {});
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->early_command, MpiConfig::EarlyCommand::kOff);
+  c = Launcher({}, {{"TRAINLET_EARLY_COMMAND", "true"}});
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->early_command, MpiConfig::EarlyCommand::kOn);
+  c = Launcher({"--early-command=soon"}, {});
+  ASSERT_FALSE(c.ok());
+  EXPECT_THAT(std::string(c.status().message()),
+              ::testing::HasSubstr("--early-command: expected auto, true or false, got \"soon\""));
+}
+
 TEST(MpiConfig, Worker_JoinsTheLauncher_AdvertisesItsName) {
   absl::StatusOr<MpiConfig> c =
       Worker({"--coordinator=launcher", "--nproc-per-node=2", "--ssh-port=2022"});

@@ -123,7 +123,10 @@ class MpiJobTest(E2ETestCase):
         for w in WORKERS:
             self.assertRegex(known, r"(?m)^\[%s[^\]]*\]:2222 ssh-ed25519 " % w)
         with open(self.path("state", "launcher", "ssh_config")) as f:
-            self.assertIn("StrictHostKeyChecking yes", f.read())
+            config = f.read()
+        self.assertIn("StrictHostKeyChecking yes", config)
+        # Every connection went through `trainlet ssh-connect` (TCP_NODELAY).
+        self.assertRegex(config, r"ProxyCommand /\S+ ssh-connect %h %p\n  ProxyUseFdpass yes")
 
     def test_mpich_hydra_allreduce_on_every_worker(self):
         if shutil.which("mpiexec.hydra") is None:
@@ -206,6 +209,10 @@ class MpiJobTest(E2ETestCase):
         self.assert_ranks_on_every_worker(launcher.stdout)
         for w in workers:
             self.assertEqual(w.wait(15), 0, self.describe_all())
+        # --early-command=auto: mpirun ran from the start, its ssh held at
+        # the gate while w2 was missing (else its ssh to w2 had failed).
+        self.assertIn("starting COMMAND while checking", launcher.stderr)
+        self.assertIn("COMMAND's ssh goes on", launcher.stderr)
 
     def test_worker_with_another_host_key_is_refused(self):
         """A host answering on a worker's name and port with a key other than
@@ -222,9 +229,33 @@ class MpiJobTest(E2ETestCase):
         self.assertEqual(launcher.wait(30), 69, self.describe_all())
         self.assertIn("host key mismatch", launcher.stderr)
         self.assertIn("w1", launcher.stderr)
+        # mpirun started early and its ssh waited at the gate: no session
+        # ever reached a worker, and mpirun went with the launcher.
+        self.assertIn("starting COMMAND while checking", launcher.stderr)
         self.assertNotIn("allreduce", launcher.stdout)
         for w in workers:
             self.assertNotEqual(w.wait(20), 0, self.describe_all())
+        for w in WORKERS:
+            with open(self.path("state", w, "sessions")) as f:
+                self.assertEqual(f.read(), "", w)
+        impostor.kill()
+        self.assert_nothing_left([self.launcher_host] + list(self.worker_hosts.values()))
+
+    def test_command_with_its_own_ssh_agent_starts_after_the_check(self):
+        """--early-command=auto holds back when COMMAND's MPI may start its
+        daemons with another agent than trainlet's ssh wrapper (here
+        OMPI_MCA_plm_rsh_agent): COMMAND starts once every worker passed."""
+        program = mpi_support.build_mpi_program("openmpi")
+        self.cluster()
+        workers = [self.start_worker(w) for w in WORKERS]
+        launcher = self.start_launcher(["mpirun", "-np", str(NP), program],
+                                       env=self.base_env(OMPI_MCA_plm_rsh_agent="ssh"))
+        self.assertEqual(launcher.wait(60), 0, self.describe_all())
+        self.assert_ranks_on_every_worker(launcher.stdout)
+        self.assertIn("waiting until every worker is reachable", launcher.stderr)
+        self.assertNotIn("starting COMMAND while checking", launcher.stderr)
+        for w in workers:
+            self.assertEqual(w.wait(15), 0, self.describe_all())
 
     def test_worker_pod_killed_mid_job(self):
         program = mpi_support.build_mpi_program("openmpi")

@@ -55,6 +55,22 @@ std::string ControlSocketPath(const std::string& name, int port, const std::stri
   return absl::StrCat(control_dir, "/", absl::Hex(h, absl::kZeroPad16));
 }
 
+namespace {
+
+// An absolute path neither ssh_config (%, quotes, spaces) nor the shell
+// would read as more than a path.
+bool IsPlainPath(const std::string& path) {
+  if (path.empty() || path[0] != '/') return false;
+  for (char c : path) {
+    const bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+                    c == '/' || c == '.' || c == '_' || c == '+' || c == '-';
+    if (!ok) return false;
+  }
+  return true;
+}
+
+}  // namespace
+
 std::string SshClientConfig(const std::vector<MpiHost>& hosts, const SshClientPaths& paths) {
   std::string out = "# Written by trainlet mpi-launcher for this job's ssh (ssh -F).\n";
   for (const MpiHost& host : hosts) {
@@ -76,6 +92,11 @@ std::string SshClientConfig(const std::vector<MpiHost>& hosts, const SshClientPa
                   "  LogLevel ERROR\n",                                          //
                   "  ForwardX11 no\n");
   if (!paths.control_dir.empty()) absl::StrAppend(&out, "  ControlMaster no\n");
+  if (IsPlainPath(paths.connect_helper)) {
+    // ssh runs it through /bin/sh; %h and %p are the host's name and port.
+    absl::StrAppend(&out, "  ProxyCommand ", paths.connect_helper, " ssh-connect %h %p\n",
+                    "  ProxyUseFdpass yes\n");
+  }
   return out;
 }
 
@@ -93,10 +114,17 @@ std::string DiscoverHostsList(const std::vector<MpiHost>& hosts) {
   return out;
 }
 
-std::string SshWrapperScript(const std::string& real_ssh, const std::string& config) {
+std::string SshWrapperScript(const std::string& real_ssh, const std::string& config,
+                             const std::string& gate) {
+  std::string wait;
+  if (!gate.empty()) {
+    wait = absl::StrCat(
+        "# COMMAND started early: wait until every worker passed the readiness check.\n",
+        "if [ -p ", ShellQuote(gate), " ]; then : <", ShellQuote(gate), "; fi\n");
+  }
   return absl::StrCat("#!/bin/sh\n",
                       "# ssh with this job's keys and pinned host keys (trainlet mpi-launcher).\n",
-                      "exec ", ShellQuote(real_ssh), " -F ", ShellQuote(config), " \"$@\"\n");
+                      wait, "exec ", ShellQuote(real_ssh), " -F ", ShellQuote(config), " \"$@\"\n");
 }
 
 std::string SshdConfig(int port, const SshdPaths& paths) {

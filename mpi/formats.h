@@ -41,6 +41,10 @@ struct SshClientPaths {
   std::string identity_file;
   std::string known_hosts;
   std::string control_dir;  // empty: no multiplexing
+  // A trainlet binary: ssh connects through its `ssh-connect` (ProxyCommand
+  // with ProxyUseFdpass; mpi/ssh_connect.h), which sets TCP_NODELAY. Empty,
+  // or a path with anything but [A-Za-z0-9/._+-]: ssh connects by itself.
+  std::string connect_helper;
 };
 // The multiplexing socket of the worker `name`:`port` with host key
 // `host_public_key`, under `control_dir`: 16 hex digits of a hash of the
@@ -58,8 +62,12 @@ std::string DiscoverHostsScript(const std::string& hosts_file);
 std::string DiscoverHostsList(const std::vector<MpiHost>& hosts);
 // Put first in COMMAND's PATH as <dir>/ssh, so that every launcher's ssh
 // (mpirun's, Hydra's, DeepSpeed's pdsh-less runner, Horovod's) uses the
-// job's configuration: `exec <real_ssh> -F <config> "$@"`.
-std::string SshWrapperScript(const std::string& real_ssh, const std::string& config);
+// job's configuration: `exec <real_ssh> -F <config> "$@"`. With a `gate`
+// (a FIFO; --early-command), it first opens the FIFO for reading, which
+// blocks until the launcher holds it open: the readiness check has passed.
+// No FIFO there (the launcher gone, or no gate this round): no wait.
+std::string SshWrapperScript(const std::string& real_ssh, const std::string& config,
+                             const std::string& gate = "");
 
 // Worker side: sshd_config for the worker's supervised sshd.
 struct SshdPaths {

@@ -1,5 +1,6 @@
 #include "mpi/formats.h"
 
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <sys/stat.h>
@@ -101,6 +102,18 @@ TEST(Formats, SshClientConfigNamesEachHostsMultiplexingSocket) {
   EXPECT_THAT(SshClientConfig(hosts, {"/s/id", "/s/known_hosts"}), Not(HasSubstr("Control")));
 }
 
+TEST(Formats, SshClientConfigConnectsThroughTheHelperWhenItsPathIsPlain) {
+  SshClientPaths paths{"/s/id", "/s/known_hosts", "", "/usr/local/bin/trainlet"};
+  EXPECT_THAT(SshClientConfig({}, paths),
+              HasSubstr("  ProxyCommand /usr/local/bin/trainlet ssh-connect %h %p\n"
+                        "  ProxyUseFdpass yes\n"));
+  for (const char* odd : {"trainlet", "/opt/my bin/trainlet", "/opt/%h/trainlet",
+                          "/opt/x;rm/trainlet", "/opt/$(x)/trainlet", "/tmp/t (deleted)"}) {
+    paths.connect_helper = odd;
+    EXPECT_THAT(SshClientConfig({}, paths), Not(HasSubstr("Proxy"))) << odd;
+  }
+}
+
 TEST(Formats, SshClientConfigQuotesSpacesAndEscapesTokens) {
   const std::string config = SshClientConfig({}, {"/a b/id", "/c/%h"});
   EXPECT_THAT(config, HasSubstr("IdentityFile \"/a b/id\"\n"));
@@ -141,6 +154,40 @@ TEST(Formats, SshWrapperPassesItsArgumentsThrough) {
       0)
       << output;
   EXPECT_EQ(output, "[-F][/cfg][host][ orted][-mca \"x\"]");
+}
+
+TEST(Formats, SshWrapperScript_WithAGate) {
+  ExpectGolden("ssh_wrapper_gate.sh",
+               SshWrapperScript("/usr/bin/ssh", "/tmp/trainlet-0/job/launcher/ssh_config",
+                                "/tmp/trainlet-0/job/launcher/ssh-gate"));
+}
+
+// The gate (--early-command): a FIFO nobody holds open keeps the wrapper
+// waiting; once someone holds it open for writing, the wrapper goes on; no
+// FIFO there, no wait.
+TEST(Formats, SshWrapperWaitsAtTheGateUntilItIsHeldOpen) {
+  TempDir dir;
+  const std::string fake_ssh = dir.File("fake-ssh");
+  const std::string gate = dir.File("gate");
+  WriteFile(fake_ssh, "#!/bin/sh\necho ran \"$@\"\n", 0755);
+  WriteFile(dir.File("ssh"), SshWrapperScript(fake_ssh, "/cfg", gate), 0755);
+  std::string output;
+  // No FIFO: straight through.
+  ASSERT_EQ(RunShell(absl::StrCat(ShellQuote(dir.File("ssh")), " host"), &output), 0) << output;
+  EXPECT_EQ(output, "ran -F /cfg host\n");
+  ASSERT_EQ(mkfifo(gate.c_str(), 0600), 0);
+  // Closed: still waiting after a while (timeout kills it: 124).
+  ASSERT_EQ(RunShell(absl::StrCat("timeout 0.5 ", ShellQuote(dir.File("ssh")), " host"), &output),
+            124)
+      << output;
+  EXPECT_EQ(output, "");
+  // Open (as the launcher holds it: read-write, never blocking).
+  const int fd = open(gate.c_str(), O_RDWR | O_NONBLOCK | O_CLOEXEC);
+  ASSERT_GE(fd, 0);
+  ASSERT_EQ(RunShell(absl::StrCat("timeout 30 ", ShellQuote(dir.File("ssh")), " host"), &output), 0)
+      << output;
+  EXPECT_EQ(output, "ran -F /cfg host\n");
+  close(fd);
 }
 
 SshdPaths PathsIn(const std::string& dir) {

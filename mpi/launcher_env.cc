@@ -2,7 +2,11 @@
 
 #include <set>
 
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
 #include "common/host_names.h"
 
 namespace trainlet::mpi {
@@ -85,6 +89,80 @@ std::map<std::string, std::string> LauncherEnv(const LauncherEnvInput& input) {
     env["PRTE_ALLOW_RUN_AS_ROOT_CONFIRM"] = "1";
   }
   return env;
+}
+
+namespace {
+
+// An MCA parameter (a variable's or a file line's name, lower case) that
+// picks how Open MPI or PRRTE starts its daemons.
+bool NamesLaunchAgent(absl::string_view name) {
+  return absl::EndsWith(name, "rsh_agent") || absl::EndsWith(name, "ssh_agent") || name == "plm" ||
+         absl::StrContains(name, "param_files") || absl::StrContains(name, "envar_file_prefix");
+}
+
+std::string Clip(absl::string_view text) { return std::string(text.substr(0, 128)); }
+
+}  // namespace
+
+std::string SshBypass(const std::map<std::string, std::string>& env,
+                      const std::vector<std::string>& argv,
+                      const std::map<std::string, std::string>& param_files) {
+  for (const auto& [key, value] : env) {
+    for (absl::string_view prefix : {"OMPI_MCA_", "PRTE_MCA_"}) {
+      absl::string_view name = key;
+      if (absl::ConsumePrefix(&name, prefix) && NamesLaunchAgent(absl::AsciiStrToLower(name))) {
+        return absl::StrCat(Clip(key), " is set");
+      }
+    }
+    // What trainlet does not set itself (it sets HYDRA_LAUNCHER and
+    // I_MPI_HYDRA_BOOTSTRAP to ssh wherever Hydra may read them).
+    if (key == "HYDRA_LAUNCHER_EXEC" || key == "HYDRA_BOOTSTRAP_EXEC" ||
+        key == "I_MPI_HYDRA_BOOTSTRAP_EXEC" || (key == "HYDRA_BOOTSTRAP" && value != "ssh")) {
+      return absl::StrCat(key, " is set");
+    }
+  }
+  for (size_t i = 1; i < argv.size(); ++i) {
+    const std::string arg = absl::AsciiStrToLower(argv[i]);
+    if (NamesLaunchAgent(arg) || absl::StrContains(arg, "rsh_agent") ||
+        absl::StrContains(arg, "ssh_agent") || absl::StartsWith(arg, "-launcher") ||
+        absl::StartsWith(arg, "--launcher") || absl::StartsWith(arg, "-bootstrap") ||
+        absl::StartsWith(arg, "--bootstrap") || absl::StartsWith(arg, "-tune") ||
+        absl::StartsWith(arg, "--tune")) {
+      return absl::StrCat("COMMAND's argument \"", Clip(argv[i]), "\"");
+    }
+  }
+  for (const auto& [path, text] : param_files) {
+    for (absl::string_view line : absl::StrSplit(text, '\n')) {
+      line = absl::StripAsciiWhitespace(line);
+      if (line.empty() || line[0] == '#') continue;
+      const size_t eq = line.find('=');
+      if (eq == absl::string_view::npos) continue;
+      const std::string name =
+          absl::AsciiStrToLower(absl::StripAsciiWhitespace(line.substr(0, eq)));
+      if (NamesLaunchAgent(name)) return absl::StrCat(Clip(path), " sets ", Clip(name));
+    }
+  }
+  return "";
+}
+
+std::vector<std::string> McaParamFiles(const std::string& mpirun_path, const std::string& home) {
+  std::vector<std::string> files = {"/etc/openmpi/openmpi-mca-params.conf",
+                                    "/etc/openmpi/prte-mca-params.conf"};
+  // <prefix>/bin/mpirun -> <prefix>/etc/...
+  const size_t bin = mpirun_path.rfind('/');
+  if (bin != std::string::npos && bin > 0) {
+    const size_t prefix = mpirun_path.rfind('/', bin - 1);
+    if (prefix != std::string::npos) {
+      const std::string etc = mpirun_path.substr(0, prefix) + "/etc/";
+      files.push_back(etc + "openmpi-mca-params.conf");
+      files.push_back(etc + "prte-mca-params.conf");
+    }
+  }
+  if (!home.empty()) {
+    files.push_back(home + "/.openmpi/mca-params.conf");
+    files.push_back(home + "/.prte/mca-params.conf");
+  }
+  return files;
 }
 
 }  // namespace trainlet::mpi

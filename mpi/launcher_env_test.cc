@@ -7,6 +7,7 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
+#include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "mpi/testing/test_util.h"
 
@@ -72,6 +73,47 @@ TEST(LauncherEnv, EmptyPathGetsADefaultNotTheCurrentDirectory) {
   LauncherEnvInput input = Input(Flavor::kMpich, false);
   input.path = "";
   EXPECT_EQ(LauncherEnv(input)["PATH"], absl::StrCat(input.files.bin_dir, ":", kDefaultPath));
+}
+
+TEST(SshBypass, NothingNamesAnotherAgent_Empty) {
+  EXPECT_EQ(SshBypass({{"PATH", "/usr/bin"},
+                       {"OMPI_MCA_plm_rsh_args", "-p 2222"},
+                       {"OMPI_MCA_plm_rsh_launch_agent", "orted"},
+                       {"HYDRA_LAUNCHER", "rsh"},
+                       {"HYDRA_BOOTSTRAP", "ssh"}},
+                      {"mpirun", "-np", "4", "--mca", "btl", "tcp,self", "./train"},
+                      {{"/etc/openmpi/openmpi-mca-params.conf",
+                        "# plm_rsh_agent = x\nbtl = ^openib\nmtl = ^ofi\n"}}),
+            "");
+}
+
+TEST(SshBypass, EachWayOfNamingAnotherAgent) {
+  for (const char* key :
+       {"OMPI_MCA_plm_rsh_agent", "OMPI_MCA_orte_rsh_agent", "OMPI_MCA_pls_rsh_agent",
+        "PRTE_MCA_plm_ssh_agent", "OMPI_MCA_plm", "OMPI_MCA_mca_base_param_files",
+        "HYDRA_LAUNCHER_EXEC", "HYDRA_BOOTSTRAP_EXEC", "I_MPI_HYDRA_BOOTSTRAP_EXEC"}) {
+    EXPECT_EQ(SshBypass({{key, "/usr/bin/rsh"}}, {"mpirun"}, {}), absl::StrCat(key, " is set"));
+  }
+  EXPECT_EQ(SshBypass({{"HYDRA_BOOTSTRAP", "slurm"}}, {"mpiexec"}, {}), "HYDRA_BOOTSTRAP is set");
+  for (const char* arg : {"plm_rsh_agent", "--launcher", "-launcher-exec", "-bootstrap-exec",
+                          "--tune", "PRTE_MCA_plm_ssh_agent=x", "plm"}) {
+    EXPECT_EQ(SshBypass({}, {"mpirun", "--mca", arg, "x"}, {}),
+              absl::StrCat("COMMAND's argument \"", arg, "\""));
+  }
+  EXPECT_EQ(
+      SshBypass({}, {"mpirun"}, {{"/home/u/.openmpi/mca-params.conf", "plm_rsh_agent = rsh\n"}}),
+      "/home/u/.openmpi/mca-params.conf sets plm_rsh_agent");
+}
+
+TEST(McaParamFiles, SystemAndUser) {
+  EXPECT_THAT(
+      McaParamFiles("/opt/openmpi/bin/mpirun", "/home/u"),
+      ::testing::IsSupersetOf(
+          {"/etc/openmpi/openmpi-mca-params.conf", "/opt/openmpi/etc/openmpi-mca-params.conf",
+           "/opt/openmpi/etc/prte-mca-params.conf", "/home/u/.openmpi/mca-params.conf",
+           "/home/u/.prte/mca-params.conf"}));
+  EXPECT_THAT(McaParamFiles("", ""), ::testing::ElementsAre("/etc/openmpi/openmpi-mca-params.conf",
+                                                            "/etc/openmpi/prte-mca-params.conf"));
 }
 
 TEST(RshArgs, PortOnlyWhenAllHostsAgree) {
