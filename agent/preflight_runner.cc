@@ -99,7 +99,7 @@ std::optional<v1::PreflightReport> PreflightRunner::BeforeJoin(uint64_t last_rou
   // warn: the GPU loopback now, before the workers take the GPUs; its
   // results go with the check beside them.
   if (options_.policy == v1::PREFLIGHT_WARN && GpuDue(recheck)) {
-    if (thread_.joinable()) thread_.join();  // bounded, as below
+    JoinBeside();
     pending_gpu_ = RunGpu();
   }
   {
@@ -111,7 +111,7 @@ std::optional<v1::PreflightReport> PreflightRunner::BeforeJoin(uint64_t last_rou
   if (!Gates(options_.policy) || !Due(after_local_failure || recheck || last_failed_)) {
     return std::nullopt;
   }
-  if (thread_.joinable()) thread_.join();  // a warn check of the policy before (bounded)
+  JoinBeside();  // a warn check of the policy before
   v1::PreflightReport report = RunNow(last_round + 1, recheck);
   last_failed_ = !PreflightPassed(report);
   Log(report);
@@ -188,6 +188,7 @@ void PreflightRunner::AfterStart(uint64_t round) {
     absl::MutexLock lock(&mu_);
     if (running_) return;  // the previous round's is still at it
     running_ = true;
+    joining_ = false;
   }
   if (thread_.joinable()) thread_.join();
   std::optional<preflight::NodeCheckInputs> inputs;
@@ -203,12 +204,14 @@ void PreflightRunner::AfterStart(uint64_t round) {
                          plan = std::move(plan)]() mutable {
     if (options_.beside_delay > absl::ZeroDuration()) {
       absl::MutexLock lock(&mu_);
-      mu_.AwaitWithTimeout(absl::Condition(&stopping_), options_.beside_delay);
+      mu_.AwaitWithTimeout(absl::Condition(this, &PreflightRunner::DelayCut),
+                           options_.beside_delay);
       if (stopping_) {
         running_ = false;
         return;
       }
-      if (assigned_round_ != round) plan.reset();
+      // A join cut it short: the round is over too.
+      if (joining_ || assigned_round_ != round) plan.reset();
     }
     const absl::Time wall = absl::Now();
     std::vector<v1::CheckResult> results;
@@ -223,6 +226,16 @@ void PreflightRunner::AfterStart(uint64_t round) {
     finished_ = std::move(report);
     running_ = false;
   });
+}
+
+void PreflightRunner::JoinBeside() {
+  if (!thread_.joinable()) return;
+  {
+    // The workers are gone (a join follows): no start to keep clear of.
+    absl::MutexLock lock(&mu_);
+    joining_ = true;
+  }
+  thread_.join();  // bounded: the checks' and the measurement's own bounds
 }
 
 std::optional<v1::PreflightReport> PreflightRunner::Poll() {

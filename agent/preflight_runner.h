@@ -83,8 +83,9 @@ class PreflightRunner {
     std::function<std::vector<v1::LinkResult>(const v1::NetworkPlan&)> measure_links;
     absl::Duration max_clock_offset = absl::Seconds(1);
     // warn: how long after the workers started the checks beside them
-    // begin (real time; the destructor cuts it short). A round that ended
-    // meanwhile still gets its node checks, not its links' measurement.
+    // begin (real time; the destructor and a join cut it short). A round
+    // that ended meanwhile still gets its node checks, not its links'
+    // measurement.
     absl::Duration beside_delay = absl::ZeroDuration();
   };
   // What `trainlet run` and the MPI pods use for beside_delay: the MPI
@@ -142,6 +143,10 @@ class PreflightRunner {
   std::vector<v1::CheckResult> RunGpu();
   v1::PreflightReport RunNow(uint64_t round, bool recheck);
   void Log(const v1::PreflightReport& report) const;
+  // Joins the thread of the checks beside the workers (a join follows: the
+  // workers are gone), cutting their delay short.
+  void JoinBeside();
+  bool DelayCut() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return stopping_ || joining_; }
 
   Options options_;
   std::unique_ptr<preflight::NodeChecker> checker_;
@@ -169,6 +174,8 @@ class PreflightRunner {
   std::optional<v1::NetworkPlan> plan_;
   bool running_ ABSL_GUARDED_BY(mu_) = false;
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;  // the destructor: no delay left
+  // A join waits for the checks beside the workers: they start at once.
+  bool joining_ ABSL_GUARDED_BY(mu_) = false;
   // The round of the latest assignment: a plan whose round has passed by
   // the end of the delay is not measured (its peers are at another round).
   uint64_t assigned_round_ ABSL_GUARDED_BY(mu_) = 0;

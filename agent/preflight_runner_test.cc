@@ -174,6 +174,36 @@ TEST_F(PreflightRunnerTest, Warn_AnAgentEndingDuringTheDelayDoesNotWaitForIt) {
   EXPECT_LT(absl::Now() - ending, absl::Seconds(10));
 }
 
+// A re-join within the delay (a restart: the workers are gone) does not
+// wait the rest of it out before its own checks: the checks beside the
+// last round run at once, and their report still comes.
+TEST_F(PreflightRunnerTest, Warn_ARejoinWithinTheDelayDoesNotWaitForIt) {
+  auto runner = Make(v1::PREFLIGHT_WARN, Dir(), /*with_gpu=*/true, false, absl::Seconds(60));
+  EXPECT_FALSE(runner->BeforeJoin(0, false, false).has_value());
+  runner->AfterStart(1);
+  absl::SleepFor(absl::Milliseconds(20));
+  const absl::Time joining = absl::Now();
+  // Back from a quarantine: the GPU loopback is due again before this join.
+  EXPECT_FALSE(runner->BeforeJoin(1, true, /*recheck=*/true).has_value());
+  EXPECT_LT(absl::Now() - joining, absl::Seconds(10)) << "the join waited out the delay";
+  EXPECT_EQ(gpu_runs_, 2);
+  std::optional<v1::PreflightReport> r = runner->Poll();
+  ASSERT_TRUE(r.has_value()) << "round 1's checks ran when the join cut the delay short";
+  EXPECT_EQ(r->round(), 1u);
+  EXPECT_GT(Count(*r, preflight::kCheckDns), 0);
+}
+
+// The same for a join whose policy now gates (the coordinator changed it).
+TEST_F(PreflightRunnerTest, Warn_AGatedJoinWithinTheDelayDoesNotWaitForIt) {
+  auto runner = Make(v1::PREFLIGHT_WARN, Dir(), false, false, absl::Seconds(60));
+  runner->AfterStart(1);
+  absl::SleepFor(absl::Milliseconds(20));
+  runner->SetPolicy(v1::PREFLIGHT_EXCLUDE);
+  const absl::Time joining = absl::Now();
+  EXPECT_TRUE(runner->BeforeJoin(1, /*after_local_failure=*/true, false).has_value());
+  EXPECT_LT(absl::Now() - joining, absl::Seconds(10)) << "the join waited out the delay";
+}
+
 TEST_F(PreflightRunnerTest, TheCoordinatorsPolicyWins) {
   auto runner = Make(v1::PREFLIGHT_WARN, Dir());
   runner->SetPolicy(v1::PREFLIGHT_POLICY_UNSPECIFIED);  // an older coordinator: kept
