@@ -95,9 +95,23 @@ namespace {
 
 // An MCA parameter (a variable's or a file line's name, lower case) that
 // picks how Open MPI or PRRTE starts its daemons.
+// ("param_file": the parameter files, the override file and -am's
+// aggregate sets, any of which may set the agent.)
 bool NamesLaunchAgent(absl::string_view name) {
   return absl::EndsWith(name, "rsh_agent") || absl::EndsWith(name, "ssh_agent") || name == "plm" ||
-         absl::StrContains(name, "param_files") || absl::StrContains(name, "envar_file_prefix");
+         absl::StrContains(name, "param_file") || absl::StrContains(name, "envar_file_prefix");
+}
+
+// An mpirun or mpiexec option (`arg` in lower case) about the agent or a
+// file of options that may name one: Open MPI's --mca plm_rsh_agent, -am
+// and --tune, Hydra's -launcher and -bootstrap (and their -exec).
+bool OptionNamesLaunchAgent(absl::string_view arg) {
+  return NamesLaunchAgent(arg) || absl::StrContains(arg, "rsh_agent") ||
+         absl::StrContains(arg, "ssh_agent") || arg == "-am" || arg == "--am" ||
+         absl::StartsWith(arg, "-am=") || absl::StartsWith(arg, "--am=") ||
+         absl::StartsWith(arg, "-launcher") || absl::StartsWith(arg, "--launcher") ||
+         absl::StartsWith(arg, "-bootstrap") || absl::StartsWith(arg, "--bootstrap") ||
+         absl::StartsWith(arg, "-tune") || absl::StartsWith(arg, "--tune");
 }
 
 std::string Clip(absl::string_view text) { return std::string(text.substr(0, 128)); }
@@ -116,25 +130,34 @@ std::string SshBypass(const std::map<std::string, std::string>& env,
     }
     // What trainlet does not set itself (it sets HYDRA_LAUNCHER and
     // I_MPI_HYDRA_BOOTSTRAP to ssh wherever Hydra may read them).
+    // HYDRA_CONFIG_FILE: a file of mpiexec options (-launcher-exec, ...).
     if (key == "HYDRA_LAUNCHER_EXEC" || key == "HYDRA_BOOTSTRAP_EXEC" ||
-        key == "I_MPI_HYDRA_BOOTSTRAP_EXEC" || (key == "HYDRA_BOOTSTRAP" && value != "ssh")) {
+        key == "I_MPI_HYDRA_BOOTSTRAP_EXEC" || key == "HYDRA_CONFIG_FILE" ||
+        (key == "HYDRA_BOOTSTRAP" && value != "ssh")) {
       return absl::StrCat(key, " is set");
     }
   }
   for (size_t i = 1; i < argv.size(); ++i) {
-    const std::string arg = absl::AsciiStrToLower(argv[i]);
-    if (NamesLaunchAgent(arg) || absl::StrContains(arg, "rsh_agent") ||
-        absl::StrContains(arg, "ssh_agent") || absl::StartsWith(arg, "-launcher") ||
-        absl::StartsWith(arg, "--launcher") || absl::StartsWith(arg, "-bootstrap") ||
-        absl::StartsWith(arg, "--bootstrap") || absl::StartsWith(arg, "-tune") ||
-        absl::StartsWith(arg, "--tune")) {
+    if (OptionNamesLaunchAgent(absl::AsciiStrToLower(argv[i]))) {
       return absl::StrCat("COMMAND's argument \"", Clip(argv[i]), "\"");
     }
   }
   for (const auto& [path, text] : param_files) {
+    // Hydra's (mpiexec.hydra.conf): mpiexec options, whitespace-separated.
+    const bool hydra = absl::EndsWith(path, ".hydra.conf");
     for (absl::string_view line : absl::StrSplit(text, '\n')) {
       line = absl::StripAsciiWhitespace(line);
       if (line.empty() || line[0] == '#') continue;
+      if (hydra) {
+        for (absl::string_view token :
+             absl::StrSplit(line, absl::ByAnyChar(" \t"), absl::SkipEmpty())) {
+          token = absl::StripAsciiWhitespace(token);
+          if (OptionNamesLaunchAgent(absl::AsciiStrToLower(token))) {
+            return absl::StrCat(Clip(path), " sets ", Clip(token));
+          }
+        }
+        continue;
+      }
       const size_t eq = line.find('=');
       if (eq == absl::string_view::npos) continue;
       const std::string name =
@@ -146,7 +169,11 @@ std::string SshBypass(const std::map<std::string, std::string>& env,
 }
 
 std::vector<std::string> McaParamFiles(const std::string& mpirun_path, const std::string& home) {
+  // Open MPI reads its override file (mca_base_override_param_file) after
+  // every other source; Hydra its sysconfdir's mpiexec.hydra.conf (Debian:
+  // /usr/etc) and the user's ~/.mpiexec.hydra.conf.
   std::vector<std::string> files = {"/etc/openmpi/openmpi-mca-params.conf",
+                                    "/etc/openmpi/openmpi-mca-params-override.conf",
                                     "/etc/openmpi/prte-mca-params.conf"};
   // <prefix>/bin/mpirun -> <prefix>/etc/...
   const size_t bin = mpirun_path.rfind('/');
@@ -155,12 +182,15 @@ std::vector<std::string> McaParamFiles(const std::string& mpirun_path, const std
     if (prefix != std::string::npos) {
       const std::string etc = mpirun_path.substr(0, prefix) + "/etc/";
       files.push_back(etc + "openmpi-mca-params.conf");
+      files.push_back(etc + "openmpi-mca-params-override.conf");
       files.push_back(etc + "prte-mca-params.conf");
+      files.push_back(etc + "mpiexec.hydra.conf");
     }
   }
   if (!home.empty()) {
     files.push_back(home + "/.openmpi/mca-params.conf");
     files.push_back(home + "/.prte/mca-params.conf");
+    files.push_back(home + "/.mpiexec.hydra.conf");
   }
   return files;
 }

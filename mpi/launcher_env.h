@@ -78,18 +78,20 @@ bool FirstLabelsDistinct(const std::vector<MpiHost>& hosts);
 // than the `ssh` first in its PATH (trainlet's wrapper), or "" when nothing
 // says so: a variable naming another agent or launcher (env: the pod's, what
 // COMMAND inherits), an option about one in `argv` (mpirun's --mca
-// plm_rsh_agent, --tune, Hydra's -launcher, -bootstrap-exec, ...), or an
-// MCA parameter file's line about one (`param_files`: path -> text, those
-// of Open MPI and PRRTE that exist). --early-command=auto starts COMMAND
+// plm_rsh_agent, --tune, -am, Hydra's -launcher, -bootstrap-exec, ...), or
+// a line about one in a file (`param_files`: path -> text, those of
+// McaParamFiles that exist: MCA parameter files, `name = value`; Hydra's
+// *.hydra.conf, mpiexec options). --early-command=auto starts COMMAND
 // early only when this is "": its ssh must wait at the wrapper's gate.
 std::string SshBypass(const std::map<std::string, std::string>& env,
                       const std::vector<std::string>& argv,
                       const std::map<std::string, std::string>& param_files);
 
-// The MCA parameter files Open MPI and PRRTE read that could name an ssh
-// agent, for SshBypass: the system's (under the installation's prefix, the
-// parent of the directory holding `mpirun_path`, and /etc/openmpi) and the
-// user's under `home`.
+// The files Open MPI, PRRTE and Hydra read that could name an ssh agent,
+// for SshBypass: the MCA parameter files (and Open MPI's override file)
+// and mpiexec.hydra.conf, the system's (under the installation's prefix,
+// the parent of the directory holding `mpirun_path`, and /etc/openmpi) and
+// the user's under `home`.
 std::vector<std::string> McaParamFiles(const std::string& mpirun_path, const std::string& home);
 
 }  // namespace trainlet::mpi

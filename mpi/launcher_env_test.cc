@@ -105,15 +105,44 @@ TEST(SshBypass, EachWayOfNamingAnotherAgent) {
       "/home/u/.openmpi/mca-params.conf sets plm_rsh_agent");
 }
 
+// What else makes Open MPI or Hydra start its daemons with another agent:
+// Open MPI's override file and aggregate parameter sets (-am), Hydra's
+// configuration files (mpiexec options, one per token).
+TEST(SshBypass, OverrideFilesAggregateSetsAndHydraConfigFiles) {
+  for (const char* key : {"OMPI_MCA_mca_base_param_file_prefix",
+                          "OMPI_MCA_mca_base_override_param_file", "HYDRA_CONFIG_FILE"}) {
+    EXPECT_EQ(SshBypass({{key, "/x"}}, {"mpirun"}, {}), absl::StrCat(key, " is set"));
+  }
+  for (const char* arg : {"-am", "--am"}) {
+    EXPECT_EQ(SshBypass({}, {"mpirun", arg, "ssh-elsewhere", "./a"}, {}),
+              absl::StrCat("COMMAND's argument \"", arg, "\""));
+  }
+  EXPECT_EQ(
+      SshBypass({}, {"mpiexec"},
+                {{"/usr/etc/mpiexec.hydra.conf", "# a comment\n-launcher-exec /usr/bin/ssh\n"}}),
+      "/usr/etc/mpiexec.hydra.conf sets -launcher-exec");
+  EXPECT_EQ(SshBypass({}, {"mpiexec"}, {{"/home/u/.mpiexec.hydra.conf", "-ppn 2 -launcher rsh\n"}}),
+            "/home/u/.mpiexec.hydra.conf sets -launcher");
+  EXPECT_EQ(SshBypass({}, {"mpiexec"}, {{"/usr/etc/mpiexec.hydra.conf", "-ppn 2\n-iface eth0\n"}}),
+            "");
+  EXPECT_EQ(SshBypass({}, {"mpirun"},
+                      {{"/etc/openmpi/openmpi-mca-params-override.conf", "plm_rsh_agent = rsh\n"}}),
+            "/etc/openmpi/openmpi-mca-params-override.conf sets plm_rsh_agent");
+}
+
 TEST(McaParamFiles, SystemAndUser) {
   EXPECT_THAT(
       McaParamFiles("/opt/openmpi/bin/mpirun", "/home/u"),
       ::testing::IsSupersetOf(
           {"/etc/openmpi/openmpi-mca-params.conf", "/opt/openmpi/etc/openmpi-mca-params.conf",
            "/opt/openmpi/etc/prte-mca-params.conf", "/home/u/.openmpi/mca-params.conf",
-           "/home/u/.prte/mca-params.conf"}));
-  EXPECT_THAT(McaParamFiles("", ""), ::testing::ElementsAre("/etc/openmpi/openmpi-mca-params.conf",
-                                                            "/etc/openmpi/prte-mca-params.conf"));
+           "/home/u/.prte/mca-params.conf", "/etc/openmpi/openmpi-mca-params-override.conf",
+           "/opt/openmpi/etc/openmpi-mca-params-override.conf",
+           "/opt/openmpi/etc/mpiexec.hydra.conf", "/home/u/.mpiexec.hydra.conf"}));
+  EXPECT_THAT(McaParamFiles("", ""),
+              ::testing::ElementsAre("/etc/openmpi/openmpi-mca-params.conf",
+                                     "/etc/openmpi/openmpi-mca-params-override.conf",
+                                     "/etc/openmpi/prte-mca-params.conf"));
 }
 
 TEST(RshArgs, PortOnlyWhenAllHostsAgree) {
