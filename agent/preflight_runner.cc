@@ -182,15 +182,26 @@ void PreflightRunner::AfterStart(uint64_t round) {
   if (plan_round_ == round) plan.swap(plan_);
   if (!options_.measure_links) plan.reset();
   if (options_.policy != v1::PREFLIGHT_WARN) return;
-  const bool checks_due = Due(false) || !pending_gpu_.empty();
+  bool checks_due = Due(false) || !pending_gpu_.empty();
   if (!checks_due && !plan.has_value()) return;
   {
     absl::MutexLock lock(&mu_);
-    if (running_) return;  // the previous round's is still at it
-    running_ = true;
-    joining_ = false;
+    if (running_ && !in_delay_) return;  // the previous round's is still at it
+    // One still waiting out its delay ends at once (its round is over: a
+    // restart) and leaves its checks to this round's thread.
+    superseded_ = true;
   }
   if (thread_.joinable()) thread_.join();
+  {
+    absl::MutexLock lock(&mu_);
+    running_ = true;
+    superseded_ = false;
+    in_delay_ = options_.beside_delay > absl::ZeroDuration();  // from now, not the thread's start
+    checks_due = checks_due || carried_checks_;
+    carried_checks_ = false;
+    for (v1::CheckResult& r : carried_gpu_) pending_gpu_.push_back(std::move(r));
+    carried_gpu_.clear();
+  }
   std::optional<preflight::NodeCheckInputs> inputs;
   if (checks_due) {
     // Counted from the start: a round that restarts soon does not run it again.
@@ -206,7 +217,14 @@ void PreflightRunner::AfterStart(uint64_t round) {
       absl::MutexLock lock(&mu_);
       mu_.AwaitWithTimeout(absl::Condition(this, &PreflightRunner::DelayCut),
                            options_.beside_delay);
+      in_delay_ = false;
       if (stopping_) {
+        running_ = false;
+        return;
+      }
+      if (superseded_) {
+        carried_checks_ = inputs.has_value();
+        carried_gpu_ = std::move(gpu);
         running_ = false;
         return;
       }

@@ -83,9 +83,9 @@ class PreflightRunner {
     std::function<std::vector<v1::LinkResult>(const v1::NetworkPlan&)> measure_links;
     absl::Duration max_clock_offset = absl::Seconds(1);
     // warn: how long after the workers started the checks beside them
-    // begin (real time; the destructor and a join cut it short). A round
-    // that ended meanwhile still gets its node checks, not its links'
-    // measurement.
+    // begin (real time; the destructor, a join and the next round's start
+    // cut it short). A round that ended meanwhile still gets its node
+    // checks, not its links' measurement.
     absl::Duration beside_delay = absl::ZeroDuration();
   };
   // What `trainlet run` and the MPI pods use for beside_delay: the MPI
@@ -146,7 +146,9 @@ class PreflightRunner {
   // Joins the thread of the checks beside the workers (a join follows: the
   // workers are gone), cutting their delay short.
   void JoinBeside();
-  bool DelayCut() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return stopping_ || joining_; }
+  bool DelayCut() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return stopping_ || joining_ || superseded_;
+  }
 
   Options options_;
   std::unique_ptr<preflight::NodeChecker> checker_;
@@ -176,6 +178,12 @@ class PreflightRunner {
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;  // the destructor: no delay left
   // A join waits for the checks beside the workers: they start at once.
   bool joining_ ABSL_GUARDED_BY(mu_) = false;
+  bool in_delay_ ABSL_GUARDED_BY(mu_) = false;  // the thread waits out beside_delay
+  // The next round started within the delay: the thread ends without
+  // running anything and leaves what it had to that round's thread.
+  bool superseded_ ABSL_GUARDED_BY(mu_) = false;
+  bool carried_checks_ ABSL_GUARDED_BY(mu_) = false;
+  std::vector<v1::CheckResult> carried_gpu_ ABSL_GUARDED_BY(mu_);
   // The round of the latest assignment: a plan whose round has passed by
   // the end of the delay is not measured (its peers are at another round).
   uint64_t assigned_round_ ABSL_GUARDED_BY(mu_) = 0;

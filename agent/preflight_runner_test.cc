@@ -358,6 +358,38 @@ TEST_F(PreflightRunnerTest, Warn_ARoundOverWithinTheDelay_ChecksButNoLinks) {
   EXPECT_EQ(link_runs_.load(), 0);
 }
 
+// A restart within the delay (no join waits for the checks: none due): the
+// new round's plan is still measured beside its workers, not dropped
+// because the last round's checks had not begun; those checks, never run,
+// go with the new round's (the executor never waits for them).
+TEST_F(PreflightRunnerTest, Warn_ARestartWithinTheDelay_ItsPlanIsStillMeasured) {
+  auto runner =
+      Make(v1::PREFLIGHT_WARN, Dir(), false, /*with_links=*/true, absl::Milliseconds(1500));
+  v1::Assignment a;
+  a.set_round(1);
+  a.mutable_network_plan()->add_targets()->set_node_id("n1");
+  runner->OnAssignment(a);
+  runner->AfterStart(1);
+  EXPECT_FALSE(runner->BeforeJoin(1, true, false).has_value());
+  a.set_round(2);
+  runner->OnAssignment(a);
+  runner->AfterStart(2);
+  std::optional<v1::PreflightReport> r;
+  const absl::Time deadline = absl::Now() + absl::Seconds(30);
+  while (absl::Now() < deadline) {
+    if (std::optional<v1::PreflightReport> got = runner->Poll()) {
+      r = std::move(got);
+      if (r->round() == 2) break;
+    }
+    absl::SleepFor(absl::Milliseconds(5));
+  }
+  ASSERT_TRUE(r.has_value());
+  EXPECT_EQ(r->round(), 2u) << "round 2's plan was dropped";
+  EXPECT_EQ(r->links_size(), 1);
+  EXPECT_EQ(link_runs_.load(), 1) << "round 1's plan is not measured: that round is over";
+  EXPECT_GT(Count(*r, preflight::kCheckDns), 0) << "round 1's node checks, run with round 2";
+}
+
 TEST_F(PreflightRunnerTest, TheClockOffsetComesFromTheLatestJoin) {
   auto runner = Make(v1::PREFLIGHT_EXCLUDE, Dir());
   std::optional<v1::PreflightReport> r = runner->BeforeJoin(0, false, false);
