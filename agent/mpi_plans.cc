@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <fstream>
+#include <future>
 #include <set>
 #include <utility>
 
@@ -275,25 +276,29 @@ absl::StatusOr<std::unique_ptr<MpiLauncherPlan>> MpiLauncherPlan::Create(
     return s;
   }
 
-  // Which MPI.
+  // Which MPI. `COMMAND --version` (about 10 ms) runs on a thread: the
+  // launcher's own join does not wait for it; Prepare() does.
   const std::string& argv0 = config.run.command[0];
   if (config.mpi != "auto") {
     absl::StatusOr<std::optional<mpi::Flavor>> f = mpi::ParseFlavorFlag(config.mpi, "--mpi");
     if (!f.ok()) return f.status();
     plan->flavor_ = f->value_or(mpi::Flavor::kUnknown);
   } else if (mpi::ClassifyCommand(argv0) == mpi::CommandKind::kMpiRun) {
-    std::string version;
-    absl::StatusOr<std::string> resolved = launcher::ResolveCommand(argv0, PathOf(base_env));
-    if (resolved.ok()) {
-      absl::StatusOr<Captured> out = RunCaptured({*resolved, "--version"}, base_env);
-      if (out.ok()) version = out->output;
+    auto detect = [argv0, base_env] {
+      std::string version;
+      absl::StatusOr<std::string> resolved = launcher::ResolveCommand(argv0, PathOf(base_env));
+      if (resolved.ok()) {
+        absl::StatusOr<Captured> out = RunCaptured({*resolved, "--version"}, base_env);
+        if (out.ok()) version = out->output;
+      }
+      return mpi::DetectFlavor(argv0, version);
+    };
+    try {
+      plan->detecting_ = std::async(std::launch::async, detect);
+    } catch (const std::system_error&) {
+      plan->flavor_ = detect();  // no thread to be had
     }
-    plan->flavor_ = mpi::DetectFlavor(argv0, version);
   }
-  TLOG(kInfo) << "MPI: " << mpi::FlavorName(plan->flavor_)
-              << (plan->flavor_ == mpi::Flavor::kUnknown
-                      ? " (setting the variables of Open MPI 4 and 5, MPICH and Intel MPI)"
-                      : "");
   if (absl::StatusOr<std::string> ssh = launcher::ResolveCommand("ssh", PathOf(base_env));
       ssh.ok()) {
     plan->real_ssh_ = *ssh;
@@ -346,39 +351,8 @@ absl::StatusOr<std::unique_ptr<MpiLauncherPlan>> MpiLauncherPlan::Create(
       if (access(self, X_OK) == 0) plan->connect_helper_ = self;
     }
   }
-  // --early-command: COMMAND's ssh must be the wrapper, whose gate holds it.
   plan->supervisor_ = supervisor;
-  if (plan->real_ssh_.empty()) {
-    if (config.early_command == MpiConfig::EarlyCommand::kOn) {
-      TLOG(kWarning) << "--early-command=true: no ssh client, so no gate: COMMAND starts after "
-                        "the readiness check";
-    }
-  } else if (config.early_command == MpiConfig::EarlyCommand::kOn) {
-    plan->early_ = true;
-  } else if (config.early_command == MpiConfig::EarlyCommand::kAuto) {
-    std::string why;
-    if (mpi::ClassifyCommand(argv0) != mpi::CommandKind::kMpiRun) {
-      why = "COMMAND is not mpirun or mpiexec";
-    } else if (plan->flavor_ == mpi::Flavor::kUnknown) {
-      why = "its MPI is not known";
-    } else {
-      std::map<std::string, std::string> param_files;
-      absl::StatusOr<std::string> resolved = launcher::ResolveCommand(argv0, PathOf(base_env));
-      auto home = base_env.find("HOME");
-      for (const std::string& path : mpi::McaParamFiles(
-               resolved.ok() ? *resolved : "", home == base_env.end() ? "" : home->second)) {
-        if (std::optional<std::string> text = ReadRegularFile(path, 64 * 1024)) {
-          param_files[path] = *std::move(text);
-        }
-      }
-      why = mpi::SshBypass(base_env, config.run.command, param_files);
-    }
-    plan->early_ = why.empty();
-    if (!plan->early_) {
-      TLOG(kDebug) << "COMMAND starts after the readiness check (--early-command=auto: "
-                   << SafeForLog(why, 256) << ")";
-    }
-  }
+  if (!plan->detecting_.valid()) plan->KnowFlavor();
 
   options->role = v1::ROLE_MPI_LAUNCHER;
   options->ssh.set_client_public_key(key->public_line);
@@ -386,6 +360,48 @@ absl::StatusOr<std::unique_ptr<MpiLauncherPlan>> MpiLauncherPlan::Create(
   options->local_world_size = config.launcher_as_node ? config.run.nproc_per_node : 0;
   options->want_nodes = true;  // the hostfiles list every worker.
   return plan;
+}
+
+void MpiLauncherPlan::KnowFlavor() {
+  if (detecting_.valid()) flavor_ = detecting_.get();  // bounded: RunCaptured's 10 s
+  flavor_known_ = true;
+  TLOG(kInfo) << "MPI: " << mpi::FlavorName(flavor_)
+              << (flavor_ == mpi::Flavor::kUnknown
+                      ? " (setting the variables of Open MPI 4 and 5, MPICH and Intel MPI)"
+                      : "");
+  // --early-command: COMMAND's ssh must be the wrapper, whose gate holds it.
+  const std::string& argv0 = config_.run.command[0];
+  if (real_ssh_.empty()) {
+    if (config_.early_command == MpiConfig::EarlyCommand::kOn) {
+      TLOG(kWarning) << "--early-command=true: no ssh client, so no gate: COMMAND starts after "
+                        "the readiness check";
+    }
+  } else if (config_.early_command == MpiConfig::EarlyCommand::kOn) {
+    early_ = true;
+  } else if (config_.early_command == MpiConfig::EarlyCommand::kAuto) {
+    std::string why;
+    if (mpi::ClassifyCommand(argv0) != mpi::CommandKind::kMpiRun) {
+      why = "COMMAND is not mpirun or mpiexec";
+    } else if (flavor_ == mpi::Flavor::kUnknown) {
+      why = "its MPI is not known";
+    } else {
+      std::map<std::string, std::string> param_files;
+      absl::StatusOr<std::string> resolved = launcher::ResolveCommand(argv0, PathOf(base_env_));
+      auto home = base_env_.find("HOME");
+      for (const std::string& path : mpi::McaParamFiles(
+               resolved.ok() ? *resolved : "", home == base_env_.end() ? "" : home->second)) {
+        if (std::optional<std::string> text = ReadRegularFile(path, 64 * 1024)) {
+          param_files[path] = *std::move(text);
+        }
+      }
+      why = mpi::SshBypass(base_env_, config_.run.command, param_files);
+    }
+    early_ = why.empty();
+    if (!early_) {
+      TLOG(kDebug) << "COMMAND starts after the readiness check (--early-command=auto: "
+                   << SafeForLog(why, 256) << ")";
+    }
+  }
 }
 
 absl::Status MpiLauncherPlan::WriteRoundFiles(const std::vector<mpi::MpiHost>& hosts) {
@@ -455,6 +471,7 @@ std::vector<launcher::ProcessSpec> MpiLauncherPlan::CommandSpec(
 
 void MpiLauncherPlan::Prepare(const v1::Assignment& assignment, Ready ready) {
   CancelPrepare();  // the previous round's check, if any, is over.
+  if (!flavor_known_) KnowFlavor();
   {
     absl::MutexLock lock(&mu_);
     command_started_ = absl::InfiniteFuture();

@@ -39,6 +39,7 @@
 
 #include <sys/types.h>
 
+#include <future>
 #include <map>
 #include <memory>
 #include <optional>
@@ -95,6 +96,10 @@ class MpiLauncherPlan : public LaunchPlan {
   // --early-command: a new, closed gate for this round (false: no FIFO
   // could be made; COMMAND then starts after the check).
   bool CloseGate();
+  // The flavour settled (`COMMAND --version` awaited when it ran on a
+  // thread), logged, and --early-command decided. Once, before the first
+  // round's files.
+  void KnowFlavor();
   // Every worker passed: ssh processes waiting at the gate go on.
   void OpenGate();
   // The gate's FIFO removed (the launcher ends: a later ssh must not wait).
@@ -106,6 +111,8 @@ class MpiLauncherPlan : public LaunchPlan {
   Clock* const clock_;
   const bool give_terminal_;
   mpi::Flavor flavor_ = mpi::Flavor::kUnknown;
+  std::future<mpi::Flavor> detecting_;  // --mpi=auto: `COMMAND --version` on a thread
+  bool flavor_known_ = false;
   std::string real_ssh_;  // "" when no ssh client is in PATH.
   // This binary, for ssh's ProxyCommand (`trainlet ssh-connect`); "" when
   // it cannot be named (deleted, say): ssh connects by itself.

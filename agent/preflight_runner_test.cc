@@ -37,6 +37,16 @@ TEST(PreflightLines, EachLineOnce_WithWhatItIs) {
 
 // A runner whose checks find `path` (a directory, or one that does not
 // exist: the path checks fail), on a simulated clock.
+// warn's report, once its thread has finished (at most 30 s).
+std::optional<v1::PreflightReport> PollUntilDone(PreflightRunner* runner) {
+  std::optional<v1::PreflightReport> r;
+  const absl::Time deadline = absl::Now() + absl::Seconds(30);
+  while (!(r = runner->Poll()).has_value() && absl::Now() < deadline) {
+    absl::SleepFor(absl::Milliseconds(5));
+  }
+  return r;
+}
+
 class PreflightRunnerTest : public ::testing::Test {
  protected:
   std::unique_ptr<PreflightRunner> Make(v1::PreflightPolicy policy, const std::string& path,
@@ -133,11 +143,7 @@ TEST_F(PreflightRunnerTest, Warn_NeverBeforeAJoin_RunsBesideTheWorkers) {
   auto runner = Make(v1::PREFLIGHT_WARN, Dir() + "/no-such-dir");
   EXPECT_FALSE(runner->BeforeJoin(0, false, false).has_value());
   runner->AfterStart(1);
-  std::optional<v1::PreflightReport> r;
-  const absl::Time deadline = absl::Now() + absl::Seconds(30);
-  while (!(r = runner->Poll()).has_value() && absl::Now() < deadline) {
-    absl::SleepFor(absl::Milliseconds(5));
-  }
+  std::optional<v1::PreflightReport> r = PollUntilDone(runner.get());
   ASSERT_TRUE(r.has_value());
   EXPECT_EQ(r->round(), 1u);
   EXPECT_FALSE(PreflightPassed(*r));
@@ -155,11 +161,7 @@ TEST_F(PreflightRunnerTest, Warn_BesideTheWorkers_AfterTheDelay) {
       Make(v1::PREFLIGHT_WARN, Dir() + "/no-such-dir", false, false, absl::Milliseconds(300));
   const absl::Time started = absl::Now();
   runner->AfterStart(1);
-  std::optional<v1::PreflightReport> r;
-  const absl::Time deadline = absl::Now() + absl::Seconds(30);
-  while (!(r = runner->Poll()).has_value() && absl::Now() < deadline) {
-    absl::SleepFor(absl::Milliseconds(5));
-  }
+  std::optional<v1::PreflightReport> r = PollUntilDone(runner.get());
   ASSERT_TRUE(r.has_value());
   EXPECT_GE(absl::Now() - started, absl::Milliseconds(300));
   EXPECT_GE(absl::FromUnixMicros(r->started_unix_micros()) - started, absl::Milliseconds(290));
@@ -257,11 +259,7 @@ TEST_F(PreflightRunnerTest, Gpu_Warn_BeforeTheJoin_ReportedBesideTheWorkers) {
   EXPECT_EQ(gpu_runs_, 1);
   runner->AfterStart(1);
   EXPECT_EQ(gpu_runs_, 1);
-  std::optional<v1::PreflightReport> r;
-  const absl::Time deadline = absl::Now() + absl::Seconds(30);
-  while (!(r = runner->Poll()).has_value() && absl::Now() < deadline) {
-    absl::SleepFor(absl::Milliseconds(5));
-  }
+  std::optional<v1::PreflightReport> r = PollUntilDone(runner.get());
   ASSERT_TRUE(r.has_value());
   EXPECT_EQ(Count(*r, preflight::kCheckGpuNcclBusbw), 1);
   EXPECT_GT(Count(*r, preflight::kCheckDns), 0) << "with the node checks";
@@ -315,11 +313,7 @@ TEST_F(PreflightRunnerTest, Warn_TheRoundsPlanIsMeasuredBesideTheWorkersAndRepor
   t->set_node_id("n1");
   runner->OnAssignment(a);
   runner->AfterStart(1);
-  std::optional<v1::PreflightReport> r;
-  for (int i = 0; i < 2000 && !r.has_value(); ++i) {
-    r = runner->Poll();
-    if (!r.has_value()) absl::SleepFor(absl::Milliseconds(5));
-  }
+  std::optional<v1::PreflightReport> r = PollUntilDone(runner.get());
   ASSERT_TRUE(r.has_value());
   ASSERT_EQ(r->links_size(), 1);
   EXPECT_EQ(r->links(0).to_node(), "n1");
@@ -346,11 +340,7 @@ TEST_F(PreflightRunnerTest, Warn_ARoundOverWithinTheDelay_ChecksButNoLinks) {
   runner->AfterStart(1);
   a.set_round(2);
   runner->OnAssignment(a);
-  std::optional<v1::PreflightReport> r;
-  for (int i = 0; i < 2000 && !r.has_value(); ++i) {
-    r = runner->Poll();
-    if (!r.has_value()) absl::SleepFor(absl::Milliseconds(5));
-  }
+  std::optional<v1::PreflightReport> r = PollUntilDone(runner.get());
   ASSERT_TRUE(r.has_value());
   EXPECT_EQ(r->round(), 1u);
   EXPECT_GT(r->results_size(), 0);

@@ -387,6 +387,7 @@ void Connect(const RunConfig& config, bool in_process, RunServices* run) {
   client_options.tls = config.tls;
   client_options.tls.server_name = CoordinatorTlsName(config, run->host != nullptr);
   client_options.port_watch = config.nnodes.max <= rendezvous::kPortWatchMaxNodes;
+  client_options.port_watch_every = rendezvous::PortWatchInterval(config.nnodes.max);
   const rendezvous::KeepaliveSettings keepalive =
       rendezvous::KeepaliveFor(config.policy.heartbeat_timeout);
   client_options.keepalive_time = keepalive.time;

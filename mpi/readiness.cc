@@ -163,11 +163,16 @@ void ReadinessWaiter::MaybeLogProgressLocked(absl::Time now) {
   next_log_ = now + options_.log_interval;
 }
 
-void ReadinessWaiter::RecordLocked(size_t index, absl::Time started, ProbeResult result) {
+void ReadinessWaiter::RecordLocked(size_t index, absl::Time started, bool cut, ProbeResult result) {
   Target& t = targets_[index];
   t.in_flight = false;
-  t.last = std::move(result);
   ++events_;
+  // An attempt the bound cut short and ran into says only that time ran
+  // out ("Timeout connecting"): the failure before it (a host key
+  // mismatch, say) is what the final message names.
+  const bool says_less = cut && result.stage != ProbeStage::kOk && t.attempts > 1 &&
+                         t.last.stage != ProbeStage::kOk && clock_->Now() >= deadline_;
+  if (!says_less) t.last = std::move(result);
   if (t.last.stage == ProbeStage::kOk) {
     t.ok = true;
     return;
@@ -210,7 +215,7 @@ void ReadinessWaiter::ProbeLoop() {
       mu_.Unlock();
       ProbeResult result = prober_->Probe(target, timeout);
       mu_.Lock();
-      RecordLocked(due, now, std::move(result));
+      RecordLocked(due, now, timeout < options_.attempt_timeout, std::move(result));
       // Here too, not only in Wait's loop: whoever sees the clock move logs.
       MaybeLogProgressLocked(clock_->Now());
       continue;

@@ -90,7 +90,8 @@ class ReadinessWaiter {
   static bool ShouldWake(WakeArgs* args) ABSL_NO_THREAD_SAFETY_ANALYSIS;
 
   void ProbeLoop();
-  void RecordLocked(size_t index, absl::Time started, ProbeResult result)
+  // `cut`: the attempt's timeout was cut to end at the bound.
+  void RecordLocked(size_t index, absl::Time started, bool cut, ProbeResult result)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // "w1 (DNS: ...), w2 (...) and N more".
   std::string PendingListLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

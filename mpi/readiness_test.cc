@@ -120,6 +120,34 @@ TEST_F(ReadinessTest, HostKeyMismatch_WarnedAtOnceRetriedAndNamedInTheError) {
   EXPECT_THAT(warnings[0], HasSubstr("SHA256:aaa"));
 }
 
+// The last attempt, cut short by the bound, only timed out: the error still
+// names the host key mismatch seen before it (e2e_mpi saw "SSH handshake:
+// Timeout connecting" instead, on a loaded machine).
+TEST_F(ReadinessTest, AnAttemptCutByTheBoundDoesNotHideTheFailureBeforeIt) {
+  options_.timeout = absl::Milliseconds(2500);
+  prober_.Script("w0", {{ProbeStage::kHostKey, "w0.job:2222 presented host key SHA256:aaa"},
+                        {ProbeStage::kHostKey, "w0.job:2222 presented host key SHA256:aaa"},
+                        {ProbeStage::kHandshake, "w0.job:2222: Timeout connecting to w0.job"}});
+  ReadinessWaiter waiter(&prober_, &clock_, options_);
+  ::testing::internal::CaptureStderr();
+  const absl::Status status = waiter.Wait(Targets(1));
+  ::testing::internal::GetCapturedStderr();
+  ASSERT_TRUE(absl::IsDeadlineExceeded(status)) << status;
+  EXPECT_EQ(prober_.probes("w0"), 3);
+  EXPECT_THAT(status.message(), HasSubstr("host key mismatch"));
+  EXPECT_THAT(status.message(), Not(HasSubstr("Timeout connecting")));
+}
+
+// A cut attempt that answers within the bound is news: it is named.
+TEST_F(ReadinessTest, ACutAttemptThatFailsWithinTheBoundIsNamed) {
+  options_.timeout = absl::Milliseconds(2500);
+  prober_.Script("w0", {Dns(), Refused()});
+  ReadinessWaiter waiter(&prober_, &clock_, options_);
+  const absl::Status status = waiter.Wait(Targets(1));
+  ASSERT_TRUE(absl::IsDeadlineExceeded(status)) << status;
+  EXPECT_THAT(status.message(), HasSubstr("connection refused"));
+}
+
 TEST_F(ReadinessTest, CancelFromAnotherThread_ReturnsCancelledWhileAProbeIsInFlight) {
   prober_.Script("w0", {Refused()});
   ReadinessWaiter waiter(&prober_, &clock_, options_);

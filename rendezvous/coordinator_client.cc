@@ -71,11 +71,10 @@ class ReadReactor : public grpc::ClientReadReactor<v1::Directive>, public WatchS
 // How long Join waits for a connection before starting over with a fresh
 // channel (and a fresh DNS lookup).
 constexpr absl::Duration kRedialPeriod = absl::Seconds(1);
-// How often a waiting Join's PortWatch connects to the coordinator's port
-// (50 RSTs a second while it is closed), for the first kPortWatchWindow of
-// a wait: pods of one job start together, so the coordinator usually comes
-// up within it; later, gRPC's own 80-120 ms dials find it.
-constexpr absl::Duration kPortWatchEvery = absl::Milliseconds(20);
+// How long a waiting Join's PortWatch connects to the coordinator's port
+// (every ClientOptions::port_watch_every): pods of one job start together,
+// so the coordinator usually comes up within it; later, gRPC's own 80-120
+// ms dials find it.
 constexpr absl::Duration kPortWatchWindow = absl::Seconds(10);
 
 // True when a TCP connection to `address` completes within `timeout`.
@@ -101,6 +100,12 @@ bool IsTlsHandshakeError(const absl::Status& status) {
   // "Peer name 10.0.0.1 is not in peer certificate".
   return absl::StrContains(m, "andshake") || absl::StrContains(m, "SSL_ERROR") ||
          absl::StrContains(m, "peer certificate");
+}
+
+absl::Duration PortWatchInterval(int max_nodes) {
+  // 3,200 connects a second in all: 312.5 us per node.
+  return std::clamp(absl::Microseconds(312.5 * std::max(max_nodes, 1)), absl::Milliseconds(5),
+                    absl::Milliseconds(20));
 }
 
 bool IsRetryableJoinError(const absl::Status& status) {
@@ -288,8 +293,8 @@ absl::StatusOr<v1::Assignment> CoordinatorClient::Join(const v1::JoinRequest& re
     if (absl::IsUnavailable(s) && !connected) {
       std::unique_ptr<PortWatch> watch;
       if (options_.port_watch && now - start < kPortWatchWindow) {
-        watch =
-            std::make_unique<PortWatch>(options_.target, kPortWatchEvery, [channel = Channel()] {
+        watch = std::make_unique<PortWatch>(
+            options_.target, options_.port_watch_every, [channel = Channel()] {
               grpc::experimental::ChannelResetConnectionBackoff(channel.get());
             });
       }

@@ -55,11 +55,13 @@ struct ClientOptions {
   absl::Duration min_backoff = absl::Milliseconds(10);
   absl::Duration max_backoff = absl::Milliseconds(100);
   // Whether a Join waiting for a coordinator that is not up yet watches its
-  // port (PortWatch: 50 connects a second for up to 10 s). The agent turns
-  // it on for jobs of at most kPortWatchMaxNodes nodes: a few thousand SYNs
-  // a second at most on the coordinator's host, where a large job would
-  // send hundreds of thousands for a gain that its own join spread hides.
+  // port (PortWatch: a connect every port_watch_every for up to 10 s). The
+  // agent turns it on for jobs of at most kPortWatchMaxNodes nodes, every
+  // PortWatchInterval(max nodes): at most 3,200 SYNs a second in all on the
+  // coordinator's host, where a large job would send hundreds of thousands
+  // for a gain that its own join spread hides.
   bool port_watch = false;
+  absl::Duration port_watch_every = absl::Milliseconds(20);
   // HTTP/2 keepalive pings, to notice a coordinator host that vanished
   // without closing the connection. A transport is closed only after
   // keepalive_time + keepalive_timeout without an answer: keep that above
@@ -192,6 +194,11 @@ bool IsRetryableJoinError(const absl::Status& status);
 // The largest job (its --nnodes MAX) whose agents watch the coordinator's
 // port while it is not up (ClientOptions::port_watch).
 inline constexpr int kPortWatchMaxNodes = 64;
+// The watch's period for a job of `max_nodes`: 5 ms for up to 16 nodes (the
+// last worker joins about 2.5 ms after the coordinator listens, not 10),
+// growing with the job to 20 ms at kPortWatchMaxNodes, so that the job's
+// agents together connect at most 3,200 times a second.
+absl::Duration PortWatchInterval(int max_nodes);
 
 // Watches for a closed TCP port to open, for Join: gRPC re-dials a closed
 // port only every 80-120 ms (it floors its reconnect backoff at 100 ms), so

@@ -230,6 +230,21 @@ class ClosedPort {
   int port_ = 0;
 };
 
+// Small jobs watch every 5 ms; the period grows with the job so that all
+// its agents together connect at most 3,200 times a second.
+TEST(PortWatchTest, IntervalGrowsWithTheJob_AtMost3200ConnectsASecond) {
+  EXPECT_EQ(PortWatchInterval(1), absl::Milliseconds(5));
+  EXPECT_EQ(PortWatchInterval(4), absl::Milliseconds(5));
+  EXPECT_EQ(PortWatchInterval(16), absl::Milliseconds(5));
+  EXPECT_EQ(PortWatchInterval(32), absl::Milliseconds(10));
+  EXPECT_EQ(PortWatchInterval(kPortWatchMaxNodes), absl::Milliseconds(20));
+  EXPECT_EQ(PortWatchInterval(1000), absl::Milliseconds(20));
+  EXPECT_EQ(PortWatchInterval(0), absl::Milliseconds(5));
+  for (int n = 1; n <= kPortWatchMaxNodes; ++n) {
+    EXPECT_LE(n / absl::ToDoubleSeconds(PortWatchInterval(n)), 3200.0 + 1e-6) << n;
+  }
+}
+
 TEST(PortWatchTest, CallsOnOpenOnceThePortOpens) {
   ClosedPort port;
   std::atomic<int> calls{0};
