@@ -364,15 +364,7 @@ TEST_F(PreflightRunnerTest, Warn_ARestartWithinTheDelay_ItsPlanIsStillMeasured) 
   a.set_round(2);
   runner->OnAssignment(a);
   runner->AfterStart(2);
-  std::optional<v1::PreflightReport> r;
-  const absl::Time deadline = absl::Now() + absl::Seconds(30);
-  while (absl::Now() < deadline) {
-    if (std::optional<v1::PreflightReport> got = runner->Poll()) {
-      r = std::move(got);
-      if (r->round() == 2) break;
-    }
-    absl::SleepFor(absl::Milliseconds(5));
-  }
+  std::optional<v1::PreflightReport> r = PollUntilDone(runner.get());
   ASSERT_TRUE(r.has_value());
   EXPECT_EQ(r->round(), 2u) << "round 2's plan was dropped";
   EXPECT_EQ(r->links_size(), 1);
