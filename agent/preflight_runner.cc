@@ -254,6 +254,8 @@ void PreflightRunner::JoinBeside() {
     joining_ = true;
   }
   thread_.join();  // bounded: the checks' and the measurement's own bounds
+  absl::MutexLock lock(&mu_);
+  joining_ = false;  // the next round's thread waits out its own delay
 }
 
 std::optional<v1::PreflightReport> PreflightRunner::Poll() {

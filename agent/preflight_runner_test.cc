@@ -195,6 +195,30 @@ TEST_F(PreflightRunnerTest, Warn_ARejoinWithinTheDelayDoesNotWaitForIt) {
   EXPECT_GT(Count(*r, preflight::kCheckDns), 0);
 }
 
+// After a join cut one delay short, the next round's thread waits out its
+// own and measures its plan.
+TEST_F(PreflightRunnerTest, Warn_AfterAJoinCutTheDelay_TheNextRoundIsMeasured) {
+  auto runner = Make(v1::PREFLIGHT_WARN, Dir(), /*with_gpu=*/true, /*with_links=*/true,
+                     absl::Milliseconds(200));
+  EXPECT_FALSE(runner->BeforeJoin(0, false, false).has_value());
+  runner->AfterStart(1);
+  EXPECT_FALSE(runner->BeforeJoin(1, true, /*recheck=*/true).has_value());  // cuts round 1's
+  std::optional<v1::PreflightReport> r = PollUntilDone(runner.get());
+  ASSERT_TRUE(r.has_value());
+  EXPECT_EQ(r->round(), 1u);
+  v1::Assignment a;
+  a.set_round(2);
+  a.mutable_network_plan()->add_targets()->set_node_id("n1");
+  runner->OnAssignment(a);
+  const absl::Time started = absl::Now();
+  runner->AfterStart(2);
+  r = PollUntilDone(runner.get());
+  ASSERT_TRUE(r.has_value());
+  EXPECT_EQ(r->round(), 2u);
+  EXPECT_EQ(r->links_size(), 1) << "round 2's plan was measured";
+  EXPECT_GE(absl::Now() - started, absl::Milliseconds(200)) << "after its own delay";
+}
+
 // The same for a join whose policy now gates (the coordinator changed it).
 TEST_F(PreflightRunnerTest, Warn_AGatedJoinWithinTheDelayDoesNotWaitForIt) {
   auto runner = Make(v1::PREFLIGHT_WARN, Dir(), false, false, absl::Seconds(60));
