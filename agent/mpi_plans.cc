@@ -2,8 +2,10 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <poll.h>
 #include <signal.h>
+#include <stdlib.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -387,9 +389,17 @@ void MpiLauncherPlan::KnowFlavor() {
     } else {
       std::map<std::string, std::string> param_files;
       absl::StatusOr<std::string> resolved = launcher::ResolveCommand(argv0, PathOf(base_env_));
-      auto home = base_env_.find("HOME");
-      for (const std::string& path : mpi::McaParamFiles(
-               resolved.ok() ? *resolved : "", home == base_env_.end() ? "" : home->second)) {
+      std::vector<std::string> mpiruns;
+      if (resolved.ok()) {
+        mpiruns.push_back(*resolved);
+        char real[PATH_MAX];
+        if (realpath(resolved->c_str(), real) != nullptr) mpiruns.push_back(real);
+      }
+      auto var = [this](const char* name) {
+        auto it = base_env_.find(name);
+        return it == base_env_.end() ? std::string() : it->second;
+      };
+      for (const std::string& path : mpi::McaParamFiles(mpiruns, var("HOME"), var("OPAL_PREFIX"))) {
         if (std::optional<std::string> text = ReadRegularFile(path, 64 * 1024)) {
           param_files[path] = *std::move(text);
         }

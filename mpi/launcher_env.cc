@@ -136,6 +136,14 @@ std::string SshBypass(const std::map<std::string, std::string>& env,
         (key == "HYDRA_BOOTSTRAP" && value != "ssh")) {
       return absl::StrCat(key, " is set");
     }
+    // A batch scheduler's job: Open MPI and Hydra then start their daemons
+    // through it (srun, tm, blaunch, qrsh, flux), not ssh.
+    for (const char* scheduler : {"SLURM_JOB_ID", "SLURM_JOBID", "PBS_JOBID", "PBS_ENVIRONMENT",
+                                  "LSB_JOBID", "PE_HOSTFILE", "FLUX_JOB_ID"}) {
+      if (key == scheduler) {
+        return absl::StrCat(key, " is set (the MPI may start its daemons through the scheduler)");
+      }
+    }
   }
   for (size_t i = 1; i < argv.size(); ++i) {
     if (OptionNamesLaunchAgent(absl::AsciiStrToLower(argv[i]))) {
@@ -168,29 +176,40 @@ std::string SshBypass(const std::map<std::string, std::string>& env,
   return "";
 }
 
-std::vector<std::string> McaParamFiles(const std::string& mpirun_path, const std::string& home) {
+std::vector<std::string> McaParamFiles(const std::vector<std::string>& mpirun_paths,
+                                       const std::string& home, const std::string& opal_prefix) {
   // Open MPI reads its override file (mca_base_override_param_file) after
   // every other source; Hydra its sysconfdir's mpiexec.hydra.conf (Debian:
   // /usr/etc) and the user's ~/.mpiexec.hydra.conf.
-  std::vector<std::string> files = {"/etc/openmpi/openmpi-mca-params.conf",
-                                    "/etc/openmpi/openmpi-mca-params-override.conf",
-                                    "/etc/openmpi/prte-mca-params.conf"};
-  // <prefix>/bin/mpirun -> <prefix>/etc/...
-  const size_t bin = mpirun_path.rfind('/');
-  if (bin != std::string::npos && bin > 0) {
+  std::vector<std::string> files;
+  std::set<std::string> seen;
+  auto add = [&](std::string path) {
+    if (seen.insert(path).second) files.push_back(std::move(path));
+  };
+  add("/etc/openmpi/openmpi-mca-params.conf");
+  add("/etc/openmpi/openmpi-mca-params-override.conf");
+  add("/etc/openmpi/prte-mca-params.conf");
+  auto add_prefix = [&](const std::string& prefix) {
+    if (prefix.empty()) return;
+    const std::string etc = prefix + "/etc/";
+    add(etc + "openmpi-mca-params.conf");
+    add(etc + "openmpi-mca-params-override.conf");
+    add(etc + "prte-mca-params.conf");
+    add(etc + "mpiexec.hydra.conf");
+  };
+  // <prefix>/bin/mpirun -> <prefix>/etc/... (for the name in PATH and for
+  // the file a symlink leads to: /usr/bin/mpirun -> /usr/lib/.../openmpi).
+  for (const std::string& mpirun_path : mpirun_paths) {
+    const size_t bin = mpirun_path.rfind('/');
+    if (bin == std::string::npos || bin == 0) continue;
     const size_t prefix = mpirun_path.rfind('/', bin - 1);
-    if (prefix != std::string::npos) {
-      const std::string etc = mpirun_path.substr(0, prefix) + "/etc/";
-      files.push_back(etc + "openmpi-mca-params.conf");
-      files.push_back(etc + "openmpi-mca-params-override.conf");
-      files.push_back(etc + "prte-mca-params.conf");
-      files.push_back(etc + "mpiexec.hydra.conf");
-    }
+    if (prefix != std::string::npos) add_prefix(mpirun_path.substr(0, prefix));
   }
+  add_prefix(opal_prefix);  // a relocated Open MPI's installation
   if (!home.empty()) {
-    files.push_back(home + "/.openmpi/mca-params.conf");
-    files.push_back(home + "/.prte/mca-params.conf");
-    files.push_back(home + "/.mpiexec.hydra.conf");
+    add(home + "/.openmpi/mca-params.conf");
+    add(home + "/.prte/mca-params.conf");
+    add(home + "/.mpiexec.hydra.conf");
   }
   return files;
 }

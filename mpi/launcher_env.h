@@ -89,10 +89,12 @@ std::string SshBypass(const std::map<std::string, std::string>& env,
 
 // The files Open MPI, PRRTE and Hydra read that could name an ssh agent,
 // for SshBypass: the MCA parameter files (and Open MPI's override file)
-// and mpiexec.hydra.conf, the system's (under the installation's prefix,
-// the parent of the directory holding `mpirun_path`, and /etc/openmpi) and
-// the user's under `home`.
-std::vector<std::string> McaParamFiles(const std::string& mpirun_path, const std::string& home);
+// and mpiexec.hydra.conf, the system's (under each installation prefix: the
+// parent of the directory holding each of `mpirun_paths`, the name found in
+// PATH and where its symlinks lead; OPAL_PREFIX's `opal_prefix`; and
+// /etc/openmpi) and the user's under `home`. Each path once.
+std::vector<std::string> McaParamFiles(const std::vector<std::string>& mpirun_paths,
+                                       const std::string& home, const std::string& opal_prefix);
 
 }  // namespace trainlet::mpi
 

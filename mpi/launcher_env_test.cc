@@ -3,6 +3,7 @@
 #include <stdlib.h>
 
 #include <fstream>
+#include <set>
 #include <sstream>
 #include <string>
 
@@ -132,17 +133,39 @@ TEST(SshBypass, OverrideFilesAggregateSetsAndHydraConfigFiles) {
 
 TEST(McaParamFiles, SystemAndUser) {
   EXPECT_THAT(
-      McaParamFiles("/opt/openmpi/bin/mpirun", "/home/u"),
+      McaParamFiles({"/opt/openmpi/bin/mpirun"}, "/home/u", ""),
       ::testing::IsSupersetOf(
           {"/etc/openmpi/openmpi-mca-params.conf", "/opt/openmpi/etc/openmpi-mca-params.conf",
            "/opt/openmpi/etc/prte-mca-params.conf", "/home/u/.openmpi/mca-params.conf",
            "/home/u/.prte/mca-params.conf", "/etc/openmpi/openmpi-mca-params-override.conf",
            "/opt/openmpi/etc/openmpi-mca-params-override.conf",
            "/opt/openmpi/etc/mpiexec.hydra.conf", "/home/u/.mpiexec.hydra.conf"}));
-  EXPECT_THAT(McaParamFiles("", ""),
+  EXPECT_THAT(McaParamFiles({}, "", ""),
               ::testing::ElementsAre("/etc/openmpi/openmpi-mca-params.conf",
                                      "/etc/openmpi/openmpi-mca-params-override.conf",
                                      "/etc/openmpi/prte-mca-params.conf"));
+}
+
+// The installation a symlink leads to (Debian: /usr/bin/mpirun ->
+// /etc/alternatives/mpirun -> /usr/bin/mpirun.openmpi) and a relocated one
+// (OPAL_PREFIX) are read too, each file once.
+TEST(McaParamFiles, EveryPrefix_EachFileOnce) {
+  const std::vector<std::string> files =
+      McaParamFiles({"/usr/bin/mpirun", "/opt/ompi-4.1/bin/orterun", "/usr/bin/mpirun.openmpi"}, "",
+                    "/sw/openmpi");
+  EXPECT_THAT(files, ::testing::IsSupersetOf({"/usr/etc/openmpi-mca-params-override.conf",
+                                              "/opt/ompi-4.1/etc/openmpi-mca-params.conf",
+                                              "/sw/openmpi/etc/prte-mca-params.conf"}));
+  EXPECT_EQ(std::set<std::string>(files.begin(), files.end()).size(), files.size());
+}
+
+// A batch scheduler's job: the MPI starts its daemons through it.
+TEST(SshBypass, ASchedulersJobIsABypass) {
+  for (const char* key : {"SLURM_JOB_ID", "SLURM_JOBID", "PBS_JOBID", "PBS_ENVIRONMENT",
+                          "LSB_JOBID", "PE_HOSTFILE", "FLUX_JOB_ID"}) {
+    EXPECT_THAT(SshBypass({{key, "42"}}, {"mpirun"}, {}),
+                ::testing::StartsWith(absl::StrCat(key, " is set")));
+  }
 }
 
 TEST(RshArgs, PortOnlyWhenAllHostsAgree) {
