@@ -212,6 +212,8 @@ bool MpiLauncherPlan::CloseGate() {
   if (unlink(gate.c_str()) != 0 && errno != ENOENT) {
     TLOG(kWarning) << "cannot remove " << gate << " (" << strerror(errno)
                    << "): COMMAND starts after the readiness check";
+    // The wrapper would wait at the old FIFO for ever: hold it open.
+    gate_fd_ = open(gate.c_str(), O_RDWR | O_NONBLOCK | O_CLOEXEC);
     return false;
   }
   if (mkfifo(gate.c_str(), 0600) != 0) {
@@ -332,9 +334,16 @@ absl::StatusOr<std::unique_ptr<MpiLauncherPlan>> MpiLauncherPlan::Create(
                         "logs in to each worker by itself";
     } else {
       plan->mux_base_ = base;
+      // The check's connection (which COMMAND's sessions ride on) comes
+      // from this binary's `ssh-connect`: TCP_NODELAY from the first packet
+      // (mpi/ssh_connect.h).
+      std::string self(4096, '\0');
+      const ssize_t n = readlink("/proc/self/exe", self.data(), self.size() - 1);
+      self.resize(n > 0 ? static_cast<size_t>(n) : 0);
+      if (!self.empty() && access(self.c_str(), X_OK) != 0) self.clear();
       plan->master_prober_ = std::make_shared<mpi::OpenSshMasterProber>(
           plan->real_ssh_, plan->File("ssh_config"), base, EnvStrings(base_env),
-          plan->prober_.get());
+          plan->prober_.get(), self);
       // Daemonized by ssh, the masters are adopted by this process: they
       // are not orphans of the workers to kill when a round starts or ends.
       supervisor->SpareAdopted([base, ssh = plan->real_ssh_](const launcher::ChildProcess& c) {
@@ -343,16 +352,6 @@ absl::StatusOr<std::unique_ptr<MpiLauncherPlan>> MpiLauncherPlan::Create(
     }
   }
 
-  // ssh connects through this binary's `ssh-connect` (TCP_NODELAY from the
-  // first packet: mpi/ssh_connect.h).
-  if (!plan->real_ssh_.empty()) {
-    char self[4096];
-    const ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
-    if (n > 0) {
-      self[n] = '\0';
-      if (access(self, X_OK) == 0) plan->connect_helper_ = self;
-    }
-  }
   plan->supervisor_ = supervisor;
   if (!plan->detecting_.valid()) plan->KnowFlavor();
 
@@ -420,8 +419,7 @@ absl::Status MpiLauncherPlan::WriteRoundFiles(const std::vector<mpi::MpiHost>& h
       {"hostfile.hydra", mpi::HydraHostfile(hosts)},
       {"hosts", mpi::DiscoverHostsList(hosts)},
       {"known_hosts", mpi::KnownHosts(hosts)},
-      {"ssh_config", mpi::SshClientConfig(
-                         hosts, {File("id_job"), File("known_hosts"), mux_base_, connect_helper_})},
+      {"ssh_config", mpi::SshClientConfig(hosts, {File("id_job"), File("known_hosts"), mux_base_})},
   };
   for (const auto& [name, text] : files) {
     if (absl::Status s = mpi::WriteFileAtomically(File(name), text, 0600); !s.ok()) return s;

@@ -114,9 +114,6 @@ class MpiLauncherPlan : public LaunchPlan {
   std::future<mpi::Flavor> detecting_;  // --mpi=auto: `COMMAND --version` on a thread
   bool flavor_known_ = false;
   std::string real_ssh_;  // "" when no ssh client is in PATH.
-  // This binary, for ssh's ProxyCommand (`trainlet ssh-connect`); "" when
-  // it cannot be named (deleted, say): ssh connects by itself.
-  std::string connect_helper_;
   std::shared_ptr<mpi::SshProber> prober_;
   // --ssh-multiplex: the readiness probe that leaves OpenSSH masters for
   // COMMAND's ssh (mpi/ssh_master.h), their sockets in mux_base_ (empty: no

@@ -123,10 +123,7 @@ class MpiJobTest(E2ETestCase):
         for w in WORKERS:
             self.assertRegex(known, r"(?m)^\[%s[^\]]*\]:2222 ssh-ed25519 " % w)
         with open(self.path("state", "launcher", "ssh_config")) as f:
-            config = f.read()
-        self.assertIn("StrictHostKeyChecking yes", config)
-        # Every connection went through `trainlet ssh-connect` (TCP_NODELAY).
-        self.assertRegex(config, r"ProxyCommand /\S+ ssh-connect %h %p\n  ProxyUseFdpass yes")
+            self.assertIn("StrictHostKeyChecking yes", f.read())
 
     def test_mpich_hydra_allreduce_on_every_worker(self):
         if shutil.which("mpiexec.hydra") is None:

@@ -55,22 +55,6 @@ std::string ControlSocketPath(const std::string& name, int port, const std::stri
   return absl::StrCat(control_dir, "/", absl::Hex(h, absl::kZeroPad16));
 }
 
-namespace {
-
-// An absolute path neither ssh_config (%, quotes, spaces) nor the shell
-// would read as more than a path.
-bool IsPlainPath(const std::string& path) {
-  if (path.empty() || path[0] != '/') return false;
-  for (char c : path) {
-    const bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-                    c == '/' || c == '.' || c == '_' || c == '+' || c == '-';
-    if (!ok) return false;
-  }
-  return true;
-}
-
-}  // namespace
-
 std::string SshClientConfig(const std::vector<MpiHost>& hosts, const SshClientPaths& paths) {
   std::string out = "# Written by trainlet mpi-launcher for this job's ssh (ssh -F).\n";
   for (const MpiHost& host : hosts) {
@@ -92,11 +76,6 @@ std::string SshClientConfig(const std::vector<MpiHost>& hosts, const SshClientPa
                   "  LogLevel ERROR\n",                                          //
                   "  ForwardX11 no\n");
   if (!paths.control_dir.empty()) absl::StrAppend(&out, "  ControlMaster no\n");
-  if (IsPlainPath(paths.connect_helper)) {
-    // ssh runs it through /bin/sh; %h and %p are the host's name and port.
-    absl::StrAppend(&out, "  ProxyCommand ", paths.connect_helper, " ssh-connect %h %p\n",
-                    "  ProxyUseFdpass yes\n");
-  }
   return out;
 }
 

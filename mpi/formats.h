@@ -41,10 +41,6 @@ struct SshClientPaths {
   std::string identity_file;
   std::string known_hosts;
   std::string control_dir;  // empty: no multiplexing
-  // A trainlet binary: ssh connects through its `ssh-connect` (ProxyCommand
-  // with ProxyUseFdpass; mpi/ssh_connect.h), which sets TCP_NODELAY. Empty,
-  // or a path with anything but [A-Za-z0-9/._+-]: ssh connects by itself.
-  std::string connect_helper;
 };
 // The multiplexing socket of the worker `name`:`port` with host key
 // `host_public_key`, under `control_dir`: 16 hex digits of a hash of the

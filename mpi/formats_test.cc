@@ -102,18 +102,6 @@ TEST(Formats, SshClientConfigNamesEachHostsMultiplexingSocket) {
   EXPECT_THAT(SshClientConfig(hosts, {"/s/id", "/s/known_hosts"}), Not(HasSubstr("Control")));
 }
 
-TEST(Formats, SshClientConfigConnectsThroughTheHelperWhenItsPathIsPlain) {
-  SshClientPaths paths{"/s/id", "/s/known_hosts", "", "/usr/local/bin/trainlet"};
-  EXPECT_THAT(SshClientConfig({}, paths),
-              HasSubstr("  ProxyCommand /usr/local/bin/trainlet ssh-connect %h %p\n"
-                        "  ProxyUseFdpass yes\n"));
-  for (const char* odd : {"trainlet", "/opt/my bin/trainlet", "/opt/%h/trainlet",
-                          "/opt/x;rm/trainlet", "/opt/$(x)/trainlet", "/tmp/t (deleted)"}) {
-    paths.connect_helper = odd;
-    EXPECT_THAT(SshClientConfig({}, paths), Not(HasSubstr("Proxy"))) << odd;
-  }
-}
-
 TEST(Formats, SshClientConfigQuotesSpacesAndEscapesTokens) {
   const std::string config = SshClientConfig({}, {"/a b/id", "/c/%h"});
   EXPECT_THAT(config, HasSubstr("IdentityFile \"/a b/id\"\n"));

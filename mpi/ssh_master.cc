@@ -156,6 +156,40 @@ BoundedRun RunBounded(const std::vector<std::string>& argv, const std::vector<st
   return out;
 }
 
+namespace {
+
+// An absolute path that neither ssh's %-expansion nor the shell that runs a
+// ProxyCommand would read as more than a path.
+bool IsPlainPath(const std::string& path) {
+  if (path.empty() || path[0] != '/') return false;
+  for (char c : path) {
+    const bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+                    c == '/' || c == '.' || c == '_' || c == '+' || c == '-';
+    if (!ok) return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+OpenSshMasterProber::OpenSshMasterProber(std::string ssh, std::string config,
+                                         std::string control_dir, std::vector<std::string> env,
+                                         SshProber* diagnose, std::string connect_helper)
+    : ssh_(std::move(ssh)),
+      config_(std::move(config)),
+      control_dir_(std::move(control_dir)),
+      env_(std::move(env)),
+      diagnose_(diagnose) {
+  if (!IsPlainPath(connect_helper)) return;
+  connect_helper_ = std::move(connect_helper);
+  // ssh runs a ProxyCommand with $SHELL -c: the pod's SHELL (nologin, a
+  // missing path) must not decide whether the check can connect.
+  env_.erase(std::remove_if(env_.begin(), env_.end(),
+                            [](const std::string& e) { return absl::StartsWith(e, "SHELL="); }),
+             env_.end());
+  env_.push_back("SHELL=/bin/sh");
+}
+
 ProbeResult OpenSshMasterProber::Probe(const ProbeTarget& target, absl::Duration timeout) {
   const absl::Time deadline = absl::Now() + timeout;
   // What the libssh probe would refuse before dialing, it refuses here too
@@ -163,21 +197,29 @@ ProbeResult OpenSshMasterProber::Probe(const ProbeTarget& target, absl::Duration
   if (!IsValidHost(target.name) || target.port <= 0 || target.port > 65535)
     return diagnose_->Probe(target, timeout);
   const int64_t connect_s = std::max<int64_t>(1, absl::ToInt64Seconds(timeout));
-  const std::vector<std::string> argv = {ssh_,
-                                         "-F",
-                                         config_,
-                                         "-o",
-                                         "ControlMaster=auto",
-                                         "-o",
-                                         "ControlPersist=yes",
-                                         "-o",
-                                         "ConnectionAttempts=1",
-                                         "-o",
-                                         absl::StrCat("ConnectTimeout=", connect_s),
-                                         "-p",
-                                         absl::StrCat(target.port),
-                                         target.name,
-                                         kReadinessCommand};
+  std::vector<std::string> argv = {ssh_,
+                                   "-F",
+                                   config_,
+                                   "-o",
+                                   "ControlMaster=auto",
+                                   "-o",
+                                   "ControlPersist=yes",
+                                   "-o",
+                                   "ConnectionAttempts=1",
+                                   "-o",
+                                   absl::StrCat("ConnectTimeout=", connect_s)};
+  if (!connect_helper_.empty()) {
+    // The master's connection, which COMMAND's sessions then ride on.
+    for (std::string o : {absl::StrCat("ProxyCommand=", connect_helper_, " ssh-connect %h %p"),
+                          std::string("ProxyUseFdpass=yes")}) {
+      argv.push_back("-o");
+      argv.push_back(std::move(o));
+    }
+  }
+  for (std::string a : {absl::StrCat("-p"), absl::StrCat(target.port), target.name,
+                        std::string(kReadinessCommand)}) {
+    argv.push_back(std::move(a));
+  }
   const absl::Time started = absl::Now();
   BoundedRun run = RunBounded(argv, env_, deadline);
   if (run.exit_code == 0) {

@@ -56,13 +56,13 @@ class OpenSshMasterProber : public SshProber {
   // above); `env`: "NAME=value" strings for ssh; `diagnose` outlives this.
   // `control_dir`: where CONFIG's ControlPaths are (to stop a failed
   // worker's master).
+  // `connect_helper`: a trainlet binary whose `ssh-connect` opens the
+  // connection (ProxyCommand with ProxyUseFdpass: TCP_NODELAY from the
+  // first packet, mpi/ssh_connect.h); ssh runs it with SHELL=/bin/sh. Empty,
+  // or a path with anything but [A-Za-z0-9/._+-]: ssh connects by itself.
   OpenSshMasterProber(std::string ssh, std::string config, std::string control_dir,
-                      std::vector<std::string> env, SshProber* diagnose)
-      : ssh_(std::move(ssh)),
-        config_(std::move(config)),
-        control_dir_(std::move(control_dir)),
-        env_(std::move(env)),
-        diagnose_(diagnose) {}
+                      std::vector<std::string> env, SshProber* diagnose,
+                      std::string connect_helper = "");
 
   ProbeResult Probe(const ProbeTarget& target, absl::Duration timeout) override;
 
@@ -70,8 +70,9 @@ class OpenSshMasterProber : public SshProber {
   const std::string ssh_;
   const std::string config_;
   const std::string control_dir_;
-  const std::vector<std::string> env_;
+  std::vector<std::string> env_;
   SshProber* const diagnose_;
+  std::string connect_helper_;  // "" : none
 };
 
 // What RunBounded saw.

@@ -73,6 +73,31 @@ TEST_F(FakeSsh, ExitZeroIsReadyAndLeavesTheMasterToSsh) {
   EXPECT_EQ(libssh_.total_probes(), 0);  // no second login
 }
 
+// The check's connection comes from `trainlet ssh-connect` (TCP_NODELAY),
+// run by ssh with SHELL=/bin/sh whatever the pod's SHELL; a helper path
+// the shell would split or ssh expand is not used.
+TEST_F(FakeSsh, TheConnectionComesFromTheHelper_WithAPlainShell) {
+  const std::string ssh = dir_ + "/ssh";
+  std::ofstream(ssh) << "#!/bin/sh\nfor a in \"$@\"; do echo \"$a\"; done > '" << dir_
+                     << "/args'\necho \"$SHELL\" > '" << dir_ << "/shell'\nexit 0\n";
+  chmod(ssh.c_str(), 0700);
+  OpenSshMasterProber prober(ssh, "/c", dir_ + "/mux", {"SHELL=/sbin/nologin", "PATH=/bin"},
+                             &libssh_, "/opt/trainlet/bin/trainlet");
+  ASSERT_EQ(prober.Probe(target_, absl::Seconds(30)).stage, ProbeStage::kOk);
+  EXPECT_THAT(Args(), HasSubstr("-o\nProxyCommand=/opt/trainlet/bin/trainlet ssh-connect %h %p\n"
+                                "-o\nProxyUseFdpass=yes\n-p\n2223\nw1.job\n"));
+  std::ifstream shell(dir_ + "/shell");
+  std::string got;
+  std::getline(shell, got);
+  EXPECT_EQ(got, "/bin/sh");
+  for (const char* odd : {"trainlet", "/opt/my bin/trainlet", "/opt/%h/trainlet",
+                          "/opt/x;rm/trainlet", "/opt/$(x)/trainlet", "/tmp/t (deleted)"}) {
+    OpenSshMasterProber plain(ssh, "/c", dir_ + "/mux", {}, &libssh_, odd);
+    ASSERT_EQ(plain.Probe(target_, absl::Seconds(30)).stage, ProbeStage::kOk);
+    EXPECT_THAT(Args(), Not(HasSubstr("Proxy"))) << odd;
+  }
+}
+
 TEST_F(FakeSsh, AFailureIsNamedByTheLibsshProbe) {
   libssh_.Script("w1", {{ProbeStage::kHostKey, "w1.job:2223 presented host key SHA256:x"}});
   OpenSshMasterProber prober(Ssh(255, "Host key verification failed."), "/c", dir_ + "/mux", {},
