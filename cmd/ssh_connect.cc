@@ -1,6 +1,6 @@
-// `trainlet ssh-connect HOST PORT`: ssh's ProxyCommand in the MPI
-// launcher's ssh_config (mpi/ssh_connect.h): the connection, with
-// TCP_NODELAY, handed to ssh over its stdout. Not for use by hand.
+// `trainlet ssh-connect HOST PORT`: the ProxyCommand of the MPI launcher's
+// readiness check (mpi/ssh_connect.h): the connection, with TCP_NODELAY,
+// handed to ssh over its stdout. Not for use by hand.
 #include "mpi/ssh_connect.h"
 
 #include <string>
@@ -28,7 +28,7 @@ absl::StatusOr<Invocation> Parse(const std::vector<std::string>& args, const Env
   if (args.size() != 2 || !absl::SimpleAtoi(args[1], &port) || port < 1 || port > 65535) {
     return absl::InvalidArgumentError(
         "expected HOST PORT (a port in 1..65535); ssh-connect is the ProxyCommand of the MPI "
-        "launcher's ssh_config, run by ssh");
+        "launcher's readiness check, run by ssh");
   }
   invocation.run = [host = args[0], port](std::string* reason) -> int {
     absl::Status s = mpi::SshConnect(host, port, kConnectTimeout, /*pass_fd=*/1);
@@ -41,7 +41,7 @@ absl::StatusOr<Invocation> Parse(const std::vector<std::string>& args, const Env
 
 std::string Help() {
   return "Usage: trainlet ssh-connect HOST PORT\n\n"
-         "ssh's ProxyCommand in the ssh_config `trainlet mpi-launcher` writes (with\n"
+         "The ProxyCommand of `trainlet mpi-launcher`'s readiness check (with\n"
          "ProxyUseFdpass yes): connects to HOST:PORT within 10s, sets TCP_NODELAY on the\n"
          "socket and hands it to ssh over its stdout, which saves the ~40 ms that Nagle's\n"
          "algorithm holds one packet of every OpenSSH login (docs/mpi.md). Exit 69 when\n"
@@ -53,7 +53,7 @@ std::string Help() {
 const Command kSshConnectCommand = {
     "ssh-connect",
     "ssh-connect HOST PORT",
-    "ssh's ProxyCommand in the MPI launcher's ssh_config: connect with\n"
+    "The ProxyCommand of the MPI launcher's readiness check: connect with\n"
     "TCP_NODELAY and hand the socket to ssh (not for use by hand).",
     /*reads_env=*/false,
     /*entrypoint=*/false,

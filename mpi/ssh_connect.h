@@ -1,5 +1,5 @@
 // `trainlet ssh-connect HOST PORT`: the ProxyCommand of the launcher's
-// ssh_config (with ProxyUseFdpass yes; formats.h, SshClientPaths). It resolves HOST, connects to
+// readiness check (with ProxyUseFdpass yes; ssh_master.h). It resolves HOST, connects to
 // PORT, sets TCP_NODELAY on the socket and hands it to ssh over its stdout (a socketpair,
 // SCM_RIGHTS), then exits: ssh speaks on the socket itself, no process stays between.
 //
