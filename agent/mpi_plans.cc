@@ -547,12 +547,11 @@ void MpiLauncherPlan::Prepare(const v1::Assignment& assignment, Ready ready) {
     absl::Status s = waiter_->Wait(targets);
     if (absl::IsCancelled(s)) return;  // CancelPrepare: `ready` must not run.
     if (!s.ok()) {
-      if (!early) {
-        ready(s);
-        return;
-      }
-      // COMMAND runs, held at the gate: Tick() fails the round (which
-      // stops it), as a failed check before it would have.
+      // A failed round, early or not: Tick() reports it (stopping COMMAND,
+      // held at the gate, or cancelling this preparation), and the
+      // coordinator's verdict reaches the workers at once (a spawn failure
+      // would end the launcher, and its hosted coordinator, first: the
+      // workers were left to find the coordinator lost).
       {
         absl::MutexLock lock(&mu_);
         early_failure_ = s;

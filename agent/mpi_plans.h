@@ -11,9 +11,9 @@
 //                  the ssh gate        on a thread; bounded   | unplaced   |
 //                  (names validated    by --ready-timeout)    | workers?   |
 //                   first)                  |                 v            |
-//                     |                     | bound: exit 69  warn, or with|
-//                     | bad name: exit 78   v                 --require-   |
-//                     v                   round fails         placement:   |
+//                     |                     | bound: round    warn, or with|
+//                     | bad name: exit 78   v  fails (Tick)   --require-   |
+//                     v                   (69, or a restart)  placement:   |
 //                   round fails                               stop, exit 78|
 //   lost worker + restarts left: Rejoin -> round N+1 (files rewritten) <---+
 //
@@ -22,9 +22,11 @@
 // wrapper's gate (a FIFO, <state>/ssh-gate) holds every ssh COMMAND starts
 // until the check passes and the launcher opens the FIFO, so mpirun's own
 // start-up (about 60 ms) overlaps the check and no session reaches a worker
-// that has not passed. A check that fails then fails the round through
-// Tick() (exit 69, COMMAND stopped: its waiting ssh processes with it), and
-// the placement timeout counts from the gate's opening. EndRound() stops a
+// that has not passed. A check that fails (early or not) fails the round
+// through Tick(), like a failed worker: the coordinator's verdict (69, or
+// a restart) reaches every worker at once; COMMAND, if early, is stopped
+// with its waiting ssh processes. The placement timeout counts from the
+// gate's opening. EndRound() stops a
 // check still running; the next round makes a new, closed gate.
 //
 // The worker (docs/mpi.md, "What happens"): sshd as a helper before the

@@ -238,6 +238,36 @@ class MpiJobTest(E2ETestCase):
         impostor.kill()
         self.assert_nothing_left([self.launcher_host] + list(self.worker_hosts.values()))
 
+    def test_failed_check_with_command_after_it_fails_the_job_at_once(self):
+        """COMMAND a script (it starts after the check): a check that fails
+        fails the round as an early one does, so every worker hears the
+        verdict at once (not, minutes later, that the launcher's coordinator
+        is gone), and with --max-restarts the round is tried again first."""
+        self.cluster()
+        impostor = mpi_support.start_bare_sshd(self.c, self.worker_hosts["w1"],
+                                               self.path("impostor"), 2222)
+        mpi_support.wait_sshd([impostor])
+        script = self.path("job.sh")
+        with open(script, "w") as f:
+            f.write("#!/bin/sh\necho COMMAND ran\n")
+        os.chmod(script, 0o755)
+        # No restart left: 69; one: the round is tried again, then 79.
+        for restarts, code in (("0", 69), ("1", 79)):
+            self.job = "mpi-e2e-r" + restarts
+            workers = [self.start_worker(w) for w in WORKERS]
+            launcher = self.start_launcher([script], extra=["--ready-timeout", "3s",
+                                                            "--max-restarts", restarts])
+            self.assertEqual(launcher.wait(60), code, self.describe_all())
+            ended = time.monotonic()
+            self.assertIn("waiting until every worker is reachable", launcher.stderr)
+            self.assertIn("host key mismatch", launcher.stderr)
+            self.assertNotIn("COMMAND ran", launcher.stdout)
+            for w in workers:  # the job's verdict, not a lost coordinator
+                self.assertEqual(w.wait(20), 75 if code == 69 else 79, self.describe_all())
+            self.assertLess(time.monotonic() - ended, 15, self.describe_all())
+        impostor.kill()
+        self.assert_nothing_left([self.launcher_host] + list(self.worker_hosts.values()))
+
     def test_command_with_its_own_ssh_agent_starts_after_the_check(self):
         """--early-command=auto holds back when COMMAND's MPI may start its
         daemons with another agent than trainlet's ssh wrapper (here
