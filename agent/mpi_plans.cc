@@ -22,6 +22,7 @@
 #include "absl/strings/strip.h"
 #include "common/exit_codes.h"
 #include "common/logging.h"
+#include "common/small_file.h"
 #include "launcher/children.h"
 #include "launcher/command_resolver.h"
 #include "mpi/formats.h"
@@ -118,36 +119,6 @@ absl::StatusOr<Captured> RunCaptured(const std::vector<std::string>& argv,
 std::string PathOf(const std::map<std::string, std::string>& env) {
   auto it = env.find("PATH");
   return it == env.end() ? "" : it->second;
-}
-
-absl::StatusOr<std::string> ReadSmallFile(const std::string& path, size_t limit) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return absl::NotFoundError(absl::StrCat("cannot read ", path));
-  std::string data(limit, '\0');
-  in.read(data.data(), static_cast<std::streamsize>(limit));
-  data.resize(static_cast<size_t>(in.gcount()));
-  return data;
-}
-
-// A regular file's first `limit` bytes; nullopt for anything else (a FIFO
-// is never waited on) or an error.
-std::optional<std::string> ReadRegularFile(const std::string& path, size_t limit) {
-  const int fd = open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
-  if (fd < 0) return std::nullopt;
-  struct stat st;
-  std::optional<std::string> out;
-  if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode)) {
-    std::string data(limit, '\0');
-    size_t got = 0;
-    ssize_t n;
-    while (got < limit && (n = read(fd, data.data() + got, limit - got)) > 0) {
-      got += static_cast<size_t>(n);
-    }
-    data.resize(got);
-    out = std::move(data);
-  }
-  close(fd);
-  return out;
 }
 
 std::string ReadComm(pid_t pid) {
@@ -765,8 +736,8 @@ void MpiWorkerPlan::Prepare(const v1::Assignment& assignment, Ready ready) {
 }
 
 void MpiWorkerPlan::DecorateReport(v1::ReportRequest* report) {
-  absl::StatusOr<std::string> data = ReadSmallFile(File("sessions"), 1 << 20);
-  if (!data.ok()) return;
+  std::optional<std::string> data = ReadRegularFile(File("sessions"), 1 << 20);
+  if (!data) return;
   report->set_mpi_sessions(static_cast<int>(std::count(data->begin(), data->end(), '\n')));
 }
 
