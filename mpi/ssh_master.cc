@@ -22,6 +22,7 @@
 #include "common/logging.h"
 #include "launcher/children.h"
 #include "mpi/formats.h"
+#include "mpi/state_dir.h"
 
 namespace trainlet::mpi {
 namespace {
@@ -156,22 +157,6 @@ BoundedRun RunBounded(const std::vector<std::string>& argv, const std::vector<st
   return out;
 }
 
-namespace {
-
-// An absolute path that neither ssh's %-expansion nor the shell that runs a
-// ProxyCommand would read as more than a path.
-bool IsPlainPath(const std::string& path) {
-  if (path.empty() || path[0] != '/') return false;
-  for (char c : path) {
-    const bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-                    c == '/' || c == '.' || c == '_' || c == '+' || c == '-';
-    if (!ok) return false;
-  }
-  return true;
-}
-
-}  // namespace
-
 OpenSshMasterProber::OpenSshMasterProber(std::string ssh, std::string config,
                                          std::string control_dir, std::vector<std::string> env,
                                          SshProber* diagnose, std::string connect_helper)
@@ -180,7 +165,11 @@ OpenSshMasterProber::OpenSshMasterProber(std::string ssh, std::string config,
       control_dir_(std::move(control_dir)),
       env_(std::move(env)),
       diagnose_(diagnose) {
-  if (!IsPlainPath(connect_helper)) return;
+  // ssh expands % in a ProxyCommand and runs it with a shell: only an
+  // absolute path of the state directory's characters is taken as is.
+  if (connect_helper.empty() || connect_helper[0] != '/' || !IsSafeStatePath(connect_helper)) {
+    return;
+  }
   connect_helper_ = std::move(connect_helper);
   // ssh runs a ProxyCommand with $SHELL -c: the pod's SHELL (nologin, a
   // missing path) must not decide whether the check can connect.
@@ -210,16 +199,11 @@ ProbeResult OpenSshMasterProber::Probe(const ProbeTarget& target, absl::Duration
                                    absl::StrCat("ConnectTimeout=", connect_s)};
   if (!connect_helper_.empty()) {
     // The master's connection, which COMMAND's sessions then ride on.
-    for (std::string o : {absl::StrCat("ProxyCommand=", connect_helper_, " ssh-connect %h %p"),
-                          std::string("ProxyUseFdpass=yes")}) {
-      argv.push_back("-o");
-      argv.push_back(std::move(o));
-    }
+    argv.insert(argv.end(),
+                {"-o", absl::StrCat("ProxyCommand=", connect_helper_, " ssh-connect %h %p"), "-o",
+                 "ProxyUseFdpass=yes"});
   }
-  for (std::string a : {absl::StrCat("-p"), absl::StrCat(target.port), target.name,
-                        std::string(kReadinessCommand)}) {
-    argv.push_back(std::move(a));
-  }
+  argv.insert(argv.end(), {"-p", absl::StrCat(target.port), target.name, kReadinessCommand});
   const absl::Time started = absl::Now();
   BoundedRun run = RunBounded(argv, env_, deadline);
   if (run.exit_code == 0) {

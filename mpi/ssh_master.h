@@ -59,7 +59,9 @@ class OpenSshMasterProber : public SshProber {
   // `connect_helper`: a trainlet binary whose `ssh-connect` opens the
   // connection (ProxyCommand with ProxyUseFdpass: TCP_NODELAY from the
   // first packet, mpi/ssh_connect.h); ssh runs it with SHELL=/bin/sh. Empty,
-  // or a path with anything but [A-Za-z0-9/._+-]: ssh connects by itself.
+  // relative, or with a character a state directory may not hold
+  // (IsSafeStatePath: no space, %, quote or shell syntax): ssh connects by
+  // itself.
   OpenSshMasterProber(std::string ssh, std::string config, std::string control_dir,
                       std::vector<std::string> env, SshProber* diagnose,
                       std::string connect_helper = "");
