@@ -202,7 +202,7 @@ void MpiLauncherPlan::OpenGate() {
   if (gate_fd_ < 0) {
     const int error = errno;
     absl::MutexLock lock(&mu_);
-    early_failure_ = absl::InternalError(absl::StrCat(
+    check_failure_ = absl::InternalError(absl::StrCat(
         "cannot open the ssh gate ", File("ssh-gate"), ": ", strerror(error),
         "; COMMAND's ssh would wait for ever (--early-command=false avoids the gate)"));
   }
@@ -458,7 +458,7 @@ void MpiLauncherPlan::Prepare(const v1::Assignment& assignment, Ready ready) {
     placement_late_ = false;
     unplaced_.clear();
     unplaced_at_ = absl::InfinitePast();
-    early_failure_ = absl::OkStatus();
+    check_failure_ = absl::OkStatus();
   }
   std::vector<mpi::MpiHost> hosts = MpiHostsFor(assignment);
   for (const mpi::MpiHost& h : hosts) {
@@ -525,7 +525,7 @@ void MpiLauncherPlan::Prepare(const v1::Assignment& assignment, Ready ready) {
       // workers were left to find the coordinator lost).
       {
         absl::MutexLock lock(&mu_);
-        early_failure_ = s;
+        check_failure_ = s;
       }
       if (supervisor_ != nullptr) supervisor_->Wake();
       return;
@@ -574,9 +574,9 @@ void MpiLauncherPlan::OnReportResponse(const v1::ReportResponse& response) {
 absl::Status MpiLauncherPlan::Tick(absl::Time now) {
   {
     absl::MutexLock lock(&mu_);
-    if (!early_failure_.ok()) {
-      absl::Status s = std::move(early_failure_);
-      early_failure_ = absl::OkStatus();
+    if (!check_failure_.ok()) {
+      absl::Status s = std::move(check_failure_);
+      check_failure_ = absl::OkStatus();
       return s;
     }
   }

@@ -26,8 +26,8 @@
 // through Tick(), like a failed worker: the coordinator's verdict (69, or
 // a restart) reaches every worker at once; COMMAND, if early, is stopped
 // with its waiting ssh processes. The placement timeout counts from the
-// gate's opening. EndRound() stops a
-// check still running; the next round makes a new, closed gate.
+// gate's opening. EndRound() stops a check still running; the next round
+// makes a new, closed gate.
 //
 // The worker (docs/mpi.md, "What happens"): sshd as a helper before the
 // join; each round writes authorized_keys from the launcher's job key and
@@ -142,8 +142,9 @@ class MpiLauncherPlan : public LaunchPlan {
   // The last answer to the launcher's heartbeat, and when it came.
   std::vector<std::string> unplaced_ ABSL_GUARDED_BY(mu_);
   absl::Time unplaced_at_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
-  // The check failed after COMMAND started early: Tick() returns it once.
-  absl::Status early_failure_ ABSL_GUARDED_BY(mu_);
+  // The check failed (or the gate would not open): Tick() returns it once,
+  // failing the round whether COMMAND started early or not.
+  absl::Status check_failure_ ABSL_GUARDED_BY(mu_);
 };
 
 class MpiWorkerPlan : public LaunchPlan {
